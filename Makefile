@@ -1,0 +1,133 @@
+# Multi-head attention, step by step, in C.
+#
+#   make              build libmha, the chapters and the tools into build/
+#   make walkthrough  run every chapter in order (installs missing packages)
+#   make ch06         run one chapter
+#   make test         every check (installs missing packages)
+#   make sanitize     the tests and chapters under AddressSanitizer + UBSan
+#   make memcheck     every chapter under valgrind: no errors, no leaks
+#   make transcripts  rewrite tests/expected/ from the chapters' output
+#   make info         which CBLAS the build uses
+#   make clean
+#
+# BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
+# against GSL's own reference CBLAS (libgslcblas), built into build/gslcblas.
+
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
+BLAS    ?= openblas
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  ?= $(OPT) -g
+WARN    := -std=c11 -Wall -Wextra -Werror
+
+ifeq ($(BLAS),openblas)
+BUILD   ?= build
+GSL_LIBS = $(shell pkg-config --define-variable=GSL_CBLAS_LIB=-lopenblas --libs gsl)
+else ifeq ($(BLAS),gsl)
+BUILD   ?= build/gslcblas
+GSL_LIBS = $(shell pkg-config --libs gsl)
+else
+$(error BLAS must be openblas or gsl, not '$(BLAS)')
+endif
+
+CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(SAN)
+LDLIBS   = $(GSL_LIBS) -lm
+TEST_LIBS = $(shell pkg-config --libs criterion)
+
+LIB_SRC   := $(wildcard src/*.c)
+LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB       := $(BUILD)/libmha.a
+CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
+CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
+TOOL_BIN  := $(BUILD)/cblas-info
+TEST_SRC  := $(wildcard tests/*.c)
+TEST_BIN  := $(BUILD)/tests/run_tests
+HEADERS   := $(wildcard src/*.h)
+
+# Every chapter's name, as C strings, for the transcript tests.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+CHAPTER_LIST := $(subst $(space),$(comma),$(patsubst %,"%",$(CHAPTERS)))
+
+.PHONY: all build walkthrough test check sanitize memcheck transcripts \
+        info clean deps
+
+all: build
+build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/chapters/%: chapters/%.c $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -Itests \
+	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_NAMES='$(CHAPTER_LIST)' \
+	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
+
+deps:
+	@tools/deps.sh
+
+# The two commands of the README: install what is missing, then go.
+walkthrough: deps
+	@$(MAKE) --no-print-directory build
+	@for ch in $(CH_BIN); do \
+	    echo "=================== $$(basename $$ch) ==================="; \
+	    $$ch || exit 1; echo; \
+	done
+
+test: deps
+	@$(MAKE) --no-print-directory check
+
+# check: what `make test` runs once the packages are there.
+check: build
+	$(TEST_BIN) --jobs 2
+	@$(MAKE) --no-print-directory memcheck
+
+ch%: build
+	@$(patsubst chapters/%.c,$(BUILD)/chapters/%,$(wildcard chapters/$*_*.c))
+
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+sanitize: deps
+	@$(MAKE) --no-print-directory BUILD=build/sanitize OPT=-O1 \
+	    SAN="$(SAN_FLAGS)" build
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    build/sanitize/tests/run_tests --jobs 2
+
+VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full \
+            --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible
+memcheck: build
+	@for ch in $(CH_BIN); do \
+	    $(VALGRIND) $$ch > /dev/null || { echo "memcheck: $$ch failed"; exit 1; }; \
+	done
+	@echo "memcheck: $(words $(CH_BIN)) chapters, 0 errors, 0 leaks"
+
+transcripts: build
+	@for ch in $(CHAPTERS); do \
+	    $(BUILD)/chapters/$$ch > tests/expected/$$ch.txt || exit 1; \
+	done
+	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
+
+info: $(TOOL_BIN)
+	@$(TOOL_BIN)
+
+clean:
+	rm -rf build

@@ -1,0 +1,75 @@
+/* error.c: failure messages and checked allocation; see error.h. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Thread_local char last_error[MHA_ERROR_MAX];
+static _Thread_local long fail_countdown = -1;
+
+int mha_fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *mha_last_error(void) { return last_error; }
+
+void mha_clear_error(void) { last_error[0] = '\0'; }
+
+void mha_debug_fail_alloc_after(long n) { fail_countdown = n; }
+
+int mha_mul_size(size_t n, size_t m, size_t *out, const char *who)
+{
+    if (m != 0 && n > SIZE_MAX / m)
+        return mha_fail(GSL_EOVRFLW, "%s: size %zu x %zu overflows size_t",
+                        who, n, m);
+    *out = n * m;
+    return GSL_SUCCESS;
+}
+
+/* One place decides whether an allocation may go ahead, so the failure
+ * injection of the tests reaches every allocation of the library. */
+static int may_allocate(size_t n, size_t size, const char *who)
+{
+    size_t bytes;
+    if (mha_mul_size(n, size, &bytes, who) != GSL_SUCCESS)
+        return 0;
+    if (fail_countdown == 0) {
+        fail_countdown = -1;
+        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
+                 who, n, size);
+        return 0;
+    }
+    if (fail_countdown > 0)
+        fail_countdown--;
+    return 1;
+}
+
+void *mha_malloc(size_t n, size_t size, const char *who)
+{
+    if (!may_allocate(n, size, who))
+        return NULL;
+    size_t bytes = n * size;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
+                 who, n, size);
+    return p;
+}
+
+void *mha_calloc(size_t n, size_t size, const char *who)
+{
+    if (!may_allocate(n, size, who))
+        return NULL;
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
+                 who, n, size);
+    return p;
+}

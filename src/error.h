@@ -1,0 +1,51 @@
+/* error.h: how libmha reports failure.
+ *
+ * Every library function that can fail returns a GSL status code:
+ * GSL_SUCCESS (0) when it worked, otherwise GSL_EINVAL (a bad argument),
+ * GSL_EBADLEN (shapes that do not fit together), GSL_ENOMEM (out of memory),
+ * GSL_EOVRFLW (a size that does not fit in size_t) ...  On failure it also
+ * leaves a one-line message that names the function, the offending values
+ * and the shapes involved, for example
+ *
+ *     tensor_reshape: shape (4, -1) is invalid for input of size 6 (shape (2, 3))
+ *
+ * mha_last_error() returns that message until the next failure.  Nothing in
+ * the library aborts or prints on its own: the program decides what to do.
+ * Programs call mha_program_init() first, which also switches off GSL's
+ * default handler (the one that aborts).
+ *
+ * The message buffer is per thread.
+ */
+#ifndef MHA_ERROR_H
+#define MHA_ERROR_H
+
+#include <stddef.h>
+#include <gsl/gsl_errno.h>
+
+#define MHA_ERROR_MAX 512
+
+/* Record a failure: formats the message, stores it, returns status, so a
+ * caller can write `return mha_fail(GSL_EINVAL, "f: ...", ...);`. */
+int mha_fail(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The message of the last failure on this thread ("" if none). */
+const char *mha_last_error(void);
+
+/* Forget the last failure. */
+void mha_clear_error(void);
+
+/* Checked allocation: n elements of `size` bytes each.  Returns NULL and
+ * records GSL_EOVRFLW or GSL_ENOMEM (naming `who`) when n * size overflows
+ * size_t or malloc fails.  mha_calloc zero-fills.  Free with free(). */
+void *mha_malloc(size_t n, size_t size, const char *who);
+void *mha_calloc(size_t n, size_t size, const char *who);
+
+/* n * m into *out, or GSL_EOVRFLW (with a message naming `who`). */
+int mha_mul_size(size_t n, size_t m, size_t *out, const char *who);
+
+/* Testing aid: make the allocation after the next `n` succeed fail
+ * (n = 0: the very next one).  A negative n switches injection off. */
+void mha_debug_fail_alloc_after(long n);
+
+#endif

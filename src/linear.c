@@ -1,0 +1,213 @@
+/* linear.c: y = x W^T + b on GSL BLAS; see linear.h. */
+#include "linear.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "error.h"
+#include "trace.h"
+
+int linear_init(linear *l, const char *name, size_t in_features,
+                size_t out_features, int with_bias)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name ? name : "linear");
+    if (in_features == 0 || out_features == 0)
+        return mha_fail(GSL_EINVAL,
+                        "linear_init %s: in_features %zu and out_features %zu "
+                        "must both be >= 1",
+                        l->name, in_features, out_features);
+    l->in_features = in_features;
+    l->out_features = out_features;
+    int status = tensor_alloc(SHAPE(out_features, in_features), &l->weight);
+    if (status == GSL_SUCCESS && with_bias)
+        status = tensor_alloc(SHAPE(out_features), &l->bias);
+    if (status) {
+        linear_free(l);
+        return status;
+    }
+    return GSL_SUCCESS;
+}
+
+void linear_free(linear *l)
+{
+    tensor_free(l->weight);
+    tensor_free(l->bias);
+    l->weight = l->bias = NULL;
+}
+
+void linear_reset_xavier_uniform(linear *l, gsl_rng *r)
+{
+    double a = sqrt(6.0 / (double)(l->in_features + l->out_features));
+    tensor_fill_uniform(l->weight, r, -a, a);
+    if (l->bias)
+        tensor_fill(l->bias, 0.0);
+}
+
+void linear_reset_pytorch(linear *l, gsl_rng *r)
+{
+    double a = 1.0 / sqrt((double)l->in_features);
+    tensor_fill_uniform(l->weight, r, -a, a);
+    if (l->bias)
+        tensor_fill_uniform(l->bias, r, -a, a);
+}
+
+/* x against the layer: the last dimension must be in_features, and the
+ * parameters must still have the shapes the layer was made with. */
+static int check_input(const char *who, const linear *l, const tensor *x)
+{
+    char xs[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
+    tensor_shape_str(l->weight, ws, sizeof ws);
+    if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
+        l->weight->shape[1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: weight has shape %s, expected (%zu, %zu)", who,
+                        l->name, ws, l->out_features, l->in_features);
+    if (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != l->out_features)) {
+        char bs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN, "%s %s: bias has shape %s, expected (%zu,)",
+                        who, l->name, tensor_shape_str(l->bias, bs, sizeof bs),
+                        l->out_features);
+    }
+    if (x->shape[x->ndim - 1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: input shape %s ends in %zu features, the layer "
+                        "takes %zu (weight %s)",
+                        who, l->name, tensor_shape_str(x, xs, sizeof xs),
+                        x->shape[x->ndim - 1], l->in_features, ws);
+    return GSL_SUCCESS;
+}
+
+/* y: x's leading shape and names, then out_features. */
+static int alloc_output(const linear *l, const tensor *x, tensor **y)
+{
+    size_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = l->out_features;
+    int status = tensor_alloc(x->ndim, shape, y);
+    if (status)
+        return status;
+    memcpy((*y)->names, x->names, sizeof x->names);
+    snprintf((*y)->names[x->ndim - 1], TENSOR_NAME_MAX, "%s", l->out_name);
+    return GSL_SUCCESS;
+}
+
+static void trace_linear(const linear *l, const tensor *x, const tensor *y)
+{
+    char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+    char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
+    snprintf(op, sizeof op, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
+    snprintf(shapes, sizeof shapes, "%s -> %s",
+             tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
+    trace_line(op, "new", shapes, tensor_sym_str(y, sym, sizeof sym));
+}
+
+/* Can x be read as a (rows, in) matrix whose rows are `tda` doubles apart?
+ * True when the last dimension has unit stride and the leading dimensions
+ * step through memory evenly, as one dimension would. */
+static int rows_evenly_spaced(const tensor *x, size_t *tda)
+{
+    size_t last = x->ndim - 1;
+    if (x->shape[last] != 1 && x->strides[last] != 1)
+        return 0;
+    size_t step = 0; /* stride of the innermost leading dim of size > 1 */
+    size_t span = 0; /* what the next dim out must step to continue it */
+    for (size_t d = last; d-- > 0;) {
+        if (x->shape[d] == 1)
+            continue;
+        if (step == 0)
+            step = x->strides[d];
+        else if (x->strides[d] != span)
+            return 0;
+        span = x->strides[d] * x->shape[d];
+    }
+    *tda = step ? step : x->shape[last];
+    return *tda >= x->shape[last];
+}
+
+int linear_forward(const linear *l, const tensor *x, tensor **y)
+{
+    *y = NULL;
+    int status = check_input("linear_forward", l, x);
+    if (status)
+        return status;
+
+    /* xm views x as (rows, in); a copy only when its rows are uneven */
+    tensor *packed = NULL;
+    const tensor *src = x;
+    size_t tda;
+    if (!rows_evenly_spaced(x, &tda)) {
+        status = tensor_contiguous(x, &packed);
+        if (status)
+            return status;
+        src = packed;
+        tda = x->shape[x->ndim - 1];
+    }
+    status = alloc_output(l, x, y);
+    if (status) {
+        tensor_free(packed);
+        return status;
+    }
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+    gsl_matrix_const_view xm =
+        gsl_matrix_const_view_array_with_tda(src->data, rows, in, tda);
+    gsl_matrix_const_view wm = gsl_matrix_const_view_array(l->weight->data, out, in);
+    gsl_matrix_view ym = gsl_matrix_view_array((*y)->data, rows, out);
+
+    /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
+    double beta = 0.0;
+    if (l->bias) {
+        for (size_t r = 0; r < rows; r++)
+            memcpy((*y)->data + r * out, l->bias->data, out * sizeof(double));
+        beta = 1.0;
+    }
+    status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
+                            &wm.matrix, beta, &ym.matrix);
+    tensor_free(packed);
+    if (status) {
+        tensor_free(*y);
+        *y = NULL;
+        return mha_fail(status, "linear_forward %s: gsl_blas_dgemm failed (%s)",
+                        l->name, gsl_strerror(status));
+    }
+    if (trace_on())
+        trace_linear(l, x, *y);
+    return GSL_SUCCESS;
+}
+
+int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
+{
+    *y = NULL;
+    int status = check_input("linear_forward_naive", l, x);
+    if (status)
+        return status;
+    status = alloc_output(l, x, y);
+    if (status)
+        return status;
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+    size_t idx[TENSOR_MAX_DIMS] = {0}; /* x's index of the row's start */
+    for (size_t r = 0; r < rows; r++) {
+        double *y_r = (*y)->data + r * out;
+        for (size_t o = 0; o < out; o++) {
+            double sum = l->bias ? l->bias->data[o] : 0.0;
+            for (size_t i = 0; i < in; i++) {
+                idx[x->ndim - 1] = i;
+                sum += *tensor_at(x, idx) * l->weight->data[o * in + i];
+            }
+            y_r[o] = sum;
+        }
+        /* next row: count the leading index up, like an odometer */
+        for (size_t d = x->ndim - 1; d-- > 0;) {
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    if (trace_on())
+        trace_linear(l, x, *y);
+    return GSL_SUCCESS;
+}

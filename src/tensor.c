@@ -1,0 +1,771 @@
+/* tensor.c: dense tensors, views and copies; see tensor.h. */
+#include "tensor.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "error.h"
+#include "trace.h"
+
+struct tensor_buffer {
+    double *values;
+    size_t size;   /* number of doubles */
+    long refcount; /* tensors using this buffer */
+};
+
+/* --- creating and freeing ------------------------------------------- */
+
+static int check_shape(const char *who, size_t ndim, const size_t *shape,
+                       size_t *numel)
+{
+    if (ndim < 1 || ndim > TENSOR_MAX_DIMS)
+        return mha_fail(GSL_EINVAL,
+                        "%s: %zu dimensions requested, a tensor has 1 to %d",
+                        who, ndim, TENSOR_MAX_DIMS);
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            char s[TRACE_SHAPE_MAX];
+            return mha_fail(GSL_EINVAL,
+                            "%s: dimension %zu of shape %s is 0; sizes must be >= 1",
+                            who, d, shape_str(s, sizeof s, ndim, shape));
+        }
+        if (mha_mul_size(n, shape[d], &n, who) != GSL_SUCCESS)
+            return GSL_EOVRFLW;
+    }
+    size_t bytes;
+    if (mha_mul_size(n, sizeof(double), &bytes, who) != GSL_SUCCESS)
+        return GSL_EOVRFLW;
+    *numel = n;
+    return GSL_SUCCESS;
+}
+
+/* Row-major strides for shape. */
+static void contiguous_strides(size_t ndim, const size_t *shape,
+                               size_t *strides)
+{
+    size_t s = 1;
+    for (size_t d = ndim; d-- > 0;) {
+        strides[d] = s;
+        s *= shape[d];
+    }
+}
+
+/* A new tensor header sharing buf (whose count it takes one more of). */
+static tensor *new_header(tensor_buffer *buf, const char *who)
+{
+    tensor *t = mha_calloc(1, sizeof *t, who);
+    if (!t)
+        return NULL;
+    t->buffer = buf;
+    buf->refcount++;
+    return t;
+}
+
+static int alloc_uninit(const char *who, size_t ndim, const size_t *shape,
+                        int zero, tensor **out)
+{
+    *out = NULL;
+    size_t n = 0;
+    int status = check_shape(who, ndim, shape, &n);
+    if (status)
+        return status;
+    tensor_buffer *buf = mha_calloc(1, sizeof *buf, who);
+    if (!buf)
+        return GSL_ENOMEM;
+    buf->values = zero ? mha_calloc(n, sizeof(double), who)
+                       : mha_malloc(n, sizeof(double), who);
+    if (!buf->values) {
+        free(buf);
+        return GSL_ENOMEM;
+    }
+    buf->size = n;
+    tensor *t = new_header(buf, who);
+    if (!t) {
+        free(buf->values);
+        free(buf);
+        return GSL_ENOMEM;
+    }
+    t->data = buf->values;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    contiguous_strides(ndim, shape, t->strides);
+    *out = t;
+    return GSL_SUCCESS;
+}
+
+int tensor_alloc(size_t ndim, const size_t *shape, tensor **out)
+{
+    return alloc_uninit("tensor_alloc", ndim, shape, 1, out);
+}
+
+int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
+                      tensor **out)
+{
+    int status = alloc_uninit("tensor_from_array", ndim, shape, 0, out);
+    if (status)
+        return status;
+    memcpy((*out)->data, values, tensor_numel(*out) * sizeof(double));
+    return GSL_SUCCESS;
+}
+
+void tensor_free(tensor *t)
+{
+    if (!t)
+        return;
+    if (--t->buffer->refcount == 0) {
+        free(t->buffer->values);
+        free(t->buffer);
+    }
+    free(t);
+}
+
+/* --- reading the layout --------------------------------------------- */
+
+size_t tensor_numel(const tensor *t)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+int tensor_is_contiguous(const tensor *t)
+{
+    size_t expect = 1;
+    for (size_t d = t->ndim; d-- > 0;) {
+        if (t->shape[d] != 1 && t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+int tensor_same_shape(const tensor *a, const tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    return 1;
+}
+
+static int check_index(const char *who, const tensor *t, const size_t *idx)
+{
+    for (size_t d = 0; d < t->ndim; d++)
+        if (idx[d] >= t->shape[d]) {
+            char s[TRACE_SHAPE_MAX], i[TRACE_SHAPE_MAX];
+            return mha_fail(GSL_EINVAL,
+                            "%s: index %s is out of range for shape %s "
+                            "(dimension %zu)",
+                            who, shape_str(i, sizeof i, t->ndim, idx),
+                            tensor_shape_str(t, s, sizeof s), d);
+        }
+    return GSL_SUCCESS;
+}
+
+int tensor_get(const tensor *t, const size_t *idx, double *value)
+{
+    int status = check_index("tensor_get", t, idx);
+    if (status)
+        return status;
+    *value = *tensor_at(t, idx);
+    return GSL_SUCCESS;
+}
+
+int tensor_set(tensor *t, const size_t *idx, double value)
+{
+    int status = check_index("tensor_set", t, idx);
+    if (status)
+        return status;
+    *tensor_at(t, idx) = value;
+    return GSL_SUCCESS;
+}
+
+char *tensor_shape_str(const tensor *t, char *buf, size_t n)
+{
+    return shape_str(buf, n, t->ndim, t->shape);
+}
+
+char *tensor_sym_str(const tensor *t, char *buf, size_t n)
+{
+    int any = 0;
+    for (size_t d = 0; d < t->ndim; d++)
+        any |= t->names[d][0] != '\0';
+    buf[0] = '\0';
+    if (!any || n == 0)
+        return buf;
+    size_t used = 0;
+    for (size_t d = 0; d < t->ndim && used < n; d++) {
+        int w = t->names[d][0]
+                    ? snprintf(buf + used, n - used, "%s%s", d ? ", " : "(",
+                               t->names[d])
+                    : snprintf(buf + used, n - used, "%s%zu", d ? ", " : "(",
+                               t->shape[d]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used < n)
+        snprintf(buf + used, n - used, t->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+/* Split "a, b, c" into trimmed fields; returns the count (or more than
+ * max when there are too many). */
+static size_t split_names(const char *names, char out[][TENSOR_NAME_MAX],
+                          size_t max)
+{
+    size_t count = 0;
+    const char *p = names;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        if (count < max) {
+            if (len >= TENSOR_NAME_MAX)
+                len = TENSOR_NAME_MAX - 1;
+            memcpy(out[count], p, len);
+            out[count][len] = '\0';
+        }
+        count++;
+        if (!end)
+            return count;
+        p = end + 1;
+    }
+}
+
+int tensor_set_names(tensor *t, const char *names)
+{
+    char parsed[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    if (!names || !*names) {
+        memset(t->names, 0, sizeof t->names);
+        return GSL_SUCCESS;
+    }
+    size_t count = split_names(names, parsed, TENSOR_MAX_DIMS);
+    if (count != t->ndim) {
+        char s[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "tensor_set_names: \"%s\" names %zu dimensions, "
+                        "shape %s has %zu",
+                        names, count, tensor_shape_str(t, s, sizeof s),
+                        t->ndim);
+    }
+    memset(t->names, 0, sizeof t->names);
+    memcpy(t->names, parsed, t->ndim * sizeof parsed[0]);
+    return GSL_SUCCESS;
+}
+
+/* --- filling -------------------------------------------------------- */
+
+/* Visit every element of t in row-major order. */
+#define FOR_EACH_ELEMENT(t, ptr, ...)                                        \
+    do {                                                                      \
+        size_t idx_[TENSOR_MAX_DIMS] = {0};                                   \
+        size_t n_ = tensor_numel(t);                                          \
+        for (size_t k_ = 0; k_ < n_; k_++) {                                  \
+            double *ptr = tensor_at((t), idx_);                               \
+            __VA_ARGS__;                                                      \
+            for (size_t d_ = (t)->ndim; d_-- > 0;) {                          \
+                if (++idx_[d_] < (t)->shape[d_])                              \
+                    break;                                                    \
+                idx_[d_] = 0;                                                 \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+void tensor_fill(tensor *t, double value)
+{
+    FOR_EACH_ELEMENT(t, p, *p = value);
+}
+
+void tensor_fill_arange(tensor *t, double start, double step)
+{
+    double k = 0;
+    FOR_EACH_ELEMENT(t, p, *p = start + step * k++);
+}
+
+void tensor_fill_uniform(tensor *t, gsl_rng *r, double lo, double hi)
+{
+    FOR_EACH_ELEMENT(t, p, *p = lo + (hi - lo) * gsl_rng_uniform(r));
+}
+
+void tensor_fill_normal(tensor *t, gsl_rng *r, double mean, double sd)
+{
+    FOR_EACH_ELEMENT(t, p, *p = mean + gsl_ran_gaussian_ziggurat(r, sd));
+}
+
+/* src into dst, both with the same numel, each read in row-major order. */
+static void copy_elements(tensor *dst, const tensor *src)
+{
+    if (tensor_is_contiguous(dst) && tensor_is_contiguous(src)) {
+        memmove(dst->data, src->data, tensor_numel(src) * sizeof(double));
+        return;
+    }
+    size_t sidx[TENSOR_MAX_DIMS] = {0};
+    FOR_EACH_ELEMENT(dst, p, {
+        *p = *tensor_at(src, sidx);
+        for (size_t d = src->ndim; d-- > 0;) {
+            if (++sidx[d] < src->shape[d])
+                break;
+            sidx[d] = 0;
+        }
+    });
+}
+
+int tensor_copy_into(tensor *dst, const tensor *src)
+{
+    if (!tensor_same_shape(dst, src)) {
+        char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "tensor_copy_into: source shape %s differs from "
+                        "destination shape %s",
+                        tensor_shape_str(src, a, sizeof a),
+                        tensor_shape_str(dst, b, sizeof b));
+    }
+    copy_elements(dst, src);
+    return GSL_SUCCESS;
+}
+
+/* A contiguous copy of x, not traced (the callers trace). */
+static int copy_contiguous(const char *who, const tensor *x, tensor **out)
+{
+    int status = alloc_uninit(who, x->ndim, x->shape, 0, out);
+    if (status)
+        return status;
+    copy_elements(*out, x);
+    memcpy((*out)->names, x->names, sizeof x->names);
+    return GSL_SUCCESS;
+}
+
+int tensor_contiguous(const tensor *x, tensor **out)
+{
+    int status = copy_contiguous("tensor_contiguous", x, out);
+    if (status == GSL_SUCCESS && trace_on()) {
+        char s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        tensor_shape_str(x, s, sizeof s);
+        snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
+        trace_line("contiguous()", "copy", shapes,
+                   tensor_sym_str(*out, sym, sizeof sym));
+    }
+    return status;
+}
+
+/* --- reshape -------------------------------------------------------- */
+
+/* Resolve a requested shape (with at most one -1) for numel elements. */
+static int infer_shape(const char *who, const tensor *x, size_t ndim,
+                       const long *req, size_t *shape)
+{
+    char req_s[TRACE_SHAPE_MAX], xs[TRACE_SHAPE_MAX];
+    size_t used = 0;
+    req_s[0] = '(';
+    used = 1;
+    for (size_t d = 0; d < ndim && d < TENSOR_MAX_DIMS + 4; d++) {
+        int w = snprintf(req_s + used, sizeof req_s - used, d ? ", %ld" : "%ld",
+                         req[d]);
+        used += w > 0 && (size_t)w < sizeof req_s - used ? (size_t)w : 0;
+    }
+    snprintf(req_s + used, sizeof req_s - used, ndim == 1 ? ",)" : ")");
+    tensor_shape_str(x, xs, sizeof xs);
+
+    if (ndim < 1 || ndim > TENSOR_MAX_DIMS)
+        return mha_fail(GSL_EINVAL,
+                        "%s: shape %s has %zu dimensions, a tensor has 1 to %d "
+                        "(input shape %s)",
+                        who, req_s, ndim, TENSOR_MAX_DIMS, xs);
+    size_t numel = tensor_numel(x), known = 1;
+    long infer_at = -1;
+    for (size_t d = 0; d < ndim; d++) {
+        if (req[d] == -1) {
+            if (infer_at >= 0)
+                return mha_fail(GSL_EINVAL,
+                                "%s: shape %s has more than one -1 "
+                                "(input shape %s)",
+                                who, req_s, xs);
+            infer_at = (long)d;
+        } else if (req[d] <= 0) {
+            return mha_fail(GSL_EINVAL,
+                            "%s: shape %s has size %ld in dimension %zu; "
+                            "sizes must be >= 1 or a single -1 (input shape %s)",
+                            who, req_s, req[d], d, xs);
+        } else {
+            if ((size_t)req[d] > numel || known > numel / (size_t)req[d]) {
+                return mha_fail(GSL_EBADLEN,
+                                "%s: shape %s is invalid for input of size %zu "
+                                "(input shape %s)",
+                                who, req_s, numel, xs);
+            }
+            known *= (size_t)req[d];
+            shape[d] = (size_t)req[d];
+        }
+    }
+    if (infer_at >= 0) {
+        if (numel % known != 0)
+            return mha_fail(GSL_EBADLEN,
+                            "%s: shape %s is invalid for input of size %zu "
+                            "(input shape %s)",
+                            who, req_s, numel, xs);
+        shape[infer_at] = numel / known;
+        known = numel;
+    }
+    if (known != numel)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: shape %s is invalid for input of size %zu "
+                        "(input shape %s)",
+                        who, req_s, numel, xs);
+    return GSL_SUCCESS;
+}
+
+/* PyTorch's rule for when a reshape can be a view (computeStride in
+ * ATen): walk x's dimensions from the last, cutting them into chunks that
+ * are contiguous among themselves; each chunk must be covered exactly by a
+ * run of new dimensions, whose strides are then laid out inside the chunk.
+ * Returns 1 and fills strides when a view is possible. */
+static int view_strides(const tensor *x, size_t ndim, const size_t *shape,
+                        size_t *strides)
+{
+    long view_d = (long)ndim - 1;
+    size_t chunk_base = x->strides[x->ndim - 1];
+    size_t tensor_numel_ = 1, view_numel = 1;
+    for (long td = (long)x->ndim - 1; td >= 0; td--) {
+        tensor_numel_ *= x->shape[td];
+        int chunk_ends = td == 0 || (x->shape[td - 1] != 1 &&
+                                     x->strides[td - 1] != tensor_numel_ * chunk_base);
+        if (!chunk_ends)
+            continue;
+        while (view_d >= 0 &&
+               (view_numel < tensor_numel_ || shape[view_d] == 1)) {
+            strides[view_d] = view_numel * chunk_base;
+            view_numel *= shape[view_d];
+            view_d--;
+        }
+        if (view_numel != tensor_numel_)
+            return 0;
+        if (td > 0) {
+            chunk_base = x->strides[td - 1];
+            tensor_numel_ = 1;
+            view_numel = 1;
+        }
+    }
+    return view_d == -1;
+}
+
+/* Names for the reshaped dimensions, derived from x's: dimensions that
+ * pass through keep their name, merged ones are joined with '*', and a
+ * dimension named "a*b" split into two gets "a" and "b". */
+static void derive_names(const tensor *x, tensor *y)
+{
+    size_t i = 0, j = 0;
+    while (i < x->ndim && j < y->ndim) {
+        size_t i0 = i, j0 = j, pi = x->shape[i], pj = y->shape[j];
+        while (pi != pj) {
+            if (pi < pj && i + 1 < x->ndim)
+                pi *= x->shape[++i];
+            else if (pj < pi && j + 1 < y->ndim)
+                pj *= y->shape[++j];
+            else
+                return;
+        }
+        size_t nin = i - i0 + 1, nout = j - j0 + 1;
+        if (nout == 1) {
+            /* nin dimensions merge into one */
+            char joined[TENSOR_NAME_MAX * TENSOR_MAX_DIMS] = "";
+            int ok = 1;
+            for (size_t k = i0; k <= i; k++) {
+                if (x->names[k][0] == '\0' && x->shape[k] != 1)
+                    ok = 0;
+                if (x->shape[k] == 1 && nin > 1)
+                    continue; /* a size-1 dimension adds nothing */
+                if (joined[0])
+                    strcat(joined, "*");
+                strcat(joined, x->names[k]);
+            }
+            if (ok && strlen(joined) < TENSOR_NAME_MAX)
+                strcpy(y->names[j0], joined);
+        } else if (nin == 1 && x->names[i0][0]) {
+            /* one dimension splits: only a name "a*b" says how */
+            char parts[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+            size_t count = 0;
+            const char *p = x->names[i0];
+            while (count < TENSOR_MAX_DIMS) {
+                const char *star = strchr(p, '*');
+                size_t len = star ? (size_t)(star - p) : strlen(p);
+                memcpy(parts[count], p, len);
+                parts[count++][len] = '\0';
+                if (!star)
+                    break;
+                p = star + 1;
+            }
+            if (count == nout)
+                for (size_t k = 0; k < nout; k++)
+                    strcpy(y->names[j0 + k], parts[k]);
+        }
+        i++;
+        j++;
+    }
+}
+
+static void trace_reshape(const char *opname, size_t ndim, const long *req,
+                          const tensor *x, const tensor *y, int copied)
+{
+    char op[TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+    char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
+    size_t used = (size_t)snprintf(op, sizeof op, "%s(", opname);
+    for (size_t d = 0; d < ndim && used < sizeof op; d++)
+        used += (size_t)snprintf(op + used, sizeof op - used,
+                                 d ? ", %ld" : "%ld", req[d]);
+    if (used < sizeof op)
+        snprintf(op + used, sizeof op - used, ")");
+    snprintf(shapes, sizeof shapes, "%s -> %s",
+             tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
+    trace_line(op, copied ? "copy" : "view", shapes,
+               tensor_sym_str(y, sym, sizeof sym));
+}
+
+static int reshape_impl(const char *who, const tensor *x, size_t ndim,
+                        const long *req, const char *names, int allow_copy,
+                        tensor **out)
+{
+    *out = NULL;
+    size_t shape[TENSOR_MAX_DIMS] = {0}, strides[TENSOR_MAX_DIMS] = {0};
+    int status = infer_shape(who, x, ndim, req, shape);
+    if (status)
+        return status;
+
+    int copied = 0;
+    tensor *y;
+    if (view_strides(x, ndim, shape, strides)) {
+        y = new_header(x->buffer, who);
+        if (!y)
+            return GSL_ENOMEM;
+        y->data = x->data;
+        memcpy(y->strides, strides, sizeof strides);
+    } else if (allow_copy) {
+        status = copy_contiguous(who, x, &y);
+        if (status)
+            return status;
+        contiguous_strides(ndim, shape, y->strides);
+        copied = 1;
+    } else {
+        char xs[TRACE_SHAPE_MAX], ys[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "%s: shape %s cannot be viewed as %s without a copy "
+                        "(its strides do not allow it); use tensor_reshape",
+                        who, tensor_shape_str(x, xs, sizeof xs),
+                        shape_str(ys, sizeof ys, ndim, shape));
+    }
+    y->ndim = ndim;
+    memset(y->shape, 0, sizeof y->shape);
+    memcpy(y->shape, shape, ndim * sizeof shape[0]);
+    for (size_t d = ndim; d < TENSOR_MAX_DIMS; d++)
+        y->strides[d] = 0;
+    memset(y->names, 0, sizeof y->names);
+    if (names) {
+        status = tensor_set_names(y, names);
+        if (status) {
+            tensor_free(y);
+            return status;
+        }
+    } else {
+        derive_names(x, y);
+    }
+    if (trace_on())
+        trace_reshape(allow_copy ? "reshape" : "view", ndim, req, x, y, copied);
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+int tensor_reshape(const tensor *x, size_t ndim, const long *shape,
+                   const char *names, tensor **out)
+{
+    return reshape_impl("tensor_reshape", x, ndim, shape, names, 1, out);
+}
+
+int tensor_view(const tensor *x, size_t ndim, const long *shape,
+                const char *names, tensor **out)
+{
+    return reshape_impl("tensor_view", x, ndim, shape, names, 0, out);
+}
+
+/* --- permute -------------------------------------------------------- */
+
+int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
+                   tensor **out)
+{
+    *out = NULL;
+    char xs[TRACE_SHAPE_MAX], ps[TRACE_SHAPE_MAX];
+    int seen[TENSOR_MAX_DIMS] = {0};
+    int ok = ndim == x->ndim;
+    for (size_t d = 0; ok && d < ndim; d++) {
+        ok = perm[d] < ndim && !seen[perm[d]];
+        if (ok)
+            seen[perm[d]] = 1;
+    }
+    if (!ok)
+        return mha_fail(GSL_EINVAL,
+                        "tensor_permute: %s is not a permutation of the %zu "
+                        "dimensions of shape %s",
+                        shape_str(ps, sizeof ps,
+                                  ndim <= TENSOR_MAX_DIMS ? ndim : TENSOR_MAX_DIMS,
+                                  perm),
+                        x->ndim, tensor_shape_str(x, xs, sizeof xs));
+
+    tensor *y = new_header(x->buffer, "tensor_permute");
+    if (!y)
+        return GSL_ENOMEM;
+    y->data = x->data;
+    y->ndim = ndim;
+    for (size_t d = 0; d < ndim; d++) {
+        y->shape[d] = x->shape[perm[d]];
+        y->strides[d] = x->strides[perm[d]];
+        memcpy(y->names[d], x->names[perm[d]], TENSOR_NAME_MAX);
+    }
+    if (trace_on()) {
+        char op[TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+        char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
+        shape_str(a, sizeof a, ndim, perm);
+        a[strlen(a) - (ndim == 1 ? 2 : 1)] = '\0'; /* drop the closing ")" */
+        snprintf(op, sizeof op, "permute%s)", a);
+        snprintf(shapes, sizeof shapes, "%s -> %s",
+                 tensor_shape_str(x, a, sizeof a),
+                 tensor_shape_str(y, b, sizeof b));
+        trace_line(op, "view", shapes, tensor_sym_str(y, sym, sizeof sym));
+    }
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+/* --- printing ------------------------------------------------------- */
+
+#define PRINT_THRESHOLD 1000 /* more elements than this: summarise */
+#define PRINT_EDGE 3         /* elements kept at each end when summarising */
+#define PRINT_LINEWIDTH 80
+
+typedef struct {
+    FILE *f;
+    const tensor *t;
+    int summarise;
+    int width;    /* every number padded to this */
+    int decimals; /* digits after the point */
+    int integral; /* all numbers whole: print "3." */
+    int sci;      /* exponent notation */
+    int col;      /* current output column */
+} printer;
+
+static int format_number(const printer *p, double v, char *buf, size_t n)
+{
+    if (v == 0)
+        v = 0; /* no "-0" */
+    if (isnan(v))
+        return snprintf(buf, n, "nan");
+    if (isinf(v))
+        return snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    if (p->integral)
+        return snprintf(buf, n, "%.0f.", v);
+    if (p->sci)
+        return snprintf(buf, n, "%.*e", p->decimals, v);
+    return snprintf(buf, n, "%.*f", p->decimals, v);
+}
+
+static int shown(const printer *p, size_t d, size_t i)
+{
+    size_t len = p->t->shape[d];
+    return !p->summarise || len <= 2 * PRINT_EDGE || i < PRINT_EDGE ||
+           i >= len - PRINT_EDGE;
+}
+
+static void print_rec(printer *p, size_t d, size_t *idx, int indent)
+{
+    const tensor *t = p->t;
+    fputc('[', p->f);
+    p->col++;
+    for (size_t i = 0; i < t->shape[d]; i++) {
+        if (!shown(p, d, i)) {
+            if (i == PRINT_EDGE) {
+                if (d + 1 == t->ndim) {
+                    fputs(" ...,", p->f);
+                    p->col += 5;
+                } else {
+                    fprintf(p->f, "\n%*s...,", indent + (int)d + 1, "");
+                    for (size_t k = d + 2; k < t->ndim; k++)
+                        fputc('\n', p->f);
+                }
+            }
+            continue;
+        }
+        idx[d] = i;
+        if (d + 1 == t->ndim) {
+            char num[64];
+            format_number(p, *tensor_at(t, idx), num, sizeof num);
+            int need = p->width + (i ? 2 : 0) + 2;
+            if (i && p->col + need > PRINT_LINEWIDTH) {
+                fprintf(p->f, "\n%*s", indent + (int)d + 1, "");
+                p->col = indent + (int)d + 1;
+            } else if (i) {
+                fputc(' ', p->f);
+                p->col++;
+            }
+            fprintf(p->f, "%*s", p->width, num);
+            p->col += p->width;
+            if (i + 1 < t->shape[d]) {
+                fputc(',', p->f);
+                p->col++;
+            }
+        } else {
+            if (i) {
+                fputc('\n', p->f);
+                for (size_t k = d + 2; k < t->ndim; k++)
+                    fputc('\n', p->f);
+                fprintf(p->f, "%*s", indent + (int)d + 1, "");
+                p->col = indent + (int)d + 1;
+            }
+            print_rec(p, d + 1, idx, indent);
+            if (i + 1 < t->shape[d]) {
+                fputc(',', p->f);
+                p->col++;
+            }
+        }
+    }
+    idx[d] = 0;
+    fputc(']', p->f);
+    p->col++;
+}
+
+void tensor_print(FILE *f, const tensor *t, int decimals)
+{
+    printer p = {.f = f, .t = t, .decimals = decimals < 0 ? 0 : decimals};
+    p.summarise = tensor_numel(t) > PRINT_THRESHOLD;
+    p.integral = 1;
+    double maxabs = 0;
+    size_t idx[TENSOR_MAX_DIMS] = {0};
+    /* pass 1: the number format, from the numbers that will be shown */
+    FOR_EACH_ELEMENT(t, v, {
+        if (isfinite(*v)) {
+            if (*v != floor(*v) || fabs(*v) >= 1e15)
+                p.integral = 0;
+            if (fabs(*v) > maxabs)
+                maxabs = fabs(*v);
+        }
+    });
+    p.sci = !p.integral && maxabs >= 1e8;
+    /* pass 2: the widest number sets the column width */
+    FOR_EACH_ELEMENT(t, v, {
+        char num[64];
+        int w = format_number(&p, *v, num, sizeof num);
+        if (w > p.width)
+            p.width = w;
+    });
+    fputs("tensor(", f);
+    p.col = 7;
+    print_rec(&p, 0, idx, 7);
+    fputs(")\n", f);
+}

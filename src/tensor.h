@@ -1,0 +1,155 @@
+/* tensor.h: a dense tensor of doubles with up to 4 dimensions.
+ *
+ * A tensor is a window on a buffer of doubles: `data` points at element
+ * (0, 0, ...), `shape[d]` says how many indices dimension d has, and
+ * `strides[d]` how many doubles to step to move one index along d.  Element
+ * (i0, i1, i2) of a 3-D tensor lives at
+ *
+ *     data[i0 * strides[0] + i1 * strides[1] + i2 * strides[2]]
+ *
+ * A freshly allocated tensor is contiguous (row-major, C order): the last
+ * dimension has stride 1 and each earlier stride is the product of the later
+ * sizes, so (1, 2, 16) has strides (32, 16, 1).
+ *
+ * Views and copies, following PyTorch:
+ *   - tensor_permute never moves data: it reorders shape and strides.
+ *   - tensor_reshape returns a view when the strides allow the new shape
+ *     to be read from the same buffer, and a contiguous copy otherwise.
+ *   - tensor_contiguous always copies into a fresh row-major buffer.
+ *
+ * Ownership, the whole of it:
+ *   - Every `tensor *` a tensor_ function hands out through an out-parameter
+ *     is yours and you free it with tensor_free() (NULL is fine).
+ *   - Views share the buffer of the tensor they came from.  The buffer is
+ *     reference-counted: it lives until the last tensor using it is freed,
+ *     so a view and its base can be freed in any order.
+ *   - Writing through a view writes the base's numbers (that is what a view
+ *     is).
+ *   - On failure the out-parameter is set to NULL and nothing is leaked.
+ *
+ * Dimension names: a tensor may carry a symbolic name per dimension ("B",
+ * "n", "d_model/h") for the shape trace.  permute reorders them, reshape
+ * joins merged dimensions with '*' ("B*h") and splits such a product back;
+ * where that does not settle a name the caller passes the names.
+ *
+ * Sizes: 1 to TENSOR_MAX_DIMS dimensions, each of size >= 1.
+ */
+#ifndef MHA_TENSOR_H
+#define MHA_TENSOR_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <gsl/gsl_rng.h>
+
+#define TENSOR_MAX_DIMS 4
+#define TENSOR_NAME_MAX 24
+
+typedef struct tensor_buffer tensor_buffer; /* the shared, counted storage */
+
+typedef struct tensor {
+    double *data;                    /* element (0, ..., 0) */
+    size_t ndim;                     /* 1 .. TENSOR_MAX_DIMS */
+    size_t shape[TENSOR_MAX_DIMS];   /* entries past ndim are 0 */
+    size_t strides[TENSOR_MAX_DIMS]; /* in elements, not bytes */
+    char names[TENSOR_MAX_DIMS][TENSOR_NAME_MAX]; /* "" when unnamed */
+    tensor_buffer *buffer;
+} tensor;
+
+/* Shape literals: tensor_alloc(SHAPE(1, 2, 16), &x) passes the count and
+ * the sizes; reshape targets may hold one -1: tensor_reshape(x,
+ * DIMS(1, 2, 8, -1), NULL, &y). */
+#define SHAPE(...) (sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t)), \
+                   ((const size_t[]){__VA_ARGS__})
+#define DIMS(...) (sizeof((long[]){__VA_ARGS__}) / sizeof(long)), \
+                  ((const long[]){__VA_ARGS__})
+
+/* Element access: *TENSOR_AT(x, 0, 1, 5) is x[0, 1, 5]. */
+#define TENSOR_AT(t, ...) \
+    tensor_at((t), (const size_t[TENSOR_MAX_DIMS]){__VA_ARGS__})
+
+/* --- creating and freeing ------------------------------------------- */
+
+/* A new contiguous tensor of the given shape, filled with zeros. */
+int tensor_alloc(size_t ndim, const size_t *shape, tensor **out);
+
+/* A new contiguous tensor holding a copy of `values` (row-major order,
+ * product-of-shape many). */
+int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
+                      tensor **out);
+
+/* A new contiguous tensor with x's shape, names and numbers. */
+int tensor_contiguous(const tensor *x, tensor **out);
+
+/* Release t's reference to its buffer and t itself.  NULL is fine. */
+void tensor_free(tensor *t);
+
+/* --- reading the layout --------------------------------------------- */
+
+size_t tensor_numel(const tensor *t);
+int tensor_is_contiguous(const tensor *t);
+/* 1 when a and b have the same ndim and sizes. */
+int tensor_same_shape(const tensor *a, const tensor *b);
+
+/* Pointer to the element at idx[0..ndim-1] (entries past ndim ignored).
+ * Indices are not checked: this is the inner-loop accessor. */
+static inline double *tensor_at(const tensor *t, const size_t *idx)
+{
+    size_t off = 0;
+    for (size_t d = 0; d < t->ndim; d++)
+        off += idx[d] * t->strides[d];
+    return t->data + off;
+}
+
+/* Like tensor_at but checked: GSL_EINVAL with a message naming the index
+ * and the shape when an index is out of range. */
+int tensor_get(const tensor *t, const size_t *idx, double *value);
+int tensor_set(tensor *t, const size_t *idx, double value);
+
+/* "(1, 2, 16)" into buf and return buf. */
+char *tensor_shape_str(const tensor *t, char *buf, size_t n);
+/* "(B, n, d_model)" into buf (unnamed dims print their size), or "" when
+ * the tensor has no names at all; returns buf. */
+char *tensor_sym_str(const tensor *t, char *buf, size_t n);
+
+/* Name the dimensions: names is a comma-separated list with one entry per
+ * dimension, e.g. "B, n, d_model"; NULL or "" clears all names. */
+int tensor_set_names(tensor *t, const char *names);
+
+/* --- shape operations ----------------------------------------------- */
+
+/* View or copy of x with the given shape (PyTorch's reshape).  At most one
+ * entry may be -1: it is inferred from the others.  names (see
+ * tensor_set_names) may be NULL to derive names from x's. */
+int tensor_reshape(const tensor *x, size_t ndim, const long *shape,
+                   const char *names, tensor **out);
+
+/* Like tensor_reshape but never copies: GSL_EINVAL when the strides do not
+ * allow a view (PyTorch's view). */
+int tensor_view(const tensor *x, size_t ndim, const long *shape,
+                const char *names, tensor **out);
+
+/* View of x with its dimensions reordered: output dimension d is input
+ * dimension perm[d].  perm must be a permutation of 0 .. x->ndim-1. */
+int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
+                   tensor **out);
+
+/* --- filling (logical row-major order, whatever the strides) -------- */
+
+void tensor_fill(tensor *t, double value);
+/* start, start + step, start + 2 step, ... in row-major order */
+void tensor_fill_arange(tensor *t, double start, double step);
+/* independent draws from U[lo, hi) or N(mean, sd^2) using r */
+void tensor_fill_uniform(tensor *t, gsl_rng *r, double lo, double hi);
+void tensor_fill_normal(tensor *t, gsl_rng *r, double mean, double sd);
+/* Copy src's numbers into dst (same shape, any strides). */
+int tensor_copy_into(tensor *dst, const tensor *src);
+
+/* --- printing ------------------------------------------------------- */
+
+/* Print like NumPy/PyTorch: tensor([[0., 1.], [2., 3.]]) with one bracket
+ * level per dimension, a shared number format, rows on their own lines,
+ * and "..." for the middle of dimensions when the tensor has more than
+ * 1000 elements.  `decimals` digits after the point (4 is a good default). */
+void tensor_print(FILE *f, const tensor *t, int decimals);
+
+#endif
