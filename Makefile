@@ -47,11 +47,8 @@ TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
 
-# Every chapter's name, as C strings, for the transcript tests.
-comma := ,
-empty :=
-space := $(empty) $(empty)
-CHAPTER_LIST := $(subst $(space),$(comma),$(patsubst %,"%",$(CHAPTERS)))
+# Every chapter's name, AS_PARAM("01_...") ..., for the transcript tests.
+CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
         info clean deps
@@ -67,7 +64,7 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/chapters/%: chapters/%.c $(LIB) $(HEADERS)
+$(BUILD)/chapters/%: chapters/%.c chapters/lesson.h $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
@@ -77,8 +74,8 @@ $(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
 
 $(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -Itests \
-	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_NAMES='$(CHAPTER_LIST)' \
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
+	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
 	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
@@ -100,7 +97,10 @@ check: build
 	$(TEST_BIN) --jobs 2
 	@$(MAKE) --no-print-directory memcheck
 
-ch%: build
+# ch01, ch02, ...: one target per chapter, named by its number.
+CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
+.PHONY: $(CH_TARGETS)
+$(CH_TARGETS): ch%: build
 	@$(patsubst chapters/%.c,$(BUILD)/chapters/%,$(wildcard chapters/$*_*.c))
 
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \

@@ -156,6 +156,11 @@ int tensor_same_shape(const tensor *a, const tensor *b)
     return 1;
 }
 
+int tensor_shares_buffer(const tensor *a, const tensor *b)
+{
+    return a->buffer == b->buffer;
+}
+
 static int check_index(const char *who, const tensor *t, const size_t *idx)
 {
     for (size_t d = 0; d < t->ndim; d++)
@@ -483,8 +488,8 @@ static void derive_names(const tensor *x, tensor *y)
             for (size_t k = i0; k <= i; k++) {
                 if (x->names[k][0] == '\0' && x->shape[k] != 1)
                     ok = 0;
-                if (x->shape[k] == 1 && nin > 1)
-                    continue; /* a size-1 dimension adds nothing */
+                if (x->shape[k] == 1 && nin > 1 && x->names[k][0] == '\0')
+                    continue; /* an unnamed size-1 dimension adds nothing */
                 if (joined[0])
                     strcat(joined, "*");
                 strcat(joined, x->names[k]);
@@ -630,7 +635,7 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
         memcpy(y->names[d], x->names[perm[d]], TENSOR_NAME_MAX);
     }
     if (trace_on()) {
-        char op[TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+        char op[TRACE_SHAPE_MAX + 16], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
         char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
         shape_str(a, sizeof a, ndim, perm);
         a[strlen(a) - (ndim == 1 ? 2 : 1)] = '\0'; /* drop the closing ")" */

@@ -89,6 +89,9 @@ size_t tensor_numel(const tensor *t);
 int tensor_is_contiguous(const tensor *t);
 /* 1 when a and b have the same ndim and sizes. */
 int tensor_same_shape(const tensor *a, const tensor *b);
+/* 1 when a and b read the same buffer (one is a view of the other, or
+ * both are views of a third). */
+int tensor_shares_buffer(const tensor *a, const tensor *b);
 
 /* Pointer to the element at idx[0..ndim-1] (entries past ndim ignored).
  * Indices are not checked: this is the inner-loop accessor. */

@@ -2,7 +2,6 @@
 #ifndef MHA_TEST_CHECK_H
 #define MHA_TEST_CHECK_H
 
-#define _GNU_SOURCE /* open_memstream, fmemopen */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,52 @@
+/* lesson.h: the few helpers every chapter program shares.
+ *
+ * A chapter is a lesson that runs: it prints what it does, step by step.
+ * These helpers keep that printing short and the error handling in one
+ * place, so the chapter text is about attention and not about plumbing. */
+#ifndef MHA_LESSON_H
+#define MHA_LESSON_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mha.h"
+
+/* Every library call goes through CHECK: on failure the lesson stops with
+ * the library's message, the call and where it was made. */
+#define CHECK(call) lesson_check((call), #call, __FILE__, __LINE__)
+
+static inline void lesson_check(int status, const char *call, const char *file,
+                                int line)
+{
+    if (status == GSL_SUCCESS)
+        return;
+    fprintf(stderr, "%s:%d: %s failed\n  %s\n", file, line, call,
+            mha_last_error());
+    exit(1);
+}
+
+/* "## 2. Reshape is a view" and a blank line around it. */
+static inline void section(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("\n## ");
+    vprintf(fmt, ap);
+    printf("\n\n");
+    va_end(ap);
+}
+
+/* shape and strides of t on one line: "shape (1, 2, 16)  strides (32, 16, 1)" */
+static inline void show_layout(const char *name, const tensor *t)
+{
+    char s[TRACE_SHAPE_MAX], st[TRACE_SHAPE_MAX];
+    printf("%s: shape %s  strides %s%s\n", name,
+           tensor_shape_str(t, s, sizeof s),
+           shape_str(st, sizeof st, t->ndim, t->strides),
+           tensor_is_contiguous(t) ? "  contiguous" : "  not contiguous");
+}
+
+static inline const char *yes_no(int b) { return b ? "yes" : "no"; }
+
+#endif

@@ -1,0 +1,103 @@
+/* test_chapters.c: every chapter's printed output is part of the contract.
+ *
+ * Each chapter program is run and its output (stdout and stderr together)
+ * must equal tests/expected/<chapter>.txt byte for byte, and it must exit
+ * with status 0.  After a deliberate change, `make transcripts` rewrites
+ * the expected files; review them with git diff before committing. */
+#include <criterion/parameterized.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#ifndef CHAPTER_DIR
+#error "CHAPTER_DIR must name the directory of the built chapters"
+#endif
+
+/* Parameters travel to the test process by value: no pointers inside. */
+struct chapter {
+    char name[64];
+};
+static struct chapter chapters[] = {
+#define AS_PARAM(n) {n},
+    CHAPTER_PARAMS
+};
+
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            buf = realloc(buf, cap *= 2);
+            cr_assert_not_null(buf);
+        }
+    }
+    *len = n;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The first line where a and b differ, for the failure message. */
+static void first_difference(const char *a, const char *b, char *out, size_t n)
+{
+    int line = 1;
+    const char *la = a, *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n') {
+            line++;
+            la = a + 1;
+            lb = b + 1;
+        }
+        a++;
+        b++;
+    }
+    int wa = (int)strcspn(la, "\n"), wb = (int)strcspn(lb, "\n");
+    snprintf(out, n, "line %d\n  got:      %.*s\n  expected: %.*s", line, wa,
+             la, wb, lb);
+}
+
+ParameterizedTestParameters(chapters, transcript)
+{
+    return cr_make_param_array(struct chapter, chapters,
+                               sizeof chapters / sizeof chapters[0]);
+}
+
+ParameterizedTest(struct chapter *ch, chapters, transcript)
+{
+    const char *name = ch->name;
+    char dir[] = "/tmp/mha-chapter-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    /* chapters that draw write their plots here, not into plots/ */
+    setenv("MHA_PLOTS_DIR", dir, 1);
+
+    char cmd[512], path[512];
+    snprintf(cmd, sizeof cmd, "%s/%s 2>&1", CHAPTER_DIR, name);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", cmd);
+    size_t got_len;
+    char *got = slurp(p, &got_len);
+    int status = pclose(p);
+
+    snprintf(path, sizeof path, "tests/expected/%s.txt", name);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no expected transcript %s (make transcripts)", path);
+    size_t want_len;
+    char *want = slurp(f, &want_len);
+    fclose(f);
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%s exited with status %d", name, status);
+    char diff[1024] = "";
+    if (got_len != want_len || memcmp(got, want, got_len) != 0)
+        first_difference(got, want, diff, sizeof diff);
+    cr_assert(diff[0] == '\0', "%s differs from %s at %s", name, path, diff);
+    free(got);
+    free(want);
+}
