@@ -6,6 +6,7 @@
 
 #include "error.h"
 #include "linear.h"
+#include "softmax.h"
 #include "tensor.h"
 #include "trace.h"
 
