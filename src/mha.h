@@ -4,6 +4,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "attention.h"
 #include "error.h"
 #include "linear.h"
 #include "softmax.h"

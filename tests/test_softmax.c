@@ -5,9 +5,9 @@
  * with plain loops (mask with -1e6, subtract the max, exp, divide), sharing
  * no code with src/softmax.c.
  */
-#include <float.h>
+#include "check.h" /* first: it sets _GNU_SOURCE */
 
-#include "check.h"
+#include <float.h>
 
 /* --- helpers -------------------------------------------------------- */
 
