@@ -4,8 +4,10 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "attention.h"
 #include "error.h"
 #include "linear.h"
+#include "softmax.h"
 #include "tensor.h"
 #include "trace.h"
 

@@ -1,0 +1,486 @@
+/* attention.c: scaled dot-product and additive attention; see attention.h.
+ *
+ * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv);
+ * scores and weights (B, Lq, Lk); out (B, Lq, dv); the additive pooling's
+ * q (B, Lq, H), k (B, Lk, H) and features (B, Lq, Lk, H), H = num_hiddens.
+ * Tensors made here are contiguous, so batch slice b of scores starts at
+ * scores->data + b*Lq*Lk.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "error.h"
+#include "softmax.h"
+#include "trace.h"
+
+/* --- shared checks -------------------------------------------------- */
+
+static int check_dropout(const char *who, double p, int training,
+                         const gsl_rng *rng)
+{
+    if (!(p >= 0.0 && p < 1.0))
+        return mha_fail(GSL_EINVAL, "%s: dropout %g is outside [0, 1)", who, p);
+    if (training && p > 0.0 && !rng)
+        return mha_fail(GSL_EINVAL,
+                        "%s: training with dropout %g needs a random "
+                        "generator (rng is NULL)",
+                        who, p);
+    return GSL_SUCCESS;
+}
+
+/* The shapes any pooling needs: Q, K, V 3-D, one batch size, as many
+ * values as keys.  Also writes "queries (..), keys (..), values (..)"
+ * into shapes and "queries (..), keys (..)" into qk for the messages. */
+static int check_qkv(const char *who, const tensor *q, const tensor *k,
+                     const tensor *v, char *shapes, size_t n, char *qk,
+                     size_t m)
+{
+    if (!q || !k || !v)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !q ? "queries" : !k ? "keys" : "values");
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    tensor_shape_str(q, qs, sizeof qs);
+    tensor_shape_str(k, ks, sizeof ks);
+    tensor_shape_str(v, vs, sizeof vs);
+    snprintf(shapes, n, "queries %s, keys %s, values %s", qs, ks, vs);
+    snprintf(qk, m, "queries %s, keys %s", qs, ks);
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries, keys and values must be 3-D "
+                        "(B, L, features), got %s",
+                        who, shapes);
+    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
+        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
+                        shapes);
+    if (v->shape[1] != k->shape[1])
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
+                        who, k->shape[1], v->shape[1], shapes);
+    return GSL_SUCCESS;
+}
+
+/* --- batches of matrices for BLAS ----------------------------------- */
+
+/* A 3-D tensor read as B matrices of (rows, cols) for GSL: slice b starts
+ * at data + b*batch_stride and its rows are tda doubles apart. */
+typedef struct {
+    const double *data;
+    size_t batch_stride, rows, cols, tda;
+    tensor *packed; /* the contiguous copy read instead of x, or NULL */
+} batch_matrices;
+
+/* GSL wants unit steps along a row and rows at least a row apart.  A
+ * permuted view may not have that (its last axis strided): then one
+ * contiguous copy, traced and explained, is read instead. */
+static int as_batch_matrices(const char *name, const tensor *x,
+                             batch_matrices *m)
+{
+    size_t rows = x->shape[1], cols = x->shape[2];
+    size_t tda = rows > 1 ? x->strides[1] : cols;
+    m->packed = NULL;
+    if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
+        if (trace_on()) {
+            char s[TRACE_SHAPE_MAX], st[TRACE_SHAPE_MAX];
+            trace_note("%s %s have strides %s, not row-major per example: "
+                       "one contiguous copy for dgemm",
+                       name, tensor_shape_str(x, s, sizeof s),
+                       shape_str(st, sizeof st, 3, x->strides));
+        }
+        int status = tensor_contiguous(x, &m->packed);
+        if (status)
+            return status;
+        x = m->packed;
+        tda = cols;
+    }
+    m->data = x->data;
+    m->batch_stride = x->strides[0];
+    m->rows = rows;
+    m->cols = cols;
+    m->tda = tda;
+    return GSL_SUCCESS;
+}
+
+/* Slice b of m as a GSL matrix view (a macro: GSL's view types are const
+ * qualified, so a function cannot return one without a warning). */
+#define SLICE(m, b)                                                           \
+    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
+                                         (m).rows, (m).cols, (m).tda)
+
+/* "(2, 1, 10) @ (2, 10, 4)" + suffix + " -> (2, 1, 4)" for the trace. */
+static void trace_product(const char *op, const tensor *a, const char *suffix,
+                          const tensor *b, const tensor *c)
+{
+    char as[TRACE_SHAPE_MAX], bs[TRACE_SHAPE_MAX], cs[TRACE_SHAPE_MAX];
+    char shapes[3 * TRACE_SHAPE_MAX + 16], sym[TRACE_SHAPE_MAX];
+    snprintf(shapes, sizeof shapes, "%s @ %s%s -> %s",
+             tensor_shape_str(a, as, sizeof as),
+             tensor_shape_str(b, bs, sizeof bs), suffix,
+             tensor_shape_str(c, cs, sizeof cs));
+    trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
+}
+
+/* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
+ * per example.  weights is contiguous (made here); values any layout. */
+static int weights_times_values(const char *who, const tensor *weights,
+                                const tensor *values, const char *dv_name,
+                                tensor **out)
+{
+    *out = NULL;
+    size_t B = weights->shape[0], Lq = weights->shape[1];
+    size_t Lk = weights->shape[2], dv = values->shape[2];
+    batch_matrices v;
+    int status = as_batch_matrices("values", values, &v);
+    if (status)
+        return status;
+    // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
+    status = tensor_alloc(SHAPE(B, Lq, dv), out);
+    if (status) {
+        tensor_free(v.packed);
+        return status;
+    }
+    memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
+    snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+        gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
+            weights->data + b * Lq * Lk, Lq, Lk);
+        gsl_matrix_const_view v_b = SLICE(v, b);
+        gsl_matrix_view out_b =
+            gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
+                                &v_b.matrix, 0.0, &out_b.matrix);
+    }
+    tensor_free(v.packed);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                        gsl_strerror(status));
+    }
+    if (trace_on())
+        trace_product("weights V", weights, "", values, *out);
+    return GSL_SUCCESS;
+}
+
+/* --- dropout -------------------------------------------------------- */
+
+/* out = weights with each entry zeroed with probability p, the rest
+ * divided by 1 - p.  Called in training mode with p > 0 only. */
+static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
+                           tensor **out)
+{
+    int status = tensor_alloc(weights->ndim, weights->shape, out);
+    if (status)
+        return status;
+    memcpy((*out)->names, weights->names, sizeof weights->names);
+    size_t n = tensor_numel(weights);
+    for (size_t k = 0; k < n; k++)
+        (*out)->data[k] =
+            gsl_rng_uniform(rng) < p ? 0.0 : weights->data[k] / (1.0 - p);
+    if (trace_on()) {
+        char op[48], s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "dropout(p=%g)", p);
+        tensor_shape_str(weights, s, sizeof s);
+        snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
+        trace_line(op, "new", shapes, tensor_sym_str(*out, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+/* What the weights become before they meet the values: themselves in
+ * evaluation mode (*dropped NULL, nothing drawn), a dropped-out copy in
+ * training. */
+static int maybe_dropout(double p, int training, gsl_rng *rng,
+                         const tensor *weights, tensor **dropped)
+{
+    *dropped = NULL;
+    if (!training || p == 0.0)
+        return GSL_SUCCESS;
+    return dropout_weights(weights, p, rng, dropped);
+}
+
+/* --- names for the trace -------------------------------------------- */
+
+/* t's name for dimension d, or the lesson's name when t has none. */
+static const char *dim_name(const tensor *t, size_t d, const char *lesson)
+{
+    return t->names[d][0] ? t->names[d] : lesson;
+}
+
+static void set_name(tensor *t, size_t d, const char *name)
+{
+    snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
+}
+
+/* The header of a pooling: "Q, K, V -> out" and out's names, (B, Lq, dv)
+ * in the lesson's names where the inputs carry none. */
+static void trace_header(const char *op, const tensor *q, const tensor *k,
+                         const tensor *v)
+{
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    char shapes[4 * TRACE_SHAPE_MAX], sym[3 * TENSOR_NAME_MAX + 8];
+    snprintf(shapes, sizeof shapes, "%s, %s, %s -> (%zu, %zu, %zu)",
+             tensor_shape_str(q, qs, sizeof qs),
+             tensor_shape_str(k, ks, sizeof ks),
+             tensor_shape_str(v, vs, sizeof vs), q->shape[0], q->shape[1],
+             v->shape[2]);
+    snprintf(sym, sizeof sym, "(%s, %s, %s)", dim_name(q, 0, "B"),
+             dim_name(q, 1, "Lq"), dim_name(v, 2, "dv"));
+    trace_begin(op, shapes, sym);
+}
+
+/* --- scaled dot-product attention ----------------------------------- */
+
+int dot_attention_init(dot_attention *a, double dropout)
+{
+    memset(a, 0, sizeof *a);
+    int status = check_dropout("dot_attention_init", dropout, 0, NULL);
+    if (status)
+        return status;
+    a->dropout = dropout;
+    return GSL_SUCCESS;
+}
+
+void dot_attention_free(dot_attention *a)
+{
+    tensor_free(a->weights);
+    a->weights = NULL;
+}
+
+int dot_attention_forward(dot_attention *a, const tensor *queries,
+                          const tensor *keys, const tensor *values,
+                          const tensor *valid_lens, tensor **out)
+{
+    const char *who = "dot_attention_forward";
+    *out = NULL;
+    tensor_free(a->weights);
+    a->weights = NULL;
+    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
+    int status = check_dropout(who, a->dropout, a->training, a->rng);
+    if (status == GSL_SUCCESS)
+        status = check_qkv(who, queries, keys, values, shapes, sizeof shapes,
+                           qk, sizeof qk);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1], d = queries->shape[2];
+    if (keys->shape[2] != d)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have d = %zu but keys have d = %zu (%s)",
+                        who, d, keys->shape[2], shapes);
+    status = softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    int traced = trace_on();
+    if (traced) {
+        char op[48];
+        snprintf(op, sizeof op, "dot_attention(scale 1/sqrt(%zu))", d);
+        trace_header(op, queries, keys, values);
+    }
+    batch_matrices q = {0}, k = {0};
+    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
+    status = as_batch_matrices("queries", queries, &q);
+    if (status == GSL_SUCCESS)
+        status = as_batch_matrices("keys", keys, &k);
+    // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
+    if (status == GSL_SUCCESS)
+        status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+    if (status)
+        goto done;
+    set_name(scores, 0, dim_name(queries, 0, "B"));
+    set_name(scores, 1, dim_name(queries, 1, "Lq"));
+    set_name(scores, 2, dim_name(keys, 1, "Lk"));
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+        gsl_matrix_const_view q_b = SLICE(q, b), k_b = SLICE(k, b);
+        gsl_matrix_view scores_b =
+            gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
+                                &k_b.matrix, 0.0, &scores_b.matrix);
+    }
+    if (status) {
+        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                          gsl_strerror(status));
+        goto done;
+    }
+    if (traced)
+        trace_product("Q K^T", queries, "^T", keys, scores);
+
+    // weights is (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d)
+    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
+                                   &weights);
+    if (status == GSL_SUCCESS)
+        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
+                               &dropped);
+    // out is (B, Lq, dv)
+    if (status == GSL_SUCCESS)
+        status = weights_times_values(who, dropped ? dropped : weights, values,
+                                      dim_name(values, 2, "dv"), out);
+done:
+    if (traced)
+        trace_end();
+    tensor_free(q.packed);
+    tensor_free(k.packed);
+    tensor_free(scores);
+    tensor_free(dropped);
+    if (status) {
+        tensor_free(weights);
+        return status;
+    }
+    a->weights = weights;
+    return GSL_SUCCESS;
+}
+
+/* --- additive attention --------------------------------------------- */
+
+int additive_attention_init(additive_attention *a, size_t key_size,
+                            size_t query_size, size_t num_hiddens,
+                            double dropout)
+{
+    memset(a, 0, sizeof *a);
+    int status = check_dropout("additive_attention_init", dropout, 0, NULL);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->W_k, "W_k", key_size, num_hiddens, 0);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->w_v, "w_v", num_hiddens, 1, 0);
+    if (status) {
+        additive_attention_free(a);
+        return status;
+    }
+    snprintf(a->W_q.out_name, TENSOR_NAME_MAX, "num_hiddens");
+    snprintf(a->W_k.out_name, TENSOR_NAME_MAX, "num_hiddens");
+    a->dropout = dropout;
+    return GSL_SUCCESS;
+}
+
+void additive_attention_free(additive_attention *a)
+{
+    linear_free(&a->W_q);
+    linear_free(&a->W_k);
+    linear_free(&a->w_v);
+    tensor_free(a->weights);
+    a->weights = NULL;
+}
+
+/* features (B, Lq, Lk, H) = tanh(q (B, Lq, H) + k (B, Lk, H)), q and k
+ * contiguous: every query meets every key, as q.unsqueeze(2) +
+ * k.unsqueeze(1) broadcasts in d2l. */
+static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
+{
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    size_t H = q->shape[2];
+    int status = tensor_alloc(SHAPE(B, Lq, Lk, H), out);
+    if (status)
+        return status;
+    set_name(*out, 0, dim_name(q, 0, "B"));
+    set_name(*out, 1, dim_name(q, 1, "Lq"));
+    set_name(*out, 2, dim_name(k, 1, "Lk"));
+    set_name(*out, 3, "num_hiddens");
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++) {
+            const double *q_bi = q->data + (b * Lq + i) * H;
+            for (size_t j = 0; j < Lk; j++) {
+                const double *k_bj = k->data + (b * Lk + j) * H;
+                double *f_bij = (*out)->data + ((b * Lq + i) * Lk + j) * H;
+                for (size_t h = 0; h < H; h++)
+                    f_bij[h] = tanh(q_bi[h] + k_bj[h]);
+            }
+        }
+    if (trace_on()) {
+        char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], fs[TRACE_SHAPE_MAX];
+        char shapes[3 * TRACE_SHAPE_MAX + 16], sym[TRACE_SHAPE_MAX];
+        snprintf(shapes, sizeof shapes, "%s + %s -> %s",
+                 tensor_shape_str(q, qs, sizeof qs),
+                 tensor_shape_str(k, ks, sizeof ks),
+                 tensor_shape_str(*out, fs, sizeof fs));
+        trace_line("tanh(q[:, :, None] + k[:, None])", "new", shapes,
+                   tensor_sym_str(*out, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+int additive_attention_forward(additive_attention *a, const tensor *queries,
+                               const tensor *keys, const tensor *values,
+                               const tensor *valid_lens, tensor **out)
+{
+    const char *who = "additive_attention_forward";
+    *out = NULL;
+    tensor_free(a->weights);
+    a->weights = NULL;
+    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
+    int status = check_dropout(who, a->dropout, a->training, a->rng);
+    if (status == GSL_SUCCESS)
+        status = check_qkv(who, queries, keys, values, shapes, sizeof shapes,
+                           qk, sizeof qk);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1];
+    if (queries->shape[2] != a->W_q.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have %zu features, W_q takes query_size "
+                        "%zu (%s)",
+                        who, queries->shape[2], a->W_q.in_features, shapes);
+    if (keys->shape[2] != a->W_k.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have %zu features, W_k takes key_size %zu "
+                        "(%s)",
+                        who, keys->shape[2], a->W_k.in_features, shapes);
+    status = softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    int traced = trace_on();
+    if (traced) {
+        char op[64];
+        snprintf(op, sizeof op, "additive_attention(num_hiddens %zu)",
+                 a->W_q.out_features);
+        trace_header(op, queries, keys, values);
+    }
+    tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
+    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
+    // q is (B, Lq, H), k is (B, Lk, H)
+    status = linear_forward(&a->W_q, queries, &q);
+    if (status == GSL_SUCCESS)
+        status = linear_forward(&a->W_k, keys, &k);
+    // features is (B, Lq, Lk, H)
+    if (status == GSL_SUCCESS)
+        status = broadcast_tanh(q, k, &features);
+    // scores4 is (B, Lq, Lk, 1); scores (B, Lq, Lk) is a view of it
+    if (status == GSL_SUCCESS)
+        status = linear_forward(&a->w_v, features, &scores4);
+    if (status == GSL_SUCCESS)
+        status = tensor_reshape(scores4, DIMS((long)B, (long)Lq, (long)Lk),
+                                NULL, &scores);
+    // weights is (B, Lq, Lk)
+    if (status == GSL_SUCCESS)
+        status = masked_softmax(scores, valid_lens, &weights);
+    if (status == GSL_SUCCESS)
+        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
+                               &dropped);
+    // out is (B, Lq, dv)
+    if (status == GSL_SUCCESS)
+        status = weights_times_values(who, dropped ? dropped : weights, values,
+                                      dim_name(values, 2, "dv"), out);
+    if (traced)
+        trace_end();
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(features);
+    tensor_free(scores4);
+    tensor_free(scores);
+    tensor_free(dropped);
+    if (status) {
+        tensor_free(weights);
+        return status;
+    }
+    a->weights = weights;
+    return GSL_SUCCESS;
+}

@@ -1,0 +1,239 @@
+/* softmax.c: stable softmax and d2l's masked softmax; see softmax.h.
+ *
+ * Shapes: x is (..., n); scores and out are (B, Lq, Lk); valid_lens is
+ * (B,) or (B, Lq).  Every output row is contiguous: out_bi = out + (b*Lq +
+ * i)*Lk.  Inputs may have any strides and are read, never written.
+ */
+#include "softmax.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "trace.h"
+
+/* One row: o = softmax(s), where s_j = scale * x_j for the first `valid`
+ * keys and MASKED_SCORE for the rest.  x is read with stride xs (in
+ * doubles); o is a contiguous row of n doubles.  x is read once, in pass 1;
+ * the later passes run over o, which is still in cache. */
+static void softmax_row(const double *x, size_t xs, size_t n, double scale,
+                        size_t valid, double *o)
+{
+    // pass 1: the scaled and masked scores, and their maximum
+    double max = -INFINITY;
+    for (size_t j = 0; j < n; j++) {
+        o[j] = j < valid ? scale * x[j * xs] : MASKED_SCORE;
+        if (o[j] > max)
+            max = o[j];
+    }
+    // pass 2: exp(s_j - max) <= 1, and their sum.  The sum is compensated
+    // (Neumaier): the rounding error of each addition is kept in c and
+    // added back at the end, so the row sums to 1 within a few ulps
+    // however many keys it has.
+    double sum = 0.0, c = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double e = exp(o[j] - max);
+        double t = sum + e;
+        c += fabs(sum) >= fabs(e) ? (sum - t) + e : (e - t) + sum;
+        sum = t;
+        o[j] = e;
+    }
+    sum += c;
+    // pass 3: normalise; dividing (not multiplying by 1/sum) rounds each
+    // weight correctly.  sum >= 1: the maximum contributed exp(0) = 1.
+    for (size_t j = 0; j < n; j++)
+        o[j] /= sum;
+}
+
+/* --- softmax over the last axis ------------------------------------- */
+
+int softmax_lastdim(const tensor *x, tensor **out)
+{
+    *out = NULL;
+    if (!x)
+        return mha_fail(GSL_EINVAL, "softmax_lastdim: x is NULL");
+    int status = tensor_alloc(x->ndim, x->shape, out);
+    if (status)
+        return status;
+    memcpy((*out)->names, x->names, sizeof x->names);
+
+    // x is (rows, n) once its leading dimensions are counted as one
+    size_t last = x->ndim - 1, n = x->shape[last];
+    size_t rows = tensor_numel(x) / n;
+    size_t idx[TENSOR_MAX_DIMS] = {0}; /* x's index of the row's start */
+    for (size_t r = 0; r < rows; r++) {
+        softmax_row(tensor_at(x, idx), x->strides[last], n, 1.0, n,
+                    (*out)->data + r * n);
+        // next row: count the leading index up, like an odometer
+        for (size_t d = last; d-- > 0;) {
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    if (trace_on()) {
+        char a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        tensor_shape_str(x, a, sizeof a);
+        snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
+        trace_line("softmax(dim=-1)", "new", shapes,
+                   tensor_sym_str(*out, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+/* --- valid_lens ----------------------------------------------------- */
+
+int softmax_check_valid_lens(const char *who, const char *context,
+                             size_t batch, size_t num_queries,
+                             size_t num_keys, const tensor *valid_lens)
+{
+    if (!valid_lens)
+        return GSL_SUCCESS;
+    char vs[TRACE_SHAPE_MAX];
+    tensor_shape_str(valid_lens, vs, sizeof vs);
+    int per_example = valid_lens->ndim == 1 && valid_lens->shape[0] == batch;
+    int per_query = valid_lens->ndim == 2 && valid_lens->shape[0] == batch &&
+                    valid_lens->shape[1] == num_queries;
+    if (!per_example && !per_query)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: valid_lens has shape %s, expected (%zu,) or "
+                        "(%zu, %zu) (%s)",
+                        who, vs, batch, batch, num_queries, context);
+
+    // valid_lens is (B,) or (B, Lq): b runs over B, i over 1 or Lq
+    size_t rows = per_query ? num_queries : 1;
+    for (size_t b = 0; b < batch; b++)
+        for (size_t i = 0; i < rows; i++) {
+            double v = *TENSOR_AT(valid_lens, b, i);
+            const char *problem = NULL;
+            char bound[48] = "";
+            if (isnan(v) || v != floor(v))
+                problem = "is not a whole number";
+            else if (v < 0)
+                problem = "is negative";
+            else if (v > (double)num_keys) {
+                snprintf(bound, sizeof bound,
+                         "is larger than the number of keys %zu", num_keys);
+                problem = bound;
+            }
+            if (!problem)
+                continue;
+            char at[48];
+            if (per_query)
+                snprintf(at, sizeof at, "%zu, %zu", b, i);
+            else
+                snprintf(at, sizeof at, "%zu", b);
+            return mha_fail(GSL_EINVAL,
+                            "%s: valid_lens[%s] = %g %s (%s, valid_lens %s)",
+                            who, at, v, problem, context, vs);
+        }
+    return GSL_SUCCESS;
+}
+
+/* --- masked softmax ------------------------------------------------- */
+
+static void trace_masked(const tensor *scores, double scale,
+                         const tensor *valid_lens, const tensor *out)
+{
+    char op[2 * TRACE_SHAPE_MAX], scale_s[40] = "";
+    char mask_s[TRACE_SHAPE_MAX + 16];
+    char a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+    char sym[TRACE_SHAPE_MAX];
+    if (scale != 1.0)
+        snprintf(scale_s, sizeof scale_s, "scale %g, ", scale);
+    if (valid_lens)
+        snprintf(mask_s, sizeof mask_s, "valid_lens %s",
+                 tensor_shape_str(valid_lens, a, sizeof a));
+    else
+        snprintf(mask_s, sizeof mask_s, "no mask");
+    snprintf(op, sizeof op, "masked_softmax(%s%s)", scale_s, mask_s);
+    tensor_shape_str(scores, a, sizeof a);
+    snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
+    trace_line(op, "new", shapes, tensor_sym_str(out, sym, sizeof sym));
+}
+
+static int masked_impl(const char *who, const tensor *scores, double scale,
+                       const tensor *valid_lens, tensor **out)
+{
+    *out = NULL;
+    if (!scores)
+        return mha_fail(GSL_EINVAL, "%s: scores is NULL", who);
+    char ss[TRACE_SHAPE_MAX], context[TRACE_SHAPE_MAX + 16];
+    tensor_shape_str(scores, ss, sizeof ss);
+    if (scores->ndim != 3)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: scores must be 3-D (B, Lq, Lk), got shape %s", who,
+                        ss);
+    if (!isfinite(scale))
+        return mha_fail(GSL_EINVAL, "%s: scale %g is not finite (scores %s)",
+                        who, scale, ss);
+    size_t B = scores->shape[0], Lq = scores->shape[1], Lk = scores->shape[2];
+    snprintf(context, sizeof context, "scores %s", ss);
+    int status = softmax_check_valid_lens(who, context, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    // out is (B, Lq, Lk), contiguous
+    status = tensor_alloc(3, scores->shape, out);
+    if (status)
+        return status;
+    memcpy((*out)->names, scores->names, sizeof scores->names);
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++) {
+            size_t valid = Lk;
+            if (valid_lens)
+                valid = (size_t)(valid_lens->ndim == 1
+                                     ? *TENSOR_AT(valid_lens, b)
+                                     : *TENSOR_AT(valid_lens, b, i));
+            const double *scores_bi =
+                scores->data + b * scores->strides[0] + i * scores->strides[1];
+            double *out_bi = (*out)->data + (b * Lq + i) * Lk;
+            softmax_row(scores_bi, scores->strides[2], Lk, scale, valid,
+                        out_bi);
+        }
+    if (trace_on())
+        trace_masked(scores, scale, valid_lens, *out);
+    return GSL_SUCCESS;
+}
+
+int masked_softmax(const tensor *scores, const tensor *valid_lens,
+                   tensor **out)
+{
+    return masked_impl("masked_softmax", scores, 1.0, valid_lens, out);
+}
+
+int masked_softmax_scaled(const tensor *scores, double scale,
+                          const tensor *valid_lens, tensor **out)
+{
+    return masked_impl("masked_softmax_scaled", scores, scale, valid_lens,
+                       out);
+}
+
+/* --- causal masks --------------------------------------------------- */
+
+int causal_valid_lens(size_t batch, size_t len, tensor **out)
+{
+    *out = NULL;
+    if (batch == 0 || len == 0)
+        return mha_fail(GSL_EINVAL,
+                        "causal_valid_lens: batch %zu and len %zu must both be "
+                        ">= 1",
+                        batch, len);
+    // out is (B, L): row b is 1, 2, ..., L whatever b
+    int status = tensor_alloc(SHAPE(batch, len), out);
+    if (status)
+        return status;
+    for (size_t b = 0; b < batch; b++)
+        for (size_t i = 0; i < len; i++)
+            (*out)->data[b * len + i] = (double)(i + 1);
+    if (trace_on()) {
+        char op[64], s[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 4];
+        snprintf(op, sizeof op, "causal_valid_lens(%zu, %zu)", batch, len);
+        snprintf(shapes, sizeof shapes, "-> %s",
+                 tensor_shape_str(*out, s, sizeof s));
+        trace_line(op, "new", shapes, "");
+    }
+    return GSL_SUCCESS;
+}

@@ -1,0 +1,79 @@
+/* softmax.h: softmax over the last axis, and d2l's masked softmax.
+ *
+ * Shapes:
+ *   x           (..., n)        softmax_lastdim: any 1 to 4 dimensions
+ *   scores      (B, Lq, Lk)     one row of Lk key scores per query
+ *   valid_lens  NULL            no mask
+ *               (B,)            one length per example, for all its queries
+ *               (B, Lq)         one length per query row
+ *   out         the input's shape; every row sums to 1
+ *
+ * Stable softmax.  exp(x_j) / sum_k exp(x_k) overflows as soon as one
+ * x_j passes about 709.  Subtracting the row's maximum m first changes
+ * nothing mathematically (exp(-m) cancels) and keeps every exponent <= 0,
+ * so the largest term is exp(0) = 1 and nothing overflows: logits of
+ * +-1000 or +-1e300 are fine.  The inputs must be finite (after scaling):
+ * inf - inf is NaN, here as in PyTorch.
+ *
+ * Masking, with d2l's semantics.  Row (b, i) may only look at its first
+ * valid_len keys.  Scores at key positions >= valid_len are replaced by
+ * MASKED_SCORE = -1e6 before the stable softmax:
+ *   - a masked key gets weight exp(-1e6 - m), which underflows to exactly
+ *     0.0 whenever the row's largest valid score m is above -1e6 + 745
+ *     (every realistic score);
+ *   - a row with valid_len 0 has all its scores equal to -1e6, so it comes
+ *     out uniform: every key gets 1/Lk.
+ * PyTorch's usual way, scores.masked_fill(mask, -inf), agrees on the first
+ * point but gives NaN for an all-masked row (exp(-inf - (-inf))).  And in
+ * the corner where every valid score is below -1e6 + 745, d2l's masked
+ * keys win the weight; this module keeps that, so its numbers match d2l's.
+ *
+ * valid_lens holds whole numbers stored as doubles, 0 <= valid_len <= Lk.
+ * Anything else (negative, fractional, NaN, larger than Lk, a shape other
+ * than (B,) or (B, Lq)) is an error naming the value, its index and the
+ * shapes; nothing is computed then.
+ *
+ * Ownership: out is a new contiguous tensor with the input's shape and
+ * dimension names; free it with tensor_free.  The inputs are only read.
+ */
+#ifndef MHA_SOFTMAX_H
+#define MHA_SOFTMAX_H
+
+#include <stddef.h>
+
+#include "tensor.h"
+
+/* What a masked score becomes before the softmax (d2l's value). */
+#define MASKED_SCORE -1e6
+
+/* Softmax over the last axis of x (any ndim, any strides). */
+int softmax_lastdim(const tensor *x, tensor **out);
+
+/* Softmax over the keys of scores (B, Lq, Lk), keys at positions >=
+ * valid_len masked with MASKED_SCORE.  valid_lens: NULL, (B,) or (B, Lq). */
+int masked_softmax(const tensor *scores, const tensor *valid_lens,
+                   tensor **out);
+
+/* masked_softmax(scale * scores, valid_lens), with the scaling, the mask
+ * and the softmax done together while each row is visited once.  The
+ * scale applies to the valid scores only; masked ones are MASKED_SCORE, as
+ * in d2l where the scores are scaled before they are masked.  The scaled
+ * dot-product attention calls it with scale 1/sqrt(d).  scale must be
+ * finite (GSL_EINVAL otherwise). */
+int masked_softmax_scaled(const tensor *scores, double scale,
+                          const tensor *valid_lens, tensor **out);
+
+/* A causal mask as 2-D valid_lens: a (batch, len) tensor whose every row
+ * is 1, 2, ..., len, so query i sees keys 0 .. i and nothing after it.
+ * GSL_EINVAL when batch or len is 0. */
+int causal_valid_lens(size_t batch, size_t len, tensor **out);
+
+/* Check valid_lens (NULL, (B,) or (B, Lq)) against scores of shape
+ * (B, Lq, Lk) before anything is computed.  Messages start with `who` and
+ * end with "(<context>, valid_lens <shape>)", where context names the
+ * caller's shapes, e.g. "scores (2, 2, 4)". */
+int softmax_check_valid_lens(const char *who, const char *context,
+                             size_t batch, size_t num_queries,
+                             size_t num_keys, const tensor *valid_lens);
+
+#endif
