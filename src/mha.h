@@ -5,6 +5,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "error.h"
+#include "heatmap.h"
 #include "linear.h"
 #include "tensor.h"
 #include "trace.h"
