@@ -3,19 +3,25 @@
  * Shapes: the weights m are (rows, cols, Lq, Lk) after the missing leading
  * dimensions are taken as 1; panel (r, c) is the (Lq, Lk) matrix m[r, c].
  */
-#define _GNU_SOURCE /* O_CLOEXEC */
+#define _GNU_SOURCE /* pipe2, O_CLOEXEC */
 #include "heatmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "trace.h"
+
+extern char **environ;
 
 /* --- the weights as a grid of panels ---------------------------------- */
 
@@ -723,4 +729,244 @@ int heatmap_write(const tensor *m, const heatmap_options *opt,
     if (status)
         return status;
     return write_files("heatmap_write", &g, base);
+}
+
+/* --- running gnuplot ---------------------------------------------------- */
+
+static const char *gnuplot_program(void)
+{
+    const char *p = getenv("MHA_GNUPLOT");
+    return p && *p ? p : "gnuplot";
+}
+
+static int is_executable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+           access(path, X_OK) == 0;
+}
+
+/* The lookup posix_spawnp and execvp make: a name with a '/' is a path,
+ * any other name is searched for along PATH. */
+static int program_exists(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return is_executable(prog);
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    char buf[4096];
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        /* an empty PATH entry means the current directory */
+        int n = len ? snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, prog)
+                    : snprintf(buf, sizeof buf, "%s", prog);
+        if (n > 0 && (size_t)n < sizeof buf && is_executable(buf))
+            return 1;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+int heatmap_gnuplot_available(void)
+{
+    return program_exists(gnuplot_program());
+}
+
+/* The last non-blank line of text, trimmed, in place. */
+static const char *last_line(char *text)
+{
+    size_t n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r' ||
+                     text[n - 1] == ' '))
+        text[--n] = '\0';
+    char *nl = strrchr(text, '\n');
+    return nl ? nl + 1 : text;
+}
+
+/* Run `prog -d -e "fmt='png'; out='<out>'" <script>` without a shell,
+ * with its stdin from /dev/null and its stdout and stderr into a pipe
+ * whose last kilobyte lands in errtail.  *spawn_err is the errno of a
+ * start that failed (ENOENT: no such program), else 0 and *wstatus is the
+ * child's wait status (-1 if it was lost).  Returns GSL_ENOMEM when the
+ * arguments cannot be built, else GSL_SUCCESS. */
+static int spawn_gnuplot(const char *who, const char *prog,
+                         const char *script, const char *fmt,
+                         const char *out, int *spawn_err, int *wstatus,
+                         char *errtail, size_t tailn)
+{
+    errtail[0] = '\0';
+    *spawn_err = 0;
+    *wstatus = -1;
+    /* the -e argument, out quoted for gnuplot ('' for a quote) */
+    size_t n = 2 * strlen(out) + 32;
+    char *setvars = mha_malloc(n, 1, who);
+    if (!setvars)
+        return GSL_ENOMEM;
+    size_t used = (size_t)snprintf(setvars, n, "fmt='%s'; out='", fmt);
+    for (const char *s = out; *s; s++) {
+        if (*s == '\'')
+            setvars[used++] = '\'';
+        setvars[used++] = *s;
+    }
+    setvars[used++] = '\'';
+    setvars[used] = '\0';
+    /* a script path starting with '-' would read as an option */
+    char *script_arg = concat(who, script[0] == '-' ? "./" : "", script);
+    if (!script_arg) {
+        free(setvars);
+        return GSL_ENOMEM;
+    }
+    char *argv[] = {(char *)prog, "-d", "-e", setvars, script_arg, NULL};
+
+    int fds[2];
+    /* close-on-exec: gnuplot inherits only the dup2'ed copies, and no
+     * other child this program starts holds the pipe open */
+    int e = pipe2(fds, O_CLOEXEC) == 0 ? 0 : errno;
+    pid_t pid = -1;
+    if (!e) {
+        posix_spawn_file_actions_t fa;
+        e = posix_spawn_file_actions_init(&fa);
+        if (!e) {
+            e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+                                                 O_RDONLY, 0);
+            if (!e)
+                e = posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+            if (!e)
+                e = posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+            if (!e)
+                e = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
+            posix_spawn_file_actions_destroy(&fa);
+        }
+        close(fds[1]); /* else the read below never sees end-of-file */
+        if (e)
+            close(fds[0]);
+    }
+    free(setvars);
+    free(script_arg);
+    if (e) {
+        *spawn_err = e;
+        return GSL_SUCCESS;
+    }
+
+    /* keep the tail: gnuplot's error comes last */
+    size_t have = 0;
+    for (;;) {
+        char chunk[512];
+        ssize_t got = read(fds[0], chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        for (ssize_t i = 0; i < got; i++) {
+            if (have + 1 >= tailn) {
+                memmove(errtail, errtail + tailn / 2, have - tailn / 2);
+                have -= tailn / 2;
+            }
+            errtail[have++] = chunk[i];
+        }
+    }
+    errtail[have] = '\0';
+    close(fds[0]);
+    while (waitpid(pid, wstatus, 0) < 0)
+        if (errno != EINTR) {
+            *wstatus = -1;
+            break;
+        }
+    return GSL_SUCCESS;
+}
+
+static const char *missing_message =
+    "heatmap: gnuplot not found%s%s%s; kept %s.dat and %s.gp "
+    "(install gnuplot-nox to render)";
+
+static int gnuplot_missing(const char *base)
+{
+    const char *env = getenv("MHA_GNUPLOT");
+    int overridden = env && *env;
+    return mha_fail(HEATMAP_NO_GNUPLOT, missing_message,
+                    overridden ? " (MHA_GNUPLOT=" : "",
+                    overridden ? env : "", overridden ? ")" : "", base, base);
+}
+
+/* Render base.gp to base.<fmt> through a temporary beside it. */
+static int render_one(const char *who, const char *prog, const char *base,
+                      const char *fmt)
+{
+    char ext[8];
+    snprintf(ext, sizeof ext, ".%s", fmt);
+    pending img;
+    int status = pending_open(who, &img, base, ext, 0);
+    if (status)
+        return status;
+    char *script = concat(who, base, ".gp");
+    if (!script) {
+        pending_discard(&img);
+        return GSL_ENOMEM;
+    }
+    int e = 0, wstatus = -1;
+    char tail[1024];
+    struct stat st;
+    status = spawn_gnuplot(who, prog, script, fmt, img.tmp, &e, &wstatus,
+                           tail, sizeof tail);
+    if (status) {
+        /* the message is recorded */
+    } else if (e == ENOENT) {
+        status = gnuplot_missing(base);
+    } else if (e) {
+        status = mha_fail(GSL_EFAILED, "%s: cannot run %s on %s: %s", who,
+                          prog, script, strerror(e));
+    } else if (wstatus == -1) {
+        status = mha_fail(GSL_EFAILED, "%s: lost track of %s on %s", who,
+                          prog, script);
+    } else if (WIFSIGNALED(wstatus)) {
+        status = mha_fail(GSL_EFAILED,
+                          "%s: %s was killed by signal %d rendering %s.%s "
+                          "from %s",
+                          who, prog, WTERMSIG(wstatus), base, fmt, script);
+    } else if (WEXITSTATUS(wstatus) != 0) {
+        const char *line = last_line(tail);
+        status = mha_fail(GSL_EFAILED,
+                          "%s: %s exited with status %d rendering %s.%s "
+                          "from %s%s%s",
+                          who, prog, WEXITSTATUS(wstatus), base, fmt, script,
+                          *line ? ": " : "", line);
+    } else if (stat(img.tmp, &st) != 0 || st.st_size == 0) {
+        status = mha_fail(GSL_EFAILED,
+                          "%s: %s exited with status 0 but wrote no %s "
+                          "image from %s",
+                          who, prog, fmt, script);
+    } else {
+        status = pending_commit(who, &img);
+    }
+    free(script);
+    pending_discard(&img);
+    return status;
+}
+
+int heatmap_render(const tensor *m, const heatmap_options *opt,
+                   const char *base, int formats)
+{
+    const char *who = "heatmap_render";
+    if (formats == 0 || (formats & ~(HEATMAP_PNG | HEATMAP_SVG)))
+        return mha_fail(GSL_EINVAL,
+                        "%s: formats %d is not HEATMAP_PNG (1), HEATMAP_SVG "
+                        "(2) or both (3)",
+                        who, formats);
+    grid g;
+    int status = make_grid(who, m, opt, &g);
+    if (!status)
+        status = write_files(who, &g, base);
+    if (status)
+        return status;
+    const char *prog = gnuplot_program();
+    if (!program_exists(prog))
+        return gnuplot_missing(base);
+    if (formats & HEATMAP_PNG)
+        status = render_one(who, prog, base, "png");
+    if (!status && (formats & HEATMAP_SVG))
+        status = render_one(who, prog, base, "svg");
+    return status;
 }

@@ -16,8 +16,9 @@
  * ([-1, 1] for v = 0): the cells take the middle colour and nothing divides
  * by zero.
  *
- * heatmap_write writes a gnuplot data file base.dat and a script base.gp
- * that renders it from any directory:
+ * heatmap_write writes a gnuplot data file base.dat and a script base.gp;
+ * heatmap_render also renders them to base.png and/or base.svg.  The script
+ * re-renders by hand from any directory:
  *     gnuplot -e "fmt='svg'" plots/ch04_weights.gp
  * (fmt is 'png' when not given; the image lands beside the script).
  *
@@ -70,10 +71,41 @@ typedef struct heatmap_options {
     heatmap_palette palette;
 } heatmap_options;
 
+/* Image formats for heatmap_render, to be or-ed together. */
+enum { HEATMAP_PNG = 1, HEATMAP_SVG = 2 };
+
+/* heatmap_render's answer when gnuplot is not installed.  It is not a
+ * failure: base.dat and base.gp are written, and mha_last_error() holds a
+ * line the caller may print,
+ *     heatmap: gnuplot not found; kept plots/x.dat and plots/x.gp (install gnuplot-nox to render)
+ * The value lies outside GSL's codes, so it is never mistaken for one. */
+#define HEATMAP_NO_GNUPLOT 100
+
 /* Write base.dat (the weights, one block per panel) and base.gp (the
  * gnuplot script that draws them).  base is a path without extension, e.g.
  * "plots/ch04_weights"; its directory must exist.  opt may be NULL. */
 int heatmap_write(const tensor *m, const heatmap_options *opt,
                   const char *base);
+
+/* heatmap_write, then run gnuplot on base.gp to make base.png and/or
+ * base.svg (formats: HEATMAP_PNG, HEATMAP_SVG or both).  Returns
+ * GSL_SUCCESS, HEATMAP_NO_GNUPLOT (see above), GSL_EFAILED when gnuplot
+ * fails (the message gives its exit status and the last line it printed;
+ * base.dat and base.gp are kept for a look, no image is left half-written),
+ * or the statuses of heatmap_write.
+ *
+ * The gnuplot program is "gnuplot" looked up on PATH, or the program the
+ * environment variable MHA_GNUPLOT names (a name or a path, no arguments).
+ * It runs as a child process without a shell, with -d (no start-up files,
+ * so a user's ~/.gnuplot cannot change the picture).  With the same gnuplot
+ * and fonts, the same script renders byte-identical PNG and SVG files
+ * (neither carries a date); across machines the fonts, and so the pixels,
+ * may differ, and the SVG names the gnuplot version that drew it. */
+int heatmap_render(const tensor *m, const heatmap_options *opt,
+                   const char *base, int formats);
+
+/* 1 when the gnuplot heatmap_render would run (MHA_GNUPLOT or "gnuplot"
+ * on PATH) exists and is executable, else 0. */
+int heatmap_gnuplot_available(void);
 
 #endif

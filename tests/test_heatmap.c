@@ -1,17 +1,20 @@
 /* test_heatmap.c: the heatmap module: the .dat and .gp files it writes,
- * and every way to get it wrong. */
+ * gnuplot's renders, and every way to get it wrong. */
 #include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* --- a scratch directory per test --------------------------------------- */
 
 static char dir[64];
+static char start_dir[4096]; /* a test may chdir(dir) */
 
 static void make_dir(void)
 {
+    cr_assert_not_null(getcwd(start_dir, sizeof start_dir));
     strcpy(dir, "/tmp/mha-heatmap-XXXXXX");
     cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
 }
@@ -20,7 +23,10 @@ static void make_dir(void)
  * the next one (in the same process under --no-fork) starts clean. */
 static void remove_dir(void)
 {
+    unsetenv("MHA_GNUPLOT");
     mha_debug_fail_alloc_after(-1);
+    if (chdir(start_dir) != 0)
+        perror(start_dir);
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -119,6 +125,19 @@ static char *panel_section(const char *script, size_t r, size_t c)
     memcpy(s, start, n);
     s[n] = '\0';
     return s;
+}
+
+/* A shell script standing in for gnuplot, executable, in the scratch
+ * directory; returns its path in buf. */
+static char *fake_gnuplot(char *buf, size_t n, const char *body)
+{
+    in_dir(buf, n, "fake-gnuplot");
+    FILE *f = fopen(buf, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    cr_assert_eq(chmod(buf, 0755), 0);
+    return buf;
 }
 
 /* The two-panel example most tests draw: panel (0, 1) holds 1/3, which
@@ -442,6 +461,205 @@ Test(heatmap, same_input_same_bytes)
     tensor_free(t);
 }
 
+/* --- rendering with gnuplot ---------------------------------------------- */
+
+static void need_gnuplot(void)
+{
+    if (!heatmap_gnuplot_available())
+        cr_skip_test("gnuplot is not installed");
+}
+
+Test(heatmap, renders_png_and_svg)
+{
+    need_gnuplot();
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 6};
+    char base[256], path[256];
+    OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "w"),
+                      HEATMAP_PNG | HEATMAP_SVG));
+    size_t n;
+    char *png = slurp(in_dir(path, sizeof path, "w.png"), &n);
+    cr_assert_gt(n, 8);
+    cr_assert(!memcmp(png, "\x89PNG\r\n\x1a\n", 8), "not a PNG");
+    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), &n);
+    cr_assert(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4));
+    cr_assert(strstr(svg, "</svg>"));
+    assert_listing("w.dat w.gp w.png w.svg");
+    free(png);
+    free(svg);
+    tensor_free(t);
+}
+
+Test(heatmap, renders_the_same_bytes_twice)
+{
+    need_gnuplot();
+    tensor *t = six_panels();
+    char base[256], png[256], svg[256];
+    in_dir(base, sizeof base, "w");
+    OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
+    size_t n1, n2, m1, m2;
+    char *p1 = slurp(in_dir(png, sizeof png, "w.png"), &n1);
+    char *s1 = slurp(in_dir(svg, sizeof svg, "w.svg"), &m1);
+    OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
+    char *p2 = slurp(png, &n2), *s2 = slurp(svg, &m2);
+    cr_assert(n1 == n2 && !memcmp(p1, p2, n1), "the PNGs differ");
+    cr_assert(m1 == m2 && !memcmp(s1, s2, m1), "the SVGs differ");
+    free(p1);
+    free(p2);
+    free(s1);
+    free(s2);
+    tensor_free(t);
+}
+
+Test(heatmap, renders_strange_paths_and_titles_literally)
+{
+    need_gnuplot();
+    tensor *t;
+    OK(tensor_alloc(SHAPE(1, 6), &t));
+    tensor_fill_arange(t, 0, 1);
+    char base[256], path[256], cmd[300];
+    /* were the title run through a shell or gnuplot's backquotes, the
+     * file "pwned" would appear */
+    snprintf(cmd, sizeof cmd, "it's `touch %s/pwned` $(touch %s/pwned)", dir,
+             dir);
+    heatmap_options opt = {.title = cmd};
+    OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "it's a map"),
+                      HEATMAP_PNG));
+    size_t n;
+    char *png = slurp(in_dir(path, sizeof path, "it's a map.png"), &n);
+    cr_assert(n > 8 && !memcmp(png, "\x89PNG", 4));
+    assert_listing("it's a map.dat it's a map.gp it's a map.png");
+    free(png);
+    tensor_free(t);
+}
+
+Test(heatmap, rerendering_by_hand_from_elsewhere)
+{
+    /* the script finds its data beside itself, as plots/README.md says */
+    need_gnuplot();
+    tensor *t = six_panels();
+    char base[256], path[256], cmd[512];
+    OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
+    snprintf(cmd, sizeof cmd,
+             "cd / && gnuplot -d -e \"fmt='svg'\" %s/w.gp 2>&1", dir);
+    cr_assert_eq(system(cmd), 0);
+    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), NULL);
+    cr_assert(strstr(svg, "</svg>"));
+    free(svg);
+    tensor_free(t);
+}
+
+Test(heatmap, missing_gnuplot_keeps_the_data_and_script)
+{
+    tensor *t = six_panels();
+    char base[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+
+    setenv("MHA_GNUPLOT", "/nonexistent/gnuplot", 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found (MHA_GNUPLOT=/nonexistent/gnuplot); "
+             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
+             dir, dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), HEATMAP_NO_GNUPLOT, msg);
+    assert_listing("w.dat w.gp");
+
+    /* a name is looked up on PATH */
+    setenv("MHA_GNUPLOT", "mha-no-such-gnuplot", 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found (MHA_GNUPLOT=mha-no-such-gnuplot); "
+             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
+             dir, dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), HEATMAP_NO_GNUPLOT, msg);
+
+    /* no gnuplot on PATH at all */
+    unsetenv("MHA_GNUPLOT");
+    char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
+    setenv("PATH", dir, 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found; kept %s/w.dat and %s/w.gp "
+             "(install gnuplot-nox to render)",
+             dir, dir);
+    mha_clear_error();
+    int status = heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG);
+    setenv("PATH", path, 1);
+    free(path);
+    cr_assert_eq(status, HEATMAP_NO_GNUPLOT);
+    cr_assert_str_eq(mha_last_error(), msg);
+    assert_listing("w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, failing_gnuplot_reports_its_status_and_last_words)
+{
+    tensor *t = six_panels();
+    char base[256], prog[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+    fake_gnuplot(prog, sizeof prog,
+                 "echo 'plot data index 0 matrix with @cells' >&2\n"
+                 "echo '\"w.gp\" line 42: something broke' >&2\n"
+                 "echo >&2\n"
+                 "exit 3");
+    setenv("MHA_GNUPLOT", prog, 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 1);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s exited with status 3 rendering %s.png from "
+             "%s.gp: \"w.gp\" line 42: something broke",
+             prog, base, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+    /* the data and script stay for a look; no image, no temporaries */
+    assert_listing("fake-gnuplot w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, gnuplot_killed_or_silent_is_a_failure)
+{
+    tensor *t = six_panels();
+    char base[256], prog[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+
+    fake_gnuplot(prog, sizeof prog, "kill -9 $$");
+    setenv("MHA_GNUPLOT", prog, 1);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s was killed by signal 9 rendering %s.svg "
+             "from %s.gp",
+             prog, base, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), GSL_EFAILED, msg);
+    assert_listing("fake-gnuplot w.dat w.gp");
+
+    fake_gnuplot(prog, sizeof prog, "exit 0");
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s exited with status 0 but wrote no png image "
+             "from %s.gp",
+             prog, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+    assert_listing("fake-gnuplot w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
+{
+    tensor *t = six_panels();
+    char prog[256], args[256], body[512];
+    snprintf(body, sizeof body, "printf '%%s\\n' \"$@\" > '%s/args'\nexit 1",
+             dir);
+    setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
+    /* a relative path that starts with '-' must not pass for an option */
+    cr_assert_eq(chdir(dir), 0);
+    cr_assert_eq(heatmap_render(t, NULL, "-it's", HEATMAP_PNG), GSL_EFAILED);
+    char *got = slurp(in_dir(args, sizeof args, "args"), NULL);
+    char expected[1024];
+    snprintf(expected, sizeof expected,
+             "-d\n-e\nfmt='png'; out='-it''s.png.tmp.%ld.0'\n./-it's.gp\n",
+             (long)getpid());
+    cr_assert_str_eq(got, expected);
+    assert_listing("-it's.dat -it's.gp args fake-gnuplot");
+    free(got);
+    tensor_free(t);
+}
+
 /* --- bad input: a status, an exact message, no file ---------------------- */
 
 #define EXPECTED_DIMS "expected (Lq, Lk), (cols, Lq, Lk) or (rows, cols, Lq, Lk)"
@@ -481,6 +699,9 @@ Test(heatmap, rejects_weights_that_are_not_finite)
     *TENSOR_AT(t, 1, 2, 0, 1) = NAN;
     FAILS(heatmap_write(t, NULL, base), GSL_EINVAL,
           "heatmap_write: weights[1, 2, 0, 1] is nan (panel (1, 2), query 0, "
+          "key 1) in weights of shape (2, 3, 2, 2); weights must be finite");
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EINVAL,
+          "heatmap_render: weights[1, 2, 0, 1] is nan (panel (1, 2), query 0, "
           "key 1) in weights of shape (2, 3, 2, 2); weights must be finite");
     tensor_free(t);
 
@@ -536,6 +757,12 @@ Test(heatmap, rejects_bad_options)
           "heatmap_write: 200 x 0 pixels leave no room for a 2 x 3 grid of "
           "(2, 2) panels; the margins alone take 212 x 94 (0 sizes it "
           "automatically)");
+    FAILS(heatmap_render(t, NULL, base, 0), GSL_EINVAL,
+          "heatmap_render: formats 0 is not HEATMAP_PNG (1), HEATMAP_SVG (2) "
+          "or both (3)");
+    FAILS(heatmap_render(t, NULL, base, 4), GSL_EINVAL,
+          "heatmap_render: formats 4 is not HEATMAP_PNG (1), HEATMAP_SVG (2) "
+          "or both (3)");
     assert_listing("");
     tensor_free(t);
 }
@@ -550,6 +777,11 @@ Test(heatmap, rejects_paths_it_cannot_write)
              "directory",
              dir);
     FAILS(heatmap_write(t, NULL, base), GSL_EFAILED, msg);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: cannot create %s/missing/w.dat: No such file or "
+             "directory",
+             dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
 
     FAILS(heatmap_write(t, NULL, ""), GSL_EINVAL,
           "heatmap_write: the output path is empty");
@@ -588,5 +820,36 @@ Test(heatmap, out_of_memory_anywhere_leaves_nothing)
         assert_listing("");
     }
     cr_assert_gt(n, 0, "heatmap_write allocates nothing?");
+    tensor_free(t);
+}
+
+Test(heatmap, out_of_memory_while_rendering)
+{
+    /* allocations past writing the files: the image is never half-made */
+    tensor *t = six_panels();
+    char base[256], prog[256];
+    in_dir(base, sizeof base, "w");
+    /* a gnuplot that writes a tiny SVG to the path after out= */
+    setenv("MHA_GNUPLOT",
+           fake_gnuplot(prog, sizeof prog,
+                        "out=${3#*out=\\'}\n"
+                        "echo '<svg/>' > \"${out%\\'}\""),
+           1);
+    long n = 0;
+    for (;; n++) {
+        mha_debug_fail_alloc_after(n);
+        int status = heatmap_render(t, NULL, base, HEATMAP_SVG);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "allocation %ld: %s", n,
+                     mha_last_error());
+        char *files = listing();
+        cr_assert(!strcmp(files, "fake-gnuplot") ||
+                      !strcmp(files, "fake-gnuplot w.dat w.gp"),
+                  "allocation %ld left %s", n, files);
+        free(files);
+    }
+    assert_listing("fake-gnuplot w.dat w.gp w.svg");
     tensor_free(t);
 }
