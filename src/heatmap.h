@@ -16,14 +16,16 @@
  * ([-1, 1] for v = 0): the cells take the middle colour and nothing divides
  * by zero.
  *
- * heatmap_write writes a gnuplot data file base.dat and a script base.gp;
- * heatmap_render also renders them to base.png and/or base.svg.  The script
- * re-renders by hand from any directory:
- *     gnuplot -e "fmt='svg'" plots/ch04_weights.gp
- * (fmt is 'png' when not given; the image lands beside the script).
+ * Two ways to look:
+ *   - heatmap_write / heatmap_render write a gnuplot data file base.dat and a
+ *     script base.gp, and render them to base.png and/or base.svg.  The
+ *     script re-renders by hand from any directory:
+ *         gnuplot -e "fmt='svg'" plots/ch04_weights.gp
+ *     (fmt is 'png' when not given; the image lands beside the script).
+ *   - heatmap_terminal draws the same grid with Unicode shades in a terminal.
  *
  * Output is deterministic: the same weights and options give byte-identical
- * .dat and .gp files.  Numbers are written in the C locale's
+ * .dat, .gp and terminal text.  Numbers are written in the C locale's
  * format, so a program must not switch LC_NUMERIC to one with a decimal
  * comma before calling these.
  *
@@ -69,6 +71,8 @@ typedef struct heatmap_options {
                                   pixels on their longer side, down to 120
                                   for many panels) */
     heatmap_palette palette;
+    int term_columns;          /* heatmap_terminal wraps a row of panels
+                                  that would be wider; 0: 80 */
 } heatmap_options;
 
 /* Image formats for heatmap_render, to be or-ed together. */
@@ -107,5 +111,16 @@ int heatmap_render(const tensor *m, const heatmap_options *opt,
 /* 1 when the gnuplot heatmap_render would run (MHA_GNUPLOT or "gnuplot"
  * on PATH) exists and is executable, else 0. */
 int heatmap_gnuplot_available(void);
+
+/* Draw the grid on f with Unicode shades, two characters per cell so the
+ * cells look square: ' ', '░', '▒', '▓', '█' for the five fifths of the
+ * shared scale (each a half-open range, the last one closed), one grid row
+ * of panels side by side per band, with the titles, the query and key
+ * indices, the labels, and a legend line giving each shade's range.
+ * A row of panels wider than opt->term_columns (80 by default) continues
+ * in a band below.  opt may be NULL; width, height and palette do not
+ * apply here.
+ * Returns GSL_EFAILED if writing to f fails. */
+int heatmap_terminal(FILE *f, const tensor *m, const heatmap_options *opt);
 
 #endif

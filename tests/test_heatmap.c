@@ -1,5 +1,5 @@
 /* test_heatmap.c: the heatmap module: the .dat and .gp files it writes,
- * gnuplot's renders, and every way to get it wrong. */
+ * gnuplot's renders, the terminal view, and every way to get it wrong. */
 #include "check.h"
 
 #include <dirent.h>
@@ -660,6 +660,126 @@ Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
     tensor_free(t);
 }
 
+/* --- the terminal view ---------------------------------------------------- */
+
+/* heatmap_terminal's text (and status) for t. */
+static char *terminal_text(const tensor *t, const heatmap_options *opt,
+                           int *status)
+{
+    capture c;
+    capture_start(&c);
+    *status = heatmap_terminal(c.f, t, opt);
+    capture_end(&c);
+    return c.text;
+}
+
+Test(heatmap, terminal_view_of_two_panels)
+{
+    tensor *t = two_panels();
+    const char *titles[] = {"Head 1", "it's head 2"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2,
+                           .title = "Two heads"};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "          Two heads\n"
+                     "           Head 1      it's head 2\n"
+                     "          ┌──────┐     ┌──────┐\n"
+                     "Queries 0 │  ▒▒██│     │░░▓▓░░│\n"
+                     "        1 │░░  ██│     │██    │\n"
+                     "          └──────┘     └──────┘\n"
+                     "           0 1 2        0 1 2\n"
+                     "            Keys         Keys\n"
+                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
+                     "[░░] 0.2 to 0.4\n"
+                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+    free(text);
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_view_of_one_matrix)
+{
+    /* the identity over 12 keys: every fifth key is numbered */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(3, 12), &t));
+    for (size_t i = 0; i < 3; i++)
+        *TENSOR_AT(t, i, 4 * i) = 1;
+    heatmap_options opt = {.ylabel = "q", .xlabel = "k"};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "    ┌────────────────────────┐\n"
+                     "q 0 │██                      │\n"
+                     "  1 │        ██              │\n"
+                     "  2 │                ██      │\n"
+                     "    └────────────────────────┘\n"
+                     "     0         5         10\n"
+                     "                k\n"
+                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
+                     "[░░] 0.2 to 0.4\n"
+                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+    free(text);
+
+    tensor_fill(t, 0.25);
+    opt = (heatmap_options){.ylabel = ""};
+    tensor *small;
+    OK(tensor_alloc(SHAPE(2, 2), &small));
+    tensor_fill(small, 0.25);
+    text = terminal_text(small, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "  ┌────┐\n"
+                     "0 │▒▒▒▒│\n"
+                     "1 │▒▒▒▒│\n"
+                     "  └────┘\n"
+                     "   0 1\n"
+                     "   Keys\n"
+                     "every weight is 0.25, drawn as [▒▒]\n");
+    free(text);
+    tensor_free(small);
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_view_wraps_wide_rows)
+{
+    /* three panels need 38 columns: in 30, two fit side by side; the
+     * scale is [0, 17], so 3 is still blank and 4 the first light shade */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
+    tensor_fill_arange(t, 0, 1);
+    heatmap_options opt = {.term_columns = 30};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "          ┌──────┐  ┌──────┐\n"
+                     "Queries 0 │      │  │  ░░░░│\n"
+                     "          └──────┘  └──────┘\n"
+                     "          ┌──────┐\n"
+                     "Queries 0 │░░▒▒▒▒│\n"
+                     "          └──────┘\n"
+                     "          ┌──────┐  ┌──────┐\n"
+                     "Queries 0 │▒▒▒▒▓▓│  │▓▓▓▓██│\n"
+                     "          └──────┘  └──────┘\n"
+                     "           0 1 2     0 1 2\n"
+                     "            Keys      Keys\n"
+                     "          ┌──────┐\n"
+                     "Queries 0 │██████│\n"
+                     "          └──────┘\n"
+                     "           0 1 2\n"
+                     "            Keys\n"
+                     "shades, one scale for all panels:\n"
+                     "   [  ] 0 to 3.4\n"
+                     "   [░░] 3.4 to 6.8\n"
+                     "   [▒▒] 6.8 to 10.2\n"
+                     "   [▓▓] 10.2 to 13.6\n"
+                     "   [██] 13.6 to 17\n");
+    free(text);
+    tensor_free(t);
+}
+
 /* --- bad input: a status, an exact message, no file ---------------------- */
 
 #define EXPECTED_DIMS "expected (Lq, Lk), (cols, Lq, Lk) or (rows, cols, Lq, Lk)"
@@ -757,6 +877,10 @@ Test(heatmap, rejects_bad_options)
           "heatmap_write: 200 x 0 pixels leave no room for a 2 x 3 grid of "
           "(2, 2) panels; the margins alone take 212 x 94 (0 sizes it "
           "automatically)");
+    opt = (heatmap_options){.term_columns = -1};
+    FAILS(heatmap_terminal(stdout, t, &opt), GSL_EINVAL,
+          "heatmap_terminal: term_columns -1 is negative; use 0 (80 columns) "
+          "or the terminal's width");
     FAILS(heatmap_render(t, NULL, base, 0), GSL_EINVAL,
           "heatmap_render: formats 0 is not HEATMAP_PNG (1), HEATMAP_SVG (2) "
           "or both (3)");
@@ -797,6 +921,37 @@ Test(heatmap, rejects_paths_it_cannot_write)
     tensor_free(t);
 }
 
+Test(heatmap, terminal_rejects_bad_input_and_writes_nothing)
+{
+    tensor *t = six_panels();
+    *TENSOR_AT(t, 0, 0, 1, 1) = NAN;
+    int status;
+    char *text = terminal_text(t, NULL, &status);
+    cr_assert_eq(status, GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(),
+                     "heatmap_terminal: weights[0, 0, 1, 1] is nan (panel "
+                     "(0, 0), query 1, key 1) in weights of shape (2, 3, 2, "
+                     "2); weights must be finite");
+    cr_assert_str_eq(text, "");
+    free(text);
+    FAILS(heatmap_terminal(NULL, t, NULL), GSL_EINVAL,
+          "heatmap_terminal: the output stream is NULL");
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_reports_a_failed_write)
+{
+    FILE *full = fopen("/dev/full", "w");
+    if (!full)
+        cr_skip_test("no /dev/full here");
+    tensor *t = six_panels();
+    FAILS(heatmap_terminal(full, t, NULL), GSL_EFAILED,
+          "heatmap_terminal: cannot write the heatmap: No space left on "
+          "device");
+    fclose(full);
+    tensor_free(t);
+}
+
 /* --- out of memory at every allocation ----------------------------------- */
 
 Test(heatmap, out_of_memory_anywhere_leaves_nothing)
@@ -820,6 +975,21 @@ Test(heatmap, out_of_memory_anywhere_leaves_nothing)
         assert_listing("");
     }
     cr_assert_gt(n, 0, "heatmap_write allocates nothing?");
+
+    for (n = 0;; n++) {
+        mha_debug_fail_alloc_after(n);
+        int status;
+        char *text = terminal_text(t, &opt, &status);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS) {
+            free(text);
+            break;
+        }
+        cr_assert_eq(status, GSL_ENOMEM);
+        cr_assert_str_eq(text, "");
+        free(text);
+    }
+    cr_assert_gt(n, 0);
     tensor_free(t);
 }
 
