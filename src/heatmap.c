@@ -844,6 +844,12 @@ static int spawn_gnuplot(const char *who, const char *prog,
                 e = posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
             if (!e)
                 e = posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+            /* and nothing else: the caller's own descriptors, opened
+             * without close-on-exec, stay out of gnuplot's hands */
+            if (!e)
+                e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
             if (!e)
                 e = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
             posix_spawn_file_actions_destroy(&fa);

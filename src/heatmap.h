@@ -101,7 +101,9 @@ int heatmap_write(const tensor *m, const heatmap_options *opt,
  * The gnuplot program is "gnuplot" looked up on PATH, or the program the
  * environment variable MHA_GNUPLOT names (a name or a path, no arguments).
  * It runs as a child process without a shell, with -d (no start-up files,
- * so a user's ~/.gnuplot cannot change the picture).  With the same gnuplot
+ * so a user's ~/.gnuplot cannot change the picture), with stdin from
+ * /dev/null, stdout and stderr into a pipe read back here, and no other
+ * descriptor of the caller's (with glibc 2.34 or later).  With the same gnuplot
  * and fonts, the same script renders byte-identical PNG and SVG files
  * (neither carries a date); across machines the fonts, and so the pixels,
  * may differ, and the SVG names the gnuplot version that drew it. */

@@ -660,6 +660,31 @@ Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
     tensor_free(t);
 }
 
+Test(heatmap, gnuplot_inherits_no_descriptors)
+{
+    /* a file the caller holds open without close-on-exec */
+    char held[256], prog[256], state[256], body[512];
+    FILE *f = fopen(in_dir(held, sizeof held, "held"), "w");
+    cr_assert_not_null(f);
+    int fd = fileno(f);
+    cr_assert_gt(fd, 2);
+    snprintf(body, sizeof body,
+             "if [ -e /proc/$$/fd/%d ]; then echo open; else echo closed; fi "
+             "> '%s/fd-state'\nexit 1",
+             fd, dir);
+    setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
+    tensor *t = six_panels();
+    char base[256];
+    cr_assert_eq(heatmap_render(t, NULL, in_dir(base, sizeof base, "w"),
+                                HEATMAP_PNG),
+                 GSL_EFAILED);
+    fclose(f);
+    char *got = slurp(in_dir(state, sizeof state, "fd-state"), NULL);
+    cr_assert_str_eq(got, "closed\n");
+    free(got);
+    tensor_free(t);
+}
+
 /* --- the terminal view ---------------------------------------------------- */
 
 /* heatmap_terminal's text (and status) for t. */
