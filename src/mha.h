@@ -6,6 +6,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "heatmap.h"
 #include "linear.h"
 #include "softmax.h"
 #include "tensor.h"

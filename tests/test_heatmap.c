@@ -1,0 +1,1050 @@
+/* test_heatmap.c: the heatmap module: the .dat and .gp files it writes,
+ * gnuplot's renders, the terminal view, and every way to get it wrong. */
+#include "check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* --- a scratch directory per test --------------------------------------- */
+
+static char dir[64];
+static char start_dir[4096]; /* a test may chdir(dir) */
+
+static void make_dir(void)
+{
+    cr_assert_not_null(getcwd(start_dir, sizeof start_dir));
+    strcpy(dir, "/tmp/mha-heatmap-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+}
+
+/* The test may have failed half-way: put back what a test can change, so
+ * the next one (in the same process under --no-fork) starts clean. */
+static void remove_dir(void)
+{
+    unsetenv("MHA_GNUPLOT");
+    mha_debug_fail_alloc_after(-1);
+    if (chdir(start_dir) != 0)
+        perror(start_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+TestSuite(heatmap, .init = make_dir, .fini = remove_dir);
+
+/* dir/name into buf. */
+static char *in_dir(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+    return buf;
+}
+
+/* The names in the scratch directory, sorted, joined by spaces. */
+static char *listing(void)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    cr_assert_geq(n, 0);
+    char *out = calloc(1, 4096);
+    for (int i = 0; i < n; i++) {
+        if (names[i]->d_name[0] != '.') {
+            if (out[0])
+                strcat(out, " ");
+            strncat(out, names[i]->d_name, 4096 - strlen(out) - 2);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+static void assert_listing(const char *expected)
+{
+    char *got = listing();
+    cr_assert_str_eq(got, expected, "files in %s: \"%s\", expected \"%s\"",
+                     dir, got, expected);
+    free(got);
+}
+
+/* A file's bytes, NUL-terminated; *len (if given) without the NUL. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = 2 * cap + 4096 + 1;
+            text = realloc(text, cap);
+        }
+        size_t got = fread(text + n, 1, 4096, f);
+        n += got;
+        if (got < 4096)
+            break;
+    }
+    fclose(f);
+    text[n] = '\0';
+    if (len)
+        *len = n;
+    return text;
+}
+
+static size_t count(const char *text, const char *what)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* The script's lines for panel (r, c): from its "# panel (r, c)" comment
+ * to the next blank line; freed by the caller. */
+static char *panel_section(const char *script, size_t r, size_t c)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n# panel (%zu, %zu)\n", r, c);
+    const char *start = strstr(script, head);
+    cr_assert_not_null(start, "no %s in the script", head + 1);
+    start++;
+    const char *end = strstr(start, "\n\n");
+    size_t n = end ? (size_t)(end - start) : strlen(start);
+    char *s = malloc(n + 1);
+    memcpy(s, start, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* A shell script standing in for gnuplot, executable, in the scratch
+ * directory; returns its path in buf. */
+static char *fake_gnuplot(char *buf, size_t n, const char *body)
+{
+    in_dir(buf, n, "fake-gnuplot");
+    FILE *f = fopen(buf, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    cr_assert_eq(chmod(buf, 0755), 0);
+    return buf;
+}
+
+/* The two-panel example most tests draw: panel (0, 1) holds 1/3, which
+ * needs 16 digits to read back, and a -0 that must print as 0. */
+static tensor *two_panels(void)
+{
+    tensor *t;
+    OK(tensor_from_array(SHAPE(1, 2, 2, 3),
+                         ((const double[]){0, 0.5, 1, 0.25, 0.1, 1,       //
+                                           1.0 / 3, 0.75, 0.2, 0.9, 0.05, //
+                                           -0.0}),
+                         &t));
+    return t;
+}
+
+/* A (2, 3, 2, 2) grid whose smallest weight (-0.5) sits in panel (1, 2)
+ * and largest (2.5) in panel (0, 1), so the shared scale needs both. */
+static tensor *six_panels(void)
+{
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 3, 2, 2), &t));
+    tensor_fill_arange(t, 0, 0.01);
+    *TENSOR_AT(t, 0, 1, 1, 0) = 2.5;
+    *TENSOR_AT(t, 1, 2, 0, 1) = -0.5;
+    return t;
+}
+
+static const char *const six_titles[6] = {"Head 1", "Head 2", "Head 3",
+                                          "Head 4", "Head 5", "Head 6"};
+
+/* --- base.dat ------------------------------------------------------------ */
+
+Test(heatmap, dat_file_holds_one_block_per_panel)
+{
+    tensor *t = two_panels();
+    const char *titles[] = {"Head 1", "it's head 2"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2};
+    char base[256], path[256];
+    OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
+
+    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    cr_assert_str_eq(
+        dat,
+        "# Attention weights, drawn by w.gp: a 1 x 2 grid of panels, each\n"
+        "# 2 queries x 3 keys (weights of shape (1, 2, 2, 3)).\n"
+        "# One block per panel in row-major panel order, blocks separated by "
+        "two blank\n"
+        "# lines (gnuplot's index 0, 1, ...); line q of a block holds query "
+        "q's weights\n"
+        "# over keys 0 to 2.  Each number is the shortest of %.15g, %.16g and "
+        "%.17g\n"
+        "# that reads back as the same double.\n"
+        "# panel (0, 0), index 0: Head 1\n"
+        "0 0.5 1\n"
+        "0.25 0.1 1\n"
+        "\n"
+        "\n"
+        "# panel (0, 1), index 1: it's head 2\n"
+        "0.3333333333333333 0.75 0.2\n"
+        "0.9 0.05 0\n");
+    assert_listing("w.dat w.gp");
+    free(dat);
+    tensor_free(t);
+}
+
+Test(heatmap, dat_numbers_read_back_exactly)
+{
+    /* numbers that need 15, 16 and 17 significant digits */
+    double values[4] = {0.1, 1.0 / 3, 2.0 / 3, 0.1 + 0.2};
+    tensor *t;
+    OK(tensor_from_array(SHAPE(2, 2), values, &t));
+    char base[256], path[256];
+    OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
+    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    cr_assert(strstr(dat, "\n0.1 0.3333333333333333\n"
+                          "0.6666666666666666 0.30000000000000004\n"),
+              "%s", dat);
+    const char *numbers = strstr(dat, "index 0\n") + strlen("index 0\n");
+    char *end;
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(strtod(numbers, &end), values[i]);
+        numbers = end;
+    }
+    free(dat);
+    tensor_free(t);
+}
+
+Test(heatmap, dat_is_the_same_for_any_strides)
+{
+    /* a permuted view reads its numbers through strides; its contiguous
+     * copy holds them in order: the files must not tell them apart */
+    tensor *base_t, *view, *copy;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &base_t));
+    tensor_fill_arange(base_t, 0, 0.125);
+    OK(tensor_permute(base_t, 3, (const size_t[]){0, 2, 1}, &view));
+    OK(tensor_contiguous(view, &copy));
+    char base[256], path[256];
+    in_dir(base, sizeof base, "w");
+    in_dir(path, sizeof path, "w.dat");
+
+    OK(heatmap_write(view, NULL, base));
+    char *from_view = slurp(path, NULL);
+    OK(heatmap_write(copy, NULL, base));
+    char *from_copy = slurp(path, NULL);
+    cr_assert_str_eq(from_view, from_copy);
+    /* panel (0, 1) is base_t[1] transposed: its first row is
+     * base_t[1, 0, 0], base_t[1, 1, 0], base_t[1, 2, 0] */
+    cr_assert(strstr(from_view, "# panel (0, 1), index 1\n1.5 2 2.5\n"),
+              "%s", from_view);
+    free(from_view);
+    free(from_copy);
+    tensor_free(copy);
+    tensor_free(view);
+    tensor_free(base_t);
+}
+
+Test(heatmap, two_and_three_dimensional_weights)
+{
+    char base[256], path[256];
+    in_dir(base, sizeof base, "w");
+
+    /* (Lq, Lk): one panel */
+    tensor *one;
+    OK(tensor_alloc(SHAPE(2, 3), &one));
+    tensor_fill_arange(one, 0, 1);
+    OK(heatmap_write(one, NULL, base));
+    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    cr_assert(strstr(dat, "a 1 x 1 grid of panels"));
+    cr_assert(strstr(dat, "# panel (0, 0), index 0\n0 1 2\n3 4 5\n"));
+    cr_assert_eq(count(dat, "# panel"), 1);
+    cr_assert(strstr(gp, "set multiplot layout 1,1 "));
+    /* a single panel both hides and draws no other colour box */
+    cr_assert_eq(count(gp, "unset colorbox"), 0);
+    cr_assert_eq(count(gp, "set colorbox user"), 1);
+    free(dat);
+    free(gp);
+
+    /* (cols, Lq, Lk): one row of panels */
+    tensor *row;
+    OK(tensor_alloc(SHAPE(3, 2, 2), &row));
+    tensor_fill_arange(row, 0, 1);
+    OK(heatmap_write(row, NULL, base));
+    dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    cr_assert(strstr(dat, "a 1 x 3 grid of panels"));
+    cr_assert(strstr(dat, "# panel (0, 2), index 2\n8 9\n10 11\n"));
+    cr_assert(strstr(gp, "set multiplot layout 1,3 "));
+    cr_assert(strstr(gp, "set cbrange [0:11]\n"));
+    free(dat);
+    free(gp);
+    tensor_free(row);
+    tensor_free(one);
+}
+
+/* --- base.gp -------------------------------------------------------------- */
+
+Test(heatmap, gp_script_draws_the_grid_on_one_scale)
+{
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 6};
+    char base[256], path[256];
+    OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
+    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+
+    cr_assert(strstr(gp, "data = here . 'w.dat'\n"));
+    cr_assert(strstr(gp, "\nset multiplot layout 2,3 "));
+    /* one colour scale: the smallest and largest weight of all panels,
+     * and one colour box */
+    cr_assert_eq(count(gp, "set cbrange"), 1);
+    cr_assert(strstr(gp, "\nset cbrange [-0.5:2.5]\n"));
+    cr_assert_eq(count(gp, "set colorbox user"), 1);
+    cr_assert_eq(count(gp, "unset colorbox"), 1);
+    /* tight ranges, query 0 on top */
+    cr_assert(strstr(gp, "\nset xrange [-0.5:1.5]\nset yrange [1.5:-0.5]\n"));
+    cr_assert(strstr(gp, "set palette defined (0 '#fff5f0', "));
+    cr_assert_eq(count(gp, "\nplot "), 6);
+
+    for (size_t r = 0; r < 2; r++)
+        for (size_t c = 0; c < 3; c++) {
+            char *s = panel_section(gp, r, c), want[96];
+            snprintf(want, sizeof want, "set title 'Head %zu'\n",
+                     r * 3 + c + 1);
+            cr_assert(strstr(s, want), "panel (%zu, %zu):\n%s", r, c, s);
+            /* the axis labels on the bottom row and left column only */
+            cr_assert_eq(strstr(s, "set xlabel 'Keys'") != NULL, r == 1,
+                         "panel (%zu, %zu):\n%s", r, c, s);
+            cr_assert_eq(strstr(s, "unset xlabel") != NULL, r != 1);
+            cr_assert_eq(strstr(s, "set ylabel 'Queries'") != NULL, c == 0,
+                         "panel (%zu, %zu):\n%s", r, c, s);
+            cr_assert_eq(strstr(s, "unset ylabel") != NULL, c != 0);
+            cr_assert_eq(strstr(s, "set format x ''") != NULL, r != 1);
+            cr_assert_eq(strstr(s, "set format y ''") != NULL, c != 0);
+            snprintf(want, sizeof want, "plot data index %zu matrix with @cells",
+                     r * 3 + c);
+            cr_assert(strstr(s, want), "panel (%zu, %zu):\n%s", r, c, s);
+            /* the colour box is the last panel's */
+            cr_assert_eq(strstr(s, "set colorbox user") != NULL,
+                         r == 1 && c == 2);
+            free(s);
+        }
+    free(gp);
+    tensor_free(t);
+}
+
+Test(heatmap, gp_script_quotes_text_for_gnuplot)
+{
+    /* in gnuplot's single quotes '' is a quote and nothing else is
+     * special: no `command` substitution, no backslash escapes */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 2), &t));
+    heatmap_options opt = {.title = "it's `touch pwned` $HOME \\n",
+                           .xlabel = "key's",
+                           .ylabel = "query \"q\""};
+    char base[256], path[256];
+    OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "it's a map")));
+    char *gp = slurp(in_dir(path, sizeof path, "it's a map.gp"), NULL);
+    cr_assert(strstr(gp, " title 'it''s `touch pwned` $HOME \\n' font"), "%s",
+              gp);
+    cr_assert(strstr(gp, "set xlabel 'key''s'\n"));
+    cr_assert(strstr(gp, "set ylabel 'query \"q\"'\n"));
+    cr_assert(strstr(gp, "data = here . 'it''s a map.dat'\n"));
+    cr_assert(strstr(gp, "out = here . 'it''s a map.' . fmt\n"));
+    assert_listing("it's a map.dat it's a map.gp");
+    free(gp);
+    tensor_free(t);
+}
+
+Test(heatmap, options_reach_the_script)
+{
+    tensor *t = six_panels();
+    char base[256], path[256];
+    in_dir(base, sizeof base, "w");
+    in_dir(path, sizeof path, "w.gp");
+
+    heatmap_options opt = {.palette = HEATMAP_VIRIDIS, .width = 900,
+                           .height = 500, .title = "Weights",
+                           .xlabel = "", .ylabel = "Positions"};
+    OK(heatmap_write(t, &opt, base));
+    char *gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "set palette defined (0 '#440154', "));
+    cr_assert(strstr(gp, "set terminal pngcairo size 900,500 "));
+    cr_assert(strstr(gp, "set terminal svg size 900,500 "));
+    cr_assert(strstr(gp, "set multiplot layout 2,3 title 'Weights' font"));
+    cr_assert_eq(count(gp, "; set xlabel"), 0);
+    cr_assert_eq(count(gp, "set ylabel 'Positions'"), 2);
+    cr_assert_eq(count(gp, "\nset title"), 0);
+    cr_assert_eq(count(gp, "\nunset title"), 6);
+    free(gp);
+
+    /* automatic sizes grow with the grid */
+    OK(heatmap_write(t, NULL, base));
+    gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "set terminal pngcairo size 932,574 "), "%s", gp);
+    free(gp);
+    tensor *one;
+    OK(tensor_alloc(SHAPE(2, 2), &one));
+    OK(heatmap_write(one, NULL, base));
+    gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "set terminal pngcairo size 420,316 "), "%s", gp);
+    free(gp);
+    tensor_free(one);
+    tensor_free(t);
+}
+
+Test(heatmap, equal_weights_widen_the_scale)
+{
+    char base[256], path[256];
+    in_dir(base, sizeof base, "w");
+    in_dir(path, sizeof path, "w.gp");
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 2), &t));
+    tensor_fill(t, 0.25);
+    OK(heatmap_write(t, NULL, base));
+    char *gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "\nset cbrange [0:0.5]\n"), "%s", gp);
+    free(gp);
+    tensor_fill(t, 0);
+    OK(heatmap_write(t, NULL, base));
+    gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "\nset cbrange [-1:1]\n"), "%s", gp);
+    free(gp);
+    tensor_free(t);
+}
+
+Test(heatmap, single_queries_are_drawn_as_boxes)
+{
+    /* gnuplot's image wants 2 x 2 cells or more */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(3, 1, 10), &t));
+    tensor_fill_arange(t, 0, 0.01);
+    char base[256], path[256];
+    OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
+    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    cr_assert(strstr(gp, "cells = 'boxxyerror fs solid noborder fc palette'"));
+    cr_assert(strstr(gp, "plot data index 2 matrix using 1:2:(half):(half):3 "
+                         "with @cells\n"));
+    free(gp);
+    tensor_free(t);
+}
+
+Test(heatmap, same_input_same_bytes)
+{
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 6,
+                           .title = "Weights"};
+    char base[256], dat[256], gp[256];
+    in_dir(base, sizeof base, "w");
+    OK(heatmap_write(t, &opt, base));
+    size_t n1, n2, m1, m2;
+    char *d1 = slurp(in_dir(dat, sizeof dat, "w.dat"), &n1);
+    char *g1 = slurp(in_dir(gp, sizeof gp, "w.gp"), &m1);
+    OK(heatmap_write(t, &opt, base));
+    char *d2 = slurp(dat, &n2), *g2 = slurp(gp, &m2);
+    cr_assert(n1 == n2 && !memcmp(d1, d2, n1));
+    cr_assert(m1 == m2 && !memcmp(g1, g2, m1));
+    free(d1);
+    free(d2);
+    free(g1);
+    free(g2);
+    tensor_free(t);
+}
+
+/* --- rendering with gnuplot ---------------------------------------------- */
+
+static void need_gnuplot(void)
+{
+    if (!heatmap_gnuplot_available())
+        cr_skip_test("gnuplot is not installed");
+}
+
+Test(heatmap, renders_png_and_svg)
+{
+    need_gnuplot();
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 6};
+    char base[256], path[256];
+    OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "w"),
+                      HEATMAP_PNG | HEATMAP_SVG));
+    size_t n;
+    char *png = slurp(in_dir(path, sizeof path, "w.png"), &n);
+    cr_assert_gt(n, 8);
+    cr_assert(!memcmp(png, "\x89PNG\r\n\x1a\n", 8), "not a PNG");
+    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), &n);
+    cr_assert(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4));
+    cr_assert(strstr(svg, "</svg>"));
+    assert_listing("w.dat w.gp w.png w.svg");
+    free(png);
+    free(svg);
+    tensor_free(t);
+}
+
+Test(heatmap, renders_the_same_bytes_twice)
+{
+    need_gnuplot();
+    tensor *t = six_panels();
+    char base[256], png[256], svg[256];
+    in_dir(base, sizeof base, "w");
+    OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
+    size_t n1, n2, m1, m2;
+    char *p1 = slurp(in_dir(png, sizeof png, "w.png"), &n1);
+    char *s1 = slurp(in_dir(svg, sizeof svg, "w.svg"), &m1);
+    OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
+    char *p2 = slurp(png, &n2), *s2 = slurp(svg, &m2);
+    cr_assert(n1 == n2 && !memcmp(p1, p2, n1), "the PNGs differ");
+    cr_assert(m1 == m2 && !memcmp(s1, s2, m1), "the SVGs differ");
+    free(p1);
+    free(p2);
+    free(s1);
+    free(s2);
+    tensor_free(t);
+}
+
+Test(heatmap, renders_strange_paths_and_titles_literally)
+{
+    need_gnuplot();
+    tensor *t;
+    OK(tensor_alloc(SHAPE(1, 6), &t));
+    tensor_fill_arange(t, 0, 1);
+    char base[256], path[256], cmd[300];
+    /* were the title run through a shell or gnuplot's backquotes, the
+     * file "pwned" would appear */
+    snprintf(cmd, sizeof cmd, "it's `touch %s/pwned` $(touch %s/pwned)", dir,
+             dir);
+    heatmap_options opt = {.title = cmd};
+    OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "it's a map"),
+                      HEATMAP_PNG));
+    size_t n;
+    char *png = slurp(in_dir(path, sizeof path, "it's a map.png"), &n);
+    cr_assert(n > 8 && !memcmp(png, "\x89PNG", 4));
+    assert_listing("it's a map.dat it's a map.gp it's a map.png");
+    free(png);
+    tensor_free(t);
+}
+
+Test(heatmap, rerendering_by_hand_from_elsewhere)
+{
+    /* the script finds its data beside itself, as plots/README.md says */
+    need_gnuplot();
+    tensor *t = six_panels();
+    char base[256], path[256], cmd[512];
+    OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
+    snprintf(cmd, sizeof cmd,
+             "cd / && gnuplot -d -e \"fmt='svg'\" %s/w.gp 2>&1", dir);
+    cr_assert_eq(system(cmd), 0);
+    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), NULL);
+    cr_assert(strstr(svg, "</svg>"));
+    free(svg);
+    tensor_free(t);
+}
+
+Test(heatmap, missing_gnuplot_keeps_the_data_and_script)
+{
+    tensor *t = six_panels();
+    char base[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+
+    setenv("MHA_GNUPLOT", "/nonexistent/gnuplot", 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found (MHA_GNUPLOT=/nonexistent/gnuplot); "
+             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
+             dir, dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), HEATMAP_NO_GNUPLOT, msg);
+    assert_listing("w.dat w.gp");
+
+    /* a name is looked up on PATH */
+    setenv("MHA_GNUPLOT", "mha-no-such-gnuplot", 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found (MHA_GNUPLOT=mha-no-such-gnuplot); "
+             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
+             dir, dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), HEATMAP_NO_GNUPLOT, msg);
+
+    /* no gnuplot on PATH at all */
+    unsetenv("MHA_GNUPLOT");
+    char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
+    setenv("PATH", dir, 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 0);
+    snprintf(msg, sizeof msg,
+             "heatmap: gnuplot not found; kept %s/w.dat and %s/w.gp "
+             "(install gnuplot-nox to render)",
+             dir, dir);
+    mha_clear_error();
+    int status = heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG);
+    setenv("PATH", path, 1);
+    free(path);
+    cr_assert_eq(status, HEATMAP_NO_GNUPLOT);
+    cr_assert_str_eq(mha_last_error(), msg);
+    assert_listing("w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, failing_gnuplot_reports_its_status_and_last_words)
+{
+    tensor *t = six_panels();
+    char base[256], prog[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+    fake_gnuplot(prog, sizeof prog,
+                 "echo 'plot data index 0 matrix with @cells' >&2\n"
+                 "echo '\"w.gp\" line 42: something broke' >&2\n"
+                 "echo >&2\n"
+                 "exit 3");
+    setenv("MHA_GNUPLOT", prog, 1);
+    cr_assert_eq(heatmap_gnuplot_available(), 1);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s exited with status 3 rendering %s.png from "
+             "%s.gp: \"w.gp\" line 42: something broke",
+             prog, base, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+    /* the data and script stay for a look; no image, no temporaries */
+    assert_listing("fake-gnuplot w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, gnuplot_killed_or_silent_is_a_failure)
+{
+    tensor *t = six_panels();
+    char base[256], prog[256], msg[1024];
+    in_dir(base, sizeof base, "w");
+
+    fake_gnuplot(prog, sizeof prog, "kill -9 $$");
+    setenv("MHA_GNUPLOT", prog, 1);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s was killed by signal 9 rendering %s.svg "
+             "from %s.gp",
+             prog, base, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), GSL_EFAILED, msg);
+    assert_listing("fake-gnuplot w.dat w.gp");
+
+    fake_gnuplot(prog, sizeof prog, "exit 0");
+    snprintf(msg, sizeof msg,
+             "heatmap_render: %s exited with status 0 but wrote no png image "
+             "from %s.gp",
+             prog, base);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+    assert_listing("fake-gnuplot w.dat w.gp");
+    tensor_free(t);
+}
+
+Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
+{
+    tensor *t = six_panels();
+    char prog[256], args[256], body[512];
+    snprintf(body, sizeof body, "printf '%%s\\n' \"$@\" > '%s/args'\nexit 1",
+             dir);
+    setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
+    /* a relative path that starts with '-' must not pass for an option */
+    cr_assert_eq(chdir(dir), 0);
+    cr_assert_eq(heatmap_render(t, NULL, "-it's", HEATMAP_PNG), GSL_EFAILED);
+    char *got = slurp(in_dir(args, sizeof args, "args"), NULL);
+    char expected[1024];
+    snprintf(expected, sizeof expected,
+             "-d\n-e\nfmt='png'; out='-it''s.png.tmp.%ld.0'\n./-it's.gp\n",
+             (long)getpid());
+    cr_assert_str_eq(got, expected);
+    assert_listing("-it's.dat -it's.gp args fake-gnuplot");
+    free(got);
+    tensor_free(t);
+}
+
+Test(heatmap, gnuplot_inherits_no_descriptors)
+{
+    /* a file the caller holds open without close-on-exec */
+    char held[256], prog[256], state[256], body[512];
+    FILE *f = fopen(in_dir(held, sizeof held, "held"), "w");
+    cr_assert_not_null(f);
+    int fd = fileno(f);
+    cr_assert_gt(fd, 2);
+    snprintf(body, sizeof body,
+             "if [ -e /proc/$$/fd/%d ]; then echo open; else echo closed; fi "
+             "> '%s/fd-state'\nexit 1",
+             fd, dir);
+    setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
+    tensor *t = six_panels();
+    char base[256];
+    cr_assert_eq(heatmap_render(t, NULL, in_dir(base, sizeof base, "w"),
+                                HEATMAP_PNG),
+                 GSL_EFAILED);
+    fclose(f);
+    char *got = slurp(in_dir(state, sizeof state, "fd-state"), NULL);
+    cr_assert_str_eq(got, "closed\n");
+    free(got);
+    tensor_free(t);
+}
+
+/* --- the terminal view ---------------------------------------------------- */
+
+/* heatmap_terminal's text (and status) for t. */
+static char *terminal_text(const tensor *t, const heatmap_options *opt,
+                           int *status)
+{
+    capture c;
+    capture_start(&c);
+    *status = heatmap_terminal(c.f, t, opt);
+    capture_end(&c);
+    return c.text;
+}
+
+Test(heatmap, terminal_view_of_two_panels)
+{
+    tensor *t = two_panels();
+    const char *titles[] = {"Head 1", "it's head 2"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2,
+                           .title = "Two heads"};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "          Two heads\n"
+                     "           Head 1      it's head 2\n"
+                     "          ┌──────┐     ┌──────┐\n"
+                     "Queries 0 │  ▒▒██│     │░░▓▓░░│\n"
+                     "        1 │░░  ██│     │██    │\n"
+                     "          └──────┘     └──────┘\n"
+                     "           0 1 2        0 1 2\n"
+                     "            Keys         Keys\n"
+                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
+                     "[░░] 0.2 to 0.4\n"
+                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+    free(text);
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_view_of_one_matrix)
+{
+    /* the identity over 12 keys: every fifth key is numbered */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(3, 12), &t));
+    for (size_t i = 0; i < 3; i++)
+        *TENSOR_AT(t, i, 4 * i) = 1;
+    heatmap_options opt = {.ylabel = "q", .xlabel = "k"};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "    ┌────────────────────────┐\n"
+                     "q 0 │██                      │\n"
+                     "  1 │        ██              │\n"
+                     "  2 │                ██      │\n"
+                     "    └────────────────────────┘\n"
+                     "     0         5         10\n"
+                     "                k\n"
+                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
+                     "[░░] 0.2 to 0.4\n"
+                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+    free(text);
+
+    tensor_fill(t, 0.25);
+    opt = (heatmap_options){.ylabel = ""};
+    tensor *small;
+    OK(tensor_alloc(SHAPE(2, 2), &small));
+    tensor_fill(small, 0.25);
+    text = terminal_text(small, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "  ┌────┐\n"
+                     "0 │▒▒▒▒│\n"
+                     "1 │▒▒▒▒│\n"
+                     "  └────┘\n"
+                     "   0 1\n"
+                     "   Keys\n"
+                     "every weight is 0.25, drawn as [▒▒]\n");
+    free(text);
+    tensor_free(small);
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_view_wraps_wide_rows)
+{
+    /* three panels need 38 columns: in 30, two fit side by side; the
+     * scale is [0, 17], so 3 is still blank and 4 the first light shade */
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
+    tensor_fill_arange(t, 0, 1);
+    heatmap_options opt = {.term_columns = 30};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "          ┌──────┐  ┌──────┐\n"
+                     "Queries 0 │      │  │  ░░░░│\n"
+                     "          └──────┘  └──────┘\n"
+                     "          ┌──────┐\n"
+                     "Queries 0 │░░▒▒▒▒│\n"
+                     "          └──────┘\n"
+                     "          ┌──────┐  ┌──────┐\n"
+                     "Queries 0 │▒▒▒▒▓▓│  │▓▓▓▓██│\n"
+                     "          └──────┘  └──────┘\n"
+                     "           0 1 2     0 1 2\n"
+                     "            Keys      Keys\n"
+                     "          ┌──────┐\n"
+                     "Queries 0 │██████│\n"
+                     "          └──────┘\n"
+                     "           0 1 2\n"
+                     "            Keys\n"
+                     "shades, one scale for all panels:\n"
+                     "   [  ] 0 to 3.4\n"
+                     "   [░░] 3.4 to 6.8\n"
+                     "   [▒▒] 6.8 to 10.2\n"
+                     "   [▓▓] 10.2 to 13.6\n"
+                     "   [██] 13.6 to 17\n");
+    free(text);
+    tensor_free(t);
+}
+
+/* --- bad input: a status, an exact message, no file ---------------------- */
+
+#define EXPECTED_DIMS "expected (Lq, Lk), (cols, Lq, Lk) or (rows, cols, Lq, Lk)"
+
+Test(heatmap, rejects_tensors_of_the_wrong_rank)
+{
+    char base[256];
+    in_dir(base, sizeof base, "w");
+    FAILS(heatmap_write(NULL, NULL, base), GSL_EINVAL,
+          "heatmap_write: the weights tensor is NULL");
+
+    tensor *v;
+    OK(tensor_alloc(SHAPE(5), &v));
+    FAILS(heatmap_write(v, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights of shape (5,) are 1-D; " EXPECTED_DIMS);
+    tensor_free(v);
+
+    /* no tensor_ function makes these, but a hand-filled struct can */
+    double x = 1;
+    tensor scalar = {.data = &x, .ndim = 0};
+    FAILS(heatmap_write(&scalar, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights of shape () are 0-D; " EXPECTED_DIMS);
+    tensor five = {.data = &x, .ndim = 5};
+    FAILS(heatmap_write(&five, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights are 5-D; " EXPECTED_DIMS);
+    tensor empty = {.data = &x, .ndim = 2, .shape = {3, 0}};
+    FAILS(heatmap_write(&empty, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights of shape (3, 0) have size 0 in dimension 1");
+    assert_listing("");
+}
+
+Test(heatmap, rejects_weights_that_are_not_finite)
+{
+    char base[256];
+    in_dir(base, sizeof base, "w");
+    tensor *t = six_panels();
+    *TENSOR_AT(t, 1, 2, 0, 1) = NAN;
+    FAILS(heatmap_write(t, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights[1, 2, 0, 1] is nan (panel (1, 2), query 0, "
+          "key 1) in weights of shape (2, 3, 2, 2); weights must be finite");
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EINVAL,
+          "heatmap_render: weights[1, 2, 0, 1] is nan (panel (1, 2), query 0, "
+          "key 1) in weights of shape (2, 3, 2, 2); weights must be finite");
+    tensor_free(t);
+
+    OK(tensor_alloc(SHAPE(2, 2, 2), &t));
+    *TENSOR_AT(t, 1, 0, 1) = -INFINITY;
+    FAILS(heatmap_write(t, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights[1, 0, 1] is -inf (panel (0, 1), query 0, "
+          "key 1) in weights of shape (2, 2, 2); weights must be finite");
+    *TENSOR_AT(t, 0, 1, 0) = INFINITY;
+    FAILS(heatmap_write(t, NULL, base), GSL_EINVAL,
+          "heatmap_write: weights[0, 1, 0] is inf (panel (0, 0), query 1, "
+          "key 0) in weights of shape (2, 2, 2); weights must be finite");
+    assert_listing("");
+    tensor_free(t);
+}
+
+Test(heatmap, rejects_bad_options)
+{
+    char base[256];
+    in_dir(base, sizeof base, "w");
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 2};
+    FAILS(heatmap_write(t, &opt, base), GSL_EBADLEN,
+          "heatmap_write: 2 titles for 6 panels (a 2 x 3 grid, weights of "
+          "shape (2, 3, 2, 2))");
+    opt = (heatmap_options){.ntitles = 6};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: ntitles is 6 but titles is NULL");
+
+    const char *titles[6] = {"a", "two\nlines", "c", "d", "e", "f"};
+    opt = (heatmap_options){.titles = titles, .ntitles = 6};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: the title of panel (0, 1) contains control "
+          "character 0x0a; labels and titles are single lines");
+    opt = (heatmap_options){.xlabel = "tab\there"};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: the x label contains control character 0x09; "
+          "labels and titles are single lines");
+
+    opt = (heatmap_options){.palette = 9};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: palette 9 is not one of 0 to 3");
+    opt = (heatmap_options){.width = -1};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: width -1 is out of range; use 0 (automatic) or 1 "
+          "to 16384 pixels");
+    opt = (heatmap_options){.height = 20000};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: height 20000 is out of range; use 0 (automatic) or "
+          "1 to 16384 pixels");
+    opt = (heatmap_options){.width = 200};
+    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
+          "heatmap_write: 200 x 0 pixels leave no room for a 2 x 3 grid of "
+          "(2, 2) panels; the margins alone take 212 x 94 (0 sizes it "
+          "automatically)");
+    opt = (heatmap_options){.term_columns = -1};
+    FAILS(heatmap_terminal(stdout, t, &opt), GSL_EINVAL,
+          "heatmap_terminal: term_columns -1 is negative; use 0 (80 columns) "
+          "or the terminal's width");
+    FAILS(heatmap_render(t, NULL, base, 0), GSL_EINVAL,
+          "heatmap_render: formats 0 is not HEATMAP_PNG (1), HEATMAP_SVG (2) "
+          "or both (3)");
+    FAILS(heatmap_render(t, NULL, base, 4), GSL_EINVAL,
+          "heatmap_render: formats 4 is not HEATMAP_PNG (1), HEATMAP_SVG (2) "
+          "or both (3)");
+    assert_listing("");
+    tensor_free(t);
+}
+
+Test(heatmap, rejects_paths_it_cannot_write)
+{
+    tensor *t = six_panels();
+    char base[256], msg[512];
+    in_dir(base, sizeof base, "missing/w");
+    snprintf(msg, sizeof msg,
+             "heatmap_write: cannot create %s/missing/w.dat: No such file or "
+             "directory",
+             dir);
+    FAILS(heatmap_write(t, NULL, base), GSL_EFAILED, msg);
+    snprintf(msg, sizeof msg,
+             "heatmap_render: cannot create %s/missing/w.dat: No such file or "
+             "directory",
+             dir);
+    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+
+    FAILS(heatmap_write(t, NULL, ""), GSL_EINVAL,
+          "heatmap_write: the output path is empty");
+    FAILS(heatmap_write(t, NULL, NULL), GSL_EINVAL,
+          "heatmap_write: the output path is NULL");
+    in_dir(base, sizeof base, "");
+    snprintf(msg, sizeof msg,
+             "heatmap_write: output path %s ends in '/'; give a file name "
+             "without extension, e.g. plots/weights",
+             base);
+    FAILS(heatmap_write(t, NULL, base), GSL_EINVAL, msg);
+    assert_listing("");
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_rejects_bad_input_and_writes_nothing)
+{
+    tensor *t = six_panels();
+    *TENSOR_AT(t, 0, 0, 1, 1) = NAN;
+    int status;
+    char *text = terminal_text(t, NULL, &status);
+    cr_assert_eq(status, GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(),
+                     "heatmap_terminal: weights[0, 0, 1, 1] is nan (panel "
+                     "(0, 0), query 1, key 1) in weights of shape (2, 3, 2, "
+                     "2); weights must be finite");
+    cr_assert_str_eq(text, "");
+    free(text);
+    FAILS(heatmap_terminal(NULL, t, NULL), GSL_EINVAL,
+          "heatmap_terminal: the output stream is NULL");
+    tensor_free(t);
+}
+
+Test(heatmap, terminal_reports_a_failed_write)
+{
+    FILE *full = fopen("/dev/full", "w");
+    if (!full)
+        cr_skip_test("no /dev/full here");
+    tensor *t = six_panels();
+    FAILS(heatmap_terminal(full, t, NULL), GSL_EFAILED,
+          "heatmap_terminal: cannot write the heatmap: No space left on "
+          "device");
+    fclose(full);
+    tensor_free(t);
+}
+
+/* --- out of memory at every allocation ----------------------------------- */
+
+Test(heatmap, out_of_memory_anywhere_leaves_nothing)
+{
+    tensor *t = six_panels();
+    heatmap_options opt = {.titles = six_titles, .ntitles = 6};
+    char base[256];
+    in_dir(base, sizeof base, "w");
+    long n = 0;
+    for (;; n++) {
+        mha_debug_fail_alloc_after(n);
+        mha_clear_error();
+        int status = heatmap_write(t, &opt, base);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "allocation %ld: %s", n,
+                     mha_last_error());
+        cr_assert(!strncmp(mha_last_error(), "heatmap_write: out of memory", 28),
+                  "%s", mha_last_error());
+        assert_listing("");
+    }
+    cr_assert_gt(n, 0, "heatmap_write allocates nothing?");
+
+    for (n = 0;; n++) {
+        mha_debug_fail_alloc_after(n);
+        int status;
+        char *text = terminal_text(t, &opt, &status);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS) {
+            free(text);
+            break;
+        }
+        cr_assert_eq(status, GSL_ENOMEM);
+        cr_assert_str_eq(text, "");
+        free(text);
+    }
+    cr_assert_gt(n, 0);
+    tensor_free(t);
+}
+
+Test(heatmap, out_of_memory_while_rendering)
+{
+    /* allocations past writing the files: the image is never half-made */
+    tensor *t = six_panels();
+    char base[256], prog[256];
+    in_dir(base, sizeof base, "w");
+    /* a gnuplot that writes a tiny SVG to the path after out= */
+    setenv("MHA_GNUPLOT",
+           fake_gnuplot(prog, sizeof prog,
+                        "out=${3#*out=\\'}\n"
+                        "echo '<svg/>' > \"${out%\\'}\""),
+           1);
+    long n = 0;
+    for (;; n++) {
+        mha_debug_fail_alloc_after(n);
+        int status = heatmap_render(t, NULL, base, HEATMAP_SVG);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "allocation %ld: %s", n,
+                     mha_last_error());
+        char *files = listing();
+        cr_assert(!strcmp(files, "fake-gnuplot") ||
+                      !strcmp(files, "fake-gnuplot w.dat w.gp"),
+                  "allocation %ld left %s", n, files);
+        free(files);
+    }
+    assert_listing("fake-gnuplot w.dat w.gp w.svg");
+    tensor_free(t);
+}
