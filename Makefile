@@ -108,17 +108,11 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build/sanitize OPT=-O1 \
 	    SAN="$(SAN_FLAGS)" build
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	    build/sanitize/tests/run_tests --jobs 2
+	@tools/sanitize.sh build/sanitize
 
-VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full \
-            --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible
+# Every chapter and the whole suite under valgrind: no errors, no leaks.
 memcheck: build
-	@for ch in $(CH_BIN); do \
-	    $(VALGRIND) $$ch > /dev/null || { echo "memcheck: $$ch failed"; exit 1; }; \
-	done
-	@echo "memcheck: $(words $(CH_BIN)) chapters, 0 errors, 0 leaks"
+	@tools/memcheck.sh $(BUILD)
 
 transcripts: build
 	@for ch in $(CHAPTERS); do \
