@@ -152,21 +152,39 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     }
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
+    /* W may itself be a view (rows of a bigger weight): read it through
+     * its row stride; only a W with uneven columns needs packing */
+    tensor *wpacked = NULL;
+    const tensor *w = l->weight;
+    if (w->strides[1] != 1 && in > 1) {
+        status = tensor_contiguous(w, &wpacked);
+        if (status) {
+            tensor_free(packed);
+            tensor_free(*y);
+            *y = NULL;
+            return status;
+        }
+        w = wpacked;
+    }
+    size_t wtda = out > 1 ? w->strides[0] : in;
     gsl_matrix_const_view xm =
         gsl_matrix_const_view_array_with_tda(src->data, rows, in, tda);
-    gsl_matrix_const_view wm = gsl_matrix_const_view_array(l->weight->data, out, in);
+    gsl_matrix_const_view wm =
+        gsl_matrix_const_view_array_with_tda(w->data, out, in, wtda);
     gsl_matrix_view ym = gsl_matrix_view_array((*y)->data, rows, out);
 
     /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
     double beta = 0.0;
     if (l->bias) {
         for (size_t r = 0; r < rows; r++)
-            memcpy((*y)->data + r * out, l->bias->data, out * sizeof(double));
+            for (size_t o = 0; o < out; o++)
+                (*y)->data[r * out + o] = l->bias->data[o * l->bias->strides[0]];
         beta = 1.0;
     }
     status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
                             &wm.matrix, beta, &ym.matrix);
     tensor_free(packed);
+    tensor_free(wpacked);
     if (status) {
         tensor_free(*y);
         *y = NULL;
@@ -193,10 +211,10 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
     for (size_t r = 0; r < rows; r++) {
         double *y_r = (*y)->data + r * out;
         for (size_t o = 0; o < out; o++) {
-            double sum = l->bias ? l->bias->data[o] : 0.0;
+            double sum = l->bias ? *TENSOR_AT(l->bias, o) : 0.0;
             for (size_t i = 0; i < in; i++) {
                 idx[x->ndim - 1] = i;
-                sum += *tensor_at(x, idx) * l->weight->data[o * in + i];
+                sum += *tensor_at(x, idx) * *TENSOR_AT(l->weight, o, i);
             }
             y_r[o] = sum;
         }

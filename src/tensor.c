@@ -649,6 +649,42 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
     return GSL_SUCCESS;
 }
 
+/* --- narrow --------------------------------------------------------- */
+
+int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
+                  tensor **out)
+{
+    *out = NULL;
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (dim >= x->ndim)
+        return mha_fail(GSL_EINVAL,
+                        "tensor_narrow: dimension %zu does not exist in shape %s",
+                        dim, xs);
+    if (length == 0 || start >= x->shape[dim] ||
+        length > x->shape[dim] - start)
+        return mha_fail(GSL_EINVAL,
+                        "tensor_narrow: indices %zu..%zu (length %zu) do not fit "
+                        "in dimension %zu of size %zu (shape %s)",
+                        start, start + length, length, dim, x->shape[dim], xs);
+    tensor *y = new_header(x->buffer, "tensor_narrow");
+    if (!y)
+        return GSL_ENOMEM;
+    *y = *x;
+    y->data = x->data + start * x->strides[dim];
+    y->shape[dim] = length;
+    if (trace_on()) {
+        char op[96], b[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "narrow(%zu, %zu, %zu)", dim, start, length);
+        snprintf(shapes, sizeof shapes, "%s -> %s", xs,
+                 tensor_shape_str(y, b, sizeof b));
+        trace_line(op, "view", shapes, tensor_sym_str(y, sym, sizeof sym));
+    }
+    *out = y;
+    return GSL_SUCCESS;
+}
+
 /* --- printing ------------------------------------------------------- */
 
 #define PRINT_THRESHOLD 1000 /* more elements than this: summarise */

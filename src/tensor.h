@@ -136,6 +136,11 @@ int tensor_view(const tensor *x, size_t ndim, const long *shape,
 int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
                    tensor **out);
 
+/* View of indices [start, start + length) of dimension dim of x (PyTorch's
+ * narrow): rows 20..39 of a (100, 100) weight are narrow(w, 0, 20, 20). */
+int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
+                  tensor **out);
+
 /* --- filling (logical row-major order, whatever the strides) -------- */
 
 void tensor_fill(tensor *t, double value);

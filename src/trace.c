@@ -33,7 +33,7 @@ static void emit(const char *op, const char *kind, const char *shapes,
     /* one space at least between columns, trailing blanks trimmed */
     char line[1024];
     int n = snprintf(line, sizeof line, "%*s%-*s %-4s  %-*s  %s", indent, "",
-                     opw, op, kind ? kind : "", TRACE_SHAPES_WIDTH,
+                     opw, op ? op : "", kind ? kind : "", TRACE_SHAPES_WIDTH,
                      shapes ? shapes : "", sym ? sym : "");
     if (n < 0)
         return;
