@@ -49,4 +49,29 @@ static inline void show_layout(const char *name, const tensor *t)
 
 static inline const char *yes_no(int b) { return b ? "yes" : "no"; }
 
+/* Where pictures go: $MHA_PLOTS_DIR if set (the tests point it at a
+ * scratch directory), else plots/ of the repository. */
+static inline const char *plots_dir(void)
+{
+    const char *dir = getenv("MHA_PLOTS_DIR");
+    return dir && *dir ? dir : "plots";
+}
+
+/* Render m (see heatmap.h for its shapes) as plots/<name>.png and .svg
+ * and say so.  Without gnuplot the data and script are kept and the lesson
+ * goes on: the terminal view in the chapter shows the same numbers. */
+static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
+                                const char *name)
+{
+    char base[1024];
+    snprintf(base, sizeof base, "%s/%s", plots_dir(), name);
+    int status = heatmap_render(m, opt, base, HEATMAP_PNG | HEATMAP_SVG);
+    if (status == HEATMAP_NO_GNUPLOT) {
+        printf("%s\n", mha_last_error());
+        return;
+    }
+    CHECK(status);
+    printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
+}
+
 #endif

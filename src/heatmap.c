@@ -987,13 +987,18 @@ int heatmap_render(const tensor *m, const heatmap_options *opt,
 
 /* --- the terminal view -------------------------------------------------- */
 
-/* Five shades for the five fifths of the scale, two columns per cell. */
+/* Shades, two columns per cell.  Blank is kept for the bottom of the scale
+ * itself (for attention weights: exactly 0, a masked key), so a small but
+ * real weight never looks masked; the four shades split the rest of the
+ * scale into quarters, (lo, lo + q], ..., (hi - q, hi]. */
 static const char *const shades[5] = {"  ", "░░", "▒▒", "▓▓", "██"};
 
 static int shade(const grid *g, double v)
 {
-    int level = (int)floor(5 * (v - g->lo) / (g->hi - g->lo));
-    return level < 0 ? 0 : level > 4 ? 4 : level;
+    if (v <= g->lo)
+        return 0;
+    int level = (int)ceil(4 * (v - g->lo) / (g->hi - g->lo));
+    return level < 1 ? 1 : level > 4 ? 4 : level;
 }
 
 /* Columns a UTF-8 string takes: one per code point (no wide characters
@@ -1149,9 +1154,12 @@ static void put_legend(FILE *f, line *l, const grid *g, size_t columns)
     put_str(l, "shades, one scale for all panels:");
     for (int s = 0; s < 5; s++) {
         char entry[96];
-        snprintf(entry, sizeof entry, "[%s] %.3g to %.3g", shades[s],
-                 g->lo + (g->hi - g->lo) * s / 5,
-                 s == 4 ? g->hi : g->lo + (g->hi - g->lo) * (s + 1) / 5);
+        if (s == 0)
+            snprintf(entry, sizeof entry, "[%s] %.3g", shades[0], g->lo);
+        else
+            snprintf(entry, sizeof entry, "[%s] %s%.3g to %.3g", shades[s],
+                     s == 1 ? "above " : "", g->lo + (g->hi - g->lo) * (s - 1) / 4,
+                     s == 4 ? g->hi : g->lo + (g->hi - g->lo) * s / 4);
         if (l->col + 2 + text_width(entry) > columns) {
             flush_line(f, l);
             put_str(l, " ");

@@ -115,8 +115,9 @@ int heatmap_render(const tensor *m, const heatmap_options *opt,
 int heatmap_gnuplot_available(void);
 
 /* Draw the grid on f with Unicode shades, two characters per cell so the
- * cells look square: ' ', '░', '▒', '▓', '█' for the five fifths of the
- * shared scale (each a half-open range, the last one closed), one grid row
+ * cells look square: blank for the bottom of the shared scale itself (a
+ * weight of exactly 0: a masked key), then '░', '▒', '▓', '█' for the four
+ * quarters above it, (lo, lo + q], ..., (hi - q, hi]; one grid row
  * of panels side by side per band, with the titles, the query and key
  * indices, the labels, and a legend line giving each shade's range.
  * A row of panels wider than opt->term_columns (80 by default) continues

@@ -711,14 +711,14 @@ Test(heatmap, terminal_view_of_two_panels)
                      "          Two heads\n"
                      "           Head 1      it's head 2\n"
                      "          ┌──────┐     ┌──────┐\n"
-                     "Queries 0 │  ▒▒██│     │░░▓▓░░│\n"
-                     "        1 │░░  ██│     │██    │\n"
+                     "Queries 0 │  ▒▒██│     │▒▒▓▓░░│\n"
+                     "        1 │░░░░██│     │██░░  │\n"
                      "          └──────┘     └──────┘\n"
                      "           0 1 2        0 1 2\n"
                      "            Keys         Keys\n"
-                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
-                     "[░░] 0.2 to 0.4\n"
-                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+                     "shades, one scale for all panels:  [  ] 0  "
+                     "[░░] above 0 to 0.25\n"
+                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
     free(text);
     tensor_free(t);
 }
@@ -742,9 +742,9 @@ Test(heatmap, terminal_view_of_one_matrix)
                      "    └────────────────────────┘\n"
                      "     0         5         10\n"
                      "                k\n"
-                     "shades, one scale for all panels:  [  ] 0 to 0.2  "
-                     "[░░] 0.2 to 0.4\n"
-                     "   [▒▒] 0.4 to 0.6  [▓▓] 0.6 to 0.8  [██] 0.8 to 1\n");
+                     "shades, one scale for all panels:  [  ] 0  "
+                     "[░░] above 0 to 0.25\n"
+                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
     free(text);
 
     tensor_fill(t, 0.25);
@@ -770,7 +770,8 @@ Test(heatmap, terminal_view_of_one_matrix)
 Test(heatmap, terminal_view_wraps_wide_rows)
 {
     /* three panels need 38 columns: in 30, two fit side by side; the
-     * scale is [0, 17], so 3 is still blank and 4 the first light shade */
+     * scale is [0, 17] in quarters of 4.25: only 0 itself is blank, 1..4
+     * take the lightest shade, 5..8 the next, and so on */
     tensor *t;
     OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
     tensor_fill_arange(t, 0, 1);
@@ -780,13 +781,13 @@ Test(heatmap, terminal_view_wraps_wide_rows)
     OK(status);
     cr_assert_str_eq(text,
                      "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │      │  │  ░░░░│\n"
+                     "Queries 0 │  ░░░░│  │░░░░▒▒│\n"
                      "          └──────┘  └──────┘\n"
                      "          ┌──────┐\n"
-                     "Queries 0 │░░▒▒▒▒│\n"
+                     "Queries 0 │▒▒▒▒▒▒│\n"
                      "          └──────┘\n"
                      "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │▒▒▒▒▓▓│  │▓▓▓▓██│\n"
+                     "Queries 0 │▓▓▓▓▓▓│  │▓▓████│\n"
                      "          └──────┘  └──────┘\n"
                      "           0 1 2     0 1 2\n"
                      "            Keys      Keys\n"
@@ -796,11 +797,11 @@ Test(heatmap, terminal_view_wraps_wide_rows)
                      "           0 1 2\n"
                      "            Keys\n"
                      "shades, one scale for all panels:\n"
-                     "   [  ] 0 to 3.4\n"
-                     "   [░░] 3.4 to 6.8\n"
-                     "   [▒▒] 6.8 to 10.2\n"
-                     "   [▓▓] 10.2 to 13.6\n"
-                     "   [██] 13.6 to 17\n");
+                     "   [  ] 0\n"
+                     "   [░░] above 0 to 4.25\n"
+                     "   [▒▒] 4.25 to 8.5\n"
+                     "   [▓▓] 8.5 to 12.8\n"
+                     "   [██] 12.8 to 17\n");
     free(text);
     tensor_free(t);
 }
