@@ -8,6 +8,7 @@
 #include "error.h"
 #include "heatmap.h"
 #include "linear.h"
+#include "multihead.h"
 #include "softmax.h"
 #include "tensor.h"
 #include "trace.h"

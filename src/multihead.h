@@ -1,0 +1,93 @@
+/* multihead.h: multi-head attention (d2l's MultiHeadAttention, in C).
+ *
+ * Shapes, in the lesson's names:
+ *   B        batch size
+ *   Lq, Lk   number of queries; number of key-value pairs
+ *   d_q, d_k, d_v   feature sizes of queries, keys and values
+ *   d_model  num_hiddens: the size every projection maps to
+ *   h        num_heads; each head sees p = d_model/h features
+ *   D_out    output features (d_model unless asked otherwise)
+ *
+ *   queries (B, Lq, d_q), keys (B, Lk, d_k), values (B, Lk, d_v)
+ *   valid_lens NULL, (B,) or (B, Lq): whole numbers stored as doubles
+ *   out (B, Lq, D_out); per-head weights (B, h, Lq, Lk)
+ *
+ * The forward pass, step by step:
+ *   1. project: Q = W_q queries, K = W_k keys, V = W_v values, each
+ *      (B, L, d_model), one Linear layer each (PyTorch weight layout).
+ *   2. split heads, transpose_qkv:
+ *        (B, L, d_model) -reshape-> (B, L, h, d_model/h)
+ *                        -permute(0, 2, 1, 3)-> (B, h, L, d_model/h)
+ *                        -reshape-> (B*h, L, d_model/h)
+ *      so the B*h heads look like B*h independent examples.
+ *   3. valid_lens repeated per head in repeat_interleave order: head i of
+ *      example b is batch row b*h + i, so it needs valid_lens[b].
+ *   4. scaled dot-product attention on all B*h heads at once:
+ *      (B*h, Lq, d_model/h).
+ *   5. join heads, transpose_output (the inverse of step 2):
+ *      (B*h, Lq, p) -> (B, h, Lq, p) -> (B, Lq, h, p) -> (B, Lq, d_model).
+ *   6. W_o mixes the heads: (B, Lq, d_model) -> (B, Lq, D_out).
+ *
+ * Ownership: multihead_init allocates the layers inside the struct you
+ * pass; multihead_free releases them and the kept weights.  Outputs are
+ * new tensors you tensor_free.
+ */
+#ifndef MHA_MULTIHEAD_H
+#define MHA_MULTIHEAD_H
+
+#include <gsl/gsl_rng.h>
+
+#include "attention.h"
+#include "linear.h"
+#include "tensor.h"
+
+/* (B, n, d_model) -> (B*h, n, d_model/h), each step traced.
+ * GSL_EBADLEN when d_model is not divisible by num_heads. */
+int transpose_qkv(const tensor *x, size_t num_heads, tensor **out);
+
+/* (B*h, n, p) -> (B, n, h*p): the inverse of transpose_qkv. */
+int transpose_output(const tensor *x, size_t num_heads, tensor **out);
+
+/* valid_lens (B,) -> (B*h,) or (B, Lq) -> (B*h, Lq), each row repeated
+ * num_heads times in place (torch.repeat_interleave(..., dim=0)):
+ * [3, 2] with h = 2 gives [3, 3, 2, 2], not [3, 2, 3, 2]. */
+int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
+                      tensor **out);
+
+typedef struct multihead_config {
+    size_t query_size, key_size, value_size; /* d_q, d_k, d_v */
+    size_t num_hiddens;                      /* d_model */
+    size_t num_heads;                        /* h */
+    size_t out_size;                         /* D_out; 0: num_hiddens */
+    int bias;                                /* biases on all 4 layers */
+    double dropout;                          /* on the attention weights */
+} multihead_config;
+
+typedef struct multihead {
+    multihead_config cfg;
+    linear W_q, W_k, W_v; /* (d_model, d_q), (d_model, d_k), (d_model, d_v) */
+    linear W_o;           /* (D_out, d_model) */
+    dot_attention attention;
+    tensor *weights;      /* (B, h, Lq, Lk) of the last forward, or NULL */
+} multihead;
+
+/* Allocate the four layers (zero weights; see multihead_reset_xavier).
+ * GSL_EINVAL for a zero size, GSL_EBADLEN when num_hiddens is not
+ * divisible by num_heads. */
+int multihead_init(multihead *m, const multihead_config *cfg);
+void multihead_free(multihead *m);
+
+/* Xavier-uniform weights for all four layers (d2l's default init), zero
+ * biases. */
+void multihead_reset_xavier(multihead *m, gsl_rng *r);
+
+/* Evaluation mode (the default): no dropout.  Training mode applies
+ * dropout to the attention weights with rng, which the caller owns. */
+void multihead_train(multihead *m, int training, gsl_rng *rng);
+
+/* The forward pass above; out is (B, Lq, D_out). */
+int multihead_forward(multihead *m, const tensor *queries,
+                      const tensor *keys, const tensor *values,
+                      const tensor *valid_lens, tensor **out);
+
+#endif

@@ -1,0 +1,458 @@
+/* test_multihead.c: transpose_qkv, transpose_output, repeat_valid_lens and
+ * the multi-head module, against index arithmetic and a plain-loop
+ * implementation written here from the formulas (no BLAS, no reshape). */
+#include "check.h"
+
+#include <criterion/parameterized.h>
+#include <float.h>
+
+/* --- transpose_qkv / transpose_output -------------------------------- */
+
+struct split_case {
+    size_t B, n, d, h;
+};
+
+static struct split_case split_cases[] = {
+    {1, 2, 16, 8}, {2, 2, 16, 8}, {3, 4, 6, 3}, {2, 5, 100, 5},
+    {1, 1, 4, 4},  {4, 3, 8, 1},  {2, 7, 12, 2}, {1, 3, 9, 3},
+};
+
+ParameterizedTestParameters(heads, transpose_index_map)
+{
+    return cr_make_param_array(struct split_case, split_cases,
+                               sizeof split_cases / sizeof split_cases[0]);
+}
+
+/* x[b, i, j] lands at out[b*h + j/p, i, j % p], and back again. */
+ParameterizedTest(struct split_case *c, heads, transpose_index_map)
+{
+    size_t p = c->d / c->h;
+    tensor *x, *heads, *back;
+    OK(tensor_alloc(SHAPE(c->B, c->n, c->d), &x));
+    tensor_fill_arange(x, 1, 1);
+    OK(transpose_qkv(x, c->h, &heads));
+    cr_assert_eq(heads->ndim, 3);
+    cr_assert_eq(heads->shape[0], c->B * c->h);
+    cr_assert_eq(heads->shape[1], c->n);
+    cr_assert_eq(heads->shape[2], p);
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t i = 0; i < c->n; i++)
+            for (size_t j = 0; j < c->d; j++)
+                cr_assert_eq(*TENSOR_AT(heads, b * c->h + j / p, i, j % p),
+                             *TENSOR_AT(x, b, i, j), "(%zu, %zu, %zu)", b, i, j);
+    OK(transpose_output(heads, c->h, &back));
+    cr_assert(tensor_same_shape(back, x));
+    cr_assert_eq(rel_error(back, x), 0.0);
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(back);
+}
+
+/* With B = 1 the whole split is views; with B > 1 the last reshape copies
+ * (and h > 1: with one head the permute changes nothing that matters). */
+Test(heads, transpose_qkv_views_and_copies)
+{
+    tensor *x1, *x2, *h1, *h2;
+    OK(tensor_alloc(SHAPE(1, 2, 16), &x1));
+    OK(tensor_alloc(SHAPE(2, 2, 16), &x2));
+    OK(transpose_qkv(x1, 8, &h1));
+    OK(transpose_qkv(x2, 8, &h2));
+    cr_assert(tensor_shares_buffer(h1, x1));
+    cr_assert(!tensor_shares_buffer(h2, x2));
+    tensor_free(x1);
+    tensor_free(x2);
+    tensor_free(h1);
+    tensor_free(h2);
+}
+
+/* The seeds' walk, (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2)
+ * and back.  Undoing the split of X's own views lands on X's layout again,
+ * so even the last reshape is a view; attention's output is new,
+ * contiguous (B*h, n, p) memory, and putting its heads side by side copies. */
+Test(heads, transpose_trace_of_the_seeds)
+{
+    tensor *x, *heads, *back, *fresh, *joined;
+    OK(tensor_alloc(SHAPE(1, 2, 16), &x));
+    OK(tensor_set_names(x, "B, n, d_model"));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(transpose_qkv(x, 8, &heads));
+    OK(transpose_output(heads, 8, &back));
+    OK(tensor_contiguous(heads, &fresh));
+    OK(transpose_output(fresh, 8, &joined));
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    cr_assert_str_eq(text,
+        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n"
+        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
+        "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
+        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n"
+        "contiguous()             copy  (8, 2, 2) -> (8, 2, 2)              (B*h, n, d_model/h)\n"
+        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+    cr_assert(tensor_shares_buffer(back, x));
+    cr_assert(!tensor_shares_buffer(joined, fresh));
+    cr_assert_eq(rel_error(joined, x), 0.0);
+    capture_free(&c);
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(back);
+    tensor_free(fresh);
+    tensor_free(joined);
+}
+
+Test(heads, transpose_errors)
+{
+    tensor *x, *x2, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 2, 16), &x));
+    OK(tensor_alloc(SHAPE(2, 16), &x2));
+    FAILS(transpose_qkv(x, 3, &out), GSL_EBADLEN,
+          "transpose_qkv: d_model 16 is not divisible by num_heads 3 "
+          "(input shape (1, 2, 16))");
+    cr_assert_null(out);
+    FAILS(transpose_qkv(x, 0, &out), GSL_EINVAL,
+          "transpose_qkv: num_heads is 0 (input (1, 2, 16))");
+    FAILS(transpose_qkv(x2, 2, &out), GSL_EINVAL,
+          "transpose_qkv: input shape (2, 16) has 2 dimensions, expected 3 "
+          "(B, n, d_model)");
+    FAILS(transpose_output(x, 3, &out), GSL_EBADLEN,
+          "transpose_output: first dimension 1 of shape (1, 2, 16) is not "
+          "divisible by num_heads 3");
+    FAILS(transpose_output(x2, 2, &out), GSL_EINVAL,
+          "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
+          "(B*h, n, p)");
+    tensor_free(x);
+    tensor_free(x2);
+}
+
+/* --- repeat_valid_lens ----------------------------------------------- */
+
+Test(heads, repeat_interleave_order_1d)
+{
+    tensor *lens, *out;
+    OK(tensor_from_array(SHAPE(3), (double[]){3, 2, 5}, &lens));
+    OK(repeat_valid_lens(lens, 2, &out));
+    cr_assert_eq(out->ndim, 1);
+    cr_assert_eq(out->shape[0], 6);
+    double want[] = {3, 3, 2, 2, 5, 5};
+    for (size_t r = 0; r < 6; r++)
+        cr_assert_eq(out->data[r], want[r], "row %zu", r);
+    tensor_free(lens);
+    tensor_free(out);
+}
+
+Test(heads, repeat_interleave_order_2d)
+{
+    tensor *lens, *out;
+    OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6}, &lens));
+    OK(repeat_valid_lens(lens, 3, &out));
+    cr_assert_eq(out->ndim, 2);
+    cr_assert_eq(out->shape[0], 6);
+    cr_assert_eq(out->shape[1], 3);
+    /* row b*h + i is example b's row, whatever the head i */
+    for (size_t b = 0; b < 2; b++)
+        for (size_t i = 0; i < 3; i++)
+            for (size_t j = 0; j < 3; j++)
+                cr_assert_eq(*TENSOR_AT(out, b * 3 + i, j),
+                             (double)(b * 3 + j + 1));
+    tensor_free(lens);
+    tensor_free(out);
+}
+
+Test(heads, repeat_errors)
+{
+    tensor *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 2, 2), &lens));
+    FAILS(repeat_valid_lens(lens, 2, &out), GSL_EINVAL,
+          "repeat_valid_lens: valid_lens shape (2, 2, 2) has 3 dimensions, "
+          "expected (B,) or (B, Lq)");
+    tensor_free(lens);
+    OK(tensor_alloc(SHAPE(2), &lens));
+    FAILS(repeat_valid_lens(lens, 0, &out), GSL_EINVAL,
+          "repeat_valid_lens: num_heads is 0 (valid_lens (2,))");
+    tensor_free(lens);
+}
+
+/* --- the module against plain loops ---------------------------------- */
+
+/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector */
+static void naive_linear(const linear *l, const double *x, double *y)
+{
+    for (size_t o = 0; o < l->out_features; o++) {
+        double s = l->bias ? l->bias->data[o] : 0.0;
+        for (size_t i = 0; i < l->in_features; i++)
+            s += l->weight->data[o * l->in_features + i] * x[i];
+        y[o] = s;
+    }
+}
+
+/* The module from its formulas: per example b, per head hd, project each
+ * query, key and value with rows hd*p .. hd*p + p - 1 of the weights,
+ * score, mask with -1e6 beyond the valid length, softmax, average the
+ * values, write the head's p outputs into columns hd*p.., then W_o.
+ * valid: NULL, or B lengths (per_query 0) or B*Lq lengths (per_query 1).
+ * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk). */
+static void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                            const double *q, const double *k, const double *v,
+                            const double *valid, int per_query, double *out,
+                            double *weights)
+{
+    const multihead_config *c = &m->cfg;
+    size_t D = c->num_hiddens, h = c->num_heads, p = D / h;
+    double *qp = malloc(Lq * D * sizeof *qp), *kp = malloc(Lk * D * sizeof *kp);
+    double *vp = malloc(Lk * D * sizeof *vp), *concat = malloc(D * sizeof *concat);
+    double *s = malloc(Lk * sizeof *s);
+    for (size_t b = 0; b < B; b++) {
+        for (size_t i = 0; i < Lq; i++)
+            naive_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
+        for (size_t t = 0; t < Lk; t++) {
+            naive_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * D);
+            naive_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * D);
+        }
+        for (size_t i = 0; i < Lq; i++) {
+            size_t len = !valid ? Lk : (size_t)(per_query ? valid[b * Lq + i] : valid[b]);
+            for (size_t hd = 0; hd < h; hd++) {
+                double mx = -INFINITY, sum = 0;
+                for (size_t t = 0; t < Lk; t++) {
+                    double dot = 0;
+                    for (size_t j = 0; j < p; j++)
+                        dot += qp[i * D + hd * p + j] * kp[t * D + hd * p + j];
+                    s[t] = t < len ? dot / sqrt((double)p) : -1e6;
+                    mx = s[t] > mx ? s[t] : mx;
+                }
+                for (size_t t = 0; t < Lk; t++)
+                    sum += s[t] = exp(s[t] - mx);
+                for (size_t j = 0; j < p; j++)
+                    concat[hd * p + j] = 0;
+                for (size_t t = 0; t < Lk; t++) {
+                    double w = s[t] / sum;
+                    if (weights)
+                        weights[((b * h + hd) * Lq + i) * Lk + t] = w;
+                    for (size_t j = 0; j < p; j++)
+                        concat[hd * p + j] += w * vp[t * D + hd * p + j];
+                }
+            }
+            naive_linear(&m->W_o, concat, out + (b * Lq + i) * c->out_size);
+        }
+    }
+    free(qp);
+    free(kp);
+    free(vp);
+    free(concat);
+    free(s);
+}
+
+struct module_case {
+    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
+    int bias;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+};
+
+static struct module_case module_cases[] = {
+    {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
+    {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1},
+    {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
+    {1, 1, 1, 3, 3, 3, 4, 2, 0, 1, 0},
+    {3, 2, 9, 5, 7, 11, 16, 8, 9, 1, 1},
+    {2, 6, 3, 8, 4, 2, 6, 6, 0, 0, 2},
+    {1, 8, 8, 16, 16, 16, 16, 1, 0, 1, 0},
+    {4, 3, 5, 7, 7, 7, 20, 5, 3, 0, 2},
+};
+
+ParameterizedTestParameters(heads, module_equals_loops)
+{
+    return cr_make_param_array(struct module_case, module_cases,
+                               sizeof module_cases / sizeof module_cases[0]);
+}
+
+ParameterizedTest(struct module_case *c, heads, module_equals_loops)
+{
+    gsl_rng *r = mha_rng_new(7 + c->B * 13 + c->Lq * 31 + c->D);
+    multihead m;
+    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    if (c->bias) { /* Xavier leaves biases at zero: make them count */
+        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    }
+    tensor *q, *k, *v, *lens = NULL, *out;
+    OK(tensor_alloc(SHAPE(c->B, c->Lq, c->dq), &q));
+    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dk), &k));
+    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dv), &v));
+    tensor_fill_normal(q, r, 0, 1);
+    tensor_fill_normal(k, r, 0, 1);
+    tensor_fill_normal(v, r, 0, 1);
+    if (c->lens == 1)
+        OK(tensor_alloc(SHAPE(c->B), &lens));
+    else if (c->lens == 2)
+        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
+    if (lens) /* every length from 0 to Lk, 0 included */
+        for (size_t i = 0; i < tensor_numel(lens); i++)
+            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+
+    OK(multihead_forward(&m, q, k, v, lens, &out));
+    size_t dout = m.cfg.out_size;
+    cr_assert_eq(out->ndim, 3);
+    cr_assert_eq(out->shape[0], c->B);
+    cr_assert_eq(out->shape[1], c->Lq);
+    cr_assert_eq(out->shape[2], dout);
+
+    tensor *want, *want_w;
+    OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
+    OK(tensor_alloc(SHAPE(c->B, c->h, c->Lq, c->Lk), &want_w));
+    naive_multihead(&m, c->B, c->Lq, c->Lk, q->data, k->data, v->data,
+                    lens ? lens->data : NULL, c->lens == 2, want->data,
+                    want_w->data);
+    double err = rel_error(out, want);
+    cr_assert(err <= 1e-12, "output relative error %g", err);
+    cr_assert_not_null(m.weights);
+    err = rel_error(m.weights, want_w);
+    cr_assert(err <= 1e-12, "weights relative error %g", err);
+
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    tensor_free(out);
+    tensor_free(want);
+    tensor_free(want_w);
+    gsl_rng_free(r);
+}
+
+/* d2l's example: ones in, (2, 4, 100) out; identical keys give identical
+ * scores, so every head spreads its weight evenly over the valid keys. */
+Test(heads, d2l_example_shape_and_uniform_weights)
+{
+    gsl_rng *r = mha_rng_new(0);
+    multihead m;
+    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0.5};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    tensor *x, *y, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 4, 100), &x));
+    OK(tensor_alloc(SHAPE(2, 6, 100), &y));
+    tensor_fill(x, 1);
+    tensor_fill(y, 1);
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    OK(multihead_forward(&m, x, y, y, lens, &out));
+    cr_assert_eq(out->shape[0], 2);
+    cr_assert_eq(out->shape[1], 4);
+    cr_assert_eq(out->shape[2], 100);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t hd = 0; hd < 5; hd++)
+            for (size_t i = 0; i < 4; i++)
+                for (size_t t = 0; t < 6; t++) {
+                    double want = t < (b ? 2u : 3u) ? 1.0 / (b ? 2 : 3) : 0.0;
+                    cr_assert(fabs(*TENSOR_AT(m.weights, b, hd, i, t) - want) <= 1e-15);
+                }
+    multihead_free(&m);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(lens);
+    tensor_free(out);
+    gsl_rng_free(r);
+}
+
+Test(heads, config_errors)
+{
+    multihead m;
+    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0};
+    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
+          "multihead: num_hiddens 100 is not divisible by num_heads 3");
+    cfg.num_heads = 0;
+    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
+          "multihead: sizes must be >= 1 (query_size 100, key_size 100, "
+          "value_size 100, num_hiddens 100, num_heads 0)");
+}
+
+Test(heads, input_errors)
+{
+    multihead m;
+    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *k, *v, *v_short, *q2, *lens_bad, *lens_big, *lens_2d, *out;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_alloc(SHAPE(2, 5, 6), &k));
+    OK(tensor_alloc(SHAPE(2, 5, 8), &v));
+    OK(tensor_alloc(SHAPE(2, 4, 8), &v_short));
+    OK(tensor_alloc(SHAPE(3, 3, 4), &q2));
+    OK(tensor_from_array(SHAPE(3), (double[]){1, 2, 3}, &lens_bad));
+    OK(tensor_from_array(SHAPE(2), (double[]){1, 6}, &lens_big));
+    OK(tensor_alloc(SHAPE(2, 4), &lens_2d));
+    FAILS(multihead_forward(&m, k, k, v, NULL, &out), GSL_EBADLEN,
+          "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
+          "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
+          "value_size 8");
+    FAILS(multihead_forward(&m, q, k, v_short, NULL, &out), GSL_EBADLEN,
+          "multihead: keys (2, 5, 6) and values (2, 4, 8) have different "
+          "lengths 5 and 4");
+    FAILS(multihead_forward(&m, q2, k, v, NULL, &out), GSL_EBADLEN,
+          "multihead: batch sizes differ: queries (3, 3, 4), keys (2, 5, 6), "
+          "values (2, 5, 8)");
+    FAILS(multihead_forward(&m, q, k, v, lens_bad, &out), GSL_EBADLEN,
+          "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
+          "(queries (2, 3, 4), keys (2, 5, 6))");
+    FAILS(multihead_forward(&m, q, k, v, lens_2d, &out), GSL_EBADLEN,
+          "multihead: valid_lens has shape (2, 4), expected (2,) or (2, 3) "
+          "(queries (2, 3, 4), keys (2, 5, 6))");
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+          "multihead: valid_lens[1] = 6 is larger than the number of keys 5 "
+          "(queries (2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
+    lens_big->data[1] = -1;
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+          "multihead: valid_lens[1] = -1 is negative (queries (2, 3, 4), keys "
+          "(2, 5, 6), valid_lens (2,))");
+    lens_big->data[1] = 2.5;
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+          "multihead: valid_lens[1] = 2.5 is not a whole number (queries "
+          "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
+    cr_assert_null(out);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(v_short);
+    tensor_free(q2);
+    tensor_free(lens_bad);
+    tensor_free(lens_big);
+    tensor_free(lens_2d);
+}
+
+/* Every allocation of a forward pass may fail: each failure is reported
+ * as GSL_ENOMEM and leaks nothing (checked under valgrind and ASan). */
+Test(heads, allocation_failures)
+{
+    multihead m;
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
+    int failures = 0;
+    for (long k = 0;; k++) {
+        mha_debug_fail_alloc_after(k);
+        int status = multihead_forward(&m, q, q, q, lens, &out);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+        cr_assert_null(out);
+        failures++;
+    }
+    cr_assert_gt(failures, 10);
+    tensor_free(out);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(lens);
+}
