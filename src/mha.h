@@ -6,6 +6,7 @@
 
 #include "error.h"
 #include "linear.h"
+#include "npy.h"
 #include "tensor.h"
 #include "trace.h"
 
