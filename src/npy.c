@@ -6,7 +6,7 @@
  * is checked for overflow, and the header parser never looks past the
  * header it was given (it works on a length, not on a NUL terminator, since
  * the header may hold NUL bytes). */
-#define _XOPEN_SOURCE 700 /* open flags, fstat, fdopen */
+#define _XOPEN_SOURCE 700 /* open flags, fstat, mkstemp, fchmod, fsync, umask */
 #include "npy.h"
 
 #include <errno.h>
@@ -40,6 +40,14 @@ static uint64_t get_le(const unsigned char *b, size_t n)
     for (size_t i = n; i-- > 0;)
         v = v << 8 | b[i];
     return v;
+}
+
+static void put_le(unsigned char *b, uint64_t v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        b[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
 }
 
 /* --- messages -------------------------------------------------------- */
@@ -771,4 +779,163 @@ int npy_read(const char *path, tensor **out)
     }
     *out = t;
     return GSL_SUCCESS;
+}
+
+/* --- writing --------------------------------------------------------- */
+
+int npy_format_preamble(size_t ndim, const size_t *shape, unsigned char *buf,
+                        size_t cap, size_t *len)
+{
+    if (ndim < 1 || ndim > TENSOR_MAX_DIMS)
+        return mha_fail(GSL_EINVAL,
+                        "npy_format_preamble: %zu dimensions, a tensor has 1 "
+                        "to %d",
+                        ndim, TENSOR_MAX_DIMS);
+    char s[TRACE_SHAPE_MAX], dict[NPY_PREAMBLE_MAX], first[24];
+    shape_str(s, sizeof s, ndim, shape);
+    int dict_len = snprintf(dict, sizeof dict,
+                            "{'descr': '<f8', 'fortran_order': False, "
+                            "'shape': %s, }",
+                            s);
+    /* NumPy leaves room for the first size to grow to 21 digits, so that
+     * appending along it can rewrite the header in place. */
+    int first_len = snprintf(first, sizeof first, "%zu", shape[0]);
+    size_t spare = first_len < 21 ? (size_t)(21 - first_len) : 0;
+    size_t header_len = (size_t)dict_len + spare + 1; /* + '\n' */
+    /* then spaces up to a multiple of 64, counting the 10-byte preamble;
+     * NumPy adds a whole 64 when it is already a multiple, and so do we */
+    size_t pad = 64 - (10 + header_len) % 64;
+    size_t total = 10 + header_len + pad;
+    if (total > cap)
+        return mha_fail(GSL_EBADLEN,
+                        "npy_format_preamble: the preamble of shape %s takes "
+                        "%zu bytes, the buffer has %zu",
+                        s, total, cap);
+    memcpy(buf, npy_magic, MAGIC_LEN);
+    buf[6] = 1;
+    buf[7] = 0;
+    put_le(buf + 8, header_len + pad, 2);
+    memcpy(buf + 10, dict, (size_t)dict_len);
+    memset(buf + 10 + dict_len, ' ', spare + pad);
+    buf[total - 1] = '\n';
+    *len = total;
+    return GSL_SUCCESS;
+}
+
+/* The permission bits path's replacement gets: an existing file's own,
+ * otherwise what creating it would give (0666 minus the umask).  mkstemp
+ * alone would make it 0600.  umask can only be read by setting it, so it
+ * is set back at once (a file another thread creates in between would
+ * miss the mask: a window this single-threaded library accepts). */
+static mode_t new_file_mode(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        return st.st_mode & 07777;
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+/* The numbers of t in row-major order, as little-endian float64. */
+static int write_data(FILE *f, const tensor *t)
+{
+    unsigned char chunk[4096];
+    size_t used = 0, n = tensor_numel(t);
+    size_t idx[TENSOR_MAX_DIMS] = {0};
+    for (size_t k = 0; k < n; k++) {
+        uint64_t u;
+        memcpy(&u, tensor_at(t, idx), sizeof u);
+        put_le(chunk + used, u, 8);
+        used += 8;
+        if (used == sizeof chunk) {
+            if (fwrite(chunk, 1, used, f) != used)
+                return -1;
+            used = 0;
+        }
+        for (size_t d = t->ndim; d-- > 0;) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return used && fwrite(chunk, 1, used, f) != used ? -1 : 0;
+}
+
+int npy_write(const char *path, const tensor *t)
+{
+    const char *who = "npy_write";
+    unsigned char pre[NPY_PREAMBLE_MAX];
+    size_t pre_len;
+    int status = npy_format_preamble(t->ndim, t->shape, pre, sizeof pre,
+                                     &pre_len);
+    if (status)
+        return status;
+
+    static const char suffix[] = ".tmpXXXXXX";
+    size_t path_len = strlen(path);
+    char *tmp = mha_malloc(path_len + sizeof suffix, 1, who);
+    if (!tmp)
+        return GSL_ENOMEM;
+    memcpy(tmp, path, path_len);
+    memcpy(tmp + path_len, suffix, sizeof suffix);
+
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return fail_at(GSL_EFAILED, who, path,
+                       "cannot create a temporary file next to it: %s",
+                       strerror(e));
+    }
+    /* From here on every failure removes the temporary; path itself is
+     * only touched by the final rename. */
+    const char *step = "cannot set the permissions of the temporary file";
+    int err = 0;
+    FILE *f = NULL;
+    if (fchmod(fd, new_file_mode(path)) != 0) {
+        err = errno;
+        close(fd);
+        goto fail;
+    }
+    f = fdopen(fd, "wb");
+    if (!f) {
+        err = errno;
+        step = "cannot open the temporary file";
+        close(fd);
+        goto fail;
+    }
+    step = "write failed";
+    if (fwrite(pre, 1, pre_len, f) != pre_len || write_data(f, t) != 0 ||
+        fflush(f) != 0) {
+        err = errno;
+        fclose(f);
+        goto fail;
+    }
+    /* on disk before the rename, so a crash leaves the old file or the
+     * new one, never a partial one */
+    step = "cannot flush to disk";
+    if (fsync(fileno(f)) != 0) {
+        err = errno;
+        fclose(f);
+        goto fail;
+    }
+    step = "closing the temporary file failed";
+    if (fclose(f) != 0) {
+        err = errno;
+        goto fail;
+    }
+    step = "cannot rename the temporary file over it";
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        goto fail;
+    }
+    free(tmp);
+    return GSL_SUCCESS;
+
+fail:
+    unlink(tmp);
+    free(tmp);
+    return fail_at(GSL_EFAILED, who, path, "%s: %s; the file is left unchanged",
+                   step, err ? strerror(err) : "unknown error");
 }

@@ -46,6 +46,11 @@
  *     size_t.
  *   - GSL_ENOMEM: out of memory.
  *
+ * What npy_write writes: float64 '<f8', C order, format 1.0, byte for byte
+ * what NumPy 1.24's np.save writes for the same array, including its
+ * header padding (spare spaces for the first size to grow, then spaces and
+ * a '\n' so the data starts at a multiple of 64 bytes).
+ *
  * Bytes on disk are little-endian whatever the host; the code assembles
  * and splits them with shifts, so it does not depend on the host's order.
  */
@@ -56,7 +61,8 @@
 
 #include "tensor.h"
 
-#define NPY_DESCR_MAX 8 /* room for "<f8" and its NUL */
+#define NPY_DESCR_MAX 8     /* room for "<f8" and its NUL */
+#define NPY_PREAMBLE_MAX 256 /* enough for the preamble of any tensor */
 
 /* What a .npy header says, once checked. */
 typedef struct npy_header {
@@ -78,5 +84,22 @@ int npy_read(const char *path, tensor **out);
 /* Check path's preamble, header and length as npy_read does, without
  * reading the data.  On failure *h is all zeros. */
 int npy_read_header(const char *path, npy_header *h);
+
+/* Write t (any strides; read in logical row-major order) to path as
+ * float64.  Atomic: the bytes go to a temporary file next to path
+ * ("<path>.tmpXXXXXX"), which is renamed over path only once everything is
+ * written and flushed to disk; on any failure the temporary is removed and
+ * path is left as it was.  An existing file keeps its permission bits; a
+ * new one gets 0666 minus the umask, as np.save's would; a symbolic link
+ * at path is replaced by the file, not followed.  A missing
+ * directory, a path that is a directory or a failed write is GSL_EFAILED. */
+int npy_write(const char *path, const tensor *t);
+
+/* The preamble (magic, version, header length, header) npy_write puts
+ * before the data of a float64 C-order array of the given shape, as NumPy
+ * writes it, into buf (cap bytes; NPY_PREAMBLE_MAX always suffices); its
+ * length, a multiple of 64, into *len. */
+int npy_format_preamble(size_t ndim, const size_t *shape, unsigned char *buf,
+                        size_t cap, size_t *len);
 
 #endif

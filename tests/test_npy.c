@@ -1,10 +1,12 @@
 /* test_npy.c: reading and writing NumPy .npy files (src/npy.h).
  *
- * Two kinds of evidence:
+ * Three kinds of evidence:
  *   - files NumPy wrote (tests/fixtures/npy/, made by
  *     tools/make_npy_fixtures.py) read back to the values NumPy saved;
  *   - files built here byte by byte, each wrong in one way, refused with
- *     their exact status and message, by npy_read and npy_read_header.
+ *     their exact status and message, by npy_read and npy_read_header;
+ *   - what npy_write writes, compared byte for byte with np.save's output,
+ *     read back bit for bit, and written atomically.
  *
  * Tests that make files run in a scratch directory of their own (created
  * in .init, removed in .fini), so the paths in messages are short and
@@ -14,8 +16,11 @@
 #include <criterion/parameterized.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +50,25 @@ static void leave_scratch(void)
 {
     if (chdir(home) == 0)
         nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The names in dir (not . and ..), sorted, joined by spaces: "a.npy b". */
+static void list_dir(const char *dir, char *out, size_t n)
+{
+    struct dirent **names;
+    int count = scandir(dir, &names, NULL, alphasort);
+    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
+    out[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i]->d_name;
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+            if (out[0])
+                strncat(out, " ", n - strlen(out) - 1);
+            strncat(out, name, n - strlen(out) - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
 }
 
 /* --- bytes on disk --------------------------------------------------- */
@@ -907,4 +931,300 @@ Test(npy, read_failure_injection_leaks_nothing)
           "npy_read_header: out of memory allocating 118 x 1 bytes");
     mha_debug_fail_alloc_after(-1);
     OK(npy_read_header(FIXTURES "f4_3d.npy", &h));
+}
+
+/* ===================================================================== */
+/* Writing                                                               */
+/* ===================================================================== */
+
+/* Write x, read it back: same shape, contiguous, the same bits. */
+static void round_trip(const tensor *x)
+{
+    OK(npy_write("rt.npy", x));
+    tensor *y, *want;
+    OK(npy_read("rt.npy", &y));
+    OK(tensor_contiguous(x, &want));
+    cr_assert(tensor_same_shape(x, y));
+    cr_assert(tensor_is_contiguous(y));
+    for (size_t k = 0; k < tensor_numel(y); k++) {
+        if (isnan(want->data[k]))
+            cr_assert(isnan(y->data[k]), "element %zu lost its NaN", k);
+        else
+            cr_assert(memcmp(&y->data[k], &want->data[k], sizeof(double)) == 0,
+                      "element %zu: %.17g != %.17g", k, y->data[k],
+                      want->data[k]);
+    }
+    tensor_free(want);
+    tensor_free(y);
+}
+
+Test(npy, round_trips_1d_to_4d, .init = enter_scratch, .fini = leave_scratch)
+{
+    struct {
+        size_t ndim, shape[4];
+    } shapes[] = {{1, {1}}, {1, {7}}, {2, {2, 3}}, {3, {1, 2, 16}},
+                  {4, {2, 3, 4, 5}}, {4, {1, 1, 1, 1}}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        tensor *x;
+        OK(tensor_alloc(shapes[i].ndim, shapes[i].shape, &x));
+        tensor_fill_arange(x, -3, 0.5);
+        round_trip(x);
+        tensor_free(x);
+    }
+}
+
+Test(npy, round_trips_special_values, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    double v[] = {0.0, -0.0, 4.9406564584124654e-324 /* smallest subnormal */,
+                  -2.2250738585072009e-308 /* largest subnormal */, DBL_MIN,
+                  1e308, DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN, -NAN,
+                  0.1, 1.0 / 3.0};
+    size_t n = sizeof v / sizeof v[0];
+    tensor *x;
+    OK(tensor_from_array(SHAPE(n), v, &x));
+    round_trip(x);
+    tensor_free(x);
+    cr_assert(signbit(-0.0));
+}
+
+Test(npy, round_trips_a_permuted_view, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x, *p;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
+    tensor_fill_arange(x, -3, 0.5);
+    OK(tensor_permute(x, SHAPE(2, 0, 1), &p)); /* (4, 2, 3), not contiguous */
+    cr_assert(!tensor_is_contiguous(p));
+    round_trip(p);
+    /* and the file holds p in its own row-major order: p[1, 0, 2] first
+     * comes at offset 1*6 + 0*3 + 2 = 8, and is x[0, 2, 1] */
+    tensor *y;
+    OK(npy_read("rt.npy", &y));
+    cr_assert_eq(y->data[8], *TENSOR_AT(x, 0, 2, 1));
+    tensor_free(y);
+    tensor_free(p);
+    tensor_free(x);
+}
+
+/* The preamble np.save writes for an array of `dict`'s shape: NumPy 1.24's
+ * output, checked once with NumPy: magic, version 1.0, header length, the
+ * dict, `spaces` spaces and a newline, 128 bytes in all. */
+static void assert_numpy_preamble(const unsigned char *got, const char *dict,
+                                  size_t spaces)
+{
+    unsigned char want[128];
+    size_t dict_len = strlen(dict);
+    cr_assert_eq(10 + dict_len + spaces + 1, 128);
+    memcpy(want, "\x93NUMPY\x01\x00\x76\x00", 10); /* 0x76 = 118 = 128 - 10 */
+    memcpy(want + 10, dict, dict_len);
+    memset(want + 10 + dict_len, ' ', spaces);
+    want[127] = '\n';
+    for (size_t i = 0; i < 128; i++)
+        cr_assert_eq(got[i], want[i], "byte %zu: 0x%02x, NumPy writes 0x%02x",
+                     i, got[i], want[i]);
+}
+
+Test(npy, writes_what_numpy_writes, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    struct {
+        size_t ndim, shape[4];
+        const char *dict;
+        size_t spaces;
+    } cases[] = {
+        {2, {2, 3}, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 58},
+        {1, {8}, "{'descr': '<f8', 'fortran_order': False, 'shape': (8,), }", 60},
+        {3, {1, 2, 16}, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 16), }", 54},
+        {4, {2, 3, 4, 5}, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3, 4, 5), }", 52},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tensor *x;
+        OK(tensor_alloc(cases[i].ndim, cases[i].shape, &x));
+        tensor_fill_arange(x, -3, 0.5);
+        OK(npy_write("x.npy", x));
+        size_t n;
+        unsigned char *file = slurp_file("x.npy", &n);
+        cr_assert_eq(n, 128 + 8 * tensor_numel(x));
+        assert_numpy_preamble(file, cases[i].dict, cases[i].spaces);
+        /* the data: little-endian float64 in row-major order, as
+         * np.save(f, np.arange(6).reshape(2, 3) * 0.5 - 3) writes them */
+        for (size_t k = 0; k < tensor_numel(x); k++) {
+            unsigned char want[8];
+            le_f8(arange_value(k), want);
+            cr_assert(memcmp(file + 128 + 8 * k, want, 8) == 0, "element %zu", k);
+        }
+        if (i == 0) {
+            static const unsigned char first[8] = {0, 0, 0, 0, 0, 0, 0x08, 0xc0};
+            cr_assert(memcmp(file + 128, first, 8) == 0, "-3.0 is c008000000000000");
+        }
+        free(file);
+        tensor_free(x);
+    }
+    /* ... and reads back through npy_read_header as what it is */
+    npy_header h;
+    OK(npy_read_header("x.npy", &h));
+    cr_assert_eq(h.data_offset, 128);
+    cr_assert_eq(h.ndim, 4);
+}
+
+Test(npy, formats_numpy_preambles_for_any_shape)
+{
+    unsigned char buf[NPY_PREAMBLE_MAX];
+    size_t len;
+    OK(npy_format_preamble(SHAPE(2, 3), buf, sizeof buf, &len));
+    cr_assert_eq(len, 128);
+    assert_numpy_preamble(buf, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 58);
+
+    /* 10 + 117 + 1 = 128 bytes before padding, already a multiple of 64:
+     * NumPy pads a whole 64 more (checked with NumPy 1.24's
+     * _write_array_header for this shape: 192 bytes, length 0xb6) */
+    OK(npy_format_preamble(SHAPE(1, 10000000000000000, 10000000000000000000u),
+                           buf, sizeof buf, &len));
+    cr_assert_eq(len, 192);
+    cr_assert_eq(buf[8], 0xb6);
+    cr_assert_eq(buf[9], 0);
+    const char *dict = "{'descr': '<f8', 'fortran_order': False, 'shape': "
+                       "(1, 10000000000000000, 10000000000000000000), }";
+    cr_assert(memcmp(buf + 10, dict, strlen(dict)) == 0);
+    for (size_t i = 10 + strlen(dict); i < 191; i++)
+        cr_assert_eq(buf[i], ' ', "byte %zu", i);
+    cr_assert_eq(buf[191], '\n');
+
+    /* the largest 4-d shape still fits NPY_PREAMBLE_MAX */
+    size_t big[4] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    OK(npy_format_preamble(4, big, buf, sizeof buf, &len));
+    cr_assert_eq(len, 192);
+
+    FAILS(npy_format_preamble(SHAPE(2, 3), buf, 100, &len), GSL_EBADLEN,
+          "npy_format_preamble: the preamble of shape (2, 3) takes 128 bytes, "
+          "the buffer has 100");
+    FAILS(npy_format_preamble(0, big, buf, sizeof buf, &len), GSL_EINVAL,
+          "npy_format_preamble: 0 dimensions, a tensor has 1 to 4");
+    FAILS(npy_format_preamble(5, (size_t[]){1, 1, 1, 1, 1}, buf, sizeof buf, &len),
+          GSL_EINVAL, "npy_format_preamble: 5 dimensions, a tensor has 1 to 4");
+}
+
+Test(npy, write_replaces_an_existing_file, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *a, *b, *y;
+    OK(tensor_alloc(SHAPE(2, 3), &a));
+    OK(tensor_alloc(SHAPE(4), &b));
+    tensor_fill(a, 1);
+    tensor_fill(b, 2);
+    OK(npy_write("x.npy", a));
+    cr_assert_eq(chmod("x.npy", 0640), 0);
+    OK(npy_write("x.npy", b));
+    OK(npy_read("x.npy", &y));
+    assert_values(y, (double[]){2, 2, 2, 2}, 4);
+    /* the replacement keeps the permissions the file had */
+    struct stat st;
+    cr_assert_eq(stat("x.npy", &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0640);
+    char names[256];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "x.npy");
+    tensor_free(y);
+    tensor_free(b);
+    tensor_free(a);
+}
+
+Test(npy, write_gives_new_files_the_umask_permissions, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x;
+    OK(tensor_alloc(SHAPE(3), &x));
+    mode_t old = umask(027);
+    OK(npy_write("x.npy", x));
+    umask(old);
+    struct stat st;
+    cr_assert_eq(stat("x.npy", &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0640, "mode %o", st.st_mode & 07777);
+    tensor_free(x);
+}
+
+Test(npy, write_into_a_missing_directory_fails_cleanly, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x;
+    OK(tensor_alloc(SHAPE(3), &x));
+    FAILS(npy_write("nodir/x.npy", x), GSL_EFAILED,
+          "npy_write: nodir/x.npy: cannot create a temporary file next to "
+          "it: No such file or directory");
+    char names[256];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "");
+    tensor_free(x);
+}
+
+Test(npy, write_over_a_directory_fails_cleanly, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x;
+    OK(tensor_alloc(SHAPE(3), &x));
+    cr_assert_eq(mkdir("sub", 0755), 0);
+    FAILS(npy_write("sub", x), GSL_EFAILED,
+          "npy_write: sub: cannot rename the temporary file over it: Is a "
+          "directory; the file is left unchanged");
+    char names[256];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "sub");
+    list_dir("sub", names, sizeof names);
+    cr_assert_str_eq(names, "");
+    tensor_free(x);
+}
+
+/* A write that fails half-way (the file size limit stops it) leaves the
+ * old file as it was and no temporary behind. */
+Test(npy, failed_write_leaves_the_old_file, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *small, *big, *y;
+    OK(tensor_alloc(SHAPE(2), &small));
+    tensor_fill(small, 7);
+    OK(npy_write("x.npy", small));
+
+    OK(tensor_alloc(SHAPE(100, 100), &big)); /* 80 kB: past the limit */
+    signal(SIGXFSZ, SIG_IGN); /* the write then fails with EFBIG */
+    struct rlimit lim = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    FAILS(npy_write("x.npy", big), GSL_EFAILED,
+          "npy_write: x.npy: write failed: File too large; the file is left "
+          "unchanged");
+    lim.rlim_cur = RLIM_INFINITY;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+
+    char names[256];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "x.npy");
+    OK(npy_read("x.npy", &y));
+    assert_values(y, (double[]){7, 7}, 2);
+    tensor_free(y);
+    tensor_free(big);
+    tensor_free(small);
+}
+
+Test(npy, write_failure_injection_leaves_nothing, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x;
+    OK(tensor_alloc(SHAPE(2, 3), &x));
+    for (long k = 0;; k++) {
+        cr_assert_lt(k, 20, "npy_write still failing after 20 allocations");
+        mha_debug_fail_alloc_after(k);
+        int status = npy_write("x.npy", x);
+        mha_debug_fail_alloc_after(-1);
+        char names[256];
+        list_dir(".", names, sizeof names);
+        if (status == GSL_SUCCESS) {
+            cr_assert_str_eq(names, "x.npy");
+            break;
+        }
+        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+        cr_assert_str_eq(mha_last_error(),
+                         "npy_write: out of memory allocating 16 x 1 bytes");
+        cr_assert_str_eq(names, "", "k = %ld left %s behind", k, names);
+    }
+    tensor_free(x);
 }
