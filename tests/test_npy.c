@@ -1,12 +1,13 @@
 /* test_npy.c: reading and writing NumPy .npy files (src/npy.h).
  *
- * Three kinds of evidence:
+ * Four kinds of evidence:
  *   - files NumPy wrote (tests/fixtures/npy/, made by
  *     tools/make_npy_fixtures.py) read back to the values NumPy saved;
  *   - files built here byte by byte, each wrong in one way, refused with
  *     their exact status and message, by npy_read and npy_read_header;
  *   - what npy_write writes, compared byte for byte with np.save's output,
- *     read back bit for bit, and written atomically.
+ *     read back bit for bit, and written atomically;
+ *   - when python3 with numpy is around, NumPy itself loading our files.
  *
  * Tests that make files run in a scratch directory of their own (created
  * in .init, removed in .fini), so the paths in messages are short and
@@ -1227,4 +1228,61 @@ Test(npy, write_failure_injection_leaves_nothing, .init = enter_scratch,
         cr_assert_str_eq(names, "", "k = %ld left %s behind", k, names);
     }
     tensor_free(x);
+}
+
+/* ===================================================================== */
+/* NumPy reads what we write (only where python3 has numpy)              */
+/* ===================================================================== */
+
+/* A python3 that can import numpy, or NULL. */
+static const char *python_with_numpy(void)
+{
+    static const char *candidates[] = {"python3", "/usr/bin/python3"};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s -c 'import numpy' >/dev/null 2>&1",
+                 candidates[i]);
+        if (system(cmd) == 0)
+            return candidates[i];
+    }
+    return NULL;
+}
+
+Test(npy, numpy_loads_what_we_write, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    const char *python = python_with_numpy();
+    if (!python) {
+        leave_scratch(); /* a skipped test does not reach its .fini */
+        cr_skip_test("python3 with numpy is not installed");
+    }
+
+    tensor *x, *p;
+    OK(tensor_alloc(SHAPE(6), &x));
+    tensor_fill_arange(x, -3, 0.5);
+    OK(npy_write("a_6.npy", x));
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(2, 3, 4, 5), &x));
+    tensor_fill_arange(x, -3, 0.5);
+    OK(npy_write("a_2_3_4_5.npy", x));
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
+    tensor_fill_arange(x, -3, 0.5);
+    OK(tensor_permute(x, SHAPE(2, 0, 1), &p));
+    OK(npy_write("permuted.npy", p));
+    tensor_free(p);
+    tensor_free(x);
+    double v[] = {0.0, -0.0, 4.9406564584124654e-324, 1e308, DBL_MAX,
+                  INFINITY, -INFINITY, NAN};
+    OK(tensor_from_array(SHAPE(8), v, &x));
+    OK(npy_write("specials.npy", x));
+    tensor_free(x);
+
+    char cmd[8600];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s %s/tests/npy_numpy_check.py a_6.npy a_2_3_4_5.npy "
+             "permuted.npy specials.npy",
+             scratch, python, home);
+    int status = system(cmd);
+    cr_assert_eq(status, 0, "tests/npy_numpy_check.py failed (status %d)", status);
 }
