@@ -9,6 +9,7 @@
 #include "heatmap.h"
 #include "linear.h"
 #include "multihead.h"
+#include "npy.h"
 #include "softmax.h"
 #include "tensor.h"
 #include "trace.h"
