@@ -456,3 +456,115 @@ Test(heads, allocation_failures)
     tensor_free(q);
     tensor_free(lens);
 }
+
+/* Chapter 09's claim: h separate heads whose projections are rows
+ * i*p .. (i+1)*p - 1 of W_q, W_k, W_v (narrow views), each a plain
+ * single-head attention, concatenated and projected by W_o, equal the
+ * batched module. */
+Test(heads, separate_heads_equal_the_module)
+{
+    const size_t B = 3, Lq = 4, Lk = 5, dq = 7, dk = 6, dv = 9, D = 12, h = 3;
+    const size_t p = D / h;
+    gsl_rng *r = mha_rng_new(99);
+    multihead m;
+    multihead_config cfg = {dq, dk, dv, D, h, 10, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    tensor *q, *k, *v, *lens, *out, *concat, *joined;
+    OK(tensor_alloc(SHAPE(B, Lq, dq), &q));
+    OK(tensor_alloc(SHAPE(B, Lk, dk), &k));
+    OK(tensor_alloc(SHAPE(B, Lk, dv), &v));
+    tensor_fill_normal(q, r, 0, 1);
+    tensor_fill_normal(k, r, 0, 1);
+    tensor_fill_normal(v, r, 0, 1);
+    OK(tensor_from_array(SHAPE(B, Lq), (double[]){1, 2, 3, 4, 5, 4, 3, 2, 1, 1, 5, 5},
+                         &lens));
+    OK(multihead_forward(&m, q, k, v, lens, &out));
+
+    OK(tensor_alloc(SHAPE(B, Lq, D), &concat));
+    dot_attention a;
+    OK(dot_attention_init(&a, 0));
+    const linear *big[3] = {&m.W_q, &m.W_k, &m.W_v};
+    const tensor *in[3] = {q, k, v};
+    for (size_t i = 0; i < h; i++) {
+        tensor *proj[3], *head;
+        for (int w = 0; w < 3; w++) {
+            linear small;
+            OK(linear_init(&small, "W_i", big[w]->in_features, p, 0));
+            tensor_free(small.weight);
+            OK(tensor_narrow(big[w]->weight, 0, i * p, p, &small.weight));
+            OK(tensor_narrow(big[w]->bias, 0, i * p, p, &small.bias));
+            cr_assert(tensor_shares_buffer(small.weight, big[w]->weight));
+            OK(linear_forward(&small, in[w], &proj[w])); // (B, L, p)
+            linear_free(&small);
+        }
+        OK(dot_attention_forward(&a, proj[0], proj[1], proj[2], lens, &head));
+        for (size_t b = 0; b < B; b++)
+            for (size_t t = 0; t < Lq; t++)
+                for (size_t j = 0; j < p; j++)
+                    *TENSOR_AT(concat, b, t, i * p + j) = *TENSOR_AT(head, b, t, j);
+        for (int w = 0; w < 3; w++)
+            tensor_free(proj[w]);
+        tensor_free(head);
+    }
+    OK(linear_forward(&m.W_o, concat, &joined));
+    double err = rel_error(joined, out);
+    cr_assert(err <= 1e-12, "relative error %g", err);
+
+    dot_attention_free(&a);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    tensor_free(out);
+    tensor_free(concat);
+    tensor_free(joined);
+    gsl_rng_free(r);
+}
+
+/* The exact trace of d2l's example (B 2, Lq 4, Lk 6, D 100, h 5, valid
+ * [3, 2]) is chapter 08's transcript; here its skeleton: the split of each
+ * projection copies (B = 2), the join copies, and the shapes are these. */
+Test(heads, module_trace_shapes)
+{
+    multihead m;
+    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *x, *y, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 4, 100), &x));
+    OK(tensor_alloc(SHAPE(2, 6, 100), &y));
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(multihead_forward(&m, x, y, y, lens, &out));
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    const char *want[] = {
+        "multihead(h=5)                 q (2, 4, 100), k (2, 6, 100), v (2, 6, 100)\n",
+        "  W_q: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",
+        "    reshape(-1, 4, 20)   copy  (2, 5, 4, 20) -> (10, 4, 20)        (B*h, Lq, d_model/h)\n",
+        "    reshape(-1, 6, 20)   copy  (2, 5, 6, 20) -> (10, 6, 20)        (B*h, Lk, d_model/h)\n",
+        "  repeat_interleave(5)   copy  (2,) -> (10,)                       (B*h,)\n",
+        "    Q K^T                new   (10, 4, 20) @ (10, 6, 20)^T -> (10, 4, 6)  (B*h, Lq, Lk)\n",
+        "    reshape(2, 4, -1)    copy  (2, 4, 5, 20) -> (2, 4, 100)        (B, Lq, d_model)\n",
+        "  W_o: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",
+    };
+    const char *at = text;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *found = strstr(at, want[i]);
+        cr_assert_not_null(found, "missing or out of order: %s\nin:\n%s", want[i], text);
+        at = found + strlen(want[i]);
+    }
+    capture_free(&c);
+    multihead_free(&m);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(lens);
+    tensor_free(out);
+}
