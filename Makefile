@@ -7,6 +7,7 @@
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter under valgrind: no errors, no leaks
 #   make transcripts  rewrite tests/expected/ from the chapters' output
+#   make docs         weave the book in docs/ from the chapters and src/
 #   make info         which CBLAS the build uses
 #   make clean
 #
@@ -42,7 +43,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info
+TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -51,7 +52,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        info clean deps
+        docs info clean deps
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
@@ -72,10 +73,14 @@ $(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
+$(BUILD)/weave: tools/weave.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -o $@
+
 $(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
-	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
+	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
 	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
@@ -120,8 +125,13 @@ transcripts: build
 	done
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
-info: $(TOOL_BIN)
-	@$(TOOL_BIN)
+# The book: docs/ woven from the chapters, their transcripts and src/.
+docs: $(BUILD)/weave
+	@$(BUILD)/weave . docs
+	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
+
+info: $(BUILD)/cblas-info
+	@$(BUILD)/cblas-info
 
 clean:
 	rm -rf build
