@@ -8,6 +8,8 @@
 #   make memcheck     every chapter under valgrind: no errors, no leaks
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #   make docs         weave the book in docs/ from the chapters and src/
+#   make handout      a student's copy in handout/ with the exercises blank
+#   make grade        which exercises pass
 #   make info         which CBLAS the build uses
 #   make clean
 #
@@ -22,6 +24,10 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
+ifneq ($(wildcard HANDOUT),)
+# blanked exercises leave their static helpers unused until written
+WARN    += -Wno-unused-function
+endif
 
 ifeq ($(BLAS),openblas)
 BUILD   ?= build
@@ -52,7 +58,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info clean deps
+        docs info clean deps handout grade handout-check
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
@@ -94,12 +100,19 @@ walkthrough: deps
 	    $$ch || exit 1; echo; \
 	done
 
+ifeq ($(wildcard HANDOUT),)
 test: deps
 	@$(MAKE) --no-print-directory check
+else
+# A student's handout (tools/handout.sh): `make test` grades the exercises.
+test: deps
+	@$(MAKE) --no-print-directory grade
+endif
 
 # check: what `make test` runs once the packages are there.
 check: build
 	$(TEST_BIN) --jobs 2
+	@tools/test-handout.sh
 	@$(MAKE) --no-print-directory memcheck
 
 # ch01, ch02, ...: one target per chapter, named by its number.
@@ -125,8 +138,21 @@ transcripts: build
 	done
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
+# Exercises: `make handout` writes a student's copy with the exercise
+# bodies blanked; `make grade` says which exercises pass (TAP and JUnit
+# reports in build/grade.*); tools/test-handout.sh checks the round trip.
+handout:
+	@tools/handout.sh handout
+
+grade: build
+	@tools/grade.sh $(TEST_BIN) $(BUILD)
+
+handout-check: build
+	@tools/test-handout.sh
+
 # The book: docs/ woven from the chapters, their transcripts and src/.
 docs: $(BUILD)/weave
+	@mkdir -p docs
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
 

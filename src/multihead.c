@@ -21,6 +21,8 @@ static void split_names(const tensor *x, char *buf, size_t n)
     snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1], x->names[2]);
 }
 
+/* @exercise transpose_qkv: reshape, permute(0, 2, 1, 3), reshape, each
+ * step traced (chapter 06).  The handout leaves this body blank. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -67,6 +69,8 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* @exercise transpose_output: transpose_qkv backwards (chapter 06).  The
+ * handout leaves this body blank. */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -118,6 +122,8 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* @exercise repeat_valid_lens: repeat_interleave, not tile (chapter 07).
+ * The handout leaves this body blank. */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out)
 {
