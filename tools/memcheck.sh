@@ -23,12 +23,12 @@ for ch in "$build"/chapters/*; do
     chapters=$((chapters + 1))
 done
 
-# The suite, one test at a time; children that are not ours (the shell
+# The suite, two tests at a time; children that are not ours (the shell
 # behind popen, gnuplot) run natively.
 $vg --trace-children=yes \
     --trace-children-skip='*/sh,*/bash,*/dash,*/gnuplot*,*/rm,*/python3*,*/env' \
     --log-file="$logs/tests.%p" \
-    "$build"/tests/run_tests --jobs 1 > "$logs/tests.out" 2>&1 || {
+    "$build"/tests/run_tests --jobs 2 > "$logs/tests.out" 2>&1 || {
     tail -20 "$logs/tests.out"
     echo "memcheck: the test suite failed under valgrind" >&2
     exit 1
