@@ -27,20 +27,23 @@ static int check_shape(const char *who, size_t ndim, const size_t *shape,
         return mha_fail(GSL_EINVAL,
                         "%s: %zu dimensions requested, a tensor has 1 to %d",
                         who, ndim, TENSOR_MAX_DIMS);
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++) {
-        if (shape[d] == 0) {
-            char s[TRACE_SHAPE_MAX];
+    char s[TRACE_SHAPE_MAX];
+    size_t n = 1, bytes;
+    for (size_t d = 0; d < ndim; d++)
+        if (shape[d] == 0)
             return mha_fail(GSL_EINVAL,
                             "%s: dimension %zu of shape %s is 0; sizes must be >= 1",
                             who, d, shape_str(s, sizeof s, ndim, shape));
-        }
-        if (mha_mul_size(n, shape[d], &n, who) != GSL_SUCCESS)
-            return GSL_EOVRFLW;
-    }
-    size_t bytes;
-    if (mha_mul_size(n, sizeof(double), &bytes, who) != GSL_SUCCESS)
-        return GSL_EOVRFLW;
+    int status = GSL_SUCCESS;
+    for (size_t d = 0; d < ndim && status == GSL_SUCCESS; d++)
+        status = mha_mul_size(n, shape[d], &n, who);
+    if (status == GSL_SUCCESS)
+        status = mha_mul_size(n, sizeof(double), &bytes, who);
+    if (status != GSL_SUCCESS)
+        return mha_fail(GSL_EOVRFLW,
+                        "%s: shape %s is too large: its size in bytes "
+                        "overflows size_t",
+                        who, shape_str(s, sizeof s, ndim, shape));
     *numel = n;
     return GSL_SUCCESS;
 }

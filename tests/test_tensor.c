@@ -201,6 +201,33 @@ Test(tensor, alloc_errors)
     cr_assert_null(t);
 }
 
+/* Sizes whose element count, or byte count, does not fit in size_t. */
+Test(tensor, alloc_overflow)
+{
+    char want[MHA_ERROR_MAX];
+    tensor *t = (tensor *)&t;
+    size_t half = SIZE_MAX / 2; /* x 3 overflows the element count */
+    snprintf(want, sizeof want,
+             "tensor_alloc: shape (%zu, 3) is too large: its size in bytes "
+             "overflows size_t", half);
+    FAILS(tensor_alloc(SHAPE(half, 3), &t), GSL_EOVRFLW, want);
+    cr_assert_null(t);
+
+    size_t big = (size_t)1 << (sizeof(size_t) * 4); /* 2^32 on 64 bits */
+    snprintf(want, sizeof want,
+             "tensor_alloc: shape (%zu, %zu) is too large: its size in bytes "
+             "overflows size_t", big, big);
+    FAILS(tensor_alloc(SHAPE(big, big), &t), GSL_EOVRFLW, want);
+
+    /* the count fits, the count times sizeof(double) does not */
+    size_t eighth = SIZE_MAX / sizeof(double) + 1;
+    snprintf(want, sizeof want,
+             "tensor_alloc: shape (%zu,) is too large: its size in bytes "
+             "overflows size_t", eighth);
+    FAILS(tensor_alloc(SHAPE(eighth), &t), GSL_EOVRFLW, want);
+    cr_assert_null(t);
+}
+
 /* --- permute --------------------------------------------------------- */
 
 typedef struct {
