@@ -617,9 +617,7 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
         return mha_fail(GSL_EINVAL,
                         "tensor_permute: %s is not a permutation of the %zu "
                         "dimensions of shape %s",
-                        shape_str(ps, sizeof ps,
-                                  ndim <= TENSOR_MAX_DIMS ? ndim : TENSOR_MAX_DIMS,
-                                  perm),
+                        shape_str(ps, sizeof ps, ndim, perm),
                         x->ndim, tensor_shape_str(x, xs, sizeof xs));
 
     tensor *y = new_header(x->buffer, "tensor_permute");

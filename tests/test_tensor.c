@@ -312,6 +312,17 @@ Test(tensor, permute_errors)
     tensor_free(x);
 }
 
+/* Too many entries: the message shows every one of them. */
+Test(tensor, permute_error_shows_whole_argument)
+{
+    tensor *x = positions(SHAPE(2, 3, 4, 5)), *y = (tensor *)&y;
+    FAILS(tensor_permute(x, SHAPE(0, 1, 2, 3, 4), &y), GSL_EINVAL,
+          "tensor_permute: (0, 1, 2, 3, 4) is not a permutation of the 4 "
+          "dimensions of shape (2, 3, 4, 5)");
+    cr_assert_null(y);
+    tensor_free(x);
+}
+
 /* --- reshape: view or copy -------------------------------------------- */
 
 /* positions(base).permute(perm).reshape(req): PyTorch's answer in `view`.
