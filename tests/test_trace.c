@@ -35,6 +35,37 @@ static tensor *arange(size_t ndim, const size_t *shape)
 
 /* --- the lesson's example ------------------------------------------- */
 
+/* transpose_output of new numbers, as attention pooling returns them: a
+ * contiguous (8, 2, 2).  After the permute, h and d_model/h are no longer
+ * next to each other in memory, so merging them copies. */
+Test(trace, transpose_output_of_new_numbers)
+{
+    capture c;
+    tensor *o = arange(SHAPE(8, 2, 2)), *d = NULL, *e = NULL, *f = NULL;
+    OK(tensor_set_names(o, "B*h, n, d_model/h"));
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_reshape(o, DIMS(-1, 8, 2, 2), NULL, &d));
+    OK(tensor_permute(d, SHAPE(0, 2, 1, 3), &e));
+    OK(tensor_reshape(e, DIMS(1, 2, -1), "B, n, d_model", &f));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "reshape(-1, 8, 2, 2)     view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "permute(0, 2, 1, 3)      view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "reshape(1, 2, -1)        copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+    capture_free(&c);
+    /* out[0][i][2 j + k] = o[j][i][k] = 4 j + 2 i + k */
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 8; j++)
+            for (size_t k = 0; k < 2; k++)
+                cr_assert_eq(*TENSOR_AT(f, 0, i, 2 * j + k),
+                             (double)(4 * j + 2 * i + k));
+    tensor_free(f);
+    tensor_free(e);
+    tensor_free(d);
+    tensor_free(o);
+}
+
 /* With B = 2 the last reshape of transpose_qkv has to copy. */
 Test(trace, transpose_qkv_batch_of_two)
 {
