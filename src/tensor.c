@@ -464,7 +464,9 @@ static int view_strides(const tensor *x, size_t ndim, const size_t *shape,
 
 /* Names for the reshaped dimensions, derived from x's: dimensions that
  * pass through keep their name, merged ones are joined with '*', and a
- * dimension named "a*b" split into two gets "a" and "b". */
+ * dimension named "a*b" split into two gets "a" and "b".  A named
+ * dimension of size 1 is merged like any other: (B, h) -> B*h whatever
+ * B's value, so the names do not change when the batch has one sample. */
 static void derive_names(const tensor *x, tensor *y)
 {
     size_t i = 0, j = 0;
@@ -484,10 +486,10 @@ static void derive_names(const tensor *x, tensor *y)
             char joined[TENSOR_NAME_MAX * TENSOR_MAX_DIMS] = "";
             int ok = 1;
             for (size_t k = i0; k <= i; k++) {
-                if (x->names[k][0] == '\0' && x->shape[k] != 1)
-                    ok = 0;
-                if (x->shape[k] == 1 && nin > 1)
-                    continue; /* a size-1 dimension adds nothing */
+                if (x->names[k][0] == '\0') {
+                    ok &= x->shape[k] == 1; /* unnamed size 1 adds nothing */
+                    continue;
+                }
                 if (joined[0])
                     strcat(joined, "*");
                 strcat(joined, x->names[k]);

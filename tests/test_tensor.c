@@ -871,6 +871,28 @@ Test(tensor, names_follow_permute_and_reshape)
     tensor_free(x);
 }
 
+/* The lesson's batch of one: the symbolic shape does not depend on B's
+ * value, so (B, h, n, d) -> (B*h, n, d) -> (B, h, n, d) when B = 1 too. */
+Test(tensor, names_keep_a_batch_of_one)
+{
+    tensor *x = NULL, *m = NULL, *s = NULL;
+    char buf[TRACE_SHAPE_MAX];
+    OK(tensor_alloc(SHAPE(1, 8, 2, 2), &x));
+    OK(tensor_set_names(x, "B, h, n, d_model/h"));
+    OK(tensor_reshape(x, DIMS(-1, 2, 2), NULL, &m));
+    cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(B*h, n, d_model/h)");
+    OK(tensor_reshape(m, DIMS(-1, 8, 2, 2), NULL, &s));
+    cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, h, n, d_model/h)");
+    tensor_free(s);
+    tensor_free(m);
+    /* an unnamed size-1 dimension adds nothing to a merged name */
+    OK(tensor_set_names(x, ", h, n, d_model/h"));
+    OK(tensor_reshape(x, DIMS(-1, 2, 2), NULL, &m));
+    cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(h, n, d_model/h)");
+    tensor_free(m);
+    tensor_free(x);
+}
+
 /* --- filling and copying ---------------------------------------------- */
 
 Test(tensor, fill_and_arange)
