@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char last_error[MHA_ERROR_MAX];
 static _Thread_local long fail_countdown = -1;
@@ -15,6 +16,25 @@ int mha_fail(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int mha_fail_in(int status, const char *fmt, ...)
+{
+    char context[MHA_ERROR_MAX], inner[MHA_ERROR_MAX];
+    memcpy(inner, last_error, sizeof inner);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(context);
+    if (n + 2 < sizeof last_error) {
+        memcpy(last_error, context, n);
+        memcpy(last_error + n, ": ", 2);
+        snprintf(last_error + n + 2, sizeof last_error - n - 2, "%s", inner);
+    } else {
+        memcpy(last_error, context, sizeof last_error);
+    }
     return status;
 }
 

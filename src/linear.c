@@ -26,7 +26,7 @@ int linear_init(linear *l, const char *name, size_t in_features,
         status = tensor_alloc(SHAPE(out_features), &l->bias);
     if (status) {
         linear_free(l);
-        return status;
+        return mha_fail_in(status, "linear_init %s", l->name);
     }
     return GSL_SUCCESS;
 }
@@ -141,14 +141,14 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (!rows_evenly_spaced(x, &tda)) {
         status = tensor_contiguous(x, &packed);
         if (status)
-            return status;
+            return mha_fail_in(status, "linear_forward %s", l->name);
         src = packed;
         tda = x->shape[x->ndim - 1];
     }
     status = alloc_output(l, x, y);
     if (status) {
         tensor_free(packed);
-        return status;
+        return mha_fail_in(status, "linear_forward %s", l->name);
     }
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
@@ -186,7 +186,7 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
         return status;
     status = alloc_output(l, x, y);
     if (status)
-        return status;
+        return mha_fail_in(status, "linear_forward_naive %s", l->name);
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
     size_t idx[TENSOR_MAX_DIMS] = {0}; /* x's index of the row's start */

@@ -578,7 +578,7 @@ static int reshape_impl(const char *who, const tensor *x, size_t ndim,
         status = tensor_set_names(y, names);
         if (status) {
             tensor_free(y);
-            return status;
+            return mha_fail_in(status, "%s", who);
         }
     } else {
         derive_names(x, y);

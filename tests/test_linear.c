@@ -477,3 +477,58 @@ Test(linear, init_rejects_zero_sizes)
           "both be >= 1");
 }
 
+/* --- allocation failures ---------------------------------------------- */
+
+Test(linear, init_out_of_memory)
+{
+    linear l;
+    size_t allocs = 0;
+    /* weight: buffer record, numbers, header; then the same for the bias */
+    OK_AFTER_ENOMEM(linear_init(&l, "W_q", 4, 3, 1), l.weight,
+                    "linear_init W_q: tensor_alloc: out of memory allocating ",
+                    allocs);
+    cr_assert_eq(allocs, 6);
+    linear_free(&l);
+    mha_debug_fail_alloc_after(4);
+    FAILS(linear_init(&l, "W_q", 4, 3, 1), GSL_ENOMEM,
+          "linear_init W_q: tensor_alloc: out of memory allocating 3 x 8 bytes");
+    mha_debug_fail_alloc_after(-1);
+    cr_assert_null(l.weight);
+    cr_assert_null(l.bias);
+}
+
+Test(linear, forward_out_of_memory)
+{
+    linear l;
+    OK(linear_init(&l, "W_q", 4, 3, 1));
+    tensor *x0 = NULL, *x = NULL, *y = NULL;
+    size_t allocs = 0;
+    OK(tensor_alloc(SHAPE(3, 2, 4), &x0));
+    /* contiguous input: the output's three allocations */
+    OK_AFTER_ENOMEM(linear_forward(&l, x0, &y), y,
+                    "linear_forward W_q: tensor_alloc: out of memory", allocs);
+    cr_assert_eq(allocs, 3);
+    tensor_free(y);
+    OK_AFTER_ENOMEM(linear_forward_naive(&l, x0, &y), y,
+                    "linear_forward_naive W_q: tensor_alloc: out of memory",
+                    allocs);
+    cr_assert_eq(allocs, 3);
+    tensor_free(y);
+    /* a permuted input: three for the packed copy, then three */
+    OK(tensor_permute(x0, SHAPE(1, 0, 2), &x));
+    OK_AFTER_ENOMEM(linear_forward(&l, x, &y), y, "linear_forward W_q: ", allocs);
+    cr_assert_eq(allocs, 6);
+    tensor_free(y);
+    mha_debug_fail_alloc_after(1);
+    FAILS(linear_forward(&l, x, &y), GSL_ENOMEM,
+          "linear_forward W_q: tensor_contiguous: out of memory allocating "
+          "24 x 8 bytes");
+    mha_debug_fail_alloc_after(4);
+    FAILS(linear_forward(&l, x, &y), GSL_ENOMEM,
+          "linear_forward W_q: tensor_alloc: out of memory allocating "
+          "18 x 8 bytes");
+    mha_debug_fail_alloc_after(-1);
+    tensor_free(x);
+    tensor_free(x0);
+    linear_free(&l);
+}

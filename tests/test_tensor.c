@@ -893,6 +893,25 @@ Test(tensor, names_keep_a_batch_of_one)
     tensor_free(x);
 }
 
+Test(tensor, reshape_with_wrong_name_count)
+{
+    tensor *x = positions(SHAPE(2, 3, 4)), *y = (tensor *)&y;
+    FAILS(tensor_reshape(x, DIMS(6, 4), "a, b, c", &y), GSL_EINVAL,
+          "tensor_reshape: tensor_set_names: \"a, b, c\" names 3 dimensions, "
+          "shape (6, 4) has 2");
+    cr_assert_null(y);
+    /* the copy path frees its copy too */
+    tensor *p = NULL;
+    OK(tensor_permute(x, SHAPE(2, 1, 0), &p));
+    y = (tensor *)&y;
+    FAILS(tensor_reshape(p, DIMS(24), "a, b", &y), GSL_EINVAL,
+          "tensor_reshape: tensor_set_names: \"a, b\" names 2 dimensions, "
+          "shape (24,) has 1");
+    cr_assert_null(y);
+    tensor_free(p);
+    tensor_free(x);
+}
+
 /* --- filling and copying ---------------------------------------------- */
 
 Test(tensor, fill_and_arange)
