@@ -649,6 +649,8 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
 
 /* --- printing ------------------------------------------------------- */
 
+/* The layout of PyTorch's tensor printing (torch/_tensor_str.py), with its
+ * defaults. */
 #define PRINT_THRESHOLD 1000 /* more elements than this: summarise */
 #define PRINT_EDGE 3         /* elements kept at each end when summarising */
 #define PRINT_LINEWIDTH 80
@@ -661,7 +663,6 @@ typedef struct {
     int decimals; /* digits after the point */
     int integral; /* all numbers whole: print "3." */
     int sci;      /* exponent notation */
-    int col;      /* current output column */
 } printer;
 
 static int format_number(const printer *p, double v, char *buf, size_t n)
@@ -679,6 +680,9 @@ static int format_number(const printer *p, double v, char *buf, size_t n)
     return snprintf(buf, n, "%.*f", p->decimals, v);
 }
 
+/* Is index i of dimension d printed?  When summarising, a dimension longer
+ * than 2 * PRINT_EDGE shows PRINT_EDGE indices at each end and "..." in
+ * place of index PRINT_EDGE. */
 static int shown(const printer *p, size_t d, size_t i)
 {
     size_t len = p->t->shape[d];
@@ -686,61 +690,78 @@ static int shown(const printer *p, size_t d, size_t i)
            i >= len - PRINT_EDGE;
 }
 
-static void print_rec(printer *p, size_t d, size_t *idx, int indent)
+static int dots_at(const printer *p, size_t d, size_t i)
 {
-    const tensor *t = p->t;
+    return p->summarise && p->t->shape[d] > 2 * PRINT_EDGE && i == PRINT_EDGE;
+}
+
+/* The last dimension, its '[' at column `indent`: as many numbers to a line
+ * as fit in PRINT_LINEWIDTH, each counted with the ", " after it; "..."
+ * counts as one of them.  Continuation lines start one past the '['. */
+static void print_row(const printer *p, size_t *idx, int indent)
+{
+    size_t d = p->t->ndim - 1;
+    int per_line = (PRINT_LINEWIDTH - indent) / (p->width + 2);
+    if (per_line < 1)
+        per_line = 1;
+    int on_line = 0;
     fputc('[', p->f);
-    p->col++;
-    for (size_t i = 0; i < t->shape[d]; i++) {
-        if (!shown(p, d, i)) {
-            if (i == PRINT_EDGE) {
-                if (d + 1 == t->ndim) {
-                    fputs(" ...,", p->f);
-                    p->col += 5;
-                } else {
-                    fprintf(p->f, "\n%*s...,", indent + (int)d + 1, "");
-                    for (size_t k = d + 2; k < t->ndim; k++)
-                        fputc('\n', p->f);
-                }
-            }
+    for (size_t i = 0; i < p->t->shape[d]; i++) {
+        int dots = dots_at(p, d, i);
+        if (!dots && !shown(p, d, i))
             continue;
+        if (on_line == per_line) {
+            fprintf(p->f, ",\n%*s", indent + 1, "");
+            on_line = 0;
+        } else if (on_line > 0) {
+            fputs(", ", p->f);
         }
-        idx[d] = i;
-        if (d + 1 == t->ndim) {
-            char num[64];
-            format_number(p, *tensor_at(t, idx), num, sizeof num);
-            int need = p->width + (i ? 2 : 0) + 2;
-            if (i && p->col + need > PRINT_LINEWIDTH) {
-                fprintf(p->f, "\n%*s", indent + (int)d + 1, "");
-                p->col = indent + (int)d + 1;
-            } else if (i) {
-                fputc(' ', p->f);
-                p->col++;
-            }
-            fprintf(p->f, "%*s", p->width, num);
-            p->col += p->width;
-            if (i + 1 < t->shape[d]) {
-                fputc(',', p->f);
-                p->col++;
-            }
+        if (dots) {
+            fputs(" ...", p->f);
         } else {
-            if (i) {
+            char num[64];
+            idx[d] = i;
+            format_number(p, *tensor_at(p->t, idx), num, sizeof num);
+            fprintf(p->f, "%*s", p->width, num);
+        }
+        on_line++;
+    }
+    idx[d] = 0;
+    fputc(']', p->f);
+}
+
+/* Dimension d and those inside it, its '[' at column `indent`.  The blocks
+ * inside are separated by a comma, one newline per dimension they have
+ * (so a blank line between 2-D blocks, two between 3-D ones) and the
+ * indent one past the '['. */
+static void print_block(const printer *p, size_t d, size_t *idx, int indent)
+{
+    if (d + 1 == p->t->ndim) {
+        print_row(p, idx, indent);
+        return;
+    }
+    int first = 1;
+    fputc('[', p->f);
+    for (size_t i = 0; i < p->t->shape[d]; i++) {
+        int dots = dots_at(p, d, i);
+        if (!dots && !shown(p, d, i))
+            continue;
+        if (!first) {
+            fputc(',', p->f);
+            for (size_t k = d + 1; k < p->t->ndim; k++)
                 fputc('\n', p->f);
-                for (size_t k = d + 2; k < t->ndim; k++)
-                    fputc('\n', p->f);
-                fprintf(p->f, "%*s", indent + (int)d + 1, "");
-                p->col = indent + (int)d + 1;
-            }
-            print_rec(p, d + 1, idx, indent);
-            if (i + 1 < t->shape[d]) {
-                fputc(',', p->f);
-                p->col++;
-            }
+            fprintf(p->f, "%*s", indent + 1, "");
+        }
+        first = 0;
+        if (dots) {
+            fputs("...", p->f);
+        } else {
+            idx[d] = i;
+            print_block(p, d + 1, idx, indent + 1);
         }
     }
     idx[d] = 0;
     fputc(']', p->f);
-    p->col++;
 }
 
 void tensor_print(FILE *f, const tensor *t, int decimals)
@@ -768,7 +789,6 @@ void tensor_print(FILE *f, const tensor *t, int decimals)
             p.width = w;
     });
     fputs("tensor(", f);
-    p.col = 7;
-    print_rec(&p, 0, idx, 7);
+    print_block(&p, 0, idx, (int)strlen("tensor("));
     fputs(")\n", f);
 }
