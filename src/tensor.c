@@ -764,30 +764,51 @@ static void print_block(const printer *p, size_t d, size_t *idx, int indent)
     fputc(']', p->f);
 }
 
+/* The next printed index after idx in row-major order (skipping what
+ * "..." stands for); 0 after the last. */
+static int next_shown(const printer *p, size_t *idx)
+{
+    for (size_t d = p->t->ndim; d-- > 0;) {
+        if (++idx[d] == PRINT_EDGE && dots_at(p, d, PRINT_EDGE))
+            idx[d] = p->t->shape[d] - PRINT_EDGE;
+        if (idx[d] < p->t->shape[d])
+            return 1;
+        idx[d] = 0;
+    }
+    return 0;
+}
+
 void tensor_print(FILE *f, const tensor *t, int decimals)
 {
     printer p = {.f = f, .t = t, .decimals = decimals < 0 ? 0 : decimals};
     p.summarise = tensor_numel(t) > PRINT_THRESHOLD;
     p.integral = 1;
-    double maxabs = 0;
+    double maxabs = 0, minabs = INFINITY;
     size_t idx[TENSOR_MAX_DIMS] = {0};
-    /* pass 1: the number format, from the numbers that will be shown */
-    FOR_EACH_ELEMENT(t, v, {
-        if (isfinite(*v)) {
-            if (*v != floor(*v) || fabs(*v) >= 1e15)
+    /* pass 1: the number format, from the nonzero finite numbers shown */
+    do {
+        double v = *tensor_at(t, idx);
+        if (isfinite(v) && v != 0) {
+            if (v != floor(v))
                 p.integral = 0;
-            if (fabs(*v) > maxabs)
-                maxabs = fabs(*v);
+            maxabs = fmax(maxabs, fabs(v));
+            minabs = fmin(minabs, fabs(v));
         }
-    });
-    p.sci = !p.integral && maxabs >= 1e8;
-    /* pass 2: the widest number sets the column width */
-    FOR_EACH_ELEMENT(t, v, {
+    } while (next_shown(&p, idx));
+    /* exponents when fixed notation would hide the small numbers or
+     * spell out huge ones: the rule NumPy and PyTorch share */
+    if (maxabs > 0)
+        p.sci = maxabs >= 1e8 || maxabs / minabs > 1000 ||
+                (!p.integral && minabs < 1e-4);
+    if (p.sci)
+        p.integral = 0;
+    /* pass 2: the widest number shown sets the column width */
+    do {
         char num[64];
-        int w = format_number(&p, *v, num, sizeof num);
+        int w = format_number(&p, *tensor_at(t, idx), num, sizeof num);
         if (w > p.width)
             p.width = w;
-    });
+    } while (next_shown(&p, idx));
     fputs("tensor(", f);
     print_block(&p, 0, idx, (int)strlen("tensor("));
     fputs(")\n", f);

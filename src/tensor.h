@@ -155,7 +155,11 @@ int tensor_copy_into(tensor *dst, const tensor *src);
  * on their own lines (a blank line between 2-D blocks), rows longer than
  * 80 columns wrapped, and, when the tensor has more than 1000 elements,
  * "..." for all but 3 indices at each end of the longer dimensions.
- * `decimals` digits after the point (4 is a good default). */
+ * The format is chosen from the nonzero finite numbers shown: "3." when
+ * all are whole, `decimals` digits after the point otherwise (4 is a good
+ * default), and exponents (1.0000e+08) when the largest magnitude is
+ * 1e8 or more, more than 1000 times the smallest, or, for fractions, the
+ * smallest is below 1e-4.  nan, inf and -inf print as such. */
 void tensor_print(FILE *f, const tensor *t, int decimals);
 
 #endif

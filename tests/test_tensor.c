@@ -1371,6 +1371,67 @@ Test(tensor_print, summarised_3d)
                        "         [1936., 1937., 1938.,  ..., 2005., 2006., 2007.]]])\n");
 }
 
+/* The number format comes from the numbers shown: a hidden 0.5 does not
+ * turn the zeros shown into 0.0000. */
+Test(tensor_print, summary_format_from_shown_numbers)
+{
+    tensor *t = NULL;
+    capture c;
+    OK(tensor_alloc(SHAPE(40, 40), &t));
+    *TENSOR_AT(t, 20, 20) = 0.5;
+    cr_assert_str_eq(printed(&c, t, 4),
+                     "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n"
+                     "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
+                     "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
+                     "        ...,\n"
+                     "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
+                     "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
+                     "        [0., 0., 0.,  ..., 0., 0., 0.]])\n");
+    capture_free(&c);
+    tensor_free(t);
+}
+
+/* Exponent notation, as NumPy and PyTorch choose it: a magnitude of 1e8
+ * or more, or a spread of more than 1000 between the largest and the
+ * smallest nonzero magnitude, or (for fractions) one below 1e-4. */
+Test(tensor_print, exponent_notation)
+{
+    check_print(SHAPE(2), (double[]){1e8, 2e8}, 4,
+                "tensor([1.0000e+08, 2.0000e+08])\n");
+    check_print(SHAPE(2), (double[]){99999999, 50000000}, 4,
+                "tensor([99999999., 50000000.])\n");
+    check_print(SHAPE(3), (double[]){1.5e8, -2.25, 0}, 4,
+                "tensor([ 1.5000e+08, -2.2500e+00,  0.0000e+00])\n");
+    check_print(SHAPE(2), (double[]){1, 1001}, 4,
+                "tensor([1.0000e+00, 1.0010e+03])\n");
+    check_print(SHAPE(2), (double[]){1, 1000}, 4, "tensor([   1., 1000.])\n");
+    check_print(SHAPE(2), (double[]){5e-5, 9e-5}, 4,
+                "tensor([5.0000e-05, 9.0000e-05])\n");
+    check_print(SHAPE(2), (double[]){1e-4, 2e-4}, 4,
+                "tensor([0.0001, 0.0002])\n");
+    check_print(SHAPE(3), (double[]){1e9, NAN, -INFINITY}, 4,
+                "tensor([1.0000e+09,        nan,       -inf])\n");
+}
+
+/* An arange of 1600 spans more than 1000: exponents, and the rows wrap. */
+Test(tensor_print, summarised_exponents)
+{
+    check_print_arange(SHAPE(40, 40), 0,
+        "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 3.7000e+01, 3.8000e+01,\n"
+        "         3.9000e+01],\n"
+        "        [4.0000e+01, 4.1000e+01, 4.2000e+01,  ..., 7.7000e+01, 7.8000e+01,\n"
+        "         7.9000e+01],\n"
+        "        [8.0000e+01, 8.1000e+01, 8.2000e+01,  ..., 1.1700e+02, 1.1800e+02,\n"
+        "         1.1900e+02],\n"
+        "        ...,\n"
+        "        [1.4800e+03, 1.4810e+03, 1.4820e+03,  ..., 1.5170e+03, 1.5180e+03,\n"
+        "         1.5190e+03],\n"
+        "        [1.5200e+03, 1.5210e+03, 1.5220e+03,  ..., 1.5570e+03, 1.5580e+03,\n"
+        "         1.5590e+03],\n"
+        "        [1.5600e+03, 1.5610e+03, 1.5620e+03,  ..., 1.5970e+03, 1.5980e+03,\n"
+        "         1.5990e+03]])\n");
+}
+
 /* A permuted view prints its own logical order. */
 Test(tensor_print, permuted_view)
 {
