@@ -201,8 +201,10 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n)
     int any = 0;
     for (size_t d = 0; d < t->ndim; d++)
         any |= t->names[d][0] != '\0';
+    if (n == 0)
+        return buf;
     buf[0] = '\0';
-    if (!any || n == 0)
+    if (!any)
         return buf;
     size_t used = 0;
     for (size_t d = 0; d < t->ndim && used < n; d++) {

@@ -829,6 +829,22 @@ Test(tensor, sym_str_short_buffer)
     tensor_free(x);
 }
 
+/* A zero-size buffer is not written, like snprintf's. */
+Test(tensor, sym_str_zero_buffer)
+{
+    tensor *x = NULL;
+    char buf[2] = "z";
+    OK(tensor_alloc(SHAPE(2, 3), &x));
+    cr_assert_eq(tensor_sym_str(x, buf, 0), buf);
+    cr_assert_str_eq(buf, "z");
+    OK(tensor_set_names(x, "n, d"));
+    tensor_sym_str(x, buf, 0);
+    cr_assert_str_eq(buf, "z");
+    tensor_shape_str(x, buf, 0);
+    cr_assert_str_eq(buf, "z");
+    tensor_free(x);
+}
+
 /* Names move with the dimensions; reshape derives them. */
 Test(tensor, names_follow_permute_and_reshape)
 {
