@@ -59,6 +59,11 @@ void linear_reset_pytorch(linear *l, gsl_rng *r)
 static int check_input(const char *who, const linear *l, const tensor *x)
 {
     char xs[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
+    if (!l->weight)
+        return mha_fail(GSL_EINVAL,
+                        "%s %s: the layer has no weight (linear_init failed "
+                        "or linear_free was called)",
+                        who, l->name);
     tensor_shape_str(l->weight, ws, sizeof ws);
     if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
         l->weight->shape[1] != l->in_features)

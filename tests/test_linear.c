@@ -459,6 +459,25 @@ Test(linear, parameters_of_the_wrong_shape)
     linear_free(&l);
 }
 
+/* A freed layer, or one whose init failed, is refused, not followed. */
+Test(linear, forward_without_weight)
+{
+    linear l;
+    tensor *x = NULL, *y = (tensor *)&y;
+    OK(tensor_alloc(SHAPE(2, 4), &x));
+    OK(linear_init(&l, "W_k", 4, 3, 1));
+    linear_free(&l);
+    FAILS(linear_forward(&l, x, &y), GSL_EINVAL,
+          "linear_forward W_k: the layer has no weight (linear_init failed "
+          "or linear_free was called)");
+    cr_assert_null(y);
+    cr_assert_neq(linear_init(&l, "W_v", 0, 3, 1), GSL_SUCCESS);
+    FAILS(linear_forward_naive(&l, x, &y), GSL_EINVAL,
+          "linear_forward_naive W_v: the layer has no weight (linear_init "
+          "failed or linear_free was called)");
+    tensor_free(x);
+}
+
 Test(linear, init_rejects_zero_sizes)
 {
     linear l;
