@@ -27,14 +27,17 @@ int mha_fail_in(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(context, sizeof context, fmt, ap);
     va_end(ap);
-    size_t n = strlen(context);
-    if (n + 2 < sizeof last_error) {
-        memcpy(last_error, context, n);
-        memcpy(last_error + n, ": ", 2);
-        snprintf(last_error + n + 2, sizeof last_error - n - 2, "%s", inner);
-    } else {
-        memcpy(last_error, context, sizeof last_error);
+    /* context ": " inner, cut to the buffer */
+    const char *parts[] = {context, ": ", inner};
+    size_t used = 0;
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+        size_t len = strlen(parts[k]), room = sizeof last_error - 1 - used;
+        if (len > room)
+            len = room;
+        memcpy(last_error + used, parts[k], len);
+        used += len;
     }
+    last_error[used] = '\0';
     return status;
 }
 
