@@ -635,7 +635,7 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
         memcpy(y->names[d], x->names[perm[d]], TENSOR_NAME_MAX);
     }
     if (trace_on()) {
-        char op[TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+        char op[TRACE_SHAPE_MAX + 16], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
         char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
         shape_str(a, sizeof a, ndim, perm);
         a[strlen(a) - (ndim == 1 ? 2 : 1)] = '\0'; /* drop the closing ")" */
