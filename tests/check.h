@@ -78,8 +78,10 @@ static inline size_t ravel(size_t ndim, const size_t *shape, const size_t *idx)
  * k = 0, 1, ... until it succeeds.  Every failing run must return
  * GSL_ENOMEM, set `out` to NULL and report a message that starts with
  * `prefix` (a string literal naming the function called); `allocs` gets
- * the number of allocations of the successful run.  Leaks show up under
- * `make sanitize` and valgrind. */
+ * the number of allocations of the successful run.  A leak on the way
+ * out of a failing call shows in the reports of `make sanitize`
+ * (LeakSanitizer) and of valgrind --trace-children=yes; neither turns it
+ * into a failed test, so read them. */
 #define OK_AFTER_ENOMEM(call, out, prefix, allocs)                            \
     do {                                                                      \
         for (long k_ = 0;; k_++) {                                            \
