@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include <criterion/parameterized.h>
+#include <gsl/gsl_randist.h>
 
 #define MAXD TENSOR_MAX_DIMS
 
@@ -604,6 +605,89 @@ ParameterizedTest(bad_shape_case *c, tensor, reshape_rejects)
     FAILS(tensor_view(x, c->ndim, c->req, NULL, &y), c->status, want);
     cr_assert_null(y);
     tensor_free(x);
+}
+
+/* Could a view do what the reshape asks?  off[f] is the buffer offset of
+ * the element the reshape must put at row-major position f of `shape`.  A
+ * view exists when one stride per dimension reaches all of them:
+ * off[f] = off[0] + sum_d idx[d] * stride[d].  This is brute force, not
+ * PyTorch's rule, so the two can be checked against each other. */
+static int strides_exist(size_t ndim, const size_t *shape, const size_t *off,
+                         size_t n)
+{
+    long stride[MAXD] = {0};
+    size_t e[MAXD] = {0}, idx[MAXD];
+    for (size_t d = 0; d < ndim; d++)
+        if (shape[d] > 1) {
+            e[d] = 1;
+            stride[d] = (long)off[ravel(ndim, shape, e)] - (long)off[0];
+            e[d] = 0;
+            if (stride[d] < 0)
+                return 0; /* strides are unsigned */
+        }
+    for (size_t f = 0; f < n; f++) {
+        unravel(f, ndim, shape, idx);
+        long at = (long)off[0];
+        for (size_t d = 0; d < ndim; d++)
+            at += (long)idx[d] * stride[d];
+        if (at != (long)off[f])
+            return 0;
+    }
+    return 1;
+}
+
+/* Random permuted sources and random targets of the same size: the
+ * numbers always come out in row-major order, and reshape gives a view
+ * exactly when some strides could serve (brute force above). */
+Test(tensor, reshape_random_against_brute_force)
+{
+    gsl_rng *r = mha_rng_new(2024);
+    size_t views = 0, copies = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        size_t ndim = 1 + gsl_rng_uniform_int(r, MAXD), base[MAXD], perm[MAXD];
+        size_t n = 1;
+        for (size_t d = 0; d < ndim; d++) {
+            base[d] = 1 + gsl_rng_uniform_int(r, 4);
+            n *= base[d];
+            perm[d] = d;
+        }
+        gsl_ran_shuffle(r, perm, ndim, sizeof perm[0]);
+        /* a target shape: split n into up to 4 factors */
+        size_t new_ndim = 1 + gsl_rng_uniform_int(r, MAXD), left = n;
+        long req[MAXD];
+        for (size_t d = 0; d + 1 < new_ndim; d++) {
+            size_t divisors[64], count = 0;
+            for (size_t k = 1; k <= left; k++)
+                if (left % k == 0)
+                    divisors[count++] = k;
+            req[d] = (long)divisors[gsl_rng_uniform_int(r, count)];
+            left /= (size_t)req[d];
+        }
+        req[new_ndim - 1] = (long)left;
+
+        tensor *b = positions(ndim, base), *x = NULL, *y = NULL;
+        OK(tensor_permute(b, ndim, perm, &x));
+        OK(tensor_reshape(x, new_ndim, req, NULL, &y));
+        /* the offset in b's buffer of x's element f, by hand */
+        size_t off[256], xi[MAXD], yi[MAXD];
+        for (size_t f = 0; f < n; f++) {
+            unravel(f, ndim, x->shape, xi);
+            off[f] = (size_t)permuted_value(ndim, base, perm, xi);
+            unravel(f, new_ndim, y->shape, yi);
+            cr_assert_eq(*tensor_at(y, yi), (double)off[f], "trial %d", trial);
+        }
+        int view = y->buffer == b->buffer;
+        cr_assert_eq(view, strides_exist(new_ndim, y->shape, off, n),
+                     "trial %d: reshape gave a %s", trial, view ? "view" : "copy");
+        view ? views++ : copies++;
+        tensor_free(y);
+        tensor_free(x);
+        tensor_free(b);
+    }
+    /* both outcomes were exercised, many times */
+    cr_assert_gt(views, 500);
+    cr_assert_gt(copies, 500);
+    gsl_rng_free(r);
 }
 
 /* --- round trips ------------------------------------------------------ */
