@@ -7,6 +7,7 @@
 #include "check.h"
 
 #include <criterion/parameterized.h>
+#include <gsl/gsl_randist.h>
 
 #define MAXD TENSOR_MAX_DIMS
 
@@ -285,6 +286,83 @@ Test(linear, transposed_input_is_packed)
     linear_free(&l);
     free(w);
     free(base);
+}
+
+/* Random permuted inputs: the three ways agree, and linear_forward packs
+ * x exactly when its rows cannot be read in place, i.e. when no row
+ * spacing tda >= in_features puts element (r, i) at offset
+ * off[0] + r tda + i (decided here by brute force). */
+Test(linear, random_permuted_inputs)
+{
+    gsl_rng *r = mha_rng_new(99);
+    size_t packed = 0, in_place = 0;
+    for (int trial = 0; trial < 500; trial++) {
+        size_t ndim = 1 + gsl_rng_uniform_int(r, MAXD), base[MAXD], perm[MAXD];
+        size_t n = 1, bstride[MAXD];
+        for (size_t d = 0; d < ndim; d++) {
+            base[d] = 1 + gsl_rng_uniform_int(r, 3);
+            n *= base[d];
+            perm[d] = d;
+        }
+        for (size_t d = ndim, s = 1; d-- > 0;) {
+            bstride[d] = s;
+            s *= base[d];
+        }
+        gsl_ran_shuffle(r, perm, ndim, sizeof perm[0]);
+        double *bv = random_array(n, (unsigned long)trial);
+        tensor *b = NULL, *x = NULL, *fast = NULL, *naive = NULL;
+        OK(tensor_from_array(ndim, base, bv, &b));
+        OK(tensor_permute(b, ndim, perm, &x));
+
+        size_t in = x->shape[ndim - 1], out = 1 + gsl_rng_uniform_int(r, 4);
+        size_t rows = n / in, off[81] = {0}, xi[MAXD];
+        double xv[81];
+        for (size_t f = 0; f < n; f++) {
+            unravel(f, ndim, x->shape, xi);
+            off[f] = 0;
+            for (size_t d = 0; d < ndim; d++)
+                off[f] += xi[d] * bstride[perm[d]];
+            xv[f] = bv[off[f]];
+        }
+        int even = 1;
+        size_t tda = in;
+        if (rows > 1) {
+            even = off[in] >= off[0] && off[in] - off[0] >= in;
+            tda = off[in] - off[0];
+        }
+        for (size_t f = 0; even && f < n; f++)
+            even = off[f] == off[0] + (f / in) * tda + f % in;
+
+        double *w = random_array(out * in, 1000 + (unsigned long)trial);
+        linear l;
+        layer(&l, in, out, w, NULL);
+        capture c;
+        capture_start(&c);
+        trace_to(c.f);
+        OK(linear_forward(&l, x, &fast));
+        trace_to(NULL);
+        const char *text = capture_end(&c);
+        int copied = strstr(text, "contiguous()") != NULL;
+        cr_assert_eq(copied, !even, "trial %d: %s", trial, text);
+        copied ? packed++ : in_place++;
+        capture_free(&c);
+
+        OK(linear_forward_naive(&l, x, &naive));
+        tensor *ref = reference(xv, rows, in, out, w, NULL, ndim, x->shape);
+        cr_assert_leq(rel_error(fast, ref), 1e-13, "trial %d", trial);
+        cr_assert_leq(rel_error(naive, ref), 1e-13, "trial %d", trial);
+        tensor_free(ref);
+        tensor_free(naive);
+        tensor_free(fast);
+        linear_free(&l);
+        tensor_free(x);
+        tensor_free(b);
+        free(w);
+        free(bv);
+    }
+    cr_assert_gt(packed, 100);
+    cr_assert_gt(in_place, 100);
+    gsl_rng_free(r);
 }
 
 /* --- names ------------------------------------------------------------ */
