@@ -154,10 +154,21 @@ int tensor_copy_into(tensor *dst, const tensor *src);
 
 /* --- printing ------------------------------------------------------- */
 
-/* Print like NumPy/PyTorch: tensor([[0., 1.], [2., 3.]]) with one bracket
- * level per dimension, a shared number format, rows on their own lines,
- * and "..." for the middle of dimensions when the tensor has more than
- * 1000 elements.  `decimals` digits after the point (4 is a good default). */
+/* Print as PyTorch prints a tensor:
+ *
+ *     tensor([[0., 1., 2.],
+ *             [3., 4., 5.]])
+ *
+ * one bracket level per dimension, a shared number format and width, rows
+ * on their own lines (a blank line between 2-D blocks), rows longer than
+ * 80 columns wrapped, and, when the tensor has more than 1000 elements,
+ * "..." for all but 3 indices at each end of the longer dimensions.
+ * The format is chosen from the nonzero finite numbers shown: "3." when
+ * all are whole, `decimals` digits after the point otherwise (4 is a good
+ * default), and exponents (1.0000e+08) when the largest magnitude is
+ * 1e8 or more, more than 1000 times the smallest, or, for fractions, the
+ * smallest is below 1e-4, with at least 4 digits after the point there so
+ * that 1000 and 1001 stay apart.  nan, inf and -inf print as such. */
 void tensor_print(FILE *f, const tensor *t, int decimals);
 
 #endif

@@ -4,9 +4,13 @@
  * Linear layer, a batched product ...) reports one line here when tracing is
  * on.  A line reads, column by column:
  *
- *     <indent><op with its arguments>  <kind>  <input> -> <output>  <symbolic>
+ *     <indent><op with its arguments> <kind>  <input> -> <output>  <symbolic>
  *
- *     reshape(1, 2, 8, -1)  view  (1, 2, 16) -> (1, 2, 8, 2)    (B, n, h, d_model/h)
+ *     reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)
+ *
+ * The op takes TRACE_OP_WIDTH columns (indent included) and one space,
+ * the kind 4 and two spaces, the shapes TRACE_SHAPES_WIDTH and two spaces;
+ * a longer entry pushes the rest right, and trailing blanks are trimmed.
  *
  * kind is `view` (no data moved: only shape and strides changed), `copy`
  * (the same numbers written to a new buffer in a new order) or `new` (new
