@@ -629,3 +629,52 @@ Test(linear, forward_out_of_memory)
     tensor_free(x0);
     linear_free(&l);
 }
+
+/* A layer whose weight is a view into a bigger one (rows 3..5 of a (8, 4)
+ * weight, or columns 1..3 of a (5, 6) weight) reads it through its strides:
+ * the BLAS path equals the loops, and no contiguous() copy of x is made. */
+Test(linear, weights_that_are_views)
+{
+    gsl_rng *r = mha_rng_new(5);
+    tensor *big_rows, *big_cols, *x, *x3, *y, *y_naive;
+    OK(tensor_alloc(SHAPE(8, 4), &big_rows));
+    OK(tensor_alloc(SHAPE(5, 6), &big_cols));
+    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
+    OK(tensor_alloc(SHAPE(2, 3, 3), &x3));
+    tensor_fill_normal(big_rows, r, 0, 1);
+    tensor_fill_normal(big_cols, r, 0, 1);
+    tensor_fill_normal(x, r, 0, 1);
+    tensor_fill_normal(x3, r, 0, 1);
+
+    linear l;
+    OK(linear_init(&l, "rows", 4, 3, 0));
+    tensor_free(l.weight);
+    OK(tensor_narrow(big_rows, 0, 3, 3, &l.weight)); // (3, 4), rows 3..5
+    OK(linear_forward(&l, x, &y));
+    OK(linear_forward_naive(&l, x, &y_naive));
+    cr_assert(rel_error(y, y_naive) <= 1e-13);
+    /* by hand, one element: y[1, 2, 0] = sum_i x[1, 2, i] W[3, i] */
+    double want = 0;
+    for (size_t i = 0; i < 4; i++)
+        want += *TENSOR_AT(x, 1, 2, i) * *TENSOR_AT(big_rows, 3, i);
+    cr_assert_float_eq(*TENSOR_AT(y, 1, 2, 0), want, 1e-13);
+    tensor_free(y);
+    tensor_free(y_naive);
+    linear_free(&l);
+
+    OK(linear_init(&l, "cols", 3, 5, 0));
+    tensor_free(l.weight);
+    OK(tensor_narrow(big_cols, 1, 1, 3, &l.weight)); // (5, 3), columns 1..3
+    OK(linear_forward(&l, x3, &y));
+    OK(linear_forward_naive(&l, x3, &y_naive));
+    cr_assert(rel_error(y, y_naive) <= 1e-13);
+    tensor_free(y);
+    tensor_free(y_naive);
+    linear_free(&l);
+
+    tensor_free(big_rows);
+    tensor_free(big_cols);
+    tensor_free(x);
+    tensor_free(x3);
+    gsl_rng_free(r);
+}

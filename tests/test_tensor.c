@@ -1546,3 +1546,58 @@ Test(tensor_print, permuted_view)
     tensor_free(t);
     tensor_free(x);
 }
+
+/* --- narrow ------------------------------------------------------------ */
+
+/* narrow(x, dim, start, len)[.., i, ..] == x[.., start + i, ..], a view. */
+Test(tensor, narrow_is_a_view_of_the_right_indices)
+{
+    tensor *x, *rows, *cols;
+    OK(tensor_alloc(SHAPE(4, 5, 6), &x));
+    tensor_fill_arange(x, 0, 1);
+    OK(tensor_narrow(x, 1, 2, 3, &rows)); // (4, 3, 6)
+    OK(tensor_narrow(rows, 2, 1, 4, &cols)); // (4, 3, 4)
+    cr_assert_eq(cols->shape[0], 4);
+    cr_assert_eq(cols->shape[1], 3);
+    cr_assert_eq(cols->shape[2], 4);
+    cr_assert(tensor_shares_buffer(cols, x));
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 4; c++)
+                cr_assert_eq(*TENSOR_AT(cols, a, b, c),
+                             (double)(a * 30 + (b + 2) * 6 + (c + 1)));
+    cr_assert(!tensor_is_contiguous(cols));
+    *TENSOR_AT(cols, 0, 0, 0) = -1;
+    cr_assert_eq(*TENSOR_AT(x, 0, 2, 1), -1);
+    tensor_free(x); /* the views keep the buffer alive */
+    cr_assert_eq(*TENSOR_AT(rows, 3, 2, 5), 3 * 30 + 4 * 6 + 5);
+    tensor_free(rows);
+    tensor_free(cols);
+}
+
+Test(tensor, narrow_trace_and_errors)
+{
+    tensor *x, *y = (tensor *)1;
+    OK(tensor_alloc(SHAPE(100, 100), &x));
+    OK(tensor_set_names(x, "d_model, d_q"));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_narrow(x, 0, 20, 20, &y));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+                     "narrow(0, 20, 20)        view  (100, 100) -> (20, 100)"
+                     "             (d_model, d_q)\n");
+    capture_free(&c);
+    tensor_free(y);
+    FAILS(tensor_narrow(x, 2, 0, 1, &y), GSL_EINVAL,
+          "tensor_narrow: dimension 2 does not exist in shape (100, 100)");
+    cr_assert_null(y);
+    FAILS(tensor_narrow(x, 1, 90, 11, &y), GSL_EINVAL,
+          "tensor_narrow: indices 90..101 (length 11) do not fit in dimension "
+          "1 of size 100 (shape (100, 100))");
+    FAILS(tensor_narrow(x, 1, 0, 0, &y), GSL_EINVAL,
+          "tensor_narrow: indices 0..0 (length 0) do not fit in dimension 1 "
+          "of size 100 (shape (100, 100))");
+    tensor_free(x);
+}
