@@ -130,4 +130,14 @@ static inline const char *capture_end(capture *c)
 
 static inline void capture_free(capture *c) { free(c->text); }
 
+/* Tests of process plumbing (what a child process inherits, how it is
+ * started) cannot run under valgrind, which holds descriptors of its own
+ * and starts every child itself; tools/memcheck.sh sets MHA_MEMCHECK, and
+ * these tests still run in the plain and sanitizer passes. */
+static inline void skip_under_valgrind(void)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("process plumbing is not observable under valgrind");
+}
+
 #endif

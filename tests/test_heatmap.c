@@ -641,6 +641,7 @@ Test(heatmap, gnuplot_killed_or_silent_is_a_failure)
 
 Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
 {
+    skip_under_valgrind();
     tensor *t = six_panels();
     char prog[256], args[256], body[512];
     snprintf(body, sizeof body, "printf '%%s\\n' \"$@\" > '%s/args'\nexit 1",
@@ -662,6 +663,7 @@ Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
 
 Test(heatmap, gnuplot_inherits_no_descriptors)
 {
+    skip_under_valgrind();
     /* a file the caller holds open without close-on-exec */
     char held[256], prog[256], state[256], body[512];
     FILE *f = fopen(in_dir(held, sizeof held, "held"), "w");

@@ -25,7 +25,7 @@ done
 
 # The suite, two tests at a time; children that are not ours (the shell
 # behind popen, gnuplot) run natively.
-$vg --trace-children=yes \
+MHA_MEMCHECK=1 $vg --trace-children=yes \
     --trace-children-skip='*/sh,*/bash,*/dash,*/gnuplot*,*/rm,*/python3*,*/env' \
     --log-file="$logs/tests.%p" \
     "$build"/tests/run_tests --jobs 2 > "$logs/tests.out" 2>&1 || {
