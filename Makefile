@@ -5,7 +5,8 @@
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
-#   make memcheck     every chapter under valgrind: no errors, no leaks
+#   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
+#   make fuzz         each fuzz harness for FUZZ_SECONDS (default 60)
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #   make docs         weave the book in docs/ from the chapters and src/
 #   make handout      a student's copy in handout/ with the exercises blank
@@ -58,7 +59,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info clean deps handout grade handout-check
+        docs info clean deps handout grade handout-check fuzz
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
@@ -149,6 +150,26 @@ grade: build
 
 handout-check: build
 	@tools/test-handout.sh
+
+# Fuzzing (libFuzzer, clang): each harness in tools/fuzz/ runs for
+# FUZZ_SECONDS on its seed corpus; what it finds lands in build/fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRC))
+FUZZERS   := $(patsubst tools/fuzz/%.c,build/fuzz/%,$(wildcard tools/fuzz/fuzz_*.c))
+
+.SECONDARY: $(FUZZ_OBJ)
+build/fuzz/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ)
+	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+
+fuzz: deps
+	@tools/deps.sh clang libclang-rt-14-dev
+	@$(MAKE) --no-print-directory $(FUZZERS)
+	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 # The book: docs/ woven from the chapters, their transcripts and src/.
 docs: $(BUILD)/weave
