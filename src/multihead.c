@@ -299,6 +299,20 @@ int multihead_forward(multihead *m, const tensor *queries,
     int status = check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
+    /* NaN or inf anywhere would spread to whole rows of the output (a
+     * single inf score makes inf - inf in the softmax): refuse them here,
+     * naming the element, rather than return numbers that mean nothing */
+    const tensor *checked[] = {queries, keys, values, m->W_q.weight,
+                               m->W_k.weight, m->W_v.weight, m->W_o.weight,
+                               m->W_q.bias, m->W_k.bias, m->W_v.bias,
+                               m->W_o.bias};
+    static const char *const names[] = {"queries", "keys", "values", "W_q",
+                                        "W_k", "W_v", "W_o", "b_q", "b_k",
+                                        "b_v", "b_o"};
+    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
+        if (checked[i] &&
+            (status = tensor_check_finite(checked[i], "multihead", names[i])))
+            return status;
     size_t h = m->cfg.num_heads;
     tensor q_in = named(queries, "B, Lq, d_q");
     tensor k_in = named(keys, "B, Lk, d_k");

@@ -85,7 +85,10 @@ void multihead_reset_xavier(multihead *m, gsl_rng *r);
  * dropout to the attention weights with rng, which the caller owns. */
 void multihead_train(multihead *m, int training, gsl_rng *rng);
 
-/* The forward pass above; out is (B, Lq, D_out). */
+/* The forward pass above; out is (B, Lq, D_out).  Inputs, weights and
+ * biases must be finite: a NaN or an infinity is refused with GSL_EDOM
+ * and a message naming the element (the building blocks below, softmax
+ * and attention, follow IEEE arithmetic and let them through). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);

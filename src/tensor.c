@@ -159,6 +159,32 @@ int tensor_same_shape(const tensor *a, const tensor *b)
     return 1;
 }
 
+int tensor_check_finite(const tensor *t, const char *who, const char *what)
+{
+    size_t idx[TENSOR_MAX_DIMS] = {0}, n = tensor_numel(t);
+    for (size_t k = 0; k < n; k++) {
+        double v = *tensor_at(t, idx);
+        if (!isfinite(v)) {
+            char at[TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX];
+            size_t used = 0;
+            for (size_t d = 0; d < t->ndim; d++)
+                used += (size_t)snprintf(at + used, sizeof at - used, "%s%zu",
+                                         d ? ", " : "[", idx[d]);
+            snprintf(at + used, sizeof at - used, "]");
+            return mha_fail(GSL_EDOM, "%s: %s%s = %s; %s must be finite (%s %s)",
+                            who, what, at,
+                            isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", what,
+                            what, tensor_shape_str(t, s, sizeof s));
+        }
+        for (size_t d = t->ndim; d-- > 0;) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return GSL_SUCCESS;
+}
+
 int tensor_shares_buffer(const tensor *a, const tensor *b)
 {
     return a->buffer == b->buffer;

@@ -108,6 +108,11 @@ static inline double *tensor_at(const tensor *t, const size_t *idx)
 int tensor_get(const tensor *t, const size_t *idx, double *value);
 int tensor_set(tensor *t, const size_t *idx, double value);
 
+/* GSL_SUCCESS when every element of t is finite; otherwise GSL_EDOM with
+ * the message "<who>: <what>[0, 2, 5] = nan; <what> must be finite
+ * (<what> (2, 4, 100))" naming the first bad element in row-major order. */
+int tensor_check_finite(const tensor *t, const char *who, const char *what);
+
 /* "(1, 2, 16)" into buf and return buf. */
 char *tensor_shape_str(const tensor *t, char *buf, size_t n);
 /* "(B, n, d_model)" into buf (unnamed dims print their size), or "" when

@@ -568,3 +568,71 @@ Test(heads, module_trace_shapes)
     tensor_free(lens);
     tensor_free(out);
 }
+
+/* NaN and infinity are refused at the module's door, naming the element;
+ * an infinity in a key would otherwise turn a whole row into NaN. */
+Test(heads, non_finite_inputs_are_refused)
+{
+    multihead m;
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *k, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_alloc(SHAPE(2, 5, 4), &k));
+    *TENSOR_AT(q, 1, 2, 3) = NAN;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: queries[1, 2, 3] = nan; queries must be finite "
+          "(queries (2, 3, 4))");
+    cr_assert_null(out);
+    *TENSOR_AT(q, 1, 2, 3) = 0;
+    *TENSOR_AT(k, 0, 4, 0) = -INFINITY;
+    FAILS(multihead_forward(&m, q, k, q, NULL, &out), GSL_EBADLEN,
+          "multihead: keys (2, 5, 4) and values (2, 3, 4) have different "
+          "lengths 5 and 3");
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: keys[0, 4, 0] = -inf; keys must be finite (keys (2, 5, 4))");
+    *TENSOR_AT(k, 0, 4, 0) = 0;
+    *TENSOR_AT(m.W_o.weight, 3, 1) = INFINITY;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: W_o[3, 1] = inf; W_o must be finite (W_o (4, 4))");
+    *TENSOR_AT(m.W_o.weight, 3, 1) = 0;
+    m.W_v.bias->data[2] = NAN;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: b_v[2] = nan; b_v must be finite (b_v (4,))");
+    m.W_v.bias->data[2] = 0;
+    OK(multihead_forward(&m, q, k, k, NULL, &out));
+    tensor_free(out);
+    tensor_free(q);
+    tensor_free(k);
+    multihead_free(&m);
+}
+
+/* Huge but finite numbers stay finite where the math is finite: scores of
+ * 1e300 saturate the softmax instead of overflowing it. */
+Test(heads, huge_finite_inputs_give_finite_outputs)
+{
+    multihead m;
+    multihead_config cfg = {2, 2, 2, 2, 1, 0, 0, 0};
+    OK(multihead_init(&m, &cfg));
+    /* identity projections: scores are q . k / sqrt(2) */
+    double eye[] = {1, 0, 0, 1};
+    memcpy(m.W_q.weight->data, eye, sizeof eye);
+    memcpy(m.W_k.weight->data, eye, sizeof eye);
+    memcpy(m.W_v.weight->data, eye, sizeof eye);
+    memcpy(m.W_o.weight->data, eye, sizeof eye);
+    tensor *q, *k, *v, *out;
+    OK(tensor_from_array(SHAPE(1, 1, 2), (double[]){1e150, 0}, &q));
+    OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1e150, 0, -1e150, 0, 0, 1}, &k));
+    OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1, 2, 3, 4, 5, 6}, &v));
+    OK(multihead_forward(&m, q, k, v, NULL, &out));
+    /* score of key 0 is 1e300/sqrt(2), the others far below: all weight
+     * on key 0, so out = v[0] exactly */
+    cr_assert_eq(*TENSOR_AT(out, 0, 0, 0), 1.0);
+    cr_assert_eq(*TENSOR_AT(out, 0, 0, 1), 2.0);
+    cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 0, 1), 0.0);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(out);
+    multihead_free(&m);
+}
