@@ -114,7 +114,6 @@ endif
 check: build
 	$(TEST_BIN) --jobs 2
 	@tools/test-handout.sh
-	@$(MAKE) --no-print-directory memcheck
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
