@@ -21,6 +21,10 @@ static void split_names(const tensor *x, char *buf, size_t n)
     snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1], x->names[2]);
 }
 
+/* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
+ * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
+ * two steps are views; the last is a view only when B, h or n is 1, and a
+ * copy otherwise. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -67,6 +71,9 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
+ * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
+ * side again, head i in features i*p .. i*p + p - 1. */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -118,6 +125,9 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
+ * head i of example b at batch row b*h + i, and that head must see the
+ * keys of example b. */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out)
 {
@@ -285,6 +295,10 @@ static tensor named(const tensor *x, const char *names)
     return t;
 }
 
+/* The six steps of multihead.h: project, split into heads, repeat
+ * valid_lens, attend on all B*h heads at once, join the heads, mix them
+ * with W_o.  The intermediates are freed here; the per-head weights stay
+ * in m->weights as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out)
