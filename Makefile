@@ -127,6 +127,7 @@ transcripts: build
 
 # The book: docs/ woven from the chapters, their transcripts and src/.
 docs: $(BUILD)/weave
+	@mkdir -p docs
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
 
