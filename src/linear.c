@@ -132,6 +132,11 @@ static int rows_evenly_spaced(const tensor *x, size_t *tda)
     return *tda >= x->shape[last];
 }
 
+/* y = x W^T + b as a single dgemm: x's leading dimensions are read as the
+ * rows of one (rows, in) matrix on x's own memory (copied only when those
+ * rows are not evenly spaced), BLAS reads W transposed in place, and the
+ * bias is written into y first so that dgemm adds x W^T onto it
+ * (beta = 1). */
 int linear_forward(const linear *l, const tensor *x, tensor **y)
 {
     *y = NULL;
@@ -201,8 +206,10 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     return GSL_SUCCESS;
 }
 
-/* @exercise linear_forward_naive: y = x W^T + b with three loops
- * (chapter 02).  The handout leaves this body blank. */
+/* The same sums with three plain loops and no BLAS: for each row of x
+ * and each output feature, the bias plus a dot product of length
+ * in_features.  x is read through tensor_at, so any strides work.
+ * The handout blanks this body: @exercise linear_forward_naive (chapter 02). */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
 {
     *y = NULL;

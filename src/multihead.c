@@ -21,8 +21,11 @@ static void split_names(const tensor *x, char *buf, size_t n)
     snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1], x->names[2]);
 }
 
-/* @exercise transpose_qkv: reshape, permute(0, 2, 1, 3), reshape, each
- * step traced (chapter 06).  The handout leaves this body blank. */
+/* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
+ * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
+ * two steps are views; the last is a view only when B, h or n is 1, and a
+ * copy otherwise.
+ * The handout blanks this body: @exercise transpose_qkv (chapter 06). */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -69,8 +72,10 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
-/* @exercise transpose_output: transpose_qkv backwards (chapter 06).  The
- * handout leaves this body blank. */
+/* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
+ * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
+ * side again, head i in features i*p .. i*p + p - 1.
+ * The handout blanks this body: @exercise transpose_output (chapter 06). */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -122,8 +127,10 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
-/* @exercise repeat_valid_lens: repeat_interleave, not tile (chapter 07).
- * The handout leaves this body blank. */
+/* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
+ * head i of example b at batch row b*h + i, and that head must see the
+ * keys of example b.
+ * The handout blanks this body: @exercise repeat_valid_lens (chapter 07). */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out)
 {
@@ -291,6 +298,10 @@ static tensor named(const tensor *x, const char *names)
     return t;
 }
 
+/* The six steps of multihead.h: project, split into heads, repeat
+ * valid_lens, attend on all B*h heads at once, join the heads, mix them
+ * with W_o.  The intermediates are freed here; the per-head weights stay
+ * in m->weights as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out)

@@ -569,6 +569,11 @@ static void trace_reshape(const char *opname, size_t ndim, const long *req,
                tensor_sym_str(y, sym, sizeof sym));
 }
 
+/* tensor_reshape and tensor_view: work out the -1, then ask view_strides
+ * whether the new shape can be read from x's buffer as it lies.  If it
+ * can, the result is a new header on the same buffer: no number moves.  If
+ * it cannot, reshape copies x into row-major order (a traced "copy") and
+ * view refuses. */
 static int reshape_impl(const char *who, const tensor *x, size_t ndim,
                         const long *req, const char *names, int allow_copy,
                         tensor **out)
@@ -636,6 +641,9 @@ int tensor_view(const tensor *x, size_t ndim, const long *shape,
 
 /* --- permute -------------------------------------------------------- */
 
+/* Output dimension d is input dimension perm[d]: shape, strides and
+ * names are reordered and the data pointer is kept.  No number is read or
+ * written, so a permute costs the same for any size of tensor. */
 int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
                    tensor **out)
 {
