@@ -90,11 +90,11 @@ int main(void)
      * whatever the queries are. The toy checks the plumbing (shapes, mask,
      * averaging), not the scoring.
      *
-     * In the heatmap each row is one example's single query (the program stacks
-     * the two `(1, 10)` weight rows into one picture). Look for the mask: two
-     * dark cells in row 0, six lighter ones in row 1, and nothing past them.
-     * The lighter shade is the point: the same total weight 1 spread over more
-     * keys.
+     * The heatmap has one panel per example, each with its single query (the
+     * weights `(2, 1, 10)` viewed as a grid `(1, 2, 1, 10)`: one row of 2
+     * panels). Look for the mask: two dark cells for example 0, six lighter
+     * ones for example 1, and nothing past them. The lighter shade is the
+     * point: the same total weight 1 spread over more keys.
      *
      * Cost: the scores take $2 \cdot L_q L_k d$ flops per example and the
      * average $2 \cdot L_q L_k d_v$. Both are one dgemm per example on views of
@@ -142,8 +142,9 @@ int main(void)
     tensor_print(stdout, attn.weights, 4);
     printf("\n");
     tensor *wgrid;
-    CHECK(tensor_reshape(attn.weights, DIMS(1, 1, 2, 10), NULL, &wgrid));
-    heatmap_options w_opt = {.title = "dot-product weights, valid_lens [2, 6]"};
+    CHECK(tensor_reshape(attn.weights, DIMS(1, 2, 1, 10), NULL, &wgrid));
+    const char *w_titles[] = {"example 0, valid_len 2", "example 1, valid_len 6"};
+    heatmap_options w_opt = {.titles = w_titles, .ntitles = 2};
     CHECK(heatmap_terminal(stdout, wgrid, &w_opt));
     printf("\n");
     draw_heatmap(wgrid, &w_opt, "04_weights");

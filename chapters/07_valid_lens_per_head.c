@@ -1,4 +1,4 @@
-/* Chapter 07: valid_lens per head, repeat_interleave and not tile.
+/* Chapter 07: per-head valid_lens, repeat_interleave and not tile.
  *
  * After transpose_qkv the batch axis has B*h rows: row b*h + i is head i
  * of example b.  Every head of example b must see the same keys as

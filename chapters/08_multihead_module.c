@@ -220,7 +220,8 @@ int main(void)
            "short sequences; the attention itself is 4*B*Lq*Lk*d_model flops\n"
            "(summed over heads: h heads of p = d_model/h features cost the\n"
            "same as one head of d_model).  Splitting into heads is free in\n"
-           "flops: it only costs the two copies in the trace.\n");
+           "flops: it only costs the copies in the trace, one per split of\n"
+           "Q, K and V and one to join the heads.\n");
 
     tensor_free(x);
     tensor_free(y);

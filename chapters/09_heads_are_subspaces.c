@@ -9,7 +9,7 @@
  * The module of chapter 08 never builds h small projections: it makes one
  * big one and reshapes.  This chapter computes the heads one by one from
  * slices of the big weights and checks that the answers agree: W_i^(q) is
- * simply rows i*p .. (i+1)*p - 1 of W_q, a GSL submatrix view, no copy.
+ * simply rows i*p .. (i+1)*p - 1 of W_q, a tensor_narrow view, no copy.
  *
  * Shapes: B = 2, Lq = 4, Lk = 6, d_model = 100, h = 5, p = 20.
  *   W_q (d_model, d_q); W_i^(q) = W_q[i*p : (i+1)*p, :] is (p, d_q)

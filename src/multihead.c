@@ -63,7 +63,7 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     // heads is (B, h, n, p): a view, the head axis moved before n
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
-    // out is (B*h, n, p): a view when B = 1, otherwise a copy
+    // out is (B*h, n, p): a copy unless B, h or n is 1 (then a view)
     if (!status)
         status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), NULL, out);
     trace_end();
