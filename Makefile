@@ -1,6 +1,6 @@
 # Multi-head attention, step by step, in C.
 #
-#   make              build libmha, the chapters and the tools into build/
+#   make              build libmha, the chapters, the tools and build/mha
 #   make walkthrough  run every chapter in order (installs missing packages)
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
@@ -43,6 +43,8 @@ LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info
+CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_BIN   := $(BUILD)/mha
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -54,7 +56,7 @@ CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
         info clean deps
 
 all: build
-build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
+build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -72,10 +74,16 @@ $(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
+# The mha program: src/cli/ linked with libmha.
+$(CLI_BIN): $(CLI_SRC) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CLI_SRC) $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) | $(CLI_BIN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
 	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
+	    -DMHA_BIN='"$(CLI_BIN)"' \
 	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
