@@ -4,6 +4,7 @@
 #   make walkthrough  run every chapter in order (installs missing packages)
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
+#   make parity       build/mha against PyTorch (installs python3-torch)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter under valgrind: no errors, no leaks
 #   make transcripts  rewrite tests/expected/ from the chapters' output
@@ -45,6 +46,9 @@ CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_BIN   := $(BUILD)/mha
+# The Debian Python, which apt-get's python3-torch is for, not whatever
+# python3 comes first on PATH.
+PYTHON    := /usr/bin/python3
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -53,7 +57,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        info clean deps
+        info clean deps parity
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
@@ -100,10 +104,23 @@ walkthrough: deps
 test: deps
 	@$(MAKE) --no-print-directory check
 
-# check: what `make test` runs once the packages are there.
+# check: what `make test` runs once the packages are there.  The PyTorch
+# parity check needs torch, which is large: it runs when the system Python
+# has it, and `make parity` installs it.
 check: build
 	$(TEST_BIN) --jobs 2
+	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
+	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) || exit 1; \
+	else \
+	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
+	fi
 	@$(MAKE) --no-print-directory memcheck
+
+# build/mha forward against torch.nn.functional.multi_head_attention_forward.
+parity:
+	@tools/deps.sh python3-numpy python3-torch
+	@$(MAKE) --no-print-directory $(CLI_BIN)
+	@$(PYTHON) tools/parity.py --mha $(CLI_BIN)
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
