@@ -1009,3 +1009,71 @@ Test(cli, messages_stay_on_one_line, .init = enter_scratch,
                             "number (expected 1 to 1000000)\n");
     run_free(&r);
 }
+
+/* --- out of memory ---------------------------------------------------- */
+
+/* Under valgrind (make memcheck) every child costs a second or two, so
+ * there the sweep below tries every 16th allocation; the sanitizer build
+ * and the plain one try them all. */
+static int under_valgrind(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    return preload && strstr(preload, "vgpreload") != NULL;
+}
+
+/* Fail the library's allocation number k = 0, 1, 2 ... in turn until the
+ * run succeeds: each failure must be one line saying so, exit status 2,
+ * and no file left.  Returns how many runs failed. */
+static long sweep_allocations(const char *args)
+{
+    char before[2048], after[2048];
+    list_dir(".", before, sizeof before);
+    long step = under_valgrind() ? 16 : 1, failed = 0;
+    for (long k = 0;; k += step) {
+        cr_assert_lt(k, 5000, "mha %s never succeeded", args);
+        char value[32];
+        snprintf(value, sizeof value, "%ld", k);
+        cr_assert_eq(setenv("MHA_DEBUG_FAIL_ALLOC_AFTER", value, 1), 0);
+        run r = mha(args);
+        if (r.status == 0) {
+            run_free(&r);
+            break;
+        }
+        cr_assert_eq(r.status, 2, "allocation %ld: exit %d, stderr %s", k,
+                     r.status, r.err);
+        size_t len = strlen(r.err);
+        cr_assert(len > 0 && strchr(r.err, '\n') == r.err + len - 1,
+                  "allocation %ld: not one line: %s", k, r.err);
+        cr_assert_not_null(strstr(r.err, "out of memory"),
+                           "allocation %ld: %s", k, r.err);
+        list_dir(".", after, sizeof after);
+        cr_assert_str_eq(after, before, "allocation %ld left files", k);
+        failed++;
+        run_free(&r);
+    }
+    unsetenv("MHA_DEBUG_FAIL_ALLOC_AFTER");
+    return failed;
+}
+
+Test(cli, forward_survives_every_failed_allocation, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    put_int64("vl2.npy", SHAPE(2, 4), (int64_t[]){1, 2, 3, 6, 6, 5, 0, 2});
+    long failed = sweep_allocations(
+        FORWARD "|--bq|bq.npy|--bo|bo.npy|--valid-lens-file|vl2.npy|--trace" OUTS);
+    // reading 9 files, the module and the forward pass allocate plenty
+    cr_assert_gt(failed, under_valgrind() ? 4 : 60, "only %ld failures", failed);
+    cr_assert(access("out.npy", F_OK) == 0 && access("a.npy", F_OK) == 0);
+}
+
+Test(cli, trace_and_heatmap_survive_every_failed_allocation,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    long failed = sweep_allocations("trace|--batch|1|--queries|2|--hiddens|16|"
+                                    "--heads|8|--valid-lens|2|--quiz");
+    cr_assert_gt(failed, under_valgrind() ? 2 : 30, "trace: only %ld", failed);
+    failed = sweep_allocations("heatmap|--heads|2|" INPUTS "|--terminal");
+    cr_assert_gt(failed, under_valgrind() ? 2 : 30, "heatmap: only %ld", failed);
+}

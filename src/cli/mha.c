@@ -402,6 +402,12 @@ static int cmd_heatmap(int argc, char **argv)
 int main(int argc, char **argv)
 {
     mha_program_init();
+    /* A testing aid: MHA_DEBUG_FAIL_ALLOC_AFTER=k makes the library's
+     * allocation after the next k fail (error.h), so tests/test_cli.c can
+     * check that every one of them ends in one line and exit status 2. */
+    const char *fail_after = getenv("MHA_DEBUG_FAIL_ALLOC_AFTER");
+    if (fail_after && *fail_after)
+        mha_debug_fail_alloc_after(strtol(fail_after, NULL, 10));
     if (argc < 2)
         return cli_error("missing command: trace, forward or heatmap (see mha "
                          "--help)");
