@@ -1,9 +1,10 @@
 # Multi-head attention, step by step, in C.
 #
-#   make              build libmha, the chapters and the tools into build/
+#   make              build libmha, the chapters, the tools and build/mha
 #   make walkthrough  run every chapter in order (installs missing packages)
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
+#   make parity       build/mha against PyTorch (installs python3-torch)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
 #   make fuzz         each fuzz harness for FUZZ_SECONDS (default 60)
@@ -51,6 +52,11 @@ LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave
+CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_BIN   := $(BUILD)/mha
+# The Debian Python, which apt-get's python3-torch is for, not whatever
+# python3 comes first on PATH.
+PYTHON    := /usr/bin/python3
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -59,10 +65,10 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info clean deps handout grade handout-check fuzz
+        docs info clean deps handout grade handout-check fuzz parity
 
 all: build
-build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
+build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -84,10 +90,16 @@ $(BUILD)/weave: tools/weave.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -o $@
 
-$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
+# The mha program: src/cli/ linked with libmha.
+$(CLI_BIN): $(CLI_SRC) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CLI_SRC) $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) | $(CLI_BIN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
 	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
+	    -DMHA_BIN='"$(CLI_BIN)"' \
 	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
@@ -110,10 +122,23 @@ test: deps
 	@$(MAKE) --no-print-directory grade
 endif
 
-# check: what `make test` runs once the packages are there.
+# check: what `make test` runs once the packages are there.  The PyTorch
+# parity check needs torch, which is large: it runs when the system Python
+# has it, and `make parity` installs it.
 check: build
 	$(TEST_BIN) --jobs 2
 	@tools/test-handout.sh
+	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
+	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) || exit 1; \
+	else \
+	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
+	fi
+
+# build/mha forward against torch.nn.functional.multi_head_attention_forward.
+parity:
+	@tools/deps.sh python3-numpy python3-torch
+	@$(MAKE) --no-print-directory $(CLI_BIN)
+	@$(PYTHON) tools/parity.py --mha $(CLI_BIN)
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))

@@ -11,6 +11,9 @@ build=${1:-build}
 logs=$build/valgrind
 rm -rf "$logs"
 mkdir -p "$logs"
+# absolute, so a child running in another directory (the CLI tests run
+# build/mha in a scratch directory) logs here too
+logs=$(cd "$logs" && pwd)
 
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99"
