@@ -187,8 +187,12 @@ build/fuzz/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
-build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ)
-	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+# the mha program's parts, without its main()
+FUZZ_CLI  := $(filter-out src/cli/mha.c,$(wildcard src/cli/*.c))
+
+build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ) $(FUZZ_CLI)
+	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_CLI) \
+	    $(FUZZ_OBJ) $(LDLIBS) -o $@
 
 fuzz: deps
 	@tools/deps.sh clang libclang-rt-14-dev

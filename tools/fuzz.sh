@@ -17,7 +17,7 @@ for harness in "$@"; do
     corpus=build/fuzz/corpus-${name#fuzz_}
     mkdir -p "$corpus"
     log=build/fuzz/$name.log
-    if ! "$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    if ! "$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 \
         -artifact_prefix=build/fuzz/"$name"- -print_final_stats=1 \
         "$corpus" "$(seeds "$name")" > "$log" 2>&1; then
         tail -40 "$log"
