@@ -21,6 +21,8 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
+# OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
+OMP     := -fopenmp
 
 ifeq ($(BLAS),openblas)
 BUILD   ?= build
@@ -33,7 +35,7 @@ $(error BLAS must be openblas or gsl, not '$(BLAS)')
 endif
 
 CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SAN)
+ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
 TEST_LIBS = $(shell pkg-config --libs criterion)
 

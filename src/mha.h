@@ -10,8 +10,10 @@
 #include "linear.h"
 #include "multihead.h"
 #include "npy.h"
+#include "rowops.h"
 #include "softmax.h"
 #include "tensor.h"
+#include "threads.h"
 #include "trace.h"
 
 /* Call first in every program: switches GSL's aborting error handler off,
