@@ -9,6 +9,7 @@
 #include "heatmap.h"
 #include "linear.h"
 #include "multihead.h"
+#include "multihead_fast.h"
 #include "npy.h"
 #include "rowops.h"
 #include "softmax.h"

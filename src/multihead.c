@@ -233,8 +233,9 @@ void multihead_train(multihead *m, int training, gsl_rng *rng)
 
 /* The inputs against the configuration and each other; one message names
  * every shape, so the reader sees the whole disagreement at once. */
-static int check_inputs(const multihead *m, const tensor *q, const tensor *k,
-                        const tensor *v, const tensor *valid_lens)
+int multihead_check_inputs(const multihead *m, const tensor *q,
+                           const tensor *k, const tensor *v,
+                           const tensor *valid_lens)
 {
     const multihead_config *c = &m->cfg;
     char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
@@ -290,7 +291,7 @@ int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *valid_lens, tensor **out)
 {
     *out = NULL;
-    int status = check_inputs(m, queries, keys, values, valid_lens);
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
     size_t h = m->cfg.num_heads;
