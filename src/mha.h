@@ -6,6 +6,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "flash.h"
 #include "heatmap.h"
 #include "linear.h"
 #include "multihead.h"
