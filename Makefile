@@ -8,6 +8,7 @@
 #   make memcheck     every chapter under valgrind: no errors, no leaks
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #   make info         which CBLAS the build uses
+#   make bench        the benchmark: tables and charts (plots/bench_*)
 #   make clean
 #
 # BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
@@ -44,7 +45,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info
+TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/bench
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -53,7 +54,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        info clean deps
+        info bench clean deps
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
@@ -71,6 +72,10 @@ $(BUILD)/chapters/%: chapters/%.c chapters/lesson.h $(LIB) $(HEADERS)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bench: tools/bench.c $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
@@ -122,8 +127,20 @@ transcripts: build
 	done
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
-info: $(TOOL_BIN)
-	@$(TOOL_BIN)
+info: $(BUILD)/cblas-info
+	@$(BUILD)/cblas-info
+
+# The benchmark (tools/bench.c), about 5-10 minutes.  Three builds of one
+# program: OpenBLAS (this one runs), GSL's reference CBLAS and tracing
+# compiled out (both run by it as children).  BENCH_FLAGS=--quick for a
+# short run.
+bench: deps
+	@$(MAKE) --no-print-directory build/bench
+	@$(MAKE) --no-print-directory BLAS=gsl build/gslcblas/bench
+	@$(MAKE) --no-print-directory BUILD=build/notrace \
+	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
+	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
+	    --notrace build/notrace/bench --torch tools/bench_torch.py
 
 clean:
 	rm -rf build
