@@ -211,7 +211,8 @@ static int check_inputs(const char *who, const tensor *q, const tensor *k,
 static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
                         const tensor *v, const tensor *valid_lens)
 {
-    char op[96], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
+    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
     char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
     char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
     if (valid_lens)

@@ -166,7 +166,8 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *oh,
                             const tensor *valid_lens)
 {
-    char op[96], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
+    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
     char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
     char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
     if (valid_lens)
@@ -309,6 +310,7 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
         free(kp);
         free(vp);
         free(cat);
+        free(s);
         return status;
     }
     double scale = 1.0 / sqrt((double)p);

@@ -597,7 +597,7 @@ static void write_charts(const row *rows, const double *gsl_fast,
         "if (fmt eq 'svg') { set terminal svg size 800,500 font 'sans,12' } "
         "else { set terminal pngcairo size 800,500 font 'sans,10' }\n"
         "set output dir . '/bench_mha.' . fmt\n"
-        "set title 'Self-attention forward, B=8, d_model=512, h=8, float64'\n"
+        "set title 'Self-attention forward, B = 8, D = 512, h = 8, float64'\n"
         "set xlabel 'sequence length L'\n"
         "set ylabel 'GFLOP/s  (8BLD^2 + 4BL^2D flops)'\n"
         "set logscale x 2\nset logscale y 10\nset key left top\nset grid\n"
