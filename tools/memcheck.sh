@@ -12,8 +12,10 @@ logs=$build/valgrind
 rm -rf "$logs"
 mkdir -p "$logs"
 
+# tools/valgrind.supp: libgomp's thread pool, alive until exit (see there)
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
-    --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99"
+    --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99
+    --suppressions=$(dirname "$0")/valgrind.supp"
 
 chapters=0
 for ch in "$build"/chapters/*; do
