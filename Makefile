@@ -13,6 +13,7 @@
 #   make handout      a student's copy in handout/ with the exercises blank
 #   make grade        which exercises pass
 #   make info         which CBLAS the build uses
+#   make bench        the benchmark: tables and charts (plots/bench_*)
 #   make clean
 #
 # BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
@@ -30,6 +31,8 @@ ifneq ($(wildcard HANDOUT),)
 # blanked exercises leave their static helpers unused until written
 WARN    += -Wno-unused-function
 endif
+# OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
+OMP     := -fopenmp
 
 ifeq ($(BLAS),openblas)
 BUILD   ?= build
@@ -42,7 +45,7 @@ $(error BLAS must be openblas or gsl, not '$(BLAS)')
 endif
 
 CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SAN)
+ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
 TEST_LIBS = $(shell pkg-config --libs criterion)
 
@@ -51,7 +54,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave
+TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_BIN   := $(BUILD)/mha
 # The Debian Python, which apt-get's python3-torch is for, not whatever
@@ -65,7 +68,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info clean deps handout grade handout-check fuzz parity
+        docs info bench clean deps handout grade handout-check fuzz parity
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
@@ -95,7 +98,11 @@ $(CLI_BIN): $(CLI_SRC) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CLI_SRC) $(LIB) $(LDLIBS) -o $@
 
-$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) | $(CLI_BIN)
+$(BUILD)/bench: tools/bench.c $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) $(wildcard chapters/[0-9][0-9]_*.c) | $(CLI_BIN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
 	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
@@ -207,6 +214,18 @@ docs: $(BUILD)/weave
 
 info: $(BUILD)/cblas-info
 	@$(BUILD)/cblas-info
+
+# The benchmark (tools/bench.c), about 5-10 minutes.  Three builds of one
+# program: OpenBLAS (this one runs), GSL's reference CBLAS and tracing
+# compiled out (both run by it as children).  BENCH_FLAGS=--quick for a
+# short run.
+bench: deps
+	@$(MAKE) --no-print-directory build/bench
+	@$(MAKE) --no-print-directory BLAS=gsl build/gslcblas/bench
+	@$(MAKE) --no-print-directory BUILD=build/notrace \
+	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
+	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
+	    --notrace build/notrace/bench --torch tools/bench_torch.py
 
 clean:
 	rm -rf build

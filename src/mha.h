@@ -6,12 +6,16 @@
 
 #include "attention.h"
 #include "error.h"
+#include "flash.h"
 #include "heatmap.h"
 #include "linear.h"
 #include "multihead.h"
+#include "multihead_fast.h"
 #include "npy.h"
+#include "rowops.h"
 #include "softmax.h"
 #include "tensor.h"
+#include "threads.h"
 #include "trace.h"
 
 /* Call first in every program: switches GSL's aborting error handler off,

@@ -246,8 +246,9 @@ void multihead_train(multihead *m, int training, gsl_rng *rng)
 
 /* The inputs against the configuration and each other; one message names
  * every shape, so the reader sees the whole disagreement at once. */
-static int check_inputs(const multihead *m, const tensor *q, const tensor *k,
-                        const tensor *v, const tensor *valid_lens)
+int multihead_check_inputs(const multihead *m, const tensor *q,
+                           const tensor *k, const tensor *v,
+                           const tensor *valid_lens)
 {
     const multihead_config *c = &m->cfg;
     char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
@@ -280,8 +281,24 @@ static int check_inputs(const multihead *m, const tensor *q, const tensor *k,
      * head makes its indices harder to read */
     char context[3 * TRACE_SHAPE_MAX + 32];
     snprintf(context, sizeof context, "queries %s, keys %s", qs, ks);
-    return softmax_check_valid_lens("multihead", context, q->shape[0],
-                                    q->shape[1], k->shape[1], valid_lens);
+    int status = softmax_check_valid_lens("multihead", context, q->shape[0],
+                                          q->shape[1], k->shape[1], valid_lens);
+    if (status)
+        return status;
+    /* NaN or inf anywhere would spread to whole rows of the output (a
+     * single inf score makes inf - inf in the softmax): refuse them here,
+     * naming the element, rather than return numbers that mean nothing */
+    const tensor *checked[] = {q, k, v, m->W_q.weight, m->W_k.weight,
+                               m->W_v.weight, m->W_o.weight, m->W_q.bias,
+                               m->W_k.bias, m->W_v.bias, m->W_o.bias};
+    static const char *const names[] = {"queries", "keys", "values", "W_q",
+                                        "W_k", "W_v", "W_o", "b_q", "b_k",
+                                        "b_v", "b_o"};
+    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
+        if (checked[i] &&
+            (status = tensor_check_finite(checked[i], "multihead", names[i])))
+            return status;
+    return GSL_SUCCESS;
 }
 
 /* A header naming an unnamed input's dimensions for the trace.  It shares
@@ -307,23 +324,9 @@ int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *valid_lens, tensor **out)
 {
     *out = NULL;
-    int status = check_inputs(m, queries, keys, values, valid_lens);
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
-    /* NaN or inf anywhere would spread to whole rows of the output (a
-     * single inf score makes inf - inf in the softmax): refuse them here,
-     * naming the element, rather than return numbers that mean nothing */
-    const tensor *checked[] = {queries, keys, values, m->W_q.weight,
-                               m->W_k.weight, m->W_v.weight, m->W_o.weight,
-                               m->W_q.bias, m->W_k.bias, m->W_v.bias,
-                               m->W_o.bias};
-    static const char *const names[] = {"queries", "keys", "values", "W_q",
-                                        "W_k", "W_v", "W_o", "b_q", "b_k",
-                                        "b_v", "b_o"};
-    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
-        if (checked[i] &&
-            (status = tensor_check_finite(checked[i], "multihead", names[i])))
-            return status;
     size_t h = m->cfg.num_heads;
     tensor q_in = named(queries, "B, Lq, d_q");
     tensor k_in = named(keys, "B, Lk, d_k");

@@ -198,11 +198,12 @@ static void naive_linear(const linear *l, const double *x, double *y)
  * score, mask with -1e6 beyond the valid length, softmax, average the
  * values, write the head's p outputs into columns hd*p.., then W_o.
  * valid: NULL, or B lengths (per_query 0) or B*Lq lengths (per_query 1).
- * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk). */
-static void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
-                            const double *q, const double *k, const double *v,
-                            const double *valid, int per_query, double *out,
-                            double *weights)
+ * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk) or NULL.
+ * Not static: test_multihead_fast.c holds the fast paths to it too. */
+void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                     const double *q, const double *k, const double *v,
+                     const double *valid, int per_query, double *out,
+                     double *weights)
 {
     const multihead_config *c = &m->cfg;
     size_t D = c->num_hiddens, h = c->num_heads, p = D / h;

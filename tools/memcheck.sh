@@ -15,8 +15,10 @@ mkdir -p "$logs"
 # build/mha in a scratch directory) logs here too
 logs=$(cd "$logs" && pwd)
 
+# tools/valgrind.supp: libgomp's thread pool, alive until exit (see there)
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
-    --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99"
+    --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99
+    --suppressions=$(dirname "$0")/valgrind.supp"
 
 chapters=0
 for ch in "$build"/chapters/*; do
