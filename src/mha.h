@@ -7,6 +7,7 @@
 #include "attention.h"
 #include "error.h"
 #include "heatmap.h"
+#include "layernorm.h"
 #include "linear.h"
 #include "multihead.h"
 #include "npy.h"
