@@ -6,6 +6,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "headmajor.h"
 #include "heatmap.h"
 #include "layernorm.h"
 #include "linear.h"
