@@ -11,6 +11,9 @@ build=${1:-build}
 logs=$build/valgrind
 rm -rf "$logs"
 mkdir -p "$logs"
+# An absolute path: a test may chdir before it starts a child that
+# valgrind follows, and that child opens its log file from there.
+logs=$(cd "$logs" && pwd)
 
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99"

@@ -9,6 +9,9 @@ build=${1:-build/sanitize}
 logs=$build/sanitizer-logs
 rm -rf "$logs"
 mkdir -p "$logs"
+# An absolute path: a process that chdirs (some tests do) still writes
+# its report where this script looks.
+logs=$(cd "$logs" && pwd)
 export ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
 status=0
