@@ -68,7 +68,7 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info bench clean deps handout grade handout-check fuzz parity
+        docs info bench trace-cost clean deps handout grade handout-check fuzz parity
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
@@ -219,6 +219,10 @@ info: $(BUILD)/cblas-info
 # program: OpenBLAS (this one runs), GSL's reference CBLAS and tracing
 # compiled out (both run by it as children).  BENCH_FLAGS=--quick for a
 # short run.
+# What tracing costs when off, in instructions counted by callgrind.
+trace-cost: deps
+	@tools/trace_cost.sh
+
 bench: deps
 	@$(MAKE) --no-print-directory build/bench
 	@$(MAKE) --no-print-directory BLAS=gsl build/gslcblas/bench
