@@ -18,7 +18,7 @@ logs=$(cd "$logs" && pwd)
 # tools/valgrind.supp: libgomp's thread pool, alive until exit (see there)
 vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99
-    --suppressions=$(dirname "$0")/valgrind.supp"
+    --suppressions=$(cd "$(dirname "$0")" && pwd)/valgrind.supp"
 
 chapters=0
 for ch in "$build"/chapters/*; do
