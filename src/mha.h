@@ -5,6 +5,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "attention.h"
+#include "backward.h"
 #include "error.h"
 #include "heatmap.h"
 #include "linear.h"
