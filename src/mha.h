@@ -4,6 +4,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "adam.h"
 #include "attention.h"
 #include "backward.h"
 #include "error.h"
