@@ -10,6 +10,7 @@
 #include "error.h"
 #include "heatmap.h"
 #include "linear.h"
+#include "model.h"
 #include "multihead.h"
 #include "npy.h"
 #include "softmax.h"
