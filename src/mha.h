@@ -13,6 +13,7 @@
 #include "model.h"
 #include "multihead.h"
 #include "npy.h"
+#include "plot.h"
 #include "softmax.h"
 #include "tensor.h"
 #include "trace.h"
