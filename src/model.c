@@ -117,41 +117,97 @@ int model_make_batch(const model_config *cfg, size_t batch, gsl_rng *r,
     return GSL_SUCCESS;
 }
 
-/* tokens (B, L) and targets (B, L, 2): shapes, and whole numbers in
- * 0 .. V-1. */
-static int check_batch(const model *m, const tensor *tokens,
-                       const tensor *targets)
+/* Whole numbers 0 .. V-1 in every element of t (contiguous). */
+static int check_tokens(const char *who, const char *what, const tensor *t,
+                        size_t V)
 {
-    const char *who = "model_loss";
-    size_t V = m->cfg.vocab, L = m->cfg.seq_len;
-    char ts[TRACE_SHAPE_MAX], gs[TRACE_SHAPE_MAX];
-    tensor_shape_str(tokens, ts, sizeof ts);
-    tensor_shape_str(targets, gs, sizeof gs);
-    if (tokens->ndim != 2 || tokens->shape[1] != L ||
+    for (size_t k = 0; k < tensor_numel(t); k++) {
+        double v = t->data[k];
+        if (!(v >= 0 && v < (double)V && v == floor(v)))
+            return mha_fail(GSL_EINVAL,
+                            "%s: %s element %zu is %g, not a token 0 .. %zu",
+                            who, what, k, v, V - 1);
+    }
+    return GSL_SUCCESS;
+}
+
+/* tokens (B, L), contiguous, of tokens 0 .. V-1. */
+static int check_input(const char *who, const model *m, const tensor *tokens)
+{
+    char ts[TRACE_SHAPE_MAX];
+    if (!tokens)
+        return mha_fail(GSL_EINVAL, "%s: tokens is NULL", who);
+    if (tokens->ndim != 2 || tokens->shape[1] != m->cfg.seq_len ||
         !tensor_is_contiguous(tokens))
         return mha_fail(GSL_EINVAL,
                         "%s: tokens have shape %s, expected contiguous (B, "
                         "%zu)",
-                        who, ts, L);
-    size_t B = tokens->shape[0];
+                        who, tensor_shape_str(tokens, ts, sizeof ts),
+                        m->cfg.seq_len);
+    return check_tokens(who, "tokens", tokens, m->cfg.vocab);
+}
+
+/* targets (B, L, 2) for tokens (B, L). */
+static int check_targets(const char *who, const model *m,
+                         const tensor *tokens, const tensor *targets)
+{
+    char ts[TRACE_SHAPE_MAX], gs[TRACE_SHAPE_MAX];
+    if (!targets)
+        return mha_fail(GSL_EINVAL, "%s: targets is NULL", who);
+    size_t B = tokens->shape[0], L = m->cfg.seq_len;
     if (targets->ndim != 3 || targets->shape[0] != B ||
         targets->shape[1] != L || targets->shape[2] != MODEL_ANSWERS ||
         !tensor_is_contiguous(targets))
         return mha_fail(GSL_EINVAL,
                         "%s: targets have shape %s, expected contiguous "
                         "(%zu, %zu, %d) for tokens %s",
-                        who, gs, B, L, MODEL_ANSWERS, ts);
-    const tensor *both[2] = {tokens, targets};
-    for (int w = 0; w < 2; w++)
-        for (size_t k = 0; k < tensor_numel(both[w]); k++) {
-            double v = both[w]->data[k];
-            if (!(v >= 0 && v < (double)V && v == floor(v)))
-                return mha_fail(GSL_EINVAL,
-                                "%s: %s element %zu is %g, not a token 0 .. "
-                                "%zu",
-                                who, w ? "targets" : "tokens", k, v, V - 1);
-        }
-    return GSL_SUCCESS;
+                        who, tensor_shape_str(targets, gs, sizeof gs), B, L,
+                        MODEL_ANSWERS,
+                        tensor_shape_str(tokens, ts, sizeof ts));
+    return check_tokens(who, "targets", targets, m->cfg.vocab);
+}
+
+/* The forward pass: x (B, L, D) = embed[tokens] + pos, a (B, L, D) the
+ * attention layer's output (cache filled for the backward), logits (B, L,
+ * 2V).  On failure every output is NULL and the cache empty. */
+static int forward(model *m, const tensor *tokens, const tensor *head_mask,
+                   multihead_cache *cache, tensor **x, tensor **a,
+                   tensor **logits)
+{
+    size_t B = tokens->shape[0], L = m->cfg.seq_len, D = m->cfg.d_model;
+    tensor *lens = NULL;
+    *x = *a = *logits = NULL;
+    // x (B, L, D) = embed[tokens] + pos: which token, and where
+    int status = tensor_alloc(SHAPE(B, L, D), x);
+    if (!status)
+        status = tensor_set_names(*x, "B, L, d_model");
+    if (!status)
+        for (size_t b = 0; b < B; b++)
+            for (size_t i = 0; i < L; i++) {
+                size_t tok = (size_t)tokens->data[b * L + i];
+                const double *e = m->embed->data + tok * D;
+                const double *p = m->pos->data + i * D;
+                double *x_bi = (*x)->data + (b * L + i) * D;
+                for (size_t j = 0; j < D; j++)
+                    x_bi[j] = e[j] + p[j];
+            }
+    // a (B, L, D): self-attention, position i sees positions 0 .. i
+    if (!status)
+        status = causal_valid_lens(B, L, &lens);
+    if (!status)
+        status = multihead_forward_cached(&m->attn, *x, *x, *x, lens,
+                                          head_mask, cache, a);
+    // logits (B, L, 2V): V scores for each answer
+    if (!status)
+        status = linear_forward(&m->out, *a, logits);
+    tensor_free(lens);
+    if (status) {
+        multihead_cache_free(cache);
+        tensor_free(*x);
+        tensor_free(*a);
+        *x = *a = NULL;
+    }
+    return status;
 }
 
 /* Cross-entropy of the V scores z against target t, -log softmax(z)_t,
@@ -182,10 +238,9 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
                model_score *score)
 {
     const char *who = "model_loss";
-    if (!tokens || !targets)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !tokens ? "tokens" : "targets");
-    int status = check_batch(m, tokens, targets);
+    int status = check_input(who, m, tokens);
+    if (!status)
+        status = check_targets(who, m, tokens, targets);
     if (status)
         return status;
     if (grads && (grads->cfg.vocab != m->cfg.vocab ||
@@ -198,36 +253,15 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
     size_t B = tokens->shape[0], L = m->cfg.seq_len, D = m->cfg.d_model;
     size_t V = m->cfg.vocab, N = B * L * MODEL_ANSWERS;
 
-    tensor *x = NULL, *lens = NULL, *a = NULL, *logits = NULL;
-    tensor *dlogits = NULL, *da = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    tensor *x = NULL, *a = NULL, *logits = NULL, *dlogits = NULL;
+    tensor *da = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     multihead_cache cache = {0}; // borrows x: freed before x is
-    // x (B, L, D) = embed[tokens] + pos: which token, and where
-    status = tensor_alloc(SHAPE(B, L, D), &x);
-    if (!status)
-        status = tensor_set_names(x, "B, L, d_model");
-    if (!status)
-        for (size_t b = 0; b < B; b++)
-            for (size_t i = 0; i < L; i++) {
-                size_t tok = (size_t)tokens->data[b * L + i];
-                const double *e = m->embed->data + tok * D;
-                const double *p = m->pos->data + i * D;
-                double *x_bi = x->data + (b * L + i) * D;
-                for (size_t j = 0; j < D; j++)
-                    x_bi[j] = e[j] + p[j];
-            }
-    // a (B, L, D): self-attention, position i sees positions 0 .. i
-    if (!status)
-        status = causal_valid_lens(B, L, &lens);
-    if (!status)
-        status = multihead_forward_cached(&m->attn, x, x, x, lens, head_mask,
-                                          &cache, &a);
-    // logits (B, L, 2V), and the loss of every answer
-    if (!status)
-        status = linear_forward(&m->out, a, &logits);
+    status = forward(m, tokens, head_mask, &cache, &x, &a, &logits);
     if (!status && grads)
         status = tensor_alloc(logits->ndim, logits->shape, &dlogits);
     if (status)
         goto done;
+    // the loss of every answer, and (for the backward) its gradient
     model_score s = {0};
     double total = 0.0;
     for (size_t b = 0; b < B; b++) {
@@ -281,9 +315,39 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
         *score = s;
 done:
     multihead_cache_free(&cache);
-    tensor *all[] = {x, lens, a, logits, dlogits, da, dq, dk, dv};
+    tensor *all[] = {x, a, logits, dlogits, da, dq, dk, dv};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         tensor_free(all[k]);
+    return status;
+}
+
+int model_predict(model *m, const tensor *tokens, tensor **answers)
+{
+    *answers = NULL;
+    int status = check_input("model_predict", m, tokens);
+    if (status)
+        return status;
+    size_t B = tokens->shape[0], L = m->cfg.seq_len, V = m->cfg.vocab;
+    tensor *x, *a, *logits;
+    multihead_cache cache = {0};
+    status = forward(m, tokens, NULL, &cache, &x, &a, &logits);
+    // answers (B, L, 2): the token with the largest score (the first, in a
+    // tie), for each answer
+    if (!status)
+        status = tensor_alloc(SHAPE(B, L, MODEL_ANSWERS), answers);
+    if (!status)
+        for (size_t row = 0; row < B * L * MODEL_ANSWERS; row++) {
+            const double *z = logits->data + row * V;
+            size_t best = 0;
+            for (size_t j = 1; j < V; j++)
+                if (z[j] > z[best])
+                    best = j;
+            (*answers)->data[row] = (double)best;
+        }
+    multihead_cache_free(&cache);
+    tensor_free(x);
+    tensor_free(a);
+    tensor_free(logits);
     return status;
 }
 

@@ -98,6 +98,11 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
                const tensor *head_mask, model *grads, tensor *dhead_mask,
                model_score *score);
 
+/* The model's answers for tokens (B, L): answers (B, L, 2), at each
+ * position the token with the largest score for each answer.  Keeps the
+ * attention weights in m->attn.weights like model_loss. */
+int model_predict(model *m, const tensor *tokens, tensor **answers);
+
 /* A copy of m that keeps only the heads keep[0 .. nkeep-1] (distinct,
  * each < h, in the order given): W_q, W_k and W_v lose the rows of the
  * other heads, W_o their columns.  It computes what m computes with the

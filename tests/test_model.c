@@ -296,3 +296,40 @@ Test(model, every_allocation_may_fail)
     model_free(&g);
     gsl_rng_free(r);
 }
+
+/* The answers model_predict gives are the ones model_loss counts right. */
+Test(model, predictions_agree_with_the_score)
+{
+    model m;
+    small_model(&m, NULL, 2, 49);
+    gsl_rng *r = mha_rng_new(50);
+    tensor *tok, *tgt, *ans;
+    OK(model_make_batch(&m.cfg, 20, r, &tok, &tgt));
+    model_score s;
+    OK(model_loss(&m, tok, tgt, NULL, NULL, NULL, &s));
+    OK(model_predict(&m, tok, &ans));
+    cr_assert_eq(ans->ndim, 3);
+    cr_assert_eq(ans->shape[0], 20);
+    cr_assert_eq(ans->shape[2], 2);
+    size_t right = 0;
+    for (size_t k = 0; k < tensor_numel(ans); k++)
+        right += ans->data[k] == tgt->data[k];
+    cr_assert_eq(right, s.correct);
+    cr_assert_gt(right, 0);
+    cr_assert_lt(right, s.answers, "an untrained model is not always right");
+    tensor_free(ans);
+    for (long k = 0;; k++) {
+        mha_debug_fail_alloc_after(k);
+        int status = model_predict(&m, tok, &ans);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM);
+        cr_assert_null(ans);
+    }
+    tensor_free(ans);
+    tensor_free(tok);
+    tensor_free(tgt);
+    model_free(&m);
+    gsl_rng_free(r);
+}
