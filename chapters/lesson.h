@@ -74,4 +74,26 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
+/* The path plot.h's charts take: plots_dir()/name (a static buffer, good
+ * until the next call). */
+static inline const char *plot_base(const char *name)
+{
+    static char base[1024];
+    snprintf(base, sizeof base, "%s/%s", plots_dir(), name);
+    return base;
+}
+
+/* After plot_line or plot_bars drew plot_base(name): say where the chart
+ * is.  Without gnuplot the data and script are kept and the lesson goes
+ * on, as for a heatmap. */
+static inline void announce_plot(int status, const char *name)
+{
+    if (status == HEATMAP_NO_GNUPLOT) {
+        printf("%s\n", mha_last_error());
+        return;
+    }
+    lesson_check(status, "drawing the chart", __FILE__, __LINE__);
+    printf("[plot: plots/%s.png and plots/%s.svg]\n", name, name);
+}
+
 #endif
