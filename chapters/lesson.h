@@ -74,6 +74,16 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
+/* 1 when the environment asks for a short run, MHA_QUICK=1: chapters
+ * that train then train for a few steps and evaluate on fewer sequences,
+ * so that they finish under valgrind (tools/memcheck.sh sets it).  Their
+ * numbers are then not the lesson's. */
+static inline int lesson_quick(void)
+{
+    const char *q = getenv("MHA_QUICK");
+    return q && *q && !(q[0] == '0' && !q[1]);
+}
+
 /* The path plot.h's charts take: plots_dir()/name (a static buffer, good
  * until the next call). */
 static inline const char *plot_base(const char *name)
