@@ -163,7 +163,8 @@ int main(void)
     /*md
      * The backward pass runs the forward steps in reverse, and every shape
      * comes back: the gradient of a tensor has that tensor's shape. Read
-     * the trace bottom-up against chapter 08's forward trace. `W_o`'s
+     * it beside chapter 08's forward trace, which it retraces from the
+     * last step to the first. `W_o`'s
      * backward gives the gradient of the joined heads; `transpose_qkv`,
      * the forward's *split*, now undoes the forward's *join*, because a
      * gradient travels back through a reshuffle by the inverse reshuffle;
