@@ -309,11 +309,11 @@ int main(void)
                s.loss, percent(s.correct, s.answers), flops,
                100.0 * (1 - flops / full));
         if (timings) {
-            /* the forward pass over the held-out set, the fastest of 7
+            /* the forward pass over the held-out set, the fastest of 25
              * runs: the others were slowed by whatever else the machine
              * was doing */
             double t = INFINITY;
-            for (int r = 0; r < 7; r++) {
+            for (int r = 0; r < 25; r++) {
                 double t0 = seconds();
                 CHECK(model_loss(&pruned, tok, tgt, NULL, NULL, NULL, &s));
                 double dt = seconds() - t0;
