@@ -1,13 +1,19 @@
 # Multi-head attention, step by step, in C.
 #
-#   make              build libmha, the chapters and the tools into build/
+#   make              build libmha, the chapters, the tools and build/mha
 #   make walkthrough  run every chapter in order (installs missing packages)
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
+#   make parity       build/mha against PyTorch (installs python3-torch)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
-#   make memcheck     every chapter under valgrind: no errors, no leaks
+#   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
+#   make fuzz         each fuzz harness for FUZZ_SECONDS (default 60)
 #   make transcripts  rewrite tests/expected/ from the chapters' output
+#   make docs         weave the book in docs/ from the chapters and src/
+#   make handout      a student's copy in handout/ with the exercises blank
+#   make grade        which exercises pass
 #   make info         which CBLAS the build uses
+#   make bench        the benchmark: tables and charts (plots/bench_*)
 #   make clean
 #
 # BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
@@ -21,6 +27,12 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
+ifneq ($(wildcard HANDOUT),)
+# blanked exercises leave their static helpers unused until written
+WARN    += -Wno-unused-function
+endif
+# OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
+OMP     := -fopenmp
 
 ifeq ($(BLAS),openblas)
 BUILD   ?= build
@@ -33,7 +45,7 @@ $(error BLAS must be openblas or gsl, not '$(BLAS)')
 endif
 
 CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SAN)
+ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
 TEST_LIBS = $(shell pkg-config --libs criterion)
 
@@ -42,7 +54,12 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info
+TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench
+CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_BIN   := $(BUILD)/mha
+# The Debian Python, which apt-get's python3-torch is for, not whatever
+# python3 comes first on PATH.
+PYTHON    := /usr/bin/python3
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BIN  := $(BUILD)/tests/run_tests
 HEADERS   := $(wildcard src/*.h)
@@ -51,10 +68,10 @@ HEADERS   := $(wildcard src/*.h)
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        info clean deps
+        docs info bench clean deps handout grade handout-check fuzz parity
 
 all: build
-build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
+build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -72,10 +89,24 @@ $(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS)
+$(BUILD)/weave: tools/weave.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -o $@
+
+# The mha program: src/cli/ linked with libmha.
+$(CLI_BIN): $(CLI_SRC) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CLI_SRC) $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bench: tools/bench.c $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) $(wildcard chapters/[0-9][0-9]_*.c) | $(CLI_BIN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
-	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
+	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
+	    -DMHA_BIN='"$(CLI_BIN)"' \
 	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
@@ -89,13 +120,32 @@ walkthrough: deps
 	    $$ch || exit 1; echo; \
 	done
 
+ifeq ($(wildcard HANDOUT),)
 test: deps
 	@$(MAKE) --no-print-directory check
+else
+# A student's handout (tools/handout.sh): `make test` grades the exercises.
+test: deps
+	@$(MAKE) --no-print-directory grade
+endif
 
-# check: what `make test` runs once the packages are there.
+# check: what `make test` runs once the packages are there.  The PyTorch
+# parity check needs torch, which is large: it runs when the system Python
+# has it, and `make parity` installs it.
 check: build
 	$(TEST_BIN) --jobs 2
-	@$(MAKE) --no-print-directory memcheck
+	@tools/test-handout.sh
+	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
+	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) || exit 1; \
+	else \
+	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
+	fi
+
+# build/mha forward against torch.nn.functional.multi_head_attention_forward.
+parity:
+	@tools/deps.sh python3-numpy python3-torch
+	@$(MAKE) --no-print-directory $(CLI_BIN)
+	@$(PYTHON) tools/parity.py --mha $(CLI_BIN)
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
@@ -120,8 +170,62 @@ transcripts: build
 	done
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
-info: $(TOOL_BIN)
-	@$(TOOL_BIN)
+# Exercises: `make handout` writes a student's copy with the exercise
+# bodies blanked; `make grade` says which exercises pass (TAP and JUnit
+# reports in build/grade.*); tools/test-handout.sh checks the round trip.
+handout:
+	@tools/handout.sh handout
+
+grade: build
+	@tools/grade.sh $(TEST_BIN) $(BUILD)
+
+handout-check: build
+	@tools/test-handout.sh
+
+# Fuzzing (libFuzzer, clang): each harness in tools/fuzz/ runs for
+# FUZZ_SECONDS on its seed corpus; what it finds lands in build/fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRC))
+FUZZERS   := $(patsubst tools/fuzz/%.c,build/fuzz/%,$(wildcard tools/fuzz/fuzz_*.c))
+
+.SECONDARY: $(FUZZ_OBJ)
+build/fuzz/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+# the mha program's parts, without its main()
+FUZZ_CLI  := $(filter-out src/cli/mha.c,$(wildcard src/cli/*.c))
+
+build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ) $(FUZZ_CLI)
+	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_CLI) \
+	    $(FUZZ_OBJ) $(LDLIBS) -o $@
+
+fuzz: deps
+	@tools/deps.sh clang libclang-rt-14-dev
+	@$(MAKE) --no-print-directory $(FUZZERS)
+	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZERS)
+
+# The book: docs/ woven from the chapters, their transcripts and src/.
+docs: $(BUILD)/weave
+	@mkdir -p docs
+	@$(BUILD)/weave . docs
+	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
+
+info: $(BUILD)/cblas-info
+	@$(BUILD)/cblas-info
+
+# The benchmark (tools/bench.c), about 5-10 minutes.  Three builds of one
+# program: OpenBLAS (this one runs), GSL's reference CBLAS and tracing
+# compiled out (both run by it as children).  BENCH_FLAGS=--quick for a
+# short run.
+bench: deps
+	@$(MAKE) --no-print-directory build/bench
+	@$(MAKE) --no-print-directory BLAS=gsl build/gslcblas/bench
+	@$(MAKE) --no-print-directory BUILD=build/notrace \
+	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
+	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
+	    --notrace build/notrace/bench --torch tools/bench_torch.py
 
 clean:
 	rm -rf build

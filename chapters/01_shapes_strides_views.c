@@ -11,6 +11,38 @@
  *   d_model  features per position (num_hiddens)
  *   h        number of heads; each head gets d_model/h features
  */
+
+/*md
+ * Multi-head attention moves very few numbers. Most of its steps only change
+ * how a buffer of doubles is *looked at*: the same numbers are read as
+ * `(B, n, d_model)`, then as `(B, n, h, d_model/h)`, then as
+ * `(B, h, n, d_model/h)`. This first chapter is about that bookkeeping. Once
+ * you can predict which steps are free and which ones copy, the trace of the
+ * whole module in chapter 08 reads like a sentence.
+ *
+ * A tensor here is three things: a pointer to doubles, a shape, and strides
+ * (how many doubles to skip to move one index along each axis). Element
+ * $(i_0, \dots, i_{k-1})$ lives at
+ *
+ * $$\mathrm{offset}(i_0, \dots, i_{k-1}) = \sum_{d=0}^{k-1} i_d \, s_d$$
+ *
+ * and a freshly allocated tensor is *contiguous* (row-major): the last stride
+ * is $s_{k-1} = 1$ and each earlier one is $s_d = s_{d+1} \, n_{d+1}$, where
+ * $n_d$ is the size of axis $d$.
+ *
+ * Three operations change a shape:
+ *
+ * - `permute` reorders the axes. It reorders shape and strides and never
+ *   touches the data: always a view.
+ * - `reshape` regroups the axes. It is a view when the existing strides can
+ *   express the new shape, and a copy otherwise (PyTorch's rule).
+ * - `contiguous` always copies, into row-major order.
+ *
+ * Chapter 02 puts views to work: the Linear layer reads a `(B, L, D)` tensor as
+ * one matrix without copying it. Chapter 06 uses exactly the three steps of
+ * this chapter to cut `d_model` features into `h` heads.
+ */
+
 #include "lesson.h"
 
 int main(void)
@@ -18,6 +50,22 @@ int main(void)
     mha_program_init();
 
     section("1. A tensor is a buffer, a shape and strides");
+    /*md
+     * The program fills a `(1, 2, 16)` tensor with 0..31. Its strides
+     * `(32, 16, 1)` follow from the rule above: the last axis has stride 1, the
+     * middle one 16 (one position is 16 features), the first one 32 (a whole
+     * sequence). To find `x[0, 1, 5]` the code computes
+     * $0 \cdot 32 + 1 \cdot 16 + 5 \cdot 1 = 21$ and reads `data[21]`, which
+     * holds 21 because the numbers were written in order.
+     *
+     * That is the whole data structure:
+     *
+     * @show src/tensor.h tensor
+     *
+     * `names` is only there for the trace, so that a line can print
+     * `(B, n, d_model)` next to `(1, 2, 16)`. The buffer is reference-counted:
+     * a view and the tensor it came from can be freed in any order.
+     */
     printf("One sequence (B = 1) of n = 2 positions, d_model = 16 features\n"
            "each, holding the numbers 0..31 in order:\n\n");
     tensor *x;
@@ -33,6 +81,22 @@ int main(void)
     printf("x[0, 1, 5] = %.0f\n", *TENSOR_AT(x, 0, 1, 5));
 
     section("2. Reshape to (B, n, h, d_model/h): a view");
+    /*md
+     * `reshape(1, 2, 8, -1)` cuts the 16 features of each position into 8
+     * groups of 2. In memory nothing changes: the features of a position were
+     * already side by side, and the new axes just step through them in smaller
+     * pieces. The new strides `(32, 16, 2, 1)` say "the next head is 2 doubles
+     * on, the next feature inside a head is 1 on". The check in the output,
+     * `split[0, 1, 2, 1]` at offset $16 + 2 \cdot 2 + 1 = 21$, lands on the
+     * same double as `x[0, 1, 5]`: the same number, seen through another shape.
+     *
+     * Splitting one axis of a contiguous tensor is always a view. It costs a
+     * new header of a few dozen bytes, whatever the size of the tensor, and the
+     * trace line says so in its second column: `view`. Here is the function
+     * behind `tensor_reshape`:
+     *
+     * @show src/tensor.c reshape_impl
+     */
     printf("Cut each 16-feature vector into h = 8 heads of 2 features.  No\n"
            "number moves: only the shape and strides change.  The trace\n"
            "prints one line per step: the operation, view or copy, the\n"
@@ -49,6 +113,21 @@ int main(void)
            *TENSOR_AT(split, 0, 1, 2, 1));
 
     section("3. Permute to (B, h, n, d_model/h): a view with new strides");
+    /*md
+     * `permute(0, 2, 1, 3)` swaps the positions axis and the heads axis. The
+     * code shows how little that takes: shape and strides are reordered, the
+     * data pointer stays. `heads` has strides `(32, 2, 16, 1)`, which are the
+     * strides of `split` in the new order.
+     *
+     * @show src/tensor.c tensor_permute
+     *
+     * Look at the printed `heads`: head 0 is the block `[[0, 1], [16, 17]]`,
+     * features 0-1 of position 0 and of position 1. That is what a head should
+     * see: its own 2 features, at every position. But reading `heads` in index
+     * order now visits offsets 0, 1, 16, 17, 2, 3, 18, 19, ...: the strides are
+     * no longer decreasing, so the tensor is *not contiguous*. That matters for
+     * the next step.
+     */
     printf("Bring the head axis before the positions, so each head's\n"
            "(n, d_model/h) block can be worked on by itself.  permute only\n"
            "reorders the shape and the strides:\n\n");
@@ -65,6 +144,33 @@ int main(void)
            "(32, 2, 16, 1) are no longer decreasing: not contiguous.\n");
 
     section("4. Reshape to (B*h, n, d_model/h): a view here, a copy in general");
+    /*md
+     * The last step merges `B` and `h` into one axis of size `B*h`, so that
+     * every head looks like one more example of a batch. A merged axis needs
+     * one stride that walks through both old axes, and that only works when the
+     * outer stride equals the inner stride times the inner size. For `(B, h)`
+     * with strides `(32, 2)` and h = 8 the question is: is $32 = 2 \cdot 8$?
+     * No. With B = 1 it does not matter, because an axis of size 1 never steps.
+     * The merged axis takes h's stride 2, and `flat` is a view with strides
+     * `(2, 16, 1)`.
+     *
+     * With B = 2 the same reshape has to copy. Head 0 of sequence 1 starts at
+     * offset 32, but one stride of 2 would put row 8 at offset 16. So
+     * `tensor_reshape` allocates a new `(16, 2, 2)` buffer and writes the 64
+     * numbers into it in row-major order: strides `(4, 2, 1)`, contiguous, and
+     * `shares x2's buffer: no`. Row 8, head 0 of sequence 1, reads
+     * `32 33 48 49`: features 0-1 of positions 0 and 1 of the second sequence.
+     *
+     * The test that decides between view and copy is PyTorch's. It cuts the old
+     * axes into runs that are contiguous among themselves and checks that each
+     * run is covered by whole new axes:
+     *
+     * @show src/tensor.c view_strides
+     *
+     * Cost: the view is free; the copy reads and writes every element once,
+     * $B \cdot n \cdot d_{model}$ doubles (64 here, 512 bytes each way). In the
+     * multi-head module this copy happens once for each of Q, K and V.
+     */
     printf("Merging B and h into one axis needs a single stride that steps\n"
            "through both.  With B = 1 the batch axis has one index, so it\n"
            "never steps: h's stride 2 serves, and the reshape is a view.\n\n");
@@ -101,6 +207,19 @@ int main(void)
            *TENSOR_AT(first, 8, 3));
 
     section("5. Writing through a view, and contiguous()");
+    /*md
+     * A view is not a snapshot. `heads[0, 3, 1, 0]` sits at offset
+     * $3 \cdot 2 + 1 \cdot 16 + 0 = 22$, which is also `x[0, 1, 6]`, so writing
+     * -1 through `heads` changes `x`. (The program puts 22 back before it goes
+     * on.) A function that wrote into its input could change its caller's data
+     * this way, through a view the caller has forgotten about. That is why the
+     * library's functions only read their inputs and return new tensors.
+     *
+     * `contiguous()` is the explicit copy. `packed` has the shape of `heads`,
+     * `(1, 8, 2, 2)`, but its own buffer with row-major strides
+     * `(32, 4, 2, 1)`. It costs one pass over the data, and it is what a later
+     * step uses when it needs plain rows, for example a BLAS call.
+     */
     printf("A view is the same memory, so writing through it changes the\n"
            "original.  Set heads[0, 3, 1, 0] = -1 and look at x:\n\n");
     *TENSOR_AT(heads, 0, 3, 1, 0) = -1;
@@ -117,6 +236,14 @@ int main(void)
     printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(packed, x)));
 
     section("6. -1 means \"whatever is left\"");
+    /*md
+     * One size may be -1: `reshape(4, -1)` on 32 numbers gives `(4, 8)`. The
+     * chapters use it the way d2l does, `reshape(B, n, h, -1)`, so the code
+     * never computes $d_{model}/h$ itself. When the count does not divide,
+     * nothing is guessed: `(3, -1)` on 32 elements fails with `GSL_EBADLEN`
+     * (status 19) and a message that names the requested shape, the element
+     * count and the input shape.
+     */
     printf("One size may be -1; it is worked out from the element count:\n\n");
     tensor *inferred;
     trace_to(stdout);
@@ -129,6 +256,11 @@ int main(void)
            mha_last_error());
 
     section("Summary");
+    /*md
+     * Keep these three rules in mind for chapter 06: `transpose_qkv` is
+     * reshape, permute, reshape, and its trace says `view, view, copy` when B >
+     * 1, for exactly the reason of section 4.
+     */
     printf("reshape     a view when one stride per new axis can walk the\n"
            "            old memory, a copy otherwise (PyTorch's rule)\n"
            "permute     always a view: shape and strides reordered\n"
@@ -147,3 +279,22 @@ int main(void)
     tensor_free(inferred);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. A contiguous tensor has shape `(2, 3, 4)`. Write down its strides. Permute
+ *    it with `(2, 0, 1)`: what are the new shape and strides? Is the result
+ *    contiguous?
+ * 2. Take the permuted tensor of exercise 1. Is `reshape(4, 6)` a view or a
+ *    copy? And `reshape(8, 3)`? Decide with the rule of section 4 (a merged
+ *    pair of axes needs outer stride = inner stride × inner size), then check
+ *    yourself with a few lines of C: `tensor_permute`, `tensor_reshape` and
+ *    `trace_to(stdout)`.
+ * 3. In section 4 with B = 2, write down the offset of the first element of
+ *    each of the 16 rows of the merged `B*h` axis. Show that no single stride
+ *    produces that list. For which values of B, h and n would one stride do?
+ * 4. Write a loop that visits the elements of `heads` (section 3) in index
+ *    order using only its shape and strides, and prints the offset of each.
+ *    Which offsets come out, in which order?
+ */

@@ -11,6 +11,28 @@
  *   b  (D_out,)
  *   y  (B, L, D_out)
  */
+
+/*md
+ * Every learned step of multi-head attention is a Linear layer. The queries,
+ * keys and values are each projected by one ($W_q$, $W_k$, $W_v$), and the
+ * heads are mixed at the end by a fourth ($W_o$). A Linear layer maps each row
+ * $x$ of $D_{in}$ features to $D_{out}$ features:
+ *
+ * $$y = x W^\top + b, \qquad W \in \mathbb{R}^{D_{out} \times D_{in}},\; b \in \mathbb{R}^{D_{out}}$$
+ *
+ * $W$ is stored as PyTorch stores it, one row per output feature, so output
+ * feature $o$ is the dot product of $x$ with row $o$ of $W$, plus $b_o$.
+ *
+ * For short sequences these four projections are most of the work of multi-head
+ * attention, so they must be fast. The trick is the one of chapter 01: a
+ * `(B, L, D_in)` tensor is also, without any copy, a `(B*L, D_in)` matrix. So a
+ * whole batch of sequences goes through the layer in a single call to BLAS's
+ * matrix product, `dgemm`, which GSL wraps as `gsl_blas_dgemm`.
+ *
+ * Next, chapter 03 turns scores into weights with a softmax. Chapter 04 then
+ * uses two more matrix products per example: $QK^\top$ and weights times $V$.
+ */
+
 #include <gsl/gsl_blas.h>
 
 #include "lesson.h"
@@ -33,6 +55,21 @@ int main(void)
     mha_program_init();
 
     section("1. One matrix product, by hand and by dgemm");
+    /*md
+     * An entry of a matrix product is a dot product:
+     * $c_{ij} = \sum_k a_{ik} b_{kj}$, row $i$ of `a` against column $j$ of
+     * `b`. The output shows two of them worked out, `c[0, 0] = 58` and
+     * `c[1, 1] = 154`. For `a` of shape `(m, k)` and `b` of shape `(k, n)` that
+     * is $m \cdot n$ dot products of length $k$: $2mnk$ floating-point
+     * operations (a multiply and an add per term), here
+     * $2 \cdot 2 \cdot 2 \cdot 3 = 24$.
+     *
+     * `gsl_matrix_view_array` does for GSL what a view does in chapter 01: it
+     * wraps our plain C arrays as matrices (pointer, rows, columns, row stride)
+     * without copying them. `gsl_blas_dgemm` then computes
+     * $c = \alpha\, a b + \beta\, c$ in one call; with $\alpha = 1$ and
+     * $\beta = 0$ that is just the product.
+     */
     double a_data[] = {1, 2, 3,
                        4, 5, 6};   // a is (2, 3)
     double b_data[] = {7, 8,
@@ -55,6 +92,14 @@ int main(void)
     print_matrix("c = a b", &c.matrix, 0);
 
     section("2. Transposes are free");
+    /*md
+     * The layer needs $x W^\top$, but $W$ is stored as `(D_out, D_in)`. There
+     * is no need to build the transpose: `CblasTrans` tells dgemm to read `W`'s
+     * rows as columns. Check the output by hand: row 0 of `W` is `[1, 0, -1]`,
+     * so $y_0 = 1 \cdot 1 + 2 \cdot 0 + 3 \cdot (-1) = -2$; row 1 is
+     * `[2, 1, 0]`, so $y_1 = 4$. A transposed read costs nothing extra, which
+     * is why the library keeps PyTorch's layout instead of storing $W^\top$.
+     */
     printf("A Linear layer stores W as (D_out, D_in) and needs x W^T.\n"
            "dgemm reads W as transposed when told CblasTrans: nothing is\n"
            "copied, it just walks W by columns instead of rows.\n\n");
@@ -73,6 +118,36 @@ int main(void)
     printf("check: 1*1 + 2*0 + 3*(-1) = -2 and 1*2 + 2*1 + 3*0 = 4\n");
 
     section("3. The Linear layer over (B, L, D_in)");
+    /*md
+     * Now the real layer. `x` is `(2, 3, 4)`: B = 2 sequences of L = 3
+     * positions with 4 features. `linear_forward` ignores how the leading axes
+     * are split; it sees $2 \cdot 3 = 6$ rows of 4 features, wraps `x`'s own
+     * memory as a `(6, 4)` GSL matrix, and makes one dgemm with the `(5, 4)`
+     * weight. The result is written straight into `y`, a new `(2, 3, 5)`
+     * tensor; the trace line says `new` because these are new numbers, not a
+     * view.
+     *
+     * @show src/linear.c linear_forward
+     *
+     * Check one output by hand. Row 0 of `x` is `[-1, -0.875, -0.75, -0.625]`,
+     * row 0 of `W` is `[-0.0640, -0.3149, -0.4741, 0.4315]` and $b_0 = 0.1211$:
+     *
+     * $$0.1211 + 0.0640 + 0.2755 + 0.3556 - 0.2697 = 0.5465$$
+     *
+     * which is `y[0, 0, 0]`. There is a pattern to see too: each row of `x` is
+     * the previous row plus 0.5 in every feature, so each row of `y` is the
+     * previous row plus $0.5 \times$ (the sum of each row of `W`). For output 0
+     * that is $0.5 \cdot (-0.4215) = -0.2107$: 0.5465, 0.3358, 0.1251, ...
+     *
+     * The library keeps the slow version too. It does the same sums with three
+     * plain loops, and the tests hold the fast path to it:
+     *
+     * @show src/linear.c linear_forward_naive
+     *
+     * The last line of the output compares the two. They agree to below 1e-13,
+     * not exactly: BLAS may add the terms of a dot product in another order,
+     * and floating-point addition is not associative.
+     */
     printf("x has B = 2 sequences of L = 3 positions with D_in = 4\n"
            "features.  The layer does not care about B and L: it sees\n"
            "B*L = 6 rows of 4 features, one (6, 4) matrix on x's own\n"
@@ -113,6 +188,20 @@ int main(void)
     printf("largest |dgemm - loops| below 1e-13: %s\n", yes_no(worst < 1e-13));
 
     section("4. What it costs");
+    /*md
+     * The flop count is the one of section 1 with $m = B \cdot L$,
+     * $k = D_{in}$, $n = D_{out}$: $2 \cdot B L D_{in} D_{out} = 240$ here.
+     * With B = 8, L = 512 and D = 512, one projection is 2.1 GFLOP, and
+     * multi-head attention has four of them: 8.6 GFLOP before any attention is
+     * computed. Memory: the weight is $D_{out} D_{in}$ doubles (2 MiB for 512 ×
+     * 512), and the output is a new $B L D_{out}$ tensor (16 MiB here). The
+     * input is not copied.
+     *
+     * The naive loops do the same flops, but an optimized dgemm (OpenBLAS here,
+     * see `make info`) runs them in cache-sized blocks on vector units and is
+     * many times faster on large matrices. That is why the layer must be one
+     * big dgemm.
+     */
     printf("Each of the B*L*D_out outputs is a D_in-term dot product: one\n"
            "multiply and one add per term, so 2*B*L*D_in*D_out = %d\n"
            "floating-point operations here.  In multi-head attention\n"
@@ -127,3 +216,21 @@ int main(void)
     gsl_rng_free(rng);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Compute `y[1, 2, 4]` by hand from the printed `W`, `b` and `x` and compare
+ *    with the output (-0.8492).
+ * 2. The multi-head module of chapter 08 has B = 2, 4 queries, 6 key-value
+ *    pairs and `d_model` = 100. How many flops do its four projections take
+ *    (W_q on the queries, W_k and W_v on the keys and values, W_o on the
+ *    output), and how many doubles do their weights hold?
+ * 3. Chapter 01's `heads`, shape `(1, 8, 2, 2)` with strides `(32, 2, 16, 1)`,
+ *    is fed to a Linear layer with 2 input features. Can `linear_forward` read
+ *    it as a matrix of 16 rows without a copy? Read `rows_evenly_spaced` in
+ *    `src/linear.c` and explain its answer.
+ * 4. Time `linear_forward` against `linear_forward_naive` for B = 8, L = 512,
+ *    D_in = D_out = 512. How many GFLOP/s does each reach? Run `make info` to
+ *    see which BLAS you measured.
+ */

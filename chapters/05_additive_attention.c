@@ -13,6 +13,26 @@
  *   features (B, Lq, Lk, num_hiddens): every query added to every key
  *   scores, weights (B, Lq, Lk); out (B, Lq, dv)
  */
+
+/*md
+ * The dot product of chapter 04 is one way to score a query against a key. It
+ * needs queries and keys of the same size, and it has no parameters of its own.
+ * Additive attention (Bahdanau et al.) is the other classic choice. It projects
+ * the query and the key into a hidden space of $H$ features, adds them, and
+ * scores the sum with a one-layer network:
+ *
+ * $$a(q, k) = w_v^\top \tanh(W_q q + W_k k), \qquad W_q \in \mathbb{R}^{H \times d_q},\; W_k \in \mathbb{R}^{H \times d_k},\; w_v \in \mathbb{R}^{H}$$
+ *
+ * Because $W_q$ and $W_k$ map to the same $H$, the query size $d_q$ and the key
+ * size $d_k$ may differ. The rest is unchanged: the masked softmax turns the
+ * scores into weights, and the weights average the values.
+ *
+ * The seeds' formula for multi-head attention allows any pooling $f$ in each
+ * head. d2l, and this library, use the scaled dot product. This chapter shows
+ * the alternative and its price, so that the choice in chapter 08 is an
+ * informed one. Chapter 06 then starts on the heads themselves.
+ */
+
 #include "lesson.h"
 
 /* Largest |a - b| over two tensors of the same shape. */
@@ -31,6 +51,37 @@ int main(void)
     mha_program_init();
 
     section("1. d2l's toy with queries of 20 features");
+    /*md
+     * The same toy as chapter 04, but the queries now have 20 features and the
+     * keys 2: the dot product could not compare them at all. The additive
+     * pooling is built with `key_size` 2, `query_size` 20 and 8 hidden units.
+     * (Its layers are called `W_q`, `W_k` and `w_v` like the formula's, but
+     * they are this pooling's own small layers, not the projections of
+     * multi-head attention.) Read the trace from the top:
+     *
+     * - `W_q` maps the queries `(2, 1, 20)` to `(2, 1, 8)`, `W_k` the keys
+     *   `(2, 10, 2)` to `(2, 10, 8)`: both now live in the same 8-feature
+     *   space.
+     * - The broadcast adds every query to every key: `(2, 1, 10, 8)`, one
+     *   8-feature vector per (example, query, key), then `tanh`.
+     * - `w_v` scores each of those vectors: `(2, 1, 10, 1)`, and a reshape (a
+     *   view) drops the last axis of size 1.
+     * - From here on it is chapter 04: masked softmax, then `weights V`.
+     *
+     * @show src/attention.c additive_attention_forward
+     *
+     * The broadcast is the step to look at. It materialises the whole
+     * `(B, Lq, Lk, H)` tensor:
+     *
+     * @show src/attention.c broadcast_tanh
+     *
+     * The output is the same as chapter 04's, `[2, 3, 4, 5]` and
+     * `[10, 11, 12, 13]`: all keys are equal, so every valid key gets the same
+     * score, whatever the scoring function, and the weights are 1/2 and 1/6
+     * again. Cost: the features are $2 \cdot 1 \cdot 10 \cdot 8 = 160$ doubles,
+     * and the layers cost $2 \cdot 2 \cdot 20 \cdot 8 = 640$ flops for `W_q`,
+     * $2 \cdot 20 \cdot 2 \cdot 8 = 640$ for `W_k` and 320 for `w_v`.
+     */
     printf("queries (2, 1, 20) from a standard normal (seed 5), keys\n"
            "(2, 10, 2) all ones, values (2, 10, 4) = 0..39 per example,\n"
            "valid_lens [2, 6]; 8 hidden units; the weights drawn from\n"
@@ -72,6 +123,22 @@ int main(void)
     tensor_print(stdout, add.weights, 4);
 
     section("2. Same inputs, different keys: the two poolings disagree");
+    /*md
+     * Now the keys get 20 random features, so both poolings can score them, and
+     * the two sets of weights can be compared on the same inputs. They respect
+     * the same mask (zeros past keys 1 and 5), but they rank the keys
+     * differently. In example 0 the additive pooling gives 0.4584 and 0.5416,
+     * the dot product 0.3815 and 0.6185. In example 1 the dot product puts
+     * 0.5089 on key 1, where the additive pooling puts 0.1529: the largest
+     * difference, 0.3560.
+     *
+     * In the heatmap all four panels share one colour scale (0 to 0.619), so
+     * shades can be compared across panels. Look at example 1: the additive row
+     * is spread out, with no key above 0.28, while the dot-product row has one
+     * dark cell at key 1. Neither is better; both are untrained. The dot
+     * product compares the raw features; the additive pooling scores them
+     * through its own random layers. Training is what makes either one useful.
+     */
     printf("Give the keys 20 random features too (seed 5 continues), so\n"
            "the dot product can score them, and compare the weights of\n"
            "both poolings on the same queries, keys and lengths:\n\n");
@@ -114,6 +181,16 @@ int main(void)
     draw_heatmap(both, &opt, "05_additive_vs_dot");
 
     section("3. Cost");
+    /*md
+     * The memory of the broadcast grows with the product of the sequence
+     * lengths and the hidden size: $B \cdot L_q \cdot L_k \cdot H$ doubles. For
+     * $L_q = L_k = 1024$ and $H = 256$ that is 268 million doubles, about 2.1
+     * GB, per example. The dot product needs only the `(Lq, Lk)` scores, and it
+     * computes them with one matrix product, which BLAS runs at close to the
+     * machine's peak. The additive pooling does its $L_q L_k H$ additions and
+     * `tanh` calls element by element. That is why transformers, and the
+     * multi-head module of chapter 08, use the scaled dot product.
+     */
     printf("Additive attention materialises B*Lq*Lk*num_hiddens features\n"
            "(here 2*1*10*8 = 160); with Lq = Lk = 1024 and 256 hidden units\n"
            "that is 268 million doubles per example.  The dot product needs\n"
@@ -135,3 +212,18 @@ int main(void)
     gsl_rng_free(rng);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Queries and keys of different sizes: which of the two poolings handles
+ *    them as they are, and how (name the two matrices that do it)? Section 1
+ *    uses queries of 20 features and keys of 2. How does multi-head attention
+ *    (chapter 08) let the dot product work with a `query_size` different from
+ *    the `key_size`?
+ * 2. Set `W_q` and `W_k` to zero. What are the scores, the weights and the
+ *    output for the toy of section 2, and why?
+ * 3. Suppose each head of chapter 08 (B = 2, 4 queries, 6 keys, 5 heads of 20
+ *    features) used additive pooling with $H$ = 20. How many doubles would the
+ *    broadcast features take, compared with the scores of the dot product?
+ */

@@ -9,12 +9,39 @@
  * The module of chapter 08 never builds h small projections: it makes one
  * big one and reshapes.  This chapter computes the heads one by one from
  * slices of the big weights and checks that the answers agree: W_i^(q) is
- * simply rows i*p .. (i+1)*p - 1 of W_q, a GSL submatrix view, no copy.
+ * simply rows i*p .. (i+1)*p - 1 of W_q, a tensor_narrow view, no copy.
  *
  * Shapes: B = 2, Lq = 4, Lk = 6, d_model = 100, h = 5, p = 20.
  *   W_q (d_model, d_q); W_i^(q) = W_q[i*p : (i+1)*p, :] is (p, d_q)
  *   head_i (B, Lq, p); concat (B, Lq, d_model); out (B, Lq, d_model)
  */
+
+/*md
+ * The formula of chapter 08 speaks of $h$ separate heads with their own small
+ * projections $W_i^{(q)}, W_i^{(k)}, W_i^{(v)}$ of $p$ rows each. The code
+ * never builds them: it makes one big projection to $d_{model} = h p$ features
+ * and reshapes. This chapter shows that the two are the same thing, so that you
+ * can trust the reshapes and think in heads.
+ *
+ * The key fact: output feature $j$ of a Linear layer uses only row $j$ of its
+ * weight. So features $ip$ to $(i+1)p - 1$ of $W_q q$, which `transpose_qkv`
+ * hands to head $i$, are computed by rows $ip$ to $(i+1)p - 1$ of $W_q$ alone:
+ *
+ * $$W_i^{(q)} = W_q[\,ip : (i+1)p,\ :\,] \in \mathbb{R}^{p \times d_q}$$
+ *
+ * and the same for $W_k$, $W_v$ and their biases. The big projection *is* $h$
+ * small ones stacked. At the other end, $W_o$ splits by columns: head $i$ only
+ * meets columns $ip$ to $(i+1)p - 1$ of $W_o$, so
+ *
+ * $$\mathrm{out} = b_o + \sum_{i=1}^{h} W_o[\,:,\ ip : (i+1)p\,]\; h_i$$
+ *
+ * and each head adds its own contribution to the output. Each head works in its
+ * own $p$-dimensional *subspace* of the $d_{model}$ features. The program
+ * computes the heads one at a time from slices of the big weights and checks
+ * that the module of chapter 08 gives the same answer. Chapter 10 then uses the
+ * module for self-attention.
+ */
+
 #include <math.h>
 
 #include "lesson.h"
@@ -57,6 +84,13 @@ int main(void)
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
 
     section("1. The batched module of chapter 08");
+    /*md
+     * The module of chapter 08 with the same sizes (B = 2, 4 queries, 6 keys,
+     * 100 features in 5 heads of 20), random inputs, and this time biases on
+     * all four layers, so that the slicing has to cover them too. One forward
+     * pass gives the `(2, 4, 100)` result the rest of the chapter must
+     * reproduce.
+     */
     printf("The same sizes as chapter 08, random inputs (seed 9), biases\n"
            "on all four layers.  One forward pass:\n\n");
     CHECK(multihead_forward(&m, q, kv, kv, lens, &out));
@@ -64,6 +98,28 @@ int main(void)
     printf("out %s\n", tensor_shape_str(out, s, sizeof s));
 
     section("2. Five heads, one at a time");
+    /*md
+     * The chapter's helper `slice_rows` builds head $i$'s projection from the
+     * big one without copying anything. It makes a `linear` layer whose weight
+     * is `tensor_narrow(W, 0, i*p, p)`, a view of rows $20i$ to $20i + 19$ of
+     * the `(100, 100)` weight. That view has shape `(20, 100)` and keeps W's
+     * strides `(100, 1)`. The bias gets the same narrow view of 20 entries.
+     * `linear_forward` reads a weight through its row stride, so the view goes
+     * straight to dgemm.
+     *
+     * Each head is then an ordinary single-head attention (chapter 04) with
+     * $d = 20$: project Q, K and V with the sliced layers to `(B, L, 20)`, and
+     * attend. The per-head weights are compared with `m.weights[:, i]` from the
+     * module, and all five agree below 1e-12. The favourite keys differ from
+     * head to head: query 0 of example 0 prefers key 0 in head 0 (0.4076), key
+     * 2 in heads 1 to 3 (0.5710, 0.4220, 0.5896), and key 1 in head 4 (0.4941).
+     *
+     * Cost: the loop makes 15 projections of `(B*L, 100)` by `(20, 100)`
+     * instead of 3 of `(B*L, 100)` by `(100, 100)`. Each is a fifth of the
+     * size, so the flops are the same. The attention runs 5 times on 2 examples
+     * instead of once on 10: the same flops again. The batched form wins on
+     * overhead (fewer, larger BLAS calls), not on arithmetic.
+     */
     printf("Head i uses rows %zu*i .. %zu*i + %zu of W_q, W_k and W_v (and of\n"
            "their biases): its own %zu-feature subspace.  Each head is an\n"
            "ordinary single-head attention with d = %zu:\n\n",
@@ -111,6 +167,18 @@ int main(void)
     }
 
     section("3. Concatenate, project, compare");
+    /*md
+     * The loop also writes each head's `(B, Lq, 20)` output into columns $20i$
+     * to $20i + 19$ of `concat`: the concatenation of the formula, the same
+     * layout that `transpose_output` produces. `W_o` applied to it gives the
+     * module's output to within 1e-12 of the largest entry.
+     *
+     * The two are not bit-for-bit equal, and they should not be expected to.
+     * BLAS adds the terms of a dot product in an order that depends on the
+     * sizes of the matrices it is given. The batched module and the per-head
+     * loop give it different sizes, so the last bits of the sums differ. That
+     * is why the comparison is relative and uses a tolerance.
+     */
     printf("Stack the heads side by side (columns i*p.. of concat) and\n"
            "apply W_o:\n\n");
     tensor *out_heads;
@@ -129,6 +197,18 @@ int main(void)
            "own block of the big projection's output.\n");
 
     section("4. W_o, read the same way");
+    /*md
+     * The same idea at the output. W_o's weight is `(100, 100)`, and its
+     * columns $20i$ to $20i + 19$ are the only ones that touch head $i$'s
+     * features. The program narrows them (`tensor_narrow(W_o, 1, i*p, p)`, a
+     * `(100, 20)` view with strides `(100, 1)`), applies each block to its head
+     * alone, and adds up the five contributions plus the bias. The sum equals
+     * the module's output.
+     *
+     * This is the decomposition to remember for head importance (chapter 08's
+     * exercise, chapter 14): removing head $i$ means dropping one term of this
+     * sum. Everything else stays the same.
+     */
     printf("W_o (d_model, h*p) has one block of p columns per head, so\n"
            "out = b_o + sum over heads of head_i W_o[:, i*p:(i+1)*p]^T:\n"
            "each head writes into the output through its own slice of\n"
@@ -172,3 +252,18 @@ int main(void)
     gsl_rng_free(rng);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Show on paper that features $ip$ to $(i+1)p - 1$ of $x W_q^\top + b_q$
+ *    equal $x (W_i^{(q)})^\top + b_q[ip : (i+1)p]$. Which property of the
+ *    matrix product makes this work?
+ * 2. Swap the row blocks of heads 0 and 1 in W_q, W_k and W_v (and in their
+ *    biases). What must you change in W_o so that the module's output does not
+ *    change? What does this say about the order of the heads?
+ * 3. In section 4, leave head 2's contribution out of the sum and measure the
+ *    largest change of the output relative to its largest entry. Do the same
+ *    for each head. Is one of them much less important than the others in this
+ *    untrained module? (Chapter 14 measures it on a trained one.)
+ */

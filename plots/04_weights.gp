@@ -1,4 +1,4 @@
-# Attention weights: a 1 x 1 grid of (2, 10) panels from 04_weights.dat,
+# Attention weights: a 1 x 2 grid of (1, 10) panels from 04_weights.dat,
 # drawn on one colour scale.  Render beside this script with
 #     gnuplot -e "fmt='png'" 04_weights.gp    (fmt: 'png' or 'svg')
 if (!exists("fmt")) fmt = 'png'
@@ -9,16 +9,18 @@ do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq '/') { here = ARG0[1:i] } }
 data = here . '04_weights.dat'
 if (!exists("out")) out = here . '04_weights.' . fmt
 if (fmt eq 'svg') {
-    set terminal svg size 420,266 font 'sans,11' noenhanced background '#ffffff'
+    set terminal svg size 676,260 font 'sans,11' noenhanced background '#ffffff'
 } else { if (fmt eq 'png') {
-    set terminal pngcairo size 420,266 font 'sans,11' noenhanced background '#ffffff'
+    set terminal pngcairo size 676,260 font 'sans,11' noenhanced background '#ffffff'
 } else {
     exit error sprintf("fmt must be 'png' or 'svg', not '%s'", fmt)
 } }
 set output out
-# a PNG gets each panel as one bitmap, scaled without smoothing;
-# an SVG a rectangle per cell, since SVG viewers smooth bitmaps
-cells = fmt eq 'svg' ? 'image pixels' : 'image'
+# gnuplot draws an image of 2 x 2 cells or more: a single query or key
+# is drawn as boxes, each a hair wider than its cell so that no seam
+# shows between neighbours
+half = 0.5250
+cells = 'boxxyerror fs solid noborder fc palette'
 
 # white to dark red (matplotlib's 'Reds')
 set palette defined (0 '#fff5f0', 0.125 '#fee0d2', 0.25 '#fcbba1', 0.375 '#fc9272', 0.5 '#fb6a4a', 0.625 '#ef3b2c', 0.75 '#cb181d', 0.875 '#a50f15', 1 '#67000d')
@@ -27,24 +29,31 @@ set cbrange [0:0.5]
 # cell (k, q) is the unit square centred on key k, query q; query 0 on top,
 # as in the matrix
 set xrange [-0.5:9.5]
-set yrange [1.5:-0.5]
+set yrange [0.5:-0.5]
 set xtics 0, 1, 9
-set ytics 0, 1, 1
+set ytics 0, 1, 0
 set tics out nomirror scale 0.5
 set format cb '%g'
 unset key
 
-set multiplot layout 1,1 title 'dot-product weights, valid_lens [2, 6]' font ',13' \
-    margins screen 0.190476, 0.761905, 0.443609, 0.624060 \
-    spacing screen 0.038095, 0.067669
+set multiplot layout 1,2 \
+    margins screen 0.118343, 0.852071, 0.500000, 0.592308 \
+    spacing screen 0.023669, 0.161538
 
 # panel (0, 0)
-unset title
+set title 'example 0, valid_len 2'
 set format x '%g'; set xlabel 'Keys'
 set format y '%g'; set ylabel 'Queries'
+unset colorbox
+plot data index 0 matrix using 1:2:(half):(half):3 with @cells
+
+# panel (0, 1)
+set title 'example 1, valid_len 6'
+set format x '%g'; set xlabel 'Keys'
+set format y ''; unset ylabel
 # the last panel draws the one colour box, right of the grid
-set colorbox user origin screen 0.804762, 0.233083 size screen 0.042857, 0.601504
-plot data index 0 matrix with @cells
+set colorbox user origin screen 0.878698, 0.238462 size screen 0.026627, 0.615385
+plot data index 1 matrix using 1:2:(half):(half):3 with @cells
 
 unset multiplot
 unset output

@@ -252,6 +252,10 @@ void dot_attention_free(dot_attention *a)
     a->weights = NULL;
 }
 
+/* Per example b: scores_b = Q_b K_b^T (one dgemm, K read transposed by
+ * BLAS), weights = masked softmax of scores / sqrt(d), dropout when
+ * training, out_b = weights_b V_b (a second dgemm).  The weights before
+ * dropout are kept in a->weights for the heatmaps. */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
                           const tensor *valid_lens, tensor **out)
@@ -406,6 +410,10 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
     return GSL_SUCCESS;
 }
 
+/* Project queries and keys to num_hiddens features (W_q, W_k), add every
+ * query to every key and take tanh (broadcast_tanh), score each sum with
+ * w_v, then the same masked softmax and weights @ values as the dot
+ * product. */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
                                const tensor *valid_lens, tensor **out)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char last_error[MHA_ERROR_MAX];
 static _Thread_local long fail_countdown = -1;
@@ -15,6 +16,28 @@ int mha_fail(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int mha_fail_in(int status, const char *fmt, ...)
+{
+    char context[MHA_ERROR_MAX], inner[MHA_ERROR_MAX];
+    memcpy(inner, last_error, sizeof inner);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    /* context ": " inner, cut to the buffer */
+    const char *parts[] = {context, ": ", inner};
+    size_t used = 0;
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+        size_t len = strlen(parts[k]), room = sizeof last_error - 1 - used;
+        if (len > room)
+            len = room;
+        memcpy(last_error + used, parts[k], len);
+        used += len;
+    }
+    last_error[used] = '\0';
     return status;
 }
 

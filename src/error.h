@@ -29,6 +29,16 @@
 int mha_fail(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Pass on the failure of a call made on the way: puts the caller's
+ * context in front of the message that call recorded, e.g.
+ *
+ *     linear_forward W_q: tensor_alloc: out of memory allocating 18 x 8 bytes
+ *
+ * from `return mha_fail_in(status, "linear_forward %s", l->name);`, so the
+ * message names the function the program called.  Returns status. */
+int mha_fail_in(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The message of the last failure on this thread ("" if none). */
 const char *mha_last_error(void);
 

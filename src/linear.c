@@ -26,7 +26,7 @@ int linear_init(linear *l, const char *name, size_t in_features,
         status = tensor_alloc(SHAPE(out_features), &l->bias);
     if (status) {
         linear_free(l);
-        return status;
+        return mha_fail_in(status, "linear_init %s", l->name);
     }
     return GSL_SUCCESS;
 }
@@ -59,6 +59,11 @@ void linear_reset_pytorch(linear *l, gsl_rng *r)
 static int check_input(const char *who, const linear *l, const tensor *x)
 {
     char xs[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
+    if (!l->weight)
+        return mha_fail(GSL_EINVAL,
+                        "%s %s: the layer has no weight (linear_init failed "
+                        "or linear_free was called)",
+                        who, l->name);
     tensor_shape_str(l->weight, ws, sizeof ws);
     if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
         l->weight->shape[1] != l->in_features)
@@ -127,6 +132,11 @@ static int rows_evenly_spaced(const tensor *x, size_t *tda)
     return *tda >= x->shape[last];
 }
 
+/* y = x W^T + b as a single dgemm: x's leading dimensions are read as the
+ * rows of one (rows, in) matrix on x's own memory (copied only when those
+ * rows are not evenly spaced), BLAS reads W transposed in place, and the
+ * bias is written into y first so that dgemm adds x W^T onto it
+ * (beta = 1). */
 int linear_forward(const linear *l, const tensor *x, tensor **y)
 {
     *y = NULL;
@@ -141,14 +151,14 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (!rows_evenly_spaced(x, &tda)) {
         status = tensor_contiguous(x, &packed);
         if (status)
-            return status;
+            return mha_fail_in(status, "linear_forward %s", l->name);
         src = packed;
         tda = x->shape[x->ndim - 1];
     }
     status = alloc_output(l, x, y);
     if (status) {
         tensor_free(packed);
-        return status;
+        return mha_fail_in(status, "linear_forward %s", l->name);
     }
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
@@ -196,6 +206,10 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     return GSL_SUCCESS;
 }
 
+/* The same sums with three plain loops and no BLAS: for each row of x
+ * and each output feature, the bias plus a dot product of length
+ * in_features.  x is read through tensor_at, so any strides work.
+ * The handout blanks this body: @exercise linear_forward_naive (chapter 02). */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
 {
     *y = NULL;
@@ -204,7 +218,7 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
         return status;
     status = alloc_output(l, x, y);
     if (status)
-        return status;
+        return mha_fail_in(status, "linear_forward_naive %s", l->name);
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
     size_t idx[TENSOR_MAX_DIMS] = {0}; /* x's index of the row's start */

@@ -21,6 +21,11 @@ static void split_names(const tensor *x, char *buf, size_t n)
     snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1], x->names[2]);
 }
 
+/* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
+ * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
+ * two steps are views; the last is a view only when B, h or n is 1, and a
+ * copy otherwise.
+ * The handout blanks this body: @exercise transpose_qkv (chapter 06). */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -58,7 +63,7 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     // heads is (B, h, n, p): a view, the head axis moved before n
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
-    // out is (B*h, n, p): a view when B = 1, otherwise a copy
+    // out is (B*h, n, p): a copy unless B, h or n is 1 (then a view)
     if (!status)
         status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), NULL, out);
     trace_end();
@@ -67,6 +72,10 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
+ * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
+ * side again, head i in features i*p .. i*p + p - 1.
+ * The handout blanks this body: @exercise transpose_output (chapter 06). */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -118,6 +127,10 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+/* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
+ * head i of example b at batch row b*h + i, and that head must see the
+ * keys of example b.
+ * The handout blanks this body: @exercise repeat_valid_lens (chapter 07). */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out)
 {
@@ -233,8 +246,9 @@ void multihead_train(multihead *m, int training, gsl_rng *rng)
 
 /* The inputs against the configuration and each other; one message names
  * every shape, so the reader sees the whole disagreement at once. */
-static int check_inputs(const multihead *m, const tensor *q, const tensor *k,
-                        const tensor *v, const tensor *valid_lens)
+int multihead_check_inputs(const multihead *m, const tensor *q,
+                           const tensor *k, const tensor *v,
+                           const tensor *valid_lens)
 {
     const multihead_config *c = &m->cfg;
     char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
@@ -267,8 +281,24 @@ static int check_inputs(const multihead *m, const tensor *q, const tensor *k,
      * head makes its indices harder to read */
     char context[3 * TRACE_SHAPE_MAX + 32];
     snprintf(context, sizeof context, "queries %s, keys %s", qs, ks);
-    return softmax_check_valid_lens("multihead", context, q->shape[0],
-                                    q->shape[1], k->shape[1], valid_lens);
+    int status = softmax_check_valid_lens("multihead", context, q->shape[0],
+                                          q->shape[1], k->shape[1], valid_lens);
+    if (status)
+        return status;
+    /* NaN or inf anywhere would spread to whole rows of the output (a
+     * single inf score makes inf - inf in the softmax): refuse them here,
+     * naming the element, rather than return numbers that mean nothing */
+    const tensor *checked[] = {q, k, v, m->W_q.weight, m->W_k.weight,
+                               m->W_v.weight, m->W_o.weight, m->W_q.bias,
+                               m->W_k.bias, m->W_v.bias, m->W_o.bias};
+    static const char *const names[] = {"queries", "keys", "values", "W_q",
+                                        "W_k", "W_v", "W_o", "b_q", "b_k",
+                                        "b_v", "b_o"};
+    for (size_t i = 0; i < sizeof checked / sizeof checked[0]; i++)
+        if (checked[i] &&
+            (status = tensor_check_finite(checked[i], "multihead", names[i])))
+            return status;
+    return GSL_SUCCESS;
 }
 
 /* A header naming an unnamed input's dimensions for the trace.  It shares
@@ -285,12 +315,16 @@ static tensor named(const tensor *x, const char *names)
     return t;
 }
 
+/* The six steps of multihead.h: project, split into heads, repeat
+ * valid_lens, attend on all B*h heads at once, join the heads, mix them
+ * with W_o.  The intermediates are freed here; the per-head weights stay
+ * in m->weights as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out)
 {
     *out = NULL;
-    int status = check_inputs(m, queries, keys, values, valid_lens);
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
     size_t h = m->cfg.num_heads;

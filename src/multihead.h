@@ -85,7 +85,18 @@ void multihead_reset_xavier(multihead *m, gsl_rng *r);
  * dropout to the attention weights with rng, which the caller owns. */
 void multihead_train(multihead *m, int training, gsl_rng *rng);
 
-/* The forward pass above; out is (B, Lq, D_out). */
+/* Queries, keys, values and valid_lens against the layers and each
+ * other, before anything is computed (both forward paths call it):
+ * GSL_EINVAL or GSL_EBADLEN with a message naming every shape, and
+ * GSL_EDOM for a NaN or infinity in the inputs, weights or biases. */
+int multihead_check_inputs(const multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens);
+
+/* The forward pass above; out is (B, Lq, D_out).  Inputs, weights and
+ * biases must be finite: a NaN or an infinity is refused with GSL_EDOM
+ * and a message naming the element (the building blocks below, softmax
+ * and attention, follow IEEE arithmetic and let them through). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);

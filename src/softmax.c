@@ -154,6 +154,10 @@ static void trace_masked(const tensor *scores, double scale,
     trace_line(op, "new", shapes, tensor_sym_str(out, sym, sizeof sym));
 }
 
+/* masked_softmax and masked_softmax_scaled: check the shapes and the
+ * lengths first (nothing is computed for a bad valid_lens), then run
+ * softmax_row on every (b, i) row with that row's own length:
+ * valid_lens[b] when valid_lens is (B,), valid_lens[b, i] when (B, Lq). */
 static int masked_impl(const char *who, const tensor *scores, double scale,
                        const tensor *valid_lens, tensor **out)
 {
@@ -213,6 +217,8 @@ int masked_softmax_scaled(const tensor *scores, double scale,
 
 /* --- causal masks --------------------------------------------------- */
 
+/* Rows 1, 2, ..., len: query i sees keys 0 .. i.
+ * The handout blanks this body: @exercise causal_valid_lens (chapter 03). */
 int causal_valid_lens(size_t batch, size_t len, tensor **out)
 {
     *out = NULL;

@@ -27,20 +27,23 @@ static int check_shape(const char *who, size_t ndim, const size_t *shape,
         return mha_fail(GSL_EINVAL,
                         "%s: %zu dimensions requested, a tensor has 1 to %d",
                         who, ndim, TENSOR_MAX_DIMS);
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++) {
-        if (shape[d] == 0) {
-            char s[TRACE_SHAPE_MAX];
+    char s[TRACE_SHAPE_MAX];
+    size_t n = 1, bytes;
+    for (size_t d = 0; d < ndim; d++)
+        if (shape[d] == 0)
             return mha_fail(GSL_EINVAL,
                             "%s: dimension %zu of shape %s is 0; sizes must be >= 1",
                             who, d, shape_str(s, sizeof s, ndim, shape));
-        }
-        if (mha_mul_size(n, shape[d], &n, who) != GSL_SUCCESS)
-            return GSL_EOVRFLW;
-    }
-    size_t bytes;
-    if (mha_mul_size(n, sizeof(double), &bytes, who) != GSL_SUCCESS)
-        return GSL_EOVRFLW;
+    int status = GSL_SUCCESS;
+    for (size_t d = 0; d < ndim && status == GSL_SUCCESS; d++)
+        status = mha_mul_size(n, shape[d], &n, who);
+    if (status == GSL_SUCCESS)
+        status = mha_mul_size(n, sizeof(double), &bytes, who);
+    if (status != GSL_SUCCESS)
+        return mha_fail(GSL_EOVRFLW,
+                        "%s: shape %s is too large: its size in bytes "
+                        "overflows size_t",
+                        who, shape_str(s, sizeof s, ndim, shape));
     *numel = n;
     return GSL_SUCCESS;
 }
@@ -156,6 +159,32 @@ int tensor_same_shape(const tensor *a, const tensor *b)
     return 1;
 }
 
+int tensor_check_finite(const tensor *t, const char *who, const char *what)
+{
+    size_t idx[TENSOR_MAX_DIMS] = {0}, n = tensor_numel(t);
+    for (size_t k = 0; k < n; k++) {
+        double v = *tensor_at(t, idx);
+        if (!isfinite(v)) {
+            char at[TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX];
+            size_t used = 0;
+            for (size_t d = 0; d < t->ndim; d++)
+                used += (size_t)snprintf(at + used, sizeof at - used, "%s%zu",
+                                         d ? ", " : "[", idx[d]);
+            snprintf(at + used, sizeof at - used, "]");
+            return mha_fail(GSL_EDOM, "%s: %s%s = %s; %s must be finite (%s %s)",
+                            who, what, at,
+                            isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", what,
+                            what, tensor_shape_str(t, s, sizeof s));
+        }
+        for (size_t d = t->ndim; d-- > 0;) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return GSL_SUCCESS;
+}
+
 int tensor_shares_buffer(const tensor *a, const tensor *b)
 {
     return a->buffer == b->buffer;
@@ -203,8 +232,10 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n)
     int any = 0;
     for (size_t d = 0; d < t->ndim; d++)
         any |= t->names[d][0] != '\0';
+    if (n == 0)
+        return buf;
     buf[0] = '\0';
-    if (!any || n == 0)
+    if (!any)
         return buf;
     size_t used = 0;
     for (size_t d = 0; d < t->ndim && used < n; d++) {
@@ -466,7 +497,9 @@ static int view_strides(const tensor *x, size_t ndim, const size_t *shape,
 
 /* Names for the reshaped dimensions, derived from x's: dimensions that
  * pass through keep their name, merged ones are joined with '*', and a
- * dimension named "a*b" split into two gets "a" and "b". */
+ * dimension named "a*b" split into two gets "a" and "b".  A named
+ * dimension of size 1 is merged like any other: (B, h) -> B*h whatever
+ * B's value, so the names do not change when the batch has one sample. */
 static void derive_names(const tensor *x, tensor *y)
 {
     size_t i = 0, j = 0;
@@ -486,10 +519,10 @@ static void derive_names(const tensor *x, tensor *y)
             char joined[TENSOR_NAME_MAX * TENSOR_MAX_DIMS] = "";
             int ok = 1;
             for (size_t k = i0; k <= i; k++) {
-                if (x->names[k][0] == '\0' && x->shape[k] != 1)
-                    ok = 0;
-                if (x->shape[k] == 1 && nin > 1 && x->names[k][0] == '\0')
-                    continue; /* an unnamed size-1 dimension adds nothing */
+                if (x->names[k][0] == '\0') {
+                    ok &= x->shape[k] == 1; /* unnamed size 1 adds nothing */
+                    continue;
+                }
                 if (joined[0])
                     strcat(joined, "*");
                 strcat(joined, x->names[k]);
@@ -536,6 +569,11 @@ static void trace_reshape(const char *opname, size_t ndim, const long *req,
                tensor_sym_str(y, sym, sizeof sym));
 }
 
+/* tensor_reshape and tensor_view: work out the -1, then ask view_strides
+ * whether the new shape can be read from x's buffer as it lies.  If it
+ * can, the result is a new header on the same buffer: no number moves.  If
+ * it cannot, reshape copies x into row-major order (a traced "copy") and
+ * view refuses. */
 static int reshape_impl(const char *who, const tensor *x, size_t ndim,
                         const long *req, const char *names, int allow_copy,
                         tensor **out)
@@ -578,7 +616,7 @@ static int reshape_impl(const char *who, const tensor *x, size_t ndim,
         status = tensor_set_names(y, names);
         if (status) {
             tensor_free(y);
-            return status;
+            return mha_fail_in(status, "%s", who);
         }
     } else {
         derive_names(x, y);
@@ -603,6 +641,9 @@ int tensor_view(const tensor *x, size_t ndim, const long *shape,
 
 /* --- permute -------------------------------------------------------- */
 
+/* Output dimension d is input dimension perm[d]: shape, strides and
+ * names are reordered and the data pointer is kept.  No number is read or
+ * written, so a permute costs the same for any size of tensor. */
 int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
                    tensor **out)
 {
@@ -619,9 +660,7 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
         return mha_fail(GSL_EINVAL,
                         "tensor_permute: %s is not a permutation of the %zu "
                         "dimensions of shape %s",
-                        shape_str(ps, sizeof ps,
-                                  ndim <= TENSOR_MAX_DIMS ? ndim : TENSOR_MAX_DIMS,
-                                  perm),
+                        shape_str(ps, sizeof ps, ndim, perm),
                         x->ndim, tensor_shape_str(x, xs, sizeof xs));
 
     tensor *y = new_header(x->buffer, "tensor_permute");
@@ -687,6 +726,8 @@ int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
 
 /* --- printing ------------------------------------------------------- */
 
+/* The layout of PyTorch's tensor printing (torch/_tensor_str.py), with its
+ * defaults. */
 #define PRINT_THRESHOLD 1000 /* more elements than this: summarise */
 #define PRINT_EDGE 3         /* elements kept at each end when summarising */
 #define PRINT_LINEWIDTH 80
@@ -699,7 +740,6 @@ typedef struct {
     int decimals; /* digits after the point */
     int integral; /* all numbers whole: print "3." */
     int sci;      /* exponent notation */
-    int col;      /* current output column */
 } printer;
 
 static int format_number(const printer *p, double v, char *buf, size_t n)
@@ -717,6 +757,9 @@ static int format_number(const printer *p, double v, char *buf, size_t n)
     return snprintf(buf, n, "%.*f", p->decimals, v);
 }
 
+/* Is index i of dimension d printed?  When summarising, a dimension longer
+ * than 2 * PRINT_EDGE shows PRINT_EDGE indices at each end and "..." in
+ * place of index PRINT_EDGE. */
 static int shown(const printer *p, size_t d, size_t i)
 {
     size_t len = p->t->shape[d];
@@ -724,61 +767,92 @@ static int shown(const printer *p, size_t d, size_t i)
            i >= len - PRINT_EDGE;
 }
 
-static void print_rec(printer *p, size_t d, size_t *idx, int indent)
+static int dots_at(const printer *p, size_t d, size_t i)
 {
-    const tensor *t = p->t;
+    return p->summarise && p->t->shape[d] > 2 * PRINT_EDGE && i == PRINT_EDGE;
+}
+
+/* The last dimension, its '[' at column `indent`: as many numbers to a line
+ * as fit in PRINT_LINEWIDTH, each counted with the ", " after it; "..."
+ * counts as one of them.  Continuation lines start one past the '['. */
+static void print_row(const printer *p, size_t *idx, int indent)
+{
+    size_t d = p->t->ndim - 1;
+    int per_line = (PRINT_LINEWIDTH - indent) / (p->width + 2);
+    if (per_line < 1)
+        per_line = 1;
+    int on_line = 0;
     fputc('[', p->f);
-    p->col++;
-    for (size_t i = 0; i < t->shape[d]; i++) {
-        if (!shown(p, d, i)) {
-            if (i == PRINT_EDGE) {
-                if (d + 1 == t->ndim) {
-                    fputs(" ...,", p->f);
-                    p->col += 5;
-                } else {
-                    fprintf(p->f, "\n%*s...,", indent + (int)d + 1, "");
-                    for (size_t k = d + 2; k < t->ndim; k++)
-                        fputc('\n', p->f);
-                }
-            }
+    for (size_t i = 0; i < p->t->shape[d]; i++) {
+        int dots = dots_at(p, d, i);
+        if (!dots && !shown(p, d, i))
             continue;
+        if (on_line == per_line) {
+            fprintf(p->f, ",\n%*s", indent + 1, "");
+            on_line = 0;
+        } else if (on_line > 0) {
+            fputs(", ", p->f);
         }
-        idx[d] = i;
-        if (d + 1 == t->ndim) {
-            char num[64];
-            format_number(p, *tensor_at(t, idx), num, sizeof num);
-            int need = p->width + (i ? 2 : 0) + 2;
-            if (i && p->col + need > PRINT_LINEWIDTH) {
-                fprintf(p->f, "\n%*s", indent + (int)d + 1, "");
-                p->col = indent + (int)d + 1;
-            } else if (i) {
-                fputc(' ', p->f);
-                p->col++;
-            }
-            fprintf(p->f, "%*s", p->width, num);
-            p->col += p->width;
-            if (i + 1 < t->shape[d]) {
-                fputc(',', p->f);
-                p->col++;
-            }
+        if (dots) {
+            fputs(" ...", p->f);
         } else {
-            if (i) {
+            char num[64];
+            idx[d] = i;
+            format_number(p, *tensor_at(p->t, idx), num, sizeof num);
+            fprintf(p->f, "%*s", p->width, num);
+        }
+        on_line++;
+    }
+    idx[d] = 0;
+    fputc(']', p->f);
+}
+
+/* Dimension d and those inside it, its '[' at column `indent`.  The blocks
+ * inside are separated by a comma, one newline per dimension they have
+ * (so a blank line between 2-D blocks, two between 3-D ones) and the
+ * indent one past the '['. */
+static void print_block(const printer *p, size_t d, size_t *idx, int indent)
+{
+    if (d + 1 == p->t->ndim) {
+        print_row(p, idx, indent);
+        return;
+    }
+    int first = 1;
+    fputc('[', p->f);
+    for (size_t i = 0; i < p->t->shape[d]; i++) {
+        int dots = dots_at(p, d, i);
+        if (!dots && !shown(p, d, i))
+            continue;
+        if (!first) {
+            fputc(',', p->f);
+            for (size_t k = d + 1; k < p->t->ndim; k++)
                 fputc('\n', p->f);
-                for (size_t k = d + 2; k < t->ndim; k++)
-                    fputc('\n', p->f);
-                fprintf(p->f, "%*s", indent + (int)d + 1, "");
-                p->col = indent + (int)d + 1;
-            }
-            print_rec(p, d + 1, idx, indent);
-            if (i + 1 < t->shape[d]) {
-                fputc(',', p->f);
-                p->col++;
-            }
+            fprintf(p->f, "%*s", indent + 1, "");
+        }
+        first = 0;
+        if (dots) {
+            fputs("...", p->f);
+        } else {
+            idx[d] = i;
+            print_block(p, d + 1, idx, indent + 1);
         }
     }
     idx[d] = 0;
     fputc(']', p->f);
-    p->col++;
+}
+
+/* The next printed index after idx in row-major order (skipping what
+ * "..." stands for); 0 after the last. */
+static int next_shown(const printer *p, size_t *idx)
+{
+    for (size_t d = p->t->ndim; d-- > 0;) {
+        if (++idx[d] == PRINT_EDGE && dots_at(p, d, PRINT_EDGE))
+            idx[d] = p->t->shape[d] - PRINT_EDGE;
+        if (idx[d] < p->t->shape[d])
+            return 1;
+        idx[d] = 0;
+    }
+    return 0;
 }
 
 void tensor_print(FILE *f, const tensor *t, int decimals)
@@ -786,27 +860,37 @@ void tensor_print(FILE *f, const tensor *t, int decimals)
     printer p = {.f = f, .t = t, .decimals = decimals < 0 ? 0 : decimals};
     p.summarise = tensor_numel(t) > PRINT_THRESHOLD;
     p.integral = 1;
-    double maxabs = 0;
+    double maxabs = 0, minabs = INFINITY;
     size_t idx[TENSOR_MAX_DIMS] = {0};
-    /* pass 1: the number format, from the numbers that will be shown */
-    FOR_EACH_ELEMENT(t, v, {
-        if (isfinite(*v)) {
-            if (*v != floor(*v) || fabs(*v) >= 1e15)
+    /* pass 1: the number format, from the nonzero finite numbers shown */
+    do {
+        double v = *tensor_at(t, idx);
+        if (isfinite(v) && v != 0) {
+            if (v != floor(v))
                 p.integral = 0;
-            if (fabs(*v) > maxabs)
-                maxabs = fabs(*v);
+            maxabs = fmax(maxabs, fabs(v));
+            minabs = fmin(minabs, fabs(v));
         }
-    });
-    p.sci = !p.integral && maxabs >= 1e8;
-    /* pass 2: the widest number sets the column width */
-    FOR_EACH_ELEMENT(t, v, {
+    } while (next_shown(&p, idx));
+    /* exponents when fixed notation would hide the small numbers or
+     * spell out huge ones: the rule NumPy and PyTorch share */
+    if (maxabs > 0)
+        p.sci = maxabs >= 1e8 || maxabs / minabs > 1000 ||
+                (!p.integral && minabs < 1e-4);
+    if (p.sci) {
+        /* 1000 and 1001 must not both print as 1e+03 */
+        p.integral = 0;
+        if (p.decimals < 4)
+            p.decimals = 4;
+    }
+    /* pass 2: the widest number shown sets the column width */
+    do {
         char num[64];
-        int w = format_number(&p, *v, num, sizeof num);
+        int w = format_number(&p, *tensor_at(t, idx), num, sizeof num);
         if (w > p.width)
             p.width = w;
-    });
+    } while (next_shown(&p, idx));
     fputs("tensor(", f);
-    p.col = 7;
-    print_rec(&p, 0, idx, 7);
+    print_block(&p, 0, idx, (int)strlen("tensor("));
     fputs(")\n", f);
 }

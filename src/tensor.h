@@ -108,6 +108,11 @@ static inline double *tensor_at(const tensor *t, const size_t *idx)
 int tensor_get(const tensor *t, const size_t *idx, double *value);
 int tensor_set(tensor *t, const size_t *idx, double value);
 
+/* GSL_SUCCESS when every element of t is finite; otherwise GSL_EDOM with
+ * the message "<who>: <what>[0, 2, 5] = nan; <what> must be finite
+ * (<what> (2, 4, 100))" naming the first bad element in row-major order. */
+int tensor_check_finite(const tensor *t, const char *who, const char *what);
+
 /* "(1, 2, 16)" into buf and return buf. */
 char *tensor_shape_str(const tensor *t, char *buf, size_t n);
 /* "(B, n, d_model)" into buf (unnamed dims print their size), or "" when
@@ -154,10 +159,21 @@ int tensor_copy_into(tensor *dst, const tensor *src);
 
 /* --- printing ------------------------------------------------------- */
 
-/* Print like NumPy/PyTorch: tensor([[0., 1.], [2., 3.]]) with one bracket
- * level per dimension, a shared number format, rows on their own lines,
- * and "..." for the middle of dimensions when the tensor has more than
- * 1000 elements.  `decimals` digits after the point (4 is a good default). */
+/* Print as PyTorch prints a tensor:
+ *
+ *     tensor([[0., 1., 2.],
+ *             [3., 4., 5.]])
+ *
+ * one bracket level per dimension, a shared number format and width, rows
+ * on their own lines (a blank line between 2-D blocks), rows longer than
+ * 80 columns wrapped, and, when the tensor has more than 1000 elements,
+ * "..." for all but 3 indices at each end of the longer dimensions.
+ * The format is chosen from the nonzero finite numbers shown: "3." when
+ * all are whole, `decimals` digits after the point otherwise (4 is a good
+ * default), and exponents (1.0000e+08) when the largest magnitude is
+ * 1e8 or more, more than 1000 times the smallest, or, for fractions, the
+ * smallest is below 1e-4, with at least 4 digits after the point there so
+ * that 1000 and 1001 stay apart.  nan, inf and -inf print as such. */
 void tensor_print(FILE *f, const tensor *t, int decimals);
 
 #endif

@@ -7,7 +7,14 @@
 FILE *trace_stream = NULL;
 static int depth = 0; /* nesting level; kept even when tracing is off */
 
-void trace_to(FILE *f) { trace_stream = f; }
+void trace_to(FILE *f)
+{
+#ifdef MHA_NO_TRACE
+    (void)f; // compiled out: the stream stays NULL
+#else
+    trace_stream = f;
+#endif
+}
 
 char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape)
 {

@@ -4,9 +4,13 @@
  * Linear layer, a batched product ...) reports one line here when tracing is
  * on.  A line reads, column by column:
  *
- *     <indent><op with its arguments>  <kind>  <input> -> <output>  <symbolic>
+ *     <indent><op with its arguments> <kind>  <input> -> <output>  <symbolic>
  *
- *     reshape(1, 2, 8, -1)  view  (1, 2, 16) -> (1, 2, 8, 2)    (B, n, h, d_model/h)
+ *     reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)
+ *
+ * The op takes TRACE_OP_WIDTH columns (indent included) and one space,
+ * the kind 4 and two spaces, the shapes TRACE_SHAPES_WIDTH and two spaces;
+ * a longer entry pushes the rest right, and trailing blanks are trimmed.
  *
  * kind is `view` (no data moved: only shape and strides changed), `copy`
  * (the same numbers written to a new buffer in a new order) or `new` (new
@@ -21,6 +25,12 @@
  * step.  trace_to(stdout) switches it on, trace_to(NULL) off; any FILE* will
  * do (a file, a memory stream in the tests).  The state is global: one trace
  * per process.
+ *
+ * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
+ * trace_on() is the constant 0, so every `if (trace_on())` block is dead
+ * code, and trace_to() does nothing.  `make bench` builds the library that
+ * way too, to show that tracing compiled in but off costs nothing
+ * measurable.
  */
 #ifndef MHA_TRACE_H
 #define MHA_TRACE_H
@@ -40,7 +50,11 @@ extern FILE *trace_stream; /* where lines go; NULL: tracing is off */
 /* Send the trace to f, or switch it off with NULL. */
 void trace_to(FILE *f);
 
+#ifdef MHA_NO_TRACE
+static inline int trace_on(void) { return 0; }
+#else
 static inline int trace_on(void) { return trace_stream != NULL; }
+#endif
 
 /* One step: op (with its arguments), kind ("view", "copy", "new" or ""),
  * shapes ("(1, 2, 16) -> (1, 2, 8, 2)") and the symbolic shape ("" if

@@ -53,6 +53,58 @@ static inline double rel_error(const tensor *a, const tensor *b)
     return ref > 0 ? diff / ref : diff;
 }
 
+/* Row-major index arithmetic, written out so the suites need not trust the
+ * library's strides: position f of `shape` (last index fastest) as an
+ * index, and back. */
+static inline void unravel(size_t f, size_t ndim, const size_t *shape,
+                           size_t *idx)
+{
+    for (size_t d = ndim; d-- > 0;) {
+        idx[d] = f % shape[d];
+        f /= shape[d];
+    }
+}
+
+static inline size_t ravel(size_t ndim, const size_t *shape, const size_t *idx)
+{
+    size_t f = 0;
+    for (size_t d = 0; d < ndim; d++)
+        f = f * shape[d] + idx[d];
+    return f;
+}
+
+/* Failure injection: run `call` with its k-th allocation failing, for
+ * k = 0, 1, ... until it succeeds.  Every failing run must return
+ * GSL_ENOMEM, set `out` to NULL and report a message that starts with
+ * `prefix` (a string literal naming the function called); `allocs` gets
+ * the number of allocations of the successful run.  A leak on the way
+ * out of a failing call shows in the reports of `make sanitize`
+ * (LeakSanitizer) and of valgrind --trace-children=yes; neither turns it
+ * into a failed test, so read them. */
+#define OK_AFTER_ENOMEM(call, out, prefix, allocs)                            \
+    do {                                                                      \
+        for (long k_ = 0;; k_++) {                                            \
+            cr_assert_lt(k_, 64, "%s never succeeded", #call);                \
+            mha_clear_error();                                                \
+            (out) = (void *)&k_; /* not NULL: the call must reset it */       \
+            mha_debug_fail_alloc_after(k_);                                   \
+            int st_ = (call);                                                 \
+            mha_debug_fail_alloc_after(-1);                                   \
+            if (st_ == GSL_SUCCESS) {                                         \
+                (allocs) = (size_t)k_;                                        \
+                break;                                                        \
+            }                                                                 \
+            cr_assert_eq(st_, GSL_ENOMEM, "%s with allocation %ld failing "   \
+                         "returned %d: %s", #call, k_, st_,                   \
+                         mha_last_error());                                   \
+            cr_assert_null((out), "%s left its output set", #call);           \
+            cr_assert(strncmp(mha_last_error(), prefix,                       \
+                              strlen(prefix)) == 0,                           \
+                      "allocation %ld: \"%s\" does not start with \"%s\"",  \
+                      k_, mha_last_error(), prefix);                          \
+        }                                                                     \
+    } while (0)
+
 /* Collect the trace (or anything else written to a FILE*) in memory. */
 typedef struct {
     FILE *f;
@@ -77,5 +129,15 @@ static inline const char *capture_end(capture *c)
 }
 
 static inline void capture_free(capture *c) { free(c->text); }
+
+/* Tests of process plumbing (what a child process inherits, how it is
+ * started) cannot run under valgrind, which holds descriptors of its own
+ * and starts every child itself; tools/memcheck.sh sets MHA_MEMCHECK, and
+ * these tests still run in the plain and sanitizer passes. */
+static inline void skip_under_valgrind(void)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("process plumbing is not observable under valgrind");
+}
 
 #endif

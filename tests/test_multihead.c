@@ -198,11 +198,12 @@ static void naive_linear(const linear *l, const double *x, double *y)
  * score, mask with -1e6 beyond the valid length, softmax, average the
  * values, write the head's p outputs into columns hd*p.., then W_o.
  * valid: NULL, or B lengths (per_query 0) or B*Lq lengths (per_query 1).
- * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk). */
-static void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
-                            const double *q, const double *k, const double *v,
-                            const double *valid, int per_query, double *out,
-                            double *weights)
+ * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk) or NULL.
+ * Not static: test_multihead_fast.c holds the fast paths to it too. */
+void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                     const double *q, const double *k, const double *v,
+                     const double *valid, int per_query, double *out,
+                     double *weights)
 {
     const multihead_config *c = &m->cfg;
     size_t D = c->num_hiddens, h = c->num_heads, p = D / h;
@@ -455,4 +456,184 @@ Test(heads, allocation_failures)
     multihead_free(&m);
     tensor_free(q);
     tensor_free(lens);
+}
+
+/* Chapter 09's claim: h separate heads whose projections are rows
+ * i*p .. (i+1)*p - 1 of W_q, W_k, W_v (narrow views), each a plain
+ * single-head attention, concatenated and projected by W_o, equal the
+ * batched module. */
+Test(heads, separate_heads_equal_the_module)
+{
+    const size_t B = 3, Lq = 4, Lk = 5, dq = 7, dk = 6, dv = 9, D = 12, h = 3;
+    const size_t p = D / h;
+    gsl_rng *r = mha_rng_new(99);
+    multihead m;
+    multihead_config cfg = {dq, dk, dv, D, h, 10, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    tensor *q, *k, *v, *lens, *out, *concat, *joined;
+    OK(tensor_alloc(SHAPE(B, Lq, dq), &q));
+    OK(tensor_alloc(SHAPE(B, Lk, dk), &k));
+    OK(tensor_alloc(SHAPE(B, Lk, dv), &v));
+    tensor_fill_normal(q, r, 0, 1);
+    tensor_fill_normal(k, r, 0, 1);
+    tensor_fill_normal(v, r, 0, 1);
+    OK(tensor_from_array(SHAPE(B, Lq), (double[]){1, 2, 3, 4, 5, 4, 3, 2, 1, 1, 5, 5},
+                         &lens));
+    OK(multihead_forward(&m, q, k, v, lens, &out));
+
+    OK(tensor_alloc(SHAPE(B, Lq, D), &concat));
+    dot_attention a;
+    OK(dot_attention_init(&a, 0));
+    const linear *big[3] = {&m.W_q, &m.W_k, &m.W_v};
+    const tensor *in[3] = {q, k, v};
+    for (size_t i = 0; i < h; i++) {
+        tensor *proj[3], *head;
+        for (int w = 0; w < 3; w++) {
+            linear small;
+            OK(linear_init(&small, "W_i", big[w]->in_features, p, 0));
+            tensor_free(small.weight);
+            OK(tensor_narrow(big[w]->weight, 0, i * p, p, &small.weight));
+            OK(tensor_narrow(big[w]->bias, 0, i * p, p, &small.bias));
+            cr_assert(tensor_shares_buffer(small.weight, big[w]->weight));
+            OK(linear_forward(&small, in[w], &proj[w])); // (B, L, p)
+            linear_free(&small);
+        }
+        OK(dot_attention_forward(&a, proj[0], proj[1], proj[2], lens, &head));
+        for (size_t b = 0; b < B; b++)
+            for (size_t t = 0; t < Lq; t++)
+                for (size_t j = 0; j < p; j++)
+                    *TENSOR_AT(concat, b, t, i * p + j) = *TENSOR_AT(head, b, t, j);
+        for (int w = 0; w < 3; w++)
+            tensor_free(proj[w]);
+        tensor_free(head);
+    }
+    OK(linear_forward(&m.W_o, concat, &joined));
+    double err = rel_error(joined, out);
+    cr_assert(err <= 1e-12, "relative error %g", err);
+
+    dot_attention_free(&a);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    tensor_free(out);
+    tensor_free(concat);
+    tensor_free(joined);
+    gsl_rng_free(r);
+}
+
+/* The exact trace of d2l's example (B 2, Lq 4, Lk 6, D 100, h 5, valid
+ * [3, 2]) is chapter 08's transcript; here its skeleton: the split of each
+ * projection copies (B = 2), the join copies, and the shapes are these. */
+Test(heads, module_trace_shapes)
+{
+    multihead m;
+    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *x, *y, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 4, 100), &x));
+    OK(tensor_alloc(SHAPE(2, 6, 100), &y));
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(multihead_forward(&m, x, y, y, lens, &out));
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    const char *want[] = {
+        "multihead(h=5)                 q (2, 4, 100), k (2, 6, 100), v (2, 6, 100)\n",
+        "  W_q: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",
+        "    reshape(-1, 4, 20)   copy  (2, 5, 4, 20) -> (10, 4, 20)        (B*h, Lq, d_model/h)\n",
+        "    reshape(-1, 6, 20)   copy  (2, 5, 6, 20) -> (10, 6, 20)        (B*h, Lk, d_model/h)\n",
+        "  repeat_interleave(5)   copy  (2,) -> (10,)                       (B*h,)\n",
+        "    Q K^T                new   (10, 4, 20) @ (10, 6, 20)^T -> (10, 4, 6)  (B*h, Lq, Lk)\n",
+        "    reshape(2, 4, -1)    copy  (2, 4, 5, 20) -> (2, 4, 100)        (B, Lq, d_model)\n",
+        "  W_o: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",
+    };
+    const char *at = text;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *found = strstr(at, want[i]);
+        cr_assert_not_null(found, "missing or out of order: %s\nin:\n%s", want[i], text);
+        at = found + strlen(want[i]);
+    }
+    capture_free(&c);
+    multihead_free(&m);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(lens);
+    tensor_free(out);
+}
+
+/* NaN and infinity are refused at the module's door, naming the element;
+ * an infinity in a key would otherwise turn a whole row into NaN. */
+Test(heads, non_finite_inputs_are_refused)
+{
+    multihead m;
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *k, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_alloc(SHAPE(2, 5, 4), &k));
+    *TENSOR_AT(q, 1, 2, 3) = NAN;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: queries[1, 2, 3] = nan; queries must be finite "
+          "(queries (2, 3, 4))");
+    cr_assert_null(out);
+    *TENSOR_AT(q, 1, 2, 3) = 0;
+    *TENSOR_AT(k, 0, 4, 0) = -INFINITY;
+    FAILS(multihead_forward(&m, q, k, q, NULL, &out), GSL_EBADLEN,
+          "multihead: keys (2, 5, 4) and values (2, 3, 4) have different "
+          "lengths 5 and 3");
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: keys[0, 4, 0] = -inf; keys must be finite (keys (2, 5, 4))");
+    *TENSOR_AT(k, 0, 4, 0) = 0;
+    *TENSOR_AT(m.W_o.weight, 3, 1) = INFINITY;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: W_o[3, 1] = inf; W_o must be finite (W_o (4, 4))");
+    *TENSOR_AT(m.W_o.weight, 3, 1) = 0;
+    m.W_v.bias->data[2] = NAN;
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+          "multihead: b_v[2] = nan; b_v must be finite (b_v (4,))");
+    m.W_v.bias->data[2] = 0;
+    OK(multihead_forward(&m, q, k, k, NULL, &out));
+    tensor_free(out);
+    tensor_free(q);
+    tensor_free(k);
+    multihead_free(&m);
+}
+
+/* Huge but finite numbers stay finite where the math is finite: scores of
+ * 1e300 saturate the softmax instead of overflowing it. */
+Test(heads, huge_finite_inputs_give_finite_outputs)
+{
+    multihead m;
+    multihead_config cfg = {2, 2, 2, 2, 1, 0, 0, 0};
+    OK(multihead_init(&m, &cfg));
+    /* identity projections: scores are q . k / sqrt(2) */
+    double eye[] = {1, 0, 0, 1};
+    memcpy(m.W_q.weight->data, eye, sizeof eye);
+    memcpy(m.W_k.weight->data, eye, sizeof eye);
+    memcpy(m.W_v.weight->data, eye, sizeof eye);
+    memcpy(m.W_o.weight->data, eye, sizeof eye);
+    tensor *q, *k, *v, *out;
+    OK(tensor_from_array(SHAPE(1, 1, 2), (double[]){1e150, 0}, &q));
+    OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1e150, 0, -1e150, 0, 0, 1}, &k));
+    OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1, 2, 3, 4, 5, 6}, &v));
+    OK(multihead_forward(&m, q, k, v, NULL, &out));
+    /* score of key 0 is 1e300/sqrt(2), the others far below: all weight
+     * on key 0, so out = v[0] exactly */
+    cr_assert_eq(*TENSOR_AT(out, 0, 0, 0), 1.0);
+    cr_assert_eq(*TENSOR_AT(out, 0, 0, 1), 2.0);
+    cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 0, 1), 0.0);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(out);
+    multihead_free(&m);
 }

@@ -5,7 +5,8 @@
 # build anything, so a fresh Debian or Ubuntu machine needs nothing else.
 #
 #   tools/deps.sh            the packages for building, testing and plotting
-#   tools/deps.sh EXTRA...   the same, plus EXTRA Debian packages
+#   tools/deps.sh EXTRA...   the same, plus EXTRA Debian packages, e.g.
+#   tools/deps.sh python3-numpy python3-torch    what `make parity` adds
 #
 # A package counts as present when dpkg says it is installed.  Set
 # MHA_NO_INSTALL=1 to only report what is missing (exit 1 if anything is).

@@ -9,6 +9,9 @@ build=${1:-build/sanitize}
 logs=$build/sanitizer-logs
 rm -rf "$logs"
 mkdir -p "$logs"
+# absolute, so a child running in another directory (the CLI tests run
+# build/sanitize/mha in a scratch directory) reports here too
+logs=$(cd "$logs" && pwd)
 export ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
 status=0

@@ -1,0 +1,162 @@
+/* args.c: the strict command-line reader of args.h. */
+#include "args.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *command = "mha";
+
+void cli_set_command(const char *name) { command = name; }
+
+const char *cli_command(void) { return command; }
+
+int cli_error(const char *fmt, ...)
+{
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* Values and file names come from the user: a newline or a terminal
+     * escape among them must not break the one line, so control bytes
+     * print as \xNN. */
+    fprintf(stderr, "%s: ", command);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
+    return CLI_USAGE;
+}
+
+cli_option *cli_find(cli_option *opts, size_t nopts, const char *name)
+{
+    for (size_t i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+int cli_parse(int argc, char **argv, cli_option *opts, size_t nopts)
+{
+    for (size_t i = 0; i < nopts; i++)
+        opts[i].value = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+            return CLI_HELP;
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            if (arg[0] == '-')
+                return cli_error("unknown option '%s' (see %s --help)", arg,
+                                 command);
+            return cli_error("unexpected argument '%s' (options start with "
+                             "--; see %s --help)",
+                             arg, command);
+        }
+        // "--name=value" or "--name"
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        cli_option *opt = NULL;
+        for (size_t k = 0; k < nopts && !opt; k++)
+            if (strlen(opts[k].name) == len && strncmp(opts[k].name, arg, len) == 0)
+                opt = &opts[k];
+        if (!opt)
+            return cli_error("unknown option '%.*s' (see %s --help)", (int)len,
+                             arg, command);
+        const char *value;
+        if (!opt->takes_value) {
+            if (eq)
+                return cli_error("%s takes no value, got '%s'", opt->name,
+                                 eq + 1);
+            value = "";
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 >= argc) {
+            return cli_error("%s needs a value", opt->name);
+        } else if (strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]) {
+            return cli_error("%s needs a value, got the option '%s'",
+                             opt->name, argv[i + 1]);
+        } else {
+            value = argv[++i];
+        }
+        if (opt->value) {
+            if (!opt->takes_value)
+                return cli_error("%s given twice", opt->name);
+            return cli_error("%s given twice ('%s', then '%s')", opt->name,
+                             opt->value, value);
+        }
+        opt->value = value;
+    }
+    return CLI_OK;
+}
+
+/* The len bytes at s as a whole number in [min, max] into *out: NULL, or
+ * why not. */
+static const char *count_problem(const char *s, size_t len, size_t min,
+                                 size_t max, size_t *out)
+{
+    if (len == 0)
+        return "is empty";
+    size_t start = s[0] == '-' && len > 1 ? 1 : 0;
+    size_t v = 0;
+    int big = 0;
+    for (size_t i = start; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return "is not a whole number";
+        size_t digit = (size_t)(s[i] - '0');
+        // saturate: anything above max is "too large", however long
+        if (!big && v > (max - digit) / 10)
+            big = 1;
+        if (!big)
+            v = v * 10 + digit;
+    }
+    if (start)
+        return big || v ? "is negative" : "has a minus sign";
+    if (big)
+        return "is too large";
+    if (v < min)
+        return v == 0 ? "is zero" : "is too small";
+    *out = v;
+    return NULL;
+}
+
+int cli_parse_count(const cli_option *opt, size_t max, size_t *out)
+{
+    if (!opt->value)
+        return CLI_OK;
+    size_t v = 0;
+    const char *problem =
+        count_problem(opt->value, strlen(opt->value), 1, max, &v);
+    if (problem)
+        return cli_error("%s '%s' %s (expected 1 to %zu)",
+                         opt->name, opt->value, problem, max);
+    *out = v;
+    return CLI_OK;
+}
+
+int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
+                   size_t *n)
+{
+    *n = 0;
+    const char *s = opt->value;
+    for (size_t entry = 1;; entry++) {
+        size_t len = strcspn(s, ",");
+        if (*n == cap)
+            return cli_error("%s '%s' has more than %zu entries", opt->name,
+                             opt->value, cap);
+        size_t v = 0;
+        const char *problem = count_problem(s, len, 0, CLI_COUNT_MAX, &v);
+        if (problem)
+            return cli_error("%s '%s': entry %zu ('%.*s') %s (expected whole "
+                             "numbers from 0 to %d, separated by commas)",
+                             opt->name, opt->value, entry, (int)len, s, problem,
+                             CLI_COUNT_MAX);
+        vals[(*n)++] = (double)v;
+        if (!s[len])
+            return CLI_OK;
+        s += len + 1;
+    }
+}

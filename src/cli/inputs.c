@@ -1,0 +1,305 @@
+/* inputs.c: read and check the inputs of `mha forward` / `mha heatmap`.
+ *
+ * Shapes: queries (B, Lq, Dq), keys (B, Lk, Dk), values (B, Lk, Dv);
+ * W_q (D, Dq), W_k (D, Dk), W_v (D, Dv), W_o (D_out, D); biases (D,) and
+ * (D_out,); valid_lens (B,) or (B, Lq). */
+#include "inputs.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The files, in the order they are read and checked. */
+enum { Q, K, V, WQ, WK, WV, WO, BQ, BK, BV, BO, VL, NFILES };
+static const char *const file_option[NFILES] = {
+    "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
+
+static const char *option_of(int f) { return file_option[f]; }
+
+static const char *value_of(cli_option *opts, size_t nopts, const char *name)
+{
+    return cli_find(opts, nopts, name)->value;
+}
+
+int cli_inputs_check_options(cli_option *opts, size_t nopts)
+{
+    static const char *const required[] = {"--heads", "--queries", "--wq",
+                                           "--wk", "--wv", "--wo"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!value_of(opts, nopts, required[i]))
+            return cli_error("%s is required (see %s --help)", required[i],
+                             cli_command());
+    size_t heads = 0;
+    if (cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads))
+        return CLI_USAGE;
+    if (value_of(opts, nopts, "--valid-lens") &&
+        value_of(opts, nopts, "--valid-lens-file"))
+        return cli_error("--valid-lens '%s' and --valid-lens-file '%s': give "
+                         "one or the other",
+                         value_of(opts, nopts, "--valid-lens"),
+                         value_of(opts, nopts, "--valid-lens-file"));
+    const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
+    if (vl->value) {
+        double lens[CLI_LIST_MAX];
+        size_t n;
+        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
+            return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* "the keys (2, 6, 7)", or "the keys (= queries) (2, 4, 5)" when the keys
+ * are the queries because --keys was not given. */
+static const char *describe(char *buf, size_t n, const char *what,
+                            const tensor *t, int defaulted)
+{
+    char s[TRACE_SHAPE_MAX];
+    snprintf(buf, n, "the %s%s %s", what, defaulted ? " (= queries)" : "",
+             tensor_shape_str(t, s, sizeof s));
+    return buf;
+}
+
+/* valid_lens[idx] = v checked against the number of keys: NULL or why. */
+static const char *len_problem(double v, size_t num_keys)
+{
+    if (isnan(v) || v != floor(v))
+        return "is not a whole number";
+    if (v < 0)
+        return "is negative";
+    if (v > (double)num_keys)
+        return "is larger than the number of keys,";
+    return NULL;
+}
+
+static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
+                            int keys_defaulted)
+{
+    const tensor *q = in->queries;
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = in->keys->shape[1];
+    char qs[TRACE_SHAPE_MAX], kd[2 * TRACE_SHAPE_MAX];
+    tensor_shape_str(q, qs, sizeof qs);
+    describe(kd, sizeof kd, "keys", in->keys, keys_defaulted);
+
+    const cli_option *list = cli_find(opts, nopts, "--valid-lens");
+    if (list->value) {
+        double lens[CLI_LIST_MAX];
+        size_t n;
+        if (cli_parse_list(list, lens, CLI_LIST_MAX, &n))
+            return CLI_USAGE;
+        if (n != B)
+            return cli_error("--valid-lens '%s' has %zu entr%s but the queries "
+                             "%s have batch size %zu",
+                             list->value, n, n == 1 ? "y" : "ies", qs, B);
+        for (size_t b = 0; b < B; b++)
+            if (lens[b] > (double)Lk)
+                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
+                                 "than the number of keys, %zu (%s)",
+                                 list->value, b + 1, lens[b], Lk, kd);
+        if (tensor_from_array(1, &B, lens, &in->valid_lens))
+            return cli_error("--valid-lens: %s", mha_last_error());
+        return CLI_OK;
+    }
+
+    const char *path = value_of(opts, nopts, "--valid-lens-file");
+    tensor *vl = in->valid_lens;
+    if (!path)
+        return CLI_OK;
+    char vs[TRACE_SHAPE_MAX];
+    tensor_shape_str(vl, vs, sizeof vs);
+    int per_example = vl->ndim == 1 && vl->shape[0] == B;
+    int per_query = vl->ndim == 2 && vl->shape[0] == B && vl->shape[1] == Lq;
+    if (!per_example && !per_query)
+        return cli_error("--valid-lens-file %s has shape %s but the queries %s "
+                         "need (%zu,) or (%zu, %zu)",
+                         path, vs, qs, B, B, Lq);
+    size_t rows = per_query ? Lq : 1;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < rows; i++) {
+            double v = *TENSOR_AT(vl, b, i);
+            const char *problem = len_problem(v, Lk);
+            if (!problem)
+                continue;
+            char at[48], tail[3 * TRACE_SHAPE_MAX] = "";
+            if (per_query)
+                snprintf(at, sizeof at, "%zu, %zu", b, i);
+            else
+                snprintf(at, sizeof at, "%zu", b);
+            if (v > (double)Lk)
+                snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
+            return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s",
+                             path, at, v, problem, tail);
+        }
+    return CLI_OK;
+}
+
+/* t must have ndim dimensions; layout names them, e.g. "(D, Dq)". */
+static int need_ndim(const char *opt, const char *path, const tensor *t,
+                     size_t ndim, const char *layout)
+{
+    if (t->ndim == ndim)
+        return CLI_OK;
+    char s[TRACE_SHAPE_MAX];
+    return cli_error("%s %s has shape %s, expected %zu dimension%s %s", opt,
+                     path, tensor_shape_str(t, s, sizeof s), ndim,
+                     ndim == 1 ? "" : "s", layout);
+}
+
+static int check_shapes(const char *const *path, tensor *const *f,
+                        size_t heads, int k_def, int v_def)
+{
+    const tensor *q = f[Q], *k = k_def ? f[Q] : f[K], *v = v_def ? f[Q] : f[V];
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    char kd[2 * TRACE_SHAPE_MAX], vd[2 * TRACE_SHAPE_MAX];
+    char s[TRACE_SHAPE_MAX], wq[TRACE_SHAPE_MAX], wo[TRACE_SHAPE_MAX];
+    tensor_shape_str(q, qs, sizeof qs);
+    tensor_shape_str(k, ks, sizeof ks);
+    tensor_shape_str(v, vs, sizeof vs);
+    describe(kd, sizeof kd, "keys", k, k_def);
+    describe(vd, sizeof vd, "values", v, v_def);
+
+    // the inputs: 3-D, one batch size, keys and values of one length
+    if (need_ndim("--queries", path[Q], q, 3, "(B, Lq, Dq)") ||
+        (!k_def && need_ndim("--keys", path[K], k, 3, "(B, Lk, Dk)")) ||
+        (!v_def && need_ndim("--values", path[V], v, 3, "(B, Lk, Dv)")))
+        return CLI_USAGE;
+    if (k->shape[0] != q->shape[0])
+        return cli_error("--keys %s has shape %s but the queries %s have batch "
+                         "size %zu",
+                         path[K], ks, qs, q->shape[0]);
+    if (v->shape[0] != q->shape[0])
+        return cli_error("--values %s has shape %s but the queries %s have "
+                         "batch size %zu",
+                         path[V], vs, qs, q->shape[0]);
+    if (v->shape[1] != k->shape[1]) {
+        if (v_def)
+            return cli_error("--keys %s has shape %s but %s have %zu positions "
+                             "(give --values too)",
+                             path[K], ks, vd, v->shape[1]);
+        return cli_error("--values %s has shape %s but %s have %zu positions",
+                         path[V], vs, kd, k->shape[1]);
+    }
+
+    // the weights: 2-D, one column per input feature
+    if (need_ndim("--wq", path[WQ], f[WQ], 2, "(D, Dq)") ||
+        need_ndim("--wk", path[WK], f[WK], 2, "(D, Dk)") ||
+        need_ndim("--wv", path[WV], f[WV], 2, "(D, Dv)") ||
+        need_ndim("--wo", path[WO], f[WO], 2, "(D_out, D)"))
+        return CLI_USAGE;
+    const tensor *in_of[3] = {q, k, v};
+    const char *in_desc[3] = {"the queries", kd, vd};
+    for (int w = WQ; w <= WV; w++) {
+        const tensor *x = in_of[w - WQ];
+        char xs[2 * TRACE_SHAPE_MAX];
+        if (w == WQ)
+            snprintf(xs, sizeof xs, "%s %s", in_desc[0], qs);
+        else
+            snprintf(xs, sizeof xs, "%s", in_desc[w - WQ]);
+        if (f[w]->shape[1] != x->shape[2])
+            return cli_error("%s %s has shape %s but %s have %zu features",
+                             option_of(w), path[w],
+                             tensor_shape_str(f[w], s, sizeof s), xs,
+                             x->shape[2]);
+    }
+
+    // D from W_q: the rows of W_k and W_v, the columns of W_o, the biases
+    size_t D = f[WQ]->shape[0], D_out = f[WO]->shape[0];
+    tensor_shape_str(f[WQ], wq, sizeof wq);
+    tensor_shape_str(f[WO], wo, sizeof wo);
+    for (int w = WK; w <= WO; w++) {
+        size_t got = w == WO ? f[w]->shape[1] : f[w]->shape[0];
+        if (got != D)
+            return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
+                             "shape %s)",
+                             option_of(w), path[w],
+                             tensor_shape_str(f[w], s, sizeof s), D, path[WQ],
+                             wq);
+    }
+    if (D % heads != 0)
+        return cli_error("--heads %zu does not divide D = %zu (--wq %s has "
+                         "shape %s)",
+                         heads, D, path[WQ], wq);
+    for (int b = BQ; b <= BO; b++) {
+        if (!f[b])
+            continue;
+        const char *layout = b == BO ? "(D_out,)" : "(D,)";
+        if (need_ndim(option_of(b), path[b], f[b], 1, layout))
+            return CLI_USAGE;
+        tensor_shape_str(f[b], s, sizeof s);
+        if (b != BO && f[b]->shape[0] != D)
+            return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
+                             "shape %s)",
+                             option_of(b), path[b], s, D, path[WQ], wq);
+        if (b == BO && f[b]->shape[0] != D_out)
+            return cli_error("--bo %s has shape %s but D_out = %zu (--wo %s "
+                             "has shape %s)",
+                             path[b], s, D_out, path[WO], wo);
+    }
+    return CLI_OK;
+}
+
+/* Copy the checked weights into a module configured from their shapes. */
+static int build_module(tensor *const *f, size_t heads, cli_inputs *in)
+{
+    multihead_config cfg = {
+        .query_size = f[WQ]->shape[1], .key_size = f[WK]->shape[1],
+        .value_size = f[WV]->shape[1], .num_hiddens = f[WQ]->shape[0],
+        .num_heads = heads, .out_size = f[WO]->shape[0],
+        .bias = f[BQ] || f[BK] || f[BV] || f[BO]};
+    int status = multihead_init(&in->m, &cfg);
+    if (status)
+        return cli_error("%s", mha_last_error());
+    in->has_m = 1;
+    linear *layer[4] = {&in->m.W_q, &in->m.W_k, &in->m.W_v, &in->m.W_o};
+    for (int i = 0; i < 4 && !status; i++) {
+        status = tensor_copy_into(layer[i]->weight, f[WQ + i]);
+        if (!status && f[BQ + i])
+            status = tensor_copy_into(layer[i]->bias, f[BQ + i]);
+    }
+    return status ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
+int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    const char *path[NFILES];
+    tensor *f[NFILES] = {NULL};
+    for (int i = 0; i < NFILES; i++)
+        path[i] = value_of(opts, nopts, option_of(i));
+    size_t heads = 0;
+    cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+
+    int status = CLI_OK;
+    for (int i = 0; i < NFILES && !status; i++)
+        if (path[i] && npy_read(path[i], &f[i]))
+            status = cli_error("%s: %s", option_of(i), mha_last_error());
+    int k_def = !path[K], v_def = !path[V];
+    if (!status)
+        status = check_shapes(path, f, heads, k_def, v_def);
+    if (!status) {
+        // the module takes copies; the inputs stay for the forward pass
+        in->queries = f[Q];
+        in->keys = k_def ? f[Q] : f[K];
+        in->values = v_def ? f[Q] : f[V];
+        in->valid_lens = f[VL];
+        f[Q] = f[K] = f[V] = f[VL] = NULL;
+        status = check_valid_lens(opts, nopts, in, k_def);
+    }
+    if (!status)
+        status = build_module(f, heads, in);
+    for (int i = 0; i < NFILES; i++)
+        tensor_free(f[i]);
+    return status;
+}
+
+void cli_inputs_free(cli_inputs *in)
+{
+    if (in->keys != in->queries)
+        tensor_free(in->keys);
+    if (in->values != in->queries)
+        tensor_free(in->values);
+    tensor_free(in->queries);
+    tensor_free(in->valid_lens);
+    if (in->has_m)
+        multihead_free(&in->m);
+    memset(in, 0, sizeof *in);
+}

@@ -1,0 +1,54 @@
+/* inputs.h: what `mha forward` and `mha heatmap` read, checked.
+ *
+ * Shapes (batch-first, PyTorch's weight layout):
+ *   queries (B, Lq, Dq)   keys (B, Lk, Dk)   values (B, Lk, Dv)
+ *   W_q (D, Dq)  W_k (D, Dk)  W_v (D, Dv)  W_o (D_out, D)
+ *   b_q, b_k, b_v (D,)  b_o (D_out,)        each optional; a missing one is 0
+ *   valid_lens (B,) or (B, Lq), whole numbers 0 .. Lk
+ *   D = h * p: --heads h must divide D
+ *
+ * keys default to the queries, and values to the queries (self-attention,
+ * as d2l calls the module with X, X, X).  D and D_out are read off W_q and
+ * W_o; everything else must agree with them, and each disagreement is one
+ * line naming the option, its file and both shapes, e.g.
+ *
+ *   mha forward: --wk wk.npy has shape (8, 5) but the keys (2, 6, 7) have 7 features
+ *
+ * The multihead module is configured from these shapes and loaded with
+ * the weights; nothing is computed yet.
+ */
+#ifndef MHA_CLI_INPUTS_H
+#define MHA_CLI_INPUTS_H
+
+#include "args.h"
+#include "mha.h"
+
+/* The options both subcommands take, for their tables. */
+#define CLI_INPUT_OPTIONS                                                     \
+    {"--heads", 1, NULL}, {"--queries", 1, NULL}, {"--keys", 1, NULL},        \
+    {"--values", 1, NULL}, {"--wq", 1, NULL}, {"--wk", 1, NULL},              \
+    {"--wv", 1, NULL}, {"--wo", 1, NULL}, {"--bq", 1, NULL},                  \
+    {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
+    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL}
+
+typedef struct cli_inputs {
+    tensor *queries;    /* (B, Lq, Dq) */
+    tensor *keys;       /* (B, Lk, Dk): its own file, or the queries again */
+    tensor *values;     /* (B, Lk, Dv): likewise */
+    tensor *valid_lens; /* (B,) or (B, Lq), or NULL */
+    multihead m;        /* configured and loaded */
+    int has_m;          /* 1 once m needs multihead_free */
+} cli_inputs;
+
+/* The input options present and well formed (no file is opened): run
+ * this first, so a usage mistake is reported before any work. */
+int cli_inputs_check_options(cli_option *opts, size_t nopts);
+
+/* Read every input file, check all shapes, build the module.  CLI_OK or
+ * CLI_USAGE (after printing one line); in is then ready for
+ * cli_inputs_free either way. */
+int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in);
+
+void cli_inputs_free(cli_inputs *in);
+
+#endif

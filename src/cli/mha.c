@@ -1,0 +1,434 @@
+/* mha.c: the mha program, multi-head attention from the command line.
+ *
+ *   mha trace    a seeded forward pass and its whole shape trace (--quiz:
+ *                the output shapes left blank, answers at the end)
+ *   mha forward  the module on .npy inputs and weights, .npy outputs
+ *   mha heatmap  the same forward pass, every head's weights drawn
+ *
+ * Shapes (batch-first, weights in PyTorch's layout):
+ *   Q (B, Lq, Dq), K (B, Lk, Dk), V (B, Lk, Dv)
+ *   W_q (D, Dq), W_k (D, Dk), W_v (D, Dv), W_o (D_out, D)
+ *   OUT (B, Lq, D_out), A (B, h, Lq, Lk), valid_lens (B,) or (B, Lq)
+ *
+ * Exit status 0 on success; 2 on any bad input, after one line on stderr,
+ * with no output file written (output.h).  The usage texts below are the
+ * program's documentation: `mha --help`, `mha forward --help` ...
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "inputs.h"
+#include "mha.h"
+#include "output.h"
+#include "quiz.h"
+
+static const char usage_main[] =
+    "usage: mha <command> [options]\n"
+    "\n"
+    "Multi-head attention from the command line: arrays in NumPy .npy\n"
+    "files, batch-first, weights in PyTorch's layout.\n"
+    "\n"
+    "commands:\n"
+    "  trace     run a seeded forward pass and print its whole shape trace\n"
+    "  forward   run the module on .npy inputs and weights, write .npy outputs\n"
+    "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
+    "\n"
+    "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
+    "2 on bad input (one line on stderr, no output file written).\n";
+
+static const char usage_trace[] =
+    "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
+    "                 [--heads h] [--valid-lens 3,2] [--quiz]\n"
+    "\n"
+    "Run the multi-head attention module once on seeded random inputs and\n"
+    "print every shape step: the projections, the split into heads, the\n"
+    "attention of all B*h heads at once, the join, the output projection.\n"
+    "\n"
+    "  --batch B        examples in the batch (default 2)\n"
+    "  --queries Lq     queries per example (default 4)\n"
+    "  --kv Lk          key-value pairs per example (default 6)\n"
+    "  --hiddens D      num_hiddens, cut into h heads of D/h (default 100)\n"
+    "  --heads h        number of heads; must divide D (default 5)\n"
+    "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
+    "  --quiz           leave every output shape blank (-> ?1, -> ?2 ...)\n"
+    "                   and print the answers after the trace\n"
+    "\n"
+    "Queries, keys and values have D features each, as in d2l's example.\n";
+
+static const char usage_forward[] =
+    "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
+    "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
+    "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
+    "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
+    "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
+    "\n"
+    "Multi-head attention on arrays read from .npy files (float64, float32,\n"
+    "int64 or int32, C order), batch-first, weights as in PyTorch's nn.Linear:\n"
+    "\n"
+    "  Q (B, Lq, Dq)  K (B, Lk, Dk)  V (B, Lk, Dv)  keys and values default\n"
+    "                                               to the queries\n"
+    "  W_q (D, Dq)  W_k (D, Dk)  W_v (D, Dv)  W_o (D_out, D)  h must divide D\n"
+    "  b_q, b_k, b_v (D,)  b_o (D_out,)  optional; a bias not given is zero\n"
+    "  valid_lens (B,) or (B, Lq): whole numbers 0 .. Lk, from a list (one\n"
+    "      per example) or a file; query i of example b sees only the first\n"
+    "      valid_lens[b] (or valid_lens[b, i]) keys; 0 gives uniform weights,\n"
+    "      as in d2l\n"
+    "\n"
+    "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
+    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither.  --trace\n"
+    "prints the shape trace on stdout.\n";
+
+static const char usage_heatmap[] =
+    "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
+    "                   [--png F] [--svg F] [--terminal]\n"
+    "\n"
+    "Run the forward pass of `mha forward` and draw every head's attention\n"
+    "weights: a grid with one row per example and one column per head, each\n"
+    "panel Lq x Lk (queries down, keys across), one colour scale for all.\n"
+    "\n"
+    "  --png F       render with gnuplot into the PNG file F\n"
+    "  --svg F       the same as SVG\n"
+    "  --terminal    draw with Unicode shades on stdout\n"
+    "\n"
+    "Give at least one; see `mha forward --help` for the inputs.\n";
+
+#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* stdout must have taken everything we printed (think `mha ... > /dev/full`). */
+static int flush_stdout(int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        if (!status)
+            status = cli_error("cannot write to stdout: %s", strerror(e));
+    }
+    return status;
+}
+
+/* --- mha trace ------------------------------------------------------ */
+
+/* The most numbers any one tensor of a trace may hold: a demonstration,
+ * not a benchmark. */
+#define TRACE_NUMEL_MAX (1UL << 24)
+
+static int too_big(const char *what, size_t ndim, const size_t *shape)
+{
+    double numel = 1;
+    for (size_t d = 0; d < ndim; d++)
+        numel *= (double)shape[d];
+    if (numel <= (double)TRACE_NUMEL_MAX)
+        return CLI_OK;
+    char s[TRACE_SHAPE_MAX];
+    return cli_error("%s %s would hold more than the %lu numbers a trace "
+                     "allows; choose smaller sizes",
+                     what, shape_str(s, sizeof s, ndim, shape),
+                     TRACE_NUMEL_MAX);
+}
+
+/* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
+ * valid_lens [3, 2]" */
+static void describe_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
+                           const double *lens)
+{
+    printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
+           "head%s of %zu feature%s, ",
+           B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
+           D / h == 1 ? "" : "s");
+    if (!lens) {
+        printf("no valid_lens\n");
+        return;
+    }
+    printf("valid_lens [");
+    for (size_t b = 0; b < B; b++)
+        printf("%s%g", b ? ", " : "", lens[b]);
+    printf("]\n");
+}
+
+static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
+                     const double *lens, int quiz)
+{
+    int status = CLI_OK;
+    gsl_rng *rng = mha_rng_new(8);
+    multihead m;
+    int has_m = 0;
+    tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = h};
+    if (!rng)
+        return cli_error("out of memory");
+    if (multihead_init(&m, &cfg))
+        status = cli_error("%s", mha_last_error());
+    else
+        has_m = 1;
+    if (!status && (tensor_alloc(SHAPE(B, Lq, D), &x) ||
+                    tensor_alloc(SHAPE(B, Lk, D), &y) ||
+                    (lens && tensor_from_array(SHAPE(B), lens, &vl))))
+        status = cli_error("%s", mha_last_error());
+
+    char *trace_text = NULL;
+    size_t trace_len = 0;
+    FILE *capture = NULL;
+    if (!status) {
+        multihead_reset_xavier(&m, rng);
+        tensor_fill_normal(x, rng, 0, 1);
+        tensor_fill_normal(y, rng, 0, 1);
+        if (quiz) {
+            capture = open_memstream(&trace_text, &trace_len);
+            if (!capture)
+                status = cli_error("out of memory");
+        }
+    }
+    if (!status) {
+        if (quiz)
+            printf("Fill in each blank ?N with the shape that step makes (and "
+                   "its name in\nthe lesson's letters); the answers follow "
+                   "the trace.\n\n");
+        describe_trace(B, Lq, Lk, D, h, lens);
+        printf("\n");
+        fflush(stdout);
+        trace_to(quiz ? capture : stdout);
+        if (multihead_forward(&m, x, y, y, vl, &out))
+            status = cli_error("%s", mha_last_error());
+        trace_to(NULL);
+    }
+    if (capture && fclose(capture) != 0 && !status)
+        status = cli_error("out of memory");
+
+    char os[TRACE_SHAPE_MAX], osym[TRACE_SHAPE_MAX];
+    char ws[TRACE_SHAPE_MAX], wsym[TRACE_SHAPE_MAX];
+    if (!status) {
+        tensor_shape_str(out, os, sizeof os);
+        tensor_sym_str(out, osym, sizeof osym);
+        tensor_shape_str(m.weights, ws, sizeof ws);
+        tensor_sym_str(m.weights, wsym, sizeof wsym);
+    }
+    if (!status && !quiz)
+        printf("\noutput %s, attention weights %s\n", os, ws);
+    if (!status && quiz) {
+        char *questions = NULL, *answers = NULL;
+        size_t n = 0;
+        if (quiz_hide(trace_text, 1, &questions, &answers, &n)) {
+            status = cli_error("%s", mha_last_error());
+        } else {
+            char line[2 * TRACE_SHAPE_MAX];
+            printf("%s\noutput ?%zu, attention weights ?%zu\n\nAnswers:\n%s",
+                   questions, n + 1, n + 2, answers);
+            quiz_answer(line, sizeof line, n + 1, os, osym);
+            printf("%s\n", line);
+            quiz_answer(line, sizeof line, n + 2, ws, wsym);
+            printf("%s\n", line);
+        }
+        free(questions);
+        free(answers);
+    }
+    free(trace_text);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(vl);
+    tensor_free(out);
+    if (has_m)
+        multihead_free(&m);
+    gsl_rng_free(rng);
+    return status;
+}
+
+static int cmd_trace(int argc, char **argv)
+{
+    cli_option opts[] = {{"--batch", 1, NULL},   {"--queries", 1, NULL},
+                         {"--kv", 1, NULL},      {"--hiddens", 1, NULL},
+                         {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
+                         {"--quiz", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_trace, stdout);
+        return flush_stdout(CLI_OK);
+    }
+    if (status)
+        return status;
+    size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5;
+    if (cli_parse_count(&opts[0], CLI_COUNT_MAX, &B) ||
+        cli_parse_count(&opts[1], CLI_COUNT_MAX, &Lq) ||
+        cli_parse_count(&opts[2], CLI_COUNT_MAX, &Lk) ||
+        cli_parse_count(&opts[3], CLI_COUNT_MAX, &D) ||
+        cli_parse_count(&opts[4], CLI_COUNT_MAX, &h))
+        return CLI_USAGE;
+    if (D % h != 0)
+        return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
+    double lens[CLI_LIST_MAX];
+    size_t n = 0;
+    const cli_option *vl = &opts[5];
+    if (vl->value) {
+        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
+            return CLI_USAGE;
+        if (n != B)
+            return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
+                             "%zu",
+                             vl->value, n, n == 1 ? "y" : "ies", B);
+        for (size_t b = 0; b < B; b++)
+            if (lens[b] > (double)Lk)
+                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
+                                 "than --kv %zu",
+                                 vl->value, b + 1, lens[b], Lk);
+    }
+    if (too_big("the queries", 3, (size_t[]){B, Lq, D}) ||
+        too_big("the keys", 3, (size_t[]){B, Lk, D}) ||
+        too_big("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
+        return CLI_USAGE;
+    return flush_stdout(
+        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, opts[6].value != NULL));
+}
+
+/* --- mha forward and mha heatmap ------------------------------------ */
+
+static int cmd_forward(int argc, char **argv)
+{
+    cli_option opts[] = {CLI_INPUT_OPTIONS,
+                         {"--out", 1, NULL},
+                         {"--attention-out", 1, NULL},
+                         {"--trace", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_forward, stdout);
+        return flush_stdout(CLI_OK);
+    }
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+        return status;
+    const char *out_path = cli_find(opts, NOPTS(opts), "--out")->value;
+    const char *a_path = cli_find(opts, NOPTS(opts), "--attention-out")->value;
+    int trace = cli_find(opts, NOPTS(opts), "--trace")->value != NULL;
+    if (!out_path)
+        return cli_error("--out is required (see mha forward --help)");
+    if (a_path && strcmp(a_path, out_path) == 0)
+        return cli_error("--out '%s' and --attention-out '%s' name the same "
+                         "file",
+                         out_path, a_path);
+
+    cli_inputs in;
+    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    tensor *out = NULL; // (B, Lq, D_out)
+    if (!status) {
+        if (trace)
+            trace_to(stdout);
+        if (multihead_forward(&in.m, in.queries, in.keys, in.values,
+                              in.valid_lens, &out))
+            status = cli_error("%s", mha_last_error());
+        trace_to(NULL);
+    }
+    if (!status) {
+        cli_output outs[2] = {
+            {.option = "--out", .path = out_path, .npy = out},
+            {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
+        };
+        status = cli_write_outputs(outs, a_path ? 2 : 1);
+    }
+    tensor_free(out);
+    cli_inputs_free(&in);
+    return flush_stdout(status);
+}
+
+static int cmd_heatmap(int argc, char **argv)
+{
+    cli_option opts[] = {CLI_INPUT_OPTIONS,
+                         {"--png", 1, NULL},
+                         {"--svg", 1, NULL},
+                         {"--terminal", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_heatmap, stdout);
+        return flush_stdout(CLI_OK);
+    }
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+        return status;
+    const char *png = cli_find(opts, NOPTS(opts), "--png")->value;
+    const char *svg = cli_find(opts, NOPTS(opts), "--svg")->value;
+    int terminal = cli_find(opts, NOPTS(opts), "--terminal")->value != NULL;
+    if (!png && !svg && !terminal)
+        return cli_error("nothing to draw: give --png F, --svg F or --terminal");
+    if (png && svg && strcmp(png, svg) == 0)
+        return cli_error("--png '%s' and --svg '%s' name the same file", png,
+                         svg);
+
+    cli_inputs in;
+    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    tensor *out = NULL;
+    char (*titles)[64] = NULL; // "example b, head i", panel by panel
+    const char **tp = NULL;
+    if (!status && multihead_forward(&in.m, in.queries, in.keys, in.values,
+                                     in.valid_lens, &out))
+        status = cli_error("%s", mha_last_error());
+    // one title per panel: rows are examples, columns heads
+    size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
+    if (!status) {
+        B = in.queries->shape[0];
+        panels = B * h;
+        titles = mha_malloc(panels, sizeof *titles, "mha heatmap");
+        tp = mha_malloc(panels, sizeof *tp, "mha heatmap");
+        if (!titles || !tp)
+            status = cli_error("%s", mha_last_error());
+    }
+    if (!status) {
+        for (size_t b = 0; b < B; b++)
+            for (size_t i = 0; i < h; i++) {
+                snprintf(titles[b * h + i], sizeof titles[0],
+                         "example %zu, head %zu", b, i);
+                tp[b * h + i] = titles[b * h + i];
+            }
+        heatmap_options opt = {.titles = tp, .ntitles = panels};
+        cli_output outs[2];
+        size_t n = 0;
+        if (png)
+            outs[n++] = (cli_output){.option = "--png", .path = png,
+                                     .image = in.m.weights, .heatmap = &opt,
+                                     .format = HEATMAP_PNG};
+        if (svg)
+            outs[n++] = (cli_output){.option = "--svg", .path = svg,
+                                     .image = in.m.weights, .heatmap = &opt,
+                                     .format = HEATMAP_SVG};
+        status = cli_write_outputs(outs, n);
+        if (!status && terminal && heatmap_terminal(stdout, in.m.weights, &opt))
+            status = cli_error("--terminal: %s", mha_last_error());
+    }
+    free(titles);
+    free(tp);
+    tensor_free(out);
+    cli_inputs_free(&in);
+    return flush_stdout(status);
+}
+
+int main(int argc, char **argv)
+{
+    mha_program_init();
+    /* A testing aid: MHA_DEBUG_FAIL_ALLOC_AFTER=k makes the library's
+     * allocation after the next k fail (error.h), so tests/test_cli.c can
+     * check that every one of them ends in one line and exit status 2. */
+    const char *fail_after = getenv("MHA_DEBUG_FAIL_ALLOC_AFTER");
+    if (fail_after && *fail_after)
+        mha_debug_fail_alloc_after(strtol(fail_after, NULL, 10));
+    if (argc < 2)
+        return cli_error("missing command: trace, forward or heatmap (see mha "
+                         "--help)");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(usage_main, stdout);
+        return flush_stdout(CLI_OK);
+    }
+    if (strcmp(cmd, "trace") == 0) {
+        cli_set_command("mha trace");
+        return cmd_trace(argc - 2, argv + 2);
+    }
+    if (strcmp(cmd, "forward") == 0) {
+        cli_set_command("mha forward");
+        return cmd_forward(argc - 2, argv + 2);
+    }
+    if (strcmp(cmd, "heatmap") == 0) {
+        cli_set_command("mha heatmap");
+        return cmd_heatmap(argc - 2, argv + 2);
+    }
+    return cli_error("unknown command '%s' (expected trace, forward or "
+                     "heatmap; see mha --help)",
+                     cmd);
+}

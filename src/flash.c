@@ -1,0 +1,314 @@
+/* flash.c: online softmax and tiled attention; see flash.h.
+ *
+ * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv),
+ * out (B, Lq, dv), contiguous (made here).  Per thread:
+ *   s (tile_q, tile_k)  the scores of one tile, then their exps
+ *   m, l (tile_q,)      running max and sum per query row
+ *   len (tile_q,)       valid length per query row
+ */
+#include "flash.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "error.h"
+#include "rowops.h"
+#include "softmax.h"
+#include "threads.h"
+#include "trace.h"
+
+/* --- online softmax ------------------------------------------------- */
+
+void online_softmax_init(online_softmax *s)
+{
+    s->max = -INFINITY;
+    s->sum = 0.0;
+}
+
+double online_softmax_update(online_softmax *s, const double *x, size_t n)
+{
+    double m = s->max;
+    for (size_t j = 0; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    // every earlier exp(x_j - old max) becomes exp(x_j - m) by one factor
+    double alpha = exp(s->max - m);
+    double sum = 0.0;
+    for (size_t j = 0; j < n; j++)
+        sum += exp(x[j] - m);
+    s->sum = alpha * s->sum + sum;
+    s->max = m;
+    return alpha;
+}
+
+/* --- tiled attention ------------------------------------------------ */
+
+/* A 3-D input read as B row-major matrices: slice b at data + b*batch,
+ * rows tda doubles apart; packed is a contiguous copy when x's own layout
+ * does not allow that, or NULL. */
+typedef struct {
+    const double *data;
+    size_t batch, tda;
+    tensor *packed;
+} slices;
+
+static int as_slices(const char *name, const tensor *x, slices *s)
+{
+    size_t rows = x->shape[1], cols = x->shape[2];
+    size_t tda = rows > 1 ? x->strides[1] : cols;
+    s->packed = NULL;
+    if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
+        if (trace_on()) {
+            char a[TRACE_SHAPE_MAX], st[TRACE_SHAPE_MAX];
+            trace_note("%s %s have strides %s, not row-major per example: "
+                       "one contiguous copy for dgemm",
+                       name, tensor_shape_str(x, a, sizeof a),
+                       shape_str(st, sizeof st, 3, x->strides));
+        }
+        int status = tensor_contiguous(x, &s->packed);
+        if (status)
+            return status;
+        x = s->packed;
+        tda = cols;
+    }
+    s->data = x->data;
+    s->batch = x->strides[0];
+    s->tda = tda;
+    return GSL_SUCCESS;
+}
+
+/* Rows r0 .. r0 + n - 1, all columns, of slice b (a macro: GSL's const
+ * view type cannot be a function's return type without a warning). */
+#define ROWS_OF(s, b, r0, n, cols)                                           \
+    gsl_matrix_const_view_array_with_tda(                                     \
+        (s)->data + (b) * (s)->batch + (r0) * (s)->tda, (n), (cols), (s)->tda)
+
+typedef struct {
+    slices q, k, v;
+    const tensor *valid_lens;
+    size_t Lq, Lk, d, dv, tq, tk;
+    double scale;
+    tensor *out;
+} flash_job;
+
+/* Once a row's max is above this, a wholly masked key adds
+ * exp(MASKED_SCORE - max) < exp(-746) = 0 in doubles: skipping it is
+ * exact. */
+#define FLASH_SKIP_ABOVE (MASKED_SCORE + 746.0)
+
+/* Query rows r0 .. r0 + n - 1 of example b, every key tile.  s, m, l, len
+ * are this thread's scratch. */
+static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
+                       double *s, double *m, double *l, double *len)
+{
+    size_t Lk = j->Lk, dv = j->dv, tk = j->tk;
+    double *o = j->out->data + (b * j->Lq + r0) * dv; // (n, dv), contiguous
+    gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
+    gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n, j->d);
+    for (size_t r = 0; r < n; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0;
+        len[r] = (double)Lk;
+        if (j->valid_lens)
+            len[r] = j->valid_lens->ndim == 1
+                         ? *TENSOR_AT(j->valid_lens, b)
+                         : *TENSOR_AT(j->valid_lens, b, r0 + r);
+    }
+    for (size_t k0 = 0; k0 < Lk; k0 += tk) {
+        size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
+        // a tile no row needs (wholly masked where the max is large)
+        int needed = 0;
+        for (size_t r = 0; r < n && !needed; r++)
+            needed = (double)k0 < len[r] || !(m[r] > FLASH_SKIP_ABOVE);
+        if (!needed)
+            continue;
+        // pass 1: S = Q_rows K_tile^T, (n, kn)
+        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn, j->d);
+        gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
+        int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
+                                    &k_m.matrix, 0.0, &s_m.matrix);
+        if (status)
+            return status;
+        // pass 2: per row, the new max, the tile's exps, rescaled l and o
+        for (size_t r = 0; r < n; r++) {
+            double *s_r = s + r * kn;
+            size_t valid = len[r] <= (double)k0 ? 0
+                           : len[r] - (double)k0 >= (double)kn
+                               ? kn
+                               : (size_t)(len[r] - (double)k0);
+            if (valid == 0 && m[r] > FLASH_SKIP_ABOVE) {
+                rowops_fill(s_r, kn, 0.0); // adds exactly nothing
+                continue;
+            }
+            double tile_max = valid ? j->scale * rowops_max(s_r, valid) : -INFINITY;
+            if (valid < kn && MASKED_SCORE > tile_max)
+                tile_max = MASKED_SCORE;
+            double m_new = m[r] > tile_max ? m[r] : tile_max;
+            double alpha = exp(m[r] - m_new); // 0 on the first tile
+            double sum = valid ? rowops_exp_shifted(s_r, valid, j->scale,
+                                                    m_new, s_r)
+                               : 0.0;
+            if (valid < kn) {
+                double e = exp(MASKED_SCORE - m_new);
+                rowops_fill(s_r + valid, kn - valid, e);
+                sum += (double)(kn - valid) * e;
+            }
+            l[r] = alpha * l[r] + sum;
+            if (alpha != 1.0)
+                rowops_scale(o + r * dv, dv, alpha);
+            m[r] = m_new;
+        }
+        // pass 3: O += P V_tile
+        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn, dv);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
+                                &v_m.matrix, 1.0, &o_m.matrix);
+        if (status)
+            return status;
+    }
+    // pass 4: the softmax's denominator, once per output row
+    for (size_t r = 0; r < n; r++)
+        rowops_divide(o + r * dv, dv, l[r]);
+    return GSL_SUCCESS;
+}
+
+/* The checks of dot_attention_forward, under this function's name. */
+static int check_inputs(const char *who, const tensor *q, const tensor *k,
+                        const tensor *v, const tensor *valid_lens)
+{
+    if (!q || !k || !v)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !q ? "queries" : !k ? "keys" : "values");
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
+    tensor_shape_str(q, qs, sizeof qs);
+    tensor_shape_str(k, ks, sizeof ks);
+    tensor_shape_str(v, vs, sizeof vs);
+    snprintf(shapes, sizeof shapes, "queries %s, keys %s, values %s", qs, ks,
+             vs);
+    snprintf(qk, sizeof qk, "queries %s, keys %s", qs, ks);
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries, keys and values must be 3-D "
+                        "(B, L, features), got %s",
+                        who, shapes);
+    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
+        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
+                        shapes);
+    if (v->shape[1] != k->shape[1])
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
+                        who, k->shape[1], v->shape[1], shapes);
+    if (k->shape[2] != q->shape[2])
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have d = %zu but keys have d = %zu (%s)",
+                        who, q->shape[2], k->shape[2], shapes);
+    return softmax_check_valid_lens(who, qk, q->shape[0], q->shape[1],
+                                    k->shape[1], valid_lens);
+}
+
+static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
+                        const tensor *v, const tensor *valid_lens)
+{
+    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
+    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+    char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
+    char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
+    if (valid_lens)
+        snprintf(lens, sizeof lens, ", valid_lens %s",
+                 tensor_shape_str(valid_lens, a, sizeof a));
+    snprintf(op, sizeof op, "flash_attention(tiles %zux%zu%s)", j->tq, j->tk,
+             lens);
+    snprintf(shapes, sizeof shapes, "%s, %s, %s -> %s",
+             tensor_shape_str(q, a, sizeof a), tensor_shape_str(k, b, sizeof b),
+             tensor_shape_str(v, c, sizeof c),
+             tensor_shape_str(j->out, d, sizeof d));
+    trace_line(op, "new", shapes, tensor_sym_str(j->out, sym, sizeof sym));
+}
+
+static void set_name(tensor *t, size_t d, const tensor *from, size_t fd,
+                     const char *lesson)
+{
+    snprintf(t->names[d], TENSOR_NAME_MAX, "%s",
+             from->names[fd][0] ? from->names[fd] : lesson);
+}
+
+int flash_attention_forward(const tensor *queries, const tensor *keys,
+                            const tensor *values, const tensor *valid_lens,
+                            size_t tile_q, size_t tile_k, tensor **out)
+{
+    const char *who = "flash_attention_forward";
+    *out = NULL;
+    int status = check_inputs(who, queries, keys, values, valid_lens);
+    if (status)
+        return status;
+    flash_job j = {.valid_lens = valid_lens};
+    size_t B = queries->shape[0];
+    j.Lq = queries->shape[1];
+    j.Lk = keys->shape[1];
+    j.d = queries->shape[2];
+    j.dv = values->shape[2];
+    j.tq = tile_q ? tile_q : FLASH_TILE_Q;
+    j.tk = tile_k ? tile_k : FLASH_TILE_K;
+    j.tq = j.tq < j.Lq ? j.tq : j.Lq;
+    j.tk = j.tk < j.Lk ? j.tk : j.Lk;
+    j.scale = 1.0 / sqrt((double)j.d);
+
+    size_t blocks = (j.Lq + j.tq - 1) / j.tq, items = B * blocks;
+    int parallel = threads_count() > 1 && items > 1;
+    size_t nthreads = parallel ? (size_t)threads_count() : 1;
+    // scratch per thread: s (tq, tk), then m, l, len (tq,) each
+    size_t per_thread, total;
+    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who) ||
+        mha_mul_size(per_thread, nthreads, &total, who))
+        return GSL_EOVRFLW;
+    double *scratch = NULL;
+    status = as_slices("queries", queries, &j.q);
+    if (!status)
+        status = as_slices("keys", keys, &j.k);
+    if (!status)
+        status = as_slices("values", values, &j.v);
+    // out is (B, Lq, dv), zero: the running sums start there
+    if (!status)
+        status = tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out);
+    if (!status) {
+        scratch = mha_malloc(total, sizeof(double), who);
+        if (!scratch)
+            status = GSL_ENOMEM;
+    }
+    if (!status) {
+        set_name(j.out, 0, queries, 0, "B");
+        set_name(j.out, 1, queries, 1, "Lq");
+        set_name(j.out, 2, values, 2, "dv");
+        int failed = 0;
+        int blas_threads = threads_blas();
+        if (parallel && blas_threads > 1)
+            threads_set_blas(1); // no BLAS threads inside the parallel loop
+#pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
+        for (size_t item = 0; item < items; item++) {
+            size_t b = item / blocks, r0 = (item % blocks) * j.tq;
+            size_t n = j.Lq - r0 < j.tq ? j.Lq - r0 : j.tq;
+            double *s = scratch + (size_t)threads_index() * per_thread;
+            double *m = s + j.tq * j.tk;
+            failed |= flash_block(&j, b, r0, n, s, m, m + j.tq,
+                                  m + 2 * j.tq) != GSL_SUCCESS;
+        }
+        if (parallel && blas_threads > 1)
+            threads_set_blas(blas_threads);
+        if (failed)
+            status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
+    }
+    if (!status && trace_on())
+        trace_flash(&j, queries, keys, values, valid_lens);
+    free(scratch);
+    tensor_free(j.q.packed);
+    tensor_free(j.k.packed);
+    tensor_free(j.v.packed);
+    if (status) {
+        tensor_free(j.out);
+        return status;
+    }
+    *out = j.out;
+    return GSL_SUCCESS;
+}

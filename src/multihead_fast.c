@@ -1,0 +1,361 @@
+/* multihead_fast.c: multi-head attention read in place; see
+ * multihead_fast.h for the steps.
+ *
+ * Shapes: B batch, Lq queries, Lk key-value pairs, d_model = num_hiddens
+ * D, h heads of p = D/h features, D_out output features.
+ *   Q (B, Lq, D), K and V (B, Lk, D)  projections, contiguous
+ *   qh (B, h, Lq, p), kh and vh (B, h, Lk, p)  views of Q, K, V
+ *   concat (B, Lq, D), oh (B, h, Lq, p) a view of it
+ *   scratch per thread: s (rows, Lk) scores, then weights; sums (rows,)
+ */
+#include "multihead_fast.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "error.h"
+#include "rowops.h"
+#include "softmax.h"
+#include "threads.h"
+#include "trace.h"
+
+/* An unnamed input named for the trace (as multihead.c does): a header on
+ * the stack sharing x's buffer, never passed to tensor_free. */
+static tensor named(const tensor *x, const char *names)
+{
+    tensor t = *x;
+    int any = 0;
+    for (size_t d = 0; d < t.ndim; d++)
+        any |= t.names[d][0] != '\0';
+    if (!any)
+        tensor_set_names(&t, names);
+    return t;
+}
+
+/* (B, L, D) -> (B, h, L, p): two views, each traced by tensor_reshape and
+ * tensor_permute.  Head (b, i) of the result is an (L, p) matrix at
+ * data + b*strides[0] + i*strides[1] whose rows are strides[2] = D apart. */
+static int heads_view(const tensor *x, size_t h, tensor **out)
+{
+    *out = NULL;
+    char names[4 * TENSOR_NAME_MAX + 8] = "";
+    if (x->names[0][0])
+        snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
+                 x->names[1], x->names[2]);
+    tensor *split = NULL;
+    int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
+                                        (long)h, -1),
+                                names[0] ? names : NULL, &split);
+    if (!status)
+        status = tensor_permute(split, SHAPE(0, 2, 1, 3), out);
+    tensor_free(split);
+    return status;
+}
+
+/* Head (b, i) of a (B, h, L, p) view as a GSL matrix. */
+static gsl_matrix_view head(const tensor *x, size_t b, size_t i)
+{
+    size_t rows = x->shape[2], cols = x->shape[3];
+    size_t tda = rows > 1 ? x->strides[2] : cols;
+    return gsl_matrix_view_array_with_tda(
+        x->data + b * x->strides[0] + i * x->strides[1], rows, cols, tda);
+}
+
+/* Query rows per block: the (rows, Lk) scores of a block should stay in
+ * the core's own cache (256 KiB of it) between the two products. */
+static size_t auto_block_rows(size_t Lq, size_t Lk)
+{
+    size_t rows = (size_t)32768 / Lk;
+    if (rows < 16)
+        rows = 16;
+    return rows < Lq ? rows : Lq;
+}
+
+/* The valid length of query row r of example b. */
+static size_t valid_len(const tensor *valid_lens, size_t b, size_t r,
+                        size_t Lk)
+{
+    if (!valid_lens)
+        return Lk;
+    return (size_t)(valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
+                                          : *TENSOR_AT(valid_lens, b, r));
+}
+
+/* One block of one head: rows r0 .. r0 + rows - 1 of head (b, i).
+ *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
+ *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
+static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
+                        const tensor *oh, const tensor *valid_lens, size_t b,
+                        size_t i, size_t r0, size_t rows, double scale,
+                        double *s, double *sums)
+{
+    size_t Lk = kh->shape[2], p = oh->shape[3];
+    gsl_matrix_view q = head(qh, b, i), k = head(kh, b, i);
+    gsl_matrix_view v = head(vh, b, i), o = head(oh, b, i);
+    gsl_matrix_view q_r = gsl_matrix_submatrix(&q.matrix, r0, 0, rows, p);
+    gsl_matrix_view o_r = gsl_matrix_submatrix(&o.matrix, r0, 0, rows, p);
+    gsl_matrix_view s_r = gsl_matrix_view_array(s, rows, Lk);
+    // pass 1: the scores, K read transposed by BLAS
+    int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
+                                &k.matrix, 0.0, &s_r.matrix);
+    // pass 2: scale, mask, exp(s - max) and the row sums, row by row
+    for (size_t r = 0; r < rows && !status; r++)
+        sums[r] = rowops_softmax_unnormalized(
+            s + r * Lk, Lk, scale, valid_len(valid_lens, b, r0 + r, Lk),
+            s + r * Lk, NULL);
+    // pass 3: the weighted values, written into concat's columns
+    if (!status)
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_r.matrix,
+                                &v.matrix, 0.0, &o_r.matrix);
+    // pass 4: normalise p outputs per row rather than Lk weights
+    for (size_t r = 0; r < rows && !status; r++)
+        rowops_divide(o_r.matrix.data + r * o_r.matrix.tda, p, sums[r]);
+    return status;
+}
+
+/* Every head of every example: B*h*ceil(Lq/rows) independent blocks. */
+static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
+                      const tensor *oh, const tensor *valid_lens,
+                      const multihead_fast_options *opt)
+{
+    size_t B = qh->shape[0], h = qh->shape[1], Lq = qh->shape[2];
+    size_t Lk = kh->shape[2], p = qh->shape[3];
+    size_t rows = opt->block_rows ? opt->block_rows : auto_block_rows(Lq, Lk);
+    if (rows > Lq)
+        rows = Lq;
+    size_t blocks = (Lq + rows - 1) / rows, items = B * h * blocks;
+    int parallel = opt->threading == MULTIHEAD_THREADS_HEADS &&
+                   threads_count() > 1 && items > 1;
+    size_t nthreads = parallel ? (size_t)threads_count() : 1;
+
+    // scratch: per thread, s (rows, Lk) and sums (rows,)
+    size_t per_thread, total;
+    if (mha_mul_size(rows, Lk + 1, &per_thread, "multihead_forward_fast") ||
+        mha_mul_size(per_thread, nthreads, &total, "multihead_forward_fast"))
+        return GSL_EOVRFLW;
+    double *scratch = mha_malloc(total, sizeof(double), "multihead_forward_fast");
+    if (!scratch)
+        return GSL_ENOMEM;
+    double scale = 1.0 / sqrt((double)p);
+    int failed = 0;
+    int blas_threads = threads_blas();
+    if (parallel && blas_threads > 1)
+        threads_set_blas(1); // no BLAS threads inside the parallel loop
+#pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
+    for (size_t item = 0; item < items; item++) {
+        size_t bi = item / blocks, r0 = (item % blocks) * rows;
+        double *s = scratch + (size_t)threads_index() * per_thread;
+        size_t n = Lq - r0 < rows ? Lq - r0 : rows;
+        failed |= attend_block(qh, kh, vh, oh, valid_lens, bi / h, bi % h, r0,
+                               n, scale, s, s + rows * Lk) != GSL_SUCCESS;
+    }
+    if (parallel && blas_threads > 1)
+        threads_set_blas(blas_threads);
+    free(scratch);
+    if (failed)
+        return mha_fail(GSL_EFAILED,
+                        "multihead_forward_fast: gsl_blas_dgemm failed on a "
+                        "head");
+    return GSL_SUCCESS;
+}
+
+static void trace_attention(const tensor *qh, const tensor *kh,
+                            const tensor *vh, const tensor *oh,
+                            const tensor *valid_lens)
+{
+    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
+    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+    char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
+    char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
+    if (valid_lens)
+        snprintf(lens, sizeof lens, ", valid_lens %s",
+                 tensor_shape_str(valid_lens, a, sizeof a));
+    snprintf(op, sizeof op, "attention per head(scale 1/sqrt(%zu)%s)",
+             qh->shape[3], lens);
+    snprintf(shapes, sizeof shapes, "%s, %s, %s -> %s",
+             tensor_shape_str(qh, a, sizeof a), tensor_shape_str(kh, b, sizeof b),
+             tensor_shape_str(vh, c, sizeof c), tensor_shape_str(oh, d, sizeof d));
+    trace_line(op, "new", shapes, tensor_sym_str(oh, sym, sizeof sym));
+}
+
+int multihead_forward_fast(multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens,
+                           const multihead_fast_options *opt, tensor **out)
+{
+    *out = NULL;
+    tensor_free(m->weights); // never the weights of an earlier call
+    m->weights = NULL;
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    if (status)
+        return status;
+    if (m->attention.training && m->attention.dropout > 0.0)
+        return mha_fail(GSL_EINVAL,
+                        "multihead_forward_fast: training with dropout %g is "
+                        "not supported here (multihead_forward has it)",
+                        m->attention.dropout);
+    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0};
+    if (!opt)
+        opt = &defaults;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t h = m->cfg.num_heads, D = m->cfg.num_hiddens;
+    tensor q_in = named(queries, "B, Lq, d_q");
+    tensor k_in = named(keys, "B, Lk, d_k");
+    tensor v_in = named(values, "B, Lk, d_v");
+
+    if (trace_on()) {
+        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+        char shapes[3 * TRACE_SHAPE_MAX + 16];
+        snprintf(op, sizeof op, "multihead_fast(h=%zu)", h);
+        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
+                 tensor_shape_str(queries, a, sizeof a),
+                 tensor_shape_str(keys, b, sizeof b),
+                 tensor_shape_str(values, c, sizeof c));
+        trace_begin(op, shapes, "");
+    } else {
+        trace_begin(NULL, NULL, NULL);
+    }
+    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D)
+    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views
+    tensor *concat = NULL, *oh = NULL;         // (B, Lq, D); (B, h, Lq, p)
+
+    // 1-2. project (one dgemm each), split into heads (views)
+    status = linear_forward(&m->W_q, &q_in, &q);
+    if (!status)
+        status = heads_view(q, h, &qh);
+    if (!status)
+        status = linear_forward(&m->W_k, &k_in, &k);
+    if (!status)
+        status = heads_view(k, h, &kh);
+    if (!status)
+        status = linear_forward(&m->W_v, &v_in, &v);
+    if (!status)
+        status = heads_view(v, h, &vh);
+    // 3. the output buffer, seen per head
+    if (!status)
+        status = tensor_alloc(SHAPE(B, Lq, D), &concat);
+    if (!status) {
+        tensor_set_names(concat, "B, Lq, d_model");
+        status = heads_view(concat, h, &oh);
+    }
+    // 4. every head, in parallel, straight into concat
+    if (!status)
+        status = attend_all(qh, kh, vh, oh, valid_lens, opt);
+    if (!status && trace_on())
+        trace_attention(qh, kh, vh, oh, valid_lens);
+    // 5. W_o mixes the heads
+    if (!status)
+        status = linear_forward(&m->W_o, concat, out);
+    trace_end();
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(qh);
+    tensor_free(kh);
+    tensor_free(vh);
+    tensor_free(oh);
+    tensor_free(concat);
+    return status;
+}
+
+/* --- the reference: plain loops ------------------------------------- */
+
+/* y (out,) = W x + b for one vector x read with stride xs. */
+static void naive_linear(const linear *l, const double *x, size_t xs,
+                         double *y)
+{
+    for (size_t o = 0; o < l->out_features; o++) {
+        double sum = l->bias ? *TENSOR_AT(l->bias, o) : 0.0;
+        for (size_t j = 0; j < l->in_features; j++)
+            sum += *TENSOR_AT(l->weight, o, j) * x[j * xs];
+        y[o] = sum;
+    }
+}
+
+int multihead_forward_naive(multihead *m, const tensor *queries,
+                            const tensor *keys, const tensor *values,
+                            const tensor *valid_lens, tensor **out)
+{
+    *out = NULL;
+    tensor_free(m->weights);
+    m->weights = NULL;
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    if (status)
+        return status;
+    if (m->attention.training && m->attention.dropout > 0.0)
+        return mha_fail(GSL_EINVAL,
+                        "multihead_forward_naive: training with dropout %g is "
+                        "not supported here (multihead_forward has it)",
+                        m->attention.dropout);
+    size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
+    size_t D = m->cfg.num_hiddens, h = m->cfg.num_heads, p = D / h;
+    size_t Dout = m->cfg.out_size;
+    // per example: qp (Lq, D), kp and vp (Lk, D); one query's concat (D,)
+    // and one head's scores (Lk,)
+    size_t nq, nk;
+    if (mha_mul_size(Lq, D, &nq, "multihead_forward_naive") ||
+        mha_mul_size(Lk, D, &nk, "multihead_forward_naive"))
+        return GSL_EOVRFLW;
+    double *qp = mha_malloc(nq, sizeof *qp, "multihead_forward_naive");
+    double *kp = qp ? mha_malloc(nk, sizeof *kp, "multihead_forward_naive") : NULL;
+    double *vp = kp ? mha_malloc(nk, sizeof *vp, "multihead_forward_naive") : NULL;
+    double *cat = vp ? mha_malloc(D, sizeof *cat, "multihead_forward_naive") : NULL;
+    double *s = cat ? mha_malloc(Lk, sizeof *s, "multihead_forward_naive") : NULL;
+    status = s ? tensor_alloc(SHAPE(B, Lq, Dout), out) : GSL_ENOMEM;
+    if (status) {
+        free(qp);
+        free(kp);
+        free(vp);
+        free(cat);
+        free(s);
+        return status;
+    }
+    double scale = 1.0 / sqrt((double)p);
+    for (size_t b = 0; b < B; b++) {
+        for (size_t i = 0; i < Lq; i++)
+            naive_linear(&m->W_q, TENSOR_AT(queries, b, i, 0),
+                         queries->strides[2], qp + i * D);
+        for (size_t t = 0; t < Lk; t++) {
+            naive_linear(&m->W_k, TENSOR_AT(keys, b, t, 0), keys->strides[2],
+                         kp + t * D);
+            naive_linear(&m->W_v, TENSOR_AT(values, b, t, 0),
+                         values->strides[2], vp + t * D);
+        }
+        for (size_t i = 0; i < Lq; i++) {
+            size_t len = valid_len(valid_lens, b, i, Lk);
+            for (size_t hd = 0; hd < h; hd++) {
+                const double *q_i = qp + i * D + hd * p;
+                // scores of query i against every key, masked beyond len
+                double mx = -INFINITY;
+                for (size_t t = 0; t < Lk; t++) {
+                    const double *k_t = kp + t * D + hd * p;
+                    double dot = 0.0;
+                    for (size_t j = 0; j < p; j++)
+                        dot += q_i[j] * k_t[j];
+                    s[t] = t < len ? scale * dot : MASKED_SCORE;
+                    mx = s[t] > mx ? s[t] : mx;
+                }
+                double sum = 0.0;
+                for (size_t t = 0; t < Lk; t++)
+                    sum += s[t] = exp(s[t] - mx);
+                // the head's p outputs: the weighted average of the values
+                for (size_t j = 0; j < p; j++) {
+                    double o = 0.0;
+                    for (size_t t = 0; t < Lk; t++)
+                        o += s[t] / sum * vp[t * D + hd * p + j];
+                    cat[hd * p + j] = o;
+                }
+            }
+            naive_linear(&m->W_o, cat, 1, (*out)->data + (b * Lq + i) * Dout);
+        }
+    }
+    free(qp);
+    free(kp);
+    free(vp);
+    free(cat);
+    free(s);
+    return GSL_SUCCESS;
+}

@@ -1,0 +1,75 @@
+/* multihead_fast.h: the multi-head module again, without the copies.
+ *
+ * multihead_forward (multihead.h) follows d2l step by step: transpose_qkv
+ * copies Q, K and V into (B*h, L, p), attention keeps the whole
+ * (B*h, Lq, Lk) weights, transpose_output copies the heads back.  Those
+ * copies are the lesson of chapters 06-10.  The numbers never needed
+ * them: head i of example b is columns i*p .. i*p + p - 1 of the rows of
+ * example b in the projected (B, L, d_model) matrix, which GSL can read
+ * in place as a (L, p) matrix whose rows are d_model doubles apart
+ * (gsl_matrix_view_array_with_tda).
+ *
+ * Shapes (as in multihead.h): queries (B, Lq, d_q), keys (B, Lk, d_k),
+ * values (B, Lk, d_v); Q (B, Lq, d_model), K and V (B, Lk, d_model);
+ * p = d_model/h; out (B, Lq, D_out).
+ *
+ * multihead_forward_fast, step by step:
+ *   1. Q, K, V: one dgemm each over all B*L rows (linear_forward).
+ *   2. heads as views: (B, L, d_model) -reshape-> (B, L, h, p)
+ *      -permute-> (B, h, L, p), no copy; head (b, i) is a (L, p) matrix
+ *      with tda d_model.
+ *   3. concat (B, Lq, d_model) is allocated once, and viewed the same way
+ *      as (B, h, Lq, p): each head writes its output straight into its
+ *      columns, so there is nothing to transpose back.
+ *   4. per head (b, i), a block of query rows at a time:
+ *        S = Q_bi K_bi^T            one dgemm, (rows, Lk), scratch
+ *        P = exp(S/sqrt(p) - max)   fused scale + mask + exp (rowops.h)
+ *        O_bi = P V_bi              one dgemm, into concat's columns
+ *        O_bi row r /= sum_r        the normalisation, on p numbers per
+ *                                   row instead of Lk
+ *      The heads run in parallel (threads.h), one-threaded BLAS inside.
+ *   5. out = concat W_o^T (+ b_o): one dgemm.
+ * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
+ *
+ * The result equals multihead_forward's to rounding (the tests hold it
+ * to 1e-12 relative, and to the plain loops of multihead_forward_naive).
+ * It keeps no attention weights: m->weights is freed and left NULL (use
+ * multihead_forward for the heatmaps).  Dropout in training mode is not
+ * supported here (GSL_EINVAL): the copy-based path has it.
+ *
+ * The trace shows the steps above: the three projections, the views that
+ * split Q, K, V and concat into heads, one summary line for all the
+ * heads' attention (not one per head: a trace inside the loop would cost
+ * in the loop), and W_o.
+ */
+#ifndef MHA_MULTIHEAD_FAST_H
+#define MHA_MULTIHEAD_FAST_H
+
+#include "multihead.h"
+
+typedef enum {
+    MULTIHEAD_THREADS_HEADS = 0, /* parallel loop over heads, 1-thread BLAS */
+    MULTIHEAD_THREADS_BLAS = 1,  /* heads one by one, BLAS's threads inside */
+} multihead_threading;
+
+typedef struct multihead_fast_options {
+    multihead_threading threading;
+    size_t block_rows; /* query rows per block; 0: chosen from Lk */
+} multihead_fast_options;
+
+/* The forward pass of multihead.h, computed as above.  opt may be NULL
+ * (parallel over heads, automatic blocks).  Errors as multihead_forward,
+ * plus GSL_EINVAL in training mode with dropout > 0. */
+int multihead_forward_fast(multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens,
+                           const multihead_fast_options *opt, tensor **out);
+
+/* The same numbers from plain loops, one query, head and key at a time,
+ * straight from the formulas: no BLAS, no views, no copies.  Slow (it is
+ * the reference, and the benchmark's floor).  Keeps no weights either. */
+int multihead_forward_naive(multihead *m, const tensor *queries,
+                            const tensor *keys, const tensor *values,
+                            const tensor *valid_lens, tensor **out);
+
+#endif

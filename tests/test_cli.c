@@ -1,0 +1,1078 @@
+/* test_cli.c: the mha program (src/cli/), run as a child process.
+ *
+ * What the CLI contract in DESIGN.md promises, checked from outside:
+ *   - `mha trace` prints the module's whole shape trace, with the split
+ *     (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2) and the way
+ *     back; --quiz blanks every output shape and lists the answers;
+ *   - `mha forward` reads .npy files and writes OUT and A equal to
+ *     multihead_forward run here in-process on the same numbers, and to
+ *     values worked out by hand (equal keys: uniform weights);
+ *   - `mha heatmap` draws the same weights heatmap_terminal draws here, and
+ *     renders a PNG;
+ *   - every bad invocation gets exactly one line on stderr, exit status 2,
+ *     and leaves the directory as it was: no output file, no temporary.
+ *
+ * Each test runs in a scratch directory of its own (the child inherits
+ * it as its working directory), so paths in messages are short and fixed.
+ *
+ * Shapes of the standard inputs written by write_inputs():
+ *   B 2, Lq 4, Lk 6, Dq 5, Dk 7, Dv 3, D 8 = 2 heads of 4, D_out 6
+ *   q (2, 4, 5)  k (2, 6, 7)  v (2, 6, 3)
+ *   wq (8, 5)  wk (8, 7)  wv (8, 3)  wo (6, 8)  bq bk bv (8,)  bo (6,)
+ */
+#include "check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MHA_BIN
+#error "MHA_BIN must name the built mha program"
+#endif
+
+/* --- a scratch directory per test ------------------------------------ */
+
+static char home[4096];     /* the repository, where the test started */
+static char mha_path[4096]; /* MHA_BIN made absolute */
+static char scratch[64];
+
+static void enter_scratch(void)
+{
+    cr_assert_not_null(getcwd(home, sizeof home));
+    cr_assert_not_null(realpath(MHA_BIN, mha_path), "%s: %s (make build)",
+                       MHA_BIN, strerror(errno));
+    strcpy(scratch, "/tmp/mha-cli-XXXXXX");
+    cr_assert_not_null(mkdtemp(scratch));
+    cr_assert_eq(chdir(scratch), 0);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void leave_scratch(void)
+{
+    if (chdir(home) == 0)
+        nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The names in dir (not . and ..), sorted, joined by spaces. */
+static void list_dir(const char *dir, char *out, size_t n)
+{
+    struct dirent **names;
+    int count = scandir(dir, &names, NULL, alphasort);
+    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
+    out[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i]->d_name;
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+            if (out[0])
+                strncat(out, " ", n - strlen(out) - 1);
+            strncat(out, name, n - strlen(out) - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* --- running mha ----------------------------------------------------- */
+
+typedef struct run {
+    int status; /* exit status, or 128 + signal */
+    char *out;  /* stdout, NUL-terminated */
+    char *err;  /* stderr */
+} run;
+
+static char *read_all(FILE *f)
+{
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    cr_assert_geq(n, 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* mha with args (argv[1] ...; NULL-terminated), in the current directory. */
+static run mha_argv(char *const *args)
+{
+    char *argv[64];
+    size_t n = 0;
+    argv[n++] = mha_path;
+    for (; args[n - 1]; n++) {
+        cr_assert_lt(n, 63);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    FILE *out = tmpfile(), *err = tmpfile();
+    cr_assert(out && err);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fileno(out), 1);
+        dup2(fileno(err), 2);
+        execv(mha_path, argv);
+        _exit(127);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws),
+             read_all(out), read_all(err)};
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+/* mha with the arguments of a '|'-separated list: "trace|--batch|1";
+ * "a||b" holds an empty argument. */
+static run mha(const char *list)
+{
+    char buf[2048], *args[64];
+    size_t n = 0;
+    cr_assert_lt(strlen(list), sizeof buf);
+    strcpy(buf, list);
+    for (char *s = buf;; n++) {
+        cr_assert_lt(n, 63);
+        args[n] = s;
+        char *bar = strchr(s, '|');
+        if (!bar)
+            break;
+        *bar = '\0';
+        s = bar + 1;
+    }
+    args[n + 1] = NULL;
+    return mha_argv(args);
+}
+
+static void run_free(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* The run succeeded quietly on stderr. */
+static void assert_ok(const run *r, const char *what)
+{
+    cr_assert_eq(r->status, 0, "%s: exit %d, stderr: %s", what, r->status,
+                 r->err);
+    cr_assert_str_eq(r->err, "", "%s", what);
+}
+
+/* Line k (0-based) of text into buf, or "" past the end. */
+static const char *line_at(const char *text, size_t k, char *buf, size_t n)
+{
+    for (; k > 0 && text; k--) {
+        text = strchr(text, '\n');
+        if (text)
+            text++;
+    }
+    if (!text)
+        text = "";
+    size_t len = strcspn(text, "\n");
+    cr_assert_lt(len, n);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+static size_t count_lines(const char *text)
+{
+    size_t n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+/* The lines `want` appear in text in this order (others may come between). */
+static void assert_lines_in_order(const char *text, const char *const *want,
+                                  size_t n)
+{
+    size_t k = 0, lines = count_lines(text);
+    char buf[512];
+    for (size_t i = 0; i < n; i++) {
+        while (k < lines && strcmp(line_at(text, k, buf, sizeof buf), want[i]))
+            k++;
+        cr_assert_lt(k, lines, "line not found (in order):\n%s\nin:\n%s",
+                     want[i], text);
+        k++;
+    }
+}
+
+/* --- files ------------------------------------------------------------ */
+
+/* A tensor of the given shape with values start, start + step, ... */
+static tensor *ramp(size_t ndim, const size_t *shape, double start,
+                    double step)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_arange(t, start, step);
+    return t;
+}
+
+/* Seeded normal numbers, scale sd. */
+static void put_normal(const char *path, size_t ndim, const size_t *shape,
+                       gsl_rng *r, double sd)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_normal(t, r, 0, sd);
+    OK(npy_write(path, t));
+    tensor_free(t);
+}
+
+static void put_values(const char *path, size_t ndim, const size_t *shape,
+                       const double *values)
+{
+    tensor *t;
+    OK(tensor_from_array(ndim, shape, values, &t));
+    OK(npy_write(path, t));
+    tensor_free(t);
+}
+
+/* An int64 .npy file, as np.save(path, np.array(values, dtype=np.int64))
+ * writes it (npy_write writes float64 only). */
+static void put_int64(const char *path, size_t ndim, const size_t *shape,
+                      const int64_t *values)
+{
+    char dims[64] = "", header[128];
+    for (size_t d = 0; d < ndim; d++)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu%s",
+                 shape[d], ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
+    int len = snprintf(header, sizeof header,
+                       "{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }",
+                       dims);
+    // pad with spaces and a newline so the data starts at byte 64
+    while ((10 + len + 1) % 64)
+        header[len++] = ' ';
+    header[len++] = '\n';
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                             (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
+    cr_assert_eq(fwrite(pre, 1, 10, f), 10);
+    cr_assert_eq(fwrite(header, 1, (size_t)len, f), (size_t)len);
+    size_t numel = 1;
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    for (size_t i = 0; i < numel; i++) {
+        uint64_t u = (uint64_t)values[i];
+        unsigned char b[8];
+        for (int k = 0; k < 8; k++)
+            b[k] = (unsigned char)(u >> (8 * k));
+        cr_assert_eq(fwrite(b, 1, 8, f), 8);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The standard inputs (see the top of the file), seeded. */
+static void write_inputs(void)
+{
+    gsl_rng *r = mha_rng_new(31);
+    cr_assert_not_null(r);
+    put_normal("q.npy", SHAPE(2, 4, 5), r, 1);
+    put_normal("k.npy", SHAPE(2, 6, 7), r, 1);
+    put_normal("v.npy", SHAPE(2, 6, 3), r, 1);
+    put_normal("wq.npy", SHAPE(8, 5), r, 0.5);
+    put_normal("wk.npy", SHAPE(8, 7), r, 0.5);
+    put_normal("wv.npy", SHAPE(8, 3), r, 0.5);
+    put_normal("wo.npy", SHAPE(6, 8), r, 0.5);
+    put_normal("bq.npy", SHAPE(8), r, 0.5);
+    put_normal("bk.npy", SHAPE(8), r, 0.5);
+    put_normal("bv.npy", SHAPE(8), r, 0.5);
+    put_normal("bo.npy", SHAPE(6), r, 0.5);
+    gsl_rng_free(r);
+}
+
+static tensor *load(const char *path)
+{
+    tensor *t;
+    OK(npy_read(path, &t));
+    return t;
+}
+
+/* multihead_forward in this process on the files' numbers: the
+ * reference for what mha writes.  k, v and the biases may be NULL. */
+static void reference(size_t heads, const char *q, const char *k,
+                      const char *v, int bias, const tensor *valid_lens,
+                      tensor **out, tensor **weights)
+{
+    tensor *tq = load(q), *tk = k ? load(k) : tq, *tv = v ? load(v) : tq;
+    tensor *w[4] = {load("wq.npy"), load(k ? "wk.npy" : "wk_self.npy"),
+                    load(v ? "wv.npy" : "wv_self.npy"), load("wo.npy")};
+    multihead m;
+    multihead_config cfg = {.query_size = tq->shape[2],
+                            .key_size = tk->shape[2],
+                            .value_size = tv->shape[2],
+                            .num_hiddens = w[0]->shape[0],
+                            .num_heads = heads,
+                            .out_size = w[3]->shape[0],
+                            .bias = bias};
+    OK(multihead_init(&m, &cfg));
+    linear *layer[4] = {&m.W_q, &m.W_k, &m.W_v, &m.W_o};
+    static const char *const bias_file[4] = {"bq.npy", "bk.npy", "bv.npy",
+                                             "bo.npy"};
+    for (int i = 0; i < 4; i++) {
+        OK(tensor_copy_into(layer[i]->weight, w[i]));
+        if (bias) {
+            tensor *b = load(bias_file[i]);
+            OK(tensor_copy_into(layer[i]->bias, b));
+            tensor_free(b);
+        }
+        tensor_free(w[i]);
+    }
+    OK(multihead_forward(&m, tq, tk, tv, valid_lens, out));
+    OK(tensor_contiguous(m.weights, weights));
+    if (tk != tq)
+        tensor_free(tk);
+    if (tv != tq)
+        tensor_free(tv);
+    tensor_free(tq);
+    multihead_free(&m);
+}
+
+/* OUT and A as mha wrote them against the in-process reference. */
+static void assert_matches(size_t heads, const char *k, const char *v,
+                           int bias, const tensor *valid_lens,
+                           size_t out_ndim, const size_t *out_shape,
+                           size_t a_ndim, const size_t *a_shape)
+{
+    cr_assert(out_ndim == 3 && a_ndim == 4);
+    tensor *want_out, *want_a;
+    reference(heads, "q.npy", k, v, bias, valid_lens, &want_out, &want_a);
+    tensor *got_out = load("out.npy"), *got_a = load("a.npy");
+    for (size_t d = 0; d < 3; d++)
+        cr_assert_eq(got_out->shape[d], out_shape[d]);
+    for (size_t d = 0; d < 4; d++)
+        cr_assert_eq(got_a->shape[d], a_shape[d]);
+    cr_assert_leq(rel_error(got_out, want_out), 1e-13);
+    cr_assert_leq(rel_error(got_a, want_a), 1e-13);
+    tensor_free(want_out);
+    tensor_free(want_a);
+    tensor_free(got_out);
+    tensor_free(got_a);
+}
+
+#define INPUTS                                                                \
+    "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|"    \
+    "--wv|wv.npy|--wo|wo.npy"
+#define FORWARD "forward|--heads|2|" INPUTS
+#define OUTS "|--out|out.npy|--attention-out|a.npy"
+
+/* --- mha trace -------------------------------------------------------- */
+
+Test(cli, trace_shows_the_split_and_the_join_in_order, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha("trace|--batch|1|--queries|2|--hiddens|16|--heads|8");
+    assert_ok(&r, "trace");
+    static const char *const want[] = {
+        "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features, no valid_lens",
+        "",
+        "multihead(h=8)                 q (1, 2, 16), k (1, 6, 16), v (1, 6, 16)",
+        "  W_q: x W^T             new   (1, 2, 16) -> (1, 2, 16)            (B, Lq, d_model)",
+        "  transpose_qkv(h=8)           (1, 2, 16)                          (B, Lq, d_model)",
+        "    reshape(1, 2, 8, -1) view  (1, 2, 16) -> (1, 2, 8, 2)          (B, Lq, h, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, Lq, d_model/h)",
+        "    reshape(-1, 2, 2)    view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, Lq, d_model/h)",
+        "  transpose_output(h=8)        (8, 2, 2)                           (B*h, Lq, d_model/h)",
+        "    reshape(-1, 8, 2, 2) view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, Lq, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, Lq, h, d_model/h)",
+        "    reshape(1, 2, -1)    copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, Lq, d_model)",
+        "  W_o: x W^T             new   (1, 2, 16) -> (1, 2, 16)            (B, Lq, d_model)",
+        "",
+        "output (1, 2, 16), attention weights (1, 8, 2, 6)",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    // the first three lines open the output, the last one closes it
+    char buf[512];
+    cr_assert_str_eq(line_at(r.out, 0, buf, sizeof buf), want[0]);
+    cr_assert_str_eq(line_at(r.out, 2, buf, sizeof buf), want[2]);
+    cr_assert_str_eq(line_at(r.out, count_lines(r.out) - 1, buf, sizeof buf),
+                     want[14]);
+    // the keys are split the same way, with Lk = 6 positions
+    static const char *const keys[] = {
+        "    reshape(1, 6, 8, -1) view  (1, 6, 16) -> (1, 6, 8, 2)          (B, Lk, h, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (1, 6, 8, 2) -> (1, 8, 6, 2)        (B, h, Lk, d_model/h)",
+        "    reshape(-1, 6, 2)    view  (1, 8, 6, 2) -> (8, 6, 2)           (B*h, Lk, d_model/h)",
+    };
+    assert_lines_in_order(r.out, keys, 3);
+    run_free(&r);
+}
+
+Test(cli, trace_defaults_are_d2l_example, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha("trace");
+    assert_ok(&r, "trace");
+    static const char *const want[] = {
+        "queries (2, 4, 100), keys and values (2, 6, 100): 5 heads of 20 features, no valid_lens",
+        "    reshape(-1, 4, 20)   copy  (2, 5, 4, 20) -> (10, 4, 20)        (B*h, Lq, d_model/h)",
+        "output (2, 4, 100), attention weights (2, 5, 4, 6)",
+    };
+    assert_lines_in_order(r.out, want, 3);
+    cr_assert_null(strstr(r.out, "repeat_interleave"));
+    run_free(&r);
+
+    r = mha("trace|--valid-lens|3,2");
+    assert_ok(&r, "trace --valid-lens");
+    static const char *const lens[] = {
+        "queries (2, 4, 100), keys and values (2, 6, 100): 5 heads of 20 features, valid_lens [3, 2]",
+        "  repeat_interleave(5)   copy  (2,) -> (10,)                       (B*h,)",
+        "    masked_softmax(scale 0.223607, valid_lens (10,)) new   (10, 4, 6) -> (10, 4, 6)            (B*h, Lq, Lk)",
+    };
+    assert_lines_in_order(r.out, lens, 3);
+    run_free(&r);
+}
+
+/* Every blank of the quiz is the shape the plain trace shows there. */
+Test(cli, quiz_hides_every_output_shape_and_answers_it, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    const char *args = "trace|--batch|1|--queries|2|--kv|2|--hiddens|16|--heads|8";
+    char quiz_args[256];
+    snprintf(quiz_args, sizeof quiz_args, "%s|--quiz", args);
+    run plain = mha(args), quiz = mha(quiz_args);
+    assert_ok(&plain, "trace");
+    assert_ok(&quiz, "trace --quiz");
+    cr_assert_null(strstr(quiz.out, "-> ("), "a shape is showing:\n%s", quiz.out);
+
+    static const char *const want[] = {
+        "Fill in each blank ?N with the shape that step makes (and its name in",
+        "    reshape(1, 2, 8, -1) view  (1, 2, 16) -> ?2",
+        "    permute(0, 2, 1, 3)  view  (1, 2, 8, 2) -> ?3",
+        "    reshape(-1, 2, 2)    view  (1, 8, 2, 2) -> ?4",
+        "output ?21, attention weights ?22",
+        "Answers:",
+        "?2   (1, 2, 8, 2)          (B, Lq, h, d_model/h)",
+        "?3   (1, 8, 2, 2)          (B, h, Lq, d_model/h)",
+        "?4   (8, 2, 2)             (B*h, Lq, d_model/h)",
+        "?21  (1, 2, 16)            (B, Lq, d_model)",
+        "?22  (1, 8, 2, 2)          (B, h, Lq, Lk)",
+    };
+    assert_lines_in_order(quiz.out, want, sizeof want / sizeof want[0]);
+
+    // line by line: the plain trace's "-> (shape)  (sym)" is the quiz's
+    // "-> ?k", and answer k holds that shape and sym
+    char pl[512], ql[512], answer[512], expect[512];
+    size_t offset = 3; // the quiz's two lines of instructions and a blank
+    size_t answers_at = 0, lines = count_lines(quiz.out);
+    while (answers_at < lines &&
+           strcmp(line_at(quiz.out, answers_at, ql, sizeof ql), "Answers:"))
+        answers_at++;
+    cr_assert_lt(answers_at, lines);
+    size_t blanks = 0;
+    for (size_t i = 0; i < count_lines(plain.out); i++) {
+        line_at(plain.out, i, pl, sizeof pl);
+        line_at(quiz.out, i + offset, ql, sizeof ql);
+        char *arrow = strstr(pl, "-> (");
+        if (!arrow || strstr(pl, "output (")) {
+            if (!strstr(pl, "output ("))
+                cr_assert_str_eq(ql, pl);
+            continue;
+        }
+        while (strstr(arrow + 1, "-> ("))
+            arrow = strstr(arrow + 1, "-> (");
+        blanks++;
+        snprintf(expect, sizeof expect, "%.*s-> ?%zu", (int)(arrow - pl), pl,
+                 blanks);
+        cr_assert_str_eq(ql, expect);
+        char *close = strchr(arrow, ')');
+        char *sym = close + 1;
+        while (*sym == ' ')
+            sym++;
+        char label[16];
+        snprintf(label, sizeof label, "?%zu", blanks);
+        snprintf(expect, sizeof expect, "%-5s%-22.*s%s", label,
+                 (int)(close + 1 - (arrow + 3)), arrow + 3, sym);
+        cr_assert_str_eq(line_at(quiz.out, answers_at + blanks, answer,
+                                 sizeof answer),
+                         expect);
+    }
+    cr_assert_eq(blanks, 20);
+    run_free(&plain);
+    run_free(&quiz);
+}
+
+Test(cli, help_goes_to_stdout_with_status_0, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    static const char *const cases[][2] = {
+        {"--help", "usage: mha <command> [options]"},
+        {"-h", "usage: mha <command> [options]"},
+        {"trace|--help", "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]"},
+        {"forward|--help", "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]"},
+        {"forward|--heads|2|--help", "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]"},
+        {"heatmap|--help", "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run r = mha(cases[i][0]);
+        assert_ok(&r, cases[i][0]);
+        char buf[512];
+        cr_assert_str_eq(line_at(r.out, 0, buf, sizeof buf), cases[i][1]);
+        run_free(&r);
+    }
+}
+
+/* --- mha forward ------------------------------------------------------ */
+
+Test(cli, forward_matches_the_module_in_process, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha(FORWARD OUTS);
+    assert_ok(&r, "forward");
+    cr_assert_str_eq(r.out, "", "forward prints nothing without --trace");
+    assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    run_free(&r);
+}
+
+Test(cli, forward_with_biases, .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha(FORWARD "|--bq|bq.npy|--bk|bk.npy|--bv|bv.npy|--bo|bo.npy" OUTS);
+    assert_ok(&r, "forward with biases");
+    assert_matches(2, "k.npy", "v.npy", 1, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    // and the biases change the result: without them it differs
+    tensor *with = load("out.npy"), *without, *w;
+    reference(2, "q.npy", "k.npy", "v.npy", 0, NULL, &without, &w);
+    cr_assert_gt(rel_error(with, without), 1e-3);
+    tensor_free(with);
+    tensor_free(without);
+    tensor_free(w);
+    run_free(&r);
+}
+
+/* A bias left out is zero: --bo alone is the biased module with b_q, b_k,
+ * b_v = 0. */
+Test(cli, forward_missing_biases_are_zero, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *zero;
+    OK(tensor_alloc(SHAPE(8), &zero));
+    OK(npy_write("bq.npy", zero));
+    OK(npy_write("bk.npy", zero));
+    OK(npy_write("bv.npy", zero));
+    run r = mha(FORWARD "|--bo|bo.npy" OUTS);
+    assert_ok(&r, "forward --bo");
+    assert_matches(2, "k.npy", "v.npy", 1, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    tensor_free(zero);
+    run_free(&r);
+}
+
+Test(cli, forward_keys_and_values_default_to_the_queries,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    gsl_rng *rng = mha_rng_new(5);
+    put_normal("wk_self.npy", SHAPE(8, 5), rng, 0.5);
+    put_normal("wv_self.npy", SHAPE(8, 5), rng, 0.5);
+    gsl_rng_free(rng);
+    run r = mha("forward|--heads|4|--queries|q.npy|--wq|wq.npy|--wk|"
+                "wk_self.npy|--wv|wv_self.npy|--wo|wo.npy" OUTS);
+    assert_ok(&r, "self-attention");
+    assert_matches(4, NULL, NULL, 0, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 4, 4, 4));
+    run_free(&r);
+}
+
+/* One file, several spellings of the same valid_lens. */
+Test(cli, forward_valid_lens_from_the_command_line_and_from_files,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *one, *two;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 1}, &one));
+    OK(tensor_from_array(SHAPE(2, 4), (double[]){1, 2, 3, 6, 6, 5, 0, 2}, &two));
+    put_int64("vl_i8.npy", SHAPE(2), (int64_t[]){3, 1});
+    put_values("vl_f8.npy", SHAPE(2), (double[]){3, 1});
+    put_int64("vl2_i8.npy", SHAPE(2, 4), (int64_t[]){1, 2, 3, 6, 6, 5, 0, 2});
+    put_values("vl2_f8.npy", SHAPE(2, 4), (double[]){1, 2, 3, 6, 6, 5, 0, 2});
+    static const struct {
+        const char *option;
+        int two_d;
+    } cases[] = {
+        {"--valid-lens|3,1", 0},
+        {"--valid-lens=3,1", 0},
+        {"--valid-lens-file|vl_i8.npy", 0},
+        {"--valid-lens-file|vl_f8.npy", 0},
+        {"--valid-lens-file|vl2_i8.npy", 1},
+        {"--valid-lens-file|vl2_f8.npy", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, FORWARD "|%s" OUTS, cases[i].option);
+        run r = mha(args);
+        assert_ok(&r, cases[i].option);
+        assert_matches(2, "k.npy", "v.npy", 0, cases[i].two_d ? two : one,
+                       SHAPE(2, 4, 6), SHAPE(2, 2, 4, 6));
+        // masked keys get exactly 0
+        tensor *a = load("a.npy");
+        for (size_t b = 0; b < 2; b++)
+            for (size_t h = 0; h < 2; h++)
+                for (size_t q = 0; q < 4; q++) {
+                    double len = cases[i].two_d ? *TENSOR_AT(two, b, q)
+                                                : *TENSOR_AT(one, b);
+                    for (size_t k = (size_t)len; k < 6 && len > 0; k++)
+                        cr_assert_eq(*TENSOR_AT(a, b, h, q, k), 0.0);
+                }
+        tensor_free(a);
+        run_free(&r);
+    }
+    tensor_free(one);
+    tensor_free(two);
+}
+
+/* Equal keys score equally: every head gives each valid key 1/valid_len,
+ * masked keys 0; valid_len 0 gives d2l's uniform 1/Lk.  Worked out by
+ * hand, not by the module. */
+Test(cli, attention_out_holds_the_weights_by_hand, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *k = ramp(SHAPE(2, 6, 7), 0, 0), *row = ramp(SHAPE(7), 0.5, -0.25);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t t = 0; t < 6; t++)
+            for (size_t j = 0; j < 7; j++)
+                *TENSOR_AT(k, b, t, j) = *TENSOR_AT(row, j);
+    OK(npy_write("k_same.npy", k));
+    run r = mha("forward|--heads|2|--queries|q.npy|--keys|k_same.npy|--values|"
+                "v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|"
+                "--valid-lens|4,0" OUTS);
+    assert_ok(&r, "forward, equal keys");
+    tensor *a = load("a.npy");
+    const double lens[2] = {4, 0};
+    for (size_t b = 0; b < 2; b++)
+        for (size_t h = 0; h < 2; h++)
+            for (size_t q = 0; q < 4; q++)
+                for (size_t t = 0; t < 6; t++) {
+                    double want = lens[b] == 0 ? 1.0 / 6
+                                  : t < lens[b] ? 1.0 / lens[b] : 0.0;
+                    cr_assert_float_eq(*TENSOR_AT(a, b, h, q, t), want, 1e-15,
+                                       "A[%zu, %zu, %zu, %zu]", b, h, q, t);
+                }
+    tensor_free(a);
+    tensor_free(k);
+    tensor_free(row);
+    run_free(&r);
+}
+
+Test(cli, forward_trace_and_only_out, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha(FORWARD "|--out|out.npy|--trace");
+    assert_ok(&r, "forward --trace");
+    static const char *const want[] = {
+        "multihead(h=2)                 q (2, 4, 5), k (2, 6, 7), v (2, 6, 3)",
+        "  W_q: x W^T             new   (2, 4, 5) -> (2, 4, 8)              (B, Lq, d_model)",
+        "    reshape(-1, 4, 4)    copy  (2, 2, 4, 4) -> (4, 4, 4)           (B*h, Lq, d_model/h)",
+        "  W_o: x W^T             new   (2, 4, 8) -> (2, 4, 6)              (B, Lq, D_out)",
+    };
+    assert_lines_in_order(r.out, want, 4);
+    char names[512];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "bk.npy bo.npy bq.npy bv.npy k.npy out.npy q.npy "
+                            "v.npy wk.npy wo.npy wq.npy wv.npy");
+    run_free(&r);
+}
+
+/* Replacing files: the new numbers, the old permission bits. */
+Test(cli, forward_replaces_existing_outputs, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *junk = ramp(SHAPE(3), 1, 1);
+    OK(npy_write("out.npy", junk));
+    OK(npy_write("a.npy", junk));
+    cr_assert_eq(chmod("out.npy", 0640), 0);
+    run r = mha(FORWARD OUTS);
+    assert_ok(&r, "forward over old files");
+    assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    struct stat st;
+    cr_assert_eq(stat("out.npy", &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0640);
+    tensor_free(junk);
+    run_free(&r);
+}
+
+/* --- mha heatmap ------------------------------------------------------ */
+
+Test(cli, heatmap_terminal_is_heatmap_terminal, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha("heatmap|--heads|2|" INPUTS "|--valid-lens|3,2|--terminal");
+    assert_ok(&r, "heatmap --terminal");
+    tensor *lens, *out, *w;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    reference(2, "q.npy", "k.npy", "v.npy", 0, lens, &out, &w);
+    const char *titles[] = {"example 0, head 0", "example 0, head 1",
+                            "example 1, head 0", "example 1, head 1"};
+    heatmap_options opt = {.titles = titles, .ntitles = 4};
+    capture c;
+    capture_start(&c);
+    OK(heatmap_terminal(c.f, w, &opt));
+    cr_assert_str_eq(r.out, capture_end(&c));
+    cr_assert_not_null(strstr(r.out, "example 1, head 1"));
+    capture_free(&c);
+    tensor_free(lens);
+    tensor_free(out);
+    tensor_free(w);
+    run_free(&r);
+}
+
+Test(cli, heatmap_png_and_svg, .init = enter_scratch, .fini = leave_scratch)
+{
+    if (!heatmap_gnuplot_available())
+        cr_skip_test("gnuplot is not installed");
+    write_inputs();
+    cr_assert_eq(mkdir("pics", 0755), 0);
+    run r = mha("heatmap|--heads|2|" INPUTS "|--png|pics/heads.png|--svg|"
+                "heads.svg");
+    assert_ok(&r, "heatmap --png --svg");
+    cr_assert_str_eq(r.out, "");
+    unsigned char head[8] = {0};
+    FILE *f = fopen("pics/heads.png", "rb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fread(head, 1, 8, f), 8);
+    fclose(f);
+    cr_assert(memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
+    f = fopen("heads.svg", "rb");
+    cr_assert_not_null(f);
+    char *svg = read_all(f);
+    fclose(f);
+    cr_assert_not_null(strstr(svg, "<svg"));
+    free(svg);
+    // gnuplot's data and script stayed in the scratch directories, gone
+    char names[512];
+    list_dir("pics", names, sizeof names);
+    cr_assert_str_eq(names, "heads.png");
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, "bk.npy bo.npy bq.npy bv.npy heads.svg k.npy "
+                            "pics q.npy v.npy wk.npy wo.npy wq.npy wv.npy");
+    run_free(&r);
+}
+
+/* --- bad invocations -------------------------------------------------- */
+
+/* The inputs each wrong in one way (the standard shapes are at the top). */
+static void write_bad_inputs(void)
+{
+    write_inputs();
+    gsl_rng *r = mha_rng_new(7);
+    put_normal("q2d.npy", SHAPE(4, 5), r, 1);
+    put_normal("k_batch.npy", SHAPE(3, 6, 7), r, 1);
+    put_normal("v_batch.npy", SHAPE(3, 6, 3), r, 1);
+    put_normal("v_len.npy", SHAPE(2, 5, 3), r, 1);
+    put_normal("wq_cols.npy", SHAPE(8, 6), r, 1);
+    put_normal("keys_w.npy", SHAPE(8, 5), r, 1);
+    put_normal("wv_cols.npy", SHAPE(8, 4), r, 1);
+    put_normal("wk_rows.npy", SHAPE(9, 7), r, 1);
+    put_normal("wv_rows.npy", SHAPE(9, 3), r, 1);
+    put_normal("wo_cols.npy", SHAPE(6, 9), r, 1);
+    put_normal("b7.npy", SHAPE(7), r, 1);
+    put_normal("b5.npy", SHAPE(5), r, 1);
+    put_normal("b8x1.npy", SHAPE(8, 1), r, 1);
+    put_normal("b8.npy", SHAPE(8), r, 1);
+    put_values("vl3.npy", SHAPE(3), (double[]){1, 2, 3});
+    put_values("vl_neg.npy", SHAPE(2), (double[]){2, -1});
+    put_values("vl_frac.npy", SHAPE(2), (double[]){2.5, 1});
+    put_int64("vl2_big.npy", SHAPE(2, 4), (int64_t[]){1, 2, 3, 4, 1, 2, 7, 1});
+    put_values("vl2_shape.npy", SHAPE(2, 3), (double[]){1, 1, 1, 1, 1, 1});
+    gsl_rng_free(r);
+}
+
+struct bad_case {
+    const char *args;    /* '|'-separated */
+    const char *message; /* the one line on stderr, without its newline */
+};
+
+#define F2 "forward|--heads|2|"
+#define REST_Q "|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy"
+
+static const struct bad_case bad_cases[] = {
+    // the command line itself
+    {"", "mha: missing command: trace, forward or heatmap (see mha --help)"},
+    {"backward", "mha: unknown command 'backward' (expected trace, forward or heatmap; see mha --help)"},
+    {FORWARD "|--out|out.npy|--bogus|1", "mha forward: unknown option '--bogus' (see mha forward --help)"},
+    {FORWARD "|-o|out.npy", "mha forward: unknown option '-o' (see mha forward --help)"},
+    {FORWARD "|out.npy", "mha forward: unexpected argument 'out.npy' (options start with --; see mha forward --help)"},
+    {FORWARD "|--out", "mha forward: --out needs a value"},
+    {FORWARD "|--out|--trace", "mha forward: --out needs a value, got the option '--trace'"},
+    {FORWARD "|--out|out.npy|--trace=yes", "mha forward: --trace takes no value, got 'yes'"},
+    {FORWARD "|--out|out.npy|--wq|wq.npy", "mha forward: --wq given twice ('wq.npy', then 'wq.npy')"},
+    {FORWARD "|--out|out.npy|--trace|--trace", "mha forward: --trace given twice"},
+    {"forward|" INPUTS "|--out|out.npy", "mha forward: --heads is required (see mha forward --help)"},
+    {FORWARD, "mha forward: --out is required (see mha forward --help)"},
+    {"forward|--heads|2|--queries|q.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wq is required (see mha forward --help)"},
+    // numbers
+    {"forward|--heads|x|" INPUTS "|--out|out.npy", "mha forward: --heads 'x' is not a whole number (expected 1 to 1000000)"},
+    {"forward|--heads|2x|" INPUTS "|--out|out.npy", "mha forward: --heads '2x' is not a whole number (expected 1 to 1000000)"},
+    {"forward|--heads|-2|" INPUTS "|--out|out.npy", "mha forward: --heads '-2' is negative (expected 1 to 1000000)"},
+    {"forward|--heads|0|" INPUTS "|--out|out.npy", "mha forward: --heads '0' is zero (expected 1 to 1000000)"},
+    {"forward|--heads||" INPUTS "|--out|out.npy", "mha forward: --heads '' is empty (expected 1 to 1000000)"},
+    {"forward|--heads|18446744073709551617|" INPUTS "|--out|out.npy",
+     "mha forward: --heads '18446744073709551617' is too large (expected 1 to 1000000)"},
+    {"forward|--heads| 2|" INPUTS "|--out|out.npy", "mha forward: --heads ' 2' is not a whole number (expected 1 to 1000000)"},
+    {"trace|--batch|1e3", "mha trace: --batch '1e3' is not a whole number (expected 1 to 1000000)"},
+    {"trace|--kv|1000001", "mha trace: --kv '1000001' is too large (expected 1 to 1000000)"},
+    {"trace|--hiddens|0x10", "mha trace: --hiddens '0x10' is not a whole number (expected 1 to 1000000)"},
+    {"trace|--heads|3", "mha trace: --heads 3 does not divide --hiddens 100"},
+    {"trace|--valid-lens|3", "mha trace: --valid-lens '3' has 1 entry but --batch is 2"},
+    {"trace|--valid-lens|3,7", "mha trace: --valid-lens '3,7': entry 2 (7) is larger than --kv 6"},
+    {"trace|--batch|4096|--queries|4096|--kv|1|--hiddens|2|--heads|1",
+     "mha trace: the queries (4096, 4096, 2) would hold more than the 16777216 numbers a trace allows; choose smaller sizes"},
+    // shapes
+    {"forward|--heads|3|" INPUTS "|--out|out.npy", "mha forward: --heads 3 does not divide D = 8 (--wq wq.npy has shape (8, 5))"},
+    {F2 "--queries|q2d.npy" REST_Q, "mha forward: --queries q2d.npy has shape (4, 5), expected 3 dimensions (B, Lq, Dq)"},
+    {F2 "--queries|q.npy|--keys|k_batch.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --keys k_batch.npy has shape (3, 6, 7) but the queries (2, 4, 5) have batch size 2"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v_batch.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --values v_batch.npy has shape (3, 6, 3) but the queries (2, 4, 5) have batch size 2"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v_len.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --values v_len.npy has shape (2, 5, 3) but the keys (2, 6, 7) have 6 positions"},
+    {F2 "--queries|q.npy|--keys|k.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --keys k.npy has shape (2, 6, 7) but the values (= queries) (2, 4, 5) have 4 positions (give --values too)"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq_cols.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wq wq_cols.npy has shape (8, 6) but the queries (2, 4, 5) have 5 features"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|keys_w.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wk keys_w.npy has shape (8, 5) but the keys (2, 6, 7) have 7 features"},
+    {F2 "--queries|q.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --values v.npy has shape (2, 6, 3) but the keys (= queries) (2, 4, 5) have 4 positions"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv_cols.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wv wv_cols.npy has shape (8, 4) but the values (2, 6, 3) have 3 features"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk_rows.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wk wk_rows.npy has shape (9, 7) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv_rows.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wv wv_rows.npy has shape (9, 3) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo_cols.npy|--out|out.npy",
+     "mha forward: --wo wo_cols.npy has shape (6, 9) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|b8.npy|--out|out.npy",
+     "mha forward: --wo b8.npy has shape (8,), expected 2 dimensions (D_out, D)"},
+    {FORWARD "|--bq|b7.npy|--out|out.npy", "mha forward: --bq b7.npy has shape (7,) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {FORWARD "|--bk|b7.npy|--out|out.npy", "mha forward: --bk b7.npy has shape (7,) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {FORWARD "|--bv|b7.npy|--out|out.npy", "mha forward: --bv b7.npy has shape (7,) but D = 8 (--wq wq.npy has shape (8, 5))"},
+    {FORWARD "|--bo|b5.npy|--out|out.npy", "mha forward: --bo b5.npy has shape (5,) but D_out = 6 (--wo wo.npy has shape (6, 8))"},
+    {FORWARD "|--bo|b8.npy|--out|out.npy", "mha forward: --bo b8.npy has shape (8,) but D_out = 6 (--wo wo.npy has shape (6, 8))"},
+    {FORWARD "|--bq|b8x1.npy|--out|out.npy", "mha forward: --bq b8x1.npy has shape (8, 1), expected 1 dimension (D,)"},
+    // valid_lens
+    {FORWARD "|--valid-lens|3,2,1|--out|out.npy", "mha forward: --valid-lens '3,2,1' has 3 entries but the queries (2, 4, 5) have batch size 2"},
+    {FORWARD "|--valid-lens|3,-1|--out|out.npy",
+     "mha forward: --valid-lens '3,-1': entry 2 ('-1') is negative (expected whole numbers from 0 to 1000000, separated by commas)"},
+    {FORWARD "|--valid-lens|3,,1|--out|out.npy",
+     "mha forward: --valid-lens '3,,1': entry 2 ('') is empty (expected whole numbers from 0 to 1000000, separated by commas)"},
+    {FORWARD "|--valid-lens|3;1|--out|out.npy",
+     "mha forward: --valid-lens '3;1': entry 1 ('3;1') is not a whole number (expected whole numbers from 0 to 1000000, separated by commas)"},
+    {FORWARD "|--valid-lens|3,7|--out|out.npy",
+     "mha forward: --valid-lens '3,7': entry 2 (7) is larger than the number of keys, 6 (the keys (2, 6, 7))"},
+    {FORWARD "|--valid-lens-file|vl3.npy|--out|out.npy",
+     "mha forward: --valid-lens-file vl3.npy has shape (3,) but the queries (2, 4, 5) need (2,) or (2, 4)"},
+    {FORWARD "|--valid-lens-file|vl2_shape.npy|--out|out.npy",
+     "mha forward: --valid-lens-file vl2_shape.npy has shape (2, 3) but the queries (2, 4, 5) need (2,) or (2, 4)"},
+    {FORWARD "|--valid-lens-file|vl_neg.npy|--out|out.npy", "mha forward: --valid-lens-file vl_neg.npy: valid_lens[1] = -1 is negative"},
+    {FORWARD "|--valid-lens-file|vl_frac.npy|--out|out.npy", "mha forward: --valid-lens-file vl_frac.npy: valid_lens[0] = 2.5 is not a whole number"},
+    {FORWARD "|--valid-lens-file|vl2_big.npy|--out|out.npy",
+     "mha forward: --valid-lens-file vl2_big.npy: valid_lens[1, 2] = 7 is larger than the number of keys, 6 (the keys (2, 6, 7))"},
+    {FORWARD "|--valid-lens|3,2|--valid-lens-file|vl3.npy|--out|out.npy",
+     "mha forward: --valid-lens '3,2' and --valid-lens-file 'vl3.npy': give one or the other"},
+    // files
+    {F2 "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|nothere.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --wv: npy_read: nothere.npy: cannot open: No such file or directory"},
+    {FORWARD "|--out|nodir/out.npy", "mha forward: --out nodir/out.npy: cannot create a file next to it: No such file or directory"},
+    {FORWARD "|--out|out.npy|--attention-out|nodir/a.npy",
+     "mha forward: --attention-out nodir/a.npy: cannot create a file next to it: No such file or directory"},
+    {FORWARD "|--out|x.npy|--attention-out|x.npy", "mha forward: --out 'x.npy' and --attention-out 'x.npy' name the same file"},
+    // heatmap
+    {"heatmap|--heads|2|" INPUTS, "mha heatmap: nothing to draw: give --png F, --svg F or --terminal"},
+    {"heatmap|--heads|2|" INPUTS "|--out|out.npy", "mha heatmap: unknown option '--out' (see mha heatmap --help)"},
+    {"heatmap|--heads|3|" INPUTS "|--terminal", "mha heatmap: --heads 3 does not divide D = 8 (--wq wq.npy has shape (8, 5))"},
+    {"heatmap|--heads|2|" INPUTS "|--png|nodir/h.png",
+     "mha heatmap: --png nodir/h.png: cannot create a directory next to it: No such file or directory"},
+};
+
+/* Under valgrind (make memcheck) every process costs a second or two: the
+ * sanitizer build and the plain one run every case, valgrind every 4th
+ * (the sanitizer's leak checker covers the rest). */
+static int under_valgrind(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    return preload && strstr(preload, "vgpreload") != NULL;
+}
+
+Test(cli, bad_invocations, .init = enter_scratch, .fini = leave_scratch)
+{
+    write_bad_inputs();
+    char before[2048], after[2048], want[400];
+    list_dir(".", before, sizeof before);
+    size_t n = sizeof bad_cases / sizeof bad_cases[0];
+    cr_assert_geq(n, 60);
+    for (size_t i = 0; i < n; i += under_valgrind() ? 4 : 1) {
+        const struct bad_case *c = &bad_cases[i];
+        run r = c->args[0] ? mha(c->args) : mha_argv((char *[]){NULL});
+        cr_assert_eq(r.status, 2, "mha %s: exit %d, stderr %s", c->args,
+                     r.status, r.err);
+        snprintf(want, sizeof want, "%s\n", c->message);
+        cr_assert_str_eq(r.err, want, "mha %s", c->args);
+        cr_assert_str_eq(r.out, "", "mha %s", c->args);
+        list_dir(".", after, sizeof after);
+        cr_assert_str_eq(after, before, "mha %s left files behind", c->args);
+        run_free(&r);
+    }
+}
+
+/* A .npy cut short: npy_read's own message, behind the option's name. */
+Test(cli, truncated_npy_is_refused, .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    FILE *f = fopen("k.npy", "rb");
+    cr_assert_not_null(f);
+    char *bytes = read_all(f);
+    fclose(f);
+    f = fopen("cut.npy", "wb");
+    cr_assert_eq(fwrite(bytes, 1, 128 + 40, f), 128 + 40); // data is 672 bytes
+    fclose(f);
+    free(bytes);
+    tensor *t;
+    mha_clear_error();
+    cr_assert_eq(npy_read("cut.npy", &t), GSL_EBADLEN);
+    char want[MHA_ERROR_MAX + 64];
+    snprintf(want, sizeof want, "mha forward: --keys: %s\n", mha_last_error());
+    cr_assert_not_null(strstr(want, "cut.npy"));
+    run r = mha("forward|--heads|2|--queries|q.npy|--keys|cut.npy|--values|"
+                "v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy" OUTS);
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, want);
+    cr_assert(access("out.npy", F_OK) != 0 && access("a.npy", F_OK) != 0);
+    run_free(&r);
+}
+
+/* When A cannot be written, OUT is not written either, and a file already
+ * there keeps its old numbers. */
+Test(cli, failed_attention_out_leaves_out_alone, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *old = ramp(SHAPE(3), 1, 1);
+    OK(npy_write("out.npy", old));
+    run r = mha(FORWARD "|--out|out.npy|--attention-out|nodir/a.npy");
+    cr_assert_eq(r.status, 2);
+    tensor *now = load("out.npy");
+    cr_assert(tensor_same_shape(now, old));
+    cr_assert_eq(rel_error(now, old), 0.0);
+    tensor_free(now);
+    tensor_free(old);
+    run_free(&r);
+}
+
+/* Both outputs complete, then the second rename fails (A names a
+ * directory): OUT, already in place, is removed again. */
+Test(cli, failed_rename_removes_the_first_output, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    cr_assert_eq(mkdir("sub", 0755), 0);
+    char before[2048], after[2048];
+    list_dir(".", before, sizeof before);
+    run r = mha(FORWARD "|--out|out.npy|--attention-out|sub");
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, "mha forward: --attention-out sub: cannot rename "
+                            "the finished file onto it: Is a directory; "
+                            "removed --out out.npy\n");
+    list_dir(".", after, sizeof after);
+    cr_assert_str_eq(after, before);
+    list_dir("sub", after, sizeof after);
+    cr_assert_str_eq(after, "");
+    run_free(&r);
+}
+
+/* A control character in a value cannot break the one line. */
+Test(cli, messages_stay_on_one_line, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha_argv((char *[]){"trace", "--batch", "2\n3", NULL});
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, "mha trace: --batch '2\\x0a3' is not a whole "
+                            "number (expected 1 to 1000000)\n");
+    run_free(&r);
+}
+
+/* --- out of memory ---------------------------------------------------- */
+
+/* The sweep below tries every allocation, or every 16th under valgrind. */
+
+/* Fail the library's allocation number k = 0, 1, 2 ... in turn until the
+ * run succeeds: each failure must be one line saying so, exit status 2,
+ * and no file left.  Returns how many runs failed. */
+static long sweep_allocations(const char *args)
+{
+    char before[2048], after[2048];
+    list_dir(".", before, sizeof before);
+    long step = under_valgrind() ? 16 : 1, failed = 0;
+    for (long k = 0;; k += step) {
+        cr_assert_lt(k, 5000, "mha %s never succeeded", args);
+        char value[32];
+        snprintf(value, sizeof value, "%ld", k);
+        cr_assert_eq(setenv("MHA_DEBUG_FAIL_ALLOC_AFTER", value, 1), 0);
+        run r = mha(args);
+        if (r.status == 0) {
+            run_free(&r);
+            break;
+        }
+        cr_assert_eq(r.status, 2, "allocation %ld: exit %d, stderr %s", k,
+                     r.status, r.err);
+        size_t len = strlen(r.err);
+        cr_assert(len > 0 && strchr(r.err, '\n') == r.err + len - 1,
+                  "allocation %ld: not one line: %s", k, r.err);
+        cr_assert_not_null(strstr(r.err, "out of memory"),
+                           "allocation %ld: %s", k, r.err);
+        list_dir(".", after, sizeof after);
+        cr_assert_str_eq(after, before, "allocation %ld left files", k);
+        failed++;
+        run_free(&r);
+    }
+    unsetenv("MHA_DEBUG_FAIL_ALLOC_AFTER");
+    return failed;
+}
+
+Test(cli, forward_survives_every_failed_allocation, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    put_int64("vl2.npy", SHAPE(2, 4), (int64_t[]){1, 2, 3, 6, 6, 5, 0, 2});
+    long failed = sweep_allocations(
+        FORWARD "|--bq|bq.npy|--bo|bo.npy|--valid-lens-file|vl2.npy|--trace" OUTS);
+    // reading 9 files, the module and the forward pass allocate plenty
+    cr_assert_gt(failed, under_valgrind() ? 4 : 60, "only %ld failures", failed);
+    cr_assert(access("out.npy", F_OK) == 0 && access("a.npy", F_OK) == 0);
+}
+
+Test(cli, trace_and_heatmap_survive_every_failed_allocation,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    long failed = sweep_allocations("trace|--batch|1|--queries|2|--hiddens|16|"
+                                    "--heads|8|--valid-lens|2|--quiz");
+    cr_assert_gt(failed, under_valgrind() ? 2 : 30, "trace: only %ld", failed);
+    failed = sweep_allocations("heatmap|--heads|2|" INPUTS "|--terminal");
+    cr_assert_gt(failed, under_valgrind() ? 2 : 30, "heatmap: only %ld", failed);
+}

@@ -1,0 +1,120 @@
+/* test_error.c: the error convention of src/error.c. */
+#include "check.h"
+
+#include <stdint.h>
+
+Test(error, fail_records_and_returns)
+{
+    mha_clear_error();
+    cr_assert_str_eq(mha_last_error(), "");
+    cr_assert_eq(mha_fail(GSL_EBADLEN, "f: %d and %s", 3, "x"), GSL_EBADLEN);
+    cr_assert_str_eq(mha_last_error(), "f: 3 and x");
+    mha_clear_error();
+    cr_assert_str_eq(mha_last_error(), "");
+}
+
+Test(error, long_messages_are_cut)
+{
+    char big[2 * MHA_ERROR_MAX];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    mha_fail(GSL_EINVAL, "%s", big);
+    cr_assert_eq(strlen(mha_last_error()), MHA_ERROR_MAX - 1);
+}
+
+Test(error, fail_in_puts_the_caller_first)
+{
+    mha_fail(GSL_ENOMEM, "tensor_alloc: out of memory allocating 3 x 8 bytes");
+    cr_assert_eq(mha_fail_in(GSL_ENOMEM, "linear_forward %s", "W_q"), GSL_ENOMEM);
+    cr_assert_str_eq(mha_last_error(), "linear_forward W_q: tensor_alloc: out "
+                                       "of memory allocating 3 x 8 bytes");
+    mha_fail_in(GSL_ENOMEM, "multihead");
+    cr_assert_str_eq(mha_last_error(), "multihead: linear_forward W_q: "
+                                       "tensor_alloc: out of memory allocating "
+                                       "3 x 8 bytes");
+}
+
+/* A context as long as the buffer leaves room for nothing else. */
+Test(error, fail_in_cuts_long_messages)
+{
+    char big[MHA_ERROR_MAX + 10];
+    memset(big, 'c', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    mha_fail(GSL_EINVAL, "inner");
+    mha_fail_in(GSL_EINVAL, "%s", big);
+    cr_assert_eq(strlen(mha_last_error()), MHA_ERROR_MAX - 1);
+    cr_assert_eq(mha_last_error()[0], 'c');
+
+    /* a long inner message is cut at the end, the context kept whole */
+    memset(big, 'i', sizeof big - 1);
+    mha_fail(GSL_EINVAL, "%s", big);
+    mha_fail_in(GSL_EINVAL, "outer");
+    cr_assert_eq(strncmp(mha_last_error(), "outer: iii", 10), 0);
+    cr_assert_eq(strlen(mha_last_error()), MHA_ERROR_MAX - 1);
+}
+
+Test(error, mul_size)
+{
+    size_t out = 7;
+    OK(mha_mul_size(6, 7, &out, "who"));
+    cr_assert_eq(out, 42);
+    OK(mha_mul_size(SIZE_MAX, 0, &out, "who"));
+    cr_assert_eq(out, 0);
+    char want[MHA_ERROR_MAX];
+    snprintf(want, sizeof want, "who: size %zu x 2 overflows size_t",
+             SIZE_MAX / 2 + 1);
+    out = 7;
+    FAILS(mha_mul_size(SIZE_MAX / 2 + 1, 2, &out, "who"), GSL_EOVRFLW, want);
+    cr_assert_eq(out, 7, "left alone on overflow");
+}
+
+Test(error, checked_allocation)
+{
+    double *p = mha_malloc(4, sizeof *p, "who");
+    cr_assert_not_null(p);
+    free(p);
+    p = mha_calloc(4, sizeof *p, "who");
+    for (int k = 0; k < 4; k++)
+        cr_assert_eq(p[k], 0.0);
+    free(p);
+    /* zero elements still give a pointer to free */
+    p = mha_malloc(0, sizeof *p, "who");
+    cr_assert_not_null(p);
+    free(p);
+
+    char want[MHA_ERROR_MAX];
+    snprintf(want, sizeof want, "who: size %zu x 8 overflows size_t",
+             SIZE_MAX / 4);
+    mha_clear_error();
+    cr_assert_null(mha_malloc(SIZE_MAX / 4, 8, "who"));
+    cr_assert_str_eq(mha_last_error(), want);
+    mha_clear_error();
+    cr_assert_null(mha_calloc(SIZE_MAX / 4, 8, "who"));
+    cr_assert_str_eq(mha_last_error(), want);
+}
+
+/* mha_debug_fail_alloc_after(n): n allocations succeed, the next fails,
+ * and then injection is off again. */
+Test(error, failure_injection_counts)
+{
+    void *p[3];
+    mha_debug_fail_alloc_after(2);
+    p[0] = mha_malloc(1, 8, "a");
+    p[1] = mha_calloc(1, 8, "b");
+    mha_clear_error();
+    p[2] = mha_malloc(5, 8, "c");
+    cr_assert_not_null(p[0]);
+    cr_assert_not_null(p[1]);
+    cr_assert_null(p[2]);
+    cr_assert_str_eq(mha_last_error(), "c: out of memory allocating 5 x 8 bytes");
+    p[2] = mha_malloc(1, 8, "d");
+    cr_assert_not_null(p[2], "one failure, then off");
+    for (int k = 0; k < 3; k++)
+        free(p[k]);
+
+    mha_debug_fail_alloc_after(0);
+    mha_debug_fail_alloc_after(-1);
+    p[0] = mha_malloc(1, 8, "e");
+    cr_assert_not_null(p[0], "switched off before it fired");
+    free(p[0]);
+}

@@ -1,0 +1,266 @@
+/* test_multihead_fast.c: multihead_forward_fast == multihead_forward
+ * (the copy-based path) == naive_multihead (plain loops written in
+ * test_multihead.c) == multihead_forward_naive, over shapes with masks,
+ * B > 1, h > 1, Lq != Lk, strided inputs; its trace, errors and failed
+ * allocations.
+ *
+ * Shapes: queries (B, Lq, d_q), keys (B, Lk, d_k), values (B, Lk, d_v),
+ * out (B, Lq, D_out). */
+#include "check.h"
+
+#include <criterion/parameterized.h>
+#include <float.h>
+
+/* test_multihead.c */
+void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                     const double *q, const double *k, const double *v,
+                     const double *valid, int per_query, double *out,
+                     double *weights);
+
+static tensor *normal_tensor(size_t ndim, const size_t *shape, gsl_rng *r,
+                             double sd)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_normal(t, r, 0, sd);
+    return t;
+}
+
+/* --- the fast module -------------------------------------------------- */
+
+struct fast_case {
+    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
+    int bias;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+};
+
+static struct fast_case fast_cases[] = {
+    {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1}, // d2l's example
+    {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
+    {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
+    {1, 1, 1, 3, 3, 3, 4, 2, 0, 1, 0},
+    {3, 2, 9, 5, 7, 11, 16, 8, 9, 1, 1},
+    {2, 6, 3, 8, 4, 2, 6, 6, 0, 0, 2},
+    {1, 8, 8, 16, 16, 16, 16, 1, 0, 1, 0},
+    {4, 3, 5, 7, 7, 7, 20, 5, 3, 0, 2},
+    {2, 33, 17, 24, 24, 24, 24, 4, 0, 1, 2}, // several query blocks
+    {2, 17, 40, 32, 16, 8, 32, 8, 12, 1, 1},
+};
+
+ParameterizedTestParameters(mha_fast, equals_copy_path_and_loops)
+{
+    return cr_make_param_array(struct fast_case, fast_cases,
+                               sizeof fast_cases / sizeof fast_cases[0]);
+}
+
+/* Every forward of m on (q, k, v, lens) against want (B, Lq, D_out). */
+static void check_paths(multihead *m, const tensor *q, const tensor *k,
+                        const tensor *v, const tensor *lens,
+                        const tensor *want)
+{
+    tensor *copy, *fast, *naive;
+    OK(multihead_forward(m, q, k, v, lens, &copy));
+    double err = rel_error(copy, want);
+    cr_assert(err <= 1e-12, "copy path vs loops: %g", err);
+    OK(multihead_forward_naive(m, q, k, v, lens, &naive));
+    err = rel_error(naive, want);
+    cr_assert(err <= 1e-12, "multihead_forward_naive vs loops: %g", err);
+    cr_assert_null(m->weights);
+    const multihead_fast_options opts[] = {
+        {MULTIHEAD_THREADS_HEADS, 0}, {MULTIHEAD_THREADS_BLAS, 0},
+        {MULTIHEAD_THREADS_HEADS, 1}, {MULTIHEAD_THREADS_HEADS, 3},
+        {MULTIHEAD_THREADS_BLAS, 5},
+    };
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        OK(multihead_forward_fast(m, q, k, v, lens, &opts[o], &fast));
+        cr_assert(tensor_same_shape(fast, want));
+        err = rel_error(fast, copy);
+        cr_assert(err <= 1e-12, "fast (threading %d, rows %zu) vs copy path: %g",
+                  opts[o].threading, opts[o].block_rows, err);
+        err = rel_error(fast, want);
+        cr_assert(err <= 1e-12, "fast vs loops: %g", err);
+        cr_assert_null(m->weights, "the fast path keeps no weights");
+        tensor_free(fast);
+    }
+    OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast));
+    cr_assert(rel_error(fast, copy) <= 1e-12);
+    tensor_free(fast);
+    tensor_free(copy);
+    tensor_free(naive);
+}
+
+ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
+{
+    gsl_rng *r = mha_rng_new(11 + c->B * 7 + c->Lq * 3 + c->D);
+    multihead m;
+    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    if (c->bias) {
+        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    }
+    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1.5);
+    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1.5);
+    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
+    tensor *lens = NULL;
+    if (c->lens == 1)
+        OK(tensor_alloc(SHAPE(c->B), &lens));
+    else if (c->lens == 2)
+        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
+    if (lens) /* every length from 0 to Lk, 0 included */
+        for (size_t i = 0; i < tensor_numel(lens); i++)
+            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+    size_t dout = m.cfg.out_size;
+    tensor *want;
+    OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
+    naive_multihead(&m, c->B, c->Lq, c->Lk, q->data, k->data, v->data,
+                    lens ? lens->data : NULL, c->lens == 2, want->data, NULL);
+    check_paths(&m, q, k, v, lens, want);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    tensor_free(want);
+    gsl_rng_free(r);
+}
+
+/* Self-attention on strided inputs: X is every other row of a bigger
+ * tensor, and the keys a permuted view; nothing is copied by hand. */
+Test(mha_fast, strided_inputs)
+{
+    gsl_rng *r = mha_rng_new(5);
+    multihead m;
+    multihead_config cfg = {8, 8, 8, 8, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    tensor *big = normal_tensor(SHAPE(2, 10, 8), r, 1.0);
+    tensor *x, *kt, *k, *xc, *kc, *want;
+    OK(tensor_narrow(big, 1, 2, 5, &x)); // (2, 5, 8), rows 2..6
+    tensor *t = normal_tensor(SHAPE(2, 8, 7), r, 1.0);
+    OK(tensor_permute(t, SHAPE(0, 2, 1), &kt)); // (2, 7, 8), last axis strided
+    k = kt;
+    OK(tensor_contiguous(x, &xc));
+    OK(tensor_contiguous(k, &kc));
+    OK(tensor_alloc(SHAPE(2, 5, 8), &want));
+    naive_multihead(&m, 2, 5, 7, xc->data, kc->data, kc->data, NULL, 0,
+                    want->data, NULL);
+    check_paths(&m, x, k, k, NULL, want);
+    multihead_free(&m);
+    tensor_free(big);
+    tensor_free(x);
+    tensor_free(t);
+    tensor_free(kt);
+    tensor_free(xc);
+    tensor_free(kc);
+    tensor_free(want);
+    gsl_rng_free(r);
+}
+
+/* The fast path's trace: projections, the head views, one line for all
+ * heads, W_o; no transpose copies. */
+Test(mha_fast, trace)
+{
+    multihead m;
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *kv, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_alloc(SHAPE(2, 5, 4), &kv));
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(multihead_forward_fast(&m, q, kv, kv, lens, NULL, &out));
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    cr_assert_str_eq(text,
+        "multihead_fast(h=2)            q (2, 3, 4), k (2, 5, 4), v (2, 5, 4)\n"
+        "  W_q: x W^T + b         new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, d_model)\n"
+        "  reshape(2, 3, 2, -1)   view  (2, 3, 4) -> (2, 3, 2, 2)           (B, Lq, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 3, 2, 2) -> (2, 2, 3, 2)        (B, h, Lq, d_model/h)\n"
+        "  W_k: x W^T + b         new   (2, 5, 4) -> (2, 5, 4)              (B, Lk, d_model)\n"
+        "  reshape(2, 5, 2, -1)   view  (2, 5, 4) -> (2, 5, 2, 2)           (B, Lk, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 5, 2, 2) -> (2, 2, 5, 2)        (B, h, Lk, d_model/h)\n"
+        "  W_v: x W^T + b         new   (2, 5, 4) -> (2, 5, 4)              (B, Lk, d_model)\n"
+        "  reshape(2, 5, 2, -1)   view  (2, 5, 4) -> (2, 5, 2, 2)           (B, Lk, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 5, 2, 2) -> (2, 2, 5, 2)        (B, h, Lk, d_model/h)\n"
+        "  reshape(2, 3, 2, -1)   view  (2, 3, 4) -> (2, 3, 2, 2)           (B, Lq, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 3, 2, 2) -> (2, 2, 3, 2)        (B, h, Lq, d_model/h)\n"
+        "  attention per head(scale 1/sqrt(2), valid_lens (2,)) new   (2, 2, 3, 2), (2, 2, 5, 2), (2, 2, 5, 2) -> (2, 2, 3, 2)  (B, h, Lq, d_model/h)\n"
+        "  W_o: x W^T + b         new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, d_model)\n");
+    capture_free(&c);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(kv);
+    tensor_free(lens);
+    tensor_free(out);
+}
+
+Test(mha_fast, errors)
+{
+    multihead m;
+    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0.5};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *k, *v, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_alloc(SHAPE(2, 5, 6), &k));
+    OK(tensor_alloc(SHAPE(2, 5, 8), &v));
+    FAILS(multihead_forward_fast(&m, k, k, v, NULL, NULL, &out), GSL_EBADLEN,
+          "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
+          "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
+          "value_size 8");
+    cr_assert_null(out);
+    gsl_rng *r = mha_rng_new(1);
+    multihead_train(&m, 1, r);
+    FAILS(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out), GSL_EINVAL,
+          "multihead_forward_fast: training with dropout 0.5 is not "
+          "supported here (multihead_forward has it)");
+    FAILS(multihead_forward_naive(&m, q, k, v, NULL, &out), GSL_EINVAL,
+          "multihead_forward_naive: training with dropout 0.5 is not "
+          "supported here (multihead_forward has it)");
+    cr_assert_null(out);
+    multihead_train(&m, 0, NULL);
+    OK(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out));
+    tensor_free(out);
+    gsl_rng_free(r);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+}
+
+/* Each allocation of either path may fail: GSL_ENOMEM, NULL out, no
+ * leak (valgrind and ASan watch). */
+Test(mha_fast, allocation_failures)
+{
+    multihead m;
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0};
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *lens, *out;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
+    for (int naive = 0; naive < 2; naive++) {
+        int failures = 0;
+        for (long k = 0;; k++) {
+            mha_debug_fail_alloc_after(k);
+            int status = naive ? multihead_forward_naive(&m, q, q, q, lens, &out)
+                               : multihead_forward_fast(&m, q, q, q, lens, NULL,
+                                                        &out);
+            mha_debug_fail_alloc_after(-1);
+            if (status == GSL_SUCCESS)
+                break;
+            cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+            cr_assert_null(out);
+            failures++;
+        }
+        cr_assert_gt(failures, naive ? 4 : 10);
+        tensor_free(out);
+    }
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(lens);
+}

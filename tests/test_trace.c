@@ -1,0 +1,406 @@
+/* test_trace.c: the shape trace, line by line and column by column.
+ *
+ * The layout (src/trace.c), columns counted from 0:
+ *
+ *     0                        25    31                                  67
+ *     op, padded to 24 - indent, one space, kind padded to 4, two spaces,
+ *     "in -> out" padded to 34, two spaces, the symbolic shape
+ *
+ * An op wider than its column pushes the rest right, one space after it;
+ * blanks at the end of a line are trimmed.  The rulers below mark the
+ * columns.
+ */
+#include "check.h"
+
+#include <stdint.h>
+
+/* Whatever a failed assertion left behind: tracing off, no open blocks. */
+static void reset_trace(void)
+{
+    trace_to(NULL);
+    for (int k = 0; k < 64; k++)
+        trace_end();
+}
+
+TestSuite(trace, .init = reset_trace, .fini = reset_trace);
+
+/* (rows, cols) filled with 0, 1, 2, ... */
+static tensor *arange(size_t ndim, const size_t *shape)
+{
+    tensor *t = NULL;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_arange(t, 0, 1);
+    return t;
+}
+
+/* --- the lesson's example ------------------------------------------- */
+
+/* d2l's transpose_qkv for X (1, 2, 16), h = 8, then transpose_output of
+ * its result.  With B = 1 every step is a view, the last one too: undoing
+ * the steps on the same buffer brings back X's own layout, (1, 2, 8, 2)
+ * with strides (16, 16, 2, 1), which is contiguous. */
+Test(trace, transpose_qkv_and_back)
+{
+    capture c;
+    tensor *x = arange(SHAPE(1, 2, 16)), *a = NULL, *b = NULL, *q = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    capture_start(&c);
+    trace_to(c.f);
+    /* transpose_qkv */
+    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &a));
+    OK(tensor_permute(a, SHAPE(0, 2, 1, 3), &b));
+    OK(tensor_reshape(b, DIMS(-1, 2, 2), NULL, &q));
+    /* transpose_output */
+    tensor *d = NULL, *e = NULL, *f = NULL;
+    OK(tensor_reshape(q, DIMS(-1, 8, 2, 2), NULL, &d));
+    OK(tensor_permute(d, SHAPE(0, 2, 1, 3), &e));
+    OK(tensor_reshape(e, DIMS(1, 2, -1), "B, n, d_model", &f));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        /*0         1         2         3         4         5         6         7
+          01234567890123456789012345678901234567890123456789012345678901234567890 */
+        "reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
+        "permute(0, 2, 1, 3)      view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
+        "reshape(-1, 2, 2)        view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
+        "reshape(-1, 8, 2, 2)     view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "permute(0, 2, 1, 3)      view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "reshape(1, 2, -1)        view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+    capture_free(&c);
+    /* the round trip gives X back, in X's own buffer */
+    cr_assert_eq(f->data, x->data);
+    for (size_t k = 0; k < 32; k++)
+        cr_assert_eq(*TENSOR_AT(f, 0, k / 16, k % 16), (double)k);
+    tensor_free(f);
+    tensor_free(e);
+    tensor_free(d);
+    tensor_free(q);
+    tensor_free(b);
+    tensor_free(a);
+    tensor_free(x);
+}
+
+/* transpose_output of new numbers, as attention pooling returns them: a
+ * contiguous (8, 2, 2).  After the permute, h and d_model/h are no longer
+ * next to each other in memory, so merging them copies. */
+Test(trace, transpose_output_of_new_numbers)
+{
+    capture c;
+    tensor *o = arange(SHAPE(8, 2, 2)), *d = NULL, *e = NULL, *f = NULL;
+    OK(tensor_set_names(o, "B*h, n, d_model/h"));
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_reshape(o, DIMS(-1, 8, 2, 2), NULL, &d));
+    OK(tensor_permute(d, SHAPE(0, 2, 1, 3), &e));
+    OK(tensor_reshape(e, DIMS(1, 2, -1), "B, n, d_model", &f));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "reshape(-1, 8, 2, 2)     view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "permute(0, 2, 1, 3)      view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "reshape(1, 2, -1)        copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+    capture_free(&c);
+    /* out[0][i][2 j + k] = o[j][i][k] = 4 j + 2 i + k */
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 8; j++)
+            for (size_t k = 0; k < 2; k++)
+                cr_assert_eq(*TENSOR_AT(f, 0, i, 2 * j + k),
+                             (double)(4 * j + 2 * i + k));
+    tensor_free(f);
+    tensor_free(e);
+    tensor_free(d);
+    tensor_free(o);
+}
+
+/* With B = 2 the last reshape of transpose_qkv has to copy. */
+Test(trace, transpose_qkv_batch_of_two)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 2, 16)), *a = NULL, *b = NULL, *q = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_reshape(x, DIMS(2, 2, 8, -1), "B, n, h, d_model/h", &a));
+    OK(tensor_permute(a, SHAPE(0, 2, 1, 3), &b));
+    OK(tensor_reshape(b, DIMS(-1, 2, 2), NULL, &q));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "reshape(2, 2, 8, -1)     view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
+        "permute(0, 2, 1, 3)      view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
+        "reshape(-1, 2, 2)        copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
+    capture_free(&c);
+    tensor_free(q);
+    tensor_free(b);
+    tensor_free(a);
+    tensor_free(x);
+}
+
+Test(trace, contiguous_and_view)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *t = NULL, *y = NULL, *v = NULL;
+    OK(tensor_set_names(x, "n, d"));
+    OK(tensor_permute(x, SHAPE(1, 0), &t));
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_contiguous(t, &y));
+    OK(tensor_view(y, DIMS(-1), NULL, &v));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "contiguous()             copy  (3, 2) -> (3, 2)                    (d, n)\n"
+        "view(-1)                 view  (3, 2) -> (6,)                      (d*n,)\n");
+    capture_free(&c);
+    tensor_free(v);
+    tensor_free(y);
+    tensor_free(t);
+    tensor_free(x);
+}
+
+/* Unnamed tensors have no symbolic column, and 1-D shapes keep their
+ * comma: (8,). */
+Test(trace, unnamed_and_one_dimensional)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 4)), *y = NULL, *z = NULL, *w = NULL;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_reshape(x, DIMS(-1), NULL, &y));
+    OK(tensor_permute(y, SHAPE(0), &z));
+    OK(tensor_reshape(z, DIMS(4, 2), NULL, &w));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "reshape(-1)              view  (2, 4) -> (8,)\n"
+        "permute(0)               view  (8,) -> (8,)\n"
+        "reshape(4, 2)            view  (8,) -> (4, 2)\n");
+    capture_free(&c);
+    tensor_free(w);
+    tensor_free(z);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+Test(trace, linear_layer)
+{
+    capture c;
+    linear l;
+    OK(linear_init(&l, "W_q", 4, 6, 1));
+    snprintf(l.out_name, sizeof l.out_name, "d_model");
+    tensor *x = arange(SHAPE(2, 3, 4)), *y = NULL, *z = NULL;
+    OK(tensor_set_names(x, "B, n, d_in"));
+    capture_start(&c);
+    trace_to(c.f);
+    OK(linear_forward(&l, x, &y));
+    linear_free(&l);
+    OK(linear_init(&l, "W_o", 4, 6, 0));
+    OK(linear_forward_naive(&l, x, &z));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "W_q: x W^T + b           new   (2, 3, 4) -> (2, 3, 6)              (B, n, d_model)\n"
+        "W_o: x W^T               new   (2, 3, 4) -> (2, 3, 6)              (B, n, 6)\n");
+    capture_free(&c);
+    tensor_free(z);
+    tensor_free(y);
+    tensor_free(x);
+    linear_free(&l);
+}
+
+/* --- trace_line, blocks and notes ------------------------------------- */
+
+Test(trace, nested_blocks)
+{
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_begin("multihead", "(1, 2, 16) -> (1, 2, 16)", "(B, n, d_model)");
+    trace_line("W_q: x W^T", "new", "(1, 2, 16) -> (1, 2, 16)", "(B, n, d_model)");
+    trace_begin("transpose_qkv(h=8)", "(1, 2, 16) -> (8, 2, 2)", "");
+    trace_line("reshape(1, 2, 8, -1)", "view", "(1, 2, 16) -> (1, 2, 8, 2)", "");
+    trace_note("h = %d heads of %d", 8, 2);
+    trace_end();
+    trace_line("attention", "new", "(8, 2, 2) -> (8, 2, 2)", "");
+    trace_end();
+    trace_line("done", "", "", "");
+    trace_note("back at the left");
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        /*0         1         2         3         4         5         6         7
+          01234567890123456789012345678901234567890123456789012345678901234567890 */
+        "multihead                      (1, 2, 16) -> (1, 2, 16)            (B, n, d_model)\n"
+        "  W_q: x W^T             new   (1, 2, 16) -> (1, 2, 16)            (B, n, d_model)\n"
+        "  transpose_qkv(h=8)           (1, 2, 16) -> (8, 2, 2)\n"
+        "    reshape(1, 2, 8, -1) view  (1, 2, 16) -> (1, 2, 8, 2)\n"
+        "    # h = 8 heads of 2\n"
+        "  attention              new   (8, 2, 2) -> (8, 2, 2)\n"
+        "done\n"
+        "# back at the left\n");
+    capture_free(&c);
+}
+
+/* A library step inside a block is indented like any other line. */
+Test(trace, library_steps_in_a_block)
+{
+    capture c;
+    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_begin("transpose_qkv(h=8)", "(1, 2, 16) -> (8, 2, 2)", "");
+    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    trace_end();
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "transpose_qkv(h=8)             (1, 2, 16) -> (8, 2, 2)\n"
+        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)\n");
+    capture_free(&c);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* An op wider than its column pushes the rest right, one space after it;
+ * so do shapes wider than theirs, two spaces after them. */
+Test(trace, long_ops_push_columns)
+{
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_line("exactly_twenty_four_wide", "view", "(2,) -> (2,)", "(n,)");
+    trace_line("twenty_five_chars_wide_op", "copy", "(2,) -> (2,)", "(n,)");
+    trace_line("op", "new", "(1, 2, 3, 4) -> (1, 2, 3, 4) -> (1, 2, 3, 4)", "(a, b)");
+    trace_line("op", "kind", "(2,) -> (2,)", "");
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        /*0         1         2         3         4         5         6         7
+          01234567890123456789012345678901234567890123456789012345678901234567890 */
+        "exactly_twenty_four_wide view  (2,) -> (2,)                        (n,)\n"
+        "twenty_five_chars_wide_op copy  (2,) -> (2,)                        (n,)\n"
+        "op                       new   (1, 2, 3, 4) -> (1, 2, 3, 4) -> (1, 2, 3, 4)  (a, b)\n"
+        "op                       kind  (2,) -> (2,)\n");
+    capture_free(&c);
+}
+
+/* Deep blocks shrink the op column to nothing, but the space after the op
+ * stays. */
+Test(trace, deep_nesting)
+{
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    for (int k = 0; k < 12; k++)
+        trace_begin("b", "", "");
+    trace_line("deep", "view", "(2,) -> (2,)", "");
+    trace_end();
+    trace_line("deep", "view", "(2,) -> (2,)", "");
+    for (int k = 0; k < 11; k++)
+        trace_end();
+    trace_line("top", "view", "(2,) -> (2,)", "");
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "b\n"
+        "  b\n"
+        "    b\n"
+        "      b\n"
+        "        b\n"
+        "          b\n"
+        "            b\n"
+        "              b\n"
+        "                b\n"
+        "                  b\n"
+        "                    b\n"
+        "                      b\n"
+        "                        deep view  (2,) -> (2,)\n"
+        "                      deep view  (2,) -> (2,)\n"
+        "top                      view  (2,) -> (2,)\n");
+    capture_free(&c);
+}
+
+Test(trace, off_writes_nothing)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *z = NULL, *w = NULL;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_to(NULL);
+    cr_assert_not(trace_on());
+    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    OK(tensor_permute(x, SHAPE(1, 0), &z));
+    OK(tensor_contiguous(z, &w));
+    trace_line("op", "view", "(1,) -> (1,)", "");
+    trace_begin("block", "", "");
+    trace_note("a note");
+    trace_end();
+    cr_assert_str_eq(capture_end(&c), "");
+    capture_free(&c);
+    tensor_free(w);
+    tensor_free(z);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* Switching off inside a block and back on keeps the depth: blocks opened
+ * and closed while off still count. */
+Test(trace, off_and_on_inside_blocks)
+{
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    cr_assert(trace_on());
+    trace_begin("outer", "", "");
+    trace_line("a", "view", "(1,) -> (1,)", "");
+    trace_to(NULL);
+    trace_begin("inner", "", "");
+    trace_line("hidden", "view", "(1,) -> (1,)", "");
+    trace_to(c.f);
+    trace_line("b", "view", "(1,) -> (1,)", "");
+    trace_note("in inner");
+    trace_end();
+    trace_line("c", "view", "(1,) -> (1,)", "");
+    trace_end();
+    trace_line("d", "view", "(1,) -> (1,)", "");
+    trace_end(); /* one too many: stays at the left */
+    trace_line("e", "view", "(1,) -> (1,)", "");
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "outer\n"
+        "  a                      view  (1,) -> (1,)\n"
+        "    b                    view  (1,) -> (1,)\n"
+        "    # in inner\n"
+        "  c                      view  (1,) -> (1,)\n"
+        "d                        view  (1,) -> (1,)\n"
+        "e                        view  (1,) -> (1,)\n");
+    capture_free(&c);
+}
+
+/* A failed step writes no trace line. */
+Test(trace, failures_write_nothing)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL;
+    capture_start(&c);
+    trace_to(c.f);
+    cr_assert_neq(tensor_reshape(x, DIMS(4, -1), NULL, &y), GSL_SUCCESS);
+    cr_assert_neq(tensor_permute(x, SHAPE(0, 0), &y), GSL_SUCCESS);
+    cr_assert_neq(tensor_view(x, DIMS(7), NULL, &y), GSL_SUCCESS);
+    mha_debug_fail_alloc_after(0);
+    cr_assert_eq(tensor_contiguous(x, &y), GSL_ENOMEM);
+    mha_debug_fail_alloc_after(-1);
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c), "");
+    capture_free(&c);
+    tensor_free(x);
+}
+
+Test(trace, shape_str)
+{
+    char buf[TRACE_SHAPE_MAX];
+    cr_assert_str_eq(shape_str(buf, sizeof buf, 1, (size_t[]){8}), "(8,)");
+    cr_assert_str_eq(shape_str(buf, sizeof buf, 3, (size_t[]){1, 2, 16}),
+                     "(1, 2, 16)");
+    cr_assert_str_eq(shape_str(buf, sizeof buf, 0, NULL), "()");
+    /* the largest 4-D shape fits in TRACE_SHAPE_MAX */
+    size_t m = SIZE_MAX;
+    shape_str(buf, sizeof buf, 4, (size_t[]){m, m, m, m});
+    char want[TRACE_SHAPE_MAX];
+    snprintf(want, sizeof want, "(%zu, %zu, %zu, %zu)", m, m, m, m);
+    cr_assert_str_eq(buf, want);
+    /* a short buffer is cut and terminated */
+    char small[6];
+    cr_assert_str_eq(shape_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
+                     "(1, 2");
+}

@@ -1,0 +1,793 @@
+/* bench: how fast is multi-head attention here, measured against the
+ * machine's own dgemm, and how do time and memory grow with L for exact
+ * and tiled attention.  `make bench` runs it; it prints tables and draws
+ * plots/bench_mha.{png,svg} and plots/bench_memory.{png,svg}, and writes
+ * the tables as Markdown to plots/bench.md for the README.
+ *
+ * Shapes: X (B, L, D) for self-attention, B = 8, D = d_model = 512, h = 8
+ * heads of p = 64; flops of one forward 8*B*L*D^2 (four projections) +
+ * 4*B*L^2*D (scores and weighted values, all heads).
+ *
+ * The machine is shared and its load drifts, so every number is a median
+ * of several repetitions after a warm-up, and the figures that matter are
+ * ratios between things measured side by side in the same run: MHA
+ * against a dgemm of (B*L, D) x (D, D) timed in the same rounds, our time
+ * against torch's timed right after ours.
+ *
+ * Parts (each a separate process where that is what makes it honest):
+ *   1. OpenBLAS: dgemm, the fast path (heads in parallel, or BLAS
+ *      threads), the copy-based path, the naive loops at small L, torch.
+ *   2. GSL's reference CBLAS: the same program built with BLAS=gsl, run as
+ *      a child (one process can hold only one CBLAS: gsl_blas_* call
+ *      cblas_dgemm, resolved once per process).
+ *   3. Tracing compiled out (-DMHA_NO_TRACE) against compiled in but off:
+ *      a child built that way and this process take turns.
+ *   4. Exact vs tiled attention, B*h = 8, d_h = 64, L up to 16384: each
+ *      configuration in a fresh child process, peak RSS from wait4().
+ *
+ *   bench [--quick] [--parts 1234] [--gsl BIN] [--notrace BIN] [--torch SCRIPT]
+ *   bench --child-gsl | --child-notrace L REPS | --child-memory KIND L
+ */
+#define _GNU_SOURCE /* wait4, getline */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "mha.h"
+
+#define B 8
+#define D 512
+#define H 8
+
+static const size_t Ls[] = {64, 128, 256, 512, 1024, 2048};
+#define NL (sizeof Ls / sizeof Ls[0])
+
+static int quick; /* --quick: fewer repetitions, smaller memory sweep */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, size_t n)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, mha_last_error());
+    exit(1);
+}
+
+#define CHECK(call)                                                           \
+    do {                                                                      \
+        if ((call) != GSL_SUCCESS)                                            \
+            die(#call);                                                       \
+    } while (0)
+
+static double mha_flops(size_t L)
+{
+    return 8.0 * B * L * D * D + 4.0 * B * (double)L * L * D;
+}
+
+/* --- the problem ------------------------------------------------------ */
+
+typedef struct {
+    size_t L;
+    multihead m;
+    tensor *x;                /* (B, L, D) */
+    gsl_matrix *a, *w, *c;    /* dgemm reference: (B*L, D) x (D, D)^T */
+} problem;
+
+static void problem_init(problem *p, size_t L)
+{
+    p->L = L;
+    gsl_rng *r = mha_rng_new(2024);
+    if (!r)
+        die("mha_rng_new");
+    multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0};
+    CHECK(multihead_init(&p->m, &cfg));
+    multihead_reset_xavier(&p->m, r);
+    tensor_fill_uniform(p->m.W_q.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(p->m.W_k.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(p->m.W_v.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(p->m.W_o.bias, r, -0.1, 0.1);
+    CHECK(tensor_alloc(SHAPE(B, L, D), &p->x));
+    tensor_fill_normal(p->x, r, 0, 1);
+    p->a = gsl_matrix_alloc(B * L, D);
+    p->w = gsl_matrix_alloc(D, D);
+    p->c = gsl_matrix_alloc(B * L, D);
+    if (!p->a || !p->w || !p->c) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < B * L * D; i++)
+        p->a->data[i] = gsl_rng_uniform(r) - 0.5;
+    for (size_t i = 0; i < D * D; i++)
+        p->w->data[i] = gsl_rng_uniform(r) - 0.5;
+    gsl_rng_free(r);
+}
+
+static void problem_free(problem *p)
+{
+    multihead_free(&p->m);
+    tensor_free(p->x);
+    gsl_matrix_free(p->a);
+    gsl_matrix_free(p->w);
+    gsl_matrix_free(p->c);
+}
+
+/* One timed call of each kind, in seconds. */
+static double time_dgemm(problem *p)
+{
+    double t0 = now();
+    gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, p->a, p->w, 0.0, p->c);
+    return now() - t0;
+}
+
+enum { FAST, FAST_BLAS, COPY, NAIVE };
+
+static double time_mha(problem *p, int kind)
+{
+    tensor *out = NULL;
+    multihead_fast_options blas = {MULTIHEAD_THREADS_BLAS, 0};
+    double t0 = now();
+    switch (kind) {
+    case FAST:
+        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, NULL, &out));
+        break;
+    case FAST_BLAS:
+        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, &blas, &out));
+        break;
+    case COPY:
+        CHECK(multihead_forward(&p->m, p->x, p->x, p->x, NULL, &out));
+        break;
+    default:
+        CHECK(multihead_forward_naive(&p->m, p->x, p->x, p->x, NULL, &out));
+    }
+    double t = now() - t0;
+    tensor_free(out);
+    // the copy path keeps (B, h, L, L) weights: drop them before timing on
+    tensor_free(p->m.weights);
+    p->m.weights = NULL;
+    return t;
+}
+
+/* --- torch, a child waiting on a pipe ---------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    FILE *to, *from;
+    char version[256];
+} torch_child;
+
+static int torch_start(torch_child *t, const char *script, int threads)
+{
+    memset(t, 0, sizeof *t);
+    if (!script || system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0)
+        return 0;
+    int in[2], out[2];
+    if (pipe(in) || pipe(out))
+        return 0;
+    t->pid = fork();
+    if (t->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        char th[16];
+        snprintf(th, sizeof th, "%d", threads);
+        execl("/usr/bin/python3", "python3", script, th, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    t->to = fdopen(in[1], "w");
+    t->from = fdopen(out[0], "r");
+    char line[256];
+    if (!t->from || !fgets(line, sizeof line, t->from) ||
+        strncmp(line, "ready ", 6) != 0) {
+        fprintf(stderr, "bench: torch did not start\n");
+        return 0;
+    }
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(t->version, sizeof t->version, "%s", line + 6);
+    return 1;
+}
+
+/* torch's median time in ms for L, and which of its paths was faster. */
+static double torch_time(torch_child *t, size_t L, int reps, char *path,
+                         size_t n)
+{
+    char line[256];
+    fprintf(t->to, "%zu %d\n", L, reps);
+    fflush(t->to);
+    size_t l;
+    double ms;
+    char p[128];
+    if (!fgets(line, sizeof line, t->from) ||
+        sscanf(line, "%zu %lf %127s", &l, &ms, p) != 3 || l != L)
+        return NAN;
+    snprintf(path, n, "%s", p);
+    return ms;
+}
+
+static void torch_stop(torch_child *t)
+{
+    if (!t->pid)
+        return;
+    fprintf(t->to, "quit\n");
+    fclose(t->to);
+    fclose(t->from);
+    waitpid(t->pid, NULL, 0);
+}
+
+/* --- output: the terminal, Markdown and gnuplot ----------------------- */
+
+static FILE *md; /* plots/bench.md */
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void render(const char *gp)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "command -v gnuplot >/dev/null && gnuplot -e \"fmt='png'\" %s && "
+             "gnuplot -e \"fmt='svg'\" %s",
+             gp, gp);
+    if (system(cmd) != 0)
+        say("(gnuplot missing or failed: %s kept, not rendered)\n", gp);
+}
+
+/* --- part 1: OpenBLAS ---------------------------------------------------- */
+
+typedef struct {
+    double dgemm_gf, fast_ms, blas_ms, copy_ms, naive_ms, torch_ms;
+    char torch_path[128];
+} row;
+
+static void part_openblas(row *rows, torch_child *torch)
+{
+    say("\n## 1. Self-attention, B = %d, d_model = %d, h = %d, float64\n\n", B,
+        D, H);
+    say("%6s %9s %10s %8s %6s %10s %10s %10s %10s %9s\n", "L", "dgemm", "fast",
+        "fast", "/dgemm", "BLAS-thr", "copy", "naive", "torch", "ours/");
+    say("%6s %9s %10s %8s %6s %10s %10s %10s %10s %9s\n", "", "GFLOP/s", "ms",
+        "GFLOP/s", "", "ms", "ms", "ms", "ms", "torch");
+    for (size_t li = 0; li < NL; li++) {
+        size_t L = Ls[li];
+        row *r = &rows[li];
+        problem p;
+        problem_init(&p, L);
+        int reps = quick ? 3 : L >= 512 ? 3 : 5;
+        int copy = L <= 512; // beyond, its (B, h, L, L) tensors cost seconds
+        // warm-up: page in every buffer, start every thread pool
+        time_dgemm(&p);
+        time_mha(&p, FAST);
+        time_mha(&p, FAST_BLAS);
+        if (copy)
+            time_mha(&p, COPY);
+        double td[16], tf[16], tb[16], tc[16];
+        for (int k = 0; k < reps; k++) { // the kinds take turns
+            td[k] = time_dgemm(&p);
+            tf[k] = time_mha(&p, FAST);
+            tb[k] = time_mha(&p, FAST_BLAS);
+            if (copy)
+                tc[k] = time_mha(&p, COPY);
+        }
+        r->dgemm_gf = 2.0 * B * L * D * D / median(td, reps) / 1e9;
+        r->fast_ms = 1e3 * median(tf, reps);
+        r->blas_ms = 1e3 * median(tb, reps);
+        r->copy_ms = copy ? 1e3 * median(tc, reps) : NAN;
+        r->naive_ms = L <= 128 ? 1e3 * time_mha(&p, NAIVE) : NAN;
+        r->torch_ms = torch->pid ? torch_time(torch, L, reps, r->torch_path,
+                                              sizeof r->torch_path)
+                                 : NAN;
+        double gf = mha_flops(L) / r->fast_ms / 1e6;
+        say("%6zu %9.1f %10.1f %8.1f %6.2f %10.1f %10.1f %10.1f %10.1f %9.2f\n",
+            L, r->dgemm_gf, r->fast_ms, gf, gf / r->dgemm_gf, r->blas_ms,
+            r->copy_ms, r->naive_ms, r->torch_ms, r->fast_ms / r->torch_ms);
+        problem_free(&p);
+    }
+}
+
+/* --- part 2: GSL's reference CBLAS, in a child ------------------------ */
+
+static void child_gsl(void)
+{
+    // L = 64, 128, 256: the reference dgemm is 20-30x slower
+    for (size_t li = 0; li < 3; li++) {
+        problem p;
+        problem_init(&p, Ls[li]);
+        time_dgemm(&p);
+        time_mha(&p, FAST);
+        double td[3], tf[3];
+        for (int k = 0; k < 3; k++) {
+            td[k] = time_dgemm(&p);
+            tf[k] = time_mha(&p, FAST);
+        }
+        printf("gsl %zu %.4f %.4f\n", Ls[li],
+               2.0 * B * Ls[li] * D * D / median(td, 3) / 1e9,
+               1e3 * median(tf, 3));
+        fflush(stdout);
+        problem_free(&p);
+    }
+}
+
+static void part_gsl(const char *bin, const row *rows, double *gsl_dgemm,
+                     double *gsl_fast)
+{
+    say("\n## 2. OpenBLAS against GSL's reference CBLAS (same program, "
+        "built with BLAS=gsl)\n\n");
+    for (size_t i = 0; i < 3; i++)
+        gsl_dgemm[i] = gsl_fast[i] = NAN;
+    if (!bin) {
+        say("(no --gsl binary given: skipped)\n");
+        return;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --child-gsl", bin);
+    FILE *f = popen(cmd, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        size_t L;
+        double dg, ms;
+        if (sscanf(line, "gsl %zu %lf %lf", &L, &dg, &ms) != 3)
+            continue;
+        for (size_t i = 0; i < 3; i++)
+            if (Ls[i] == L) {
+                gsl_dgemm[i] = dg;
+                gsl_fast[i] = ms;
+            }
+    }
+    if (f)
+        pclose(f);
+    say("%6s %12s %12s %10s %14s %14s %8s\n", "L", "dgemm GF/s", "dgemm GF/s",
+        "dgemm", "fast ms", "fast ms", "fast");
+    say("%6s %12s %12s %10s %14s %14s %8s\n", "", "OpenBLAS", "reference",
+        "speed-up", "OpenBLAS", "reference", "speed-up");
+    for (size_t i = 0; i < 3; i++)
+        say("%6zu %12.1f %12.2f %10.1f %14.1f %14.1f %8.1f\n", Ls[i],
+            rows[i].dgemm_gf, gsl_dgemm[i], rows[i].dgemm_gf / gsl_dgemm[i],
+            rows[i].fast_ms, gsl_fast[i], gsl_fast[i] / rows[i].fast_ms);
+}
+
+/* --- part 3: tracing compiled out vs compiled in but off ---------------- */
+
+static double fast_median_ms(size_t L, int reps)
+{
+    problem p;
+    problem_init(&p, L);
+    double t[64];
+    time_mha(&p, FAST);
+    time_mha(&p, FAST);
+    for (int k = 0; k < reps; k++)
+        t[k] = time_mha(&p, FAST);
+    problem_free(&p);
+    return 1e3 * median(t, reps);
+}
+
+/* The median ms of `bin --child-notrace L reps`: a fresh process. */
+static double child_fast_ms(const char *bin, size_t L, int reps)
+{
+    char cmd[1200], line[128];
+    snprintf(cmd, sizeof cmd, "%s --child-notrace %zu %d", bin, L, reps);
+    FILE *f = popen(cmd, "r");
+    double ms = NAN;
+    if (f && fgets(line, sizeof line, f))
+        ms = atof(line);
+    if (f)
+        pclose(f);
+    return ms;
+}
+
+static void part_trace(const char *self, const char *bin, double *overhead)
+{
+    say("\n## 3. Tracing compiled in but off, against compiled out "
+        "(-DMHA_NO_TRACE)\n\n");
+    overhead[0] = overhead[1] = NAN;
+    if (!bin) {
+        say("(no --notrace binary given: skipped)\n");
+        return;
+    }
+    // both in fresh child processes, taking turns round after round, so
+    // that neither inherits this process's heap and drift hits both alike
+    const size_t L2[2] = {64, 512};
+    const int reps[2] = {quick ? 9 : 25, quick ? 3 : 5};
+    int rounds = quick ? 3 : 5;
+    say("%6s %14s %14s %10s %22s\n", "L", "in, off (ms)", "out (ms)",
+        "cost", "rounds: min .. max");
+    for (size_t li = 0; li < 2; li++) {
+        double in[16], out[16], ratio[16];
+        for (int r = 0; r < rounds; r++) {
+            out[r] = child_fast_ms(bin, L2[li], reps[li]);
+            in[r] = child_fast_ms(self, L2[li], reps[li]);
+            ratio[r] = in[r] / out[r] - 1.0;
+        }
+        double lo = ratio[0], hi = ratio[0];
+        for (int r = 1; r < rounds; r++) {
+            lo = ratio[r] < lo ? ratio[r] : lo;
+            hi = ratio[r] > hi ? ratio[r] : hi;
+        }
+        double mi = median(in, rounds), mo = median(out, rounds);
+        overhead[li] = mi / mo - 1.0;
+        say("%6zu %14.2f %14.2f %+9.1f%% %+10.1f%% .. %+.1f%%\n", L2[li], mi,
+            mo, 100 * overhead[li], 100 * lo, 100 * hi);
+    }
+    say("\nCounted rather than timed: with tracing off, a forward of the fast\n"
+        "path tests trace_on() (one load of a global pointer) a few dozen\n"
+        "times, never inside the per-head loop: well under a microsecond\n"
+        "against milliseconds.  The differences timed above are the noise\n"
+        "of a shared machine (and of two builds' different code layout).\n");
+}
+
+/* --- part 4: exact vs tiled attention, memory ------------------------ */
+
+static const size_t Lmem[] = {1024, 2048, 4096, 8192, 16384};
+#define NMEM (sizeof Lmem / sizeof Lmem[0])
+#define MEM_BH 8  /* B*h: B = 1, h = 8 */
+#define MEM_DH 64 /* d_h */
+
+/* One run of one kind at one L, in this (fresh) process; prints seconds. */
+static void child_memory(const char *kind, size_t L)
+{
+    gsl_rng *r = mha_rng_new(7);
+    tensor *q, *k, *v, *out;
+    CHECK(tensor_alloc(SHAPE(MEM_BH, L, MEM_DH), &q));
+    CHECK(tensor_alloc(SHAPE(MEM_BH, L, MEM_DH), &k));
+    CHECK(tensor_alloc(SHAPE(MEM_BH, L, MEM_DH), &v));
+    tensor_fill_normal(q, r, 0, 1);
+    tensor_fill_normal(k, r, 0, 1);
+    tensor_fill_normal(v, r, 0, 1);
+    int exact = strcmp(kind, "exact") == 0;
+    dot_attention a;
+    CHECK(dot_attention_init(&a, 0));
+    int reps = L <= 2048 ? 3 : 1;
+    double t[3];
+    for (int i = 0; i < reps; i++) {
+        double t0 = now();
+        if (exact)
+            CHECK(dot_attention_forward(&a, q, k, v, NULL, &out));
+        else
+            CHECK(flash_attention_forward(q, k, v, NULL, 0, 0, &out));
+        t[i] = now() - t0;
+        tensor_free(out);
+        dot_attention_free(&a);
+    }
+    printf("%.6f\n", median(t, reps));
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    gsl_rng_free(r);
+}
+
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib * 1024.0;
+}
+
+/* Run `self --child-memory kind L` and report its time and peak RSS. */
+static int run_memory_child(const char *self, const char *kind, size_t L,
+                            double *seconds, double *peak_mib)
+{
+    int fd[2];
+    if (pipe(fd))
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char ls[32];
+        snprintf(ls, sizeof ls, "%zu", L);
+        execl(self, self, "--child-memory", kind, ls, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[64] = "";
+    ssize_t n = read(fd[0], buf, sizeof buf - 1);
+    close(fd[0]);
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0 || n <= 0)
+        return 0;
+    *seconds = atof(buf);
+    *peak_mib = (double)ru.ru_maxrss / 1024.0; // ru_maxrss is in KiB
+    return 1;
+}
+
+static void part_memory(const char *self, double *t_exact, double *m_exact,
+                        double *t_tiled, double *m_tiled)
+{
+    say("\n## 4. Exact against tiled attention: B*h = %d, d_h = %d, no mask\n\n",
+        MEM_BH, MEM_DH);
+    say("exact = dot_attention_forward: (B*h, L, L) scores and weights, "
+        "2 x 8 B*h L^2 bytes\n"
+        "tiled = flash_attention_forward, tiles %dx%d\n\n",
+        FLASH_TILE_Q, FLASH_TILE_K);
+    say("%7s %10s %10s %10s %10s %8s %12s %12s\n", "L", "exact s", "exact MiB",
+        "tiled s", "tiled MiB", "tiled/", "Q,K,V,out", "exact needs");
+    say("%7s %10s %10s %10s %10s %8s %12s %12s\n", "", "", "peak RSS", "",
+        "peak RSS", "exact", "MiB", "scores+wts");
+    double avail = mem_available();
+    size_t n = quick ? 3 : NMEM;
+    for (size_t i = 0; i < NMEM; i++)
+        t_exact[i] = m_exact[i] = t_tiled[i] = m_tiled[i] = NAN;
+    for (size_t i = 0; i < n; i++) {
+        size_t L = Lmem[i];
+        double need = 2.0 * 8.0 * MEM_BH * (double)L * (double)L;
+        if (need < 0.5 * avail &&
+            !run_memory_child(self, "exact", L, &t_exact[i], &m_exact[i]))
+            say("(exact at L = %zu failed)\n", L);
+        if (!run_memory_child(self, "tiled", L, &t_tiled[i], &m_tiled[i]))
+            say("(tiled at L = %zu failed)\n", L);
+        char skip[32] = "";
+        if (isnan(t_exact[i]))
+            snprintf(skip, sizeof skip, " (skipped)");
+        say("%7zu %10.3f %10.0f %10.3f %10.0f %8.2f %12.0f %8.1f GiB%s\n", L,
+            t_exact[i], m_exact[i], t_tiled[i], m_tiled[i],
+            t_tiled[i] / t_exact[i], 4.0 * 8 * MEM_BH * L * MEM_DH / 1048576.0,
+            need / 1073741824.0, skip);
+    }
+}
+
+/* --- charts and Markdown ----------------------------------------------- */
+
+static void write_charts(const row *rows, const double *gsl_fast,
+                         const double *te, const double *me, const double *tt,
+                         const double *mt)
+{
+    mkdir("plots", 0777);
+    FILE *f = fopen("plots/bench_mha.dat", "w");
+    if (!f)
+        return;
+    fprintf(f, "# L dgemm fast fast_blas_threads copy naive torch gsl_fast "
+               "(GFLOP/s, 8BLD^2 + 4BL^2D flops; nan: not run)\n");
+    for (size_t i = 0; i < NL; i++) {
+        double fl = mha_flops(Ls[i]) / 1e6;
+        fprintf(f, "%zu %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", Ls[i],
+                rows[i].dgemm_gf, fl / rows[i].fast_ms, fl / rows[i].blas_ms,
+                fl / rows[i].copy_ms, fl / rows[i].naive_ms,
+                fl / rows[i].torch_ms, i < 3 ? fl / gsl_fast[i] : NAN);
+    }
+    fclose(f);
+    f = fopen("plots/bench_mha.gp", "w");
+    if (!f)
+        return;
+    fprintf(f,
+        "# gnuplot -e \"fmt='svg'\" plots/bench_mha.gp  (data beside it)\n"
+        "if (!exists('fmt')) fmt = 'png'\n"
+        "dir = system('dirname ' . ARG0)\n"
+        "if (fmt eq 'svg') { set terminal svg size 800,500 font 'sans,12' } "
+        "else { set terminal pngcairo size 800,500 font 'sans,10' }\n"
+        "set output dir . '/bench_mha.' . fmt\n"
+        "set title 'Self-attention forward, B = 8, D = 512, h = 8, float64'\n"
+        "set xlabel 'sequence length L'\n"
+        "set ylabel 'GFLOP/s  (8BLD^2 + 4BL^2D flops)'\n"
+        "set logscale x 2\nset logscale y 10\nset key left top\nset grid\n"
+        "set datafile missing 'nan'\n"
+        "plot dir . '/bench_mha.dat' u 1:2 w lp lw 2 dt 2 t 'dgemm (B*L,D)x(D,D)', \\\n"
+        "  '' u 1:3 w lp lw 2 t 'fast path, heads in parallel', \\\n"
+        "  '' u 1:4 w lp t 'fast path, BLAS threads', \\\n"
+        "  '' u 1:5 w lp t 'copy-based path (d2l)', \\\n"
+        "  '' u 1:7 w lp t 'PyTorch float64', \\\n"
+        "  '' u 1:8 w lp t 'fast path on GSL reference CBLAS', \\\n"
+        "  '' u 1:6 w p pt 7 ps 1.5 t 'naive loops'\n");
+    fclose(f);
+    render("plots/bench_mha.gp");
+
+    f = fopen("plots/bench_memory.dat", "w");
+    if (!f)
+        return;
+    fprintf(f, "# L exact_s exact_MiB tiled_s tiled_MiB (B*h = 8, d_h = 64)\n");
+    for (size_t i = 0; i < NMEM; i++)
+        fprintf(f, "%zu %.4f %.1f %.4f %.1f\n", Lmem[i], te[i], me[i], tt[i],
+                mt[i]);
+    fclose(f);
+    f = fopen("plots/bench_memory.gp", "w");
+    if (!f)
+        return;
+    fprintf(f,
+        "# gnuplot -e \"fmt='svg'\" plots/bench_memory.gp  (data beside it)\n"
+        "if (!exists('fmt')) fmt = 'png'\n"
+        "dir = system('dirname ' . ARG0)\n"
+        "if (fmt eq 'svg') { set terminal svg size 1000,420 font 'sans,12' } "
+        "else { set terminal pngcairo size 1000,420 font 'sans,10' }\n"
+        "set output dir . '/bench_memory.' . fmt\n"
+        "set datafile missing 'nan'\n"
+        "set multiplot layout 1,2 title 'Exact vs tiled attention, B*h = 8, d_h = 64'\n"
+        "set logscale x 2\nset logscale y 10\nset grid\nset key left top\n"
+        "set xlabel 'L'\n"
+        "set ylabel 'seconds'\n"
+        "plot dir . '/bench_memory.dat' u 1:2 w lp lw 2 t 'exact', '' u 1:4 w lp lw 2 t 'tiled'\n"
+        "set ylabel 'peak RSS (MiB)'\n"
+        "plot dir . '/bench_memory.dat' u 1:3 w lp lw 2 t 'exact', '' u 1:5 w lp lw 2 t 'tiled'\n"
+        "unset multiplot\n");
+    fclose(f);
+    render("plots/bench_memory.gp");
+}
+
+static void cpu_model(char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    snprintf(buf, n, "unknown");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, n, "%s", c + 2);
+            }
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+static void write_markdown(const char *machine, const char *torch_version,
+                           const row *rows, const double *gsl_dgemm,
+                           const double *gsl_fast, const double *overhead,
+                           const double *te, const double *me,
+                           const double *tt, const double *mt)
+{
+    md = fopen("plots/bench.md", "w");
+    if (!md)
+        return;
+    fprintf(md, "Measured by `make bench` on %s.\n\n", machine);
+    fprintf(md, "| L | dgemm GFLOP/s | fast ms | fast GFLOP/s | fast / dgemm | "
+                "BLAS-threads ms | copy-based ms | naive ms | torch ms | "
+                "ours / torch |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < NL; i++) {
+        double gf = mha_flops(Ls[i]) / rows[i].fast_ms / 1e6;
+        fprintf(md, "| %zu | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f | "
+                    "%.1f | %.2f |\n",
+                Ls[i], rows[i].dgemm_gf, rows[i].fast_ms, gf,
+                gf / rows[i].dgemm_gf, rows[i].blas_ms, rows[i].copy_ms,
+                rows[i].naive_ms, rows[i].torch_ms,
+                rows[i].fast_ms / rows[i].torch_ms);
+    }
+    fprintf(md, "\ntorch: %s\n\n", torch_version);
+    fprintf(md, "| L | dgemm GFLOP/s OpenBLAS | dgemm GFLOP/s GSL reference | "
+                "fast ms OpenBLAS | fast ms GSL reference | speed-up |\n"
+                "|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < 3; i++)
+        fprintf(md, "| %zu | %.1f | %.2f | %.1f | %.1f | %.1f |\n", Ls[i],
+                rows[i].dgemm_gf, gsl_dgemm[i], rows[i].fast_ms, gsl_fast[i],
+                gsl_fast[i] / rows[i].fast_ms);
+    fprintf(md, "\nTracing compiled in but off, against compiled out: "
+                "%+.1f %% at L = 64, %+.1f %% at L = 512 (median of rounds "
+                "taking turns).\n\n",
+            100 * overhead[0], 100 * overhead[1]);
+    fprintf(md, "| L | exact s | exact peak RSS MiB | tiled s | tiled peak RSS "
+                "MiB | tiled / exact time | Q, K, V, out MiB |\n"
+                "|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < NMEM; i++)
+        fprintf(md, "| %zu | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f |\n",
+                Lmem[i], te[i], me[i], tt[i], mt[i], tt[i] / te[i],
+                4.0 * 8 * MEM_BH * Lmem[i] * MEM_DH / 1048576.0);
+    fclose(md);
+}
+
+int main(int argc, char **argv)
+{
+    mha_program_init();
+    if (argc >= 2 && strcmp(argv[1], "--child-gsl") == 0) {
+        child_gsl();
+        return 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "--child-notrace") == 0) {
+        printf("%.6f\n", fast_median_ms((size_t)atol(argv[2]), atoi(argv[3])));
+        return 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "--child-memory") == 0) {
+        child_memory(argv[2], (size_t)atol(argv[3]));
+        return 0;
+    }
+    const char *gsl = NULL, *notrace = NULL, *torch_script = NULL;
+    const char *parts = "1234";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--parts") == 0 && i + 1 < argc)
+            parts = argv[++i];
+        else if (strcmp(argv[i], "--gsl") == 0 && i + 1 < argc)
+            gsl = argv[++i];
+        else if (strcmp(argv[i], "--notrace") == 0 && i + 1 < argc)
+            notrace = argv[++i];
+        else if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc)
+            torch_script = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench [--quick] [--parts 1234] [--gsl BIN] "
+                            "[--notrace BIN] [--torch SCRIPT]\n");
+            return 2;
+        }
+    }
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "bench: cannot find its own path\n");
+        return 1;
+    }
+    self[n] = '\0';
+
+    double t0 = now();
+    char cpu[256], machine[768];
+    cpu_model(cpu, sizeof cpu);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(machine, sizeof machine,
+             "%s, %ld cores; %s; %d OpenMP threads, %d OpenBLAS threads", cpu,
+             cores, mha_cblas_name(), threads_count(), threads_blas());
+    say("# bench\n\nmachine: %s\n", machine);
+    torch_child torch;
+    if (!strchr(parts, '1'))
+        torch_script = NULL;
+    if (torch_start(&torch, torch_script, threads_count()))
+        say("torch: %s, same thread count\n", torch.version);
+    else if (torch_script)
+        say("torch: not measured (python3-torch is not importable by "
+            "/usr/bin/python3; apt-get install python3-torch)\n");
+
+    row rows[NL];
+    double gsl_dgemm[3], gsl_fast[3], overhead[2];
+    double te[NMEM], me[NMEM], tt[NMEM], mt[NMEM];
+    for (size_t i = 0; i < NL; i++)
+        rows[i] = (row){NAN, NAN, NAN, NAN, NAN, NAN, "-"};
+    // parts left out (--parts) print nothing and leave nan in the tables
+    if (strchr(parts, '1'))
+        part_openblas(rows, &torch);
+    torch_stop(&torch);
+    if (!strchr(parts, '2'))
+        gsl = NULL;
+    if (!strchr(parts, '3'))
+        notrace = NULL;
+    part_gsl(gsl, rows, gsl_dgemm, gsl_fast);
+    part_trace(self, notrace, overhead);
+    for (size_t i = 0; i < NMEM; i++)
+        te[i] = me[i] = tt[i] = mt[i] = NAN;
+    if (strchr(parts, '4'))
+        part_memory(self, te, me, tt, mt);
+    write_charts(rows, gsl_fast, te, me, tt, mt);
+    write_markdown(machine, torch.pid ? torch.version : "not measured", rows,
+                   gsl_dgemm, gsl_fast, overhead, te, me, tt, mt);
+    say("\ncharts: plots/bench_mha.{png,svg}, plots/bench_memory.{png,svg}; "
+        "tables: plots/bench.md\nbench took %.0f s\n",
+        now() - t0);
+    return 0;
+}

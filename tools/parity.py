@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""tools/parity.py: build/mha forward against PyTorch, case by case.
+
+    /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60] [--seed 2024] [--quiet]
+
+Draws random shapes and weights with a fixed seed, writes them as .npy
+files in a temporary directory, runs `mha forward` on them, and compares
+its OUT (B, Lq, D_out) and A (B, h, Lq, Lk) with
+torch.nn.functional.multi_head_attention_forward in float64.  Both must
+agree to a normwise relative error of at most 1e-13:
+
+    max |mha - torch| / max |torch|      (over all elements of OUT, and of A)
+
+One line per case (with --quiet, only the failed ones), then the summary
+`parity: N passed, M failed` as the last line; the exit status is 1 when
+any case failed.
+
+The cases cover B 1-4, Lq and Lk 1-40, h 1-8 heads of p 1-8 features
+(D = h*p), query, key and value sizes Dq, Dk, Dv drawn independently, an
+output size D_out that may differ from D, keys and values given or left
+to default to the queries (self-attention), with and without biases, and
+valid_lens absent, (B,) on the command line, (B,) in an int64 .npy file,
+or (B, Lq) in an int64 or float64 .npy file.
+
+How the PyTorch side is set up, and why:
+
+- Layout.  torch's functional form is sequence-first, (L, B, E); the
+  inputs are transposed on the way in and the output on the way out.
+  need_weights=True with average_attn_weights=False gives the per-head
+  weights (B, h, Lq, Lk).  use_separate_proj_weight=True passes W_q, W_k,
+  W_v as three matrices in the same (D, D_in) layout mha reads.
+
+- Query size.  torch requires the query size to equal the embedding size
+  (W_q must be (E, E)), while mha allows any Dq.  The script embeds the
+  problem exactly: with E = h*p' for p' = p*k^2 (k the smallest power of
+  two with E >= Dq; k = 1 whenever Dq <= D), queries are padded with zero
+  features to E, and each head's p rows of W_q, W_k, W_v and of the biases
+  go to the first p of that head's p' slots, the rest zero (W_o's columns
+  likewise).  Zero slots add exact zeros to every dot product.  torch
+  scales by 1/sqrt(p') = 1/(k*sqrt(p)), so W_q and b_q are multiplied by
+  k, a power of two: exact, and sqrt(k^2 p) = k sqrt(p) exactly in IEEE
+  arithmetic, so nothing is rounded differently because of the padding.
+
+- valid_lens.  (B,) becomes key_padding_mask (B, Lk), True past
+  valid_lens[b].  (B, Lq) becomes a boolean attn_mask of shape
+  (B*h, Lq, Lk), row b*h + i for head i of example b (torch's head order,
+  the same as repeat_interleave), True past valid_lens[b, q].  torch fills
+  masked scores with -inf, mha with d2l's -1e6; both give masked weights
+  of exactly 0.  They differ only on a row with valid_len 0: torch gives
+  NaN (softmax of all -inf), mha d2l's uniform 1/Lk.  So every drawn
+  valid_len is at least 1.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover - depends on the machine
+    sys.exit(f"parity: {e}; install python3-numpy and python3-torch "
+             f"(make parity does)")
+
+TOLERANCE = 1e-13
+
+
+def draw_case(rng, index):
+    """One case's shapes and options; the index cycles through the
+    variants so every combination shows up in the first 16 cases."""
+    h = int(rng.integers(1, 9))
+    p = int(rng.integers(1, 9))
+    case = {
+        "B": int(rng.integers(1, 5)),
+        "Lq": int(rng.integers(1, 41)),
+        "Lk": int(rng.integers(1, 41)),
+        "h": h,
+        "D": h * p,
+        "Dq": int(rng.integers(1, 41)),
+        "Dk": int(rng.integers(1, 41)),
+        "Dv": int(rng.integers(1, 41)),
+        "D_out": int(rng.integers(1, 41)),
+        "bias": index % 2 == 1,
+        # none, (B,) listed, (B,) int64 file, (B, Lq) int64 / float64 file
+        "lens": ["none", "list", "file1", "file2i", "file2f"][index % 5],
+        "self": index % 4 == 0,
+    }
+    if case["self"]:
+        case["Lk"] = case["Lq"]
+        case["Dk"] = case["Dv"] = case["Dq"]
+    return case
+
+
+def make_arrays(rng, c):
+    """Inputs N(0, 1); weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    PyTorch's nn.Linear initialisation, so scores stay of order 1."""
+    def lin(rows, cols):
+        a = 1 / np.sqrt(cols)
+        return rng.uniform(-a, a, size=(rows, cols)), rng.uniform(-a, a, size=rows)
+
+    B, Lq, Lk, D = c["B"], c["Lq"], c["Lk"], c["D"]
+    arr = {"q": rng.standard_normal((B, Lq, c["Dq"]))}
+    if c["self"]:
+        arr["k"] = arr["v"] = arr["q"]
+    else:
+        arr["k"] = rng.standard_normal((B, Lk, c["Dk"]))
+        arr["v"] = rng.standard_normal((B, Lk, c["Dv"]))
+    arr["wq"], arr["bq"] = lin(D, c["Dq"])
+    arr["wk"], arr["bk"] = lin(D, c["Dk"])
+    arr["wv"], arr["bv"] = lin(D, c["Dv"])
+    arr["wo"], arr["bo"] = lin(c["D_out"], D)
+    if c["lens"] in ("list", "file1"):
+        arr["lens"] = rng.integers(1, Lk + 1, size=B)
+    elif c["lens"] != "none":
+        arr["lens"] = rng.integers(1, Lk + 1, size=(B, Lq))
+    return arr
+
+
+def run_mha(mha, tmp, c, arr):
+    """Write the case's files, run mha forward, read OUT and A back."""
+    def path(name):
+        return os.path.join(tmp, name + ".npy")
+
+    cmd = [mha, "forward", "--heads", str(c["h"]), "--queries", path("q")]
+    names = ["q", "wq", "wk", "wv", "wo"]
+    if not c["self"]:
+        names += ["k", "v"]
+        cmd += ["--keys", path("k"), "--values", path("v")]
+    cmd += ["--wq", path("wq"), "--wk", path("wk"), "--wv", path("wv"),
+            "--wo", path("wo")]
+    if c["bias"]:
+        names += ["bq", "bk", "bv", "bo"]
+        for b in ("bq", "bk", "bv", "bo"):
+            cmd += ["--" + b, path(b)]
+    for n in names:
+        np.save(path(n), arr[n])
+    if c["lens"] == "list":
+        cmd += ["--valid-lens", ",".join(str(int(x)) for x in arr["lens"])]
+    elif c["lens"] != "none":
+        lens = arr["lens"].astype(np.float64 if c["lens"] == "file2f" else np.int64)
+        np.save(path("lens"), lens)
+        cmd += ["--valid-lens-file", path("lens")]
+    for f in ("out", "a"):
+        if os.path.exists(path(f)):
+            os.remove(path(f))
+    cmd += ["--out", path("out"), "--attention-out", path("a")]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"mha exited with {run.returncode}: {run.stderr.strip()}")
+    return np.load(path("out")), np.load(path("a"))
+
+
+def run_torch(c, arr):
+    """The same case through F.multi_head_attention_forward (see the top of
+    this file for the padding of the query size and the masks)."""
+    h, D = c["h"], c["D"]
+    p = D // h
+    k = 1
+    while h * p * k * k < c["Dq"]:
+        k *= 2
+    pp = p * k * k
+    E = h * pp
+    # slot j of head i in the padded embedding holds feature i*p + j
+    rows = np.array([i * pp + j for i in range(h) for j in range(p)])
+
+    def pad_rows(w, scale=1.0):
+        out = np.zeros((E,) + w.shape[1:])
+        out[rows] = w * scale
+        return out
+
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a))
+    wq = np.zeros((E, E))
+    wq[rows, :c["Dq"]] = arr["wq"] * k
+    wk, wv = pad_rows(arr["wk"]), pad_rows(arr["wv"])
+    wo = np.zeros((c["D_out"], E))
+    wo[:, rows] = arr["wo"]
+    in_bias = out_bias = None
+    if c["bias"]:
+        in_bias = t(np.concatenate([pad_rows(arr["bq"], k), pad_rows(arr["bk"]),
+                                    pad_rows(arr["bv"])]))
+        out_bias = t(arr["bo"])
+
+    B, Lq = c["B"], c["Lq"]
+    q = np.zeros((B, Lq, E))
+    q[:, :, :c["Dq"]] = arr["q"]
+    # torch is sequence-first: (L, B, features)
+    query = t(q.transpose(1, 0, 2))
+    key = t(arr["k"].transpose(1, 0, 2))
+    value = t(arr["v"].transpose(1, 0, 2))
+
+    key_padding_mask = attn_mask = None
+    Lk = arr["k"].shape[1]
+    positions = np.arange(Lk)
+    if c["lens"] in ("list", "file1"):
+        key_padding_mask = t(positions[None, :] >= arr["lens"][:, None])
+    elif c["lens"] != "none":
+        mask = positions[None, None, :] >= arr["lens"][:, :, None]  # (B, Lq, Lk)
+        attn_mask = t(np.repeat(mask, h, axis=0))                   # (B*h, Lq, Lk)
+
+    out, weights = F.multi_head_attention_forward(
+        query, key, value, E, h,
+        in_proj_weight=None, in_proj_bias=in_bias,
+        bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0,
+        out_proj_weight=t(wo), out_proj_bias=out_bias, training=False,
+        key_padding_mask=key_padding_mask, need_weights=True,
+        attn_mask=attn_mask, use_separate_proj_weight=True,
+        q_proj_weight=t(wq), k_proj_weight=t(wk), v_proj_weight=t(wv),
+        average_attn_weights=False)
+    return out.numpy().transpose(1, 0, 2), weights.numpy()
+
+
+def rel_error(got, want):
+    if got.shape != want.shape:
+        return float("inf")
+    if np.isnan(got).any() or np.isnan(want).any():
+        return float("inf")
+    ref = np.abs(want).max()
+    diff = np.abs(got - want).max()
+    return diff / ref if ref > 0 else diff
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mha", default="build/mha")
+    ap.add_argument("--cases", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--quiet", action="store_true",
+                    help="print only failed cases and the summary")
+    args = ap.parse_args()
+    if not os.access(args.mha, os.X_OK):
+        sys.exit(f"parity: {args.mha} is not an executable (run make first)")
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(args.seed)
+    passed = failed = 0
+    worst = 0.0
+    print(f"parity: {args.cases} cases, {args.mha} against torch "
+          f"{torch.__version__} in float64 (seed {args.seed}); every "
+          f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
+          f"uniform weights for 0", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mha-parity-") as tmp:
+        for i in range(args.cases):
+            c = draw_case(rng, i)
+            arr = make_arrays(rng, c)
+            label = (f"case {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+                     f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
+                     f"Dq {c['Dq']:2d} Dk {c['Dk']:2d} Dv {c['Dv']:2d} "
+                     f"D_out {c['D_out']:2d} bias {'yes' if c['bias'] else 'no '} "
+                     f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
+            try:
+                out, a = run_mha(args.mha, tmp, c, arr)
+                t_out, t_a = run_torch(c, arr)
+                e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
+                ok = e_out <= TOLERANCE and e_a <= TOLERANCE
+                worst = max(worst, e_out, e_a)
+                note = f"out {e_out:.1e}  A {e_a:.1e}"
+            except Exception as e:  # report the case, go on with the rest
+                ok, note = False, f"error: {e}"
+            passed += ok
+            failed += not ok
+            if not ok or not args.quiet:
+                print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
+    print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e})")
+    print(f"parity: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+# stub.awk: blank the bodies of the library functions marked as exercises.
+#
+#   awk -v keep="name1 name2" -f tools/stub.awk src/multihead.c
+#
+# A comment line holding "@exercise NAME" marks the function NAME defined
+# right below it.  Its signature is kept; its body becomes a stub that
+# compiles without warnings (every parameter is used) and fails with
+# GSL_EUNIMPL, so the tests of that exercise fail until the student
+# writes it.  Names listed in `keep` are left as they are.
+function stub_body(name, sig,    params, n, i, p, words) {
+    params = sig
+    sub(/^[^(]*\(/, "", params)
+    sub(/\)[^)]*$/, "", params)
+    n = split(params, p, ",")
+    print "    /* EXERCISE: write " name " (see the comment above).  Until you"
+    print "     * do, it fails and its tests in tests/test_exercises.c fail. */"
+    for (i = 1; i <= n; i++) {
+        gsub(/\[[^]]*\]/, "", p[i])
+        gsub(/[*]/, " ", p[i])
+        if (split(p[i], words, /[ \t\n]+/) == 0)
+            continue
+        w = words[length(words)]
+        if (w == "" ) w = words[length(words) - 1]
+        if (w != "void")
+            print "    (void)" w ";"
+    }
+    print "    return mha_fail(GSL_EUNIMPL, \"" name ": not written yet (an exercise)\");"
+}
+
+BEGIN { state = 0; pending = "" }
+
+{
+    if (state == 0 && match($0, /@exercise [A-Za-z_0-9]+/)) {
+        pending = substr($0, RSTART + 10, RLENGTH - 10)
+        if (index(" " keep " ", " " pending " "))
+            pending = ""
+    }
+    if (state == 0 && pending != "" && $0 ~ /^[A-Za-z]/ && index($0, pending "(")) {
+        state = 1
+        sig = ""
+    }
+    if (state == 1) {
+        print
+        if ($0 == "{") {
+            stub_body(pending, sig)
+            state = 2
+        } else {
+            sig = sig " " $0
+        }
+        next
+    }
+    if (state == 2) {
+        if ($0 == "}") {
+            print
+            state = 0
+            pending = ""
+        }
+        next
+    }
+    print
+}

@@ -1,0 +1,505 @@
+/* weave: write the book in docs/ from the chapters, their transcripts and
+ * the library sources.  Nothing in docs/ is written by hand.
+ *
+ *     weave ROOT OUT        read ROOT/chapters, ROOT/tests/expected,
+ *                           ROOT/src, ROOT/tools/book-index.md; write OUT/
+ *
+ * A chapter page is assembled from:
+ *   - the chapter's title, from its first line "/" "* Chapter NN: Title.";
+ *   - its prose: comment blocks that open with "/" "*md" in
+ *     chapters/NN_topic.c; a block before the first section() call is the
+ *     introduction, a block after section("N. Title") belongs to that
+ *     section, and a block whose first line is "## Exercises" closes the
+ *     page;
+ *   - library code, pulled in by a prose line "@show src/FILE NAME": the
+ *     definition of function NAME (or of typedef struct NAME), with the
+ *     comment right above it, exactly as it is in src/FILE;
+ *   - the program's output, section by section, from the transcript
+ *     tests/expected/NN_topic.txt that tests/test_chapters.c holds the
+ *     program to: every "## Title" line of the output starts a section,
+ *     and it must match a section() call of the source;
+ *   - the pictures the output announces ("[heatmap: plots/X.png ...]").
+ * Anything that does not fit (an @show that finds nothing, an output
+ * section with no section() call) is an error: the book cannot drift
+ * silently.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SECTIONS 32
+#define MAX_CHAPTERS 64
+
+static const char *root = ".";
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "weave: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+/* --- growing strings ------------------------------------------------ */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} buf;
+
+static void put(buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        if (!b->s)
+            die("out of memory");
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void printf_(buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *tmp = malloc((size_t)n + 1);
+    if (n < 0 || !tmp)
+        die("out of memory");
+    va_start(ap, fmt);
+    vsnprintf(tmp, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    put(b, tmp, (size_t)n);
+    free(tmp);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("cannot read %s: %s", path, strerror(errno));
+    buf b = {0};
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        put(&b, chunk, n);
+    fclose(f);
+    if (!b.s)
+        put(&b, "", 0);
+    return b.s;
+}
+
+/* The next line of *p (without its '\n'), advancing *p; NULL at the end.
+ * The returned string is a fresh copy. */
+static char *next_line(const char **p)
+{
+    if (!**p)
+        return NULL;
+    const char *end = strchr(*p, '\n');
+    size_t n = end ? (size_t)(end - *p) : strlen(*p);
+    char *line = strndup(*p, n);
+    if (!line)
+        die("out of memory");
+    *p += n + (end ? 1 : 0);
+    return line;
+}
+
+/* Drop blank lines at both ends of b. */
+static void trim_blank_lines(buf *b)
+{
+    if (!b->s)
+        return;
+    char *start = b->s;
+    while (*start == '\n')
+        start++;
+    size_t n = strlen(start);
+    while (n > 0 && (start[n - 1] == '\n' || start[n - 1] == ' '))
+        n--;
+    memmove(b->s, start, n);
+    b->s[n] = '\0';
+    b->len = n;
+}
+
+/* --- the chapter source --------------------------------------------- */
+
+typedef struct {
+    char title[160]; /* "1. The seeds' example" */
+    buf prose;       /* markdown from the md comment blocks */
+} section;
+
+typedef struct {
+    char name[128];  /* "06_splitting_heads" */
+    char number[8];  /* "06" */
+    char title[160]; /* "splitting heads, transpose_qkv and ..." */
+    buf intro, exercises;
+    section sections[MAX_SECTIONS];
+    int nsections;
+} chapter;
+
+/* A line of an md comment block without the comment's leading " * ". */
+static const char *prose_text(const char *line)
+{
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (line[0] == '*' && line[1] != '/') {
+        line++;
+        if (*line == ' ')
+            line++;
+    }
+    return line;
+}
+
+static void show_code(buf *out, const char *directive, const char *where);
+
+static void parse_chapter(chapter *c, const char *src)
+{
+    const char *p = src;
+    char *line = next_line(&p);
+    const char *tag = line ? strstr(line, "Chapter ") : NULL;
+    const char *colon = tag ? strchr(tag, ':') : NULL;
+    if (!colon)
+        die("chapters/%s.c: the first line must read \"/* Chapter NN: Title.\"",
+            c->name);
+    snprintf(c->title, sizeof c->title, "%s", colon + 2);
+    size_t tl = strlen(c->title);
+    if (tl && c->title[tl - 1] == '.')
+        c->title[tl - 1] = '\0';
+    c->title[0] = (char)(c->title[0] >= 'a' && c->title[0] <= 'z'
+                             ? c->title[0] - 'a' + 'A' : c->title[0]);
+    free(line);
+
+    section *current = NULL;
+    while ((line = next_line(&p))) {
+        const char *call = strstr(line, "section(\"");
+        if (call && !strstr(line, "static")) {
+            if (c->nsections == MAX_SECTIONS)
+                die("chapters/%s.c: more than %d sections", c->name, MAX_SECTIONS);
+            current = &c->sections[c->nsections++];
+            /* the C string literal, with its \" and \\ escapes undone */
+            const char *t = call + strlen("section(\"");
+            size_t k = 0;
+            for (; *t && *t != '"' && k + 1 < sizeof current->title; t++)
+                current->title[k++] = *t == '\\' && t[1] ? *++t : *t;
+            current->title[k] = '\0';
+            if (*t != '"')
+                die("chapters/%s.c: section title not on one line", c->name);
+        }
+        const char *trimmed = line;
+        while (*trimmed == ' ')
+            trimmed++;
+        if (strcmp(trimmed, "/*md") == 0) {
+            buf block = {0};
+            char *l;
+            int closed = 0;
+            while ((l = next_line(&p))) {
+                const char *t = l;
+                while (*t == ' ')
+                    t++;
+                if (strncmp(t, "*/", 2) == 0) {
+                    free(l);
+                    closed = 1;
+                    break;
+                }
+                const char *text = prose_text(l);
+                if (strncmp(text, "@show ", 6) == 0) {
+                    char where[256];
+                    snprintf(where, sizeof where, "chapters/%.127s.c", c->name);
+                    show_code(&block, text + 6, where);
+                } else {
+                    puts_(&block, text);
+                    puts_(&block, "\n");
+                }
+                free(l);
+            }
+            if (!closed)
+                die("chapters/%s.c: an md comment block is not closed", c->name);
+            trim_blank_lines(&block);
+            buf *into = strncmp(block.s ? block.s : "", "## Exercises", 12) == 0
+                            ? &c->exercises
+                        : current ? &current->prose : &c->intro;
+            if (into->len)
+                puts_(into, "\n\n");
+            puts_(into, block.s ? block.s : "");
+            free(block.s);
+        }
+        free(line);
+    }
+}
+
+/* --- @show: library code by name ------------------------------------ */
+
+/* Is line the first line of NAME's definition: a declaration at column 0
+ * naming NAME( that is not a prototype, or "typedef struct NAME ..."? */
+static int starts_definition(const char *line, const char *name)
+{
+    if (line[0] == ' ' || line[0] == '\t' || line[0] == '/' || line[0] == '*' ||
+        line[0] == '#' || line[0] == '\0')
+        return 0;
+    char pat[160];
+    snprintf(pat, sizeof pat, "typedef struct %s ", name);
+    if (strncmp(line, pat, strlen(pat)) == 0)
+        return 1;
+    snprintf(pat, sizeof pat, "%s(", name);
+    const char *at = strstr(line, pat);
+    if (!at || (at > line && (at[-1] == '_' || (at[-1] >= 'a' && at[-1] <= 'z') ||
+                              (at[-1] >= 'A' && at[-1] <= 'Z') ||
+                              (at[-1] >= '0' && at[-1] <= '9'))))
+        return 0;
+    size_t n = strlen(line);
+    return line[n - 1] != ';';
+}
+
+static void show_code(buf *out, const char *directive, const char *where)
+{
+    char file[256], name[128];
+    if (sscanf(directive, "%255s %127s", file, name) != 2)
+        die("%s: \"@show %s\" needs a file and a name", where, directive);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, file);
+    char *text = read_file(path);
+
+    /* lines of the file, to look back for the comment above */
+    const char *p = text;
+    char **lines = NULL;
+    size_t n = 0, cap = 0;
+    char *l;
+    while ((l = next_line(&p))) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            lines = realloc(lines, cap * sizeof *lines);
+            if (!lines)
+                die("out of memory");
+        }
+        lines[n++] = l;
+    }
+    size_t start = n;
+    for (size_t i = 0; i < n && start == n; i++)
+        if (starts_definition(lines[i], name))
+            start = i;
+    if (start == n)
+        die("%s: @show %s %s: no definition of %s in %s", where, file, name,
+            name, file);
+    size_t first = start;
+    if (first > 0 && strstr(lines[first - 1], "*/")) {
+        while (first > 0 && !strstr(lines[first - 1], "/*"))
+            first--;
+        if (first > 0)
+            first--;
+    }
+    size_t last = start;
+    while (last < n && lines[last][0] != '}')
+        last++;
+    if (last == n)
+        die("%s: @show %s %s: the definition does not end", where, file, name);
+
+    printf_(out, "From [`%s`](../%s):\n\n```c\n", file, file);
+    for (size_t i = first; i <= last; i++) {
+        puts_(out, lines[i]);
+        puts_(out, "\n");
+    }
+    puts_(out, "```\n");
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+    free(text);
+}
+
+/* --- the transcript ------------------------------------------------- */
+
+/* Split the output into its "## Title" sections, matched to c's. */
+static void weave_output(const chapter *c, const char *out, buf page[])
+{
+    const char *p = out;
+    char *line;
+    int k = -1;
+    while ((line = next_line(&p))) {
+        if (strncmp(line, "## ", 3) == 0) {
+            k = -1;
+            for (int s = 0; s < c->nsections && k < 0; s++)
+                if (strcmp(c->sections[s].title, line + 3) == 0)
+                    k = s;
+            if (k < 0)
+                die("tests/expected/%s.txt: output section \"%s\" has no "
+                    "section() call in chapters/%s.c",
+                    c->name, line + 3, c->name);
+        } else if (k >= 0) {
+            puts_(&page[k], line);
+            puts_(&page[k], "\n");
+        } else if (line[0]) {
+            die("tests/expected/%s.txt: output before the first section",
+                c->name);
+        }
+        free(line);
+    }
+    for (int s = 0; s < c->nsections; s++)
+        trim_blank_lines(&page[s]);
+}
+
+/* The pictures an output section announces, as markdown images. */
+static void pictures(buf *page, const char *output)
+{
+    const char *at = output;
+    while ((at = strstr(at, "[heatmap: plots/"))) {
+        char base[128];
+        if (sscanf(at, "[heatmap: plots/%127[^.].png", base) == 1)
+            printf_(page, "\n![%s](../plots/%s.png)\n", base, base);
+        at++;
+    }
+}
+
+/* --- pages ---------------------------------------------------------- */
+
+static void nav(buf *b, const chapter *all, int i, int n)
+{
+    if (i > 0)
+        printf_(b, "[← %s. %s](%s.md) · ", all[i - 1].number, all[i - 1].title,
+                all[i - 1].name);
+    puts_(b, "[contents](README.md)");
+    if (i + 1 < n)
+        printf_(b, " · [%s. %s →](%s.md)", all[i + 1].number, all[i + 1].title,
+                all[i + 1].name);
+    puts_(b, "\n");
+}
+
+static void write_file(const char *dir, const char *name, const buf *b)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        die("cannot write %s: %s", path, strerror(errno));
+    if (fwrite(b->s, 1, b->len, f) != b->len || fclose(f) != 0)
+        die("cannot write %s", path);
+}
+
+static void write_chapter(const chapter *all, int i, int n, const char *outdir)
+{
+    const chapter *c = &all[i];
+    char path[512];
+    snprintf(path, sizeof path, "%.300s/tests/expected/%.127s.txt", root, c->name);
+    char *out = read_file(path);
+    buf outputs[MAX_SECTIONS] = {{0}};
+    weave_output(c, out, outputs);
+
+    buf b = {0};
+    printf_(&b, "<!-- Written by `make docs` from chapters/%s.c, its output "
+                "tests/expected/%s.txt and src/. Edit those, not this. -->\n\n",
+            c->name, c->name);
+    printf_(&b, "# %s. %s\n\n", c->number, c->title);
+    nav(&b, all, i, n);
+    if (c->intro.len)
+        printf_(&b, "\n%s\n", c->intro.s);
+    printf_(&b, "\nThe program: [`chapters/%s.c`](../chapters/%s.c). Run it "
+                "with `make ch%s`.\n",
+            c->name, c->name, c->number);
+    for (int s = 0; s < c->nsections; s++) {
+        printf_(&b, "\n## %s\n", c->sections[s].title);
+        if (c->sections[s].prose.len)
+            printf_(&b, "\n%s\n", c->sections[s].prose.s);
+        if (outputs[s].len) {
+            printf_(&b, "\n```text\n%s\n```\n", outputs[s].s);
+            pictures(&b, outputs[s].s);
+        }
+        free(outputs[s].s);
+    }
+    if (c->exercises.len)
+        printf_(&b, "\n%s\n", c->exercises.s);
+    puts_(&b, "\n---\n\n");
+    nav(&b, all, i, n);
+    char file[160];
+    snprintf(file, sizeof file, "%.127s.md", c->name);
+    write_file(outdir, file, &b);
+    free(b.s);
+    free(out);
+}
+
+/* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
+static void write_index(const chapter *all, int n, const char *outdir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tools/book-index.md", root);
+    char *tmpl = read_file(path);
+    const char *at = strstr(tmpl, "@chapters\n");
+    if (!at)
+        die("tools/book-index.md has no @chapters line");
+    buf b = {0};
+    puts_(&b, "<!-- Written by `make docs` from tools/book-index.md and the "
+              "chapters. Edit those, not this. -->\n\n");
+    put(&b, tmpl, (size_t)(at - tmpl));
+    puts_(&b, "| # | chapter |\n|---|---------|\n");
+    for (int i = 0; i < n; i++)
+        printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
+                all[i].name);
+    puts_(&b, at + strlen("@chapters\n"));
+    write_file(outdir, "README.md", &b);
+    free(b.s);
+    free(tmpl);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: weave ROOT OUTDIR\n");
+        return 2;
+    }
+    root = argv[1];
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/chapters", root);
+    DIR *d = opendir(dir);
+    if (!d)
+        die("cannot open %s: %s", dir, strerror(errno));
+    char *names[MAX_CHAPTERS];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && e->d_name[0] >= '0' && e->d_name[0] <= '9' &&
+            e->d_name[2] == '_' && strcmp(e->d_name + len - 2, ".c") == 0) {
+            if (n == MAX_CHAPTERS)
+                die("more than %d chapters", MAX_CHAPTERS);
+            names[n++] = strndup(e->d_name, len - 2);
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], by_name);
+
+    static chapter all[MAX_CHAPTERS];
+    for (int i = 0; i < n; i++) {
+        chapter *c = &all[i];
+        snprintf(c->name, sizeof c->name, "%s", names[i]);
+        snprintf(c->number, sizeof c->number, "%.2s", names[i]);
+        char path[512];
+        snprintf(path, sizeof path, "%s/chapters/%s.c", root, names[i]);
+        char *src = read_file(path);
+        parse_chapter(c, src);
+        free(src);
+    }
+    for (int i = 0; i < n; i++)
+        write_chapter(all, i, n, argv[2]);
+    write_index(all, n, argv[2]);
+    for (int i = 0; i < n; i++) {
+        free(all[i].intro.s);
+        free(all[i].exercises.s);
+        for (int s = 0; s < all[i].nsections; s++)
+            free(all[i].sections[s].prose.s);
+        free(names[i]);
+    }
+    return 0;
+}
