@@ -1,4 +1,4 @@
-/* Chapter 14: how much does each head matter?  Masking and pruning heads.
+/* Chapter 14: head importance, by masking and pruning heads.
  *
  * d2l's exercise: given a trained multi-head model, design an experiment
  * that measures how important each head is, then prune the least

@@ -94,6 +94,8 @@ void adam_zero_grad(adam *a)
         tensor_fill(a->grads[i], 0.0);
 }
 
+/* Check the settings, count the step, then update every number of every
+ * parameter from its gradient and its two running means (adam.h). */
 int adam_step(adam *a)
 {
     if (!(a->lr > 0 && isfinite(a->lr)))

@@ -275,6 +275,9 @@ done:
 
 /* --- masked softmax ------------------------------------------------- */
 
+/* Row by row: with w the row's weights and dw their gradient, the scores'
+ * gradient is scale * w_j * (dw_j - sum_k w_k dw_k) for a valid key j and
+ * exactly 0 for a masked one. */
 int masked_softmax_backward(const tensor *weights, const tensor *dweights,
                             double scale, const tensor *valid_lens,
                             tensor **dscores)
