@@ -570,7 +570,8 @@ void multihead_cache_free(multihead_cache *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The inputs against the module, as multihead_forward checks them. */
+/* The inputs against the module: multihead_forward's own checks (shapes,
+ * valid_lens, finite numbers), then what only the cached forward needs. */
 static int check_module_inputs(const char *who, const multihead *m,
                                const tensor *q, const tensor *k,
                                const tensor *v, const tensor *valid_lens,
@@ -580,39 +581,15 @@ static int check_module_inputs(const char *who, const multihead *m,
     if (!q || !k || !v)
         return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
                         !q ? "queries" : !k ? "keys" : "values");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
     if (m->attention.training && m->attention.dropout > 0)
         return mha_fail(GSL_EINVAL,
                         "%s: dropout %g in training mode: the backward pass "
                         "needs the dropped weights, which are not kept; "
                         "train with dropout 0 or in evaluation mode",
                         who, m->attention.dropout);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "%s: queries %s, keys %s and values %s must all be "
-                        "3-D (B, L, features)",
-                        who, qs, ks, vs);
-    if (q->shape[0] != k->shape[0] || q->shape[0] != v->shape[0])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: batch sizes differ: queries %s, keys %s, values "
-                        "%s",
-                        who, qs, ks, vs);
-    if (k->shape[1] != v->shape[1])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys %s and values %s have different lengths "
-                        "%zu and %zu",
-                        who, ks, vs, k->shape[1], v->shape[1]);
-    if (q->shape[2] != c->query_size || k->shape[2] != c->key_size ||
-        v->shape[2] != c->value_size)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: feature sizes queries %s, keys %s, values %s do "
-                        "not match the layers' query_size %zu, key_size %zu, "
-                        "value_size %zu",
-                        who, qs, ks, vs, c->query_size, c->key_size,
-                        c->value_size);
+    int status = multihead_check_inputs(m, q, k, v, valid_lens);
+    if (status)
+        return status;
     if (head_mask && (head_mask->ndim != 1 ||
                       head_mask->shape[0] != c->num_heads)) {
         char hs[TRACE_SHAPE_MAX];
@@ -622,10 +599,7 @@ static int check_module_inputs(const char *who, const multihead *m,
                         who, tensor_shape_str(head_mask, hs, sizeof hs),
                         c->num_heads, c->num_heads);
     }
-    char context[2 * TRACE_SHAPE_MAX + 32];
-    snprintf(context, sizeof context, "queries %s, keys %s", qs, ks);
-    return softmax_check_valid_lens(who, context, q->shape[0], q->shape[1],
-                                    k->shape[1], valid_lens);
+    return GSL_SUCCESS;
 }
 
 /* A stack header naming an unnamed input's dimensions for the trace; it

@@ -963,6 +963,14 @@ Test(backward_errors, module)
           "multihead_forward_cached: head_mask has shape (3,), expected (2,) "
           "for num_heads 2");
     cr_assert_null(cache.concat);
+    /* the shapes are checked as multihead_forward checks them */
+    tensor *x4 = normal3(r, 2, 3, 4);
+    FAILS(multihead_forward_cached(&m, x, x4, x, NULL, NULL, &cache, &out),
+          GSL_EBADLEN,
+          "multihead: feature sizes queries (2, 3, 3), keys (2, 3, 4), "
+          "values (2, 3, 3) do not match the layers' query_size 3, "
+          "key_size 3, value_size 3");
+    tensor_free(x4);
     OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out));
     tensor *dq = (tensor *)1;
     FAILS(multihead_backward(&m, &cache, x, NULL, NULL, &dq, NULL, NULL),
