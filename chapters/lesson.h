@@ -74,4 +74,36 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
+/* 1 when the environment asks for a short run, MHA_QUICK=1: chapters
+ * that train then train for a few steps and evaluate on fewer sequences,
+ * so that they finish under valgrind (tools/memcheck.sh sets it).  Their
+ * numbers are then not the lesson's. */
+static inline int lesson_quick(void)
+{
+    const char *q = getenv("MHA_QUICK");
+    return q && *q && !(q[0] == '0' && !q[1]);
+}
+
+/* The path plot.h's charts take: plots_dir()/name (a static buffer, good
+ * until the next call). */
+static inline const char *plot_base(const char *name)
+{
+    static char base[1024];
+    snprintf(base, sizeof base, "%s/%s", plots_dir(), name);
+    return base;
+}
+
+/* After plot_line or plot_bars drew plot_base(name): say where the chart
+ * is.  Without gnuplot the data and script are kept and the lesson goes
+ * on, as for a heatmap. */
+static inline void announce_plot(int status, const char *name)
+{
+    if (status == HEATMAP_NO_GNUPLOT) {
+        printf("%s\n", mha_last_error());
+        return;
+    }
+    lesson_check(status, "drawing the chart", __FILE__, __LINE__);
+    printf("[plot: plots/%s.png and plots/%s.svg]\n", name, name);
+}
+
 #endif

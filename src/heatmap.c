@@ -960,29 +960,55 @@ static int render_one(const char *who, const char *prog, const char *base,
     return status;
 }
 
-int heatmap_render(const tensor *m, const heatmap_options *opt,
-                   const char *base, int formats)
+static int check_formats(const char *who, int formats)
 {
-    const char *who = "heatmap_render";
     if (formats == 0 || (formats & ~(HEATMAP_PNG | HEATMAP_SVG)))
         return mha_fail(GSL_EINVAL,
                         "%s: formats %d is not HEATMAP_PNG (1), HEATMAP_SVG "
                         "(2) or both (3)",
                         who, formats);
-    grid g;
-    int status = make_grid(who, m, opt, &g);
-    if (!status)
-        status = write_files(who, &g, base);
-    if (status)
-        return status;
+    return GSL_SUCCESS;
+}
+
+static int render_script(const char *who, const char *base, int formats)
+{
     const char *prog = gnuplot_program();
     if (!program_exists(prog))
         return gnuplot_missing(base);
+    int status = GSL_SUCCESS;
     if (formats & HEATMAP_PNG)
         status = render_one(who, prog, base, "png");
     if (!status && (formats & HEATMAP_SVG))
         status = render_one(who, prog, base, "svg");
     return status;
+}
+
+int heatmap_render(const tensor *m, const heatmap_options *opt,
+                   const char *base, int formats)
+{
+    const char *who = "heatmap_render";
+    int status = check_formats(who, formats);
+    if (status)
+        return status;
+    grid g;
+    status = make_grid(who, m, opt, &g);
+    if (!status)
+        status = write_files(who, &g, base);
+    if (status)
+        return status;
+    return render_script(who, base, formats);
+}
+
+int heatmap_render_script(const char *base, int formats)
+{
+    const char *who = "heatmap_render_script";
+    int status = check_formats(who, formats);
+    if (status)
+        return status;
+    if (!base || !*base)
+        return mha_fail(GSL_EINVAL, "%s: the script path is %s", who,
+                        base ? "empty" : "NULL");
+    return render_script(who, base, formats);
 }
 
 /* --- the terminal view -------------------------------------------------- */

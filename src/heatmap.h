@@ -110,6 +110,13 @@ int heatmap_write(const tensor *m, const heatmap_options *opt,
 int heatmap_render(const tensor *m, const heatmap_options *opt,
                    const char *base, int formats);
 
+/* Render an existing script base.gp (one heatmap_write wrote, or one of
+ * plot.h's charts) to base.png and/or base.svg, with the same gnuplot,
+ * arguments and guarantees as heatmap_render: the same statuses, and no
+ * image left half-written.  The script must draw to the terminal and the
+ * file that `fmt` and `out` name, as heatmap_write's scripts do. */
+int heatmap_render_script(const char *base, int formats);
+
 /* 1 when the gnuplot heatmap_render would run (MHA_GNUPLOT or "gnuplot"
  * on PATH) exists and is executable, else 0. */
 int heatmap_gnuplot_available(void);

@@ -4,16 +4,20 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "adam.h"
 #include "attention.h"
+#include "backward.h"
 #include "error.h"
 #include "flash.h"
 #include "headmajor.h"
 #include "heatmap.h"
 #include "layernorm.h"
 #include "linear.h"
+#include "model.h"
 #include "multihead.h"
 #include "multihead_fast.h"
 #include "npy.h"
+#include "plot.h"
 #include "rowops.h"
 #include "softmax.h"
 #include "tensor.h"

@@ -89,26 +89,31 @@ ParameterizedTest(struct chapter *ch, chapters, transcript)
     char *want = slurp(f, &want_len);
     fclose(f);
 
-    /* every picture the chapter announces was drawn, into dir */
+    /* every picture the chapter announces, heatmap or chart, was drawn,
+     * into dir */
     size_t pictures = 0;
-    for (const char *at = got; (at = strstr(at, "[heatmap: plots/")); at++) {
-        char base[128], file[700];
-        cr_assert_eq(sscanf(at, "[heatmap: plots/%127[^.].png", base), 1);
-        static const char *const ext[] = {"dat", "gp", "png", "svg"};
-        for (size_t e = 0; e < 4; e++) {
-            snprintf(file, sizeof file, "%s/%s.%s", dir, base, ext[e]);
-            FILE *pf = fopen(file, "rb");
-            cr_assert_not_null(pf, "%s announces %s but did not write it", name,
-                               file);
-            unsigned char head[8] = {0};
-            size_t n = fread(head, 1, sizeof head, pf);
-            fclose(pf);
-            cr_assert_gt(n, 0, "%s is empty", file);
-            if (e == 2)
-                cr_assert(memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0,
-                          "%s is not a PNG", file);
+    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/"};
+    for (size_t mk = 0; mk < 2; mk++) {
+        for (const char *at = got; (at = strstr(at, markers[mk])); at++) {
+            char base[128], file[700];
+            cr_assert_eq(sscanf(at + strlen(markers[mk]), "%127[^.].png", base),
+                         1);
+            static const char *const ext[] = {"dat", "gp", "png", "svg"};
+            for (size_t e = 0; e < 4; e++) {
+                snprintf(file, sizeof file, "%s/%s.%s", dir, base, ext[e]);
+                FILE *pf = fopen(file, "rb");
+                cr_assert_not_null(pf, "%s announces %s but did not write it",
+                                   name, file);
+                unsigned char head[8] = {0};
+                size_t n = fread(head, 1, sizeof head, pf);
+                fclose(pf);
+                cr_assert_gt(n, 0, "%s is empty", file);
+                if (e == 2)
+                    cr_assert(memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0,
+                              "%s is not a PNG", file);
+            }
+            pictures++;
         }
-        pictures++;
     }
     if (strstr(name, "04_") == name)
         cr_assert_eq(pictures, 2, "chapter 04 draws the identity and the weights");

@@ -154,3 +154,23 @@ Test(docs, a_missing_function_stops_the_weaver)
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
     run(cmd);
 }
+
+/* Charts are pictures too: chapter 13 announces its loss curve as
+ * "[plot: plots/13_loss.png ...]" and its page shows the image. */
+Test(docs, charts_are_pictures_too)
+{
+    char dir[64], path[128];
+    weave_into(".", dir);
+    snprintf(path, sizeof path, "%s/13_training.md", dir);
+    char *page = slurp_file(path);
+    cr_assert_not_null(page);
+    const char *said = strstr(page, "[plot: plots/13_loss.png");
+    const char *shown = strstr(page, "![13_loss](../plots/13_loss.png)");
+    cr_assert_not_null(said);
+    cr_assert_not_null(shown);
+    cr_assert_gt(shown, said);
+    free(page);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    run(cmd);
+}

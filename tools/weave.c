@@ -18,7 +18,8 @@
  *     tests/expected/NN_topic.txt that tests/test_chapters.c holds the
  *     program to: every "## Title" line of the output starts a section,
  *     and it must match a section() call of the source;
- *   - the pictures the output announces ("[heatmap: plots/X.png ...]").
+ *   - the pictures the output announces: heatmaps ("[heatmap: plots/X.png
+ *     ...]") and charts ("[plot: plots/X.png ...]"), in their order.
  * Anything that does not fit (an @show that finds nothing, an output
  * section with no section() call) is an error: the book cannot drift
  * silently.
@@ -347,16 +348,19 @@ static void weave_output(const chapter *c, const char *out, buf page[])
         trim_blank_lines(&page[s]);
 }
 
-/* The pictures an output section announces, as markdown images. */
+/* The pictures an output section announces, heatmaps and charts, as
+ * markdown images in the order they appear. */
 static void pictures(buf *page, const char *output)
 {
-    const char *at = output;
-    while ((at = strstr(at, "[heatmap: plots/"))) {
-        char base[128];
-        if (sscanf(at, "[heatmap: plots/%127[^.].png", base) == 1)
-            printf_(page, "\n![%s](../plots/%s.png)\n", base, base);
-        at++;
-    }
+    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/"};
+    for (const char *at = output; (at = strchr(at, '[')); at++)
+        for (size_t m = 0; m < sizeof markers / sizeof markers[0]; m++) {
+            size_t n = strlen(markers[m]);
+            char base[128];
+            if (strncmp(at, markers[m], n) == 0 &&
+                sscanf(at + n, "%127[^.].png", base) == 1)
+                printf_(page, "\n![%s](../plots/%s.png)\n", base, base);
+        }
 }
 
 /* --- pages ---------------------------------------------------------- */

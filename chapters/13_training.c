@@ -1,0 +1,466 @@
+/* Chapter 13: training a tiny model, and heads that find their jobs.
+ *
+ * Every weight so far was random.  Here a small model learns, by gradient
+ * descent with Adam, a task that needs two different looks at a sequence,
+ * and its heads divide the work between them.  The backward pass that
+ * makes this possible is the library's (src/backward.c), checked here
+ * against finite differences before it is trusted.
+ *
+ * Shapes: B = 32 sequences per step, L = 10 positions, V = 10 tokens,
+ * d_model = 32, h = 4 heads of p = 8 features.
+ *   tokens (B, L)   X (B, L, d_model)   weights (B, h, L, L)
+ *   logits (B, L, 2V): V scores for each of the two answers
+ *
+ * MHA_QUICK=1 makes a short run, 20 steps and 100 held-out sequences
+ * (tools/memcheck.sh sets it, under valgrind); MHA_TIMINGS=1 prints how
+ * long training took.
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "lesson.h"
+
+/*md
+ * A model learns by moving its weights a little, again and again, in the
+ * direction that lowers its loss. That direction is the gradient, and the
+ * backward pass computes it: the chain rule applied step by step from the
+ * loss back to every weight, each step the mirror of a forward step.
+ *
+ * The task needs attention and needs it twice. A sequence holds ten digits.
+ * At every position the model answers two questions: *which digit came just
+ * before this one?* and *which digit came first?* Each answer sits at one
+ * position of the sequence, and the two positions differ, so a head, whose
+ * softmax mostly picks one place, cannot fetch both. Watch the heads sort
+ * this out between them.
+ */
+
+/* The lesson's settings; chapter 14 trains the same model again. */
+enum { V = 10, L = 10, D = 32, HEADS = 4, BATCH = 32 };
+#define STEPS 600
+#define EVERY 50
+#define LEARNING_RATE 3e-3
+#define INIT_SEED 13
+#define TRAIN_SEED 1313
+#define TEST_SEED 2024
+#define TEST_SEQUENCES 1000
+
+static const char *const param_names[MODEL_NUM_PARAMS] = {
+    "embed",      "pos",        "W_q weight", "W_q bias",
+    "W_k weight", "W_k bias",   "W_v weight", "W_v bias",
+    "W_o weight", "W_o bias",   "W_out weight", "W_out bias"};
+
+static double seconds(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A sequence as one number, base V: to find it among the training ones. */
+static uint64_t code_of(const double *tokens)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < L; i++)
+        c = c * V + (uint64_t)tokens[i];
+    return c;
+}
+
+static int compare_codes(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_row(const char *label, const double *v, size_t stride)
+{
+    printf("%-10s", label);
+    for (size_t i = 0; i < L; i++)
+        printf(" %2.0f", v[i * stride]);
+    printf("\n");
+}
+
+/* The loss on the batch, for the finite differences. */
+static double loss_on(model *m, const tensor *tok, const tensor *tgt)
+{
+    model_score s;
+    CHECK(model_loss(m, tok, tgt, NULL, NULL, NULL, &s));
+    return s.loss;
+}
+
+int main(void)
+{
+    mha_program_init();
+    /* MHA_QUICK=1 (lesson.h): a short run for valgrind */
+    size_t steps = lesson_quick() ? 20 : STEPS;
+    size_t n_test = lesson_quick() ? 100 : TEST_SEQUENCES;
+    gsl_rng *init = mha_rng_new(INIT_SEED), *train = mha_rng_new(TRAIN_SEED);
+    gsl_rng *test = mha_rng_new(TEST_SEED);
+    if (!init || !train || !test)
+        return 1;
+    model_config cfg = {.vocab = V, .seq_len = L, .d_model = D,
+                        .num_heads = HEADS};
+    model m, grads;
+    CHECK(model_init(&m, &cfg));
+    CHECK(model_init(&grads, &cfg));
+    model_reset(&m, init);
+
+    section("1. The task");
+    /*md
+     * Tokens are digits drawn uniformly at random. For position $i$ the two
+     * answers are $x_{i-1}$ (the previous token; at position 0, where there
+     * is none, $x_0$ itself) and $x_0$ (the first token). Positions 0 and 1
+     * are easy cases: their two answers coincide.
+     */
+    tensor *tok, *tgt;
+    CHECK(model_make_batch(&cfg, 3, init, &tok, &tgt));
+    printf("Three sequences and the answers the model must give at each\n"
+           "position:\n\n");
+    for (size_t b = 0; b < 3; b++) {
+        printf("position  ");
+        for (size_t i = 0; i < L; i++)
+            printf(" %2zu", i);
+        printf("\n");
+        print_row("tokens", tok->data + b * L, 1);
+        print_row("previous", tgt->data + b * L * 2, 2);
+        print_row("first", tgt->data + b * L * 2 + 1, 2);
+        printf("\n");
+    }
+    tensor_free(tok);
+    tensor_free(tgt);
+
+    section("2. The model, untrained");
+    /*md
+     * An embedding turns each token into a vector of $d_{model} = 32$
+     * numbers and a second embedding adds where it stands, so that
+     * attention can tell position 3 from position 7. One multi-head
+     * self-attention layer (4 heads of 8 features, causal: position $i$
+     * sees positions $0..i$) mixes the positions, and a Linear layer reads
+     * off $2V$ scores, ten per answer. The loss is the cross-entropy of
+     * the scores, averaged over all answers; guessing uniformly costs
+     * $\log 10 \approx 2.3026$.
+     */
+    tensor *params[MODEL_NUM_PARAMS], *gparams[MODEL_NUM_PARAMS];
+    model_params(&m, params);
+    model_params(&grads, gparams);
+    size_t count = 0;
+    for (size_t i = 0; i < MODEL_NUM_PARAMS; i++)
+        count += tensor_numel(params[i]);
+    printf("vocabulary %d, length %d, d_model %d, %d heads of %d features:\n"
+           "%zu parameters in %d tensors.\n\n",
+           V, L, D, HEADS, D / HEADS, count, MODEL_NUM_PARAMS);
+    tensor *test_tok, *test_tgt;
+    CHECK(model_make_batch(&cfg, n_test, test, &test_tok, &test_tgt));
+    model_score s;
+    CHECK(model_loss(&m, test_tok, test_tgt, NULL, NULL, NULL, &s));
+    printf("before training, on %zu held-out sequences: loss %.4f, %.1f%% of\n"
+           "answers right (guessing: 2.3026 and 10%%).\n",
+           n_test, s.loss, 100.0 * (double)s.correct / (double)s.answers);
+
+    section("3. The backward pass of the attention layer, traced");
+    /*md
+     * The backward pass runs the forward steps in reverse, and every shape
+     * comes back: the gradient of a tensor has that tensor's shape. Read
+     * it beside chapter 08's forward trace, which it retraces from the
+     * last step to the first. `W_o`'s
+     * backward gives the gradient of the joined heads; `transpose_qkv`,
+     * the forward's *split*, now undoes the forward's *join*, because a
+     * gradient travels back through a reshuffle by the inverse reshuffle;
+     * the attention backward gives $dQ$, $dK$, $dV$ for all $B \cdot h$
+     * heads at once; `transpose_output` joins them again; the projections'
+     * backwards give the inputs' gradients, and last the weights'.
+     *
+     * The softmax step is the one with an idea in it. With $w =
+     * \mathrm{softmax}(s)$, $\partial L / \partial s_j = w_j (\partial
+     * L/\partial w_j - \sum_k w_k\, \partial L / \partial w_k)$: raising
+     * one score takes weight from all the others. A masked key had its
+     * score replaced by a constant, so its gradient is exactly zero.
+     *
+     * @show src/backward.c masked_softmax_backward
+     */
+    printf("For 2 sequences through the untrained attention layer, with a\n"
+           "random gradient arriving from above:\n\n");
+    {
+        tensor *x, *g, *lens, *out, *dx_q, *dx_k, *dx_v;
+        CHECK(tensor_alloc(SHAPE(2, L, D), &x));
+        CHECK(tensor_alloc(SHAPE(2, L, D), &g));
+        CHECK(tensor_set_names(x, "B, L, d_model"));
+        tensor_fill_normal(x, init, 0, 1);
+        tensor_fill_normal(g, init, 0, 1);
+        CHECK(causal_valid_lens(2, L, &lens));
+        multihead_cache cache = {0};
+        CHECK(multihead_forward_cached(&m.attn, x, x, x, lens, NULL, &cache,
+                                       &out));
+        trace_to(stdout);
+        CHECK(multihead_backward(&m.attn, &cache, g, &grads.attn, NULL, &dx_q,
+                                 &dx_k, &dx_v));
+        trace_to(NULL);
+        printf("\nIn self-attention X is queries, keys and values at once, so\n"
+               "its gradient is the sum of the three input gradients.\n");
+        tensor *all[] = {x, g, lens, out, dx_q, dx_k, dx_v};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tensor_free(all[i]);
+        multihead_cache_free(&cache);
+    }
+
+    section("4. Checking the gradients");
+    /*md
+     * A backward pass with a wrong sign or a forgotten term still produces
+     * numbers, and training with them may even seem to work. So before
+     * training, compare it with the definition of a derivative: nudge one
+     * weight by $\pm\epsilon$ and see how the loss moves,
+     * $(L(\theta + \epsilon) - L(\theta - \epsilon)) / 2\epsilon$. The
+     * check uses 8 numbers of each tensor (all of them are checked in
+     * `tests/test_model.c`); the worst relative error must be below
+     * $10^{-6}$.
+     *
+     * One gradient is zero, and must be: the key bias adds the same number
+     * $q \cdot b_k$ to every score of a query's row, and the softmax does
+     * not change when a whole row moves together.
+     */
+    {
+        tensor *ctok, *ctgt;
+        CHECK(model_make_batch(&cfg, 2, init, &ctok, &ctgt));
+        for (size_t i = 0; i < MODEL_NUM_PARAMS; i++)
+            tensor_fill(gparams[i], 0);
+        CHECK(model_loss(&m, ctok, ctgt, NULL, &grads, NULL, NULL));
+        printf("%-12s %-10s  %s\n", "tensor", "shape", "backward pass vs differences");
+        int all_ok = 1;
+        for (size_t i = 0; i < MODEL_NUM_PARAMS; i++) {
+            size_t n = tensor_numel(params[i]);
+            double diff = 0, big = 0, eps = 1e-5;
+            for (size_t j = 0; j < 8; j++) {
+                size_t k = j == 0 ? 0 : gsl_rng_uniform_int(init, n);
+                double saved = params[i]->data[k];
+                params[i]->data[k] = saved + eps;
+                double up = loss_on(&m, ctok, ctgt);
+                params[i]->data[k] = saved - eps;
+                double down = loss_on(&m, ctok, ctgt);
+                params[i]->data[k] = saved;
+                double num = (up - down) / (2 * eps);
+                double ana = gparams[i]->data[k];
+                diff = fabs(num - ana) > diff ? fabs(num - ana) : diff;
+                big = fabs(num) > big ? fabs(num) : big;
+            }
+            char shape[TRACE_SHAPE_MAX];
+            tensor_shape_str(params[i], shape, sizeof shape);
+            if (big < 1e-9) {
+                int zero = diff < 1e-9;
+                printf("%-12s %-10s  both zero: %s\n", param_names[i], shape,
+                       yes_no(zero));
+                all_ok &= zero;
+            } else {
+                int ok = diff / big <= 1e-6;
+                printf("%-12s %-10s  relative error below 1e-6: %s\n",
+                       param_names[i], shape, yes_no(ok));
+                all_ok &= ok;
+            }
+        }
+        printf("\nevery gradient agrees: %s\n", yes_no(all_ok));
+        tensor_free(ctok);
+        tensor_free(ctgt);
+    }
+
+    section("5. Training");
+    /*md
+     * One step: draw 32 fresh sequences, zero the gradients, run the
+     * forward pass and the loss, run the backward pass (adding every
+     * gradient into `grads`), and let Adam move every weight. Adam divides
+     * each number's step by the size of its recent gradients, so every
+     * weight moves by about the learning rate, $3 \cdot 10^{-3}$, whatever
+     * the scale of its gradient.
+     *
+     * @show src/adam.c adam_step
+     *
+     * The progress lines give the loss on the step's batch, and how many
+     * of each kind of answer the batch got right. Watch which answer is
+     * learned first.
+     */
+    adam opt;
+    CHECK(adam_init(&opt, MODEL_NUM_PARAMS, params, gparams, LEARNING_RATE));
+    double *curve_x = malloc(steps * sizeof *curve_x);
+    double *curve_y = malloc(steps * sizeof *curve_y);
+    uint64_t *seen = malloc(steps * BATCH * sizeof *seen);
+    if (!curve_x || !curve_y || !seen)
+        return 1;
+    printf("%zu steps of %d sequences, Adam with learning rate %g:\n\n", steps,
+           BATCH, LEARNING_RATE);
+    double wall0 = seconds(CLOCK_MONOTONIC);
+    double cpu0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+    for (size_t step = 1; step <= steps; step++) {
+        CHECK(model_make_batch(&cfg, BATCH, train, &tok, &tgt));
+        for (size_t b = 0; b < BATCH; b++)
+            seen[(step - 1) * BATCH + b] = code_of(tok->data + b * L);
+        adam_zero_grad(&opt);
+        CHECK(model_loss(&m, tok, tgt, NULL, &grads, NULL, &s));
+        CHECK(adam_step(&opt));
+        curve_x[step - 1] = (double)step;
+        curve_y[step - 1] = s.loss;
+        if (step % EVERY == 0 || step == steps)
+            printf("step %4zu  loss %.4f  previous %3.0f%%  first %3.0f%%\n",
+                   step, s.loss,
+                   100.0 * (double)s.per_answer_correct[0] / (BATCH * L),
+                   100.0 * (double)s.per_answer_correct[1] / (BATCH * L));
+        tensor_free(tok);
+        tensor_free(tgt);
+    }
+    double wall = seconds(CLOCK_MONOTONIC) - wall0;
+    double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    if (getenv("MHA_TIMINGS"))
+        printf("\n(training took %.2f s, %.2f s of CPU)\n", wall, cpu);
+    printf("\nThe first token is learned first: every query looks at the\n"
+           "same key 0.  The previous token needs a rule that moves with\n"
+           "the query, i - 1, which the position embeddings must learn.\n");
+
+    section("6. The loss curve");
+    /*md
+     * On a logarithmic axis. For a hundred steps the loss creeps down from
+     * the guessing value, while the first-token answer is learned and the
+     * heads search for the rule $i-1$; then, within about fifty steps, it
+     * falls by two orders of magnitude as that rule clicks into place.
+     * What follows is polish: the answers are already right, and the model
+     * only grows more confident in them.
+     */
+    plot_options lopt = {.title = "training loss (cross-entropy per answer)",
+                         .xlabel = "step", .ylabel = "loss", .log_y = 1};
+    announce_plot(plot_line(curve_x, curve_y, steps, &lopt,
+                            plot_base("13_loss"), HEATMAP_PNG | HEATMAP_SVG),
+                  "13_loss");
+
+    section("7. Held-out sequences");
+    /*md
+     * The held-out sequences come from their own random stream. Ten digits
+     * make $10^{10}$ possible sequences, of which training saw 19,200, so a
+     * repeat is unlikely; the program checks anyway. The stated target:
+     * more than 99% of the held-out answers right.
+     */
+    CHECK(model_loss(&m, test_tok, test_tgt, NULL, NULL, NULL, &s));
+    qsort(seen, steps * BATCH, sizeof *seen, compare_codes);
+    size_t repeats = 0;
+    for (size_t b = 0; b < n_test; b++) {
+        uint64_t c = code_of(test_tok->data + b * L);
+        repeats += bsearch(&c, seen, steps * BATCH, sizeof *seen,
+                           compare_codes) != NULL;
+    }
+    double accuracy = (double)s.correct / (double)s.answers;
+    printf("held-out sequences that training also saw: %zu of %zu\n\n", repeats,
+           n_test);
+    printf("loss %.4f\n", s.loss);
+    printf("answers right: %zu of %zu (%.2f%%)\n", s.correct, s.answers,
+           100.0 * accuracy);
+    printf("  previous token: %.2f%%   first token: %.2f%%\n",
+           100.0 * (double)s.per_answer_correct[0] / (n_test * L),
+           100.0 * (double)s.per_answer_correct[1] / (n_test * L));
+    printf("sequences with every answer right: %zu of %zu\n",
+           s.sequences_correct, s.sequences);
+    printf("more than 99%% right, as stated: %s\n\n", yes_no(accuracy > 0.99));
+    tensor *answers;
+    CHECK(model_predict(&m, test_tok, &answers));
+    printf("The first held-out sequence and the model's answers:\n\n");
+    printf("position  ");
+    for (size_t i = 0; i < L; i++)
+        printf(" %2zu", i);
+    printf("\n");
+    print_row("tokens", test_tok->data, 1);
+    print_row("previous", answers->data, 2);
+    print_row("first", answers->data + 1, 2);
+
+    section("8. What each head learned");
+    /*md
+     * The weights of the four heads, for one held-out sequence (top row)
+     * and averaged over all 1000 (bottom row). Query $i$ is a row, key $j$
+     * a column; the upper triangle is blank because position $i$ may not
+     * look ahead.
+     *
+     * The numbers under the pictures are computed from the weights: for
+     * positions $i \ge 2$, where the previous and the first position
+     * differ, the mean weight each head puts on key $i-1$, on key 0 and on
+     * key $i$ itself.
+     */
+    const tensor *w = m.attn.weights; // (n_test, h, L, L)
+    tensor *grid;                     // (2, h, L, L): one sequence, the mean
+    CHECK(tensor_alloc(SHAPE(2, HEADS, L, L), &grid));
+    for (size_t hd = 0; hd < HEADS; hd++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < L; j++) {
+                double sum = 0;
+                for (size_t b = 0; b < n_test; b++)
+                    sum += *TENSOR_AT(w, b, hd, i, j);
+                *TENSOR_AT(grid, 0, hd, i, j) = *TENSOR_AT(w, 0, hd, i, j);
+                *TENSOR_AT(grid, 1, hd, i, j) = sum / n_test;
+            }
+    char titles[2 * HEADS][40];
+    const char *tp[2 * HEADS];
+    for (size_t hd = 0; hd < HEADS; hd++) {
+        snprintf(titles[hd], sizeof titles[0], "head %zu, sequence 0", hd);
+        snprintf(titles[HEADS + hd], sizeof titles[0], "head %zu, mean", hd);
+        tp[hd] = titles[hd];
+        tp[HEADS + hd] = titles[HEADS + hd];
+    }
+    tensor *mean;
+    CHECK(tensor_narrow(grid, 0, 1, 1, &mean));
+    heatmap_options topt = {.titles = tp + HEADS, .ntitles = HEADS};
+    printf("Mean weights over the held-out sequences:\n\n");
+    CHECK(heatmap_terminal(stdout, mean, &topt));
+    heatmap_options gopt = {.titles = tp, .ntitles = 2 * HEADS,
+                            .title = "learned attention, per head"};
+    printf("\n");
+    draw_heatmap(grid, &gopt, "13_heads");
+    printf("\n");
+    for (size_t hd = 0; hd < HEADS; hd++) {
+        double prev = 0, first = 0, self = 0;
+        size_t n = 0;
+        for (size_t b = 0; b < n_test; b++)
+            for (size_t i = 2; i < L; i++, n++) {
+                prev += *TENSOR_AT(w, b, hd, i, i - 1);
+                first += *TENSOR_AT(w, b, hd, i, 0);
+                self += *TENSOR_AT(w, b, hd, i, i);
+            }
+        prev /= (double)n;
+        first /= (double)n;
+        self /= (double)n;
+        const char *found = first >= 0.5  ? "it fetches the first token"
+                            : prev >= 0.5 ? "it fetches the previous token"
+                            : self >= 0.5 ? "it looks at its own position"
+                                          : "no single position";
+        printf("head %zu puts %.3f on the previous position, %.3f on the\n"
+               "       first, %.3f on itself: %s\n",
+               hd, prev, first, self, found);
+    }
+    printf("\nNo one told the heads which job to take: the two jobs were\n"
+           "found by gradient descent from random weights and shared out\n"
+           "between four heads, and W_o learned to read each answer from\n"
+           "the heads that fetch it.\n");
+
+    /*md
+     * ## Exercises
+     *
+     * 1. Train with `HEADS` set to 1. What loss does the model reach, and
+     *    what does its single head do? Explain with the softmax why one
+     *    head cannot fetch two positions.
+     * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` after
+     *    every step). Which answer can the model still learn, and why?
+     * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
+     *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
+     *    and compare the loss curves.
+     * 4. Add a third answer, the token two positions back. How many heads
+     *    does the model need now? Check your guess.
+     */
+    tensor_free(grid);
+    tensor_free(mean);
+    tensor_free(answers);
+    tensor_free(test_tok);
+    tensor_free(test_tgt);
+    free(curve_x);
+    free(curve_y);
+    free(seen);
+    adam_free(&opt);
+    model_free(&m);
+    model_free(&grads);
+    gsl_rng_free(init);
+    gsl_rng_free(train);
+    gsl_rng_free(test);
+    return 0;
+}

@@ -1,0 +1,946 @@
+/* backward.c: gradients of Linear, masked softmax, dot-product attention
+ * and the multi-head module; see backward.h for the formulas.
+ *
+ * Shapes: x (rows, in), W (out, in), y and dy (rows, out) for a Linear
+ * layer once x's leading dimensions are counted as rows; queries (B, Lq,
+ * d), keys (B, Lk, d), values (B, Lk, dv), weights (B, Lq, Lk), dout (B,
+ * Lq, dv) for the attention; the module's (B*h, L, p) heads and (B, L,
+ * d_model) projections as in multihead.h.  Tensors made here are
+ * contiguous, so batch slice b of dw starts at dw->data + b*Lq*Lk.
+ */
+#include "backward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "attention.h"
+#include "error.h"
+#include "softmax.h"
+#include "trace.h"
+
+/* --- matrices for BLAS ---------------------------------------------- */
+
+/* A tensor read as B matrices of (rows, cols) for GSL: matrix b starts at
+ * data + b*batch_stride and its rows are tda doubles apart.  A 2-D tensor
+ * is one matrix; a tensor of any other ndim is read as one (numel / cols,
+ * cols) matrix, cols its last size, as the Linear layer reads it. */
+typedef struct {
+    const double *data;
+    size_t batch, batch_stride, rows, cols, tda;
+    tensor *packed; /* the contiguous copy read instead, or NULL */
+} matrices;
+
+/* GSL wants unit steps along a row and rows at least a row apart; the
+ * leading dimensions of a rows matrix must step evenly too.  A tensor
+ * without that layout (a permuted view) is copied once, and the trace
+ * shows the copy. */
+static int as_matrices(const tensor *x, int batched, matrices *m)
+{
+    size_t last = x->ndim - 1;
+    memset(m, 0, sizeof *m);
+    m->cols = x->shape[last];
+    int fits;
+    if (batched) { /* (B, rows, cols) */
+        m->batch = x->shape[0];
+        m->rows = x->shape[1];
+        m->batch_stride = x->strides[0];
+        m->tda = m->rows > 1 ? x->strides[1] : m->cols;
+        fits = (m->cols == 1 || x->strides[2] == 1) && m->tda >= m->cols;
+    } else if (x->ndim == 2) { /* (rows, cols): a weight, maybe narrowed */
+        m->batch = 1;
+        m->rows = x->shape[0];
+        m->tda = m->rows > 1 ? x->strides[0] : m->cols;
+        fits = (m->cols == 1 || x->strides[1] == 1) && m->tda >= m->cols;
+    } else { /* (..., cols) as (rows, cols): contiguous, or a copy */
+        m->batch = 1;
+        m->rows = tensor_numel(x) / m->cols;
+        m->tda = m->cols;
+        fits = tensor_is_contiguous(x);
+    }
+    if (!fits) {
+        int status = tensor_contiguous(x, &m->packed);
+        if (status)
+            return status;
+        x = m->packed;
+        m->batch_stride = batched ? m->rows * m->cols : 0;
+        m->tda = m->cols;
+    }
+    m->data = x->data;
+    return GSL_SUCCESS;
+}
+
+/* Matrix b of m as a GSL view (a macro: GSL's const view types cannot be
+ * returned from a function without a warning). */
+#define SLICE(m, b)                                                           \
+    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
+                                         (m).rows, (m).cols, (m).tda)
+
+/* A new tensor of x's shape and dimension names, for x's gradient. */
+static int alloc_like(const tensor *x, tensor **out)
+{
+    int status = tensor_alloc(x->ndim, x->shape, out);
+    if (status == GSL_SUCCESS)
+        memcpy((*out)->names, x->names, sizeof x->names);
+    return status;
+}
+
+/* One traced product: op, "a @ b -> c" with "^T" where an operand is read
+ * transposed, and c's symbolic shape.  Shapes are given as tuples. */
+static void trace_product(const char *op, const char *a, int ta,
+                          const char *b, int tb, const tensor *c)
+{
+    char cs[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
+    char shapes[3 * TRACE_SHAPE_MAX + 16];
+    snprintf(shapes, sizeof shapes, "%s%s @ %s%s -> %s", a, ta ? "^T" : "", b,
+             tb ? "^T" : "", tensor_shape_str(c, cs, sizeof cs));
+    trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
+}
+
+static char *tuple2(char *buf, size_t n, size_t a, size_t b)
+{
+    return shape_str(buf, n, 2, (const size_t[]){a, b});
+}
+
+/* --- Linear --------------------------------------------------------- */
+
+static int check_linear(const char *who, const linear *l, const tensor *x,
+                        const tensor *dy, const linear *grad)
+{
+    char ws[TRACE_SHAPE_MAX], xs[TRACE_SHAPE_MAX], ys[TRACE_SHAPE_MAX];
+    if (!x || !dy)
+        return mha_fail(GSL_EINVAL, "%s %s: %s is NULL", who, l->name,
+                        !x ? "x" : "dy");
+    tensor_shape_str(l->weight, ws, sizeof ws);
+    tensor_shape_str(x, xs, sizeof xs);
+    tensor_shape_str(dy, ys, sizeof ys);
+    if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
+        l->weight->shape[1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: weight has shape %s, expected (%zu, %zu)", who,
+                        l->name, ws, l->out_features, l->in_features);
+    if (x->shape[x->ndim - 1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: x of shape %s ends in %zu features, the layer "
+                        "takes %zu (weight %s)",
+                        who, l->name, xs, x->shape[x->ndim - 1],
+                        l->in_features, ws);
+    int fits = dy->ndim == x->ndim &&
+               dy->shape[dy->ndim - 1] == l->out_features;
+    for (size_t d = 0; fits && d + 1 < x->ndim; d++)
+        fits = dy->shape[d] == x->shape[d];
+    if (!fits)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: dy has shape %s; for x %s it must be x's "
+                        "shape with %zu (out_features) last",
+                        who, l->name, ys, xs, l->out_features);
+    if (!grad)
+        return GSL_SUCCESS;
+    char gs[TRACE_SHAPE_MAX];
+    if (!tensor_same_shape(grad->weight, l->weight))
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the gradient's weight has shape %s, the "
+                        "layer's %s",
+                        who, l->name,
+                        tensor_shape_str(grad->weight, gs, sizeof gs), ws);
+    if (!l->bias != !grad->bias)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the layer %s a bias but its gradient %s", who,
+                        l->name, l->bias ? "has" : "has no",
+                        grad->bias ? "has one" : "has none");
+    if (l->bias && !tensor_same_shape(grad->bias, l->bias))
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the gradient's bias has shape %s, expected "
+                        "(%zu,)",
+                        who, l->name,
+                        tensor_shape_str(grad->bias, gs, sizeof gs),
+                        l->out_features);
+    return GSL_SUCCESS;
+}
+
+int linear_backward(const linear *l, const tensor *x, const tensor *dy,
+                    linear *grad, tensor **dx)
+{
+    const char *who = "linear_backward";
+    if (dx)
+        *dx = NULL;
+    int status = check_linear(who, l, x, dy, grad);
+    if (status)
+        return status;
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+
+    int traced = trace_on();
+    if (traced) {
+        char op[48], ys[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "%s backward", l->name);
+        snprintf(shapes, sizeof shapes, "dy %s",
+                 tensor_shape_str(dy, ys, sizeof ys));
+        trace_begin(op, shapes, tensor_sym_str(dy, sym, sizeof sym));
+    } else {
+        trace_begin(NULL, NULL, NULL);
+    }
+    // every allocation first, so that a failure leaves grad untouched
+    matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
+    status = as_matrices(dy, 0, &dym);
+    if (!status && dx)
+        status = as_matrices(l->weight, 0, &wm);
+    if (!status && grad)
+        status = as_matrices(x, 0, &xm);
+    if (!status && grad) {
+        /* dW is written in place: it must be a matrix GSL can write */
+        status = as_matrices(grad->weight, 0, &gm);
+        if (!status && gm.packed) {
+            char gs[TRACE_SHAPE_MAX];
+            status = mha_fail(GSL_EINVAL,
+                              "%s %s: the gradient's weight %s is not laid "
+                              "out as rows with unit stride",
+                              who, l->name,
+                              tensor_shape_str(grad->weight, gs, sizeof gs));
+        }
+    }
+    if (!status && dx)
+        status = alloc_like(x, dx);
+    if (status)
+        goto done;
+
+    gsl_matrix_const_view dy_m = SLICE(dym, 0);
+    if (dx) {
+        // dx (rows, in) = dy (rows, out) @ W (out, in)
+        gsl_matrix_const_view w_m = SLICE(wm, 0);
+        gsl_matrix_view dx_m = gsl_matrix_view_array((*dx)->data, rows, in);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &dy_m.matrix,
+                                &w_m.matrix, 0.0, &dx_m.matrix);
+        if (status)
+            goto blas_failed;
+        if (traced) {
+            char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+            trace_product("dx = dy W", tensor_shape_str(dy, a, sizeof a), 0,
+                          tensor_shape_str(l->weight, b, sizeof b), 0, *dx);
+        }
+    }
+    if (grad) {
+        // dW (out, in) += dy^T (out, rows) @ x (rows, in): every row of
+        // every example adds its outer product dy_r x_r^T
+        gsl_matrix_const_view x_m = SLICE(xm, 0);
+        gsl_matrix_view dw_m = gsl_matrix_view_array_with_tda(
+            grad->weight->data, out, in, gm.tda);
+        status = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &dy_m.matrix,
+                                &x_m.matrix, 1.0, &dw_m.matrix);
+        if (status)
+            goto blas_failed;
+        if (traced) {
+            char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+            trace_product("dW += dy^T x", tuple2(a, sizeof a, rows, out), 1,
+                          tuple2(b, sizeof b, rows, in), 0, grad->weight);
+        }
+        // db (out,) += dy summed over its rows
+        if (grad->bias) {
+            double *db = grad->bias->data;
+            size_t bs = grad->bias->strides[0];
+            for (size_t r = 0; r < rows; r++) {
+                const double *dy_r = dym.data + r * dym.tda;
+                for (size_t o = 0; o < out; o++)
+                    db[o * bs] += dy_r[o];
+            }
+            if (traced) {
+                char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+                char shapes[2 * TRACE_SHAPE_MAX + 8];
+                snprintf(shapes, sizeof shapes, "%s -> %s",
+                         tuple2(a, sizeof a, rows, out),
+                         tensor_shape_str(grad->bias, b, sizeof b));
+                trace_line("db += sum(dy, rows)", "new", shapes, "");
+            }
+        }
+    }
+    goto done;
+blas_failed:
+    status = mha_fail(status, "%s %s: gsl_blas_dgemm failed (%s)", who,
+                      l->name, gsl_strerror(status));
+done:
+    trace_end();
+    tensor_free(xm.packed);
+    tensor_free(dym.packed);
+    tensor_free(wm.packed);
+    tensor_free(gm.packed);
+    if (status && dx) {
+        tensor_free(*dx);
+        *dx = NULL;
+    }
+    return status;
+}
+
+/* --- masked softmax ------------------------------------------------- */
+
+/* Row by row: with w the row's weights and dw their gradient, the scores'
+ * gradient is scale * w_j * (dw_j - sum_k w_k dw_k) for a valid key j and
+ * exactly 0 for a masked one. */
+int masked_softmax_backward(const tensor *weights, const tensor *dweights,
+                            double scale, const tensor *valid_lens,
+                            tensor **dscores)
+{
+    const char *who = "masked_softmax_backward";
+    *dscores = NULL;
+    if (!weights || !dweights)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !weights ? "weights" : "dweights");
+    char ws[TRACE_SHAPE_MAX], ds[TRACE_SHAPE_MAX];
+    char context[2 * TRACE_SHAPE_MAX + 16];
+    tensor_shape_str(weights, ws, sizeof ws);
+    tensor_shape_str(dweights, ds, sizeof ds);
+    if (weights->ndim != 3)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: weights must be 3-D (B, Lq, Lk), got shape %s",
+                        who, ws);
+    if (!tensor_same_shape(weights, dweights))
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dweights has shape %s, weights %s; they must "
+                        "agree",
+                        who, ds, ws);
+    if (!isfinite(scale))
+        return mha_fail(GSL_EINVAL, "%s: scale %g is not finite (weights %s)",
+                        who, scale, ws);
+    size_t B = weights->shape[0], Lq = weights->shape[1];
+    size_t Lk = weights->shape[2];
+    snprintf(context, sizeof context, "weights %s", ws);
+    int status = softmax_check_valid_lens(who, context, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    // dscores is (B, Lq, Lk), zero where a key is masked
+    status = alloc_like(weights, dscores);
+    if (status)
+        return status;
+    const size_t *wst = weights->strides, *dst = dweights->strides;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++) {
+            size_t valid = Lk;
+            if (valid_lens)
+                valid = (size_t)(valid_lens->ndim == 1
+                                     ? *TENSOR_AT(valid_lens, b)
+                                     : *TENSOR_AT(valid_lens, b, i));
+            const double *w_bi = weights->data + b * wst[0] + i * wst[1];
+            const double *dw_bi = dweights->data + b * dst[0] + i * dst[1];
+            double *ds_bi = (*dscores)->data + (b * Lq + i) * Lk;
+            // pass 1: sum_k w_k dw_k, what moving weight between keys costs;
+            // over every key, since a masked key holds weight when all the
+            // valid scores are below the mask's -1e6
+            double dot = 0.0;
+            for (size_t j = 0; j < Lk; j++)
+                dot += w_bi[j * wst[2]] * dw_bi[j * dst[2]];
+            // pass 2: the valid keys' gradients; masked keys keep 0
+            for (size_t j = 0; j < valid; j++)
+                ds_bi[j] = scale * w_bi[j * wst[2]] * (dw_bi[j * dst[2]] - dot);
+        }
+    if (trace_on()) {
+        char op[2 * TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX];
+        char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
+        char scale_s[40] = "";
+        if (scale != 1.0)
+            snprintf(scale_s, sizeof scale_s, "scale %g, ", scale);
+        if (valid_lens)
+            snprintf(op, sizeof op, "masked_softmax_backward(%svalid_lens %s)",
+                     scale_s, tensor_shape_str(valid_lens, a, sizeof a));
+        else
+            snprintf(op, sizeof op, "masked_softmax_backward(%sno mask)",
+                     scale_s);
+        snprintf(shapes, sizeof shapes, "%s -> %s", ds, ds);
+        trace_line(op, "new", shapes, tensor_sym_str(*dscores, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+/* --- scaled dot-product attention ----------------------------------- */
+
+static int check_attention(const char *who, const tensor *q, const tensor *k,
+                           const tensor *v, const tensor *valid_lens,
+                           const tensor *w, const tensor *dout)
+{
+    if (!q || !k || !v || !w || !dout)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !q ? "queries" : !k ? "keys" : !v ? "values"
+                                                 : !w ? "weights" : "dout");
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
+    char shapes[5 * TRACE_SHAPE_MAX + 64], qk[2 * TRACE_SHAPE_MAX + 32];
+    snprintf(shapes, sizeof shapes,
+             "queries %s, keys %s, values %s, weights %s, dout %s",
+             tensor_shape_str(q, qs, sizeof qs),
+             tensor_shape_str(k, ks, sizeof ks),
+             tensor_shape_str(v, vs, sizeof vs),
+             tensor_shape_str(w, ws, sizeof ws),
+             tensor_shape_str(dout, os, sizeof os));
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || w->ndim != 3 ||
+        dout->ndim != 3)
+        return mha_fail(GSL_EBADLEN, "%s: every tensor must be 3-D, got %s",
+                        who, shapes);
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    if (k->shape[0] != B || v->shape[0] != B || w->shape[0] != B ||
+        dout->shape[0] != B)
+        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
+                        shapes);
+    if (k->shape[2] != q->shape[2])
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have d = %zu but keys have d = %zu (%s)",
+                        who, q->shape[2], k->shape[2], shapes);
+    if (v->shape[1] != Lk)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
+                        who, Lk, v->shape[1], shapes);
+    if (w->shape[1] != Lq || w->shape[2] != Lk)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: weights must be (B, Lq, Lk) = (%zu, %zu, %zu) "
+                        "(%s)",
+                        who, B, Lq, Lk, shapes);
+    if (dout->shape[1] != Lq || dout->shape[2] != v->shape[2])
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dout must be (B, Lq, dv) = (%zu, %zu, %zu) (%s)",
+                        who, B, Lq, v->shape[2], shapes);
+    snprintf(qk, sizeof qk, "queries %s, keys %s", qs, ks);
+    return softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+}
+
+/* c_b = op(a_b) @ op(b_b) for every b, into the contiguous tensor c. */
+static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const matrices *a,
+                         CBLAS_TRANSPOSE_t tb, const matrices *b, tensor *c)
+{
+    size_t rows = c->shape[1], cols = c->shape[2];
+    int status = GSL_SUCCESS;
+    for (size_t i = 0; i < a->batch && status == GSL_SUCCESS; i++) {
+        gsl_matrix_const_view a_i = SLICE(*a, i), b_i = SLICE(*b, i);
+        gsl_matrix_view c_i =
+            gsl_matrix_view_array(c->data + i * rows * cols, rows, cols);
+        status = gsl_blas_dgemm(ta, tb, 1.0, &a_i.matrix, &b_i.matrix, 0.0,
+                                &c_i.matrix);
+    }
+    if (status)
+        return mha_fail(status, "dot_attention_backward: gsl_blas_dgemm "
+                                "failed (%s)",
+                        gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+
+/* A (B, rows, cols) tensor named (n0, n1, n2). */
+static int alloc3(size_t B, size_t rows, size_t cols, const char *n0,
+                  const char *n1, const char *n2, tensor **out)
+{
+    int status = tensor_alloc(SHAPE(B, rows, cols), out);
+    if (status == GSL_SUCCESS && (n0[0] || n1[0] || n2[0])) {
+        snprintf((*out)->names[0], TENSOR_NAME_MAX, "%s", n0);
+        snprintf((*out)->names[1], TENSOR_NAME_MAX, "%s", n1);
+        snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", n2);
+    }
+    return status;
+}
+
+int dot_attention_backward(const tensor *queries, const tensor *keys,
+                           const tensor *values, const tensor *valid_lens,
+                           const tensor *weights, const tensor *dout,
+                           tensor **dqueries, tensor **dkeys,
+                           tensor **dvalues)
+{
+    const char *who = "dot_attention_backward";
+    if (dqueries)
+        *dqueries = NULL;
+    if (dkeys)
+        *dkeys = NULL;
+    if (dvalues)
+        *dvalues = NULL;
+    int status = check_attention(who, queries, keys, values, valid_lens,
+                                 weights, dout);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1], d = queries->shape[2];
+    int traced = trace_on();
+    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
+    char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
+    tensor_shape_str(queries, qs, sizeof qs);
+    tensor_shape_str(keys, ks, sizeof ks);
+    tensor_shape_str(values, vs, sizeof vs);
+    tensor_shape_str(weights, ws, sizeof ws);
+    tensor_shape_str(dout, os, sizeof os);
+    if (traced) {
+        char op[48], shapes[TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "dot_attention_backward(scale 1/sqrt(%zu))", d);
+        snprintf(shapes, sizeof shapes, "dout %s", os);
+        trace_begin(op, shapes, tensor_sym_str(dout, sym, sizeof sym));
+    } else {
+        trace_begin(NULL, NULL, NULL);
+    }
+    matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0}, dsm = {0};
+    tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    // the names of the gradients: the inputs', or the lesson's
+    const char *nB = weights->names[0], *nq = weights->names[1];
+    const char *nk = weights->names[2];
+    status = as_matrices(weights, 1, &wm);
+    if (!status)
+        status = as_matrices(dout, 1, &om);
+
+    // dV (B, Lk, dv) = w^T (B, Lk, Lq) @ dout (B, Lq, dv): value j gets
+    // back the output gradient of every query, weighted as it was used
+    if (!status && dvalues) {
+        status = alloc_like(values, &dv);
+        if (!status)
+            status = batched_dgemm(CblasTrans, &wm, CblasNoTrans, &om, dv);
+        if (!status && traced)
+            trace_product("dV = w^T dout", ws, 1, os, 0, dv);
+    }
+    if (!status && (dqueries || dkeys)) {
+        // dw (B, Lq, Lk) = dout (B, Lq, dv) @ V^T (B, dv, Lk)
+        status = as_matrices(values, 1, &vm);
+        if (!status)
+            status = alloc3(B, Lq, Lk, nB, nq, nk, &dw);
+        if (!status)
+            status = batched_dgemm(CblasNoTrans, &om, CblasTrans, &vm, dw);
+        if (!status && traced)
+            trace_product("dw = dout V^T", os, 0, vs, 1, dw);
+        // ds (B, Lq, Lk): through the softmax, the scale and the mask
+        if (!status)
+            status = masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
+                                             valid_lens, &ds);
+        if (!status)
+            status = as_matrices(ds, 1, &dsm);
+    }
+    // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d)
+    if (!status && dqueries) {
+        status = as_matrices(keys, 1, &km);
+        if (!status)
+            status = alloc_like(queries, &dq);
+        if (!status)
+            status = batched_dgemm(CblasNoTrans, &dsm, CblasNoTrans, &km, dq);
+        if (!status && traced) {
+            char a[TRACE_SHAPE_MAX];
+            trace_product("dQ = ds K", tensor_shape_str(ds, a, sizeof a), 0,
+                          ks, 0, dq);
+        }
+    }
+    // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
+    if (!status && dkeys) {
+        status = as_matrices(queries, 1, &qm);
+        if (!status)
+            status = alloc_like(keys, &dk);
+        if (!status)
+            status = batched_dgemm(CblasTrans, &dsm, CblasNoTrans, &qm, dk);
+        if (!status && traced) {
+            char a[TRACE_SHAPE_MAX];
+            trace_product("dK = ds^T Q", tensor_shape_str(ds, a, sizeof a), 1,
+                          qs, 0, dk);
+        }
+    }
+    trace_end();
+    tensor_free(qm.packed);
+    tensor_free(km.packed);
+    tensor_free(vm.packed);
+    tensor_free(wm.packed);
+    tensor_free(om.packed);
+    tensor_free(dsm.packed);
+    tensor_free(dw);
+    tensor_free(ds);
+    if (status) {
+        tensor_free(dq);
+        tensor_free(dk);
+        tensor_free(dv);
+        return status;
+    }
+    if (dqueries)
+        *dqueries = dq;
+    if (dkeys)
+        *dkeys = dk;
+    if (dvalues)
+        *dvalues = dv;
+    return GSL_SUCCESS;
+}
+
+/* --- the multi-head module: the forward that keeps ------------------ */
+
+void multihead_cache_free(multihead_cache *c)
+{
+    tensor_free(c->lens);
+    tensor_free(c->qh);
+    tensor_free(c->kh);
+    tensor_free(c->vh);
+    tensor_free(c->weights);
+    tensor_free(c->heads);
+    tensor_free(c->head_mask);
+    tensor_free(c->concat);
+    memset(c, 0, sizeof *c);
+}
+
+/* The inputs against the module: multihead_forward's own checks (shapes,
+ * valid_lens, finite numbers), then what only the cached forward needs. */
+static int check_module_inputs(const char *who, const multihead *m,
+                               const tensor *q, const tensor *k,
+                               const tensor *v, const tensor *valid_lens,
+                               const tensor *head_mask)
+{
+    const multihead_config *c = &m->cfg;
+    if (!q || !k || !v)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !q ? "queries" : !k ? "keys" : "values");
+    if (m->attention.training && m->attention.dropout > 0)
+        return mha_fail(GSL_EINVAL,
+                        "%s: dropout %g in training mode: the backward pass "
+                        "needs the dropped weights, which are not kept; "
+                        "train with dropout 0 or in evaluation mode",
+                        who, m->attention.dropout);
+    int status = multihead_check_inputs(m, q, k, v, valid_lens);
+    if (status)
+        return status;
+    if (head_mask && (head_mask->ndim != 1 ||
+                      head_mask->shape[0] != c->num_heads)) {
+        char hs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "%s: head_mask has shape %s, expected (%zu,) for "
+                        "num_heads %zu",
+                        who, tensor_shape_str(head_mask, hs, sizeof hs),
+                        c->num_heads, c->num_heads);
+    }
+    return GSL_SUCCESS;
+}
+
+/* A stack header naming an unnamed input's dimensions for the trace; it
+ * shares the input's buffer without a count, so it is never freed. */
+static tensor named(const tensor *x, const char *names)
+{
+    tensor t = *x;
+    int any = 0;
+    for (size_t d = 0; d < t.ndim; d++)
+        any |= t.names[d][0] != '\0';
+    if (!any)
+        tensor_set_names(&t, names);
+    return t;
+}
+
+/* out (B*h, L, p) = x with batch row b*h + i multiplied by mask[i]: head
+ * i of every example, scaled. */
+static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
+{
+    int status = alloc_like(x, out);
+    if (status)
+        return status;
+    size_t h = mask->shape[0], rows = x->shape[0];
+    size_t per_row = x->shape[1] * x->shape[2];
+    for (size_t r = 0; r < rows; r++) {
+        double s = mask->data[(r % h) * mask->strides[0]];
+        const double *x_r = x->data + r * per_row;
+        double *o_r = (*out)->data + r * per_row;
+        for (size_t j = 0; j < per_row; j++)
+            o_r[j] = s * x_r[j];
+    }
+    if (trace_on()) {
+        char op[48], a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
+        char sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "head_mask (h=%zu)", h);
+        tensor_shape_str(x, a, sizeof a);
+        snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
+        trace_line(op, "new", shapes, tensor_sym_str(*out, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out)
+{
+    const char *who = "multihead_forward_cached";
+    *out = NULL;
+    multihead_cache_free(c);
+    int status = check_module_inputs(who, m, queries, keys, values,
+                                     valid_lens, head_mask);
+    if (status)
+        return status;
+    size_t h = m->cfg.num_heads;
+    tensor q_in = named(queries, "B, Lq, d_q");
+    tensor k_in = named(keys, "B, Lk, d_k");
+    tensor v_in = named(values, "B, Lk, d_v");
+    if (trace_on()) {
+        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], d[TRACE_SHAPE_MAX];
+        char shapes[3 * TRACE_SHAPE_MAX + 16];
+        snprintf(op, sizeof op, "multihead(h=%zu), cached", h);
+        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
+                 tensor_shape_str(queries, a, sizeof a),
+                 tensor_shape_str(keys, b, sizeof b),
+                 tensor_shape_str(values, d, sizeof d));
+        trace_begin(op, shapes, "");
+    } else {
+        trace_begin(NULL, NULL, NULL);
+    }
+    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), not kept
+    tensor *oh = NULL;                      // (B*h, Lq, p)
+    tensor *masked = NULL;                  // (B*h, Lq, p), or oh itself
+
+    // 1-2. project, then split into heads; the heads are kept
+    status = linear_forward(&m->W_q, &q_in, &q);
+    if (!status)
+        status = transpose_qkv(q, h, &c->qh);
+    if (!status)
+        status = linear_forward(&m->W_k, &k_in, &k);
+    if (!status)
+        status = transpose_qkv(k, h, &c->kh);
+    if (!status)
+        status = linear_forward(&m->W_v, &v_in, &v);
+    if (!status)
+        status = transpose_qkv(v, h, &c->vh);
+    // 3. one valid length per head
+    if (!status && valid_lens) {
+        tensor l_in = named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
+        status = repeat_valid_lens(&l_in, h, &c->lens);
+    }
+    // 4. all B*h heads attend at once; the weights are kept
+    if (!status)
+        status = dot_attention_forward(&m->attention, c->qh, c->kh, c->vh,
+                                       c->lens, &oh);
+    // the head mask scales each head's output before the heads are joined
+    if (!status && head_mask) {
+        /* the cache's own copy of the mask, untraced: it is no step */
+        status = tensor_alloc(SHAPE(h), &c->head_mask);
+        if (!status)
+            status = tensor_copy_into(c->head_mask, head_mask);
+        if (!status)
+            status = apply_head_mask(oh, head_mask, &masked);
+    }
+    // 5-6. heads side by side again (kept: W_o's input), mixed by W_o
+    if (!status)
+        status = transpose_output(masked ? masked : oh, h, &c->concat);
+    if (!status)
+        status = linear_forward(&m->W_o, c->concat, out);
+    trace_end();
+
+    /* the weights, untraced: (B*h, Lq, Lk) for the cache, (B, h, Lq, Lk)
+     * for m->weights as multihead_forward keeps them */
+    FILE *saved = trace_stream;
+    trace_to(NULL);
+    tensor *w = NULL;
+    if (!status) {
+        const tensor *aw = m->attention.weights;
+        status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
+                                      (long)aw->shape[2]),
+                             NULL, &c->weights);
+        if (!status)
+            status = tensor_view(aw, DIMS((long)queries->shape[0], (long)h,
+                                          (long)aw->shape[1],
+                                          (long)aw->shape[2]),
+                                 "B, h, Lq, Lk", &w);
+    }
+    trace_to(saved);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(masked);
+    if (status) {
+        tensor_free(oh);
+        tensor_free(w);
+        tensor_free(*out);
+        *out = NULL;
+        multihead_cache_free(c);
+        return status;
+    }
+    c->heads = oh;
+    c->queries = queries;
+    c->keys = keys;
+    c->values = values;
+    tensor_free(m->weights);
+    m->weights = w;
+    return GSL_SUCCESS;
+}
+
+/* --- the multi-head module: backward -------------------------------- */
+
+static int same_config(const multihead_config *a, const multihead_config *b)
+{
+    return a->query_size == b->query_size && a->key_size == b->key_size &&
+           a->value_size == b->value_size && a->num_hiddens == b->num_hiddens &&
+           a->num_heads == b->num_heads && a->out_size == b->out_size &&
+           !a->bias == !b->bias;
+}
+
+/* dheads = dmasked with head i's rows times mask[i]; dmask[i] = sum of
+ * dmasked * heads over head i's rows (into a fresh h-array).  heads was
+ * made by the attention (contiguous); dmasked comes from transpose_qkv and
+ * is a strided view when B = 1, so it is read through its strides. */
+static int head_mask_backward(const tensor *dmasked, const tensor *heads,
+                              const tensor *mask, tensor **dheads,
+                              double *dmask)
+{
+    size_t h = mask->shape[0], rows = heads->shape[0];
+    size_t Lq = heads->shape[1], p = heads->shape[2];
+    const size_t *gs = dmasked->strides;
+    int status = alloc_like(heads, dheads);
+    if (status)
+        return status;
+    for (size_t i = 0; i < h; i++)
+        dmask[i] = 0.0;
+    for (size_t r = 0; r < rows; r++) {
+        double s = mask->data[r % h], sum = 0.0;
+        for (size_t q = 0; q < Lq; q++) {
+            const double *g_rq = dmasked->data + r * gs[0] + q * gs[1];
+            const double *x_rq = heads->data + (r * Lq + q) * p;
+            double *d_rq = (*dheads)->data + (r * Lq + q) * p;
+            for (size_t j = 0; j < p; j++) {
+                d_rq[j] = s * g_rq[j * gs[2]];
+                sum += g_rq[j * gs[2]] * x_rq[j];
+            }
+        }
+        dmask[r % h] += sum;
+    }
+    if (trace_on()) {
+        char op[48], a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 48];
+        char sym[TRACE_SHAPE_MAX];
+        snprintf(op, sizeof op, "head_mask backward");
+        tensor_shape_str(heads, a, sizeof a);
+        snprintf(shapes, sizeof shapes, "%s -> %s, (%zu,)", a, a, h);
+        trace_line(op, "new", shapes, tensor_sym_str(*dheads, sym, sizeof sym));
+    }
+    return GSL_SUCCESS;
+}
+
+int multihead_backward(const multihead *m, const multihead_cache *c,
+                       const tensor *dout, multihead *grads,
+                       tensor *dhead_mask, tensor **dqueries, tensor **dkeys,
+                       tensor **dvalues)
+{
+    const char *who = "multihead_backward";
+    if (dqueries)
+        *dqueries = NULL;
+    if (dkeys)
+        *dkeys = NULL;
+    if (dvalues)
+        *dvalues = NULL;
+    if (!c || !c->concat)
+        return mha_fail(GSL_EINVAL,
+                        "%s: the cache is empty; run multihead_forward_cached "
+                        "first",
+                        who);
+    if (!dout)
+        return mha_fail(GSL_EINVAL, "%s: dout is NULL", who);
+    size_t h = m->cfg.num_heads;
+    size_t B = c->concat->shape[0], Lq = c->concat->shape[1];
+    char os[TRACE_SHAPE_MAX];
+    tensor_shape_str(dout, os, sizeof os);
+    if (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != Lq ||
+        dout->shape[2] != m->cfg.out_size)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dout has shape %s, the forward's output was "
+                        "(%zu, %zu, %zu)",
+                        who, os, B, Lq, m->cfg.out_size);
+    if (grads && !same_config(&grads->cfg, &m->cfg))
+        return mha_fail(GSL_EBADLEN,
+                        "%s: grads is a module of another configuration "
+                        "(num_hiddens %zu, num_heads %zu, out_size %zu; the "
+                        "module's %zu, %zu, %zu)",
+                        who, grads->cfg.num_hiddens, grads->cfg.num_heads,
+                        grads->cfg.out_size, m->cfg.num_hiddens, h,
+                        m->cfg.out_size);
+    if (dhead_mask) {
+        char hs[TRACE_SHAPE_MAX];
+        if (!c->head_mask)
+            return mha_fail(GSL_EINVAL,
+                            "%s: dhead_mask asked for, but the forward had no "
+                            "head mask",
+                            who);
+        if (dhead_mask->ndim != 1 || dhead_mask->shape[0] != h)
+            return mha_fail(GSL_EBADLEN,
+                            "%s: dhead_mask has shape %s, expected (%zu,)",
+                            who,
+                            tensor_shape_str(dhead_mask, hs, sizeof hs), h);
+    }
+    int need_q = dqueries || grads, need_k = dkeys || grads;
+    int need_v = dvalues || grads;
+
+    tensor dout_in = named(dout, m->cfg.out_size == m->cfg.num_hiddens
+                                     ? "B, Lq, d_model"
+                                     : "B, Lq, D_out");
+    if (trace_on()) {
+        char op[64], sym[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 8];
+        snprintf(op, sizeof op, "multihead_backward(h=%zu)", h);
+        snprintf(shapes, sizeof shapes, "dout %s", os);
+        trace_begin(op, shapes, tensor_sym_str(&dout_in, sym, sizeof sym));
+    } else {
+        trace_begin(NULL, NULL, NULL);
+    }
+    tensor *dconcat = NULL;                    // (B, Lq, d_model)
+    tensor *dmasked = NULL, *dheads = NULL;    // (B*h, Lq, p)
+    tensor *dqh = NULL, *dkh = NULL, *dvh = NULL; // (B*h, L, p)
+    tensor *dq = NULL, *dk = NULL, *dv = NULL; // (B, L, d_model)
+    tensor *gq = NULL, *gk = NULL, *gv = NULL; // the inputs' gradients
+    double *dmask = NULL;                      // (h,)
+
+    // 6. W_o: dconcat, and (last, below) W_o's own gradients
+    int status = linear_backward(&m->W_o, c->concat, &dout_in, NULL, &dconcat);
+    // 5. undo transpose_output: split dconcat into heads again
+    if (!status)
+        status = transpose_qkv(dconcat, h, &dmasked);
+    if (!status && c->head_mask) {
+        dmask = mha_malloc(h, sizeof *dmask, who);
+        status = dmask ? head_mask_backward(dmasked, c->heads, c->head_mask,
+                                            &dheads, dmask)
+                       : GSL_ENOMEM;
+    }
+    // 4. attention, all B*h heads at once
+    if (!status)
+        status = dot_attention_backward(c->qh, c->kh, c->vh, c->lens,
+                                        c->weights, dheads ? dheads : dmasked,
+                                        need_q ? &dqh : NULL,
+                                        need_k ? &dkh : NULL,
+                                        need_v ? &dvh : NULL);
+    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model)
+    if (!status && need_q)
+        status = transpose_output(dqh, h, &dq);
+    if (!status && need_k)
+        status = transpose_output(dkh, h, &dk);
+    if (!status && need_v)
+        status = transpose_output(dvh, h, &dv);
+    // 1. the projections: the inputs' gradients, then every layer's own
+    //    (the inputs named as the forward named them, for the trace)
+    tensor q_in = named(c->queries, "B, Lq, d_q");
+    tensor k_in = named(c->keys, "B, Lk, d_k");
+    tensor v_in = named(c->values, "B, Lk, d_v");
+    if (!status && dqueries)
+        status = linear_backward(&m->W_q, &q_in, dq, NULL, &gq);
+    if (!status && dkeys)
+        status = linear_backward(&m->W_k, &k_in, dk, NULL, &gk);
+    if (!status && dvalues)
+        status = linear_backward(&m->W_v, &v_in, dv, NULL, &gv);
+    if (!status && grads)
+        status = linear_backward(&m->W_o, c->concat, &dout_in, &grads->W_o,
+                                 NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_q, &q_in, dq, &grads->W_q, NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_k, &k_in, dk, &grads->W_k, NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_v, &v_in, dv, &grads->W_v, NULL);
+    if (!status && dhead_mask)
+        for (size_t i = 0; i < h; i++)
+            dhead_mask->data[i * dhead_mask->strides[0]] += dmask[i];
+    trace_end();
+    free(dmask);
+    tensor_free(dconcat);
+    tensor_free(dmasked);
+    tensor_free(dheads);
+    tensor_free(dqh);
+    tensor_free(dkh);
+    tensor_free(dvh);
+    tensor_free(dq);
+    tensor_free(dk);
+    tensor_free(dv);
+    if (status) {
+        tensor_free(gq);
+        tensor_free(gk);
+        tensor_free(gv);
+        return status;
+    }
+    if (dqueries)
+        *dqueries = gq;
+    if (dkeys)
+        *dkeys = gk;
+    if (dvalues)
+        *dvalues = gv;
+    return GSL_SUCCESS;
+}
