@@ -54,7 +54,7 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench
+TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_BIN   := $(BUILD)/mha
 # The Debian Python, which apt-get's python3-torch is for, not whatever
@@ -102,6 +102,11 @@ $(BUILD)/bench: tools/bench.c $(LIB) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
+# mha-grad: the module's gradients on .npy files, for tools/parity.py.
+$(BUILD)/mha-grad: tools/mha_grad.c $(filter-out src/cli/mha.c,$(CLI_SRC)) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(filter-out src/cli/mha.c,$(CLI_SRC)) $(LIB) $(LDLIBS) -o $@
+
 $(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) $(wildcard chapters/[0-9][0-9]_*.c) | $(CLI_BIN)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
@@ -136,7 +141,7 @@ check: build
 	$(TEST_BIN) --jobs 2
 	@tools/test-handout.sh
 	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
-	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) || exit 1; \
+	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) --grad $(BUILD)/mha-grad || exit 1; \
 	else \
 	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
 	fi
@@ -144,8 +149,8 @@ check: build
 # build/mha forward against torch.nn.functional.multi_head_attention_forward.
 parity:
 	@tools/deps.sh python3-numpy python3-torch
-	@$(MAKE) --no-print-directory $(CLI_BIN)
-	@$(PYTHON) tools/parity.py --mha $(CLI_BIN)
+	@$(MAKE) --no-print-directory $(CLI_BIN) $(BUILD)/mha-grad
+	@$(PYTHON) tools/parity.py --mha $(CLI_BIN) --grad $(BUILD)/mha-grad
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))

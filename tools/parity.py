@@ -6,8 +6,12 @@
 Draws random shapes and weights with a fixed seed, writes them as .npy
 files in a temporary directory, runs `mha forward` on them, and compares
 its OUT (B, Lq, D_out) and A (B, h, Lq, Lk) with
-torch.nn.functional.multi_head_attention_forward in float64.  Both must
-agree to a normwise relative error of at most 1e-13:
+torch.nn.functional.multi_head_attention_forward in float64.  With
+--grad build/mha-grad it also feeds a random dOUT backwards through the
+C module and compares the gradients of the queries, keys, values and of
+every weight and bias with torch's autograd on the same module written
+out in torch operations (normwise over all of them, at most 1e-12).
+OUT and A must agree to a normwise relative error of at most 1e-13:
 
     max |mha - torch| / max |torch|      (over all elements of OUT, and of A)
 
@@ -211,6 +215,79 @@ def run_torch(c, arr):
     return out.numpy().transpose(1, 0, 2), weights.numpy()
 
 
+GRAD_TOLERANCE = 1e-12
+GRAD_NAMES = ["dq", "dk", "dv", "dwq", "dwk", "dwv", "dwo",
+              "dbq", "dbk", "dbv", "dbo"]
+
+
+def run_mha_grad(mha_grad, tmp, c, arr, dout):
+    """Run mha-grad on the files run_mha wrote plus dout; read the grads."""
+    def path(name):
+        return os.path.join(tmp, name + ".npy")
+
+    np.save(path("dout"), dout)
+    cmd = [mha_grad, "--heads", str(c["h"]), "--queries", path("q")]
+    if not c["self"]:
+        cmd += ["--keys", path("k"), "--values", path("v")]
+    cmd += ["--wq", path("wq"), "--wk", path("wk"), "--wv", path("wv"),
+            "--wo", path("wo")]
+    if c["bias"]:
+        cmd += ["--bq", path("bq"), "--bk", path("bk"), "--bv", path("bv"),
+                "--bo", path("bo")]
+    if c["lens"] == "list":
+        cmd += ["--valid-lens", ",".join(str(int(x)) for x in arr["lens"])]
+    elif c["lens"] != "none":
+        cmd += ["--valid-lens-file", path("lens")]
+    gdir = os.path.join(tmp, "grads")
+    os.makedirs(gdir, exist_ok=True)
+    cmd += ["--grad-out", path("dout"), "--dir", gdir]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"mha-grad exited {run.returncode}: {run.stderr.strip()}")
+    names = GRAD_NAMES if c["bias"] else GRAD_NAMES[:7]
+    return {n: np.load(os.path.join(gdir, n + ".npy")) for n in names}
+
+
+def torch_grads(c, arr, dout):
+    """The same module written out in torch operations, d2l's way (split
+    heads by reshape and permute, scores masked with -1e6 past valid_len),
+    differentiated by autograd.  Queries, keys and values are separate
+    leaves, so each gets the gradient of its own role, as mha-grad
+    reports them."""
+    h, D = c["h"], c["D"]
+    p = D // h
+    leaf = lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    x = {n: leaf(arr[n]) for n in ("q", "k", "v", "wq", "wk", "wv", "wo")}
+    if c["bias"]:
+        x.update({n: leaf(arr[n]) for n in ("bq", "bk", "bv", "bo")})
+
+    def lin(inp, w, b):
+        y = inp @ x[w].T
+        return y + x[b] if c["bias"] else y
+
+    def split(X):
+        B, L, _ = X.shape
+        return X.reshape(B, L, h, p).permute(0, 2, 1, 3).reshape(B * h, L, p)
+
+    Q, K, V = (split(lin(x["q"], "wq", "bq")), split(lin(x["k"], "wk", "bk")),
+               split(lin(x["v"], "wv", "bv")))
+    scores = Q @ K.transpose(1, 2) / np.sqrt(p)
+    if c["lens"] != "none":
+        lens = torch.tensor(arr["lens"]).repeat_interleave(h, dim=0)
+        if lens.dim() == 1:
+            lens = lens[:, None].expand(-1, scores.shape[1])
+        keep = torch.arange(scores.shape[2])[None, None, :] < lens[:, :, None]
+        scores = torch.where(keep, scores, torch.tensor(-1e6, dtype=torch.float64))
+    O = torch.softmax(scores, dim=-1) @ V
+    B, Lq = arr["q"].shape[0], arr["q"].shape[1]
+    concat = O.reshape(B, h, Lq, p).permute(0, 2, 1, 3).reshape(B, Lq, D)
+    out = lin(concat, "wo", "bo")
+    out.backward(torch.tensor(dout))
+    names = dict(zip(GRAD_NAMES, ["q", "k", "v", "wq", "wk", "wv", "wo",
+                                  "bq", "bk", "bv", "bo"]))
+    return {g: x[n].grad.numpy() for g, n in names.items() if n in x}
+
+
 def rel_error(got, want):
     if got.shape != want.shape:
         return float("inf")
@@ -228,13 +305,16 @@ def main():
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--quiet", action="store_true",
                     help="print only failed cases and the summary")
+    ap.add_argument("--grad", metavar="MHA_GRAD",
+                    help="also compare every gradient that MHA_GRAD "
+                         "(build/mha-grad) computes with torch's autograd")
     args = ap.parse_args()
     if not os.access(args.mha, os.X_OK):
         sys.exit(f"parity: {args.mha} is not an executable (run make first)")
     torch.set_num_threads(1)
     rng = np.random.default_rng(args.seed)
     passed = failed = 0
-    worst = 0.0
+    worst = worst_grad = 0.0
     print(f"parity: {args.cases} cases, {args.mha} against torch "
           f"{torch.__version__} in float64 (seed {args.seed}); every "
           f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
@@ -255,6 +335,23 @@ def main():
                 ok = e_out <= TOLERANCE and e_a <= TOLERANCE
                 worst = max(worst, e_out, e_a)
                 note = f"out {e_out:.1e}  A {e_a:.1e}"
+                if args.grad:
+                    dout = np.random.default_rng(args.seed * 1000 + i).standard_normal(out.shape)
+                    got = run_mha_grad(args.grad, tmp, c, arr, dout)
+                    want = torch_grads(c, arr, dout)
+                    # one normwise error over all the gradients together:
+                    # b_k's gradient is zero in exact arithmetic (a shift
+                    # common to every key of a row leaves its softmax as it
+                    # is), so on its own it would be rounding over rounding
+                    if set(got) != set(want) or any(
+                            got[n].shape != want[n].shape for n in got):
+                        e_g = float("inf")
+                    else:
+                        e_g = (max(np.abs(got[n] - want[n]).max() for n in got)
+                               / max(np.abs(want[n]).max() for n in got))
+                    ok = ok and e_g <= GRAD_TOLERANCE
+                    worst_grad = max(worst_grad, e_g)
+                    note += f"  grads {e_g:.1e}"
             except Exception as e:  # report the case, go on with the rest
                 ok, note = False, f"error: {e}"
             passed += ok
@@ -262,6 +359,9 @@ def main():
             if not ok or not args.quiet:
                 print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
     print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e})")
+    if args.grad:
+        print(f"largest relative error of a gradient {worst_grad:.1e} "
+              f"(tolerance {GRAD_TOLERANCE:.0e}), against torch autograd")
     print(f"parity: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
