@@ -602,19 +602,6 @@ static int check_module_inputs(const char *who, const multihead *m,
     return GSL_SUCCESS;
 }
 
-/* A stack header naming an unnamed input's dimensions for the trace; it
- * shares the input's buffer without a count, so it is never freed. */
-static tensor named(const tensor *x, const char *names)
-{
-    tensor t = *x;
-    int any = 0;
-    for (size_t d = 0; d < t.ndim; d++)
-        any |= t.names[d][0] != '\0';
-    if (!any)
-        tensor_set_names(&t, names);
-    return t;
-}
-
 /* out (B*h, L, p) = x with batch row b*h + i multiplied by mask[i]: head
  * i of every example, scaled. */
 static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
@@ -656,21 +643,10 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     if (status)
         return status;
     size_t h = m->cfg.num_heads;
-    tensor q_in = named(queries, "B, Lq, d_q");
-    tensor k_in = named(keys, "B, Lk, d_k");
-    tensor v_in = named(values, "B, Lk, d_v");
-    if (trace_on()) {
-        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], d[TRACE_SHAPE_MAX];
-        char shapes[3 * TRACE_SHAPE_MAX + 16];
-        snprintf(op, sizeof op, "multihead(h=%zu), cached", h);
-        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
-                 tensor_shape_str(queries, a, sizeof a),
-                 tensor_shape_str(keys, b, sizeof b),
-                 tensor_shape_str(values, d, sizeof d));
-        trace_begin(op, shapes, "");
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    tensor q_in = tensor_named(queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(values, "B, Lk, d_v");
+    trace_begin_qkv(queries, keys, values, "multihead(h=%zu), cached", h);
     tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), not kept
     tensor *oh = NULL;                      // (B*h, Lq, p)
     tensor *masked = NULL;                  // (B*h, Lq, p), or oh itself
@@ -689,7 +665,8 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
         status = transpose_qkv(v, h, &c->vh);
     // 3. one valid length per head
     if (!status && valid_lens) {
-        tensor l_in = named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
+        tensor l_in = tensor_named(valid_lens,
+                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
         status = repeat_valid_lens(&l_in, h, &c->lens);
     }
     // 4. all B*h heads attend at once; the weights are kept
@@ -853,7 +830,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     int need_q = dqueries || grads, need_k = dkeys || grads;
     int need_v = dvalues || grads;
 
-    tensor dout_in = named(dout, m->cfg.out_size == m->cfg.num_hiddens
+    tensor dout_in = tensor_named(dout, m->cfg.out_size == m->cfg.num_hiddens
                                      ? "B, Lq, d_model"
                                      : "B, Lq, D_out");
     if (trace_on()) {
@@ -898,9 +875,9 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
         status = transpose_output(dvh, h, &dv);
     // 1. the projections: the inputs' gradients, then every layer's own
     //    (the inputs named as the forward named them, for the trace)
-    tensor q_in = named(c->queries, "B, Lq, d_q");
-    tensor k_in = named(c->keys, "B, Lk, d_k");
-    tensor v_in = named(c->values, "B, Lk, d_v");
+    tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(c->values, "B, Lk, d_v");
     if (!status && dqueries)
         status = linear_backward(&m->W_q, &q_in, dq, NULL, &gq);
     if (!status && dkeys)

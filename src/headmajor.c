@@ -267,20 +267,6 @@ static int check_inputs(const headmajor *m, const tensor *q, const tensor *k,
     return GSL_SUCCESS;
 }
 
-/* A header naming an unnamed input's dimensions for the trace.  It shares
- * the input's buffer without holding a count on it, so it lives on the
- * stack and is never passed to tensor_free. */
-static tensor named(const tensor *x, const char *names)
-{
-    tensor t = *x;
-    int any = 0;
-    for (size_t d = 0; d < t.ndim; d++)
-        any |= t.names[d][0] != '\0';
-    if (!any)
-        tensor_set_names(&t, names);
-    return t;
-}
-
 static void set_name(tensor *t, size_t d, const char *name)
 {
     snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
@@ -501,22 +487,11 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     if (status)
         return status;
     size_t h = m->cfg.n_head;
-    tensor q_in = named(q, "B, Lq, d_model");
-    tensor k_in = named(k, "B, Lk, d_model");
-    tensor v_in = named(v, "B, Lk, d_model");
+    tensor q_in = tensor_named(q, "B, Lq, d_model");
+    tensor k_in = tensor_named(k, "B, Lk, d_model");
+    tensor v_in = tensor_named(v, "B, Lk, d_model");
 
-    if (trace_on()) {
-        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-        char shapes[3 * TRACE_SHAPE_MAX + 16];
-        snprintf(op, sizeof op, "headmajor(h=%zu)", h);
-        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
-                 tensor_shape_str(q, a, sizeof a),
-                 tensor_shape_str(k, b, sizeof b),
-                 tensor_shape_str(v, c, sizeof c));
-        trace_begin(op, shapes, "");
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin_qkv(q, k, v, "headmajor(h=%zu)", h);
 
     tensor *qp = NULL, *kp = NULL, *vp = NULL; // (B, L, h*d)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (h, B, L, d), views

@@ -301,20 +301,6 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
     return GSL_SUCCESS;
 }
 
-/* A header naming an unnamed input's dimensions for the trace.  It shares
- * the input's buffer without holding a count on it, so it lives on the
- * stack and is never passed to tensor_free. */
-static tensor named(const tensor *x, const char *names)
-{
-    tensor t = *x;
-    int any = 0;
-    for (size_t d = 0; d < t.ndim; d++)
-        any |= t.names[d][0] != '\0';
-    if (!any)
-        tensor_set_names(&t, names);
-    return t;
-}
-
 /* The six steps of multihead.h: project, split into heads, repeat
  * valid_lens, attend on all B*h heads at once, join the heads, mix them
  * with W_o.  The intermediates are freed here; the per-head weights stay
@@ -328,22 +314,10 @@ int multihead_forward(multihead *m, const tensor *queries,
     if (status)
         return status;
     size_t h = m->cfg.num_heads;
-    tensor q_in = named(queries, "B, Lq, d_q");
-    tensor k_in = named(keys, "B, Lk, d_k");
-    tensor v_in = named(values, "B, Lk, d_v");
-
-    if (trace_on()) {
-        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-        char shapes[3 * TRACE_SHAPE_MAX + 16];
-        snprintf(op, sizeof op, "multihead(h=%zu)", h);
-        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
-                 tensor_shape_str(queries, a, sizeof a),
-                 tensor_shape_str(keys, b, sizeof b),
-                 tensor_shape_str(values, c, sizeof c));
-        trace_begin(op, shapes, "");
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    tensor q_in = tensor_named(queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(values, "B, Lk, d_v");
+    trace_begin_qkv(queries, keys, values, "multihead(h=%zu)", h);
 
     tensor *q = NULL, *k = NULL, *v = NULL;      // (B, L, d_model)
     tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, L, p)
@@ -365,7 +339,8 @@ int multihead_forward(multihead *m, const tensor *queries,
         status = transpose_qkv(v, h, &vh);
     // 3. one valid length per head, in repeat_interleave order
     if (!status && valid_lens) {
-        tensor l_in = named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
+        tensor l_in = tensor_named(valid_lens,
+                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
         status = repeat_valid_lens(&l_in, h, &lens);
     }
     // 4. all B*h heads attend at once

@@ -22,19 +22,6 @@
 #include "threads.h"
 #include "trace.h"
 
-/* An unnamed input named for the trace (as multihead.c does): a header on
- * the stack sharing x's buffer, never passed to tensor_free. */
-static tensor named(const tensor *x, const char *names)
-{
-    tensor t = *x;
-    int any = 0;
-    for (size_t d = 0; d < t.ndim; d++)
-        any |= t.names[d][0] != '\0';
-    if (!any)
-        tensor_set_names(&t, names);
-    return t;
-}
-
 /* (B, L, D) -> (B, h, L, p): two views, each traced by tensor_reshape and
  * tensor_permute.  Head (b, i) of the result is an (L, p) matrix at
  * data + b*strides[0] + i*strides[1] whose rows are strides[2] = D apart. */
@@ -202,22 +189,11 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         opt = &defaults;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t h = m->cfg.num_heads, D = m->cfg.num_hiddens;
-    tensor q_in = named(queries, "B, Lq, d_q");
-    tensor k_in = named(keys, "B, Lk, d_k");
-    tensor v_in = named(values, "B, Lk, d_v");
+    tensor q_in = tensor_named(queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(values, "B, Lk, d_v");
 
-    if (trace_on()) {
-        char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-        char shapes[3 * TRACE_SHAPE_MAX + 16];
-        snprintf(op, sizeof op, "multihead_fast(h=%zu)", h);
-        snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
-                 tensor_shape_str(queries, a, sizeof a),
-                 tensor_shape_str(keys, b, sizeof b),
-                 tensor_shape_str(values, c, sizeof c));
-        trace_begin(op, shapes, "");
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin_qkv(queries, keys, values, "multihead_fast(h=%zu)", h);
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views
     tensor *concat = NULL, *oh = NULL;         // (B, Lq, D); (B, h, Lq, p)

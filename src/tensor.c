@@ -2,6 +2,7 @@
 #include "tensor.h"
 
 #include <float.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -183,6 +184,36 @@ int tensor_check_finite(const tensor *t, const char *who, const char *what)
         }
     }
     return GSL_SUCCESS;
+}
+
+tensor tensor_named(const tensor *x, const char *names)
+{
+    tensor t = *x;
+    int any = 0;
+    for (size_t d = 0; d < t.ndim; d++)
+        any |= t.names[d][0] != '\0';
+    if (!any)
+        tensor_set_names(&t, names);
+    return t;
+}
+
+void trace_begin_qkv(const tensor *q, const tensor *k, const tensor *v,
+                     const char *fmt, ...)
+{
+    if (!trace_on()) {
+        trace_begin(NULL, NULL, NULL);
+        return;
+    }
+    char op[128], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
+    char shapes[3 * TRACE_SHAPE_MAX + 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(op, sizeof op, fmt, ap);
+    va_end(ap);
+    snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
+             tensor_shape_str(q, a, sizeof a), tensor_shape_str(k, b, sizeof b),
+             tensor_shape_str(v, c, sizeof c));
+    trace_begin(op, shapes, "");
 }
 
 int tensor_shares_buffer(const tensor *a, const tensor *b)

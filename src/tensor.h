@@ -113,6 +113,18 @@ int tensor_set(tensor *t, const size_t *idx, double value);
  * (<what> (2, 4, 100))" naming the first bad element in row-major order. */
 int tensor_check_finite(const tensor *t, const char *who, const char *what);
 
+/* A copy of x's header with names set from `names` when x has none (x's
+ * own names win), for the trace of a module's inputs.  It shares x's
+ * buffer WITHOUT a count of its own: keep it on the stack, use it while x
+ * lives, and never tensor_free it. */
+tensor tensor_named(const tensor *x, const char *names);
+
+/* trace_begin for a step over queries, keys and values: the header line
+ * "<op>  q (B, Lq, d_q), k (...), v (...)", op formatted from fmt only
+ * when tracing is on.  Close it with trace_end(). */
+void trace_begin_qkv(const tensor *q, const tensor *k, const tensor *v,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* "(1, 2, 16)" into buf and return buf. */
 char *tensor_shape_str(const tensor *t, char *buf, size_t n);
 /* "(B, n, d_model)" into buf (unnamed dims print their size), or "" when
