@@ -84,13 +84,9 @@ static int as_batch_matrices(const char *name, const tensor *x,
     size_t tda = rows > 1 ? x->strides[1] : cols;
     m->packed = NULL;
     if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
-        if (trace_on()) {
-            char s[TRACE_SHAPE_MAX], st[TRACE_SHAPE_MAX];
-            trace_note("%s %s have strides %s, not row-major per example: "
-                       "one contiguous copy for dgemm",
-                       name, tensor_shape_str(x, s, sizeof s),
-                       shape_str(st, sizeof st, 3, x->strides));
-        }
+        trace_note("%s %T have strides %P, not row-major per example: "
+                   "one contiguous copy for dgemm",
+                   name, x, (size_t)3, x->strides);
         int status = tensor_contiguous(x, &m->packed);
         if (status)
             return status;
@@ -111,17 +107,12 @@ static int as_batch_matrices(const char *name, const tensor *x,
     gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
                                          (m).rows, (m).cols, (m).tda)
 
-/* "(2, 1, 10) @ (2, 10, 4)" + suffix + " -> (2, 1, 4)" for the trace. */
-static void trace_product(const char *op, const tensor *a, const char *suffix,
+/* "a @ b -> c", b read transposed or not, for the trace. */
+static void trace_product(const char *op, const tensor *a, int b_transposed,
                           const tensor *b, const tensor *c)
 {
-    char as[TRACE_SHAPE_MAX], bs[TRACE_SHAPE_MAX], cs[TRACE_SHAPE_MAX];
-    char shapes[3 * TRACE_SHAPE_MAX + 16], sym[TRACE_SHAPE_MAX];
-    snprintf(shapes, sizeof shapes, "%s @ %s%s -> %s",
-             tensor_shape_str(a, as, sizeof as),
-             tensor_shape_str(b, bs, sizeof bs), suffix,
-             tensor_shape_str(c, cs, sizeof cs));
-    trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
+    trace_emit(TRACE_NEW, TRACE_MATMUL, c,
+               TRACE_INPUTS(TRACE_IN_T(a, 0), TRACE_IN_T(b, b_transposed)), "%s", op);
 }
 
 /* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
@@ -138,14 +129,16 @@ static int weights_times_values(const char *who, const tensor *weights,
     if (status)
         return status;
     // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
-    status = tensor_alloc(SHAPE(B, Lq, dv), out);
+    int meta = tensor_is_meta(weights) || tensor_is_meta(values);
+    status = meta ? tensor_alloc_meta(SHAPE(B, Lq, dv), out)
+                  : tensor_alloc(SHAPE(B, Lq, dv), out);
     if (status) {
         tensor_free(v.packed);
         return status;
     }
     memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
     snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
-    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
         gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
             weights->data + b * Lq * Lk, Lq, Lk);
         gsl_matrix_const_view v_b = SLICE(v, b);
@@ -161,8 +154,7 @@ static int weights_times_values(const char *who, const tensor *weights,
         return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
                         gsl_strerror(status));
     }
-    if (trace_on())
-        trace_product("weights V", weights, "", values, *out);
+    trace_product("weights V", weights, 0, values, *out);
     return GSL_SUCCESS;
 }
 
@@ -173,22 +165,17 @@ static int weights_times_values(const char *who, const tensor *weights,
 static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
                            tensor **out)
 {
-    int status = tensor_alloc(weights->ndim, weights->shape, out);
+    int meta = tensor_is_meta(weights);
+    int status = meta ? tensor_alloc_meta(weights->ndim, weights->shape, out)
+                      : tensor_alloc(weights->ndim, weights->shape, out);
     if (status)
         return status;
     memcpy((*out)->names, weights->names, sizeof weights->names);
-    size_t n = tensor_numel(weights);
+    size_t n = meta ? 0 : tensor_numel(weights);
     for (size_t k = 0; k < n; k++)
         (*out)->data[k] =
             gsl_rng_uniform(rng) < p ? 0.0 : weights->data[k] / (1.0 - p);
-    if (trace_on()) {
-        char op[48], s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "dropout(p=%g)", p);
-        tensor_shape_str(weights, s, sizeof s);
-        snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
-        trace_line(op, "new", shapes, tensor_sym_str(*out, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, weights, *out, "dropout(p=%g)", p);
     return GSL_SUCCESS;
 }
 
@@ -217,21 +204,16 @@ static void set_name(tensor *t, size_t d, const char *name)
     snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
 }
 
-/* The header of a pooling: "Q, K, V -> out" and out's names, (B, Lq, dv)
- * in the lesson's names where the inputs carry none. */
-static void trace_header(const char *op, const tensor *q, const tensor *k,
-                         const tensor *v)
+/* What a pooling will return, for its header in the trace: a shape with
+ * no numbers, (B, Lq, dv) in the lesson's names where the inputs carry
+ * none. */
+static tensor pooled_shape(const tensor *q, const tensor *v)
 {
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    char shapes[4 * TRACE_SHAPE_MAX], sym[3 * TENSOR_NAME_MAX + 8];
-    snprintf(shapes, sizeof shapes, "%s, %s, %s -> (%zu, %zu, %zu)",
-             tensor_shape_str(q, qs, sizeof qs),
-             tensor_shape_str(k, ks, sizeof ks),
-             tensor_shape_str(v, vs, sizeof vs), q->shape[0], q->shape[1],
-             v->shape[2]);
-    snprintf(sym, sizeof sym, "(%s, %s, %s)", dim_name(q, 0, "B"),
-             dim_name(q, 1, "Lq"), dim_name(v, 2, "dv"));
-    trace_begin(op, shapes, sym);
+    tensor t = {.ndim = 3, .shape = {q->shape[0], q->shape[1], v->shape[2]}};
+    set_name(&t, 0, dim_name(q, 0, "B"));
+    set_name(&t, 1, dim_name(q, 1, "Lq"));
+    set_name(&t, 2, dim_name(v, 2, "dv"));
+    return t;
 }
 
 /* --- scaled dot-product attention ----------------------------------- */
@@ -281,12 +263,10 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     if (status)
         return status;
 
-    int traced = trace_on();
-    if (traced) {
-        char op[48];
-        snprintf(op, sizeof op, "dot_attention(scale 1/sqrt(%zu))", d);
-        trace_header(op, queries, keys, values);
-    }
+    tensor pooled = pooled_shape(queries, values);
+    trace_begin(&pooled, TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+                "dot_attention(scale 1/sqrt(%zu))", d);
+    int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
     batch_matrices q = {0}, k = {0};
     tensor *scores = NULL, *weights = NULL, *dropped = NULL;
     status = as_batch_matrices("queries", queries, &q);
@@ -294,13 +274,14 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
         status = as_batch_matrices("keys", keys, &k);
     // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
     if (status == GSL_SUCCESS)
-        status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+        status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
+                      : tensor_alloc(SHAPE(B, Lq, Lk), &scores);
     if (status)
         goto done;
     set_name(scores, 0, dim_name(queries, 0, "B"));
     set_name(scores, 1, dim_name(queries, 1, "Lq"));
     set_name(scores, 2, dim_name(keys, 1, "Lk"));
-    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
         gsl_matrix_const_view q_b = SLICE(q, b), k_b = SLICE(k, b);
         gsl_matrix_view scores_b =
             gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
@@ -312,8 +293,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           gsl_strerror(status));
         goto done;
     }
-    if (traced)
-        trace_product("Q K^T", queries, "^T", keys, scores);
+    trace_product("Q K^T", queries, 1, keys, scores);
 
     // weights is (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d)
     status = masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
@@ -326,8 +306,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
         status = weights_times_values(who, dropped ? dropped : weights, values,
                                       dim_name(values, 2, "dv"), out);
 done:
-    if (traced)
-        trace_end();
+    trace_end();
     tensor_free(q.packed);
     tensor_free(k.packed);
     tensor_free(scores);
@@ -397,16 +376,8 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
                     f_bij[h] = tanh(q_bi[h] + k_bj[h]);
             }
         }
-    if (trace_on()) {
-        char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], fs[TRACE_SHAPE_MAX];
-        char shapes[3 * TRACE_SHAPE_MAX + 16], sym[TRACE_SHAPE_MAX];
-        snprintf(shapes, sizeof shapes, "%s + %s -> %s",
-                 tensor_shape_str(q, qs, sizeof qs),
-                 tensor_shape_str(k, ks, sizeof ks),
-                 tensor_shape_str(*out, fs, sizeof fs));
-        trace_line("tanh(q[:, :, None] + k[:, None])", "new", shapes,
-                   tensor_sym_str(*out, sym, sizeof sym));
-    }
+    trace_emit(TRACE_NEW, TRACE_SUM, *out, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
+               "tanh(q[:, :, None] + k[:, None])");
     return GSL_SUCCESS;
 }
 
@@ -445,13 +416,9 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     if (status)
         return status;
 
-    int traced = trace_on();
-    if (traced) {
-        char op[64];
-        snprintf(op, sizeof op, "additive_attention(num_hiddens %zu)",
-                 a->W_q.out_features);
-        trace_header(op, queries, keys, values);
-    }
+    tensor pooled = pooled_shape(queries, values);
+    trace_begin(&pooled, TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+                "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
     tensor *scores = NULL, *weights = NULL, *dropped = NULL;
     // q is (B, Lq, H), k is (B, Lk, H)
@@ -477,8 +444,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     if (status == GSL_SUCCESS)
         status = weights_times_values(who, dropped ? dropped : weights, values,
                                       dim_name(values, 2, "dv"), out);
-    if (traced)
-        trace_end();
+    trace_end();
     tensor_free(q);
     tensor_free(k);
     tensor_free(features);

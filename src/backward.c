@@ -88,20 +88,12 @@ static int alloc_like(const tensor *x, tensor **out)
 }
 
 /* One traced product: op, "a @ b -> c" with "^T" where an operand is read
- * transposed, and c's symbolic shape.  Shapes are given as tuples. */
-static void trace_product(const char *op, const char *a, int ta,
-                          const char *b, int tb, const tensor *c)
+ * transposed. */
+static void trace_product(const char *op, const tensor *a, int ta,
+                          const tensor *b, int tb, const tensor *c)
 {
-    char cs[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
-    char shapes[3 * TRACE_SHAPE_MAX + 16];
-    snprintf(shapes, sizeof shapes, "%s%s @ %s%s -> %s", a, ta ? "^T" : "", b,
-             tb ? "^T" : "", tensor_shape_str(c, cs, sizeof cs));
-    trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
-}
-
-static char *tuple2(char *buf, size_t n, size_t a, size_t b)
-{
-    return shape_str(buf, n, 2, (const size_t[]){a, b});
+    trace_emit(TRACE_NEW, TRACE_MATMUL, c,
+               TRACE_INPUTS(TRACE_IN_T(a, ta), TRACE_IN_T(b, tb)), "%s", op);
 }
 
 /* --- Linear --------------------------------------------------------- */
@@ -172,17 +164,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
 
-    int traced = trace_on();
-    if (traced) {
-        char op[48], ys[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "%s backward", l->name);
-        snprintf(shapes, sizeof shapes, "dy %s",
-                 tensor_shape_str(dy, ys, sizeof ys));
-        trace_begin(op, shapes, tensor_sym_str(dy, sym, sizeof sym));
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward", l->name);
     // every allocation first, so that a failure leaves grad untouched
     matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
     status = as_matrices(dy, 0, &dym);
@@ -216,11 +198,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
                                 &w_m.matrix, 0.0, &dx_m.matrix);
         if (status)
             goto blas_failed;
-        if (traced) {
-            char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-            trace_product("dx = dy W", tensor_shape_str(dy, a, sizeof a), 0,
-                          tensor_shape_str(l->weight, b, sizeof b), 0, *dx);
-        }
+        trace_product("dx = dy W", dy, 0, l->weight, 0, *dx);
     }
     if (grad) {
         // dW (out, in) += dy^T (out, rows) @ x (rows, in): every row of
@@ -232,11 +210,10 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
                                 &x_m.matrix, 1.0, &dw_m.matrix);
         if (status)
             goto blas_failed;
-        if (traced) {
-            char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-            trace_product("dW += dy^T x", tuple2(a, sizeof a, rows, out), 1,
-                          tuple2(b, sizeof b, rows, in), 0, grad->weight);
-        }
+        // dy and x read as (rows, out) and (rows, in) matrices
+        tensor dy2 = tensor_header(SHAPE(rows, out));
+        tensor x2 = tensor_header(SHAPE(rows, in));
+        trace_product("dW += dy^T x", &dy2, 1, &x2, 0, grad->weight);
         // db (out,) += dy summed over its rows
         if (grad->bias) {
             double *db = grad->bias->data;
@@ -246,14 +223,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
                 for (size_t o = 0; o < out; o++)
                     db[o * bs] += dy_r[o];
             }
-            if (traced) {
-                char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-                char shapes[2 * TRACE_SHAPE_MAX + 8];
-                snprintf(shapes, sizeof shapes, "%s -> %s",
-                         tuple2(a, sizeof a, rows, out),
-                         tensor_shape_str(grad->bias, b, sizeof b));
-                trace_line("db += sum(dy, rows)", "new", shapes, "");
-            }
+            trace_step(TRACE_NEW, &dy2, grad->bias, "db += sum(dy, rows)");
         }
     }
     goto done;
@@ -335,21 +305,14 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
             for (size_t j = 0; j < valid; j++)
                 ds_bi[j] = scale * w_bi[j * wst[2]] * (dw_bi[j * dst[2]] - dot);
         }
-    if (trace_on()) {
-        char op[2 * TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX];
-        char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
-        char scale_s[40] = "";
-        if (scale != 1.0)
-            snprintf(scale_s, sizeof scale_s, "scale %g, ", scale);
-        if (valid_lens)
-            snprintf(op, sizeof op, "masked_softmax_backward(%svalid_lens %s)",
-                     scale_s, tensor_shape_str(valid_lens, a, sizeof a));
-        else
-            snprintf(op, sizeof op, "masked_softmax_backward(%sno mask)",
-                     scale_s);
-        snprintf(shapes, sizeof shapes, "%s -> %s", ds, ds);
-        trace_line(op, "new", shapes, tensor_sym_str(*dscores, sym, sizeof sym));
-    }
+    const char *mask = valid_lens ? "valid_lens " : "no mask";
+    if (scale != 1.0)
+        trace_step(TRACE_NEW, dweights, *dscores,
+                   "masked_softmax_backward(scale %g, %s%T)", scale, mask,
+                   valid_lens);
+    else
+        trace_step(TRACE_NEW, dweights, *dscores,
+                   "masked_softmax_backward(%s%T)", mask, valid_lens);
     return GSL_SUCCESS;
 }
 
@@ -455,22 +418,8 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], d = queries->shape[2];
-    int traced = trace_on();
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
-    tensor_shape_str(queries, qs, sizeof qs);
-    tensor_shape_str(keys, ks, sizeof ks);
-    tensor_shape_str(values, vs, sizeof vs);
-    tensor_shape_str(weights, ws, sizeof ws);
-    tensor_shape_str(dout, os, sizeof os);
-    if (traced) {
-        char op[48], shapes[TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "dot_attention_backward(scale 1/sqrt(%zu))", d);
-        snprintf(shapes, sizeof shapes, "dout %s", os);
-        trace_begin(op, shapes, tensor_sym_str(dout, sym, sizeof sym));
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
+                "dot_attention_backward(scale 1/sqrt(%zu))", d);
     matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0}, dsm = {0};
     tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     // the names of the gradients: the inputs', or the lesson's
@@ -486,8 +435,8 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
         status = alloc_like(values, &dv);
         if (!status)
             status = batched_dgemm(CblasTrans, &wm, CblasNoTrans, &om, dv);
-        if (!status && traced)
-            trace_product("dV = w^T dout", ws, 1, os, 0, dv);
+        if (!status)
+            trace_product("dV = w^T dout", weights, 1, dout, 0, dv);
     }
     if (!status && (dqueries || dkeys)) {
         // dw (B, Lq, Lk) = dout (B, Lq, dv) @ V^T (B, dv, Lk)
@@ -496,8 +445,8 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
             status = alloc3(B, Lq, Lk, nB, nq, nk, &dw);
         if (!status)
             status = batched_dgemm(CblasNoTrans, &om, CblasTrans, &vm, dw);
-        if (!status && traced)
-            trace_product("dw = dout V^T", os, 0, vs, 1, dw);
+        if (!status)
+            trace_product("dw = dout V^T", dout, 0, values, 1, dw);
         // ds (B, Lq, Lk): through the softmax, the scale and the mask
         if (!status)
             status = masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
@@ -512,11 +461,8 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
             status = alloc_like(queries, &dq);
         if (!status)
             status = batched_dgemm(CblasNoTrans, &dsm, CblasNoTrans, &km, dq);
-        if (!status && traced) {
-            char a[TRACE_SHAPE_MAX];
-            trace_product("dQ = ds K", tensor_shape_str(ds, a, sizeof a), 0,
-                          ks, 0, dq);
-        }
+        if (!status)
+            trace_product("dQ = ds K", ds, 0, keys, 0, dq);
     }
     // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
     if (!status && dkeys) {
@@ -525,11 +471,8 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
             status = alloc_like(keys, &dk);
         if (!status)
             status = batched_dgemm(CblasTrans, &dsm, CblasNoTrans, &qm, dk);
-        if (!status && traced) {
-            char a[TRACE_SHAPE_MAX];
-            trace_product("dK = ds^T Q", tensor_shape_str(ds, a, sizeof a), 1,
-                          qs, 0, dk);
-        }
+        if (!status)
+            trace_product("dK = ds^T Q", ds, 1, queries, 0, dk);
     }
     trace_end();
     tensor_free(qm.packed);
@@ -618,14 +561,7 @@ static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
         for (size_t j = 0; j < per_row; j++)
             o_r[j] = s * x_r[j];
     }
-    if (trace_on()) {
-        char op[48], a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "head_mask (h=%zu)", h);
-        tensor_shape_str(x, a, sizeof a);
-        snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
-        trace_line(op, "new", shapes, tensor_sym_str(*out, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, x, *out, "head_mask (h=%zu)", h);
     return GSL_SUCCESS;
 }
 
@@ -646,7 +582,9 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     tensor q_in = tensor_named(queries, "B, Lq, d_q");
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
-    trace_begin_qkv(queries, keys, values, "multihead(h=%zu), cached", h);
+    trace_begin(NULL,
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                "multihead(h=%zu), cached", h);
     tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), not kept
     tensor *oh = NULL;                      // (B*h, Lq, p)
     tensor *masked = NULL;                  // (B*h, Lq, p), or oh itself
@@ -691,8 +629,7 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
 
     /* the weights, untraced: (B*h, Lq, Lk) for the cache, (B, h, Lq, Lk)
      * for m->weights as multihead_forward keeps them */
-    FILE *saved = trace_stream;
-    trace_to(NULL);
+    trace_quiet_begin();
     tensor *w = NULL;
     if (!status) {
         const tensor *aw = m->attention.weights;
@@ -705,7 +642,7 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                                           (long)aw->shape[2]),
                                  "B, h, Lq, Lk", &w);
     }
-    trace_to(saved);
+    trace_quiet_end();
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
@@ -766,14 +703,10 @@ static int head_mask_backward(const tensor *dmasked, const tensor *heads,
         }
         dmask[r % h] += sum;
     }
-    if (trace_on()) {
-        char op[48], a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 48];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "head_mask backward");
-        tensor_shape_str(heads, a, sizeof a);
-        snprintf(shapes, sizeof shapes, "%s -> %s, (%zu,)", a, a, h);
-        trace_line(op, "new", shapes, tensor_sym_str(*dheads, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, dmasked, *dheads, "head_mask backward");
+    tensor dmask_shape = tensor_header(SHAPE(h));
+    trace_emit(TRACE_NEW, TRACE_LIST, &dmask_shape,
+               TRACE_INPUTS(TRACE_IN(dmasked), TRACE_IN(heads)), "dmask += sum(dy * heads)");
     return GSL_SUCCESS;
 }
 
@@ -833,14 +766,8 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     tensor dout_in = tensor_named(dout, m->cfg.out_size == m->cfg.num_hiddens
                                      ? "B, Lq, d_model"
                                      : "B, Lq, D_out");
-    if (trace_on()) {
-        char op[64], sym[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 8];
-        snprintf(op, sizeof op, "multihead_backward(h=%zu)", h);
-        snprintf(shapes, sizeof shapes, "dout %s", os);
-        trace_begin(op, shapes, tensor_sym_str(&dout_in, sym, sizeof sym));
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
+                "multihead_backward(h=%zu)", h);
     tensor *dconcat = NULL;                    // (B, Lq, d_model)
     tensor *dmasked = NULL, *dheads = NULL;    // (B*h, Lq, p)
     tensor *dqh = NULL, *dkh = NULL, *dvh = NULL; // (B*h, L, p)

@@ -60,13 +60,9 @@ static int as_slices(const char *name, const tensor *x, slices *s)
     size_t tda = rows > 1 ? x->strides[1] : cols;
     s->packed = NULL;
     if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
-        if (trace_on()) {
-            char a[TRACE_SHAPE_MAX], st[TRACE_SHAPE_MAX];
-            trace_note("%s %s have strides %s, not row-major per example: "
-                       "one contiguous copy for dgemm",
-                       name, tensor_shape_str(x, a, sizeof a),
-                       shape_str(st, sizeof st, 3, x->strides));
-        }
+        trace_note("%s %T have strides %P, not row-major per example: "
+                   "one contiguous copy for dgemm",
+                   name, x, (size_t)3, x->strides);
         int status = tensor_contiguous(x, &s->packed);
         if (status)
             return status;
@@ -211,20 +207,9 @@ static int check_inputs(const char *who, const tensor *q, const tensor *k,
 static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
                         const tensor *v, const tensor *valid_lens)
 {
-    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
-    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-    char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
-    char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
-    if (valid_lens)
-        snprintf(lens, sizeof lens, ", valid_lens %s",
-                 tensor_shape_str(valid_lens, a, sizeof a));
-    snprintf(op, sizeof op, "flash_attention(tiles %zux%zu%s)", j->tq, j->tk,
-             lens);
-    snprintf(shapes, sizeof shapes, "%s, %s, %s -> %s",
-             tensor_shape_str(q, a, sizeof a), tensor_shape_str(k, b, sizeof b),
-             tensor_shape_str(v, c, sizeof c),
-             tensor_shape_str(j->out, d, sizeof d));
-    trace_line(op, "new", shapes, tensor_sym_str(j->out, sym, sizeof sym));
+    trace_emit(TRACE_NEW, TRACE_LIST, j->out, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k), TRACE_IN(v)),
+               "flash_attention(tiles %zux%zu%s%T)", j->tq, j->tk,
+               valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
 static void set_name(tensor *t, size_t d, const tensor *from, size_t fd,
@@ -299,7 +284,7 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
         if (failed)
             status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
     }
-    if (!status && trace_on())
+    if (!status)
         trace_flash(&j, queries, keys, values, valid_lens);
     free(scratch);
     tensor_free(j.q.packed);

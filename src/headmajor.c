@@ -127,16 +127,6 @@ void headmajor_train(headmajor *m, int training, gsl_rng *rng)
 
 /* --- the two rearranges ---------------------------------------------- */
 
-static void trace_header(const char *op, const tensor *x)
-{
-    char xs[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
-    if (trace_on())
-        trace_begin(op, tensor_shape_str(x, xs, sizeof xs),
-                    tensor_sym_str(x, sym, sizeof sym));
-    else
-        trace_begin(NULL, NULL, NULL);
-}
-
 /* 'b l (head d) -> head b l d' under the name `pattern`. */
 static int split_impl(const tensor *x, size_t n_head, const char *pattern,
                       tensor **out)
@@ -162,9 +152,7 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     if (x->names[2][0] && !strchr(x->names[2], '*'))
         snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
                  x->names[1], x->names[2]);
-    char op[96];
-    snprintf(op, sizeof op, "rearrange(%s)", pattern);
-    trace_header(op, x);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
     int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
@@ -192,7 +180,7 @@ int headmajor_join_heads(const tensor *x, tensor **out)
                         "headmajor_join_heads: input shape %s has %zu "
                         "dimensions, expected 4 (h, B, L, d)",
                         tensor_shape_str(x, xs, sizeof xs), x->ndim);
-    trace_header("rearrange(head b l v -> b l (head v))", x);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(head b l v -> b l (head v))");
     tensor *rows = NULL;
     // rows is (B, L, h, d): a view, the heads back next to their features
     int status = tensor_permute(x, SHAPE(1, 2, 0, 3), &rows);
@@ -289,23 +277,7 @@ static void set_name(tensor *t, size_t d, const char *name)
 static void trace_einsum(const char *op, const tensor *a, const tensor *b,
                          const tensor *c)
 {
-    char as[TRACE_SHAPE_MAX], bs[TRACE_SHAPE_MAX], cs[TRACE_SHAPE_MAX];
-    char shapes[3 * TRACE_SHAPE_MAX + 16], sym[TRACE_SHAPE_MAX];
-    snprintf(shapes, sizeof shapes, "%s, %s -> %s",
-             tensor_shape_str(a, as, sizeof as),
-             tensor_shape_str(b, bs, sizeof bs),
-             tensor_shape_str(c, cs, sizeof cs));
-    trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
-}
-
-/* "x -> x" for steps that keep the shape. */
-static void trace_same(const char *op, const tensor *x)
-{
-    char s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-    char sym[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, s, sizeof s);
-    snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
-    trace_line(op, "new", shapes, tensor_sym_str(x, sym, sizeof sym));
+    trace_emit(TRACE_NEW, TRACE_LIST, c, TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)), "%s", op);
 }
 
 /* scores (h, B, Lq, Lk) = einsum('hblk,hbtk->hblt', qh, kh) / sqrt(d_k):
@@ -338,11 +310,8 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
         return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
                         gsl_strerror(status));
     }
-    if (trace_on()) {
-        char op[64];
-        snprintf(op, sizeof op, "einsum(hblk,hbtk->hblt)/sqrt(%zu)", dk);
-        trace_einsum(op, qh, kh, *scores);
-    }
+    trace_emit(TRACE_NEW, TRACE_LIST, *scores, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh)),
+               "einsum(hblk,hbtk->hblt)/sqrt(%zu)", dk);
     return GSL_SUCCESS;
 }
 
@@ -364,15 +333,7 @@ static int make_mask(const tensor *valid_lens, size_t Lq, size_t Lk,
             for (size_t t = 0; t < Lk; t++)
                 mask_bi[t] = (double)t >= len ? 1.0 : 0.0;
         }
-    if (trace_on()) {
-        char a[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
-        char shapes[2 * TRACE_SHAPE_MAX + 8];
-        snprintf(shapes, sizeof shapes, "%s -> %s",
-                 tensor_shape_str(valid_lens, a, sizeof a),
-                 tensor_shape_str(*mask, c, sizeof c));
-        trace_line("mask(valid_lens)", "new", shapes,
-                   tensor_sym_str(*mask, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, valid_lens, *mask, "mask(valid_lens)");
     return GSL_SUCCESS;
 }
 
@@ -386,8 +347,7 @@ static void masked_fill(tensor *scores, const tensor *mask)
             if (mask->data[e] != 0.0)
                 scores_i[e] = -INFINITY;
     }
-    if (trace_on())
-        trace_same("masked_fill_(mask[None], -inf)", scores);
+    trace_step(TRACE_NEW, scores, scores, "masked_fill_(mask[None], -inf)");
 }
 
 /* oh (h, B, Lq, d_v) = einsum('hblt,hbtv->hblv', attn, vh), written into
@@ -409,10 +369,9 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
     set_name(buf, 3, vh->names[3]);
     /* oh is how the einsum sees the buffer: making it is bookkeeping, not
      * a step of the seed, so it stays out of the trace */
-    FILE *saved = trace_stream;
-    trace_to(NULL);
+    trace_quiet_begin();
     status = tensor_permute(buf, SHAPE(2, 0, 1, 3), oh);
-    trace_to(saved);
+    trace_quiet_end();
     tensor_free(buf); // oh holds the buffer now
     if (status)
         return status;
@@ -432,12 +391,9 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
         return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
                         gsl_strerror(status));
     }
-    if (trace_on()) {
-        char s[TRACE_SHAPE_MAX];
-        trace_einsum("einsum(hblt,hbtv->hblv)", attn, vh, *oh);
-        shape_str(s, sizeof s, 4, (const size_t[]){B, Lq, h, dv});
-        trace_note("written into a buffer %s laid out (B, Lq, h, d_v)", s);
-    }
+    trace_einsum("einsum(hblt,hbtv->hblv)", attn, vh, *oh);
+    trace_note("written into a buffer %P laid out (B, Lq, h, d_v)", (size_t)4,
+               (const size_t[]){B, Lq, h, dv});
     return GSL_SUCCESS;
 }
 
@@ -448,11 +404,7 @@ static void dropout(tensor *y, double p, gsl_rng *rng)
     size_t n = tensor_numel(y);
     for (size_t e = 0; e < n; e++)
         y->data[e] = gsl_rng_uniform(rng) < p ? 0.0 : y->data[e] / (1.0 - p);
-    if (trace_on()) {
-        char op[48];
-        snprintf(op, sizeof op, "dropout_(p=%g)", p);
-        trace_same(op, y);
-    }
+    trace_step(TRACE_NEW, y, y, "dropout_(p=%g)", p);
 }
 
 /* y (B, Lq, d_model, contiguous) += residual (the same shape, any
@@ -466,14 +418,8 @@ static void add_residual(tensor *y, const tensor *residual)
             for (size_t j = 0; j < D; j++)
                 y_bl[j] += *TENSOR_AT(residual, b, l, j);
         }
-    if (trace_on()) {
-        char s[TRACE_SHAPE_MAX], shapes[3 * TRACE_SHAPE_MAX + 16];
-        char sym[TRACE_SHAPE_MAX];
-        tensor_shape_str(y, s, sizeof s);
-        snprintf(shapes, sizeof shapes, "%s + %s -> %s", s, s, s);
-        trace_line("add_(residual)", "new", shapes,
-                   tensor_sym_str(y, sym, sizeof sym));
-    }
+    trace_emit(TRACE_NEW, TRACE_SUM, y, TRACE_INPUTS(TRACE_IN(y), TRACE_IN(residual)),
+               "add_(residual)");
 }
 
 int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
@@ -491,7 +437,8 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     tensor k_in = tensor_named(k, "B, Lk, d_model");
     tensor v_in = tensor_named(v, "B, Lk, d_model");
 
-    trace_begin_qkv(q, k, v, "headmajor(h=%zu)", h);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v")),
+                "headmajor(h=%zu)", h);
 
     tensor *qp = NULL, *kp = NULL, *vp = NULL; // (B, L, h*d)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (h, B, L, d), views

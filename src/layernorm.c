@@ -112,14 +112,7 @@ int layernorm_apply(const tensor *x, const tensor *gamma, const tensor *beta,
             idx[dim] = 0;
         }
     }
-    if (trace_on()) {
-        char op[48], s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "layer_norm(eps=%g)", eps);
-        tensor_shape_str(x, s, sizeof s);
-        snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
-        trace_line(op, "new", shapes, tensor_sym_str(*y, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, x, *y, "layer_norm(eps=%g)", eps);
     return GSL_SUCCESS;
 }
 

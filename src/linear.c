@@ -9,8 +9,8 @@
 #include "error.h"
 #include "trace.h"
 
-int linear_init(linear *l, const char *name, size_t in_features,
-                size_t out_features, int with_bias)
+static int init_params(linear *l, const char *name, size_t in_features,
+                       size_t out_features, int with_bias, int meta)
 {
     memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", name ? name : "linear");
@@ -21,14 +21,28 @@ int linear_init(linear *l, const char *name, size_t in_features,
                         l->name, in_features, out_features);
     l->in_features = in_features;
     l->out_features = out_features;
-    int status = tensor_alloc(SHAPE(out_features, in_features), &l->weight);
+    int (*alloc)(size_t, const size_t *, tensor **) =
+        meta ? tensor_alloc_meta : tensor_alloc;
+    int status = alloc(SHAPE(out_features, in_features), &l->weight);
     if (status == GSL_SUCCESS && with_bias)
-        status = tensor_alloc(SHAPE(out_features), &l->bias);
+        status = alloc(SHAPE(out_features), &l->bias);
     if (status) {
         linear_free(l);
         return mha_fail_in(status, "linear_init %s", l->name);
     }
     return GSL_SUCCESS;
+}
+
+int linear_init(linear *l, const char *name, size_t in_features,
+                size_t out_features, int with_bias)
+{
+    return init_params(l, name, in_features, out_features, with_bias, 0);
+}
+
+int linear_init_meta(linear *l, const char *name, size_t in_features,
+                     size_t out_features, int with_bias)
+{
+    return init_params(l, name, in_features, out_features, with_bias, 1);
 }
 
 void linear_free(linear *l)
@@ -91,7 +105,9 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     size_t shape[TENSOR_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = l->out_features;
-    int status = tensor_alloc(x->ndim, shape, y);
+    int status = tensor_is_meta(x) || tensor_is_meta(l->weight)
+                     ? tensor_alloc_meta(x->ndim, shape, y)
+                     : tensor_alloc(x->ndim, shape, y);
     if (status)
         return status;
     memcpy((*y)->names, x->names, sizeof x->names);
@@ -99,14 +115,10 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     return GSL_SUCCESS;
 }
 
+/* "W_q: x W^T + b", new numbers from x */
 static void trace_linear(const linear *l, const tensor *x, const tensor *y)
 {
-    char op[64], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-    char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
-    snprintf(op, sizeof op, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
-    snprintf(shapes, sizeof shapes, "%s -> %s",
-             tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
-    trace_line(op, "new", shapes, tensor_sym_str(y, sym, sizeof sym));
+    trace_step(TRACE_NEW, x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
 }
 
 /* Can x be read as a (rows, in) matrix whose rows are `tda` doubles apart?
@@ -144,6 +156,14 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (status)
         return status;
 
+    if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
+        /* shapes alone: the output's shape, no product */
+        status = alloc_output(l, x, y);
+        if (status)
+            return mha_fail_in(status, "linear_forward %s", l->name);
+        trace_linear(l, x, *y);
+        return GSL_SUCCESS;
+    }
     /* xm views x as (rows, in); a copy only when its rows are uneven */
     tensor *packed = NULL;
     const tensor *src = x;
@@ -201,8 +221,7 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
         return mha_fail(status, "linear_forward %s: gsl_blas_dgemm failed (%s)",
                         l->name, gsl_strerror(status));
     }
-    if (trace_on())
-        trace_linear(l, x, *y);
+    trace_linear(l, x, *y);
     return GSL_SUCCESS;
 }
 
@@ -239,7 +258,6 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
             idx[d] = 0;
         }
     }
-    if (trace_on())
-        trace_linear(l, x, *y);
+    trace_linear(l, x, *y);
     return GSL_SUCCESS;
 }

@@ -47,13 +47,7 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
                         d_model, num_heads, xs);
     size_t p = d_model / num_heads;
 
-    if (trace_on()) {
-        char op[64], sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "transpose_qkv(h=%zu)", num_heads);
-        trace_begin(op, xs, tensor_sym_str(x, sym, sizeof sym));
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)", num_heads);
     char names[4 * TENSOR_NAME_MAX];
     split_names(x, names, sizeof names);
     tensor *split = NULL, *heads = NULL;
@@ -96,13 +90,7 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
                         x->shape[0], xs, num_heads);
     size_t n = x->shape[1], p = x->shape[2];
 
-    if (trace_on()) {
-        char op[64], sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "transpose_output(h=%zu)", num_heads);
-        trace_begin(op, xs, tensor_sym_str(x, sym, sizeof sym));
-    } else {
-        trace_begin(NULL, NULL, NULL);
-    }
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)", num_heads);
     tensor *split = NULL, *rows = NULL;
     // split is (B, h, n, p): a view, "B*h" taken apart again
     int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
@@ -150,11 +138,13 @@ int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
     size_t shape[2] = {0, valid_lens->shape[1]};
     if (mha_mul_size(batch, num_heads, &shape[0], "repeat_valid_lens"))
         return GSL_EOVRFLW;
-    int status = tensor_alloc(valid_lens->ndim, shape, out);
+    int meta = tensor_is_meta(valid_lens);
+    int status = meta ? tensor_alloc_meta(valid_lens->ndim, shape, out)
+                      : tensor_alloc(valid_lens->ndim, shape, out);
     if (status)
         return status;
     // out[b*h + i] = valid_lens[b] for every head i: repeat_interleave
-    for (size_t b = 0; b < batch; b++)
+    for (size_t b = 0; b < (meta ? 0 : batch); b++)
         for (size_t i = 0; i < num_heads; i++)
             for (size_t j = 0; j < row; j++)
                 (*out)->data[(b * num_heads + i) * row + j] =
@@ -165,14 +155,8 @@ int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
         if (valid_lens->ndim == 2)
             memcpy((*out)->names[1], valid_lens->names[1], TENSOR_NAME_MAX);
     }
-    if (trace_on()) {
-        char op[64], os[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "repeat_interleave(%zu)", num_heads);
-        snprintf(shapes, sizeof shapes, "%s -> %s", vs,
-                 tensor_shape_str(*out, os, sizeof os));
-        trace_line(op, "copy", shapes, tensor_sym_str(*out, sym, sizeof sym));
-    }
+    trace_step(TRACE_COPY, valid_lens, *out, "repeat_interleave(%zu)",
+               num_heads);
     return GSL_SUCCESS;
 }
 
@@ -199,14 +183,16 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "num_heads %zu",
                         c->num_hiddens, c->num_heads);
     int status = dot_attention_init(&m->attention, c->dropout);
+    int (*init)(linear *, const char *, size_t, size_t, int) =
+        c->shape_only ? linear_init_meta : linear_init;
     if (!status)
-        status = linear_init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias);
+        status = init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias);
     if (!status)
-        status = linear_init(&m->W_k, "W_k", c->key_size, c->num_hiddens, c->bias);
+        status = init(&m->W_k, "W_k", c->key_size, c->num_hiddens, c->bias);
     if (!status)
-        status = linear_init(&m->W_v, "W_v", c->value_size, c->num_hiddens, c->bias);
+        status = init(&m->W_v, "W_v", c->value_size, c->num_hiddens, c->bias);
     if (!status)
-        status = linear_init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias);
+        status = init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias);
     if (status) {
         multihead_free(m);
         return status;
@@ -317,7 +303,9 @@ int multihead_forward(multihead *m, const tensor *queries,
     tensor q_in = tensor_named(queries, "B, Lq, d_q");
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
-    trace_begin_qkv(queries, keys, values, "multihead(h=%zu)", h);
+    trace_begin(NULL,
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                "multihead(h=%zu)", h);
 
     tensor *q = NULL, *k = NULL, *v = NULL;      // (B, L, d_model)
     tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, L, p)
@@ -355,14 +343,13 @@ int multihead_forward(multihead *m, const tensor *queries,
 
     if (!status) {
         /* keep the weights as (B, h, Lq, Lk): a view, not traced */
-        FILE *saved = trace_stream;
-        trace_to(NULL);
+        trace_quiet_begin();
         tensor *w = NULL;
         const tensor *aw = m->attention.weights; // (B*h, Lq, Lk)
         status = tensor_view(aw, DIMS((long)queries->shape[0], (long)h,
                                       (long)aw->shape[1], (long)aw->shape[2]),
                              "B, h, Lq, Lk", &w);
-        trace_to(saved);
+        trace_quiet_end();
         if (!status) {
             tensor_free(m->weights);
             m->weights = w;

@@ -153,19 +153,9 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *oh,
                             const tensor *valid_lens)
 {
-    char op[2 * TRACE_SHAPE_MAX + 64], a[TRACE_SHAPE_MAX];
-    char b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-    char d[TRACE_SHAPE_MAX], shapes[4 * TRACE_SHAPE_MAX + 16];
-    char sym[TRACE_SHAPE_MAX], lens[TRACE_SHAPE_MAX + 16] = "";
-    if (valid_lens)
-        snprintf(lens, sizeof lens, ", valid_lens %s",
-                 tensor_shape_str(valid_lens, a, sizeof a));
-    snprintf(op, sizeof op, "attention per head(scale 1/sqrt(%zu)%s)",
-             qh->shape[3], lens);
-    snprintf(shapes, sizeof shapes, "%s, %s, %s -> %s",
-             tensor_shape_str(qh, a, sizeof a), tensor_shape_str(kh, b, sizeof b),
-             tensor_shape_str(vh, c, sizeof c), tensor_shape_str(oh, d, sizeof d));
-    trace_line(op, "new", shapes, tensor_sym_str(oh, sym, sizeof sym));
+    trace_emit(TRACE_NEW, TRACE_LIST, oh, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
+               "attention per head(scale 1/sqrt(%zu)%s%T)", qh->shape[3],
+               valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
 int multihead_forward_fast(multihead *m, const tensor *queries,
@@ -193,7 +183,9 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
 
-    trace_begin_qkv(queries, keys, values, "multihead_fast(h=%zu)", h);
+    trace_begin(NULL,
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                "multihead_fast(h=%zu)", h);
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views
     tensor *concat = NULL, *oh = NULL;         // (B, Lq, D); (B, h, Lq, p)
@@ -220,7 +212,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // 4. every head, in parallel, straight into concat
     if (!status)
         status = attend_all(qh, kh, vh, oh, valid_lens, opt);
-    if (!status && trace_on())
+    if (!status)
         trace_attention(qh, kh, vh, oh, valid_lens);
     // 5. W_o mixes the heads
     if (!status)

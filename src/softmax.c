@@ -53,10 +53,15 @@ int softmax_lastdim(const tensor *x, tensor **out)
     *out = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "softmax_lastdim: x is NULL");
-    int status = tensor_alloc(x->ndim, x->shape, out);
+    int status = tensor_is_meta(x) ? tensor_alloc_meta(x->ndim, x->shape, out)
+                                   : tensor_alloc(x->ndim, x->shape, out);
     if (status)
         return status;
     memcpy((*out)->names, x->names, sizeof x->names);
+    if (tensor_is_meta(x)) {
+        trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
+        return GSL_SUCCESS;
+    }
 
     // x is (rows, n) once its leading dimensions are counted as one
     size_t last = x->ndim - 1, n = x->shape[last];
@@ -72,14 +77,7 @@ int softmax_lastdim(const tensor *x, tensor **out)
             idx[d] = 0;
         }
     }
-    if (trace_on()) {
-        char a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        tensor_shape_str(x, a, sizeof a);
-        snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
-        trace_line("softmax(dim=-1)", "new", shapes,
-                   tensor_sym_str(*out, sym, sizeof sym));
-    }
+    trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
     return GSL_SUCCESS;
 }
 
@@ -102,6 +100,8 @@ int softmax_check_valid_lens(const char *who, const char *context,
                         "(%zu, %zu) (%s)",
                         who, vs, batch, batch, num_queries, context);
 
+    if (tensor_is_meta(valid_lens))
+        return GSL_SUCCESS; /* shapes alone: no lengths to check */
     // valid_lens is (B,) or (B, Lq): b runs over B, i over 1 or Lq
     size_t rows = per_query ? num_queries : 1;
     for (size_t b = 0; b < batch; b++)
@@ -137,21 +137,13 @@ int softmax_check_valid_lens(const char *who, const char *context,
 static void trace_masked(const tensor *scores, double scale,
                          const tensor *valid_lens, const tensor *out)
 {
-    char op[2 * TRACE_SHAPE_MAX], scale_s[40] = "";
-    char mask_s[TRACE_SHAPE_MAX + 16];
-    char a[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-    char sym[TRACE_SHAPE_MAX];
+    const char *mask = valid_lens ? "valid_lens " : "no mask";
     if (scale != 1.0)
-        snprintf(scale_s, sizeof scale_s, "scale %g, ", scale);
-    if (valid_lens)
-        snprintf(mask_s, sizeof mask_s, "valid_lens %s",
-                 tensor_shape_str(valid_lens, a, sizeof a));
+        trace_step(TRACE_NEW, scores, out, "masked_softmax(scale %g, %s%T)",
+                   scale, mask, valid_lens);
     else
-        snprintf(mask_s, sizeof mask_s, "no mask");
-    snprintf(op, sizeof op, "masked_softmax(%s%s)", scale_s, mask_s);
-    tensor_shape_str(scores, a, sizeof a);
-    snprintf(shapes, sizeof shapes, "%s -> %s", a, a);
-    trace_line(op, "new", shapes, tensor_sym_str(out, sym, sizeof sym));
+        trace_step(TRACE_NEW, scores, out, "masked_softmax(%s%T)", mask,
+                   valid_lens);
 }
 
 /* masked_softmax and masked_softmax_scaled: check the shapes and the
@@ -179,12 +171,14 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     if (status)
         return status;
 
-    // out is (B, Lq, Lk), contiguous
-    status = tensor_alloc(3, scores->shape, out);
+    // out is (B, Lq, Lk), contiguous; shapes alone when either input is
+    int meta = tensor_is_meta(scores) || (valid_lens && tensor_is_meta(valid_lens));
+    status = meta ? tensor_alloc_meta(3, scores->shape, out)
+                  : tensor_alloc(3, scores->shape, out);
     if (status)
         return status;
     memcpy((*out)->names, scores->names, sizeof scores->names);
-    for (size_t b = 0; b < B; b++)
+    for (size_t b = 0; b < (meta ? 0 : B); b++)
         for (size_t i = 0; i < Lq; i++) {
             size_t valid = Lk;
             if (valid_lens)
@@ -197,8 +191,7 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
             softmax_row(scores_bi, scores->strides[2], Lk, scale, valid,
                         out_bi);
         }
-    if (trace_on())
-        trace_masked(scores, scale, valid_lens, *out);
+    trace_masked(scores, scale, valid_lens, *out);
     return GSL_SUCCESS;
 }
 
@@ -234,12 +227,7 @@ int causal_valid_lens(size_t batch, size_t len, tensor **out)
     for (size_t b = 0; b < batch; b++)
         for (size_t i = 0; i < len; i++)
             (*out)->data[b * len + i] = (double)(i + 1);
-    if (trace_on()) {
-        char op[64], s[TRACE_SHAPE_MAX], shapes[TRACE_SHAPE_MAX + 4];
-        snprintf(op, sizeof op, "causal_valid_lens(%zu, %zu)", batch, len);
-        snprintf(shapes, sizeof shapes, "-> %s",
-                 tensor_shape_str(*out, s, sizeof s));
-        trace_line(op, "new", shapes, "");
-    }
+    trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL,
+               "causal_valid_lens(%zu, %zu)", batch, len);
     return GSL_SUCCESS;
 }

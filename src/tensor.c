@@ -61,16 +61,26 @@ static void contiguous_strides(size_t ndim, const size_t *shape,
 }
 
 /* A new tensor header sharing buf (whose count it takes one more of). */
+/* The next tensor's id (tensor.h): counts every header made. */
+static unsigned long next_id(void)
+{
+    static unsigned long last = 0;
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+/* A new tensor header sharing buf (whose count it takes one more of). */
 static tensor *new_header(tensor_buffer *buf, const char *who)
 {
     tensor *t = mha_calloc(1, sizeof *t, who);
     if (!t)
         return NULL;
     t->buffer = buf;
+    t->id = next_id();
     buf->refcount++;
     return t;
 }
 
+/* zero: 1 zeroed numbers, 0 uninitialised numbers, -1 no numbers (meta) */
 static int alloc_uninit(const char *who, size_t ndim, const size_t *shape,
                         int zero, tensor **out)
 {
@@ -82,9 +92,10 @@ static int alloc_uninit(const char *who, size_t ndim, const size_t *shape,
     tensor_buffer *buf = mha_calloc(1, sizeof *buf, who);
     if (!buf)
         return GSL_ENOMEM;
-    buf->values = zero ? mha_calloc(n, sizeof(double), who)
-                       : mha_malloc(n, sizeof(double), who);
-    if (!buf->values) {
+    buf->values = zero < 0 ? NULL
+                  : zero   ? mha_calloc(n, sizeof(double), who)
+                           : mha_malloc(n, sizeof(double), who);
+    if (!buf->values && zero >= 0) {
         free(buf);
         return GSL_ENOMEM;
     }
@@ -106,6 +117,11 @@ static int alloc_uninit(const char *who, size_t ndim, const size_t *shape,
 int tensor_alloc(size_t ndim, const size_t *shape, tensor **out)
 {
     return alloc_uninit("tensor_alloc", ndim, shape, 1, out);
+}
+
+int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out)
+{
+    return alloc_uninit("tensor_alloc_meta", ndim, shape, -1, out);
 }
 
 int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
@@ -162,7 +178,8 @@ int tensor_same_shape(const tensor *a, const tensor *b)
 
 int tensor_check_finite(const tensor *t, const char *who, const char *what)
 {
-    size_t idx[TENSOR_MAX_DIMS] = {0}, n = tensor_numel(t);
+    size_t idx[TENSOR_MAX_DIMS] = {0};
+    size_t n = tensor_is_meta(t) ? 0 : tensor_numel(t);
     for (size_t k = 0; k < n; k++) {
         double v = *tensor_at(t, idx);
         if (!isfinite(v)) {
@@ -186,6 +203,14 @@ int tensor_check_finite(const tensor *t, const char *who, const char *what)
     return GSL_SUCCESS;
 }
 
+tensor tensor_header(size_t ndim, const size_t *shape)
+{
+    tensor t = {.ndim = ndim};
+    for (size_t d = 0; d < ndim && d < TENSOR_MAX_DIMS; d++)
+        t.shape[d] = shape[d];
+    return t;
+}
+
 tensor tensor_named(const tensor *x, const char *names)
 {
     tensor t = *x;
@@ -197,25 +222,6 @@ tensor tensor_named(const tensor *x, const char *names)
     return t;
 }
 
-void trace_begin_qkv(const tensor *q, const tensor *k, const tensor *v,
-                     const char *fmt, ...)
-{
-    if (!trace_on()) {
-        trace_begin(NULL, NULL, NULL);
-        return;
-    }
-    char op[128], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX];
-    char shapes[3 * TRACE_SHAPE_MAX + 16];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(op, sizeof op, fmt, ap);
-    va_end(ap);
-    snprintf(shapes, sizeof shapes, "q %s, k %s, v %s",
-             tensor_shape_str(q, a, sizeof a), tensor_shape_str(k, b, sizeof b),
-             tensor_shape_str(v, c, sizeof c));
-    trace_begin(op, shapes, "");
-}
-
 int tensor_shares_buffer(const tensor *a, const tensor *b)
 {
     return a->buffer == b->buffer;
@@ -223,6 +229,12 @@ int tensor_shares_buffer(const tensor *a, const tensor *b)
 
 static int check_index(const char *who, const tensor *t, const size_t *idx)
 {
+    if (tensor_is_meta(t)) {
+        char s[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "%s: the shape-only tensor %s has no numbers", who,
+                        tensor_shape_str(t, s, sizeof s));
+    }
     for (size_t d = 0; d < t->ndim; d++)
         if (idx[d] >= t->shape[d]) {
             char s[TRACE_SHAPE_MAX], i[TRACE_SHAPE_MAX];
@@ -336,7 +348,7 @@ int tensor_set_names(tensor *t, const char *names)
 #define FOR_EACH_ELEMENT(t, ptr, ...)                                        \
     do {                                                                      \
         size_t idx_[TENSOR_MAX_DIMS] = {0};                                   \
-        size_t n_ = tensor_numel(t);                                          \
+        size_t n_ = tensor_is_meta(t) ? 0 : tensor_numel(t);                  \
         for (size_t k_ = 0; k_ < n_; k_++) {                                  \
             double *ptr = tensor_at((t), idx_);                               \
             __VA_ARGS__;                                                      \
@@ -372,6 +384,8 @@ void tensor_fill_normal(tensor *t, gsl_rng *r, double mean, double sd)
 /* src into dst, both with the same numel, each read in row-major order. */
 static void copy_elements(tensor *dst, const tensor *src)
 {
+    if (tensor_is_meta(dst) || tensor_is_meta(src))
+        return; /* shapes alone: no numbers to move */
     if (tensor_is_contiguous(dst) && tensor_is_contiguous(src)) {
         memmove(dst->data, src->data, tensor_numel(src) * sizeof(double));
         return;
@@ -404,7 +418,8 @@ int tensor_copy_into(tensor *dst, const tensor *src)
 /* A contiguous copy of x, not traced (the callers trace). */
 static int copy_contiguous(const char *who, const tensor *x, tensor **out)
 {
-    int status = alloc_uninit(who, x->ndim, x->shape, 0, out);
+    int status = alloc_uninit(who, x->ndim, x->shape,
+                              tensor_is_meta(x) ? -1 : 0, out);
     if (status)
         return status;
     copy_elements(*out, x);
@@ -415,14 +430,8 @@ static int copy_contiguous(const char *who, const tensor *x, tensor **out)
 int tensor_contiguous(const tensor *x, tensor **out)
 {
     int status = copy_contiguous("tensor_contiguous", x, out);
-    if (status == GSL_SUCCESS && trace_on()) {
-        char s[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        tensor_shape_str(x, s, sizeof s);
-        snprintf(shapes, sizeof shapes, "%s -> %s", s, s);
-        trace_line("contiguous()", "copy", shapes,
-                   tensor_sym_str(*out, sym, sizeof sym));
-    }
+    if (status == GSL_SUCCESS)
+        trace_step(TRACE_COPY, x, *out, "contiguous()");
     return status;
 }
 
@@ -583,23 +592,6 @@ static void derive_names(const tensor *x, tensor *y)
     }
 }
 
-static void trace_reshape(const char *opname, size_t ndim, const long *req,
-                          const tensor *x, const tensor *y, int copied)
-{
-    char op[TRACE_SHAPE_MAX], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-    char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
-    size_t used = (size_t)snprintf(op, sizeof op, "%s(", opname);
-    for (size_t d = 0; d < ndim && used < sizeof op; d++)
-        used += (size_t)snprintf(op + used, sizeof op - used,
-                                 d ? ", %ld" : "%ld", req[d]);
-    if (used < sizeof op)
-        snprintf(op + used, sizeof op - used, ")");
-    snprintf(shapes, sizeof shapes, "%s -> %s",
-             tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
-    trace_line(op, copied ? "copy" : "view", shapes,
-               tensor_sym_str(y, sym, sizeof sym));
-}
-
 /* tensor_reshape and tensor_view: work out the -1, then ask view_strides
  * whether the new shape can be read from x's buffer as it lies.  If it
  * can, the result is a new header on the same buffer: no number moves.  If
@@ -652,8 +644,8 @@ static int reshape_impl(const char *who, const tensor *x, size_t ndim,
     } else {
         derive_names(x, y);
     }
-    if (trace_on())
-        trace_reshape(allow_copy ? "reshape" : "view", ndim, req, x, y, copied);
+    trace_step(copied ? TRACE_COPY : TRACE_VIEW, x, y, "%s%D",
+               allow_copy ? "reshape" : "view", ndim, req);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -704,17 +696,7 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
         y->strides[d] = x->strides[perm[d]];
         memcpy(y->names[d], x->names[perm[d]], TENSOR_NAME_MAX);
     }
-    if (trace_on()) {
-        char op[TRACE_SHAPE_MAX + 16], a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
-        char shapes[2 * TRACE_SHAPE_MAX + 8], sym[TRACE_SHAPE_MAX];
-        shape_str(a, sizeof a, ndim, perm);
-        a[strlen(a) - (ndim == 1 ? 2 : 1)] = '\0'; /* drop the closing ")" */
-        snprintf(op, sizeof op, "permute%s)", a);
-        snprintf(shapes, sizeof shapes, "%s -> %s",
-                 tensor_shape_str(x, a, sizeof a),
-                 tensor_shape_str(y, b, sizeof b));
-        trace_line(op, "view", shapes, tensor_sym_str(y, sym, sizeof sym));
-    }
+    trace_step(TRACE_VIEW, x, y, "permute%P", ndim, perm);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -740,17 +722,13 @@ int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
     tensor *y = new_header(x->buffer, "tensor_narrow");
     if (!y)
         return GSL_ENOMEM;
+    unsigned long id = y->id;
     *y = *x;
-    y->data = x->data + start * x->strides[dim];
+    y->id = id;
+    if (!tensor_is_meta(x))
+        y->data = x->data + start * x->strides[dim];
     y->shape[dim] = length;
-    if (trace_on()) {
-        char op[96], b[TRACE_SHAPE_MAX], shapes[2 * TRACE_SHAPE_MAX + 8];
-        char sym[TRACE_SHAPE_MAX];
-        snprintf(op, sizeof op, "narrow(%zu, %zu, %zu)", dim, start, length);
-        snprintf(shapes, sizeof shapes, "%s -> %s", xs,
-                 tensor_shape_str(y, b, sizeof b));
-        trace_line(op, "view", shapes, tensor_sym_str(y, sym, sizeof sym));
-    }
+    trace_step(TRACE_VIEW, x, y, "narrow(%zu, %zu, %zu)", dim, start, length);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -888,6 +866,12 @@ static int next_shown(const printer *p, size_t *idx)
 
 void tensor_print(FILE *f, const tensor *t, int decimals)
 {
+    if (tensor_is_meta(t)) { /* as PyTorch prints a meta tensor */
+        char s[TRACE_SHAPE_MAX];
+        fprintf(f, "tensor(..., size=%s, device='meta')\n",
+                tensor_shape_str(t, s, sizeof s));
+        return;
+    }
     printer p = {.f = f, .t = t, .decimals = decimals < 0 ? 0 : decimals};
     p.summarise = tensor_numel(t) > PRINT_THRESHOLD;
     p.integral = 1;

@@ -53,6 +53,8 @@ typedef struct tensor {
     size_t strides[TENSOR_MAX_DIMS]; /* in elements, not bytes */
     char names[TENSOR_MAX_DIMS][TENSOR_NAME_MAX]; /* "" when unnamed */
     tensor_buffer *buffer;
+    unsigned long id; /* which tensor this is, for the trace: 1, 2, 3 ...
+                         in the order made (0 for a header of your own) */
 } tensor;
 
 /* Shape literals: tensor_alloc(SHAPE(1, 2, 16), &x) passes the count and
@@ -71,6 +73,14 @@ typedef struct tensor {
 
 /* A new contiguous tensor of the given shape, filled with zeros. */
 int tensor_alloc(size_t ndim, const size_t *shape, tensor **out);
+
+/* A shape-only ("meta") tensor, as PyTorch's device="meta": a shape and
+ * names with no numbers behind them (data is NULL).  Every shape step of
+ * the library accepts one and returns one, tracing as a real run would,
+ * so a trace of any size costs nothing; numbers are never read. */
+int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out);
+/* 1 when t has no numbers (tensor_alloc_meta and its views and results). */
+static inline int tensor_is_meta(const tensor *t) { return t->data == NULL; }
 
 /* A new contiguous tensor holding a copy of `values` (row-major order,
  * product-of-shape many). */
@@ -119,11 +129,10 @@ int tensor_check_finite(const tensor *t, const char *who, const char *what);
  * lives, and never tensor_free it. */
 tensor tensor_named(const tensor *x, const char *names);
 
-/* trace_begin for a step over queries, keys and values: the header line
- * "<op>  q (B, Lq, d_q), k (...), v (...)", op formatted from fmt only
- * when tracing is on.  Close it with trace_end(). */
-void trace_begin_qkv(const tensor *q, const tensor *k, const tensor *v,
-                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A header with shape and no numbers, for a step's trace to name a shape
+ * that no tensor has (a product's rows read as one matrix, a result to
+ * come).  Like tensor_named's, keep it on the stack; never tensor_free it. */
+tensor tensor_header(size_t ndim, const size_t *shape);
 
 /* "(1, 2, 16)" into buf and return buf. */
 char *tensor_shape_str(const tensor *t, char *buf, size_t n);

@@ -1,20 +1,16 @@
-/* trace.c: the shape trace; see trace.h for the format. */
+/* trace.c: shape-trace records and their observers; see trace.h. */
 #include "trace.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
-FILE *trace_stream = NULL;
-static int depth = 0; /* nesting level; kept even when tracing is off */
+static trace_observer *observers = NULL; /* NULL: nobody listens */
+static int depth = 0;  /* nesting level; kept even when nobody listens */
+static int quiet = 0;  /* open quiet scopes */
+static size_t seq = 0; /* records delivered so far */
 
-void trace_to(FILE *f)
-{
-#ifdef MHA_NO_TRACE
-    (void)f; // compiled out: the stream stays NULL
-#else
-    trace_stream = f;
-#endif
-}
+/* --- shapes ---------------------------------------------------------- */
 
 char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape)
 {
@@ -30,37 +26,208 @@ char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape)
     return buf;
 }
 
-static void emit(const char *op, const char *kind, const char *shapes,
-                 const char *sym)
+char *trace_shape_str(const trace_shape *s, char *buf, size_t n)
 {
-    int indent = 2 * depth;
-    int opw = TRACE_OP_WIDTH - indent;
-    if (opw < 1)
-        opw = 1;
-    /* one space at least between columns, trailing blanks trimmed */
-    char line[1024];
-    int n = snprintf(line, sizeof line, "%*s%-*s %-4s  %-*s  %s", indent, "",
-                     opw, op ? op : "", kind ? kind : "", TRACE_SHAPES_WIDTH,
-                     shapes ? shapes : "", sym ? sym : "");
-    if (n < 0)
+    return shape_str(buf, n, s->ndim, s->dims);
+}
+
+char *trace_sym_str(const trace_shape *s, char *buf, size_t n)
+{
+    int any = 0;
+    for (size_t d = 0; d < s->ndim; d++)
+        any |= s->names[d][0] != '\0';
+    if (n == 0)
+        return buf;
+    buf[0] = '\0';
+    if (!any)
+        return buf;
+    size_t used = 0;
+    for (size_t d = 0; d < s->ndim && used < n; d++) {
+        int w = s->names[d][0]
+                    ? snprintf(buf + used, n - used, "%s%s", d ? ", " : "(",
+                               s->names[d])
+                    : snprintf(buf + used, n - used, "%s%zu", d ? ", " : "(",
+                               s->dims[d]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used < n)
+        snprintf(buf + used, n - used, s->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+const char *trace_kind_name(trace_kind kind)
+{
+    static const char *const names[] = {"view", "copy", "new", "step", "note"};
+    return kind <= TRACE_NOTE ? names[kind] : "?";
+}
+
+static void keep_shape(trace_shape *s, const tensor *t)
+{
+    s->ndim = t->ndim;
+    memcpy(s->dims, t->shape, sizeof s->dims);
+    memcpy(s->names, t->names, sizeof s->names);
+    s->id = t->id;
+}
+
+/* --- the op text: printf's format plus %T, a tensor's shape ---------- */
+
+static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *p = fmt; *p && used + 1 < n; p++) {
+        if (*p != '%') {
+            buf[used++] = *p;
+            buf[used] = '\0';
+            continue;
+        }
+        /* one conversion: flags, width, precision, length, then the letter */
+        char spec[16];
+        size_t k = 0;
+        spec[k++] = *p++;
+        while (*p && strchr("-+ #0123456789.", *p) && k < 8)
+            spec[k++] = *p++;
+        int lng = 0, size = 0;
+        while (*p == 'l' || *p == 'z') {
+            lng |= *p == 'l';
+            size |= *p == 'z';
+            spec[k++] = *p++;
+        }
+        if (!*p)
+            break;
+        spec[k++] = *p;
+        spec[k] = '\0';
+        int w = 0;
+        char s[TRACE_SHAPE_MAX];
+        switch (*p) {
+        case 'T': { /* a tensor's shape; nothing for NULL */
+            const tensor *t = va_arg(ap, const tensor *);
+            w = t ? snprintf(buf + used, n - used, "%s",
+                             tensor_shape_str(t, s, sizeof s))
+                  : 0;
+            break;
+        }
+        case 'D': { /* (size_t n, const long *v): "(2, 4, -1)" */
+            size_t count = va_arg(ap, size_t);
+            const long *v = va_arg(ap, const long *);
+            w = snprintf(buf + used, n - used, "(");
+            for (size_t i = 0; i < count && w > 0 && used + (size_t)w < n; i++)
+                w += snprintf(buf + used + w, n - used - w, i ? ", %ld" : "%ld",
+                              v[i]);
+            if (w > 0 && used + (size_t)w < n)
+                w += snprintf(buf + used + w, n - used - w, ")");
+            break;
+        }
+        case 'P': { /* (size_t n, const size_t *v): "(0, 2, 1, 3)" */
+            size_t count = va_arg(ap, size_t);
+            const size_t *v = va_arg(ap, const size_t *);
+            w = snprintf(buf + used, n - used, "(");
+            for (size_t i = 0; i < count && w > 0 && used + (size_t)w < n; i++)
+                w += snprintf(buf + used + w, n - used - w, i ? ", %zu" : "%zu",
+                              v[i]);
+            if (w > 0 && used + (size_t)w < n)
+                w += snprintf(buf + used + w, n - used - w, ")");
+            break;
+        }
+        case 's':
+            w = snprintf(buf + used, n - used, spec, va_arg(ap, const char *));
+            break;
+        case 'd':
+        case 'i':
+        case 'u':
+            w = size  ? snprintf(buf + used, n - used, spec, va_arg(ap, size_t))
+                : lng ? snprintf(buf + used, n - used, spec, va_arg(ap, long))
+                      : snprintf(buf + used, n - used, spec, va_arg(ap, int));
+            break;
+        case 'e':
+        case 'f':
+        case 'g':
+            w = snprintf(buf + used, n - used, spec, va_arg(ap, double));
+            break;
+        case '%':
+            w = snprintf(buf + used, n - used, "%%");
+            break;
+        default: /* not a conversion the trace knows: shown as written */
+            w = snprintf(buf + used, n - used, "%s", spec);
+        }
+        used += w > 0 ? (size_t)w : 0;
+        if (used >= n)
+            used = n - 1;
+    }
+}
+
+/* --- emitting -------------------------------------------------------- */
+
+static void deliver(trace_record *r)
+{
+    r->seq = seq++;
+    for (trace_observer *o = observers; o; o = o->next)
+        o->record(o->ctx, r);
+}
+
+static int listening(void) { return observers && !quiet; }
+
+#ifndef MHA_NO_TRACE
+int trace_on(void) { return listening(); }
+
+static void emit(trace_kind kind, trace_join join, const tensor *out,
+                 size_t n_inputs, const trace_in *inputs, const char *fmt,
+                 va_list ap)
+{
+    trace_record r;
+    memset(&r, 0, sizeof r);
+    r.depth = depth;
+    r.kind = kind;
+    r.join = join;
+    format_op(r.op, sizeof r.op, fmt, ap);
+    if (n_inputs > TRACE_MAX_INPUTS)
+        n_inputs = TRACE_MAX_INPUTS;
+    r.n_inputs = n_inputs;
+    for (size_t i = 0; i < n_inputs; i++) {
+        keep_shape(&r.inputs[i].shape, inputs[i].t);
+        if (inputs[i].label)
+            snprintf(r.inputs[i].label, sizeof r.inputs[i].label, "%s",
+                     inputs[i].label);
+        r.inputs[i].transposed = inputs[i].transposed;
+    }
+    if (out) {
+        r.has_output = 1;
+        keep_shape(&r.output, out);
+    }
+    deliver(&r);
+}
+
+void trace_emit(trace_kind kind, trace_join join, const tensor *out,
+                size_t n_inputs, const trace_in *inputs, const char *fmt, ...)
+{
+    if (!listening())
         return;
-    size_t len = strlen(line);
-    while (len > 0 && line[len - 1] == ' ')
-        line[--len] = '\0';
-    fprintf(trace_stream, "%s\n", line);
+    va_list ap;
+    va_start(ap, fmt);
+    emit(kind, join, out, n_inputs, inputs, fmt, ap);
+    va_end(ap);
 }
 
-void trace_line(const char *op, const char *kind, const char *shapes,
-                const char *sym)
+void trace_step(trace_kind kind, const tensor *x, const tensor *y,
+                const char *fmt, ...)
 {
-    if (trace_stream)
-        emit(op, kind, shapes, sym);
+    if (!listening())
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(kind, TRACE_LIST, y, 1, &(trace_in){x, NULL, 0}, fmt, ap);
+    va_end(ap);
 }
 
-void trace_begin(const char *op, const char *shapes, const char *sym)
+void trace_begin(const tensor *out, size_t n_inputs, const trace_in *inputs,
+                 const char *fmt, ...)
 {
-    if (trace_stream)
-        emit(op, "", shapes, sym);
+    if (listening()) {
+        va_list ap;
+        va_start(ap, fmt);
+        emit(TRACE_STEP, TRACE_LIST, out, n_inputs, inputs, fmt, ap);
+        va_end(ap);
+    }
     depth++;
 }
 
@@ -72,12 +239,257 @@ void trace_end(void)
 
 void trace_note(const char *fmt, ...)
 {
-    if (!trace_stream)
+    if (!listening())
         return;
-    fprintf(trace_stream, "%*s# ", 2 * depth, "");
+    trace_record r;
+    memset(&r, 0, sizeof r);
+    r.depth = depth;
+    r.kind = TRACE_NOTE;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(trace_stream, fmt, ap);
+    format_op(r.op, sizeof r.op, fmt, ap);
     va_end(ap);
-    fputc('\n', trace_stream);
+    deliver(&r);
+}
+
+void trace_quiet_begin(void) { quiet++; }
+
+void trace_quiet_end(void)
+{
+    if (quiet > 0)
+        quiet--;
+}
+#endif
+
+/* --- observers ------------------------------------------------------- */
+
+void trace_attach(trace_observer *o)
+{
+#ifdef MHA_NO_TRACE
+    (void)o; // compiled out: nothing is ever emitted
+#else
+    trace_detach(o);
+    o->next = NULL;
+    trace_observer **p = &observers;
+    while (*p)
+        p = &(*p)->next;
+    *p = o;
+    if (!observers->next)
+        seq = 0; /* the first listener counts from 0 */
+#endif
+}
+
+void trace_detach(trace_observer *o)
+{
+    for (trace_observer **p = &observers; *p; p = &(*p)->next)
+        if (*p == o) {
+            *p = o->next;
+            o->next = NULL;
+            return;
+        }
+}
+
+/* --- the text printer ------------------------------------------------ */
+
+static size_t put(char *buf, size_t n, size_t used, const char *s)
+{
+    if (used < n)
+        snprintf(buf + used, n - used, "%s", s);
+    size_t len = strlen(s);
+    return used + len < n ? used + len : n;
+}
+
+/* "q (2, 4, 100), k (2, 6, 100)" or "(10, 4, 20) @ (10, 6, 20)^T", then
+ * " -> (10, 4, 6)" when the step has an output. */
+static char *shapes_text(const trace_record *r, char *buf, size_t n)
+{
+    static const char *const sep[] = {", ", " @ ", " + "};
+    char s[TRACE_SHAPE_MAX];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        const trace_operand *o = &r->inputs[i];
+        if (i)
+            used = put(buf, n, used, sep[r->join]);
+        if (o->label[0]) {
+            used = put(buf, n, used, o->label);
+            used = put(buf, n, used, " ");
+        }
+        used = put(buf, n, used, trace_shape_str(&o->shape, s, sizeof s));
+        if (o->transposed)
+            used = put(buf, n, used, "^T");
+    }
+    if (r->has_output) {
+        used = put(buf, n, used, r->n_inputs ? " -> " : "-> ");
+        put(buf, n, used, trace_shape_str(&r->output, s, sizeof s));
+    }
+    return buf;
+}
+
+char *trace_format_text(const trace_record *r, char *buf, size_t n)
+{
+    int indent = 2 * r->depth;
+    if (r->kind == TRACE_NOTE) {
+        snprintf(buf, n, "%*s# %s", indent, "", r->op);
+        return buf;
+    }
+    char shapes[TRACE_MAX_INPUTS * (TRACE_SHAPE_MAX + TRACE_LABEL_MAX + 8) +
+                TRACE_SHAPE_MAX];
+    char sym[TRACE_SHAPE_MAX] = "";
+    shapes_text(r, shapes, sizeof shapes);
+    if (r->has_output)
+        trace_sym_str(&r->output, sym, sizeof sym);
+    else if (r->n_inputs == 1)
+        trace_sym_str(&r->inputs[0].shape, sym, sizeof sym);
+    int opw = TRACE_OP_WIDTH - indent;
+    if (opw < 1)
+        opw = 1;
+    /* one space at least between columns, trailing blanks trimmed */
+    snprintf(buf, n, "%*s%-*s %-4s  %-*s  %s", indent, "", opw, r->op,
+             r->kind == TRACE_STEP ? "" : trace_kind_name(r->kind),
+             TRACE_SHAPES_WIDTH, shapes, sym);
+    size_t len = strlen(buf);
+    while (len > 0 && buf[len - 1] == ' ')
+        buf[--len] = '\0';
+    return buf;
+}
+
+static void print_text(void *ctx, const trace_record *r)
+{
+    char line[2048];
+    fprintf((FILE *)ctx, "%s\n", trace_format_text(r, line, sizeof line));
+}
+
+static trace_observer text_printer = {print_text, NULL, NULL};
+
+void trace_to(FILE *f)
+{
+    trace_detach(&text_printer);
+    text_printer.ctx = f;
+    if (f)
+        trace_attach(&text_printer);
+}
+
+/* --- JSON lines ------------------------------------------------------ */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_shape(FILE *f, const trace_shape *s)
+{
+    fprintf(f, "{\"shape\": [");
+    for (size_t d = 0; d < s->ndim; d++)
+        fprintf(f, "%s%zu", d ? ", " : "", s->dims[d]);
+    fprintf(f, "], \"names\": [");
+    for (size_t d = 0; d < s->ndim; d++) {
+        fprintf(f, "%s", d ? ", " : "");
+        json_string(f, s->names[d]);
+    }
+    fprintf(f, "], \"id\": %lu", s->id);
+}
+
+/* The op's name: "reshape" of "reshape(2, 4, 5, -1)", "W_q" of "W_q: x W^T". */
+static size_t op_name_len(const char *op)
+{
+    size_t n = strcspn(op, "(:");
+    while (n > 0 && op[n - 1] == ' ')
+        n--;
+    return n;
+}
+
+void trace_print_json(FILE *f, const trace_record *r)
+{
+    char name[TRACE_OP_MAX];
+    size_t len = op_name_len(r->op);
+    snprintf(name, sizeof name, "%.*s", (int)len, r->op);
+    fprintf(f, "{\"seq\": %zu, \"depth\": %d, \"kind\": \"%s\", ", r->seq,
+            r->depth, trace_kind_name(r->kind));
+    fprintf(f, r->kind == TRACE_NOTE ? "\"text\": " : "\"op\": ");
+    json_string(f, r->op);
+    if (r->kind != TRACE_NOTE) {
+        fprintf(f, ", \"name\": ");
+        json_string(f, name);
+        static const char *const joins[] = {"list", "matmul", "sum"};
+        fprintf(f, ", \"join\": \"%s\", \"inputs\": [", joins[r->join]);
+        for (size_t i = 0; i < r->n_inputs; i++) {
+            fprintf(f, "%s", i ? ", " : "");
+            json_shape(f, &r->inputs[i].shape);
+            fprintf(f, ", \"label\": ");
+            json_string(f, r->inputs[i].label);
+            fprintf(f, ", \"transposed\": %s}",
+                    r->inputs[i].transposed ? "true" : "false");
+        }
+        fprintf(f, "], \"output\": ");
+        if (r->has_output) {
+            json_shape(f, &r->output);
+            fputc('}', f);
+        } else {
+            fprintf(f, "null");
+        }
+    }
+    fputc('}', f);
+}
+
+static void print_json(void *ctx, const trace_record *r)
+{
+    trace_print_json((FILE *)ctx, r);
+    fputc('\n', (FILE *)ctx);
+}
+
+static trace_observer json_printer = {print_json, NULL, NULL};
+
+void trace_to_json(FILE *f)
+{
+    trace_detach(&json_printer);
+    json_printer.ctx = f;
+    if (f)
+        trace_attach(&json_printer);
+}
+
+/* --- the log --------------------------------------------------------- */
+
+static void keep_record(void *ctx, const trace_record *r)
+{
+    trace_log *log = ctx;
+    if (log->count == log->capacity) {
+        size_t cap = log->capacity ? 2 * log->capacity : 64;
+        trace_record *p = realloc(log->records, cap * sizeof *p);
+        if (!p) {
+            log->failed = 1;
+            return;
+        }
+        log->records = p;
+        log->capacity = cap;
+    }
+    log->records[log->count++] = *r;
+}
+
+void trace_log_start(trace_log *log)
+{
+    memset(log, 0, sizeof *log);
+    log->observer.record = keep_record;
+    log->observer.ctx = log;
+    trace_attach(&log->observer);
+}
+
+void trace_log_stop(trace_log *log) { trace_detach(&log->observer); }
+
+void trace_log_free(trace_log *log)
+{
+    trace_log_stop(log);
+    free(log->records);
+    log->records = NULL;
+    log->count = log->capacity = 0;
 }

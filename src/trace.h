@@ -1,42 +1,55 @@
-/* trace.h: the shape trace, one line per step.
+/* trace.h: the shape trace as data, one record per step.
  *
  * Every operation that changes a shape (reshape, permute, contiguous, a
- * Linear layer, a batched product ...) reports one line here when tracing is
- * on.  A line reads, column by column:
+ * Linear layer, a batched product ...) emits one record: what the step
+ * was, with its arguments; whether it moved numbers; the shapes that went
+ * in and the shape that came out, with the lesson's names for their
+ * dimensions; and how deep it sits inside larger steps.  The library emits
+ * records and knows nothing of who reads them.  Observers read them:
  *
- *     <indent><op with its arguments> <kind>  <input> -> <output>  <symbolic>
+ *   - the text printer (trace_to), one line per record:
  *
- *     reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)
+ *         <indent><op> <kind>  <inputs> -> <output>  <symbolic>
  *
- * The op takes TRACE_OP_WIDTH columns (indent included) and one space,
- * the kind 4 and two spaces, the shapes TRACE_SHAPES_WIDTH and two spaces;
- * a longer entry pushes the rest right, and trailing blanks are trimmed.
+ *         reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)
  *
- * kind is `view` (no data moved: only shape and strides changed), `copy`
+ *     The op takes TRACE_OP_WIDTH columns (indent included) and one
+ *     space, the kind 4 and two spaces, the shapes TRACE_SHAPES_WIDTH and
+ *     two spaces; a longer entry pushes the rest right, and trailing
+ *     blanks are trimmed.  The symbolic column gives the output shape in
+ *     the lesson's names (for a step with no output yet, its one input's).
+ *   - JSON lines (trace_to_json), one object per record, shapes as arrays;
+ *   - a log (trace_log_start) that keeps every record in memory, for the
+ *     quiz, for tests, and for the Graphviz dataflow (trace_write_dot).
+ *
+ * kind is `view` (no number moved: only shape and strides changed), `copy`
  * (the same numbers written to a new buffer in a new order) or `new` (new
- * numbers computed, e.g. by a matrix product).  Shapes print as Python
- * tuples: (1, 2, 16), and a 1-D shape as (8,).  The symbolic column gives the
- * output shape in the lesson's names when the tensors carry them.
+ * numbers computed, e.g. by a matrix product).  A step made of steps
+ * (trace_begin ... trace_end) is a `step` record, and the records emitted
+ * until its trace_end sit one level deeper.  Shapes print as Python
+ * tuples: (1, 2, 16), and a 1-D shape as (8,).
  *
- * Steps made inside a larger step are indented under it: trace_begin()
- * prints the larger step's header line and indents, trace_end() undoes it.
- *
- * Tracing is off by default and then costs one test of a global pointer per
- * step.  trace_to(stdout) switches it on, trace_to(NULL) off; any FILE* will
- * do (a file, a memory stream in the tests).  The state is global: one trace
- * per process.
+ * Emitting costs one test of a global when nobody listens; the op text is
+ * formatted only for a listener.  Its format is printf's (%s, %d, %zu, %ld,
+ * %g ...) plus three of the trace's own, so that the library never
+ * formats text: %T the shape of a `const tensor *` ("valid_lens %T"), %D
+ * a size_t count and a `const long *` ("reshape%D": reshape(2, 4, -1)), %P
+ * a size_t count and a `const size_t *` ("permute%P").  trace_quiet_begin
+ * and trace_quiet_end bracket code that runs steps without showing them.
+ * The state is global: one trace per process.
  *
  * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
- * trace_on() is the constant 0, so every `if (trace_on())` block is dead
- * code, and trace_to() does nothing.  `make bench` builds the library that
- * way too, to show that tracing compiled in but off costs nothing
- * measurable.
+ * the emitting calls compile to nothing.  `make bench` and `make
+ * trace-cost` build the library that way too, to show that tracing
+ * compiled in but switched off costs nothing measurable.
  */
 #ifndef MHA_TRACE_H
 #define MHA_TRACE_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include "tensor.h"
 
 /* Widths of the op and shapes columns; longer entries push the rest right. */
 #define TRACE_OP_WIDTH 24
@@ -45,34 +58,153 @@
 /* Room for any shape tuple of up to 4 dims, or two joined by " -> ". */
 #define TRACE_SHAPE_MAX 160
 
-extern FILE *trace_stream; /* where lines go; NULL: tracing is off */
+#define TRACE_OP_MAX 192 /* an op with its arguments, or a note */
+#define TRACE_LABEL_MAX 16
+#define TRACE_MAX_INPUTS 4
 
-/* Send the trace to f, or switch it off with NULL. */
-void trace_to(FILE *f);
+typedef enum trace_kind {
+    TRACE_VIEW, /* no number moved */
+    TRACE_COPY, /* the same numbers in a new buffer, in a new order */
+    TRACE_NEW,  /* new numbers computed */
+    TRACE_STEP, /* a step made of steps: the records up to its end nest in it */
+    TRACE_NOTE  /* free text, in op */
+} trace_kind;
 
-#ifdef MHA_NO_TRACE
-static inline int trace_on(void) { return 0; }
+/* How the text printer joins the inputs: "a, b", "a @ b", "a + b". */
+typedef enum trace_join { TRACE_LIST, TRACE_MATMUL, TRACE_SUM } trace_join;
+
+/* A shape as the record keeps it: sizes and the lesson's names ("" when a
+ * dimension has none), and which tensor it was (tensor.h's id). */
+typedef struct trace_shape {
+    size_t ndim;
+    size_t dims[TENSOR_MAX_DIMS];
+    char names[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    unsigned long id;
+} trace_shape;
+
+typedef struct trace_operand {
+    trace_shape shape;
+    char label[TRACE_LABEL_MAX]; /* "q" prints "q (2, 4, 100)"; "" for none */
+    int transposed;              /* prints (10, 6, 20)^T */
+} trace_operand;
+
+typedef struct trace_record {
+    size_t seq;              /* 0, 1, 2 ... in the order emitted */
+    int depth;               /* 0 at the top, +1 inside each open step */
+    trace_kind kind;
+    char op[TRACE_OP_MAX];   /* "reshape(2, 4, 5, -1)"; a note's text */
+    trace_join join;
+    size_t n_inputs;
+    trace_operand inputs[TRACE_MAX_INPUTS];
+    int has_output;
+    trace_shape output;
+} trace_record;
+
+/* --- emitting (the library's side) ---------------------------------- */
+
+/* An input as a step names it: the tensor, an optional label and whether
+ * the step reads it transposed.  Only t is needed: {x} will do. */
+typedef struct trace_in {
+    const tensor *t;
+    const char *label;
+    int transposed;
+} trace_in;
+
+/* TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(q, "q"), TRACE_IN_T(k, 1)) passes
+ * the count and the inputs: a tensor as it is, with a label, and read
+ * transposed (or not, by the flag). */
+#define TRACE_IN(x) {(x), NULL, 0}
+#define TRACE_NAMED(x, label) {(x), (label), 0}
+#define TRACE_IN_T(x, transposed) {(x), NULL, (transposed)}
+#define TRACE_INPUTS(...) \
+    (sizeof((trace_in[]){__VA_ARGS__}) / sizeof(trace_in)), \
+        ((const trace_in[]){__VA_ARGS__})
+
+#ifndef MHA_NO_TRACE
+/* One step with any inputs: kind TRACE_VIEW, TRACE_COPY or TRACE_NEW; out
+ * may be NULL.  fmt and what follows make the op text. */
+void trace_emit(trace_kind kind, trace_join join, const tensor *out,
+                size_t n_inputs, const trace_in *inputs, const char *fmt, ...);
+/* The common case: one input x, one output y. */
+void trace_step(trace_kind kind, const tensor *x, const tensor *y,
+                const char *fmt, ...);
+/* A step made of steps: its record (inputs; the output when it is known
+ * before the inner steps run, else NULL), then the inner steps one level
+ * deeper until the matching trace_end(). */
+void trace_begin(const tensor *out, size_t n_inputs, const trace_in *inputs,
+                 const char *fmt, ...);
+void trace_end(void);
+/* A free-form note at the current depth; the text printer shows "# text". */
+void trace_note(const char *fmt, ...);
+/* Steps run between these are not shown (they nest). */
+void trace_quiet_begin(void);
+void trace_quiet_end(void);
+/* 1 when some observer is listening (and no quiet scope is open): for
+ * programs that print things of their own beside the trace. */
+int trace_on(void);
 #else
-static inline int trace_on(void) { return trace_stream != NULL; }
+#define trace_emit(...) ((void)0)
+#define trace_step(...) ((void)0)
+#define trace_begin(...) ((void)0)
+#define trace_end() ((void)0)
+#define trace_note(...) ((void)0)
+#define trace_quiet_begin() ((void)0)
+#define trace_quiet_end() ((void)0)
+#define trace_on() 0
 #endif
 
-/* One step: op (with its arguments), kind ("view", "copy", "new" or ""),
- * shapes ("(1, 2, 16) -> (1, 2, 8, 2)") and the symbolic shape ("" if
- * none).  Printed at the current indent.  No-op when tracing is off. */
-void trace_line(const char *op, const char *kind, const char *shapes,
-                const char *sym);
+/* --- observing ------------------------------------------------------ */
 
-/* A step made of steps: prints its header like trace_line, then indents
- * the lines that follow by two spaces until the matching trace_end(). */
-void trace_begin(const char *op, const char *shapes, const char *sym);
-void trace_end(void);
+typedef struct trace_observer {
+    void (*record)(void *ctx, const trace_record *r);
+    void *ctx;
+    struct trace_observer *next; /* the trace's own list; leave it alone */
+} trace_observer;
 
-/* A free-form note at the current indent, prefixed with "# ". */
-void trace_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Listen to every record from now on / stop.  Several may listen; each
+ * sees the records in order.  The observer must live until detached. */
+void trace_attach(trace_observer *o);
+void trace_detach(trace_observer *o);
+
+/* The text printer on f (NULL: switch it off).  One per process. */
+void trace_to(FILE *f);
+/* JSON lines on f (NULL: switch it off).  One per process. */
+void trace_to_json(FILE *f);
+
+/* One record as the text printer's line (without the newline) into buf;
+ * returns buf. */
+char *trace_format_text(const trace_record *r, char *buf, size_t n);
+/* One record as one JSON object (without the newline) on f. */
+void trace_print_json(FILE *f, const trace_record *r);
+
+/* Every record in memory, in order. */
+typedef struct trace_log {
+    trace_record *records;
+    size_t count, capacity;
+    int failed; /* 1 when a record was lost for want of memory */
+    trace_observer observer;
+} trace_log;
+
+/* Start keeping records in log (zeroed here) / stop; free its memory. */
+void trace_log_start(trace_log *log);
+void trace_log_stop(trace_log *log);
+void trace_log_free(trace_log *log);
+
+/* The dataflow graph of the steps at depth `depth` of log (1 shows a
+ * module's projections, splits, attention, join and output layer) in
+ * Graphviz's dot language: inputs as ellipses, steps as boxes, each edge
+ * labelled with the shape it carries and whether the step that made it
+ * was a view, a copy or new numbers. */
+void trace_write_dot(FILE *f, const trace_log *log, int depth);
 
 /* Format a shape as a Python tuple into buf (size n, >= TRACE_SHAPE_MAX is
- * always enough) and return buf: (1, 2, 16), (8,).  Works whether or not
- * tracing is on. */
+ * always enough) and return buf: (1, 2, 16), (8,). */
 char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape);
+/* A record's shape as a tuple, and in the lesson's names ("" when it has
+ * none: unnamed dimensions of a named shape print their size). */
+char *trace_shape_str(const trace_shape *s, char *buf, size_t n);
+char *trace_sym_str(const trace_shape *s, char *buf, size_t n);
+/* "view", "copy", "new", "step" or "note". */
+const char *trace_kind_name(trace_kind kind);
 
 #endif

@@ -769,9 +769,9 @@ Test(additive_attention_errors, valid_lens_and_dropout)
         } while (status_ != GSL_SUCCESS && k_ < 1000);                        \
         fflush(c_.f);                                                         \
         size_t len_ = c_.len;                                                 \
-        trace_line("top", "", "", "");                                        \
+        trace_note("top");                                                    \
         trace_to(NULL);                                                       \
-        cr_assert_str_eq(capture_end(&c_) + len_, "top\n");                   \
+        cr_assert_str_eq(capture_end(&c_) + len_, "# top\n");                 \
         capture_free(&c_);                                                    \
         cr_assert_eq(status_, GSL_SUCCESS);                                   \
         cr_assert_gt(k_, 5, "only %ld allocations", k_);                      \

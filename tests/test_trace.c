@@ -202,22 +202,35 @@ Test(trace, linear_layer)
     linear_free(&l);
 }
 
-/* --- trace_line, blocks and notes ------------------------------------- */
+/* --- records, blocks and notes ------------------------------------- */
+
+/* A shape with names and no numbers, for records made by hand. */
+static tensor shaped(size_t ndim, const size_t *shape, const char *names)
+{
+    tensor t = tensor_header(ndim, shape);
+    if (names)
+        OK(tensor_set_names(&t, names));
+    return t;
+}
 
 Test(trace, nested_blocks)
 {
     capture c;
+    tensor x = shaped(SHAPE(1, 2, 16), "B, n, d_model");
+    tensor s = shaped(SHAPE(1, 2, 8, 2), NULL);
+    tensor h = shaped(SHAPE(8, 2, 2), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_begin("multihead", "(1, 2, 16) -> (1, 2, 16)", "(B, n, d_model)");
-    trace_line("W_q: x W^T", "new", "(1, 2, 16) -> (1, 2, 16)", "(B, n, d_model)");
-    trace_begin("transpose_qkv(h=8)", "(1, 2, 16) -> (8, 2, 2)", "");
-    trace_line("reshape(1, 2, 8, -1)", "view", "(1, 2, 16) -> (1, 2, 8, 2)", "");
+    trace_begin(&x, TRACE_INPUTS(TRACE_IN(&x)), "multihead");
+    trace_step(TRACE_NEW, &x, &x, "W_q: x W^T");
+    trace_begin(&h, TRACE_INPUTS(TRACE_IN(&x)), "transpose_qkv(h=%d)", 8);
+    trace_step(TRACE_VIEW, &x, &s, "reshape%D", (size_t)4,
+               (const long[]){1, 2, 8, -1});
     trace_note("h = %d heads of %d", 8, 2);
     trace_end();
-    trace_line("attention", "new", "(8, 2, 2) -> (8, 2, 2)", "");
+    trace_step(TRACE_NEW, &h, &h, "attention");
     trace_end();
-    trace_line("done", "", "", "");
+    trace_emit(TRACE_NEW, TRACE_LIST, NULL, 0, NULL, "done");
     trace_note("back at the left");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
@@ -229,7 +242,7 @@ Test(trace, nested_blocks)
         "    reshape(1, 2, 8, -1) view  (1, 2, 16) -> (1, 2, 8, 2)\n"
         "    # h = 8 heads of 2\n"
         "  attention              new   (8, 2, 2) -> (8, 2, 2)\n"
-        "done\n"
+        "done                     new\n"
         "# back at the left\n");
     capture_free(&c);
 }
@@ -239,9 +252,10 @@ Test(trace, library_steps_in_a_block)
 {
     capture c;
     tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    tensor h = shaped(SHAPE(8, 2, 2), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_begin("transpose_qkv(h=8)", "(1, 2, 16) -> (8, 2, 2)", "");
+    trace_begin(&h, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
     OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
     trace_end();
     trace_to(NULL);
@@ -254,24 +268,37 @@ Test(trace, library_steps_in_a_block)
 }
 
 /* An op wider than its column pushes the rest right, one space after it;
- * so do shapes wider than theirs, two spaces after them. */
+ * so do shapes wider than theirs, two spaces after them.  Labels, ^T and
+ * the three joins. */
 Test(trace, long_ops_push_columns)
 {
     capture c;
+    tensor n = shaped(SHAPE(2), "n");
+    tensor a = shaped(SHAPE(1, 2, 3, 4), "a, b, c, d");
+    tensor q = shaped(SHAPE(10, 4, 20), NULL), k = shaped(SHAPE(10, 6, 20), NULL);
+    tensor s = shaped(SHAPE(10, 4, 6), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_line("exactly_twenty_four_wide", "view", "(2,) -> (2,)", "(n,)");
-    trace_line("twenty_five_chars_wide_op", "copy", "(2,) -> (2,)", "(n,)");
-    trace_line("op", "new", "(1, 2, 3, 4) -> (1, 2, 3, 4) -> (1, 2, 3, 4)", "(a, b)");
-    trace_line("op", "kind", "(2,) -> (2,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "exactly_twenty_four_wide");
+    trace_step(TRACE_COPY, &n, &n, "twenty_five_chars_wide_op");
+    trace_emit(TRACE_NEW, TRACE_LIST, &a, TRACE_INPUTS(TRACE_IN(&a), TRACE_IN(&a)),
+               "op");
+    trace_emit(TRACE_NEW, TRACE_MATMUL, &s,
+               TRACE_INPUTS(TRACE_IN(&q), TRACE_IN_T(&k, 1)), "Q K^T");
+    trace_emit(TRACE_NEW, TRACE_SUM, &q,
+               TRACE_INPUTS(TRACE_NAMED(&q, "x"), TRACE_IN(&q)), "add");
+    trace_emit(TRACE_NEW, TRACE_LIST, &n, 0, NULL, "made(%s, %g, %ld, %T)",
+               "s", 0.5, -3L, &q);
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         /*0         1         2         3         4         5         6         7
           01234567890123456789012345678901234567890123456789012345678901234567890 */
         "exactly_twenty_four_wide view  (2,) -> (2,)                        (n,)\n"
         "twenty_five_chars_wide_op copy  (2,) -> (2,)                        (n,)\n"
-        "op                       new   (1, 2, 3, 4) -> (1, 2, 3, 4) -> (1, 2, 3, 4)  (a, b)\n"
-        "op                       kind  (2,) -> (2,)\n");
+        "op                       new   (1, 2, 3, 4), (1, 2, 3, 4) -> (1, 2, 3, 4)  (a, b, c, d)\n"
+        "Q K^T                    new   (10, 4, 20) @ (10, 6, 20)^T -> (10, 4, 6)\n"
+        "add                      new   x (10, 4, 20) + (10, 4, 20) -> (10, 4, 20)\n"
+        "made(s, 0.5, -3, (10, 4, 20)) new   -> (2,)                             (n,)\n");
     capture_free(&c);
 }
 
@@ -280,16 +307,17 @@ Test(trace, long_ops_push_columns)
 Test(trace, deep_nesting)
 {
     capture c;
+    tensor n = shaped(SHAPE(2), NULL);
     capture_start(&c);
     trace_to(c.f);
     for (int k = 0; k < 12; k++)
-        trace_begin("b", "", "");
-    trace_line("deep", "view", "(2,) -> (2,)", "");
+        trace_begin(NULL, 0, NULL, "b");
+    trace_step(TRACE_VIEW, &n, &n, "deep");
     trace_end();
-    trace_line("deep", "view", "(2,) -> (2,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "deep");
     for (int k = 0; k < 11; k++)
         trace_end();
-    trace_line("top", "view", "(2,) -> (2,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "top");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         "b\n"
@@ -321,8 +349,8 @@ Test(trace, off_writes_nothing)
     OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
     OK(tensor_permute(x, SHAPE(1, 0), &z));
     OK(tensor_contiguous(z, &w));
-    trace_line("op", "view", "(1,) -> (1,)", "");
-    trace_begin("block", "", "");
+    trace_step(TRACE_VIEW, x, x, "op");
+    trace_begin(NULL, 0, NULL, "block");
     trace_note("a note");
     trace_end();
     cr_assert_str_eq(capture_end(&c), "");
@@ -338,23 +366,24 @@ Test(trace, off_writes_nothing)
 Test(trace, off_and_on_inside_blocks)
 {
     capture c;
+    tensor n = shaped(SHAPE(1), NULL);
     capture_start(&c);
     trace_to(c.f);
     cr_assert(trace_on());
-    trace_begin("outer", "", "");
-    trace_line("a", "view", "(1,) -> (1,)", "");
+    trace_begin(NULL, 0, NULL, "outer");
+    trace_step(TRACE_VIEW, &n, &n, "a");
     trace_to(NULL);
-    trace_begin("inner", "", "");
-    trace_line("hidden", "view", "(1,) -> (1,)", "");
+    trace_begin(NULL, 0, NULL, "inner");
+    trace_step(TRACE_VIEW, &n, &n, "hidden");
     trace_to(c.f);
-    trace_line("b", "view", "(1,) -> (1,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "b");
     trace_note("in inner");
     trace_end();
-    trace_line("c", "view", "(1,) -> (1,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "c");
     trace_end();
-    trace_line("d", "view", "(1,) -> (1,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "d");
     trace_end(); /* one too many: stays at the left */
-    trace_line("e", "view", "(1,) -> (1,)", "");
+    trace_step(TRACE_VIEW, &n, &n, "e");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         "outer\n"

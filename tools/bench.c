@@ -105,7 +105,7 @@ static void problem_init(problem *p, size_t L)
     gsl_rng *r = mha_rng_new(2024);
     if (!r)
         die("mha_rng_new");
-    multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0};
+    multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0, 0};
     CHECK(multihead_init(&p->m, &cfg));
     multihead_reset_xavier(&p->m, r);
     tensor_fill_uniform(p->m.W_q.bias, r, -0.1, 0.1);
