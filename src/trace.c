@@ -6,9 +6,11 @@
 #include <string.h>
 
 static trace_observer *observers = NULL; /* NULL: nobody listens */
+#ifndef MHA_NO_TRACE
 static int depth = 0;  /* nesting level; kept even when nobody listens */
 static int quiet = 0;  /* open quiet scopes */
 static size_t seq = 0; /* records delivered so far */
+#endif
 
 /* --- shapes ---------------------------------------------------------- */
 
@@ -61,6 +63,7 @@ const char *trace_kind_name(trace_kind kind)
     return kind <= TRACE_NOTE ? names[kind] : "?";
 }
 
+#ifndef MHA_NO_TRACE
 static void keep_shape(trace_shape *s, const tensor *t)
 {
     s->ndim = t->ndim;
@@ -167,7 +170,6 @@ static void deliver(trace_record *r)
 
 static int listening(void) { return observers && !quiet; }
 
-#ifndef MHA_NO_TRACE
 int trace_on(void) { return listening(); }
 
 static void emit(trace_kind kind, trace_join join, const tensor *out,

@@ -39,7 +39,7 @@
  * The state is global: one trace per process.
  *
  * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
- * the emitting calls compile to nothing.  `make bench` and `make
+ * the emitting calls are empty inline functions and compile to nothing.  `make bench` and `make
  * trace-cost` build the library that way too, to show that tracing
  * compiled in but switched off costs nothing measurable.
  */
@@ -142,15 +142,28 @@ void trace_quiet_end(void);
 /* 1 when some observer is listening (and no quiet scope is open): for
  * programs that print things of their own beside the trace. */
 int trace_on(void);
-#else
-#define trace_emit(...) ((void)0)
-#define trace_step(...) ((void)0)
-#define trace_begin(...) ((void)0)
-#define trace_end() ((void)0)
-#define trace_note(...) ((void)0)
-#define trace_quiet_begin() ((void)0)
-#define trace_quiet_end() ((void)0)
-#define trace_on() 0
+#else /* compiled out: empty functions the optimizer removes whole */
+static inline void trace_emit(trace_kind kind, trace_join join,
+                              const tensor *out, size_t n_inputs,
+                              const trace_in *inputs, const char *fmt, ...)
+{
+    (void)kind, (void)join, (void)out, (void)n_inputs, (void)inputs, (void)fmt;
+}
+static inline void trace_step(trace_kind kind, const tensor *x,
+                              const tensor *y, const char *fmt, ...)
+{
+    (void)kind, (void)x, (void)y, (void)fmt;
+}
+static inline void trace_begin(const tensor *out, size_t n_inputs,
+                               const trace_in *inputs, const char *fmt, ...)
+{
+    (void)out, (void)n_inputs, (void)inputs, (void)fmt;
+}
+static inline void trace_end(void) {}
+static inline void trace_note(const char *fmt, ...) { (void)fmt; }
+static inline void trace_quiet_begin(void) {}
+static inline void trace_quiet_end(void) {}
+static inline int trace_on(void) { return 0; }
 #endif
 
 /* --- observing ------------------------------------------------------ */

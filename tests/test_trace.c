@@ -433,3 +433,272 @@ Test(trace, shape_str)
     cr_assert_str_eq(shape_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
                      "(1, 2");
 }
+
+/* --- records and their observers ------------------------------------ */
+
+/* The records of d2l's transpose_qkv: what each one holds. */
+Test(trace, records_hold_the_steps)
+{
+    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    trace_log log;
+    trace_log_start(&log);
+    OK(transpose_qkv(x, 8, &y));
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 4);
+    const trace_record *r = log.records;
+    cr_assert_eq(r[0].kind, TRACE_STEP);
+    cr_assert_str_eq(r[0].op, "transpose_qkv(h=8)");
+    cr_assert_eq(r[0].depth, 0);
+    cr_assert_eq(r[0].n_inputs, 1);
+    cr_assert_eq(r[0].inputs[0].shape.id, x->id);
+    cr_assert_not(r[0].has_output);
+    static const char *const ops[] = {"reshape(1, 2, 8, -1)",
+                                      "permute(0, 2, 1, 3)",
+                                      "reshape(-1, 2, 2)"};
+    static const trace_kind kinds[] = {TRACE_VIEW, TRACE_VIEW, TRACE_VIEW};
+    static const size_t out[3][4] = {{1, 2, 8, 2}, {1, 8, 2, 2}, {8, 2, 2, 0}};
+    for (size_t i = 1; i < 4; i++) {
+        cr_assert_str_eq(r[i].op, ops[i - 1]);
+        cr_assert_eq(r[i].kind, kinds[i - 1], "record %zu", i);
+        cr_assert_eq(r[i].depth, 1);
+        cr_assert_eq(r[i].seq, i);
+        cr_assert(r[i].has_output);
+        cr_assert_arr_eq(r[i].output.dims, out[i - 1], sizeof out[0]);
+        /* each step reads what the one before it made */
+        if (i > 1)
+            cr_assert_eq(r[i].inputs[0].shape.id, r[i - 1].output.id);
+    }
+    cr_assert_eq(r[3].output.id, y->id);
+    cr_assert_str_eq(r[3].output.names[0], "B*h");
+    cr_assert_str_eq(r[3].output.names[2], "d_model/h");
+    trace_log_free(&log);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* Two observers see the same records; the text is what trace_format_text
+ * makes of each. */
+Test(trace, text_is_one_line_per_record)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 4, 6)), *y = NULL;
+    trace_log log;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_log_start(&log);
+    OK(transpose_qkv(x, 3, &y));
+    trace_log_stop(&log);
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    char expect[4096] = "", line[512];
+    for (size_t i = 0; i < log.count; i++) {
+        strcat(expect, trace_format_text(&log.records[i], line, sizeof line));
+        strcat(expect, "\n");
+    }
+    cr_assert_eq(log.count, 4);
+    cr_assert_str_eq(text, expect);
+    cr_assert_str_eq(text,
+        "transpose_qkv(h=3)             (2, 4, 6)\n"
+        "  reshape(2, 4, 3, -1)   view  (2, 4, 6) -> (2, 4, 3, 2)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 4, 3, 2) -> (2, 3, 4, 2)\n"
+        "  reshape(-1, 4, 2)      copy  (2, 3, 4, 2) -> (6, 4, 2)\n");
+    trace_log_free(&log);
+    capture_free(&c);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+Test(trace, json_lines)
+{
+    capture c;
+    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    tensor q = tensor_header(SHAPE(2, 3));
+    capture_start(&c);
+    trace_to_json(c.f);
+    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    trace_emit(TRACE_NEW, TRACE_MATMUL, NULL,
+               TRACE_INPUTS(TRACE_NAMED(&q, "q\"1"), TRACE_IN_T(&q, 1)), "Q K^T");
+    trace_note("a \\ note");
+    trace_to_json(NULL);
+    char expect[1024];
+    snprintf(expect, sizeof expect,
+        "{\"seq\": 0, \"depth\": 0, \"kind\": \"view\", \"op\": \"reshape(1, 2, 8, -1)\", "
+        "\"name\": \"reshape\", \"join\": \"list\", \"inputs\": [{\"shape\": [1, 2, 16], "
+        "\"names\": [\"B\", \"n\", \"d_model\"], \"id\": %lu, \"label\": \"\", "
+        "\"transposed\": false}], \"output\": {\"shape\": [1, 2, 8, 2], "
+        "\"names\": [\"B\", \"n\", \"\", \"\"], \"id\": %lu}}\n"
+        "{\"seq\": 1, \"depth\": 0, \"kind\": \"new\", \"op\": \"Q K^T\", \"name\": \"Q K^T\", "
+        "\"join\": \"matmul\", \"inputs\": [{\"shape\": [2, 3], \"names\": [\"\", \"\"], "
+        "\"id\": 0, \"label\": \"q\\\"1\", \"transposed\": false}, {\"shape\": [2, 3], "
+        "\"names\": [\"\", \"\"], \"id\": 0, \"label\": \"\", \"transposed\": true}], "
+        "\"output\": null}\n"
+        "{\"seq\": 2, \"depth\": 0, \"kind\": \"note\", \"text\": \"a \\\\ note\"}\n",
+        x->id, y->id);
+    cr_assert_str_eq(capture_end(&c), expect);
+    capture_free(&c);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* Steps inside a quiet scope are not shown, nested scopes included, and
+ * the depth of what follows is right. */
+Test(trace, quiet_scopes)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *z = NULL, *w = NULL;
+    capture_start(&c);
+    trace_to(c.f);
+    trace_quiet_begin();
+    cr_assert_not(trace_on());
+    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    trace_quiet_begin();
+    trace_begin(NULL, 0, NULL, "hidden block");
+    OK(tensor_permute(x, SHAPE(1, 0), &z));
+    trace_quiet_end();
+    trace_note("still quiet");
+    trace_quiet_end();
+    cr_assert(trace_on());
+    OK(tensor_contiguous(z, &w));
+    trace_end();
+    trace_quiet_end(); /* one too many does no harm */
+    trace_note("shown");
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "  contiguous()           copy  (3, 2) -> (3, 2)\n"
+        "# shown\n");
+    capture_free(&c);
+    tensor_free(w);
+    tensor_free(z);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* The op text: printf's conversions and the trace's own three. */
+Test(trace, op_formats)
+{
+    trace_log log;
+    tensor t = tensor_header(SHAPE(4, 1));
+    trace_log_start(&log);
+    trace_note("%s|%5.2f|%zu|%ld|%d|%g|%%|%T|%D|%P|%T.", "a", 3.14159,
+               (size_t)7, -8L, 9, 1e-7, &t, (size_t)3,
+               (const long[]){2, -1, 5}, (size_t)1, (const size_t[]){0},
+               (const tensor *)NULL);
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 1);
+    cr_assert_str_eq(log.records[0].op, "a| 3.14|7|-8|9|1e-07|%|(4, 1)|(2, -1, 5)|(0)|.");
+    trace_log_free(&log);
+}
+
+/* A real run emits one record per line the chapters show: chapter 08's
+ * trace of d2l's example, line for line, from the records. */
+Test(trace, every_step_of_the_module_is_a_record)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 5};
+    OK(multihead_init(&m, &cfg));
+    tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
+    OK(tensor_alloc(SHAPE(2, 4, 100), &x));
+    OK(tensor_alloc(SHAPE(2, 6, 100), &y));
+    OK(tensor_from_array(SHAPE(2), (const double[]){3, 2}, &vl));
+    tensor_fill(x, 1);
+    tensor_fill(y, 1);
+    trace_log log;
+    trace_log_start(&log);
+    OK(multihead_forward(&m, x, y, y, vl, &out));
+    trace_log_stop(&log);
+    /* the trace of chapter 08's first section, as its transcript has it */
+    FILE *f = fopen("tests/expected/08_multihead_module.txt", "r");
+    cr_assert_not_null(f);
+    char line[512], mine[512];
+    size_t i = 0;
+    int in_trace = 0;
+    while (fgets(line, sizeof line, f) && i <= log.count) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!in_trace && strncmp(line, "multihead(h=5)", 14) != 0)
+            continue;
+        in_trace = 1;
+        if (!line[0])
+            break;
+        cr_assert_lt(i, log.count, "more lines than records at \"%s\"", line);
+        cr_assert_str_eq(trace_format_text(&log.records[i], mine, sizeof mine),
+                         line, "record %zu", i);
+        i++;
+    }
+    fclose(f);
+    cr_assert_eq(i, log.count, "%zu lines, %zu records", i, log.count);
+    cr_assert_eq(log.count, 26);
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(vl);
+    tensor_free(y);
+    tensor_free(x);
+    multihead_free(&m);
+}
+
+/* --- shape-only tensors ---------------------------------------------- */
+
+Test(trace, meta_tensors_have_no_numbers)
+{
+    tensor *x = NULL, *y = NULL, *z = NULL, *w = NULL, *n = NULL;
+    OK(tensor_alloc_meta(SHAPE(2, 3, 4), &x));
+    cr_assert(tensor_is_meta(x));
+    cr_assert_null(x->data);
+    tensor_fill(x, 1.0); /* nothing to fill: no crash */
+    OK(tensor_check_finite(x, "test", "x"));
+    OK(tensor_permute(x, SHAPE(0, 2, 1), &y));
+    OK(tensor_reshape(y, DIMS(-1, 3), NULL, &z)); /* a "copy", of nothing */
+    OK(tensor_narrow(x, 2, 1, 2, &n));
+    OK(tensor_contiguous(n, &w));
+    cr_assert(tensor_is_meta(y) && tensor_is_meta(z) && tensor_is_meta(w) &&
+              tensor_is_meta(n));
+    cr_assert_eq(z->shape[0], 8);
+    double v;
+    FAILS(tensor_get(x, (const size_t[]){0, 0, 0}, &v), GSL_EINVAL,
+          "tensor_get: the shape-only tensor (2, 3, 4) has no numbers");
+    capture c;
+    capture_start(&c);
+    tensor_print(c.f, x, 4);
+    cr_assert_str_eq(capture_end(&c), "tensor(..., size=(2, 3, 4), device='meta')\n");
+    capture_free(&c);
+    tensor_free(n);
+    tensor_free(w);
+    tensor_free(z);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* A shape-only module of a size no machine here could hold in numbers
+ * (four 12288 x 12288 weights and (8*96, 4096, 4096) scores: about 830
+ * GiB) runs every step and makes the real run's shapes. */
+Test(trace, a_shape_only_module_of_any_size)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 12288, .key_size = 12288,
+                            .value_size = 12288, .num_hiddens = 12288,
+                            .num_heads = 96, .shape_only = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor *x = NULL, *out = NULL;
+    OK(tensor_alloc_meta(SHAPE(8, 4096, 12288), &x));
+    trace_log log;
+    trace_log_start(&log);
+    OK(multihead_forward(&m, x, x, x, NULL, &out));
+    trace_log_stop(&log);
+    cr_assert(tensor_is_meta(out));
+    cr_assert_eq(out->shape[0], 8);
+    cr_assert_eq(out->shape[1], 4096);
+    cr_assert_eq(out->shape[2], 12288);
+    cr_assert(tensor_is_meta(m.weights));
+    cr_assert_eq(m.weights->shape[1], 96);
+    cr_assert_eq(log.count, 25); /* 26 less the repeat of valid_lens */
+    char line[512];
+    cr_assert_str_eq(trace_format_text(&log.records[5], line, sizeof line),
+        "    reshape(-1, 4096, 128) copy  (8, 96, 4096, 128) -> (768, 4096, 128)  (B*h, Lq, d_model/h)");
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(x);
+    multihead_free(&m);
+}
