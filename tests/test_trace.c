@@ -672,8 +672,8 @@ Test(trace, meta_tensors_have_no_numbers)
 }
 
 /* A shape-only module of a size no machine here could hold in numbers
- * (four 12288 x 12288 weights and (8*96, 4096, 4096) scores: about 830
- * GiB) runs every step and makes the real run's shapes. */
+ * (4.5 GiB of weights, 96 GiB of (8*96, 4096, 4096) scores) runs every
+ * step and makes the real run's shapes. */
 Test(trace, a_shape_only_module_of_any_size)
 {
     multihead m;
