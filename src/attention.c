@@ -112,7 +112,8 @@ static void trace_product(const char *op, const tensor *a, int b_transposed,
                           const tensor *b, const tensor *c)
 {
     trace_emit(TRACE_NEW, TRACE_MATMUL, c,
-               TRACE_INPUTS(TRACE_IN_T(a, 0), TRACE_IN_T(b, b_transposed)), "%s", op);
+               TRACE_INPUTS(TRACE_IN(a), TRACE_IN_T(b, b_transposed)), "%s",
+               op);
 }
 
 /* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
@@ -264,7 +265,8 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
         return status;
 
     tensor pooled = pooled_shape(queries, values);
-    trace_begin(&pooled, TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+    trace_begin(&pooled,
+                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "dot_attention(scale 1/sqrt(%zu))", d);
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
     batch_matrices q = {0}, k = {0};
@@ -376,7 +378,8 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
                     f_bij[h] = tanh(q_bi[h] + k_bj[h]);
             }
         }
-    trace_emit(TRACE_NEW, TRACE_SUM, *out, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
+    trace_emit(TRACE_NEW, TRACE_SUM, *out,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
                "tanh(q[:, :, None] + k[:, None])");
     return GSL_SUCCESS;
 }
@@ -417,7 +420,8 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
         return status;
 
     tensor pooled = pooled_shape(queries, values);
-    trace_begin(&pooled, TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+    trace_begin(&pooled,
+                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
     tensor *scores = NULL, *weights = NULL, *dropped = NULL;

@@ -93,7 +93,8 @@ static void trace_product(const char *op, const tensor *a, int ta,
                           const tensor *b, int tb, const tensor *c)
 {
     trace_emit(TRACE_NEW, TRACE_MATMUL, c,
-               TRACE_INPUTS(TRACE_IN_T(a, ta), TRACE_IN_T(b, tb)), "%s", op);
+               TRACE_INPUTS(TRACE_IN_T(a, ta), TRACE_IN_T(b, tb)), "%s",
+               op);
 }
 
 /* --- Linear --------------------------------------------------------- */
@@ -164,7 +165,8 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
 
-    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward", l->name);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
+                l->name);
     // every allocation first, so that a failure leaves grad untouched
     matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
     status = as_matrices(dy, 0, &dym);
@@ -583,7 +585,7 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
     trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                TRACE_QKV(queries, keys, values),
                 "multihead(h=%zu), cached", h);
     tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), not kept
     tensor *oh = NULL;                      // (B*h, Lq, p)
@@ -706,7 +708,8 @@ static int head_mask_backward(const tensor *dmasked, const tensor *heads,
     trace_step(TRACE_NEW, dmasked, *dheads, "head_mask backward");
     tensor dmask_shape = tensor_header(SHAPE(h));
     trace_emit(TRACE_NEW, TRACE_LIST, &dmask_shape,
-               TRACE_INPUTS(TRACE_IN(dmasked), TRACE_IN(heads)), "dmask += sum(dy * heads)");
+               TRACE_INPUTS(TRACE_IN(dmasked), TRACE_IN(heads)),
+               "dmask += sum(dy * heads)");
     return GSL_SUCCESS;
 }
 

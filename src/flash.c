@@ -207,7 +207,8 @@ static int check_inputs(const char *who, const tensor *q, const tensor *k,
 static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
                         const tensor *v, const tensor *valid_lens)
 {
-    trace_emit(TRACE_NEW, TRACE_LIST, j->out, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k), TRACE_IN(v)),
+    trace_emit(TRACE_NEW, TRACE_LIST, j->out,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k), TRACE_IN(v)),
                "flash_attention(tiles %zux%zu%s%T)", j->tq, j->tk,
                valid_lens ? ", valid_lens " : "", valid_lens);
 }

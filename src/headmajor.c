@@ -180,7 +180,8 @@ int headmajor_join_heads(const tensor *x, tensor **out)
                         "headmajor_join_heads: input shape %s has %zu "
                         "dimensions, expected 4 (h, B, L, d)",
                         tensor_shape_str(x, xs, sizeof xs), x->ndim);
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(head b l v -> b l (head v))");
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)),
+                "rearrange(head b l v -> b l (head v))");
     tensor *rows = NULL;
     // rows is (B, L, h, d): a view, the heads back next to their features
     int status = tensor_permute(x, SHAPE(1, 2, 0, 3), &rows);
@@ -277,7 +278,8 @@ static void set_name(tensor *t, size_t d, const char *name)
 static void trace_einsum(const char *op, const tensor *a, const tensor *b,
                          const tensor *c)
 {
-    trace_emit(TRACE_NEW, TRACE_LIST, c, TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)), "%s", op);
+    trace_emit(TRACE_NEW, TRACE_LIST, c, TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)),
+               "%s", op);
 }
 
 /* scores (h, B, Lq, Lk) = einsum('hblk,hbtk->hblt', qh, kh) / sqrt(d_k):
@@ -310,7 +312,8 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
         return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
                         gsl_strerror(status));
     }
-    trace_emit(TRACE_NEW, TRACE_LIST, *scores, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh)),
+    trace_emit(TRACE_NEW, TRACE_LIST, *scores,
+               TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh)),
                "einsum(hblk,hbtk->hblt)/sqrt(%zu)", dk);
     return GSL_SUCCESS;
 }
@@ -418,7 +421,8 @@ static void add_residual(tensor *y, const tensor *residual)
             for (size_t j = 0; j < D; j++)
                 y_bl[j] += *TENSOR_AT(residual, b, l, j);
         }
-    trace_emit(TRACE_NEW, TRACE_SUM, y, TRACE_INPUTS(TRACE_IN(y), TRACE_IN(residual)),
+    trace_emit(TRACE_NEW, TRACE_SUM, y,
+               TRACE_INPUTS(TRACE_IN(y), TRACE_IN(residual)),
                "add_(residual)");
 }
 
@@ -437,7 +441,7 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     tensor k_in = tensor_named(k, "B, Lk, d_model");
     tensor v_in = tensor_named(v, "B, Lk, d_model");
 
-    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v")),
+    trace_begin(NULL, TRACE_QKV(q, k, v),
                 "headmajor(h=%zu)", h);
 
     tensor *qp = NULL, *kp = NULL, *vp = NULL; // (B, L, h*d)

@@ -47,7 +47,8 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
                         d_model, num_heads, xs);
     size_t p = d_model / num_heads;
 
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)", num_heads);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
+                num_heads);
     char names[4 * TENSOR_NAME_MAX];
     split_names(x, names, sizeof names);
     tensor *split = NULL, *heads = NULL;
@@ -90,7 +91,8 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
                         x->shape[0], xs, num_heads);
     size_t n = x->shape[1], p = x->shape[2];
 
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)", num_heads);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)",
+                num_heads);
     tensor *split = NULL, *rows = NULL;
     // split is (B, h, n, p): a view, "B*h" taken apart again
     int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
@@ -304,7 +306,7 @@ int multihead_forward(multihead *m, const tensor *queries,
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
     trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                TRACE_QKV(queries, keys, values),
                 "multihead(h=%zu)", h);
 
     tensor *q = NULL, *k = NULL, *v = NULL;      // (B, L, d_model)

@@ -153,7 +153,8 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *oh,
                             const tensor *valid_lens)
 {
-    trace_emit(TRACE_NEW, TRACE_LIST, oh, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
+    trace_emit(TRACE_NEW, TRACE_LIST, oh,
+               TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
                "attention per head(scale 1/sqrt(%zu)%s%T)", qh->shape[3],
                valid_lens ? ", valid_lens " : "", valid_lens);
 }
@@ -184,7 +185,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     tensor v_in = tensor_named(values, "B, Lk, d_v");
 
     trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"), TRACE_NAMED(values, "v")),
+                TRACE_QKV(queries, keys, values),
                 "multihead_fast(h=%zu)", h);
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views

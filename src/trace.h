@@ -119,6 +119,9 @@ typedef struct trace_in {
 #define TRACE_INPUTS(...) \
     (sizeof((trace_in[]){__VA_ARGS__}) / sizeof(trace_in)), \
         ((const trace_in[]){__VA_ARGS__})
+/* The three inputs of an attention module, labelled q, k and v. */
+#define TRACE_QKV(q, k, v) \
+    TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v"))
 
 #ifndef MHA_NO_TRACE
 /* One step with any inputs: kind TRACE_VIEW, TRACE_COPY or TRACE_NEW; out
