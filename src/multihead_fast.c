@@ -75,9 +75,9 @@ static size_t valid_len(const tensor *valid_lens, size_t b, size_t r,
  *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
  *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
 static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
-                        const tensor *oh, const tensor *valid_lens, size_t b,
-                        size_t i, size_t r0, size_t rows, double scale,
-                        double *s, double *sums)
+                        const tensor *oh, const tensor *valid_lens,
+                        const tensor *weights, size_t b, size_t i, size_t r0,
+                        size_t rows, double scale, double *s, double *sums)
 {
     size_t Lk = kh->shape[2], p = oh->shape[3];
     gsl_matrix_view q = head(qh, b, i), k = head(kh, b, i);
@@ -93,6 +93,12 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
         sums[r] = rowops_softmax_unnormalized(
             s + r * Lk, Lk, scale, valid_len(valid_lens, b, r0 + r, Lk),
             s + r * Lk, NULL);
+    // the weights, when they are kept: (B, h, Lq, Lk), contiguous
+    for (size_t r = 0; weights && r < rows && !status; r++) {
+        double *w_r = TENSOR_AT(weights, b, i, r0 + r, 0);
+        for (size_t j = 0; j < Lk; j++)
+            w_r[j] = s[r * Lk + j] / sums[r];
+    }
     // pass 3: the weighted values, written into concat's columns
     if (!status)
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_r.matrix,
@@ -106,7 +112,7 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
 /* Every head of every example: B*h*ceil(Lq/rows) independent blocks. */
 static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                       const tensor *oh, const tensor *valid_lens,
-                      const multihead_fast_options *opt)
+                      const tensor *weights, const multihead_fast_options *opt)
 {
     size_t B = qh->shape[0], h = qh->shape[1], Lq = qh->shape[2];
     size_t Lk = kh->shape[2], p = qh->shape[3];
@@ -136,8 +142,9 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;
         size_t n = Lq - r0 < rows ? Lq - r0 : rows;
-        failed |= attend_block(qh, kh, vh, oh, valid_lens, bi / h, bi % h, r0,
-                               n, scale, s, s + rows * Lk) != GSL_SUCCESS;
+        failed |= attend_block(qh, kh, vh, oh, valid_lens, weights, bi / h,
+                               bi % h, r0, n, scale, s,
+                               s + rows * Lk) != GSL_SUCCESS;
     }
     if (parallel && blas_threads > 1)
         threads_set_blas(blas_threads);
@@ -175,7 +182,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                         "multihead_forward_fast: training with dropout %g is "
                         "not supported here (multihead_forward has it)",
                         m->attention.dropout);
-    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0};
+    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0, 0};
     if (!opt)
         opt = &defaults;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -210,15 +217,26 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         tensor_set_names(concat, "B, Lq, d_model");
         status = heads_view(concat, h, &oh);
     }
+    // the weights (B, h, Lq, Lk), when they are kept
+    tensor *weights = NULL;
+    if (!status && opt->keep_weights) {
+        status = tensor_alloc(SHAPE(B, h, Lq, keys->shape[1]), &weights);
+        if (!status)
+            tensor_set_names(weights, "B, h, Lq, Lk");
+    }
     // 4. every head, in parallel, straight into concat
     if (!status)
-        status = attend_all(qh, kh, vh, oh, valid_lens, opt);
+        status = attend_all(qh, kh, vh, oh, valid_lens, weights, opt);
     if (!status)
         trace_attention(qh, kh, vh, oh, valid_lens);
     // 5. W_o mixes the heads
     if (!status)
         status = linear_forward(&m->W_o, concat, out);
     trace_end();
+    if (!status)
+        m->weights = weights;
+    else
+        tensor_free(weights);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);

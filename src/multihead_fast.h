@@ -33,8 +33,9 @@
  *
  * The result equals multihead_forward's to rounding (the tests hold it
  * to 1e-12 relative, and to the plain loops of multihead_forward_naive).
- * It keeps no attention weights: m->weights is freed and left NULL (use
- * multihead_forward for the heatmaps).  Dropout in training mode is not
+ * It keeps no attention weights unless asked (keep_weights below): then
+ * m->weights is (B, h, Lq, Lk), as multihead_forward leaves it, else it
+ * is freed and left NULL and memory stays linear in the lengths.  Dropout in training mode is not
  * supported here (GSL_EINVAL): the copy-based path has it.
  *
  * The trace shows the steps above: the three projections, the views that
@@ -55,6 +56,9 @@ typedef enum {
 typedef struct multihead_fast_options {
     multihead_threading threading;
     size_t block_rows; /* query rows per block; 0: chosen from Lk */
+    int keep_weights;  /* 1: m->weights (B, h, Lq, Lk) as multihead_forward
+                          keeps them, each block's weights written there as
+                          they are made (memory then grows with Lq * Lk) */
 } multihead_fast_options;
 
 /* The forward pass of multihead.h, computed as above.  opt may be NULL

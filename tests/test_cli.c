@@ -680,13 +680,16 @@ Test(cli, forward_trace_and_only_out, .init = enter_scratch,
     write_inputs();
     run r = mha(FORWARD "|--out|out.npy|--trace");
     assert_ok(&r, "forward --trace");
+    /* the fast path runs: heads are views, nothing is copied */
     static const char *const want[] = {
-        "multihead(h=2)                 q (2, 4, 5), k (2, 6, 7), v (2, 6, 3)",
+        "multihead_fast(h=2)            q (2, 4, 5), k (2, 6, 7), v (2, 6, 3)",
         "  W_q: x W^T             new   (2, 4, 5) -> (2, 4, 8)              (B, Lq, d_model)",
-        "    reshape(-1, 4, 4)    copy  (2, 2, 4, 4) -> (4, 4, 4)           (B*h, Lq, d_model/h)",
+        "  permute(0, 2, 1, 3)    view  (2, 4, 2, 4) -> (2, 2, 4, 4)        (B, h, Lq, d_model/h)",
+        "  attention per head(scale 1/sqrt(4)) new   (2, 2, 4, 4), (2, 2, 6, 4), (2, 2, 6, 4) -> (2, 2, 4, 4)  (B, h, Lq, d_model/h)",
         "  W_o: x W^T             new   (2, 4, 8) -> (2, 4, 6)              (B, Lq, D_out)",
     };
-    assert_lines_in_order(r.out, want, 4);
+    assert_lines_in_order(r.out, want, 5);
+    cr_assert_null(strstr(r.out, " copy "), "the fast path copies nothing");
     char names[512];
     list_dir(".", names, sizeof names);
     cr_assert_str_eq(names, "bk.npy bo.npy bq.npy bv.npy k.npy out.npy q.npy "

@@ -60,6 +60,8 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
 {
     tensor *copy, *fast, *naive;
     OK(multihead_forward(m, q, k, v, lens, &copy));
+    tensor *copy_weights = NULL; // (B, h, Lq, Lk), as the copy path kept them
+    OK(tensor_contiguous(m->weights, &copy_weights));
     double err = rel_error(copy, want);
     cr_assert(err <= 1e-12, "copy path vs loops: %g", err);
     OK(multihead_forward_naive(m, q, k, v, lens, &naive));
@@ -67,9 +69,9 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
     cr_assert(err <= 1e-12, "multihead_forward_naive vs loops: %g", err);
     cr_assert_null(m->weights);
     const multihead_fast_options opts[] = {
-        {MULTIHEAD_THREADS_HEADS, 0}, {MULTIHEAD_THREADS_BLAS, 0},
-        {MULTIHEAD_THREADS_HEADS, 1}, {MULTIHEAD_THREADS_HEADS, 3},
-        {MULTIHEAD_THREADS_BLAS, 5},
+        {MULTIHEAD_THREADS_HEADS, 0, 0}, {MULTIHEAD_THREADS_BLAS, 0, 0},
+        {MULTIHEAD_THREADS_HEADS, 1, 1}, {MULTIHEAD_THREADS_HEADS, 3, 0},
+        {MULTIHEAD_THREADS_BLAS, 5, 1},
     };
     for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
         OK(multihead_forward_fast(m, q, k, v, lens, &opts[o], &fast));
@@ -79,13 +81,23 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
                   opts[o].threading, opts[o].block_rows, err);
         err = rel_error(fast, want);
         cr_assert(err <= 1e-12, "fast vs loops: %g", err);
-        cr_assert_null(m->weights, "the fast path keeps no weights");
+        if (opts[o].keep_weights) {
+            cr_assert_not_null(m->weights);
+            cr_assert(tensor_same_shape(m->weights, copy_weights));
+            cr_assert_str_eq(m->weights->names[1], "h");
+            err = rel_error(m->weights, copy_weights);
+            cr_assert(err <= 1e-12, "kept weights vs copy path's: %g", err);
+        } else {
+            cr_assert_null(m->weights, "the fast path keeps no weights "
+                                       "unless asked");
+        }
         tensor_free(fast);
     }
     OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast));
     cr_assert(rel_error(fast, copy) <= 1e-12);
     tensor_free(fast);
     tensor_free(copy);
+    tensor_free(copy_weights);
     tensor_free(naive);
 }
 

@@ -313,8 +313,11 @@ static int cmd_forward(int argc, char **argv)
     if (!status) {
         if (trace)
             trace_to(stdout);
-        if (multihead_forward(&in.m, in.queries, in.keys, in.values,
-                              in.valid_lens, &out))
+        /* the fast path: no copies of the heads; the weights are kept
+         * only when asked for, so memory stays linear in the lengths */
+        multihead_fast_options fast = {.keep_weights = a_path != NULL};
+        if (multihead_forward_fast(&in.m, in.queries, in.keys, in.values,
+                                   in.valid_lens, &fast, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
@@ -357,8 +360,9 @@ static int cmd_heatmap(int argc, char **argv)
     tensor *out = NULL;
     char (*titles)[64] = NULL; // "example b, head i", panel by panel
     const char **tp = NULL;
-    if (!status && multihead_forward(&in.m, in.queries, in.keys, in.values,
-                                     in.valid_lens, &out))
+    multihead_fast_options fast = {.keep_weights = 1};
+    if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
+                                          in.values, in.valid_lens, &fast, &out))
         status = cli_error("%s", mha_last_error());
     // one title per panel: rows are examples, columns heads
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
