@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 /* One file to write: the option that named it (for messages), its path,
  * and what goes in it. */

@@ -1,0 +1,27 @@
+/* libmha.h: everything libmha offers, for programs that want it all:
+ * every module's header, and program.h's set-up that comes first. */
+#ifndef MHA_LIBMHA_H
+#define MHA_LIBMHA_H
+
+#include "adam.h"
+#include "attention.h"
+#include "backward.h"
+#include "error.h"
+#include "flash.h"
+#include "headmajor.h"
+#include "heatmap.h"
+#include "layernorm.h"
+#include "linear.h"
+#include "model.h"
+#include "multihead.h"
+#include "multihead_fast.h"
+#include "npy.h"
+#include "plot.h"
+#include "program.h"
+#include "rowops.h"
+#include "softmax.h"
+#include "tensor.h"
+#include "threads.h"
+#include "trace.h"
+
+#endif
