@@ -7,6 +7,7 @@
 #include "attention.h"
 #include "backward.h"
 #include "error.h"
+#include "fileset.h"
 #include "flash.h"
 #include "headmajor.h"
 #include "heatmap.h"

@@ -1223,8 +1223,11 @@ Test(npy, write_failure_injection_leaves_nothing, .init = enter_scratch,
             break;
         }
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
-        cr_assert_str_eq(mha_last_error(),
-                         "npy_write: out of memory allocating 16 x 1 bytes");
+        /* which allocation failed is fileset.c's business; the message
+         * names the function called */
+        const char *want = "npy_write: out of memory allocating ";
+        cr_assert(!strncmp(mha_last_error(), want, strlen(want)), "k = %ld: %s",
+                  k, mha_last_error());
         cr_assert_str_eq(names, "", "k = %ld left %s behind", k, names);
     }
     tensor_free(x);
