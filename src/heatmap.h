@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gnuplot.h"
 #include "tensor.h"
 
 /* Colour ramps, from the smallest weight to the largest; the ColorBrewer
@@ -76,14 +77,14 @@ typedef struct heatmap_options {
 } heatmap_options;
 
 /* Image formats for heatmap_render, to be or-ed together. */
-enum { HEATMAP_PNG = 1, HEATMAP_SVG = 2 };
+enum { HEATMAP_PNG = GNUPLOT_PNG, HEATMAP_SVG = GNUPLOT_SVG };
 
 /* heatmap_render's answer when gnuplot is not installed.  It is not a
  * failure: base.dat and base.gp are written, and mha_last_error() holds a
  * line the caller may print,
  *     heatmap: gnuplot not found; kept plots/x.dat and plots/x.gp (install gnuplot-nox to render)
  * The value lies outside GSL's codes, so it is never mistaken for one. */
-#define HEATMAP_NO_GNUPLOT 100
+#define HEATMAP_NO_GNUPLOT GNUPLOT_MISSING
 
 /* Write base.dat (the weights, one block per panel) and base.gp (the
  * gnuplot script that draws them).  base is a path without extension, e.g.
