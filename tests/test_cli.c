@@ -31,57 +31,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scratch.h"
+
 #ifndef MHA_BIN
 #error "MHA_BIN must name the built mha program"
 #endif
 
-/* --- a scratch directory per test ------------------------------------ */
+/* --- a scratch directory per test (scratch.h) ----------------------- */
 
-static char home[4096];     /* the repository, where the test started */
 static char mha_path[4096]; /* MHA_BIN made absolute */
-static char scratch[64];
 
 static void enter_scratch(void)
 {
-    cr_assert_not_null(getcwd(home, sizeof home));
     cr_assert_not_null(realpath(MHA_BIN, mha_path), "%s: %s (make build)",
                        MHA_BIN, strerror(errno));
-    strcpy(scratch, "/tmp/mha-cli-XXXXXX");
-    cr_assert_not_null(mkdtemp(scratch));
-    cr_assert_eq(chdir(scratch), 0);
+    scratch_enter("mha-cli");
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void leave_scratch(void)
-{
-    if (chdir(home) == 0)
-        nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* The names in dir (not . and ..), sorted, joined by spaces. */
-static void list_dir(const char *dir, char *out, size_t n)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    out[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-            if (out[0])
-                strncat(out, " ", n - strlen(out) - 1);
-            strncat(out, name, n - strlen(out) - 1);
-        }
-        free(names[i]);
-    }
-    free(names);
-}
+static void leave_scratch(void) { scratch_leave(); }
 
 /* --- running mha ----------------------------------------------------- */
 

@@ -3,61 +3,25 @@
  * permission bits, and the names in the directory (no temporary left). */
 #include "check.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* --- a scratch directory per test, the current directory -------------- */
+#include "scratch.h"
 
-static char home[4096];
-static char scratch[64];
+/* --- a scratch directory per test (scratch.h) -------------------------- */
 
-static void enter_scratch(void)
-{
-    cr_assert_not_null(getcwd(home, sizeof home));
-    strcpy(scratch, "/tmp/mha-fileset-XXXXXX");
-    cr_assert_not_null(mkdtemp(scratch), "mkdtemp: %s", strerror(errno));
-    cr_assert_eq(chdir(scratch), 0);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
+static void enter_scratch(void) { scratch_enter("mha-fileset"); }
 
 static void leave_scratch(void)
 {
     mha_debug_fail_alloc_after(-1);
-    if (chdir(home) == 0)
-        nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    scratch_leave();
 }
 
 TestSuite(fileset, .init = enter_scratch, .fini = leave_scratch);
-
-/* The names in dir, sorted, joined by spaces. */
-static void list_dir(const char *dir, char *out, size_t n)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    out[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-            if (out[0])
-                strncat(out, " ", n - strlen(out) - 1);
-            strncat(out, name, n - strlen(out) - 1);
-        }
-        free(names[i]);
-    }
-    free(names);
-}
 
 static void assert_names(const char *expected)
 {
@@ -74,18 +38,6 @@ static void put_file(const char *path, const char *text, mode_t mode)
     cr_assert_eq(fputs(text, f) >= 0, 1);
     cr_assert_eq(fclose(f), 0);
     cr_assert_eq(chmod(path, mode), 0);
-}
-
-/* The file's bytes (a NUL after them); free() it. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "fopen(%s): %s", path, strerror(errno));
-    char *text = calloc(1, 1 << 16);
-    size_t n = fread(text, 1, (1 << 16) - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    return text;
 }
 
 /* path holds exactly text and has permission bits mode. */
@@ -115,6 +67,33 @@ static mode_t new_file_mode(void)
     umask(mask);
     return 0666 & ~mask;
 }
+
+/* A set of n outputs, the stream of paths[i] given texts[i]. */
+static fileset *set_of(size_t n, const char *const *paths,
+                       const char *const *texts)
+{
+    fileset *set;
+    OK(fileset_begin("test", &set));
+    for (size_t i = 0; i < n; i++) {
+        FILE *f;
+        OK(fileset_add(set, paths[i], &f, NULL));
+        fputs(texts[i], f);
+    }
+    return set;
+}
+
+/* path written as a one-file set holding text. */
+static void write_one(const char *path, const char *text)
+{
+    fileset *set;
+    FILE *f;
+    OK(fileset_open("test", path, &set, &f, NULL));
+    fputs(text, f);
+    OK(fileset_commit(set, NULL));
+    fileset_end(set);
+}
+
+#define LIST(...) ((const char *const[]){__VA_ARGS__})
 
 /* --- commit: all of them ------------------------------------------------- */
 
@@ -164,12 +143,7 @@ Test(fileset, commit_puts_every_output_in_place_at_once)
 Test(fileset, new_files_get_the_umask)
 {
     mode_t old = umask(027);
-    fileset *set;
-    FILE *f;
-    OK(fileset_open("test", "x", &set, &f, NULL));
-    fputs("x\n", f);
-    OK(fileset_commit(set, NULL));
-    fileset_end(set);
+    write_one("x", "x\n");
     umask(old);
     assert_file("x", "x\n", 0640);
 }
@@ -178,12 +152,7 @@ Test(fileset, a_symbolic_link_is_replaced_not_followed)
 {
     put_file("target", "the target\n", 0600);
     cr_assert_eq(symlink("target", "link"), 0);
-    fileset *set;
-    FILE *f;
-    OK(fileset_open("test", "link", &set, &f, NULL));
-    fputs("new\n", f);
-    OK(fileset_commit(set, NULL));
-    fileset_end(set);
+    write_one("link", "new\n");
     struct stat st;
     cr_assert_eq(lstat("link", &st), 0);
     cr_assert(S_ISREG(st.st_mode), "link is still a link");
@@ -199,16 +168,8 @@ Test(fileset, ending_without_commit_changes_nothing)
     put_file("a", "first\n", 0600);
     put_file("b", "second\n", 0644);
     ino_t a_ino = inode("a");
-    fileset *set;
-    FILE *fa, *fb, *fc;
-    OK(fileset_begin("test", &set));
-    OK(fileset_add(set, "a", &fa, NULL));
-    OK(fileset_add(set, "b", &fb, NULL));
-    OK(fileset_add(set, "c", &fc, NULL));
-    fputs("replacement a\n", fa);
-    fputs("replacement b\n", fb);
-    fputs("new c\n", fc);
-    fflush(fc);
+    fileset *set = set_of(3, LIST("a", "b", "c"),
+                          LIST("replacement a\n", "replacement b\n", "new c\n"));
     fileset_end(set);
     assert_file("a", "first\n", 0600);
     assert_file("b", "second\n", 0644);
@@ -227,15 +188,8 @@ Test(fileset, failed_rename_undoes_the_outputs_before_it)
     cr_assert_eq(mkdir("dir", 0755), 0);
     put_file("dir/inside", "keep me\n", 0644);
     ino_t a_ino = inode("a");
-    fileset *set;
-    FILE *fa, *fb, *fd;
-    OK(fileset_begin("test", &set));
-    OK(fileset_add(set, "a", &fa, NULL));
-    OK(fileset_add(set, "b", &fb, NULL));
-    OK(fileset_add(set, "dir", &fd, NULL));
-    fputs("new a\n", fa);
-    fputs("new b\n", fb);
-    fputs("new dir\n", fd);
+    fileset *set = set_of(3, LIST("a", "b", "dir"),
+                          LIST("new a\n", "new b\n", "new dir\n"));
     fileset_failure why;
     mha_clear_error();
     int status = fileset_commit(set, &why);
@@ -267,17 +221,12 @@ Test(fileset, failed_write_leaves_every_file_as_it_was)
 {
     put_file("a", "old a\n", 0640);
     put_file("b", "old b\n", 0600);
-    fileset *set;
-    FILE *fa, *fb;
-    OK(fileset_begin("test", &set));
-    OK(fileset_add(set, "a", &fa, NULL));
-    OK(fileset_add(set, "b", &fb, NULL));
-    fputs("new a\n", fa);
+    static char big[10001]; /* past the limit below */
+    memset(big, 'x', sizeof big - 1);
     signal(SIGXFSZ, SIG_IGN); /* writes past the limit fail with EFBIG */
     struct rlimit lim = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    for (int i = 0; i < 1000; i++)
-        fputs("0123456789", fb);
+    fileset *set = set_of(2, LIST("a", "b"), LIST("new a\n", big));
     fileset_failure why;
     int status = fileset_commit(set, &why);
     lim.rlim_cur = RLIM_INFINITY;
@@ -299,13 +248,7 @@ Test(fileset, no_second_name_no_rename)
 {
     put_file("a", "old a\n", 0600);
     cr_assert_eq(mkdir("dir", 0755), 0);
-    fileset *set;
-    FILE *fa, *fd;
-    OK(fileset_begin("test", &set));
-    OK(fileset_add(set, "dir", &fd, NULL));
-    OK(fileset_add(set, "a", &fa, NULL));
-    fputs("new dir\n", fd);
-    fputs("new a\n", fa);
+    fileset *set = set_of(2, LIST("dir", "a"), LIST("new dir\n", "new a\n"));
     fileset_failure why;
     cr_assert_eq(fileset_commit(set, &why), GSL_EFAILED);
     cr_assert_eq(why.step, FILESET_KEEP);
