@@ -1,7 +1,7 @@
 /* gnuplot.c: what every gnuplot picture shares: checks, numbers and
  * quoted text, the script's opening, the data and script written
  * together, and gnuplot run without a shell; see gnuplot.h. */
-#define _GNU_SOURCE /* pipe2, O_CLOEXEC, posix_spawn_file_actions_addclosefrom_np */
+#define _GNU_SOURCE /* pipe2, O_CLOEXEC, ..._addclosefrom_np */
 #include "gnuplot.h"
 
 #include <errno.h>

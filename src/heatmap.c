@@ -1,218 +1,16 @@
-/* heatmap.c: attention weights as gnuplot heatmaps and terminal shades;
- * see heatmap.h.
+/* heatmap.c: attention weights as gnuplot heatmaps; see heatmap.h.
  *
- * Shapes: the weights m are (rows, cols, Lq, Lk) after the missing leading
- * dimensions are taken as 1; panel (r, c) is the (Lq, Lk) matrix m[r, c].
+ * Shapes: panel (r, c) of the grid (heatmap_grid.h) is the (Lq, Lk)
+ * matrix of weights m[r, c], drawn as Lq x Lk square cells.
  */
 #include "heatmap.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "gnuplot.h"
-#include "trace.h"
-
-/* --- the weights as a grid of panels ---------------------------------- */
-
-/* Everything the writers need, checked once.  Weight (r, c, q, k) is
- * data[r * st[0] + c * st[1] + q * st[2] + k * st[3]]; a leading dimension
- * m does not have gets size 1 and stride 0. */
-typedef struct {
-    const double *data;
-    size_t rows, cols, lq, lk;
-    size_t st[4];      /* strides of (rows, cols, Lq, Lk), in elements */
-    double vmin, vmax; /* the smallest and largest weight of all panels */
-    double lo, hi;     /* the shared colour scale: [vmin, vmax], widened
-                          around v when every weight is v */
-    const char *xlabel, *ylabel, *title;
-    const char *const *titles; /* rows * cols entries, or NULL */
-    int width, height;
-    heatmap_palette palette;
-    int term_columns;
-    char shape[TRACE_SHAPE_MAX]; /* m's shape as a tuple, for messages */
-} grid;
-
-static double weight(const grid *g, size_t r, size_t c, size_t q, size_t k)
-{
-    return g->data[r * g->st[0] + c * g->st[1] + q * g->st[2] + k * g->st[3]];
-}
-
-static const char *panel_title(const grid *g, size_t r, size_t c)
-{
-    const char *t = g->titles ? g->titles[r * g->cols + c] : NULL;
-    return t && *t ? t : NULL;
-}
-
-static int make_grid(const char *who, const tensor *m,
-                     const heatmap_options *opt, grid *g)
-{
-    static const heatmap_options defaults = {0};
-    if (!opt)
-        opt = &defaults;
-    memset(g, 0, sizeof *g);
-    if (!m)
-        return mha_fail(GSL_EINVAL, "%s: the weights tensor is NULL", who);
-    if (m->ndim > TENSOR_MAX_DIMS)
-        return mha_fail(GSL_EINVAL,
-                        "%s: weights are %zu-D; expected (Lq, Lk), "
-                        "(cols, Lq, Lk) or (rows, cols, Lq, Lk)",
-                        who, m->ndim);
-    tensor_shape_str(m, g->shape, sizeof g->shape);
-    if (m->ndim < 2)
-        return mha_fail(GSL_EINVAL,
-                        "%s: weights of shape %s are %zu-D; expected "
-                        "(Lq, Lk), (cols, Lq, Lk) or (rows, cols, Lq, Lk)",
-                        who, g->shape, m->ndim);
-    for (size_t d = 0; d < m->ndim; d++)
-        if (m->shape[d] == 0)
-            return mha_fail(GSL_EINVAL,
-                            "%s: weights of shape %s have size 0 in "
-                            "dimension %zu",
-                            who, g->shape, d);
-
-    /* (Lq, Lk) -> (1, 1, Lq, Lk); (cols, Lq, Lk) -> (1, cols, Lq, Lk) */
-    size_t lead = 4 - m->ndim;
-    size_t shape4[4] = {1, 1, 1, 1};
-    for (size_t d = 0; d < m->ndim; d++) {
-        shape4[lead + d] = m->shape[d];
-        g->st[lead + d] = m->strides[d];
-    }
-    g->data = m->data;
-    g->rows = shape4[0];
-    g->cols = shape4[1];
-    g->lq = shape4[2];
-    g->lk = shape4[3];
-    size_t panels = g->rows * g->cols;
-
-    if ((unsigned)opt->palette >= HEATMAP_PALETTE_COUNT)
-        return mha_fail(GSL_EINVAL, "%s: palette %d is not one of 0 to %d",
-                        who, (int)opt->palette, HEATMAP_PALETTE_COUNT - 1);
-    if (opt->width < 0 || opt->width > GNUPLOT_MAX_PIXELS)
-        return mha_fail(GSL_EINVAL,
-                        "%s: width %d is out of range; use 0 (automatic) or "
-                        "1 to %d pixels",
-                        who, opt->width, GNUPLOT_MAX_PIXELS);
-    if (opt->height < 0 || opt->height > GNUPLOT_MAX_PIXELS)
-        return mha_fail(GSL_EINVAL,
-                        "%s: height %d is out of range; use 0 (automatic) or "
-                        "1 to %d pixels",
-                        who, opt->height, GNUPLOT_MAX_PIXELS);
-    if (opt->term_columns < 0)
-        return mha_fail(GSL_EINVAL,
-                        "%s: term_columns %d is negative; use 0 (80 columns) "
-                        "or the terminal's width",
-                        who, opt->term_columns);
-    if (opt->titles && opt->ntitles != panels)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: %zu titles for %zu panels (a %zu x %zu grid, "
-                        "weights of shape %s)",
-                        who, opt->ntitles, panels, g->rows, g->cols, g->shape);
-    if (!opt->titles && opt->ntitles != 0)
-        return mha_fail(GSL_EINVAL, "%s: ntitles is %zu but titles is NULL",
-                        who, opt->ntitles);
-
-    g->xlabel = opt->xlabel ? opt->xlabel : "Keys";
-    g->ylabel = opt->ylabel ? opt->ylabel : "Queries";
-    g->title = opt->title && *opt->title ? opt->title : NULL;
-    g->titles = opt->titles;
-    g->width = opt->width;
-    g->height = opt->height;
-    g->palette = opt->palette;
-    g->term_columns = opt->term_columns;
-    /* a label goes into one line of a script, a data-file comment and a
-     * terminal row: a control character would break each of them */
-    int status = gnuplot_check_text(who, "the x label", g->xlabel, 0);
-    if (!status)
-        status = gnuplot_check_text(who, "the y label", g->ylabel, 0);
-    if (!status)
-        status = gnuplot_check_text(who, "the title", g->title, 0);
-    for (size_t p = 0; !status && g->titles && p < panels; p++) {
-        char what[96];
-        snprintf(what, sizeof what, "the title of panel (%zu, %zu)",
-                 p / g->cols, p % g->cols);
-        status = gnuplot_check_text(who, what, g->titles[p], 0);
-    }
-    if (status)
-        return status;
-
-    /* the shared scale, and no NaN or infinity anywhere: either would
-     * leave a cell without a colour */
-    g->vmin = INFINITY;
-    g->vmax = -INFINITY;
-    for (size_t r = 0; r < g->rows; r++)
-        for (size_t c = 0; c < g->cols; c++)
-            for (size_t q = 0; q < g->lq; q++)
-                for (size_t k = 0; k < g->lk; k++) {
-                    double v = weight(g, r, c, q, k);
-                    if (isfinite(v)) {
-                        g->vmin = v < g->vmin ? v : g->vmin;
-                        g->vmax = v > g->vmax ? v : g->vmax;
-                        continue;
-                    }
-                    size_t idx4[4] = {r, c, q, k};
-                    char idx[TRACE_SHAPE_MAX];
-                    shape_str(idx, sizeof idx, m->ndim, idx4 + lead);
-                    idx[strlen(idx) - 1] = '\0'; /* "(0, 1" */
-                    return mha_fail(GSL_EINVAL,
-                                    "%s: weights[%s] is %s (panel (%zu, %zu), "
-                                    "query %zu, key %zu) in weights of shape "
-                                    "%s; weights must be finite",
-                                    who, idx + 1,
-                                    isnan(v) ? "nan" : v > 0 ? "inf" : "-inf",
-                                    r, c, q, k, g->shape);
-                }
-    g->lo = g->vmin;
-    g->hi = g->vmax;
-    if (g->lo == g->hi) {
-        double d = g->lo != 0 ? fabs(g->lo) : 1;
-        g->lo -= d;
-        g->hi += d;
-    }
-    return GSL_SUCCESS;
-}
-
-/* --- base.dat ----------------------------------------------------------- */
-
-static void write_dat(FILE *f, const grid *g, const char *gp_name)
-{
-    fprintf(f,
-            "# Attention weights, drawn by %s.gp: a %zu x %zu grid of "
-            "panels, each\n"
-            "# %zu queries x %zu keys (weights of shape %s).\n"
-            "# One block per panel in row-major panel order, blocks "
-            "separated by two blank\n"
-            "# lines (gnuplot's index 0, 1, ...); line q of a block holds "
-            "query q's weights\n"
-            "# over keys 0 to %zu.  Each number is the shortest of %%.15g, "
-            "%%.16g and %%.17g\n"
-            "# that reads back as the same double.\n",
-            gp_name, g->rows, g->cols, g->lq, g->lk, g->shape, g->lk - 1);
-    for (size_t r = 0; r < g->rows; r++)
-        for (size_t c = 0; c < g->cols; c++) {
-            size_t index = r * g->cols + c;
-            if (index)
-                fputs("\n\n", f);
-            fprintf(f, "# panel (%zu, %zu), index %zu", r, c, index);
-            const char *t = panel_title(g, r, c);
-            if (t)
-                fprintf(f, ": %s", t);
-            fputc('\n', f);
-            for (size_t q = 0; q < g->lq; q++) {
-                for (size_t k = 0; k < g->lk; k++) {
-                    if (k)
-                        fputc(' ', f);
-                    gnuplot_put_number(f, weight(g, r, c, q, k));
-                }
-                fputc('\n', f);
-            }
-        }
-}
-
-/* --- base.gp ------------------------------------------------------------ */
 
 /* The picture's geometry in pixels, measured from the top left corner.
  * The fixed parts (margins for tic labels, axis labels, titles and the
@@ -255,21 +53,11 @@ static size_t tic_step(double cell, double need)
                 return mantissa[i] * decade;
 }
 
-static int digits(size_t n)
-{
-    int d = 1;
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
-}
-
-static int layout(const char *who, const grid *g, geometry *geo)
+static int layout(const char *who, const heatmap_grid *g, geometry *geo)
 {
     int any_title = 0;
     for (size_t p = 0; g->titles && p < g->rows * g->cols; p++)
-        any_title |= panel_title(g, p / g->cols, p % g->cols) != NULL;
+        any_title |= heatmap_grid_title(g, p / g->cols, p % g->cols) != NULL;
     double top = EDGE_PX + (g->title ? TITLE_PX : 0) +
                  (any_title ? PTITLE_PX : 0);
     double vgap = VGAP_PX + (any_title ? PTITLE_PX : 0);
@@ -321,7 +109,7 @@ static int layout(const char *who, const grid *g, geometry *geo)
     geo->left = LEFT_PX + (g->width ? (g->width - need_w) / 2 : 0);
     geo->cb_top = top + (g->height ? (g->height - need_h) / 2 : 0);
     geo->top = geo->cb_top + (geo->cb_h - geo->grid_h) / 2;
-    geo->xstep = tic_step(cell, 8.0 * digits(g->lk - 1) + 10);
+    geo->xstep = tic_step(cell, 8.0 * heatmap_grid_digits(g->lk - 1) + 10);
     geo->ystep = tic_step(cell, 16.0);
     return GSL_SUCCESS;
 }
@@ -353,7 +141,7 @@ static double sy(const geometry *geo, double px)
     return 1 - px / geo->height;
 }
 
-static void write_gp(FILE *f, const grid *g, const geometry *geo,
+static void write_gp(FILE *f, const heatmap_grid *g, const geometry *geo,
                      const char *name)
 {
     gnuplot_put_preamble(f, name, geo->width, geo->height,
@@ -429,7 +217,7 @@ static void write_gp(FILE *f, const grid *g, const geometry *geo,
         for (size_t c = 0; c < g->cols; c++) {
             size_t index = r * g->cols + c;
             fprintf(f, "\n# panel (%zu, %zu)\n", r, c);
-            const char *t = panel_title(g, r, c);
+            const char *t = heatmap_grid_title(g, r, c);
             if (t) {
                 fputs("set title ", f);
                 gnuplot_put_quoted(f, t, "");
@@ -474,19 +262,19 @@ static void write_gp(FILE *f, const grid *g, const geometry *geo,
 }
 
 typedef struct {
-    const grid *g;
+    const heatmap_grid *g;
     const geometry *geo;
 } picture;
 
 static void write_both(FILE *dat, FILE *gp, const char *name, const void *p)
 {
     const picture *pic = p;
-    write_dat(dat, pic->g, name);
+    heatmap_grid_write_dat(dat, pic->g, name);
     write_gp(gp, pic->g, pic->geo, name);
 }
 
 /* Write base.dat and base.gp for grid g, both or neither. */
-static int write_files(const char *who, const grid *g, const char *base)
+static int write_files(const char *who, const heatmap_grid *g, const char *base)
 {
     int status = gnuplot_check_base(who, base, "plots/weights", 0);
     if (status)
@@ -502,8 +290,8 @@ static int write_files(const char *who, const grid *g, const char *base)
 int heatmap_write(const tensor *m, const heatmap_options *opt,
                   const char *base)
 {
-    grid g;
-    int status = make_grid("heatmap_write", m, opt, &g);
+    heatmap_grid g;
+    int status = heatmap_grid_make("heatmap_write", m, opt, &g);
     if (status)
         return status;
     return write_files("heatmap_write", &g, base);
@@ -529,8 +317,8 @@ int heatmap_render(const tensor *m, const heatmap_options *opt,
     int status = gnuplot_check_formats(who, formats);
     if (status)
         return status;
-    grid g;
-    status = make_grid(who, m, opt, &g);
+    heatmap_grid g;
+    status = heatmap_grid_make(who, m, opt, &g);
     if (!status)
         status = write_files(who, &g, base);
     if (status)
@@ -548,252 +336,4 @@ int heatmap_render_script(const char *base, int formats)
         return mha_fail(GSL_EINVAL, "%s: the script path is %s", who,
                         base ? "empty" : "NULL");
     return render(who, base, formats);
-}
-
-/* --- the terminal view -------------------------------------------------- */
-
-/* Shades, two columns per cell.  Blank is kept for the bottom of the scale
- * itself (for attention weights: exactly 0, a masked key), so a small but
- * real weight never looks masked; the four shades split the rest of the
- * scale into quarters, (lo, lo + q], ..., (hi - q, hi]. */
-static const char *const shades[5] = {"  ", "░░", "▒▒", "▓▓", "██"};
-
-static int shade(const grid *g, double v)
-{
-    if (v <= g->lo)
-        return 0;
-    int level = (int)ceil(4 * (v - g->lo) / (g->hi - g->lo));
-    return level < 1 ? 1 : level > 4 ? 4 : level;
-}
-
-/* Columns a UTF-8 string takes: one per code point (no wide characters
- * in labels, as a terminal would draw them). */
-static size_t text_width(const char *s)
-{
-    size_t w = 0;
-    for (; s && *s; s++)
-        w += ((unsigned char)*s & 0xc0) != 0x80;
-    return w;
-}
-
-/* A line being assembled: bytes plus the column the cursor is at. */
-typedef struct {
-    char *buf;
-    size_t len, col;
-} line;
-
-static void put_str(line *l, const char *s)
-{
-    size_t n = strlen(s);
-    memcpy(l->buf + l->len, s, n);
-    l->len += n;
-    l->col += text_width(s);
-}
-
-/* Pad with blanks up to column col. */
-static void pad_to(line *l, size_t col)
-{
-    while (l->col < col) {
-        l->buf[l->len++] = ' ';
-        l->col++;
-    }
-}
-
-/* Write the line without trailing blanks and start the next one. */
-static void flush_line(FILE *f, line *l)
-{
-    while (l->len > 0 && l->buf[l->len - 1] == ' ')
-        l->len--;
-    fwrite(l->buf, 1, l->len, f);
-    fputc('\n', f);
-    l->len = 0;
-    l->col = 0;
-}
-
-/* s centred over a box of `width` columns starting at column `at`. */
-static void put_centred(line *l, size_t at, size_t width, const char *s)
-{
-    size_t w = text_width(s);
-    pad_to(l, at + (w < width ? (width - w) / 2 : 0));
-    put_str(l, s);
-}
-
-static void put_rule(line *l, const char *left, size_t n, const char *right)
-{
-    put_str(l, left);
-    for (size_t i = 0; i < n; i++)
-        put_str(l, "─");
-    put_str(l, right);
-}
-
-static void put_scale_number(line *l, double v)
-{
-    char num[32];
-    snprintf(num, sizeof num, "%.3g", v == 0 ? 0 : v);
-    put_str(l, num);
-}
-
-#define TERMINAL_COLUMNS 80 /* the default width to wrap panels at */
-
-/* The terminal's columns: a gutter with the y label and the query indices,
- * then one box of 2 Lk cells per panel, box edges `stride` columns apart. */
-typedef struct {
-    size_t gutter, box_w, stride, per_band;
-    size_t key_step; /* a key index under every key_step-th cell */
-} columns;
-
-/* One band: panels (r, c0) to (r, c1 - 1) side by side. */
-static void put_band(FILE *f, line *l, const grid *g, const columns *cl,
-                     size_t r, size_t c0, size_t c1)
-{
-    int titled = 0;
-    for (size_t c = c0; c < c1; c++)
-        titled |= panel_title(g, r, c) != NULL;
-    if (titled) {
-        for (size_t c = c0; c < c1; c++) {
-            const char *t = panel_title(g, r, c);
-            if (t)
-                put_centred(l, cl->gutter + (c - c0) * cl->stride, cl->box_w,
-                            t);
-        }
-        flush_line(f, l);
-    }
-    for (size_t c = c0; c < c1; c++) {
-        pad_to(l, cl->gutter + (c - c0) * cl->stride);
-        put_rule(l, "┌", 2 * g->lk, "┐");
-    }
-    flush_line(f, l);
-    for (size_t q = 0; q < g->lq; q++) {
-        char num[24];
-        if (q == 0)
-            put_str(l, g->ylabel);
-        snprintf(num, sizeof num, "%zu", q);
-        pad_to(l, cl->gutter - 1 - strlen(num)); /* right-aligned */
-        put_str(l, num);
-        for (size_t c = c0; c < c1; c++) {
-            pad_to(l, cl->gutter + (c - c0) * cl->stride);
-            put_str(l, "│");
-            for (size_t k = 0; k < g->lk; k++)
-                put_str(l, shades[shade(g, weight(g, r, c, q, k))]);
-            put_str(l, "│");
-        }
-        flush_line(f, l);
-    }
-    for (size_t c = c0; c < c1; c++) {
-        pad_to(l, cl->gutter + (c - c0) * cl->stride);
-        put_rule(l, "└", 2 * g->lk, "┘");
-    }
-    flush_line(f, l);
-    if (r + 1 < g->rows)
-        return;
-    /* under the bottom row only, as in the picture: key indices under each
-     * cell's left half, then the x label */
-    for (size_t c = c0; c < c1; c++)
-        for (size_t k = 0; k < g->lk; k += cl->key_step) {
-            char num[24];
-            snprintf(num, sizeof num, "%zu", k);
-            pad_to(l, cl->gutter + (c - c0) * cl->stride + 1 + 2 * k);
-            put_str(l, num);
-        }
-    flush_line(f, l);
-    if (*g->xlabel) {
-        for (size_t c = c0; c < c1; c++)
-            put_centred(l, cl->gutter + (c - c0) * cl->stride, cl->box_w,
-                        g->xlabel);
-        flush_line(f, l);
-    }
-}
-
-/* What each shade stands for on the shared scale, wrapped to fit. */
-static void put_legend(FILE *f, line *l, const grid *g, size_t columns)
-{
-    if (g->vmin == g->vmax) {
-        put_str(l, "every weight is ");
-        put_scale_number(l, g->vmin);
-        put_str(l, ", drawn as [");
-        put_str(l, shades[2]);
-        put_str(l, "]");
-        flush_line(f, l);
-        return;
-    }
-    put_str(l, "shades, one scale for all panels:");
-    for (int s = 0; s < 5; s++) {
-        char entry[96];
-        if (s == 0)
-            snprintf(entry, sizeof entry, "[%s] %.3g", shades[0], g->lo);
-        else
-            snprintf(entry, sizeof entry, "[%s] %s%.3g to %.3g", shades[s],
-                     s == 1 ? "above " : "", g->lo + (g->hi - g->lo) * (s - 1) / 4,
-                     s == 4 ? g->hi : g->lo + (g->hi - g->lo) * s / 4);
-        if (l->col + 2 + text_width(entry) > columns) {
-            flush_line(f, l);
-            put_str(l, " ");
-        }
-        put_str(l, "  ");
-        put_str(l, entry);
-    }
-    flush_line(f, l);
-}
-
-int heatmap_terminal(FILE *f, const tensor *m, const heatmap_options *opt)
-{
-    const char *who = "heatmap_terminal";
-    grid g;
-    if (!f)
-        return mha_fail(GSL_EINVAL, "%s: the output stream is NULL", who);
-    int status = make_grid(who, m, opt, &g);
-    if (status)
-        return status;
-
-    columns cl;
-    size_t ylab_w = text_width(g.ylabel);
-    cl.gutter = (ylab_w ? ylab_w + 1 : 0) + (size_t)digits(g.lq - 1) + 1;
-    cl.box_w = 2 * g.lk + 2;
-    cl.key_step = g.lk <= 10 ? 1 : 5; /* 5 steps leave 10 columns a label */
-    size_t last_key = (g.lk - 1) / cl.key_step * cl.key_step;
-    size_t col_w = cl.box_w;
-    size_t keys_w = 1 + 2 * last_key + (size_t)digits(last_key);
-    col_w = keys_w > col_w ? keys_w : col_w;
-    col_w = text_width(g.xlabel) > col_w ? text_width(g.xlabel) : col_w;
-    /* text bytes need not be columns (UTF-8), so count both */
-    size_t text_bytes = strlen(g.ylabel) + g.cols * strlen(g.xlabel) +
-                        (g.title ? strlen(g.title) : 0);
-    for (size_t p = 0; p < g.rows * g.cols; p++) {
-        const char *t = panel_title(&g, p / g.cols, p % g.cols);
-        col_w = t && text_width(t) > col_w ? text_width(t) : col_w;
-        text_bytes += t ? strlen(t) : 0;
-    }
-    const size_t gap = 2;
-    size_t term = g.term_columns ? (size_t)g.term_columns : TERMINAL_COLUMNS;
-    cl.stride = col_w + gap;
-    cl.per_band = 1;
-    while (cl.per_band < g.cols &&
-           cl.gutter + (cl.per_band + 1) * cl.stride - gap <= term)
-        cl.per_band++;
-
-    /* the widest line: a band, the title, or the legend; up to 4 bytes of
-     * UTF-8 per column, plus the labels' own bytes */
-    size_t width = cl.gutter + g.cols * cl.stride + text_width(g.title) +
-                   term + 128;
-    size_t cap = 4 * width + text_bytes + 16;
-    line l = {mha_malloc(cap, 1, who), 0, 0};
-    if (!l.buf)
-        return GSL_ENOMEM;
-
-    if (g.title) {
-        pad_to(&l, cl.gutter);
-        put_str(&l, g.title);
-        flush_line(f, &l);
-    }
-    for (size_t r = 0; r < g.rows; r++)
-        for (size_t c0 = 0; c0 < g.cols; c0 += cl.per_band) {
-            size_t c1 = c0 + cl.per_band < g.cols ? c0 + cl.per_band : g.cols;
-            put_band(f, &l, &g, &cl, r, c0, c1);
-        }
-    put_legend(f, &l, &g, term);
-    free(l.buf);
-    if (fflush(f) != 0 || ferror(f))
-        return mha_fail(GSL_EFAILED, "%s: cannot write the heatmap: %s", who,
-                        strerror(errno));
-    return GSL_SUCCESS;
 }

@@ -12,6 +12,8 @@
 #include "gnuplot.h"
 #include "headmajor.h"
 #include "heatmap.h"
+#include "heatmap_grid.h"
+#include "heatmap_terminal.h"
 #include "layernorm.h"
 #include "linear.h"
 #include "model.h"
