@@ -972,6 +972,38 @@ Test(cli, failed_rename_removes_the_first_output, .init = enter_scratch,
     run_free(&r);
 }
 
+/* The same with OUT there before the run: the very file is put back,
+ * with its numbers and its permission bits. */
+Test(cli, failed_rename_puts_back_an_existing_output, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *old = ramp(SHAPE(3), 1, 1);
+    OK(npy_write("out.npy", old));
+    cr_assert_eq(chmod("out.npy", 0600), 0);
+    cr_assert_eq(mkdir("sub", 0755), 0);
+    struct stat st_before, st_after;
+    cr_assert_eq(stat("out.npy", &st_before), 0);
+    char before[2048], after[2048];
+    list_dir(".", before, sizeof before);
+    run r = mha(FORWARD "|--out|out.npy|--attention-out|sub");
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, "mha forward: --attention-out sub: cannot rename "
+                            "the finished file onto it: Is a directory; put "
+                            "back the old --out out.npy\n");
+    list_dir(".", after, sizeof after);
+    cr_assert_str_eq(after, before);
+    cr_assert_eq(stat("out.npy", &st_after), 0);
+    cr_assert_eq(st_after.st_ino, st_before.st_ino);
+    cr_assert_eq(st_after.st_mode & 07777, 0600);
+    tensor *now = load("out.npy");
+    cr_assert(tensor_same_shape(now, old));
+    cr_assert_eq(rel_error(now, old), 0.0);
+    tensor_free(now);
+    tensor_free(old);
+    run_free(&r);
+}
+
 /* A control character in a value cannot break the one line. */
 Test(cli, messages_stay_on_one_line, .init = enter_scratch,
      .fini = leave_scratch)
