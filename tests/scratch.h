@@ -62,6 +62,15 @@ static inline void list_dir(const char *dir, char *out, size_t n)
     free(names);
 }
 
+/* The current directory holds exactly the names `expected` (as list_dir
+ * gives them). */
+static inline void assert_names(const char *expected)
+{
+    char names[1024];
+    list_dir(".", names, sizeof names);
+    cr_assert_str_eq(names, expected);
+}
+
 /* The text of the file at path (up to 64 KiB), NUL-terminated; free() it. */
 static inline char *slurp(const char *path)
 {

@@ -23,13 +23,6 @@ static void leave_scratch(void)
 
 TestSuite(fileset, .init = enter_scratch, .fini = leave_scratch);
 
-static void assert_names(const char *expected)
-{
-    char names[1024];
-    list_dir(".", names, sizeof names);
-    cr_assert_str_eq(names, expected);
-}
-
 /* A file holding text, with the given permission bits. */
 static void put_file(const char *path, const char *text, mode_t mode)
 {
