@@ -162,7 +162,8 @@ Test(fileset, ending_without_commit_changes_nothing)
     put_file("b", "second\n", 0644);
     ino_t a_ino = inode("a");
     fileset *set = set_of(3, LIST("a", "b", "c"),
-                          LIST("replacement a\n", "replacement b\n", "new c\n"));
+                          LIST("replacement a\n", "replacement b\n",
+                               "new c\n"));
     fileset_end(set);
     assert_file("a", "first\n", 0600);
     assert_file("b", "second\n", 0644);
