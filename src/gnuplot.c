@@ -354,6 +354,8 @@ int gnuplot_run(const char *who, const char *script, const char *fmt,
                 const char *out, const char *image)
 {
     const char *prog = gnuplot_program();
+    if (!program_exists(prog))
+        return not_found(NULL);
     /* -e "fmt='png'; out='...'", the path quoted for gnuplot */
     char *quoted_out = gnuplot_quoted(who, out, "");
     char *setvars = NULL, *script_arg = NULL;
