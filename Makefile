@@ -56,16 +56,39 @@ CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad
 CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+# the mha program's parts without its main(), for the tools that reuse them
+CLI_PARTS := $(filter-out $(BUILD)/obj/cli/mha.o,$(CLI_OBJ))
 CLI_BIN   := $(BUILD)/mha
 # The Debian Python, which apt-get's python3-torch is for, not whatever
 # python3 comes first on PATH.
 PYTHON    := /usr/bin/python3
 TEST_SRC  := $(wildcard tests/*.c)
+TEST_OBJ  := $(patsubst tests/%.c,$(BUILD)/tests/obj/%.o,$(TEST_SRC))
 TEST_BIN  := $(BUILD)/tests/run_tests
-HEADERS   := $(wildcard src/*.h)
+
+# Header dependencies: every compile writes OUTPUT.d beside its output,
+# naming the project's headers it read (-MMD), each also as a target of
+# its own (-MP, so a header that is deleted does not stop the build).
+# They are included at the end: touching a header rebuilds exactly what
+# includes it, directly or through another header.
+DEPFLAGS   = -MMD -MP -MF $@.d -MT $@
 
 # Every chapter's name, AS_PARAM("01_...") ..., for the transcript tests.
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
+# The suites get that list as a -D flag, so they must be recompiled when a
+# chapter is added or removed: a stamp file holds the list and is
+# rewritten (while the Makefile is read) only when it changes.
+CHAPTER_STAMP := $(BUILD)/tests/chapter-list
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+ifneq ($(file <$(CHAPTER_STAMP)),$(CHAPTER_LIST))
+$(shell mkdir -p $(dir $(CHAPTER_STAMP)))
+$(file >$(CHAPTER_STAMP),$(CHAPTER_LIST))
+endif
+endif
+$(CHAPTER_STAMP):
+	@mkdir -p $(@D)
+	$(file >$@,$(CHAPTER_LIST))
 
 .PHONY: all build walkthrough test check sanitize memcheck transcripts \
         docs info bench trace-cost clean deps handout grade handout-check fuzz parity
@@ -73,46 +96,53 @@ CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
 
-$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+# libmha's objects and the mha program's (src/cli/ -> $(BUILD)/obj/cli/)
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/chapters/%: chapters/%.c chapters/lesson.h $(LIB) $(HEADERS)
+# A program of one source file (a chapter, a tool) linked with libmha.
+$(BUILD)/chapters/%: chapters/%.c $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/cblas-info: tools/cblas_info.c $(LIB) $(HEADERS)
+$(BUILD)/cblas-info: tools/cblas_info.c $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 $(BUILD)/weave: tools/weave.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $< -o $@
 
 # The mha program: src/cli/ linked with libmha.
-$(CLI_BIN): $(CLI_SRC) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+$(CLI_BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CLI_SRC) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/bench: tools/bench.c $(LIB) $(HEADERS)
+$(BUILD)/bench: tools/bench.c $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 # mha-grad: the module's gradients on .npy files, for tools/parity.py.
-$(BUILD)/mha-grad: tools/mha_grad.c $(filter-out src/cli/mha.c,$(CLI_SRC)) $(wildcard src/cli/*.h) $(LIB) $(HEADERS)
+$(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(filter-out src/cli/mha.c,$(CLI_SRC)) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) -o $@
 
-$(TEST_BIN): $(TEST_SRC) tests/check.h $(LIB) $(HEADERS) $(wildcard chapters/[0-9][0-9]_*.c) | $(CLI_BIN)
+# The suites, one object each, built with the paths and the chapter list
+# the transcript, CLI and book tests need.
+$(BUILD)/tests/obj/%.o: tests/%.c $(CHAPTER_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -D_GNU_SOURCE -Itests \
 	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
-	    -DMHA_BIN='"$(CLI_BIN)"' \
-	    $(TEST_SRC) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
+	    -DMHA_BIN='"$(CLI_BIN)"' $(DEPFLAGS) -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB) | $(CLI_BIN)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
 
 deps:
 	@tools/deps.sh
@@ -194,16 +224,16 @@ FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRC))
 FUZZERS   := $(patsubst tools/fuzz/%.c,build/fuzz/%,$(wildcard tools/fuzz/fuzz_*.c))
 
-.SECONDARY: $(FUZZ_OBJ)
-build/fuzz/obj/%.o: src/%.c $(HEADERS)
-	@mkdir -p $(@D)
-	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
-
 # the mha program's parts, without its main()
-FUZZ_CLI  := $(filter-out src/cli/mha.c,$(wildcard src/cli/*.c))
+FUZZ_CLI  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(filter-out src/cli/mha.c,$(CLI_SRC)))
+
+.SECONDARY: $(FUZZ_OBJ) $(FUZZ_CLI)
+build/fuzz/obj/%.o: src/%.c
+	@mkdir -p $(@D)
+	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(DEPFLAGS) -c $< -o $@
 
 build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ) $(FUZZ_CLI)
-	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_CLI) \
+	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(DEPFLAGS) $< $(FUZZ_CLI) \
 	    $(FUZZ_OBJ) $(LDLIBS) -o $@
 
 fuzz: deps
@@ -238,3 +268,8 @@ bench: deps
 
 clean:
 	rm -rf build
+
+# The header dependencies the compiles above wrote (DEPFLAGS).
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/cli/*.d $(BUILD)/chapters/*.d \
+                    $(BUILD)/tests/obj/*.d $(BUILD)/*.d \
+                    build/fuzz/obj/*.d build/fuzz/obj/cli/*.d build/fuzz/*.d)

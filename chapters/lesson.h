@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 /* Every library call goes through CHECK: on failure the lesson stops with
  * the library's message, the call and where it was made. */

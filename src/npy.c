@@ -6,7 +6,7 @@
  * is checked for overflow, and the header parser never looks past the
  * header it was given (it works on a length, not on a NUL terminator, since
  * the header may hold NUL bytes). */
-#define _XOPEN_SOURCE 700 /* open flags, fstat, mkstemp, fchmod, fsync, umask */
+#define _XOPEN_SOURCE 700 /* open flags, fstat */
 #include "npy.h"
 
 #include <errno.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fileset.h"
 #include "trace.h"
 
 /* The bytes of a .npy file are IEEE 754 binary64 and binary32 numbers;
@@ -822,21 +823,6 @@ int npy_format_preamble(size_t ndim, const size_t *shape, unsigned char *buf,
     return GSL_SUCCESS;
 }
 
-/* The permission bits path's replacement gets: an existing file's own,
- * otherwise what creating it would give (0666 minus the umask).  mkstemp
- * alone would make it 0600.  umask can only be read by setting it, so it
- * is set back at once (a file another thread creates in between would
- * miss the mask: a window this single-threaded library accepts). */
-static mode_t new_file_mode(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-        return st.st_mode & 07777;
-    mode_t mask = umask(0);
-    umask(mask);
-    return 0666 & ~mask;
-}
-
 /* The numbers of t in row-major order, as little-endian float64. */
 static int write_data(FILE *f, const tensor *t)
 {
@@ -862,6 +848,42 @@ static int write_data(FILE *f, const tensor *t)
     return used && fwrite(chunk, 1, used, f) != used ? -1 : 0;
 }
 
+/* The preamble and the numbers of t onto f: 0, or -1 with errno set when
+ * a write fails. */
+static int put_npy(FILE *f, const tensor *t, const unsigned char *pre,
+                   size_t pre_len)
+{
+    if (fwrite(pre, 1, pre_len, f) != pre_len || write_data(f, t) != 0)
+        return -1;
+    return fflush(f);
+}
+
+int npy_write_stream(FILE *f, const tensor *t)
+{
+    const char *who = "npy_write_stream";
+    unsigned char pre[NPY_PREAMBLE_MAX];
+    size_t pre_len;
+    if (!f)
+        return mha_fail(GSL_EINVAL, "%s: the stream is NULL", who);
+    int status = npy_format_preamble(t->ndim, t->shape, pre, sizeof pre,
+                                     &pre_len);
+    if (status)
+        return status;
+    if (put_npy(f, t, pre, pre_len) != 0)
+        return mha_fail(GSL_EFAILED, "%s: write failed: %s", who,
+                        strerror(errno));
+    return GSL_SUCCESS;
+}
+
+/* npy_write's message for a step of the commit that failed. */
+static int left_unchanged(const char *who, const char *path, const char *step,
+                          int err)
+{
+    return fail_at(GSL_EFAILED, who, path,
+                   "%s: %s; the file is left unchanged", step,
+                   err ? strerror(err) : "unknown error");
+}
+
 int npy_write(const char *path, const tensor *t)
 {
     const char *who = "npy_write";
@@ -872,70 +894,40 @@ int npy_write(const char *path, const tensor *t)
     if (status)
         return status;
 
-    static const char suffix[] = ".tmpXXXXXX";
-    size_t path_len = strlen(path);
-    char *tmp = mha_malloc(path_len + sizeof suffix, 1, who);
-    if (!tmp)
-        return GSL_ENOMEM;
-    memcpy(tmp, path, path_len);
-    memcpy(tmp + path_len, suffix, sizeof suffix);
-
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
+    /* a temporary beside path, renamed over it once complete and on disk:
+     * path itself is only touched by that rename (fileset.h) */
+    fileset *set;
+    FILE *f;
+    fileset_failure why;
+    status = fileset_open(who, path, &set, &f, &why);
+    if (status && why.step == FILESET_CREATE)
         return fail_at(GSL_EFAILED, who, path,
                        "cannot create a temporary file next to it: %s",
-                       strerror(e));
+                       strerror(why.err));
+    if (status)
+        return status;
+    if (put_npy(f, t, pre, pre_len) != 0) {
+        int e = errno;
+        fileset_end(set);
+        return left_unchanged(who, path, "write failed", e);
     }
-    /* From here on every failure removes the temporary; path itself is
-     * only touched by the final rename. */
-    const char *step = "cannot set the permissions of the temporary file";
-    int err = 0;
-    FILE *f = NULL;
-    if (fchmod(fd, new_file_mode(path)) != 0) {
-        err = errno;
-        close(fd);
-        goto fail;
+    status = fileset_commit(set, &why);
+    fileset_end(set);
+    switch (status ? why.step : FILESET_OK) {
+    case FILESET_WRITE:
+        return left_unchanged(who, path, "write failed", why.err);
+    case FILESET_MODE:
+        return left_unchanged(who, path,
+                              "cannot set the permissions of the temporary "
+                              "file",
+                              why.err);
+    case FILESET_SYNC:
+        return left_unchanged(who, path, "cannot flush to disk", why.err);
+    case FILESET_RENAME:
+        return left_unchanged(who, path,
+                              "cannot rename the temporary file over it",
+                              why.err);
+    default:
+        return status;
     }
-    f = fdopen(fd, "wb");
-    if (!f) {
-        err = errno;
-        step = "cannot open the temporary file";
-        close(fd);
-        goto fail;
-    }
-    step = "write failed";
-    if (fwrite(pre, 1, pre_len, f) != pre_len || write_data(f, t) != 0 ||
-        fflush(f) != 0) {
-        err = errno;
-        fclose(f);
-        goto fail;
-    }
-    /* on disk before the rename, so a crash leaves the old file or the
-     * new one, never a partial one */
-    step = "cannot flush to disk";
-    if (fsync(fileno(f)) != 0) {
-        err = errno;
-        fclose(f);
-        goto fail;
-    }
-    step = "closing the temporary file failed";
-    if (fclose(f) != 0) {
-        err = errno;
-        goto fail;
-    }
-    step = "cannot rename the temporary file over it";
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        goto fail;
-    }
-    free(tmp);
-    return GSL_SUCCESS;
-
-fail:
-    unlink(tmp);
-    free(tmp);
-    return fail_at(GSL_EFAILED, who, path, "%s: %s; the file is left unchanged",
-                   step, err ? strerror(err) : "unknown error");
 }

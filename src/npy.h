@@ -58,6 +58,7 @@
 #define MHA_NPY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "tensor.h"
 
@@ -86,14 +87,20 @@ int npy_read(const char *path, tensor **out);
 int npy_read_header(const char *path, npy_header *h);
 
 /* Write t (any strides; read in logical row-major order) to path as
- * float64.  Atomic: the bytes go to a temporary file next to path
- * ("<path>.tmpXXXXXX"), which is renamed over path only once everything is
- * written and flushed to disk; on any failure the temporary is removed and
- * path is left as it was.  An existing file keeps its permission bits; a
- * new one gets 0666 minus the umask, as np.save's would; a symbolic link
- * at path is replaced by the file, not followed.  A missing
- * directory, a path that is a directory or a failed write is GSL_EFAILED. */
+ * float64.  Atomic (fileset.h): the bytes go to a temporary file next to
+ * path ("<path>.tmp.<pid>.<n>"), which is renamed over path only once
+ * everything is written and flushed to disk; on any failure the temporary
+ * is removed and path is left as it was.  An existing file keeps its
+ * permission bits; a new one gets 0666 minus the umask, as np.save's
+ * would; a symbolic link at path is replaced by the file, not followed.
+ * A missing directory, a path that is a directory or a failed write is
+ * GSL_EFAILED. */
 int npy_write(const char *path, const tensor *t);
+
+/* The bytes npy_write puts in a file, written to the stream f, e.g. one a
+ * fileset made for several outputs at once.  GSL_EFAILED when a write
+ * fails. */
+int npy_write_stream(FILE *f, const tensor *t);
 
 /* The preamble (magic, version, header length, header) npy_write puts
  * before the data of a float64 C-order array of the given shape, as NumPy

@@ -1,13 +1,14 @@
 /* plot.h: line and bar charts with gnuplot, for the pictures that are not
  * heatmaps: a loss curve, the importance of each head.
  *
- * They work as heatmap.h's do: plot_line and plot_bars write base.dat (the
- * numbers, each the shortest of %.15g, %.16g, %.17g that reads back as the
- * same double) and base.gp (the gnuplot script that draws them), both or
- * neither, each under a temporary name renamed when complete; then they
- * render base.png and/or base.svg through heatmap_render_script, with the
- * same statuses (HEATMAP_NO_GNUPLOT keeps the .dat and .gp and is not a
- * failure).  The script re-renders by hand from any directory:
+ * They work as heatmap.h's do, with gnuplot.h's parts: plot_line and
+ * plot_bars write base.dat (the numbers, each the shortest of %.15g,
+ * %.16g, %.17g that reads back as the same double) and base.gp (the
+ * gnuplot script that draws them), both or neither, each under a
+ * temporary name renamed when complete; then they render base.png and/or
+ * base.svg through heatmap_render_script, with the same statuses
+ * (HEATMAP_NO_GNUPLOT keeps the .dat and .gp and is not a failure).  The
+ * script re-renders by hand from any directory:
  *     gnuplot -e "fmt='svg'" plots/13_loss.gp
  *
  * Data:

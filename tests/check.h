@@ -9,7 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 /* A library call that must succeed; on failure show its message. */
 #define OK(call)                                                              \

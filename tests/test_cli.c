@@ -31,57 +31,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scratch.h"
+
 #ifndef MHA_BIN
 #error "MHA_BIN must name the built mha program"
 #endif
 
-/* --- a scratch directory per test ------------------------------------ */
+/* --- a scratch directory per test (scratch.h) ----------------------- */
 
-static char home[4096];     /* the repository, where the test started */
 static char mha_path[4096]; /* MHA_BIN made absolute */
-static char scratch[64];
 
 static void enter_scratch(void)
 {
-    cr_assert_not_null(getcwd(home, sizeof home));
     cr_assert_not_null(realpath(MHA_BIN, mha_path), "%s: %s (make build)",
                        MHA_BIN, strerror(errno));
-    strcpy(scratch, "/tmp/mha-cli-XXXXXX");
-    cr_assert_not_null(mkdtemp(scratch));
-    cr_assert_eq(chdir(scratch), 0);
+    scratch_enter("mha-cli");
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void leave_scratch(void)
-{
-    if (chdir(home) == 0)
-        nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* The names in dir (not . and ..), sorted, joined by spaces. */
-static void list_dir(const char *dir, char *out, size_t n)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    out[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-            if (out[0])
-                strncat(out, " ", n - strlen(out) - 1);
-            strncat(out, name, n - strlen(out) - 1);
-        }
-        free(names[i]);
-    }
-    free(names);
-}
+static void leave_scratch(void) { scratch_leave(); }
 
 /* --- running mha ----------------------------------------------------- */
 
@@ -989,23 +956,55 @@ Test(cli, failed_attention_out_leaves_out_alone, .init = enter_scratch,
 
 /* Both outputs complete, then the second rename fails (A names a
  * directory): OUT, already in place, is removed again. */
-Test(cli, failed_rename_removes_the_first_output, .init = enter_scratch,
-     .fini = leave_scratch)
+/* Run forward with --attention-out naming the empty directory sub: exit
+ * status 2, the message err, and the same names in the directory after
+ * the run as before it. */
+static void fail_at_the_second_rename(const char *err)
 {
-    write_inputs();
     cr_assert_eq(mkdir("sub", 0755), 0);
     char before[2048], after[2048];
     list_dir(".", before, sizeof before);
     run r = mha(FORWARD "|--out|out.npy|--attention-out|sub");
     cr_assert_eq(r.status, 2);
-    cr_assert_str_eq(r.err, "mha forward: --attention-out sub: cannot rename "
-                            "the finished file onto it: Is a directory; "
-                            "removed --out out.npy\n");
+    cr_assert_str_eq(r.err, err);
     list_dir(".", after, sizeof after);
     cr_assert_str_eq(after, before);
     list_dir("sub", after, sizeof after);
     cr_assert_str_eq(after, "");
     run_free(&r);
+}
+
+Test(cli, failed_rename_removes_the_first_output, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    fail_at_the_second_rename("mha forward: --attention-out sub: cannot "
+                              "rename the finished file onto it: Is a "
+                              "directory; removed --out out.npy\n");
+}
+
+/* The same with OUT there before the run: the very file is put back,
+ * with its numbers and its permission bits. */
+Test(cli, failed_rename_puts_back_an_existing_output, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    tensor *old = ramp(SHAPE(3), 1, 1);
+    OK(npy_write("out.npy", old));
+    cr_assert_eq(chmod("out.npy", 0600), 0);
+    struct stat st_before, st_after;
+    cr_assert_eq(stat("out.npy", &st_before), 0);
+    fail_at_the_second_rename("mha forward: --attention-out sub: cannot "
+                              "rename the finished file onto it: Is a "
+                              "directory; put back the old --out out.npy\n");
+    cr_assert_eq(stat("out.npy", &st_after), 0);
+    cr_assert_eq(st_after.st_ino, st_before.st_ino);
+    cr_assert_eq(st_after.st_mode & 07777, 0600);
+    tensor *now = load("out.npy");
+    cr_assert(tensor_same_shape(now, old));
+    cr_assert_eq(rel_error(now, old), 0.0);
+    tensor_free(now);
+    tensor_free(old);
 }
 
 /* A control character in a value cannot break the one line. */

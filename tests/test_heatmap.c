@@ -1,11 +1,14 @@
-/* test_heatmap.c: the heatmap module: the .dat and .gp files it writes,
- * gnuplot's renders, the terminal view, and every way to get it wrong. */
+/* test_heatmap.c: the heatmap modules: the .dat and .gp files they write,
+ * gnuplot's renders, and every way to get them wrong (the terminal view
+ * has test_heatmap_terminal.c). */
 #include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "heatmap_weights.h"
 
 /* --- a scratch directory per test --------------------------------------- */
 
@@ -139,34 +142,6 @@ static char *fake_gnuplot(char *buf, size_t n, const char *body)
     cr_assert_eq(chmod(buf, 0755), 0);
     return buf;
 }
-
-/* The two-panel example most tests draw: panel (0, 1) holds 1/3, which
- * needs 16 digits to read back, and a -0 that must print as 0. */
-static tensor *two_panels(void)
-{
-    tensor *t;
-    OK(tensor_from_array(SHAPE(1, 2, 2, 3),
-                         ((const double[]){0, 0.5, 1, 0.25, 0.1, 1,       //
-                                           1.0 / 3, 0.75, 0.2, 0.9, 0.05, //
-                                           -0.0}),
-                         &t));
-    return t;
-}
-
-/* A (2, 3, 2, 2) grid whose smallest weight (-0.5) sits in panel (1, 2)
- * and largest (2.5) in panel (0, 1), so the shared scale needs both. */
-static tensor *six_panels(void)
-{
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 3, 2, 2), &t));
-    tensor_fill_arange(t, 0, 0.01);
-    *TENSOR_AT(t, 0, 1, 1, 0) = 2.5;
-    *TENSOR_AT(t, 1, 2, 0, 1) = -0.5;
-    return t;
-}
-
-static const char *const six_titles[6] = {"Head 1", "Head 2", "Head 3",
-                                          "Head 4", "Head 5", "Head 6"};
 
 /* --- base.dat ------------------------------------------------------------ */
 
@@ -693,127 +668,6 @@ Test(heatmap, gnuplot_inherits_no_descriptors)
     tensor_free(t);
 }
 
-/* --- the terminal view ---------------------------------------------------- */
-
-/* heatmap_terminal's text (and status) for t. */
-static char *terminal_text(const tensor *t, const heatmap_options *opt,
-                           int *status)
-{
-    capture c;
-    capture_start(&c);
-    *status = heatmap_terminal(c.f, t, opt);
-    capture_end(&c);
-    return c.text;
-}
-
-Test(heatmap, terminal_view_of_two_panels)
-{
-    tensor *t = two_panels();
-    const char *titles[] = {"Head 1", "it's head 2"};
-    heatmap_options opt = {.titles = titles, .ntitles = 2,
-                           .title = "Two heads"};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
-    cr_assert_str_eq(text,
-                     "          Two heads\n"
-                     "           Head 1      it's head 2\n"
-                     "          ┌──────┐     ┌──────┐\n"
-                     "Queries 0 │  ▒▒██│     │▒▒▓▓░░│\n"
-                     "        1 │░░░░██│     │██░░  │\n"
-                     "          └──────┘     └──────┘\n"
-                     "           0 1 2        0 1 2\n"
-                     "            Keys         Keys\n"
-                     "shades, one scale for all panels:  [  ] 0  "
-                     "[░░] above 0 to 0.25\n"
-                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
-    free(text);
-    tensor_free(t);
-}
-
-Test(heatmap, terminal_view_of_one_matrix)
-{
-    /* the identity over 12 keys: every fifth key is numbered */
-    tensor *t;
-    OK(tensor_alloc(SHAPE(3, 12), &t));
-    for (size_t i = 0; i < 3; i++)
-        *TENSOR_AT(t, i, 4 * i) = 1;
-    heatmap_options opt = {.ylabel = "q", .xlabel = "k"};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
-    cr_assert_str_eq(text,
-                     "    ┌────────────────────────┐\n"
-                     "q 0 │██                      │\n"
-                     "  1 │        ██              │\n"
-                     "  2 │                ██      │\n"
-                     "    └────────────────────────┘\n"
-                     "     0         5         10\n"
-                     "                k\n"
-                     "shades, one scale for all panels:  [  ] 0  "
-                     "[░░] above 0 to 0.25\n"
-                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
-    free(text);
-
-    tensor_fill(t, 0.25);
-    opt = (heatmap_options){.ylabel = ""};
-    tensor *small;
-    OK(tensor_alloc(SHAPE(2, 2), &small));
-    tensor_fill(small, 0.25);
-    text = terminal_text(small, &opt, &status);
-    OK(status);
-    cr_assert_str_eq(text,
-                     "  ┌────┐\n"
-                     "0 │▒▒▒▒│\n"
-                     "1 │▒▒▒▒│\n"
-                     "  └────┘\n"
-                     "   0 1\n"
-                     "   Keys\n"
-                     "every weight is 0.25, drawn as [▒▒]\n");
-    free(text);
-    tensor_free(small);
-    tensor_free(t);
-}
-
-Test(heatmap, terminal_view_wraps_wide_rows)
-{
-    /* three panels need 38 columns: in 30, two fit side by side; the
-     * scale is [0, 17] in quarters of 4.25: only 0 itself is blank, 1..4
-     * take the lightest shade, 5..8 the next, and so on */
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
-    tensor_fill_arange(t, 0, 1);
-    heatmap_options opt = {.term_columns = 30};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
-    cr_assert_str_eq(text,
-                     "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │  ░░░░│  │░░░░▒▒│\n"
-                     "          └──────┘  └──────┘\n"
-                     "          ┌──────┐\n"
-                     "Queries 0 │▒▒▒▒▒▒│\n"
-                     "          └──────┘\n"
-                     "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │▓▓▓▓▓▓│  │▓▓████│\n"
-                     "          └──────┘  └──────┘\n"
-                     "           0 1 2     0 1 2\n"
-                     "            Keys      Keys\n"
-                     "          ┌──────┐\n"
-                     "Queries 0 │██████│\n"
-                     "          └──────┘\n"
-                     "           0 1 2\n"
-                     "            Keys\n"
-                     "shades, one scale for all panels:\n"
-                     "   [  ] 0\n"
-                     "   [░░] above 0 to 4.25\n"
-                     "   [▒▒] 4.25 to 8.5\n"
-                     "   [▓▓] 8.5 to 12.8\n"
-                     "   [██] 12.8 to 17\n");
-    free(text);
-    tensor_free(t);
-}
-
 /* --- bad input: a status, an exact message, no file ---------------------- */
 
 #define EXPECTED_DIMS "expected (Lq, Lk), (cols, Lq, Lk) or (rows, cols, Lq, Lk)"
@@ -955,36 +809,6 @@ Test(heatmap, rejects_paths_it_cannot_write)
     tensor_free(t);
 }
 
-Test(heatmap, terminal_rejects_bad_input_and_writes_nothing)
-{
-    tensor *t = six_panels();
-    *TENSOR_AT(t, 0, 0, 1, 1) = NAN;
-    int status;
-    char *text = terminal_text(t, NULL, &status);
-    cr_assert_eq(status, GSL_EINVAL);
-    cr_assert_str_eq(mha_last_error(),
-                     "heatmap_terminal: weights[0, 0, 1, 1] is nan (panel "
-                     "(0, 0), query 1, key 1) in weights of shape (2, 3, 2, "
-                     "2); weights must be finite");
-    cr_assert_str_eq(text, "");
-    free(text);
-    FAILS(heatmap_terminal(NULL, t, NULL), GSL_EINVAL,
-          "heatmap_terminal: the output stream is NULL");
-    tensor_free(t);
-}
-
-Test(heatmap, terminal_reports_a_failed_write)
-{
-    FILE *full = fopen("/dev/full", "w");
-    if (!full)
-        cr_skip_test("no /dev/full here");
-    tensor *t = six_panels();
-    FAILS(heatmap_terminal(full, t, NULL), GSL_EFAILED,
-          "heatmap_terminal: cannot write the heatmap: No space left on "
-          "device");
-    fclose(full);
-    tensor_free(t);
-}
 
 /* --- out of memory at every allocation ----------------------------------- */
 
@@ -1009,21 +833,6 @@ Test(heatmap, out_of_memory_anywhere_leaves_nothing)
         assert_listing("");
     }
     cr_assert_gt(n, 0, "heatmap_write allocates nothing?");
-
-    for (n = 0;; n++) {
-        mha_debug_fail_alloc_after(n);
-        int status;
-        char *text = terminal_text(t, &opt, &status);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS) {
-            free(text);
-            break;
-        }
-        cr_assert_eq(status, GSL_ENOMEM);
-        cr_assert_str_eq(text, "");
-        free(text);
-    }
-    cr_assert_gt(n, 0);
     tensor_free(t);
 }
 

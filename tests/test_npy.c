@@ -25,52 +25,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scratch.h"
+
 #define FIXTURES "tests/fixtures/npy/"
 
-/* --- a scratch directory per test ------------------------------------ */
+/* --- a scratch directory per test (scratch.h) ----------------------- */
 
-static char home[4096];    /* where the test started: the repository */
-static char scratch[64];   /* the scratch directory, absolute */
+static void enter_scratch(void) { scratch_enter("npy-test"); }
 
-static void enter_scratch(void)
-{
-    cr_assert_not_null(getcwd(home, sizeof home));
-    strcpy(scratch, "/tmp/npy-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(scratch));
-    cr_assert_eq(chdir(scratch), 0);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void leave_scratch(void)
-{
-    if (chdir(home) == 0)
-        nftw(scratch, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* The names in dir (not . and ..), sorted, joined by spaces: "a.npy b". */
-static void list_dir(const char *dir, char *out, size_t n)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    out[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-            if (out[0])
-                strncat(out, " ", n - strlen(out) - 1);
-            strncat(out, name, n - strlen(out) - 1);
-        }
-        free(names[i]);
-    }
-    free(names);
-}
+static void leave_scratch(void) { scratch_leave(); }
 
 /* --- bytes on disk --------------------------------------------------- */
 
@@ -837,7 +800,7 @@ Test(npy, refuses_every_prefix_of_a_good_file, .init = enter_scratch,
      .fini = leave_scratch)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/" FIXTURES "f8_2d.npy", home);
+    snprintf(path, sizeof path, "%s/" FIXTURES "f8_2d.npy", scratch_home);
     size_t n;
     unsigned char *good = slurp_file(path, &n);
     cr_assert_eq(n, 176);
@@ -863,7 +826,7 @@ Test(npy, refuses_every_prefix_of_a_good_file, .init = enter_scratch,
 Test(npy, survives_random_damage, .init = enter_scratch, .fini = leave_scratch)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/" FIXTURES "i8_2d.npy", home);
+    snprintf(path, sizeof path, "%s/" FIXTURES "i8_2d.npy", scratch_home);
     size_t n;
     unsigned char *good = slurp_file(path, &n);
     unsigned char *bad = malloc(n + 16);
@@ -1223,8 +1186,11 @@ Test(npy, write_failure_injection_leaves_nothing, .init = enter_scratch,
             break;
         }
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
-        cr_assert_str_eq(mha_last_error(),
-                         "npy_write: out of memory allocating 16 x 1 bytes");
+        /* which allocation failed is fileset.c's business; the message
+         * names the function called */
+        const char *want = "npy_write: out of memory allocating ";
+        cr_assert(!strncmp(mha_last_error(), want, strlen(want)), "k = %ld: %s",
+                  k, mha_last_error());
         cr_assert_str_eq(names, "", "k = %ld left %s behind", k, names);
     }
     tensor_free(x);
@@ -1282,7 +1248,7 @@ Test(npy, numpy_loads_what_we_write, .init = enter_scratch,
     snprintf(cmd, sizeof cmd,
              "cd %s && %s %s/tests/npy_numpy_check.py a_6.npy a_2_3_4_5.npy "
              "permuted.npy specials.npy",
-             scratch, python, home);
+             scratch_dir, python, scratch_home);
     int status = system(cmd);
     cr_assert_eq(status, 0, "tests/npy_numpy_check.py failed (status %d)", status);
 }

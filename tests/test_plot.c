@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "scratch.h"
+
 static char dir[64];
 
 static void make_dir(void)
@@ -41,16 +43,7 @@ static char *path_of(const char *name)
     return buf;
 }
 
-static char *read_text(const char *name)
-{
-    FILE *f = fopen(path_of(name), "rb");
-    cr_assert_not_null(f, "%s: %s", name, strerror(errno));
-    char *text = calloc(1, 1 << 16);
-    size_t n = fread(text, 1, (1 << 16) - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    return text;
-}
+static char *read_text(const char *name) { return slurp(path_of(name)); }
 
 /* How many files the scratch directory holds. */
 static int files(void)

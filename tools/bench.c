@@ -43,7 +43,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 #define B 8
 #define D 512

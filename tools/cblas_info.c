@@ -6,7 +6,7 @@
 
 #include <gsl/gsl_blas.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 int main(void)
 {

@@ -17,7 +17,7 @@
 #include "cli/args.h"
 #include "cli/inputs.h"
 #include "cli/output.h"
-#include "mha.h"
+#include "libmha.h"
 
 #define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
 

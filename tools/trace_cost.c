@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 int main(int argc, char **argv)
 {

@@ -21,7 +21,7 @@
 #define MHA_CLI_INPUTS_H
 
 #include "args.h"
-#include "mha.h"
+#include "libmha.h"
 
 /* The options both subcommands take, for their tables. */
 #define CLI_INPUT_OPTIONS                                                     \

@@ -22,7 +22,7 @@
 
 #include "args.h"
 #include "inputs.h"
-#include "mha.h"
+#include "libmha.h"
 #include "output.h"
 #include "quiz.h"
 

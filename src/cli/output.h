@@ -2,12 +2,14 @@
  *
  * `mha forward --out OUT.npy --attention-out A.npy` must not leave OUT
  * behind when A cannot be written, and `mha heatmap --png F --svg G`
- * must not leave F when G fails.  So every file is first written whole
- * under a temporary name in its own directory ("<path>.mha-XXXXXX", or a
- * temporary directory ".mha-heatmap-XXXXXX" for gnuplot's files), and
- * only when all of them are complete are they renamed into place.  If a
- * rename fails after an earlier one succeeded, the earlier files are
- * removed again: a failed run leaves none of its outputs, and says so.
+ * must not leave F when G fails.  So the outputs of a run are one fileset
+ * (fileset.h): each file is written whole under a temporary name beside
+ * its path, and only when all of them are complete are they renamed into
+ * place.  If a rename fails after an earlier one succeeded, the earlier
+ * ones are undone (a file that was there is put back, a new one removed):
+ * a failed run leaves every file as it was, and says so.  gnuplot's data
+ * and script for a picture go to a scratch directory beside it
+ * (".mha-heatmap-XXXXXX"), removed once the picture is drawn.
  *
  * A new file gets the permission bits 0666 minus the umask, as np.save's
  * would; a file that is replaced keeps its bits.
@@ -17,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 /* One file to write: the option that named it (for messages), its path,
  * and what goes in it. */
@@ -28,12 +30,10 @@ typedef struct cli_output {
     const tensor *image; /* ... or rendered as a heatmap of these weights */
     const heatmap_options *heatmap;
     int format;          /* HEATMAP_PNG or HEATMAP_SVG, for image */
-    char *tmp;           /* set while in flight */
-    char *tmp_dir;       /* the heatmap's scratch directory, likewise */
 } cli_output;
 
 /* Write all n outputs, or none.  CLI_OK, or CLI_USAGE after printing one
  * line naming the option, the path and what failed. */
-int cli_write_outputs(cli_output *outs, size_t n);
+int cli_write_outputs(const cli_output *outs, size_t n);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mha.h"
+#include "libmha.h"
 
 static char path[64];
 

@@ -1,28 +1,10 @@
-/* mha.h: everything libmha offers, for programs that want it all. */
-#ifndef MHA_H
-#define MHA_H
+/* program.h: what every program using libmha does first: switch GSL's
+ * aborting error handler off, make seeded random number generators, and
+ * say which CBLAS the build uses. */
+#ifndef MHA_PROGRAM_H
+#define MHA_PROGRAM_H
 
 #include <gsl/gsl_rng.h>
-
-#include "adam.h"
-#include "attention.h"
-#include "backward.h"
-#include "error.h"
-#include "flash.h"
-#include "headmajor.h"
-#include "heatmap.h"
-#include "layernorm.h"
-#include "linear.h"
-#include "model.h"
-#include "multihead.h"
-#include "multihead_fast.h"
-#include "npy.h"
-#include "plot.h"
-#include "rowops.h"
-#include "softmax.h"
-#include "tensor.h"
-#include "threads.h"
-#include "trace.h"
 
 /* Call first in every program: switches GSL's aborting error handler off,
  * so failures come back as status codes (see error.h). */

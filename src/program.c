@@ -1,9 +1,11 @@
-/* mha.c: program set-up shared by every program; see mha.h. */
+/* program.c: program set-up shared by every program; see program.h. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
-#include "mha.h"
+#include "program.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+
+#include "error.h"
 
 void mha_program_init(void) { gsl_set_error_handler_off(); }
 
