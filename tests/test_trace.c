@@ -433,3 +433,65 @@ Test(trace, shape_str)
     cr_assert_str_eq(shape_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
                      "(1, 2");
 }
+
+/* --- side inputs and blanks ------------------------------------------ */
+
+/* masked_softmax reads valid_lens on the side: the record holds it (the
+ * dataflow needs it), the text line leaves it to the op text, and JSON
+ * marks it. */
+Test(trace, side_inputs_stay_out_of_the_text_line)
+{
+    tensor *scores = arange(SHAPE(2, 3, 4)), *out = NULL, *lens = NULL;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    OK(tensor_set_names(scores, "B, Lq, Lk"));
+    trace_log log;
+    trace_log_start(&log);
+    OK(masked_softmax(scores, lens, &out));
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 1);
+    const trace_record *r = &log.records[0];
+    cr_assert_eq(r->n_inputs, 2);
+    cr_assert_not(r->inputs[0].side);
+    cr_assert(r->inputs[1].side);
+    cr_assert_str_eq(r->inputs[1].label, "valid_lens");
+    cr_assert_eq(r->inputs[1].shape.id, lens->id);
+    char line[512];
+    cr_assert_str_eq(trace_format_text(r, line, sizeof line),
+        "masked_softmax(valid_lens (2,)) new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, Lk)");
+    capture c;
+    capture_start(&c);
+    trace_print_json(c.f, r);
+    const char *json = capture_end(&c);
+    cr_assert_not_null(strstr(json, "\"label\": \"valid_lens\", \"transposed\": false, \"side\": true}"),
+                       "%s", json);
+    cr_assert_not_null(strstr(json, "\"label\": \"\", \"transposed\": false, \"side\": false}"),
+                       "%s", json);
+    capture_free(&c);
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(scores);
+}
+
+/* The quiz's line: the output shape replaced, no symbolic column; a
+ * record without an output prints whole. */
+Test(trace, format_blank)
+{
+    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    trace_log log;
+    trace_log_start(&log);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
+    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    trace_end();
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 2);
+    char line[512];
+    cr_assert_str_eq(trace_format_blank(&log.records[0], "?1", line, sizeof line),
+        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)");
+    cr_assert_str_eq(trace_format_blank(&log.records[1], "?1", line, sizeof line),
+        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> ?1");
+    trace_log_free(&log);
+    tensor_free(y);
+    tensor_free(x);
+}
