@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include <criterion/parameterized.h>
+
 /* Whatever a failed assertion left behind: tracing off, no open blocks. */
 static void reset_trace(void)
 {
@@ -494,4 +496,165 @@ Test(trace, format_blank)
     trace_log_free(&log);
     tensor_free(y);
     tensor_free(x);
+}
+
+/* --- shapes alone ---------------------------------------------------- */
+
+/* The module's forward pass on one shape: B, Lq, Lk, d_q, d_model, h;
+ * valid_lens none, (B,) or (B, Lq); keys and values the queries or not.
+ * Keys and values have d_q + 1 and d_q + 2 features unless they are the
+ * queries. */
+typedef struct meta_case {
+    size_t B, Lq, Lk, dq, D, h;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+    int self; /* keys = values = queries (Lk is Lq) */
+} meta_case;
+
+static meta_case meta_cases[] = {
+    {2, 4, 6, 100, 100, 5, 1, 0},  /* d2l's example, valid_lens [3, 2] */
+    {2, 4, 6, 100, 100, 5, 0, 0},  /* ... without valid_lens */
+    {1, 2, 2, 16, 16, 8, 0, 0},    /* B = 1: every split is a view */
+    {3, 5, 4, 12, 12, 4, 2, 0},    /* 2-D valid_lens */
+    {4, 7, 3, 30, 30, 30, 1, 0},   /* d_model/h = 1: W_o packs its input */
+    {2, 3, 3, 8, 8, 2, 0, 1},      /* self-attention */
+    {1, 1, 1, 1, 1, 1, 2, 0},      /* ones everywhere */
+    {2, 4, 6, 5, 8, 2, 1, 0},      /* d_q differs from d_model */
+    {3, 2, 5, 6, 12, 3, 2, 1},     /* self-attention, 2-D valid_lens */
+};
+
+/* The records of multihead_forward for case c: with numbers, or shapes
+ * alone (a shape-only module and meta inputs; valid_lens meta too when
+ * meta_lens). */
+static void run_case(const meta_case *c, int meta, int meta_lens,
+                     trace_log *log)
+{
+    size_t Lk = c->self ? c->Lq : c->Lk;
+    size_t dk = c->self ? c->dq : c->dq + 1, dv = c->self ? c->dq : c->dq + 2;
+    multihead m;
+    multihead_config cfg = {.query_size = c->dq, .key_size = dk,
+                            .value_size = dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .shape_only = meta};
+    OK(multihead_init(&m, &cfg));
+    int (*alloc)(size_t, const size_t *, tensor **) =
+        meta ? tensor_alloc_meta : tensor_alloc;
+    tensor *q = NULL, *k = NULL, *v = NULL, *lens = NULL, *out = NULL;
+    OK(alloc(SHAPE(c->B, c->Lq, c->dq), &q));
+    if (!c->self) {
+        OK(alloc(SHAPE(c->B, Lk, dk), &k));
+        OK(alloc(SHAPE(c->B, Lk, dv), &v));
+    }
+    if (c->lens) {
+        size_t shape[2] = {c->B, c->Lq};
+        OK(tensor_alloc(c->lens, shape, &lens));
+        if (meta && meta_lens) {
+            tensor_free(lens);
+            OK(tensor_alloc_meta(c->lens, shape, &lens));
+        } else {
+            for (size_t i = 0; i < tensor_numel(lens); i++)
+                lens->data[i] = (double)((i + 1) % (Lk + 1));
+        }
+    }
+    trace_log_start(log);
+    OK(multihead_forward(&m, q, c->self ? q : k, c->self ? q : v, lens, &out));
+    trace_log_stop(log);
+    cr_assert_not(log->failed);
+    cr_assert_eq(tensor_is_meta(out), meta);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(v);
+    tensor_free(k);
+    tensor_free(q);
+    multihead_free(&m);
+}
+
+static void assert_same_shape(const trace_shape *a, const trace_shape *b,
+                              const char *what, size_t seq)
+{
+    char as[TRACE_SHAPE_MAX], bs[TRACE_SHAPE_MAX];
+    cr_assert_eq(a->ndim, b->ndim, "record %zu, %s: %s vs %s", seq, what,
+                 trace_shape_str(a, as, sizeof as),
+                 trace_shape_str(b, bs, sizeof bs));
+    for (size_t d = 0; d < a->ndim; d++) {
+        cr_assert_eq(a->dims[d], b->dims[d], "record %zu, %s: %s vs %s", seq,
+                     what, trace_shape_str(a, as, sizeof as),
+                     trace_shape_str(b, bs, sizeof bs));
+        cr_assert_str_eq(a->names[d], b->names[d], "record %zu, %s", seq, what);
+    }
+}
+
+/* ids differ from run to run, but the same tensors must be the same:
+ * id a of one run always goes with id b of the other, both ways. */
+typedef struct id_map {
+    unsigned long a[512], b[512];
+    size_t n;
+} id_map;
+
+static void assert_same_id(id_map *m, unsigned long a, unsigned long b,
+                           size_t seq)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->a[i] == a || m->b[i] == b) {
+            cr_assert(m->a[i] == a && m->b[i] == b,
+                      "record %zu: tensor ids %lu and %lu do not correspond",
+                      seq, a, b);
+            return;
+        }
+    cr_assert_lt(m->n, 512);
+    m->a[m->n] = a;
+    m->b[m->n++] = b;
+}
+
+/* The same records: op, kind, depth, join, every shape with its names,
+ * labels and flags, and the same tensors flowing between them. */
+static void assert_same_records(const trace_log *real, const trace_log *meta)
+{
+    cr_assert_eq(meta->count, real->count, "%zu records vs %zu", meta->count,
+                 real->count);
+    id_map ids = {.n = 0};
+    char a[1024], b[1024];
+    for (size_t i = 0; i < real->count; i++) {
+        const trace_record *r = &real->records[i], *s = &meta->records[i];
+        cr_assert_str_eq(trace_format_text(s, b, sizeof b),
+                         trace_format_text(r, a, sizeof a), "record %zu", i);
+        cr_assert_str_eq(s->op, r->op, "record %zu", i);
+        cr_assert_eq(s->kind, r->kind, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->depth, r->depth, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->join, r->join, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->n_inputs, r->n_inputs, "record %zu: %s", i, r->op);
+        for (size_t j = 0; j < r->n_inputs; j++) {
+            const trace_operand *x = &r->inputs[j], *y = &s->inputs[j];
+            assert_same_shape(&x->shape, &y->shape, "an input", i);
+            cr_assert_str_eq(y->label, x->label, "record %zu", i);
+            cr_assert_eq(y->transposed, x->transposed, "record %zu", i);
+            cr_assert_eq(y->side, x->side, "record %zu", i);
+            assert_same_id(&ids, x->shape.id, y->shape.id, i);
+        }
+        cr_assert_eq(s->has_output, r->has_output, "record %zu: %s", i, r->op);
+        if (r->has_output) {
+            assert_same_shape(&r->output, &s->output, "the output", i);
+            /* 0: a header for a shape to come, not a tensor */
+            if (r->output.id && s->output.id)
+                assert_same_id(&ids, r->output.id, s->output.id, i);
+        }
+    }
+}
+
+ParameterizedTestParameters(trace, shape_only_records_equal_a_real_run)
+{
+    return cr_make_param_array(meta_case, meta_cases,
+                               sizeof meta_cases / sizeof meta_cases[0]);
+}
+
+ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
+{
+    trace_log real, meta, meta_lens;
+    run_case(c, 0, 0, &real);
+    run_case(c, 1, 0, &meta);
+    run_case(c, 1, 1, &meta_lens);
+    cr_assert_gt(real.count, 20);
+    assert_same_records(&real, &meta);
+    assert_same_records(&real, &meta_lens);
+    trace_log_free(&real);
+    trace_log_free(&meta);
+    trace_log_free(&meta_lens);
 }
