@@ -658,3 +658,185 @@ ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
     trace_log_free(&meta);
     trace_log_free(&meta_lens);
 }
+
+/* --- the dataflow graph ---------------------------------------------- */
+
+/* d2l's example as `mha trace --valid-lens 3,2` runs it (keys and values
+ * one tensor), on shapes alone; its records in log, then the graph. */
+static char *d2l_graph(int self, int depth)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 5, .shape_only = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
+    OK(tensor_alloc_meta(SHAPE(2, 4, 100), &q));
+    OK(tensor_alloc_meta(SHAPE(2, 6, 100), &kv));
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    trace_log log;
+    trace_log_start(&log);
+    OK(multihead_forward(&m, q, self ? q : kv, self ? q : kv,
+                         self ? NULL : lens, &out));
+    trace_log_stop(&log);
+    capture c;
+    capture_start(&c);
+    trace_write_dot(c.f, &log, depth);
+    capture_end(&c);
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(kv);
+    tensor_free(q);
+    multihead_free(&m);
+    return c.text;
+}
+
+Test(trace, dot_of_the_module)
+{
+    char *dot = d2l_graph(0, 1);
+    cr_assert_str_eq(dot,
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "  in0 [shape=ellipse, label=\"q\"];\n"
+        "  in1 [shape=ellipse, label=\"k = v\"];\n"
+        "  in2 [shape=ellipse, label=\"valid_lens\"];\n"
+        "  s0 [shape=box, label=\"W_q: x W^T\"];\n"
+        "  s1 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s2 [shape=box, label=\"W_k: x W^T\"];\n"
+        "  s3 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s4 [shape=box, label=\"W_v: x W^T\"];\n"
+        "  s5 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s6 [shape=box, label=\"repeat_interleave(5)\"];\n"
+        "  s7 [shape=box, label=\"dot_attention(scale 1/sqrt(20))\"];\n"
+        "  s8 [shape=box, label=\"transpose_output(h=5)\"];\n"
+        "  s9 [shape=box, label=\"W_o: x W^T\"];\n"
+        "  in0 -> s0 [label=\"(2, 4, 100)\"];\n"
+        "  s0 -> s1 [label=\"(2, 4, 100)\\nnew\"];\n"
+        "  in1 -> s2 [label=\"(2, 6, 100)\"];\n"
+        "  s2 -> s3 [label=\"(2, 6, 100)\\nnew\"];\n"
+        "  in1 -> s4 [label=\"(2, 6, 100)\"];\n"
+        "  s4 -> s5 [label=\"(2, 6, 100)\\nnew\"];\n"
+        "  in2 -> s6 [label=\"(2,)\"];\n"
+        "  s1 -> s7 [label=\"(10, 4, 20)\\ncopy\"];\n"
+        "  s3 -> s7 [label=\"(10, 6, 20)\\ncopy\"];\n"
+        "  s5 -> s7 [label=\"(10, 6, 20)\\ncopy\"];\n"
+        "  s6 -> s7 [label=\"(10,)\\ncopy\"];\n"
+        "  s7 -> s8 [label=\"(10, 4, 20)\\nnew\"];\n"
+        "  s8 -> s9 [label=\"(2, 4, 100)\\ncopy\"];\n"
+        "  out [shape=ellipse, label=\"output\"];\n"
+        "  s9 -> out [label=\"(2, 4, 100)\\nnew\"];\n"
+        "}\n");
+    free(dot);
+}
+
+/* Self-attention: one tensor read three times is one input node. */
+Test(trace, dot_merges_inputs_with_one_id)
+{
+    char *dot = d2l_graph(1, 1);
+    cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"q = k = v\"];\n"), "%s", dot);
+    cr_assert_null(strstr(dot, "in1"), "%s", dot);
+    cr_assert_null(strstr(dot, "repeat_interleave"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in0 -> s0 [label=\"(2, 4, 100)\"];\n"
+                                   "  s0 -> s1 [label=\"(2, 4, 100)\\nnew\"];\n"
+                                   "  in0 -> s2 [label=\"(2, 4, 100)\"];\n"), "%s", dot);
+    free(dot);
+}
+
+/* One level down the boxes are the single steps: the split's views,
+ * its copy, and the products inside dot_attention. */
+Test(trace, dot_one_level_down)
+{
+    char *dot = d2l_graph(0, 2);
+    cr_assert_not_null(strstr(dot, "  s0 [shape=box, label=\"reshape(2, 4, 5, -1)\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s0 -> s1 [label=\"(2, 4, 5, 20)\\nview\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s1 -> s2 [label=\"(2, 5, 4, 20)\\nview\"];\n"), "%s", dot);
+    /* inputs nobody labelled go by their names */
+    cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"(B, Lq, d_model)\"];\n"), "%s", dot);
+    /* Q K^T reads the two splits' copies; repeat_interleave is not at
+     * depth 2, so the repeated valid_lens come in as an input, under the
+     * label masked_softmax gives its side input */
+    cr_assert_not_null(strstr(dot, "  s9 [shape=box, label=\"Q K^T\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s2 -> s9 [label=\"(10, 4, 20)\\ncopy\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in3 [shape=ellipse, label=\"valid_lens\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in3 -> s10 [label=\"(10,)\"];\n"), "%s", dot);
+    free(dot);
+}
+
+/* Steps made by hand: a step of views is a view, a step with a copy a
+ * copy; notes are not boxes; a step's output is its last child's. */
+Test(trace, dot_kinds_of_steps_made_of_steps)
+{
+    tensor *x = NULL, *a = NULL, *b = NULL, *c = NULL;
+    OK(tensor_alloc_meta(SHAPE(2, 3, 4), &x));
+    trace_log log;
+    trace_log_start(&log);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")), "outer");
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "views");
+    OK(tensor_permute(x, SHAPE(2, 0, 1), &a));
+    trace_note("just a note");
+    trace_end();
+    trace_note("another note");
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(a)), "copies");
+    OK(tensor_permute(a, SHAPE(1, 0, 2), &b));
+    OK(tensor_contiguous(b, &c));
+    trace_end();
+    trace_end();
+    trace_log_stop(&log);
+    capture cap;
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 1);
+    cr_assert_str_eq(capture_end(&cap),
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "  in0 [shape=ellipse, label=\"x\"];\n"
+        "  s0 [shape=box, label=\"views\"];\n"
+        "  s1 [shape=box, label=\"copies\"];\n"
+        "  in0 -> s0 [label=\"(2, 3, 4)\"];\n"
+        "  s0 -> s1 [label=\"(4, 2, 3)\\nview\"];\n"
+        "  out [shape=ellipse, label=\"output\"];\n"
+        "  s1 -> out [label=\"(2, 4, 3)\\ncopy\"];\n"
+        "}\n");
+    capture_free(&cap);
+    /* nothing at that depth: an empty graph, still a graph */
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 5);
+    cr_assert_str_eq(capture_end(&cap),
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "}\n");
+    capture_free(&cap);
+    trace_log_free(&log);
+    tensor_free(c);
+    tensor_free(b);
+    tensor_free(a);
+    tensor_free(x);
+}
+
+/* Quotes and backslashes in an op are escaped for dot. */
+Test(trace, dot_escapes_labels)
+{
+    tensor *x = NULL, *y = NULL;
+    OK(tensor_alloc_meta(SHAPE(2), &x));
+    OK(tensor_alloc_meta(SHAPE(2), &y));
+    trace_log log;
+    trace_log_start(&log);
+    trace_step(TRACE_NEW, x, y, "say(\"hi\\\")");
+    trace_log_stop(&log);
+    capture cap;
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 0);
+    cr_assert_not_null(strstr(capture_end(&cap),
+                              "  s0 [shape=box, label=\"say(\\\"hi\\\\\\\")\"];\n"),
+                       "%s", cap.text);
+    capture_free(&cap);
+    trace_log_free(&log);
+    tensor_free(y);
+    tensor_free(x);
+}
