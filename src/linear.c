@@ -156,14 +156,8 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (status)
         return status;
 
-    if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
-        /* shapes alone: the output's shape, no product */
-        status = alloc_output(l, x, y);
-        if (status)
-            return mha_fail_in(status, "linear_forward %s", l->name);
-        trace_linear(l, x, *y);
-        return GSL_SUCCESS;
-    }
+    /* shapes alone: the same steps (the packing copies too), no product */
+    int meta = tensor_is_meta(x) || tensor_is_meta(l->weight);
     /* xm views x as (rows, in); a copy only when its rows are uneven */
     tensor *packed = NULL;
     const tensor *src = x;
@@ -195,6 +189,12 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
             return status;
         }
         w = wpacked;
+    }
+    if (meta) {
+        tensor_free(packed);
+        tensor_free(wpacked);
+        trace_linear(l, x, *y);
+        return GSL_SUCCESS;
     }
     size_t wtda = out > 1 ? w->strides[0] : in;
     gsl_matrix_const_view xm =

@@ -306,7 +306,9 @@ int multihead_forward(multihead *m, const tensor *queries,
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
     trace_begin(NULL,
-                TRACE_QKV(queries, keys, values),
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
+                             TRACE_NAMED(values, "v"),
+                             TRACE_SIDE(valid_lens, "valid_lens")),
                 "multihead(h=%zu)", h);
 
     tensor *q = NULL, *k = NULL, *v = NULL;      // (B, L, d_model)

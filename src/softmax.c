@@ -134,16 +134,22 @@ int softmax_check_valid_lens(const char *who, const char *context,
 
 /* --- masked softmax ------------------------------------------------- */
 
+/* valid_lens is a side input: the op text names its shape, and the
+ * dataflow (trace_write_dot) sees where it came from. */
 static void trace_masked(const tensor *scores, double scale,
                          const tensor *valid_lens, const tensor *out)
 {
     const char *mask = valid_lens ? "valid_lens " : "no mask";
     if (scale != 1.0)
-        trace_step(TRACE_NEW, scores, out, "masked_softmax(scale %g, %s%T)",
-                   scale, mask, valid_lens);
+        trace_emit(TRACE_NEW, TRACE_LIST, out,
+                   TRACE_INPUTS(TRACE_IN(scores),
+                                TRACE_SIDE(valid_lens, "valid_lens")),
+                   "masked_softmax(scale %g, %s%T)", scale, mask, valid_lens);
     else
-        trace_step(TRACE_NEW, scores, out, "masked_softmax(%s%T)", mask,
-                   valid_lens);
+        trace_emit(TRACE_NEW, TRACE_LIST, out,
+                   TRACE_INPUTS(TRACE_IN(scores),
+                                TRACE_SIDE(valid_lens, "valid_lens")),
+                   "masked_softmax(%s%T)", mask, valid_lens);
 }
 
 /* masked_softmax and masked_softmax_scaled: check the shapes and the

@@ -182,15 +182,15 @@ static void emit(trace_kind kind, trace_join join, const tensor *out,
     r.kind = kind;
     r.join = join;
     format_op(r.op, sizeof r.op, fmt, ap);
-    if (n_inputs > TRACE_MAX_INPUTS)
-        n_inputs = TRACE_MAX_INPUTS;
-    r.n_inputs = n_inputs;
-    for (size_t i = 0; i < n_inputs; i++) {
-        keep_shape(&r.inputs[i].shape, inputs[i].t);
+    for (size_t i = 0; i < n_inputs && r.n_inputs < TRACE_MAX_INPUTS; i++) {
+        if (!inputs[i].t)
+            continue; /* an optional input not given */
+        trace_operand *o = &r.inputs[r.n_inputs++];
+        keep_shape(&o->shape, inputs[i].t);
         if (inputs[i].label)
-            snprintf(r.inputs[i].label, sizeof r.inputs[i].label, "%s",
-                     inputs[i].label);
-        r.inputs[i].transposed = inputs[i].transposed;
+            snprintf(o->label, sizeof o->label, "%s", inputs[i].label);
+        o->transposed = inputs[i].transposed;
+        o->side = inputs[i].side;
     }
     if (out) {
         r.has_output = 1;
@@ -217,7 +217,7 @@ void trace_step(trace_kind kind, const tensor *x, const tensor *y,
         return;
     va_list ap;
     va_start(ap, fmt);
-    emit(kind, TRACE_LIST, y, 1, &(trace_in){x, NULL, 0}, fmt, ap);
+    emit(kind, TRACE_LIST, y, 1, &(trace_in){x, NULL, 0, 0}, fmt, ap);
     va_end(ap);
 }
 
@@ -301,17 +301,30 @@ static size_t put(char *buf, size_t n, size_t used, const char *s)
     return used + len < n ? used + len : n;
 }
 
+/* The inputs the text line shows: all but the side inputs. */
+static size_t shown_inputs(const trace_record *r)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_inputs; i++)
+        k += !r->inputs[i].side;
+    return k;
+}
+
 /* "q (2, 4, 100), k (2, 6, 100)" or "(10, 4, 20) @ (10, 6, 20)^T", then
- * " -> (10, 4, 6)" when the step has an output. */
-static char *shapes_text(const trace_record *r, char *buf, size_t n)
+ * " -> (10, 4, 6)" when the step has an output, or " -> " and `output`
+ * in its place when output is not NULL (the quiz's blanks). */
+static char *shapes_text(const trace_record *r, const char *output, char *buf,
+                         size_t n)
 {
     static const char *const sep[] = {", ", " @ ", " + "};
     char s[TRACE_SHAPE_MAX];
-    size_t used = 0;
+    size_t used = 0, shown = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < r->n_inputs; i++) {
         const trace_operand *o = &r->inputs[i];
-        if (i)
+        if (o->side)
+            continue;
+        if (shown++)
             used = put(buf, n, used, sep[r->join]);
         if (o->label[0]) {
             used = put(buf, n, used, o->label);
@@ -322,13 +335,17 @@ static char *shapes_text(const trace_record *r, char *buf, size_t n)
             used = put(buf, n, used, "^T");
     }
     if (r->has_output) {
-        used = put(buf, n, used, r->n_inputs ? " -> " : "-> ");
-        put(buf, n, used, trace_shape_str(&r->output, s, sizeof s));
+        used = put(buf, n, used, shown ? " -> " : "-> ");
+        put(buf, n, used,
+            output ? output : trace_shape_str(&r->output, s, sizeof s));
     }
     return buf;
 }
 
-char *trace_format_text(const trace_record *r, char *buf, size_t n)
+/* The text line; with `output`, that in place of the output shape and no
+ * symbolic column. */
+static char *format_line(const trace_record *r, const char *output, char *buf,
+                         size_t n)
 {
     int indent = 2 * r->depth;
     if (r->kind == TRACE_NOTE) {
@@ -338,11 +355,15 @@ char *trace_format_text(const trace_record *r, char *buf, size_t n)
     char shapes[TRACE_MAX_INPUTS * (TRACE_SHAPE_MAX + TRACE_LABEL_MAX + 8) +
                 TRACE_SHAPE_MAX];
     char sym[TRACE_SHAPE_MAX] = "";
-    shapes_text(r, shapes, sizeof shapes);
-    if (r->has_output)
-        trace_sym_str(&r->output, sym, sizeof sym);
-    else if (r->n_inputs == 1)
-        trace_sym_str(&r->inputs[0].shape, sym, sizeof sym);
+    shapes_text(r, output, shapes, sizeof shapes);
+    if (r->has_output) {
+        if (!output)
+            trace_sym_str(&r->output, sym, sizeof sym);
+    } else if (shown_inputs(r) == 1) {
+        for (size_t i = 0; i < r->n_inputs; i++)
+            if (!r->inputs[i].side)
+                trace_sym_str(&r->inputs[i].shape, sym, sizeof sym);
+    }
     int opw = TRACE_OP_WIDTH - indent;
     if (opw < 1)
         opw = 1;
@@ -354,6 +375,17 @@ char *trace_format_text(const trace_record *r, char *buf, size_t n)
     while (len > 0 && buf[len - 1] == ' ')
         buf[--len] = '\0';
     return buf;
+}
+
+char *trace_format_text(const trace_record *r, char *buf, size_t n)
+{
+    return format_line(r, NULL, buf, n);
+}
+
+char *trace_format_blank(const trace_record *r, const char *blank, char *buf,
+                         size_t n)
+{
+    return format_line(r, r->has_output ? blank : NULL, buf, n);
 }
 
 static void print_text(void *ctx, const trace_record *r)
@@ -430,8 +462,9 @@ void trace_print_json(FILE *f, const trace_record *r)
             json_shape(f, &r->inputs[i].shape);
             fprintf(f, ", \"label\": ");
             json_string(f, r->inputs[i].label);
-            fprintf(f, ", \"transposed\": %s}",
-                    r->inputs[i].transposed ? "true" : "false");
+            fprintf(f, ", \"transposed\": %s, \"side\": %s}",
+                    r->inputs[i].transposed ? "true" : "false",
+                    r->inputs[i].side ? "true" : "false");
         }
         fprintf(f, "], \"output\": ");
         if (r->has_output) {

@@ -86,6 +86,8 @@ typedef struct trace_operand {
     trace_shape shape;
     char label[TRACE_LABEL_MAX]; /* "q" prints "q (2, 4, 100)"; "" for none */
     int transposed;              /* prints (10, 6, 20)^T */
+    int side; /* read, but left out of the text line (the op text may name
+                 it): a mask's valid_lens.  JSON and the dataflow show it. */
 } trace_operand;
 
 typedef struct trace_record {
@@ -102,20 +104,25 @@ typedef struct trace_record {
 
 /* --- emitting (the library's side) ---------------------------------- */
 
-/* An input as a step names it: the tensor, an optional label and whether
- * the step reads it transposed.  Only t is needed: {x} will do. */
+/* An input as a step names it: the tensor, an optional label, whether
+ * the step reads it transposed and whether it is a side input (see
+ * trace_operand).  Only t is needed: {x} will do.  An input whose t is
+ * NULL is left out (an optional input that was not given). */
 typedef struct trace_in {
     const tensor *t;
     const char *label;
     int transposed;
+    int side;
 } trace_in;
 
-/* TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(q, "q"), TRACE_IN_T(k, 1)) passes
- * the count and the inputs: a tensor as it is, with a label, and read
- * transposed (or not, by the flag). */
-#define TRACE_IN(x) {(x), NULL, 0}
-#define TRACE_NAMED(x, label) {(x), (label), 0}
-#define TRACE_IN_T(x, transposed) {(x), NULL, (transposed)}
+/* TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(q, "q"), TRACE_IN_T(k, 1),
+ * TRACE_SIDE(lens, "valid_lens")) passes the count and the inputs: a
+ * tensor as it is, with a label, read transposed (or not, by the flag),
+ * and read on the side, not shown in the text line. */
+#define TRACE_IN(x) {(x), NULL, 0, 0}
+#define TRACE_NAMED(x, label) {(x), (label), 0, 0}
+#define TRACE_IN_T(x, transposed) {(x), NULL, (transposed), 0}
+#define TRACE_SIDE(x, label) {(x), (label), 0, 1}
 #define TRACE_INPUTS(...) \
     (sizeof((trace_in[]){__VA_ARGS__}) / sizeof(trace_in)), \
         ((const trace_in[]){__VA_ARGS__})
@@ -190,6 +197,10 @@ void trace_to_json(FILE *f);
 /* One record as the text printer's line (without the newline) into buf;
  * returns buf. */
 char *trace_format_text(const trace_record *r, char *buf, size_t n);
+/* The same line with `blank` (e.g. "?3") where the output shape was and no
+ * symbolic column, for a quiz; a record with no output prints as above. */
+char *trace_format_blank(const trace_record *r, const char *blank, char *buf,
+                         size_t n);
 /* One record as one JSON object (without the newline) on f. */
 void trace_print_json(FILE *f, const trace_record *r);
 
@@ -208,9 +219,14 @@ void trace_log_free(trace_log *log);
 
 /* The dataflow graph of the steps at depth `depth` of log (1 shows a
  * module's projections, splits, attention, join and output layer) in
- * Graphviz's dot language: inputs as ellipses, steps as boxes, each edge
- * labelled with the shape it carries and whether the step that made it
- * was a view, a copy or new numbers. */
+ * Graphviz's dot language: inputs as ellipses (one per tensor: "q = k = v"
+ * for self-attention), steps as boxes named s0, s1 ... in record order,
+ * the last step's output as "output"; each edge goes from the step that
+ * made a tensor (matched by id) to each step that reads it, labelled with
+ * its shape and whether it was a view, a copy or new numbers.  A step
+ * made of steps reads what its inner steps read, makes what its last
+ * child makes, and is new if any inner step is, else copy if any copies.
+ * trace_dot.c draws an example. */
 void trace_write_dot(FILE *f, const trace_log *log, int depth);
 
 /* Format a shape as a Python tuple into buf (size n, >= TRACE_SHAPE_MAX is

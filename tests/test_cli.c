@@ -27,6 +27,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdint.h>
+#include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -474,6 +476,413 @@ Test(cli, quiz_hides_every_output_shape_and_answers_it, .init = enter_scratch,
     run_free(&quiz);
 }
 
+/* --- mha trace --json and --dot ---------------------------------------- */
+
+/* A small JSON reader, enough to read a JSON line back: objects, arrays,
+ * strings (with \" \\ \uXXXX escapes), numbers, true, false, null.  The
+ * tree is plain: a value's kind, and its number, string, items or keys. */
+typedef enum { J_NULL, J_BOOL, J_NUMBER, J_STRING, J_ARRAY, J_OBJECT } jkind;
+
+typedef struct jvalue {
+    jkind kind;
+    double number; /* J_NUMBER; J_BOOL: 0 or 1 */
+    char *string;  /* J_STRING */
+    size_t n;      /* J_ARRAY, J_OBJECT: how many items */
+    struct jvalue *items;
+    char **keys;   /* J_OBJECT: the key of each item */
+} jvalue;
+
+static void jfree(jvalue *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        jfree(&v->items[i]);
+        if (v->keys)
+            free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->string);
+}
+
+static const char *jspace(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* A JSON string at p (at its opening quote) into a new buffer. */
+static const char *jstring(const char *p, char **out)
+{
+    size_t len = strlen(p);
+    char *s = malloc(len + 1), *w = s;
+    cr_assert_not_null(s);
+    for (p++; *p != '"'; p++) {
+        cr_assert(*p && (unsigned char)*p >= 0x20, "bad string in JSON");
+        if (*p != '\\') {
+            *w++ = *p;
+            continue;
+        }
+        p++;
+        if (*p == 'u') {
+            unsigned code;
+            cr_assert_eq(sscanf(p + 1, "%4x", &code), 1, "bad \\u escape");
+            cr_assert_lt(code, 0x80, "the trace writes only ASCII");
+            *w++ = (char)code;
+            p += 4;
+        } else {
+            cr_assert_not_null(strchr("\"\\/bfnrt", *p), "bad escape \\%c", *p);
+            *w++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+        }
+    }
+    *w = '\0';
+    *out = s;
+    return p + 1;
+}
+
+static const char *jparse(const char *p, jvalue *v)
+{
+    memset(v, 0, sizeof *v);
+    p = jspace(p);
+    if (*p == '{' || *p == '[') {
+        int object = *p == '{';
+        char close = object ? '}' : ']';
+        v->kind = object ? J_OBJECT : J_ARRAY;
+        size_t cap = 8;
+        v->items = calloc(cap, sizeof *v->items);
+        v->keys = object ? calloc(cap, sizeof *v->keys) : NULL;
+        p = jspace(p + 1);
+        if (*p == close)
+            return p + 1;
+        for (;;) {
+            if (v->n == cap) {
+                cap *= 2;
+                v->items = realloc(v->items, cap * sizeof *v->items);
+                if (object)
+                    v->keys = realloc(v->keys, cap * sizeof *v->keys);
+            }
+            cr_assert_not_null(v->items);
+            if (object) {
+                p = jspace(p);
+                cr_assert_eq(*p, '"', "a key must be a string: %s", p);
+                p = jspace(jstring(p, &v->keys[v->n]));
+                cr_assert_eq(*p, ':', "':' expected: %s", p);
+                p++;
+            }
+            p = jspace(jparse(p, &v->items[v->n++]));
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            cr_assert_eq(*p, close, "'%c' expected: %s", close, p);
+            return p + 1;
+        }
+    }
+    if (*p == '"') {
+        v->kind = J_STRING;
+        return jstring(p, &v->string);
+    }
+    if (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0) {
+        v->kind = J_BOOL;
+        v->number = *p == 't';
+        return p + (*p == 't' ? 4 : 5);
+    }
+    if (strncmp(p, "null", 4) == 0) {
+        v->kind = J_NULL;
+        return p + 4;
+    }
+    char *end;
+    v->kind = J_NUMBER;
+    v->number = strtod(p, &end);
+    cr_assert(end != p && (*p == '-' || (*p >= '0' && *p <= '9')),
+              "not JSON: %s", p);
+    return end;
+}
+
+/* The item under key in object v, of kind `kind`. */
+static const jvalue *jget(const jvalue *v, const char *key, jkind kind)
+{
+    cr_assert_eq(v->kind, J_OBJECT);
+    for (size_t i = 0; i < v->n; i++)
+        if (strcmp(v->keys[i], key) == 0) {
+            cr_assert_eq(v->items[i].kind, kind, "\"%s\" has kind %d, not %d",
+                         key, v->items[i].kind, kind);
+            return &v->items[i];
+        }
+    cr_assert_fail("no key \"%s\"", key);
+    return NULL;
+}
+
+/* Exactly these keys, in this order. */
+static void assert_keys(const jvalue *v, const char *const *keys, size_t n)
+{
+    cr_assert_eq(v->kind, J_OBJECT);
+    cr_assert_eq(v->n, n, "%zu keys, expected %zu", v->n, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(v->keys[i], keys[i]);
+}
+
+/* A shape object ({"shape": [...], "names": [...], "id": n, ...}) against
+ * a record's shape; ids must correspond one to one (map[k] pairs). */
+static void assert_json_shape(const jvalue *v, const trace_shape *s,
+                              unsigned long (*map)[2], size_t *nmap)
+{
+    const jvalue *dims = jget(v, "shape", J_ARRAY);
+    const jvalue *names = jget(v, "names", J_ARRAY);
+    cr_assert_eq(dims->n, s->ndim);
+    cr_assert_eq(names->n, s->ndim);
+    for (size_t d = 0; d < s->ndim; d++) {
+        cr_assert_eq(dims->items[d].kind, J_NUMBER);
+        cr_assert_eq(dims->items[d].number, (double)s->dims[d]);
+        cr_assert_eq(names->items[d].kind, J_STRING);
+        cr_assert_str_eq(names->items[d].string, s->names[d]);
+    }
+    unsigned long id = (unsigned long)jget(v, "id", J_NUMBER)->number;
+    if (!id || !s->id) {
+        cr_assert_eq(id, s->id, "id 0 is a header, in both runs or neither");
+        return;
+    }
+    for (size_t k = 0; k < *nmap; k++)
+        if (map[k][0] == id || map[k][1] == s->id) {
+            cr_assert(map[k][0] == id && map[k][1] == s->id,
+                      "tensor ids %lu and %lu do not correspond", id, s->id);
+            return;
+        }
+    cr_assert_lt(*nmap, 256);
+    map[*nmap][0] = id;
+    map[(*nmap)++][1] = s->id;
+}
+
+/* What `mha trace` runs, in this process: a shape-only module on d_model
+ * features with meta queries and keys (keys and values one tensor) and
+ * real valid_lens when given; the records in log. */
+static void trace_in_process(size_t B, size_t Lq, size_t Lk, size_t D,
+                             size_t h, const double *lens, trace_log *log)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = h,
+                            .shape_only = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
+    OK(tensor_alloc_meta(SHAPE(B, Lq, D), &x));
+    OK(tensor_alloc_meta(SHAPE(B, Lk, D), &y));
+    if (lens)
+        OK(tensor_from_array(SHAPE(B), lens, &vl));
+    trace_log_start(log);
+    OK(multihead_forward(&m, x, y, y, vl, &out));
+    trace_log_stop(log);
+    cr_assert_not(log->failed);
+    tensor_free(out);
+    tensor_free(vl);
+    tensor_free(y);
+    tensor_free(x);
+    multihead_free(&m);
+}
+
+/* Every line of --json is one object with the record's keys; its shapes,
+ * names, labels and flags are those of the same run's records, whose
+ * text lines are the plain trace's, line for line. */
+Test(cli, trace_json_lines_are_the_records, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    static const struct {
+        const char *args;
+        size_t B, Lq, Lk, D, h;
+        double lens[3];
+    } cases[] = {
+        {"trace|--valid-lens|3,2", 2, 4, 6, 100, 5, {3, 2}},
+        {"trace|--batch|1|--queries|2|--hiddens|16|--heads|8", 1, 2, 6, 16, 8, {0}},
+        {"trace|--batch|3|--queries|5|--kv|2|--hiddens|12|--heads|12|--valid-lens|0,1,2",
+         3, 5, 2, 12, 12, {0, 1, 2}},
+    };
+    static const char *const record_keys[] = {"seq", "depth", "kind", "op",
+                                              "name", "join", "inputs",
+                                              "output"};
+    static const char *const input_keys[] = {"shape", "names", "id", "label",
+                                             "transposed", "side"};
+    static const char *const output_keys[] = {"shape", "names", "id"};
+    static const char *const joins[] = {"list", "matmul", "sum"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s|--json", cases[c].args);
+        run json = mha(args), text = mha(cases[c].args);
+        assert_ok(&json, args);
+        assert_ok(&text, cases[c].args);
+        trace_log log;
+        trace_in_process(cases[c].B, cases[c].Lq, cases[c].Lk, cases[c].D,
+                         cases[c].h, strstr(args, "valid") ? cases[c].lens : NULL,
+                         &log);
+        cr_assert_eq(count_lines(json.out), log.count, "%s: %zu lines, %zu records",
+                     args, count_lines(json.out), log.count);
+        /* the text trace: a description, a blank line, the records, a
+         * blank line, the result */
+        cr_assert_eq(count_lines(text.out), log.count + 4);
+        unsigned long ids[256][2];
+        size_t nids = 0;
+        const char *p = json.out;
+        for (size_t i = 0; i < log.count; i++) {
+            const trace_record *r = &log.records[i];
+            char want[2048], got[2048];
+            cr_assert_str_eq(line_at(text.out, i + 2, got, sizeof got),
+                             trace_format_text(r, want, sizeof want));
+            jvalue v;
+            p = jparse(p, &v);
+            cr_assert_eq(*p, '\n', "%s: line %zu holds more than one value", args, i);
+            p++;
+            assert_keys(&v, record_keys, 8);
+            cr_assert_eq(jget(&v, "seq", J_NUMBER)->number, (double)i);
+            cr_assert_eq(jget(&v, "depth", J_NUMBER)->number, (double)r->depth);
+            cr_assert_str_eq(jget(&v, "kind", J_STRING)->string,
+                             trace_kind_name(r->kind));
+            cr_assert_str_eq(jget(&v, "op", J_STRING)->string, r->op);
+            cr_assert_str_eq(jget(&v, "join", J_STRING)->string, joins[r->join]);
+            const char *name = jget(&v, "name", J_STRING)->string;
+            cr_assert(strncmp(r->op, name, strlen(name)) == 0 && name[0],
+                      "name '%s' of op '%s'", name, r->op);
+            const jvalue *in = jget(&v, "inputs", J_ARRAY);
+            cr_assert_eq(in->n, r->n_inputs, "record %zu: %s", i, r->op);
+            for (size_t j = 0; j < in->n; j++) {
+                assert_keys(&in->items[j], input_keys, 6);
+                assert_json_shape(&in->items[j], &r->inputs[j].shape, ids, &nids);
+                cr_assert_str_eq(jget(&in->items[j], "label", J_STRING)->string,
+                                 r->inputs[j].label);
+                cr_assert_eq(jget(&in->items[j], "transposed", J_BOOL)->number,
+                             (double)r->inputs[j].transposed);
+                cr_assert_eq(jget(&in->items[j], "side", J_BOOL)->number,
+                             (double)r->inputs[j].side);
+            }
+            if (r->has_output) {
+                const jvalue *out = jget(&v, "output", J_OBJECT);
+                assert_keys(out, output_keys, 3);
+                assert_json_shape(out, &r->output, ids, &nids);
+            } else {
+                jget(&v, "output", J_NULL);
+            }
+            jfree(&v);
+        }
+        cr_assert_eq(*p, '\0', "%s: more after the records", args);
+        trace_log_free(&log);
+        run_free(&json);
+        run_free(&text);
+    }
+}
+
+/* --dot is the graph trace_write_dot draws of the same run, and nothing
+ * else; on d2l's example the split's copies flow into dot_attention. */
+Test(cli, trace_dot_is_the_module_graph, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha("trace|--valid-lens|3,2|--dot");
+    assert_ok(&r, "trace --dot");
+    trace_log log;
+    trace_in_process(2, 4, 6, 100, 5, (double[]){3, 2}, &log);
+    capture c;
+    capture_start(&c);
+    trace_write_dot(c.f, &log, 1);
+    cr_assert_str_eq(r.out, capture_end(&c));
+    capture_free(&c);
+    trace_log_free(&log);
+    static const char *const want[] = {
+        "digraph trace {",
+        "  in0 [shape=ellipse, label=\"q\"];",
+        "  in1 [shape=ellipse, label=\"k = v\"];",
+        "  in2 [shape=ellipse, label=\"valid_lens\"];",
+        "  s0 [shape=box, label=\"W_q: x W^T\"];",
+        "  s1 [shape=box, label=\"transpose_qkv(h=5)\"];",
+        "  s6 [shape=box, label=\"repeat_interleave(5)\"];",
+        "  s7 [shape=box, label=\"dot_attention(scale 1/sqrt(20))\"];",
+        "  s8 [shape=box, label=\"transpose_output(h=5)\"];",
+        "  s9 [shape=box, label=\"W_o: x W^T\"];",
+        "  in0 -> s0 [label=\"(2, 4, 100)\"];",
+        "  s0 -> s1 [label=\"(2, 4, 100)\\nnew\"];",
+        "  in2 -> s6 [label=\"(2,)\"];",
+        "  s1 -> s7 [label=\"(10, 4, 20)\\ncopy\"];",
+        "  s3 -> s7 [label=\"(10, 6, 20)\\ncopy\"];",
+        "  s6 -> s7 [label=\"(10,)\\ncopy\"];",
+        "  s7 -> s8 [label=\"(10, 4, 20)\\nnew\"];",
+        "  s8 -> s9 [label=\"(2, 4, 100)\\ncopy\"];",
+        "  s9 -> out [label=\"(2, 4, 100)\\nnew\"];",
+        "}",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    run_free(&r);
+}
+
+/* Graphviz reads what --dot writes. */
+Test(cli, trace_dot_is_accepted_by_graphviz, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    if (system("command -v dot > /dev/null 2>&1") != 0)
+        cr_skip_test("dot (Graphviz) is not installed; tools/deps.sh installs it");
+    static const char *const args[] = {
+        "trace|--valid-lens|3,2|--dot",
+        "trace|--batch|1|--queries|2|--hiddens|16|--heads|8|--dot",
+        "trace|--batch|8|--queries|4096|--kv|4096|--hiddens|12288|--heads|96|--dot",
+    };
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        run r = mha(args[i]);
+        assert_ok(&r, args[i]);
+        FILE *f = fopen("g.dot", "w");
+        cr_assert_not_null(f);
+        fputs(r.out, f);
+        cr_assert_eq(fclose(f), 0);
+        int status = system("dot -Tsvg g.dot > g.svg 2> dot.err");
+        FILE *e = fopen("dot.err", "r");
+        cr_assert_not_null(e);
+        char *err = read_all(e);
+        fclose(e);
+        cr_assert_eq(status, 0, "%s: dot -Tsvg failed: %s", args[i], err);
+        cr_assert_str_eq(err, "", "%s: dot -Tsvg complained", args[i]);
+        free(err);
+        FILE *svg = fopen("g.svg", "r");
+        cr_assert_not_null(svg);
+        char *text = read_all(svg);
+        fclose(svg);
+        cr_assert_not_null(strstr(text, "<svg"), "%s", args[i]);
+        cr_assert_not_null(strstr(text, "dot_attention"), "%s", args[i]);
+        free(text);
+        run_free(&r);
+    }
+}
+
+static int under_valgrind(void);
+
+/* Shapes alone: a layer as wide as GPT-3's over 4096 positions (the
+ * attention weights alone would be 96 GiB of numbers) traces at once. */
+Test(cli, trace_of_any_size_runs_on_shapes_alone, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run r = mha("trace|--batch|8|--queries|4096|--kv|4096|--hiddens|12288|"
+                "--heads|96|--valid-lens|4096,1,2,3,4,5,6,7");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_ok(&r, "trace, GPT-3's width");
+    static const char *const want[] = {
+        "queries (8, 4096, 12288), keys and values (8, 4096, 12288): 96 heads of 128 features, valid_lens [4096, 1, 2, 3, 4, 5, 6, 7]",
+        "    reshape(-1, 4096, 128) copy  (8, 96, 4096, 128) -> (768, 4096, 128)  (B*h, Lq, d_model/h)",
+        "  repeat_interleave(96)  copy  (8,) -> (768,)                      (B*h,)",
+        "    Q K^T                new   (768, 4096, 128) @ (768, 4096, 128)^T -> (768, 4096, 4096)  (B*h, Lq, Lk)",
+        "  W_o: x W^T             new   (8, 4096, 12288) -> (8, 4096, 12288)  (B, Lq, d_model)",
+        "",
+        "output (8, 4096, 12288), attention weights (8, 96, 4096, 4096)",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    char last[512];
+    cr_assert_str_eq(line_at(r.out, count_lines(r.out) - 1, last, sizeof last),
+                     want[6]);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) +
+                     (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    struct rusage ru;
+    cr_assert_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    if (!under_valgrind()) {
+        cr_assert_lt(seconds, 5.0, "took %.2f s", seconds);
+        cr_assert_lt(ru.ru_maxrss, 256L * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
+    }
+    run_free(&r);
+}
+
 Test(cli, help_goes_to_stdout_with_status_0, .init = enter_scratch,
      .fini = leave_scratch)
 {
@@ -810,8 +1219,12 @@ static const struct bad_case bad_cases[] = {
     {"trace|--heads|3", "mha trace: --heads 3 does not divide --hiddens 100"},
     {"trace|--valid-lens|3", "mha trace: --valid-lens '3' has 1 entry but --batch is 2"},
     {"trace|--valid-lens|3,7", "mha trace: --valid-lens '3,7': entry 2 (7) is larger than --kv 6"},
-    {"trace|--batch|4096|--queries|4096|--kv|1|--hiddens|2|--heads|1",
-     "mha trace: the queries (4096, 4096, 2) would hold more than the 16777216 numbers a trace allows; choose smaller sizes"},
+    {"trace|--batch|1000000|--queries|1000000|--kv|1000000|--hiddens|1000000|--heads|1000000",
+     "mha trace: the attention weights (1000000, 1000000, 1000000, 1000000) would take more than 18446744073709551615 bytes, the most a size_t counts; choose smaller sizes"},
+    {"trace|--json|--dot", "mha trace: --json and --dot exclude each other; give one of them"},
+    {"trace|--quiz|--json", "mha trace: --quiz and --json exclude each other; give one of them"},
+    {"trace|--dot|--batch|1|--quiz", "mha trace: --quiz and --dot exclude each other; give one of them"},
+    {"trace|--json|--json", "mha trace: --json given twice"},
     // shapes
     {"forward|--heads|3|" INPUTS "|--out|out.npy", "mha forward: --heads 3 does not divide D = 8 (--wq wq.npy has shape (8, 5))"},
     {F2 "--queries|q2d.npy" REST_Q, "mha forward: --queries q2d.npy has shape (4, 5), expected 3 dimensions (B, Lq, Dq)"},

@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include <criterion/parameterized.h>
+
 /* Whatever a failed assertion left behind: tracing off, no open blocks. */
 static void reset_trace(void)
 {
@@ -527,12 +529,12 @@ Test(trace, json_lines)
         "{\"seq\": 0, \"depth\": 0, \"kind\": \"view\", \"op\": \"reshape(1, 2, 8, -1)\", "
         "\"name\": \"reshape\", \"join\": \"list\", \"inputs\": [{\"shape\": [1, 2, 16], "
         "\"names\": [\"B\", \"n\", \"d_model\"], \"id\": %lu, \"label\": \"\", "
-        "\"transposed\": false}], \"output\": {\"shape\": [1, 2, 8, 2], "
+        "\"transposed\": false, \"side\": false}], \"output\": {\"shape\": [1, 2, 8, 2], "
         "\"names\": [\"B\", \"n\", \"\", \"\"], \"id\": %lu}}\n"
         "{\"seq\": 1, \"depth\": 0, \"kind\": \"new\", \"op\": \"Q K^T\", \"name\": \"Q K^T\", "
         "\"join\": \"matmul\", \"inputs\": [{\"shape\": [2, 3], \"names\": [\"\", \"\"], "
-        "\"id\": 0, \"label\": \"q\\\"1\", \"transposed\": false}, {\"shape\": [2, 3], "
-        "\"names\": [\"\", \"\"], \"id\": 0, \"label\": \"\", \"transposed\": true}], "
+        "\"id\": 0, \"label\": \"q\\\"1\", \"transposed\": false, \"side\": false}, {\"shape\": [2, 3], "
+        "\"names\": [\"\", \"\"], \"id\": 0, \"label\": \"\", \"transposed\": true, \"side\": false}], "
         "\"output\": null}\n"
         "{\"seq\": 2, \"depth\": 0, \"kind\": \"note\", \"text\": \"a \\\\ note\"}\n",
         x->id, y->id);
@@ -701,4 +703,409 @@ Test(trace, a_shape_only_module_of_any_size)
     tensor_free(out);
     tensor_free(x);
     multihead_free(&m);
+}
+
+/* --- side inputs and blanks ------------------------------------------ */
+
+/* masked_softmax reads valid_lens on the side: the record holds it (the
+ * dataflow needs it), the text line leaves it to the op text, and JSON
+ * marks it. */
+Test(trace, side_inputs_stay_out_of_the_text_line)
+{
+    tensor *scores = arange(SHAPE(2, 3, 4)), *out = NULL, *lens = NULL;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    OK(tensor_set_names(scores, "B, Lq, Lk"));
+    trace_log log;
+    trace_log_start(&log);
+    OK(masked_softmax(scores, lens, &out));
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 1);
+    const trace_record *r = &log.records[0];
+    cr_assert_eq(r->n_inputs, 2);
+    cr_assert_not(r->inputs[0].side);
+    cr_assert(r->inputs[1].side);
+    cr_assert_str_eq(r->inputs[1].label, "valid_lens");
+    cr_assert_eq(r->inputs[1].shape.id, lens->id);
+    char line[512];
+    cr_assert_str_eq(trace_format_text(r, line, sizeof line),
+        "masked_softmax(valid_lens (2,)) new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, Lk)");
+    capture c;
+    capture_start(&c);
+    trace_print_json(c.f, r);
+    const char *json = capture_end(&c);
+    cr_assert_not_null(strstr(json, "\"label\": \"valid_lens\", \"transposed\": false, \"side\": true}"),
+                       "%s", json);
+    cr_assert_not_null(strstr(json, "\"label\": \"\", \"transposed\": false, \"side\": false}"),
+                       "%s", json);
+    capture_free(&c);
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(scores);
+}
+
+/* The quiz's line: the output shape replaced, no symbolic column; a
+ * record without an output prints whole. */
+Test(trace, format_blank)
+{
+    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
+    OK(tensor_set_names(x, "B, n, d_model"));
+    trace_log log;
+    trace_log_start(&log);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
+    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    trace_end();
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 2);
+    char line[512];
+    cr_assert_str_eq(trace_format_blank(&log.records[0], "?1", line, sizeof line),
+        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)");
+    cr_assert_str_eq(trace_format_blank(&log.records[1], "?1", line, sizeof line),
+        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> ?1");
+    trace_log_free(&log);
+    tensor_free(y);
+    tensor_free(x);
+}
+
+/* --- shapes alone ---------------------------------------------------- */
+
+/* The module's forward pass on one shape: B, Lq, Lk, d_q, d_model, h;
+ * valid_lens none, (B,) or (B, Lq); keys and values the queries or not.
+ * Keys and values have d_q + 1 and d_q + 2 features unless they are the
+ * queries. */
+typedef struct meta_case {
+    size_t B, Lq, Lk, dq, D, h;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+    int self; /* keys = values = queries (Lk is Lq) */
+} meta_case;
+
+static meta_case meta_cases[] = {
+    {2, 4, 6, 100, 100, 5, 1, 0},  /* d2l's example, valid_lens [3, 2] */
+    {2, 4, 6, 100, 100, 5, 0, 0},  /* ... without valid_lens */
+    {1, 2, 2, 16, 16, 8, 0, 0},    /* B = 1: every split is a view */
+    {3, 5, 4, 12, 12, 4, 2, 0},    /* 2-D valid_lens */
+    {4, 7, 3, 30, 30, 30, 1, 0},   /* d_model/h = 1: W_o packs its input */
+    {2, 3, 3, 8, 8, 2, 0, 1},      /* self-attention */
+    {1, 1, 1, 1, 1, 1, 2, 0},      /* ones everywhere */
+    {2, 4, 6, 5, 8, 2, 1, 0},      /* d_q differs from d_model */
+    {3, 2, 5, 6, 12, 3, 2, 1},     /* self-attention, 2-D valid_lens */
+};
+
+/* The records of multihead_forward for case c: with numbers, or shapes
+ * alone (a shape-only module and meta inputs; valid_lens meta too when
+ * meta_lens). */
+static void run_case(const meta_case *c, int meta, int meta_lens,
+                     trace_log *log)
+{
+    size_t Lk = c->self ? c->Lq : c->Lk;
+    size_t dk = c->self ? c->dq : c->dq + 1, dv = c->self ? c->dq : c->dq + 2;
+    multihead m;
+    multihead_config cfg = {.query_size = c->dq, .key_size = dk,
+                            .value_size = dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .shape_only = meta};
+    OK(multihead_init(&m, &cfg));
+    int (*alloc)(size_t, const size_t *, tensor **) =
+        meta ? tensor_alloc_meta : tensor_alloc;
+    tensor *q = NULL, *k = NULL, *v = NULL, *lens = NULL, *out = NULL;
+    OK(alloc(SHAPE(c->B, c->Lq, c->dq), &q));
+    if (!c->self) {
+        OK(alloc(SHAPE(c->B, Lk, dk), &k));
+        OK(alloc(SHAPE(c->B, Lk, dv), &v));
+    }
+    if (c->lens) {
+        size_t shape[2] = {c->B, c->Lq};
+        OK(tensor_alloc(c->lens, shape, &lens));
+        if (meta && meta_lens) {
+            tensor_free(lens);
+            OK(tensor_alloc_meta(c->lens, shape, &lens));
+        } else {
+            for (size_t i = 0; i < tensor_numel(lens); i++)
+                lens->data[i] = (double)((i + 1) % (Lk + 1));
+        }
+    }
+    trace_log_start(log);
+    OK(multihead_forward(&m, q, c->self ? q : k, c->self ? q : v, lens, &out));
+    trace_log_stop(log);
+    cr_assert_not(log->failed);
+    cr_assert_eq(tensor_is_meta(out), meta);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(v);
+    tensor_free(k);
+    tensor_free(q);
+    multihead_free(&m);
+}
+
+static void assert_same_shape(const trace_shape *a, const trace_shape *b,
+                              const char *what, size_t seq)
+{
+    char as[TRACE_SHAPE_MAX], bs[TRACE_SHAPE_MAX];
+    cr_assert_eq(a->ndim, b->ndim, "record %zu, %s: %s vs %s", seq, what,
+                 trace_shape_str(a, as, sizeof as),
+                 trace_shape_str(b, bs, sizeof bs));
+    for (size_t d = 0; d < a->ndim; d++) {
+        cr_assert_eq(a->dims[d], b->dims[d], "record %zu, %s: %s vs %s", seq,
+                     what, trace_shape_str(a, as, sizeof as),
+                     trace_shape_str(b, bs, sizeof bs));
+        cr_assert_str_eq(a->names[d], b->names[d], "record %zu, %s", seq, what);
+    }
+}
+
+/* ids differ from run to run, but the same tensors must be the same:
+ * id a of one run always goes with id b of the other, both ways. */
+typedef struct id_map {
+    unsigned long a[512], b[512];
+    size_t n;
+} id_map;
+
+static void assert_same_id(id_map *m, unsigned long a, unsigned long b,
+                           size_t seq)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->a[i] == a || m->b[i] == b) {
+            cr_assert(m->a[i] == a && m->b[i] == b,
+                      "record %zu: tensor ids %lu and %lu do not correspond",
+                      seq, a, b);
+            return;
+        }
+    cr_assert_lt(m->n, 512);
+    m->a[m->n] = a;
+    m->b[m->n++] = b;
+}
+
+/* The same records: op, kind, depth, join, every shape with its names,
+ * labels and flags, and the same tensors flowing between them. */
+static void assert_same_records(const trace_log *real, const trace_log *meta)
+{
+    cr_assert_eq(meta->count, real->count, "%zu records vs %zu", meta->count,
+                 real->count);
+    id_map ids = {.n = 0};
+    char a[1024], b[1024];
+    for (size_t i = 0; i < real->count; i++) {
+        const trace_record *r = &real->records[i], *s = &meta->records[i];
+        cr_assert_str_eq(trace_format_text(s, b, sizeof b),
+                         trace_format_text(r, a, sizeof a), "record %zu", i);
+        cr_assert_str_eq(s->op, r->op, "record %zu", i);
+        cr_assert_eq(s->kind, r->kind, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->depth, r->depth, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->join, r->join, "record %zu: %s", i, r->op);
+        cr_assert_eq(s->n_inputs, r->n_inputs, "record %zu: %s", i, r->op);
+        for (size_t j = 0; j < r->n_inputs; j++) {
+            const trace_operand *x = &r->inputs[j], *y = &s->inputs[j];
+            assert_same_shape(&x->shape, &y->shape, "an input", i);
+            cr_assert_str_eq(y->label, x->label, "record %zu", i);
+            cr_assert_eq(y->transposed, x->transposed, "record %zu", i);
+            cr_assert_eq(y->side, x->side, "record %zu", i);
+            assert_same_id(&ids, x->shape.id, y->shape.id, i);
+        }
+        cr_assert_eq(s->has_output, r->has_output, "record %zu: %s", i, r->op);
+        if (r->has_output) {
+            assert_same_shape(&r->output, &s->output, "the output", i);
+            /* 0: a header for a shape to come, not a tensor */
+            if (r->output.id && s->output.id)
+                assert_same_id(&ids, r->output.id, s->output.id, i);
+        }
+    }
+}
+
+ParameterizedTestParameters(trace, shape_only_records_equal_a_real_run)
+{
+    return cr_make_param_array(meta_case, meta_cases,
+                               sizeof meta_cases / sizeof meta_cases[0]);
+}
+
+ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
+{
+    trace_log real, meta, meta_lens;
+    run_case(c, 0, 0, &real);
+    run_case(c, 1, 0, &meta);
+    run_case(c, 1, 1, &meta_lens);
+    cr_assert_gt(real.count, 20);
+    assert_same_records(&real, &meta);
+    assert_same_records(&real, &meta_lens);
+    trace_log_free(&real);
+    trace_log_free(&meta);
+    trace_log_free(&meta_lens);
+}
+
+/* --- the dataflow graph ---------------------------------------------- */
+
+/* d2l's example as `mha trace --valid-lens 3,2` runs it (keys and values
+ * one tensor), on shapes alone; its records in log, then the graph. */
+static char *d2l_graph(int self, int depth)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 5, .shape_only = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
+    OK(tensor_alloc_meta(SHAPE(2, 4, 100), &q));
+    OK(tensor_alloc_meta(SHAPE(2, 6, 100), &kv));
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+    trace_log log;
+    trace_log_start(&log);
+    OK(multihead_forward(&m, q, self ? q : kv, self ? q : kv,
+                         self ? NULL : lens, &out));
+    trace_log_stop(&log);
+    capture c;
+    capture_start(&c);
+    trace_write_dot(c.f, &log, depth);
+    capture_end(&c);
+    trace_log_free(&log);
+    tensor_free(out);
+    tensor_free(lens);
+    tensor_free(kv);
+    tensor_free(q);
+    multihead_free(&m);
+    return c.text;
+}
+
+Test(trace, dot_of_the_module)
+{
+    char *dot = d2l_graph(0, 1);
+    cr_assert_str_eq(dot,
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "  in0 [shape=ellipse, label=\"q\"];\n"
+        "  in1 [shape=ellipse, label=\"k = v\"];\n"
+        "  in2 [shape=ellipse, label=\"valid_lens\"];\n"
+        "  s0 [shape=box, label=\"W_q: x W^T\"];\n"
+        "  s1 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s2 [shape=box, label=\"W_k: x W^T\"];\n"
+        "  s3 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s4 [shape=box, label=\"W_v: x W^T\"];\n"
+        "  s5 [shape=box, label=\"transpose_qkv(h=5)\"];\n"
+        "  s6 [shape=box, label=\"repeat_interleave(5)\"];\n"
+        "  s7 [shape=box, label=\"dot_attention(scale 1/sqrt(20))\"];\n"
+        "  s8 [shape=box, label=\"transpose_output(h=5)\"];\n"
+        "  s9 [shape=box, label=\"W_o: x W^T\"];\n"
+        "  in0 -> s0 [label=\"(2, 4, 100)\"];\n"
+        "  s0 -> s1 [label=\"(2, 4, 100)\\nnew\"];\n"
+        "  in1 -> s2 [label=\"(2, 6, 100)\"];\n"
+        "  s2 -> s3 [label=\"(2, 6, 100)\\nnew\"];\n"
+        "  in1 -> s4 [label=\"(2, 6, 100)\"];\n"
+        "  s4 -> s5 [label=\"(2, 6, 100)\\nnew\"];\n"
+        "  in2 -> s6 [label=\"(2,)\"];\n"
+        "  s1 -> s7 [label=\"(10, 4, 20)\\ncopy\"];\n"
+        "  s3 -> s7 [label=\"(10, 6, 20)\\ncopy\"];\n"
+        "  s5 -> s7 [label=\"(10, 6, 20)\\ncopy\"];\n"
+        "  s6 -> s7 [label=\"(10,)\\ncopy\"];\n"
+        "  s7 -> s8 [label=\"(10, 4, 20)\\nnew\"];\n"
+        "  s8 -> s9 [label=\"(2, 4, 100)\\ncopy\"];\n"
+        "  out [shape=ellipse, label=\"output\"];\n"
+        "  s9 -> out [label=\"(2, 4, 100)\\nnew\"];\n"
+        "}\n");
+    free(dot);
+}
+
+/* Self-attention: one tensor read three times is one input node. */
+Test(trace, dot_merges_inputs_with_one_id)
+{
+    char *dot = d2l_graph(1, 1);
+    cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"q = k = v\"];\n"), "%s", dot);
+    cr_assert_null(strstr(dot, "in1"), "%s", dot);
+    cr_assert_null(strstr(dot, "repeat_interleave"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in0 -> s0 [label=\"(2, 4, 100)\"];\n"
+                                   "  s0 -> s1 [label=\"(2, 4, 100)\\nnew\"];\n"
+                                   "  in0 -> s2 [label=\"(2, 4, 100)\"];\n"), "%s", dot);
+    free(dot);
+}
+
+/* One level down the boxes are the single steps: the split's views,
+ * its copy, and the products inside dot_attention. */
+Test(trace, dot_one_level_down)
+{
+    char *dot = d2l_graph(0, 2);
+    cr_assert_not_null(strstr(dot, "  s0 [shape=box, label=\"reshape(2, 4, 5, -1)\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s0 -> s1 [label=\"(2, 4, 5, 20)\\nview\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s1 -> s2 [label=\"(2, 5, 4, 20)\\nview\"];\n"), "%s", dot);
+    /* inputs nobody labelled go by their names */
+    cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"(B, Lq, d_model)\"];\n"), "%s", dot);
+    /* Q K^T reads the two splits' copies; repeat_interleave is not at
+     * depth 2, so the repeated valid_lens come in as an input, under the
+     * label masked_softmax gives its side input */
+    cr_assert_not_null(strstr(dot, "  s9 [shape=box, label=\"Q K^T\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  s2 -> s9 [label=\"(10, 4, 20)\\ncopy\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in3 [shape=ellipse, label=\"valid_lens\"];\n"), "%s", dot);
+    cr_assert_not_null(strstr(dot, "  in3 -> s10 [label=\"(10,)\"];\n"), "%s", dot);
+    free(dot);
+}
+
+/* Steps made by hand: a step of views is a view, a step with a copy a
+ * copy; notes are not boxes; a step's output is its last child's. */
+Test(trace, dot_kinds_of_steps_made_of_steps)
+{
+    tensor *x = NULL, *a = NULL, *b = NULL, *c = NULL;
+    OK(tensor_alloc_meta(SHAPE(2, 3, 4), &x));
+    trace_log log;
+    trace_log_start(&log);
+    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")), "outer");
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "views");
+    OK(tensor_permute(x, SHAPE(2, 0, 1), &a));
+    trace_note("just a note");
+    trace_end();
+    trace_note("another note");
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(a)), "copies");
+    OK(tensor_permute(a, SHAPE(1, 0, 2), &b));
+    OK(tensor_contiguous(b, &c));
+    trace_end();
+    trace_end();
+    trace_log_stop(&log);
+    capture cap;
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 1);
+    cr_assert_str_eq(capture_end(&cap),
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "  in0 [shape=ellipse, label=\"x\"];\n"
+        "  s0 [shape=box, label=\"views\"];\n"
+        "  s1 [shape=box, label=\"copies\"];\n"
+        "  in0 -> s0 [label=\"(2, 3, 4)\"];\n"
+        "  s0 -> s1 [label=\"(4, 2, 3)\\nview\"];\n"
+        "  out [shape=ellipse, label=\"output\"];\n"
+        "  s1 -> out [label=\"(2, 4, 3)\\ncopy\"];\n"
+        "}\n");
+    capture_free(&cap);
+    /* nothing at that depth: an empty graph, still a graph */
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 5);
+    cr_assert_str_eq(capture_end(&cap),
+        "digraph trace {\n"
+        "  rankdir=TB;\n"
+        "  node [fontname=\"monospace\", fontsize=11];\n"
+        "  edge [fontname=\"monospace\", fontsize=9];\n"
+        "}\n");
+    capture_free(&cap);
+    trace_log_free(&log);
+    tensor_free(c);
+    tensor_free(b);
+    tensor_free(a);
+    tensor_free(x);
+}
+
+/* Quotes and backslashes in an op are escaped for dot. */
+Test(trace, dot_escapes_labels)
+{
+    tensor *x = NULL, *y = NULL;
+    OK(tensor_alloc_meta(SHAPE(2), &x));
+    OK(tensor_alloc_meta(SHAPE(2), &y));
+    trace_log log;
+    trace_log_start(&log);
+    trace_step(TRACE_NEW, x, y, "say(\"hi\\\")");
+    trace_log_stop(&log);
+    capture cap;
+    capture_start(&cap);
+    trace_write_dot(cap.f, &log, 0);
+    cr_assert_not_null(strstr(capture_end(&cap),
+                              "  s0 [shape=box, label=\"say(\\\"hi\\\\\\\")\"];\n"),
+                       "%s", cap.text);
+    capture_free(&cap);
+    trace_log_free(&log);
+    tensor_free(y);
+    tensor_free(x);
 }

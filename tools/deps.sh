@@ -12,7 +12,7 @@
 # MHA_NO_INSTALL=1 to only report what is missing (exit 1 if anything is).
 set -eu
 
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind $*"
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz $*"
 
 missing=""
 for p in $packages; do

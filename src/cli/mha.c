@@ -1,7 +1,8 @@
 /* mha.c: the mha program, multi-head attention from the command line.
  *
- *   mha trace    a seeded forward pass and its whole shape trace (--quiz:
- *                the output shapes left blank, answers at the end)
+ *   mha trace    the module's whole shape trace, run on shapes alone
+ *                (--quiz: the output shapes left blank, answers at the
+ *                end; --json: JSON lines; --dot: a Graphviz dataflow)
  *   mha forward  the module on .npy inputs and weights, .npy outputs
  *   mha heatmap  the same forward pass, every head's weights drawn
  *
@@ -16,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ static const char usage_main[] =
     "files, batch-first, weights in PyTorch's layout.\n"
     "\n"
     "commands:\n"
-    "  trace     run a seeded forward pass and print its whole shape trace\n"
+    "  trace     print the module's whole shape trace, run on shapes alone\n"
     "  forward   run the module on .npy inputs and weights, write .npy outputs\n"
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "\n"
@@ -42,11 +44,13 @@ static const char usage_main[] =
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
-    "                 [--heads h] [--valid-lens 3,2] [--quiz]\n"
+    "                 [--heads h] [--valid-lens 3,2] [--quiz | --json | --dot]\n"
     "\n"
-    "Run the multi-head attention module once on seeded random inputs and\n"
-    "print every shape step: the projections, the split into heads, the\n"
-    "attention of all B*h heads at once, the join, the output projection.\n"
+    "Run the multi-head attention module once and print every shape step:\n"
+    "the projections, the split into heads, the attention of all B*h heads\n"
+    "at once, the join, the output projection.  It runs on shapes alone, as\n"
+    "PyTorch's meta tensors do: no number is stored or computed, so any size\n"
+    "is instant.\n"
     "\n"
     "  --batch B        examples in the batch (default 2)\n"
     "  --queries Lq     queries per example (default 4)\n"
@@ -56,8 +60,13 @@ static const char usage_trace[] =
     "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
     "  --quiz           leave every output shape blank (-> ?1, -> ?2 ...)\n"
     "                   and print the answers after the trace\n"
+    "  --json           the trace as JSON lines, one object per step, and\n"
+    "                   nothing else\n"
+    "  --dot            the module's dataflow graph in Graphviz's language,\n"
+    "                   and nothing else: mha trace --dot | dot -Tsvg > g.svg\n"
     "\n"
-    "Queries, keys and values have D features each, as in d2l's example.\n";
+    "--quiz, --json and --dot exclude each other.  Queries, keys and values\n"
+    "have D features each, as in d2l's example.\n";
 
 static const char usage_forward[] =
     "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
@@ -111,22 +120,30 @@ static int flush_stdout(int status)
 
 /* --- mha trace ------------------------------------------------------ */
 
-/* The most numbers any one tensor of a trace may hold: a demonstration,
- * not a benchmark. */
-#define TRACE_NUMEL_MAX (1UL << 24)
+/* How mha trace shows the records. */
+typedef enum trace_show {
+    SHOW_TEXT, /* the text trace between a description and the result */
+    SHOW_QUIZ, /* the text trace with its output shapes blank, answers after */
+    SHOW_JSON, /* JSON lines, one object per record, nothing else */
+    SHOW_DOT   /* the Graphviz dataflow of the module, nothing else */
+} trace_show;
 
-static int too_big(const char *what, size_t ndim, const size_t *shape)
+/* Shapes alone have no size limit, but their byte counts must fit in a
+ * size_t: the library counts bytes even for tensors without numbers. */
+static int too_large(const char *what, size_t ndim, const size_t *shape)
 {
-    double numel = 1;
-    for (size_t d = 0; d < ndim; d++)
-        numel *= (double)shape[d];
-    if (numel <= (double)TRACE_NUMEL_MAX)
-        return CLI_OK;
-    char s[TRACE_SHAPE_MAX];
-    return cli_error("%s %s would hold more than the %lu numbers a trace "
-                     "allows; choose smaller sizes",
-                     what, shape_str(s, sizeof s, ndim, shape),
-                     TRACE_NUMEL_MAX);
+    size_t bytes = sizeof(double);
+    for (size_t d = 0; d < ndim; d++) {
+        if (shape[d] && bytes > SIZE_MAX / shape[d]) {
+            char s[TRACE_SHAPE_MAX];
+            return cli_error("%s %s would take more than %zu bytes, the most "
+                             "a size_t counts; choose smaller sizes",
+                             what, shape_str(s, sizeof s, ndim, shape),
+                             (size_t)SIZE_MAX);
+        }
+        bytes *= shape[d];
+    }
+    return CLI_OK;
 }
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
@@ -148,91 +165,110 @@ static void describe_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
     printf("]\n");
 }
 
+/* The quiz: the records with their output shapes blank, then the result
+ * line blank too, then every answer. */
+static int print_quiz(const trace_log *log, const tensor *out,
+                      const tensor *weights)
+{
+    char *questions = NULL, *answers = NULL;
+    size_t n = 0;
+    int status = CLI_OK;
+    if (quiz_hide(log, 1, &questions, &answers, &n)) {
+        status = cli_error("%s", mha_last_error());
+    } else {
+        char line[2 * TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
+        printf("%s\noutput ?%zu, attention weights ?%zu\n\nAnswers:\n%s",
+               questions, n + 1, n + 2, answers);
+        quiz_answer(line, sizeof line, n + 1, tensor_shape_str(out, s, sizeof s),
+                    tensor_sym_str(out, sym, sizeof sym));
+        printf("%s\n", line);
+        quiz_answer(line, sizeof line, n + 2,
+                    tensor_shape_str(weights, s, sizeof s),
+                    tensor_sym_str(weights, sym, sizeof sym));
+        printf("%s\n", line);
+    }
+    free(questions);
+    free(answers);
+    return status;
+}
+
+/* valid_lens keep their numbers unless the module's repeat per head
+ * (B*h of them) would be large; then they too are shapes alone, and the
+ * trace reads the same. */
+#define TRACE_LENS_MAX (1UL << 20)
+
+/* The module on shapes alone: a shape-only module (cfg.shape_only) and
+ * queries and keys with no numbers run every step and emit every record,
+ * computing nothing, so the trace of any size is instant. */
 static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
-                     const double *lens, int quiz)
+                     const double *lens, trace_show show)
 {
     int status = CLI_OK;
-    gsl_rng *rng = mha_rng_new(8);
     multihead m;
     int has_m = 0;
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h};
-    if (!rng)
-        return cli_error("out of memory");
+                            .num_hiddens = D, .num_heads = h,
+                            .shape_only = 1};
     if (multihead_init(&m, &cfg))
         status = cli_error("%s", mha_last_error());
     else
         has_m = 1;
-    if (!status && (tensor_alloc(SHAPE(B, Lq, D), &x) ||
-                    tensor_alloc(SHAPE(B, Lk, D), &y) ||
-                    (lens && tensor_from_array(SHAPE(B), lens, &vl))))
+    if (!status && (tensor_alloc_meta(SHAPE(B, Lq, D), &x) ||
+                    tensor_alloc_meta(SHAPE(B, Lk, D), &y) ||
+                    (lens && (B * h > TRACE_LENS_MAX
+                                  ? tensor_alloc_meta(SHAPE(B), &vl)
+                                  : tensor_from_array(SHAPE(B), lens, &vl)))))
         status = cli_error("%s", mha_last_error());
 
-    char *trace_text = NULL;
-    size_t trace_len = 0;
-    FILE *capture = NULL;
+    trace_log log; // the records, for the quiz and the graph
+    int logging = show == SHOW_QUIZ || show == SHOW_DOT, logged = 0;
     if (!status) {
-        multihead_reset_xavier(&m, rng);
-        tensor_fill_normal(x, rng, 0, 1);
-        tensor_fill_normal(y, rng, 0, 1);
-        if (quiz) {
-            capture = open_memstream(&trace_text, &trace_len);
-            if (!capture)
-                status = cli_error("out of memory");
-        }
-    }
-    if (!status) {
-        if (quiz)
+        if (show == SHOW_QUIZ)
             printf("Fill in each blank ?N with the shape that step makes (and "
                    "its name in\nthe lesson's letters); the answers follow "
                    "the trace.\n\n");
-        describe_trace(B, Lq, Lk, D, h, lens);
-        printf("\n");
+        if (show == SHOW_TEXT || show == SHOW_QUIZ) {
+            describe_trace(B, Lq, Lk, D, h, lens);
+            printf("\n");
+        }
         fflush(stdout);
-        trace_to(quiz ? capture : stdout);
+        if (logging) {
+            trace_log_start(&log);
+            logged = 1;
+        }
+        if (show == SHOW_TEXT)
+            trace_to(stdout);
+        if (show == SHOW_JSON)
+            trace_to_json(stdout);
         if (multihead_forward(&m, x, y, y, vl, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
+        trace_to_json(NULL);
+        if (logged)
+            trace_log_stop(&log);
     }
-    if (capture && fclose(capture) != 0 && !status)
-        status = cli_error("out of memory");
+    if (!status && logged && log.failed)
+        status = cli_error("out of memory (the trace lost a record)");
 
-    char os[TRACE_SHAPE_MAX], osym[TRACE_SHAPE_MAX];
-    char ws[TRACE_SHAPE_MAX], wsym[TRACE_SHAPE_MAX];
-    if (!status) {
-        tensor_shape_str(out, os, sizeof os);
-        tensor_sym_str(out, osym, sizeof osym);
-        tensor_shape_str(m.weights, ws, sizeof ws);
-        tensor_sym_str(m.weights, wsym, sizeof wsym);
+    if (!status && show == SHOW_TEXT) {
+        char os[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
+        printf("\noutput %s, attention weights %s\n",
+               tensor_shape_str(out, os, sizeof os),
+               tensor_shape_str(m.weights, ws, sizeof ws));
     }
-    if (!status && !quiz)
-        printf("\noutput %s, attention weights %s\n", os, ws);
-    if (!status && quiz) {
-        char *questions = NULL, *answers = NULL;
-        size_t n = 0;
-        if (quiz_hide(trace_text, 1, &questions, &answers, &n)) {
-            status = cli_error("%s", mha_last_error());
-        } else {
-            char line[2 * TRACE_SHAPE_MAX];
-            printf("%s\noutput ?%zu, attention weights ?%zu\n\nAnswers:\n%s",
-                   questions, n + 1, n + 2, answers);
-            quiz_answer(line, sizeof line, n + 1, os, osym);
-            printf("%s\n", line);
-            quiz_answer(line, sizeof line, n + 2, ws, wsym);
-            printf("%s\n", line);
-        }
-        free(questions);
-        free(answers);
-    }
-    free(trace_text);
+    if (!status && show == SHOW_QUIZ)
+        status = print_quiz(&log, out, m.weights);
+    if (!status && show == SHOW_DOT)
+        trace_write_dot(stdout, &log, 1);
+    if (logged)
+        trace_log_free(&log);
     tensor_free(x);
     tensor_free(y);
     tensor_free(vl);
     tensor_free(out);
     if (has_m)
         multihead_free(&m);
-    gsl_rng_free(rng);
     return status;
 }
 
@@ -241,7 +277,8 @@ static int cmd_trace(int argc, char **argv)
     cli_option opts[] = {{"--batch", 1, NULL},   {"--queries", 1, NULL},
                          {"--kv", 1, NULL},      {"--hiddens", 1, NULL},
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
-                         {"--quiz", 0, NULL}};
+                         {"--quiz", 0, NULL},    {"--json", 0, NULL},
+                         {"--dot", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -249,6 +286,18 @@ static int cmd_trace(int argc, char **argv)
     }
     if (status)
         return status;
+    // --quiz, --json and --dot: one way to show the trace, or none
+    const cli_option *first = NULL;
+    trace_show show = SHOW_TEXT;
+    for (size_t i = 6; i < 9; i++) {
+        if (!opts[i].value)
+            continue;
+        if (first)
+            return cli_error("%s and %s exclude each other; give one of them",
+                             first->name, opts[i].name);
+        first = &opts[i];
+        show = i == 6 ? SHOW_QUIZ : i == 7 ? SHOW_JSON : SHOW_DOT;
+    }
     size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5;
     if (cli_parse_count(&opts[0], CLI_COUNT_MAX, &B) ||
         cli_parse_count(&opts[1], CLI_COUNT_MAX, &Lq) ||
@@ -274,12 +323,12 @@ static int cmd_trace(int argc, char **argv)
                                  "than --kv %zu",
                                  vl->value, b + 1, lens[b], Lk);
     }
-    if (too_big("the queries", 3, (size_t[]){B, Lq, D}) ||
-        too_big("the keys", 3, (size_t[]){B, Lk, D}) ||
-        too_big("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
+    if (too_large("the queries", 3, (size_t[]){B, Lq, D}) ||
+        too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
+        too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
     return flush_stdout(
-        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, opts[6].value != NULL));
+        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, show));
 }
 
 /* --- mha forward and mha heatmap ------------------------------------ */

@@ -20,21 +20,14 @@ void quiz_answer(char *buf, size_t n, size_t number, const char *shape,
         buf[--len] = '\0';
 }
 
-/* The last "-> " in [line, end), or NULL. */
-static const char *last_arrow(const char *line, const char *end)
-{
-    const char *found = NULL;
-    for (const char *p = line; p + 3 <= end; p++)
-        if (memcmp(p, "-> ", 3) == 0)
-            found = p;
-    return found;
-}
-
-int quiz_hide(const char *trace, size_t first, char **questions,
+int quiz_hide(const trace_log *log, size_t first, char **questions,
               char **answers, size_t *count)
 {
     *questions = *answers = NULL;
     *count = 0;
+    if (log->failed)
+        return mha_fail(GSL_ENOMEM, "quiz_hide: out of memory (the trace "
+                                    "lost a record)");
     size_t qlen = 0, alen = 0;
     FILE *q = open_memstream(questions, &qlen);
     FILE *a = q ? open_memstream(answers, &alen) : NULL;
@@ -45,29 +38,20 @@ int quiz_hide(const char *trace, size_t first, char **questions,
         *questions = NULL;
         return mha_fail(GSL_ENOMEM, "quiz_hide: out of memory");
     }
-    for (const char *line = trace; *line;) {
-        const char *end = strchr(line, '\n');
-        if (!end)
-            end = line + strlen(line);
-        const char *arrow = last_arrow(line, end);
-        const char *shape = arrow ? arrow + 3 : NULL;
-        const char *close = shape && *shape == '(' ? memchr(shape, ')', (size_t)(end - shape)) : NULL;
-        if (!close) {
-            fprintf(q, "%.*s\n", (int)(end - line), line);
-        } else {
-            size_t number = first + (*count)++;
-            fprintf(q, "%.*s?%zu\n", (int)(shape - line), line, number);
-            // the symbolic name: what follows the shape, trimmed
-            const char *sym = close + 1;
-            while (sym < end && *sym == ' ')
-                sym++;
-            char s[256], y[256], buf[600];
-            snprintf(s, sizeof s, "%.*s", (int)(close + 1 - shape), shape);
-            snprintf(y, sizeof y, "%.*s", (int)(end - sym), sym);
-            quiz_answer(buf, sizeof buf, number, s, y);
-            fprintf(a, "%s\n", buf);
+    char line[2048], blank[32], shape[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
+    for (size_t i = 0; i < log->count; i++) {
+        const trace_record *r = &log->records[i];
+        if (r->kind == TRACE_NOTE || !r->has_output) {
+            fprintf(q, "%s\n", trace_format_text(r, line, sizeof line));
+            continue;
         }
-        line = *end ? end + 1 : end;
+        size_t number = first + (*count)++;
+        snprintf(blank, sizeof blank, "?%zu", number);
+        fprintf(q, "%s\n", trace_format_blank(r, blank, line, sizeof line));
+        quiz_answer(line, sizeof line, number,
+                    trace_shape_str(&r->output, shape, sizeof shape),
+                    trace_sym_str(&r->output, sym, sizeof sym));
+        fprintf(a, "%s\n", line);
     }
     int bad = ferror(q) || ferror(a);
     bad |= fclose(q) != 0;

@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cli_option trace_opts[] = {
         {"--batch", 1, NULL},   {"--queries", 1, NULL}, {"--kv", 1, NULL},
         {"--hiddens", 1, NULL}, {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
-        {"--quiz", 0, NULL},
+        {"--quiz", 0, NULL},    {"--json", 0, NULL},    {"--dot", 0, NULL},
     };
     size_t n = sizeof trace_opts / sizeof trace_opts[0];
     cli_set_command("trace");
