@@ -18,6 +18,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
@@ -355,52 +356,40 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
 
 /* --- scaled dot-product attention ----------------------------------- */
 
+/* The rules every attention's inputs follow (qkv.h), with the weights and
+ * dout named in every message too; then weights (B, Lq, Lk), dout (B, Lq,
+ * dv) and valid_lens against them. */
 static int check_attention(const char *who, const tensor *q, const tensor *k,
                            const tensor *v, const tensor *valid_lens,
                            const tensor *w, const tensor *dout)
 {
-    if (!q || !k || !v || !w || !dout)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : !v ? "values"
-                                                 : !w ? "weights" : "dout");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
     char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
-    char shapes[5 * TRACE_SHAPE_MAX + 64], qk[2 * TRACE_SHAPE_MAX + 32];
-    snprintf(shapes, sizeof shapes,
-             "queries %s, keys %s, values %s, weights %s, dout %s",
-             tensor_shape_str(q, qs, sizeof qs),
-             tensor_shape_str(k, ks, sizeof ks),
-             tensor_shape_str(v, vs, sizeof vs),
-             tensor_shape_str(w, ws, sizeof ws),
-             tensor_shape_str(dout, os, sizeof os));
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || w->ndim != 3 ||
-        dout->ndim != 3)
-        return mha_fail(GSL_EBADLEN, "%s: every tensor must be 3-D, got %s",
-                        who, shapes);
+    char more[2 * TRACE_SHAPE_MAX + 32] = "";
+    if (w && dout)
+        snprintf(more, sizeof more, ", weights %s, dout %s",
+                 tensor_shape_str(w, ws, sizeof ws),
+                 tensor_shape_str(dout, os, sizeof os));
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_lesson_names, q, k, v, 1, more, &shapes);
+    if (status)
+        return status;
+    if (!w || !dout)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !w ? "weights" : "dout");
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
-    if (k->shape[0] != B || v->shape[0] != B || w->shape[0] != B ||
-        dout->shape[0] != B)
-        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
-                        shapes);
-    if (k->shape[2] != q->shape[2])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have d = %zu but keys have d = %zu (%s)",
-                        who, q->shape[2], k->shape[2], shapes);
-    if (v->shape[1] != Lk)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
-                        who, Lk, v->shape[1], shapes);
-    if (w->shape[1] != Lq || w->shape[2] != Lk)
+    size_t dv = v->shape[2];
+    if (w->ndim != 3 || w->shape[0] != B || w->shape[1] != Lq ||
+        w->shape[2] != Lk)
         return mha_fail(GSL_EBADLEN,
                         "%s: weights must be (B, Lq, Lk) = (%zu, %zu, %zu) "
                         "(%s)",
-                        who, B, Lq, Lk, shapes);
-    if (dout->shape[1] != Lq || dout->shape[2] != v->shape[2])
+                        who, B, Lq, Lk, shapes.all);
+    if (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != Lq ||
+        dout->shape[2] != dv)
         return mha_fail(GSL_EBADLEN,
                         "%s: dout must be (B, Lq, dv) = (%zu, %zu, %zu) (%s)",
-                        who, B, Lq, v->shape[2], shapes);
-    snprintf(qk, sizeof qk, "queries %s, keys %s", qs, ks);
-    return softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+                        who, B, Lq, dv, shapes.all);
+    return softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
 }
 
 /* c_b = op(a_b) @ op(b_b) for every b, into the contiguous tensor c. */
@@ -570,17 +559,15 @@ void multihead_cache_free(multihead_cache *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The inputs against the module: multihead_forward's own checks (shapes,
- * valid_lens, finite numbers), then what only the cached forward needs. */
+/* The inputs against the module: multihead_forward's own checks (inputs
+ * there, shapes, valid_lens, finite numbers) after the dropout setting
+ * only the cached forward refuses, then the head mask it alone takes. */
 static int check_module_inputs(const char *who, const multihead *m,
                                const tensor *q, const tensor *k,
                                const tensor *v, const tensor *valid_lens,
                                const tensor *head_mask)
 {
     const multihead_config *c = &m->cfg;
-    if (!q || !k || !v)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : "values");
     if (m->attention.training && m->attention.dropout > 0)
         return mha_fail(GSL_EINVAL,
                         "%s: dropout %g in training mode: the backward pass "

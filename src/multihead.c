@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
@@ -244,45 +245,29 @@ void multihead_train(multihead *m, int training, gsl_rng *rng)
     m->attention.rng = rng;
 }
 
-/* The inputs against the configuration and each other; one message names
- * every shape, so the reader sees the whole disagreement at once. */
+/* The inputs by the rules every attention follows (qkv.h), then against
+ * the configuration; one message names every shape, so the reader sees
+ * the whole disagreement at once. */
 int multihead_check_inputs(const multihead *m, const tensor *q,
                            const tensor *k, const tensor *v,
                            const tensor *valid_lens)
 {
     const multihead_config *c = &m->cfg;
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "multihead: queries %s, keys %s and values %s must "
-                        "all be 3-D (B, L, features)",
-                        qs, ks, vs);
-    if (q->shape[0] != k->shape[0] || q->shape[0] != v->shape[0])
-        return mha_fail(GSL_EBADLEN,
-                        "multihead: batch sizes differ: queries %s, keys %s, "
-                        "values %s",
-                        qs, ks, vs);
-    if (k->shape[1] != v->shape[1])
-        return mha_fail(GSL_EBADLEN,
-                        "multihead: keys %s and values %s have different "
-                        "lengths %zu and %zu",
-                        ks, vs, k->shape[1], v->shape[1]);
+    qkv_shapes shapes;
+    int status = qkv_check("multihead", &qkv_lesson_names, q, k, v, 0, NULL,
+                           &shapes);
+    if (status)
+        return status;
     if (q->shape[2] != c->query_size || k->shape[2] != c->key_size ||
         v->shape[2] != c->value_size)
         return mha_fail(GSL_EBADLEN,
-                        "multihead: feature sizes queries %s, keys %s, values "
-                        "%s do not match the layers' query_size %zu, "
-                        "key_size %zu, value_size %zu",
-                        qs, ks, vs, c->query_size, c->key_size, c->value_size);
+                        "multihead: feature sizes %s do not match the layers' "
+                        "query_size %zu, key_size %zu, value_size %zu",
+                        shapes.all, c->query_size, c->key_size, c->value_size);
     /* valid_lens against the queries and keys, before the repeat per
      * head makes its indices harder to read */
-    char context[3 * TRACE_SHAPE_MAX + 32];
-    snprintf(context, sizeof context, "queries %s, keys %s", qs, ks);
-    int status = softmax_check_valid_lens("multihead", context, q->shape[0],
-                                          q->shape[1], k->shape[1], valid_lens);
+    status = softmax_check_valid_lens("multihead", shapes.qk, q->shape[0],
+                                      q->shape[1], k->shape[1], valid_lens);
     if (status)
         return status;
     /* NaN or inf anywhere would spread to whole rows of the output (a

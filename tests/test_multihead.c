@@ -396,11 +396,11 @@ Test(heads, input_errors)
           "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
           "value_size 8");
     FAILS(multihead_forward(&m, q, k, v_short, NULL, &out), GSL_EBADLEN,
-          "multihead: keys (2, 5, 6) and values (2, 4, 8) have different "
-          "lengths 5 and 4");
+          "multihead: keys have Lk = 5 but values have Lk = 4 (queries "
+          "(2, 3, 4), keys (2, 5, 6), values (2, 4, 8))");
     FAILS(multihead_forward(&m, q2, k, v, NULL, &out), GSL_EBADLEN,
-          "multihead: batch sizes differ: queries (3, 3, 4), keys (2, 5, 6), "
-          "values (2, 5, 8)");
+          "multihead: batch sizes differ (queries (3, 3, 4), keys (2, 5, 6), "
+          "values (2, 5, 8))");
     FAILS(multihead_forward(&m, q, k, v, lens_bad, &out), GSL_EBADLEN,
           "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
           "(queries (2, 3, 4), keys (2, 5, 6))");
@@ -588,8 +588,8 @@ Test(heads, non_finite_inputs_are_refused)
     *TENSOR_AT(q, 1, 2, 3) = 0;
     *TENSOR_AT(k, 0, 4, 0) = -INFINITY;
     FAILS(multihead_forward(&m, q, k, q, NULL, &out), GSL_EBADLEN,
-          "multihead: keys (2, 5, 4) and values (2, 3, 4) have different "
-          "lengths 5 and 3");
+          "multihead: keys have Lk = 5 but values have Lk = 3 (queries "
+          "(2, 3, 4), keys (2, 5, 4), values (2, 3, 4))");
     FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
           "multihead: keys[0, 4, 0] = -inf; keys must be finite (keys (2, 5, 4))");
     *TENSOR_AT(k, 0, 4, 0) = 0;

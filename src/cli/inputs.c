@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "qkv.h"
+
 /* The files, in the order they are read and checked. */
 enum { Q, K, V, WQ, WK, WV, WO, BQ, BK, BV, BO, VL, NFILES };
 static const char *const file_option[NFILES] = {
@@ -157,26 +159,31 @@ static int check_shapes(const char *const *path, tensor *const *f,
     describe(kd, sizeof kd, "keys", k, k_def);
     describe(vd, sizeof vd, "values", v, v_def);
 
-    // the inputs: 3-D, one batch size, keys and values of one length
-    if (need_ndim("--queries", path[Q], q, 3, "(B, Lq, Dq)") ||
-        (!k_def && need_ndim("--keys", path[K], k, 3, "(B, Lk, Dk)")) ||
-        (!v_def && need_ndim("--values", path[V], v, 3, "(B, Lk, Dv)")))
-        return CLI_USAGE;
-    if (k->shape[0] != q->shape[0])
-        return cli_error("--keys %s has shape %s but the queries %s have batch "
+    // the inputs by the rules of every attention (qkv.h): 3-D, one batch
+    // size, keys and values of one length.  The input at fault, `at`, is
+    // Q, K or V: qkv.h counts them in that order too.
+    static const char *const layout[3] = {"(B, Lq, Dq)", "(B, Lk, Dk)",
+                                          "(B, Lk, Dv)"};
+    const tensor *in[3] = {q, k, v};
+    int at;
+    switch (qkv_find_fault(q, k, v, 0, &at)) {
+    case QKV_NOT_3D:
+        return need_ndim(option_of(at), path[at], in[at], 3, layout[at]);
+    case QKV_BATCH:
+        return cli_error("%s %s has shape %s but the queries %s have batch "
                          "size %zu",
-                         path[K], ks, qs, q->shape[0]);
-    if (v->shape[0] != q->shape[0])
-        return cli_error("--values %s has shape %s but the queries %s have "
-                         "batch size %zu",
-                         path[V], vs, qs, q->shape[0]);
-    if (v->shape[1] != k->shape[1]) {
+                         option_of(at), path[at],
+                         tensor_shape_str(in[at], s, sizeof s), qs,
+                         q->shape[0]);
+    case QKV_LENGTH:
         if (v_def)
             return cli_error("--keys %s has shape %s but %s have %zu positions "
                              "(give --values too)",
                              path[K], ks, vd, v->shape[1]);
         return cli_error("--values %s has shape %s but %s have %zu positions",
                          path[V], vs, kd, k->shape[1]);
+    default:
+        break;
     }
 
     // the weights: 2-D, one column per input feature
