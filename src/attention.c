@@ -157,6 +157,52 @@ static void trace_header(const char *op, const tensor *q, const tensor *k,
     trace_begin(op, shapes, sym);
 }
 
+/* --- the steps both poolings share --------------------------------- */
+
+/* What a pooling does first: forget the weights of an earlier call (a
+ * failed forward leaves none), then check the dropout settings and the
+ * inputs (qkv.h; same_d for the dot product, whose queries and keys must
+ * share d). */
+static int start_pooling(const char *who, tensor **kept, double p,
+                         int training, const gsl_rng *rng, const tensor *q,
+                         const tensor *k, const tensor *v, int same_d,
+                         qkv_shapes *shapes)
+{
+    tensor_free(*kept);
+    *kept = NULL;
+    int status = attention_check_dropout(who, p, training, rng);
+    if (status == GSL_SUCCESS)
+        status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
+                           shapes);
+    return status;
+}
+
+/* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
+ * masked softmax over the keys of scale * scores (kept by the caller for
+ * the heatmaps; NULL on failure), dropped out in training, and out
+ * (B, Lq, dv) = weights @ values. */
+static int weigh_values(const char *who, const tensor *scores, double scale,
+                        const tensor *valid_lens, double p, int training,
+                        gsl_rng *rng, const tensor *values, tensor **weights,
+                        tensor **out)
+{
+    tensor *dropped = NULL;
+    // weights is (B, Lq, Lk): each row sums to 1 over its valid keys
+    int status = masked_softmax_scaled(scores, scale, valid_lens, weights);
+    if (status == GSL_SUCCESS)
+        status = maybe_dropout(p, training, rng, *weights, &dropped);
+    // out is (B, Lq, dv)
+    if (status == GSL_SUCCESS)
+        status = weights_times_values(who, dropped ? dropped : *weights,
+                                      values, dim_name(values, 2, "dv"), out);
+    tensor_free(dropped);
+    if (status) {
+        tensor_free(*weights);
+        *weights = NULL;
+    }
+    return status;
+}
+
 /* --- scaled dot-product attention ----------------------------------- */
 
 int dot_attention_init(dot_attention *a, double dropout)
@@ -186,13 +232,9 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
 {
     const char *who = "dot_attention_forward";
     *out = NULL;
-    tensor_free(a->weights);
-    a->weights = NULL;
     qkv_shapes shapes;
-    int status = attention_check_dropout(who, a->dropout, a->training, a->rng);
-    if (status == GSL_SUCCESS)
-        status = qkv_check(who, &qkv_lesson_names, queries, keys, values, 1,
-                           NULL, &shapes);
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 1, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -208,7 +250,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
         trace_header(op, queries, keys, values);
     }
     qkv_matrices q = {0}, k = {0};
-    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
+    tensor *scores = NULL;
     status = qkv_as_matrices("queries", queries, &q);
     if (status == GSL_SUCCESS)
         status = qkv_as_matrices("keys", keys, &k);
@@ -235,29 +277,17 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     if (traced)
         trace_product("Q K^T", queries, "^T", keys, scores);
 
-    // weights is (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d)
-    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
-                                   &weights);
-    if (status == GSL_SUCCESS)
-        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
-                               &dropped);
-    // out is (B, Lq, dv)
-    if (status == GSL_SUCCESS)
-        status = weights_times_values(who, dropped ? dropped : weights, values,
-                                      dim_name(values, 2, "dv"), out);
+    // the weights, softmax over the keys of Q K^T / sqrt(d), and out
+    status = weigh_values(who, scores, 1.0 / sqrt((double)d), valid_lens,
+                          a->dropout, a->training, a->rng, values,
+                          &a->weights, out);
 done:
     if (traced)
         trace_end();
     tensor_free(q.packed);
     tensor_free(k.packed);
     tensor_free(scores);
-    tensor_free(dropped);
-    if (status) {
-        tensor_free(weights);
-        return status;
-    }
-    a->weights = weights;
-    return GSL_SUCCESS;
+    return status;
 }
 
 /* --- additive attention --------------------------------------------- */
@@ -341,13 +371,9 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
 {
     const char *who = "additive_attention_forward";
     *out = NULL;
-    tensor_free(a->weights);
-    a->weights = NULL;
     qkv_shapes shapes;
-    int status = attention_check_dropout(who, a->dropout, a->training, a->rng);
-    if (status == GSL_SUCCESS)
-        status = qkv_check(who, &qkv_lesson_names, queries, keys, values, 0,
-                           NULL, &shapes);
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 0, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -374,7 +400,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
         trace_header(op, queries, keys, values);
     }
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
-    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
+    tensor *scores = NULL;
     // q is (B, Lq, H), k is (B, Lk, H)
     status = linear_forward(&a->W_q, queries, &q);
     if (status == GSL_SUCCESS)
@@ -388,16 +414,10 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     if (status == GSL_SUCCESS)
         status = tensor_reshape(scores4, DIMS((long)B, (long)Lq, (long)Lk),
                                 NULL, &scores);
-    // weights is (B, Lq, Lk)
+    // the weights, softmax over the keys of the scores, and out
     if (status == GSL_SUCCESS)
-        status = masked_softmax(scores, valid_lens, &weights);
-    if (status == GSL_SUCCESS)
-        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
-                               &dropped);
-    // out is (B, Lq, dv)
-    if (status == GSL_SUCCESS)
-        status = weights_times_values(who, dropped ? dropped : weights, values,
-                                      dim_name(values, 2, "dv"), out);
+        status = weigh_values(who, scores, 1.0, valid_lens, a->dropout,
+                              a->training, a->rng, values, &a->weights, out);
     if (traced)
         trace_end();
     tensor_free(q);
@@ -405,11 +425,5 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     tensor_free(features);
     tensor_free(scores4);
     tensor_free(scores);
-    tensor_free(dropped);
-    if (status) {
-        tensor_free(weights);
-        return status;
-    }
-    a->weights = weights;
-    return GSL_SUCCESS;
+    return status;
 }
