@@ -318,11 +318,7 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
     const size_t *wst = weights->strides, *dst = dweights->strides;
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
-            size_t valid = Lk;
-            if (valid_lens)
-                valid = (size_t)(valid_lens->ndim == 1
-                                     ? *TENSOR_AT(valid_lens, b)
-                                     : *TENSOR_AT(valid_lens, b, i));
+            size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
             const double *w_bi = weights->data + b * wst[0] + i * wst[1];
             const double *dw_bi = dweights->data + b * dst[0] + i * dst[1];
             double *ds_bi = (*dscores)->data + (b * Lq + i) * Lk;

@@ -78,11 +78,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0;
-        len[r] = (double)Lk;
-        if (j->valid_lens)
-            len[r] = j->valid_lens->ndim == 1
-                         ? *TENSOR_AT(j->valid_lens, b)
-                         : *TENSOR_AT(j->valid_lens, b, r0 + r);
+        len[r] = (double)softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
     }
     for (size_t k0 = 0; k0 < Lk; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;

@@ -332,11 +332,10 @@ static int make_mask(const tensor *valid_lens, size_t Lq, size_t Lk,
     tensor_set_names(*mask, "B, Lq, Lk");
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
-            double len = valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
-                                               : *TENSOR_AT(valid_lens, b, i);
+            size_t len = softmax_valid_len(valid_lens, b, i, Lk);
             double *mask_bi = (*mask)->data + (b * Lq + i) * Lk;
             for (size_t t = 0; t < Lk; t++)
-                mask_bi[t] = (double)t >= len ? 1.0 : 0.0;
+                mask_bi[t] = t >= len ? 1.0 : 0.0;
         }
     if (trace_on()) {
         char a[TRACE_SHAPE_MAX], c[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];

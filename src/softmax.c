@@ -85,6 +85,15 @@ int softmax_lastdim(const tensor *x, tensor **out)
 
 /* --- valid_lens ----------------------------------------------------- */
 
+size_t softmax_valid_len(const tensor *valid_lens, size_t b, size_t i,
+                         size_t num_keys)
+{
+    if (!valid_lens)
+        return num_keys;
+    return (size_t)(valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
+                                          : *TENSOR_AT(valid_lens, b, i));
+}
+
 int softmax_check_valid_lens(const char *who, const char *context,
                              size_t batch, size_t num_queries,
                              size_t num_keys, const tensor *valid_lens)
@@ -186,11 +195,7 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     memcpy((*out)->names, scores->names, sizeof scores->names);
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
-            size_t valid = Lk;
-            if (valid_lens)
-                valid = (size_t)(valid_lens->ndim == 1
-                                     ? *TENSOR_AT(valid_lens, b)
-                                     : *TENSOR_AT(valid_lens, b, i));
+            size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
             const double *scores_bi =
                 scores->data + b * scores->strides[0] + i * scores->strides[1];
             double *out_bi = (*out)->data + (b * Lq + i) * Lk;

@@ -68,6 +68,13 @@ int masked_softmax_scaled(const tensor *scores, double scale,
  * GSL_EINVAL when batch or len is 0. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out);
 
+/* The valid length of row (b, i) of scores (B, Lq, Lk): valid_lens[b]
+ * when valid_lens is (B,), valid_lens[b, i] when (B, Lq), num_keys when
+ * it is NULL.  Unchecked: softmax_check_valid_lens says first whether
+ * valid_lens fits. */
+size_t softmax_valid_len(const tensor *valid_lens, size_t b, size_t i,
+                         size_t num_keys);
+
 /* Check valid_lens (NULL, (B,) or (B, Lq)) against scores of shape
  * (B, Lq, Lk) before anything is computed.  Messages start with `who` and
  * end with "(<context>, valid_lens <shape>)", where context names the

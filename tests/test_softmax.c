@@ -415,6 +415,30 @@ Test(masked_softmax, keeps_the_dimension_names)
 
 /* --- causal masks --------------------------------------------------- */
 
+/* The length of row (b, i): one per example for (B,) (the same for every
+ * query), one per row for (B, Lq), read through the strides; every key
+ * without valid_lens. */
+Test(masked_softmax, the_valid_length_of_a_row)
+{
+    tensor *per_example, *per_row, *transposed;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 0}, &per_example));
+    OK(tensor_from_array(SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 0},
+                         &transposed));
+    OK(tensor_permute(transposed, SHAPE(1, 0), &per_row)); /* (2, 3) */
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(softmax_valid_len(per_example, 0, i, 5), 3);
+        cr_assert_eq(softmax_valid_len(per_example, 1, i, 5), 0);
+        cr_assert_eq(softmax_valid_len(NULL, 1, i, 5), 5);
+    }
+    const size_t want[2][3] = {{1, 3, 5}, {2, 4, 0}};
+    for (size_t b = 0; b < 2; b++)
+        for (size_t i = 0; i < 3; i++)
+            cr_assert_eq(softmax_valid_len(per_row, b, i, 5), want[b][i]);
+    tensor_free(per_example);
+    tensor_free(per_row);
+    tensor_free(transposed);
+}
+
 Test(causal_valid_lens, rows_count_one_to_len)
 {
     tensor *vl;
