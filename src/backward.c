@@ -100,6 +100,33 @@ static void trace_product(const char *op, const char *a, int ta,
     trace_line(op, "new", shapes, tensor_sym_str(c, sym, sizeof sym));
 }
 
+/* The input gradients a backward pass hands out, each pointer NULL when
+ * that gradient is not asked for (and then not computed): all NULL until
+ * the pass succeeds. */
+static void clear_outputs(tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++)
+        if (want[i])
+            *want[i] = NULL;
+}
+
+/* dq, dk, dv to the caller's pointers when the pass succeeded, freed when
+ * it failed.  Returns status. */
+static int hand_out(int status, tensor *dq, tensor *dk, tensor *dv,
+                    tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor *got[3] = {dq, dk, dv};
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++) {
+        if (!status && want[i])
+            *want[i] = got[i];
+        else
+            tensor_free(got[i]);
+    }
+    return status;
+}
+
 static char *tuple2(char *buf, size_t n, size_t a, size_t b)
 {
     return shape_str(buf, n, 2, (const size_t[]){a, b});
@@ -428,12 +455,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
                            tensor **dvalues)
 {
     const char *who = "dot_attention_backward";
-    if (dqueries)
-        *dqueries = NULL;
-    if (dkeys)
-        *dkeys = NULL;
-    if (dvalues)
-        *dvalues = NULL;
+    clear_outputs(dqueries, dkeys, dvalues);
     int status = check_attention(who, queries, keys, values, valid_lens,
                                  weights, dout);
     if (status)
@@ -525,19 +547,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     tensor_free(dsm.packed);
     tensor_free(dw);
     tensor_free(ds);
-    if (status) {
-        tensor_free(dq);
-        tensor_free(dk);
-        tensor_free(dv);
-        return status;
-    }
-    if (dqueries)
-        *dqueries = dq;
-    if (dkeys)
-        *dkeys = dk;
-    if (dvalues)
-        *dvalues = dv;
-    return GSL_SUCCESS;
+    return hand_out(status, dq, dk, dv, dqueries, dkeys, dvalues);
 }
 
 /* --- the multi-head module: backward -------------------------------- */
@@ -596,12 +606,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                        tensor **dvalues)
 {
     const char *who = "multihead_backward";
-    if (dqueries)
-        *dqueries = NULL;
-    if (dkeys)
-        *dkeys = NULL;
-    if (dvalues)
-        *dvalues = NULL;
+    clear_outputs(dqueries, dkeys, dvalues);
     if (!c || !c->concat)
         return mha_fail(GSL_EINVAL,
                         "%s: the cache is empty; run multihead_forward_cached "
@@ -720,17 +725,5 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     tensor_free(dq);
     tensor_free(dk);
     tensor_free(dv);
-    if (status) {
-        tensor_free(gq);
-        tensor_free(gk);
-        tensor_free(gv);
-        return status;
-    }
-    if (dqueries)
-        *dqueries = gq;
-    if (dkeys)
-        *dkeys = gk;
-    if (dvalues)
-        *dvalues = gv;
-    return GSL_SUCCESS;
+    return hand_out(status, gq, gk, gv, dqueries, dkeys, dvalues);
 }
