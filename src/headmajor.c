@@ -218,26 +218,20 @@ static int check_inputs(const headmajor *m, const tensor *q, const tensor *k,
         return status;
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
     status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
-    if (status || !valid_lens)
+    if (status)
         return status;
-    // valid_lens is (B,) or (B, Lq); a 0 would leave a row of only -inf
-    size_t rows = valid_lens->ndim == 2 ? Lq : 1;
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < rows; i++) {
-            if (*TENSOR_AT(valid_lens, b, i) != 0.0)
-                continue;
-            char at[48], ls[TRACE_SHAPE_MAX];
-            if (rows > 1)
-                snprintf(at, sizeof at, "%zu, %zu", b, i);
-            else
-                snprintf(at, sizeof at, "%zu", b);
-            return mha_fail(GSL_EINVAL,
-                            "%s: valid_lens[%s] = 0 masks every key: softmax "
-                            "of a row of -inf is 0/0 = NaN (masked_softmax "
-                            "would give each key 1/%zu) (%s, valid_lens %s)",
-                            who, at, Lk, shapes.qk,
-                            tensor_shape_str(valid_lens, ls, sizeof ls));
-        }
+    // a valid length of 0 would leave a row of only -inf
+    size_t b, i;
+    if (softmax_find_bad_len(valid_lens, B, Lq, Lk, 1, &b, &i)) {
+        char at[48], ls[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "%s: valid_lens[%s] = 0 masks every key: softmax "
+                        "of a row of -inf is 0/0 = NaN (masked_softmax "
+                        "would give each key 1/%zu) (%s, valid_lens %s)",
+                        who, softmax_len_index(valid_lens, b, i, at, sizeof at),
+                        Lk, shapes.qk,
+                        tensor_shape_str(valid_lens, ls, sizeof ls));
+    }
     return GSL_SUCCESS;
 }
 

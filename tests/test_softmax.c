@@ -439,6 +439,50 @@ Test(masked_softmax, the_valid_length_of_a_row)
     tensor_free(transposed);
 }
 
+/* The rules for valid_lens, found in row-major order: the shape first,
+ * then the first entry that is not a whole number in min_len .. Lk. */
+Test(masked_softmax, the_first_bad_length)
+{
+    tensor *lens;
+    size_t b = 9, i = 9;
+    cr_assert_eq(softmax_find_bad_len(NULL, 2, 3, 4, 1, &b, &i),
+                 SOFTMAX_LENS_FINE);
+    OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 4, 2, 0, 3, 4}, &lens));
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LENS_FINE);
+    cr_assert_eq(b, 0);
+    cr_assert_eq(i, 0);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 2, 4, 0, &b, &i),
+                 SOFTMAX_LENS_SHAPE);
+    cr_assert_eq(softmax_find_bad_len(lens, 3, 3, 4, 0, &b, &i),
+                 SOFTMAX_LENS_SHAPE);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 1, &b, &i),
+                 SOFTMAX_LEN_TOO_SMALL);
+    cr_assert(b == 1 && i == 0);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 3, 0, &b, &i),
+                 SOFTMAX_LEN_TOO_LARGE);
+    cr_assert(b == 0 && i == 1);
+    lens->data[4] = -1; /* after the 4 at (0, 1): that one comes first */
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 3, 0, &b, &i),
+                 SOFTMAX_LEN_TOO_LARGE);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NEGATIVE);
+    cr_assert(b == 1 && i == 1);
+    lens->data[2] = NAN;
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NOT_WHOLE);
+    cr_assert(b == 0 && i == 2);
+    char at[48];
+    cr_assert_str_eq(softmax_len_index(lens, 1, 2, at, sizeof at), "1, 2");
+    tensor_free(lens);
+    OK(tensor_from_array(SHAPE(2), (double[]){2.5, 1}, &lens));
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NOT_WHOLE);
+    cr_assert(b == 0 && i == 0);
+    cr_assert_str_eq(softmax_len_index(lens, 1, 0, at, sizeof at), "1");
+    tensor_free(lens);
+}
+
 Test(causal_valid_lens, rows_count_one_to_len)
 {
     tensor *vl;

@@ -5,7 +5,6 @@
  * (D_out,); valid_lens (B,) or (B, Lq). */
 #include "inputs.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "qkv.h"
@@ -61,18 +60,9 @@ static const char *describe(char *buf, size_t n, const char *what,
     return buf;
 }
 
-/* valid_lens[idx] = v checked against the number of keys: NULL or why. */
-static const char *len_problem(double v, size_t num_keys)
-{
-    if (isnan(v) || v != floor(v))
-        return "is not a whole number";
-    if (v < 0)
-        return "is negative";
-    if (v > (double)num_keys)
-        return "is larger than the number of keys,";
-    return NULL;
-}
-
+/* valid_lens by the rules of softmax.h, in the program's words: from
+ * --valid-lens (parsed as whole numbers >= 0 already) or from
+ * --valid-lens-file. */
 static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
                             int keys_defaulted)
 {
@@ -92,46 +82,35 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
             return cli_error("--valid-lens '%s' has %zu entr%s but the queries "
                              "%s have batch size %zu",
                              list->value, n, n == 1 ? "y" : "ies", qs, B);
-        for (size_t b = 0; b < B; b++)
-            if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
-                                 "than the number of keys, %zu (%s)",
-                                 list->value, b + 1, lens[b], Lk, kd);
         if (tensor_from_array(1, &B, lens, &in->valid_lens))
             return cli_error("--valid-lens: %s", mha_last_error());
-        return CLI_OK;
     }
-
-    const char *path = value_of(opts, nopts, "--valid-lens-file");
-    tensor *vl = in->valid_lens;
-    if (!path)
+    const tensor *vl = in->valid_lens;
+    size_t b, i;
+    softmax_lens_fault fault = softmax_find_bad_len(vl, B, Lq, Lk, 0, &b, &i);
+    if (!fault)
         return CLI_OK;
-    char vs[TRACE_SHAPE_MAX];
+    if (list->value) // only a number above Lk is left to refuse
+        return cli_error("--valid-lens '%s': entry %zu (%g) is larger than "
+                         "the number of keys, %zu (%s)",
+                         list->value, b + 1, vl->data[b], Lk, kd);
+    const char *path = value_of(opts, nopts, "--valid-lens-file");
+    char vs[TRACE_SHAPE_MAX], at[48], tail[3 * TRACE_SHAPE_MAX] = "";
     tensor_shape_str(vl, vs, sizeof vs);
-    int per_example = vl->ndim == 1 && vl->shape[0] == B;
-    int per_query = vl->ndim == 2 && vl->shape[0] == B && vl->shape[1] == Lq;
-    if (!per_example && !per_query)
+    if (fault == SOFTMAX_LENS_SHAPE)
         return cli_error("--valid-lens-file %s has shape %s but the queries %s "
                          "need (%zu,) or (%zu, %zu)",
                          path, vs, qs, B, B, Lq);
-    size_t rows = per_query ? Lq : 1;
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < rows; i++) {
-            double v = *TENSOR_AT(vl, b, i);
-            const char *problem = len_problem(v, Lk);
-            if (!problem)
-                continue;
-            char at[48], tail[3 * TRACE_SHAPE_MAX] = "";
-            if (per_query)
-                snprintf(at, sizeof at, "%zu, %zu", b, i);
-            else
-                snprintf(at, sizeof at, "%zu", b);
-            if (v > (double)Lk)
-                snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
-            return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s",
-                             path, at, v, problem, tail);
-        }
-    return CLI_OK;
+    if (fault == SOFTMAX_LEN_TOO_LARGE)
+        snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
+    return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s", path,
+                     softmax_len_index(vl, b, i, at, sizeof at),
+                     *TENSOR_AT(vl, b, i),
+                     fault == SOFTMAX_LEN_NOT_WHOLE ? "is not a whole number"
+                     : fault == SOFTMAX_LEN_NEGATIVE
+                         ? "is negative"
+                         : "is larger than the number of keys,",
+                     tail);
 }
 
 /* t must have ndim dimensions; layout names them, e.g. "(D, Dq)". */
