@@ -22,6 +22,18 @@ static const char *value_of(cli_option *opts, size_t nopts, const char *name)
     return cli_find(opts, nopts, name)->value;
 }
 
+/* --valid-lens read into lens (n of them; n = 0 when it is not given):
+ * CLI_OK, or CLI_USAGE after the parser's one line. */
+static int parse_lens(cli_option *opts, size_t nopts, double *lens,
+                      size_t *n)
+{
+    const cli_option *list = cli_find(opts, nopts, "--valid-lens");
+    *n = 0;
+    if (list->value && cli_parse_list(list, lens, CLI_LIST_MAX, n))
+        return CLI_USAGE;
+    return CLI_OK;
+}
+
 int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
     static const char *const required[] = {"--heads", "--queries", "--wq",
@@ -39,14 +51,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
                          "one or the other",
                          value_of(opts, nopts, "--valid-lens"),
                          value_of(opts, nopts, "--valid-lens-file"));
-    const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
-    if (vl->value) {
-        double lens[CLI_LIST_MAX];
-        size_t n;
-        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
-    }
-    return CLI_OK;
+    double lens[CLI_LIST_MAX];
+    size_t n;
+    return parse_lens(opts, nopts, lens, &n);
 }
 
 /* "the keys (2, 6, 7)", or "the keys (= queries) (2, 4, 5)" when the keys
@@ -73,11 +80,11 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
     describe(kd, sizeof kd, "keys", in->keys, keys_defaulted);
 
     const cli_option *list = cli_find(opts, nopts, "--valid-lens");
+    double lens[CLI_LIST_MAX];
+    size_t n;
+    if (parse_lens(opts, nopts, lens, &n))
+        return CLI_USAGE;
     if (list->value) {
-        double lens[CLI_LIST_MAX];
-        size_t n;
-        if (cli_parse_list(list, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
         if (n != B)
             return cli_error("--valid-lens '%s' has %zu entr%s but the queries "
                              "%s have batch size %zu",
