@@ -451,14 +451,14 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
         status = linear_forward(&m->W_o, kept.concat, out);
     trace_end();
 
-    // what outlives the call: the weights, and the cache when asked for
-    if (!status)
-        status = keep_weights(m, queries->shape[0], c ? &kept.weights : NULL);
+    // what outlives the call: the cache when asked for, and the weights
     if (!status && c && head_mask) {
         status = tensor_alloc(SHAPE(h), &kept.head_mask);
         if (!status)
             status = tensor_copy_into(kept.head_mask, head_mask);
     }
+    if (!status)
+        status = keep_weights(m, queries->shape[0], c ? &kept.weights : NULL);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
