@@ -82,6 +82,11 @@ int main(void)
      *
      * @show src/attention.c dot_attention_forward
      *
+     * The last two steps, from scores to output, are the same for every way
+     * of scoring (chapter 05 reuses them):
+     *
+     * @show src/attention.c weigh_values
+     *
      * Every key is `(1, 1)`, so for example 0 each score is
      * $(-2.7993 + 1.1746)/\sqrt{2} = -1.1488$, the same for all 10 keys. Equal
      * scores give equal weights over the valid keys: 1/2 over keys 0-1 in

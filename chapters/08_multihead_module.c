@@ -56,9 +56,14 @@ int main(void)
     section("1. d2l's example, with its whole trace");
     /*md
      * 100 hidden features in 5 heads of 20, 2 examples, 4 queries, 6 key-value
-     * pairs, `valid_lens [3, 2]`. The whole forward pass is one function:
+     * pairs, `valid_lens [3, 2]`. The whole forward pass is one function,
+     * `multihead_forward_cached`; `multihead_forward`, which this chapter
+     * calls, runs it without its two options, a head mask and a cache for
+     * the backward pass (chapters 13 and 14 use them):
      *
      * @show src/multihead.c multihead_forward
+     *
+     * @show src/multihead.c multihead_forward_cached
      *
      * Read the trace from top to bottom; every line is one step and its shapes.
      *

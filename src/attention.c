@@ -15,13 +15,14 @@
 #include <gsl/gsl_blas.h>
 
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
 /* --- shared checks -------------------------------------------------- */
 
-static int check_dropout(const char *who, double p, int training,
-                         const gsl_rng *rng)
+int attention_check_dropout(const char *who, double p, int training,
+                            const gsl_rng *rng)
 {
     if (!(p >= 0.0 && p < 1.0))
         return mha_fail(GSL_EINVAL, "%s: dropout %g is outside [0, 1)", who, p);
@@ -32,80 +33,6 @@ static int check_dropout(const char *who, double p, int training,
                         who, p);
     return GSL_SUCCESS;
 }
-
-/* The shapes any pooling needs: Q, K, V 3-D, one batch size, as many
- * values as keys.  Also writes "queries (..), keys (..), values (..)"
- * into shapes and "queries (..), keys (..)" into qk for the messages. */
-static int check_qkv(const char *who, const tensor *q, const tensor *k,
-                     const tensor *v, char *shapes, size_t n, char *qk,
-                     size_t m)
-{
-    if (!q || !k || !v)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : "values");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
-    snprintf(shapes, n, "queries %s, keys %s, values %s", qs, ks, vs);
-    snprintf(qk, m, "queries %s, keys %s", qs, ks);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries, keys and values must be 3-D "
-                        "(B, L, features), got %s",
-                        who, shapes);
-    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
-        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
-                        shapes);
-    if (v->shape[1] != k->shape[1])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
-                        who, k->shape[1], v->shape[1], shapes);
-    return GSL_SUCCESS;
-}
-
-/* --- batches of matrices for BLAS ----------------------------------- */
-
-/* A 3-D tensor read as B matrices of (rows, cols) for GSL: slice b starts
- * at data + b*batch_stride and its rows are tda doubles apart. */
-typedef struct {
-    const double *data;
-    size_t batch_stride, rows, cols, tda;
-    tensor *packed; /* the contiguous copy read instead of x, or NULL */
-} batch_matrices;
-
-/* GSL wants unit steps along a row and rows at least a row apart.  A
- * permuted view may not have that (its last axis strided): then one
- * contiguous copy, traced and explained, is read instead. */
-static int as_batch_matrices(const char *name, const tensor *x,
-                             batch_matrices *m)
-{
-    size_t rows = x->shape[1], cols = x->shape[2];
-    size_t tda = rows > 1 ? x->strides[1] : cols;
-    m->packed = NULL;
-    if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
-        trace_note("%s %T have strides %P, not row-major per example: "
-                   "one contiguous copy for dgemm",
-                   name, x, (size_t)3, x->strides);
-        int status = tensor_contiguous(x, &m->packed);
-        if (status)
-            return status;
-        x = m->packed;
-        tda = cols;
-    }
-    m->data = x->data;
-    m->batch_stride = x->strides[0];
-    m->rows = rows;
-    m->cols = cols;
-    m->tda = tda;
-    return GSL_SUCCESS;
-}
-
-/* Slice b of m as a GSL matrix view (a macro: GSL's view types are const
- * qualified, so a function cannot return one without a warning). */
-#define SLICE(m, b)                                                           \
-    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
-                                         (m).rows, (m).cols, (m).tda)
 
 /* "a @ b -> c", b read transposed or not, for the trace. */
 static void trace_product(const char *op, const tensor *a, int b_transposed,
@@ -125,8 +52,8 @@ static int weights_times_values(const char *who, const tensor *weights,
     *out = NULL;
     size_t B = weights->shape[0], Lq = weights->shape[1];
     size_t Lk = weights->shape[2], dv = values->shape[2];
-    batch_matrices v;
-    int status = as_batch_matrices("values", values, &v);
+    qkv_matrices v;
+    int status = qkv_as_matrices("values", values, &v);
     if (status)
         return status;
     // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
@@ -142,7 +69,7 @@ static int weights_times_values(const char *who, const tensor *weights,
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
         gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
             weights->data + b * Lq * Lk, Lq, Lk);
-        gsl_matrix_const_view v_b = SLICE(v, b);
+        gsl_matrix_const_view v_b = QKV_MATRIX(v, b);
         gsl_matrix_view out_b =
             gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
@@ -210,11 +137,57 @@ static void set_name(tensor *t, size_t d, const char *name)
  * none. */
 static tensor pooled_shape(const tensor *q, const tensor *v)
 {
-    tensor t = {.ndim = 3, .shape = {q->shape[0], q->shape[1], v->shape[2]}};
+    tensor t = tensor_header(SHAPE(q->shape[0], q->shape[1], v->shape[2]));
     set_name(&t, 0, dim_name(q, 0, "B"));
     set_name(&t, 1, dim_name(q, 1, "Lq"));
     set_name(&t, 2, dim_name(v, 2, "dv"));
     return t;
+}
+
+/* --- the steps both poolings share --------------------------------- */
+
+/* What a pooling does first: forget the weights of an earlier call (a
+ * failed forward leaves none), then check the dropout settings and the
+ * inputs (qkv.h; same_d for the dot product, whose queries and keys must
+ * share d). */
+static int start_pooling(const char *who, tensor **kept, double p,
+                         int training, const gsl_rng *rng, const tensor *q,
+                         const tensor *k, const tensor *v, int same_d,
+                         qkv_shapes *shapes)
+{
+    tensor_free(*kept);
+    *kept = NULL;
+    int status = attention_check_dropout(who, p, training, rng);
+    if (status == GSL_SUCCESS)
+        status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
+                           shapes);
+    return status;
+}
+
+/* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
+ * masked softmax over the keys of scale * scores (kept by the caller for
+ * the heatmaps; NULL on failure), dropped out in training, and out
+ * (B, Lq, dv) = weights @ values. */
+static int weigh_values(const char *who, const tensor *scores, double scale,
+                        const tensor *valid_lens, double p, int training,
+                        gsl_rng *rng, const tensor *values, tensor **weights,
+                        tensor **out)
+{
+    tensor *dropped = NULL;
+    // weights is (B, Lq, Lk): each row sums to 1 over its valid keys
+    int status = masked_softmax_scaled(scores, scale, valid_lens, weights);
+    if (status == GSL_SUCCESS)
+        status = maybe_dropout(p, training, rng, *weights, &dropped);
+    // out is (B, Lq, dv)
+    if (status == GSL_SUCCESS)
+        status = weights_times_values(who, dropped ? dropped : *weights,
+                                      values, dim_name(values, 2, "dv"), out);
+    tensor_free(dropped);
+    if (status) {
+        tensor_free(*weights);
+        *weights = NULL;
+    }
+    return status;
 }
 
 /* --- scaled dot-product attention ----------------------------------- */
@@ -222,7 +195,8 @@ static tensor pooled_shape(const tensor *q, const tensor *v)
 int dot_attention_init(dot_attention *a, double dropout)
 {
     memset(a, 0, sizeof *a);
-    int status = check_dropout("dot_attention_init", dropout, 0, NULL);
+    int status = attention_check_dropout("dot_attention_init", dropout, 0,
+                                         NULL);
     if (status)
         return status;
     a->dropout = dropout;
@@ -245,22 +219,14 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
 {
     const char *who = "dot_attention_forward";
     *out = NULL;
-    tensor_free(a->weights);
-    a->weights = NULL;
-    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
-    int status = check_dropout(who, a->dropout, a->training, a->rng);
-    if (status == GSL_SUCCESS)
-        status = check_qkv(who, queries, keys, values, shapes, sizeof shapes,
-                           qk, sizeof qk);
+    qkv_shapes shapes;
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 1, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], d = queries->shape[2];
-    if (keys->shape[2] != d)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have d = %zu but keys have d = %zu (%s)",
-                        who, d, keys->shape[2], shapes);
-    status = softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
     if (status)
         return status;
 
@@ -269,11 +235,11 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "dot_attention(scale 1/sqrt(%zu))", d);
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
-    batch_matrices q = {0}, k = {0};
-    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
-    status = as_batch_matrices("queries", queries, &q);
+    qkv_matrices q = {0}, k = {0};
+    tensor *scores = NULL;
+    status = qkv_as_matrices("queries", queries, &q);
     if (status == GSL_SUCCESS)
-        status = as_batch_matrices("keys", keys, &k);
+        status = qkv_as_matrices("keys", keys, &k);
     // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
     if (status == GSL_SUCCESS)
         status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
@@ -284,7 +250,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     set_name(scores, 1, dim_name(queries, 1, "Lq"));
     set_name(scores, 2, dim_name(keys, 1, "Lk"));
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
-        gsl_matrix_const_view q_b = SLICE(q, b), k_b = SLICE(k, b);
+        gsl_matrix_const_view q_b = QKV_MATRIX(q, b), k_b = QKV_MATRIX(k, b);
         gsl_matrix_view scores_b =
             gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
         status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
@@ -297,28 +263,16 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     }
     trace_product("Q K^T", queries, 1, keys, scores);
 
-    // weights is (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d)
-    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
-                                   &weights);
-    if (status == GSL_SUCCESS)
-        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
-                               &dropped);
-    // out is (B, Lq, dv)
-    if (status == GSL_SUCCESS)
-        status = weights_times_values(who, dropped ? dropped : weights, values,
-                                      dim_name(values, 2, "dv"), out);
+    // the weights, softmax over the keys of Q K^T / sqrt(d), and out
+    status = weigh_values(who, scores, 1.0 / sqrt((double)d), valid_lens,
+                          a->dropout, a->training, a->rng, values,
+                          &a->weights, out);
 done:
     trace_end();
     tensor_free(q.packed);
     tensor_free(k.packed);
     tensor_free(scores);
-    tensor_free(dropped);
-    if (status) {
-        tensor_free(weights);
-        return status;
-    }
-    a->weights = weights;
-    return GSL_SUCCESS;
+    return status;
 }
 
 /* --- additive attention --------------------------------------------- */
@@ -328,7 +282,8 @@ int additive_attention_init(additive_attention *a, size_t key_size,
                             double dropout)
 {
     memset(a, 0, sizeof *a);
-    int status = check_dropout("additive_attention_init", dropout, 0, NULL);
+    int status = attention_check_dropout("additive_attention_init", dropout,
+                                         0, NULL);
     if (status == GSL_SUCCESS)
         status = linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0);
     if (status == GSL_SUCCESS)
@@ -394,13 +349,9 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
 {
     const char *who = "additive_attention_forward";
     *out = NULL;
-    tensor_free(a->weights);
-    a->weights = NULL;
-    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
-    int status = check_dropout(who, a->dropout, a->training, a->rng);
-    if (status == GSL_SUCCESS)
-        status = check_qkv(who, queries, keys, values, shapes, sizeof shapes,
-                           qk, sizeof qk);
+    qkv_shapes shapes;
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 0, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -409,13 +360,13 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
         return mha_fail(GSL_EBADLEN,
                         "%s: queries have %zu features, W_q takes query_size "
                         "%zu (%s)",
-                        who, queries->shape[2], a->W_q.in_features, shapes);
+                        who, queries->shape[2], a->W_q.in_features, shapes.all);
     if (keys->shape[2] != a->W_k.in_features)
         return mha_fail(GSL_EBADLEN,
                         "%s: keys have %zu features, W_k takes key_size %zu "
                         "(%s)",
-                        who, keys->shape[2], a->W_k.in_features, shapes);
-    status = softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+                        who, keys->shape[2], a->W_k.in_features, shapes.all);
+    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
     if (status)
         return status;
 
@@ -424,7 +375,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
-    tensor *scores = NULL, *weights = NULL, *dropped = NULL;
+    tensor *scores = NULL;
     // q is (B, Lq, H), k is (B, Lk, H)
     status = linear_forward(&a->W_q, queries, &q);
     if (status == GSL_SUCCESS)
@@ -438,27 +389,15 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     if (status == GSL_SUCCESS)
         status = tensor_reshape(scores4, DIMS((long)B, (long)Lq, (long)Lk),
                                 NULL, &scores);
-    // weights is (B, Lq, Lk)
+    // the weights, softmax over the keys of the scores, and out
     if (status == GSL_SUCCESS)
-        status = masked_softmax(scores, valid_lens, &weights);
-    if (status == GSL_SUCCESS)
-        status = maybe_dropout(a->dropout, a->training, a->rng, weights,
-                               &dropped);
-    // out is (B, Lq, dv)
-    if (status == GSL_SUCCESS)
-        status = weights_times_values(who, dropped ? dropped : weights, values,
-                                      dim_name(values, 2, "dv"), out);
+        status = weigh_values(who, scores, 1.0, valid_lens, a->dropout,
+                              a->training, a->rng, values, &a->weights, out);
     trace_end();
     tensor_free(q);
     tensor_free(k);
     tensor_free(features);
     tensor_free(scores4);
     tensor_free(scores);
-    tensor_free(dropped);
-    if (status) {
-        tensor_free(weights);
-        return status;
-    }
-    a->weights = weights;
-    return GSL_SUCCESS;
+    return status;
 }

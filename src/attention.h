@@ -33,8 +33,10 @@
  * a failed forward leaves NULL, never the weights of an earlier call);
  * *_free releases them.  rng belongs to the caller, who frees it.
  *
- * Every forward traces a header line and one line per step (see trace.h);
- * out is a new contiguous tensor you tensor_free.  Inputs are only read.
+ * Every forward checks its inputs by the rules all attentions share
+ * (qkv.h) before it computes anything, traces a header line and one line
+ * per step (see trace.h); out is a new contiguous tensor you tensor_free.
+ * Inputs are only read.
  */
 #ifndef MHA_ATTENTION_H
 #define MHA_ATTENTION_H
@@ -43,6 +45,14 @@
 
 #include "linear.h"
 #include "tensor.h"
+
+/* --- dropout's settings -------------------------------------------- */
+
+/* The rule above, for every module with dropout (headmajor.h too):
+ * GSL_EINVAL, naming who, when p is not in [0, 1) or when training with
+ * p > 0 has no rng. */
+int attention_check_dropout(const char *who, double p, int training,
+                            const gsl_rng *rng);
 
 /* --- scaled dot-product attention ----------------------------------- */
 

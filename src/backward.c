@@ -18,6 +18,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
@@ -95,6 +96,33 @@ static void trace_product(const char *op, const tensor *a, int ta,
     trace_emit(TRACE_NEW, TRACE_MATMUL, c,
                TRACE_INPUTS(TRACE_IN_T(a, ta), TRACE_IN_T(b, tb)), "%s",
                op);
+}
+
+/* The input gradients a backward pass hands out, each pointer NULL when
+ * that gradient is not asked for (and then not computed): all NULL until
+ * the pass succeeds. */
+static void clear_outputs(tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++)
+        if (want[i])
+            *want[i] = NULL;
+}
+
+/* dq, dk, dv to the caller's pointers when the pass succeeded, freed when
+ * it failed.  Returns status. */
+static int hand_out(int status, tensor *dq, tensor *dk, tensor *dv,
+                    tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor *got[3] = {dq, dk, dv};
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++) {
+        if (!status && want[i])
+            *want[i] = got[i];
+        else
+            tensor_free(got[i]);
+    }
+    return status;
 }
 
 /* --- Linear --------------------------------------------------------- */
@@ -289,11 +317,7 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
     const size_t *wst = weights->strides, *dst = dweights->strides;
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
-            size_t valid = Lk;
-            if (valid_lens)
-                valid = (size_t)(valid_lens->ndim == 1
-                                     ? *TENSOR_AT(valid_lens, b)
-                                     : *TENSOR_AT(valid_lens, b, i));
+            size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
             const double *w_bi = weights->data + b * wst[0] + i * wst[1];
             const double *dw_bi = dweights->data + b * dst[0] + i * dst[1];
             double *ds_bi = (*dscores)->data + (b * Lq + i) * Lk;
@@ -320,52 +344,40 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
 
 /* --- scaled dot-product attention ----------------------------------- */
 
+/* The rules every attention's inputs follow (qkv.h), with the weights and
+ * dout named in every message too; then weights (B, Lq, Lk), dout (B, Lq,
+ * dv) and valid_lens against them. */
 static int check_attention(const char *who, const tensor *q, const tensor *k,
                            const tensor *v, const tensor *valid_lens,
                            const tensor *w, const tensor *dout)
 {
-    if (!q || !k || !v || !w || !dout)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : !v ? "values"
-                                                 : !w ? "weights" : "dout");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
     char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
-    char shapes[5 * TRACE_SHAPE_MAX + 64], qk[2 * TRACE_SHAPE_MAX + 32];
-    snprintf(shapes, sizeof shapes,
-             "queries %s, keys %s, values %s, weights %s, dout %s",
-             tensor_shape_str(q, qs, sizeof qs),
-             tensor_shape_str(k, ks, sizeof ks),
-             tensor_shape_str(v, vs, sizeof vs),
-             tensor_shape_str(w, ws, sizeof ws),
-             tensor_shape_str(dout, os, sizeof os));
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || w->ndim != 3 ||
-        dout->ndim != 3)
-        return mha_fail(GSL_EBADLEN, "%s: every tensor must be 3-D, got %s",
-                        who, shapes);
+    char more[2 * TRACE_SHAPE_MAX + 32] = "";
+    if (w && dout)
+        snprintf(more, sizeof more, ", weights %s, dout %s",
+                 tensor_shape_str(w, ws, sizeof ws),
+                 tensor_shape_str(dout, os, sizeof os));
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_lesson_names, q, k, v, 1, more, &shapes);
+    if (status)
+        return status;
+    if (!w || !dout)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !w ? "weights" : "dout");
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
-    if (k->shape[0] != B || v->shape[0] != B || w->shape[0] != B ||
-        dout->shape[0] != B)
-        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
-                        shapes);
-    if (k->shape[2] != q->shape[2])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have d = %zu but keys have d = %zu (%s)",
-                        who, q->shape[2], k->shape[2], shapes);
-    if (v->shape[1] != Lk)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
-                        who, Lk, v->shape[1], shapes);
-    if (w->shape[1] != Lq || w->shape[2] != Lk)
+    size_t dv = v->shape[2];
+    if (w->ndim != 3 || w->shape[0] != B || w->shape[1] != Lq ||
+        w->shape[2] != Lk)
         return mha_fail(GSL_EBADLEN,
                         "%s: weights must be (B, Lq, Lk) = (%zu, %zu, %zu) "
                         "(%s)",
-                        who, B, Lq, Lk, shapes);
-    if (dout->shape[1] != Lq || dout->shape[2] != v->shape[2])
+                        who, B, Lq, Lk, shapes.all);
+    if (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != Lq ||
+        dout->shape[2] != dv)
         return mha_fail(GSL_EBADLEN,
                         "%s: dout must be (B, Lq, dv) = (%zu, %zu, %zu) (%s)",
-                        who, B, Lq, v->shape[2], shapes);
-    snprintf(qk, sizeof qk, "queries %s, keys %s", qs, ks);
-    return softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
+                        who, B, Lq, dv, shapes.all);
+    return softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
 }
 
 /* c_b = op(a_b) @ op(b_b) for every b, into the contiguous tensor c. */
@@ -408,12 +420,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
                            tensor **dvalues)
 {
     const char *who = "dot_attention_backward";
-    if (dqueries)
-        *dqueries = NULL;
-    if (dkeys)
-        *dkeys = NULL;
-    if (dvalues)
-        *dvalues = NULL;
+    clear_outputs(dqueries, dkeys, dvalues);
     int status = check_attention(who, queries, keys, values, valid_lens,
                                  weights, dout);
     if (status)
@@ -485,185 +492,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     tensor_free(dsm.packed);
     tensor_free(dw);
     tensor_free(ds);
-    if (status) {
-        tensor_free(dq);
-        tensor_free(dk);
-        tensor_free(dv);
-        return status;
-    }
-    if (dqueries)
-        *dqueries = dq;
-    if (dkeys)
-        *dkeys = dk;
-    if (dvalues)
-        *dvalues = dv;
-    return GSL_SUCCESS;
-}
-
-/* --- the multi-head module: the forward that keeps ------------------ */
-
-void multihead_cache_free(multihead_cache *c)
-{
-    tensor_free(c->lens);
-    tensor_free(c->qh);
-    tensor_free(c->kh);
-    tensor_free(c->vh);
-    tensor_free(c->weights);
-    tensor_free(c->heads);
-    tensor_free(c->head_mask);
-    tensor_free(c->concat);
-    memset(c, 0, sizeof *c);
-}
-
-/* The inputs against the module: multihead_forward's own checks (shapes,
- * valid_lens, finite numbers), then what only the cached forward needs. */
-static int check_module_inputs(const char *who, const multihead *m,
-                               const tensor *q, const tensor *k,
-                               const tensor *v, const tensor *valid_lens,
-                               const tensor *head_mask)
-{
-    const multihead_config *c = &m->cfg;
-    if (!q || !k || !v)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : "values");
-    if (m->attention.training && m->attention.dropout > 0)
-        return mha_fail(GSL_EINVAL,
-                        "%s: dropout %g in training mode: the backward pass "
-                        "needs the dropped weights, which are not kept; "
-                        "train with dropout 0 or in evaluation mode",
-                        who, m->attention.dropout);
-    int status = multihead_check_inputs(m, q, k, v, valid_lens);
-    if (status)
-        return status;
-    if (head_mask && (head_mask->ndim != 1 ||
-                      head_mask->shape[0] != c->num_heads)) {
-        char hs[TRACE_SHAPE_MAX];
-        return mha_fail(GSL_EBADLEN,
-                        "%s: head_mask has shape %s, expected (%zu,) for "
-                        "num_heads %zu",
-                        who, tensor_shape_str(head_mask, hs, sizeof hs),
-                        c->num_heads, c->num_heads);
-    }
-    return GSL_SUCCESS;
-}
-
-/* out (B*h, L, p) = x with batch row b*h + i multiplied by mask[i]: head
- * i of every example, scaled. */
-static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
-{
-    int status = alloc_like(x, out);
-    if (status)
-        return status;
-    size_t h = mask->shape[0], rows = x->shape[0];
-    size_t per_row = x->shape[1] * x->shape[2];
-    for (size_t r = 0; r < rows; r++) {
-        double s = mask->data[(r % h) * mask->strides[0]];
-        const double *x_r = x->data + r * per_row;
-        double *o_r = (*out)->data + r * per_row;
-        for (size_t j = 0; j < per_row; j++)
-            o_r[j] = s * x_r[j];
-    }
-    trace_step(TRACE_NEW, x, *out, "head_mask (h=%zu)", h);
-    return GSL_SUCCESS;
-}
-
-int multihead_forward_cached(multihead *m, const tensor *queries,
-                             const tensor *keys, const tensor *values,
-                             const tensor *valid_lens,
-                             const tensor *head_mask, multihead_cache *c,
-                             tensor **out)
-{
-    const char *who = "multihead_forward_cached";
-    *out = NULL;
-    multihead_cache_free(c);
-    int status = check_module_inputs(who, m, queries, keys, values,
-                                     valid_lens, head_mask);
-    if (status)
-        return status;
-    size_t h = m->cfg.num_heads;
-    tensor q_in = tensor_named(queries, "B, Lq, d_q");
-    tensor k_in = tensor_named(keys, "B, Lk, d_k");
-    tensor v_in = tensor_named(values, "B, Lk, d_v");
-    trace_begin(NULL,
-                TRACE_QKV(queries, keys, values),
-                "multihead(h=%zu), cached", h);
-    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), not kept
-    tensor *oh = NULL;                      // (B*h, Lq, p)
-    tensor *masked = NULL;                  // (B*h, Lq, p), or oh itself
-
-    // 1-2. project, then split into heads; the heads are kept
-    status = linear_forward(&m->W_q, &q_in, &q);
-    if (!status)
-        status = transpose_qkv(q, h, &c->qh);
-    if (!status)
-        status = linear_forward(&m->W_k, &k_in, &k);
-    if (!status)
-        status = transpose_qkv(k, h, &c->kh);
-    if (!status)
-        status = linear_forward(&m->W_v, &v_in, &v);
-    if (!status)
-        status = transpose_qkv(v, h, &c->vh);
-    // 3. one valid length per head
-    if (!status && valid_lens) {
-        tensor l_in = tensor_named(valid_lens,
-                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
-        status = repeat_valid_lens(&l_in, h, &c->lens);
-    }
-    // 4. all B*h heads attend at once; the weights are kept
-    if (!status)
-        status = dot_attention_forward(&m->attention, c->qh, c->kh, c->vh,
-                                       c->lens, &oh);
-    // the head mask scales each head's output before the heads are joined
-    if (!status && head_mask) {
-        /* the cache's own copy of the mask, untraced: it is no step */
-        status = tensor_alloc(SHAPE(h), &c->head_mask);
-        if (!status)
-            status = tensor_copy_into(c->head_mask, head_mask);
-        if (!status)
-            status = apply_head_mask(oh, head_mask, &masked);
-    }
-    // 5-6. heads side by side again (kept: W_o's input), mixed by W_o
-    if (!status)
-        status = transpose_output(masked ? masked : oh, h, &c->concat);
-    if (!status)
-        status = linear_forward(&m->W_o, c->concat, out);
-    trace_end();
-
-    /* the weights, untraced: (B*h, Lq, Lk) for the cache, (B, h, Lq, Lk)
-     * for m->weights as multihead_forward keeps them */
-    trace_quiet_begin();
-    tensor *w = NULL;
-    if (!status) {
-        const tensor *aw = m->attention.weights;
-        status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
-                                      (long)aw->shape[2]),
-                             NULL, &c->weights);
-        if (!status)
-            status = tensor_view(aw, DIMS((long)queries->shape[0], (long)h,
-                                          (long)aw->shape[1],
-                                          (long)aw->shape[2]),
-                                 "B, h, Lq, Lk", &w);
-    }
-    trace_quiet_end();
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(masked);
-    if (status) {
-        tensor_free(oh);
-        tensor_free(w);
-        tensor_free(*out);
-        *out = NULL;
-        multihead_cache_free(c);
-        return status;
-    }
-    c->heads = oh;
-    c->queries = queries;
-    c->keys = keys;
-    c->values = values;
-    tensor_free(m->weights);
-    m->weights = w;
-    return GSL_SUCCESS;
+    return hand_out(status, dq, dk, dv, dqueries, dkeys, dvalues);
 }
 
 /* --- the multi-head module: backward -------------------------------- */
@@ -719,12 +548,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                        tensor **dvalues)
 {
     const char *who = "multihead_backward";
-    if (dqueries)
-        *dqueries = NULL;
-    if (dkeys)
-        *dkeys = NULL;
-    if (dvalues)
-        *dvalues = NULL;
+    clear_outputs(dqueries, dkeys, dvalues);
     if (!c || !c->concat)
         return mha_fail(GSL_EINVAL,
                         "%s: the cache is empty; run multihead_forward_cached "
@@ -837,17 +661,5 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     tensor_free(dq);
     tensor_free(dk);
     tensor_free(dv);
-    if (status) {
-        tensor_free(gq);
-        tensor_free(gk);
-        tensor_free(gv);
-        return status;
-    }
-    if (dqueries)
-        *dqueries = gq;
-    if (dkeys)
-        *dkeys = gk;
-    if (dvalues)
-        *dvalues = gv;
-    return GSL_SUCCESS;
+    return hand_out(status, gq, gk, gv, dqueries, dkeys, dvalues);
 }

@@ -46,13 +46,13 @@
  *      one tensor X, and dX is the sum of the three.
  *
  * What the backward needs from the forward: the inputs of each step (x
- * for a Linear layer, Q, K, V and the weights for the attention).
- * multihead_forward_cached is multihead_forward that keeps them in a
- * multihead_cache; multihead_backward reads them there.
+ * for a Linear layer, Q, K, V and the weights for the attention).  The
+ * forward pass keeps them in a multihead_cache when given one
+ * (multihead_forward_cached, multihead.h); multihead_backward reads them
+ * there.
  *
- * A head mask (h,), optional, multiplies head i's output by mask[i] before
- * W_o: 1 keeps the head, 0 silences it (chapter 14 uses it to measure how
- * much each head matters).  Its gradient is
+ * The forward's head mask (h,), optional, multiplies head i's output by
+ * mask[i] before W_o.  Its gradient is
  *   dmask_i += sum over b, q, j of dheads[b*h + i, q, j] * heads[b*h + i, q, j].
  *
  * Gradients of parameters accumulate (+=), as PyTorch's .grad does, so
@@ -73,7 +73,7 @@
  * layer after another), so zero grads before trying again.
  *
  * Dropout: the backward differentiates the evaluation-mode forward (no
- * dropout).  multihead_forward_cached refuses to run in training mode
+ * dropout).  A forward that fills a cache refuses to run in training mode
  * with dropout > 0, since the dropped weights are not kept.
  */
 #ifndef MHA_BACKWARD_H
@@ -115,36 +115,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
 
 /* --- the multi-head module ------------------------------------------ */
 
-/* What multihead_backward needs from the forward.  Zero-initialise it
- * (multihead_cache c = {0};); each multihead_forward_cached replaces its
- * contents, multihead_cache_free releases them. */
-typedef struct multihead_cache {
-    const tensor *queries, *keys, *values; /* the inputs, borrowed: keep
-                                              them alive and unchanged
-                                              until the backward */
-    tensor *lens;      /* (B*h,) or (B*h, Lq): valid_lens per head, or NULL */
-    tensor *qh, *kh, *vh; /* (B*h, Lq, p), (B*h, Lk, p), (B*h, Lk, p) */
-    tensor *weights;   /* (B*h, Lq, Lk): the attention weights */
-    tensor *heads;     /* (B*h, Lq, p): attention outputs, before the mask */
-    tensor *head_mask; /* (h,): a copy of the mask, or NULL */
-    tensor *concat;    /* (B, Lq, d_model): W_o's input */
-} multihead_cache;
-
-/* multihead_forward, keeping in c what the backward needs, with an
- * optional head_mask (h,) (NULL: every head counts fully).  Like
- * multihead_forward it sets m->weights (B, h, Lq, Lk) and traces every
- * step.  On failure c is left empty.  GSL_EINVAL in training mode with
- * dropout > 0, for a head_mask that is not (h,), and for the errors of
- * multihead_forward. */
-int multihead_forward_cached(multihead *m, const tensor *queries,
-                             const tensor *keys, const tensor *values,
-                             const tensor *valid_lens,
-                             const tensor *head_mask, multihead_cache *c,
-                             tensor **out);
-
-void multihead_cache_free(multihead_cache *c);
-
-/* Given the cache of a multihead_forward_cached of m and dout (B, Lq,
+/* Given the cache a forward of m filled (multihead.h) and dout (B, Lq,
  * D_out): add the gradients of all four layers to grads (a multihead with
  * m's configuration, or NULL), of the head mask to dhead_mask ((h,), or
  * NULL; the forward must have had a mask), and set the input gradients

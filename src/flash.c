@@ -15,6 +15,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "error.h"
+#include "qkv.h"
 #include "rowops.h"
 #include "softmax.h"
 #include "threads.h"
@@ -45,44 +46,15 @@ double online_softmax_update(online_softmax *s, const double *x, size_t n)
 
 /* --- tiled attention ------------------------------------------------ */
 
-/* A 3-D input read as B row-major matrices: slice b at data + b*batch,
- * rows tda doubles apart; packed is a contiguous copy when x's own layout
- * does not allow that, or NULL. */
-typedef struct {
-    const double *data;
-    size_t batch, tda;
-    tensor *packed;
-} slices;
-
-static int as_slices(const char *name, const tensor *x, slices *s)
-{
-    size_t rows = x->shape[1], cols = x->shape[2];
-    size_t tda = rows > 1 ? x->strides[1] : cols;
-    s->packed = NULL;
-    if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
-        trace_note("%s %T have strides %P, not row-major per example: "
-                   "one contiguous copy for dgemm",
-                   name, x, (size_t)3, x->strides);
-        int status = tensor_contiguous(x, &s->packed);
-        if (status)
-            return status;
-        x = s->packed;
-        tda = cols;
-    }
-    s->data = x->data;
-    s->batch = x->strides[0];
-    s->tda = tda;
-    return GSL_SUCCESS;
-}
-
-/* Rows r0 .. r0 + n - 1, all columns, of slice b (a macro: GSL's const
- * view type cannot be a function's return type without a warning). */
-#define ROWS_OF(s, b, r0, n, cols)                                           \
+/* Rows r0 .. r0 + n - 1, all columns, of matrix b of s (a macro: GSL's
+ * const view type cannot be a function's return type without a warning). */
+#define ROWS_OF(s, b, r0, n)                                                 \
     gsl_matrix_const_view_array_with_tda(                                     \
-        (s)->data + (b) * (s)->batch + (r0) * (s)->tda, (n), (cols), (s)->tda)
+        (s)->data + (b) * (s)->batch_stride + (r0) * (s)->tda, (n),           \
+        (s)->cols, (s)->tda)
 
 typedef struct {
-    slices q, k, v;
+    qkv_matrices q, k, v;
     const tensor *valid_lens;
     size_t Lq, Lk, d, dv, tq, tk;
     double scale;
@@ -102,15 +74,11 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     size_t Lk = j->Lk, dv = j->dv, tk = j->tk;
     double *o = j->out->data + (b * j->Lq + r0) * dv; // (n, dv), contiguous
     gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
-    gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n, j->d);
+    gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n);
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0;
-        len[r] = (double)Lk;
-        if (j->valid_lens)
-            len[r] = j->valid_lens->ndim == 1
-                         ? *TENSOR_AT(j->valid_lens, b)
-                         : *TENSOR_AT(j->valid_lens, b, r0 + r);
+        len[r] = (double)softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
     }
     for (size_t k0 = 0; k0 < Lk; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
@@ -121,7 +89,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
         if (!needed)
             continue;
         // pass 1: S = Q_rows K_tile^T, (n, kn)
-        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn, j->d);
+        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn);
         gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
         int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
                                     &k_m.matrix, 0.0, &s_m.matrix);
@@ -157,7 +125,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
             m[r] = m_new;
         }
         // pass 3: O += P V_tile
-        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn, dv);
+        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn);
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
                                 &v_m.matrix, 1.0, &o_m.matrix);
         if (status)
@@ -167,41 +135,6 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     for (size_t r = 0; r < n; r++)
         rowops_divide(o + r * dv, dv, l[r]);
     return GSL_SUCCESS;
-}
-
-/* The checks of dot_attention_forward, under this function's name. */
-static int check_inputs(const char *who, const tensor *q, const tensor *k,
-                        const tensor *v, const tensor *valid_lens)
-{
-    if (!q || !k || !v)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "queries" : !k ? "keys" : "values");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    char shapes[3 * TRACE_SHAPE_MAX + 32], qk[2 * TRACE_SHAPE_MAX + 32];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
-    snprintf(shapes, sizeof shapes, "queries %s, keys %s, values %s", qs, ks,
-             vs);
-    snprintf(qk, sizeof qk, "queries %s, keys %s", qs, ks);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries, keys and values must be 3-D "
-                        "(B, L, features), got %s",
-                        who, shapes);
-    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
-        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who,
-                        shapes);
-    if (v->shape[1] != k->shape[1])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have Lk = %zu but values have Lk = %zu (%s)",
-                        who, k->shape[1], v->shape[1], shapes);
-    if (k->shape[2] != q->shape[2])
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have d = %zu but keys have d = %zu (%s)",
-                        who, q->shape[2], k->shape[2], shapes);
-    return softmax_check_valid_lens(who, qk, q->shape[0], q->shape[1],
-                                    k->shape[1], valid_lens);
 }
 
 static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
@@ -226,7 +159,13 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
 {
     const char *who = "flash_attention_forward";
     *out = NULL;
-    int status = check_inputs(who, queries, keys, values, valid_lens);
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_lesson_names, queries, keys, values, 1,
+                           NULL, &shapes);
+    if (!status)
+        status = softmax_check_valid_lens(who, shapes.qk, queries->shape[0],
+                                          queries->shape[1], keys->shape[1],
+                                          valid_lens);
     if (status)
         return status;
     flash_job j = {.valid_lens = valid_lens};
@@ -250,11 +189,11 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
         mha_mul_size(per_thread, nthreads, &total, who))
         return GSL_EOVRFLW;
     double *scratch = NULL;
-    status = as_slices("queries", queries, &j.q);
+    status = qkv_as_matrices("queries", queries, &j.q);
     if (!status)
-        status = as_slices("keys", keys, &j.k);
+        status = qkv_as_matrices("keys", keys, &j.k);
     if (!status)
-        status = as_slices("values", values, &j.v);
+        status = qkv_as_matrices("values", values, &j.v);
     // out is (B, Lq, dv), zero: the running sums start there
     if (!status)
         status = tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out);

@@ -45,7 +45,7 @@
  * The blocks of query rows run in parallel (threads.h), one-threaded BLAS
  * inside.  out is a new contiguous tensor you tensor_free; inputs are only
  * read.  Inputs whose batch slices are not row-major matrices are copied
- * once (as attention.h does).
+ * once (qkv_as_matrices, as the dot product's are).
  */
 #ifndef MHA_FLASH_H
 #define MHA_FLASH_H

@@ -17,24 +17,13 @@
 
 #include <gsl/gsl_blas.h>
 
+#include "attention.h"
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
 /* --- making and initialising ---------------------------------------- */
-
-static int check_dropout(const char *who, double p, int training,
-                         const gsl_rng *rng)
-{
-    if (!(p >= 0.0 && p < 1.0))
-        return mha_fail(GSL_EINVAL, "%s: dropout %g is outside [0, 1)", who, p);
-    if (training && p > 0.0 && !rng)
-        return mha_fail(GSL_EINVAL,
-                        "%s: training with dropout %g needs a random "
-                        "generator (rng is NULL)",
-                        who, p);
-    return GSL_SUCCESS;
-}
 
 int headmajor_init(headmajor *m, const headmajor_config *cfg)
 {
@@ -47,7 +36,7 @@ int headmajor_init(headmajor *m, const headmajor_config *cfg)
                         "%s: sizes must be >= 1 (n_head %zu, d_model %zu, "
                         "d_k %zu, d_v %zu)",
                         who, c->n_head, c->d_model, c->d_k, c->d_v);
-    int status = check_dropout(who, c->dropout, 0, NULL);
+    int status = attention_check_dropout(who, c->dropout, 0, NULL);
     if (status)
         return status;
     size_t hdk, hdv; /* h*d_k and h*d_v, the projections' widths */
@@ -197,62 +186,41 @@ int headmajor_join_heads(const tensor *x, tensor **out)
 
 /* --- the forward pass ------------------------------------------------ */
 
-/* The seed's inputs: q, k, v 3-D, one batch size, as many values as
- * keys, d_model features each; then valid_lens, 0 excluded.  The shapes
- * go into qkv ("q (..), k (..), v (..)") for every message. */
+/* The seed's inputs: the rules of qkv.h in the seed's names, q, k and v;
+ * d_model features each; then valid_lens, 0 excluded. */
 static int check_inputs(const headmajor *m, const tensor *q, const tensor *k,
                         const tensor *v, const tensor *valid_lens)
 {
     const char *who = "headmajor_forward";
-    if (!q || !k || !v)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !q ? "q" : !k ? "k" : "v");
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    char qkv[3 * TRACE_SHAPE_MAX + 16], qk[2 * TRACE_SHAPE_MAX + 16];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
-    snprintf(qkv, sizeof qkv, "q %s, k %s, v %s", qs, ks, vs);
-    snprintf(qk, sizeof qk, "q %s, k %s", qs, ks);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: q, k and v must be 3-D (B, L, d_model), got %s",
-                        who, qkv);
-    if (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
-        return mha_fail(GSL_EBADLEN, "%s: batch sizes differ (%s)", who, qkv);
-    if (v->shape[1] != k->shape[1])
-        return mha_fail(GSL_EBADLEN, "%s: k has Lk = %zu but v has Lk = %zu (%s)",
-                        who, k->shape[1], v->shape[1], qkv);
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_seed_names, q, k, v, 0, NULL, &shapes);
+    if (status)
+        return status;
     size_t D = m->cfg.d_model;
     if (q->shape[2] != D || k->shape[2] != D || v->shape[2] != D)
         return mha_fail(GSL_EBADLEN,
                         "%s: q, k and v must end in d_model = %zu features (%s)",
-                        who, D, qkv);
-    int status = check_dropout(who, m->cfg.dropout, m->training, m->rng);
+                        who, D, shapes.all);
+    status = attention_check_dropout(who, m->cfg.dropout, m->training,
+                                     m->rng);
     if (status)
         return status;
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
-    status = softmax_check_valid_lens(who, qk, B, Lq, Lk, valid_lens);
-    if (status || !valid_lens)
+    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
+    if (status)
         return status;
-    // valid_lens is (B,) or (B, Lq); a 0 would leave a row of only -inf
-    size_t rows = valid_lens->ndim == 2 ? Lq : 1;
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < rows; i++) {
-            if (*TENSOR_AT(valid_lens, b, i) != 0.0)
-                continue;
-            char at[48], ls[TRACE_SHAPE_MAX];
-            if (rows > 1)
-                snprintf(at, sizeof at, "%zu, %zu", b, i);
-            else
-                snprintf(at, sizeof at, "%zu", b);
-            return mha_fail(GSL_EINVAL,
-                            "%s: valid_lens[%s] = 0 masks every key: softmax "
-                            "of a row of -inf is 0/0 = NaN (masked_softmax "
-                            "would give each key 1/%zu) (%s, valid_lens %s)",
-                            who, at, Lk, qk,
-                            tensor_shape_str(valid_lens, ls, sizeof ls));
-        }
+    // a valid length of 0 would leave a row of only -inf
+    size_t b, i;
+    if (softmax_find_bad_len(valid_lens, B, Lq, Lk, 1, &b, &i)) {
+        char at[48], ls[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "%s: valid_lens[%s] = 0 masks every key: softmax "
+                        "of a row of -inf is 0/0 = NaN (masked_softmax "
+                        "would give each key 1/%zu) (%s, valid_lens %s)",
+                        who, softmax_len_index(valid_lens, b, i, at, sizeof at),
+                        Lk, shapes.qk,
+                        tensor_shape_str(valid_lens, ls, sizeof ls));
+    }
     return GSL_SUCCESS;
 }
 
@@ -330,11 +298,10 @@ static int make_mask(const tensor *valid_lens, size_t Lq, size_t Lk,
     tensor_set_names(*mask, "B, Lq, Lk");
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
-            double len = valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
-                                               : *TENSOR_AT(valid_lens, b, i);
+            size_t len = softmax_valid_len(valid_lens, b, i, Lk);
             double *mask_bi = (*mask)->data + (b * Lq + i) * Lk;
             for (size_t t = 0; t < Lk; t++)
-                mask_bi[t] = (double)t >= len ? 1.0 : 0.0;
+                mask_bi[t] = t >= len ? 1.0 : 0.0;
         }
     trace_step(TRACE_NEW, valid_lens, *mask, "mask(valid_lens)");
     return GSL_SUCCESS;

@@ -22,6 +22,7 @@
 #include "npy.h"
 #include "plot.h"
 #include "program.h"
+#include "qkv.h"
 #include "rowops.h"
 #include "softmax.h"
 #include "tensor.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
@@ -232,45 +233,29 @@ void multihead_train(multihead *m, int training, gsl_rng *rng)
     m->attention.rng = rng;
 }
 
-/* The inputs against the configuration and each other; one message names
- * every shape, so the reader sees the whole disagreement at once. */
+/* The inputs by the rules every attention follows (qkv.h), then against
+ * the configuration; one message names every shape, so the reader sees
+ * the whole disagreement at once. */
 int multihead_check_inputs(const multihead *m, const tensor *q,
                            const tensor *k, const tensor *v,
                            const tensor *valid_lens)
 {
     const multihead_config *c = &m->cfg;
-    char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(q, qs, sizeof qs);
-    tensor_shape_str(k, ks, sizeof ks);
-    tensor_shape_str(v, vs, sizeof vs);
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "multihead: queries %s, keys %s and values %s must "
-                        "all be 3-D (B, L, features)",
-                        qs, ks, vs);
-    if (q->shape[0] != k->shape[0] || q->shape[0] != v->shape[0])
-        return mha_fail(GSL_EBADLEN,
-                        "multihead: batch sizes differ: queries %s, keys %s, "
-                        "values %s",
-                        qs, ks, vs);
-    if (k->shape[1] != v->shape[1])
-        return mha_fail(GSL_EBADLEN,
-                        "multihead: keys %s and values %s have different "
-                        "lengths %zu and %zu",
-                        ks, vs, k->shape[1], v->shape[1]);
+    qkv_shapes shapes;
+    int status = qkv_check("multihead", &qkv_lesson_names, q, k, v, 0, NULL,
+                           &shapes);
+    if (status)
+        return status;
     if (q->shape[2] != c->query_size || k->shape[2] != c->key_size ||
         v->shape[2] != c->value_size)
         return mha_fail(GSL_EBADLEN,
-                        "multihead: feature sizes queries %s, keys %s, values "
-                        "%s do not match the layers' query_size %zu, "
-                        "key_size %zu, value_size %zu",
-                        qs, ks, vs, c->query_size, c->key_size, c->value_size);
+                        "multihead: feature sizes %s do not match the layers' "
+                        "query_size %zu, key_size %zu, value_size %zu",
+                        shapes.all, c->query_size, c->key_size, c->value_size);
     /* valid_lens against the queries and keys, before the repeat per
      * head makes its indices harder to read */
-    char context[3 * TRACE_SHAPE_MAX + 32];
-    snprintf(context, sizeof context, "queries %s, keys %s", qs, ks);
-    int status = softmax_check_valid_lens("multihead", context, q->shape[0],
-                                          q->shape[1], k->shape[1], valid_lens);
+    status = softmax_check_valid_lens("multihead", shapes.qk, q->shape[0],
+                                      q->shape[1], k->shape[1], valid_lens);
     if (status)
         return status;
     /* NaN or inf anywhere would spread to whole rows of the output (a
@@ -289,16 +274,114 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
     return GSL_SUCCESS;
 }
 
+/* --- the forward pass, and its options ------------------------------ */
+
+void multihead_cache_free(multihead_cache *c)
+{
+    tensor_free(c->lens);
+    tensor_free(c->qh);
+    tensor_free(c->kh);
+    tensor_free(c->vh);
+    tensor_free(c->weights);
+    tensor_free(c->heads);
+    tensor_free(c->head_mask);
+    tensor_free(c->concat);
+    memset(c, 0, sizeof *c);
+}
+
+/* The inputs (multihead_check_inputs), after the one setting a cache
+ * cannot serve, and then the head mask. */
+static int check_forward(const multihead *m, const tensor *q,
+                         const tensor *k, const tensor *v,
+                         const tensor *valid_lens, const tensor *head_mask,
+                         const multihead_cache *c)
+{
+    const char *who = "multihead_forward_cached";
+    size_t h = m->cfg.num_heads;
+    if (c && m->attention.training && m->attention.dropout > 0)
+        return mha_fail(GSL_EINVAL,
+                        "%s: dropout %g in training mode: the backward pass "
+                        "needs the dropped weights, which are not kept; "
+                        "train with dropout 0 or in evaluation mode",
+                        who, m->attention.dropout);
+    int status = multihead_check_inputs(m, q, k, v, valid_lens);
+    if (status)
+        return status;
+    if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
+        char hs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "%s: head_mask has shape %s, expected (%zu,) for "
+                        "num_heads %zu",
+                        who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
+    }
+    return GSL_SUCCESS;
+}
+
+/* out (B*h, L, p) = x with batch row b*h + i multiplied by mask[i]: head
+ * i of every example, scaled. */
+static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
+{
+    int status = tensor_alloc(x->ndim, x->shape, out);
+    if (status)
+        return status;
+    memcpy((*out)->names, x->names, sizeof x->names);
+    size_t h = mask->shape[0], rows = x->shape[0];
+    size_t per_row = x->shape[1] * x->shape[2];
+    for (size_t r = 0; r < rows; r++) {
+        double s = mask->data[(r % h) * mask->strides[0]];
+        const double *x_r = x->data + r * per_row;
+        double *o_r = (*out)->data + r * per_row;
+        for (size_t j = 0; j < per_row; j++)
+            o_r[j] = s * x_r[j];
+    }
+    trace_step(TRACE_NEW, x, *out, "head_mask (h=%zu)", h);
+    return GSL_SUCCESS;
+}
+
+/* The attention's weights, (B*h, Lq, Lk), kept in m as (B, h, Lq, Lk)
+ * and, when cached is not NULL, in *cached as they are: views, made
+ * untraced, since keeping is no step of the pass.  m's earlier weights
+ * go only once the new ones are there. */
+static int keep_weights(multihead *m, size_t batch, tensor **cached)
+{
+    trace_quiet_begin();
+    tensor *w = NULL;
+    const tensor *aw = m->attention.weights; // (B*h, Lq, Lk)
+    long rows = (long)aw->shape[0], Lq = (long)aw->shape[1];
+    long Lk = (long)aw->shape[2];
+    int status = tensor_view(aw, DIMS((long)batch, (long)m->cfg.num_heads,
+                                      Lq, Lk),
+                             "B, h, Lq, Lk", &w);
+    if (!status && cached)
+        status = tensor_view(aw, DIMS(rows, Lq, Lk), NULL, cached);
+    trace_quiet_end();
+    if (status) {
+        tensor_free(w);
+        return status;
+    }
+    tensor_free(m->weights);
+    m->weights = w;
+    return GSL_SUCCESS;
+}
+
 /* The six steps of multihead.h: project, split into heads, repeat
  * valid_lens, attend on all B*h heads at once, join the heads, mix them
- * with W_o.  The intermediates are freed here; the per-head weights stay
- * in m->weights as (B, h, Lq, Lk). */
-int multihead_forward(multihead *m, const tensor *queries,
-                      const tensor *keys, const tensor *values,
-                      const tensor *valid_lens, tensor **out)
+ * with W_o; with a head mask, each head's output is scaled before the
+ * heads are joined.  The inputs of the steps that the backward pass reads
+ * are gathered in `kept` as they are made: handed over to c when there is
+ * a cache, freed otherwise.  The per-head weights stay in m->weights as
+ * (B, h, Lq, Lk). */
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out)
 {
     *out = NULL;
-    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    if (c)
+        multihead_cache_free(c);
+    int status = check_forward(m, queries, keys, values, valid_lens,
+                               head_mask, c);
     if (status)
         return status;
     size_t h = m->cfg.num_heads;
@@ -309,67 +392,80 @@ int multihead_forward(multihead *m, const tensor *queries,
                 TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
                              TRACE_NAMED(values, "v"),
                              TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(h=%zu)", h);
+                "multihead(h=%zu)%s", h, c ? ", cached" : "");
 
-    tensor *q = NULL, *k = NULL, *v = NULL;      // (B, L, d_model)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, L, p)
-    tensor *lens = NULL;                          // (B*h,) or (B*h, Lq)
-    tensor *oh = NULL;                            // (B*h, Lq, p)
-    tensor *concat = NULL;                        // (B, Lq, d_model)
+    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model)
+    multihead_cache kept = {0};             // qh, kh, vh (B*h, L, p),
+                                            // lens (B*h,) or (B*h, Lq),
+                                            // heads (B*h, Lq, p),
+                                            // concat (B, Lq, d_model)
+    tensor *masked = NULL;                  // (B*h, Lq, p), heads scaled
 
     // 1-2. project, then split into heads
     status = linear_forward(&m->W_q, &q_in, &q);
     if (!status)
-        status = transpose_qkv(q, h, &qh);
+        status = transpose_qkv(q, h, &kept.qh);
     if (!status)
         status = linear_forward(&m->W_k, &k_in, &k);
     if (!status)
-        status = transpose_qkv(k, h, &kh);
+        status = transpose_qkv(k, h, &kept.kh);
     if (!status)
         status = linear_forward(&m->W_v, &v_in, &v);
     if (!status)
-        status = transpose_qkv(v, h, &vh);
+        status = transpose_qkv(v, h, &kept.vh);
     // 3. one valid length per head, in repeat_interleave order
     if (!status && valid_lens) {
         tensor l_in = tensor_named(valid_lens,
                                    valid_lens->ndim == 2 ? "B, Lq" : "B");
-        status = repeat_valid_lens(&l_in, h, &lens);
+        status = repeat_valid_lens(&l_in, h, &kept.lens);
     }
     // 4. all B*h heads attend at once
     if (!status)
-        status = dot_attention_forward(&m->attention, qh, kh, vh, lens, &oh);
+        status = dot_attention_forward(&m->attention, kept.qh, kept.kh,
+                                       kept.vh, kept.lens, &kept.heads);
+    // the head mask, if any: head i's outputs times head_mask[i]
+    if (!status && head_mask)
+        status = apply_head_mask(kept.heads, head_mask, &masked);
     // 5-6. heads side by side again, then mixed by W_o
     if (!status)
-        status = transpose_output(oh, h, &concat);
+        status = transpose_output(masked ? masked : kept.heads, h,
+                                  &kept.concat);
     if (!status)
-        status = linear_forward(&m->W_o, concat, out);
+        status = linear_forward(&m->W_o, kept.concat, out);
     trace_end();
 
-    if (!status) {
-        /* keep the weights as (B, h, Lq, Lk): a view, not traced */
-        trace_quiet_begin();
-        tensor *w = NULL;
-        const tensor *aw = m->attention.weights; // (B*h, Lq, Lk)
-        status = tensor_view(aw, DIMS((long)queries->shape[0], (long)h,
-                                      (long)aw->shape[1], (long)aw->shape[2]),
-                             "B, h, Lq, Lk", &w);
-        trace_quiet_end();
-        if (!status) {
-            tensor_free(m->weights);
-            m->weights = w;
-        } else {
-            tensor_free(*out);
-            *out = NULL;
-        }
+    // what outlives the call: the cache when asked for, and the weights
+    if (!status && c && head_mask) {
+        status = tensor_alloc(SHAPE(h), &kept.head_mask);
+        if (!status)
+            status = tensor_copy_into(kept.head_mask, head_mask);
     }
+    if (!status)
+        status = keep_weights(m, queries->shape[0], c ? &kept.weights : NULL);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
-    tensor_free(qh);
-    tensor_free(kh);
-    tensor_free(vh);
-    tensor_free(lens);
-    tensor_free(oh);
-    tensor_free(concat);
+    tensor_free(masked);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    }
+    if (!status && c) {
+        kept.queries = queries;
+        kept.keys = keys;
+        kept.values = values;
+        *c = kept;
+    } else {
+        multihead_cache_free(&kept);
+    }
     return status;
+}
+
+/* The six steps with no head mask and nothing kept for a backward pass. */
+int multihead_forward(multihead *m, const tensor *queries,
+                      const tensor *keys, const tensor *values,
+                      const tensor *valid_lens, tensor **out)
+{
+    return multihead_forward_cached(m, queries, keys, values, valid_lens,
+                                    NULL, NULL, out);
 }

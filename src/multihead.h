@@ -28,6 +28,13 @@
  *      (B*h, Lq, p) -> (B, h, Lq, p) -> (B, Lq, h, p) -> (B, Lq, d_model).
  *   6. W_o mixes the heads: (B, Lq, d_model) -> (B, Lq, D_out).
  *
+ * One function runs these steps, multihead_forward_cached, with two
+ * options: a head mask, which scales each head's output between steps 4
+ * and 5, and a cache that keeps the steps' inputs for the backward pass
+ * (backward.h).  multihead_forward is that function with neither.
+ * multihead_forward_fast (multihead_fast.h) computes the same numbers
+ * another way, from the same checks.
+ *
  * Ownership: multihead_init allocates the layers inside the struct you
  * pass; multihead_free releases them and the kept weights.  Outputs are
  * new tensors you tensor_free.
@@ -88,20 +95,62 @@ void multihead_reset_xavier(multihead *m, gsl_rng *r);
  * dropout to the attention weights with rng, which the caller owns. */
 void multihead_train(multihead *m, int training, gsl_rng *rng);
 
-/* Queries, keys, values and valid_lens against the layers and each
- * other, before anything is computed (both forward paths call it):
- * GSL_EINVAL or GSL_EBADLEN with a message naming every shape, and
- * GSL_EDOM for a NaN or infinity in the inputs, weights or biases. */
+/* Queries, keys, values and valid_lens by the rules every attention
+ * follows (qkv.h), then against the layers, before anything is computed
+ * (every forward path calls it): GSL_EINVAL for a missing input or a bad
+ * valid length, GSL_EBADLEN with a message naming every shape, GSL_EDOM
+ * for a NaN or infinity in the inputs, weights or biases.  Messages start
+ * "multihead: ". */
 int multihead_check_inputs(const multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens);
 
-/* The forward pass above; out is (B, Lq, D_out).  Inputs, weights and
- * biases must be finite: a NaN or an infinity is refused with GSL_EDOM
- * and a message naming the element (the building blocks below, softmax
- * and attention, follow IEEE arithmetic and let them through). */
+/* The forward pass above; out is (B, Lq, D_out), and m->weights (B, h,
+ * Lq, Lk) the per-head weights.  Inputs, weights and biases must be
+ * finite: a NaN or an infinity is refused with GSL_EDOM and a message
+ * naming the element (the building blocks below, softmax and attention,
+ * follow IEEE arithmetic and let them through). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);
+
+/* --- the options: a head mask, a cache for the backward ------------- */
+
+/* What multihead_backward (backward.h) needs from the forward: the inputs
+ * of its steps.  Zero-initialise it (multihead_cache c = {0};); each
+ * forward given it replaces its contents (and leaves it empty when it
+ * fails); multihead_cache_free releases them. */
+typedef struct multihead_cache {
+    const tensor *queries, *keys, *values; /* the inputs, borrowed: keep
+                                              them alive and unchanged
+                                              until the backward */
+    tensor *lens;      /* (B*h,) or (B*h, Lq): valid_lens per head, or NULL */
+    tensor *qh, *kh, *vh; /* (B*h, Lq, p), (B*h, Lk, p), (B*h, Lk, p) */
+    tensor *weights;   /* (B*h, Lq, Lk): the attention weights */
+    tensor *heads;     /* (B*h, Lq, p): attention outputs, before the mask */
+    tensor *head_mask; /* (h,): a copy of the mask, or NULL */
+    tensor *concat;    /* (B, Lq, d_model): W_o's input */
+} multihead_cache;
+
+void multihead_cache_free(multihead_cache *c);
+
+/* The forward pass with its two options, each NULL when not wanted (with
+ * both NULL it is multihead_forward):
+ *   head_mask  (h,): multiplies head i's output by head_mask[i] between
+ *              steps 4 and 5, before W_o mixes the heads; 1 keeps a head,
+ *              0 silences it (chapter 14 measures how much each matters)
+ *   c          filled with what multihead_backward reads, the inputs of
+ *              the steps (the name says what it is for: the forward that
+ *              training runs before multihead_backward)
+ * It traces what multihead_forward traces, plus a head_mask line, and
+ * the header says ", cached" when c is filled.  Errors: those of
+ * multihead_forward; GSL_EBADLEN for a head_mask that is not (h,);
+ * GSL_EINVAL for a cache in training mode with dropout > 0, since the
+ * dropped weights are not kept. */
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out);
 
 #endif

@@ -22,6 +22,27 @@
 #include "threads.h"
 #include "trace.h"
 
+/* What both paths here do first: forget the weights of an earlier call
+ * (neither keeps any), check the inputs as multihead_forward does, and
+ * refuse the one thing it does that they do not, dropout in training. */
+static int start(multihead *m, const tensor *queries, const tensor *keys,
+                 const tensor *values, const tensor *valid_lens,
+                 const char *who, tensor **out)
+{
+    *out = NULL;
+    tensor_free(m->weights);
+    m->weights = NULL;
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    if (status)
+        return status;
+    if (m->attention.training && m->attention.dropout > 0.0)
+        return mha_fail(GSL_EINVAL,
+                        "%s: training with dropout %g is not supported here "
+                        "(multihead_forward has it)",
+                        who, m->attention.dropout);
+    return GSL_SUCCESS;
+}
+
 /* (B, L, D) -> (B, h, L, p): two views, each traced by tensor_reshape and
  * tensor_permute.  Head (b, i) of the result is an (L, p) matrix at
  * data + b*strides[0] + i*strides[1] whose rows are strides[2] = D apart. */
@@ -61,16 +82,6 @@ static size_t auto_block_rows(size_t Lq, size_t Lk)
     return rows < Lq ? rows : Lq;
 }
 
-/* The valid length of query row r of example b. */
-static size_t valid_len(const tensor *valid_lens, size_t b, size_t r,
-                        size_t Lk)
-{
-    if (!valid_lens)
-        return Lk;
-    return (size_t)(valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
-                                          : *TENSOR_AT(valid_lens, b, r));
-}
-
 /* One block of one head: rows r0 .. r0 + rows - 1 of head (b, i).
  *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
  *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
@@ -91,7 +102,7 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
     // pass 2: scale, mask, exp(s - max) and the row sums, row by row
     for (size_t r = 0; r < rows && !status; r++)
         sums[r] = rowops_softmax_unnormalized(
-            s + r * Lk, Lk, scale, valid_len(valid_lens, b, r0 + r, Lk),
+            s + r * Lk, Lk, scale, softmax_valid_len(valid_lens, b, r0 + r, Lk),
             s + r * Lk, NULL);
     // the weights, when they are kept: (B, h, Lq, Lk), contiguous
     for (size_t r = 0; weights && r < rows && !status; r++) {
@@ -171,17 +182,10 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *valid_lens,
                            const multihead_fast_options *opt, tensor **out)
 {
-    *out = NULL;
-    tensor_free(m->weights); // never the weights of an earlier call
-    m->weights = NULL;
-    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    int status = start(m, queries, keys, values, valid_lens,
+                       "multihead_forward_fast", out);
     if (status)
         return status;
-    if (m->attention.training && m->attention.dropout > 0.0)
-        return mha_fail(GSL_EINVAL,
-                        "multihead_forward_fast: training with dropout %g is "
-                        "not supported here (multihead_forward has it)",
-                        m->attention.dropout);
     const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0, 0};
     if (!opt)
         opt = &defaults;
@@ -266,17 +270,10 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                             const tensor *keys, const tensor *values,
                             const tensor *valid_lens, tensor **out)
 {
-    *out = NULL;
-    tensor_free(m->weights);
-    m->weights = NULL;
-    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    int status = start(m, queries, keys, values, valid_lens,
+                       "multihead_forward_naive", out);
     if (status)
         return status;
-    if (m->attention.training && m->attention.dropout > 0.0)
-        return mha_fail(GSL_EINVAL,
-                        "multihead_forward_naive: training with dropout %g is "
-                        "not supported here (multihead_forward has it)",
-                        m->attention.dropout);
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t D = m->cfg.num_hiddens, h = m->cfg.num_heads, p = D / h;
     size_t Dout = m->cfg.out_size;
@@ -312,7 +309,7 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                          values->strides[2], vp + t * D);
         }
         for (size_t i = 0; i < Lq; i++) {
-            size_t len = valid_len(valid_lens, b, i, Lk);
+            size_t len = softmax_valid_len(valid_lens, b, i, Lk);
             for (size_t hd = 0; hd < h; hd++) {
                 const double *q_i = qp + i * D + hd * p;
                 // scores of query i against every key, masked beyond len

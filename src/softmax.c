@@ -83,53 +83,86 @@ int softmax_lastdim(const tensor *x, tensor **out)
 
 /* --- valid_lens ----------------------------------------------------- */
 
-int softmax_check_valid_lens(const char *who, const char *context,
-                             size_t batch, size_t num_queries,
-                             size_t num_keys, const tensor *valid_lens)
+size_t softmax_valid_len(const tensor *valid_lens, size_t b, size_t i,
+                         size_t num_keys)
 {
     if (!valid_lens)
-        return GSL_SUCCESS;
-    char vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(valid_lens, vs, sizeof vs);
+        return num_keys;
+    return (size_t)(valid_lens->ndim == 1 ? *TENSOR_AT(valid_lens, b)
+                                          : *TENSOR_AT(valid_lens, b, i));
+}
+
+softmax_lens_fault softmax_find_bad_len(const tensor *valid_lens,
+                                        size_t batch, size_t num_queries,
+                                        size_t num_keys, size_t min_len,
+                                        size_t *b, size_t *i)
+{
+    *b = *i = 0;
+    if (!valid_lens)
+        return SOFTMAX_LENS_FINE;
     int per_example = valid_lens->ndim == 1 && valid_lens->shape[0] == batch;
     int per_query = valid_lens->ndim == 2 && valid_lens->shape[0] == batch &&
                     valid_lens->shape[1] == num_queries;
     if (!per_example && !per_query)
+        return SOFTMAX_LENS_SHAPE;
+    if (tensor_is_meta(valid_lens))
+        return SOFTMAX_LENS_FINE; /* shapes alone: no lengths to check */
+    // valid_lens is (B,) or (B, Lq): b runs over B, i over 1 or Lq
+    size_t rows = per_query ? num_queries : 1;
+    for (*b = 0; *b < batch; ++*b)
+        for (*i = 0; *i < rows; ++*i) {
+            double v = *TENSOR_AT(valid_lens, *b, *i);
+            if (isnan(v) || v != floor(v))
+                return SOFTMAX_LEN_NOT_WHOLE;
+            if (v < 0)
+                return SOFTMAX_LEN_NEGATIVE;
+            if (v > (double)num_keys)
+                return SOFTMAX_LEN_TOO_LARGE;
+            if (v < (double)min_len)
+                return SOFTMAX_LEN_TOO_SMALL;
+        }
+    *b = *i = 0;
+    return SOFTMAX_LENS_FINE;
+}
+
+char *softmax_len_index(const tensor *valid_lens, size_t b, size_t i,
+                        char *buf, size_t n)
+{
+    if (valid_lens->ndim == 2)
+        snprintf(buf, n, "%zu, %zu", b, i);
+    else
+        snprintf(buf, n, "%zu", b);
+    return buf;
+}
+
+int softmax_check_valid_lens(const char *who, const char *context,
+                             size_t batch, size_t num_queries,
+                             size_t num_keys, const tensor *valid_lens)
+{
+    size_t b, i;
+    softmax_lens_fault fault = softmax_find_bad_len(
+        valid_lens, batch, num_queries, num_keys, 0, &b, &i);
+    if (!fault)
+        return GSL_SUCCESS;
+    char vs[TRACE_SHAPE_MAX];
+    tensor_shape_str(valid_lens, vs, sizeof vs);
+    if (fault == SOFTMAX_LENS_SHAPE)
         return mha_fail(GSL_EBADLEN,
                         "%s: valid_lens has shape %s, expected (%zu,) or "
                         "(%zu, %zu) (%s)",
                         who, vs, batch, batch, num_queries, context);
-
-    if (tensor_is_meta(valid_lens))
-        return GSL_SUCCESS; /* shapes alone: no lengths to check */
-    // valid_lens is (B,) or (B, Lq): b runs over B, i over 1 or Lq
-    size_t rows = per_query ? num_queries : 1;
-    for (size_t b = 0; b < batch; b++)
-        for (size_t i = 0; i < rows; i++) {
-            double v = *TENSOR_AT(valid_lens, b, i);
-            const char *problem = NULL;
-            char bound[48] = "";
-            if (isnan(v) || v != floor(v))
-                problem = "is not a whole number";
-            else if (v < 0)
-                problem = "is negative";
-            else if (v > (double)num_keys) {
-                snprintf(bound, sizeof bound,
-                         "is larger than the number of keys %zu", num_keys);
-                problem = bound;
-            }
-            if (!problem)
-                continue;
-            char at[48];
-            if (per_query)
-                snprintf(at, sizeof at, "%zu, %zu", b, i);
-            else
-                snprintf(at, sizeof at, "%zu", b);
-            return mha_fail(GSL_EINVAL,
-                            "%s: valid_lens[%s] = %g %s (%s, valid_lens %s)",
-                            who, at, v, problem, context, vs);
-        }
-    return GSL_SUCCESS;
+    char at[48], problem[48];
+    if (fault == SOFTMAX_LEN_TOO_LARGE)
+        snprintf(problem, sizeof problem,
+                 "is larger than the number of keys %zu", num_keys);
+    else
+        snprintf(problem, sizeof problem, "%s",
+                 fault == SOFTMAX_LEN_NEGATIVE ? "is negative"
+                                               : "is not a whole number");
+    return mha_fail(GSL_EINVAL,
+                    "%s: valid_lens[%s] = %g %s (%s, valid_lens %s)", who,
+                    softmax_len_index(valid_lens, b, i, at, sizeof at),
+                    *TENSOR_AT(valid_lens, b, i), problem, context, vs);
 }
 
 /* --- masked softmax ------------------------------------------------- */
@@ -186,11 +219,7 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     memcpy((*out)->names, scores->names, sizeof scores->names);
     for (size_t b = 0; b < (meta ? 0 : B); b++)
         for (size_t i = 0; i < Lq; i++) {
-            size_t valid = Lk;
-            if (valid_lens)
-                valid = (size_t)(valid_lens->ndim == 1
-                                     ? *TENSOR_AT(valid_lens, b)
-                                     : *TENSOR_AT(valid_lens, b, i));
+            size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
             const double *scores_bi =
                 scores->data + b * scores->strides[0] + i * scores->strides[1];
             double *out_bi = (*out)->data + (b * Lq + i) * Lk;

@@ -68,6 +68,39 @@ int masked_softmax_scaled(const tensor *scores, double scale,
  * GSL_EINVAL when batch or len is 0. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out);
 
+/* The valid length of row (b, i) of scores (B, Lq, Lk): valid_lens[b]
+ * when valid_lens is (B,), valid_lens[b, i] when (B, Lq), num_keys when
+ * it is NULL.  Unchecked: softmax_check_valid_lens says first whether
+ * valid_lens fits. */
+size_t softmax_valid_len(const tensor *valid_lens, size_t b, size_t i,
+                         size_t num_keys);
+
+/* What is wrong with valid_lens (NULL, (B,) or (B, Lq)) against scores
+ * of shape (B, Lq, Lk): its shape, or entry (b, i), the first in
+ * row-major order that breaks a rule above (i is 0 for (B,)).  The rules
+ * live here; softmax_check_valid_lens words them for the library, and a
+ * caller that words its own messages (the mha program) asks this.
+ * min_len > 0 also refuses a whole number below it (headmajor.h refuses
+ * 0). */
+typedef enum softmax_lens_fault {
+    SOFTMAX_LENS_FINE = 0,
+    SOFTMAX_LENS_SHAPE,    /* neither (B,) nor (B, Lq) */
+    SOFTMAX_LEN_NOT_WHOLE, /* NaN, or with a fraction */
+    SOFTMAX_LEN_NEGATIVE,
+    SOFTMAX_LEN_TOO_LARGE, /* more than num_keys */
+    SOFTMAX_LEN_TOO_SMALL, /* less than min_len */
+} softmax_lens_fault;
+
+softmax_lens_fault softmax_find_bad_len(const tensor *valid_lens,
+                                        size_t batch, size_t num_queries,
+                                        size_t num_keys, size_t min_len,
+                                        size_t *b, size_t *i);
+
+/* The index of entry (b, i) as messages print it, into buf: "1" for
+ * (B,) valid_lens, "1, 0" for (B, Lq); returns buf. */
+char *softmax_len_index(const tensor *valid_lens, size_t b, size_t i,
+                        char *buf, size_t n);
+
 /* Check valid_lens (NULL, (B,) or (B, Lq)) against scores of shape
  * (B, Lq, Lk) before anything is computed.  Messages start with `who` and
  * end with "(<context>, valid_lens <shape>)", where context names the

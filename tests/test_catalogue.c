@@ -2,7 +2,7 @@
  *
  * Every row is one way a user can get the input wrong, with the status it
  * must get and the one line it must say.  (The command-line program's
- * rows, 66 of them with exit status 2, are in tests/test_cli.c.)  Each
+ * rows, 68 of them with exit status 2, are in tests/test_cli.c.)  Each
  * case also checks that the out-parameter stays NULL and that no output
  * file appears; leaks are caught by running this file under valgrind
  * (make memcheck) and LeakSanitizer (make sanitize). */
@@ -273,15 +273,15 @@ static struct entry catalogue[] = {
     {"values_wrong_features", values_wrong_features, GSL_EBADLEN,
      "multihead: feature sizes queries (2, 3, 6), keys (2, 4, 5), values "
      "(2, 4, 5) do not match the layers' query_size 6, key_size 5, value_size 4"},
-    {"queries_not_3d", queries_not_3d, GSL_EINVAL,
-     "multihead: queries (6, 6), keys (2, 4, 5) and values (2, 4, 4) must all "
-     "be 3-D (B, L, features)"},
+    {"queries_not_3d", queries_not_3d, GSL_EBADLEN,
+     "multihead: queries, keys and values must be 3-D (B, L, features), got "
+     "queries (6, 6), keys (2, 4, 5), values (2, 4, 4)"},
     {"batch_sizes_differ", batch_sizes_differ, GSL_EBADLEN,
-     "multihead: batch sizes differ: queries (2, 3, 6), keys (3, 4, 5), values "
-     "(2, 4, 4)"},
+     "multihead: batch sizes differ (queries (2, 3, 6), keys (3, 4, 5), values "
+     "(2, 4, 4))"},
     {"keys_values_lengths_differ", keys_values_lengths_differ, GSL_EBADLEN,
-     "multihead: keys (2, 4, 5) and values (2, 5, 4) have different lengths 4 "
-     "and 5"},
+     "multihead: keys have Lk = 4 but values have Lk = 5 (queries (2, 3, 6), "
+     "keys (2, 4, 5), values (2, 5, 4))"},
     {"w_q_wrong_shape", w_q_wrong_shape, GSL_EBADLEN,
      "linear_forward W_q: weight has shape (8, 7), expected (8, 6)"},
     {"w_k_wrong_shape", w_k_wrong_shape, GSL_EBADLEN,

@@ -1228,6 +1228,10 @@ static const struct bad_case bad_cases[] = {
     // shapes
     {"forward|--heads|3|" INPUTS "|--out|out.npy", "mha forward: --heads 3 does not divide D = 8 (--wq wq.npy has shape (8, 5))"},
     {F2 "--queries|q2d.npy" REST_Q, "mha forward: --queries q2d.npy has shape (4, 5), expected 3 dimensions (B, Lq, Dq)"},
+    {F2 "--queries|q.npy|--keys|q2d.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --keys q2d.npy has shape (4, 5), expected 3 dimensions (B, Lk, Dk)"},
+    {F2 "--queries|q.npy|--keys|k.npy|--values|q2d.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
+     "mha forward: --values q2d.npy has shape (4, 5), expected 3 dimensions (B, Lk, Dv)"},
     {F2 "--queries|q.npy|--keys|k_batch.npy|--values|v.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",
      "mha forward: --keys k_batch.npy has shape (3, 6, 7) but the queries (2, 4, 5) have batch size 2"},
     {F2 "--queries|q.npy|--keys|k.npy|--values|v_batch.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|out.npy",

@@ -396,11 +396,11 @@ Test(heads, input_errors)
           "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
           "value_size 8");
     FAILS(multihead_forward(&m, q, k, v_short, NULL, &out), GSL_EBADLEN,
-          "multihead: keys (2, 5, 6) and values (2, 4, 8) have different "
-          "lengths 5 and 4");
+          "multihead: keys have Lk = 5 but values have Lk = 4 (queries "
+          "(2, 3, 4), keys (2, 5, 6), values (2, 4, 8))");
     FAILS(multihead_forward(&m, q2, k, v, NULL, &out), GSL_EBADLEN,
-          "multihead: batch sizes differ: queries (3, 3, 4), keys (2, 5, 6), "
-          "values (2, 5, 8)");
+          "multihead: batch sizes differ (queries (3, 3, 4), keys (2, 5, 6), "
+          "values (2, 5, 8))");
     FAILS(multihead_forward(&m, q, k, v, lens_bad, &out), GSL_EBADLEN,
           "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
           "(queries (2, 3, 4), keys (2, 5, 6))");
@@ -588,8 +588,8 @@ Test(heads, non_finite_inputs_are_refused)
     *TENSOR_AT(q, 1, 2, 3) = 0;
     *TENSOR_AT(k, 0, 4, 0) = -INFINITY;
     FAILS(multihead_forward(&m, q, k, q, NULL, &out), GSL_EBADLEN,
-          "multihead: keys (2, 5, 4) and values (2, 3, 4) have different "
-          "lengths 5 and 3");
+          "multihead: keys have Lk = 5 but values have Lk = 3 (queries "
+          "(2, 3, 4), keys (2, 5, 4), values (2, 3, 4))");
     FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
           "multihead: keys[0, 4, 0] = -inf; keys must be finite (keys (2, 5, 4))");
     *TENSOR_AT(k, 0, 4, 0) = 0;
@@ -636,4 +636,319 @@ Test(heads, huge_finite_inputs_give_finite_outputs)
     tensor_free(v);
     tensor_free(out);
     multihead_free(&m);
+}
+
+/* --- the options: a cache for the backward, a head mask -------------- */
+
+/* A module with biases that count and inputs to match: d_q 5, d_k 3,
+ * d_v 4, D 6 in h 3 heads of p 2, D_out 7; B 2, Lq 3, Lk 4, valid_lens
+ * (B, Lq) with a 0 among them. */
+typedef struct {
+    multihead m;
+    tensor *q, *k, *v, *lens;
+} opt_setup;
+
+static void opt_setup_init(opt_setup *s)
+{
+    gsl_rng *r = mha_rng_new(41);
+    multihead_config cfg = {5, 3, 4, 6, 3, 7, 1, 0, 0};
+    OK(multihead_init(&s->m, &cfg));
+    multihead_reset_xavier(&s->m, r);
+    linear *layers[4] = {&s->m.W_q, &s->m.W_k, &s->m.W_v, &s->m.W_o};
+    for (int i = 0; i < 4; i++)
+        tensor_fill_uniform(layers[i]->bias, r, -0.5, 0.5);
+    tensor **in[3] = {&s->q, &s->k, &s->v};
+    const size_t shapes[3][3] = {{2, 3, 5}, {2, 4, 3}, {2, 4, 4}};
+    for (int i = 0; i < 3; i++) {
+        OK(tensor_alloc(3, shapes[i], in[i]));
+        tensor_fill_normal(*in[i], r, 0, 1);
+    }
+    OK(tensor_from_array(SHAPE(2, 3), (double[]){4, 1, 2, 0, 3, 4},
+                         &s->lens));
+    gsl_rng_free(r);
+}
+
+static void opt_setup_free(opt_setup *s)
+{
+    tensor *all[] = {s->q, s->k, s->v, s->lens};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    multihead_free(&s->m);
+}
+
+/* What the forward's steps compute, from the formulas with plain loops:
+ * the projections qp (B, Lq, D), kp and vp (B, Lk, D); the weights
+ * (B, h, Lq, Lk) (naive_multihead's); each head's output heads
+ * (B, h, Lq, p) = weights @ vp's columns of the head; and out (B, Lq,
+ * D_out) = W_o (mask[i] * heads of head i, side by side) + b_o, where
+ * mask may be NULL (all ones).  Every array row-major, freed by the
+ * caller. */
+typedef struct {
+    double *qp, *kp, *vp, *weights, *heads, *out;
+} steps;
+
+static steps naive_steps(const opt_setup *s, const double *mask)
+{
+    const multihead *m = &s->m;
+    size_t B = s->q->shape[0], Lq = s->q->shape[1], Lk = s->k->shape[1];
+    size_t D = m->cfg.num_hiddens, h = m->cfg.num_heads, p = D / h;
+    size_t Dout = m->cfg.out_size;
+    steps st = {malloc(B * Lq * D * sizeof(double)),
+                malloc(B * Lk * D * sizeof(double)),
+                malloc(B * Lk * D * sizeof(double)),
+                malloc(B * h * Lq * Lk * sizeof(double)),
+                calloc(B * h * Lq * p, sizeof(double)),
+                malloc(B * Lq * Dout * sizeof(double))};
+    double *unused = malloc(B * Lq * Dout * sizeof(double));
+    naive_multihead(m, B, Lq, Lk, s->q->data, s->k->data, s->v->data,
+                    s->lens->data, 1, unused, st.weights);
+    free(unused);
+    for (size_t r = 0; r < B * Lq; r++)
+        naive_linear(&m->W_q, s->q->data + r * m->cfg.query_size,
+                     st.qp + r * D);
+    for (size_t r = 0; r < B * Lk; r++) {
+        naive_linear(&m->W_k, s->k->data + r * m->cfg.key_size, st.kp + r * D);
+        naive_linear(&m->W_v, s->v->data + r * m->cfg.value_size,
+                     st.vp + r * D);
+    }
+    double *concat = malloc(D * sizeof *concat);
+    for (size_t b = 0; b < B; b++)
+        for (size_t l = 0; l < Lq; l++) {
+            for (size_t i = 0; i < h; i++)
+                for (size_t j = 0; j < p; j++) {
+                    double *o = &st.heads[((b * h + i) * Lq + l) * p + j];
+                    for (size_t t = 0; t < Lk; t++)
+                        *o += st.weights[((b * h + i) * Lq + l) * Lk + t] *
+                              st.vp[(b * Lk + t) * D + i * p + j];
+                    concat[i * p + j] = (mask ? mask[i] : 1.0) * *o;
+                }
+            naive_linear(&m->W_o, concat, st.out + (b * Lq + l) * Dout);
+        }
+    free(concat);
+    return st;
+}
+
+static void steps_free(steps *st)
+{
+    double *all[] = {st->qp, st->kp, st->vp, st->weights, st->heads, st->out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+/* |got - want| <= 1e-12 (1 + |want|) for t, any strides, against a
+ * row-major array of t's shape. */
+static void assert_close(const char *what, const tensor *t, const double *want)
+{
+    size_t idx[TENSOR_MAX_DIMS], n = tensor_numel(t);
+    for (size_t f = 0; f < n; f++) {
+        unravel(f, t->ndim, t->shape, idx);
+        double got = *tensor_at(t, idx);
+        cr_assert(fabs(got - want[f]) <= 1e-12 * (1 + fabs(want[f])),
+                  "%s[%zu] = %.17g, the loops give %.17g", what, f, got,
+                  want[f]);
+    }
+}
+
+/* The cache holds, for the backward, what each step was given, and those
+ * are the numbers the formulas give: each head's projections (B*h, L, p),
+ * the weights and the heads' outputs (B*h, Lq, ...), the lengths repeated
+ * per head, W_o's input; the inputs themselves, borrowed. */
+Test(heads, the_cache_holds_each_steps_inputs)
+{
+    opt_setup s;
+    opt_setup_init(&s);
+    size_t B = 2, Lq = 3, Lk = 4, D = 6, h = 3, p = 2;
+    steps st = naive_steps(&s, NULL);
+    multihead_cache c = {0};
+    tensor *out;
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, NULL, &c, &out));
+    assert_close("out", out, st.out);
+    cr_assert_eq(c.queries, s.q);
+    cr_assert_eq(c.keys, s.k);
+    cr_assert_eq(c.values, s.v);
+    cr_assert_null(c.head_mask);
+    // head i of example b is row b*h + i: columns i*p .. of its projection
+    const tensor *split[3] = {c.qh, c.kh, c.vh};
+    const double *proj[3] = {st.qp, st.kp, st.vp};
+    const size_t len[3] = {Lq, Lk, Lk};
+    for (int w = 0; w < 3; w++) {
+        cr_assert_eq(split[w]->ndim, 3);
+        cr_assert_eq(split[w]->shape[0], B * h);
+        cr_assert_eq(split[w]->shape[1], len[w]);
+        cr_assert_eq(split[w]->shape[2], p);
+        double *want = malloc(B * h * len[w] * p * sizeof *want);
+        for (size_t b = 0; b < B; b++)
+            for (size_t i = 0; i < h; i++)
+                for (size_t l = 0; l < len[w]; l++)
+                    for (size_t j = 0; j < p; j++)
+                        want[((b * h + i) * len[w] + l) * p + j] =
+                            proj[w][(b * len[w] + l) * D + i * p + j];
+        assert_close(w == 0 ? "qh" : w == 1 ? "kh" : "vh", split[w], want);
+        free(want);
+    }
+    cr_assert_eq(c.weights->ndim, 3);
+    cr_assert_eq(c.weights->shape[0], B * h);
+    assert_close("weights", c.weights, st.weights);
+    cr_assert_eq(c.heads->shape[0], B * h);
+    assert_close("heads", c.heads, st.heads);
+    // lens (B*h, Lq): row b*h + i is valid_lens[b]
+    cr_assert_eq(c.lens->shape[0], B * h);
+    cr_assert_eq(c.lens->shape[1], Lq);
+    for (size_t r = 0; r < B * h; r++)
+        for (size_t l = 0; l < Lq; l++)
+            cr_assert_eq(*TENSOR_AT(c.lens, r, l),
+                         s.lens->data[(r / h) * Lq + l]);
+    // concat (B, Lq, D): head i's outputs in columns i*p ..
+    double *want = malloc(B * Lq * D * sizeof *want);
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < h; i++)
+            for (size_t l = 0; l < Lq; l++)
+                for (size_t j = 0; j < p; j++)
+                    want[(b * Lq + l) * D + i * p + j] =
+                        st.heads[((b * h + i) * Lq + l) * p + j];
+    assert_close("concat", c.concat, want);
+    free(want);
+    // the module keeps its weights as multihead_forward does
+    cr_assert_eq(s.m.weights->ndim, 4);
+    assert_close("m.weights", s.m.weights, st.weights);
+    // a second forward replaces the cache's contents; a failed one
+    // empties it
+    tensor *again;
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, &c, &again));
+    cr_assert_null(c.lens);
+    cr_assert_gt(rel_error(again, out), 0); /* no valid_lens now */
+    tensor_free(again);
+    FAILS(multihead_forward_cached(&s.m, s.q, s.q, s.v, NULL, NULL, &c, &again),
+          GSL_EBADLEN,
+          "multihead: keys have Lk = 3 but values have Lk = 4 (queries "
+          "(2, 3, 5), keys (2, 3, 5), values (2, 4, 4))");
+    cr_assert_null(again);
+    cr_assert_null(c.concat);
+    cr_assert_null(c.queries);
+    tensor_free(out);
+    steps_free(&st);
+    multihead_cache_free(&c);
+    opt_setup_free(&s);
+}
+
+/* The head mask scales head i's output by mask[i] before W_o mixes the
+ * heads: with the mask (1, 0, 0.5), head 1 adds nothing to the output
+ * and head 2 half of what it adds unmasked, as the loops compute it.  The
+ * cache keeps the heads' outputs before the mask and W_o's input after
+ * it, and a copy of the mask. */
+Test(heads, head_mask_scales_each_heads_contribution)
+{
+    opt_setup s;
+    opt_setup_init(&s);
+    size_t B = 2, Lq = 3, D = 6, h = 3, p = 2;
+    const double m3[3] = {1, 0, 0.5};
+    steps st = naive_steps(&s, m3);
+    tensor *mask, *out, *cached;
+    OK(tensor_from_array(SHAPE(3), m3, &mask));
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, mask, NULL,
+                                &out));
+    assert_close("out", out, st.out);
+    /* removing head 1's columns from W_o removes the same contribution */
+    steps plain = naive_steps(&s, NULL);
+    for (size_t r = 0; r < B * Lq; r++)
+        for (size_t o = 0; o < s.m.cfg.out_size; o++) {
+            double gone = 0.0;
+            for (size_t j = 0; j < p; j++)
+                gone += *TENSOR_AT(s.m.W_o.weight, o, 1 * p + j) *
+                            plain.heads[(((r / Lq) * h + 1) * Lq + r % Lq) * p + j] +
+                        0.5 * *TENSOR_AT(s.m.W_o.weight, o, 2 * p + j) *
+                            plain.heads[(((r / Lq) * h + 2) * Lq + r % Lq) * p + j];
+            double want = plain.out[r * s.m.cfg.out_size + o] - gone;
+            cr_assert(fabs(out->data[r * s.m.cfg.out_size + o] - want) <=
+                      1e-12 * (1 + fabs(want)));
+        }
+    /* with a cache: the same output, the heads before the mask */
+    multihead_cache c = {0};
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, mask, &c,
+                                &cached));
+    cr_assert_eq(rel_error(cached, out), 0.0);
+    assert_close("heads", c.heads, st.heads);
+    cr_assert_not_null(c.head_mask);
+    cr_assert(!tensor_shares_buffer(c.head_mask, mask));
+    assert_close("head_mask", c.head_mask, m3);
+    for (size_t b = 0; b < B; b++)
+        for (size_t l = 0; l < Lq; l++)
+            for (size_t j = 0; j < D; j++)
+                cr_assert_eq(*TENSOR_AT(c.concat, b, l, j),
+                             m3[j / p] * *TENSOR_AT(c.heads, b * h + j / p,
+                                                    l, j % p));
+    tensor_free(mask);
+    tensor_free(out);
+    tensor_free(cached);
+    steps_free(&st);
+    steps_free(&plain);
+    multihead_cache_free(&c);
+    opt_setup_free(&s);
+}
+
+/* No options is multihead_forward, to the bit, and a mask of ones
+ * changes nothing either; the trace's header says when a cache is
+ * filled, and a head mask is one more line before the heads are
+ * joined. */
+Test(heads, no_options_is_the_plain_forward)
+{
+    opt_setup s;
+    opt_setup_init(&s);
+    tensor *plain, *none, *ones, *masked;
+    OK(multihead_forward(&s.m, s.q, s.k, s.v, s.lens, &plain));
+    capture cap;
+    capture_start(&cap);
+    trace_to(cap.f);
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, NULL, NULL,
+                                &none));
+    trace_to(NULL);
+    cr_assert_eq(rel_error(none, plain), 0.0);
+    cr_assert(strncmp(capture_end(&cap), "multihead(h=3)    ", 18) == 0);
+    capture_free(&cap);
+    OK(tensor_alloc(SHAPE(3), &ones));
+    tensor_fill(ones, 1);
+    multihead_cache c = {0};
+    capture_start(&cap);
+    trace_to(cap.f);
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, ones, &c,
+                                &masked));
+    trace_to(NULL);
+    const char *text = capture_end(&cap);
+    cr_assert_eq(rel_error(masked, plain), 0.0);
+    cr_assert(strncmp(text, "multihead(h=3), cached  ", 24) == 0, "%s", text);
+    const char *line = strstr(text, "\n  head_mask (h=3)        new   "
+                                    "(6, 3, 2) -> (6, 3, 2)");
+    cr_assert_not_null(line, "%s", text);
+    cr_assert_not_null(strstr(line, "\n  transpose_output(h=3)"), "%s", text);
+    capture_free(&cap);
+    tensor *all[] = {plain, none, ones, masked};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    multihead_cache_free(&c);
+    opt_setup_free(&s);
+}
+
+/* Without a cache, a head mask of the wrong shape is refused as with
+ * one, and training with dropout runs: only a cache needs the weights
+ * dropout would drop. */
+Test(heads, options_without_a_cache)
+{
+    opt_setup s;
+    opt_setup_init(&s);
+    tensor *mask2, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(2), &mask2));
+    FAILS(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, mask2, NULL,
+                                   &out),
+          GSL_EBADLEN,
+          "multihead_forward_cached: head_mask has shape (2,), expected (3,) "
+          "for num_heads 3");
+    cr_assert_null(out);
+    gsl_rng *r = mha_rng_new(3);
+    s.m.attention.dropout = 0.25;
+    multihead_train(&s.m, 1, r);
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, NULL, &out));
+    tensor_free(out);
+    tensor_free(mask2);
+    gsl_rng_free(r);
+    opt_setup_free(&s);
 }

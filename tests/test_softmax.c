@@ -415,6 +415,74 @@ Test(masked_softmax, keeps_the_dimension_names)
 
 /* --- causal masks --------------------------------------------------- */
 
+/* The length of row (b, i): one per example for (B,) (the same for every
+ * query), one per row for (B, Lq), read through the strides; every key
+ * without valid_lens. */
+Test(masked_softmax, the_valid_length_of_a_row)
+{
+    tensor *per_example, *per_row, *transposed;
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 0}, &per_example));
+    OK(tensor_from_array(SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 0},
+                         &transposed));
+    OK(tensor_permute(transposed, SHAPE(1, 0), &per_row)); /* (2, 3) */
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(softmax_valid_len(per_example, 0, i, 5), 3);
+        cr_assert_eq(softmax_valid_len(per_example, 1, i, 5), 0);
+        cr_assert_eq(softmax_valid_len(NULL, 1, i, 5), 5);
+    }
+    const size_t want[2][3] = {{1, 3, 5}, {2, 4, 0}};
+    for (size_t b = 0; b < 2; b++)
+        for (size_t i = 0; i < 3; i++)
+            cr_assert_eq(softmax_valid_len(per_row, b, i, 5), want[b][i]);
+    tensor_free(per_example);
+    tensor_free(per_row);
+    tensor_free(transposed);
+}
+
+/* The rules for valid_lens, found in row-major order: the shape first,
+ * then the first entry that is not a whole number in min_len .. Lk. */
+Test(masked_softmax, the_first_bad_length)
+{
+    tensor *lens;
+    size_t b = 9, i = 9;
+    cr_assert_eq(softmax_find_bad_len(NULL, 2, 3, 4, 1, &b, &i),
+                 SOFTMAX_LENS_FINE);
+    OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 4, 2, 0, 3, 4}, &lens));
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LENS_FINE);
+    cr_assert_eq(b, 0);
+    cr_assert_eq(i, 0);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 2, 4, 0, &b, &i),
+                 SOFTMAX_LENS_SHAPE);
+    cr_assert_eq(softmax_find_bad_len(lens, 3, 3, 4, 0, &b, &i),
+                 SOFTMAX_LENS_SHAPE);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 1, &b, &i),
+                 SOFTMAX_LEN_TOO_SMALL);
+    cr_assert(b == 1 && i == 0);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 3, 0, &b, &i),
+                 SOFTMAX_LEN_TOO_LARGE);
+    cr_assert(b == 0 && i == 1);
+    lens->data[4] = -1; /* after the 4 at (0, 1): that one comes first */
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 3, 0, &b, &i),
+                 SOFTMAX_LEN_TOO_LARGE);
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NEGATIVE);
+    cr_assert(b == 1 && i == 1);
+    lens->data[2] = NAN;
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NOT_WHOLE);
+    cr_assert(b == 0 && i == 2);
+    char at[48];
+    cr_assert_str_eq(softmax_len_index(lens, 1, 2, at, sizeof at), "1, 2");
+    tensor_free(lens);
+    OK(tensor_from_array(SHAPE(2), (double[]){2.5, 1}, &lens));
+    cr_assert_eq(softmax_find_bad_len(lens, 2, 3, 4, 0, &b, &i),
+                 SOFTMAX_LEN_NOT_WHOLE);
+    cr_assert(b == 0 && i == 0);
+    cr_assert_str_eq(softmax_len_index(lens, 1, 0, at, sizeof at), "1");
+    tensor_free(lens);
+}
+
 Test(causal_valid_lens, rows_count_one_to_len)
 {
     tensor *vl;

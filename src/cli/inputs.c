@@ -5,8 +5,9 @@
  * (D_out,); valid_lens (B,) or (B, Lq). */
 #include "inputs.h"
 
-#include <math.h>
 #include <string.h>
+
+#include "qkv.h"
 
 /* The files, in the order they are read and checked. */
 enum { Q, K, V, WQ, WK, WV, WO, BQ, BK, BV, BO, VL, NFILES };
@@ -19,6 +20,18 @@ static const char *option_of(int f) { return file_option[f]; }
 static const char *value_of(cli_option *opts, size_t nopts, const char *name)
 {
     return cli_find(opts, nopts, name)->value;
+}
+
+/* --valid-lens read into lens (n of them; n = 0 when it is not given):
+ * CLI_OK, or CLI_USAGE after the parser's one line. */
+static int parse_lens(cli_option *opts, size_t nopts, double *lens,
+                      size_t *n)
+{
+    const cli_option *list = cli_find(opts, nopts, "--valid-lens");
+    *n = 0;
+    if (list->value && cli_parse_list(list, lens, CLI_LIST_MAX, n))
+        return CLI_USAGE;
+    return CLI_OK;
 }
 
 int cli_inputs_check_options(cli_option *opts, size_t nopts)
@@ -38,14 +51,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
                          "one or the other",
                          value_of(opts, nopts, "--valid-lens"),
                          value_of(opts, nopts, "--valid-lens-file"));
-    const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
-    if (vl->value) {
-        double lens[CLI_LIST_MAX];
-        size_t n;
-        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
-    }
-    return CLI_OK;
+    double lens[CLI_LIST_MAX];
+    size_t n;
+    return parse_lens(opts, nopts, lens, &n);
 }
 
 /* "the keys (2, 6, 7)", or "the keys (= queries) (2, 4, 5)" when the keys
@@ -59,18 +67,9 @@ static const char *describe(char *buf, size_t n, const char *what,
     return buf;
 }
 
-/* valid_lens[idx] = v checked against the number of keys: NULL or why. */
-static const char *len_problem(double v, size_t num_keys)
-{
-    if (isnan(v) || v != floor(v))
-        return "is not a whole number";
-    if (v < 0)
-        return "is negative";
-    if (v > (double)num_keys)
-        return "is larger than the number of keys,";
-    return NULL;
-}
-
+/* valid_lens by the rules of softmax.h, in the program's words: from
+ * --valid-lens (parsed as whole numbers >= 0 already) or from
+ * --valid-lens-file. */
 static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
                             int keys_defaulted)
 {
@@ -81,55 +80,44 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
     describe(kd, sizeof kd, "keys", in->keys, keys_defaulted);
 
     const cli_option *list = cli_find(opts, nopts, "--valid-lens");
+    double lens[CLI_LIST_MAX];
+    size_t n;
+    if (parse_lens(opts, nopts, lens, &n))
+        return CLI_USAGE;
     if (list->value) {
-        double lens[CLI_LIST_MAX];
-        size_t n;
-        if (cli_parse_list(list, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
         if (n != B)
             return cli_error("--valid-lens '%s' has %zu entr%s but the queries "
                              "%s have batch size %zu",
                              list->value, n, n == 1 ? "y" : "ies", qs, B);
-        for (size_t b = 0; b < B; b++)
-            if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
-                                 "than the number of keys, %zu (%s)",
-                                 list->value, b + 1, lens[b], Lk, kd);
         if (tensor_from_array(1, &B, lens, &in->valid_lens))
             return cli_error("--valid-lens: %s", mha_last_error());
-        return CLI_OK;
     }
-
-    const char *path = value_of(opts, nopts, "--valid-lens-file");
-    tensor *vl = in->valid_lens;
-    if (!path)
+    const tensor *vl = in->valid_lens;
+    size_t b, i;
+    softmax_lens_fault fault = softmax_find_bad_len(vl, B, Lq, Lk, 0, &b, &i);
+    if (!fault)
         return CLI_OK;
-    char vs[TRACE_SHAPE_MAX];
+    if (list->value) // only a number above Lk is left to refuse
+        return cli_error("--valid-lens '%s': entry %zu (%g) is larger than "
+                         "the number of keys, %zu (%s)",
+                         list->value, b + 1, vl->data[b], Lk, kd);
+    const char *path = value_of(opts, nopts, "--valid-lens-file");
+    char vs[TRACE_SHAPE_MAX], at[48], tail[3 * TRACE_SHAPE_MAX] = "";
     tensor_shape_str(vl, vs, sizeof vs);
-    int per_example = vl->ndim == 1 && vl->shape[0] == B;
-    int per_query = vl->ndim == 2 && vl->shape[0] == B && vl->shape[1] == Lq;
-    if (!per_example && !per_query)
+    if (fault == SOFTMAX_LENS_SHAPE)
         return cli_error("--valid-lens-file %s has shape %s but the queries %s "
                          "need (%zu,) or (%zu, %zu)",
                          path, vs, qs, B, B, Lq);
-    size_t rows = per_query ? Lq : 1;
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < rows; i++) {
-            double v = *TENSOR_AT(vl, b, i);
-            const char *problem = len_problem(v, Lk);
-            if (!problem)
-                continue;
-            char at[48], tail[3 * TRACE_SHAPE_MAX] = "";
-            if (per_query)
-                snprintf(at, sizeof at, "%zu, %zu", b, i);
-            else
-                snprintf(at, sizeof at, "%zu", b);
-            if (v > (double)Lk)
-                snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
-            return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s",
-                             path, at, v, problem, tail);
-        }
-    return CLI_OK;
+    if (fault == SOFTMAX_LEN_TOO_LARGE)
+        snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
+    return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s", path,
+                     softmax_len_index(vl, b, i, at, sizeof at),
+                     *TENSOR_AT(vl, b, i),
+                     fault == SOFTMAX_LEN_NOT_WHOLE ? "is not a whole number"
+                     : fault == SOFTMAX_LEN_NEGATIVE
+                         ? "is negative"
+                         : "is larger than the number of keys,",
+                     tail);
 }
 
 /* t must have ndim dimensions; layout names them, e.g. "(D, Dq)". */
@@ -157,26 +145,31 @@ static int check_shapes(const char *const *path, tensor *const *f,
     describe(kd, sizeof kd, "keys", k, k_def);
     describe(vd, sizeof vd, "values", v, v_def);
 
-    // the inputs: 3-D, one batch size, keys and values of one length
-    if (need_ndim("--queries", path[Q], q, 3, "(B, Lq, Dq)") ||
-        (!k_def && need_ndim("--keys", path[K], k, 3, "(B, Lk, Dk)")) ||
-        (!v_def && need_ndim("--values", path[V], v, 3, "(B, Lk, Dv)")))
-        return CLI_USAGE;
-    if (k->shape[0] != q->shape[0])
-        return cli_error("--keys %s has shape %s but the queries %s have batch "
+    // the inputs by the rules of every attention (qkv.h): 3-D, one batch
+    // size, keys and values of one length.  The input at fault, `at`, is
+    // Q, K or V: qkv.h counts them in that order too.
+    static const char *const layout[3] = {"(B, Lq, Dq)", "(B, Lk, Dk)",
+                                          "(B, Lk, Dv)"};
+    const tensor *in[3] = {q, k, v};
+    int at;
+    switch (qkv_find_fault(q, k, v, 0, &at)) {
+    case QKV_NOT_3D:
+        return need_ndim(option_of(at), path[at], in[at], 3, layout[at]);
+    case QKV_BATCH:
+        return cli_error("%s %s has shape %s but the queries %s have batch "
                          "size %zu",
-                         path[K], ks, qs, q->shape[0]);
-    if (v->shape[0] != q->shape[0])
-        return cli_error("--values %s has shape %s but the queries %s have "
-                         "batch size %zu",
-                         path[V], vs, qs, q->shape[0]);
-    if (v->shape[1] != k->shape[1]) {
+                         option_of(at), path[at],
+                         tensor_shape_str(in[at], s, sizeof s), qs,
+                         q->shape[0]);
+    case QKV_LENGTH:
         if (v_def)
             return cli_error("--keys %s has shape %s but %s have %zu positions "
                              "(give --values too)",
                              path[K], ks, vd, v->shape[1]);
         return cli_error("--values %s has shape %s but %s have %zu positions",
                          path[V], vs, kd, k->shape[1]);
+    default:
+        break;
     }
 
     // the weights: 2-D, one column per input feature
