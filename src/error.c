@@ -96,3 +96,19 @@ void *mha_calloc(size_t n, size_t size, const char *who)
                  who, n, size);
     return p;
 }
+
+int mha_grow(void **items, size_t *capacity, size_t count, size_t size,
+             size_t first)
+{
+    if (count < *capacity)
+        return 1;
+    size_t cap = *capacity ? 2 * *capacity : first;
+    if (cap < *capacity || (size && cap > SIZE_MAX / size))
+        return 0;
+    void *p = realloc(*items, cap * size);
+    if (!p)
+        return 0;
+    *items = p;
+    *capacity = cap;
+    return 1;
+}

@@ -51,6 +51,14 @@ void mha_clear_error(void);
 void *mha_malloc(size_t n, size_t size, const char *who);
 void *mha_calloc(size_t n, size_t size, const char *who);
 
+/* Room for one more item in a growing array: when count has reached
+ * *capacity, realloc *items (of size-byte items) to twice the capacity, or
+ * to `first` items when it is empty.  Returns 0 (with *items untouched)
+ * when memory runs out, 1 otherwise.  No message: the caller decides.
+ * Not subject to mha_debug_fail_alloc_after. */
+int mha_grow(void **items, size_t *capacity, size_t count, size_t size,
+             size_t first);
+
 /* n * m into *out, or GSL_EOVRFLW (with a message naming `who`). */
 int mha_mul_size(size_t n, size_t m, size_t *out, const char *who);
 

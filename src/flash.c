@@ -207,9 +207,7 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
         set_name(j.out, 1, queries, 1, "Lq");
         set_name(j.out, 2, values, 2, "dv");
         int failed = 0;
-        int blas_threads = threads_blas();
-        if (parallel && blas_threads > 1)
-            threads_set_blas(1); // no BLAS threads inside the parallel loop
+        int blas_threads = threads_blas_single(parallel);
 #pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
         for (size_t item = 0; item < items; item++) {
             size_t b = item / blocks, r0 = (item % blocks) * j.tq;
@@ -219,8 +217,7 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
             failed |= flash_block(&j, b, r0, n, s, m, m + j.tq,
                                   m + 2 * j.tq) != GSL_SUCCESS;
         }
-        if (parallel && blas_threads > 1)
-            threads_set_blas(blas_threads);
+        threads_blas_restore(blas_threads);
         if (failed)
             status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
     }

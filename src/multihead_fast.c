@@ -145,9 +145,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         return GSL_ENOMEM;
     double scale = 1.0 / sqrt((double)p);
     int failed = 0;
-    int blas_threads = threads_blas();
-    if (parallel && blas_threads > 1)
-        threads_set_blas(1); // no BLAS threads inside the parallel loop
+    int blas_threads = threads_blas_single(parallel);
 #pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
     for (size_t item = 0; item < items; item++) {
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
@@ -157,8 +155,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                                bi % h, r0, n, scale, s,
                                s + rows * Lk) != GSL_SUCCESS;
     }
-    if (parallel && blas_threads > 1)
-        threads_set_blas(blas_threads);
+    threads_blas_restore(blas_threads);
     free(scratch);
     if (failed)
         return mha_fail(GSL_EFAILED,

@@ -21,9 +21,14 @@ static int check_text(const char *who, const char *what, const char *s)
     return gnuplot_check_text(who, what, s, 1);
 }
 
-static int check_common(const char *who, size_t n, const plot_options *opt,
+/* opt (NULL: the defaults) and what every chart needs. */
+static int check_common(const char *who, size_t n, const plot_options **optp,
                         const char *base, int formats)
 {
+    static const plot_options defaults = {0};
+    if (!*optp)
+        *optp = &defaults;
+    const plot_options *opt = *optp;
     int status = gnuplot_check_formats(who, formats);
     if (status)
         return status;
@@ -129,10 +134,7 @@ int plot_line(const double *x, const double *y, size_t n,
               const plot_options *opt, const char *base, int formats)
 {
     const char *who = "plot_line";
-    static const plot_options defaults = {0};
-    if (!opt)
-        opt = &defaults;
-    int status = check_common(who, n, opt, base, formats);
+    int status = check_common(who, n, &opt, base, formats);
     if (status)
         return status;
     if (!x || !y)
@@ -188,10 +190,7 @@ int plot_bars(const char *const *labels, const double *values, size_t n,
               const plot_options *opt, const char *base, int formats)
 {
     const char *who = "plot_bars";
-    static const plot_options defaults = {0};
-    if (!opt)
-        opt = &defaults;
-    int status = check_common(who, n, opt, base, formats);
+    int status = check_common(who, n, &opt, base, formats);
     if (status)
         return status;
     if (!labels || !values)

@@ -272,26 +272,10 @@ char *tensor_shape_str(const tensor *t, char *buf, size_t n)
 
 char *tensor_sym_str(const tensor *t, char *buf, size_t n)
 {
-    int any = 0;
-    for (size_t d = 0; d < t->ndim; d++)
-        any |= t->names[d][0] != '\0';
-    if (n == 0)
-        return buf;
-    buf[0] = '\0';
-    if (!any)
-        return buf;
-    size_t used = 0;
-    for (size_t d = 0; d < t->ndim && used < n; d++) {
-        int w = t->names[d][0]
-                    ? snprintf(buf + used, n - used, "%s%s", d ? ", " : "(",
-                               t->names[d])
-                    : snprintf(buf + used, n - used, "%s%zu", d ? ", " : "(",
-                               t->shape[d]);
-        used += w > 0 ? (size_t)w : 0;
-    }
-    if (used < n)
-        snprintf(buf + used, n - used, t->ndim == 1 ? ",)" : ")");
-    return buf;
+    trace_shape s = {.ndim = t->ndim};
+    memcpy(s.dims, t->shape, sizeof s.dims);
+    memcpy(s.names, t->names, sizeof s.names);
+    return trace_sym_str(&s, buf, n);
 }
 
 /* Split "a, b, c" into trimmed fields; returns the count (or more than

@@ -42,3 +42,17 @@ void threads_set_blas(int n)
     if (set && n > 0)
         set(n);
 }
+
+int threads_blas_single(int parallel)
+{
+    int saved = parallel ? threads_blas() : 0;
+    if (saved > 1)
+        threads_set_blas(1);
+    return saved;
+}
+
+void threads_blas_restore(int saved)
+{
+    if (saved > 1)
+        threads_set_blas(saved);
+}

@@ -32,4 +32,10 @@ int threads_blas(void);
 /* Set OpenBLAS's thread count (nothing under another CBLAS). */
 void threads_set_blas(int n);
 
+/* Around a parallel loop whose threads each call BLAS: when parallel,
+ * BLAS runs one-threaded inside (threads_blas_single returns what to
+ * restore), so the two levels do not oversubscribe the cores. */
+int threads_blas_single(int parallel);
+void threads_blas_restore(int saved);
+
 #endif

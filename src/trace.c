@@ -1,6 +1,8 @@
 /* trace.c: shape-trace records and their observers; see trace.h. */
 #include "trace.h"
 
+#include "error.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,20 @@ static void keep_shape(trace_shape *s, const tensor *t)
 
 /* --- the op text: printf's format plus %T, a tensor's shape ---------- */
 
+/* "(a, b, c)" of count numbers, from l (signed) or z, into buf (size n);
+ * returns the characters written. */
+static int put_tuple(char *buf, size_t n, size_t count, const long *l,
+                     const size_t *z)
+{
+    int w = snprintf(buf, n, "(");
+    for (size_t i = 0; i < count && w > 0 && (size_t)w < n; i++)
+        w += l ? snprintf(buf + w, n - w, i ? ", %ld" : "%ld", l[i])
+               : snprintf(buf + w, n - w, i ? ", %zu" : "%zu", z[i]);
+    if (w > 0 && (size_t)w < n)
+        w += snprintf(buf + w, n - w, ")");
+    return w;
+}
+
 static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
 {
     size_t used = 0;
@@ -112,24 +128,14 @@ static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
         }
         case 'D': { /* (size_t n, const long *v): "(2, 4, -1)" */
             size_t count = va_arg(ap, size_t);
-            const long *v = va_arg(ap, const long *);
-            w = snprintf(buf + used, n - used, "(");
-            for (size_t i = 0; i < count && w > 0 && used + (size_t)w < n; i++)
-                w += snprintf(buf + used + w, n - used - w, i ? ", %ld" : "%ld",
-                              v[i]);
-            if (w > 0 && used + (size_t)w < n)
-                w += snprintf(buf + used + w, n - used - w, ")");
+            w = put_tuple(buf + used, n - used, count,
+                          va_arg(ap, const long *), NULL);
             break;
         }
         case 'P': { /* (size_t n, const size_t *v): "(0, 2, 1, 3)" */
             size_t count = va_arg(ap, size_t);
-            const size_t *v = va_arg(ap, const size_t *);
-            w = snprintf(buf + used, n - used, "(");
-            for (size_t i = 0; i < count && w > 0 && used + (size_t)w < n; i++)
-                w += snprintf(buf + used + w, n - used - w, i ? ", %zu" : "%zu",
-                              v[i]);
-            if (w > 0 && used + (size_t)w < n)
-                w += snprintf(buf + used + w, n - used - w, ")");
+            w = put_tuple(buf + used, n - used, count, NULL,
+                          va_arg(ap, const size_t *));
             break;
         }
         case 's':
@@ -396,13 +402,16 @@ static void print_text(void *ctx, const trace_record *r)
 
 static trace_observer text_printer = {print_text, NULL, NULL};
 
-void trace_to(FILE *f)
+/* One of the trace's own printers, on f or (NULL) off. */
+static void print_to(trace_observer *printer, FILE *f)
 {
-    trace_detach(&text_printer);
-    text_printer.ctx = f;
+    trace_detach(printer);
+    printer->ctx = f;
     if (f)
-        trace_attach(&text_printer);
+        trace_attach(printer);
 }
+
+void trace_to(FILE *f) { print_to(&text_printer, f); }
 
 /* --- JSON lines ------------------------------------------------------ */
 
@@ -485,28 +494,17 @@ static void print_json(void *ctx, const trace_record *r)
 
 static trace_observer json_printer = {print_json, NULL, NULL};
 
-void trace_to_json(FILE *f)
-{
-    trace_detach(&json_printer);
-    json_printer.ctx = f;
-    if (f)
-        trace_attach(&json_printer);
-}
+void trace_to_json(FILE *f) { print_to(&json_printer, f); }
 
 /* --- the log --------------------------------------------------------- */
 
 static void keep_record(void *ctx, const trace_record *r)
 {
     trace_log *log = ctx;
-    if (log->count == log->capacity) {
-        size_t cap = log->capacity ? 2 * log->capacity : 64;
-        trace_record *p = realloc(log->records, cap * sizeof *p);
-        if (!p) {
-            log->failed = 1;
-            return;
-        }
-        log->records = p;
-        log->capacity = cap;
+    if (!mha_grow((void **)&log->records, &log->capacity, log->count,
+                  sizeof *log->records, 64)) {
+        log->failed = 1;
+        return;
     }
     log->records[log->count++] = *r;
 }

@@ -34,6 +34,8 @@
  */
 #include "trace.h"
 
+#include "error.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,15 +159,10 @@ static void add_input(input_list *l, const trace_operand *o)
         }
         return;
     }
-    if (l->count == l->capacity) {
-        size_t cap = l->capacity ? 2 * l->capacity : 8;
-        dot_input *p = realloc(l->items, cap * sizeof *p);
-        if (!p) {
-            l->failed = 1;
-            return;
-        }
-        l->items = p;
-        l->capacity = cap;
+    if (!mha_grow((void **)&l->items, &l->capacity, l->count,
+                  sizeof *l->items, 8)) {
+        l->failed = 1;
+        return;
     }
     in = &l->items[l->count++];
     in->id = o->shape.id;
