@@ -73,6 +73,9 @@ static char *read_all(FILE *f)
     return buf;
 }
 
+/* The file the next runs read as stdin (NULL: the test's own stdin). */
+static const char *stdin_path;
+
 /* mha with args (argv[1] ...; NULL-terminated), in the current directory. */
 static run mha_argv(char *const *args)
 {
@@ -93,6 +96,11 @@ static run mha_argv(char *const *args)
     if (pid == 0) {
         dup2(fileno(out), 1);
         dup2(fileno(err), 2);
+        if (stdin_path) {
+            int fd = open(stdin_path, O_RDONLY);
+            if (fd < 0 || dup2(fd, 0) < 0)
+                _exit(126);
+        }
         execv(mha_path, argv);
         _exit(127);
     }
@@ -1190,8 +1198,8 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
     // the command line itself
-    {"", "mha: missing command: trace, forward or heatmap (see mha --help)"},
-    {"backward", "mha: unknown command 'backward' (expected trace, forward or heatmap; see mha --help)"},
+    {"", "mha: missing command: trace, quiz, forward or heatmap (see mha --help)"},
+    {"backward", "mha: unknown command 'backward' (expected trace, quiz, forward or heatmap; see mha --help)"},
     {FORWARD "|--out|out.npy|--bogus|1", "mha forward: unknown option '--bogus' (see mha forward --help)"},
     {FORWARD "|-o|out.npy", "mha forward: unknown option '-o' (see mha forward --help)"},
     {FORWARD "|out.npy", "mha forward: unexpected argument 'out.npy' (options start with --; see mha forward --help)"},
@@ -1494,4 +1502,199 @@ Test(cli, trace_and_heatmap_survive_every_failed_allocation,
     cr_assert_gt(failed, under_valgrind() ? 2 : 30, "trace: only %ld", failed);
     failed = sweep_allocations("heatmap|--heads|2|" INPUTS "|--terminal");
     cr_assert_gt(failed, under_valgrind() ? 2 : 30, "heatmap: only %ld", failed);
+}
+
+/* --- mha quiz ------------------------------------------------------- */
+
+/* text into path. */
+static void put_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_assert_geq(fputs(text, f), 0);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The answers of `mha quiz --seed S --solution`, comments and all, into
+ * path; returns how many answers (lines not starting with #). */
+static size_t put_solution(const char *seed, const char *path)
+{
+    char args[64];
+    snprintf(args, sizeof args, "quiz|--seed|%s|--solution", seed);
+    run r = mha(args);
+    assert_ok(&r, args);
+    put_text(path, r.out);
+    size_t n = 0;
+    for (const char *p = r.out; *p; p = strchr(p, '\n') + 1)
+        n += *p != '#';
+    run_free(&r);
+    return n;
+}
+
+Test(cli, quiz_full_answer_file_scores_n_of_n, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    size_t n = put_solution("1", "answers.txt");
+    cr_assert_eq(n, 34, "seed 1's case: %zu questions", n);
+    run r = mha("quiz|--seed|1|--answers|answers.txt");
+    assert_ok(&r, "quiz --answers");
+    cr_assert_str_eq(r.out, "score: 34/34\n");
+    run_free(&r);
+}
+
+/* The second answer wrong: its correction line, and 33/34 with status 1. */
+Test(cli, quiz_one_wrong_answer_is_corrected, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    put_solution("1", "answers.txt");
+    run sol = mha("quiz|--seed|1|--solution");
+    // the answers without their comments, the second one changed
+    char text[4096] = "# my answers\n\n";
+    size_t k = 0;
+    for (char *p = sol.out; *p;) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        if (*p != '#') {
+            k++;
+            strcat(text, k == 2 ? "(2,5,8)   # a guess" : p);
+            strcat(text, "\n");
+        }
+        p = nl + 1;
+    }
+    put_text("answers.txt", text);
+    run r = mha("quiz|--seed|1|--answers|answers.txt");
+    cr_assert_eq(r.status, 1, "exit %d, stderr %s", r.status, r.err);
+    cr_assert_str_eq(r.err, "");
+    cr_assert_str_eq(r.out,
+                     "question 2 (step 2, reshape(2, 5, 4, -1), its shape): "
+                     "answered (2, 5, 8), right answer (2, 5, 4, 2)\n"
+                     "score: 33/34\n");
+    run_free(&r);
+    run_free(&sol);
+}
+
+Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    put_solution("1", "good.txt");
+    put_text("junk.txt", "(2, 5, 8)\n# fine so far\n(2, 5, 4, 2\n");
+    put_text("few.txt", "(2, 5, 8)\n(2, 5, 4, 2)\nview\n");
+    run sol = mha("quiz|--seed|1|--solution");
+    char more[4096];
+    snprintf(more, sizeof more, "%sview\n", sol.out);
+    put_text("many.txt", more);
+    static const struct {
+        const char *args, *message;
+    } cases[] = {
+        {"quiz|--seed|1|--answers|nofile.txt",
+         "mha quiz: cannot read --answers 'nofile.txt': No such file or directory"},
+        {"quiz|--seed|1|--answers|.",
+         "mha quiz: cannot read --answers '.': Is a directory"},
+        {"quiz|--seed|1|--answers|junk.txt",
+         "mha quiz: --answers 'junk.txt' line 3: '(2, 5, 4, 2' is not an "
+         "answer (a shape like (2, 4, 100), view or copy, or values like "
+         "[3, 3, 2, 2])"},
+        {"quiz|--seed|1|--answers|few.txt",
+         "mha quiz: --answers 'few.txt' has 3 answers; the quiz for --seed 1 "
+         "asks 34"},
+        {"quiz|--seed|1|--answers|many.txt",
+         "mha quiz: --answers 'many.txt' has more than the 34 answers the "
+         "quiz for --seed 1 asks (line 56)"},
+        {"quiz|--answers|good.txt",
+         "mha quiz: --answers needs --seed S: its answers are those of one case"},
+        {"quiz|--seed|x1", "mha quiz: --seed 'x1' is not a whole number "
+                           "(digits only, at most 18)"},
+        {"quiz|--seed|1|--solution|--json",
+         "mha quiz: --solution and --json exclude each other; give one of them"},
+        {"quiz|--seed|1|--solution|--review",
+         "mha quiz: --review goes with grading, not with --solution"},
+    };
+    char want[400];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run r = mha(cases[i].args);
+        cr_assert_eq(r.status, 2, "%s: exit %d", cases[i].args, r.status);
+        snprintf(want, sizeof want, "%s\n", cases[i].message);
+        cr_assert_str_eq(r.err, want, "%s", cases[i].args);
+        cr_assert_str_eq(r.out, "", "%s", cases[i].args);
+        run_free(&r);
+    }
+    run_free(&sol);
+}
+
+Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run a = mha("quiz|--seed|1|--json"), b = mha("quiz|--seed|2|--json"),
+        again = mha("quiz|--seed|1|--json");
+    assert_ok(&a, "quiz --seed 1 --json");
+    assert_ok(&b, "quiz --seed 2 --json");
+    cr_assert_str_neq(a.out, b.out, "two seeds, one case");
+    cr_assert_str_eq(a.out, again.out, "one seed, two cases");
+    cr_assert_not_null(strstr(a.out, "\"op\": \"repeat_interleave(4)\""));
+    run_free(&a);
+    run_free(&b);
+    run_free(&again);
+}
+
+/* The questions on stdout, the answers through a pipe: each marked, the
+ * wrong one with its right answer, and the score last. */
+Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run sol = mha("quiz|--seed|1|--solution");
+    char text[4096] = "";
+    size_t k = 0;
+    for (char *p = sol.out; *p;) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        if (*p != '#') {
+            k++;
+            if (k == 3) // view or copy? a typo first, then a wrong answer
+                strcat(text, "viwe\ncopy\n");
+            else
+                strcat(strcat(text, p), "\n");
+        }
+        p = nl + 1;
+    }
+    put_text("stdin.txt", text);
+    stdin_path = "stdin.txt";
+    run r = mha("quiz|--seed|1|--review");
+    stdin_path = NULL;
+    cr_assert_eq(r.status, 1, "exit %d, stderr %s", r.status, r.err);
+    const char *want[] = {
+        "mha quiz --seed 1: queries (2, 5, 8), keys and values (2, 5, 8), "
+        "4 heads (num_hiddens 8), valid_lens [1, 2]",
+        "  step 1: W_q: x W^T on (2, 5, 8)",
+        "    1. its shape? (2, 5, 8)",
+        "       right",
+        "    step 2: reshape(2, 5, 4, -1) on step 1",
+        "      3. view or copy? viwe",
+        "         not an answer: give a shape like (2, 4, 100), view or copy, "
+        "or values like [3, 3, 2, 2]",
+        "      3. view or copy? copy",
+        "         wrong: view: only the shape and strides change, no number moves",
+        "    24. its values? [1, 1, 1, 1, 2, 2, 2, 2]",
+        "score: 33/34",
+        "The whole trace:",
+        "    reshape(2, 5, 4, -1) view  (2, 5, 8) -> (2, 5, 4, 2)           (B, Lq, h, d_model/h)",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    run_free(&r);
+    run_free(&sol);
+}
+
+/* The questions show no answer: no output shape, no view or copy
+ * column, each input that a step made named by that step. */
+Test(cli, quiz_questions_give_no_answer_away, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    put_text("empty.txt", "");
+    stdin_path = "empty.txt";
+    run r = mha("quiz|--seed|1");
+    stdin_path = NULL;
+    cr_assert_eq(r.status, 2, "exit %d", r.status);
+    cr_assert_str_eq(r.err, "mha quiz: stdin ended after 0 of 34 answers\n");
+    cr_assert_null(strstr(r.out, "->"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "(2, 5, 4, 2)"), "%s", r.out);
+    run_free(&r);
 }

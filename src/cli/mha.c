@@ -3,6 +3,9 @@
  *   mha trace    the module's whole shape trace, run on shapes alone
  *                (--quiz: the output shapes left blank, answers at the
  *                end; --json: JSON lines; --dot: a Graphviz dataflow)
+ *   mha quiz     a small case drawn from a seed, asked step by step (the
+ *                shape each step makes, view or copy, the repeated
+ *                valid_lens); answers from stdin or a file, then a score
  *   mha forward  the module on .npy inputs and weights, .npy outputs
  *   mha heatmap  the same forward pass, every head's weights drawn
  *
@@ -21,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "inputs.h"
@@ -36,6 +41,8 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  trace     print the module's whole shape trace, run on shapes alone\n"
+    "  quiz      a case drawn from a seed, asked step by step: shapes, views\n"
+    "            or copies, the repeated valid_lens\n"
     "  forward   run the module on .npy inputs and weights, write .npy outputs\n"
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "\n"
@@ -67,6 +74,30 @@ static const char usage_trace[] =
     "\n"
     "--quiz, --json and --dot exclude each other.  Queries, keys and values\n"
     "have D features each, as in d2l's example.\n";
+
+static const char usage_quiz[] =
+    "usage: mha quiz [--seed S] [--answers FILE | --solution | --json] [--review]\n"
+    "\n"
+    "Draw a small case from the seed S (batch, queries, keys, hiddens,\n"
+    "heads, valid_lens) and ask about the module's forward pass, step by\n"
+    "step: the shape each step makes; for a reshape or permute, whether it\n"
+    "is a view or a copy; and the values repeat_interleave makes of\n"
+    "valid_lens.  Answers are read from stdin, one a line, each marked\n"
+    "right or wrong with the right answer; the last line is score: K/N.\n"
+    "Without --seed, a seed is drawn from the clock and shown.\n"
+    "\n"
+    "  --seed S         the case (a whole number; the same S, the same case)\n"
+    "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
+    "                   blank lines and # comments are skipped.  Prints each\n"
+    "                   wrong answer with the right one, then score: K/N\n"
+    "  --solution       print the answers in the form --answers reads\n"
+    "  --json           print the case's trace records as JSON lines\n"
+    "  --review         after the score, print the whole trace\n"
+    "\n"
+    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,); a kind,\n"
+    "view or copy; or values as a list, [3, 3, 2, 2].  Exit status: 0 when\n"
+    "every answer is right, 1 when some are wrong, 2 on bad input (one line\n"
+    "on stderr).\n";
 
 static const char usage_forward[] =
     "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
@@ -331,6 +362,283 @@ static int cmd_trace(int argc, char **argv)
         run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, show));
 }
 
+/* --- mha quiz ------------------------------------------------------- */
+
+static const char *const form_name[] = {"its shape", "view or copy",
+                                        "its values"};
+
+/* Why an answer is what it is, in one line. */
+static void reason(const quiz_question *q, const trace_record *r, char *buf,
+                   size_t n)
+{
+    char sym[TRACE_SHAPE_MAX];
+    switch (q->form) {
+    case QUIZ_SHAPE:
+        trace_sym_str(&r->output, sym, sizeof sym);
+        snprintf(buf, n, "%s%s%s", q->answer, sym[0] ? ", that is " : "", sym);
+        break;
+    case QUIZ_KIND:
+        snprintf(buf, n, "%s: %s", q->answer,
+                 r->kind == TRACE_VIEW
+                     ? "only the shape and strides change, no number moves"
+                     : "the numbers are written to a new buffer");
+        break;
+    case QUIZ_LENS:
+        snprintf(buf, n, "%s: each example's length once per head, in order "
+                         "(repeat_interleave, not tile)",
+                 q->answer);
+        break;
+    }
+}
+
+/* A line's answer: the text before any #, trimmed; "" for none. */
+static char *cut_comment(char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = '\0';
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t len = strlen(line);
+    while (len > 0 && strchr(" \t\r\n", line[len - 1]))
+        line[--len] = '\0';
+    return line;
+}
+
+static void print_review(const trace_log *log)
+{
+    char line[2048];
+    printf("\nThe whole trace:\n");
+    for (size_t i = 0; i < log->count; i++)
+        printf("%s\n", trace_format_text(&log->records[i], line, sizeof line));
+}
+
+/* The answer file's answers, checked for form only: CLI_OK with *got
+ * (count of them == n) in canonical form. */
+static int read_answers(const char *path, size_t n, unsigned long seed,
+                        char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return cli_error("cannot read --answers '%s': %s", path,
+                         strerror(errno));
+    char *line = NULL;
+    size_t cap = 0, k = 0, lineno = 0;
+    int status = CLI_OK;
+    while (!status && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *a = cut_comment(line);
+        if (!*a)
+            continue;
+        if (k == n)
+            status = cli_error("--answers '%s' has more than the %zu answers "
+                               "the quiz for --seed %lu asks (line %zu)",
+                               path, n, seed, lineno);
+        else if (quiz_parse(a, &forms[k], got[k], TRACE_SHAPE_MAX))
+            status = cli_error("--answers '%s' line %zu: '%s' is not an "
+                               "answer (a shape like (2, 4, 100), view or "
+                               "copy, or values like [3, 3, 2, 2])",
+                               path, lineno, a);
+        else
+            k++;
+    }
+    if (!status && ferror(f))
+        status = cli_error("cannot read --answers '%s': %s", path,
+                           strerror(errno));
+    if (!status && k < n)
+        status = cli_error("--answers '%s' has %zu answer%s; the quiz for "
+                           "--seed %lu asks %zu",
+                           path, k, k == 1 ? "" : "s", seed, n);
+    free(line);
+    fclose(f);
+    return status;
+}
+
+static int quiz_grade_file(const char *path, const quiz_case *c,
+                           const trace_log *log, const quiz_question *qs,
+                           size_t n, int review)
+{
+    char (*got)[TRACE_SHAPE_MAX] = mha_malloc(n, sizeof *got, "mha quiz");
+    quiz_form *forms = mha_malloc(n, sizeof *forms, "mha quiz");
+    int status = !got || !forms ? cli_error("%s", mha_last_error()) : CLI_OK;
+    if (!status)
+        status = read_answers(path, n, c->seed, got, forms);
+    if (!status) {
+        size_t right = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (forms[i] == qs[i].form && !strcmp(got[i], qs[i].answer)) {
+                right++;
+                continue;
+            }
+            printf("question %zu (step %zu, %s, %s): answered %s, right "
+                   "answer %s\n",
+                   i + 1, qs[i].step, log->records[qs[i].record].op,
+                   form_name[qs[i].form], got[i], qs[i].answer);
+        }
+        printf("score: %zu/%zu\n", right, n);
+        if (review)
+            print_review(log);
+        status = right == n ? 0 : 1;
+    }
+    free(got);
+    free(forms);
+    return status;
+}
+
+/* The questions one by one on stdout, the answers from stdin. */
+static int quiz_ask(const quiz_case *c, const trace_log *log,
+                    const quiz_question *qs, size_t n, int review)
+{
+    int echo = !isatty(STDIN_FILENO); // a piped answer shows in the transcript
+    printf("mha quiz --seed %lu: ", c->seed);
+    quiz_describe(stdout, c);
+    printf("\n%zu questions on the module's forward pass, step by step: the "
+           "shape each step makes,\nas (2, 4, 100); view or copy; the values "
+           "repeat_interleave makes, as [3, 3, 2, 2].\n\n",
+           n);
+    unsigned long *ids = mha_malloc(log->count + 1, sizeof *ids, "mha quiz");
+    if (!ids)
+        return cli_error("%s", mha_last_error());
+    char *line = NULL, shown[2048], why[2 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
+    size_t cap = 0, steps = 0, right = 0, next = 0;
+    int status = CLI_OK;
+    for (size_t i = 0; i < log->count && !status; i++) {
+        const trace_record *r = &log->records[i];
+        int indent = 2 * r->depth;
+        quiz_show(r, ids, steps, shown, sizeof shown);
+        if (next == n || qs[next].record != i) {
+            if (r->kind != TRACE_NOTE)
+                printf("%*s%s:\n", indent, "", shown);
+            continue;
+        }
+        printf("%*sstep %zu: %s\n", indent, "", qs[next].step, shown);
+        ids[steps++] = r->output.id;
+        for (; next < n && qs[next].record == i && !status; next++) {
+            const quiz_question *q = &qs[next];
+            for (;;) {
+                printf("%*s  %zu. %s? ", indent, "", next + 1,
+                       form_name[q->form]);
+                fflush(stdout);
+                if (getline(&line, &cap, stdin) < 0) {
+                    printf("\n");
+                    status = cli_error("stdin ended after %zu of %zu answers",
+                                       next, n);
+                    break;
+                }
+                char *a = cut_comment(line);
+                quiz_form form;
+                if (echo)
+                    printf("%s\n", a);
+                if (*a && !quiz_parse(a, &form, canon, sizeof canon)) {
+                    int ok = form == q->form && !strcmp(canon, q->answer);
+                    right += ok;
+                    reason(q, r, why, sizeof why);
+                    if (ok)
+                        printf("%*s     right\n", indent, "");
+                    else
+                        printf("%*s     wrong: %s\n", indent, "", why);
+                    break;
+                }
+                printf("%*s     not an answer: give a shape like (2, 4, 100), "
+                       "view or copy, or values like [3, 3, 2, 2]\n",
+                       indent, "");
+            }
+        }
+    }
+    if (!status) {
+        printf("\nscore: %zu/%zu\n", right, n);
+        if (review)
+            print_review(log);
+        status = right == n ? 0 : 1;
+    }
+    free(line);
+    free(ids);
+    return status;
+}
+
+static void quiz_solution(const quiz_case *c, const trace_log *log,
+                          const quiz_question *qs, size_t n)
+{
+    printf("# mha quiz --seed %lu: ", c->seed);
+    quiz_describe(stdout, c);
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || qs[i].step != qs[i - 1].step)
+            printf("# step %zu: %s\n", qs[i].step, log->records[qs[i].record].op);
+        printf("%s\n", qs[i].answer);
+    }
+}
+
+/* --seed: a whole number, digits only. */
+static int parse_seed(const char *v, unsigned long *seed)
+{
+    size_t len = strlen(v);
+    if (len == 0 || len > 18 || strspn(v, "0123456789") != len)
+        return cli_error("--seed '%s' is not a whole number (digits only, at "
+                         "most 18)",
+                         v);
+    *seed = strtoul(v, NULL, 10);
+    return CLI_OK;
+}
+
+static int cmd_quiz(int argc, char **argv)
+{
+    cli_option opts[] = {{"--seed", 1, NULL},     {"--answers", 1, NULL},
+                         {"--solution", 0, NULL}, {"--json", 0, NULL},
+                         {"--review", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_quiz, stdout);
+        return flush_stdout(CLI_OK);
+    }
+    if (status)
+        return status;
+    const cli_option *mode = NULL;
+    for (size_t i = 1; i < 4; i++) {
+        if (!opts[i].value)
+            continue;
+        if (mode)
+            return cli_error("%s and %s exclude each other; give one of them",
+                             mode->name, opts[i].name);
+        mode = &opts[i];
+    }
+    int review = opts[4].value != NULL;
+    if (review && mode && mode != &opts[1])
+        return cli_error("--review goes with grading, not with %s", mode->name);
+    unsigned long seed = 0;
+    if (opts[0].value) {
+        if (parse_seed(opts[0].value, &seed))
+            return CLI_USAGE;
+    } else if (mode) {
+        return cli_error("%s needs --seed S: its answers are those of one case",
+                         mode->name);
+    } else {
+        seed = (unsigned long)time(NULL) % 100000;
+    }
+
+    quiz_case c;
+    trace_log log = {0};
+    quiz_question *qs = NULL;
+    size_t n = 0;
+    if (quiz_draw(seed, &c) || quiz_trace(&c, &log) ||
+        quiz_questions(&c, &log, &qs, &n))
+        status = cli_error("%s", mha_last_error());
+    else if (mode == &opts[3])
+        for (size_t i = 0; i < log.count; i++) {
+            trace_print_json(stdout, &log.records[i]);
+            printf("\n");
+        }
+    else if (mode == &opts[2])
+        quiz_solution(&c, &log, qs, n);
+    else if (mode == &opts[1])
+        status = quiz_grade_file(opts[1].value, &c, &log, qs, n, review);
+    else
+        status = quiz_ask(&c, &log, qs, n, review);
+    free(qs);
+    trace_log_free(&log);
+    return flush_stdout(status);
+}
+
 /* --- mha forward and mha heatmap ------------------------------------ */
 
 static int cmd_forward(int argc, char **argv)
@@ -462,8 +770,8 @@ int main(int argc, char **argv)
     if (fail_after && *fail_after)
         mha_debug_fail_alloc_after(strtol(fail_after, NULL, 10));
     if (argc < 2)
-        return cli_error("missing command: trace, forward or heatmap (see mha "
-                         "--help)");
+        return cli_error("missing command: trace, quiz, forward or heatmap "
+                         "(see mha --help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage_main, stdout);
@@ -473,6 +781,10 @@ int main(int argc, char **argv)
         cli_set_command("mha trace");
         return cmd_trace(argc - 2, argv + 2);
     }
+    if (strcmp(cmd, "quiz") == 0) {
+        cli_set_command("mha quiz");
+        return cmd_quiz(argc - 2, argv + 2);
+    }
     if (strcmp(cmd, "forward") == 0) {
         cli_set_command("mha forward");
         return cmd_forward(argc - 2, argv + 2);
@@ -481,7 +793,7 @@ int main(int argc, char **argv)
         cli_set_command("mha heatmap");
         return cmd_heatmap(argc - 2, argv + 2);
     }
-    return cli_error("unknown command '%s' (expected trace, forward or "
-                     "heatmap; see mha --help)",
+    return cli_error("unknown command '%s' (expected trace, quiz, forward "
+                     "or heatmap; see mha --help)",
                      cmd);
 }

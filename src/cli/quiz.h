@@ -30,4 +30,62 @@ int quiz_hide(const trace_log *log, size_t first, char **questions,
 void quiz_answer(char *buf, size_t n, size_t number, const char *shape,
                  const char *sym);
 
+/* --- mha quiz: one case, asked step by step ----------------------- */
+
+/* The most examples a drawn case has. */
+#define QUIZ_BATCH_MAX 3
+
+/* A case drawn from a seed: small sizes, d2l's module with h heads of
+ * D/h features, queries (B, Lq, D), keys and values (B, Lk, D), and one
+ * valid length per example. */
+typedef struct quiz_case {
+    unsigned long seed;
+    size_t B, Lq, Lk, D, h;
+    double lens[QUIZ_BATCH_MAX];
+} quiz_case;
+
+/* The case of seed (gsl_rng through mha_rng_new); GSL_ENOMEM when the
+ * generator cannot be made. */
+int quiz_draw(unsigned long seed, quiz_case *c);
+
+/* Run the module on c's shapes alone and keep its records in log
+ * (trace_log_free frees them, also after a failure). */
+int quiz_trace(const quiz_case *c, trace_log *log);
+
+/* What a question asks, and so the form of its answer. */
+typedef enum quiz_form {
+    QUIZ_SHAPE, /* the step's output shape: (2, 4, 100) */
+    QUIZ_KIND,  /* view or copy */
+    QUIZ_LENS   /* the values repeat_interleave makes: [3, 3, 2, 2] */
+} quiz_form;
+
+typedef struct quiz_question {
+    quiz_form form;
+    size_t step;   /* 1, 2 ... : the record's number among the steps */
+    size_t record; /* its index in the log */
+    char answer[TRACE_SHAPE_MAX]; /* as quiz_parse writes it */
+} quiz_question;
+
+/* The questions for the records of log, in order, in a new array the
+ * caller frees: each step that makes a tensor asks its shape, a view or
+ * a copy asks which, and repeat_interleave asks its values. */
+int quiz_questions(const quiz_case *c, const trace_log *log,
+                   quiz_question **qs, size_t *n);
+
+/* One answer as written (a line, any comment already cut off) into its
+ * form and its canonical text (room n): "(2,4,100)" -> "(2, 4, 100)",
+ * "View" -> "view", "[3,3, 2]" -> "[3, 3, 2]".  0, or -1 when it is none
+ * of the three forms. */
+int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n);
+
+/* The case in one line: "queries (2, 3, 8), keys and values ..." */
+void quiz_describe(FILE *f, const quiz_case *c);
+
+/* Record r as a question shows it, into buf (size n): its op, with the
+ * arguments that would give its shape away left out, and its inputs,
+ * each a shape the case gives or "step K" for a step's output (ids:
+ * the output ids of steps 1, 2 ...; nsteps of them so far). */
+char *quiz_show(const trace_record *r, const unsigned long *ids,
+                size_t nsteps, char *buf, size_t n);
+
 #endif
