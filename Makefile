@@ -241,8 +241,19 @@ fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZERS)
 	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZERS)
 
+# The module's dataflow for d2l's example, drawn by Graphviz from
+# `mha trace --dot`: chapter 08 and the README show it.
+MODULE_DOT := $(BUILD)/module.dot
+$(MODULE_DOT): $(CLI_BIN)
+	$(CLI_BIN) trace --batch 2 --queries 4 --kv 6 --hiddens 100 --heads 5 \
+	    --valid-lens 3,2 --dot > $@.tmp && mv $@.tmp $@
+plots/module.svg: $(MODULE_DOT)
+	dot -Tsvg $< > $@.tmp && mv $@.tmp $@
+plots/module.png: $(MODULE_DOT)
+	dot -Tpng $< > $@.tmp && mv $@.tmp $@
+
 # The book: docs/ woven from the chapters, their transcripts and src/.
-docs: $(BUILD)/weave
+docs: $(BUILD)/weave plots/module.svg plots/module.png
 	@mkdir -p docs
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"

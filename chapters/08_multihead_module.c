@@ -13,6 +13,8 @@
  */
 
 /*md
+ * ![The module's dataflow for d2l's example](../plots/module.svg)
+ *
  * This is the module the first seven chapters were building towards. Given a
  * query $q \in \mathbb{R}^{d_q}$, a key $k \in \mathbb{R}^{d_k}$ and a value
  * $v \in \mathbb{R}^{d_v}$, each head $i = 1, \dots, h$ attends with its own
