@@ -27,7 +27,7 @@
  * size $d_k$ may differ. The rest is unchanged: the masked softmax turns the
  * scores into weights, and the weights average the values.
  *
- * The seeds' formula for multi-head attention allows any pooling $f$ in each
+ * d2l's formula for multi-head attention allows any pooling $f$ in each
  * head. d2l, and this library, use the scaled dot product. This chapter shows
  * the alternative and its price, so that the choice in chapter 08 is an
  * informed one. Chapter 06 then starts on the heads themselves.

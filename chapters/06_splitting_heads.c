@@ -18,7 +18,7 @@
  * queries and keys at once, so it can only attend in one way. Multi-head
  * attention runs $h$ heads side by side. Each has its own learned projections,
  * and so its own view of the data: one head may follow the previous word,
- * another the subject of the sentence. In the seeds' notation, head $i$ is
+ * another the subject of the sentence. In d2l's notation, head $i$ is
  *
  * $$h_i = f\left(W_i^{(q)} q,\; W_i^{(k)} k,\; W_i^{(v)} v\right) \in \mathbb{R}^{p}, \qquad p = d_{model}/h$$
  *
@@ -57,7 +57,7 @@ int main(void)
 {
     mha_program_init();
 
-    section("1. The seeds' example: (1, 2, 16) into 8 heads");
+    section("1. d2l's example: (1, 2, 16) into 8 heads");
     /*md
      * One sequence of 2 positions with 16 features, the numbers 0..31, cut into
      * 8 heads of 2 features. The trace shows each step with its shape, numeric

@@ -76,7 +76,7 @@ int main(void)
      *
      * `tile` is not always wrong: it is the right repeat for a *head-major*
      * layout, where the batch row of head $i$ of example $b$ is
-     * $i \cdot B + b$. Seed 003's einsum variant stores its heads that way,
+     * $i \cdot B + b$. The einops version stores its heads that way,
      * `(h, B, n, d_k)`, and chapter 11 builds it. The rule is to repeat
      * `valid_lens` in the same order as the data.
      */
@@ -153,7 +153,7 @@ int main(void)
  * 1. Predict the shapes. For B = 3, n = 5, d_model = 12, h = 4 and `valid_lens`
  *    `[2, 5, 3]`, what is the shape of the repeated `valid_lens`, and of the
  *    scores it masks? And if `valid_lens` is `(3, 5)`? Check yourself with
- *    `mha trace --quiz --batch 3 --queries 5 --hiddens 12 --heads 4 --valid-lens 2,5,3`.
+ *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4 --valid-lens 2,5,3`.
  * 2. For which values of B and h do `tile` and `repeat_interleave` give the
  *    same list, whatever the lengths? Why does this make a test with B = 1
  *    useless for finding the bug?

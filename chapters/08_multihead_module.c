@@ -250,7 +250,7 @@ int main(void)
  *    the projections, the three steps of each `transpose_qkv`, the scores, the
  *    attention output, the three steps of `transpose_output`, and W_o. Mark
  *    each step view, copy or new. Check yourself with
- *    `mha trace --quiz --batch 3 --queries 5 --hiddens 12 --heads 4`.
+ *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4`.
  * 2. Visualize the attention weights of multiple heads. Change the standard
  *    deviation of the inputs in section 3 from 2 to 1, then to 4, and look at
  *    `plots/08_heads.png` each time. Describe how the panels change, and

@@ -1,13 +1,13 @@
 /* Chapter 11: the head-major ("einsum") variant, with residual + LayerNorm.
  *
- * Seed 003 writes multi-head attention with einops and einsum: the heads
- * go first, (h, B, L, d_k), each head's scores are an einsum, and the
+ * The einops version writes multi-head attention with einops and einsum:
+ * the heads go first, (h, B, L, d_k), each head's scores are an einsum, and the
  * result passes through dropout, a residual connection and a LayerNorm.
  * This chapter runs that module (src/headmajor.c), shows that its
  * rearranges cost no copies, and holds it against chapter 08's module.
  *
- * Shapes, in the seed's names: B batch, Lq queries, Lk key-value pairs,
- * d_model features in and out, h heads of d_k (queries, keys) and d_v
+ * Shapes, in the einops version's names: B batch, Lq queries, Lk key-value
+ * pairs, d_model features in and out, h heads of d_k (queries, keys) and d_v
  * (values) features each.
  *   q (B, Lq, d_model), k and v (B, Lk, d_model)
  *   q, k, v per head (h, B, L, d_k) or (h, B, L, d_v): views
@@ -18,7 +18,7 @@
  *
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
- * $B \cdot h$ heads as that many independent examples.  Seed 003 (a
+ * $B \cdot h$ heads as that many independent examples.  The einops version (a
  * `MultiHeadAttentionNew` written with einops) puts the heads in front
  * instead:
  *
@@ -95,7 +95,7 @@ int main(void)
     if (!rng)
         return 1;
 
-    section("1. The seed's module, traced");
+    section("1. The einops version's module, traced");
     /*md
      * A small module: $h = 2$ heads, $d_{model} = 8$, $d_k = 3$ and
      * $d_v = 2$, so $h d_k = 6$ and $h d_v = 4$ are not $d_{model}$: in
@@ -350,7 +350,7 @@ int main(void)
     /*md
      * **A row with nothing to attend to.**  With valid length 0 every
      * key of a row is masked.  d2l's $-10^6$ leaves a row of equal
-     * scores, so `masked_softmax` gives each key $1/L_k$.  The seed's
+     * scores, so `masked_softmax` gives each key $1/L_k$.  The einops version's
      * $-\infty$ leaves $\text{softmax}(-\infty, \dots, -\infty)$, where
      * the largest score is $-\infty$ itself: $e^{-\infty - (-\infty)}$ is
      * NaN, and so is every number downstream of that query.  Neither
@@ -377,7 +377,7 @@ int main(void)
            out1 ? "set" : "NULL", mha_last_error());
     double row[3] = {-INFINITY, -INFINITY, -INFINITY};
     double mx = fmax(row[0], fmax(row[1], row[2]));
-    printf("\nthe seed's softmax of (-inf, -inf, -inf): exp(-inf - max) with\n"
+    printf("\nthe einops version's softmax of (-inf, -inf, -inf): exp(-inf - max) with\n"
            "max = -inf is NaN: %s\n",
            yes_no(isnan(exp(row[0] - mx))));
 
@@ -397,7 +397,7 @@ int main(void)
 
     section("7. What each head looks at");
     /*md
-     * Self-attention with the seed's initialisation: $h = 4$ heads,
+     * Self-attention with the einops version's initialisation: $h = 4$ heads,
      * $d_{model} = 16$, $d_k = d_v = 4$, two sequences of 6 positions
      * under a causal mask (position $l$ sees positions $0 \dots l$), so
      * every row has at least one valid key.  `attn` is

@@ -186,7 +186,7 @@ int headmajor_join_heads(const tensor *x, tensor **out)
 
 /* --- the forward pass ------------------------------------------------ */
 
-/* The seed's inputs: the rules of qkv.h in the seed's names, q, k and v;
+/* The einops version's inputs: the rules of qkv.h in its names, q, k and v;
  * d_model features each; then valid_lens, 0 excluded. */
 static int check_inputs(const headmajor *m, const tensor *q, const tensor *k,
                         const tensor *v, const tensor *valid_lens)
@@ -287,7 +287,7 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
 }
 
 /* mask (B, Lq, Lk): 1 where key t lies at or beyond the row's valid
- * length (the seed's boolean mask, True = masked), 0 elsewhere. */
+ * length (the einops version's boolean mask, True = masked), 0 elsewhere. */
 static int make_mask(const tensor *valid_lens, size_t Lq, size_t Lk,
                      tensor **mask)
 {

@@ -1,13 +1,13 @@
 /* headmajor.h: multi-head attention with the heads first, einsum style.
  *
- * The module of seed 003 (MultiHeadAttentionNew, after Dai et al. 2019)
+ * The einops version's module (MultiHeadAttentionNew, after Dai et al. 2019)
  * in C.  It computes what chapter 08's module computes, with three
  * differences: the heads are laid out first, (h, B, L, d_k), instead of
  * being folded into the batch, (B*h, L, d_model/h); the per-head sizes
  * d_k and d_v are free (not d_model/h); and the output goes through
  * dropout, a residual connection and a LayerNorm.
  *
- * Shapes, in the seed's names:
+ * Shapes, in the einops version's names:
  *   B        batch size
  *   Lq, Lk   number of queries; number of key-value pairs
  *   d_model  features of every input and of the output
@@ -23,7 +23,7 @@
  *   w_qs (h*d_k, d_model)  w_ks (h*d_k, d_model)  w_vs (h*d_v, d_model)
  *   fc   (d_model, h*d_v)  layer_norm over d_model (eps 1e-5)
  *
- * The forward pass, step by step (the seed's lines):
+ * The forward pass, step by step (the einops version's lines):
  *   1. residual = q
  *   2. project and split, for q (and likewise k, v):
  *        w_qs(q) (B, Lq, h*d_k) -reshape-> (B, Lq, h, d_k)
@@ -48,8 +48,8 @@
  * fills masked scores with -inf, PyTorch's usual way; a masked key gets
  * weight exp(-inf) = 0 exactly, whatever the other scores.  A row whose
  * keys are ALL masked (valid_len 0) would be softmax of a row of -inf,
- * 0/0 = NaN in the seed's module, where d2l's -1e6 gives uniform weights
- * 1/Lk.  Neither is the seed's intent, so this module rejects valid_len 0
+ * 0/0 = NaN in the einops version's module, where d2l's -1e6 gives uniform
+ * weights 1/Lk.  Neither is its intent, so this module rejects valid_len 0
  * (GSL_EINVAL) and says why.  For valid_lens >= 1 the two agree: chapter
  * 11 and the tests hold this module to multihead_forward.
  *
@@ -83,7 +83,8 @@ typedef struct headmajor_config {
     size_t d_model; /* features in and out */
     size_t d_k;     /* per head, queries and keys */
     size_t d_v;     /* per head, values */
-    double dropout; /* on fc's output in training; the seed's default 0.1 */
+    double dropout; /* on fc's output in training; the einops version's
+                       default 0.1 */
 } headmajor_config;
 
 typedef struct headmajor {
@@ -106,7 +107,7 @@ typedef struct headmajor {
 int headmajor_init(headmajor *m, const headmajor_config *cfg);
 void headmajor_free(headmajor *m);
 
-/* The seed's initialisation, drawn from r in this order: for each of
+/* The einops version's initialisation, drawn from r in this order: for each of
  * w_qs, w_ks, w_vs, fc, first the weight, then the bias.
  *   w_qs, w_ks weights ~ N(0, 2/(d_model + d_k))   (std sqrt of that)
  *   w_vs weight        ~ N(0, 2/(d_model + d_v))

@@ -57,7 +57,8 @@ qkv_fault qkv_find_fault(const tensor *queries, const tensor *keys,
 
 /* How a caller's messages name its inputs. */
 typedef struct qkv_names {
-    const char *queries, *keys, *values; /* "queries" or the seed's "q" */
+    const char *queries, *keys, *values; /* "queries", or "q" as in the
+                                            einops version */
     const char *have;   /* the verb that agrees: "have", or "has" */
     const char *layout; /* the shape rule 2 asks for: "(B, L, features)" */
 } qkv_names;

@@ -1,6 +1,6 @@
 /* test_headmajor.c: the head-major module against a plain-loop version
- * written here from the seed's formulas (no BLAS, no reshape), against
- * chapter 08's multihead module, and its init, dropout, trace, errors and
+ * written here from the einops version's formulas (no BLAS, no reshape),
+ * against chapter 08's multihead module, and its init, dropout, trace, errors and
  * allocation failures. */
 #include "check.h"
 
@@ -18,8 +18,8 @@ static void naive_linear(const linear *l, const double *x, double *y)
     }
 }
 
-/* The seed's forward, line by line, with loops over (b, l) and the head
- * index i:  qp = w_qs(q) and head i of position (b, l) is qp[b, l, i*d_k
+/* The einops version's forward, line by line, with loops over (b, l) and
+ * the head index i:  qp = w_qs(q) and head i of position (b, l) is qp[b, l, i*d_k
  * .. i*d_k + d_k - 1] (likewise k, v);
  *   attn[i, b, l, t] = qp_i . kp_i / sqrt(d_k), -inf where t >= valid,
  *                      softmax over t;

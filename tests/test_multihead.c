@@ -65,7 +65,7 @@ Test(heads, transpose_qkv_views_and_copies)
     tensor_free(h2);
 }
 
-/* The seeds' walk, (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2)
+/* d2l's walk, (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2)
  * and back.  Undoing the split of X's own views lands on X's layout again,
  * so even the last reshape is a view; attention's output is new,
  * contiguous (B*h, n, p) memory, and putting its heads side by side copies. */

@@ -136,7 +136,7 @@ static void trim_blank_lines(buf *b)
 /* --- the chapter source --------------------------------------------- */
 
 typedef struct {
-    char title[160]; /* "1. The seeds' example" */
+    char title[160]; /* "1. d2l's example" */
     buf prose;       /* markdown from the md comment blocks */
 } section;
 
