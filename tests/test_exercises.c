@@ -7,26 +7,50 @@
  * come from index arithmetic written here, not from the library. */
 #include "check.h"
 
+/* Each assertion says what it expected and what it got: `make grade`
+ * shows a student the first one that fails. */
+#define EX_OK(call)                                                           \
+    do {                                                                      \
+        int ex_status_ = (call);                                              \
+        cr_assert_eq(ex_status_, GSL_SUCCESS,                                 \
+                     "%s: expected status 0 (GSL_SUCCESS), got %d: %s",       \
+                     #call, ex_status_, mha_last_error());                    \
+    } while (0)
+#define EX_SIZE(got, want)                                                    \
+    cr_assert_eq((size_t)(got), (size_t)(want), "%s: expected %zu, got %zu",  \
+                 #got, (size_t)(want), (size_t)(got))
+#define EX_VALUE(got, want)                                                   \
+    cr_assert_eq((double)(got), (double)(want),                               \
+                 "%s: expected %g, got %g", #got, (double)(want),             \
+                 (double)(got))
+#define EX_REFUSES(call)                                                      \
+    cr_assert_neq((call), GSL_SUCCESS,                                        \
+                  "%s: expected an error status, got 0 (GSL_SUCCESS)", #call)
+
 /* --- ex_causal_valid_lens (chapter 03) ------------------------------- */
 
 Test(ex_causal_valid_lens, rows_count_up_to_len)
 {
     tensor *lens;
-    OK(causal_valid_lens(3, 5, &lens));
-    cr_assert_eq(lens->ndim, 2);
-    cr_assert_eq(lens->shape[0], 3);
-    cr_assert_eq(lens->shape[1], 5);
+    EX_OK(causal_valid_lens(3, 5, &lens));
+    EX_SIZE(lens->ndim, 2);
+    EX_SIZE(lens->shape[0], 3);
+    EX_SIZE(lens->shape[1], 5);
     for (size_t b = 0; b < 3; b++)
         for (size_t i = 0; i < 5; i++)
-            cr_assert_eq(*TENSOR_AT(lens, b, i), (double)(i + 1), "[%zu, %zu]", b, i);
+            EX_VALUE(*TENSOR_AT(lens, b, i), i + 1);
     tensor_free(lens);
 }
 
+/* A value first, so that a blank that fails everything passes nothing. */
 Test(ex_causal_valid_lens, refuses_zero_sizes)
 {
     tensor *lens;
-    cr_assert_neq(causal_valid_lens(0, 5, &lens), GSL_SUCCESS);
-    cr_assert_neq(causal_valid_lens(2, 0, &lens), GSL_SUCCESS);
+    EX_OK(causal_valid_lens(1, 2, &lens));
+    EX_VALUE(lens->data[1], 2);
+    tensor_free(lens);
+    EX_REFUSES(causal_valid_lens(0, 5, &lens));
+    EX_REFUSES(causal_valid_lens(2, 0, &lens));
 }
 
 /* --- ex_linear_forward_naive (chapter 02) ---------------------------- */
@@ -34,19 +58,21 @@ Test(ex_causal_valid_lens, refuses_zero_sizes)
 Test(ex_linear_forward_naive, matches_hand_computed_values)
 {
     linear l;
-    OK(linear_init(&l, "W", 3, 2, 1));
+    EX_OK(linear_init(&l, "W", 3, 2, 1));
     double w[] = {1, 0, -1, 2, 1, 0}, b[] = {0.5, -1};
     memcpy(l.weight->data, w, sizeof w);
     memcpy(l.bias->data, b, sizeof b);
     tensor *x, *y;
-    OK(tensor_from_array(SHAPE(2, 1, 3), (double[]){1, 2, 3, -1, 0, 4}, &x));
-    OK(linear_forward_naive(&l, x, &y));
-    cr_assert_eq(y->ndim, 3);
-    cr_assert_eq(y->shape[2], 2);
+    EX_OK(tensor_from_array(SHAPE(2, 1, 3), (double[]){1, 2, 3, -1, 0, 4}, &x));
+    EX_OK(linear_forward_naive(&l, x, &y));
+    EX_SIZE(y->ndim, 3);
+    EX_SIZE(y->shape[2], 2);
     /* [1, 2, 3] -> [1 - 3 + 0.5, 2 + 2 - 1]; [-1, 0, 4] -> [-1 - 4 + 0.5, -2 - 1] */
     double want[] = {-1.5, 3, -4.5, -3};
     for (size_t i = 0; i < 4; i++)
-        cr_assert_float_eq(y->data[i], want[i], 1e-15, "element %zu", i);
+        cr_assert_float_eq(y->data[i], want[i], 1e-15,
+                           "y->data[%zu]: expected %g, got %g", i, want[i],
+                           y->data[i]);
     tensor_free(x);
     tensor_free(y);
     linear_free(&l);
@@ -55,10 +81,18 @@ Test(ex_linear_forward_naive, matches_hand_computed_values)
 Test(ex_linear_forward_naive, refuses_a_feature_mismatch)
 {
     linear l;
-    OK(linear_init(&l, "W", 3, 2, 0));
+    EX_OK(linear_init(&l, "W", 3, 2, 0));
+    double w[] = {1, 0, -1, 2, 1, 0};
+    memcpy(l.weight->data, w, sizeof w);
     tensor *x, *y;
-    OK(tensor_alloc(SHAPE(2, 4), &x));
-    cr_assert_neq(linear_forward_naive(&l, x, &y), GSL_SUCCESS);
+    // a value first: [1, 2, 3] -> [1 - 3, 2 + 2]
+    EX_OK(tensor_from_array(SHAPE(1, 3), (double[]){1, 2, 3}, &x));
+    EX_OK(linear_forward_naive(&l, x, &y));
+    EX_VALUE(y->data[1], 4);
+    tensor_free(x);
+    tensor_free(y);
+    EX_OK(tensor_alloc(SHAPE(2, 4), &x));
+    EX_REFUSES(linear_forward_naive(&l, x, &y));
     tensor_free(x);
     linear_free(&l);
 }
@@ -69,19 +103,19 @@ Test(ex_transpose_qkv, every_number_lands_where_it_should)
 {
     const size_t B = 2, n = 3, d = 8, h = 4, p = d / h;
     tensor *x, *heads;
-    OK(tensor_alloc(SHAPE(B, n, d), &x));
+    EX_OK(tensor_alloc(SHAPE(B, n, d), &x));
     tensor_fill_arange(x, 0, 1);
-    OK(transpose_qkv(x, h, &heads));
-    cr_assert_eq(heads->ndim, 3);
-    cr_assert_eq(heads->shape[0], B * h);
-    cr_assert_eq(heads->shape[1], n);
-    cr_assert_eq(heads->shape[2], p);
+    EX_OK(transpose_qkv(x, h, &heads));
+    EX_SIZE(heads->ndim, 3);
+    EX_SIZE(heads->shape[0], B * h);
+    EX_SIZE(heads->shape[1], n);
+    EX_SIZE(heads->shape[2], p);
     /* x[b, i, j] = (b*n + i)*d + j lands at [b*h + j/p, i, j % p] */
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < d; j++)
-                cr_assert_eq(*TENSOR_AT(heads, b * h + j / p, i, j % p),
-                             (double)((b * n + i) * d + j));
+                EX_VALUE(*TENSOR_AT(heads, b * h + j / p, i, j % p),
+                         (b * n + i) * d + j);
     tensor_free(x);
     tensor_free(heads);
 }
@@ -89,8 +123,15 @@ Test(ex_transpose_qkv, every_number_lands_where_it_should)
 Test(ex_transpose_qkv, refuses_heads_that_do_not_divide)
 {
     tensor *x, *heads;
-    OK(tensor_alloc(SHAPE(1, 2, 16), &x));
-    cr_assert_neq(transpose_qkv(x, 3, &heads), GSL_SUCCESS);
+    // a value first: x (1, 2, 4) = 0..7 in 2 heads; head 1 of row 0 is 2, 3
+    EX_OK(tensor_alloc(SHAPE(1, 2, 4), &x));
+    tensor_fill_arange(x, 0, 1);
+    EX_OK(transpose_qkv(x, 2, &heads));
+    EX_VALUE(*TENSOR_AT(heads, 1, 0, 0), 2);
+    tensor_free(x);
+    tensor_free(heads);
+    EX_OK(tensor_alloc(SHAPE(1, 2, 16), &x));
+    EX_REFUSES(transpose_qkv(x, 3, &heads));
     tensor_free(x);
 }
 
@@ -100,20 +141,20 @@ Test(ex_transpose_output, heads_go_back_side_by_side)
 {
     const size_t B = 2, n = 3, h = 4, p = 2;
     tensor *heads, *joined;
-    OK(tensor_alloc(SHAPE(B * h, n, p), &heads));
+    EX_OK(tensor_alloc(SHAPE(B * h, n, p), &heads));
     tensor_fill_arange(heads, 0, 1);
-    OK(transpose_output(heads, h, &joined));
-    cr_assert_eq(joined->ndim, 3);
-    cr_assert_eq(joined->shape[0], B);
-    cr_assert_eq(joined->shape[1], n);
-    cr_assert_eq(joined->shape[2], h * p);
+    EX_OK(transpose_output(heads, h, &joined));
+    EX_SIZE(joined->ndim, 3);
+    EX_SIZE(joined->shape[0], B);
+    EX_SIZE(joined->shape[1], n);
+    EX_SIZE(joined->shape[2], h * p);
     /* heads[r, i, j] = (r*n + i)*p + j, row r = b*h + head, goes to
      * joined[b, i, head*p + j] */
     for (size_t r = 0; r < B * h; r++)
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < p; j++)
-                cr_assert_eq(*TENSOR_AT(joined, r / h, i, (r % h) * p + j),
-                             (double)((r * n + i) * p + j));
+                EX_VALUE(*TENSOR_AT(joined, r / h, i, (r % h) * p + j),
+                         (r * n + i) * p + j);
     tensor_free(heads);
     tensor_free(joined);
 }
@@ -121,8 +162,15 @@ Test(ex_transpose_output, heads_go_back_side_by_side)
 Test(ex_transpose_output, refuses_a_batch_that_does_not_divide)
 {
     tensor *heads, *joined;
-    OK(tensor_alloc(SHAPE(6, 2, 2), &heads));
-    cr_assert_neq(transpose_output(heads, 4, &joined), GSL_SUCCESS);
+    // a value first: 2 heads of (1, 1), 0 and 1, side by side
+    EX_OK(tensor_alloc(SHAPE(2, 1, 1), &heads));
+    tensor_fill_arange(heads, 0, 1);
+    EX_OK(transpose_output(heads, 2, &joined));
+    EX_VALUE(*TENSOR_AT(joined, 0, 0, 1), 1);
+    tensor_free(heads);
+    tensor_free(joined);
+    EX_OK(tensor_alloc(SHAPE(6, 2, 2), &heads));
+    EX_REFUSES(transpose_output(heads, 4, &joined));
     tensor_free(heads);
 }
 
@@ -131,13 +179,13 @@ Test(ex_transpose_output, refuses_a_batch_that_does_not_divide)
 Test(ex_repeat_valid_lens, one_length_per_example)
 {
     tensor *lens, *out;
-    OK(tensor_from_array(SHAPE(3), (double[]){4, 1, 2}, &lens));
-    OK(repeat_valid_lens(lens, 2, &out));
-    cr_assert_eq(out->ndim, 1);
-    cr_assert_eq(out->shape[0], 6);
+    EX_OK(tensor_from_array(SHAPE(3), (double[]){4, 1, 2}, &lens));
+    EX_OK(repeat_valid_lens(lens, 2, &out));
+    EX_SIZE(out->ndim, 1);
+    EX_SIZE(out->shape[0], 6);
     double want[] = {4, 4, 1, 1, 2, 2}; /* not 4, 1, 2, 4, 1, 2 */
     for (size_t i = 0; i < 6; i++)
-        cr_assert_eq(out->data[i], want[i], "row %zu", i);
+        EX_VALUE(out->data[i], want[i]);
     tensor_free(lens);
     tensor_free(out);
 }
@@ -145,11 +193,11 @@ Test(ex_repeat_valid_lens, one_length_per_example)
 Test(ex_repeat_valid_lens, one_length_per_query)
 {
     tensor *lens, *out;
-    OK(tensor_from_array(SHAPE(2, 2), (double[]){1, 3, 2, 4}, &lens));
-    OK(repeat_valid_lens(lens, 3, &out));
-    cr_assert_eq(out->ndim, 2);
-    cr_assert_eq(out->shape[0], 6);
-    cr_assert_eq(out->shape[1], 2);
+    EX_OK(tensor_from_array(SHAPE(2, 2), (double[]){1, 3, 2, 4}, &lens));
+    EX_OK(repeat_valid_lens(lens, 3, &out));
+    EX_SIZE(out->ndim, 2);
+    EX_SIZE(out->shape[0], 6);
+    EX_SIZE(out->shape[1], 2);
     for (size_t r = 0; r < 6; r++) {
         cr_assert_eq(*TENSOR_AT(out, r, 0), r < 3 ? 1.0 : 2.0, "row %zu", r);
         cr_assert_eq(*TENSOR_AT(out, r, 1), r < 3 ? 3.0 : 4.0, "row %zu", r);

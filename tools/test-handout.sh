@@ -1,7 +1,8 @@
 #!/bin/sh
 # tools/test-handout.sh: the exercise round trip, as a teacher relies on it.
 #   1. in the teacher's tree every exercise passes;
-#   2. a fresh handout compiles and fails exactly its blanked exercises;
+#   2. a fresh handout compiles and fails exactly its blanked exercises,
+#      every test of each, and shows each one's first failing assertion;
 #   3. putting the reference solution back into one blank makes exactly
 #      that exercise pass.
 set -eu
@@ -26,6 +27,14 @@ make -C "$dir/h" -j2 build > "$dir/build.txt" 2>&1 ||
 failing=$(grep 'not done yet' "$dir/fresh.txt" | cut -d' ' -f1 | sort)
 [ "$failing" = "$blanked" ] ||
     { cat "$dir/fresh.txt"; fail "a fresh handout fails [$failing], expected [$blanked]"; }
+# every test of a blank fails (each checks a value), and the grade shows
+# each blank's first failing assertion
+if grep 'not done yet' "$dir/fresh.txt" | grep -v ' 0/'; then
+    fail "a fresh handout passes some test of a blank exercise"
+fi
+shown=$(grep -c '^    tests/test_exercises.c:[0-9]*: .*expected' "$dir/fresh.txt" || true)
+[ "$shown" = "$(echo "$blanked" | wc -l)" ] ||
+    { cat "$dir/fresh.txt"; fail "the grade shows $shown first failing assertions, expected one per blank"; }
 
 # 3. fill one blank with the reference solution: only it starts to pass
 first=$(echo "$blanked" | head -n 1)
