@@ -26,6 +26,7 @@
 #include "inputs.h"
 #include "libmha.h"
 #include "output.h"
+#include "paths.h"
 #include "quiz.h"
 
 static const char usage_main[] =
@@ -333,6 +334,23 @@ static int cmd_trace(int argc, char **argv)
 
 /* --- mha forward and mha heatmap ------------------------------------ */
 
+/* The input files both commands read, for cli_check_paths. */
+static const char *const input_files[] = {
+    "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
+
+/* The outputs regular files (or new), each with one name, none an input
+ * (paths.h): checked before anything is read. */
+static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
+                       size_t nout)
+{
+    cli_path ins[NOPTS(input_files)];
+    for (size_t i = 0; i < NOPTS(input_files); i++)
+        ins[i] = (cli_path){input_files[i],
+                            cli_find(opts, nopts, input_files[i])->value};
+    return cli_check_paths(outs, nout, ins, NOPTS(ins));
+}
+
 static int cmd_forward(int argc, char **argv)
 {
     cli_option opts[] = {CLI_INPUT_OPTIONS,
@@ -351,10 +369,10 @@ static int cmd_forward(int argc, char **argv)
     int trace = cli_find(opts, NOPTS(opts), "--trace")->value != NULL;
     if (!out_path)
         return cli_error("--out is required (see mha forward --help)");
-    if (a_path && strcmp(a_path, out_path) == 0)
-        return cli_error("--out '%s' and --attention-out '%s' name the same "
-                         "file",
-                         out_path, a_path);
+    const cli_path outs_named[] = {{"--out", out_path},
+                                   {"--attention-out", a_path}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)))
+        return status;
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
@@ -370,16 +388,18 @@ static int cmd_forward(int argc, char **argv)
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
-    if (!status) {
-        cli_output outs[2] = {
-            {.option = "--out", .path = out_path, .npy = out},
-            {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
-        };
-        status = cli_write_outputs(outs, a_path ? 2 : 1);
-    }
+    cli_output outs[2] = {
+        {.option = "--out", .path = out_path, .npy = out},
+        {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
+    };
+    cli_staged staged = {0};
+    if (!status)
+        status = cli_stage_outputs(outs, a_path ? 2 : 1, &staged);
+    // stdout complete first: a failed trace leaves no file behind
+    status = cli_finish_outputs(&staged, flush_stdout(status));
     tensor_free(out);
     cli_inputs_free(&in);
-    return flush_stdout(status);
+    return status;
 }
 
 static int cmd_heatmap(int argc, char **argv)
@@ -400,15 +420,17 @@ static int cmd_heatmap(int argc, char **argv)
     int terminal = cli_find(opts, NOPTS(opts), "--terminal")->value != NULL;
     if (!png && !svg && !terminal)
         return cli_error("nothing to draw: give --png F, --svg F or --terminal");
-    if (png && svg && strcmp(png, svg) == 0)
-        return cli_error("--png '%s' and --svg '%s' name the same file", png,
-                         svg);
+    const cli_path outs_named[] = {{"--png", png}, {"--svg", svg}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)))
+        return status;
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
     tensor *out = NULL;
     char (*titles)[64] = NULL; // "example b, head i", panel by panel
     const char **tp = NULL;
+    cli_output outs[2];
+    cli_staged staged = {0};
     multihead_fast_options fast = {.keep_weights = 1};
     if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
                                           in.values, in.valid_lens, &fast, &out))
@@ -431,7 +453,6 @@ static int cmd_heatmap(int argc, char **argv)
                 tp[b * h + i] = titles[b * h + i];
             }
         heatmap_options opt = {.titles = tp, .ntitles = panels};
-        cli_output outs[2];
         size_t n = 0;
         if (png)
             outs[n++] = (cli_output){.option = "--png", .path = png,
@@ -441,15 +462,17 @@ static int cmd_heatmap(int argc, char **argv)
             outs[n++] = (cli_output){.option = "--svg", .path = svg,
                                      .image = in.m.weights, .heatmap = &opt,
                                      .format = HEATMAP_SVG};
-        status = cli_write_outputs(outs, n);
+        status = cli_stage_outputs(outs, n, &staged);
         if (!status && terminal && heatmap_terminal(stdout, in.m.weights, &opt))
             status = cli_error("--terminal: %s", mha_last_error());
     }
+    // stdout complete first: a failed --terminal leaves no picture behind
+    status = cli_finish_outputs(&staged, flush_stdout(status));
     free(titles);
     free(tp);
     tensor_free(out);
     cli_inputs_free(&in);
-    return flush_stdout(status);
+    return status;
 }
 
 int main(int argc, char **argv)
