@@ -1305,6 +1305,23 @@ static void write_bad_inputs(void)
     put_int64("vl2_big.npy", SHAPE(2, 4), (int64_t[]){1, 2, 3, 4, 1, 2, 7, 1});
     put_values("vl2_shape.npy", SHAPE(2, 3), (double[]){1, 1, 1, 1, 1, 1});
     gsl_rng_free(r);
+    // finite numbers whose products overflow: 1e200 * 1e200, 5 * 1e308
+    tensor *t = ramp(SHAPE(2, 4, 5), 0, 0);
+    tensor_fill(t, 1e200);
+    OK(npy_write("q_huge.npy", t));
+    tensor_fill(t, 1e308);
+    OK(npy_write("q_max.npy", t));
+    tensor_free(t);
+    t = ramp(SHAPE(2, 6, 7), 0, 0);
+    tensor_fill(t, 1e200);
+    OK(npy_write("k_huge.npy", t));
+    tensor_free(t);
+    t = ramp(SHAPE(8, 5), 1, 0);
+    OK(npy_write("wq_ones.npy", t));
+    tensor_free(t);
+    t = ramp(SHAPE(8, 7), 1, 0);
+    OK(npy_write("wk_ones.npy", t));
+    tensor_free(t);
     write_special_files();
 }
 
@@ -1447,6 +1464,13 @@ static const struct bad_case bad_cases[] = {
     {FORWARD "|--valid-lens-file|vl3.npy|--out|out.npy|--attention-out|vl3.npy",
      "mha forward: --attention-out 'vl3.npy' and --valid-lens-file 'vl3.npy' name the same file (an output must not replace an input)"},
     {"heatmap|--heads|2|" INPUTS "|--svg|wo.npy", "mha heatmap: --svg 'wo.npy' and --wo 'wo.npy' name the same file (an output must not replace an input)"},
+    // finite inputs, results that overflow: refused, never NaN in a file
+    {F2 "--queries|q_max.npy|--keys|k.npy|--values|v.npy|--wq|wq_ones.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|--out|old.npy",
+     "mha forward: multihead_forward_fast: the projection overflowed: Q[0, 0, 0] = inf from finite inputs (Q (2, 4, 8))"},
+    {F2 "--queries|q_huge.npy|--keys|k_huge.npy|--values|v.npy|--wq|wq_ones.npy|--wk|wk_ones.npy|--wv|wv.npy|--wo|wo.npy|--out|old.npy|--attention-out|a.npy",
+     "mha forward: multihead_forward_fast: the scores overflowed: scores[0, 0, 0, 0] = inf from finite inputs (scores (2, 2, 4, 6), Q K^T per head)"},
+    {"heatmap|--heads|2|--queries|q_huge.npy|--keys|k_huge.npy|--values|v.npy|--wq|wq_ones.npy|--wk|wk_ones.npy|--wv|wv.npy|--wo|wo.npy|--terminal|--svg|old.svg",
+     "mha heatmap: multihead_forward_fast: the scores overflowed: scores[0, 0, 0, 0] = inf from finite inputs (scores (2, 2, 4, 6), Q K^T per head)"},
     // heatmap
     {"heatmap|--heads|2|" INPUTS, "mha heatmap: nothing to draw: give --png F, --svg F or --terminal"},
     {"heatmap|--heads|2|" INPUTS "|--out|out.npy", "mha heatmap: unknown option '--out' (see mha heatmap --help)"},
