@@ -1479,6 +1479,24 @@ static const struct bad_case bad_cases[] = {
      "mha heatmap: --png nodir/h.png: cannot create a directory next to it: No such file or directory"},
 };
 
+/* The same, with MHA_MEMORY_LIMIT set for the run. */
+struct limit_case {
+    const char *limit; /* MHA_MEMORY_LIMIT, bytes */
+    const char *args;
+    const char *message;
+};
+
+static const struct limit_case limit_cases[] = {
+    // memory: the standard run needs 7680 bytes with its weights (B, h, Lq, Lk), 6912 without
+    {"7000", FORWARD OUTS, "mha forward: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+                   "drop --attention-out, or use mha trace for shapes alone"},
+    {"6911", FORWARD "|--out|out.npy", "mha forward: the run needs about 0.00 GiB of memory (6912 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+                               "use mha trace for shapes alone"},
+    {"7679", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+                                               "the heatmap needs every weight: use shorter sequences, or mha trace for shapes alone"},
+    {"7 GB", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '7 GB' is not a whole number of bytes"},
+};
+
 /* Under valgrind (make memcheck) every process costs a second or two: the
  * sanitizer build and the plain one run every case, valgrind every 4th
  * (the sanitizer's leak checker covers the rest). */
@@ -1497,6 +1515,14 @@ Test(cli, bad_invocations, .init = enter_scratch, .fini = leave_scratch)
     for (size_t i = 0; i < n; i += under_valgrind() ? 4 : 1) {
         const struct bad_case *c = &bad_cases[i];
         run r = c->args[0] ? mha(c->args) : mha_argv((char *[]){NULL});
+        assert_refused(&r, c->message, &before, c->args);
+        run_free(&r);
+    }
+    for (size_t i = 0; i < sizeof limit_cases / sizeof limit_cases[0]; i++) {
+        const struct limit_case *c = &limit_cases[i];
+        cr_assert_eq(setenv("MHA_MEMORY_LIMIT", c->limit, 1), 0);
+        run r = mha(c->args);
+        unsetenv("MHA_MEMORY_LIMIT");
         assert_refused(&r, c->message, &before, c->args);
         run_free(&r);
     }
@@ -1624,6 +1650,50 @@ Test(cli, failed_stdout_leaves_every_file_as_it_was, .init = enter_scratch,
     r = mha(FORWARD "|--trace" OUTS);
     assert_ok(&r, "forward --trace");
     cr_assert_neq(r.out[0], '\0');
+    run_free(&r);
+    free(before.data);
+}
+
+/* A request beyond the machine's memory is refused at once, from the
+ * .npy headers, before anything is allocated: here the weights (1, 1,
+ * 10^6, 10^6) alone would take 8 TB. */
+Test(cli, a_run_beyond_physical_memory_is_refused_at_once,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    tensor *t = ramp(SHAPE(1, 1000000, 1), 0, 1e-6);
+    OK(npy_write("long.npy", t));
+    tensor_free(t);
+    t = ramp(SHAPE(1, 1), 1, 0);
+    OK(npy_write("w.npy", t));
+    tensor_free(t);
+    snapshot before = snapshot_take();
+    const char *args = "forward|--heads|1|--queries|long.npy|--wq|w.npy|--wk|"
+                       "w.npy|--wv|w.npy|--wo|w.npy|--out|out.npy|"
+                       "--attention-out|a.npy";
+    // inputs 8e6 + weights 64 + projections, heads, out 4.0e7 + A 8e12
+    double need = 8e6 + 64 + 5 * 8e6 + 8e12;
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    cr_assert_lt(phys, need, "this machine has more than 8 TB");
+    char message[512];
+    snprintf(message, sizeof message,
+             "mha forward: the run needs about %.2f GiB of memory (%.0f "
+             "bytes) but the machine has %.2f GiB; drop --attention-out, or "
+             "use mha trace for shapes alone",
+             need / 1073741824.0, need, phys / 1073741824.0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run r = mha(args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_refused(&r, message, &before, args);
+    run_free(&r);
+    if (!under_valgrind())
+        cr_assert_lt((double)(t1.tv_sec - t0.tv_sec), 5.0, "not at once");
+    // within a limit, the run goes ahead: without its weights it is small
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "6912", 1), 0);
+    write_inputs();
+    r = mha(FORWARD "|--out|out.npy");
+    unsetenv("MHA_MEMORY_LIMIT");
+    assert_ok(&r, "forward within MHA_MEMORY_LIMIT");
     run_free(&r);
     free(before.data);
 }

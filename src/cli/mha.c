@@ -371,7 +371,11 @@ static int cmd_forward(int argc, char **argv)
         return cli_error("--out is required (see mha forward --help)");
     const cli_path outs_named[] = {{"--out", out_path},
                                    {"--attention-out", a_path}};
-    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)))
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), a_path != NULL,
+             a_path ? "drop --attention-out, or use mha trace for shapes alone"
+                    : "use mha trace for shapes alone")))
         return status;
 
     cli_inputs in;
@@ -421,7 +425,11 @@ static int cmd_heatmap(int argc, char **argv)
     if (!png && !svg && !terminal)
         return cli_error("nothing to draw: give --png F, --svg F or --terminal");
     const cli_path outs_named[] = {{"--png", png}, {"--svg", svg}};
-    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)))
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), 1,
+             "the heatmap needs every weight: use shorter sequences, or mha "
+             "trace for shapes alone")))
         return status;
 
     cli_inputs in;
