@@ -12,7 +12,7 @@
  *   OUT (B, Lq, D_out), A (B, h, Lq, Lk), valid_lens (B,) or (B, Lq)
  *
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
- * with no output file written (output.h).  The usage texts below are the
+ * with every file as it was before the run (paths.h, output.h).  The usage texts below are the
  * program's documentation: `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L
@@ -41,7 +41,7 @@ static const char usage_main[] =
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "\n"
     "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
-    "2 on bad input (one line on stderr, no output file written).\n";
+    "2 on bad input (one line on stderr, every file as it was before the run).\n";
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
@@ -89,8 +89,13 @@ static const char usage_forward[] =
     "      as in d2l\n"
     "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
-    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither.  --trace\n"
-    "prints the shape trace on stdout.\n";
+    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
+    "place only once stdout is written.  --trace prints the shape trace on\n"
+    "stdout.  Refused before any work: an output that is a directory, FIFO,\n"
+    "socket or device; two names (./x, links) for one file among the\n"
+    "outputs and inputs; a run needing more memory than the machine has\n"
+    "(or than MHA_MEMORY_LIMIT bytes, when set).  A result that overflows\n"
+    "(NaN or inf from finite input) is refused too.\n";
 
 static const char usage_heatmap[] =
     "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
@@ -104,7 +109,8 @@ static const char usage_heatmap[] =
     "  --svg F       the same as SVG\n"
     "  --terminal    draw with Unicode shades on stdout\n"
     "\n"
-    "Give at least one; see `mha forward --help` for the inputs.\n";
+    "Give at least one; see `mha forward --help` for the inputs and for\n"
+    "what is refused before any work.\n";
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
