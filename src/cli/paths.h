@@ -9,14 +9,14 @@
  *   - an output that names an existing directory, FIFO, socket or device
  *     (the rename would replace it with a regular file, or fail half-way
  *     through the set):
- *       mha forward: --out 'pipe' is a FIFO, not a regular file; mha
- *       writes only regular files and will not replace it
+ *       mha forward: --out 'pipe' is a FIFO: mha writes only regular
+ *       files and will not replace it
  *   - two outputs that name one file, or an output that names an input,
  *     by any spelling: ./x, an absolute path, a symbolic link, a hard
  *     link.  Files that exist are compared by identity (st_dev, st_ino);
  *     a file that does not exist yet by the real path of its directory
  *     plus its name:
- *       mha forward: --out 'q.npy' and --queries './q.npy' name the same
+ *       mha forward: --out './q.npy' and --queries 'q.npy' name the same
  *       file (an output must not replace an input)
  *
  * Inputs that do not exist are left to the reader, which says so.
