@@ -1595,6 +1595,30 @@ Test(cli, attention_out_naming_a_directory_keeps_out, .init = enter_scratch,
     free(before.data);
 }
 
+/* The PNG is drawn, then the SVG cannot be: the PNG of an earlier run is
+ * still there, byte for byte, and no new file appears. */
+Test(cli, failed_svg_keeps_the_earlier_png, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    if (!heatmap_gnuplot_available())
+        cr_skip_test("gnuplot is not installed");
+    write_inputs();
+    FILE *f = fopen("old.png", "wb");
+    cr_assert_not_null(f);
+    fputs("an earlier picture\n", f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod("old.png", 0604), 0);
+    snapshot before = snapshot_take();
+    const char *args = "heatmap|--heads|2|" INPUTS "|--png|old.png|--svg|"
+                       "nodir/h.svg";
+    run r = mha(args);
+    assert_refused(&r, "mha heatmap: --svg nodir/h.svg: cannot create a "
+                       "directory next to it: No such file or directory",
+                   &before, args);
+    run_free(&r);
+    free(before.data);
+}
+
 /* An absolute path and a relative one for one file, existing or not. */
 Test(cli, absolute_and_relative_names_of_one_file_are_refused,
      .init = enter_scratch, .fini = leave_scratch)
