@@ -221,6 +221,16 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
         if (failed)
             status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
     }
+    /* NaN or inf in the inputs pass through (IEEE arithmetic, as in
+     * attention.h); from finite inputs they mean a score overflowed */
+    if (!status && tensor_check_result(j.out, who, "attention", "out")) {
+        if (!tensor_check_finite(queries, who, "queries") &&
+            !tensor_check_finite(keys, who, "keys") &&
+            !tensor_check_finite(values, who, "values"))
+            status = tensor_check_result(j.out, who, "attention", "out");
+        else
+            mha_clear_error();
+    }
     if (!status)
         trace_flash(&j, queries, keys, values, valid_lens);
     free(scratch);

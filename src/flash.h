@@ -75,7 +75,9 @@ double online_softmax_update(online_softmax *s, const double *x, size_t n);
  * as above.  tile_q, tile_k: 0 for the defaults; any size >= 1 works,
  * including sizes that do not divide Lq or Lk.  Errors as
  * dot_attention_forward (GSL_EBADLEN for shapes, GSL_EINVAL for bad
- * valid_lens or NULL inputs, GSL_ENOMEM). */
+ * valid_lens or NULL inputs, GSL_ENOMEM), and GSL_ERANGE when finite
+ * inputs give an output that is not (a score overflowed); NaN or inf in
+ * the inputs pass through, as there. */
 int flash_attention_forward(const tensor *queries, const tensor *keys,
                             const tensor *values, const tensor *valid_lens,
                             size_t tile_q, size_t tile_k, tensor **out);

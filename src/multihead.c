@@ -401,16 +401,24 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                                             // concat (B, Lq, d_model)
     tensor *masked = NULL;                  // (B*h, Lq, p), heads scaled
 
-    // 1-2. project, then split into heads
+    // 1-2. project, then split into heads; the inputs are finite
+    // (checked above), so a NaN or inf from here on is an overflow
+    const char *who = "multihead_forward";
     status = linear_forward(&m->W_q, &q_in, &q);
+    if (!status)
+        status = tensor_check_result(q, who, "projection", "Q");
     if (!status)
         status = transpose_qkv(q, h, &kept.qh);
     if (!status)
         status = linear_forward(&m->W_k, &k_in, &k);
     if (!status)
+        status = tensor_check_result(k, who, "projection", "K");
+    if (!status)
         status = transpose_qkv(k, h, &kept.kh);
     if (!status)
         status = linear_forward(&m->W_v, &v_in, &v);
+    if (!status)
+        status = tensor_check_result(v, who, "projection", "V");
     if (!status)
         status = transpose_qkv(v, h, &kept.vh);
     // 3. one valid length per head, in repeat_interleave order
@@ -423,6 +431,13 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     if (!status)
         status = dot_attention_forward(&m->attention, kept.qh, kept.kh,
                                        kept.vh, kept.lens, &kept.heads);
+    // an overflowing score makes its row of weights NaN
+    if (!status && m->attention.weights)
+        status = tensor_check_result(m->attention.weights, who,
+                                     "scores' softmax", "weights");
+    if (!status)
+        status = tensor_check_result(kept.heads, who,
+                                     "weighted sum of the values", "heads");
     // the head mask, if any: head i's outputs times head_mask[i]
     if (!status && head_mask)
         status = apply_head_mask(kept.heads, head_mask, &masked);
@@ -432,6 +447,8 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                                   &kept.concat);
     if (!status)
         status = linear_forward(&m->W_o, kept.concat, out);
+    if (!status)
+        status = tensor_check_result(*out, who, "output", "out");
     trace_end();
 
     // what outlives the call: the cache when asked for, and the weights

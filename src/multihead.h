@@ -109,7 +109,11 @@ int multihead_check_inputs(const multihead *m, const tensor *queries,
  * Lq, Lk) the per-head weights.  Inputs, weights and biases must be
  * finite: a NaN or an infinity is refused with GSL_EDOM and a message
  * naming the element (the building blocks below, softmax and attention,
- * follow IEEE arithmetic and let them through). */
+ * follow IEEE arithmetic and let them through).  Finite numbers can still
+ * overflow (queries of 1e200 make scores of 1e400): a NaN or an infinity
+ * in the projections, the weights, the heads or the output is refused with
+ * GSL_ERANGE and a message naming the stage and the first bad element
+ * (tensor_check_result), so no output is ever NaN from finite input. */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);

@@ -82,13 +82,43 @@ static size_t auto_block_rows(size_t Lq, size_t Lk)
     return rows < Lq ? rows : Lq;
 }
 
+/* The first score (in row-major order over (B, h, Lq, Lk)) that
+ * overflowed, found by whichever thread meets it. */
+typedef struct bad_score {
+    int found;
+    size_t at[4]; /* b, i, row, key */
+    double value;
+} bad_score;
+
+static void note_bad_score(bad_score *bad, size_t b, size_t i, size_t r,
+                           size_t j, double value)
+{
+#pragma omp critical(multihead_fast_bad_score)
+    {
+        size_t at[4] = {b, i, r, j};
+        int earlier = !bad->found;
+        for (size_t d = 0; d < 4 && !earlier; d++) {
+            if (at[d] != bad->at[d]) {
+                earlier = at[d] < bad->at[d];
+                break;
+            }
+        }
+        if (earlier) {
+            bad->found = 1;
+            memcpy(bad->at, at, sizeof at);
+            bad->value = value;
+        }
+    }
+}
+
 /* One block of one head: rows r0 .. r0 + rows - 1 of head (b, i).
  *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
  *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
 static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
                         const tensor *oh, const tensor *valid_lens,
                         const tensor *weights, size_t b, size_t i, size_t r0,
-                        size_t rows, double scale, double *s, double *sums)
+                        size_t rows, double scale, double *s, double *sums,
+                        bad_score *bad)
 {
     size_t Lk = kh->shape[2], p = oh->shape[3];
     gsl_matrix_view q = head(qh, b, i), k = head(kh, b, i);
@@ -99,6 +129,17 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
     // pass 1: the scores, K read transposed by BLAS
     int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
                                 &k.matrix, 0.0, &s_r.matrix);
+    // finite inputs, yet a product can overflow: a score the mask keeps
+    // must be finite, or the softmax turns its whole row into NaN
+    for (size_t r = 0; r < rows && !status; r++) {
+        size_t len = softmax_valid_len(valid_lens, b, r0 + r, Lk);
+        for (size_t j = 0; j < len; j++)
+            if (!isfinite(s[r * Lk + j])) {
+                note_bad_score(bad, b, i, r0 + r, j, s[r * Lk + j]);
+                status = GSL_ERANGE;
+                break;
+            }
+    }
     // pass 2: scale, mask, exp(s - max) and the row sums, row by row
     for (size_t r = 0; r < rows && !status; r++)
         sums[r] = rowops_softmax_unnormalized(
@@ -145,6 +186,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         return GSL_ENOMEM;
     double scale = 1.0 / sqrt((double)p);
     int failed = 0;
+    bad_score bad = {0};
     int blas_threads = threads_blas_single(parallel);
 #pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
     for (size_t item = 0; item < items; item++) {
@@ -153,10 +195,19 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         size_t n = Lq - r0 < rows ? Lq - r0 : rows;
         failed |= attend_block(qh, kh, vh, oh, valid_lens, weights, bi / h,
                                bi % h, r0, n, scale, s,
-                               s + rows * Lk) != GSL_SUCCESS;
+                               s + rows * Lk, &bad) != GSL_SUCCESS;
     }
     threads_blas_restore(blas_threads);
     free(scratch);
+    if (bad.found)
+        return mha_fail(GSL_ERANGE,
+                        "multihead_forward_fast: the scores overflowed: "
+                        "scores[%zu, %zu, %zu, %zu] = %s from finite inputs "
+                        "(scores (%zu, %zu, %zu, %zu), Q K^T per head)",
+                        bad.at[0], bad.at[1], bad.at[2], bad.at[3],
+                        isnan(bad.value) ? "nan" : bad.value > 0 ? "inf"
+                                                                 : "-inf",
+                        B, h, Lq, Lk);
     if (failed)
         return mha_fail(GSL_EFAILED,
                         "multihead_forward_fast: gsl_blas_dgemm failed on a "
@@ -199,16 +250,24 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views
     tensor *concat = NULL, *oh = NULL;         // (B, Lq, D); (B, h, Lq, p)
 
-    // 1-2. project (one dgemm each), split into heads (views)
+    // 1-2. project (one dgemm each), split into heads (views); the
+    // inputs are finite (start), so a NaN or inf here is an overflow
+    const char *who = "multihead_forward_fast";
     status = linear_forward(&m->W_q, &q_in, &q);
+    if (!status)
+        status = tensor_check_result(q, who, "projection", "Q");
     if (!status)
         status = heads_view(q, h, &qh);
     if (!status)
         status = linear_forward(&m->W_k, &k_in, &k);
     if (!status)
+        status = tensor_check_result(k, who, "projection", "K");
+    if (!status)
         status = heads_view(k, h, &kh);
     if (!status)
         status = linear_forward(&m->W_v, &v_in, &v);
+    if (!status)
+        status = tensor_check_result(v, who, "projection", "V");
     if (!status)
         status = heads_view(v, h, &vh);
     // 3. the output buffer, seen per head
@@ -229,10 +288,17 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     if (!status)
         status = attend_all(qh, kh, vh, oh, valid_lens, weights, opt);
     if (!status)
+        status = tensor_check_result(concat, who, "weighted sum of the values",
+                                     "heads");
+    if (!status)
         trace_attention(qh, kh, vh, oh, valid_lens);
     // 5. W_o mixes the heads
     if (!status)
         status = linear_forward(&m->W_o, concat, out);
+    if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
+        tensor_free(*out);
+        *out = NULL;
+    }
     trace_end();
     if (!status)
         m->weights = weights;

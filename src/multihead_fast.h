@@ -63,7 +63,12 @@ typedef struct multihead_fast_options {
 
 /* The forward pass of multihead.h, computed as above.  opt may be NULL
  * (parallel over heads, automatic blocks).  Errors as multihead_forward,
- * plus GSL_EINVAL in training mode with dropout > 0. */
+ * plus GSL_EINVAL in training mode with dropout > 0.  An overflow from
+ * finite inputs is GSL_ERANGE, naming its stage: a projection (checked
+ * after each linear), the scores (each block's, those the mask keeps),
+ * the weighted sum of the values (before its division by the row sums,
+ * so values near 1e308 can overflow here where multihead_forward does
+ * not), or the output. */
 int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens,

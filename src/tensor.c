@@ -176,23 +176,18 @@ int tensor_same_shape(const tensor *a, const tensor *b)
     return 1;
 }
 
-int tensor_check_finite(const tensor *t, const char *who, const char *what)
+/* The first element of t that is NaN or infinite, in row-major order:
+ * 1 with its index in idx and its value in *bad, else 0. */
+static int first_nonfinite(const tensor *t, size_t *idx, double *bad)
 {
-    size_t idx[TENSOR_MAX_DIMS] = {0};
     size_t n = tensor_is_meta(t) ? 0 : tensor_numel(t);
+    for (size_t d = 0; d < TENSOR_MAX_DIMS; d++)
+        idx[d] = 0;
     for (size_t k = 0; k < n; k++) {
         double v = *tensor_at(t, idx);
         if (!isfinite(v)) {
-            char at[TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX];
-            size_t used = 0;
-            for (size_t d = 0; d < t->ndim; d++)
-                used += (size_t)snprintf(at + used, sizeof at - used, "%s%zu",
-                                         d ? ", " : "[", idx[d]);
-            snprintf(at + used, sizeof at - used, "]");
-            return mha_fail(GSL_EDOM, "%s: %s%s = %s; %s must be finite (%s %s)",
-                            who, what, at,
-                            isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", what,
-                            what, tensor_shape_str(t, s, sizeof s));
+            *bad = v;
+            return 1;
         }
         for (size_t d = t->ndim; d-- > 0;) {
             if (++idx[d] < t->shape[d])
@@ -200,7 +195,53 @@ int tensor_check_finite(const tensor *t, const char *who, const char *what)
             idx[d] = 0;
         }
     }
-    return GSL_SUCCESS;
+    return 0;
+}
+
+/* "[0, 2, 5]" for the index idx of t. */
+static const char *index_str(const tensor *t, const size_t *idx, char *at,
+                             size_t n)
+{
+    size_t used = 0;
+    at[0] = '\0';
+    for (size_t d = 0; d < t->ndim && used < n; d++)
+        used += (size_t)snprintf(at + used, n - used, "%s%zu", d ? ", " : "[",
+                                 idx[d]);
+    if (used < n)
+        snprintf(at + used, n - used, "]");
+    return at;
+}
+
+static const char *value_str(double v)
+{
+    return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+int tensor_check_finite(const tensor *t, const char *who, const char *what)
+{
+    size_t idx[TENSOR_MAX_DIMS];
+    double v;
+    if (!first_nonfinite(t, idx, &v))
+        return GSL_SUCCESS;
+    char at[TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX];
+    return mha_fail(GSL_EDOM, "%s: %s%s = %s; %s must be finite (%s %s)", who,
+                    what, index_str(t, idx, at, sizeof at), value_str(v), what,
+                    what, tensor_shape_str(t, s, sizeof s));
+}
+
+int tensor_check_result(const tensor *t, const char *who, const char *stage,
+                        const char *what)
+{
+    size_t idx[TENSOR_MAX_DIMS];
+    double v;
+    if (!first_nonfinite(t, idx, &v))
+        return GSL_SUCCESS;
+    char at[TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX];
+    return mha_fail(GSL_ERANGE,
+                    "%s: the %s overflowed: %s%s = %s from finite inputs "
+                    "(%s %s)",
+                    who, stage, what, index_str(t, idx, at, sizeof at),
+                    value_str(v), what, tensor_shape_str(t, s, sizeof s));
 }
 
 tensor tensor_header(size_t ndim, const size_t *shape)

@@ -123,6 +123,13 @@ int tensor_set(tensor *t, const size_t *idx, double value);
  * (<what> (2, 4, 100))" naming the first bad element in row-major order. */
 int tensor_check_finite(const tensor *t, const char *who, const char *what);
 
+/* The same check on a result computed from finite numbers, where a NaN or
+ * an infinity means the arithmetic overflowed: GSL_ERANGE with "<who>:
+ * the <stage> overflowed: <what>[1, 3, 0] = inf from finite inputs
+ * (<what> (2, 4, 8))".  A tensor of shapes alone passes. */
+int tensor_check_result(const tensor *t, const char *who, const char *stage,
+                        const char *what);
+
 /* A copy of x's header with names set from `names` when x has none (x's
  * own names win), for the trace of a module's inputs.  It shares x's
  * buffer WITHOUT a count of its own: keep it on the stack, use it while x

@@ -283,3 +283,24 @@ Test(flash, allocation_failures)
     tensor_free(k);
     gsl_rng_free(r);
 }
+
+/* Finite queries and keys whose scores overflow: refused, not NaN; NaN
+ * in the inputs still passes through, as in dot_attention_forward. */
+Test(flash, overflow_from_finite_inputs_is_refused)
+{
+    tensor *q, *v, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 2, 2), &q));
+    OK(tensor_alloc(SHAPE(1, 2, 2), &v));
+    tensor_fill(q, 1e200);
+    tensor_fill(v, 1);
+    FAILS(flash_attention_forward(q, q, v, NULL, 0, 0, &out), GSL_ERANGE,
+          "flash_attention_forward: the attention overflowed: out[0, 0, 0] = "
+          "nan from finite inputs (out (1, 2, 2))");
+    cr_assert_null(out);
+    tensor_fill(q, NAN);
+    OK(flash_attention_forward(q, q, v, NULL, 0, 0, &out));
+    cr_assert(isnan(out->data[0]));
+    tensor_free(out);
+    tensor_free(q);
+    tensor_free(v);
+}

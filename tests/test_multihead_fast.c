@@ -276,3 +276,66 @@ Test(mha_fast, allocation_failures)
     tensor_free(q);
     tensor_free(lens);
 }
+
+/* Finite inputs whose arithmetic overflows: refused with GSL_ERANGE and
+ * a message naming the stage and the first bad element, by the fast path
+ * and by the copy path alike, never an output of NaN.  There are 2
+ * features; W_q, W_k and W_v are all 1 (each projection doubles), W_o
+ * all 4. */
+static void overflow_case(double q, double k, double v, const char *fast,
+                          const char *copy)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
+                            .num_hiddens = 2, .num_heads = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor_fill(m.W_q.weight, 1);
+    tensor_fill(m.W_k.weight, 1);
+    tensor_fill(m.W_v.weight, 1);
+    tensor_fill(m.W_o.weight, 4);
+    tensor *tq, *tk, *tv, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 2, 2), &tq));
+    OK(tensor_alloc(SHAPE(1, 2, 2), &tk));
+    OK(tensor_alloc(SHAPE(1, 2, 2), &tv));
+    tensor_fill(tq, q);
+    tensor_fill(tk, k);
+    tensor_fill(tv, v);
+    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, NULL, &out),
+          GSL_ERANGE, fast);
+    cr_assert_null(out);
+    multihead_fast_options keep = {.keep_weights = 1};
+    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, &keep, &out),
+          GSL_ERANGE, fast);
+    cr_assert_null(out);
+    cr_assert_null(m.weights);
+    FAILS(multihead_forward(&m, tq, tk, tv, NULL, &out), GSL_ERANGE, copy);
+    cr_assert_null(out);
+    tensor_free(tq);
+    tensor_free(tk);
+    tensor_free(tv);
+    multihead_free(&m);
+}
+
+Test(mha_fast, overflow_from_finite_inputs_is_refused)
+{
+    // the projection: 2 * 1e308
+    overflow_case(1e308, 1, 1,
+                  "multihead_forward_fast: the projection overflowed: "
+                  "Q[0, 0, 0] = inf from finite inputs (Q (1, 2, 2))",
+                  "multihead_forward: the projection overflowed: "
+                  "Q[0, 0, 0] = inf from finite inputs (Q (1, 2, 2))");
+    // the scores: Q and K 2e200 each, q.k = 8e400
+    overflow_case(1e200, 1e200, 1,
+                  "multihead_forward_fast: the scores overflowed: "
+                  "scores[0, 0, 0, 0] = inf from finite inputs "
+                  "(scores (1, 1, 2, 2), Q K^T per head)",
+                  "multihead_forward: the scores' softmax overflowed: "
+                  "weights[0, 0, 0] = nan from finite inputs "
+                  "(weights (1, 2, 2))");
+    // the output: V and the heads 0.4e308, out 4 * 2 * 0.4e308
+    overflow_case(1, 1, 0.2e308,
+                  "multihead_forward_fast: the output overflowed: "
+                  "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))",
+                  "multihead_forward: the output overflowed: "
+                  "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))");
+}

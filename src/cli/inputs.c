@@ -5,7 +5,9 @@
  * (D_out,); valid_lens (B,) or (B, Lq). */
 #include "inputs.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qkv.h"
 
@@ -249,6 +251,70 @@ static int build_module(tensor *const *f, size_t heads, cli_inputs *in)
             status = tensor_copy_into(layer[i]->bias, f[BQ + i]);
     }
     return status ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
+/* The bytes a run may use: MHA_MEMORY_LIMIT when set (what it says is
+ * written into *from), else the machine's physical memory (0 when it
+ * cannot be known).  CLI_USAGE when MHA_MEMORY_LIMIT is not a number. */
+static int memory_limit(double *bytes, char *from, size_t n)
+{
+    const char *env = getenv("MHA_MEMORY_LIMIT");
+    if (env) {
+        if (!*env || strspn(env, "0123456789") != strlen(env))
+            return cli_error("MHA_MEMORY_LIMIT '%s' is not a whole number of "
+                             "bytes",
+                             env);
+        *bytes = strtod(env, NULL);
+        snprintf(from, n, "the limit MHA_MEMORY_LIMIT is %.2f GiB",
+                 *bytes / 1073741824.0);
+        return CLI_OK;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    *bytes = pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+    snprintf(from, n, "the machine has %.2f GiB", *bytes / 1073741824.0);
+    return CLI_OK;
+}
+
+int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
+                            const char *hint)
+{
+    npy_header h[NFILES];
+    double bytes = 0; // the inputs as read, then the module's weights
+    for (int i = 0; i < NFILES; i++) {
+        memset(&h[i], 0, sizeof h[i]);
+        const char *path = value_of(opts, nopts, option_of(i));
+        if (!path)
+            continue;
+        int status = npy_read_header(path, &h[i]);
+        if (status == GSL_ENOMEM)
+            return cli_error("%s: %s", option_of(i), mha_last_error());
+        if (status) {
+            mha_clear_error();
+            return CLI_OK; // cli_inputs_load says why
+        }
+        bytes += (double)h[i].numel * sizeof(double) * (i >= WQ ? 2 : 1);
+    }
+    const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
+    if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
+        return CLI_OK;
+    size_t heads = 1;
+    cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+    double B = (double)q->shape[0], Lq = (double)q->shape[1];
+    double Lk = (double)k->shape[1], D = (double)h[WQ].shape[0];
+    double Dout = (double)h[WO].shape[0];
+    // Q and the joined heads (B, Lq, D), K and V (B, Lk, D), out (B, Lq, D_out)
+    bytes += (2 * B * Lq * D + 2 * B * Lk * D + B * Lq * Dout) * sizeof(double);
+    if (keep_weights) // (B, h, Lq, Lk)
+        bytes += B * (double)heads * Lq * Lk * sizeof(double);
+    double limit = 0;
+    char from[128];
+    if (memory_limit(&limit, from, sizeof from))
+        return CLI_USAGE;
+    if (limit > 0 && bytes > limit)
+        return cli_error("the run needs about %.2f GiB of memory (%.0f bytes) "
+                         "but %s; %s",
+                         bytes / 1073741824.0, bytes, from, hint);
+    return CLI_OK;
 }
 
 int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)

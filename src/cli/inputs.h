@@ -44,6 +44,21 @@ typedef struct cli_inputs {
  * this first, so a usage mistake is reported before any work. */
 int cli_inputs_check_options(cli_option *opts, size_t nopts);
 
+/* The memory a forward pass of these inputs needs, estimated from the
+ * .npy headers alone (no data is read): the inputs, the module's copy of
+ * the weights, the projections Q, K, V and the joined heads, the (B, h,
+ * Lq, Lk) attention weights when keep_weights, the output.  When it is
+ * more than the machine's physical memory (or the environment variable
+ * MHA_MEMORY_LIMIT, in bytes, when set), one line giving the estimate in
+ * GiB and hint, and CLI_USAGE:
+ *
+ *   mha forward: the run needs about 7450.58 GiB of memory (8000000000000 bytes) but the machine has 15.52 GiB; drop --attention-out, or use mha trace for shapes alone
+ *
+ * Headers that cannot be read or shapes that do not fit are left to
+ * cli_inputs_load, which says what is wrong: CLI_OK. */
+int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
+                            const char *hint);
+
 /* Read every input file, check all shapes, build the module.  CLI_OK or
  * CLI_USAGE (after printing one line); in is then ready for
  * cli_inputs_free either way. */

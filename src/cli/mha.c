@@ -15,7 +15,7 @@
  *   OUT (B, Lq, D_out), A (B, h, Lq, Lk), valid_lens (B,) or (B, Lq)
  *
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
- * with no output file written (output.h).  The usage texts below are the
+ * with every file as it was before the run (paths.h, output.h).  The usage texts below are the
  * program's documentation: `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L
@@ -31,6 +31,7 @@
 #include "inputs.h"
 #include "libmha.h"
 #include "output.h"
+#include "paths.h"
 #include "quiz.h"
 
 static const char usage_main[] =
@@ -47,7 +48,7 @@ static const char usage_main[] =
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "\n"
     "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
-    "2 on bad input (one line on stderr, no output file written).\n";
+    "2 on bad input (one line on stderr, every file as it was before the run).\n";
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
@@ -119,8 +120,13 @@ static const char usage_forward[] =
     "      as in d2l\n"
     "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
-    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither.  --trace\n"
-    "prints the shape trace on stdout.\n";
+    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
+    "place only once stdout is written.  --trace prints the shape trace on\n"
+    "stdout.  Refused before any work: an output that is a directory, FIFO,\n"
+    "socket or device; two names (./x, links) for one file among the\n"
+    "outputs and inputs; a run needing more memory than the machine has\n"
+    "(or than MHA_MEMORY_LIMIT bytes, when set).  A result that overflows\n"
+    "(NaN or inf from finite input) is refused too.\n";
 
 static const char usage_heatmap[] =
     "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
@@ -134,7 +140,8 @@ static const char usage_heatmap[] =
     "  --svg F       the same as SVG\n"
     "  --terminal    draw with Unicode shades on stdout\n"
     "\n"
-    "Give at least one; see `mha forward --help` for the inputs.\n";
+    "Give at least one; see `mha forward --help` for the inputs and for\n"
+    "what is refused before any work.\n";
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -641,6 +648,23 @@ static int cmd_quiz(int argc, char **argv)
 
 /* --- mha forward and mha heatmap ------------------------------------ */
 
+/* The input files both commands read, for cli_check_paths. */
+static const char *const input_files[] = {
+    "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
+
+/* The outputs regular files (or new), each with one name, none an input
+ * (paths.h): checked before anything is read. */
+static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
+                       size_t nout)
+{
+    cli_path ins[NOPTS(input_files)];
+    for (size_t i = 0; i < NOPTS(input_files); i++)
+        ins[i] = (cli_path){input_files[i],
+                            cli_find(opts, nopts, input_files[i])->value};
+    return cli_check_paths(outs, nout, ins, NOPTS(ins));
+}
+
 static int cmd_forward(int argc, char **argv)
 {
     cli_option opts[] = {CLI_INPUT_OPTIONS,
@@ -659,10 +683,14 @@ static int cmd_forward(int argc, char **argv)
     int trace = cli_find(opts, NOPTS(opts), "--trace")->value != NULL;
     if (!out_path)
         return cli_error("--out is required (see mha forward --help)");
-    if (a_path && strcmp(a_path, out_path) == 0)
-        return cli_error("--out '%s' and --attention-out '%s' name the same "
-                         "file",
-                         out_path, a_path);
+    const cli_path outs_named[] = {{"--out", out_path},
+                                   {"--attention-out", a_path}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), a_path != NULL,
+             a_path ? "drop --attention-out, or use mha trace for shapes alone"
+                    : "use mha trace for shapes alone")))
+        return status;
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
@@ -678,16 +706,18 @@ static int cmd_forward(int argc, char **argv)
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
-    if (!status) {
-        cli_output outs[2] = {
-            {.option = "--out", .path = out_path, .npy = out},
-            {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
-        };
-        status = cli_write_outputs(outs, a_path ? 2 : 1);
-    }
+    cli_output outs[2] = {
+        {.option = "--out", .path = out_path, .npy = out},
+        {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
+    };
+    cli_staged staged = {0};
+    if (!status)
+        status = cli_stage_outputs(outs, a_path ? 2 : 1, &staged);
+    // stdout complete first: a failed trace leaves no file behind
+    status = cli_finish_outputs(&staged, flush_stdout(status));
     tensor_free(out);
     cli_inputs_free(&in);
-    return flush_stdout(status);
+    return status;
 }
 
 static int cmd_heatmap(int argc, char **argv)
@@ -708,15 +738,21 @@ static int cmd_heatmap(int argc, char **argv)
     int terminal = cli_find(opts, NOPTS(opts), "--terminal")->value != NULL;
     if (!png && !svg && !terminal)
         return cli_error("nothing to draw: give --png F, --svg F or --terminal");
-    if (png && svg && strcmp(png, svg) == 0)
-        return cli_error("--png '%s' and --svg '%s' name the same file", png,
-                         svg);
+    const cli_path outs_named[] = {{"--png", png}, {"--svg", svg}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), 1,
+             "the heatmap needs every weight: use shorter sequences, or mha "
+             "trace for shapes alone")))
+        return status;
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
     tensor *out = NULL;
     char (*titles)[64] = NULL; // "example b, head i", panel by panel
     const char **tp = NULL;
+    cli_output outs[2];
+    cli_staged staged = {0};
     multihead_fast_options fast = {.keep_weights = 1};
     if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
                                           in.values, in.valid_lens, &fast, &out))
@@ -739,7 +775,6 @@ static int cmd_heatmap(int argc, char **argv)
                 tp[b * h + i] = titles[b * h + i];
             }
         heatmap_options opt = {.titles = tp, .ntitles = panels};
-        cli_output outs[2];
         size_t n = 0;
         if (png)
             outs[n++] = (cli_output){.option = "--png", .path = png,
@@ -749,15 +784,17 @@ static int cmd_heatmap(int argc, char **argv)
             outs[n++] = (cli_output){.option = "--svg", .path = svg,
                                      .image = in.m.weights, .heatmap = &opt,
                                      .format = HEATMAP_SVG};
-        status = cli_write_outputs(outs, n);
+        status = cli_stage_outputs(outs, n, &staged);
         if (!status && terminal && heatmap_terminal(stdout, in.m.weights, &opt))
             status = cli_error("--terminal: %s", mha_last_error());
     }
+    // stdout complete first: a failed --terminal leaves no picture behind
+    status = cli_finish_outputs(&staged, flush_stdout(status));
     free(titles);
     free(tp);
     tensor_free(out);
     cli_inputs_free(&in);
-    return flush_stdout(status);
+    return status;
 }
 
 int main(int argc, char **argv)

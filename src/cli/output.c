@@ -127,20 +127,41 @@ static int commit_failed(const fileset *set, const cli_output *outs,
                      o->option, o->path, strerror(why->err), undone);
 }
 
-int cli_write_outputs(const cli_output *outs, size_t n)
+int cli_stage_outputs(const cli_output *outs, size_t n, cli_staged *staged)
 {
+    *staged = (cli_staged){.outs = outs, .n = n};
     fileset *set;
     if (fileset_begin("mha", &set))
         return cli_error("%s", mha_last_error());
     int status = CLI_OK;
-    // pass 1: every file complete under its temporary name
+    // every file complete under its temporary name
     for (size_t i = 0; i < n && !status; i++)
         status = outs[i].npy ? stage_npy(set, &outs[i])
                              : stage_image(set, &outs[i]);
-    // pass 2: all into place, or none
+    if (status)
+        fileset_end(set);
+    else
+        staged->set = set;
+    return status;
+}
+
+int cli_finish_outputs(cli_staged *staged, int status)
+{
+    fileset *set = staged->set;
+    staged->set = NULL;
+    if (!set)
+        return status;
+    // all into place, or none
     fileset_failure why;
     if (!status && fileset_commit(set, &why))
-        status = commit_failed(set, outs, &why);
+        status = commit_failed(set, staged->outs, &why);
     fileset_end(set);
     return status;
+}
+
+int cli_write_outputs(const cli_output *outs, size_t n)
+{
+    cli_staged staged;
+    int status = cli_stage_outputs(outs, n, &staged);
+    return cli_finish_outputs(&staged, status);
 }

@@ -32,8 +32,27 @@ typedef struct cli_output {
     int format;          /* HEATMAP_PNG or HEATMAP_SVG, for image */
 } cli_output;
 
-/* Write all n outputs, or none.  CLI_OK, or CLI_USAGE after printing one
- * line naming the option, the path and what failed. */
+/* A run's outputs, written under their temporary names and not yet in
+ * place: between the two steps the program finishes stdout, so that a
+ * run whose stdout fails (`mha forward --trace ... > /dev/full`) leaves
+ * no file behind either. */
+typedef struct cli_staged {
+    fileset *set;
+    const cli_output *outs;
+    size_t n;
+} cli_staged;
+
+/* Step 1: write all n outputs under their temporary names.  CLI_OK, or
+ * CLI_USAGE after printing one line naming the option, the path and what
+ * failed (nothing is left, and *staged needs no finishing). */
+int cli_stage_outputs(const cli_output *outs, size_t n, cli_staged *staged);
+
+/* Step 2: when status is CLI_OK, put every staged output in place, or
+ * none (one line when that fails); otherwise abandon them all.  Returns
+ * the run's status. */
+int cli_finish_outputs(cli_staged *staged, int status);
+
+/* Both steps at once, for a program that prints nothing on stdout. */
 int cli_write_outputs(const cli_output *outs, size_t n);
 
 #endif

@@ -1,0 +1,128 @@
+/* paths.c: outputs that are regular files, and one name per file; see
+ * paths.h. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "paths.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "args.h"
+
+#ifndef NAME_MAX
+#define NAME_MAX 255
+#endif
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* What a path names: an existing file by (st_dev, st_ino), else the real
+ * path of its directory and its own name. */
+typedef struct identity {
+    int exists;
+    dev_t dev;
+    ino_t ino;
+    char name[PATH_MAX + NAME_MAX + 2];
+} identity;
+
+static void identify(const char *path, identity *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) {
+        id->exists = 1;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+        return;
+    }
+    // not there (or a dangling link): the directory's real path + the name
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[PATH_MAX], real[PATH_MAX];
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    if (dir_len >= sizeof dir) {
+        snprintf(id->name, sizeof id->name, "%s", path);
+        return;
+    }
+    if (slash && dir_len == 0)
+        strcpy(dir, "/");
+    else if (slash) {
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = '\0';
+    } else
+        strcpy(dir, ".");
+    if (realpath(dir, real))
+        snprintf(id->name, sizeof id->name, "%s/%s", real, base);
+    else
+        snprintf(id->name, sizeof id->name, "%s", path);
+}
+
+static int same(const identity *a, const identity *b)
+{
+    if (a->exists != b->exists)
+        return 0;
+    if (a->exists)
+        return a->dev == b->dev && a->ino == b->ino;
+    return strcmp(a->name, b->name) == 0;
+}
+
+/* "a directory", "a FIFO" ..., or NULL for a regular file or none. */
+static const char *not_regular(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return NULL;
+    if (S_ISDIR(st.st_mode))
+        return "a directory";
+    if (S_ISFIFO(st.st_mode))
+        return "a FIFO";
+    if (S_ISSOCK(st.st_mode))
+        return "a socket";
+    if (S_ISCHR(st.st_mode))
+        return "a character device";
+    if (S_ISBLK(st.st_mode))
+        return "a block device";
+    return "not a regular file";
+}
+
+int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
+                    size_t nin)
+{
+    // 1. every output a regular file, or nothing yet
+    for (size_t i = 0; i < nout; i++) {
+        const char *kind = outs[i].path ? not_regular(outs[i].path) : NULL;
+        if (kind)
+            return cli_error("%s '%s' is %s: mha writes only regular files "
+                             "and will not replace it",
+                             outs[i].option, outs[i].path, kind);
+    }
+    // 2. one name per output, and no output naming an input
+    for (size_t i = 0; i < nout; i++) {
+        if (!outs[i].path)
+            continue;
+        identity a, b;
+        identify(outs[i].path, &a);
+        for (size_t j = 0; j < i; j++) {
+            if (!outs[j].path)
+                continue;
+            identify(outs[j].path, &b);
+            if (same(&a, &b))
+                return cli_error("%s '%s' and %s '%s' name the same file",
+                                 outs[j].option, outs[j].path, outs[i].option,
+                                 outs[i].path);
+        }
+        for (size_t j = 0; j < nin; j++) {
+            if (!ins[j].path)
+                continue;
+            identify(ins[j].path, &b);
+            if (same(&a, &b))
+                return cli_error("%s '%s' and %s '%s' name the same file (an "
+                                 "output must not replace an input)",
+                                 outs[i].option, outs[i].path, ins[j].option,
+                                 ins[j].path);
+        }
+    }
+    return CLI_OK;
+}
