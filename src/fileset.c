@@ -4,6 +4,7 @@
 #include "fileset.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,19 @@ static char *unique_name(const char *who, const char *path,
         errno = ENOMEM;
         return NULL;
     }
+    /* a name near NAME_MAX has no room for the suffix: then the temporary
+     * is ".mha<suffix>..." in the same directory */
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dir_len = (int)(base - path);
+    int short_base = strlen(base) + strlen(suffix) + 32 > NAME_MAX;
     for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(name, n, "%s%s.%ld.%d", path, suffix, (long)getpid(),
-                 attempt);
+        if (short_base)
+            snprintf(name, n, "%.*s.mha%s.%ld.%d", dir_len, path, suffix,
+                     (long)getpid(), attempt);
+        else
+            snprintf(name, n, "%s%s.%ld.%d", path, suffix, (long)getpid(),
+                     attempt);
         if (make(name, ctx) == 0)
             return name;
         if (errno != EEXIST)

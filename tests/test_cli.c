@@ -1648,6 +1648,40 @@ Test(cli, absolute_and_relative_names_of_one_file_are_refused,
     free(before.data);
 }
 
+/* A dangling link names the file it will point to: an output through it
+ * and an output at its target are one file, as with a link to a file
+ * that exists. */
+Test(cli, a_dangling_link_to_another_output_is_refused, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    cr_assert_eq(symlink("o.npy", "ol.npy"), 0);
+    snapshot before = snapshot_take();
+    const char *args = FORWARD "|--out|o.npy|--attention-out|ol.npy";
+    run r = mha(args);
+    assert_refused(&r, "mha forward: --out 'o.npy' and --attention-out "
+                       "'ol.npy' name the same file",
+                   &before, args);
+    run_free(&r);
+    free(before.data);
+}
+
+/* An output name as long as a name may be (255 bytes) is written: its
+ * temporary takes a short name beside it. */
+Test(cli, an_output_name_of_255_bytes_is_written, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    char name[256], args[1024];
+    memset(name, 'x', 251);
+    strcpy(name + 251, ".npy");
+    snprintf(args, sizeof args, FORWARD "|--out|%s", name);
+    run r = mha(args);
+    assert_ok(&r, "a 255-byte output name");
+    cr_assert_eq(access(name, F_OK), 0);
+    run_free(&r);
+}
+
 /* stdout that cannot take the trace or the terminal picture: the run
  * fails with one line, and the outputs it wrote stay temporaries, removed;
  * the files of an earlier run are as they were. */

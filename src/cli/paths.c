@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 
@@ -31,6 +32,28 @@ static void identify(const char *path, identity *id)
 {
     struct stat st;
     memset(id, 0, sizeof *id);
+    /* a dangling link names the file it points to, as a link to an
+     * existing file does (stat follows it): resolve a few levels */
+    char link[2][PATH_MAX];
+    for (int level = 0; level < 8 && stat(path, &st) != 0 &&
+                        lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+         level++) {
+        char target[PATH_MAX];
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            break;
+        target[len] = '\0';
+        const char *slash = strrchr(path, '/');
+        char *next = link[level % 2];
+        // a relative target is read from the link's own directory
+        size_t dir = target[0] == '/' || !slash ? 0
+                                                : (size_t)(slash - path) + 1;
+        if (dir + (size_t)len >= PATH_MAX)
+            break;
+        memmove(next + dir, target, (size_t)len + 1);
+        memmove(next, path, dir);
+        path = next;
+    }
     if (stat(path, &st) == 0) {
         id->exists = 1;
         id->dev = st.st_dev;
