@@ -225,6 +225,21 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
+/* x projected by l (one dgemm), checked finite (the inputs were, so a
+ * NaN or inf is an overflow), and seen as heads: (B, L, D) and its
+ * (B, h, L, p) view. */
+static int project_heads(const linear *l, const tensor *x, size_t h,
+                         const char *name, tensor **proj, tensor **heads)
+{
+    int status = linear_forward(l, x, proj);
+    if (!status)
+        status = tensor_check_result(*proj, "multihead_forward_fast",
+                                     "projection", name);
+    if (!status)
+        status = heads_view(*proj, h, heads);
+    return status;
+}
+
 int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens,
@@ -253,23 +268,11 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // 1-2. project (one dgemm each), split into heads (views); the
     // inputs are finite (start), so a NaN or inf here is an overflow
     const char *who = "multihead_forward_fast";
-    status = linear_forward(&m->W_q, &q_in, &q);
+    status = project_heads(&m->W_q, &q_in, h, "Q", &q, &qh);
     if (!status)
-        status = tensor_check_result(q, who, "projection", "Q");
+        status = project_heads(&m->W_k, &k_in, h, "K", &k, &kh);
     if (!status)
-        status = heads_view(q, h, &qh);
-    if (!status)
-        status = linear_forward(&m->W_k, &k_in, &k);
-    if (!status)
-        status = tensor_check_result(k, who, "projection", "K");
-    if (!status)
-        status = heads_view(k, h, &kh);
-    if (!status)
-        status = linear_forward(&m->W_v, &v_in, &v);
-    if (!status)
-        status = tensor_check_result(v, who, "projection", "V");
-    if (!status)
-        status = heads_view(v, h, &vh);
+        status = project_heads(&m->W_v, &v_in, h, "V", &v, &vh);
     // 3. the output buffer, seen per head
     if (!status)
         status = tensor_alloc(SHAPE(B, Lq, D), &concat);
