@@ -270,12 +270,12 @@ trace-cost: deps
 	@tools/trace_cost.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory build/bench
+	@$(MAKE) --no-print-directory build/bench $(CLI_BIN)
 	@$(MAKE) --no-print-directory BLAS=gsl build/gslcblas/bench
 	@$(MAKE) --no-print-directory BUILD=build/notrace \
 	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
 	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
-	    --notrace build/notrace/bench --torch tools/bench_torch.py
+	    --notrace build/notrace/bench --torch tools/bench_torch.py --mha $(CLI_BIN)
 
 clean:
 	rm -rf build

@@ -24,9 +24,14 @@
  *      a child built that way and this process take turns.
  *   4. Exact vs tiled attention, B*h = 8, d_h = 64, L up to 16384: each
  *      configuration in a fresh child process, peak RSS from wait4().
+ *   5. `mha forward` (--mha BIN) as a whole process: at B = 8, L = 512
+ *      against torch's in-process time of part 1, and at B = 1 by L up to
+ *      16384, time and peak RSS against the copy-based module.
  *
- *   bench [--quick] [--parts 1234] [--gsl BIN] [--notrace BIN] [--torch SCRIPT]
- *   bench --child-gsl | --child-notrace L REPS | --child-memory KIND L
+ *   bench [--quick] [--parts 12345] [--gsl BIN] [--notrace BIN]
+ *         [--torch SCRIPT] [--mha BIN]
+ *   bench --child-gsl | --child-notrace L REPS
+ *   bench --child-memory exact|tiled|module L
  */
 #define _GNU_SOURCE /* wait4, getline */
 #include <math.h>
@@ -99,21 +104,29 @@ typedef struct {
     gsl_matrix *a, *w, *c;    /* dgemm reference: (B*L, D) x (D, D)^T */
 } problem;
 
-static void problem_init(problem *p, size_t L)
+/* The module with biases, Xavier weights and X (batch, L, D) ~ N(0, 1),
+ * the same numbers for the same (batch, L) in every process. */
+static gsl_rng *make_module(size_t batch, size_t L, multihead *m, tensor **x)
 {
-    p->L = L;
     gsl_rng *r = mha_rng_new(2024);
     if (!r)
         die("mha_rng_new");
     multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0, 0};
-    CHECK(multihead_init(&p->m, &cfg));
-    multihead_reset_xavier(&p->m, r);
-    tensor_fill_uniform(p->m.W_q.bias, r, -0.1, 0.1);
-    tensor_fill_uniform(p->m.W_k.bias, r, -0.1, 0.1);
-    tensor_fill_uniform(p->m.W_v.bias, r, -0.1, 0.1);
-    tensor_fill_uniform(p->m.W_o.bias, r, -0.1, 0.1);
-    CHECK(tensor_alloc(SHAPE(B, L, D), &p->x));
-    tensor_fill_normal(p->x, r, 0, 1);
+    CHECK(multihead_init(m, &cfg));
+    multihead_reset_xavier(m, r);
+    tensor_fill_uniform(m->W_q.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(m->W_k.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(m->W_v.bias, r, -0.1, 0.1);
+    tensor_fill_uniform(m->W_o.bias, r, -0.1, 0.1);
+    CHECK(tensor_alloc(SHAPE(batch, L, D), x));
+    tensor_fill_normal(*x, r, 0, 1);
+    return r;
+}
+
+static void problem_init(problem *p, size_t L)
+{
+    p->L = L;
+    gsl_rng *r = make_module(B, L, &p->m, &p->x);
     p->a = gsl_matrix_alloc(B * L, D);
     p->w = gsl_matrix_alloc(D, D);
     p->c = gsl_matrix_alloc(B * L, D);
@@ -502,33 +515,57 @@ static double mem_available(void)
     return kib * 1024.0;
 }
 
-/* Run `self --child-memory kind L` and report its time and peak RSS. */
-static int run_memory_child(const char *self, const char *kind, size_t L,
-                            double *seconds, double *peak_mib)
+/* Run argv[0] with argv as a child process, stdout into out (its first
+ * n - 1 bytes) and stderr to /dev/null; its wall time from fork to exit
+ * and its peak resident memory (wait4).  0 when it did not exit with 0. */
+static int run_child(char *const argv[], char *out, size_t n, double *wall,
+                     double *peak_mib)
 {
     int fd[2];
     if (pipe(fd))
         return 0;
+    double t0 = now();
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
-        char ls[32];
-        snprintf(ls, sizeof ls, "%zu", L);
-        execl(self, self, "--child-memory", kind, ls, (char *)NULL);
+        freopen("/dev/null", "w", stderr);
+        execv(argv[0], argv);
         _exit(127);
     }
     close(fd[1]);
-    char buf[64] = "";
-    ssize_t n = read(fd[0], buf, sizeof buf - 1);
+    size_t got = 0;
+    ssize_t r;
+    char chunk[4096];
+    while ((r = read(fd[0], chunk, sizeof chunk)) > 0) { // keep the first n-1
+        size_t k = (size_t)r < n - 1 - got ? (size_t)r : n - 1 - got;
+        memcpy(out + got, chunk, k);
+        got += k;
+    }
+    out[got] = '\0';
     close(fd[0]);
     int status;
     struct rusage ru;
     if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0 || n <= 0)
+        WEXITSTATUS(status) != 0)
+        return 0;
+    *wall = now() - t0;
+    *peak_mib = (double)ru.ru_maxrss / 1024.0; // ru_maxrss is in KiB
+    return 1;
+}
+
+/* Run `self --child-memory kind L` and report the time it measured of
+ * itself and its peak RSS. */
+static int run_memory_child(const char *self, const char *kind, size_t L,
+                            double *seconds, double *peak_mib)
+{
+    char ls[32], buf[64], *argv[] = {(char *)self, "--child-memory",
+                                      (char *)kind, ls, NULL};
+    double wall;
+    snprintf(ls, sizeof ls, "%zu", L);
+    if (!run_child(argv, buf, sizeof buf, &wall, peak_mib) || !*buf)
         return 0;
     *seconds = atof(buf);
-    *peak_mib = (double)ru.ru_maxrss / 1024.0; // ru_maxrss is in KiB
     return 1;
 }
 
@@ -567,11 +604,155 @@ static void part_memory(const char *self, double *t_exact, double *m_exact,
     }
 }
 
+/* --- part 5: mha forward, the whole program --------------------------- */
+
+/* The module's eight parameters and X (batch, L, D) as .npy files in dir,
+ * the numbers of make_module. */
+static const char *const cli_files[] = {"x",  "wq", "wk", "wv", "wo",
+                                        "bq", "bk", "bv", "bo"};
+#define NCLI_FILES (sizeof cli_files / sizeof cli_files[0])
+
+static void write_cli_inputs(const char *dir, size_t batch, size_t L)
+{
+    multihead m;
+    tensor *x;
+    gsl_rng_free(make_module(batch, L, &m, &x));
+    const tensor *t[NCLI_FILES] = {x,          m.W_q.weight, m.W_k.weight,
+                                   m.W_v.weight, m.W_o.weight, m.W_q.bias,
+                                   m.W_k.bias,   m.W_v.bias,   m.W_o.bias};
+    char path[1100];
+    for (size_t i = 0; i < NCLI_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s.npy", dir, cli_files[i]);
+        CHECK(npy_write(path, t[i]));
+    }
+    multihead_free(&m);
+    tensor_free(x);
+}
+
+static void remove_cli_files(const char *dir)
+{
+    char path[1100];
+    for (size_t i = 0; i < NCLI_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s.npy", dir, cli_files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/out.npy", dir);
+    unlink(path);
+}
+
+/* `mha forward --heads 8` on dir's files, writing dir/out.npy (no
+ * --attention-out): its wall time and peak RSS. */
+static int run_cli(const char *mha, const char *dir, double *wall,
+                   double *peak_mib)
+{
+    static const char *const opt[NCLI_FILES] = {
+        "--queries", "--wq", "--wk", "--wv", "--wo",
+        "--bq",      "--bk", "--bv", "--bo"};
+    char path[NCLI_FILES + 1][1100], out[64];
+    char *argv[2 * NCLI_FILES + 7];
+    size_t a = 0;
+    argv[a++] = (char *)mha;
+    argv[a++] = "forward";
+    argv[a++] = "--heads";
+    argv[a++] = "8";
+    for (size_t i = 0; i < NCLI_FILES; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s.npy", dir, cli_files[i]);
+        argv[a++] = (char *)opt[i];
+        argv[a++] = path[i];
+    }
+    snprintf(path[NCLI_FILES], sizeof path[NCLI_FILES], "%s/out.npy", dir);
+    argv[a++] = "--out";
+    argv[a++] = path[NCLI_FILES];
+    argv[a] = NULL;
+    return run_child(argv, out, sizeof out, wall, peak_mib);
+}
+
+/* The copy-based module (multihead_forward, chapter 08's exact path) at
+ * (1, L, D), in this fresh process. */
+static void child_module(size_t L)
+{
+    multihead m;
+    tensor *x, *out;
+    gsl_rng_free(make_module(1, L, &m, &x));
+    CHECK(multihead_forward(&m, x, x, x, NULL, &out));
+    printf("done\n");
+    tensor_free(out);
+    tensor_free(x);
+    multihead_free(&m);
+}
+
+typedef struct {
+    double cli_ms;              /* B = 8, L = 512, whole process */
+    double t_cli[NMEM], m_cli[NMEM], t_copy[NMEM], m_copy[NMEM];
+} cli_result;
+
+static void part_cli(const char *mha, const char *self, const row *rows,
+                     cli_result *c)
+{
+    say("\n## 5. mha forward, the whole program: read .npy, forward, write "
+        ".npy\n\n");
+    c->cli_ms = NAN;
+    for (size_t i = 0; i < NMEM; i++)
+        c->t_cli[i] = c->m_cli[i] = c->t_copy[i] = c->m_copy[i] = NAN;
+    char dir[] = "/tmp/mha-bench.XXXXXX";
+    if (!mha || !mkdtemp(dir)) {
+        say("(no --mha program given, or no temporary directory: skipped)\n");
+        return;
+    }
+    size_t i512 = 0;
+    while (i512 + 1 < NL && Ls[i512] != 512)
+        i512++;
+    write_cli_inputs(dir, B, 512);
+    double wall, mib, t[5];
+    int reps = quick ? 1 : 3, ok = run_cli(mha, dir, &wall, &mib); // warm-up
+    for (int k = 0; ok && k < reps; k++)
+        ok = run_cli(mha, dir, &t[k], &mib);
+    if (ok)
+        c->cli_ms = 1e3 * median(t, reps);
+    const row *r = &rows[i512];
+    say("B = %d, L = 512, D = %d, h = %d: mha forward %.0f ms (median of %d "
+        "runs);\nin process, the fast path %.0f ms and torch %.0f ms "
+        "(part 1): mha forward / torch = %.2f\n\n",
+        B, D, H, c->cli_ms, reps, r->fast_ms, r->torch_ms,
+        c->cli_ms / r->torch_ms);
+    remove_cli_files(dir);
+
+    say("B = 1, D = %d, h = %d, by L: mha forward (fast path, no "
+        "--attention-out)\nagainst the copy-based module "
+        "(multihead_forward), each a whole process\n\n", D, H);
+    say("%7s %12s %12s %12s %12s %8s\n", "L", "forward s", "forward MiB",
+        "copy s", "copy MiB", "forward/");
+    say("%7s %12s %12s %12s %12s %8s\n", "", "", "peak RSS", "", "peak RSS",
+        "copy");
+    double avail = mem_available();
+    size_t n = quick ? 3 : NMEM;
+    for (size_t i = 0; i < n; i++) {
+        size_t L = Lmem[i];
+        write_cli_inputs(dir, 1, L);
+        if (!run_cli(mha, dir, &c->t_cli[i], &c->m_cli[i]))
+            say("(mha forward at L = %zu failed)\n", L);
+        remove_cli_files(dir);
+        // the copy path holds scores and weights, (h, L, L) each
+        double need = 2.0 * 8.0 * H * (double)L * (double)L;
+        char ls[32], buf[64], *argv[] = {(char *)self, "--child-memory",
+                                          "module", ls, NULL};
+        snprintf(ls, sizeof ls, "%zu", L);
+        if (need < 0.5 * avail &&
+            !run_child(argv, buf, sizeof buf, &c->t_copy[i], &c->m_copy[i]))
+            say("(the copy path at L = %zu failed)\n", L);
+        say("%7zu %12.2f %12.0f %12.2f %12.0f %8.2f%s\n", L, c->t_cli[i],
+            c->m_cli[i], c->t_copy[i], c->m_copy[i],
+            c->t_cli[i] / c->t_copy[i],
+            isnan(c->t_copy[i]) ? "  (copy path skipped: memory)" : "");
+    }
+    rmdir(dir);
+}
+
 /* --- charts and Markdown ----------------------------------------------- */
 
 static void write_charts(const row *rows, const double *gsl_fast,
                          const double *te, const double *me, const double *tt,
-                         const double *mt)
+                         const double *mt, const cli_result *c)
 {
     mkdir("plots", 0777);
     FILE *f = fopen("plots/bench_mha.dat", "w");
@@ -641,6 +822,40 @@ static void write_charts(const row *rows, const double *gsl_fast,
         "unset multiplot\n");
     fclose(f);
     render("plots/bench_memory.gp");
+
+    f = fopen("plots/bench_forward.dat", "w");
+    if (!f)
+        return;
+    fprintf(f, "# L forward_s forward_MiB copy_s copy_MiB (mha forward and "
+               "the copy-based module, B = 1, D = 512, h = 8)\n");
+    for (size_t i = 0; i < NMEM; i++)
+        fprintf(f, "%zu %.4f %.1f %.4f %.1f\n", Lmem[i], c->t_cli[i],
+                c->m_cli[i], c->t_copy[i], c->m_copy[i]);
+    fclose(f);
+    f = fopen("plots/bench_forward.gp", "w");
+    if (!f)
+        return;
+    fprintf(f,
+        "# gnuplot -e \"fmt='svg'\" plots/bench_forward.gp  (data beside it)\n"
+        "if (!exists('fmt')) fmt = 'png'\n"
+        "dir = system('dirname ' . ARG0)\n"
+        "if (fmt eq 'svg') { set terminal svg size 1000,420 font 'sans,12' } "
+        "else { set terminal pngcairo size 1000,420 font 'sans,10' }\n"
+        "set output dir . '/bench_forward.' . fmt\n"
+        "set datafile missing 'nan'\n"
+        "set multiplot layout 1,2 title 'mha forward against the copy-based "
+        "module, B = 1, D = 512, h = 8'\n"
+        "set logscale x 2\nset logscale y 10\nset grid\nset key left top\n"
+        "set xlabel 'L'\n"
+        "set ylabel 'seconds (whole process)'\n"
+        "plot dir . '/bench_forward.dat' u 1:2 w lp lw 2 t 'mha forward', "
+        "'' u 1:4 w lp lw 2 t 'copy-based module'\n"
+        "set ylabel 'peak RSS (MiB)'\n"
+        "plot dir . '/bench_forward.dat' u 1:3 w lp lw 2 t 'mha forward', "
+        "'' u 1:5 w lp lw 2 t 'copy-based module'\n"
+        "unset multiplot\n");
+    fclose(f);
+    render("plots/bench_forward.gp");
 }
 
 static void cpu_model(char *buf, size_t n)
@@ -665,7 +880,8 @@ static void write_markdown(const char *machine, const char *torch_version,
                            const row *rows, const double *gsl_dgemm,
                            const double *gsl_fast, const double *overhead,
                            const double *te, const double *me,
-                           const double *tt, const double *mt)
+                           const double *tt, const double *mt,
+                           const cli_result *c)
 {
     md = fopen("plots/bench.md", "w");
     if (!md)
@@ -702,6 +918,21 @@ static void write_markdown(const char *machine, const char *torch_version,
         fprintf(md, "| %zu | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f |\n",
                 Lmem[i], te[i], me[i], tt[i], mt[i], tt[i] / te[i],
                 4.0 * 8 * MEM_BH * Lmem[i] * MEM_DH / 1048576.0);
+    size_t i512 = 0;
+    while (i512 + 1 < NL && Ls[i512] != 512)
+        i512++;
+    fprintf(md, "\n`mha forward` as a whole process (read .npy, forward, "
+                "write .npy), B = %d, L = 512: %.0f ms; torch in process "
+                "%.0f ms; mha forward / torch = %.2f.\n\n",
+            B, c->cli_ms, rows[i512].torch_ms,
+            c->cli_ms / rows[i512].torch_ms);
+    fprintf(md, "| L | mha forward s | mha forward peak RSS MiB | copy-based "
+                "module s | copy-based peak RSS MiB | forward / copy time |\n"
+                "|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < NMEM; i++)
+        fprintf(md, "| %zu | %.2f | %.0f | %.2f | %.0f | %.2f |\n", Lmem[i],
+                c->t_cli[i], c->m_cli[i], c->t_copy[i], c->m_copy[i],
+                c->t_cli[i] / c->t_copy[i]);
     fclose(md);
 }
 
@@ -717,11 +948,14 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 4 && strcmp(argv[1], "--child-memory") == 0) {
-        child_memory(argv[2], (size_t)atol(argv[3]));
+        if (strcmp(argv[2], "module") == 0)
+            child_module((size_t)atol(argv[3]));
+        else
+            child_memory(argv[2], (size_t)atol(argv[3]));
         return 0;
     }
-    const char *gsl = NULL, *notrace = NULL, *torch_script = NULL;
-    const char *parts = "1234";
+    const char *gsl = NULL, *notrace = NULL, *torch_script = NULL, *mha = NULL;
+    const char *parts = "12345";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
@@ -733,9 +967,11 @@ int main(int argc, char **argv)
             notrace = argv[++i];
         else if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc)
             torch_script = argv[++i];
+        else if (strcmp(argv[i], "--mha") == 0 && i + 1 < argc)
+            mha = argv[++i];
         else {
-            fprintf(stderr, "usage: bench [--quick] [--parts 1234] [--gsl BIN] "
-                            "[--notrace BIN] [--torch SCRIPT]\n");
+            fprintf(stderr, "usage: bench [--quick] [--parts 12345] [--gsl BIN] "
+                            "[--notrace BIN] [--torch SCRIPT] [--mha BIN]\n");
             return 2;
         }
     }
@@ -783,10 +1019,13 @@ int main(int argc, char **argv)
         te[i] = me[i] = tt[i] = mt[i] = NAN;
     if (strchr(parts, '4'))
         part_memory(self, te, me, tt, mt);
-    write_charts(rows, gsl_fast, te, me, tt, mt);
+    cli_result cli;
+    part_cli(strchr(parts, '5') ? mha : NULL, self, rows, &cli);
+    write_charts(rows, gsl_fast, te, me, tt, mt, &cli);
     write_markdown(machine, torch.pid ? torch.version : "not measured", rows,
-                   gsl_dgemm, gsl_fast, overhead, te, me, tt, mt);
-    say("\ncharts: plots/bench_mha.{png,svg}, plots/bench_memory.{png,svg}; "
+                   gsl_dgemm, gsl_fast, overhead, te, me, tt, mt, &cli);
+    say("\ncharts: plots/bench_mha.{png,svg}, plots/bench_memory.{png,svg}, "
+        "plots/bench_forward.{png,svg}; "
         "tables: plots/bench.md\nbench took %.0f s\n",
         now() - t0);
     return 0;
