@@ -1,4 +1,5 @@
 /* error.c: failure messages and checked allocation; see error.h. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "error.h"
 
 #include <stdarg.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static _Thread_local char last_error[MHA_ERROR_MAX];
 static _Thread_local long fail_countdown = -1;
@@ -94,6 +96,29 @@ void *mha_calloc(size_t n, size_t size, const char *who)
     if (!p)
         mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
                  who, n, size);
+    return p;
+}
+
+double *mha_alloc_numbers(size_t n, int zero, const char *who)
+{
+    if (!may_allocate(n, sizeof(double), who))
+        return NULL;
+    size_t bytes = n * sizeof(double);
+    void *p = NULL;
+    if (bytes < MHA_HUGE_BYTES) {
+        p = zero ? calloc(n ? n : 1, sizeof(double)) : malloc(bytes ? bytes : 1);
+    } else if (posix_memalign(&p, (size_t)2 << 20, bytes) == 0) {
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, bytes, MADV_HUGEPAGE); // a hint: refused is fine
+#endif
+        if (zero)
+            memset(p, 0, bytes);
+    } else {
+        p = NULL;
+    }
+    if (!p)
+        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
+                 who, n, sizeof(double));
     return p;
 }
 

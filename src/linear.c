@@ -205,10 +205,15 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
 
     /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
     double beta = 0.0;
-    if (l->bias) {
-        for (size_t r = 0; r < rows; r++)
-            for (size_t o = 0; o < out; o++)
-                (*y)->data[r * out + o] = l->bias->data[o * l->bias->strides[0]];
+    if (l->bias && rows > 0) {
+        // the first row from the bias (maybe strided), the others copies
+        double *yd = (*y)->data;
+        const double *bd = l->bias->data;
+        size_t bs = l->bias->strides[0];
+        for (size_t o = 0; o < out; o++)
+            yd[o] = bd[o * bs];
+        for (size_t r = 1; r < rows; r++)
+            memcpy(yd + r * out, yd, out * sizeof *yd);
         beta = 1.0;
     }
     status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,

@@ -133,6 +133,8 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
     // must be finite, or the softmax turns its whole row into NaN
     for (size_t r = 0; r < rows && !status; r++) {
         size_t len = softmax_valid_len(valid_lens, b, r0 + r, Lk);
+        if (rowops_all_finite(s + r * Lk, len))
+            continue;
         for (size_t j = 0; j < len; j++)
             if (!isfinite(s[r * Lk + j])) {
                 note_bad_score(bad, b, i, r0 + r, j, s[r * Lk + j]);

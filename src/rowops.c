@@ -115,6 +115,24 @@ void rowops_fill(double *x, size_t n, double value)
         x[j] = value;
 }
 
+/* A double is NaN or infinite exactly when its 11 exponent bits are all
+ * ones; adding 1 at the exponent's lowest bit then carries into bit 63
+ * (the sign bit, cleared first). */
+ROWOPS_CLONES
+int rowops_all_finite(const double *x, size_t n)
+{
+    const uint64_t exponent = UINT64_C(0x7ff0000000000000);
+    const uint64_t one = UINT64_C(0x0010000000000000);
+    uint64_t any = 0;
+#pragma omp simd reduction(| : any)
+    for (size_t j = 0; j < n; j++) {
+        uint64_t bits;
+        memcpy(&bits, x + j, sizeof bits);
+        any |= (bits & exponent) + one;
+    }
+    return (any >> 63) == 0;
+}
+
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
                                    size_t valid, double *out,
                                    double *row_max)

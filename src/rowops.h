@@ -47,6 +47,10 @@ void rowops_divide(double *x, size_t n, double d);
 /* x_j = value for j < n. */
 void rowops_fill(double *x, size_t n, double value);
 
+/* 1 when every x_j, j < n, is finite (not NaN, not infinite), else 0.
+ * It reads all n without stopping early: the caller finds where. */
+int rowops_all_finite(const double *x, size_t n);
+
 /* The fused softmax row of the fast paths, left unnormalised:
  *     s_j = scale * x_j  for j < valid,  MASKED_SCORE (softmax.h) after,
  *     out_j = exp(s_j - m),  m = max_j s_j,

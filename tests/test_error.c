@@ -118,3 +118,42 @@ Test(error, failure_injection_counts)
     cr_assert_not_null(p[0], "switched off before it fired");
     free(p[0]);
 }
+
+/* A tensor's numbers: small buffers as before, big ones (MHA_HUGE_BYTES
+ * and up) aligned to 2 MiB for huge pages; zero-filled when asked, each
+ * one allocation to the failure injection, and freed with free(). */
+Test(error, numbers_small_and_huge)
+{
+    const size_t huge = MHA_HUGE_BYTES / sizeof(double);
+    const size_t sizes[] = {0, 1, 1000, huge - 1, huge, 3 * huge + 5};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        for (int zero = 0; zero <= 1; zero++) {
+            double *p = mha_alloc_numbers(sizes[i], zero, "who");
+            cr_assert_not_null(p);
+            if (sizes[i] >= huge)
+                cr_assert_eq((uintptr_t)p % ((uintptr_t)2 << 20), 0,
+                             "%zu numbers at %p", sizes[i], (void *)p);
+            for (size_t k = 0; zero && k < sizes[i]; k++)
+                cr_assert_eq(p[k], 0.0);
+            if (sizes[i])
+                p[sizes[i] - 1] = 1.0; // all of it is writable
+            free(p);
+        }
+    }
+    mha_debug_fail_alloc_after(1);
+    double *a = mha_alloc_numbers(huge, 1, "a");
+    mha_clear_error();
+    double *b = mha_alloc_numbers(huge, 0, "b");
+    cr_assert_not_null(a);
+    cr_assert_null(b);
+    char want[MHA_ERROR_MAX];
+    snprintf(want, sizeof want, "b: out of memory allocating %zu x 8 bytes",
+             huge);
+    cr_assert_str_eq(mha_last_error(), want);
+    free(a);
+    mha_clear_error();
+    cr_assert_null(mha_alloc_numbers(SIZE_MAX / 4, 0, "who"));
+    snprintf(want, sizeof want, "who: size %zu x 8 overflows size_t",
+             SIZE_MAX / 4);
+    cr_assert_str_eq(mha_last_error(), want);
+}

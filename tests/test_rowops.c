@@ -4,6 +4,9 @@
 #include "check.h"
 
 #include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 /* --- rowops ---------------------------------------------------------- */
 
@@ -91,4 +94,32 @@ Test(rowops, max_scale_divide_fill)
     rowops_fill(x, 7, 0.25);
     for (size_t j = 0; j < 7; j++)
         cr_assert_eq(x[j], 0.25);
+}
+
+/* Every kind of double: finite ones (zeros, the smallest subnormal, the
+ * largest finite) pass; NaN (quiet, signalling, negative) and both
+ * infinities fail, at every position of rows of every length up to 70
+ * (the vector body and its remainder). */
+Test(rowops, all_finite_by_kind_and_position)
+{
+    const double finite[] = {0.0, -0.0, 4.9e-324, -4.9e-324, DBL_MAX,
+                             -DBL_MAX, 1.0, -2.5e300};
+    double snan;
+    uint64_t bits = UINT64_C(0x7ff0000000000001); // signalling NaN
+    memcpy(&snan, &bits, sizeof snan);
+    const double bad[] = {NAN, -NAN, snan, INFINITY, -INFINITY};
+    double x[70];
+    for (size_t n = 0; n <= 70; n++) {
+        for (size_t j = 0; j < n; j++)
+            x[j] = finite[j % 8];
+        cr_assert_eq(rowops_all_finite(x, n), 1, "n = %zu", n);
+        for (size_t at = 0; at < n; at++)
+            for (size_t b = 0; b < 5; b++) {
+                double keep = x[at];
+                x[at] = bad[b];
+                cr_assert_eq(rowops_all_finite(x, n), 0, "n %zu at %zu bad %zu",
+                             n, at, b);
+                x[at] = keep;
+            }
+    }
 }

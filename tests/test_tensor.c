@@ -12,7 +12,9 @@
  */
 #include "check.h"
 
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 
 #include <criterion/parameterized.h>
@@ -1599,5 +1601,45 @@ Test(tensor, narrow_trace_and_errors)
     FAILS(tensor_narrow(x, 1, 0, 0, &y), GSL_EINVAL,
           "tensor_narrow: indices 0..0 (length 0) do not fit in dimension 1 "
           "of size 100 (shape (100, 100))");
+    tensor_free(x);
+}
+
+/* The first non-finite number is found wherever it is: before, at and
+ * after the scan's 512-number blocks, in a contiguous tensor and in a
+ * permuted view (first in the view's row-major order, not in memory). */
+Test(tensor, check_finite_finds_the_first_bad_number)
+{
+    const size_t at[] = {0, 1, 510, 511, 512, 513, 1023, 1024, 2047, 4199};
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    tensor *x;
+    OK(tensor_alloc(SHAPE(3, 700, 2), &x)); // 4200 numbers
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+        for (size_t b = 0; b < 3; b++) {
+            tensor_fill_arange(x, -2100, 1);
+            x->data[1] = -0.0;          // finite, as are the extremes
+            x->data[2] = DBL_MAX;
+            x->data[3] = 4.9e-324;
+            x->data[at[a]] = bad[b];
+            if (at[a] + 7 < 4200)
+                x->data[at[a] + 7] = NAN; // a later one is not reported
+            char want[160];
+            snprintf(want, sizeof want,
+                     "t: x[%zu, %zu, %zu] = %s; x must be finite (x (3, 700, 2))",
+                     at[a] / 1400, at[a] % 1400 / 2, at[a] % 2,
+                     b == 0 ? "nan" : b == 1 ? "inf" : "-inf");
+            FAILS(tensor_check_finite(x, "t", "x"), GSL_EDOM, want);
+        }
+    tensor_fill_arange(x, 0, 1);
+    OK(tensor_check_finite(x, "t", "x"));
+    // (3, 700, 2) -> (2, 700, 3): element [i, j, k] is x[k, j, i]
+    tensor *p;
+    OK(tensor_permute(x, SHAPE(2, 1, 0), &p));
+    x->data[0 * 1400 + 5 * 2 + 1] = INFINITY; // p[1, 5, 0]
+    x->data[2 * 1400 + 3 * 2 + 0] = NAN;      // p[0, 3, 2]: first in p
+    FAILS(tensor_check_finite(p, "t", "p"), GSL_EDOM,
+          "t: p[0, 3, 2] = nan; p must be finite (p (2, 700, 3))");
+    FAILS(tensor_check_finite(x, "t", "x"), GSL_EDOM,
+          "t: x[0, 5, 1] = inf; x must be finite (x (3, 700, 2))");
+    tensor_free(p);
     tensor_free(x);
 }
