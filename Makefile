@@ -74,6 +74,9 @@ TEST_BIN  := $(BUILD)/tests/run_tests
 # includes it, directly or through another header.
 DEPFLAGS   = -MMD -MP -MF $@.d -MT $@
 
+# plain `make` builds everything, whichever rule comes first below
+.DEFAULT_GOAL := all
+
 # Every chapter's name, AS_PARAM("01_...") ..., for the transcript tests.
 CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 # The suites get that list as a -D flag, so they must be recompiled when a
