@@ -14,8 +14,6 @@
  *   attn (h, B, Lq, Lk); output (B, Lq, d_model)
  */
 /*md
- * # 11. Heads first: the einsum variant
- *
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
  * $B \cdot h$ heads as that many independent examples.  The einops version (a

@@ -12,8 +12,6 @@
  * after transpose_qkv.
  */
 /*md
- * # Memory-efficient attention
- *
  * Every attention so far built the whole matrix of scores
  * $S = QK^\top/\sqrt{d}$, one row per query and one column per key, then
  * the whole matrix of weights $\mathrm{softmax}(S)$, and only then the
