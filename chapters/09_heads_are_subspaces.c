@@ -109,7 +109,7 @@ static void one_head_at_a_time(lesson *l)
 {
     section("2. Five heads, one at a time");
     /*md
-     * The chapter's helper `slice_rows` builds head $i$'s projection from the
+     * The chapter's function `slice_rows` builds head $i$'s projection from the
      * big one without copying anything. It makes a `linear` layer whose weight
      * is `tensor_narrow(W, 0, i*p, p)`, a view of rows $20i$ to $20i + 19$ of
      * the `(100, 100)` weight. That view has shape `(20, 100)` and keeps W's

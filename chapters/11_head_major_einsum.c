@@ -20,6 +20,14 @@
  * output = self.layer_norm(self.dropout(self.fc(output)) + residual)
  * ```
  *
+ * `rearrange` names the axes with letters and says how to regroup
+ * them: `(head k)` splits the last axis into heads of `k` features.
+ * `einsum` names every axis of its inputs with a letter and multiplies
+ * them element by element; a letter missing from the output after
+ * `->` is summed over.  So `'hblk,hbtk->hblt'` is, for every head `h`
+ * and example `b`, the product of queries `(l, k)` with keys `(t, k)`
+ * summed over `k`: the scores $Q K^\top$.
+ *
  * The layout is $(h, B, L, d_k)$.  Each head has its own sizes $d_k$ and
  * $d_v$, which need not be $d_{model}/h$, and the module ends in the
  * "Add & Norm" of the Transformer: the input is added back and every
@@ -151,7 +159,8 @@ static void heads_first(const lesson *l)
      * It is not contiguous, but it does not need to be.  For a fixed
      * head $i$ and example $b$ the block $(L_q, d_k)$ starts at element
      * $i d_k + b L_q h d_k$ and its rows are $h d_k$ apart with unit
-     * steps inside a row: exactly a GSL matrix with `tda` $= h d_k$.  So
+     * steps inside a row: exactly a GSL matrix with `tda` $= h d_k$ (GSL's name for
+     * the distance between the starts of two rows).  So
      * each einsum is one `gsl_blas_dgemm` per (head, example) on such
      * views, and the output einsum writes each head's $(L_q, d_v)$ block
      * straight into its columns of a $(B, L_q, h d_v)$ buffer: the join
@@ -226,7 +235,7 @@ static void initial_weights(lesson *l)
      * $\beta = 0$.  That default is a form of *Kaiming (He)
      * initialisation*, which sets a weight's scale from fan_in alone
      * (variance $2/\mathrm{fan_{in}}$ in its usual form, made for layers
-     * followed by a ReLU); `nn.Linear` uses a uniform variant whose bound
+     * followed by a ReLU, which sets negative numbers to 0); `nn.Linear` uses a uniform variant whose bound
      * $1/\sqrt{\mathrm{fan_{in}}}$ gives variance $1/(3\,\mathrm{fan_{in}})$.
      * For the Transformer's sizes ($d_{model} = 512$,
      * $h = 8$, $d_k = d_v = 64$) the projections get $\sigma \approx

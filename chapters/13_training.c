@@ -131,7 +131,9 @@ static void untrained(lesson *l)
      * self-attention layer (4 heads of 8 features, causal: position $i$
      * sees positions $0..i$) mixes the positions, and a Linear layer reads
      * off $2V$ scores, ten per answer. The loss is the cross-entropy of
-     * the scores, averaged over all answers; guessing uniformly costs
+     * the scores: the softmax turns the ten scores of an answer into
+     * probabilities, and the loss is minus the log of the probability
+     * given to the right digit, averaged over all answers; guessing uniformly costs
      * $\log 10 \approx 2.3026$.
      *
      * The weights start random (`model_reset`): the embeddings from
