@@ -100,7 +100,8 @@ static void whole_trace(lesson *l)
      * in d2l.
      *
      * The four weights are made by *Xavier (Glorot) initialisation*, d2l's
-     * default. Each entry of a weight of shape (fan_out, fan_in) is drawn
+     * default. A layer has fan_in input features and fan_out output
+     * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
      * uniformly from $[-a, a]$ with $a = \sqrt{6 / (\mathrm{fan_{in}} +
      * \mathrm{fan_{out}})}$, which gives it variance $2 / (\mathrm{fan_{in}} +
      * \mathrm{fan_{out}})$. Why that scale: an output feature is a sum of
@@ -108,8 +109,9 @@ static void whole_trace(lesson *l)
      * weights' variance times the input's. Variance $1/\mathrm{fan_{in}}$ keeps
      * activations the same size from layer to layer; on the way back a
      * gradient is a sum of fan_out products and wants $1/\mathrm{fan_{out}}$.
-     * Xavier takes the average of the two, so that neither the activations nor
-     * the gradients grow or vanish through a stack of layers. Larger weights
+     * Xavier compromises with one over the average of the two fans, so that
+     * neither the activations nor the gradients grow or vanish through a stack
+     * of layers. Larger weights
      * would also make the scores larger and the softmax sharper (chapter 04).
      * The first lines of the output check the draw:
      *
