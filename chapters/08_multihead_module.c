@@ -1,33 +1,31 @@
 /* Chapter 08: the multi-head attention module.
  *
- * Everything so far, put together: project queries, keys and values with
- * W_q, W_k, W_v; split the d_model features into h heads (chapter 06);
- * repeat valid_lens per head (chapter 07); run scaled dot-product
- * attention (chapter 04) on all B*h heads at once; put the heads side by
- * side again; mix them with W_o.
- *
- * Shapes (d2l's example): B = 2, Lq = 4 queries, Lk = 6 key-value pairs,
- * d_model = num_hiddens = 100, h = 5 heads of p = 20 features.
- *   queries (B, Lq, d_q)  keys (B, Lk, d_k)  values (B, Lk, d_v)
- *   out (B, Lq, d_model); per-head weights (B, h, Lq, Lk)
+ * Runs d2l's example through multihead_forward with its whole shape trace,
+ * then shows the heads' weights on equal and on random inputs, and counts
+ * the cost.  Run it with `make ch08`; the book's page is
+ * docs/08_multihead_module.md.
  */
 
 /*md
  * ![The module's dataflow for d2l's example](../plots/module.svg)
  *
- * This is the module the first seven chapters were building towards. Given a
- * query $q \in \mathbb{R}^{d_q}$, a key $k \in \mathbb{R}^{d_k}$ and a value
+ * This is the module the first seven chapters were building towards.
+ * Vectors in this book are rows, as PyTorch computes: a Linear layer with
+ * weight $W$ of shape (out, in) maps a row $x$ to $x W^\top + b$, and a batch
+ * of rows stacked as a matrix goes through in one product. Given a query
+ * $q \in \mathbb{R}^{d_q}$, a key $k \in \mathbb{R}^{d_k}$ and a value
  * $v \in \mathbb{R}^{d_v}$, each head $i = 1, \dots, h$ attends with its own
  * learned projections:
  *
- * $$h_i = f\left(W_i^{(q)} q,\; W_i^{(k)} k,\; W_i^{(v)} v\right) \in \mathbb{R}^{p_v}$$
+ * $$h_i = f\left(q\, W_i^{(q)\top},\; k\, W_i^{(k)\top},\; v\, W_i^{(v)\top}\right) \in \mathbb{R}^{p_v}$$
  *
  * with $W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}$,
  * $W_i^{(k)} \in \mathbb{R}^{p_k \times d_k}$ and
  * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned projection
- * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the concatenated heads:
+ * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
+ * in one row:
  *
- * $$\mathrm{out} = W_o \, \mathrm{concat}(h_1, \dots, h_h) \in \mathbb{R}^{p_o}$$
+ * $$\mathrm{out} = \left[h_1, \dots, h_h\right] W_o^\top \in \mathbb{R}^{p_o}$$
  *
  * Here $f$ is the scaled dot-product attention of chapter 04, and, as in d2l,
  * $p_q = p_k = p_v = p_o / h = d_{model}/h$.
@@ -48,20 +46,84 @@
  * uses the module for self-attention.
  */
 
+#include <math.h>
+
 #include "lesson.h"
 
-int main(void)
-{
-    mha_program_init();
-    const size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5;
+/* d2l's example: B examples, Lq queries, Lk key-value pairs, D = d_model
+ * features in H heads of D / H. */
+enum { B = 2, Lq = 4, Lk = 6, D = 100, H = 5 };
 
+/* What the sections share: the module, and the random stream that made
+ * its weights and goes on to make section 3's inputs. */
+typedef struct {
+    multihead m;
+    gsl_rng *rng;
+} lesson;
+
+/* The module's weights, drawn as section 1 explains. */
+static void make_module(lesson *l)
+{
+    l->rng = mha_rng_new(8);
+    if (!l->rng)
+        exit(1);
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = H, .dropout = 0.5};
+    CHECK(multihead_init(&l->m, &cfg));
+    multihead_reset_xavier(&l->m, l->rng);
+}
+
+/* The Xavier bound of a (fan_out, fan_in) weight, its largest entry and
+ * its standard deviation against the target sqrt(2 / (fan_in + fan_out)). */
+static void show_xavier(const char *name, const linear *layer)
+{
+    const tensor *w = layer->weight;
+    size_t n = tensor_numel(w);
+    double fans = (double)(layer->in_features + layer->out_features);
+    double largest = 0, ss = 0;
+    for (size_t e = 0; e < n; e++) {
+        largest = fmax(largest, fabs(w->data[e]));
+        ss += w->data[e] * w->data[e];
+    }
+    char s[TRACE_SHAPE_MAX];
+    printf("%s %s: bound a %.4f, largest |w| %.4f, std %.4f (target %.4f)\n",
+           name, tensor_shape_str(w, s, sizeof s), sqrt(6 / fans), largest,
+           sqrt(ss / (double)n), sqrt(2 / fans));
+}
+
+static void whole_trace(lesson *l)
+{
     section("1. d2l's example, with its whole trace");
     /*md
      * 100 hidden features in 5 heads of 20, 2 examples, 4 queries, 6 key-value
-     * pairs, `valid_lens [3, 2]`. The whole forward pass is one function,
-     * `multihead_forward_cached`; `multihead_forward`, which this chapter
-     * calls, runs it without its two options, a head mask and a cache for
-     * the backward pass (chapters 13 and 14 use them):
+     * pairs, `valid_lens [3, 2]`. Queries X and keys/values Y are all ones, as
+     * in d2l.
+     *
+     * The four weights are made by *Xavier (Glorot) initialisation*, d2l's
+     * default. A layer has fan_in input features and fan_out output
+     * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
+     * uniformly from $[-a, a]$ with $a = \sqrt{6 / (\mathrm{fan_{in}} +
+     * \mathrm{fan_{out}})}$, which gives it variance $2 / (\mathrm{fan_{in}} +
+     * \mathrm{fan_{out}})$. Why that scale: an output feature is a sum of
+     * fan_in products, so its variance is $\mathrm{fan_{in}}$ times the
+     * weights' variance times the input's. Variance $1/\mathrm{fan_{in}}$ keeps
+     * activations the same size from layer to layer; on the way back a
+     * gradient is a sum of fan_out products and wants $1/\mathrm{fan_{out}}$.
+     * Xavier compromises with one over the average of the two fans, so that
+     * neither the activations nor the gradients grow or vanish through a stack
+     * of layers. Larger weights
+     * would also make the scores larger and the softmax sharper (chapter 04).
+     * The first lines of the output check the draw:
+     *
+     * @show src/linear.c linear_reset_xavier_uniform
+     *
+     * The module was made with dropout 0.5, but runs in evaluation mode, so
+     * nothing is dropped (chapter 04 explains dropout and the two modes).
+     *
+     * The whole forward pass is one function, `multihead_forward_cached`;
+     * `multihead_forward`, which this chapter calls, runs it without its two
+     * options, a head mask and a cache for the backward pass (chapters 13 and
+     * 14 use them):
      *
      * @show src/multihead.c multihead_forward
      *
@@ -69,44 +131,25 @@ int main(void)
      *
      * Read the trace from top to bottom; every line is one step and its shapes.
      *
-     * - `W_q: x W^T` maps the queries `(2, 4, 100)` to `(2, 4, 100)`. The shape
-     *   does not change here because $d_q = d_{model} = 100$, but the numbers
-     *   are new (`new`).
+     * - `W_q: x W^T` maps the queries `(2, 4, 100)` to `(2, 4, 100)`, one dgemm.
+     *   The shape does not change here because $d_q = d_{model} = 100$, but the
+     *   numbers are new (`new`).
      * - `transpose_qkv(h=5)` gives `(2, 4, 5, 20)`, `(2, 5, 4, 20)`, then
      *   `(10, 4, 20)`: view, view, copy (B = 2, chapter 06). The same for keys
      *   and values with 6 positions: `(10, 6, 20)`.
      * - `repeat_interleave(5)` turns `(2,)` into `(10,)`: one length per head
      *   (chapter 07).
-     * - `dot_attention` runs on 10 "examples": scores `(10, 4, 6)`, masked
-     *   softmax with scale $1/\sqrt{20} = 0.223607$ (the size of one head, not
-     *   of the model), and `(10, 4, 20)` outputs.
+     * - `dot_attention` runs on 10 "examples", as if the heads were examples:
+     *   scores `(10, 4, 6)`, masked softmax with scale $1/\sqrt{20}$ (the size
+     *   of one head, not of the model), printed as 0.223607, and `(10, 4, 20)`
+     *   outputs.
      * - `transpose_output(h=5)` puts the heads side by side: view, view, copy,
      *   back to `(2, 4, 100)`.
      * - `W_o` mixes them: `(2, 4, 100)`, the shape d2l prints.
-     *
-     * Cost of this example. The four projections take
-     * $2 \cdot 8 \cdot 100 \cdot 100 = 160{,}000$ flops each for the 8 query
-     * rows (W_q, W_o) and $240{,}000$ each for the 12 key and value rows (W_k,
-     * W_v): 800,000 flops. The attention itself is
-     * $4 \cdot B L_q L_k d_{model} = 19{,}200$ flops. With such short sequences
-     * the projections are 98% of the work. The four copies move
-     * $800 + 1200 + 1200 + 800 = 4000$ doubles (32 KB); the weights are
-     * $10 \cdot 4 \cdot 6 = 240$ doubles.
      */
-    printf("num_hiddens = %zu, num_heads = %zu, batch %zu, %zu queries, %zu\n"
-           "key-value pairs, valid_lens [3, 2].  Queries X and keys/values\n"
-           "Y are all ones, as in d2l.  The weights are Xavier uniform\n"
-           "(seed 8), dropout 0.5 but evaluation mode: no dropout.\n\n",
-           D, h, B, Lq, Lk);
-    gsl_rng *rng = mha_rng_new(8);
-    if (!rng)
-        return 1;
-    multihead m;
-    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h, .dropout = 0.5};
-    CHECK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, rng);
-
+    show_xavier("W_q", &l->m.W_q);
+    show_xavier("W_o", &l->m.W_o);
+    printf("\n");
     tensor *x, *y, *lens, *out;
     CHECK(tensor_alloc(SHAPE(B, Lq, D), &x)); // (B, Lq, d_q)
     CHECK(tensor_alloc(SHAPE(B, Lk, D), &y)); // (B, Lk, d_k) = (B, Lk, d_v)
@@ -114,16 +157,18 @@ int main(void)
     tensor_fill(y, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     trace_to(stdout);
-    CHECK(multihead_forward(&m, x, y, y, lens, &out));
+    CHECK(multihead_forward(&l->m, x, y, y, lens, &out));
     trace_to(NULL);
     char s[TRACE_SHAPE_MAX];
     printf("\noutput shape: %s\n", tensor_shape_str(out, s, sizeof s));
-    printf("\nReading the trace: the three projections are `new` (one dgemm\n"
-           "each); in each split the reshape and permute are views and the\n"
-           "last reshape copies (B = 2); attention runs on (B*h, ...) =\n"
-           "(10, ...) as if there were 10 examples; transpose_output copies\n"
-           "once to put the heads side by side; W_o computes the output.\n");
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(lens);
+    tensor_free(out);
+}
 
+static void equal_inputs(const lesson *l)
+{
     section("2. What the heads see when every input is the same");
     /*md
      * With X and Y all ones, every projected query is the same vector, and so
@@ -134,24 +179,28 @@ int main(void)
      * do something different, they need different inputs.
      *
      * `m.weights` is `(B, h, Lq, Lk)`: the module keeps the attention's
-     * `(B*h, Lq, Lk)` weights and views them with B and h separated again, so
-     * `m.weights[b, i]` is head $i$ of example $b$.
+     * `(B*h, Lq, Lk)` weights of section 1's run and views them with B and h
+     * separated again, so `m.weights[b, i]` is head $i$ of example $b$.
      */
-    printf("All keys are equal, so every head gives every valid key the\n"
-           "same score: example 0 spreads 1/3 over keys 0-2, example 1\n"
-           "1/2 over keys 0-1.  Head 0 of each example:\n\n");
     for (size_t b = 0; b < B; b++) {
         printf("example %zu, head 0, query 0:", b);
         for (size_t t = 0; t < Lk; t++)
-            printf(" %.4f", *TENSOR_AT(m.weights, b, 0, 0, t));
+            printf(" %.4f", *TENSOR_AT(l->m.weights, b, 0, 0, t));
         printf("\n");
     }
+}
 
+static void varied_inputs(lesson *l)
+{
     section("3. Inputs worth looking at");
     /*md
-     * Now random queries and keys (standard deviation 2), with the same
-     * weights. The grid has one panel per (example, head): rows are queries,
-     * columns are keys, and all panels share one colour scale from 0 to 1.
+     * Now queries and keys drawn from a normal with standard deviation 2 (the
+     * random stream of the weights goes on), and the same weights. Each head
+     * projects them into its own 20-feature subspace, so each head scores the
+     * same keys differently. The grid has one panel per (example, head): rows
+     * are queries, columns are keys, and all panels share one colour scale
+     * from 0 to 1. Under it, for example 0, each head's favourite key for each
+     * query, with its weight.
      *
      * What to look for:
      *
@@ -159,9 +208,9 @@ int main(void)
      *   keys 2-5. Each of the 10 batch rows got the right length from
      *   `repeat_interleave`.
      * - Heads disagree. In example 0, head 0 sends every query to key 2
-     *   (weights 0.91 to 0.999 in `plots/08_heads.dat`). Head 1 sends queries 0
-     *   and 1 to key 2 but query 2 to key 0 (0.99) and query 3 to key 1 (0.87).
-     *   Head 4 splits query 0 between keys 1 and 2 (0.42 and 0.58). The same
+     *   (weights 0.909 to 0.999). Head 1 sends queries 0 and 1 to key 2 but
+     *   query 2 to key 0 (0.990) and query 3 to key 1 (0.872). Head 4 is
+     *   unsure about query 0: its favourite, key 2, gets only 0.580. The same
      *   query, five different answers.
      * - The weights are sharp: most rows have one cell above 0.75. The inputs
      *   have standard deviation 2, so the projected queries and keys are twice
@@ -169,41 +218,51 @@ int main(void)
      *   times larger. Chapter 10 uses standard-normal inputs and its panels are
      *   much softer.
      *
-     * The weights are untrained (Xavier-uniform), so no head means anything
-     * yet. What the picture shows is the capacity: each head can attend to
-     * something different, and W_o can combine what they found. Training is
-     * what makes them specialise.
+     * The weights are untrained (Xavier), so no head means anything yet. What
+     * the picture shows is the capacity: each head can attend to something
+     * different, and W_o can combine what they found. Training is what makes
+     * them specialise (chapter 13).
      */
-    printf("Now queries and keys drawn from a normal with standard\n"
-           "deviation 2 (seed 8 continues), the same weights.  Each head\n"
-           "projects them into its own 20-feature subspace, so each head\n"
-           "scores the same keys differently:\n\n");
-    tensor *xq, *xk, *out2;
+    tensor *lens, *xq, *xk, *out;
+    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     CHECK(tensor_alloc(SHAPE(B, Lq, D), &xq));
     CHECK(tensor_alloc(SHAPE(B, Lk, D), &xk));
-    tensor_fill_normal(xq, rng, 0, 2);
-    tensor_fill_normal(xk, rng, 0, 2);
-    CHECK(multihead_forward(&m, xq, xk, xk, lens, &out2));
-    char titles[10][32];
-    const char *tp[10];
+    tensor_fill_normal(xq, l->rng, 0, 2);
+    tensor_fill_normal(xk, l->rng, 0, 2);
+    CHECK(multihead_forward(&l->m, xq, xk, xk, lens, &out));
+    char titles[B * H][32];
+    const char *tp[B * H];
     for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < h; i++) {
-            snprintf(titles[b * h + i], sizeof titles[0], "example %zu, head %zu",
+        for (size_t i = 0; i < H; i++) {
+            snprintf(titles[b * H + i], sizeof titles[0], "example %zu, head %zu",
                      b, i);
-            tp[b * h + i] = titles[b * h + i];
+            tp[b * H + i] = titles[b * H + i];
         }
-    heatmap_options opt = {.titles = tp, .ntitles = B * h};
-    CHECK(heatmap_terminal(stdout, m.weights, &opt));
+    heatmap_options opt = {.titles = tp, .ntitles = B * H};
+    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
     printf("\n");
-    draw_heatmap(m.weights, &opt, "08_heads");
-    printf("\nWhat to see: in every panel of example 0 the keys 3-5 are\n"
-           "blank, and in example 1 the keys 2-5 (valid_lens [3, 2]): the\n"
-           "mask holds in every head.  Within the valid keys the heads\n"
-           "disagree: for the same query one head favours one key, another\n"
-           "head another.  That is the point of several heads: each can\n"
-           "attend to something different, and W_o combines what they\n"
-           "found.\n");
+    draw_heatmap(l->m.weights, &opt, "08_heads");
+    printf("\nexample 0, favourite key (weight) of queries 0 1 2 3:\n");
+    for (size_t i = 0; i < H; i++) {
+        printf("  head %zu:", i);
+        for (size_t r = 0; r < Lq; r++) {
+            size_t best = 0;
+            for (size_t t = 1; t < Lk; t++)
+                if (*TENSOR_AT(l->m.weights, 0, i, r, t) >
+                    *TENSOR_AT(l->m.weights, 0, i, r, best))
+                    best = t;
+            printf("  %zu (%.3f)", best, *TENSOR_AT(l->m.weights, 0, i, r, best));
+        }
+        printf("\n");
+    }
+    tensor_free(lens);
+    tensor_free(xq);
+    tensor_free(xk);
+    tensor_free(out);
+}
 
+static void cost(void)
+{
     section("4. Cost");
     /*md
      * With $L_q = L_k = L$ and $d_q = d_k = d_v = d_{model} = D$, one forward
@@ -217,28 +276,40 @@ int main(void)
      * doubles, and that does grow with $h$. The projections dominate while
      * $L < 2D$; past that, the attention's $L^2$ term takes over.
      *
-     * Counting the copies in the trace of section 1 exactly: three reshapes
-     * copy in the `transpose_qkv` calls and one in `transpose_output`, plus the
-     * tiny `repeat_interleave`. For $L_q = L_k = L$ that is $4 B L D$ doubles
-     * moved, against $8 B L D^2$ flops for the projections: noticeable only
-     * when $D$ is small.
+     * For d2l's example the program counts it exactly. Each projection costs
+     * 2 flops per multiply-add for each row it maps: $2 \cdot 8 \cdot 100
+     * \cdot 100$ for the 8 query rows (W_q, W_o), $2 \cdot 12 \cdot 100 \cdot
+     * 100$ for the 12 key and value rows (W_k, W_v). The attention is
+     * $4 B L_q L_k d_{model}$. With such short sequences the projections are
+     * 98% of the work.
+     *
+     * Splitting into heads is free in flops; it costs only the copies in the
+     * trace of section 1. Three reshapes copy in the `transpose_qkv` calls and
+     * one in `transpose_output`, plus the tiny `repeat_interleave`. For
+     * $L_q = L_k = L$ that is $4 B L D$ doubles moved, against $8 B L D^2$
+     * flops for the projections: noticeable only when $D$ is small.
      */
-    printf("Four projections of 2*B*L*d_model^2 flops each dominate for\n"
-           "short sequences; the attention itself is 4*B*Lq*Lk*d_model flops\n"
-           "(summed over heads: h heads of p = d_model/h features cost the\n"
-           "same as one head of d_model).  Splitting into heads is free in\n"
-           "flops: it only costs the copies in the trace, one per split of\n"
-           "Q, K and V and one to join the heads.\n");
+    double proj = 2.0 * (2 * B * Lq + 2 * B * Lk) * D * D;
+    double attn = 4.0 * B * Lq * Lk * D;
+    printf("projections  %8.0f flops (%.0f%% of the work)\n", proj,
+           100 * proj / (proj + attn));
+    printf("attention    %8.0f flops\n", attn);
+    printf("copies       %8d doubles (%d KB)\n", 2 * (B * Lq + B * Lk) * D,
+           2 * (B * Lq + B * Lk) * D * 8 / 1000);
+    printf("weights      %8d doubles\n", B * H * Lq * Lk);
+}
 
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(xq);
-    tensor_free(xk);
-    tensor_free(out2);
-    multihead_free(&m);
-    gsl_rng_free(rng);
+int main(void)
+{
+    mha_program_init();
+    lesson l;
+    make_module(&l);
+    whole_trace(&l);
+    equal_inputs(&l);
+    varied_inputs(&l);
+    cost();
+    multihead_free(&l.m);
+    gsl_rng_free(l.rng);
     return 0;
 }
 

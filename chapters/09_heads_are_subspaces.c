@@ -1,19 +1,9 @@
 /* Chapter 09: heads are subspaces.
  *
- * The formula of multi-head attention speaks of h separate heads, each
- * with its own small projections W_i^(q), W_i^(k), W_i^(v) of p rows:
- *
- *     head_i = attention(W_i^(q) q, W_i^(k) k, W_i^(v) v)
- *     out    = W_o [head_1; ...; head_h]
- *
- * The module of chapter 08 never builds h small projections: it makes one
- * big one and reshapes.  This chapter computes the heads one by one from
- * slices of the big weights and checks that the answers agree: W_i^(q) is
- * simply rows i*p .. (i+1)*p - 1 of W_q, a tensor_narrow view, no copy.
- *
- * Shapes: B = 2, Lq = 4, Lk = 6, d_model = 100, h = 5, p = 20.
- *   W_q (d_model, d_q); W_i^(q) = W_q[i*p : (i+1)*p, :] is (p, d_q)
- *   head_i (B, Lq, p); concat (B, Lq, d_model); out (B, Lq, d_model)
+ * Computes the five heads of chapter 08's module one at a time, from row
+ * slices of its weights, and checks that they give the batched module's
+ * weights and output.  Run it with `make ch09`; the book's page is
+ * docs/09_heads_are_subspaces.md.
  */
 
 /*md
@@ -23,9 +13,10 @@
  * and reshapes. This chapter shows that the two are the same thing, so that you
  * can trust the reshapes and think in heads.
  *
- * The key fact: output feature $j$ of a Linear layer uses only row $j$ of its
- * weight. So features $ip$ to $(i+1)p - 1$ of $W_q q$, which `transpose_qkv`
- * hands to head $i$, are computed by rows $ip$ to $(i+1)p - 1$ of $W_q$ alone:
+ * The key fact: with rows as vectors, $y = q W_q^\top$, output feature $j$ of a
+ * Linear layer uses only row $j$ of its weight. So features $ip$ to
+ * $(i+1)p - 1$ of $q W_q^\top$, which `transpose_qkv` hands to head $i$, are
+ * computed by rows $ip$ to $(i+1)p - 1$ of $W_q$ alone:
  *
  * $$W_i^{(q)} = W_q[\,ip : (i+1)p,\ :\,] \in \mathbb{R}^{p \times d_q}$$
  *
@@ -33,7 +24,7 @@
  * small ones stacked. At the other end, $W_o$ splits by columns: head $i$ only
  * meets columns $ip$ to $(i+1)p - 1$ of $W_o$, so
  *
- * $$\mathrm{out} = b_o + \sum_{i=1}^{h} W_o[\,:,\ ip : (i+1)p\,]\; h_i$$
+ * $$\mathrm{out} = b_o + \sum_{i=1}^{h} h_i\, W_o[\,:,\ ip : (i+1)p\,]^\top$$
  *
  * and each head adds its own contribution to the output. Each head works in its
  * own $p$-dimensional *subspace* of the $d_{model}$ features. The program
@@ -45,6 +36,19 @@
 #include <math.h>
 
 #include "lesson.h"
+
+/* chapter 08's sizes: B examples, Lq queries, Lk keys, D = d_model
+ * features in H heads of P */
+enum { B = 2, Lq = 4, Lk = 6, D = 100, H = 5, P = D / H };
+
+/* What the sections share: the module and its inputs (section 1), the
+ * batched output (section 1) and the heads side by side (section 2). */
+typedef struct {
+    multihead m;
+    tensor *q, *kv, *lens; // (B, Lq, D), (B, Lk, D), (B,)
+    tensor *out;           // (B, Lq, D), the batched module's
+    tensor *concat;        // (B, Lq, H*P), the heads one at a time
+} lesson;
 
 /* A layer whose weight and bias are rows [row0, row0 + rows) of big's:
  * tensor_narrow makes views into big's buffers, so nothing is copied. */
@@ -58,48 +62,54 @@ static void slice_rows(const linear *big, size_t row0, size_t rows,
         CHECK(tensor_narrow(big->bias, 0, row0, rows, &out->bias));
 }
 
-int main(void)
+/* largest |a - b| over largest |b|, for two tensors of one shape */
+static double relative_diff(const tensor *a, const tensor *b)
 {
-    mha_program_init();
-    const size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5, p = D / h;
+    double diff = 0, ref = 0;
+    for (size_t n = 0; n < tensor_numel(b); n++) {
+        diff = fmax(diff, fabs(a->data[n] - b->data[n]));
+        ref = fmax(ref, fabs(b->data[n]));
+    }
+    return diff / ref;
+}
 
-    gsl_rng *rng = mha_rng_new(9);
-    if (!rng)
-        return 1;
-    multihead m;
-    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h, .bias = 1};
-    CHECK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, rng);
-    tensor_fill_uniform(m.W_q.bias, rng, -0.1, 0.1);
-    tensor_fill_uniform(m.W_k.bias, rng, -0.1, 0.1);
-    tensor_fill_uniform(m.W_v.bias, rng, -0.1, 0.1);
-    tensor_fill_uniform(m.W_o.bias, rng, -0.1, 0.1);
-
-    tensor *q, *kv, *lens, *out;
-    CHECK(tensor_alloc(SHAPE(B, Lq, D), &q));
-    CHECK(tensor_alloc(SHAPE(B, Lk, D), &kv));
-    tensor_fill_normal(q, rng, 0, 1);
-    tensor_fill_normal(kv, rng, 0, 1);
-    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
-
+static void batched(lesson *l)
+{
     section("1. The batched module of chapter 08");
     /*md
      * The module of chapter 08 with the same sizes (B = 2, 4 queries, 6 keys,
-     * 100 features in 5 heads of 20), random inputs, and this time biases on
-     * all four layers, so that the slicing has to cover them too. One forward
-     * pass gives the `(2, 4, 100)` result the rest of the chapter must
-     * reproduce.
+     * 100 features in 5 heads of 20), random standard-normal inputs, and this
+     * time biases on all four layers, so that the slicing has to cover them
+     * too. One forward pass gives the `(2, 4, 100)` result the rest of the
+     * chapter must reproduce.
      */
-    printf("The same sizes as chapter 08, random inputs (seed 9), biases\n"
-           "on all four layers.  One forward pass:\n\n");
-    CHECK(multihead_forward(&m, q, kv, kv, lens, &out));
+    gsl_rng *rng = mha_rng_new(9);
+    if (!rng)
+        exit(1);
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = H, .bias = 1};
+    CHECK(multihead_init(&l->m, &cfg));
+    multihead_reset_xavier(&l->m, rng);
+    tensor_fill_uniform(l->m.W_q.bias, rng, -0.1, 0.1);
+    tensor_fill_uniform(l->m.W_k.bias, rng, -0.1, 0.1);
+    tensor_fill_uniform(l->m.W_v.bias, rng, -0.1, 0.1);
+    tensor_fill_uniform(l->m.W_o.bias, rng, -0.1, 0.1);
+    CHECK(tensor_alloc(SHAPE(B, Lq, D), &l->q));
+    CHECK(tensor_alloc(SHAPE(B, Lk, D), &l->kv));
+    tensor_fill_normal(l->q, rng, 0, 1);
+    tensor_fill_normal(l->kv, rng, 0, 1);
+    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &l->lens));
+    CHECK(multihead_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out));
     char s[TRACE_SHAPE_MAX];
-    printf("out %s\n", tensor_shape_str(out, s, sizeof s));
+    printf("out %s\n", tensor_shape_str(l->out, s, sizeof s));
+    gsl_rng_free(rng);
+}
 
+static void one_head_at_a_time(lesson *l)
+{
     section("2. Five heads, one at a time");
     /*md
-     * The chapter's helper `slice_rows` builds head $i$'s projection from the
+     * The chapter's function `slice_rows` builds head $i$'s projection from the
      * big one without copying anything. It makes a `linear` layer whose weight
      * is `tensor_narrow(W, 0, i*p, p)`, a view of rows $20i$ to $20i + 19$ of
      * the `(100, 100)` weight. That view has shape `(20, 100)` and keeps W's
@@ -120,28 +130,25 @@ int main(void)
      * instead of once on 10: the same flops again. The batched form wins on
      * overhead (fewer, larger BLAS calls), not on arithmetic.
      */
-    printf("Head i uses rows %zu*i .. %zu*i + %zu of W_q, W_k and W_v (and of\n"
-           "their biases): its own %zu-feature subspace.  Each head is an\n"
-           "ordinary single-head attention with d = %zu:\n\n",
-           p, p, p - 1, p, p);
-    tensor *concat;
-    CHECK(tensor_alloc(SHAPE(B, Lq, D), &concat)); // (B, Lq, h*p)
+    CHECK(tensor_alloc(SHAPE(B, Lq, D), &l->concat)); // (B, Lq, h*p)
     dot_attention attn;
     CHECK(dot_attention_init(&attn, 0));
-    for (size_t i = 0; i < h; i++) {
+    printf("example 0, query 0: favourite key (weight); same weights as the\n"
+           "module's head, below 1e-12\n");
+    for (size_t i = 0; i < H; i++) {
         linear wq, wk, wv;
-        slice_rows(&m.W_q, i * p, p, "W_q_i", &wq);
-        slice_rows(&m.W_k, i * p, p, "W_k_i", &wk);
-        slice_rows(&m.W_v, i * p, p, "W_v_i", &wv);
+        slice_rows(&l->m.W_q, i * P, P, "W_q_i", &wq);
+        slice_rows(&l->m.W_k, i * P, P, "W_k_i", &wk);
+        slice_rows(&l->m.W_v, i * P, P, "W_v_i", &wv);
         tensor *qi, *ki, *vi, *head;
-        CHECK(linear_forward(&wq, q, &qi));  // (B, Lq, p)
-        CHECK(linear_forward(&wk, kv, &ki)); // (B, Lk, p)
-        CHECK(linear_forward(&wv, kv, &vi)); // (B, Lk, p)
-        CHECK(dot_attention_forward(&attn, qi, ki, vi, lens, &head));
+        CHECK(linear_forward(&wq, l->q, &qi));  // (B, Lq, p)
+        CHECK(linear_forward(&wk, l->kv, &ki)); // (B, Lk, p)
+        CHECK(linear_forward(&wv, l->kv, &vi)); // (B, Lk, p)
+        CHECK(dot_attention_forward(&attn, qi, ki, vi, l->lens, &head));
         for (size_t b = 0; b < B; b++)
             for (size_t t = 0; t < Lq; t++)
-                for (size_t j = 0; j < p; j++)
-                    *TENSOR_AT(concat, b, t, i * p + j) = *TENSOR_AT(head, b, t, j);
+                for (size_t j = 0; j < P; j++)
+                    *TENSOR_AT(l->concat, b, t, i * P + j) = *TENSOR_AT(head, b, t, j);
         /* the same head inside the batched module: m.weights[:, i] */
         size_t best = 0;
         double agree = 0;
@@ -151,12 +158,11 @@ int main(void)
             for (size_t b = 0; b < B; b++)
                 for (size_t r = 0; r < Lq; r++)
                     agree = fmax(agree, fabs(*TENSOR_AT(attn.weights, b, r, t) -
-                                             *TENSOR_AT(m.weights, b, i, r, t)));
+                                             *TENSOR_AT(l->m.weights, b, i, r, t)));
         }
-        printf("head %zu: example 0, query 0 favours key %zu (weight %.4f);\n"
-               "        the module's head %zu has the same weights: %s\n",
-               i, best, *TENSOR_AT(attn.weights, 0, 0, best), i,
-               yes_no(agree < 1e-12));
+        printf("head %zu (rows %2zu-%2zu): key %zu (%.4f); same weights: %s\n", i,
+               i * P, i * P + P - 1, best,
+               *TENSOR_AT(attn.weights, 0, 0, best), yes_no(agree < 1e-12));
         tensor_free(qi);
         tensor_free(ki);
         tensor_free(vi);
@@ -165,7 +171,11 @@ int main(void)
         linear_free(&wk);
         linear_free(&wv);
     }
+    dot_attention_free(&attn);
+}
 
+static void concatenate(const lesson *l)
+{
     section("3. Concatenate, project, compare");
     /*md
      * The loop also writes each head's `(B, Lq, 20)` output into columns $20i$
@@ -177,25 +187,20 @@ int main(void)
      * BLAS adds the terms of a dot product in an order that depends on the
      * sizes of the matrices it is given. The batched module and the per-head
      * loop give it different sizes, so the last bits of the sums differ. That
-     * is why the comparison is relative and uses a tolerance.
+     * is why the comparison is relative and uses a tolerance. Only that
+     * rounding tells the two apart: the reshapes of chapter 06 are nothing more
+     * than a way to hand each head its own block of the big projection's
+     * output.
      */
-    printf("Stack the heads side by side (columns i*p.. of concat) and\n"
-           "apply W_o:\n\n");
     tensor *out_heads;
-    CHECK(linear_forward(&m.W_o, concat, &out_heads));
-    double diff = 0, ref = 0;
-    for (size_t n = 0; n < tensor_numel(out); n++) {
-        diff = fmax(diff, fabs(out->data[n] - out_heads->data[n]));
-        ref = fmax(ref, fabs(out->data[n]));
-    }
+    CHECK(linear_forward(&l->m.W_o, l->concat, &out_heads));
     printf("largest |batched - one head at a time| / largest |out|\n"
-           "  below 1e-12: %s\n", yes_no(diff / ref < 1e-12));
-    printf("\nThe batched module is the five small heads, computed in one\n"
-           "go: only rounding (a few units in the last place, from sums\n"
-           "taken in a different order) tells them apart.  The reshapes of\n"
-           "chapter 06 are nothing more than a way to hand each head its\n"
-           "own block of the big projection's output.\n");
+           "  below 1e-12: %s\n", yes_no(relative_diff(out_heads, l->out) < 1e-12));
+    tensor_free(out_heads);
+}
 
+static void output_blocks(const lesson *l)
+{
     section("4. W_o, read the same way");
     /*md
      * The same idea at the output. W_o's weight is `(100, 100)`, and its
@@ -203,53 +208,52 @@ int main(void)
      * features. The program narrows them (`tensor_narrow(W_o, 1, i*p, p)`, a
      * `(100, 20)` view with strides `(100, 1)`), applies each block to its head
      * alone, and adds up the five contributions plus the bias. The sum equals
-     * the module's output.
+     * the module's output: each head writes into the output through its own
+     * slice of W_o, and the heads' contributions simply add up.
      *
      * This is the decomposition to remember for head importance (chapter 08's
      * exercise, chapter 14): removing head $i$ means dropping one term of this
      * sum. Everything else stays the same.
      */
-    printf("W_o (d_model, h*p) has one block of p columns per head, so\n"
-           "out = b_o + sum over heads of head_i W_o[:, i*p:(i+1)*p]^T:\n"
-           "each head writes into the output through its own slice of\n"
-           "W_o, and the heads' contributions simply add up.  Checking it\n"
-           "with W_o's column blocks as narrow views (no copies):\n\n");
     tensor *sum;
     CHECK(tensor_alloc(SHAPE(B, Lq, D), &sum));
-    for (size_t i = 0; i < h; i++) {
+    for (size_t i = 0; i < H; i++) {
         linear wo_i;
-        CHECK(linear_init(&wo_i, "W_o_i", p, D, 0));
+        CHECK(linear_init(&wo_i, "W_o_i", P, D, 0));
         tensor_free(wo_i.weight);
-        CHECK(tensor_narrow(m.W_o.weight, 1, i * p, p, &wo_i.weight)); // (D, p)
+        CHECK(tensor_narrow(l->m.W_o.weight, 1, i * P, P, &wo_i.weight)); // (D, p)
         tensor *head_i, *part;
-        CHECK(tensor_narrow(concat, 2, i * p, p, &head_i)); // (B, Lq, p)
-        CHECK(linear_forward(&wo_i, head_i, &part));        // (B, Lq, D)
+        CHECK(tensor_narrow(l->concat, 2, i * P, P, &head_i)); // (B, Lq, p)
+        CHECK(linear_forward(&wo_i, head_i, &part));           // (B, Lq, D)
         for (size_t n = 0; n < tensor_numel(sum); n++)
             sum->data[n] += part->data[n];
         tensor_free(head_i);
         tensor_free(part);
         linear_free(&wo_i);
     }
-    double worst = 0;
     for (size_t b = 0; b < B; b++)
         for (size_t r = 0; r < Lq; r++)
             for (size_t j = 0; j < D; j++)
-                worst = fmax(worst, fabs(*TENSOR_AT(sum, b, r, j) +
-                                         *TENSOR_AT(m.W_o.bias, j) -
-                                         *TENSOR_AT(out, b, r, j)));
+                *TENSOR_AT(sum, b, r, j) += *TENSOR_AT(l->m.W_o.bias, j);
     printf("b_o + sum of the five per-head contributions equals out\n"
-           "  (below 1e-12): %s\n", yes_no(worst / ref < 1e-12));
-
-    tensor_free(q);
-    tensor_free(kv);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(concat);
-    tensor_free(out_heads);
+           "  (below 1e-12): %s\n", yes_no(relative_diff(sum, l->out) < 1e-12));
     tensor_free(sum);
-    dot_attention_free(&attn);
-    multihead_free(&m);
-    gsl_rng_free(rng);
+}
+
+int main(void)
+{
+    mha_program_init();
+    lesson l;
+    batched(&l);
+    one_head_at_a_time(&l);
+    concatenate(&l);
+    output_blocks(&l);
+    tensor_free(l.q);
+    tensor_free(l.kv);
+    tensor_free(l.lens);
+    tensor_free(l.out);
+    tensor_free(l.concat);
+    multihead_free(&l.m);
     return 0;
 }
 

@@ -1,13 +1,9 @@
 /* Chapter 10: self-attention.
  *
- * In self-attention one sequence plays all three parts: each position's
- * vector is a query, a key and a value at once, so every position gathers
- * information from every other position of the same sequence:
- *
- *     y_i = f(x_i, (x_1, x_1), ..., (x_n, x_n))
- *
- * Shapes: X (B, n, d_model) = (2, 4, 100) is queries, keys and values;
- * the output has X's shape, so self-attention layers stack.
+ * Runs chapter 08's module on one sequence as queries, keys and values,
+ * with its trace and weights; checks that reordering the positions only
+ * reorders the output; counts the cost.  Run it with `make ch10`; the
+ * book's page is docs/10_self_attention.md.
  */
 
 /*md
@@ -36,17 +32,27 @@
 
 #include "lesson.h"
 
-int main(void)
-{
-    mha_program_init();
-    const size_t B = 2, n = 4, D = 100, h = 5;
+/* B sequences of N positions, D = d_model features in H heads */
+enum { B = 2, N = 4, D = 100, H = 5 };
 
+/* What the sections share: the module and X, made in section 1. */
+typedef struct {
+    multihead m;
+    tensor *x; // (B, n, d_model)
+} lesson;
+
+static void attends_to_itself(lesson *l)
+{
     section("1. X attends to itself");
     /*md
+     * X is `(2, 4, 100)`, drawn from a standard normal, and 5 heads;
+     * `valid_lens [3, 2]` as in chapter 08: example 0 has 3 real positions,
+     * example 1 has 2, the rest is padding.
+     *
      * The trace is chapter 08's with $L_q = L_k = n = 4$: all three inputs are
      * `(2, 4, 100)`, the scores are `(10, 4, 4)`, and the symbolic column says
      * `(B*h, n, n)`, every position against every position. The output
-     * `(2, 4, 100)` has X's shape.
+     * `(2, 4, 100)` has X's shape, ready for the next layer.
      *
      * In the heatmap, each panel is one head of one example: row $i$ is
      * position $i$ as a query, column $j$ is position $j$ as a key. What to
@@ -58,51 +64,55 @@ int main(void)
      *   example 1). `valid_lens` masks keys, not queries, so these rows are
      *   computed like the others, and whatever comes next must ignore them.
      * - No diagonal. A position does not automatically attend to itself: its
-     *   query is $W_q x_i$ and its key is $W_k x_i$, two different projections.
-     *   In example 0, head 0, position 1 gives 0.67 to position 2 and only 0.28
-     *   to itself (`plots/10_self_attention.dat`).
+     *   query is $x_i W_q^\top$ and its key is $x_i W_k^\top$, two different
+     *   projections. In example 0, head 0, position 1 gives 0.6742 to position
+     *   2 and only 0.2798 to itself (the row under the picture).
      * - Softer weights than chapter 08. The largest weight is 0.935 and many
      *   rows are spread over two or three keys. X is standard normal here,
      *   where chapter 08's inputs had standard deviation 2, so the scores are
      *   about four times smaller.
      */
-    printf("X (2, 4, 100) from a standard normal (seed 10); 5 heads;\n"
-           "valid_lens [3, 2] as in chapter 08: example 0 has 3 real\n"
-           "positions, example 1 has 2, the rest is padding.\n\n");
     gsl_rng *rng = mha_rng_new(10);
     if (!rng)
-        return 1;
-    multihead m;
+        exit(1);
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h};
-    CHECK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, rng);
-    tensor *x, *lens, *y;
-    CHECK(tensor_alloc(SHAPE(B, n, D), &x)); // (B, n, d_model)
-    CHECK(tensor_set_names(x, "B, n, d_model"));
-    tensor_fill_normal(x, rng, 0, 1);
+                            .num_hiddens = D, .num_heads = H};
+    CHECK(multihead_init(&l->m, &cfg));
+    multihead_reset_xavier(&l->m, rng);
+    tensor *lens, *y;
+    CHECK(tensor_alloc(SHAPE(B, N, D), &l->x)); // (B, n, d_model)
+    CHECK(tensor_set_names(l->x, "B, n, d_model"));
+    tensor_fill_normal(l->x, rng, 0, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     trace_to(stdout);
-    CHECK(multihead_forward(&m, x, x, x, lens, &y));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, lens, &y));
     trace_to(NULL);
-    char s[TRACE_SHAPE_MAX];
-    printf("\nX %s -> Y %s: the same shape, ready for the next layer.\n",
-           tensor_shape_str(x, s, sizeof s), tensor_shape_str(y, s, sizeof s));
-    printf("\nThe weights are (B, h, n, n): every position against every\n"
-           "position, per head.\n\n");
-    char titles[10][32];
-    const char *tp[10];
+    char s[TRACE_SHAPE_MAX], t[TRACE_SHAPE_MAX];
+    printf("\nX %s -> Y %s\n\n", tensor_shape_str(l->x, s, sizeof s),
+           tensor_shape_str(y, t, sizeof t));
+    char titles[B * H][32];
+    const char *tp[B * H];
     for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < h; i++) {
-            snprintf(titles[b * h + i], sizeof titles[0], "example %zu, head %zu",
+        for (size_t i = 0; i < H; i++) {
+            snprintf(titles[b * H + i], sizeof titles[0], "example %zu, head %zu",
                      b, i);
-            tp[b * h + i] = titles[b * h + i];
+            tp[b * H + i] = titles[b * H + i];
         }
-    heatmap_options opt = {.titles = tp, .ntitles = B * h};
-    CHECK(heatmap_terminal(stdout, m.weights, &opt));
+    heatmap_options opt = {.titles = tp, .ntitles = B * H};
+    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
     printf("\n");
-    draw_heatmap(m.weights, &opt, "10_self_attention");
+    draw_heatmap(l->m.weights, &opt, "10_self_attention");
+    printf("\nexample 0, head 0, query 1:");
+    for (size_t j = 0; j < N; j++)
+        printf(" %.4f", *TENSOR_AT(l->m.weights, 0, 0, 1, j));
+    printf("\n");
+    tensor_free(lens);
+    tensor_free(y);
+    gsl_rng_free(rng);
+}
 
+static void order(lesson *l)
+{
     section("2. Order does not matter to attention");
     /*md
      * Swap positions 0 and 2 of example 0 and run the module again, without a
@@ -124,60 +134,60 @@ int main(void)
      * reordered. Transformers therefore add a positional encoding to X, a
      * vector that depends on the position, before the first layer.
      */
-    printf("Swap positions 0 and 2 of example 0 and run again (no mask,\n"
-           "so the padding does not get in the way).  Attention only\n"
-           "compares vectors with each other: the outputs swap the same\n"
-           "way and nothing else changes.\n\n");
     tensor *y_plain, *xs, *y_swapped;
-    CHECK(multihead_forward(&m, x, x, x, NULL, &y_plain));
-    CHECK(tensor_contiguous(x, &xs));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &y_plain));
+    CHECK(tensor_contiguous(l->x, &xs));
     for (size_t j = 0; j < D; j++) {
         double t = *TENSOR_AT(xs, 0, 0, j);
         *TENSOR_AT(xs, 0, 0, j) = *TENSOR_AT(xs, 0, 2, j);
         *TENSOR_AT(xs, 0, 2, j) = t;
     }
-    CHECK(multihead_forward(&m, xs, xs, xs, NULL, &y_swapped));
-    size_t perm[4] = {2, 1, 0, 3};
+    CHECK(multihead_forward(&l->m, xs, xs, xs, NULL, &y_swapped));
+    size_t perm[N] = {2, 1, 0, 3};
     double worst = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < N; i++)
         for (size_t j = 0; j < D; j++)
             worst = fmax(worst, fabs(*TENSOR_AT(y_swapped, 0, i, j) -
                                      *TENSOR_AT(y_plain, 0, perm[i], j)));
-    printf("output row i of the swapped run equals output row perm(i) of\n"
+    printf("positions 0 and 2 of example 0 swapped, no mask:\n"
+           "output row i of the swapped run equals output row perm(i) of\n"
            "the plain run, to rounding (below 1e-12): %s\n",
            yes_no(worst < 1e-12));
-    printf("\nSo self-attention alone cannot tell a sentence from its\n"
-           "anagram: transformers add positional encodings to X first.\n");
-
-    section("3. Cost");
-    /*md
-     * For this example, the scores cost $2 \cdot B n^2 d_{model} = 6400$ flops
-     * and the weighted average as much again, against 640,000 for the four
-     * projections ($8 B n d_{model}^2$). The attention part grows with $n^2$,
-     * the projections with $n$, so for long sequences the attention takes over
-     * (at $n = 2 d_{model}$, chapter 08). Memory grows the same way: the
-     * weights are $B h n^2$ doubles.
-     *
-     * What $n^2$ buys is in the printed comparison. A recurrent network needs
-     * $n$ steps, one after the other, to carry information from the first
-     * position to the last. Self-attention connects every pair of positions in
-     * one step, and all positions are computed in parallel.
-     */
-    printf("Every position against every position: the scores are\n"
-           "B*h*n*n numbers and computing them costs 2*B*n*n*d_model\n"
-           "flops, quadratic in the sequence length.  Recurrent networks\n"
-           "pay n sequential steps instead; self-attention pays n^2 work\n"
-           "but every position can be computed in parallel, and any two\n"
-           "positions are one step apart.\n");
-
-    tensor_free(x);
-    tensor_free(lens);
-    tensor_free(y);
     tensor_free(y_plain);
     tensor_free(xs);
     tensor_free(y_swapped);
-    multihead_free(&m);
-    gsl_rng_free(rng);
+}
+
+static void cost(void)
+{
+    section("3. Cost");
+    /*md
+     * For this example, the scores cost $2 B n^2 d_{model}$ flops and the
+     * weighted average as much again, against $8 B n d_{model}^2$ for the four
+     * projections. The attention part grows with $n^2$, the projections with
+     * $n$, so for long sequences the attention takes over (at
+     * $n = 2 d_{model}$, chapter 08). Memory grows the same way: the weights
+     * are $B h n^2$ doubles.
+     *
+     * What $n^2$ buys: a recurrent network needs $n$ steps, one after the
+     * other, to carry information from the first position to the last.
+     * Self-attention connects every pair of positions in one step, and all
+     * positions are computed in parallel.
+     */
+    printf("scores       %6d flops\n", 2 * B * N * N * D);
+    printf("projections  %6d flops\n", 8 * B * N * D * D);
+    printf("weights      %6d doubles\n", B * H * N * N);
+}
+
+int main(void)
+{
+    mha_program_init();
+    lesson l;
+    attends_to_itself(&l);
+    order(&l);
+    cost();
+    tensor_free(l.x);
+    multihead_free(&l.m);
     return 0;
 }
 

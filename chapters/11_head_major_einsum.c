@@ -1,21 +1,11 @@
 /* Chapter 11: the head-major ("einsum") variant, with residual + LayerNorm.
  *
- * The einops version writes multi-head attention with einops and einsum:
- * the heads go first, (h, B, L, d_k), each head's scores are an einsum, and the
- * result passes through dropout, a residual connection and a LayerNorm.
- * This chapter runs that module (src/headmajor.c), shows that its
- * rearranges cost no copies, and holds it against chapter 08's module.
- *
- * Shapes, in the einops version's names: B batch, Lq queries, Lk key-value
- * pairs, d_model features in and out, h heads of d_k (queries, keys) and d_v
- * (values) features each.
- *   q (B, Lq, d_model), k and v (B, Lk, d_model)
- *   q, k, v per head (h, B, L, d_k) or (h, B, L, d_v): views
- *   attn (h, B, Lq, Lk); output (B, Lq, d_model)
+ * Runs the einops version's module (src/headmajor.c) with its trace, shows
+ * that its head split is a view, checks its initial weights and its
+ * LayerNorm, and holds it against chapter 08's module.  Run it with
+ * `make ch11`; the book's page is docs/11_head_major_einsum.md.
  */
 /*md
- * # 11. Heads first: the einsum variant
- *
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
  * $B \cdot h$ heads as that many independent examples.  The einops version (a
@@ -29,6 +19,14 @@
  * output = rearrange(output, 'head b l v -> b l (head v)')
  * output = self.layer_norm(self.dropout(self.fc(output)) + residual)
  * ```
+ *
+ * `rearrange` names the axes with letters and says how to regroup
+ * them: `(head k)` splits the last axis into heads of `k` features.
+ * `einsum` names every axis of its inputs with a letter and multiplies
+ * them element by element; a letter missing from the output after
+ * `->` is summed over.  So `'hblk,hbtk->hblt'` is, for every head `h`
+ * and example `b`, the product of queries `(l, k)` with keys `(t, k)`
+ * summed over `k`: the scores $Q K^\top$.
  *
  * The layout is $(h, B, L, d_k)$.  Each head has its own sizes $d_k$ and
  * $d_v$, which need not be $d_{model}/h$, and the module ends in the
@@ -87,14 +85,27 @@ static void copy_weights(headmajor *hm, const multihead *mh)
     tensor_fill(hm->fc.bias, 0);
 }
 
-int main(void)
-{
-    mha_program_init();
-    char s[TRACE_SHAPE_MAX], t[TRACE_SHAPE_MAX];
-    gsl_rng *rng = mha_rng_new(11);
-    if (!rng)
-        return 1;
+/* What sections 1, 2, 4 and 7 share: the random stream (seed 11) and
+ * section 1's small module, its inputs and output. */
+typedef struct {
+    gsl_rng *rng;
+    headmajor m;
+    tensor *q, *kv, *lens, *out; // (B, Lq, 8), (B, Lk, 8), (B,), (B, Lq, 8)
+} lesson;
 
+/* What sections 5 and 6 share: chapter 08's module and example, and a
+ * head-major module with the same weights. */
+typedef struct {
+    multihead mh;
+    headmajor hm;
+    tensor *xq, *xk, *lens; // (B, Lq, D), (B, Lk, D), (B,)
+} pair;
+
+enum { B = 2, Lq = 3, Lk = 4 };            // section 1's batch
+enum { D8 = 100, H8 = 5, Lq8 = 4, Lk8 = 6 }; // chapter 08's example
+
+static void traced(lesson *l)
+{
     section("1. The einops version's module, traced");
     /*md
      * A small module: $h = 2$ heads, $d_{model} = 8$, $d_k = 3$ and
@@ -102,7 +113,9 @@ int main(void)
      * this variant the per-head sizes are free, and `fc` maps the
      * $h d_v$ joined features back to $d_{model}$.  The batch has
      * $B = 2$ examples of $L_q = 3$ queries and $L_k = 4$ keys, with
-     * valid lengths $[3, 2]$.
+     * valid lengths $[3, 2]$, drawn from a standard normal.  The module
+     * has dropout 0.1 but runs in evaluation mode, so nothing is dropped
+     * (chapter 04).
      *
      * Read the trace from the top: three projections (`new`), each
      * followed by a `rearrange` made of two `view` lines; the two
@@ -111,27 +124,30 @@ int main(void)
      * with PyTorch's trailing underscore (`masked_fill_`, `add_`)
      * overwrite a buffer the module owns instead of allocating one.
      */
-    const size_t B = 2, Lq = 3, Lk = 4;
+    l->rng = mha_rng_new(11);
+    if (!l->rng)
+        exit(1);
     headmajor_config cfg = {.n_head = 2, .d_model = 8, .d_k = 3, .d_v = 2,
                             .dropout = 0.1};
-    headmajor m;
-    CHECK(headmajor_init(&m, &cfg));
-    headmajor_reset(&m, rng);
-    printf("n_head 2, d_model 8, d_k 3, d_v 2, dropout 0.1 (evaluation\n"
-           "mode: off); B 2, Lq 3, Lk 4, valid_lens [3, 2]; inputs from a\n"
-           "standard normal (seed 11).\n\n");
-    tensor *q, *kv, *lens, *out, *attn;
-    CHECK(tensor_alloc(SHAPE(B, Lq, 8), &q));  // (B, Lq, d_model)
-    CHECK(tensor_alloc(SHAPE(B, Lk, 8), &kv)); // (B, Lk, d_model)
-    tensor_fill_normal(q, rng, 0, 1);
-    tensor_fill_normal(kv, rng, 0, 1);
-    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
+    CHECK(headmajor_init(&l->m, &cfg));
+    headmajor_reset(&l->m, l->rng);
+    CHECK(tensor_alloc(SHAPE(B, Lq, 8), &l->q));  // (B, Lq, d_model)
+    CHECK(tensor_alloc(SHAPE(B, Lk, 8), &l->kv)); // (B, Lk, d_model)
+    tensor_fill_normal(l->q, l->rng, 0, 1);
+    tensor_fill_normal(l->kv, l->rng, 0, 1);
+    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &l->lens));
+    tensor *attn;
     trace_to(stdout);
-    CHECK(headmajor_forward(&m, q, kv, kv, lens, &out, &attn));
+    CHECK(headmajor_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out, &attn));
     trace_to(NULL);
-    printf("\noutput %s, attn %s\n", tensor_shape_str(out, s, sizeof s),
+    char s[TRACE_SHAPE_MAX], t[TRACE_SHAPE_MAX];
+    printf("\noutput %s, attn %s\n", tensor_shape_str(l->out, s, sizeof s),
            tensor_shape_str(attn, t, sizeof t));
+    tensor_free(attn);
+}
 
+static void heads_first(const lesson *l)
+{
     section("2. Heads first, and nothing copied");
     /*md
      * After `w_qs` a query is a row of $h d_k$ numbers: head 0's $d_k$
@@ -143,7 +159,8 @@ int main(void)
      * It is not contiguous, but it does not need to be.  For a fixed
      * head $i$ and example $b$ the block $(L_q, d_k)$ starts at element
      * $i d_k + b L_q h d_k$ and its rows are $h d_k$ apart with unit
-     * steps inside a row: exactly a GSL matrix with `tda` $= h d_k$.  So
+     * steps inside a row: exactly a GSL matrix with `tda` $= h d_k$ (GSL's name for
+     * the distance between the starts of two rows).  So
      * each einsum is one `gsl_blas_dgemm` per (head, example) on such
      * views, and the output einsum writes each head's $(L_q, d_v)$ block
      * straight into its columns of a $(B, L_q, h d_v)$ buffer: the join
@@ -154,11 +171,12 @@ int main(void)
      * examples, so that last reshape copies every number, once for each
      * of $Q$, $K$, $V$, and `transpose_output` copies once more.  The
      * arithmetic is the same; the head-major layout just never asks for
-     * a flat batch axis.
+     * a flat batch axis.  (Chapter 06's trace names the head size
+     * $h d_k / h$, which is $d_k$.)
      */
-    printf("w_qs(q) split into heads, as the module does it:\n\n");
+    printf("w_qs(q) split into heads:\n\n");
     tensor *qp, *qh;
-    CHECK(linear_forward(&m.w_qs, q, &qp)); // (B, Lq, h*d_k)
+    CHECK(linear_forward(&l->m.w_qs, l->q, &qp)); // (B, Lq, h*d_k)
     CHECK(tensor_set_names(qp, "B, Lq, h*d_k"));
     trace_to(stdout);
     CHECK(headmajor_split_heads(qp, 2, &qh)); // (h, B, Lq, d_k)
@@ -176,43 +194,53 @@ int main(void)
     gsl_matrix_const_view block = gsl_matrix_const_view_array_with_tda(
         qp->data + start, qh->shape[2], qh->shape[3], qh->strides[2]);
     int same = 1;
-    for (size_t l = 0; l < Lq; l++) {
+    for (size_t r = 0; r < Lq; r++) {
         printf("  ");
         for (size_t j = 0; j < 3; j++) {
-            double x = gsl_matrix_get(&block.matrix, l, j);
+            double x = gsl_matrix_get(&block.matrix, r, j);
             printf(" %8.4f", x);
-            same &= x == *TENSOR_AT(qh, hd, bd, l, j) &&
-                    x == *TENSOR_AT(qp, bd, l, hd * 3 + j);
+            same &= x == *TENSOR_AT(qh, hd, bd, r, j) &&
+                    x == *TENSOR_AT(qp, bd, r, hd * 3 + j);
         }
         printf("\n");
     }
     printf("\nthe same numbers as heads[1, 1] and as columns 3-5 of\n"
            "w_qs(q)[1]: %s\n", yes_no(same));
-    printf("\nChapter 06's transpose_qkv on the same (2, 3, 6), h = 2 (its\n"
-           "names say h*d_k/h, which is d_k):\n\n");
+    printf("\nchapter 06's transpose_qkv on the same (2, 3, 6), h = 2:\n\n");
     tensor *flat;
     trace_to(stdout);
     CHECK(transpose_qkv(qp, 2, &flat)); // (B*h, Lq, d_k), a copy
     trace_to(NULL);
     printf("\nflat shares w_qs(q)'s buffer: %s\n",
            yes_no(tensor_shares_buffer(flat, qp)));
+    tensor_free(qp);
+    tensor_free(qh);
+    tensor_free(flat);
+}
 
+static void initial_weights(lesson *l)
+{
     section("3. The initial weights");
     /*md
-     * The seed overrides `nn.Linear`'s default for the weights:
+     * The einops version overrides `nn.Linear`'s default for the weights:
      *
      * - `w_qs`, `w_ks`: $\mathcal N(0, \sigma^2)$ with
      *   $\sigma = \sqrt{2 / (d_{model} + d_k)}$,
      * - `w_vs`: the same with $d_v$,
-     * - `fc`: Xavier normal, $\sigma = \sqrt{2 / (\text{fan\_in} + \text{fan\_out})}
+     * - `fc`: Xavier normal (chapter 08), $\sigma = \sqrt{2 / (\text{fan\_in} + \text{fan\_out})}
      *   = \sqrt{2 / (h d_v + d_{model})}$.
      *
      * The biases keep PyTorch's default, $\mathcal U(-1/\sqrt{in},
      * 1/\sqrt{in})$, and the LayerNorm starts as $\gamma = 1$,
-     * $\beta = 0$.  For the Transformer's sizes ($d_{model} = 512$,
+     * $\beta = 0$.  That default is a form of *Kaiming (He)
+     * initialisation*, which sets a weight's scale from fan_in alone
+     * (variance $2/\mathrm{fan_{in}}$ in its usual form, made for layers
+     * followed by a ReLU, which sets negative numbers to 0); `nn.Linear` uses a uniform variant whose bound
+     * $1/\sqrt{\mathrm{fan_{in}}}$ gives variance $1/(3\,\mathrm{fan_{in}})$.
+     * For the Transformer's sizes ($d_{model} = 512$,
      * $h = 8$, $d_k = d_v = 64$) the projections get $\sigma \approx
      * 0.059$, more than twice the $1/\sqrt{3 \cdot 512} \approx 0.026$
-     * of `nn.Linear`'s own Kaiming-uniform default.  The sample standard
+     * of `nn.Linear`'s own default.  The sample standard
      * deviations of one draw land within a fraction of a percent of the
      * targets: each matrix has over 260 000 entries.
      */
@@ -220,7 +248,8 @@ int main(void)
                             .dropout = 0.1};
     headmajor mb;
     CHECK(headmajor_init(&mb, &big));
-    headmajor_reset(&mb, rng);
+    headmajor_reset(&mb, l->rng);
+    char s[TRACE_SHAPE_MAX];
     printf("n_head 8, d_model 512, d_k = d_v = 64:\n\n");
     printf("  layer  weight        target std  sample std  bias bound\n");
     const linear *layers[] = {&mb.w_qs, &mb.w_ks, &mb.w_vs, &mb.fc};
@@ -242,10 +271,13 @@ int main(void)
                sqrt(ss / (double)(n - 1)), bound, bmax);
     }
     headmajor_free(&mb);
+}
 
+static void residual_norm(lesson *l)
+{
     section("4. Residual + LayerNorm");
     /*md
-     * The last line of the seed is
+     * The last line of the einops version is
      * $\text{output} = \text{LayerNorm}(\text{fc}(\cdot) + q)$.  The
      * residual lets a stack of such layers pass its input through
      * unchanged when attention has nothing to add; the LayerNorm then
@@ -258,27 +290,63 @@ int main(void)
      * with the biased variance and $\epsilon = 10^{-5}$.  With
      * $\gamma = 1$, $\beta = 0$ every position comes out with mean 0
      * and variance $\sigma^2 / (\sigma^2 + \epsilon)$, just under 1,
-     * whatever scale attention produced.  `residual_norm = 0` switches
+     * whatever scale attention produced ($\sigma^2$ is the variance of
+     * `fc`'s output plus $q$ at that position).  `residual_norm = 0` switches
      * both off and leaves the raw output of `fc`.
      */
     tensor *raw;
-    m.residual_norm = 0;
-    CHECK(headmajor_forward(&m, q, kv, kv, lens, &raw, NULL));
-    m.residual_norm = 1;
+    l->m.residual_norm = 0;
+    CHECK(headmajor_forward(&l->m, l->q, l->kv, l->kv, l->lens, &raw, NULL));
+    l->m.residual_norm = 1;
     printf("Per position of the output of section 1:\n\n"
            "  (b, l)   raw fc output         after residual + LayerNorm\n"
            "           mean      variance    |mean| < 1e-12   variance\n");
     for (size_t b = 0; b < B; b++)
-        for (size_t l = 0; l < Lq; l++) {
+        for (size_t r = 0; r < Lq; r++) {
             double rm, rv, nm, nv;
-            position_stats(raw, b, l, &rm, &rv);
-            position_stats(out, b, l, &nm, &nv);
-            printf("  (%zu, %zu)   %8.4f  %8.4f    %-14s   %.6f\n", b, l, rm,
+            position_stats(raw, b, r, &rm, &rv);
+            position_stats(l->out, b, r, &nm, &nv);
+            printf("  (%zu, %zu)   %8.4f  %8.4f    %-14s   %.6f\n", b, r, rm,
                    rv, yes_no(fabs(nm) < 1e-12), nv);
         }
-    printf("\nThe variances after the norm are 1 - eps/(var + eps) for the\n"
-           "variance var of fc's output plus q at that position.\n");
+    tensor_free(raw);
+}
 
+/* Chapter 08's module and example (seed 8), and a head-major module with
+ * its weights, residual + LayerNorm off. */
+static void make_pair(pair *p)
+{
+    gsl_rng *rng8 = mha_rng_new(8);
+    if (!rng8)
+        exit(1);
+    multihead_config mcfg = {.query_size = D8, .key_size = D8, .value_size = D8,
+                             .num_hiddens = D8, .num_heads = H8};
+    CHECK(multihead_init(&p->mh, &mcfg));
+    multihead_reset_xavier(&p->mh, rng8);
+    headmajor_config hcfg = {.n_head = H8, .d_model = D8, .d_k = D8 / H8,
+                             .d_v = D8 / H8, .dropout = 0.1};
+    CHECK(headmajor_init(&p->hm, &hcfg));
+    copy_weights(&p->hm, &p->mh);
+    p->hm.residual_norm = 0;
+    CHECK(tensor_alloc(SHAPE(B, Lq8, D8), &p->xq));
+    CHECK(tensor_alloc(SHAPE(B, Lk8, D8), &p->xk));
+    tensor_fill_normal(p->xq, rng8, 0, 2);
+    tensor_fill_normal(p->xk, rng8, 0, 2);
+    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &p->lens));
+    gsl_rng_free(rng8);
+}
+
+static void free_pair(pair *p)
+{
+    multihead_free(&p->mh);
+    headmajor_free(&p->hm);
+    tensor_free(p->xq);
+    tensor_free(p->xk);
+    tensor_free(p->lens);
+}
+
+static void agrees(pair *p)
+{
     section("5. Where it agrees with chapter 08's module");
     /*md
      * Give the head-major module chapter 08's weights: $d_k = d_v =
@@ -298,54 +366,39 @@ int main(void)
      * first two axes: `attn` is $(h, B, L_q, L_k)$, chapter 08 keeps
      * $(B, h, L_q, L_k)$, and `permute(1, 0, 2, 3)` (a view) turns one
      * into the other.
+     *
+     * The program runs chapter 08's example (100 features, 5 heads,
+     * Xavier weights, inputs with standard deviation 2) through both
+     * modules, with no mask, with `valid_lens` `[3, 2]` and with one
+     * length per query.
      */
-    const size_t D = 100, h = 5, B8 = 2, Lq8 = 4, Lk8 = 6;
-    printf("Chapter 08's example: d_model 100, 5 heads, B 2, Lq 4, Lk 6;\n"
-           "Xavier weights (seed 8); queries and keys/values drawn with\n"
-           "standard deviation 2.\n\n");
-    gsl_rng *rng8 = mha_rng_new(8);
-    if (!rng8)
-        return 1;
-    multihead mh;
-    multihead_config mcfg = {.query_size = D, .key_size = D, .value_size = D,
-                             .num_hiddens = D, .num_heads = h};
-    CHECK(multihead_init(&mh, &mcfg));
-    multihead_reset_xavier(&mh, rng8);
-    headmajor hm;
-    headmajor_config hcfg = {.n_head = h, .d_model = D, .d_k = D / h,
-                             .d_v = D / h, .dropout = 0.1};
-    CHECK(headmajor_init(&hm, &hcfg));
-    copy_weights(&hm, &mh);
-    hm.residual_norm = 0;
-    tensor *xq, *xk, *lens8, *lens8q;
-    CHECK(tensor_alloc(SHAPE(B8, Lq8, D), &xq));
-    CHECK(tensor_alloc(SHAPE(B8, Lk8, D), &xk));
-    tensor_fill_normal(xq, rng8, 0, 2);
-    tensor_fill_normal(xk, rng8, 0, 2);
-    CHECK(tensor_from_array(SHAPE(B8), (double[]){3, 2}, &lens8));
-    CHECK(tensor_from_array(SHAPE(B8, Lq8), (double[]){1, 2, 3, 4, 6, 5, 4, 1},
-                            &lens8q));
-    const tensor *masks[] = {NULL, lens8, lens8q};
+    tensor *lens_q;
+    CHECK(tensor_from_array(SHAPE(B, Lq8), (double[]){1, 2, 3, 4, 6, 5, 4, 1},
+                            &lens_q));
+    const tensor *masks[] = {NULL, p->lens, lens_q};
     const char *mask_names[] = {"no mask", "valid_lens [3, 2]",
                                 "valid_lens (B, Lq)"};
-    printf("attn is (h, B, Lq, Lk) = (5, 2, 4, 6), chapter 08's weights\n"
-           "(B, h, Lq, Lk) = (2, 5, 4, 6); attn.permute(1, 0, 2, 3) is\n"
-           "compared with the weights.  Below 1e-12:\n\n"
+    printf("below 1e-12, attn.permute(1, 0, 2, 3) against the weights:\n\n"
            "  mask                outputs agree   weights agree\n");
     for (size_t c = 0; c < 3; c++) {
         tensor *out_m, *out_h, *attn_h, *swapped;
-        CHECK(multihead_forward(&mh, xq, xk, xk, masks[c], &out_m));
-        CHECK(headmajor_forward(&hm, xq, xk, xk, masks[c], &out_h, &attn_h));
+        CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, masks[c], &out_m));
+        CHECK(headmajor_forward(&p->hm, p->xq, p->xk, p->xk, masks[c], &out_h,
+                                &attn_h));
         CHECK(tensor_permute(attn_h, SHAPE(1, 0, 2, 3), &swapped));
         printf("  %-19s %-15s %s\n", mask_names[c],
                yes_no(max_abs_diff(out_h, out_m) < 1e-12),
-               yes_no(max_abs_diff(swapped, mh.weights) < 1e-12));
+               yes_no(max_abs_diff(swapped, p->mh.weights) < 1e-12));
         tensor_free(out_m);
         tensor_free(out_h);
         tensor_free(attn_h);
         tensor_free(swapped);
     }
+    tensor_free(lens_q);
+}
 
+static void differs(pair *p)
+{
     section("6. Where they differ");
     /*md
      * **A row with nothing to attend to.**  With valid length 0 every
@@ -365,14 +418,15 @@ int main(void)
      * output plus the query, normalised to mean 0 and variance 1.
      */
     tensor *lens0, *out0, *out1 = NULL;
-    CHECK(tensor_from_array(SHAPE(B8), (double[]){3, 0}, &lens0));
-    CHECK(multihead_forward(&mh, xq, xk, xk, lens0, &out0));
+    CHECK(tensor_from_array(SHAPE(B), (double[]){3, 0}, &lens0));
+    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, lens0, &out0));
     printf("valid_lens [3, 0], chapter 08's module, example 1, head 0,\n"
            "query 0:");
     for (size_t k = 0; k < Lk8; k++)
-        printf(" %.4f", *TENSOR_AT(mh.weights, 1, 0, 0, k));
+        printf(" %.4f", *TENSOR_AT(p->mh.weights, 1, 0, 0, k));
     printf("\n\nthe head-major module:\n");
-    int status = headmajor_forward(&hm, xq, xk, xk, lens0, &out1, NULL);
+    int status = headmajor_forward(&p->hm, p->xq, p->xk, p->xk, lens0, &out1,
+                                   NULL);
     printf("status %d (GSL_EINVAL), out %s\n%s\n", status,
            out1 ? "set" : "NULL", mha_last_error());
     double row[3] = {-INFINITY, -INFINITY, -INFINITY};
@@ -382,9 +436,10 @@ int main(void)
            yes_no(isnan(exp(row[0] - mx))));
 
     tensor *out_m, *out_h;
-    hm.residual_norm = 1;
-    CHECK(multihead_forward(&mh, xq, xk, xk, lens8, &out_m));
-    CHECK(headmajor_forward(&hm, xq, xk, xk, lens8, &out_h, NULL));
+    p->hm.residual_norm = 1;
+    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, p->lens, &out_m));
+    CHECK(headmajor_forward(&p->hm, p->xq, p->xk, p->xk, p->lens, &out_h, NULL));
+    p->hm.residual_norm = 0;
     double mean, var, mean08, var08;
     position_stats(out_h, 0, 0, &mean, &var);
     position_stats(out_m, 0, 0, &mean08, &var08);
@@ -394,7 +449,14 @@ int main(void)
            "  head-major: |mean| < 1e-12: %s, variance %.6f\n",
            yes_no(max_abs_diff(out_h, out_m) > 0.1), mean08, var08,
            yes_no(fabs(mean) < 1e-12), var);
+    tensor_free(lens0);
+    tensor_free(out0);
+    tensor_free(out_m);
+    tensor_free(out_h);
+}
 
+static void what_heads_look_at(lesson *l)
+{
     section("7. What each head looks at");
     /*md
      * Self-attention with the einops version's initialisation: $h = 4$ heads,
@@ -404,15 +466,20 @@ int main(void)
      * $(h, B, L_q, L_k)$; the picture shows it through the
      * `permute(1, 0, 2, 3)` view, one row of panels per example and one
      * panel per head, as chapter 08 drew its weights.
+     *
+     * Above the diagonal every panel is blank: the causal mask's
+     * $-\infty$ gives those keys weight 0.  Row 0 can only look at key 0
+     * (weight 1); further down, each head spreads its weight its own
+     * way over the keys it may see.
      */
     headmajor_config scfg = {.n_head = 4, .d_model = 16, .d_k = 4, .d_v = 4,
                              .dropout = 0.1};
     headmajor ms;
     CHECK(headmajor_init(&ms, &scfg));
-    headmajor_reset(&ms, rng);
+    headmajor_reset(&ms, l->rng);
     tensor *x, *causal, *y, *a, *panels;
     CHECK(tensor_alloc(SHAPE(2, 6, 16), &x)); // (B, n, d_model)
-    tensor_fill_normal(x, rng, 0, 1);
+    tensor_fill_normal(x, l->rng, 0, 1);
     CHECK(causal_valid_lens(2, 6, &causal));
     CHECK(headmajor_forward(&ms, x, x, x, causal, &y, &a));
     CHECK(tensor_permute(a, SHAPE(1, 0, 2, 3), &panels)); // (B, h, n, n)
@@ -428,58 +495,52 @@ int main(void)
     CHECK(heatmap_terminal(stdout, panels, &opt));
     printf("\n");
     draw_heatmap(panels, &opt, "11_heads");
-    printf("\nAbove the diagonal every panel is blank: the causal mask's\n"
-           "-inf gives those keys weight 0.  Row 0 can only look at key 0\n"
-           "(weight 1); further down, each head spreads its weight its own\n"
-           "way over the keys it may see.\n");
-
-    /*md
-     * ## Exercises
-     *
-     * 1. Recent versions of PyTorch's `scaled_dot_product_attention`
-     *    give a fully masked row zero weights instead of NaN.  Change
-     *    the module so that valid length 0 is allowed and gives a row of
-     *    zeros.  What does the output at such a query become before the
-     *    residual, and after it?
-     * 2. Count the doubles copied by chapter 08's forward pass for
-     *    $B = 2$, $L_q = 4$, $L_k = 6$, $d_{model} = 100$, $h = 5$ (read
-     *    its trace), and by this module's.  Where in chapter 08's
-     *    pipeline would a strided GSL view have saved each copy?
-     * 3. Move the LayerNorm to the front (pre-norm, as GPT-2 does):
-     *    $\text{out} = q + \text{fc}(\text{attn}(\text{LN}(q), \dots))$.
-     *    Which tests in `tests/test_headmajor.c` would have to change,
-     *    and why does section 4's "mean 0, variance 1" no longer hold?
-     * 4. Set $d_k = 1$ with $h = 8$ and $d_{model} = 8$.  How many
-     *    numbers does each head's score use, and what does the
-     *    $1/\sqrt{d_k}$ scaling do then?
-     */
-    tensor_free(q);
-    tensor_free(kv);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(attn);
-    tensor_free(qp);
-    tensor_free(qh);
-    tensor_free(flat);
-    tensor_free(raw);
-    tensor_free(xq);
-    tensor_free(xk);
-    tensor_free(lens8);
-    tensor_free(lens8q);
-    tensor_free(lens0);
-    tensor_free(out0);
-    tensor_free(out_m);
-    tensor_free(out_h);
-    tensor_free(x);
-    tensor_free(causal);
-    tensor_free(y);
-    tensor_free(a);
-    tensor_free(panels);
-    headmajor_free(&m);
-    headmajor_free(&hm);
+    tensor *all[] = {x, causal, y, a, panels};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
     headmajor_free(&ms);
-    multihead_free(&mh);
-    gsl_rng_free(rng);
-    gsl_rng_free(rng8);
+}
+
+int main(void)
+{
+    mha_program_init();
+    lesson l;
+    traced(&l);
+    heads_first(&l);
+    initial_weights(&l);
+    residual_norm(&l);
+    pair p;
+    make_pair(&p);
+    agrees(&p);
+    differs(&p);
+    free_pair(&p);
+    what_heads_look_at(&l);
+    tensor_free(l.q);
+    tensor_free(l.kv);
+    tensor_free(l.lens);
+    tensor_free(l.out);
+    headmajor_free(&l.m);
+    gsl_rng_free(l.rng);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Recent versions of PyTorch's `scaled_dot_product_attention`
+ *    give a fully masked row zero weights instead of NaN.  Change
+ *    the module so that valid length 0 is allowed and gives a row of
+ *    zeros.  What does the output at such a query become before the
+ *    residual, and after it?
+ * 2. Count the doubles copied by chapter 08's forward pass for
+ *    $B = 2$, $L_q = 4$, $L_k = 6$, $d_{model} = 100$, $h = 5$ (read
+ *    its trace), and by this module's.  Where in chapter 08's
+ *    pipeline would a strided GSL view have saved each copy?
+ * 3. Move the LayerNorm to the front (pre-norm, as GPT-2 does):
+ *    $\text{out} = q + \text{fc}(\text{attn}(\text{LN}(q), \dots))$.
+ *    Which tests in `tests/test_headmajor.c` would have to change,
+ *    and why does section 4's "mean 0, variance 1" no longer hold?
+ * 4. Set $d_k = 1$ with $h = 8$ and $d_{model} = 8$.  How many
+ *    numbers does each head's score use, and what does the
+ *    $1/\sqrt{d_k}$ scaling do then?
+ */

@@ -1,19 +1,11 @@
 /* Chapter 12: memory-efficient attention.
  *
- * Attention as chapters 04-10 compute it holds every score: for each of
- * B*h heads an (Lq, Lk) matrix of scores and another of weights.  That is
- * quadratic in the sequence length.  This chapter computes the same
- * numbers a tile of keys at a time, holding only a running max, a running
- * sum and the output: online softmax (Milakov and Gimelshein, 2018) and
- * tiled attention in the style of FlashAttention (Dao et al., 2022).
- *
- * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv), out
- * (B, Lq, dv); a score tile (tile_q, tile_k).  B counts heads here: B*h
- * after transpose_qkv.
+ * Computes attention a tile of keys at a time (online softmax, tiled
+ * attention in the style of FlashAttention), by hand and with
+ * flash_attention_forward, and checks it against exact attention.  Run it
+ * with `make ch12`; the book's page is docs/12_memory_efficient_attention.md.
  */
 /*md
- * # Memory-efficient attention
- *
  * Every attention so far built the whole matrix of scores
  * $S = QK^\top/\sqrt{d}$, one row per query and one column per key, then
  * the whole matrix of weights $\mathrm{softmax}(S)$, and only then the
@@ -47,10 +39,8 @@ static void print_row(const char *label, const double *x, size_t n)
     printf("\n");
 }
 
-int main(void)
+static void quadratic_wall(void)
 {
-    mha_program_init();
-
     section("1. The quadratic wall");
     /*md
      * With $B \cdot h$ heads of $L$ queries and $L$ keys, exact attention
@@ -58,7 +48,8 @@ int main(void)
      * keys, values and the output together are only $4 B h L d_h$
      * numbers.  At $L = 16384$, $h = 8$, $d_h = 64$ the scores alone are
      * 16 GiB, while everything the caller hands in and gets back is
-     * 256 MiB.
+     * 256 MiB.  The matrices grow four times per doubling of $L$; what
+     * the caller keeps grows two times.
      */
     printf("B*h = 8 heads, d_h = 64, self-attention of length L:\n\n");
     printf("%7s %14s %14s %16s\n", "L", "scores", "scores+weights",
@@ -70,8 +61,10 @@ int main(void)
                bytes_str(2 * s, b, sizeof b),
                bytes_str(4.0 * 8 * (double)L * 64 * 8, c, sizeof c));
     }
-    printf("\nThe matrices grow 4x per doubling of L; what we keep grows 2x.\n");
+}
 
+static void online(void)
+{
     section("2. Online softmax: a running max and a running sum");
     /*md
      * The stable softmax of chapter 03 needs the row's maximum $m$ before
@@ -95,6 +88,11 @@ int main(void)
      * When a tile does not raise the maximum, $\alpha = 1$.  After the
      * last tile, $m$ and $\ell$ are exactly the row's maximum and the
      * softmax's denominator.
+     *
+     * Check the table by hand: the first tile gives $m = 3$ and
+     * $\ell = e^{-2} + 1 + e^{-1}$; the second raises $m$ to 5, so
+     * $\alpha = e^{3-5}$ shrinks the old sum before the new terms join;
+     * the third raises $m$ to 6, $\alpha = e^{-1}$.
      */
     double x[8] = {1, 3, 2, 5, 0, 4, 6, 2};
     printf("scores x = [1, 3, 2, 5, 0, 4, 6, 2], in tiles of 3:\n\n");
@@ -129,11 +127,12 @@ int main(void)
     print_row("  softmax  ", ws->data, 8);
     printf("same as softmax_lastdim (difference below 1e-15): %s\n",
            yes_no(diff < 1e-15));
-    printf("\nCheck the last line by hand: the first tile gives m = 3 and\n"
-           "l = e^-2 + 1 + e^-1 = 1.5032; the second raises m to 5, so\n"
-           "alpha = e^(3-5) = 0.1353 shrinks the old sum before the new\n"
-           "terms join; the third raises m to 6 (alpha = e^-1 = 0.3679).\n");
+    tensor_free(xt);
+    tensor_free(ws);
+}
 
+static void carrying(void)
+{
     section("3. Carrying the output along");
     /*md
      * The output row of one query is a weighted sum of value rows,
@@ -177,15 +176,23 @@ int main(void)
     printf("\no = unnormalised o / l = (%.4f, %.4f)\n", o[0] / os.sum,
            o[1] / os.sum);
     tensor *q1, *k1, *v1, *exact;
+    dot_attention att;
     CHECK(tensor_from_array(SHAPE(1, 1, 2), qv, &q1));
     CHECK(tensor_from_array(SHAPE(1, 6, 2), kv, &k1));
     CHECK(tensor_from_array(SHAPE(1, 6, 2), vv, &v1));
-    dot_attention att;
     CHECK(dot_attention_init(&att, 0));
     CHECK(dot_attention_forward(&att, q1, k1, v1, NULL, &exact));
     printf("exact attention (chapter 04) gives (%.4f, %.4f)\n",
            exact->data[0], exact->data[1]);
+    tensor_free(q1);
+    tensor_free(k1);
+    tensor_free(v1);
+    tensor_free(exact);
+    dot_attention_free(&att);
+}
 
+static void tiled(void)
+{
     section("4. Tiled attention in the library");
     /*md
      * `flash_attention_forward` (src/flash.c) does section 3 for a whole
@@ -206,13 +213,16 @@ int main(void)
      * block is skipped (its exponentials are exactly 0 once a real score
      * has been seen), so a causal mask halves the work.  The blocks of
      * queries are independent, so they run in parallel.
+     *
+     * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,
+     * `valid_lens` `[7, 3]`, tiles of 2 queries by 3 keys (neither divides 5
+     * or 7).  Its trace has one line: no `(5, 7)` scores or weights were
+     * made.
      */
-    printf("B = 2, Lq = 5, Lk = 7, d = 4, dv = 3 (seed 12), valid_lens\n"
-           "[7, 3], tiles of 2 queries x 3 keys (neither divides 5 or 7):\n\n");
     gsl_rng *rng = mha_rng_new(12);
     if (!rng)
-        return 1;
-    tensor *q, *k, *v, *lens, *tiled, *full;
+        exit(1);
+    tensor *q, *k, *v, *lens, *tiles, *full;
     CHECK(tensor_alloc(SHAPE(2, 5, 4), &q));
     CHECK(tensor_alloc(SHAPE(2, 7, 4), &k));
     CHECK(tensor_alloc(SHAPE(2, 7, 3), &v));
@@ -221,23 +231,32 @@ int main(void)
     tensor_fill_normal(v, rng, 0, 1);
     CHECK(tensor_from_array(SHAPE(2), (double[]){7, 3}, &lens));
     trace_to(stdout);
-    CHECK(flash_attention_forward(q, k, v, lens, 2, 3, &tiled));
+    CHECK(flash_attention_forward(q, k, v, lens, 2, 3, &tiles));
     trace_to(NULL);
+    dot_attention att;
+    CHECK(dot_attention_init(&att, 0));
     CHECK(dot_attention_forward(&att, q, k, v, lens, &full));
     double err = 0, ref = 0;
     for (size_t i = 0; i < tensor_numel(full); i++) {
-        err = fmax(err, fabs(tiled->data[i] - full->data[i]));
+        err = fmax(err, fabs(tiles->data[i] - full->data[i]));
         ref = fmax(ref, fabs(full->data[i]));
     }
     printf("\nexample 1, query 0: tiled (%.4f, %.4f, %.4f), exact (%.4f, "
            "%.4f, %.4f)\n",
-           *TENSOR_AT(tiled, 1, 0, 0), *TENSOR_AT(tiled, 1, 0, 1),
-           *TENSOR_AT(tiled, 1, 0, 2), *TENSOR_AT(full, 1, 0, 0),
+           *TENSOR_AT(tiles, 1, 0, 0), *TENSOR_AT(tiles, 1, 0, 1),
+           *TENSOR_AT(tiles, 1, 0, 2), *TENSOR_AT(full, 1, 0, 0),
            *TENSOR_AT(full, 1, 0, 1), *TENSOR_AT(full, 1, 0, 2));
     printf("equal to exact attention (relative difference below 1e-12): %s\n",
            yes_no(err <= 1e-12 * ref));
-    printf("The trace has one line: no (5, 7) scores or weights were made.\n");
+    tensor *all[] = {q, k, v, lens, tiles, full};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    dot_attention_free(&att);
+    gsl_rng_free(rng);
+}
 
+static void costs(void)
+{
     section("5. What it costs");
     /*md
      * The flops are the same as exact attention's, $4 B L_q L_k d$, plus
@@ -257,34 +276,30 @@ int main(void)
            "weights; tiled needs the %s output beside the inputs.\n",
            bytes_str(2 * 8.0 * 16384.0 * 16384.0 * 8, a, sizeof a),
            bytes_str(8.0 * 16384 * 64 * 8, b, sizeof b));
+}
 
-    /*md
-     * ## Exercises
-     *
-     * 1. Run section 2 with tiles of 1, 2 and 8 (change the loop).  Which
-     *    values of $\alpha$ appear, and why is $\ell$ the same at the end?
-     * 2. Show that the order of the tiles does not matter: feed the tiles
-     *    of section 2 last to first and compare $m$ and $\ell$.
-     * 3. With a causal mask (`causal_valid_lens`) and `tile_q = tile_k`,
-     *    how many of the $(L/t)^2$ tiles does `flash_attention_forward`
-     *    compute?  Count them with a counter in `flash_block`.
-     * 4. The backward pass needs the weights.  FlashAttention keeps only
-     *    $m$ and $\ell$ per row and recomputes the scores tile by tile.
-     *    Why are $m$ and $\ell$ enough to rebuild any weight?
-     */
-    tensor_free(xt);
-    tensor_free(ws);
-    tensor_free(q1);
-    tensor_free(k1);
-    tensor_free(v1);
-    tensor_free(exact);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(tiled);
-    tensor_free(full);
-    dot_attention_free(&att);
-    gsl_rng_free(rng);
+int main(void)
+{
+    mha_program_init();
+    quadratic_wall();
+    online();
+    carrying();
+    tiled();
+    costs();
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Run section 2 with tiles of 1, 2 and 8 (change the loop).  Which
+ *    values of $\alpha$ appear, and why is $\ell$ the same at the end?
+ * 2. Show that the order of the tiles does not matter: feed the tiles
+ *    of section 2 last to first and compare $m$ and $\ell$.
+ * 3. With a causal mask (`causal_valid_lens`) and `tile_q = tile_k`,
+ *    how many of the $(L/t)^2$ tiles does `flash_attention_forward`
+ *    compute?  Count them with a counter in `flash_block`.
+ * 4. The backward pass needs the weights.  FlashAttention keeps only
+ *    $m$ and $\ell$ per row and recomputes the scores tile by tile.
+ *    Why are $m$ and $\ell$ enough to rebuild any weight?
+ */

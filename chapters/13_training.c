@@ -1,19 +1,11 @@
 /* Chapter 13: training a tiny model, and heads that find their jobs.
  *
- * Every weight so far was random.  Here a small model learns, by gradient
- * descent with Adam, a task that needs two different looks at a sequence,
- * and its heads divide the work between them.  The backward pass that
- * makes this possible is the library's (src/backward.c), checked here
- * against finite differences before it is trusted.
- *
- * Shapes: B = 32 sequences per step, L = 10 positions, V = 10 tokens,
- * d_model = 32, h = 4 heads of p = 8 features.
- *   tokens (B, L)   X (B, L, d_model)   weights (B, h, L, L)
- *   logits (B, L, 2V): V scores for each of the two answers
- *
- * MHA_QUICK=1 makes a short run, 20 steps and 100 held-out sequences
- * (tools/memcheck.sh sets it, under valgrind); MHA_TIMINGS=1 prints how
- * long training took.
+ * Trains a one-layer multi-head model with Adam on a task that needs two
+ * looks at a sequence, after checking its backward pass against finite
+ * differences, and shows what each head learned.  Run it with `make ch13`;
+ * the book's page is docs/13_training.md.  MHA_QUICK=1 makes a short run
+ * (20 steps, 100 held-out sequences; tools/memcheck.sh sets it);
+ * MHA_TIMINGS=1 prints how long training took.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
@@ -51,6 +43,19 @@ static const char *const param_names[MODEL_NUM_PARAMS] = {
     "embed",      "pos",        "W_q weight", "W_q bias",
     "W_k weight", "W_k bias",   "W_v weight", "W_v bias",
     "W_o weight", "W_o bias",   "W_out weight", "W_out bias"};
+
+/* What the sections share: the model and its gradients, the three random
+ * streams, the held-out set, and what training records for sections 6
+ * and 7. */
+typedef struct {
+    model_config cfg;
+    model m, grads;
+    gsl_rng *init, *train, *test;
+    size_t steps, n_test;
+    tensor *test_tok, *test_tgt; // (n_test, L), (n_test, L, 2)
+    double *curve_x, *curve_y;   // (steps,): the loss at every step
+    uint64_t *seen;              // (steps * BATCH,): the training sequences
+} lesson;
 
 static double seconds(clockid_t clock)
 {
@@ -90,34 +95,18 @@ static double loss_on(model *m, const tensor *tok, const tensor *tgt)
     return s.loss;
 }
 
-int main(void)
+static void task(lesson *l)
 {
-    mha_program_init();
-    /* MHA_QUICK=1 (lesson.h): a short run for valgrind */
-    size_t steps = lesson_quick() ? 20 : STEPS;
-    size_t n_test = lesson_quick() ? 100 : TEST_SEQUENCES;
-    gsl_rng *init = mha_rng_new(INIT_SEED), *train = mha_rng_new(TRAIN_SEED);
-    gsl_rng *test = mha_rng_new(TEST_SEED);
-    if (!init || !train || !test)
-        return 1;
-    model_config cfg = {.vocab = V, .seq_len = L, .d_model = D,
-                        .num_heads = HEADS};
-    model m, grads;
-    CHECK(model_init(&m, &cfg));
-    CHECK(model_init(&grads, &cfg));
-    model_reset(&m, init);
-
     section("1. The task");
     /*md
      * Tokens are digits drawn uniformly at random. For position $i$ the two
      * answers are $x_{i-1}$ (the previous token; at position 0, where there
      * is none, $x_0$ itself) and $x_0$ (the first token). Positions 0 and 1
-     * are easy cases: their two answers coincide.
+     * are easy cases: their two answers coincide.  Three sequences and the
+     * answers the model must give at each position:
      */
     tensor *tok, *tgt;
-    CHECK(model_make_batch(&cfg, 3, init, &tok, &tgt));
-    printf("Three sequences and the answers the model must give at each\n"
-           "position:\n\n");
+    CHECK(model_make_batch(&l->cfg, 3, l->init, &tok, &tgt));
     for (size_t b = 0; b < 3; b++) {
         printf("position  ");
         for (size_t i = 0; i < L; i++)
@@ -130,7 +119,10 @@ int main(void)
     }
     tensor_free(tok);
     tensor_free(tgt);
+}
 
+static void untrained(lesson *l)
+{
     section("2. The model, untrained");
     /*md
      * An embedding turns each token into a vector of $d_{model} = 32$
@@ -139,26 +131,37 @@ int main(void)
      * self-attention layer (4 heads of 8 features, causal: position $i$
      * sees positions $0..i$) mixes the positions, and a Linear layer reads
      * off $2V$ scores, ten per answer. The loss is the cross-entropy of
-     * the scores, averaged over all answers; guessing uniformly costs
+     * the scores: the softmax turns the ten scores of an answer into
+     * probabilities, and the loss is minus the log of the probability
+     * given to the right digit, averaged over all answers; guessing uniformly costs
      * $\log 10 \approx 2.3026$.
+     *
+     * The weights start random (`model_reset`): the embeddings from
+     * $\mathcal N(0, 1/d_{model})$, so that a row has length about 1; the
+     * attention layer Xavier, as in chapter 08; the output layer
+     * PyTorch's default, the Kaiming-uniform bound $1/\sqrt{\mathrm{fan_{in}}}$
+     * of chapter 11, which scales by fan_in alone where Xavier averages
+     * fan_in and fan_out.
      */
-    tensor *params[MODEL_NUM_PARAMS], *gparams[MODEL_NUM_PARAMS];
-    model_params(&m, params);
-    model_params(&grads, gparams);
+    tensor *params[MODEL_NUM_PARAMS];
+    model_params(&l->m, params);
     size_t count = 0;
     for (size_t i = 0; i < MODEL_NUM_PARAMS; i++)
         count += tensor_numel(params[i]);
     printf("vocabulary %d, length %d, d_model %d, %d heads of %d features:\n"
            "%zu parameters in %d tensors.\n\n",
            V, L, D, HEADS, D / HEADS, count, MODEL_NUM_PARAMS);
-    tensor *test_tok, *test_tgt;
-    CHECK(model_make_batch(&cfg, n_test, test, &test_tok, &test_tgt));
+    CHECK(model_make_batch(&l->cfg, l->n_test, l->test, &l->test_tok,
+                           &l->test_tgt));
     model_score s;
-    CHECK(model_loss(&m, test_tok, test_tgt, NULL, NULL, NULL, &s));
+    CHECK(model_loss(&l->m, l->test_tok, l->test_tgt, NULL, NULL, NULL, &s));
     printf("before training, on %zu held-out sequences: loss %.4f, %.1f%% of\n"
            "answers right (guessing: 2.3026 and 10%%).\n",
-           n_test, s.loss, 100.0 * (double)s.correct / (double)s.answers);
+           l->n_test, s.loss, 100.0 * (double)s.correct / (double)s.answers);
+}
 
+static void backward_traced(lesson *l)
+{
     section("3. The backward pass of the attention layer, traced");
     /*md
      * The backward pass runs the forward steps in reverse, and every shape
@@ -170,7 +173,11 @@ int main(void)
      * gradient travels back through a reshuffle by the inverse reshuffle;
      * the attention backward gives $dQ$, $dK$, $dV$ for all $B \cdot h$
      * heads at once; `transpose_output` joins them again; the projections'
-     * backwards give the inputs' gradients, and last the weights'.
+     * backwards give the inputs' gradients, and last the weights'.  The
+     * trace below is for 2 sequences through the untrained attention layer,
+     * with a random gradient arriving from above.  In self-attention X is
+     * queries, keys and values at once, so its gradient is the sum of the
+     * three input gradients.
      *
      * The softmax step is the one with an idea in it. With $w =
      * \mathrm{softmax}(s)$, $\partial L / \partial s_j = w_j (\partial
@@ -180,31 +187,28 @@ int main(void)
      *
      * @show src/backward.c masked_softmax_backward
      */
-    printf("For 2 sequences through the untrained attention layer, with a\n"
-           "random gradient arriving from above:\n\n");
-    {
-        tensor *x, *g, *lens, *out, *dx_q, *dx_k, *dx_v;
-        CHECK(tensor_alloc(SHAPE(2, L, D), &x));
-        CHECK(tensor_alloc(SHAPE(2, L, D), &g));
-        CHECK(tensor_set_names(x, "B, L, d_model"));
-        tensor_fill_normal(x, init, 0, 1);
-        tensor_fill_normal(g, init, 0, 1);
-        CHECK(causal_valid_lens(2, L, &lens));
-        multihead_cache cache = {0};
-        CHECK(multihead_forward_cached(&m.attn, x, x, x, lens, NULL, &cache,
-                                       &out));
-        trace_to(stdout);
-        CHECK(multihead_backward(&m.attn, &cache, g, &grads.attn, NULL, &dx_q,
-                                 &dx_k, &dx_v));
-        trace_to(NULL);
-        printf("\nIn self-attention X is queries, keys and values at once, so\n"
-               "its gradient is the sum of the three input gradients.\n");
-        tensor *all[] = {x, g, lens, out, dx_q, dx_k, dx_v};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            tensor_free(all[i]);
-        multihead_cache_free(&cache);
-    }
+    tensor *x, *g, *lens, *out, *dx_q, *dx_k, *dx_v;
+    CHECK(tensor_alloc(SHAPE(2, L, D), &x));
+    CHECK(tensor_alloc(SHAPE(2, L, D), &g));
+    CHECK(tensor_set_names(x, "B, L, d_model"));
+    tensor_fill_normal(x, l->init, 0, 1);
+    tensor_fill_normal(g, l->init, 0, 1);
+    CHECK(causal_valid_lens(2, L, &lens));
+    multihead_cache cache = {0};
+    CHECK(multihead_forward_cached(&l->m.attn, x, x, x, lens, NULL, &cache,
+                                   &out));
+    trace_to(stdout);
+    CHECK(multihead_backward(&l->m.attn, &cache, g, &l->grads.attn, NULL, &dx_q,
+                             &dx_k, &dx_v));
+    trace_to(NULL);
+    tensor *all[] = {x, g, lens, out, dx_q, dx_k, dx_v};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    multihead_cache_free(&cache);
+}
 
+static void gradient_check(lesson *l)
+{
     section("4. Checking the gradients");
     /*md
      * A backward pass with a wrong sign or a forgotten term still produces
@@ -220,49 +224,53 @@ int main(void)
      * $q \cdot b_k$ to every score of a query's row, and the softmax does
      * not change when a whole row moves together.
      */
-    {
-        tensor *ctok, *ctgt;
-        CHECK(model_make_batch(&cfg, 2, init, &ctok, &ctgt));
-        for (size_t i = 0; i < MODEL_NUM_PARAMS; i++)
-            tensor_fill(gparams[i], 0);
-        CHECK(model_loss(&m, ctok, ctgt, NULL, &grads, NULL, NULL));
-        printf("%-12s %-10s  %s\n", "tensor", "shape", "backward pass vs differences");
-        int all_ok = 1;
-        for (size_t i = 0; i < MODEL_NUM_PARAMS; i++) {
-            size_t n = tensor_numel(params[i]);
-            double diff = 0, big = 0, eps = 1e-5;
-            for (size_t j = 0; j < 8; j++) {
-                size_t k = j == 0 ? 0 : gsl_rng_uniform_int(init, n);
-                double saved = params[i]->data[k];
-                params[i]->data[k] = saved + eps;
-                double up = loss_on(&m, ctok, ctgt);
-                params[i]->data[k] = saved - eps;
-                double down = loss_on(&m, ctok, ctgt);
-                params[i]->data[k] = saved;
-                double num = (up - down) / (2 * eps);
-                double ana = gparams[i]->data[k];
-                diff = fabs(num - ana) > diff ? fabs(num - ana) : diff;
-                big = fabs(num) > big ? fabs(num) : big;
-            }
-            char shape[TRACE_SHAPE_MAX];
-            tensor_shape_str(params[i], shape, sizeof shape);
-            if (big < 1e-9) {
-                int zero = diff < 1e-9;
-                printf("%-12s %-10s  both zero: %s\n", param_names[i], shape,
-                       yes_no(zero));
-                all_ok &= zero;
-            } else {
-                int ok = diff / big <= 1e-6;
-                printf("%-12s %-10s  relative error below 1e-6: %s\n",
-                       param_names[i], shape, yes_no(ok));
-                all_ok &= ok;
-            }
+    tensor *params[MODEL_NUM_PARAMS], *gparams[MODEL_NUM_PARAMS];
+    model_params(&l->m, params);
+    model_params(&l->grads, gparams);
+    tensor *ctok, *ctgt;
+    CHECK(model_make_batch(&l->cfg, 2, l->init, &ctok, &ctgt));
+    for (size_t i = 0; i < MODEL_NUM_PARAMS; i++)
+        tensor_fill(gparams[i], 0);
+    CHECK(model_loss(&l->m, ctok, ctgt, NULL, &l->grads, NULL, NULL));
+    printf("%-12s %-10s  %s\n", "tensor", "shape", "backward pass vs differences");
+    int all_ok = 1;
+    for (size_t i = 0; i < MODEL_NUM_PARAMS; i++) {
+        size_t n = tensor_numel(params[i]);
+        double diff = 0, big = 0, eps = 1e-5;
+        for (size_t j = 0; j < 8; j++) {
+            size_t k = j == 0 ? 0 : gsl_rng_uniform_int(l->init, n);
+            double saved = params[i]->data[k];
+            params[i]->data[k] = saved + eps;
+            double up = loss_on(&l->m, ctok, ctgt);
+            params[i]->data[k] = saved - eps;
+            double down = loss_on(&l->m, ctok, ctgt);
+            params[i]->data[k] = saved;
+            double num = (up - down) / (2 * eps);
+            double ana = gparams[i]->data[k];
+            diff = fabs(num - ana) > diff ? fabs(num - ana) : diff;
+            big = fabs(num) > big ? fabs(num) : big;
         }
-        printf("\nevery gradient agrees: %s\n", yes_no(all_ok));
-        tensor_free(ctok);
-        tensor_free(ctgt);
+        char shape[TRACE_SHAPE_MAX];
+        tensor_shape_str(params[i], shape, sizeof shape);
+        if (big < 1e-9) {
+            int zero = diff < 1e-9;
+            printf("%-12s %-10s  both zero: %s\n", param_names[i], shape,
+                   yes_no(zero));
+            all_ok &= zero;
+        } else {
+            int ok = diff / big <= 1e-6;
+            printf("%-12s %-10s  relative error below 1e-6: %s\n",
+                   param_names[i], shape, yes_no(ok));
+            all_ok &= ok;
+        }
     }
+    printf("\nevery gradient agrees: %s\n", yes_no(all_ok));
+    tensor_free(ctok);
+    tensor_free(ctgt);
+}
 
+static void training(lesson *l)
+{
     section("5. Training");
     /*md
      * One step: draw 32 fresh sequences, zero the gradients, run the
@@ -276,29 +284,31 @@ int main(void)
      *
      * The progress lines give the loss on the step's batch, and how many
      * of each kind of answer the batch got right. Watch which answer is
-     * learned first.
+     * learned first: the first token, because every query looks at the same
+     * key 0.  The previous token needs a rule that moves with the query,
+     * $i - 1$, which the position embeddings must learn.
      */
+    tensor *params[MODEL_NUM_PARAMS], *gparams[MODEL_NUM_PARAMS];
+    model_params(&l->m, params);
+    model_params(&l->grads, gparams);
     adam opt;
     CHECK(adam_init(&opt, MODEL_NUM_PARAMS, params, gparams, LEARNING_RATE));
-    double *curve_x = malloc(steps * sizeof *curve_x);
-    double *curve_y = malloc(steps * sizeof *curve_y);
-    uint64_t *seen = malloc(steps * BATCH * sizeof *seen);
-    if (!curve_x || !curve_y || !seen)
-        return 1;
-    printf("%zu steps of %d sequences, Adam with learning rate %g:\n\n", steps,
-           BATCH, LEARNING_RATE);
+    printf("%zu steps of %d sequences, Adam with learning rate %g:\n\n",
+           l->steps, BATCH, LEARNING_RATE);
     double wall0 = seconds(CLOCK_MONOTONIC);
     double cpu0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
-    for (size_t step = 1; step <= steps; step++) {
-        CHECK(model_make_batch(&cfg, BATCH, train, &tok, &tgt));
+    for (size_t step = 1; step <= l->steps; step++) {
+        tensor *tok, *tgt;
+        model_score s;
+        CHECK(model_make_batch(&l->cfg, BATCH, l->train, &tok, &tgt));
         for (size_t b = 0; b < BATCH; b++)
-            seen[(step - 1) * BATCH + b] = code_of(tok->data + b * L);
+            l->seen[(step - 1) * BATCH + b] = code_of(tok->data + b * L);
         adam_zero_grad(&opt);
-        CHECK(model_loss(&m, tok, tgt, NULL, &grads, NULL, &s));
+        CHECK(model_loss(&l->m, tok, tgt, NULL, &l->grads, NULL, &s));
         CHECK(adam_step(&opt));
-        curve_x[step - 1] = (double)step;
-        curve_y[step - 1] = s.loss;
-        if (step % EVERY == 0 || step == steps)
+        l->curve_x[step - 1] = (double)step;
+        l->curve_y[step - 1] = s.loss;
+        if (step % EVERY == 0 || step == l->steps)
             printf("step %4zu  loss %.4f  previous %3.0f%%  first %3.0f%%\n",
                    step, s.loss,
                    100.0 * (double)s.per_answer_correct[0] / (BATCH * L),
@@ -310,10 +320,11 @@ int main(void)
     double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     if (getenv("MHA_TIMINGS"))
         printf("\n(training took %.2f s, %.2f s of CPU)\n", wall, cpu);
-    printf("\nThe first token is learned first: every query looks at the\n"
-           "same key 0.  The previous token needs a rule that moves with\n"
-           "the query, i - 1, which the position embeddings must learn.\n");
+    adam_free(&opt);
+}
 
+static void loss_curve(const lesson *l)
+{
     section("6. The loss curve");
     /*md
      * On a logarithmic axis. For a hundred steps the loss creeps down from
@@ -325,10 +336,13 @@ int main(void)
      */
     plot_options lopt = {.title = "training loss (cross-entropy per answer)",
                          .xlabel = "step", .ylabel = "loss", .log_y = 1};
-    announce_plot(plot_line(curve_x, curve_y, steps, &lopt,
+    announce_plot(plot_line(l->curve_x, l->curve_y, l->steps, &lopt,
                             plot_base("13_loss"), HEATMAP_PNG | HEATMAP_SVG),
                   "13_loss");
+}
 
+static void held_out(lesson *l)
+{
     section("7. Held-out sequences");
     /*md
      * The held-out sequences come from their own random stream. Ten digits
@@ -336,12 +350,14 @@ int main(void)
      * repeat is unlikely; the program checks anyway. The stated target:
      * more than 99% of the held-out answers right.
      */
-    CHECK(model_loss(&m, test_tok, test_tgt, NULL, NULL, NULL, &s));
-    qsort(seen, steps * BATCH, sizeof *seen, compare_codes);
+    model_score s;
+    CHECK(model_loss(&l->m, l->test_tok, l->test_tgt, NULL, NULL, NULL, &s));
+    size_t n_seen = l->steps * BATCH, n_test = l->n_test;
+    qsort(l->seen, n_seen, sizeof *l->seen, compare_codes);
     size_t repeats = 0;
     for (size_t b = 0; b < n_test; b++) {
-        uint64_t c = code_of(test_tok->data + b * L);
-        repeats += bsearch(&c, seen, steps * BATCH, sizeof *seen,
+        uint64_t c = code_of(l->test_tok->data + b * L);
+        repeats += bsearch(&c, l->seen, n_seen, sizeof *l->seen,
                            compare_codes) != NULL;
     }
     double accuracy = (double)s.correct / (double)s.answers;
@@ -357,16 +373,20 @@ int main(void)
            s.sequences_correct, s.sequences);
     printf("more than 99%% right, as stated: %s\n\n", yes_no(accuracy > 0.99));
     tensor *answers;
-    CHECK(model_predict(&m, test_tok, &answers));
+    CHECK(model_predict(&l->m, l->test_tok, &answers));
     printf("The first held-out sequence and the model's answers:\n\n");
     printf("position  ");
     for (size_t i = 0; i < L; i++)
         printf(" %2zu", i);
     printf("\n");
-    print_row("tokens", test_tok->data, 1);
+    print_row("tokens", l->test_tok->data, 1);
     print_row("previous", answers->data, 2);
     print_row("first", answers->data + 1, 2);
+    tensor_free(answers);
+}
 
+static void heads_learned(lesson *l)
+{
     section("8. What each head learned");
     /*md
      * The weights of the four heads, for one held-out sequence (top row)
@@ -378,9 +398,16 @@ int main(void)
      * positions $i \ge 2$, where the previous and the first position
      * differ, the mean weight each head puts on key $i-1$, on key 0 and on
      * key $i$ itself.
+     *
+     * No one told the heads which job to take: the two jobs were found by
+     * gradient descent from random weights and shared out between four
+     * heads, and $W_o$ learned to read each answer from the heads that
+     * fetch it.
      */
-    const tensor *w = m.attn.weights; // (n_test, h, L, L)
-    tensor *grid;                     // (2, h, L, L): one sequence, the mean
+    size_t n_test = l->n_test;
+    CHECK(model_loss(&l->m, l->test_tok, l->test_tgt, NULL, NULL, NULL, NULL));
+    const tensor *w = l->m.attn.weights; // (n_test, h, L, L)
+    tensor *grid; // (2, h, L, L): one sequence, the mean
     CHECK(tensor_alloc(SHAPE(2, HEADS, L, L), &grid));
     for (size_t hd = 0; hd < HEADS; hd++)
         for (size_t i = 0; i < L; i++)
@@ -429,38 +456,63 @@ int main(void)
                "       first, %.3f on itself: %s\n",
                hd, prev, first, self, found);
     }
-    printf("\nNo one told the heads which job to take: the two jobs were\n"
-           "found by gradient descent from random weights and shared out\n"
-           "between four heads, and W_o learned to read each answer from\n"
-           "the heads that fetch it.\n");
-
-    /*md
-     * ## Exercises
-     *
-     * 1. Train with `HEADS` set to 1. What loss does the model reach, and
-     *    what does its single head do? Explain with the softmax why one
-     *    head cannot fetch two positions.
-     * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` after
-     *    every step). Which answer can the model still learn, and why?
-     * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
-     *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
-     *    and compare the loss curves.
-     * 4. Add a third answer, the token two positions back. How many heads
-     *    does the model need now? Check your guess.
-     */
     tensor_free(grid);
     tensor_free(mean);
-    tensor_free(answers);
-    tensor_free(test_tok);
-    tensor_free(test_tgt);
-    free(curve_x);
-    free(curve_y);
-    free(seen);
-    adam_free(&opt);
-    model_free(&m);
-    model_free(&grads);
-    gsl_rng_free(init);
-    gsl_rng_free(train);
-    gsl_rng_free(test);
+}
+
+int main(void)
+{
+    mha_program_init();
+    lesson l = {.cfg = {.vocab = V, .seq_len = L, .d_model = D,
+                        .num_heads = HEADS}};
+    /* MHA_QUICK=1 (lesson.h): a short run for valgrind */
+    l.steps = lesson_quick() ? 20 : STEPS;
+    l.n_test = lesson_quick() ? 100 : TEST_SEQUENCES;
+    l.init = mha_rng_new(INIT_SEED);
+    l.train = mha_rng_new(TRAIN_SEED);
+    l.test = mha_rng_new(TEST_SEED);
+    l.curve_x = malloc(l.steps * sizeof *l.curve_x);
+    l.curve_y = malloc(l.steps * sizeof *l.curve_y);
+    l.seen = malloc(l.steps * BATCH * sizeof *l.seen);
+    if (!l.init || !l.train || !l.test || !l.curve_x || !l.curve_y || !l.seen)
+        return 1;
+    CHECK(model_init(&l.m, &l.cfg));
+    CHECK(model_init(&l.grads, &l.cfg));
+    model_reset(&l.m, l.init);
+
+    task(&l);
+    untrained(&l);
+    backward_traced(&l);
+    gradient_check(&l);
+    training(&l);
+    loss_curve(&l);
+    held_out(&l);
+    heads_learned(&l);
+
+    tensor_free(l.test_tok);
+    tensor_free(l.test_tgt);
+    free(l.curve_x);
+    free(l.curve_y);
+    free(l.seen);
+    model_free(&l.m);
+    model_free(&l.grads);
+    gsl_rng_free(l.init);
+    gsl_rng_free(l.train);
+    gsl_rng_free(l.test);
     return 0;
 }
+
+/*md
+ * ## Exercises
+ *
+ * 1. Train with `HEADS` set to 1. What loss does the model reach, and
+ *    what does its single head do? Explain with the softmax why one
+ *    head cannot fetch two positions.
+ * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` after
+ *    every step). Which answer can the model still learn, and why?
+ * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
+ *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
+ *    and compare the loss curves.
+ * 4. Add a third answer, the token two positions back. How many heads
+ *    does the model need now? Check your guess.
+ */

@@ -174,3 +174,258 @@ Test(docs, charts_are_pictures_too)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     run(cmd);
 }
+
+/* --- every page has one title ------------------------------------------ */
+
+/* The "# " lines of a markdown page outside ``` fences: its H1 titles. */
+static int h1_count(const char *page)
+{
+    int fenced = 0, n = 0;
+    for (const char *line = page; line && *line;) {
+        if (strncmp(line, "```", 3) == 0)
+            fenced = !fenced;
+        else if (!fenced && strncmp(line, "# ", 2) == 0)
+            n++;
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    return n;
+}
+
+Test(docs, h1_count_skips_code_blocks)
+{
+    cr_assert_eq(h1_count("# Title\n\ntext\n```sh\n# a comment\n```\n"), 1);
+    cr_assert_eq(h1_count("# Title\n\n# Another\n"), 2);
+    cr_assert_eq(h1_count("## Section\n #not a title\n"), 0);
+}
+
+/* The weaver writes each page's title; prose adds no second one. */
+Test(docs, every_page_has_one_title)
+{
+    DIR *d = opendir("docs");
+    cr_assert_not_null(d, "no docs/: run make docs");
+    struct dirent *e;
+    size_t pages = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "docs/%s", e->d_name);
+        char *page = slurp_file(path);
+        cr_assert_not_null(page);
+        cr_expect_eq(h1_count(page), 1, "docs/%s has %d H1 titles outside code",
+                     e->d_name, h1_count(page));
+        free(page);
+        pages++;
+    }
+    closedir(d);
+    cr_assert_gt(pages, 14);
+}
+
+/* --- numbers in the prose come from the output ------------------------- */
+
+/* The prose of a chapter source: the lines of its md comment blocks,
+ * without the leading " * ".  Caller frees. */
+static char *chapter_prose(const char *src)
+{
+    size_t cap = strlen(src) + 1, len = 0;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    int inside = 0;
+    for (const char *line = src; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        const char *t = line;
+        while (t < line + n && (*t == ' ' || *t == '\t'))
+            t++;
+        size_t tn = (size_t)(line + n - t);
+        if (!inside && tn == 4 && strncmp(t, "/*md", 4) == 0) {
+            inside = 1;
+        } else if (inside && tn >= 2 && strncmp(t, "*/", 2) == 0) {
+            inside = 0;
+        } else if (inside) {
+            if (tn && *t == '*') {
+                t++;
+                if (t < line + n && *t == ' ')
+                    t++;
+            }
+            memcpy(out + len, t, (size_t)(line + n - t));
+            len += (size_t)(line + n - t);
+            out[len++] = '\n';
+        }
+        line = end ? end + 1 : NULL;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Does number (e.g. "0.223607", "98%") occur in text as a whole number:
+ * no digit or '.' right before it, no digit right after? */
+static int occurs_whole(const char *text, const char *number)
+{
+    size_t n = strlen(number);
+    for (const char *at = text; (at = strstr(at, number)); at++) {
+        int before = at > text && (is_digit(at[-1]) || at[-1] == '.');
+        int after = is_digit(at[n]) || (at[n] == '.' && is_digit(at[n + 1]));
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
+
+/* The rule: a number written in a chapter's prose with a decimal point
+ * (0.223607, 1.5032) or a percent sign (98%, 100.00%) must occur, written
+ * the same way, in the chapter's checked transcript.  Not counted: math
+ * ($...$ and $$...$$), `code` spans, ``` fenced blocks and @show lines,
+ * where numbers are formulas, code or examples, not results.  Returns
+ * how many numbers are missing and lists them, space-separated, in
+ * missing (cut short at size). */
+static int stale_numbers(const char *prose, const char *transcript,
+                         char *missing, size_t size)
+{
+    int stale = 0, fenced = 0, math = 0, code = 0;
+    missing[0] = '\0';
+    for (const char *p = prose; *p;) {
+        int line_start = p == prose || p[-1] == '\n';
+        if (line_start && strncmp(p, "```", 3) == 0) {
+            fenced = !fenced;
+            p += 3;
+            continue;
+        }
+        if (line_start && strncmp(p, "@show ", 6) == 0) {
+            const char *nl = strchr(p, '\n');
+            p = nl ? nl + 1 : p + strlen(p);
+            continue;
+        }
+        if (fenced) {
+            p++;
+            continue;
+        }
+        if (!code && *p == '$') {
+            size_t n = p[1] == '$' ? 2 : 1;
+            math = math == (int)n ? 0 : math ? math : (int)n;
+            p += n;
+            continue;
+        }
+        if (!math && *p == '`') {
+            code = !code;
+            p++;
+            continue;
+        }
+        if (math || code || !is_digit(*p) ||
+            (p > prose && (is_digit(p[-1]) || p[-1] == '.'))) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (is_digit(*q))
+            q++;
+        int decimal = *q == '.' && is_digit(q[1]);
+        if (decimal)
+            for (q++; is_digit(*q);)
+                q++;
+        if (*q == '%')
+            q++;
+        if (decimal || q[-1] == '%') {
+            char number[64];
+            snprintf(number, sizeof number, "%.*s", (int)(q - p), p);
+            if (!occurs_whole(transcript, number)) {
+                size_t used = strlen(missing);
+                snprintf(missing + used, size - used, "%s%s", used ? " " : "",
+                         number);
+                stale++;
+            }
+        }
+        p = q;
+    }
+    return stale;
+}
+
+Test(docs, stale_numbers_finds_a_planted_number)
+{
+    const char *out = "loss 0.0002, 100.00% right\nscale 0.223607\n";
+    char missing[256];
+    cr_assert_eq(stale_numbers("The loss falls to 0.0002 and 100.00% of the "
+                               "answers are right.\n", out, missing,
+                               sizeof missing), 0);
+    /* a stale number, and one that is only a prefix of a printed one */
+    cr_assert_eq(stale_numbers("The loss falls to 0.0003 with scale "
+                               "0.2236.\n", out, missing, sizeof missing), 2);
+    cr_assert_str_eq(missing, "0.0003 0.2236");
+    cr_assert_eq(stale_numbers("About 98% of the work.\n", out, missing,
+                               sizeof missing), 1);
+    cr_assert_str_eq(missing, "98%");
+    /* math, code spans, fenced code and @show lines are not checked;
+     * whole numbers and a sentence's full stop are not decimals */
+    cr_assert_eq(stale_numbers("$1/\\sqrt{20} = 0.5$ and $$x = 0.7$$, `0.9`,\n"
+                               "```text\n1.5\n```\n@show src/a.c f 2.5\n"
+                               "1e-12 and 3 heads, of 100.\n",
+                               out, missing, sizeof missing), 0);
+    char *prose = chapter_prose("/* Chapter 99: x.\n * 0.5 here is code\n */\n"
+                                "/*md\n * Weights of 0.25.\n */\nint x;\n");
+    cr_assert_str_eq(prose, "Weights of 0.25.\n");
+    cr_assert_eq(stale_numbers(prose, out, missing, sizeof missing), 1);
+    free(prose);
+}
+
+/* Numbers chapters 01-07 quote that their transcripts do not print yet.
+ * Those chapters are being rewritten to the rule on another branch; empty
+ * this list once that work is merged. */
+static const char *const pending[][2] = {
+    {"02", "0.5"},    {"02", "8.6"},    {"03", "709.78"}, {"03", "0.2"},
+    {"03", "0.1"},    {"04", "22.6"},   {"04", "16.8"},   {"04", "0.2407"},
+    {"04", "0.7593"}, {"05", "0.28"},   {"05", "2.1"},
+};
+
+static int pending_number(const char *chapter, const char *number)
+{
+    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+        if (strncmp(chapter, pending[i][0], 2) == 0 &&
+            strcmp(number, pending[i][1]) == 0)
+            return 1;
+    return 0;
+}
+
+Test(docs, numbers_in_the_prose_are_printed)
+{
+    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+        cr_assert_lt(strcmp(pending[i][0], "08"), 0,
+                     "the pending list is for chapters 01-07 only");
+    DIR *d = opendir("chapters");
+    cr_assert_not_null(d);
+    struct dirent *e;
+    size_t chapters = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || !is_digit(e->d_name[0]) || e->d_name[2] != '_' ||
+            strcmp(e->d_name + n - 2, ".c") != 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "chapters/%s", e->d_name);
+        char *src = slurp_file(path);
+        snprintf(path, sizeof path, "tests/expected/%.*s.txt", (int)(n - 2),
+                 e->d_name);
+        char *transcript = slurp_file(path);
+        cr_assert_not_null(src);
+        cr_assert_not_null(transcript, "%s is missing", path);
+        char *prose = chapter_prose(src);
+        char missing[4096], left[4096] = "";
+        stale_numbers(prose, transcript, missing, sizeof missing);
+        for (char *tok = strtok(missing, " "); tok; tok = strtok(NULL, " "))
+            if (!pending_number(e->d_name, tok)) {
+                size_t used = strlen(left);
+                snprintf(left + used, sizeof left - used, " %s", tok);
+            }
+        cr_expect_str_empty(left, "chapters/%s quotes numbers its transcript "
+                            "does not print:%s", e->d_name, left);
+        free(prose);
+        free(src);
+        free(transcript);
+        chapters++;
+    }
+    closedir(d);
+    cr_assert_gt(chapters, 13);
+}
