@@ -50,16 +50,6 @@ static void show_head(const tensor *heads, size_t row, size_t h)
     printf("\n");
 }
 
-/* (B, n, d_model) holding 0, 1, 2, ... in order, with the lesson's names. */
-static tensor *numbers(size_t B, size_t n, size_t d_model)
-{
-    tensor *x;
-    CHECK(tensor_alloc(SHAPE(B, n, d_model), &x));
-    CHECK(tensor_set_names(x, "B, n, d_model"));
-    tensor_fill_arange(x, 0, 1);
-    return x;
-}
-
 static void d2l_example(void)
 {
     section("1. d2l's example: (1, 2, 16) into 8 heads");
@@ -79,7 +69,7 @@ static void d2l_example(void)
      *
      * @show src/multihead.c transpose_qkv
      */
-    tensor *x = numbers(1, 2, 16), *heads;
+    tensor *x = counting_tensor(1, 2, 16), *heads;
     tensor_print(stdout, x, 0);
     printf("\n");
     trace_to(stdout);
@@ -104,7 +94,7 @@ static void where_each_number_goes(void)
      * belongs to head $\lfloor 5/2 \rfloor = 2$, slot $5 \bmod 2 = 1$, so it
      * lands at `heads[2, 1, 1]`, and the output reads 21 there.
      */
-    tensor *x = numbers(1, 2, 16), *heads;
+    tensor *x = counting_tensor(1, 2, 16), *heads;
     CHECK(transpose_qkv(x, 8, &heads));
     for (size_t r = 0; r < heads->shape[0]; r++)
         show_head(heads, r, 8);
@@ -165,7 +155,7 @@ static void the_straight_reshape(void)
      * this down by hand on a smaller case, `(1, 2, 4)` with 2 heads
      * (`heads/straight_reshape_*` in `tests/test_multihead.c`).
      */
-    tensor *x = numbers(1, 2, 16), *wrong;
+    tensor *x = counting_tensor(1, 2, 16), *wrong;
     trace_to(stdout);
     CHECK(tensor_reshape(x, DIMS(8, 2, 2), "B*h, n, d_model/h", &wrong));
     trace_to(NULL);
@@ -216,7 +206,7 @@ static void which_steps_copy(void)
      * memory traffic, though, and a faster implementation can avoid it by
      * handing each head to BLAS as a strided view instead.
      */
-    tensor *x2 = numbers(2, 2, 16), *heads2;
+    tensor *x2 = counting_tensor(2, 2, 16), *heads2;
     trace_to(stdout);
     CHECK(transpose_qkv(x2, 8, &heads2)); // heads2 is (B*h, n, p)
     trace_to(NULL);
@@ -246,7 +236,7 @@ static void and_back(void)
      * The round trip gives back X *exactly*, not just to rounding: these
      * functions only move numbers, they never compute with them.
      */
-    tensor *x2 = numbers(2, 2, 16), *heads2, *back;
+    tensor *x2 = counting_tensor(2, 2, 16), *heads2, *back;
     CHECK(transpose_qkv(x2, 8, &heads2));
     trace_to(stdout);
     CHECK(transpose_output(heads2, 8, &back)); // back is (B, n, d_model)
@@ -268,7 +258,7 @@ static void not_divisible(void)
      * the same thing when it is created, so the error appears before any data
      * is touched.
      */
-    tensor *x = numbers(1, 2, 16), *bad;
+    tensor *x = counting_tensor(1, 2, 16), *bad;
     int status = transpose_qkv(x, 3, &bad);
     printf("status %d: %s\n", status, mha_last_error());
     tensor_free(x);

@@ -50,6 +50,17 @@ static inline void show_layout(const char *name, const tensor *t)
 
 static inline const char *yes_no(int b) { return b ? "yes" : "no"; }
 
+/* A new (B, n, d_model) tensor holding 0, 1, 2, ... in order, with the
+ * lesson's axis names: d2l's example input.  The caller frees it. */
+static inline tensor *counting_tensor(size_t B, size_t n, size_t d_model)
+{
+    tensor *x;
+    CHECK(tensor_alloc(SHAPE(B, n, d_model), &x));
+    CHECK(tensor_set_names(x, "B, n, d_model"));
+    tensor_fill_arange(x, 0, 1);
+    return x;
+}
+
 /* Largest |a - b| over two tensors of the same shape and layout. */
 static inline double largest_abs_diff(const tensor *a, const tensor *b)
 {
