@@ -7,9 +7,12 @@
  */
 
 /*md
- * Every learned step of multi-head attention is a Linear layer. The queries,
- * keys and values are each projected by one ($W_q$, $W_k$, $W_v$), and the
- * heads are mixed at the end by a fourth ($W_o$). A Linear layer maps each row
+ * Every learned step of multi-head attention is a Linear layer. *Learned*
+ * means that the layer's numbers, its weight $W$ and bias $b$, are not
+ * written by hand: they start random and are fitted to examples while the
+ * model is *trained*. The queries, keys and values are each *projected*
+ * (mapped to new features) by one ($W_q$, $W_k$, $W_v$), and the heads are
+ * mixed at the end by a fourth ($W_o$). A Linear layer maps each row
  * $x$ of $D_{in}$ features to $D_{out}$ features:
  *
  * $$y = x W^\top + b, \qquad W \in \mathbb{R}^{D_{out} \times D_{in}},\; b \in \mathbb{R}^{D_{out}}$$
@@ -129,7 +132,10 @@ static void linear_layer(void)
      * `new` because these are new numbers, not a view.
      *
      * `W` and `b` start as PyTorch starts them: each number drawn uniformly
-     * from $[-1/\sqrt{D_{in}}, 1/\sqrt{D_{in}}]$, here with random seed 2.
+     * from $[-1/\sqrt{D_{in}}, 1/\sqrt{D_{in}}]$, here with random seed 2. (A
+     * random seed is the number that starts the random-number generator: the
+     * same seed draws the same numbers on every run, which is what lets the
+     * transcript be checked.)
      *
      * @show src/linear.c linear_forward
      *
@@ -200,9 +206,10 @@ static void what_it_costs(void)
      * $B L D_{out}$ tensor (16 MiB here). The input is not copied.
      *
      * The naive loops do the same flops, but an optimized dgemm (OpenBLAS here,
-     * see `make info`) runs them in cache-sized blocks on vector units and is
-     * many times faster on large matrices. That is why the layer must be one
-     * big dgemm.
+     * see `make info`) runs them in blocks that fit the processor's cache (its
+     * small, fast memory) on vector units (which do several multiply-adds at
+     * once) and is many times faster on large matrices. That is why the layer
+     * must be one big dgemm.
      */
     double projection = 2.0 * 8 * 512 * 512 * 512 / 1e9;
     printf("toy:                     2*B*L*D_in*D_out = %d flops\n",
