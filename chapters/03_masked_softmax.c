@@ -16,16 +16,16 @@
  * The second form is the same number, and it is the one to compute (section 1
  * shows why).
  *
- * Real batches also need *masking*. Sequences of different lengths are
- * *padded* to one length (filled up with positions that mean nothing), and a
- * query must give the padding weight exactly 0. And a *decoder*, a model that
- * writes its output one position at a time (a translator, a text generator),
- * must not look at later positions: when it is trained on whole sequences,
- * position $i$ may not peek at the answer in position $i + 1$. Both are expressed here as `valid_lens`:
- * row $(b, i)$ may only look at its first $\ell$ keys, and every score at a
- * position $j \ge \ell$ is replaced by $-10^6$ before the softmax, so its
- * weight underflows to exactly 0. `valid_lens` is `(B,)` (one length per
- * example) or `(B, Lq)` (one per query).
+ * Real batches also need *masking*. Sequences of different lengths are *padded*
+ * to one length (filled up with positions that mean nothing), and a query must
+ * give the padding weight exactly 0. And a *decoder*, a model that writes its
+ * output one position at a time (a translator, a text generator), must not look
+ * at later positions: when it is trained (chapter 02) on whole sequences,
+ * position $i$ may not peek at the answer in position $i + 1$. Both are
+ * expressed here as `valid_lens`: row $(b, i)$ may only look at its first
+ * $\ell$ keys, and every score at a position $j \ge \ell$ is replaced by
+ * $-10^6$ before the softmax, so its weight underflows to exactly 0.
+ * `valid_lens` is `(B,)` (one length per example) or `(B, Lq)` (one per query).
  *
  * Chapter 02 gave us matrix products. Chapter 04 feeds this softmax with the
  * scores $QK^\top/\sqrt{d}$ and has a complete attention head. The multi-head
