@@ -140,21 +140,22 @@ static void d2l_toy(gsl_rng *rng)
      *
      * $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right) V$$
      *
-     * $QK^\top$ is `(Lq, Lk)`: one score per (query, key) pair. The softmax runs
-     * along each row, and multiplying by $V$ averages the value rows, as in
-     * section 1. Queries and keys need the same size $d$ for the dot product;
-     * values may have another. This is the $f$ that every head of multi-head
-     * attention runs: chapter 08 cuts the projected queries, keys and values
-     * into $h$ pieces and calls this same function on all of them at once, as
-     * if the heads were extra examples.
+     * $QK^\top$ is `(Lq, Lk)`: one score per (query, key) pair. The softmax
+     * runs along each row, and multiplying by $V$ averages the value rows, as
+     * in section 1. Queries and keys need the same size $d$ for the dot
+     * product; values may have another. This is the $f$ that every head of
+     * multi-head attention runs: chapter 08 cuts the projected queries, keys
+     * and values into $h$ pieces and calls this same function on all of them at
+     * once, as if the heads were extra examples.
      *
      * d2l's toy has two examples, each with one query of 2 features drawn from
-     * a standard normal (random seed 4), 10 keys that are all `(1, 1)`, and 10
-     * values of 4 features holding the numbers 0 to 39. Example 0 may use 2 keys,
-     * example 1 may use 6 (`valid_lens`, chapter 03). The trace shows the three
-     * steps of the formula with their shapes: `Q K^T` makes `(2, 1, 10)`
-     * scores, the masked softmax (scaled by $1/\sqrt{2} = 0.707107$) keeps that
-     * shape, and `weights V` gives `(2, 1, 4)`.
+     * a standard normal (mean 0, variance 1; random seed 4), 10 keys that are
+     * all `(1, 1)`, and 10 values of 4 features holding the numbers 0 to 39.
+     * Example 0 may use 2 keys, example 1 may use 6 (`valid_lens`, chapter 03).
+     * The trace shows the three steps of the formula with their shapes:
+     * `Q K^T` makes `(2, 1, 10)` scores, the masked softmax (scaled by
+     * $1/\sqrt{2} = 0.707107$) keeps that shape, and `weights V` gives
+     * `(2, 1, 4)`.
      *
      * @show src/attention.c dot_attention_forward
      *
@@ -216,8 +217,7 @@ static void dropout_and_evaluation(void)
     /*md
      * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
      * the 0.5 did nothing. It is the *dropout* probability. Dropout is a trick
-     * used while a model is trained (while its parameters are fitted to data):
-     * at every forward pass each attention weight is set to 0 with probability
+     * used while a model is trained (chapter 02): at every forward pass each attention weight is set to 0 with probability
      * $p$, and the weights that are kept are divided by $1 - p$. A model that
      * cannot count on any single weight learns to spread what it knows, and it
      * fits its training data less blindly. The division keeps the output right
