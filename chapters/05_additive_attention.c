@@ -212,13 +212,14 @@ static void cost(void)
      * the `(Lq, Lk)` scores, and it computes them with one matrix product,
      * which BLAS runs at close to the machine's peak. The additive pooling
      * does its $L_q L_k H$ additions and `tanh` calls element by element.
-     * That is why transformers, and the multi-head module of chapter 08, use
-     * the scaled dot product.
+     * That is why transformers (the models built from multi-head attention,
+     * after Vaswani et al., 2017), and the multi-head module of chapter 08,
+     * use the scaled dot product.
      */
     const double big = 1024.0 * 1024 * 256;
     printf("toy: B*Lq*Lk*H = 2*1*10*8 = %d doubles\n", 2 * 1 * 10 * 8);
-    printf("Lq = Lk = 1024, H = 256: %.0f million doubles, %.1f GB per example\n",
-           big / 1e6, big * sizeof(double) / 1e9);
+    printf("Lq = Lk = 1024, H = 256: %.0f million doubles, %.1f GB per "
+           "example\n", big / 1e6, big * sizeof(double) / 1e9);
 }
 
 int main(void)
