@@ -182,7 +182,8 @@ Test(heads, straight_reshape_changes_the_attention_output)
     OK(transpose_output(o, 2, &out));
     const double want_right[] = {3, 4, 5, 6, 3, 4, 5, 6};
     for (size_t i = 0; i < 8; i++)
-        cr_expect_float_eq(out->data[i], want_right[i], 1e-12, "right [%zu]", i);
+        cr_expect_float_eq(out->data[i], want_right[i], 1e-12, "right [%zu]",
+                           i);
     tensor_free(vh);
     tensor_free(kh);
     tensor_free(o);
@@ -194,7 +195,8 @@ Test(heads, straight_reshape_changes_the_attention_output)
     OK(tensor_reshape(o, DIMS(1, 2, 4), NULL, &out));
     const double want_wrong[] = {2, 3, 2, 3, 6, 7, 6, 7};
     for (size_t i = 0; i < 8; i++)
-        cr_expect_float_eq(out->data[i], want_wrong[i], 1e-12, "wrong [%zu]", i);
+        cr_expect_float_eq(out->data[i], want_wrong[i], 1e-12, "wrong [%zu]",
+                           i);
     tensor_free(vh);
     tensor_free(kh);
     tensor_free(o);
