@@ -217,12 +217,12 @@ static void dropout_and_evaluation(void)
     /*md
      * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
      * the 0.5 did nothing. It is the *dropout* probability. Dropout is a trick
-     * used while a model is trained (chapter 02): at every forward pass each attention weight is set to 0 with probability
-     * $p$, and the weights that are kept are divided by $1 - p$. A model that
-     * cannot count on any single weight learns to spread what it knows, and it
-     * fits its training data less blindly. The division keeps the output right
-     * *on average*: a kept weight counts double when $p = 0.5$, and half of
-     * the weights are kept.
+     * used while a model is trained (chapter 02): at every forward pass each
+     * attention weight is set to 0 with probability $p$, and the weights that
+     * are kept are divided by $1 - p$. A model that cannot count on any single
+     * weight learns to spread what it knows, and it fits its training data
+     * less blindly. The division keeps the output right *on average*: a kept
+     * weight counts double when $p = 0.5$, and half of the weights are kept.
      *
      * When the model is used or measured (*evaluation*), random answers are
      * not wanted, so dropout is switched off and the weights are used as they
@@ -235,11 +235,13 @@ static void dropout_and_evaluation(void)
      * The program runs the toy of section 3 (queries from random seed 7 this
      * time; they do not matter) in both modes. In evaluation the output is
      * the same every time. In training each weight is kept with probability
-     * one half, and a kept weight counts double. In run 1, example 1 kept
-     * three of its six weights of 1/6, now worth 1/3 each; in run 2, example
-     * 0 lost both of its weights and its output is all zeros. The mean over
-     * 10000 training runs comes back close to the evaluation output: that is
-     * what the division by $1 - p$ is for.
+     * one half, and a kept weight counts double. In run 1, example 0 kept
+     * only key 1, now with weight 1, so its output is value row 1,
+     * `[4, 5, 6, 7]`; example 1 kept only key 5, worth 1/3, so its output is a
+     * third of value row 5: after dropout the weights no longer sum to 1. In
+     * run 2, example 0 lost both of its weights and its output is all zeros.
+     * The mean over 10000 training runs comes back close to the evaluation
+     * output: that is what the division by $1 - p$ is for.
      */
     gsl_rng *rng = mha_rng_new(7);
     if (!rng)
