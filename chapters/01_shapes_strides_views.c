@@ -1,15 +1,9 @@
 /* Chapter 01: shapes, strides and views.
  *
- * Multi-head attention is mostly bookkeeping: the same numbers are looked
- * at as (B, n, d_model), then as (B, n, h, d_model/h), then as
- * (B, h, n, d_model/h).  This chapter shows how a tensor can change shape
- * without moving a single number (a view), and when it cannot (a copy).
- *
- * Shapes, in the lesson's names:
- *   B        batch size: how many sequences at once
- *   n        sequence length: queries, or key-value pairs
- *   d_model  features per position (num_hiddens)
- *   h        number of heads; each head gets d_model/h features
+ * Shows d2l's (1, 2, 16) tensor as a buffer, a shape and strides, and
+ * which of reshape, permute and contiguous are views and which copy, with
+ * the trace of each step.  Run it with `make ch01`; the prose is
+ * docs/01_*.md.
  */
 
 /*md
@@ -19,6 +13,11 @@
  * `(B, h, n, d_model/h)`. This first chapter is about that bookkeeping. Once
  * you can predict which steps are free and which ones copy, the trace of the
  * whole module in chapter 08 reads like a sentence.
+ *
+ * The book names shapes the way d2l does: `B` is the batch size (how many
+ * sequences are processed at once), `n` the sequence length (how many
+ * positions, queries or key-value pairs), `d_model` the number of features
+ * per position, and `h` the number of heads, each with `d_model/h` features.
  *
  * A tensor here is three things: a pointer to doubles, a shape, and strides
  * (how many doubles to skip to move one index along each axis). Element
@@ -45,16 +44,15 @@
 
 #include "lesson.h"
 
-int main(void)
+static void buffer_shape_strides(void)
 {
-    mha_program_init();
-
     section("1. A tensor is a buffer, a shape and strides");
     /*md
-     * The program fills a `(1, 2, 16)` tensor with 0..31. Its strides
-     * `(32, 16, 1)` follow from the rule above: the last axis has stride 1, the
-     * middle one 16 (one position is 16 features), the first one 32 (a whole
-     * sequence). To find `x[0, 1, 5]` the code computes
+     * The program fills a `(1, 2, 16)` tensor with 0 to 31: one sequence
+     * (B = 1) of n = 2 positions with $d_{model}$ = 16 features each. Its
+     * strides `(32, 16, 1)` follow from the rule above: the next feature is 1
+     * double away, the next position 16 (one position is 16 features), the
+     * next sequence 32. To find `x[0, 1, 5]` the code computes
      * $0 \cdot 32 + 1 \cdot 16 + 5 \cdot 1 = 21$ and reads `data[21]`, which
      * holds 21 because the numbers were written in order.
      *
@@ -66,55 +64,64 @@ int main(void)
      * `(B, n, d_model)` next to `(1, 2, 16)`. The buffer is reference-counted:
      * a view and the tensor it came from can be freed in any order.
      */
-    printf("One sequence (B = 1) of n = 2 positions, d_model = 16 features\n"
-           "each, holding the numbers 0..31 in order:\n\n");
-    tensor *x;
-    CHECK(tensor_alloc(SHAPE(1, 2, 16), &x)); // x is (B, n, d_model)
-    CHECK(tensor_set_names(x, "B, n, d_model"));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = counting_tensor(1, 2, 16); // x is (B, n, d_model)
     tensor_print(stdout, x, 4);
     printf("\n");
     show_layout("x", x);
-    printf("\nThe strides say how far apart neighbours are in memory: the\n"
-           "next feature is 1 double away, the next position 16, the next\n"
-           "sequence 32.  So x[0, 1, 5] sits at 0*32 + 1*16 + 5*1 = 21:\n");
     printf("x[0, 1, 5] = %.0f\n", *TENSOR_AT(x, 0, 1, 5));
+    tensor_free(x);
+}
 
+static void reshape_is_a_view(void)
+{
     section("2. Reshape to (B, n, h, d_model/h): a view");
     /*md
-     * `reshape(1, 2, 8, -1)` cuts the 16 features of each position into 8
+     * `reshape(1, 2, 8, -1)` cuts the 16 features of each position into h = 8
      * groups of 2. In memory nothing changes: the features of a position were
      * already side by side, and the new axes just step through them in smaller
      * pieces. The new strides `(32, 16, 2, 1)` say "the next head is 2 doubles
      * on, the next feature inside a head is 1 on". The check in the output,
-     * `split[0, 1, 2, 1]` at offset $16 + 2 \cdot 2 + 1 = 21$, lands on the
-     * same double as `x[0, 1, 5]`: the same number, seen through another shape.
+     * `split[0, 1, 2, 1]` (head 2's second feature of position 1) at offset
+     * $16 + 2 \cdot 2 + 1 = 21$, lands on the same double as `x[0, 1, 5]`: the
+     * same number, seen through another shape.
      *
+     * The *trace* prints one line per step: the operation, `view` or `copy`,
+     * the shapes before and after, and the shape in the lesson's names.
      * Splitting one axis of a contiguous tensor is always a view. It costs a
-     * new header of a few dozen bytes, whatever the size of the tensor, and the
-     * trace line says so in its second column: `view`. Here is the function
-     * behind `tensor_reshape`:
+     * new header of a few dozen bytes, whatever the size of the tensor. Here
+     * is the function behind `tensor_reshape`:
      *
      * @show src/tensor.c reshape_impl
      */
-    printf("Cut each 16-feature vector into h = 8 heads of 2 features.  No\n"
-           "number moves: only the shape and strides change.  The trace\n"
-           "prints one line per step: the operation, view or copy, the\n"
-           "shapes, and the shape in the lesson's names.\n\n");
+    tensor *x = counting_tensor(1, 2, 16), *split;
     trace_to(stdout);
-    tensor *split;
     CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
     trace_to(NULL);
     printf("\n");
     show_layout("split", split);
     printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(split, x)));
-    printf("split[0, 1, 2, 1] is head 2's second feature of position 1:\n"
-           "offset 0*32 + 1*16 + 2*2 + 1*1 = 21, value %.0f\n",
-           *TENSOR_AT(split, 0, 1, 2, 1));
+    printf("split[0, 1, 2, 1] = %.0f\n", *TENSOR_AT(split, 0, 1, 2, 1));
+    tensor_free(x);
+    tensor_free(split);
+}
 
+/* x = 0..31 as (1, 2, 16), cut into 8 heads of 2 and permuted to
+ * (B, h, n, d_model/h): the views of sections 2 and 3, untraced. */
+static void heads_view(tensor **x, tensor **heads)
+{
+    tensor *split;
+    *x = counting_tensor(1, 2, 16);
+    CHECK(tensor_reshape(*x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
+    CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), heads));
+    tensor_free(split);
+}
+
+static void permute_is_a_view(void)
+{
     section("3. Permute to (B, h, n, d_model/h): a view with new strides");
     /*md
-     * `permute(0, 2, 1, 3)` swaps the positions axis and the heads axis. The
+     * `permute(0, 2, 1, 3)` swaps the positions axis and the heads axis, so
+     * that each head's `(n, d_model/h)` block can be worked on by itself. The
      * code shows how little that takes: shape and strides are reordered, the
      * data pointer stays. `heads` has strides `(32, 2, 16, 1)`, which are the
      * strides of `split` in the new order.
@@ -128,21 +135,22 @@ int main(void)
      * no longer decreasing, so the tensor is *not contiguous*. That matters for
      * the next step.
      */
-    printf("Bring the head axis before the positions, so each head's\n"
-           "(n, d_model/h) block can be worked on by itself.  permute only\n"
-           "reorders the shape and the strides:\n\n");
+    tensor *x = counting_tensor(1, 2, 16), *split, *heads;
+    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
     trace_to(stdout);
-    tensor *heads;
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     trace_to(NULL);
     printf("\n");
     show_layout("heads", heads);
     printf("shares x's buffer: %s\n\n", yes_no(tensor_shares_buffer(heads, x)));
     tensor_print(stdout, heads, 4);
-    printf("\nReading heads in order now jumps around memory: head 0 holds\n"
-           "0, 1 (position 0) and 16, 17 (position 1).  The strides\n"
-           "(32, 2, 16, 1) are no longer decreasing: not contiguous.\n");
+    tensor_free(x);
+    tensor_free(split);
+    tensor_free(heads);
+}
 
+static void merge_batch_and_heads(void)
+{
     section("4. Reshape to (B*h, n, d_model/h): a view here, a copy in general");
     /*md
      * The last step merges `B` and `h` into one axis of size `B*h`, so that
@@ -154,12 +162,13 @@ int main(void)
      * The merged axis takes h's stride 2, and `flat` is a view with strides
      * `(2, 16, 1)`.
      *
-     * With B = 2 the same reshape has to copy. Head 0 of sequence 1 starts at
-     * offset 32, but one stride of 2 would put row 8 at offset 16. So
-     * `tensor_reshape` allocates a new `(16, 2, 2)` buffer and writes the 64
-     * numbers into it in row-major order: strides `(4, 2, 1)`, contiguous, and
-     * `shares x2's buffer: no`. Row 8, head 0 of sequence 1, reads
-     * `32 33 48 49`: features 0-1 of positions 0 and 1 of the second sequence.
+     * With B = 2 (the numbers 0 to 63) the same reshape has to copy. Head 0 of
+     * sequence 1 starts at offset 32, but one stride of 2 would put row 8 at
+     * offset 16. So `tensor_reshape` allocates a new `(16, 2, 2)` buffer and
+     * writes the 64 numbers into it in row-major order: strides `(4, 2, 1)`,
+     * contiguous, and `shares x2's buffer: no`. Row 8, head 0 of sequence 1,
+     * reads `32 33 48 49`: features 0-1 of positions 0 and 1 of the second
+     * sequence.
      *
      * The test that decides between view and copy is PyTorch's. It cuts the old
      * axes into runs that are contiguous among themselves and checks that each
@@ -171,25 +180,19 @@ int main(void)
      * $B \cdot n \cdot d_{model}$ doubles (64 here, 512 bytes each way). In the
      * multi-head module this copy happens once for each of Q, K and V.
      */
-    printf("Merging B and h into one axis needs a single stride that steps\n"
-           "through both.  With B = 1 the batch axis has one index, so it\n"
-           "never steps: h's stride 2 serves, and the reshape is a view.\n\n");
+    tensor *x, *heads, *flat;
+    heads_view(&x, &heads);
     trace_to(stdout);
-    tensor *flat;
     CHECK(tensor_reshape(heads, DIMS(-1, 2, 2), NULL, &flat));
     trace_to(NULL);
     printf("\n");
     show_layout("flat", flat);
-    printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(flat, x)));
+    printf("shares x's buffer: %s\n\n", yes_no(tensor_shares_buffer(flat, x)));
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(flat);
 
-    printf("\nNow the same steps with B = 2 (the numbers 0..63).  Head h of\n"
-           "sequence 1 starts 32 doubles after head h of sequence 0, but 8\n"
-           "heads of stride 2 span only 16: no single stride reaches both,\n"
-           "so the last reshape must copy the numbers into a new buffer.\n\n");
-    tensor *x2, *split2, *heads2, *flat2;
-    CHECK(tensor_alloc(SHAPE(2, 2, 16), &x2));
-    CHECK(tensor_set_names(x2, "B, n, d_model"));
-    tensor_fill_arange(x2, 0, 1);
+    tensor *x2 = counting_tensor(2, 2, 16), *split2, *heads2, *flat2, *rows;
     trace_to(stdout);
     CHECK(tensor_reshape(x2, DIMS(2, 2, 8, -1), "B, n, h, d_model/h", &split2));
     CHECK(tensor_permute(split2, SHAPE(0, 2, 1, 3), &heads2));
@@ -199,62 +202,76 @@ int main(void)
     show_layout("flat2", flat2);
     printf("shares x2's buffer: %s\n",
            yes_no(tensor_shares_buffer(flat2, x2)));
-    printf("flat2[8] is head 0 of sequence 1: ");
-    tensor *first;
-    CHECK(tensor_reshape(flat2, DIMS(16, 4), NULL, &first));
-    printf("%.0f %.0f %.0f %.0f\n", *TENSOR_AT(first, 8, 0),
-           *TENSOR_AT(first, 8, 1), *TENSOR_AT(first, 8, 2),
-           *TENSOR_AT(first, 8, 3));
+    CHECK(tensor_reshape(flat2, DIMS(16, 4), NULL, &rows));
+    printf("flat2[8] (head 0 of sequence 1): %.0f %.0f %.0f %.0f\n",
+           *TENSOR_AT(rows, 8, 0), *TENSOR_AT(rows, 8, 1),
+           *TENSOR_AT(rows, 8, 2), *TENSOR_AT(rows, 8, 3));
+    tensor_free(x2);
+    tensor_free(split2);
+    tensor_free(heads2);
+    tensor_free(flat2);
+    tensor_free(rows);
+}
 
+static void writing_through_a_view(void)
+{
     section("5. Writing through a view, and contiguous()");
     /*md
-     * A view is not a snapshot. `heads[0, 3, 1, 0]` sits at offset
-     * $3 \cdot 2 + 1 \cdot 16 + 0 = 22$, which is also `x[0, 1, 6]`, so writing
-     * -1 through `heads` changes `x`. (The program puts 22 back before it goes
-     * on.) A function that wrote into its input could change its caller's data
-     * this way, through a view the caller has forgotten about. That is why the
-     * library's functions only read their inputs and return new tensors.
+     * A view is not a snapshot: it is the same memory. `heads[0, 3, 1, 0]`
+     * (head 3, position 1, feature 0) sits at offset
+     * $3 \cdot 2 + 1 \cdot 16 + 0 = 22$, which is also `x[0, 1, 6]`, so
+     * writing -1 through `heads` changes `x`. A function that wrote into its
+     * input could change its caller's data this way, through a view the caller
+     * has forgotten about. That is why the library's functions only read their
+     * inputs and return new tensors.
      *
-     * `contiguous()` is the explicit copy. `packed` has the shape of `heads`,
-     * `(1, 8, 2, 2)`, but its own buffer with row-major strides
-     * `(32, 4, 2, 1)`. It costs one pass over the data, and it is what a later
-     * step uses when it needs plain rows, for example a BLAS call.
+     * `contiguous()` is the explicit copy, into row-major order. `packed` has
+     * the shape of `heads`, `(1, 8, 2, 2)`, but its own buffer with row-major
+     * strides `(32, 4, 2, 1)`. It costs one pass over the data, and it is what
+     * a later step uses when it needs plain rows, for example a BLAS call.
      */
-    printf("A view is the same memory, so writing through it changes the\n"
-           "original.  Set heads[0, 3, 1, 0] = -1 and look at x:\n\n");
+    tensor *x, *heads, *packed;
+    heads_view(&x, &heads);
     *TENSOR_AT(heads, 0, 3, 1, 0) = -1;
-    printf("x[0, 1, 6] = %.0f  (head 3, position 1, feature 0)\n",
+    printf("after heads[0, 3, 1, 0] = -1:  x[0, 1, 6] = %.0f\n\n",
            *TENSOR_AT(x, 0, 1, 6));
-    *TENSOR_AT(heads, 0, 3, 1, 0) = 22;
-    printf("\ncontiguous() always copies, into row-major order:\n\n");
-    tensor *packed;
     trace_to(stdout);
     CHECK(tensor_contiguous(heads, &packed));
     trace_to(NULL);
     printf("\n");
     show_layout("packed", packed);
     printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(packed, x)));
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(packed);
+}
 
+static void minus_one(void)
+{
     section("6. -1 means \"whatever is left\"");
     /*md
-     * One size may be -1: `reshape(4, -1)` on 32 numbers gives `(4, 8)`. The
-     * chapters use it the way d2l does, `reshape(B, n, h, -1)`, so the code
-     * never computes $d_{model}/h$ itself. When the count does not divide,
-     * nothing is guessed: `(3, -1)` on 32 elements fails with `GSL_EBADLEN`
-     * (status 19) and a message that names the requested shape, the element
-     * count and the input shape.
+     * One size may be -1; it is worked out from the element count:
+     * `reshape(4, -1)` on 32 numbers gives `(4, 8)`. The chapters use it the
+     * way d2l does, `reshape(B, n, h, -1)`, so the code never computes
+     * $d_{model}/h$ itself. When the count does not divide, nothing is
+     * guessed: `(3, -1)` on 32 elements fails with `GSL_EBADLEN` (status 19)
+     * and a message that names the requested shape, the element count and the
+     * input shape.
      */
-    printf("One size may be -1; it is worked out from the element count:\n\n");
-    tensor *inferred;
+    tensor *x = counting_tensor(1, 2, 16), *inferred, *bad;
     trace_to(stdout);
     CHECK(tensor_reshape(x, DIMS(4, -1), NULL, &inferred));
     trace_to(NULL);
-    printf("\nWhen the count does not divide, reshape refuses and says why:\n");
-    tensor *bad;
+    printf("\n");
     int status = tensor_reshape(x, DIMS(3, -1), NULL, &bad);
     printf("status %d (%s): %s\n", status, gsl_strerror(status),
            mha_last_error());
+    tensor_free(x);
+    tensor_free(inferred);
+}
 
+static void summary(void)
+{
     section("Summary");
     /*md
      * Keep these three rules in mind for chapter 06: `transpose_qkv` is
@@ -265,18 +282,18 @@ int main(void)
            "            old memory, a copy otherwise (PyTorch's rule)\n"
            "permute     always a view: shape and strides reordered\n"
            "contiguous  always a copy, in row-major order\n");
+}
 
-    tensor_free(x);
-    tensor_free(split);
-    tensor_free(heads);
-    tensor_free(flat);
-    tensor_free(x2);
-    tensor_free(split2);
-    tensor_free(heads2);
-    tensor_free(flat2);
-    tensor_free(first);
-    tensor_free(packed);
-    tensor_free(inferred);
+int main(void)
+{
+    mha_program_init();
+    buffer_shape_strides();
+    reshape_is_a_view();
+    permute_is_a_view();
+    merge_batch_and_heads();
+    writing_through_a_view();
+    minus_one();
+    summary();
     return 0;
 }
 

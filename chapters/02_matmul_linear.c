@@ -1,27 +1,30 @@
 /* Chapter 02: matrix products with GSL BLAS, and the Linear layer.
  *
- * Every learned step of attention is a Linear layer, y = x W^T + b, and
- * every Linear layer is one matrix product.  This chapter does one by hand,
- * then lets GSL's BLAS (gsl_blas_dgemm) do it, then builds the layer that
- * takes a whole batch of sequences in a single dgemm call.
- *
- * Shapes:
- *   x  (B, L, D_in)        B sequences of L positions, D_in features each
- *   W  (D_out, D_in)       PyTorch's layout: one row per output feature
- *   b  (D_out,)
- *   y  (B, L, D_out)
+ * Shows one matrix product by hand and by gsl_blas_dgemm, a transposed
+ * read, and linear_forward over a (B, L, D_in) batch in one dgemm, checked
+ * against plain loops.  Run it with `make ch02`; the prose is
+ * docs/02_*.md.
  */
 
 /*md
- * Every learned step of multi-head attention is a Linear layer. The queries,
- * keys and values are each projected by one ($W_q$, $W_k$, $W_v$), and the
- * heads are mixed at the end by a fourth ($W_o$). A Linear layer maps each row
+ * Every learned step of multi-head attention is a Linear layer. *Learned*
+ * means that the layer's numbers, its weight $W$ and bias $b$, are not
+ * written by hand: they start random and are fitted to examples while the
+ * model is *trained*. The queries, keys and values are each *projected*
+ * (mapped to new features) by one ($W_q$, $W_k$, $W_v$), and the heads are
+ * mixed at the end by a fourth ($W_o$). A Linear layer maps each row
  * $x$ of $D_{in}$ features to $D_{out}$ features:
  *
  * $$y = x W^\top + b, \qquad W \in \mathbb{R}^{D_{out} \times D_{in}},\; b \in \mathbb{R}^{D_{out}}$$
  *
  * $W$ is stored as PyTorch stores it, one row per output feature, so output
  * feature $o$ is the dot product of $x$ with row $o$ of $W$, plus $b_o$.
+ *
+ * One convention holds for the whole book: a vector is a *row*, as in
+ * PyTorch. $x$ is a row of $D_{in}$ numbers, $y$ a row of $D_{out}$, and a
+ * batch of vectors is a matrix with one vector per row, so the same formula
+ * $y = x W^\top + b$ holds for one vector or for a whole batch. Books that use
+ * column vectors write $W x$ instead; it is the same product, transposed.
  *
  * For short sequences these four projections are most of the work of multi-head
  * attention, so they must be fast. The trick is the one of chapter 01: a
@@ -50,10 +53,8 @@ static void print_matrix(const char *name, const gsl_matrix *m, int decimals)
     }
 }
 
-int main(void)
+static void one_product(void)
 {
-    mha_program_init();
-
     section("1. One matrix product, by hand and by dgemm");
     /*md
      * An entry of a matrix product is a dot product:
@@ -61,14 +62,17 @@ int main(void)
      * `b`. The output shows two of them worked out, `c[0, 0] = 58` and
      * `c[1, 1] = 154`. For `a` of shape `(m, k)` and `b` of shape `(k, n)` that
      * is $m \cdot n$ dot products of length $k$: $2mnk$ floating-point
-     * operations (a multiply and an add per term), here
+     * operations (*flops*: a multiply and an add per term), here
      * $2 \cdot 2 \cdot 2 \cdot 3 = 24$.
      *
+     * BLAS (Basic Linear Algebra Subprograms) is the standard library
+     * interface for vector and matrix arithmetic, and `dgemm` is its
+     * general matrix product on doubles. GSL wraps it as `gsl_blas_dgemm`,
+     * which computes $c = \alpha\, a b + \beta\, c$ in one call; with
+     * $\alpha = 1$ and $\beta = 0$ that is just the product.
      * `gsl_matrix_view_array` does for GSL what a view does in chapter 01: it
-     * wraps our plain C arrays as matrices (pointer, rows, columns, row stride)
-     * without copying them. `gsl_blas_dgemm` then computes
-     * $c = \alpha\, a b + \beta\, c$ in one call; with $\alpha = 1$ and
-     * $\beta = 0$ that is just the product.
+     * wraps our plain C arrays as matrices (pointer, rows, columns, row
+     * stride) without copying them.
      */
     double a_data[] = {1, 2, 3,
                        4, 5, 6};   // a is (2, 3)
@@ -81,16 +85,16 @@ int main(void)
     gsl_matrix_view c = gsl_matrix_view_array(c_data, 2, 2);
     print_matrix("a", &a.matrix, 0);
     print_matrix("b", &b.matrix, 0);
-    printf("\nc[i, j] is row i of a times column j of b:\n"
-           "c[0, 0] = 1*7 + 2*9 + 3*11   = %g\n"
+    printf("\nc[0, 0] = 1*7 + 2*9 + 3*11   = %g\n"
            "c[1, 1] = 4*8 + 5*10 + 6*12  = %g\n\n",
            1.0 * 7 + 2 * 9 + 3 * 11, 4.0 * 8 + 5 * 10 + 6 * 12);
-    printf("gsl_blas_dgemm computes c = alpha a b + beta c in one call.\n"
-           "gsl_matrix_view_array wraps our plain arrays: no copy.\n\n");
     CHECK(gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &a.matrix,
                          &b.matrix, 0.0, &c.matrix));
     print_matrix("c = a b", &c.matrix, 0);
+}
 
+static void transposes_are_free(void)
+{
     section("2. Transposes are free");
     /*md
      * The layer needs $x W^\top$, but $W$ is stored as `(D_out, D_in)`. There
@@ -100,9 +104,6 @@ int main(void)
      * `[2, 1, 0]`, so $y_1 = 4$. A transposed read costs nothing extra, which
      * is why the library keeps PyTorch's layout instead of storing $W^\top$.
      */
-    printf("A Linear layer stores W as (D_out, D_in) and needs x W^T.\n"
-           "dgemm reads W as transposed when told CblasTrans: nothing is\n"
-           "copied, it just walks W by columns instead of rows.\n\n");
     double w_data[] = {1, 0, -1,
                        2, 1, 0};   // w is (D_out = 2, D_in = 3)
     double x_data[] = {1, 2, 3};   // x is (1, D_in = 3)
@@ -116,16 +117,25 @@ int main(void)
     print_matrix("x", &xv.matrix, 0);
     print_matrix("x W^T", &yv.matrix, 0);
     printf("check: 1*1 + 2*0 + 3*(-1) = -2 and 1*2 + 2*1 + 3*0 = 4\n");
+}
 
+static void linear_layer(void)
+{
     section("3. The Linear layer over (B, L, D_in)");
     /*md
      * Now the real layer. `x` is `(2, 3, 4)`: B = 2 sequences of L = 3
-     * positions with 4 features. `linear_forward` ignores how the leading axes
-     * are split; it sees $2 \cdot 3 = 6$ rows of 4 features, wraps `x`'s own
-     * memory as a `(6, 4)` GSL matrix, and makes one dgemm with the `(5, 4)`
-     * weight. The result is written straight into `y`, a new `(2, 3, 5)`
-     * tensor; the trace line says `new` because these are new numbers, not a
-     * view.
+     * positions with 4 features, the numbers -1, -0.875, ... in steps of
+     * 0.125. `linear_forward` ignores how the leading axes are split; it sees
+     * $2 \cdot 3 = 6$ rows of 4 features, wraps `x`'s own memory as a `(6, 4)`
+     * GSL matrix, and makes one dgemm with the `(5, 4)` weight. The result is
+     * written straight into `y`, a new `(2, 3, 5)` tensor; the trace line says
+     * `new` because these are new numbers, not a view.
+     *
+     * `W` and `b` start as PyTorch starts them: each number drawn uniformly
+     * from $[-1/\sqrt{D_{in}}, 1/\sqrt{D_{in}}]$, here with random seed 2. (A
+     * random seed is the number that starts the random-number generator: the
+     * same seed draws the same numbers on every run, which is what lets the
+     * transcript be checked.)
      *
      * @show src/linear.c linear_forward
      *
@@ -135,7 +145,7 @@ int main(void)
      * $$0.1211 + 0.0640 + 0.2755 + 0.3556 - 0.2697 = 0.5465$$
      *
      * which is `y[0, 0, 0]`. There is a pattern to see too: each row of `x` is
-     * the previous row plus 0.5 in every feature, so each row of `y` is the
+     * the previous row plus $0.5$ in every feature, so each row of `y` is the
      * previous row plus $0.5 \times$ (the sum of each row of `W`). For output 0
      * that is $0.5 \cdot (-0.4215) = -0.2107$: 0.5465, 0.3358, 0.1251, ...
      *
@@ -144,22 +154,18 @@ int main(void)
      *
      * @show src/linear.c linear_forward_naive
      *
-     * The last line of the output compares the two. They agree to below 1e-13,
-     * not exactly: BLAS may add the terms of a dot product in another order,
-     * and floating-point addition is not associative.
+     * The last line of the output compares the two. They agree to below
+     * $10^{-13}$, not exactly: BLAS may add the terms of a dot product in
+     * another order, and floating-point addition is not associative.
      */
-    printf("x has B = 2 sequences of L = 3 positions with D_in = 4\n"
-           "features.  The layer does not care about B and L: it sees\n"
-           "B*L = 6 rows of 4 features, one (6, 4) matrix on x's own\n"
-           "memory, and makes one dgemm with the (5, 4) weight.\n\n");
     gsl_rng *rng = mha_rng_new(2);
     if (!rng)
-        return 1;
+        exit(1);
     linear layer;
     CHECK(linear_init(&layer, "W", 4, 5, 1));
     snprintf(layer.out_name, sizeof layer.out_name, "D_out");
     linear_reset_pytorch(&layer, rng);
-    printf("W, drawn from U(-1/sqrt(D_in), 1/sqrt(D_in)) with seed 2:\n");
+    printf("W:\n");
     tensor_print(stdout, layer.weight, 4);
     printf("b:\n");
     tensor_print(stdout, layer.bias, 4);
@@ -168,7 +174,7 @@ int main(void)
     CHECK(tensor_alloc(SHAPE(2, 3, 4), &x)); // x is (B, L, D_in)
     CHECK(tensor_set_names(x, "B, L, D_in"));
     tensor_fill_arange(x, -1.0, 0.125);
-    printf("x, the numbers -1, -0.875, ... in order:\n");
+    printf("x:\n");
     tensor_print(stdout, x, 4);
     printf("\n");
     trace_to(stdout);
@@ -177,43 +183,48 @@ int main(void)
     printf("\ny = x W^T + b:\n");
     tensor_print(stdout, y, 4);
 
-    printf("\nThe same sums with three plain loops (the reference the tests\n"
-           "hold the fast path to):\n");
     CHECK(linear_forward_naive(&layer, x, &y_naive));
-    double worst = 0;
-    for (size_t i = 0; i < tensor_numel(y); i++) {
-        double d = y->data[i] - y_naive->data[i];
-        worst = d > worst ? d : (-d > worst ? -d : worst);
-    }
-    printf("largest |dgemm - loops| below 1e-13: %s\n", yes_no(worst < 1e-13));
-
-    section("4. What it costs");
-    /*md
-     * The flop count is the one of section 1 with $m = B \cdot L$,
-     * $k = D_{in}$, $n = D_{out}$: $2 \cdot B L D_{in} D_{out} = 240$ here.
-     * With B = 8, L = 512 and D = 512, one projection is 2.1 GFLOP, and
-     * multi-head attention has four of them: 8.6 GFLOP before any attention is
-     * computed. Memory: the weight is $D_{out} D_{in}$ doubles (2 MiB for 512 ×
-     * 512), and the output is a new $B L D_{out}$ tensor (16 MiB here). The
-     * input is not copied.
-     *
-     * The naive loops do the same flops, but an optimized dgemm (OpenBLAS here,
-     * see `make info`) runs them in cache-sized blocks on vector units and is
-     * many times faster on large matrices. That is why the layer must be one
-     * big dgemm.
-     */
-    printf("Each of the B*L*D_out outputs is a D_in-term dot product: one\n"
-           "multiply and one add per term, so 2*B*L*D_in*D_out = %d\n"
-           "floating-point operations here.  In multi-head attention\n"
-           "with B = 8, L = 512, D = 512, each projection is %.1f GFLOP:\n"
-           "this is why the layer must be one big dgemm, not loops.\n",
-           2 * 2 * 3 * 4 * 5, 2.0 * 8 * 512 * 512 * 512 / 1e9);
-
+    printf("\nlargest |dgemm - loops| below 1e-13: %s\n",
+           yes_no(largest_abs_diff(y, y_naive) < 1e-13));
     tensor_free(x);
     tensor_free(y);
     tensor_free(y_naive);
     linear_free(&layer);
     gsl_rng_free(rng);
+}
+
+static void what_it_costs(void)
+{
+    section("4. What it costs");
+    /*md
+     * The flop count is the one of section 1 with $m = B \cdot L$,
+     * $k = D_{in}$, $n = D_{out}$: $2 \cdot B L D_{in} D_{out}$, 240 here.
+     * With B = 8, L = 512 and D = 512, one projection is 2.1 GFLOP (a GFLOP is
+     * $10^9$ flops), and multi-head attention has four of them: 8.6 GFLOP
+     * before any attention is computed. Memory: the weight is
+     * $D_{out} D_{in}$ doubles (2 MiB for 512 × 512), and the output is a new
+     * $B L D_{out}$ tensor (16 MiB here). The input is not copied.
+     *
+     * The naive loops do the same flops, but an optimized dgemm (OpenBLAS here,
+     * see `make info`) runs them in blocks that fit the processor's cache (its
+     * small, fast memory) on vector units (which do several multiply-adds at
+     * once) and is many times faster on large matrices. That is why the layer
+     * must be one big dgemm.
+     */
+    double projection = 2.0 * 8 * 512 * 512 * 512 / 1e9;
+    printf("toy:                     2*B*L*D_in*D_out = %d flops\n",
+           2 * 2 * 3 * 4 * 5);
+    printf("B = 8, L = D = 512:      %.1f GFLOP per projection, "
+           "%.1f GFLOP for four\n", projection, 4 * projection);
+}
+
+int main(void)
+{
+    mha_program_init();
+    one_product();
+    transposes_are_free();
+    linear_layer();
+    what_it_costs();
     return 0;
 }
 

@@ -1,51 +1,90 @@
 /* Chapter 04: scaled dot-product attention, one head.
  *
- * A query asks, the keys answer, the values are what is handed back.  Each
- * query scores every key with a dot product, the masked softmax turns the
- * scores into weights, and the output is the weighted average of the
- * values:
- *
- *     out = softmax(Q K^T / sqrt(d)) V
- *
- * Shapes:
- *   queries (B, Lq, d)    keys (B, Lk, d)    values (B, Lk, dv)
- *   scores and weights (B, Lq, Lk)           out (B, Lq, dv)
+ * Shows attention as a weighted average (one query, four keys), then
+ * d2l's toy through dot_attention_forward with its trace and heatmaps,
+ * dropout in training and evaluation, and why scores are divided by
+ * sqrt(d).  Run it with `make ch04`; the prose is docs/04_*.md.
  */
 
 /*md
- * This chapter builds one attention head. Each query asks a question, each key
- * says what its position offers, and each value is what the position hands
- * back. A query scores every key with a dot product; chapter 03's masked
- * softmax turns the scores into weights; the output for the query is the
- * weighted average of the values. For all queries at once, with
- * $Q \in \mathbb{R}^{L_q \times d}$, $K \in \mathbb{R}^{L_k \times d}$,
- * $V \in \mathbb{R}^{L_k \times d_v}$ per example:
- *
- * $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right) V$$
- *
- * $QK^\top$ is `(Lq, Lk)`: one score per (query, key) pair. The softmax runs
- * along each row, and multiplying by $V$ averages the value rows. Queries and
- * keys need the same size $d$ for the dot product; values may have another.
- *
- * This is the $f$ that every head of multi-head attention runs. Chapter 08 does
- * not write a new one: it cuts the projected queries, keys and values into h
- * pieces and calls this same function on all of them at once, as if the heads
- * were extra examples. Chapter 05 shows the other classic scoring function,
- * additive attention. The first heatmaps appear here, so section 1 starts with
- * how to read one.
+ * This chapter builds one attention head. Section 1 shows what attention
+ * computes on numbers small enough to check by hand. Section 2 shows how to
+ * read the heatmaps that picture it. Section 3 then runs the scaled dot
+ * product, the version that every head of multi-head attention uses, on d2l's
+ * toy example.
  */
-
-#include <math.h>
 
 #include <gsl/gsl_randist.h>
 
 #include "lesson.h"
 
-int main(void)
-{
-    mha_program_init();
+/* d2l's example function, f(x) = 2 sin(x) + x. */
+static double toy_function(double x) { return 2 * sin(x) + x; }
 
-    section("1. Reading a heatmap: the identity");
+static void what_attention_does(void)
+{
+    section("1. What attention does: one query, four keys");
+    /*md
+     * Attention answers a question by looking things up. It has a *query* (the
+     * question) and a list of *key-value pairs*. Each key says what its pair is
+     * about; each value is what the pair hands back. The query is compared
+     * with every key, and each comparison becomes a *weight*. The answer is the
+     * weighted average of the values.
+     *
+     * d2l starts with the oldest example of this, Nadaraya-Watson kernel
+     * regression. The keys are points $x_i$ on a line, the values are
+     * measurements $y_i = f(x_i)$ of a function, here d2l's
+     * $f(x) = 2\sin(x) + x$. To estimate $f$ at a new point $q$ (the query),
+     * score each key by how close it is:
+     *
+     * $$s_i = -\frac{(q - x_i)^2}{2}, \qquad \alpha_i = \mathrm{softmax}(s)_i = \frac{e^{s_i}}{\sum_j e^{s_j}}, \qquad \mathrm{answer} = \sum_i \alpha_i y_i$$
+     *
+     * The softmax is chapter 03's. It makes the weights non-negative and makes
+     * them sum to 1, so the answer is a true average: it lies between the
+     * smallest and the largest value. A key close to the query gets a large
+     * weight; a far one gets almost none.
+     *
+     * The program takes 4 keys, 1, 2, 3 and 4, and the query 2.2. Key 2 is
+     * nearest and gets the largest weight, 0.4100; key 4 is farthest and gets
+     * 0.0828. The weights sum to 1.0000, and the answer is 3.3142. The true
+     * value is $f(2.2) = 3.8170$: with four keys far apart, the average is
+     * pulled towards the smaller values of keys 1 and 4. More keys, closer
+     * together, would give a better estimate. Nothing here was learned: the
+     * scoring rule was chosen by hand.
+     *
+     * Every attention in this book has these parts: queries, keys, values, a
+     * score for each (query, key) pair, a softmax over the keys, and a
+     * weighted average of the values. What changes is the score. Section 3
+     * uses a dot product; chapter 05 uses a small network.
+     */
+    const double query = 2.2;
+    double keys[] = {1, 2, 3, 4}, values[4], scores[4];
+    for (size_t i = 0; i < 4; i++) {
+        values[i] = toy_function(keys[i]);
+        scores[i] = -(query - keys[i]) * (query - keys[i]) / 2;
+    }
+    tensor *s, *w;
+    CHECK(tensor_from_array(SHAPE(4), scores, &s));
+    CHECK(softmax_lastdim(s, &w));
+    printf("query %.1f\n\n", query);
+    printf("  key   value = f(key)     score   weight\n");
+    double sum = 0, answer = 0;
+    for (size_t i = 0; i < 4; i++) {
+        printf("  %3.0f   %14.4f   %7.4f   %6.4f\n", keys[i], values[i],
+               scores[i], w->data[i]);
+        sum += w->data[i];
+        answer += w->data[i] * values[i];
+    }
+    printf("\nsum of the weights:               %.4f\n", sum);
+    printf("weighted average of the values:   %.4f\n", answer);
+    printf("f(query) = 2 sin(2.2) + 2.2:      %.4f\n", toy_function(query));
+    tensor_free(s);
+    tensor_free(w);
+}
+
+static void reading_a_heatmap(void)
+{
+    section("2. Reading a heatmap: the identity");
     /*md
      * A heatmap draws a `(queries, keys)` matrix of weights: row $i$ is query
      * $i$, column $j$ is key $j$, and darker means more weight. The identity is
@@ -58,25 +97,63 @@ int main(void)
      * weight drawn, so compare shades within one picture, not across pictures.
      * The PNG uses a continuous colour scale with a colour bar.
      */
-    printf("A heatmap draws a (queries, keys) matrix of weights: row i is\n"
-           "query i, column j key j, darker means more weight.  The 10 x 10\n"
-           "identity is attention where each query looks only at the key\n"
-           "with its own index:\n\n");
     tensor *eye;
-    CHECK(tensor_alloc(SHAPE(10, 10), &eye));
+    CHECK(tensor_alloc(SHAPE(10, 10), &eye)); // (queries, keys)
     for (size_t i = 0; i < 10; i++)
         *TENSOR_AT(eye, i, i) = 1;
-    heatmap_options eye_opt = {.title = "the identity: query i looks at key i"};
-    CHECK(heatmap_terminal(stdout, eye, &eye_opt));
+    heatmap_options opt = {.title = "the identity: query i looks at key i"};
+    CHECK(heatmap_terminal(stdout, eye, &opt));
     printf("\n");
-    draw_heatmap(eye, &eye_opt, "04_eye");
+    draw_heatmap(eye, &opt, "04_eye");
+    tensor_free(eye);
+}
 
-    section("2. d2l's toy: two examples, ten key-value pairs");
+/* d2l's toy: queries (2, 1, 2) drawn from rng, keys (2, 10, 2) all ones,
+ * values (2, 10, 4) holding 0..39 in each example, valid_lens [2, 6]. */
+static void toy_inputs(gsl_rng *rng, tensor **q, tensor **k, tensor **v,
+                       tensor **lens)
+{
+    CHECK(tensor_alloc(SHAPE(2, 1, 2), q));  // (B, Lq, d)
+    CHECK(tensor_alloc(SHAPE(2, 10, 2), k)); // (B, Lk, d)
+    CHECK(tensor_alloc(SHAPE(2, 10, 4), v)); // (B, Lk, dv)
+    CHECK(tensor_set_names(*q, "B, Lq, d"));
+    CHECK(tensor_set_names(*k, "B, Lk, d"));
+    CHECK(tensor_set_names(*v, "B, Lk, dv"));
+    tensor_fill_normal(*q, rng, 0, 1);
+    tensor_fill(*k, 1);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t t = 0; t < 10; t++)
+            for (size_t j = 0; j < 4; j++)
+                *TENSOR_AT(*v, b, t, j) = (double)(t * 4 + j);
+    CHECK(tensor_from_array(SHAPE(2), (double[]){2, 6}, lens));
+}
+
+static void d2l_toy(gsl_rng *rng)
+{
+    section("3. d2l's toy: two examples, ten key-value pairs");
     /*md
-     * Two examples, each with one query of 2 features, 10 keys and 10 values of
-     * 4 features; example 0 may use 2 keys, example 1 may use 6. The trace
-     * shows the three steps of the formula with their shapes: `Q K^T` makes
-     * `(2, 1, 10)` scores, the masked softmax (scaled by
+     * The scaled dot product scores a query $q$ against a key $k$ with
+     * $q \cdot k / \sqrt{d}$, where $d$ is their number of features (section 5
+     * explains the $\sqrt{d}$). For all queries of an example at once, with
+     * $Q \in \mathbb{R}^{L_q \times d}$, $K \in \mathbb{R}^{L_k \times d}$,
+     * $V \in \mathbb{R}^{L_k \times d_v}$ (one query, key or value per row):
+     *
+     * $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right) V$$
+     *
+     * $QK^\top$ is `(Lq, Lk)`: one score per (query, key) pair. The softmax
+     * runs along each row, and multiplying by $V$ averages the value rows, as
+     * in section 1. Queries and keys need the same size $d$ for the dot
+     * product; values may have another. This is the $f$ that every head of
+     * multi-head attention runs: chapter 08 cuts the projected queries, keys
+     * and values into $h$ pieces and calls this same function on all of them at
+     * once, as if the heads were extra examples.
+     *
+     * d2l's toy has two examples, each with one query of 2 features drawn from
+     * a standard normal (mean 0, variance 1; random seed 4), 10 keys that are
+     * all `(1, 1)`, and 10 values of 4 features holding the numbers 0 to 39.
+     * Example 0 may use 2 keys, example 1 may use 6 (`valid_lens`, chapter 03).
+     * The trace shows the three steps of the formula with their shapes:
+     * `Q K^T` makes `(2, 1, 10)` scores, the masked softmax (scaled by
      * $1/\sqrt{2} = 0.707107$) keeps that shape, and `weights V` gives
      * `(2, 1, 4)`.
      *
@@ -91,96 +168,154 @@ int main(void)
      * $(-2.7993 + 1.1746)/\sqrt{2} = -1.1488$, the same for all 10 keys. Equal
      * scores give equal weights over the valid keys: 1/2 over keys 0-1 in
      * example 0, 1/6 over keys 0-5 in example 1. The outputs are therefore
-     * plain averages of value rows: `[2, 3, 4, 5]` and `[10, 11, 12, 13]`,
-     * whatever the queries are. The toy checks the plumbing (shapes, mask,
-     * averaging), not the scoring.
+     * plain averages of value rows, whatever the queries are:
+     * $(0..3 + 4..7)/2 = $ `[2, 3, 4, 5]` and
+     * $(0..3 + \dots + 20..23)/6 = $ `[10, 11, 12, 13]`. The toy checks the
+     * plumbing (shapes, mask, averaging), not the scoring.
      *
      * The heatmap has one panel per example, each with its single query (the
      * weights `(2, 1, 10)` viewed as a grid `(1, 2, 1, 10)`: one row of 2
      * panels). Look for the mask: two dark cells for example 0, six lighter
      * ones for example 1, and nothing past them. The lighter shade is the
      * point: the same total weight 1 spread over more keys.
-     *
-     * Cost: the scores take $2 \cdot L_q L_k d$ flops per example and the
-     * average $2 \cdot L_q L_k d_v$. Both are one dgemm per example on views of
-     * the inputs; $K$ is read transposed by BLAS, never copied. The
-     * `(B, Lq, Lk)` weights are kept in the struct for the heatmaps.
      */
-    printf("queries (2, 1, 2) from a standard normal (seed 4); keys\n"
-           "(2, 10, 2) all ones; values (2, 10, 4) hold 0..39 as a (10, 4)\n"
-           "block in each example; valid_lens [2, 6].\n\n");
-    gsl_rng *rng = mha_rng_new(4);
-    if (!rng)
-        return 1;
-    tensor *q, *k, *v, *lens, *out;
-    CHECK(tensor_alloc(SHAPE(2, 1, 2), &q));  // (B, Lq, d)
-    CHECK(tensor_alloc(SHAPE(2, 10, 2), &k)); // (B, Lk, d)
-    CHECK(tensor_alloc(SHAPE(2, 10, 4), &v)); // (B, Lk, dv)
-    CHECK(tensor_set_names(q, "B, Lq, d"));
-    CHECK(tensor_set_names(k, "B, Lk, d"));
-    CHECK(tensor_set_names(v, "B, Lk, dv"));
-    tensor_fill_normal(q, rng, 0, 1);
-    tensor_fill(k, 1);
-    for (size_t b = 0; b < 2; b++)
-        for (size_t t = 0; t < 10; t++)
-            for (size_t j = 0; j < 4; j++)
-                *TENSOR_AT(v, b, t, j) = (double)(t * 4 + j);
-    CHECK(tensor_from_array(SHAPE(2), (double[]){2, 6}, &lens));
+    tensor *q, *k, *v, *lens, *out, *grid;
+    toy_inputs(rng, &q, &k, &v, &lens);
     printf("queries:\n");
     tensor_print(stdout, q, 4);
 
     dot_attention attn;
-    CHECK(dot_attention_init(&attn, 0.5)); // dropout 0.5, but evaluation mode
+    CHECK(dot_attention_init(&attn, 0.5)); // dropout 0.5, evaluation mode
     printf("\n");
     trace_to(stdout);
     CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
     trace_to(NULL);
     printf("\nout (2, 1, 4):\n");
     tensor_print(stdout, out, 4);
-    printf("\nEvery key is the same vector, so every key gets the same\n"
-           "score and the weights are uniform over the valid keys: example\n"
-           "0 averages value rows 0-1, example 1 rows 0-5.  By hand:\n"
-           "  (0..3 + 4..7) / 2      = [2, 3, 4, 5]\n"
-           "  (0..3 + ... + 20..23) / 6 = [10, 11, 12, 13]\n"
-           "whatever the queries are.\n\n");
-    printf("weights (2, 1, 10):\n");
+    printf("\nweights (2, 1, 10):\n");
     tensor_print(stdout, attn.weights, 4);
     printf("\n");
-    tensor *wgrid;
-    CHECK(tensor_reshape(attn.weights, DIMS(1, 2, 1, 10), NULL, &wgrid));
-    const char *w_titles[] = {"example 0, valid_len 2", "example 1, valid_len 6"};
-    heatmap_options w_opt = {.titles = w_titles, .ntitles = 2};
-    CHECK(heatmap_terminal(stdout, wgrid, &w_opt));
+    CHECK(tensor_reshape(attn.weights, DIMS(1, 2, 1, 10), NULL, &grid));
+    const char *titles[] = {"example 0, valid_len 2", "example 1, valid_len 6"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2};
+    CHECK(heatmap_terminal(stdout, grid, &opt));
     printf("\n");
-    draw_heatmap(wgrid, &w_opt, "04_weights");
+    draw_heatmap(grid, &opt, "04_weights");
 
-    section("3. Why divide by sqrt(d)?");
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    tensor_free(out);
+    tensor_free(grid);
+    dot_attention_free(&attn);
+}
+
+static void dropout_and_evaluation(void)
+{
+    section("4. Dropout: on in training, off in evaluation");
     /*md
-     * Why the $\sqrt{d}$? If the entries of $q$ and $k$ are independent with
-     * mean 0 and variance 1, each product $q_j k_j$ has variance 1 and their
-     * sum $q \cdot k$ has variance $d$. The measured table agrees: 2.0, 64.1
-     * and 509.7 for d = 2, 64 and 512. At d = 512 the scores have a standard
-     * deviation of about 22.6. Between two random keys that is a gap of tens,
-     * and $e^{20}$ is about $5 \cdot 10^8$: the softmax gives almost all weight
-     * to one key. A saturated softmax has gradients near zero, so training
-     * barely moves it. Dividing by $\sqrt{d}$ brings the variance back to 1 for
-     * every $d$ (the last column), and the weights stay soft enough to learn.
+     * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
+     * the 0.5 did nothing. It is the *dropout* probability. Dropout is a trick
+     * used while a model is trained (chapter 02): at every forward pass each
+     * attention weight is set to 0 with probability $p$, and the weights that
+     * are kept are divided by $1 - p$. A model that cannot count on any single
+     * weight learns to spread what it knows, and it fits its training data
+     * less blindly. The division keeps the output right *on average*: a kept
+     * weight counts double when $p = 0.5$, and half of the weights are kept.
+     *
+     * When the model is used or measured (*evaluation*), random answers are
+     * not wanted, so dropout is switched off and the weights are used as they
+     * are. PyTorch holds this switch in every module: `model.train()` turns
+     * dropout on, `model.eval()` turns it off, and d2l calls
+     * `attention.eval()` before it runs its toy. Here the switch is the
+     * struct's `training` field: 0, evaluation, is the default; 1 needs a
+     * random-number generator in `rng`.
+     *
+     * The program runs the toy of section 3 (queries from random seed 7 this
+     * time; they do not matter) in both modes. In evaluation the output is
+     * the same every time. In training each weight is kept with probability
+     * one half, and a kept weight counts double. In run 1, example 0 kept
+     * only key 1, now with weight 1, so its output is value row 1,
+     * `[4, 5, 6, 7]`; example 1 kept only key 5, worth 1/3, so its output is a
+     * third of value row 5: after dropout the weights no longer sum to 1. In
+     * run 2, example 0 lost both of its weights and its output is all zeros.
+     * The mean over 10000 training runs comes back close to the evaluation
+     * output: that is what the division by $1 - p$ is for.
+     */
+    gsl_rng *rng = mha_rng_new(7);
+    if (!rng)
+        exit(1);
+    tensor *q, *k, *v, *lens, *out;
+    toy_inputs(rng, &q, &k, &v, &lens);
+    dot_attention attn;
+    CHECK(dot_attention_init(&attn, 0.5));
+    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+    printf("evaluation (training = 0), out:\n");
+    tensor_print(stdout, out, 4);
+    tensor_free(out);
+
+    attn.training = 1;
+    attn.rng = rng;
+    for (int run = 1; run <= 2; run++) {
+        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+        printf("training run %d, out:\n", run);
+        tensor_print(stdout, out, 4);
+        tensor_free(out);
+    }
+    const int runs = 10000;
+    double mean[2][4] = {{0}};
+    for (int run = 0; run < runs; run++) {
+        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+        for (size_t b = 0; b < 2; b++)
+            for (size_t j = 0; j < 4; j++)
+                mean[b][j] += *TENSOR_AT(out, b, 0, j) / runs;
+        tensor_free(out);
+    }
+    printf("mean over %d training runs:\n", runs);
+    for (size_t b = 0; b < 2; b++)
+        printf("  example %zu: [%.2f, %.2f, %.2f, %.2f]\n", b, mean[b][0],
+               mean[b][1], mean[b][2], mean[b][3]);
+
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(v);
+    tensor_free(lens);
+    dot_attention_free(&attn);
+    gsl_rng_free(rng);
+}
+
+static void why_sqrt_d(gsl_rng *rng)
+{
+    section("5. Why divide by sqrt(d)?");
+    /*md
+     * If the entries of $q$ and $k$ are independent with mean 0 and variance
+     * 1, each product $q_j k_j$ has variance 1 and their sum $q \cdot k$ has
+     * variance $d$. The program measures it over 20000 random pairs (random
+     * seed 4, continued from section 3), and the table agrees: 2.0, 64.1 and
+     * 509.7 for d = 2, 64 and 512. At d = 512 the scores have a standard
+     * deviation of about $\sqrt{509.7} \approx 22.6$. Between two random keys
+     * that is a gap of tens, and $e^{20}$ is about $5 \cdot 10^8$: the softmax
+     * gives almost all weight to one key.
+     *
+     * Training adjusts the model's parameters a little at a time, in the
+     * direction given by the *gradient*: how much the output changes when a
+     * parameter changes. A softmax with all its weight on one key hardly
+     * changes when its scores move a little, so its gradients are near zero
+     * and training barely moves it. Dividing by $\sqrt{d}$ brings the
+     * variance back to 1 for every $d$ (the last column), and the weights stay
+     * soft enough to learn.
      *
      * In multi-head attention the $d$ here is the size of one head,
      * $d_{model}/h$, not $d_{model}$: chapter 08's trace shows
      * `scale 1/sqrt(20)` for 100 features in 5 heads.
      */
-    printf("If the entries of q and k are independent with mean 0 and\n"
-           "variance 1, q . k is a sum of d such products: variance d.\n"
-           "Large d makes the scores spread out, the softmax saturates\n"
-           "to one key, and learning stalls.  Dividing by sqrt(d) brings\n"
-           "the variance back to 1.  Measured over 20000 random pairs:\n\n");
     printf("     d   var(q . k)   var(q . k / sqrt(d))\n");
     size_t dims[] = {2, 64, 512};
+    const int pairs = 20000;
     for (size_t n = 0; n < 3; n++) {
         size_t d = dims[n];
         double sum = 0, sum2 = 0;
-        const int pairs = 20000;
         for (int s = 0; s < pairs; s++) {
             double dot = 0;
             for (size_t j = 0; j < d; j++)
@@ -192,29 +327,44 @@ int main(void)
         double var = sum2 / pairs - (sum / pairs) * (sum / pairs);
         printf("  %4zu   %10.1f   %20.2f\n", d, var, var / (double)d);
     }
+}
 
-    section("4. Cost");
+static void cost(void)
+{
+    section("6. Cost");
     /*md
-     * For the toy, $2 \cdot 2 \cdot 1 \cdot 10 \cdot (2 + 4) = 240$ flops and
-     * 20 weights. The formula is the important part: with $L_q = L_k = L$, time
-     * and memory grow as $L^2$. One head over $L = 4096$ positions has a
-     * $4096 \times 4096$ weight matrix, 16.8 million doubles (134 MB) per
+     * $QK^\top$ is $B L_q L_k$ dot products of length $d$, and weights times
+     * $V$ another $B L_q L_k d_v$ multiply-adds: $2 B L_q L_k (d + d_v)$
+     * flops. For the toy that is 240 flops and 20 weights. Both products are
+     * one dgemm per example on views of the inputs; $K$ is read transposed by
+     * BLAS, never copied. The `(B, Lq, Lk)` weights are kept in the struct for
+     * the heatmaps.
+     *
+     * The formula is the important part: with $L_q = L_k = L$, time and memory
+     * grow as $L^2$. One head over $L = 4096$ positions has a
+     * $4096 \times 4096$ weight matrix, about 16.8 million doubles (134 MB) per
      * example. That quadratic term is what the memory-efficient attention of a
      * later chapter avoids keeping.
      */
-    printf("Q K^T is B*Lq*Lk dot products of length d, and weights V another\n"
-           "B*Lq*Lk*dv multiply-adds: 2*B*Lq*Lk*(d + dv) flops, and a\n"
-           "(B, Lq, Lk) weight matrix in memory.  Both grow with the square\n"
-           "of the sequence length when Lq = Lk = L.\n");
+    const double L = 4096;
+    printf("toy: 2*B*Lq*Lk*(d + dv) = %d flops, B*Lq*Lk = %d weights\n",
+           2 * 2 * 1 * 10 * (2 + 4), 2 * 1 * 10);
+    printf("L = 4096: L*L = %.1f million weights, %.0f MB per example\n",
+           L * L / 1e6, L * L * sizeof(double) / 1e6);
+}
 
-    tensor_free(eye);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(wgrid);
-    dot_attention_free(&attn);
+int main(void)
+{
+    mha_program_init();
+    gsl_rng *rng = mha_rng_new(4);
+    if (!rng)
+        return 1;
+    what_attention_does();
+    reading_a_heatmap();
+    d2l_toy(rng);
+    dropout_and_evaluation();
+    why_sqrt_d(rng);
+    cost();
     gsl_rng_free(rng);
     return 0;
 }
@@ -223,17 +373,17 @@ int main(void)
  * ## Exercises
  *
  * 1. Distance-based attention: replace the score $q \cdot k / \sqrt{d}$ by
- *    $-\lVert q - k \rVert^2 / 2$. Expand the square and show that the softmax
- *    over keys of this score equals the softmax of
+ *    $-\lVert q - k \rVert^2 / 2$, the score of section 1. Expand the square
+ *    and show that the softmax over keys of this score equals the softmax of
  *    $q \cdot k - \lVert k \rVert^2 / 2$ (the $\lVert q \rVert^2$ term
  *    cancels). When does it give exactly the same weights as the unscaled dot
- *    product? What would it give on the toy of section 2, where all keys are
+ *    product? What would it give on the toy of section 3, where all keys are
  *    `(1, 1)`?
  * 2. Change key 1 of example 0 to `(0, 0)` and keep the rest. Compute by hand
- *    the weights of example 0 and its output. (You should find weights 0.2407
- *    and 0.7593.)
+ *    the weights of example 0 and its output. (One of the two weights is
+ *    $1/(1 + e^{-1.1488}) = 0.7593$.)
  * 3. Drop the division by $\sqrt{d}$: for d = 512 and 10 random keys, what is
- *    the typical largest weight of a query? Estimate it by modifying section 3
+ *    the typical largest weight of a query? Estimate it by modifying section 5
  *    (draw a query and 10 keys, softmax the 10 scores, average the maximum over
  *    many draws), then again with the division.
  * 4. With B = 8, h = 16 heads and $L_q = L_k = 4096$, how much memory do the

@@ -1,16 +1,9 @@
 /* Chapter 06: splitting heads, transpose_qkv and transpose_output.
  *
- * h heads could be h separate attention modules, each with its own small
- * projections.  d2l computes all of them at once instead: one big
- * projection to d_model = h * p features, then a reshuffle that makes the
- * h heads of each example look like h extra examples of the batch.  That
- * reshuffle is transpose_qkv; transpose_output undoes it.
- *
- * Shapes: B batch, n positions, d_model features, h heads, p = d_model/h.
- *   transpose_qkv     (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p)
- *                                     -> (B*h, n, p)
- *   transpose_output  (B*h, n, p) -> (B, h, n, p) -> (B, n, h, p)
- *                                 -> (B, n, d_model)
+ * Shows d2l's (1, 2, 16) cut into 8 heads with its trace, where each
+ * number lands, what goes wrong with a straight reshape, which steps
+ * copy, and the way back.  Run it with `make ch06`; the prose is
+ * docs/06_*.md.
  */
 
 /*md
@@ -18,9 +11,13 @@
  * queries and keys at once, so it can only attend in one way. Multi-head
  * attention runs $h$ heads side by side. Each has its own learned projections,
  * and so its own view of the data: one head may follow the previous word,
- * another the subject of the sentence. In d2l's notation, head $i$ is
+ * another the subject of the sentence. With $q$, $k$ and $v$ rows, as in
+ * chapter 02, head $i$ is
  *
- * $$h_i = f\left(W_i^{(q)} q,\; W_i^{(k)} k,\; W_i^{(v)} v\right) \in \mathbb{R}^{p}, \qquad p = d_{model}/h$$
+ * $$h_i = f\left(q W_i^{(q)\top},\; k W_i^{(k)\top},\; v W_i^{(v)\top}\right) \in \mathbb{R}^{1 \times p}, \qquad p = d_{model}/h$$
+ *
+ * where $f$ is chapter 04's attention and each $W_i$ is a learned weight with
+ * $p$ rows, stored as PyTorch stores it.
  *
  * Running $h$ small attentions one after the other would be slow. d2l does
  * something else. It makes *one* big projection to $d_{model} = h \cdot p$
@@ -40,7 +37,7 @@
 
 #include "lesson.h"
 
-/* Print one head's (n, p) block from the (B*h, n, p) result. */
+/* Print one head's (n, p) block from a (B*h, n, p) tensor. */
 static void show_head(const tensor *heads, size_t row, size_t h)
 {
     printf("  row %2zu = example %zu, head %zu:", row, row / h, row % h);
@@ -53,15 +50,13 @@ static void show_head(const tensor *heads, size_t row, size_t h)
     printf("\n");
 }
 
-int main(void)
+static void d2l_example(void)
 {
-    mha_program_init();
-
     section("1. d2l's example: (1, 2, 16) into 8 heads");
     /*md
-     * One sequence of 2 positions with 16 features, the numbers 0..31, cut into
-     * 8 heads of 2 features. The trace shows each step with its shape, numeric
-     * and symbolic:
+     * One sequence (B = 1) of n = 2 positions with $d_{model}$ = 16 features,
+     * the numbers 0 to 31, cut into h = 8 heads of p = 16/8 = 2 features. The
+     * trace shows each step with its shape, numeric and symbolic:
      *
      * - `reshape(1, 2, 8, -1)`: `(1, 2, 16)` to `(1, 2, 8, 2)`. Each position's
      *   16 features become 8 groups of 2, one group per head. A view.
@@ -74,20 +69,18 @@ int main(void)
      *
      * @show src/multihead.c transpose_qkv
      */
-    printf("X holds one sequence (B = 1) of n = 2 positions with\n"
-           "d_model = 16 features, the numbers 0..31.  With h = 8 heads\n"
-           "each head gets p = 16/8 = 2 features of every position.\n\n");
-    tensor *x;
-    CHECK(tensor_alloc(SHAPE(1, 2, 16), &x)); // x is (B, n, d_model)
-    CHECK(tensor_set_names(x, "B, n, d_model"));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = counting_tensor(1, 2, 16), *heads;
     tensor_print(stdout, x, 0);
     printf("\n");
     trace_to(stdout);
-    tensor *heads;
     CHECK(transpose_qkv(x, 8, &heads)); // heads is (B*h, n, p)
     trace_to(NULL);
+    tensor_free(x);
+    tensor_free(heads);
+}
 
+static void where_each_number_goes(void)
+{
     section("2. Where each number goes");
     /*md
      * Row $b \cdot h + i$ of the result is head $i$ of example $b$: features
@@ -96,29 +89,116 @@ int main(void)
      * positions. Nothing is mixed across positions; each head gets a narrow
      * vertical strip of the `(n, d_model)` matrix.
      *
-     * The index rule in the output, `x[b, i, j]` to `[b*h + j/p, i, j % p]`, is
-     * the one the tests check over a table of shapes. With `x[0, 1, 5] = 21`:
-     * feature 5 belongs to head $\lfloor 5/2 \rfloor = 2$, slot
-     * $5 \bmod 2 = 1$, so it lands at `heads[2, 1, 1]`, and the output reads 21
-     * there.
+     * In general `x[b, i, j]` lands at `[b*h + j/p, i, j % p]`, the rule the
+     * tests check over a table of shapes. With `x[0, 1, 5] = 21`: feature 5
+     * belongs to head $\lfloor 5/2 \rfloor = 2$, slot $5 \bmod 2 = 1$, so it
+     * lands at `heads[2, 1, 1]`, and the output reads 21 there.
      */
-    printf("Row b*h + i of the result is head i of example b: the\n"
-           "features i*p .. i*p + p - 1 of every position of example b.\n\n");
+    tensor *x = counting_tensor(1, 2, 16), *heads;
+    CHECK(transpose_qkv(x, 8, &heads));
     for (size_t r = 0; r < heads->shape[0]; r++)
         show_head(heads, r, 8);
-    printf("\nIn general x[b, i, j] lands at [b*h + j/p, i, j %% p].\n"
-           "For example x[0, 1, 5] = %.0f is feature 5 = 2*2 + 1 of\n"
-           "position 1, so it goes to head 5/2 = 2, slot 5 %% 2 = 1:\n"
-           "heads[2, 1, 1] = %.0f\n",
+    printf("\nx[0, 1, 5] = %.0f    heads[2, 1, 1] = %.0f\n",
            *TENSOR_AT(x, 0, 1, 5), *TENSOR_AT(heads, 2, 1, 1));
+    tensor_free(x);
+    tensor_free(heads);
+}
 
-    section("3. Which steps copy");
+/* q = k = v = x through chapter 04's attention, heads split by `split`
+ * (1: transpose_qkv and transpose_output; 0: a straight reshape to
+ * (B*h, n, p) and back).  out is (B, n, d_model). */
+static void attend_split(const tensor *x, size_t h, int split, tensor **out)
+{
+    size_t B = x->shape[0], n = x->shape[1], p = x->shape[2] / h;
+    tensor *heads, *o;
+    dot_attention attn;
+    CHECK(dot_attention_init(&attn, 0));
+    if (split)
+        CHECK(transpose_qkv(x, h, &heads));
+    else
+        CHECK(tensor_reshape(x, DIMS((long)(B * h), (long)n, (long)p), NULL,
+                             &heads));
+    CHECK(dot_attention_forward(&attn, heads, heads, heads, NULL, &o));
+    if (split)
+        CHECK(transpose_output(o, h, out));
+    else
+        CHECK(tensor_reshape(o, DIMS((long)B, (long)n, -1), NULL, out));
+    tensor_free(heads);
+    tensor_free(o);
+    dot_attention_free(&attn);
+}
+
+static void the_straight_reshape(void)
+{
+    section("3. Why not reshape straight to (B*h, n, p)?");
     /*md
-     * With B = 2 the last step copies. The permuted tensor `(2, 8, 2, 2)` has
-     * strides `(32, 2, 16, 1)`. Merging B and h would need the batch stride 32
-     * to equal $h \cdot p = 8 \cdot 2 = 16$, and it does not. The copy packs
-     * the blocks in the new order: row 8, the first head of example 1, is
-     * `[32, 33]` and `[48, 49]`.
+     * The question everyone asks: the target is `(B*h, n, p)`, and
+     * `(1, 2, 16)` has as many numbers as `(8, 2, 2)`, so why not one reshape
+     * and no permute? Because a reshape never moves a number. It reads the
+     * buffer in order, 0, 1, 2, ..., and cuts it into the new shape: the
+     * first head gets the first $n \cdot p = 4$ numbers, `[0, 1]` and
+     * `[2, 3]`. Those are features 0-3 of position 0. The head's "positions"
+     * are now pieces of one position, and rows 0-3 hold only position 0,
+     * rows 4-7 only position 1.
+     *
+     * Nothing fails: every shape is right, and the attention runs. But it
+     * computes something else. Within a head, attention compares its rows with
+     * each other, and those rows are no longer positions: a head never sees
+     * the other position at all. The program runs chapter 04's attention on
+     * one input both ways, with queries, keys and values all equal to a
+     * `(1, 2, 16)` drawn from a standard normal (random seed 6), and puts the
+     * heads back together each way (`transpose_output` for the right split, a
+     * straight reshape back for the wrong one). The outputs disagree already in
+ * position 0's first features, by up to 1.6987 over the 32 outputs.
+     *
+     * The permute is what keeps each position a position. The test suite pins
+     * this down by hand on a smaller case, `(1, 2, 4)` with 2 heads
+     * (`heads/straight_reshape_*` in `tests/test_multihead.c`).
+     */
+    tensor *x = counting_tensor(1, 2, 16), *wrong;
+    trace_to(stdout);
+    CHECK(tensor_reshape(x, DIMS(8, 2, 2), "B*h, n, d_model/h", &wrong));
+    trace_to(NULL);
+    printf("\n");
+    for (size_t r = 0; r < wrong->shape[0]; r++)
+        show_head(wrong, r, 8);
+    tensor_free(x);
+    tensor_free(wrong);
+
+    gsl_rng *rng = mha_rng_new(6);
+    if (!rng)
+        exit(1);
+    tensor *r, *right_out, *wrong_out;
+    CHECK(tensor_alloc(SHAPE(1, 2, 16), &r));
+    tensor_fill_normal(r, rng, 0, 1);
+    attend_split(r, 8, 1, &right_out);
+    attend_split(r, 8, 0, &wrong_out);
+    printf("\nattention output, position 0, features 0-3:\n");
+    printf("  permute, then reshape:  %8.4f %8.4f %8.4f %8.4f\n",
+           right_out->data[0], right_out->data[1], right_out->data[2],
+           right_out->data[3]);
+    printf("  straight reshape:       %8.4f %8.4f %8.4f %8.4f\n",
+           wrong_out->data[0], wrong_out->data[1], wrong_out->data[2],
+           wrong_out->data[3]);
+    printf("largest difference over all 32 outputs: %.4f\n",
+           largest_abs_diff(right_out, wrong_out));
+    tensor_free(r);
+    tensor_free(right_out);
+    tensor_free(wrong_out);
+    gsl_rng_free(rng);
+}
+
+static void which_steps_copy(void)
+{
+    section("4. Which steps copy");
+    /*md
+     * In section 1 every step was a view: with B = 1 even the last reshape can
+     * walk the permuted memory with one stride per axis. With B = 2 (the
+     * numbers 0 to 63) the last step copies. The permuted tensor
+     * `(2, 8, 2, 2)` has strides `(32, 2, 16, 1)`. Merging B and h would need
+     * the batch stride 32 to equal $h \cdot p = 8 \cdot 2 = 16$, and it does
+     * not. The copy packs the blocks in the new order: row 8, the first head
+     * of example 1, is `[32, 33]` and `[48, 49]`.
      *
      * Cost: the copy moves $B \cdot n \cdot d_{model} = 64$ doubles, and the
      * module makes three of them (queries, keys, values). That is small next to
@@ -126,15 +206,7 @@ int main(void)
      * memory traffic, though, and a faster implementation can avoid it by
      * handing each head to BLAS as a strided view instead.
      */
-    printf("Above, every step was a view: with B = 1 even the last reshape\n"
-           "can walk the permuted memory with one stride per axis.  With\n"
-           "B = 2 (the numbers 0..63) the last reshape has to copy, because\n"
-           "no single stride steps through both the heads (stride p = 2)\n"
-           "and the examples (stride n*d_model = 32):\n\n");
-    tensor *x2, *heads2;
-    CHECK(tensor_alloc(SHAPE(2, 2, 16), &x2)); // x2 is (B, n, d_model)
-    CHECK(tensor_set_names(x2, "B, n, d_model"));
-    tensor_fill_arange(x2, 0, 1);
+    tensor *x2 = counting_tensor(2, 2, 16), *heads2;
     trace_to(stdout);
     CHECK(transpose_qkv(x2, 8, &heads2)); // heads2 is (B*h, n, p)
     trace_to(NULL);
@@ -143,12 +215,13 @@ int main(void)
     show_head(heads2, 7, 8);
     show_head(heads2, 8, 8);
     show_head(heads2, 15, 8);
-    printf("\nThe copy moves B*n*d_model = 64 doubles.  That is cheap next\n"
-           "to the projections around it (2*B*n*d_model^2 flops each), but\n"
-           "it is still memory traffic a fast implementation avoids by\n"
-           "reading each head through a strided view instead.\n");
+    tensor_free(x2);
+    tensor_free(heads2);
+}
 
-    section("4. And back: transpose_output");
+static void and_back(void)
+{
+    section("5. And back: transpose_output");
     /*md
      * After attention each head's output is `(n, p)` again, stacked as
      * `(B*h, n, p)`. `transpose_output` undoes the split in the opposite order:
@@ -160,47 +233,46 @@ int main(void)
      *
      * @show src/multihead.c transpose_output
      *
-     * The round trip gives back X *exactly* (`equals X exactly: yes`), not just
-     * to rounding: these functions only move numbers, they never compute with
-     * them.
+     * The round trip gives back X *exactly*, not just to rounding: these
+     * functions only move numbers, they never compute with them.
      */
-    printf("After attention each head's output is (n, p) again, stacked\n"
-           "as (B*h, n, p).  transpose_output runs the steps backwards and\n"
-           "puts the heads of each position side by side:\n\n");
-    tensor *back;
+    tensor *x2 = counting_tensor(2, 2, 16), *heads2, *back;
+    CHECK(transpose_qkv(x2, 8, &heads2));
     trace_to(stdout);
     CHECK(transpose_output(heads2, 8, &back)); // back is (B, n, d_model)
     trace_to(NULL);
-    double worst = 0;
-    for (size_t b = 0; b < 2; b++)
-        for (size_t i = 0; i < 2; i++)
-            for (size_t j = 0; j < 16; j++) {
-                double d = *TENSOR_AT(back, b, i, j) - *TENSOR_AT(x2, b, i, j);
-                worst = d > worst ? d : (-d > worst ? -d : worst);
-            }
     printf("\ntranspose_output(transpose_qkv(X)) equals X exactly: %s\n",
-           yes_no(worst == 0));
-
-    section("5. When d_model does not divide into h heads");
-    /*md
-     * Every head needs the same number of features, so $h$ must divide
-     * $d_{model}$. With 16 features and 3 heads, `transpose_qkv` refuses with
-     * `GSL_EBADLEN` (status 19) and says what it got:
-     * `d_model 16 is not divisible by num_heads 3`. The module checks the same
-     * thing when it is created, so the error appears before any data is
-     * touched.
-     */
-    printf("Each head needs the same number of features, so h must divide\n"
-           "d_model.  Asking for 3 heads of 16 features:\n\n");
-    tensor *bad;
-    int status = transpose_qkv(x, 3, &bad);
-    printf("status %d: %s\n", status, mha_last_error());
-
-    tensor_free(x);
-    tensor_free(heads);
+           yes_no(largest_abs_diff(back, x2) == 0));
     tensor_free(x2);
     tensor_free(heads2);
     tensor_free(back);
+}
+
+static void not_divisible(void)
+{
+    section("6. When d_model does not divide into h heads");
+    /*md
+     * Every head needs the same number of features, so $h$ must divide
+     * $d_{model}$. Asked for 3 heads of 16 features, `transpose_qkv` refuses
+     * with `GSL_EBADLEN` (status 19) and says what it got. The module checks
+     * the same thing when it is created, so the error appears before any data
+     * is touched.
+     */
+    tensor *x = counting_tensor(1, 2, 16), *bad;
+    int status = transpose_qkv(x, 3, &bad);
+    printf("status %d: %s\n", status, mha_last_error());
+    tensor_free(x);
+}
+
+int main(void)
+{
+    mha_program_init();
+    d2l_example();
+    where_each_number_goes();
+    the_straight_reshape();
+    which_steps_copy();
+    and_back();
+    not_divisible();
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #ifndef MHA_LESSON_H
 #define MHA_LESSON_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,28 @@ static inline void show_layout(const char *name, const tensor *t)
 }
 
 static inline const char *yes_no(int b) { return b ? "yes" : "no"; }
+
+/* A new (B, n, d_model) tensor holding 0, 1, 2, ... in order, with the
+ * lesson's axis names: d2l's example input.  The caller frees it. */
+static inline tensor *counting_tensor(size_t B, size_t n, size_t d_model)
+{
+    tensor *x;
+    CHECK(tensor_alloc(SHAPE(B, n, d_model), &x));
+    CHECK(tensor_set_names(x, "B, n, d_model"));
+    tensor_fill_arange(x, 0, 1);
+    return x;
+}
+
+/* Largest |a - b| over two tensors of the same shape and layout. */
+static inline double largest_abs_diff(const tensor *a, const tensor *b)
+{
+    double worst = 0;
+    for (size_t i = 0; i < tensor_numel(a); i++) {
+        double d = fabs(a->data[i] - b->data[i]);
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
 
 /* Where pictures go: $MHA_PLOTS_DIR if set (the tests point it at a
  * scratch directory), else plots/ of the repository. */

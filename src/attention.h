@@ -16,7 +16,7 @@
  *
  * Both poolings differ only in how they score a query against a key:
  *   scaled dot product  score(q, k) = q . k / sqrt(d)
- *   additive            score(q, k) = w_v . tanh(W_q q + W_k k)
+ *   additive            score(q, k) = tanh(q W_q^T + k W_k^T) w_v^T
  * then masked_softmax turns the scores of each query into weights.
  *
  * Dropout on the weights, as in d2l.  In training mode (training = 1) with
@@ -104,7 +104,7 @@ int additive_attention_init(additive_attention *a, size_t key_size,
                             double dropout);
 void additive_attention_free(additive_attention *a);
 
-/* out = softmax(w_v . tanh(W_q q + W_k k), masked by valid_lens) V.
+/* out = softmax(tanh(q W_q^T + k W_k^T) w_v^T, masked by valid_lens) V.
  *
  * queries (B, Lq, q_size) and keys (B, Lk, k_size) are projected to
  * num_hiddens features each; every query is added to every key by

@@ -132,6 +132,80 @@ Test(heads, transpose_errors)
     tensor_free(x2);
 }
 
+/* Chapter 06's wrong turn, by hand.  x is (B, n, d_model) = (1, 2, 4),
+ * position 0 = [1, 2, 3, 4], position 1 = [5, 6, 7, 8], h = 2, p = 2.
+ * transpose_qkv: head 0 = features 0-1 of both positions,
+ *   [[1, 2], [5, 6]]; head 1 = [[3, 4], [7, 8]].
+ * A straight reshape to (B*h, n, p) instead: head 0 = [[1, 2], [3, 4]],
+ *   all of position 0; head 1 = [[5, 6], [7, 8]], all of position 1. */
+Test(heads, straight_reshape_puts_one_position_in_a_head)
+{
+    tensor *x, *right, *wrong;
+    OK(tensor_from_array(SHAPE(1, 2, 4), (double[]){1, 2, 3, 4, 5, 6, 7, 8},
+                         &x));
+    OK(transpose_qkv(x, 2, &right));
+    OK(tensor_reshape(x, DIMS(2, 2, 2), NULL, &wrong));
+    const double want_right[] = {1, 2, 5, 6, 3, 4, 7, 8};
+    const double want_wrong[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    size_t k = 0;
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < 2; i++)
+            for (size_t j = 0; j < 2; j++, k++) {
+                cr_expect_eq(*TENSOR_AT(right, r, i, j), want_right[k],
+                             "transpose_qkv [%zu, %zu, %zu]", r, i, j);
+                cr_expect_eq(*TENSOR_AT(wrong, r, i, j), want_wrong[k],
+                             "straight reshape [%zu, %zu, %zu]", r, i, j);
+            }
+    tensor_free(x);
+    tensor_free(right);
+    tensor_free(wrong);
+}
+
+/* The same values attended with keys all zero: every weight is 1/2, so
+ * each head's output, at both of its rows, is the mean of its two value
+ * rows.  Right split: head 0 -> [3, 4], head 1 -> [5, 6], and both
+ * positions read [3, 4, 5, 6].  Straight reshape: head 0 -> [2, 3] twice,
+ * head 1 -> [6, 7] twice, read back as position 0 = [2, 3, 2, 3] and
+ * position 1 = [6, 7, 6, 7]: no position ever sees the other. */
+Test(heads, straight_reshape_changes_the_attention_output)
+{
+    tensor *v, *k, *vh, *kh, *o, *out;
+    OK(tensor_from_array(SHAPE(1, 2, 4), (double[]){1, 2, 3, 4, 5, 6, 7, 8},
+                         &v));
+    OK(tensor_alloc(SHAPE(1, 2, 4), &k)); // zeros: equal scores
+    dot_attention attn;
+    OK(dot_attention_init(&attn, 0));
+
+    OK(transpose_qkv(v, 2, &vh));
+    OK(transpose_qkv(k, 2, &kh));
+    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o));
+    OK(transpose_output(o, 2, &out));
+    const double want_right[] = {3, 4, 5, 6, 3, 4, 5, 6};
+    for (size_t i = 0; i < 8; i++)
+        cr_expect_float_eq(out->data[i], want_right[i], 1e-12, "right [%zu]",
+                           i);
+    tensor_free(vh);
+    tensor_free(kh);
+    tensor_free(o);
+    tensor_free(out);
+
+    OK(tensor_reshape(v, DIMS(2, 2, 2), NULL, &vh));
+    OK(tensor_reshape(k, DIMS(2, 2, 2), NULL, &kh));
+    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o));
+    OK(tensor_reshape(o, DIMS(1, 2, 4), NULL, &out));
+    const double want_wrong[] = {2, 3, 2, 3, 6, 7, 6, 7};
+    for (size_t i = 0; i < 8; i++)
+        cr_expect_float_eq(out->data[i], want_wrong[i], 1e-12, "wrong [%zu]",
+                           i);
+    tensor_free(vh);
+    tensor_free(kh);
+    tensor_free(o);
+    tensor_free(out);
+    tensor_free(v);
+    tensor_free(k);
+    dot_attention_free(&attn);
+}
+
 /* --- repeat_valid_lens ----------------------------------------------- */
 
 Test(heads, repeat_interleave_order_1d)
