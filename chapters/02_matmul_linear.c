@@ -124,8 +124,8 @@ static void linear_layer(void)
     section("3. The Linear layer over (B, L, D_in)");
     /*md
      * Now the real layer. `x` is `(2, 3, 4)`: B = 2 sequences of L = 3
-     * positions with 4 features, the numbers -1, -0.875, ... in steps of
-     * 0.125. `linear_forward` ignores how the leading axes are split; it sees
+     * positions with 4 features, the numbers `-1, -0.875, ...` in steps of
+     * `0.125`. `linear_forward` ignores how the leading axes are split; it sees
      * $2 \cdot 3 = 6$ rows of 4 features, wraps `x`'s own memory as a `(6, 4)`
      * GSL matrix, and makes one dgemm with the `(5, 4)` weight. The result is
      * written straight into `y`, a new `(2, 3, 5)` tensor; the trace line says

@@ -194,8 +194,8 @@ static void causal_mask(void)
      * In a decoder, position $i$ must not see later positions. As `valid_lens`
      * that is the `(B, L)` table whose every row is `1, 2, ..., L`: query $i$
      * sees keys $0, \dots, i$. With all scores equal (zero), query $i$ spreads
-     * its weight evenly over $i + 1$ keys: 1, 0.5, 0.3333, 0.25, 0.2, 0.1667
-     * down the diagonal, a lower triangle.
+     * its weight evenly over $i + 1$ keys: 1.0000, 0.5000, 0.3333, 0.2500,
+     * 0.2000, 0.1667 down the diagonal, a lower triangle.
      *
      * The heatmap shows the weights as a picture: row $i$ is query $i$, column
      * $j$ is key $j$, darker means more weight. Look for the lower triangle,
@@ -266,7 +266,7 @@ int main(void)
  * 1. Compute by hand the weights of row `(0, 1)` in section 3 (scores 0.2909,
  *    0.1213, 0.5108, 0.5693, length 3) and compare them with the output.
  * 2. Multiply the two valid scores of row `(0, 0)` in section 2 by 10, then by
- *    0.1, and compute the weights again. Which limit makes the softmax pick the
+ *    a tenth, and compute the weights again. Which limit makes the softmax pick the
  *    largest score, which makes it uniform? Keep the answer for chapter 04's
  *    division by $\sqrt{d}$.
  * 3. `valid_lens` can only hide the keys *after* a position. Which of these

@@ -117,7 +117,7 @@ static void whole_trace(lesson *l)
      *
      * @show src/linear.c linear_reset_xavier_uniform
      *
-     * The module was made with dropout 0.5, but runs in evaluation mode, so
+     * The module was made with `dropout = 0.5`, but runs in evaluation mode, so
      * nothing is dropped (chapter 04 explains dropout and the two modes).
      *
      * The whole forward pass is one function, `multihead_forward_cached`;
@@ -325,7 +325,7 @@ int main(void)
  * 2. Visualize the attention weights of multiple heads. Change the standard
  *    deviation of the inputs in section 3 from 2 to 1, then to 4, and look at
  *    `plots/08_heads.png` each time. Describe how the panels change, and
- *    explain it with chapter 04's section 3.
+ *    explain it with chapter 04's section 5.
  * 3. Design an experiment to measure how important each head is. Hint: head $i$
  *    reaches the output only through columns $i p$ to $i p + p - 1$ of W_o
  *    (chapter 09, section 4), so zeroing them removes exactly that head. What

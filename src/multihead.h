@@ -13,8 +13,9 @@
  *   out (B, Lq, D_out); per-head weights (B, h, Lq, Lk)
  *
  * The forward pass, step by step:
- *   1. project: Q = W_q queries, K = W_k keys, V = W_v values, each
- *      (B, L, d_model), one Linear layer each (PyTorch weight layout).
+ *   1. project: Q = queries W_q^T, K = keys W_k^T, V = values W_v^T
+ *      (rows, as PyTorch computes), each (B, L, d_model), one Linear
+ *      layer each (PyTorch weight layout).
  *   2. split heads, transpose_qkv:
  *        (B, L, d_model) -reshape-> (B, L, h, d_model/h)
  *                        -permute(0, 2, 1, 3)-> (B, h, L, d_model/h)

@@ -371,29 +371,8 @@ Test(docs, stale_numbers_finds_a_planted_number)
     free(prose);
 }
 
-/* Numbers chapters 01-07 quote that their transcripts do not print yet.
- * Those chapters are being rewritten to the rule on another branch; empty
- * this list once that work is merged. */
-static const char *const pending[][2] = {
-    {"02", "0.5"},    {"02", "8.6"},    {"03", "709.78"}, {"03", "0.2"},
-    {"03", "0.1"},    {"04", "22.6"},   {"04", "16.8"},   {"04", "0.2407"},
-    {"04", "0.7593"}, {"05", "0.28"},   {"05", "2.1"},
-};
-
-static int pending_number(const char *chapter, const char *number)
-{
-    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
-        if (strncmp(chapter, pending[i][0], 2) == 0 &&
-            strcmp(number, pending[i][1]) == 0)
-            return 1;
-    return 0;
-}
-
 Test(docs, numbers_in_the_prose_are_printed)
 {
-    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
-        cr_assert_lt(strcmp(pending[i][0], "08"), 0,
-                     "the pending list is for chapters 01-07 only");
     DIR *d = opendir("chapters");
     cr_assert_not_null(d);
     struct dirent *e;
@@ -412,15 +391,10 @@ Test(docs, numbers_in_the_prose_are_printed)
         cr_assert_not_null(src);
         cr_assert_not_null(transcript, "%s is missing", path);
         char *prose = chapter_prose(src);
-        char missing[4096], left[4096] = "";
+        char missing[4096];
         stale_numbers(prose, transcript, missing, sizeof missing);
-        for (char *tok = strtok(missing, " "); tok; tok = strtok(NULL, " "))
-            if (!pending_number(e->d_name, tok)) {
-                size_t used = strlen(left);
-                snprintf(left + used, sizeof left - used, " %s", tok);
-            }
-        cr_expect_str_empty(left, "chapters/%s quotes numbers its transcript "
-                            "does not print:%s", e->d_name, left);
+        cr_expect_str_empty(missing, "chapters/%s quotes numbers its transcript "
+                            "does not print: %s", e->d_name, missing);
         free(prose);
         free(src);
         free(transcript);
