@@ -858,6 +858,20 @@ static void write_charts(const row *rows, const double *gsl_fast,
     render("plots/bench_forward.gp");
 }
 
+/* The 1-, 5- and 15-minute load averages, as /proc/loadavg gives them:
+ * how busy the machine was while the numbers were taken. */
+static void load_average(char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a[3];
+    if (f && fscanf(f, "%lf %lf %lf", &a[0], &a[1], &a[2]) == 3)
+        snprintf(buf, n, "%.2f %.2f %.2f", a[0], a[1], a[2]);
+    else
+        snprintf(buf, n, "unknown");
+    if (f)
+        fclose(f);
+}
+
 static void cpu_model(char *buf, size_t n)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -990,7 +1004,10 @@ int main(int argc, char **argv)
     snprintf(machine, sizeof machine,
              "%s, %ld cores; %s; %d OpenMP threads, %d OpenBLAS threads", cpu,
              cores, mha_cblas_name(), threads_count(), threads_blas());
-    say("# bench\n\nmachine: %s\n", machine);
+    char load_start[64], load_end[64];
+    load_average(load_start, sizeof load_start);
+    say("# bench\n\nmachine: %s\nload average at the start: %s\n", machine,
+        load_start);
     torch_child torch;
     if (!strchr(parts, '1'))
         torch_script = NULL;
@@ -1021,8 +1038,13 @@ int main(int argc, char **argv)
         part_memory(self, te, me, tt, mt);
     cli_result cli;
     part_cli(strchr(parts, '5') ? mha : NULL, self, rows, &cli);
+    load_average(load_end, sizeof load_end);
+    say("\nload average at the end: %s\n", load_end);
+    char where[1024];
+    snprintf(where, sizeof where, "%s; load average %s at the start, %s at "
+             "the end", machine, load_start, load_end);
     write_charts(rows, gsl_fast, te, me, tt, mt, &cli);
-    write_markdown(machine, torch.pid ? torch.version : "not measured", rows,
+    write_markdown(where, torch.pid ? torch.version : "not measured", rows,
                    gsl_dgemm, gsl_fast, overhead, te, me, tt, mt, &cli);
     say("\ncharts: plots/bench_mha.{png,svg}, plots/bench_memory.{png,svg}, "
         "plots/bench_forward.{png,svg}; "
