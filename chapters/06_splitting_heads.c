@@ -149,7 +149,7 @@ static void the_straight_reshape(void)
      * `(1, 2, 16)` drawn from a standard normal (random seed 6), and puts the
      * heads back together each way (`transpose_output` for the right split, a
      * straight reshape back for the wrong one). The outputs disagree already in
- * position 0's first features, by up to 1.6987 over the 32 outputs.
+     * position 0's first features, by up to 1.6987 over the 32 outputs.
      *
      * The permute is what keeps each position a position. The test suite pins
      * this down by hand on a smaller case, `(1, 2, 4)` with 2 heads
