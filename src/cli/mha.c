@@ -797,6 +797,13 @@ static int cmd_heatmap(int argc, char **argv)
     return status;
 }
 
+/* A command stopped by an exercise not written yet (a student's handout)
+ * exits with its own status, MHA_EXIT_EXERCISE. */
+static int exit_status(int status)
+{
+    return status && mha_unwritten_exercise() ? MHA_EXIT_EXERCISE : status;
+}
+
 int main(int argc, char **argv)
 {
     mha_program_init();
@@ -816,19 +823,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "trace") == 0) {
         cli_set_command("mha trace");
-        return cmd_trace(argc - 2, argv + 2);
+        return exit_status(cmd_trace(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "quiz") == 0) {
         cli_set_command("mha quiz");
-        return cmd_quiz(argc - 2, argv + 2);
+        return exit_status(cmd_quiz(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "forward") == 0) {
         cli_set_command("mha forward");
-        return cmd_forward(argc - 2, argv + 2);
+        return exit_status(cmd_forward(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "heatmap") == 0) {
         cli_set_command("mha heatmap");
-        return cmd_heatmap(argc - 2, argv + 2);
+        return exit_status(cmd_heatmap(argc - 2, argv + 2));
     }
     return cli_error("unknown command '%s' (expected trace, quiz, forward "
                      "or heatmap; see mha --help)",
