@@ -2,8 +2,12 @@
 # tools/handout.sh DIR [KEEP...]: write a student's copy of the project into
 # DIR, with the body of every library function marked "@exercise NAME" in
 # src/ blanked (see tools/stub.awk).  Functions named in KEEP are left
-# whole.  DIR/HANDOUT lists the exercises; its presence makes `make test`
-# in DIR grade the exercises instead of running the teacher's checks.
+# whole.  DIR/HANDOUT lists the exercises ("NAME FILE CHAPTER", by
+# chapter); its presence makes `make test` in DIR grade the exercises
+# instead of running the teacher's checks.  DIR/README.md is the
+# student's (tools/handout-README.md, with the table of exercises),
+# DIR/.github/classroom/autograding.json GitHub Classroom's tests, one per
+# exercise, and DIR/docs/ the book woven again from the blanked sources.
 set -eu
 out=$1
 shift
@@ -15,8 +19,8 @@ mkdir -p "$out"
 # tree without build products
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     git ls-files --cached --others --exclude-standard | while read -r f; do
-        [ -e "$f" ] && mkdir -p "$out/$(dirname "$f")" && cp -p "$f" "$out/$f"
-    done
+        if [ -e "$f" ]; then echo "$f"; fi
+    done | tar -cf - -T - | tar -C "$out" -xpf -
 else
     tar --exclude=./build --exclude=./handout --exclude=./.git -cf - . | tar -C "$out" -xf -
 fi
@@ -36,7 +40,7 @@ done
 {
     echo "# The exercises of this handout: write each function in src/, then"
     echo "# run \`make test\` to see which pass."
-    echo "$list" | awk 'NF { print $1, $2 }'
+    echo "$list" | awk 'NF { print $1, $2, $3 }'
 } > "$out/HANDOUT"
 count=$(grep -vc '^#' "$out/HANDOUT")
 
