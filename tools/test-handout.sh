@@ -50,13 +50,16 @@ grep -vxF -f "$dir/lib" "$dir/body" > "$dir/answers" ||
 find "$h" -type f -exec awk -v answers="$dir/answers" -v body="$dir/body" '
 FILENAME == answers { answer[$0]; next }
 FILENAME == body { inbody[$0]; next }
-FNR == 1 { run = 0; distinct = 0; code = FILENAME ~ /\.[ch]$/ }
+FNR == 1 { run = 0; distinct = 0; told = 0; code = FILENAME ~ /\.[ch]$/ }
 { t = $0; gsub(/^[ \t]+|[ \t]+$/, "", t) }
 !code && (t in answer) { print FILENAME ":" FNR ": " t }
 t == "" || t == "\173" || t == "\175" { next }
-!(t in inbody) { run = 0; distinct = 0; next }
+!(t in inbody) { run = 0; distinct = 0; told = 0; next }
 { run++; distinct += (t in answer) }
-code && run == 3 && distinct { print FILENAME ":" FNR ": three lines of a reference body in a row" }
+code && run >= 3 && distinct && !told {
+    told = 1
+    print FILENAME ":" FNR ": three lines of a reference body in a row"
+}
 ' "$dir/answers" "$dir/body" {} + > "$dir/leaks"
 if [ -s "$dir/leaks" ]; then
     cat "$dir/leaks"
