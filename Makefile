@@ -11,7 +11,7 @@
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #   make docs         weave the book in docs/ from the chapters and src/
 #   make handout      a student's copy in handout/ with the exercises blank
-#   make grade        which exercises pass
+#   make grade        which exercises pass (EXERCISE=name: that one only)
 #   make info         which CBLAS the build uses
 #   make bench        the benchmark: tables and charts (plots/bench_*)
 #   make clean
@@ -210,12 +210,14 @@ transcripts: build
 
 # Exercises: `make handout` writes a student's copy with the exercise
 # bodies blanked; `make grade` says which exercises pass (TAP and JUnit
-# reports in build/grade.*); tools/test-handout.sh checks the round trip.
+# reports in build/grade.*), `make grade EXERCISE=transpose_qkv` grades
+# that one alone (exit 0 when it passes); tools/test-handout.sh checks the
+# round trip.
 handout:
 	@tools/handout.sh handout
 
 grade: build
-	@tools/grade.sh $(TEST_BIN) $(BUILD)
+	@tools/grade.sh $(TEST_BIN) $(BUILD) $(EXERCISE)
 
 handout-check: build
 	@tools/test-handout.sh

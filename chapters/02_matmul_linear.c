@@ -244,4 +244,8 @@ int main(void)
  * 4. Time `linear_forward` against `linear_forward_naive` for B = 8, L = 512,
  *    D_in = D_out = 512. How many GFLOP/s does each reach? Run `make info` to
  *    see which BLAS you measured.
+ * 5. Coding: in the handout (`make handout`), `linear_forward_naive` is a
+ *    blank. Write it with three plain loops, reading `x` through `tensor_at`
+ *    so that any strides work. In the handout, `make grade
+ *    EXERCISE=linear_forward_naive` tells you when it passes.
  */

@@ -275,6 +275,6 @@ int main(void)
  *    window where query $i$ sees only keys $i-2$ to $i$?
  * 4. Coding: in the handout (`make handout`), `causal_valid_lens` is a blank.
  *    Write it: a `(batch, len)` tensor whose every row is `1, 2, ..., len`, and
- *    `GSL_EINVAL` with a message when `batch` or `len` is 0. `make test` in the
- *    handout tells you when it passes.
+ *    `GSL_EINVAL` with a message when `batch` or `len` is 0. In the handout,
+ *    `make grade EXERCISE=causal_valid_lens` tells you when it passes.
  */

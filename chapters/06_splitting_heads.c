@@ -292,6 +292,8 @@ int main(void)
  * 4. Coding: in the handout (`make handout`), `transpose_qkv` and
  *    `transpose_output` are blanks. Write them with `tensor_reshape` and
  *    `tensor_permute`, freeing the intermediate tensors, and keep the error for
- *    a d_model not divisible by h. `make test` in the handout tells you when
- *    each passes. Try it before you read the code above.
+ *    a d_model not divisible by h. In the handout, `make grade
+ *    EXERCISE=transpose_qkv` (and `EXERCISE=transpose_output`) tells you
+ *    when each passes; the handout's book shows the blanks, so try it before
+ *    you read the code above.
  */

@@ -176,6 +176,6 @@ int main(void)
  *    $i \cdot B + b$. Write the index formula for the repeated `valid_lens` in
  *    that layout and show that it is `tile`.
  * 4. Coding: in the handout (`make handout`), `repeat_valid_lens` is a blank.
- *    Write it for both `(B,)` and `(B, Lq)` inputs. `make test` in the handout
- *    tells you when it passes.
+ *    Write it for both `(B,)` and `(B, Lq)` inputs. In the handout, `make
+ *    grade EXERCISE=repeat_valid_lens` tells you when it passes.
  */

@@ -14,7 +14,11 @@
 #include "libmha.h"
 
 /* Every library call goes through CHECK: on failure the lesson stops with
- * the library's message, the call and where it was made. */
+ * the library's message, the call and where it was made (exit status 1).
+ * In a student's handout, a call that reaches an exercise not written yet
+ * stops the lesson with that one line instead, "this needs exercise
+ * transpose_qkv (chapter 06, src/multihead.c): ...", and exit status 3
+ * (MHA_EXIT_EXERCISE, error.h). */
 #define CHECK(call) lesson_check((call), #call, __FILE__, __LINE__)
 
 static inline void lesson_check(int status, const char *call, const char *file,
@@ -22,6 +26,10 @@ static inline void lesson_check(int status, const char *call, const char *file,
 {
     if (status == GSL_SUCCESS)
         return;
+    if (mha_unwritten_exercise()) {
+        fprintf(stderr, "%s\n", mha_unwritten_exercise());
+        exit(MHA_EXIT_EXERCISE);
+    }
     fprintf(stderr, "%s:%d: %s failed\n  %s\n", file, line, call,
             mha_last_error());
     exit(1);

@@ -45,6 +45,24 @@ const char *mha_last_error(void);
 /* Forget the last failure. */
 void mha_clear_error(void);
 
+/* The handout's blanks (tools/stub.awk) fail through this: it records the
+ * message
+ *
+ *     this needs exercise NAME (chapter CHAPTER, FILE): it is not written yet; see README.md
+ *
+ * as the last failure and returns GSL_EUNIMPL.  mha_unwritten_exercise()
+ * returns that line while the last failure is the blank's, or a caller's
+ * mha_fail_in around it; NULL otherwise (mha_fail and mha_clear_error
+ * forget it).  Programs print it alone and exit with MHA_EXIT_EXERCISE, so
+ * a student sees which function to write instead of a message from deep
+ * inside the library. */
+int mha_fail_exercise(const char *name, const char *chapter, const char *file);
+const char *mha_unwritten_exercise(void);
+
+/* The exit status of a program stopped by an unwritten exercise: 3, apart
+ * from a chapter's other failures (1) and the mha program's bad input (2). */
+#define MHA_EXIT_EXERCISE 3
+
 /* Checked allocation: n elements of `size` bytes each.  Returns NULL and
  * records GSL_EOVRFLW or GSL_ENOMEM (naming `who`) when n * size overflows
  * size_t or malloc fails.  mha_calloc zero-fills.  Free with free(). */

@@ -233,7 +233,8 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
 /* The same sums with three plain loops and no BLAS: for each row of x
  * and each output feature, the bias plus a dot product of length
  * in_features.  x is read through tensor_at, so any strides work.
- * The handout blanks this body: @exercise linear_forward_naive (chapter 02). */
+ * The handout blanks this body:
+ * @exercise linear_forward_naive (chapter 02): y = x W^T + b in plain loops. */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
 {
     *y = NULL;

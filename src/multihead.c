@@ -26,7 +26,8 @@ static void split_names(const tensor *x, char *buf, size_t n)
  * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
  * two steps are views; the last is a view only when B, h or n is 1, and a
  * copy otherwise.
- * The handout blanks this body: @exercise transpose_qkv (chapter 06). */
+ * The handout blanks this body:
+ * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -71,7 +72,8 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 /* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
  * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
  * side again, head i in features i*p .. i*p + p - 1.
- * The handout blanks this body: @exercise transpose_output (chapter 06). */
+ * The handout blanks this body:
+ * @exercise transpose_output (chapter 06): the heads side by side again. */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
@@ -121,7 +123,8 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 /* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
  * head i of example b at batch row b*h + i, and that head must see the
  * keys of example b.
- * The handout blanks this body: @exercise repeat_valid_lens (chapter 07). */
+ * The handout blanks this body:
+ * @exercise repeat_valid_lens (chapter 07): valid_lens for every head. */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out)
 {

@@ -246,7 +246,8 @@ int masked_softmax_scaled(const tensor *scores, double scale,
 /* --- causal masks --------------------------------------------------- */
 
 /* Rows 1, 2, ..., len: query i sees keys 0 .. i.
- * The handout blanks this body: @exercise causal_valid_lens (chapter 03). */
+ * The handout blanks this body:
+ * @exercise causal_valid_lens (chapter 03): the valid_lens of a causal mask. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out)
 {
     *out = NULL;

@@ -1,21 +1,27 @@
 #!/bin/sh
-# tools/grade.sh TEST_BIN OUTDIR: run the exercise suites (ex_*) and say,
+# tools/grade.sh TEST_BIN OUTDIR [NAME]: run the exercise suites (ex_*,
+# or only ex_NAME when NAME is given: `make grade EXERCISE=NAME`) and say,
 # per exercise, how many of its tests pass, and for each exercise not done
 # yet its first failing assertion (the lowest line of tests/test_exercises.c
 # that failed: file:line, what was expected and what came instead).  Writes OUTDIR/grade.tap and
 # OUTDIR/grade.xml (Criterion's TAP and JUnit reports) for a teacher's
-# records.  Exits 0 only when every exercise passes.
+# records.  Exits 0 only when every exercise graded passes; an unknown
+# NAME fails, naming the exercises there are.
 set -u
 bin=$1
 outdir=$2
+only=${3:-}
+case $only in
+*[!A-Za-z_0-9]*) echo "grade: '$only' is not an exercise name" >&2; exit 1 ;;
+esac
 mkdir -p "$outdir"
-"$bin" --filter 'ex_*/*' --jobs 1 --tap="$outdir/grade.tap" \
+"$bin" --filter "ex_${only:-*}/*" --jobs 1 --tap="$outdir/grade.tap" \
     --xml="$outdir/grade.xml" >/dev/null 2>&1
 # TAP lines: "ok - ex_transpose_qkv::every_number ... (0.00s)" or
 # "not ok - ..."; the suites the filter left out are "# SKIP".  A failure
 # follows its "not ok" line as "  - tests/test_exercises.c:108: |+" and
 # the assertion's message on the next line.
-awk '
+awk -v only="$only" -v bin="$bin" '
 /^(not )?ok( [0-9]+)? - / { name = "" }
 /^(not )?ok( [0-9]+)? - ex_/ && !/# SKIP/ {
     pass = ($1 == "ok")
@@ -40,6 +46,18 @@ name != "" && /^  - [^ ]+:[0-9]+: / {
     }
 }
 END {
+    if (only != "" && n == 0) {
+        printf "grade: no exercise is called %s; the exercises:", only
+        list = bin " --list"
+        while ((list | getline l) > 0)
+            if (l ~ /^ex_[A-Za-z_0-9]+:/) {
+                sub(/^ex_/, "", l)
+                sub(/:.*/, "", l)
+                printf " %s", l
+            }
+        printf "\n"
+        exit 1
+    }
     failing = 0
     for (i = 1; i <= n; i++) {
         e = order[i]

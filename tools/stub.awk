@@ -2,18 +2,22 @@
 #
 #   awk -v keep="name1 name2" -f tools/stub.awk src/multihead.c
 #
-# A comment line holding "@exercise NAME" marks the function NAME defined
-# right below it.  Its signature is kept; its body becomes a stub that
-# compiles without warnings (every parameter is used) and fails with
-# GSL_EUNIMPL, so the tests of that exercise fail until the student
-# writes it.  Names listed in `keep` are left as they are.
+# A comment line holding "@exercise NAME (chapter NN): ..." marks the
+# function NAME defined right below it.  Its signature is kept; its body
+# becomes a stub that compiles without warnings (every parameter is used)
+# and fails through mha_fail_exercise (src/error.h): GSL_EUNIMPL and the
+# line "this needs exercise NAME (chapter NN, FILE): ...", so the tests of
+# that exercise fail, and a chapter or mha command that needs it says
+# which exercise, until the student writes it.  Names listed in `keep`
+# are left as they are.
 function stub_body(name, sig,    params, n, i, p, words) {
     params = sig
     sub(/^[^(]*\(/, "", params)
     sub(/\)[^)]*$/, "", params)
     n = split(params, p, ",")
     print "    /* EXERCISE: write " name " (see the comment above).  Until you"
-    print "     * do, it fails and its tests in tests/test_exercises.c fail. */"
+    print "     * do, it fails and so do its tests in tests/test_exercises.c:"
+    print "     * `make grade EXERCISE=" name "` runs them. */"
     for (i = 1; i <= n; i++) {
         gsub(/\[[^]]*\]/, "", p[i])
         gsub(/[*]/, " ", p[i])
@@ -24,7 +28,7 @@ function stub_body(name, sig,    params, n, i, p, words) {
         if (w != "void")
             print "    (void)" w ";"
     }
-    print "    return mha_fail(GSL_EUNIMPL, \"" name ": not written yet (an exercise)\");"
+    print "    return mha_fail_exercise(\"" name "\", \"" chapter "\", \"" FILENAME "\");"
 }
 
 BEGIN { state = 0; pending = "" }
@@ -32,6 +36,9 @@ BEGIN { state = 0; pending = "" }
 {
     if (state == 0 && match($0, /@exercise [A-Za-z_0-9]+/)) {
         pending = substr($0, RSTART + 10, RLENGTH - 10)
+        chapter = ""
+        if (match($0, /\(chapter [0-9]+\)/))
+            chapter = substr($0, RSTART + 9, RLENGTH - 10)
         if (index(" " keep " ", " " pending " "))
             pending = ""
     }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
+
 static const char *command = "mha";
 
 void cli_set_command(const char *name) { command = name; }
@@ -13,6 +15,11 @@ const char *cli_command(void) { return command; }
 
 int cli_error(const char *fmt, ...)
 {
+    /* In a student's handout: the exercise the command needs, alone */
+    if (mha_unwritten_exercise()) {
+        fprintf(stderr, "%s\n", mha_unwritten_exercise());
+        return CLI_USAGE;
+    }
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);

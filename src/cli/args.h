@@ -50,7 +50,9 @@ void cli_set_command(const char *name);
 const char *cli_command(void);
 
 /* Print "mha <command>: <message>" as one line on stderr; returns
- * CLI_USAGE so callers can `return cli_error(...)`. */
+ * CLI_USAGE so callers can `return cli_error(...)`.  When the failure is
+ * an exercise not written yet (a student's handout, error.h), it prints
+ * that exercise's line instead, and main exits with MHA_EXIT_EXERCISE. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Fill opts[i].value from argv[0 .. argc-1] (the arguments after the

@@ -15,7 +15,9 @@
  *   OUT (B, Lq, D_out), A (B, h, Lq, Lk), valid_lens (B,) or (B, Lq)
  *
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
- * with every file as it was before the run (paths.h, output.h).  The usage texts below are the
+ * with every file as it was before the run (paths.h, output.h); 3 in a
+ * student's handout when the command needs an exercise not written yet
+ * (one line naming it, error.h).  The usage texts below are the
  * program's documentation: `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L
@@ -48,7 +50,8 @@ static const char usage_main[] =
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "\n"
     "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
-    "2 on bad input (one line on stderr, every file as it was before the run).\n";
+    "2 on bad input (one line on stderr, every file as it was before the run),\n"
+    "3 in a student's handout when the command needs an exercise not written yet.\n";
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
@@ -797,6 +800,13 @@ static int cmd_heatmap(int argc, char **argv)
     return status;
 }
 
+/* A command stopped by an exercise not written yet (a student's handout)
+ * exits with its own status, MHA_EXIT_EXERCISE. */
+static int exit_status(int status)
+{
+    return status && mha_unwritten_exercise() ? MHA_EXIT_EXERCISE : status;
+}
+
 int main(int argc, char **argv)
 {
     mha_program_init();
@@ -816,19 +826,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "trace") == 0) {
         cli_set_command("mha trace");
-        return cmd_trace(argc - 2, argv + 2);
+        return exit_status(cmd_trace(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "quiz") == 0) {
         cli_set_command("mha quiz");
-        return cmd_quiz(argc - 2, argv + 2);
+        return exit_status(cmd_quiz(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "forward") == 0) {
         cli_set_command("mha forward");
-        return cmd_forward(argc - 2, argv + 2);
+        return exit_status(cmd_forward(argc - 2, argv + 2));
     }
     if (strcmp(cmd, "heatmap") == 0) {
         cli_set_command("mha heatmap");
-        return cmd_heatmap(argc - 2, argv + 2);
+        return exit_status(cmd_heatmap(argc - 2, argv + 2));
     }
     return cli_error("unknown command '%s' (expected trace, quiz, forward "
                      "or heatmap; see mha --help)",
