@@ -108,26 +108,6 @@ static void reading_a_heatmap(void)
     tensor_free(eye);
 }
 
-/* d2l's toy: queries (2, 1, 2) drawn from rng, keys (2, 10, 2) all ones,
- * values (2, 10, 4) holding 0..39 in each example, valid_lens [2, 6]. */
-static void toy_inputs(gsl_rng *rng, tensor **q, tensor **k, tensor **v,
-                       tensor **lens)
-{
-    CHECK(tensor_alloc(SHAPE(2, 1, 2), q));  // (B, Lq, d)
-    CHECK(tensor_alloc(SHAPE(2, 10, 2), k)); // (B, Lk, d)
-    CHECK(tensor_alloc(SHAPE(2, 10, 4), v)); // (B, Lk, dv)
-    CHECK(tensor_set_names(*q, "B, Lq, d"));
-    CHECK(tensor_set_names(*k, "B, Lk, d"));
-    CHECK(tensor_set_names(*v, "B, Lk, dv"));
-    tensor_fill_normal(*q, rng, 0, 1);
-    tensor_fill(*k, 1);
-    for (size_t b = 0; b < 2; b++)
-        for (size_t t = 0; t < 10; t++)
-            for (size_t j = 0; j < 4; j++)
-                *TENSOR_AT(*v, b, t, j) = (double)(t * 4 + j);
-    CHECK(tensor_from_array(SHAPE(2), (double[]){2, 6}, lens));
-}
-
 static void d2l_toy(gsl_rng *rng)
 {
     section("3. d2l's toy: two examples, ten key-value pairs");
@@ -180,7 +160,7 @@ static void d2l_toy(gsl_rng *rng)
      * point: the same total weight 1 spread over more keys.
      */
     tensor *q, *k, *v, *lens, *out, *grid;
-    toy_inputs(rng, &q, &k, &v, &lens);
+    d2l_toy_inputs(rng, 2, "B, Lq, d", "B, Lk, d", &q, &k, &v, &lens);
     printf("queries:\n");
     tensor_print(stdout, q, 4);
 
@@ -247,7 +227,7 @@ static void dropout_and_evaluation(void)
     if (!rng)
         exit(1);
     tensor *q, *k, *v, *lens, *out;
-    toy_inputs(rng, &q, &k, &v, &lens);
+    d2l_toy_inputs(rng, 2, "B, Lq, d", "B, Lk, d", &q, &k, &v, &lens);
     dot_attention attn;
     CHECK(dot_attention_init(&attn, 0.5));
     CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));

@@ -29,27 +29,6 @@
 
 #include "lesson.h"
 
-/* d2l's toy with queries of q_size features, all drawn from rng: queries
- * (2, 1, q_size) from a standard normal, keys (2, 10, 2) all ones, values
- * (2, 10, 4) holding 0..39 in each example, valid_lens [2, 6]. */
-static void toy_inputs(gsl_rng *rng, size_t q_size, tensor **q, tensor **k,
-                       tensor **v, tensor **lens)
-{
-    CHECK(tensor_alloc(SHAPE(2, 1, q_size), q)); // (B, Lq, q_size)
-    CHECK(tensor_alloc(SHAPE(2, 10, 2), k));     // (B, Lk, k_size)
-    CHECK(tensor_alloc(SHAPE(2, 10, 4), v));     // (B, Lk, dv)
-    CHECK(tensor_set_names(*q, "B, Lq, q_size"));
-    CHECK(tensor_set_names(*k, "B, Lk, k_size"));
-    CHECK(tensor_set_names(*v, "B, Lk, dv"));
-    tensor_fill_normal(*q, rng, 0, 1);
-    tensor_fill(*k, 1);
-    for (size_t b = 0; b < 2; b++)
-        for (size_t t = 0; t < 10; t++)
-            for (size_t j = 0; j < 4; j++)
-                *TENSOR_AT(*v, b, t, j) = (double)(t * 4 + j);
-    CHECK(tensor_from_array(SHAPE(2), (double[]){2, 6}, lens));
-}
-
 /* Additive attention with PyTorch's initial weights, drawn from rng. */
 static void additive_init(additive_attention *a, size_t k_size, size_t q_size,
                           gsl_rng *rng)
@@ -105,7 +84,8 @@ static void d2l_toy(void)
     if (!rng)
         exit(1);
     tensor *q, *k, *v, *lens, *out;
-    toy_inputs(rng, 20, &q, &k, &v, &lens);
+    d2l_toy_inputs(rng, 20, "B, Lq, q_size", "B, Lk, k_size", &q, &k,
+                   &v, &lens);
     additive_attention add;
     additive_init(&add, 2, 20, rng);
     trace_to(stdout);
@@ -154,7 +134,8 @@ static void the_poolings_disagree(void)
     if (!rng)
         exit(1);
     tensor *q, *k, *v, *lens, *k20, *out_add, *out_dot;
-    toy_inputs(rng, 20, &q, &k, &v, &lens);
+    d2l_toy_inputs(rng, 20, "B, Lq, q_size", "B, Lk, k_size", &q, &k,
+                   &v, &lens);
     CHECK(tensor_alloc(SHAPE(2, 10, 20), &k20)); // (B, Lk, k_size)
     tensor_fill_normal(k20, rng, 0, 1);
     additive_attention add;

@@ -58,6 +58,30 @@ static inline void show_layout(const char *name, const tensor *t)
 
 static inline const char *yes_no(int b) { return b ? "yes" : "no"; }
 
+/* d2l's toy (chapters 04 and 05): queries (2, 1, q_size) drawn from a
+ * standard normal by rng, keys (2, 10, 2) all ones, values (2, 10, 4)
+ * holding 0..39 in each example, valid_lens [2, 6].  q_names and
+ * k_names are the axis names the trace shows for queries and keys. */
+static inline void d2l_toy_inputs(gsl_rng *rng, size_t q_size,
+                                  const char *q_names, const char *k_names,
+                                  tensor **q, tensor **k, tensor **v,
+                                  tensor **lens)
+{
+    CHECK(tensor_alloc(SHAPE(2, 1, q_size), q));
+    CHECK(tensor_alloc(SHAPE(2, 10, 2), k));
+    CHECK(tensor_alloc(SHAPE(2, 10, 4), v));
+    CHECK(tensor_set_names(*q, q_names));
+    CHECK(tensor_set_names(*k, k_names));
+    CHECK(tensor_set_names(*v, "B, Lk, dv"));
+    tensor_fill_normal(*q, rng, 0, 1);
+    tensor_fill(*k, 1);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t t = 0; t < 10; t++)
+            for (size_t j = 0; j < 4; j++)
+                *TENSOR_AT(*v, b, t, j) = (double)(t * 4 + j);
+    CHECK(tensor_from_array(SHAPE(2), (double[]){2, 6}, lens));
+}
+
 /* A new (B, n, d_model) tensor holding 0, 1, 2, ... in order, with the
  * lesson's axis names: d2l's example input.  The caller frees it. */
 static inline tensor *counting_tensor(size_t B, size_t n, size_t d_model)
