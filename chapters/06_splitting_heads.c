@@ -229,7 +229,9 @@ static void and_back(void)
      * puts the positions before the heads (a view), and `reshape(2, 2, -1)`
      * lays the $h$ heads of each position side by side as $d_{model}$ features.
      * That last step copies, and it would even with B = 1: the permuted strides
-     * `(32, 2, 4, 1)` cannot be merged over `(h, p)`.
+     * `(32, 2, 4, 1)` cannot be merged over `(h, p)`. Only with one head is it
+     * a view, since an axis of size 1 never steps (chapter 01, section 4) and
+     * there is nothing to interleave.
      *
      * @show src/multihead.c transpose_output
      *
@@ -284,7 +286,7 @@ int main(void)
  *    each step whether it is a view or a copy. Then do the same for
  *    `transpose_output` on the result. Check yourself with
  *    `mha trace --quiz --batch 3 --queries 5 --hiddens 12 --heads 4`, which
- *    prints the module's trace with the shapes hidden, then the answers.
+ *    asks each step's shape and view or copy, then gives the answers.
  * 2. With the sizes of exercise 1, where does `x[1, 3, 7]` land after
  *    `transpose_qkv`? Which elements of `x` make up row 6 of the result?
  * 3. For which shapes is the last reshape of `transpose_qkv` a view even though

@@ -317,10 +317,8 @@ static size_t shown_inputs(const trace_record *r)
 }
 
 /* "q (2, 4, 100), k (2, 6, 100)" or "(10, 4, 20) @ (10, 6, 20)^T", then
- * " -> (10, 4, 6)" when the step has an output, or " -> " and `output`
- * in its place when output is not NULL (the quiz's blanks). */
-static char *shapes_text(const trace_record *r, const char *output, char *buf,
-                         size_t n)
+ * " -> (10, 4, 6)" when the step has an output. */
+static char *shapes_text(const trace_record *r, char *buf, size_t n)
 {
     static const char *const sep[] = {", ", " @ ", " + "};
     char s[TRACE_SHAPE_MAX];
@@ -342,16 +340,12 @@ static char *shapes_text(const trace_record *r, const char *output, char *buf,
     }
     if (r->has_output) {
         used = put(buf, n, used, shown ? " -> " : "-> ");
-        put(buf, n, used,
-            output ? output : trace_shape_str(&r->output, s, sizeof s));
+        put(buf, n, used, trace_shape_str(&r->output, s, sizeof s));
     }
     return buf;
 }
 
-/* The text line; with `output`, that in place of the output shape and no
- * symbolic column. */
-static char *format_line(const trace_record *r, const char *output, char *buf,
-                         size_t n)
+char *trace_format_text(const trace_record *r, char *buf, size_t n)
 {
     int indent = 2 * r->depth;
     if (r->kind == TRACE_NOTE) {
@@ -361,10 +355,9 @@ static char *format_line(const trace_record *r, const char *output, char *buf,
     char shapes[TRACE_MAX_INPUTS * (TRACE_SHAPE_MAX + TRACE_LABEL_MAX + 8) +
                 TRACE_SHAPE_MAX];
     char sym[TRACE_SHAPE_MAX] = "";
-    shapes_text(r, output, shapes, sizeof shapes);
+    shapes_text(r, shapes, sizeof shapes);
     if (r->has_output) {
-        if (!output)
-            trace_sym_str(&r->output, sym, sizeof sym);
+        trace_sym_str(&r->output, sym, sizeof sym);
     } else if (shown_inputs(r) == 1) {
         for (size_t i = 0; i < r->n_inputs; i++)
             if (!r->inputs[i].side)
@@ -381,17 +374,6 @@ static char *format_line(const trace_record *r, const char *output, char *buf,
     while (len > 0 && buf[len - 1] == ' ')
         buf[--len] = '\0';
     return buf;
-}
-
-char *trace_format_text(const trace_record *r, char *buf, size_t n)
-{
-    return format_line(r, NULL, buf, n);
-}
-
-char *trace_format_blank(const trace_record *r, const char *blank, char *buf,
-                         size_t n)
-{
-    return format_line(r, r->has_output ? blank : NULL, buf, n);
 }
 
 static void print_text(void *ctx, const trace_record *r)

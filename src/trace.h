@@ -197,10 +197,6 @@ void trace_to_json(FILE *f);
 /* One record as the text printer's line (without the newline) into buf;
  * returns buf. */
 char *trace_format_text(const trace_record *r, char *buf, size_t n);
-/* The same line with `blank` (e.g. "?3") where the output shape was and no
- * symbolic column, for a quiz; a record with no output prints as above. */
-char *trace_format_blank(const trace_record *r, const char *blank, char *buf,
-                         size_t n);
 /* One record as one JSON object (without the newline) on f. */
 void trace_print_json(FILE *f, const trace_record *r);
 

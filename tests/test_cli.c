@@ -3,7 +3,7 @@
  * What the CLI contract in DESIGN.md promises, checked from outside:
  *   - `mha trace` prints the module's whole shape trace, with the split
  *     (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2) and the way
- *     back; --quiz blanks every output shape and lists the answers;
+ *     back; --quiz asks each step as mha quiz does and lists the answers;
  *   - `mha forward` reads .npy files and writes OUT and A equal to
  *     multihead_forward run here in-process on the same numbers, and to
  *     values worked out by hand (equal keys: uniform weights);
@@ -507,8 +507,10 @@ Test(cli, trace_defaults_are_d2l_example, .init = enter_scratch,
     run_free(&r);
 }
 
-/* Every blank of the quiz is the shape the plain trace shows there. */
-Test(cli, quiz_hides_every_output_shape_and_answers_it, .init = enter_scratch,
+/* The worksheet asks what the plain trace shows, step by step, and gives
+ * nothing away before its answers: each answer is the shape (and view or
+ * copy) of the plain trace's line at that step, in order. */
+Test(cli, quiz_worksheet_asks_the_trace_and_answers_it, .init = enter_scratch,
      .fini = leave_scratch)
 {
     const char *args = "trace|--batch|1|--queries|2|--kv|2|--hiddens|16|--heads|8";
@@ -517,61 +519,58 @@ Test(cli, quiz_hides_every_output_shape_and_answers_it, .init = enter_scratch,
     run plain = mha(args), quiz = mha(quiz_args);
     assert_ok(&plain, "trace");
     assert_ok(&quiz, "trace --quiz");
-    cr_assert_null(strstr(quiz.out, "-> ("), "a shape is showing:\n%s", quiz.out);
+    char *answers = strstr(quiz.out, "\nAnswers:\n");
+    cr_assert_not_null(answers, "%s", quiz.out);
+    *answers = '\0'; // the questions alone from here on
+    answers += strlen("\nAnswers:\n");
+    cr_assert_null(strstr(quiz.out, "->"), "a shape is showing:\n%s", quiz.out);
+    cr_assert_null(strstr(quiz.out, "view  ("), "%s", quiz.out);
+    cr_assert_null(strstr(quiz.out, "copy  ("), "%s", quiz.out);
+    cr_assert_null(strstr(quiz.out, "reshape(1"), "%s", quiz.out);
 
     static const char *const want[] = {
-        "Fill in each blank ?N with the shape that step makes (and its name in",
-        "    reshape(1, 2, 8, -1) view  (1, 2, 16) -> ?2",
-        "    permute(0, 2, 1, 3)  view  (1, 2, 8, 2) -> ?3",
-        "    reshape(-1, 2, 2)    view  (1, 8, 2, 2) -> ?4",
-        "output ?21, attention weights ?22",
-        "Answers:",
-        "?2   (1, 2, 8, 2)          (B, Lq, h, d_model/h)",
-        "?3   (1, 8, 2, 2)          (B, h, Lq, d_model/h)",
-        "?4   (8, 2, 2)             (B*h, Lq, d_model/h)",
-        "?21  (1, 2, 16)            (B, Lq, d_model)",
-        "?22  (1, 8, 2, 2)          (B, h, Lq, Lk)",
+        "Answer each numbered question: the shape a step makes, as (2, 4, 100),",
+        "queries (1, 2, 16), keys and values (1, 2, 16): 8 heads of 2 features, "
+        "no valid_lens",
+        "multihead(h=8) on q (1, 2, 16), k (1, 2, 16), v (1, 2, 16):",
+        "  step 1: W_q: x W^T on (1, 2, 16)",
+        "    1. its shape?",
+        "  transpose_qkv(h=8) on step 1:",
+        "    step 2: reshape(...) on step 1",
+        "      2. its shape?",
+        "      3. view or copy?",
     };
     assert_lines_in_order(quiz.out, want, sizeof want / sizeof want[0]);
 
-    // line by line: the plain trace's "-> (shape)  (sym)" is the quiz's
-    // "-> ?k", and answer k holds that shape and sym
-    char pl[512], ql[512], answer[512], expect[512];
-    size_t offset = 3; // the quiz's two lines of instructions and a blank
-    size_t answers_at = 0, lines = count_lines(quiz.out);
-    while (answers_at < lines &&
-           strcmp(line_at(quiz.out, answers_at, ql, sizeof ql), "Answers:"))
-        answers_at++;
-    cr_assert_lt(answers_at, lines);
-    size_t blanks = 0;
-    for (size_t i = 0; i < count_lines(plain.out); i++) {
+    // the answers, from the plain trace: every step that makes a tensor
+    // (new, view or copy) gives "K. (shape), that is (sym)", and a view or
+    // copy "K+1. view: ..." (a composite step's header line asks nothing)
+    char pl[512], expect[600], got[600];
+    size_t k = 0, lines = count_lines(plain.out);
+    for (size_t i = 0; i < lines; i++) {
         line_at(plain.out, i, pl, sizeof pl);
-        line_at(quiz.out, i + offset, ql, sizeof ql);
         char *arrow = strstr(pl, "-> (");
-        if (!arrow || strstr(pl, "output (")) {
-            if (!strstr(pl, "output ("))
-                cr_assert_str_eq(ql, pl);
+        const char *kind = strstr(pl, " view  (") ? "view" :
+                           strstr(pl, " copy  (") ? "copy" : NULL;
+        if (!arrow || (!kind && !strstr(pl, " new   (")))
             continue;
-        }
         while (strstr(arrow + 1, "-> ("))
             arrow = strstr(arrow + 1, "-> (");
-        blanks++;
-        snprintf(expect, sizeof expect, "%.*s-> ?%zu", (int)(arrow - pl), pl,
-                 blanks);
-        cr_assert_str_eq(ql, expect);
-        char *close = strchr(arrow, ')');
-        char *sym = close + 1;
+        char *close = strchr(arrow, ')'), *sym = close + 1;
         while (*sym == ' ')
             sym++;
-        char label[16];
-        snprintf(label, sizeof label, "?%zu", blanks);
-        snprintf(expect, sizeof expect, "%-5s%-22.*s%s", label,
+        snprintf(expect, sizeof expect, "%3zu. %.*s, that is %s", ++k,
                  (int)(close + 1 - (arrow + 3)), arrow + 3, sym);
-        cr_assert_str_eq(line_at(quiz.out, answers_at + blanks, answer,
-                                 sizeof answer),
-                         expect);
+        cr_assert_str_eq(line_at(answers, k - 1, got, sizeof got), expect);
+        if (kind) {
+            snprintf(expect, sizeof expect, "%3zu. %s: ", ++k, kind);
+            line_at(answers, k - 1, got, sizeof got);
+            cr_assert(!strncmp(got, expect, strlen(expect)), "%s, not %s", got,
+                      expect);
+        }
     }
-    cr_assert_eq(blanks, 20);
+    cr_assert_eq(k, 31, "19 shapes and 12 views or copies, not %zu", k);
+    cr_assert_eq(count_lines(answers), k);
     run_free(&plain);
     run_free(&quiz);
 }
@@ -1999,7 +1998,7 @@ Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
         "  step 1: W_q: x W^T on (2, 5, 8)",
         "    1. its shape? (2, 5, 8)",
         "       right",
-        "    step 2: reshape(2, 5, 4, -1) on step 1",
+        "    step 2: reshape(...) on step 1",
         "      3. view or copy? viwe",
         "         not an answer: give a shape like (2, 4, 100), view or copy, "
         "or values like [3, 3, 2, 2]",
@@ -2029,4 +2028,51 @@ Test(cli, quiz_questions_give_no_answer_away, .init = enter_scratch,
     cr_assert_null(strstr(r.out, "->"), "%s", r.out);
     cr_assert_null(strstr(r.out, "(2, 5, 4, 2)"), "%s", r.out);
     run_free(&r);
+
+    // every step, asked with the right answers fed in: no reshape shows
+    // its sizes (they are its output shape, but for one -1)
+    run sol = mha("quiz|--seed|1|--solution");
+    put_text("answers.txt", sol.out);
+    stdin_path = "answers.txt";
+    r = mha("quiz|--seed|1");
+    stdin_path = NULL;
+    cr_assert_eq(r.status, 0, "exit %d, stderr %s", r.status, r.err);
+    size_t reshapes = 0;
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+        char *at = strstr(line, "reshape(");
+        if (!strstr(line, "step ") || strchr(line, '?') || !at)
+            continue;
+        reshapes++;
+        cr_assert(!strncmp(at, "reshape(...)", 12), "gives it away: %s", line);
+    }
+    cr_assert_eq(reshapes, 8, "2 reshapes in each of the 3 splits and the "
+                 "join, but %zu", reshapes);
+    run_free(&r);
+    run_free(&sol);
+}
+
+/* Every case has at least 2 examples, 2 queries and 2 heads, so that the
+ * last reshape of transpose_qkv copies and repeat_interleave differs from
+ * tile: over 40 seeds, and every size within the quiz's small ranges. */
+Test(cli, quiz_cases_are_never_trivial, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    int copies = 0;
+    for (unsigned seed = 1; seed <= 40; seed++) {
+        char args[64];
+        snprintf(args, sizeof args, "quiz|--seed|%u|--solution", seed);
+        run r = mha(args);
+        assert_ok(&r, args);
+        size_t B, Lq, D, Bk, Lk, Dk, h;
+        cr_assert_eq(sscanf(r.out, "# mha quiz --seed %*u: queries (%zu, %zu, "
+                            "%zu), keys and values (%zu, %zu, %zu), %zu head",
+                            &B, &Lq, &D, &Bk, &Lk, &Dk, &h), 7, "%s", r.out);
+        cr_assert(B >= 2 && B <= 3 && Lq >= 2 && Lq <= 5 && h >= 2 && h <= 4,
+                  "seed %u: B %zu, Lq %zu, h %zu", seed, B, Lq, h);
+        cr_assert(Lk >= 2 && Lk <= 6 && D % h == 0 && D / h >= 2 &&
+                  D / h <= 5, "seed %u: Lk %zu, D %zu", seed, Lk, D);
+        copies += strstr(r.out, "\ncopy\n") != NULL;
+        run_free(&r);
+    }
+    cr_assert_eq(copies, 40, "every case has a copy to find");
 }

@@ -744,29 +744,6 @@ Test(trace, side_inputs_stay_out_of_the_text_line)
     tensor_free(scores);
 }
 
-/* The quiz's line: the output shape replaced, no symbolic column; a
- * record without an output prints whole. */
-Test(trace, format_blank)
-{
-    tensor *x = arange(SHAPE(1, 2, 16)), *y = NULL;
-    OK(tensor_set_names(x, "B, n, d_model"));
-    trace_log log;
-    trace_log_start(&log);
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
-    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
-    trace_end();
-    trace_log_stop(&log);
-    cr_assert_eq(log.count, 2);
-    char line[512];
-    cr_assert_str_eq(trace_format_blank(&log.records[0], "?1", line, sizeof line),
-        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)");
-    cr_assert_str_eq(trace_format_blank(&log.records[1], "?1", line, sizeof line),
-        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> ?1");
-    trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
-}
-
 /* --- shapes alone ---------------------------------------------------- */
 
 /* The module's forward pass on one shape: B, Lq, Lk, d_q, d_model, h;

@@ -1,8 +1,9 @@
 /* mha.c: the mha program, multi-head attention from the command line.
  *
  *   mha trace    the module's whole shape trace, run on shapes alone
- *                (--quiz: the output shapes left blank, answers at the
- *                end; --json: JSON lines; --dot: a Graphviz dataflow)
+ *                (--quiz: each step asked as mha quiz asks it, the
+ *                answers at the end; --json: JSON lines; --dot: a
+ *                Graphviz dataflow)
  *   mha quiz     a small case drawn from a seed, asked step by step (the
  *                shape each step makes, view or copy, the repeated
  *                valid_lens); answers from stdin or a file, then a score
@@ -69,8 +70,8 @@ static const char usage_trace[] =
     "  --hiddens D      num_hiddens, cut into h heads of D/h (default 100)\n"
     "  --heads h        number of heads; must divide D (default 5)\n"
     "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
-    "  --quiz           leave every output shape blank (-> ?1, -> ?2 ...)\n"
-    "                   and print the answers after the trace\n"
+    "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
+    "                   shape; view or copy), then the answers\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
     "                   nothing else\n"
     "  --dot            the module's dataflow graph in Graphviz's language,\n"
@@ -206,32 +207,9 @@ static void describe_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
     printf("]\n");
 }
 
-/* The quiz: the records with their output shapes blank, then the result
- * line blank too, then every answer. */
-static int print_quiz(const trace_log *log, const tensor *out,
-                      const tensor *weights)
-{
-    char *questions = NULL, *answers = NULL;
-    size_t n = 0;
-    int status = CLI_OK;
-    if (quiz_hide(log, 1, &questions, &answers, &n)) {
-        status = cli_error("%s", mha_last_error());
-    } else {
-        char line[2 * TRACE_SHAPE_MAX], s[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
-        printf("%s\noutput ?%zu, attention weights ?%zu\n\nAnswers:\n%s",
-               questions, n + 1, n + 2, answers);
-        quiz_answer(line, sizeof line, n + 1, tensor_shape_str(out, s, sizeof s),
-                    tensor_sym_str(out, sym, sizeof sym));
-        printf("%s\n", line);
-        quiz_answer(line, sizeof line, n + 2,
-                    tensor_shape_str(weights, s, sizeof s),
-                    tensor_sym_str(weights, sym, sizeof sym));
-        printf("%s\n", line);
-    }
-    free(questions);
-    free(answers);
-    return status;
-}
+/* `mha trace --quiz`: the trace's steps as mha quiz asks them, every
+ * question numbered, then the answers (below, with the quiz). */
+static int quiz_worksheet(const trace_log *log);
 
 /* valid_lens keep their numbers unless the module's repeat per head
  * (B*h of them) would be large; then they too are shapes alone, and the
@@ -266,9 +244,9 @@ static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
     int logging = show == SHOW_QUIZ || show == SHOW_DOT, logged = 0;
     if (!status) {
         if (show == SHOW_QUIZ)
-            printf("Fill in each blank ?N with the shape that step makes (and "
-                   "its name in\nthe lesson's letters); the answers follow "
-                   "the trace.\n\n");
+            printf("Answer each numbered question: the shape a step makes, "
+                   "as (2, 4, 100),\nand for a reshape or permute, view or "
+                   "copy.  The answers follow the steps.\n\n");
         if (show == SHOW_TEXT || show == SHOW_QUIZ) {
             describe_trace(B, Lq, Lk, D, h, lens);
             printf("\n");
@@ -299,7 +277,7 @@ static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
                tensor_shape_str(m.weights, ws, sizeof ws));
     }
     if (!status && show == SHOW_QUIZ)
-        status = print_quiz(&log, out, m.weights);
+        status = quiz_worksheet(&log);
     if (!status && show == SHOW_DOT)
         trace_write_dot(stdout, &log, 1);
     if (logged)
@@ -496,21 +474,18 @@ static int quiz_grade_file(const char *path, const quiz_case *c,
 }
 
 /* The questions one by one on stdout, the answers from stdin. */
-static int quiz_ask(const quiz_case *c, const trace_log *log,
-                    const quiz_question *qs, size_t n, int review)
+/* The steps of log as the quiz shows them, each question under its step:
+ * with ask, each answered from stdin and marked (*right counts the right
+ * ones); without, each only printed with its number, for a worksheet. */
+static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
+                     int ask, size_t *right)
 {
     int echo = !isatty(STDIN_FILENO); // a piped answer shows in the transcript
-    printf("mha quiz --seed %lu: ", c->seed);
-    quiz_describe(stdout, c);
-    printf("\n%zu questions on the module's forward pass, step by step: the "
-           "shape each step makes,\nas (2, 4, 100); view or copy; the values "
-           "repeat_interleave makes, as [3, 3, 2, 2].\n\n",
-           n);
     unsigned long *ids = mha_malloc(log->count + 1, sizeof *ids, "mha quiz");
     if (!ids)
         return cli_error("%s", mha_last_error());
-    char *line = NULL, shown[2048], why[2 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
-    size_t cap = 0, steps = 0, right = 0, next = 0;
+    char *line = NULL, shown[2048], why[3 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
+    size_t cap = 0, steps = 0, next = 0;
     int status = CLI_OK;
     for (size_t i = 0; i < log->count && !status; i++) {
         const trace_record *r = &log->records[i];
@@ -525,6 +500,11 @@ static int quiz_ask(const quiz_case *c, const trace_log *log,
         ids[steps++] = r->output.id;
         for (; next < n && qs[next].record == i && !status; next++) {
             const quiz_question *q = &qs[next];
+            if (!ask) {
+                printf("%*s  %zu. %s?\n", indent, "", next + 1,
+                       form_name[q->form]);
+                continue;
+            }
             for (;;) {
                 printf("%*s  %zu. %s? ", indent, "", next + 1,
                        form_name[q->form]);
@@ -541,7 +521,7 @@ static int quiz_ask(const quiz_case *c, const trace_log *log,
                     printf("%s\n", a);
                 if (*a && !quiz_parse(a, &form, canon, sizeof canon)) {
                     int ok = form == q->form && !strcmp(canon, q->answer);
-                    right += ok;
+                    *right += ok;
                     reason(q, r, why, sizeof why);
                     if (ok)
                         printf("%*s     right\n", indent, "");
@@ -555,14 +535,47 @@ static int quiz_ask(const quiz_case *c, const trace_log *log,
             }
         }
     }
+    free(line);
+    free(ids);
+    return status;
+}
+
+static int quiz_ask(const quiz_case *c, const trace_log *log,
+                    const quiz_question *qs, size_t n, int review)
+{
+    printf("mha quiz --seed %lu: ", c->seed);
+    quiz_describe(stdout, c);
+    printf("\n%zu questions on the module's forward pass, step by step: the "
+           "shape each step makes,\nas (2, 4, 100); view or copy; the values "
+           "repeat_interleave makes, as [3, 3, 2, 2].\n\n",
+           n);
+    size_t right = 0;
+    int status = quiz_walk(log, qs, n, 1, &right);
     if (!status) {
         printf("\nscore: %zu/%zu\n", right, n);
         if (review)
             print_review(log);
         status = right == n ? 0 : 1;
     }
-    free(line);
-    free(ids);
+    return status;
+}
+
+static int quiz_worksheet(const trace_log *log)
+{
+    quiz_question *qs = NULL;
+    size_t n = 0;
+    if (quiz_questions(NULL, log, &qs, &n))
+        return cli_error("%s", mha_last_error());
+    int status = quiz_walk(log, qs, n, 0, NULL);
+    if (!status) {
+        char why[3 * TRACE_SHAPE_MAX];
+        printf("\nAnswers:\n");
+        for (size_t i = 0; i < n; i++) {
+            reason(&qs[i], &log->records[qs[i].record], why, sizeof why);
+            printf("%3zu. %s\n", i + 1, why);
+        }
+    }
+    free(qs);
     return status;
 }
 

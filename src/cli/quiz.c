@@ -1,4 +1,4 @@
-/* quiz.c: hide the output shapes of a trace (see quiz.h). */
+/* quiz.c: a case asked step by step (see quiz.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "quiz.h"
 
@@ -9,64 +9,6 @@
 #include "error.h"
 #include "libmha.h"
 
-void quiz_answer(char *buf, size_t n, size_t number, const char *shape,
-                 const char *sym)
-{
-    char label[32];
-    snprintf(label, sizeof label, "?%zu", number);
-    snprintf(buf, n, "%-5s%-22s%s", label, shape, sym);
-    // no trailing spaces when there is no symbolic name
-    size_t len = strlen(buf);
-    while (len > 0 && buf[len - 1] == ' ')
-        buf[--len] = '\0';
-}
-
-int quiz_hide(const trace_log *log, size_t first, char **questions,
-              char **answers, size_t *count)
-{
-    *questions = *answers = NULL;
-    *count = 0;
-    if (log->failed)
-        return mha_fail(GSL_ENOMEM, "quiz_hide: out of memory (the trace "
-                                    "lost a record)");
-    size_t qlen = 0, alen = 0;
-    FILE *q = open_memstream(questions, &qlen);
-    FILE *a = q ? open_memstream(answers, &alen) : NULL;
-    if (!q || !a) {
-        if (q)
-            fclose(q);
-        free(*questions);
-        *questions = NULL;
-        return mha_fail(GSL_ENOMEM, "quiz_hide: out of memory");
-    }
-    char line[2048], blank[32], shape[TRACE_SHAPE_MAX], sym[TRACE_SHAPE_MAX];
-    for (size_t i = 0; i < log->count; i++) {
-        const trace_record *r = &log->records[i];
-        if (r->kind == TRACE_NOTE || !r->has_output) {
-            fprintf(q, "%s\n", trace_format_text(r, line, sizeof line));
-            continue;
-        }
-        size_t number = first + (*count)++;
-        snprintf(blank, sizeof blank, "?%zu", number);
-        fprintf(q, "%s\n", trace_format_blank(r, blank, line, sizeof line));
-        quiz_answer(line, sizeof line, number,
-                    trace_shape_str(&r->output, shape, sizeof shape),
-                    trace_sym_str(&r->output, sym, sizeof sym));
-        fprintf(a, "%s\n", line);
-    }
-    int bad = ferror(q) || ferror(a);
-    bad |= fclose(q) != 0;
-    bad |= fclose(a) != 0;
-    if (bad) {
-        free(*questions);
-        free(*answers);
-        *questions = *answers = NULL;
-        *count = 0;
-        return mha_fail(GSL_ENOMEM, "quiz_hide: out of memory");
-    }
-    return GSL_SUCCESS;
-}
-
 /* --- mha quiz ------------------------------------------------------- */
 
 int quiz_draw(unsigned long seed, quiz_case *c)
@@ -76,10 +18,13 @@ int quiz_draw(unsigned long seed, quiz_case *c)
         return mha_fail(GSL_ENOMEM, "quiz_draw: out of memory");
     // small sizes, so that every shape can be worked out by hand
     c->seed = seed;
-    c->B = 1 + gsl_rng_uniform_int(r, QUIZ_BATCH_MAX);
-    c->Lq = 1 + gsl_rng_uniform_int(r, 5);
+    // at least 2 examples, 2 queries and 2 heads: with one of each, every
+    // reshape is a view and repeat_interleave looks like tile, and the
+    // quiz would test nothing of chapters 06 and 07
+    c->B = 2 + gsl_rng_uniform_int(r, QUIZ_BATCH_MAX - 1);
+    c->Lq = 2 + gsl_rng_uniform_int(r, 4);
     c->Lk = 2 + gsl_rng_uniform_int(r, 5);
-    c->h = 1 + gsl_rng_uniform_int(r, 4);
+    c->h = 2 + gsl_rng_uniform_int(r, 3);
     c->D = c->h * (2 + gsl_rng_uniform_int(r, 4));
     for (size_t b = 0; b < c->B; b++)
         c->lens[b] = (double)(1 + gsl_rng_uniform_int(r, c->Lk));
@@ -155,7 +100,7 @@ int quiz_questions(const quiz_case *c, const trace_log *log,
             *q = (quiz_question){.form = QUIZ_KIND, .step = step, .record = i};
             snprintf(q->answer, sizeof q->answer, "%s", trace_kind_name(r->kind));
         }
-        if (lens) {
+        if (lens && c) {
             // repeat_interleave: example b's length once for each head
             double rep[QUIZ_BATCH_MAX * 4];
             size_t k = 0;
@@ -256,13 +201,14 @@ void quiz_describe(FILE *f, const quiz_case *c)
             c->D, lens);
 }
 
-/* The op without what gives the answer away: a reshape's sizes when none
- * is -1 (they are the output shape), and any shape among the arguments
- * ("valid_lens (4,)" is an earlier step's output). */
+/* The op without what gives the answer away: a reshape's sizes (they are
+ * the output shape, or all of it but one -1), and any shape among the
+ * arguments ("valid_lens (4,)" is an earlier step's output).  Which
+ * reshape it is, the student knows from where it stands in the steps. */
 static void hide_args(const char *op, char *buf, size_t n)
 {
     const char *open = strchr(op, '(');
-    if (!strncmp(op, "reshape(", 8) && !strstr(op, "-1")) {
+    if (!strncmp(op, "reshape(", 8)) {
         snprintf(buf, n, "reshape(...)");
         return;
     }

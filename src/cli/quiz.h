@@ -1,16 +1,15 @@
-/* quiz.h: a shape trace with its answers hidden, for the exercises.
+/* quiz.h: the module's forward pass as questions, for mha quiz and the
+ * worksheet of mha trace --quiz.
  *
- * quiz_hide reads the records of a trace log (trace.h) and prints each as
- * the text trace does, except that a record that makes a tensor shows a
- * numbered blank "?1", "?2" ... in place of its output shape and symbolic
- * name; the answers list the blanks in order:
+ * The questions come from the records of a trace log (trace.h): each step
+ * that makes a tensor asks its shape, a reshape or permute also asks view
+ * or copy, and repeat_interleave asks the values it makes.  A question
+ * shows its step without what gives the answer away (quiz_show):
  *
- *     W_q: x W^T             new   (1, 2, 16) -> ?1
- *     ...
- *     ?1   (1, 2, 16)        (B, Lq, d_model)
- *
- * Records with no output (the header lines of composite steps, which show
- * only their input, and notes) print as they are.
+ *     transpose_qkv(h=2) on step 1:
+ *       step 2: reshape(...) on step 1
+ *         2. its shape?
+ *         3. view or copy?
  */
 #ifndef MHA_CLI_QUIZ_H
 #define MHA_CLI_QUIZ_H
@@ -18,17 +17,6 @@
 #include <stddef.h>
 
 #include "trace.h"
-
-/* The question text and the answer lines for the records of log, in new
- * buffers the caller frees; *count blanks, numbered from first.
- * GSL_SUCCESS, or GSL_ENOMEM (with a message) when memory runs out or the
- * log lost a record for want of it. */
-int quiz_hide(const trace_log *log, size_t first, char **questions,
-              char **answers, size_t *count);
-
-/* One answer line, as quiz_hide writes them, into buf (size n). */
-void quiz_answer(char *buf, size_t n, size_t number, const char *shape,
-                 const char *sym);
 
 /* --- mha quiz: one case, asked step by step ----------------------- */
 
@@ -68,7 +56,8 @@ typedef struct quiz_question {
 
 /* The questions for the records of log, in order, in a new array the
  * caller frees: each step that makes a tensor asks its shape, a view or
- * a copy asks which, and repeat_interleave asks its values. */
+ * a copy asks which, and repeat_interleave asks its values (only when c,
+ * the case that gives them, is not NULL). */
 int quiz_questions(const quiz_case *c, const trace_log *log,
                    quiz_question **qs, size_t *n);
 
