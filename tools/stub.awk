@@ -34,6 +34,9 @@ function stub_body(name, sig,    params, n, i, p, words) {
 BEGIN { state = 0; pending = "" }
 
 {
+    # the comment above a blank speaks to the student who fills it
+    if (state == 0)
+        sub(/The handout blanks this body:/, "Your exercise: write its body.")
     if (state == 0 && match($0, /@exercise [A-Za-z_0-9]+/)) {
         pending = substr($0, RSTART + 10, RLENGTH - 10)
         chapter = ""
