@@ -3,7 +3,9 @@
 # or only ex_NAME when NAME is given: `make grade EXERCISE=NAME`) and say,
 # per exercise, how many of its tests pass, and for each exercise not done
 # yet its first failing assertion (the lowest line of tests/test_exercises.c
-# that failed: file:line, what was expected and what came instead).  Writes OUTDIR/grade.tap and
+# that failed: file:line, what was expected and what came instead), in the
+# order of their chapters (the "@exercise NAME (chapter NN)" markers in
+# src/, as the handout's README lists them).  Writes OUTDIR/grade.tap and
 # OUTDIR/grade.xml (Criterion's TAP and JUnit reports) for a teacher's
 # records.  Exits 0 only when every exercise graded passes; an unknown
 # NAME fails, naming the exercises there are.
@@ -14,6 +16,9 @@ only=${3:-}
 case $only in
 *[!A-Za-z_0-9]*) echo "grade: '$only' is not an exercise name" >&2; exit 1 ;;
 esac
+# the exercises in chapter order, then name order: "name1 name2 ..."
+chapters=$(sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)).*$|\2 \1|p' \
+    src/*.c /dev/null 2>/dev/null | sort -s -n -k1,1 | awk '{ printf "%s ", $2 }')
 mkdir -p "$outdir"
 "$bin" --filter "ex_${only:-*}/*" --jobs 1 --tap="$outdir/grade.tap" \
     --xml="$outdir/grade.xml" >/dev/null 2>&1
@@ -21,7 +26,7 @@ mkdir -p "$outdir"
 # "not ok - ..."; the suites the filter left out are "# SKIP".  A failure
 # follows its "not ok" line as "  - tests/test_exercises.c:108: |+" and
 # the assertion's message on the next line.
-awk -v only="$only" -v bin="$bin" '
+awk -v only="$only" -v bin="$bin" -v chapters="$chapters" '
 /^(not )?ok( [0-9]+)? - / { name = "" }
 /^(not )?ok( [0-9]+)? - ex_/ && !/# SKIP/ {
     pass = ($1 == "ok")
@@ -58,9 +63,16 @@ END {
         printf "\n"
         exit 1
     }
+    # chapter order first, then any exercise the markers do not name
+    m = split(chapters, byc, " ")
+    k = 0
+    for (i = 1; i <= m; i++)
+        if (byc[i] in total) { shown[byc[i]] = 1; out[++k] = byc[i] }
+    for (i = 1; i <= n; i++)
+        if (!(order[i] in shown)) out[++k] = order[i]
     failing = 0
-    for (i = 1; i <= n; i++) {
-        e = order[i]
+    for (i = 1; i <= k; i++) {
+        e = out[i]
         printf "%-22s %d/%d tests pass%s\n", e, passed[e], total[e],
                passed[e] == total[e] ? "" : "  <- not done yet"
         if (passed[e] != total[e]) {
