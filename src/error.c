@@ -82,6 +82,14 @@ int mha_mul_size(size_t n, size_t m, size_t *out, const char *who)
     return GSL_SUCCESS;
 }
 
+/* The message of every allocation that fails; returns NULL. */
+static void *out_of_memory(const char *who, size_t n, size_t size)
+{
+    mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes", who,
+             n, size);
+    return NULL;
+}
+
 /* One place decides whether an allocation may go ahead, so the failure
  * injection of the tests reaches every allocation of the library. */
 static int may_allocate(size_t n, size_t size, const char *who)
@@ -91,8 +99,7 @@ static int may_allocate(size_t n, size_t size, const char *who)
         return 0;
     if (fail_countdown == 0) {
         fail_countdown = -1;
-        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
-                 who, n, size);
+        out_of_memory(who, n, size);
         return 0;
     }
     if (fail_countdown > 0)
@@ -106,10 +113,7 @@ void *mha_malloc(size_t n, size_t size, const char *who)
         return NULL;
     size_t bytes = n * size;
     void *p = malloc(bytes ? bytes : 1);
-    if (!p)
-        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
-                 who, n, size);
-    return p;
+    return p ? p : out_of_memory(who, n, size);
 }
 
 void *mha_calloc(size_t n, size_t size, const char *who)
@@ -117,32 +121,25 @@ void *mha_calloc(size_t n, size_t size, const char *who)
     if (!may_allocate(n, size, who))
         return NULL;
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
-                 who, n, size);
-    return p;
+    return p ? p : out_of_memory(who, n, size);
 }
 
 double *mha_alloc_numbers(size_t n, int zero, const char *who)
 {
+    if (n < MHA_HUGE_BYTES / sizeof(double))
+        return zero ? mha_calloc(n, sizeof(double), who)
+                    : mha_malloc(n, sizeof(double), who);
     if (!may_allocate(n, sizeof(double), who))
         return NULL;
-    size_t bytes = n * sizeof(double);
     void *p = NULL;
-    if (bytes < MHA_HUGE_BYTES) {
-        p = zero ? calloc(n ? n : 1, sizeof(double)) : malloc(bytes ? bytes : 1);
-    } else if (posix_memalign(&p, (size_t)2 << 20, bytes) == 0) {
+    size_t bytes = n * sizeof(double);
+    if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
+        return out_of_memory(who, n, sizeof(double));
 #ifdef MADV_HUGEPAGE
-        (void)madvise(p, bytes, MADV_HUGEPAGE); // a hint: refused is fine
+    (void)madvise(p, bytes, MADV_HUGEPAGE); // a hint: refused is fine
 #endif
-        if (zero)
-            memset(p, 0, bytes);
-    } else {
-        p = NULL;
-    }
-    if (!p)
-        mha_fail(GSL_ENOMEM, "%s: out of memory allocating %zu x %zu bytes",
-                 who, n, sizeof(double));
+    if (zero)
+        memset(p, 0, bytes);
     return p;
 }
 
