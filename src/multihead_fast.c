@@ -131,24 +131,22 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
     // pass 1: the scores, K read transposed by BLAS
     int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
                                 &k.matrix, 0.0, &s_r.matrix);
-    // finite inputs, yet a product can overflow: a score the mask keeps
-    // must be finite, or the softmax turns its whole row into NaN
+    // pass 2, row by row: finite inputs, yet a product can overflow, so
+    // first check the scores the mask keeps (one inf or NaN would turn
+    // the whole row into NaN); then scale, mask, exp(s - max), row sums
     for (size_t r = 0; r < rows && !status; r++) {
+        double *s_row = s + r * Lk;
         size_t len = softmax_valid_len(valid_lens, b, r0 + r, Lk);
-        if (rowops_all_finite(s + r * Lk, len))
-            continue;
-        for (size_t j = 0; j < len; j++)
-            if (!isfinite(s[r * Lk + j])) {
-                note_bad_score(bad, b, i, r0 + r, j, s[r * Lk + j]);
-                status = GSL_ERANGE;
-                break;
-            }
+        if (!rowops_all_finite(s_row, len)) {
+            size_t j = 0;
+            while (isfinite(s_row[j])) // one of the first len is not
+                j++;
+            note_bad_score(bad, b, i, r0 + r, j, s_row[j]);
+            status = GSL_ERANGE;
+            break;
+        }
+        sums[r] = rowops_softmax_unnormalized(s_row, Lk, scale, len, s_row, NULL);
     }
-    // pass 2: scale, mask, exp(s - max) and the row sums, row by row
-    for (size_t r = 0; r < rows && !status; r++)
-        sums[r] = rowops_softmax_unnormalized(
-            s + r * Lk, Lk, scale, softmax_valid_len(valid_lens, b, r0 + r, Lk),
-            s + r * Lk, NULL);
     // the weights, when they are kept: (B, h, Lq, Lk), contiguous
     for (size_t r = 0; weights && r < rows && !status; r++) {
         double *w_r = TENSOR_AT(weights, b, i, r0 + r, 0);

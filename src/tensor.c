@@ -61,7 +61,6 @@ static void contiguous_strides(size_t ndim, const size_t *shape,
     }
 }
 
-/* A new tensor header sharing buf (whose count it takes one more of). */
 /* The next tensor's id (tensor.h): counts every header made. */
 static unsigned long next_id(void)
 {
