@@ -47,6 +47,20 @@ cli_option *cli_find(cli_option *opts, size_t nopts, const char *name)
     return NULL;
 }
 
+int cli_at_most_one(const cli_option *opts, size_t n, const cli_option **given)
+{
+    *given = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!opts[i].value)
+            continue;
+        if (*given)
+            return cli_error("%s and %s exclude each other; give one of them",
+                             (*given)->name, opts[i].name);
+        *given = &opts[i];
+    }
+    return CLI_OK;
+}
+
 int cli_parse(int argc, char **argv, cli_option *opts, size_t nopts)
 {
     for (size_t i = 0; i < nopts; i++)

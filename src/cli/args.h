@@ -62,6 +62,11 @@ int cli_parse(int argc, char **argv, cli_option *opts, size_t nopts);
 /* The option named name in opts (it must be there). */
 cli_option *cli_find(cli_option *opts, size_t nopts, const char *name);
 
+/* At most one of the n options from opts on may be given (modes that
+ * exclude each other): CLI_OK with *given the one given, or NULL; else
+ * the one-line error "A and B exclude each other; give one of them". */
+int cli_at_most_one(const cli_option *opts, size_t n, const cli_option **given);
+
 /* opt->value as a whole number in [1, max] into *out.  An absent option
  * leaves *out as it is (the default) and returns CLI_OK. */
 int cli_parse_count(const cli_option *opt, size_t max, size_t *out);

@@ -306,17 +306,13 @@ static int cmd_trace(int argc, char **argv)
     if (status)
         return status;
     // --quiz, --json and --dot: one way to show the trace, or none
-    const cli_option *first = NULL;
-    trace_show show = SHOW_TEXT;
-    for (size_t i = 6; i < 9; i++) {
-        if (!opts[i].value)
-            continue;
-        if (first)
-            return cli_error("%s and %s exclude each other; give one of them",
-                             first->name, opts[i].name);
-        first = &opts[i];
-        show = i == 6 ? SHOW_QUIZ : i == 7 ? SHOW_JSON : SHOW_DOT;
-    }
+    const cli_option *way;
+    if (cli_at_most_one(&opts[6], 3, &way))
+        return CLI_USAGE;
+    trace_show show = !way             ? SHOW_TEXT
+                      : way == &opts[6] ? SHOW_QUIZ
+                      : way == &opts[7] ? SHOW_JSON
+                                        : SHOW_DOT;
     size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5;
     if (cli_parse_count(&opts[0], CLI_COUNT_MAX, &B) ||
         cli_parse_count(&opts[1], CLI_COUNT_MAX, &Lq) ||
@@ -616,15 +612,9 @@ static int cmd_quiz(int argc, char **argv)
     }
     if (status)
         return status;
-    const cli_option *mode = NULL;
-    for (size_t i = 1; i < 4; i++) {
-        if (!opts[i].value)
-            continue;
-        if (mode)
-            return cli_error("%s and %s exclude each other; give one of them",
-                             mode->name, opts[i].name);
-        mode = &opts[i];
-    }
+    const cli_option *mode; // --answers, --solution, --json: one, or none
+    if (cli_at_most_one(&opts[1], 3, &mode))
+        return CLI_USAGE;
     int review = opts[4].value != NULL;
     if (review && mode && mode != &opts[1])
         return cli_error("--review goes with grading, not with %s", mode->name);
