@@ -65,6 +65,12 @@ const char *trace_kind_name(trace_kind kind)
     return kind <= TRACE_NOTE ? names[kind] : "?";
 }
 
+const char *trace_join_text(trace_join join)
+{
+    static const char *const text[] = {", ", " @ ", " + "};
+    return join <= TRACE_SUM ? text[join] : ", ";
+}
+
 #ifndef MHA_NO_TRACE
 static void keep_shape(trace_shape *s, const tensor *t)
 {
@@ -320,7 +326,6 @@ static size_t shown_inputs(const trace_record *r)
  * " -> (10, 4, 6)" when the step has an output. */
 static char *shapes_text(const trace_record *r, char *buf, size_t n)
 {
-    static const char *const sep[] = {", ", " @ ", " + "};
     char s[TRACE_SHAPE_MAX];
     size_t used = 0, shown = 0;
     buf[0] = '\0';
@@ -329,7 +334,7 @@ static char *shapes_text(const trace_record *r, char *buf, size_t n)
         if (o->side)
             continue;
         if (shown++)
-            used = put(buf, n, used, sep[r->join]);
+            used = put(buf, n, used, trace_join_text(r->join));
         if (o->label[0]) {
             used = put(buf, n, used, o->label);
             used = put(buf, n, used, " ");

@@ -234,5 +234,8 @@ char *trace_shape_str(const trace_shape *s, char *buf, size_t n);
 char *trace_sym_str(const trace_shape *s, char *buf, size_t n);
 /* "view", "copy", "new", "step" or "note". */
 const char *trace_kind_name(trace_kind kind);
+/* What stands between a record's inputs in a line: ", " (a list), " @ "
+ * (a product) or " + " (a sum). */
+const char *trace_join_text(trace_join join);
 
 #endif

@@ -237,9 +237,7 @@ char *quiz_show(const trace_record *r, const unsigned long *ids,
     char op[TRACE_OP_MAX];
     hide_args(r->op, op, sizeof op);
     size_t len = (size_t)snprintf(buf, n, "%s on ", op);
-    const char *join = r->join == TRACE_MATMUL ? " @ "
-                       : r->join == TRACE_SUM  ? " + "
-                                               : ", ";
+    const char *join = trace_join_text(r->join);
     int first = 1;
     for (size_t i = 0; i < r->n_inputs && len < n; i++) {
         const trace_operand *in = &r->inputs[i];
