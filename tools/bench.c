@@ -794,6 +794,53 @@ static void part_cli(const char *mha, const char *self, const row *rows,
 
 /* --- charts and Markdown ----------------------------------------------- */
 
+/* plots/NAME.{dat,gp}, rendered: seconds and peak RSS against L (Lmem)
+ * for two kinds, a and b, side by side; `key` names their columns, `what`
+ * says what was run, `label` names their lines. */
+static void write_time_memory_chart(const char *name, const char *key_a,
+                                    const double *t_a, const double *m_a,
+                                    const char *key_b, const double *t_b,
+                                    const double *m_b, const char *what,
+                                    const char *title, const char *label_a,
+                                    const char *label_b, const char *time_axis)
+{
+    char path[64];
+    snprintf(path, sizeof path, "plots/%s.dat", name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "# L %s_s %s_MiB %s_s %s_MiB (%s)\n", key_a, key_a, key_b,
+            key_b, what);
+    for (size_t i = 0; i < NMEM; i++)
+        fprintf(f, "%zu %.4f %.1f %.4f %.1f\n", Lmem[i], t_a[i], m_a[i],
+                t_b[i], m_b[i]);
+    fclose(f);
+    snprintf(path, sizeof path, "plots/%s.gp", name);
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f,
+        "# gnuplot -e \"fmt='svg'\" plots/%s.gp  (data beside it)\n"
+        "if (!exists('fmt')) fmt = 'png'\n"
+        "dir = system('dirname ' . ARG0)\n"
+        "if (fmt eq 'svg') { set terminal svg size 1000,420 font 'sans,12' } "
+        "else { set terminal pngcairo size 1000,420 font 'sans,10' }\n"
+        "set output dir . '/%s.' . fmt\n"
+        "set datafile missing 'nan'\n"
+        "set multiplot layout 1,2 title '%s'\n"
+        "set logscale x 2\nset logscale y 10\nset grid\nset key left top\n"
+        "set xlabel 'L'\n"
+        "set ylabel '%s'\n"
+        "plot dir . '/%s.dat' u 1:2 w lp lw 2 t '%s', '' u 1:4 w lp lw 2 t '%s'\n"
+        "set ylabel 'peak RSS (MiB)'\n"
+        "plot dir . '/%s.dat' u 1:3 w lp lw 2 t '%s', '' u 1:5 w lp lw 2 t '%s'\n"
+        "unset multiplot\n",
+        name, name, title, time_axis, name, label_a, label_b, name, label_a,
+        label_b);
+    fclose(f);
+    render(path);
+}
+
 static void write_charts(const row *rows, const double *gsl_fast,
                          const double *te, const double *me, const double *tt,
                          const double *mt, const cli_result *c)
@@ -837,69 +884,15 @@ static void write_charts(const row *rows, const double *gsl_fast,
     fclose(f);
     render("plots/bench_mha.gp");
 
-    f = fopen("plots/bench_memory.dat", "w");
-    if (!f)
-        return;
-    fprintf(f, "# L exact_s exact_MiB tiled_s tiled_MiB (B*h = 8, d_h = 64)\n");
-    for (size_t i = 0; i < NMEM; i++)
-        fprintf(f, "%zu %.4f %.1f %.4f %.1f\n", Lmem[i], te[i], me[i], tt[i],
-                mt[i]);
-    fclose(f);
-    f = fopen("plots/bench_memory.gp", "w");
-    if (!f)
-        return;
-    fprintf(f,
-        "# gnuplot -e \"fmt='svg'\" plots/bench_memory.gp  (data beside it)\n"
-        "if (!exists('fmt')) fmt = 'png'\n"
-        "dir = system('dirname ' . ARG0)\n"
-        "if (fmt eq 'svg') { set terminal svg size 1000,420 font 'sans,12' } "
-        "else { set terminal pngcairo size 1000,420 font 'sans,10' }\n"
-        "set output dir . '/bench_memory.' . fmt\n"
-        "set datafile missing 'nan'\n"
-        "set multiplot layout 1,2 title 'Exact vs tiled attention, B*h = 8, d_h = 64'\n"
-        "set logscale x 2\nset logscale y 10\nset grid\nset key left top\n"
-        "set xlabel 'L'\n"
-        "set ylabel 'seconds'\n"
-        "plot dir . '/bench_memory.dat' u 1:2 w lp lw 2 t 'exact', '' u 1:4 w lp lw 2 t 'tiled'\n"
-        "set ylabel 'peak RSS (MiB)'\n"
-        "plot dir . '/bench_memory.dat' u 1:3 w lp lw 2 t 'exact', '' u 1:5 w lp lw 2 t 'tiled'\n"
-        "unset multiplot\n");
-    fclose(f);
-    render("plots/bench_memory.gp");
-
-    f = fopen("plots/bench_forward.dat", "w");
-    if (!f)
-        return;
-    fprintf(f, "# L forward_s forward_MiB copy_s copy_MiB (mha forward and "
-               "the copy-based module, B = 1, D = 512, h = 8)\n");
-    for (size_t i = 0; i < NMEM; i++)
-        fprintf(f, "%zu %.4f %.1f %.4f %.1f\n", Lmem[i], c->t_cli[i],
-                c->m_cli[i], c->t_copy[i], c->m_copy[i]);
-    fclose(f);
-    f = fopen("plots/bench_forward.gp", "w");
-    if (!f)
-        return;
-    fprintf(f,
-        "# gnuplot -e \"fmt='svg'\" plots/bench_forward.gp  (data beside it)\n"
-        "if (!exists('fmt')) fmt = 'png'\n"
-        "dir = system('dirname ' . ARG0)\n"
-        "if (fmt eq 'svg') { set terminal svg size 1000,420 font 'sans,12' } "
-        "else { set terminal pngcairo size 1000,420 font 'sans,10' }\n"
-        "set output dir . '/bench_forward.' . fmt\n"
-        "set datafile missing 'nan'\n"
-        "set multiplot layout 1,2 title 'mha forward against the copy-based "
-        "module, B = 1, D = 512, h = 8'\n"
-        "set logscale x 2\nset logscale y 10\nset grid\nset key left top\n"
-        "set xlabel 'L'\n"
-        "set ylabel 'seconds (whole process)'\n"
-        "plot dir . '/bench_forward.dat' u 1:2 w lp lw 2 t 'mha forward', "
-        "'' u 1:4 w lp lw 2 t 'copy-based module'\n"
-        "set ylabel 'peak RSS (MiB)'\n"
-        "plot dir . '/bench_forward.dat' u 1:3 w lp lw 2 t 'mha forward', "
-        "'' u 1:5 w lp lw 2 t 'copy-based module'\n"
-        "unset multiplot\n");
-    fclose(f);
-    render("plots/bench_forward.gp");
+    write_time_memory_chart("bench_memory", "exact", te, me, "tiled", tt, mt,
+                            "B*h = 8, d_h = 64",
+                            "Exact vs tiled attention, B*h = 8, d_h = 64",
+                            "exact", "tiled", "seconds");
+    write_time_memory_chart(
+        "bench_forward", "forward", c->t_cli, c->m_cli, "copy", c->t_copy,
+        c->m_copy, "mha forward and the copy-based module, B = 1, D = 512, h = 8",
+        "mha forward against the copy-based module, B = 1, D = 512, h = 8",
+        "mha forward", "copy-based module", "seconds (whole process)");
 }
 
 /* The 1-, 5- and 15-minute load averages, as /proc/loadavg gives them:
