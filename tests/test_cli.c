@@ -347,6 +347,17 @@ static void assert_refused(const run *r, const char *message,
     assert_unchanged(before, args);
 }
 
+/* mha ARGS, in the scratch directory as it is now: refused with exactly
+ * message, and every file left as it was. */
+static void assert_run_refused(const char *args, const char *message)
+{
+    snapshot before = snapshot_take();
+    run r = mha(args);
+    assert_refused(&r, message, &before, args);
+    run_free(&r);
+    free(before.data);
+}
+
 /* The standard inputs (see the top of the file), seeded. */
 static void write_inputs(void)
 {
@@ -1592,14 +1603,9 @@ Test(cli, attention_out_naming_a_directory_keeps_out, .init = enter_scratch,
     tensor_free(old);
     cr_assert_eq(chmod("out.npy", 0600), 0);
     cr_assert_eq(mkdir("sub", 0755), 0);
-    snapshot before = snapshot_take();
-    const char *args = FORWARD "|--out|out.npy|--attention-out|sub";
-    run r = mha(args);
-    assert_refused(&r, "mha forward: --attention-out 'sub' is a directory: "
-                       "mha writes only regular files and will not replace it",
-                   &before, args);
-    run_free(&r);
-    free(before.data);
+    assert_run_refused(FORWARD "|--out|out.npy|--attention-out|sub",
+                       "mha forward: --attention-out 'sub' is a directory: "
+                       "mha writes only regular files and will not replace it");
 }
 
 /* The PNG is drawn, then the SVG cannot be: the PNG of an earlier run is
@@ -1615,15 +1621,10 @@ Test(cli, failed_svg_keeps_the_earlier_png, .init = enter_scratch,
     fputs("an earlier picture\n", f);
     cr_assert_eq(fclose(f), 0);
     cr_assert_eq(chmod("old.png", 0604), 0);
-    snapshot before = snapshot_take();
-    const char *args = "heatmap|--heads|2|" INPUTS "|--png|old.png|--svg|"
-                       "nodir/h.svg";
-    run r = mha(args);
-    assert_refused(&r, "mha heatmap: --svg nodir/h.svg: cannot create a "
-                       "directory next to it: No such file or directory",
-                   &before, args);
-    run_free(&r);
-    free(before.data);
+    assert_run_refused("heatmap|--heads|2|" INPUTS "|--png|old.png|--svg|"
+                       "nodir/h.svg",
+                       "mha heatmap: --svg nodir/h.svg: cannot create a "
+                       "directory next to it: No such file or directory");
 }
 
 /* An absolute path and a relative one for one file, existing or not. */
@@ -1633,18 +1634,12 @@ Test(cli, absolute_and_relative_names_of_one_file_are_refused,
     write_inputs();
     char cwd[2048], args[4096], message[4096];
     cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snapshot before = snapshot_take();
     snprintf(args, sizeof args, FORWARD "|--out|out.npy|--attention-out|%s/out.npy", cwd);
-    run r = mha(args);
     snprintf(message, sizeof message, "mha forward: --out 'out.npy' and --attention-out '%s/out.npy' name the same file", cwd);
-    assert_refused(&r, message, &before, args);
-    run_free(&r);
+    assert_run_refused(args, message);
     snprintf(args, sizeof args, FORWARD "|--out|%s/k.npy", cwd);
-    r = mha(args);
     snprintf(message, sizeof message, "mha forward: --out '%s/k.npy' and --keys 'k.npy' name the same file (an output must not replace an input)", cwd);
-    assert_refused(&r, message, &before, args);
-    run_free(&r);
-    free(before.data);
+    assert_run_refused(args, message);
 }
 
 /* A dangling link names the file it will point to: an output through it
@@ -1655,14 +1650,9 @@ Test(cli, a_dangling_link_to_another_output_is_refused, .init = enter_scratch,
 {
     write_inputs();
     cr_assert_eq(symlink("o.npy", "ol.npy"), 0);
-    snapshot before = snapshot_take();
-    const char *args = FORWARD "|--out|o.npy|--attention-out|ol.npy";
-    run r = mha(args);
-    assert_refused(&r, "mha forward: --out 'o.npy' and --attention-out "
-                       "'ol.npy' name the same file",
-                   &before, args);
-    run_free(&r);
-    free(before.data);
+    assert_run_refused(FORWARD "|--out|o.npy|--attention-out|ol.npy",
+                       "mha forward: --out 'o.npy' and --attention-out "
+                       "'ol.npy' name the same file");
 }
 
 /* An output name as long as a name may be (255 bytes) is written: its
