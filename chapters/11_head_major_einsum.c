@@ -39,23 +39,6 @@
 
 #include "lesson.h"
 
-/* max |a - b| over two tensors of one shape, any strides */
-static double max_abs_diff(const tensor *a, const tensor *b)
-{
-    double worst = 0;
-    size_t idx[TENSOR_MAX_DIMS] = {0};
-    for (size_t e = 0; e < tensor_numel(a); e++) {
-        double d = fabs(*tensor_at(a, idx) - *tensor_at(b, idx));
-        worst = isnan(d) ? INFINITY : fmax(worst, d);
-        for (size_t k = a->ndim; k-- > 0;) {
-            if (++idx[k] < a->shape[k])
-                break;
-            idx[k] = 0;
-        }
-    }
-    return worst;
-}
-
 /* mean and biased variance of y[b, l, :] */
 static void position_stats(const tensor *y, size_t b, size_t l, double *mean,
                            double *var)
@@ -387,8 +370,8 @@ static void agrees(pair *p)
                                 &attn_h));
         CHECK(tensor_permute(attn_h, SHAPE(1, 0, 2, 3), &swapped));
         printf("  %-19s %-15s %s\n", mask_names[c],
-               yes_no(max_abs_diff(out_h, out_m) < 1e-12),
-               yes_no(max_abs_diff(swapped, p->mh.weights) < 1e-12));
+               yes_no(largest_abs_diff(out_h, out_m) < 1e-12),
+               yes_no(largest_abs_diff(swapped, p->mh.weights) < 1e-12));
         tensor_free(out_m);
         tensor_free(out_h);
         tensor_free(attn_h);
@@ -447,7 +430,7 @@ static void differs(pair *p)
            "differ (by more than 0.1: %s).  Position (0, 0):\n"
            "  chapter 08: mean %7.4f, variance %.4f\n"
            "  head-major: |mean| < 1e-12: %s, variance %.6f\n",
-           yes_no(max_abs_diff(out_h, out_m) > 0.1), mean08, var08,
+           yes_no(largest_abs_diff(out_h, out_m) > 0.1), mean08, var08,
            yes_no(fabs(mean) < 1e-12), var);
     tensor_free(lens0);
     tensor_free(out0);

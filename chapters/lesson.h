@@ -93,13 +93,20 @@ static inline tensor *counting_tensor(size_t B, size_t n, size_t d_model)
     return x;
 }
 
-/* Largest |a - b| over two tensors of the same shape and layout. */
+/* Largest |a - b| over two tensors of one shape, any strides (views
+ * too); a NaN difference counts as infinite. */
 static inline double largest_abs_diff(const tensor *a, const tensor *b)
 {
     double worst = 0;
-    for (size_t i = 0; i < tensor_numel(a); i++) {
-        double d = fabs(a->data[i] - b->data[i]);
-        worst = d > worst ? d : worst;
+    size_t idx[TENSOR_MAX_DIMS] = {0};
+    for (size_t e = 0; e < tensor_numel(a); e++) {
+        double d = fabs(*tensor_at(a, idx) - *tensor_at(b, idx));
+        worst = isnan(d) ? INFINITY : fmax(worst, d);
+        for (size_t k = a->ndim; k-- > 0;) { // the next index, row-major
+            if (++idx[k] < a->shape[k])
+                break;
+            idx[k] = 0;
+        }
     }
     return worst;
 }
