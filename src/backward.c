@@ -18,6 +18,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "posenc.h"
 #include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
@@ -542,6 +543,20 @@ static int head_mask_backward(const tensor *dmasked, const tensor *heads,
     return GSL_SUCCESS;
 }
 
+/* *d (B, L, d_model), a gradient of the rotated Q or K, replaced by the
+ * gradient of the projection before the rotation. */
+static int unrotate(const multihead *m, tensor **d, long start)
+{
+    tensor *back = NULL;
+    int status = rope_apply_inverse(*d, m->cfg.num_hiddens / m->cfg.num_heads,
+                                    start, m->cfg.rope_base, &back);
+    if (status)
+        return status;
+    tensor_free(*d);
+    *d = back;
+    return GSL_SUCCESS;
+}
+
 int multihead_backward(const multihead *m, const multihead_cache *c,
                        const tensor *dout, multihead *grads,
                        tensor *dhead_mask, tensor **dqueries, tensor **dkeys,
@@ -620,11 +635,18 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                                         need_q ? &dqh : NULL,
                                         need_k ? &dkh : NULL,
                                         need_v ? &dvh : NULL);
-    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model)
+    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model);
+    //    with rope, dQ and dK turned back by the forward's angles (a
+    //    rotation's transpose is its inverse)
+    long Lk = (long)c->kh->shape[1];
     if (!status && need_q)
         status = transpose_output(dqh, h, &dq);
+    if (!status && need_q && m->cfg.rope)
+        status = unrotate(m, &dq, Lk - (long)Lq);
     if (!status && need_k)
         status = transpose_output(dkh, h, &dk);
+    if (!status && need_k && m->cfg.rope)
+        status = unrotate(m, &dk, 0);
     if (!status && need_v)
         status = transpose_output(dvh, h, &dv);
     // 1. the projections: the inputs' gradients, then every layer's own

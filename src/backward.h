@@ -40,7 +40,9 @@
  *   4. the attention backward on all B*h heads: dQh, dKh, dVh
  *   3. valid_lens are whole numbers: nothing to differentiate
  *   2. transpose_output puts each gradient's heads side by side again,
- *      (B, L, d_model)
+ *      (B, L, d_model); with rope, dQ and dK are turned back by the
+ *      forward's angles (rope_apply_inverse): the rotation is orthogonal,
+ *      so its transpose, the backward, is the inverse rotation
  *   1. the W_q, W_k, W_v backwards: dqueries, dkeys, dvalues and the
  *      weights' gradients.  In self-attention queries, keys and values are
  *      one tensor X, and dX is the sum of the three.

@@ -20,6 +20,7 @@
 #include "multihead.h"
 #include "multihead_fast.h"
 #include "npy.h"
+#include "posenc.h"
 #include "plot.h"
 #include "program.h"
 #include "qkv.h"

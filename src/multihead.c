@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "posenc.h"
 #include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
@@ -188,6 +189,18 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "multihead: num_hiddens %zu is not divisible by "
                         "num_heads %zu",
                         c->num_hiddens, c->num_heads);
+    if (c->rope && (c->num_hiddens / c->num_heads) % 2 != 0)
+        return mha_fail(GSL_EBADLEN,
+                        "multihead: rope turns pairs of features, but the "
+                        "head size p = d_model/h = %zu/%zu = %zu is odd",
+                        c->num_hiddens, c->num_heads,
+                        c->num_hiddens / c->num_heads);
+    if (c->rope && m->cfg.rope_base == 0)
+        m->cfg.rope_base = ROPE_DEFAULT_BASE;
+    if (c->rope && !(isfinite(c->rope_base) && c->rope_base > 1))
+        return mha_fail(GSL_EINVAL,
+                        "multihead: rope_base %g must be a finite number > 1",
+                        c->rope_base);
     int status = dot_attention_init(&m->attention, c->dropout);
     int (*init)(linear *, const char *, size_t, size_t, int) =
         c->shape_only ? linear_init_meta : linear_init;
@@ -220,6 +233,20 @@ void multihead_free(multihead *m)
     dot_attention_free(&m->attention);
     tensor_free(m->weights);
     m->weights = NULL;
+}
+
+int multihead_rope(const multihead *m, tensor **x, long start)
+{
+    if (!m->cfg.rope)
+        return GSL_SUCCESS;
+    tensor *turned = NULL;
+    int status = rope_apply(*x, m->cfg.num_hiddens / m->cfg.num_heads, start,
+                            m->cfg.rope_base, &turned);
+    if (status)
+        return status;
+    tensor_free(*x);
+    *x = turned;
+    return GSL_SUCCESS;
 }
 
 void multihead_reset_xavier(multihead *m, gsl_rng *r)
@@ -407,15 +434,26 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     // 1-2. project, then split into heads; the inputs are finite
     // (checked above), so a NaN or inf from here on is an overflow
     const char *who = "multihead_forward";
+    // (with rope, Q and K turned by position: keys at 0 .. Lk-1, queries
+    // aligned at the end, Lk-Lq .. Lk-1)
+    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
     status = linear_forward(&m->W_q, &q_in, &q);
     if (!status)
         status = tensor_check_result(q, who, "projection", "Q");
+    if (!status)
+        status = multihead_rope(m, &q, Lk - Lq);
+    if (!status && m->cfg.rope)
+        status = tensor_check_result(q, who, "rotation", "Q");
     if (!status)
         status = transpose_qkv(q, h, &kept.qh);
     if (!status)
         status = linear_forward(&m->W_k, &k_in, &k);
     if (!status)
         status = tensor_check_result(k, who, "projection", "K");
+    if (!status)
+        status = multihead_rope(m, &k, 0);
+    if (!status && m->cfg.rope)
+        status = tensor_check_result(k, who, "rotation", "K");
     if (!status)
         status = transpose_qkv(k, h, &kept.kh);
     if (!status)

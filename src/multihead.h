@@ -15,7 +15,8 @@
  * The forward pass, step by step:
  *   1. project: Q = queries W_q^T, K = keys W_k^T, V = values W_v^T
  *      (rows, as PyTorch computes), each (B, L, d_model), one Linear
- *      layer each (PyTorch weight layout).
+ *      layer each (PyTorch weight layout).  With the rope option, Q
+ *      and K are then rotated by position (posenc.h, multihead_rope).
  *   2. split heads, transpose_qkv:
  *        (B, L, d_model) -reshape-> (B, L, h, d_model/h)
  *                        -permute(0, 2, 1, 3)-> (B, h, L, d_model/h)
@@ -72,6 +73,8 @@ typedef struct multihead_config {
     int shape_only; /* parameters with no numbers (tensor_alloc_meta): the
                        forward pass of shape-only inputs runs every step and
                        traces it, computing nothing, for any size */
+    int rope;         /* 1: rotary embeddings on Q and K (posenc.h) */
+    double rope_base; /* their base; 0: 10000 (ROPE_DEFAULT_BASE) */
 } multihead_config;
 
 typedef struct multihead {
@@ -84,9 +87,19 @@ typedef struct multihead {
 
 /* Allocate the four layers (zero weights; see multihead_reset_xavier).
  * GSL_EINVAL for a zero size, GSL_EBADLEN when num_hiddens is not
- * divisible by num_heads. */
+ * divisible by num_heads.  With rope: GSL_EBADLEN for an odd head size p
+ * (RoPE turns pairs of features), GSL_EINVAL for a rope_base that is not
+ * a finite number > 1; a rope_base of 0 becomes 10000 in m->cfg. */
 int multihead_init(multihead *m, const multihead_config *cfg);
 void multihead_free(multihead *m);
+
+/* With m->cfg.rope, *x (B, L, h*p), a projected Q or K, is replaced by
+ * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...;
+ * without, it is left alone.  Every forward path calls it right after the
+ * projections, with keys at 0 .. Lk-1 and queries aligned at the end,
+ * Lk-Lq .. Lk-1 (self-attention: 0 .. L-1; decoding with a cache: the new
+ * query is the last position). */
+int multihead_rope(const multihead *m, tensor **x, long start);
 
 /* Xavier-uniform weights for all four layers (d2l's default init), zero
  * biases. */

@@ -228,15 +228,23 @@ static void trace_attention(const tensor *qh, const tensor *kh,
 }
 
 /* x projected by l (one dgemm), checked finite (the inputs were, so a
- * NaN or inf is an overflow), and seen as heads: (B, L, D) and its
- * (B, h, L, p) view. */
-static int project_heads(const linear *l, const tensor *x, size_t h,
+ * NaN or inf is an overflow), turned by position when the module has
+ * rope (rope_start: the first row's position; V passes rope 0), and seen
+ * as heads: (B, L, D) and its (B, h, L, p) view. */
+static int project_heads(const multihead *m, const linear *l,
+                         const tensor *x, int rope, long rope_start,
                          const char *name, tensor **proj, tensor **heads)
 {
+    const char *who = "multihead_forward_fast";
     int status = linear_forward(l, x, proj);
     if (!status)
-        status = tensor_check_result(*proj, "multihead_forward_fast",
-                                     "projection", name);
+        status = tensor_check_result(*proj, who, "projection", name);
+    if (!status && rope && m->cfg.rope) {
+        status = multihead_rope(m, proj, rope_start);
+        if (!status)
+            status = tensor_check_result(*proj, who, "rotation", name);
+    }
+    size_t h = m->cfg.num_heads;
     if (!status)
         status = heads_view(*proj, h, heads);
     return status;
@@ -270,11 +278,14 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // 1-2. project (one dgemm each), split into heads (views); the
     // inputs are finite (start), so a NaN or inf here is an overflow
     const char *who = "multihead_forward_fast";
-    status = project_heads(&m->W_q, &q_in, h, "Q", &q, &qh);
+    // (with rope, Q and K turned by position: keys at 0 .. Lk-1, queries
+    // aligned at the end, Lk-Lq .. Lk-1)
+    long Lk = (long)keys->shape[1];
+    status = project_heads(m, &m->W_q, &q_in, 1, Lk - (long)Lq, "Q", &q, &qh);
     if (!status)
-        status = project_heads(&m->W_k, &k_in, h, "K", &k, &kh);
+        status = project_heads(m, &m->W_k, &k_in, 1, 0, "K", &k, &kh);
     if (!status)
-        status = project_heads(&m->W_v, &v_in, h, "V", &v, &vh);
+        status = project_heads(m, &m->W_v, &v_in, 0, 0, "V", &v, &vh);
     // 3. the output buffer, seen per head
     if (!status)
         status = tensor_alloc(SHAPE(B, Lq, D), &concat);
@@ -334,6 +345,19 @@ static void naive_linear(const linear *l, const double *x, size_t xs,
     }
 }
 
+/* With rope: the p features of one head of one projected vector at
+ * position pos, turned pair by pair (features 2k, 2k + 1) by the angle
+ * pos / base^(2k/p), written out from the formula of posenc.h. */
+static void naive_rope(double *v, size_t p, double pos, double base)
+{
+    for (size_t k = 0; 2 * k < p; k++) {
+        double angle = pos / pow(base, (double)(2 * k) / (double)p);
+        double a = v[2 * k], b = v[2 * k + 1];
+        v[2 * k] = cos(angle) * a - sin(angle) * b;
+        v[2 * k + 1] = sin(angle) * a + cos(angle) * b;
+    }
+}
+
 int multihead_forward_naive(multihead *m, const tensor *queries,
                             const tensor *keys, const tensor *values,
                             const tensor *valid_lens, tensor **out)
@@ -366,13 +390,23 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
         return status;
     }
     double scale = 1.0 / sqrt((double)p);
+    int rope = m->cfg.rope;
     for (size_t b = 0; b < B; b++) {
-        for (size_t i = 0; i < Lq; i++)
+        // query i sits at position Lk - Lq + i, key t at position t
+        for (size_t i = 0; i < Lq; i++) {
             naive_linear(&m->W_q, TENSOR_AT(queries, b, i, 0),
                          queries->strides[2], qp + i * D);
+            for (size_t hd = 0; rope && hd < h; hd++)
+                naive_rope(qp + i * D + hd * p, p,
+                           (double)Lk - (double)Lq + (double)i,
+                           m->cfg.rope_base);
+        }
         for (size_t t = 0; t < Lk; t++) {
             naive_linear(&m->W_k, TENSOR_AT(keys, b, t, 0), keys->strides[2],
                          kp + t * D);
+            for (size_t hd = 0; rope && hd < h; hd++)
+                naive_rope(kp + t * D + hd * p, p, (double)t,
+                           m->cfg.rope_base);
             naive_linear(&m->W_v, TENSOR_AT(values, b, t, 0),
                          values->strides[2], vp + t * D);
         }

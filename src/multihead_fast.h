@@ -14,7 +14,8 @@
  * p = d_model/h; out (B, Lq, D_out).
  *
  * multihead_forward_fast, step by step:
- *   1. Q, K, V: one dgemm each over all B*L rows (linear_forward).
+ *   1. Q, K, V: one dgemm each over all B*L rows (linear_forward); with
+ *      the rope option, Q and K then turned by position (multihead_rope).
  *   2. heads as views: (B, L, d_model) -reshape-> (B, L, h, p)
  *      -permute-> (B, h, L, p), no copy; head (b, i) is a (L, p) matrix
  *      with tda d_model.
@@ -75,7 +76,8 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                            const multihead_fast_options *opt, tensor **out);
 
 /* The same numbers from plain loops, one query, head and key at a time,
- * straight from the formulas: no BLAS, no views, no copies.  Slow (it is
+ * straight from the formulas: no BLAS, no views, no copies (with rope,
+ * each head's pairs turned by angles computed on the spot).  Slow (it is
  * the reference, and the benchmark's floor).  Keeps no weights either. */
 int multihead_forward_naive(multihead *m, const tensor *queries,
                             const tensor *keys, const tensor *values,

@@ -470,17 +470,21 @@ Test(backward, attention_partial_outputs)
 
 struct mh_case {
     size_t B, Lq, Lk, dq, dk, dv, D, h, Dout;
-    int bias, mask, head_mask;
+    int bias, mask, head_mask, rope;
 };
 
 static struct mh_case mh_cases[] = {
-    /* B  Lq Lk dq dk dv D  h  Dout bias mask        head mask */
-    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, NO_MASK, 0},
-    {2, 3, 4, 3, 5, 2, 6, 2, 0, 1, PER_EXAMPLE, 0},
-    {2, 4, 3, 4, 4, 4, 8, 4, 3, 1, PER_QUERY, 1},
-    {3, 2, 5, 2, 3, 4, 6, 3, 5, 0, PER_EXAMPLE, 1},
-    {1, 5, 2, 3, 3, 3, 4, 1, 0, 1, NO_MASK, 0},
-    {1, 3, 6, 4, 2, 3, 8, 2, 2, 1, PER_QUERY, 1},
+    /* B  Lq Lk dq dk dv D  h  Dout bias mask        head mask, rope */
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, NO_MASK, 0, 0},
+    {2, 3, 4, 3, 5, 2, 6, 2, 0, 1, PER_EXAMPLE, 0, 0},
+    {2, 4, 3, 4, 4, 4, 8, 4, 3, 1, PER_QUERY, 1, 0},
+    {3, 2, 5, 2, 3, 4, 6, 3, 5, 0, PER_EXAMPLE, 1, 0},
+    {1, 5, 2, 3, 3, 3, 4, 1, 0, 1, NO_MASK, 0, 0},
+    {1, 3, 6, 4, 2, 3, 8, 2, 2, 1, PER_QUERY, 1, 0},
+    /* rope: queries at Lk-Lq .. Lk-1, negative when Lq > Lk */
+    {2, 3, 4, 3, 5, 2, 8, 2, 0, 1, PER_EXAMPLE, 0, 1},
+    {1, 5, 2, 3, 3, 3, 4, 2, 0, 1, NO_MASK, 1, 1},
+    {2, 4, 4, 4, 4, 4, 12, 2, 3, 0, PER_QUERY, 0, 1},
 };
 
 struct mh_ctx {
@@ -517,7 +521,7 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
     multihead_config cfg = {.query_size = mc->dq, .key_size = mc->dk,
                             .value_size = mc->dv, .num_hiddens = mc->D,
                             .num_heads = mc->h, .out_size = mc->Dout,
-                            .bias = mc->bias};
+                            .bias = mc->bias, .rope = mc->rope};
     multihead m, grads;
     OK(multihead_init(&m, &cfg));
     OK(multihead_init(&grads, &cfg));
