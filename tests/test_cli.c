@@ -384,6 +384,10 @@ static tensor *load(const char *path)
     return t;
 }
 
+/* > 0: reference() runs the module with rope and this base (the --rope
+ * tests set it and put it back to 0). */
+static double reference_rope_base;
+
 /* multihead_forward in this process on the files' numbers: the
  * reference for what mha writes.  k, v and the biases may be NULL. */
 static void reference(size_t heads, const char *q, const char *k,
@@ -400,7 +404,8 @@ static void reference(size_t heads, const char *q, const char *k,
                             .num_hiddens = w[0]->shape[0],
                             .num_heads = heads,
                             .out_size = w[3]->shape[0],
-                            .bias = bias};
+                            .bias = bias, .rope = reference_rope_base > 0,
+                            .rope_base = reference_rope_base};
     OK(multihead_init(&m, &cfg));
     linear *layer[4] = {&m.W_q, &m.W_k, &m.W_v, &m.W_o};
     static const char *const bias_file[4] = {"bq.npy", "bk.npy", "bv.npy",
@@ -1183,6 +1188,60 @@ Test(cli, forward_trace_and_only_out, .init = enter_scratch,
     run_free(&r);
 }
 
+/* --rope: the numbers of the module with rope in this process; the
+ * trace shows Q turned for positions 2..5 (queries at the end of the 6
+ * keys) and K for 0..5; --rope-base changes the numbers. */
+Test(cli, forward_rope, .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha(FORWARD OUTS "|--rope|--trace");
+    assert_ok(&r, "forward --rope");
+    static const char *const want[] = {
+        "  W_q: x W^T             new   (2, 4, 5) -> (2, 4, 8)              (B, Lq, d_model)",
+        "  rope(p=4, pos 2..5)    new   (2, 4, 8) -> (2, 4, 8)              (B, Lq, d_model)",
+        "  W_k: x W^T             new   (2, 6, 7) -> (2, 6, 8)              (B, Lk, d_model)",
+        "  rope(p=4, pos 0..5)    new   (2, 6, 8) -> (2, 6, 8)              (B, Lk, d_model)",
+        "  W_v: x W^T             new   (2, 6, 3) -> (2, 6, 8)              (B, Lk, d_model)",
+    };
+    assert_lines_in_order(r.out, want, 5);
+    run_free(&r);
+    reference_rope_base = 10000;
+    assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    tensor *plain_out, *plain_a, *got = load("out.npy");
+    reference_rope_base = 0;
+    reference(2, "q.npy", "k.npy", "v.npy", 0, NULL, &plain_out, &plain_a);
+    cr_assert_gt(rel_error(got, plain_out), 1e-3, "--rope changed nothing");
+    tensor_free(got);
+
+    r = mha(FORWARD OUTS "|--rope|--rope-base|500");
+    assert_ok(&r, "forward --rope --rope-base 500");
+    run_free(&r);
+    reference_rope_base = 500;
+    assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
+                   SHAPE(2, 2, 4, 6));
+    reference_rope_base = 0;
+    tensor_free(plain_out);
+    tensor_free(plain_a);
+}
+
+/* mha trace --rope: the rope steps on shapes alone, and the line that
+ * describes the case says so. */
+Test(cli, trace_rope, .init = enter_scratch, .fini = leave_scratch)
+{
+    run r = mha("trace|--batch|1|--queries|3|--kv|5|--hiddens|8|--heads|2|"
+                "--rope|--rope-base|1e4");
+    assert_ok(&r, "trace --rope");
+    static const char *const want[] = {
+        "rope (base 10000) on Q and K; queries (1, 3, 8), keys and values "
+        "(1, 5, 8): 2 heads of 4 features, no valid_lens",
+        "  rope(p=4, pos 2..4)    new   (1, 3, 8) -> (1, 3, 8)              (B, Lq, d_model)",
+        "  rope(p=4, pos 0..4)    new   (1, 5, 8) -> (1, 5, 8)              (B, Lk, d_model)",
+    };
+    assert_lines_in_order(r.out, want, 3);
+    run_free(&r);
+}
+
 /* Replacing files: the new numbers, the old permission bits. */
 Test(cli, forward_replaces_existing_outputs, .init = enter_scratch,
      .fini = leave_scratch)
@@ -1489,6 +1548,25 @@ static const struct bad_case bad_cases[] = {
      "mha forward: multihead_forward_fast: the scores overflowed: scores[0, 0, 0, 0] = inf from finite inputs (scores (2, 2, 4, 6), Q K^T per head)"},
     {"heatmap|--heads|2|--queries|q_huge.npy|--keys|k_huge.npy|--values|v.npy|--wq|wq_ones.npy|--wk|wk_ones.npy|--wv|wv.npy|--wo|wo.npy|--terminal|--svg|old.svg",
      "mha heatmap: multihead_forward_fast: the scores overflowed: scores[0, 0, 0, 0] = inf from finite inputs (scores (2, 2, 4, 6), Q K^T per head)"},
+    // rope
+    {FORWARD "|--out|out.npy|--rope-base|500", "mha forward: --rope-base '500' needs --rope"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|1", "mha forward: --rope-base '1' must be a finite number > 1"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|-3", "mha forward: --rope-base '-3' must be a finite number > 1"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|inf", "mha forward: --rope-base 'inf' must be a finite number > 1"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|nan", "mha forward: --rope-base 'nan' must be a finite number > 1"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|1e999", "mha forward: --rope-base '1e999' must be a finite number > 1"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base|10k", "mha forward: --rope-base '10k' is not a number"},
+    {FORWARD "|--out|out.npy|--rope|--rope-base| 10", "mha forward: --rope-base ' 10' is not a number"},
+    {FORWARD "|--out|out.npy|--rope=yes", "mha forward: --rope takes no value, got 'yes'"},
+    {"forward|--heads|8|" INPUTS "|--out|out.npy|--rope",
+     "mha forward: multihead: rope turns pairs of features, but the head size p = d_model/h = 8/8 = 1 is odd"},
+    {"heatmap|--heads|8|" INPUTS "|--terminal|--rope",
+     "mha heatmap: multihead: rope turns pairs of features, but the head size p = d_model/h = 8/8 = 1 is odd"},
+    {"heatmap|--heads|2|" INPUTS "|--terminal|--rope-base|2", "mha heatmap: --rope-base '2' needs --rope"},
+    {"trace|--hiddens|10|--heads|2|--rope",
+     "mha trace: multihead: rope turns pairs of features, but the head size p = d_model/h = 10/2 = 5 is odd"},
+    {"trace|--rope|--rope-base|0.5", "mha trace: --rope-base '0.5' must be a finite number > 1"},
+    {"trace|--rope-base|100", "mha trace: --rope-base '100' needs --rope"},
     // heatmap
     {"heatmap|--heads|2|" INPUTS, "mha heatmap: nothing to draw: give --png F, --svg F or --terminal"},
     {"heatmap|--heads|2|" INPUTS "|--out|out.npy", "mha heatmap: unknown option '--out' (see mha heatmap --help)"},

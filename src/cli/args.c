@@ -1,8 +1,12 @@
 /* args.c: the strict command-line reader of args.h. */
 #include "args.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -154,6 +158,23 @@ int cli_parse_count(const cli_option *opt, size_t max, size_t *out)
     if (problem)
         return cli_error("%s '%s' %s (expected 1 to %zu)",
                          opt->name, opt->value, problem, max);
+    *out = v;
+    return CLI_OK;
+}
+
+int cli_parse_number_above(const cli_option *opt, double above, double *out)
+{
+    if (!opt->value)
+        return CLI_OK;
+    const char *s = opt->value;
+    char *end = NULL;
+    errno = 0;
+    double v = *s && !isspace((unsigned char)*s) ? strtod(s, &end) : 0;
+    if (!end || end == s || *end)
+        return cli_error("%s '%s' is not a number", opt->name, s);
+    if (!isfinite(v) || errno == ERANGE || !(v > above))
+        return cli_error("%s '%s' must be a finite number > %g", opt->name, s,
+                         above);
     *out = v;
     return CLI_OK;
 }

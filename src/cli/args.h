@@ -21,7 +21,7 @@
  * no sign, no spaces, no hex, no exponent.  The messages say which of
  * empty, not a number, negative, zero or too large the value was.
  * cli_parse_list reads "3,2" into whole numbers >= 0, each entry checked
- * the same way.
+ * the same way.  cli_parse_number_above reads a real number (--rope-base).
  */
 #ifndef MHA_CLI_ARGS_H
 #define MHA_CLI_ARGS_H
@@ -70,6 +70,11 @@ int cli_at_most_one(const cli_option *opts, size_t n, const cli_option **given);
 /* opt->value as a whole number in [1, max] into *out.  An absent option
  * leaves *out as it is (the default) and returns CLI_OK. */
 int cli_parse_count(const cli_option *opt, size_t max, size_t *out);
+
+/* opt->value as a finite number greater than above (strtod's forms:
+ * 10000, 1e4, 500.5) into *out.  An absent option leaves *out as it is
+ * and returns CLI_OK. */
+int cli_parse_number_above(const cli_option *opt, double above, double *out);
 
 /* opt->value, "3,2", as n whole numbers >= 0 (each at most
  * CLI_COUNT_MAX) into vals (room for cap).  CLI_USAGE after printing the

@@ -36,6 +36,17 @@ static int parse_lens(cli_option *opts, size_t nopts, double *lens,
     return CLI_OK;
 }
 
+int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base)
+{
+    const cli_option *on = cli_find(opts, nopts, "--rope");
+    const cli_option *b = cli_find(opts, nopts, "--rope-base");
+    *rope = on->value != NULL;
+    *base = 0;
+    if (b->value && !on->value)
+        return cli_error("--rope-base '%s' needs --rope", b->value);
+    return cli_parse_number_above(b, 1, base);
+}
+
 int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
     static const char *const required[] = {"--heads", "--queries", "--wq",
@@ -53,6 +64,10 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
                          "one or the other",
                          value_of(opts, nopts, "--valid-lens"),
                          value_of(opts, nopts, "--valid-lens-file"));
+    int rope;
+    double base;
+    if (cli_rope_options(opts, nopts, &rope, &base))
+        return CLI_USAGE;
     double lens[CLI_LIST_MAX];
     size_t n;
     return parse_lens(opts, nopts, lens, &n);
@@ -232,14 +247,17 @@ static int check_shapes(const char *const *path, tensor *const *f,
     return CLI_OK;
 }
 
-/* Copy the checked weights into a module configured from their shapes. */
-static int build_module(tensor *const *f, size_t heads, cli_inputs *in)
+/* Copy the checked weights into a module configured from their shapes
+ * (and --rope: the module refuses an odd head size, naming it). */
+static int build_module(tensor *const *f, size_t heads, int rope,
+                        double rope_base, cli_inputs *in)
 {
     multihead_config cfg = {
         .query_size = f[WQ]->shape[1], .key_size = f[WK]->shape[1],
         .value_size = f[WV]->shape[1], .num_hiddens = f[WQ]->shape[0],
         .num_heads = heads, .out_size = f[WO]->shape[0],
-        .bias = f[BQ] || f[BK] || f[BV] || f[BO]};
+        .bias = f[BQ] || f[BK] || f[BV] || f[BO], .rope = rope,
+        .rope_base = rope_base};
     int status = multihead_init(&in->m, &cfg);
     if (status)
         return cli_error("%s", mha_last_error());
@@ -343,8 +361,12 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         f[Q] = f[K] = f[V] = f[VL] = NULL;
         status = check_valid_lens(opts, nopts, in, k_def);
     }
+    int rope = 0;
+    double rope_base = 0;
     if (!status)
-        status = build_module(f, heads, in);
+        status = cli_rope_options(opts, nopts, &rope, &rope_base);
+    if (!status)
+        status = build_module(f, heads, rope, rope_base, in);
     for (int i = 0; i < NFILES; i++)
         tensor_free(f[i]);
     return status;

@@ -5,7 +5,7 @@
  *   W_q (D, Dq)  W_k (D, Dk)  W_v (D, Dv)  W_o (D_out, D)
  *   b_q, b_k, b_v (D,)  b_o (D_out,)        each optional; a missing one is 0
  *   valid_lens (B,) or (B, Lq), whole numbers 0 .. Lk
- *   D = h * p: --heads h must divide D
+ *   D = h * p: --heads h must divide D; with --rope, p must be even
  *
  * keys default to the queries, and values to the queries (self-attention,
  * as d2l calls the module with X, X, X).  D and D_out are read off W_q and
@@ -29,7 +29,11 @@
     {"--values", 1, NULL}, {"--wq", 1, NULL}, {"--wk", 1, NULL},              \
     {"--wv", 1, NULL}, {"--wo", 1, NULL}, {"--bq", 1, NULL},                  \
     {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
-    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL}
+    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL},               \
+    CLI_ROPE_OPTIONS
+
+/* Rotary embeddings on Q and K (posenc.h): mha forward, heatmap and trace. */
+#define CLI_ROPE_OPTIONS {"--rope", 0, NULL}, {"--rope-base", 1, NULL}
 
 typedef struct cli_inputs {
     tensor *queries;    /* (B, Lq, Dq) */
@@ -39,6 +43,12 @@ typedef struct cli_inputs {
     multihead m;        /* configured and loaded */
     int has_m;          /* 1 once m needs multihead_free */
 } cli_inputs;
+
+/* --rope and --rope-base from opts (which must hold CLI_ROPE_OPTIONS):
+ * *rope 1 when --rope is given, *base the number after --rope-base (0,
+ * the module's default 10000, when absent).  CLI_USAGE after one line for
+ * --rope-base without --rope or one that is not a finite number > 1. */
+int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base);
 
 /* The input options present and well formed (no file is opened): run
  * this first, so a usage mistake is reported before any work. */

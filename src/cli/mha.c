@@ -56,7 +56,8 @@ static const char usage_main[] =
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
-    "                 [--heads h] [--valid-lens 3,2] [--quiz | --json | --dot]\n"
+    "                 [--heads h] [--valid-lens 3,2] [--rope [--rope-base B]]\n"
+    "                 [--quiz | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
     "the projections, the split into heads, the attention of all B*h heads\n"
@@ -70,6 +71,9 @@ static const char usage_trace[] =
     "  --hiddens D      num_hiddens, cut into h heads of D/h (default 100)\n"
     "  --heads h        number of heads; must divide D (default 5)\n"
     "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
+    "  --rope           rotary embeddings: Q and K turned by position right\n"
+    "                   after their projections (D/h must be even)\n"
+    "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
     "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
     "                   shape; view or copy), then the answers\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
@@ -110,6 +114,7 @@ static const char usage_forward[] =
     "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
     "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
+    "                   [--rope [--rope-base B]]\n"
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
     "int64 or int32, C order), batch-first, weights as in PyTorch's nn.Linear:\n"
@@ -122,6 +127,11 @@ static const char usage_forward[] =
     "      per example) or a file; query i of example b sees only the first\n"
     "      valid_lens[b] (or valid_lens[b, i]) keys; 0 gives uniform weights,\n"
     "      as in d2l\n"
+    "  --rope  rotary embeddings (RoPE, interleaved pairs as in llama2.c):\n"
+    "      each head's features 2k, 2k+1 of Q and K turned by the angle\n"
+    "      position * B^(-2k/p), keys at positions 0 .. Lk-1 and queries at\n"
+    "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
+    "      number > 1 (default 10000)\n"
     "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
     "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
@@ -191,8 +201,10 @@ static int too_large(const char *what, size_t ndim, const size_t *shape)
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
  * valid_lens [3, 2]" */
 static void describe_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
-                           const double *lens)
+                           const double *lens, const multihead_config *cfg)
 {
+    if (cfg->rope)
+        printf("rope (base %g) on Q and K; ", cfg->rope_base);
     printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
            "head%s of %zu feature%s, ",
            B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
@@ -220,7 +232,8 @@ static int quiz_worksheet(const trace_log *log);
  * queries and keys with no numbers run every step and emit every record,
  * computing nothing, so the trace of any size is instant. */
 static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
-                     const double *lens, trace_show show)
+                     const double *lens, int rope, double rope_base,
+                     trace_show show)
 {
     int status = CLI_OK;
     multihead m;
@@ -228,7 +241,8 @@ static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h,
-                            .shape_only = 1};
+                            .shape_only = 1, .rope = rope,
+                            .rope_base = rope_base};
     if (multihead_init(&m, &cfg))
         status = cli_error("%s", mha_last_error());
     else
@@ -248,7 +262,7 @@ static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
                    "as (2, 4, 100),\nand for a reshape or permute, view or "
                    "copy.  The answers follow the steps.\n\n");
         if (show == SHOW_TEXT || show == SHOW_QUIZ) {
-            describe_trace(B, Lq, Lk, D, h, lens);
+            describe_trace(B, Lq, Lk, D, h, lens, &m.cfg);
             printf("\n");
         }
         fflush(stdout);
@@ -297,7 +311,7 @@ static int cmd_trace(int argc, char **argv)
                          {"--kv", 1, NULL},      {"--hiddens", 1, NULL},
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
-                         {"--dot", 0, NULL}};
+                         {"--dot", 0, NULL},     CLI_ROPE_OPTIONS};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -322,6 +336,10 @@ static int cmd_trace(int argc, char **argv)
         return CLI_USAGE;
     if (D % h != 0)
         return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
+    int rope;
+    double rope_base;
+    if (cli_rope_options(opts, NOPTS(opts), &rope, &rope_base))
+        return CLI_USAGE;
     double lens[CLI_LIST_MAX];
     size_t n = 0;
     const cli_option *vl = &opts[5];
@@ -343,7 +361,8 @@ static int cmd_trace(int argc, char **argv)
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
     return flush_stdout(
-        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, show));
+        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, rope, rope_base,
+                  show));
 }
 
 /* --- mha quiz ------------------------------------------------------- */
