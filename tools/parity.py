@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """tools/parity.py: build/mha forward against PyTorch, case by case.
 
-    /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60] [--seed 2024] [--quiet]
+    /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60] [--rope-cases 32]
+                                     [--seed 2024] [--quiet]
 
 Draws random shapes and weights with a fixed seed, writes them as .npy
 files in a temporary directory, runs `mha forward` on them, and compares
@@ -14,6 +15,12 @@ out in torch operations (normwise over all of them, at most 1e-12).
 OUT and A must agree to a normwise relative error of at most 1e-13:
 
     max |mha - torch| / max |torch|      (over all elements of OUT, and of A)
+
+Then --rope-cases more cases (drawn from their own generator) run `mha
+forward --rope`, half of them with a random --rope-base, against rotary
+embeddings written as complex multiplications in torch (see the rope block
+below); those must agree to 1e-12, and their gradients (with --grad) to
+1e-12 too.
 
 One line per case (with --quiet, only the failed ones), then the summary
 `parity: N passed, M failed` as the last line; the exit status is 1 when
@@ -122,8 +129,9 @@ def make_arrays(rng, c):
     return arr
 
 
-def run_mha(mha, tmp, c, arr):
-    """Write the case's files, run mha forward, read OUT and A back."""
+def run_mha(mha, tmp, c, arr, extra=()):
+    """Write the case's files, run mha forward (with the extra options),
+    read OUT and A back."""
     def path(name):
         return os.path.join(tmp, name + ".npy")
 
@@ -149,7 +157,7 @@ def run_mha(mha, tmp, c, arr):
     for f in ("out", "a"):
         if os.path.exists(path(f)):
             os.remove(path(f))
-    cmd += ["--out", path("out"), "--attention-out", path("a")]
+    cmd += ["--out", path("out"), "--attention-out", path("a")] + list(extra)
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"mha exited with {run.returncode}: {run.stderr.strip()}")
@@ -220,7 +228,7 @@ GRAD_NAMES = ["dq", "dk", "dv", "dwq", "dwk", "dwv", "dwo",
               "dbq", "dbk", "dbv", "dbo"]
 
 
-def run_mha_grad(mha_grad, tmp, c, arr, dout):
+def run_mha_grad(mha_grad, tmp, c, arr, dout, extra=()):
     """Run mha-grad on the files run_mha wrote plus dout; read the grads."""
     def path(name):
         return os.path.join(tmp, name + ".npy")
@@ -240,7 +248,7 @@ def run_mha_grad(mha_grad, tmp, c, arr, dout):
         cmd += ["--valid-lens-file", path("lens")]
     gdir = os.path.join(tmp, "grads")
     os.makedirs(gdir, exist_ok=True)
-    cmd += ["--grad-out", path("dout"), "--dir", gdir]
+    cmd += ["--grad-out", path("dout"), "--dir", gdir] + list(extra)
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"mha-grad exited {run.returncode}: {run.stderr.strip()}")
@@ -288,6 +296,149 @@ def torch_grads(c, arr, dout):
     return {g: x[n].grad.numpy() for g, n in names.items() if n in x}
 
 
+# --- rotary embeddings (mha forward --rope) -------------------------------
+#
+# The reference rotates in complex numbers, as Meta's llama reference
+# (apply_rotary_emb) does: each head's interleaved pair (x[2k], x[2k+1]) is
+# the complex number x[2k] + i x[2k+1], multiplied by
+# exp(i * position * base^(-2k/p)) from torch.polar.  Keys sit at positions
+# 0 .. Lk-1 and queries at Lk-Lq .. Lk-1 (negative when Lq > Lk).  The
+# rotated Q and K then go through F.multi_head_attention_forward with
+# identity projections (multiplying by 1 and adding 0 is exact), the
+# biases having been added before the rotation.
+
+ROPE_TOLERANCE = 1e-12
+
+
+def draw_rope_case(rng, index):
+    """A case of draw_case's kind with an even head size, and a base."""
+    c = draw_case(rng, index)
+    h = c["h"]
+    p = 2 * int(rng.integers(1, 5))
+    c["D"] = h * p
+    c["lens"] = ["none", "list", "file2i"][index % 3]
+    c["base"] = 10000.0 if index % 2 == 0 else float(rng.uniform(2.0, 1e5))
+    return c
+
+
+def rope_options(c):
+    return ["--rope"] + ([] if c["base"] == 10000.0 else
+                         ["--rope-base", repr(c["base"])])
+
+
+def rotary(x, positions, h, base):
+    """x (B, L, h*p) real, rotated per head and interleaved pair."""
+    B, L, D = x.shape
+    p = D // h
+    pairs = torch.view_as_complex(x.reshape(B, L, h, p // 2, 2).contiguous())
+    freqs = 1.0 / (base ** (torch.arange(0, p, 2, dtype=torch.float64) / p))
+    angles = torch.outer(positions.to(torch.float64), freqs)       # (L, p/2)
+    turn = torch.polar(torch.ones_like(angles), angles)            # (L, p/2)
+    return torch.view_as_real(pairs * turn[None, :, None, :]).reshape(B, L, D)
+
+
+def rope_projections(c, x):
+    """Q, K, V (B, L, D) from the tensors in x, Q and K rotated."""
+    def lin(inp, w, b):
+        y = inp @ x[w].T
+        return y + x[b] if c["bias"] else y
+
+    Lq, Lk = x["q"].shape[1], x["k"].shape[1]
+    Q = rotary(lin(x["q"], "wq", "bq"), torch.arange(Lk - Lq, Lk), c["h"], c["base"])
+    K = rotary(lin(x["k"], "wk", "bk"), torch.arange(Lk), c["h"], c["base"])
+    return Q, K, lin(x["v"], "wv", "bv")
+
+
+def run_torch_rope(c, arr):
+    h, D = c["h"], c["D"]
+    x = {n: torch.from_numpy(np.ascontiguousarray(arr[n])) for n in arr
+         if n != "lens"}
+    Q, K, V = rope_projections(c, x)
+    Lq, Lk = Q.shape[1], K.shape[1]
+    key_padding_mask = attn_mask = None
+    positions = np.arange(Lk)
+    if c["lens"] == "list":
+        key_padding_mask = torch.from_numpy(positions[None, :] >= arr["lens"][:, None])
+    elif c["lens"] != "none":
+        mask = positions[None, None, :] >= arr["lens"][:, :, None]
+        attn_mask = torch.from_numpy(np.repeat(mask, h, axis=0))
+    eye = torch.eye(D, dtype=torch.float64)
+    out, weights = F.multi_head_attention_forward(
+        Q.transpose(0, 1), K.transpose(0, 1), V.transpose(0, 1), D, h,
+        in_proj_weight=None, in_proj_bias=None, bias_k=None, bias_v=None,
+        add_zero_attn=False, dropout_p=0.0, out_proj_weight=x["wo"],
+        out_proj_bias=x["bo"] if c["bias"] else None, training=False,
+        key_padding_mask=key_padding_mask, need_weights=True,
+        attn_mask=attn_mask, use_separate_proj_weight=True,
+        q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye,
+        average_attn_weights=False)
+    return out.numpy().transpose(1, 0, 2), weights.numpy()
+
+
+def torch_rope_grads(c, arr, dout):
+    """Autograd through the complex rotation and attention written out."""
+    h, D = c["h"], c["D"]
+    p = D // h
+    leaf = lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    names = ["q", "k", "v", "wq", "wk", "wv", "wo"]
+    if c["bias"]:
+        names += ["bq", "bk", "bv", "bo"]
+    x = {n: leaf(arr[n]) for n in names}
+    Q, K, V = rope_projections(c, x)
+    B, Lq, Lk = Q.shape[0], Q.shape[1], K.shape[1]
+    heads = lambda X: X.reshape(B, X.shape[1], h, p).transpose(1, 2)  # (B, h, L, p)
+    scores = heads(Q) @ heads(K).transpose(-1, -2) / np.sqrt(p)
+    if c["lens"] != "none":
+        lens = torch.tensor(arr["lens"])
+        lens = lens[:, None].expand(-1, Lq) if lens.dim() == 1 else lens
+        keep = torch.arange(Lk)[None, None, None, :] < lens[:, None, :, None]
+        scores = torch.where(keep, scores, torch.tensor(-1e6, dtype=torch.float64))
+    O = (torch.softmax(scores, dim=-1) @ heads(V)).transpose(1, 2).reshape(B, Lq, D)
+    out = O @ x["wo"].T + (x["bo"] if c["bias"] else 0)
+    out.backward(torch.tensor(dout))
+    return {"d" + n: x[n].grad.numpy() for n in names}
+
+
+def run_rope_cases(args, rng, tmp):
+    """The rope block: (passed, failed, worst forward error, worst grad)."""
+    passed = failed = 0
+    worst = worst_grad = 0.0
+    for i in range(args.rope_cases):
+        c = draw_rope_case(rng, i)
+        arr = make_arrays(rng, c)
+        label = (f"rope {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+                 f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
+                 f"base {c['base']:8.1f} bias {'yes' if c['bias'] else 'no '} "
+                 f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
+        try:
+            out, a = run_mha(args.mha, tmp, c, arr, rope_options(c))
+            t_out, t_a = run_torch_rope(c, arr)
+            e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
+            ok = e_out <= ROPE_TOLERANCE and e_a <= ROPE_TOLERANCE
+            worst = max(worst, e_out, e_a)
+            note = f"out {e_out:.1e}  A {e_a:.1e}"
+            if args.grad:
+                dout = np.random.default_rng(args.seed * 1000 + 500 + i).standard_normal(out.shape)
+                got = run_mha_grad(args.grad, tmp, c, arr, dout, rope_options(c))
+                want = torch_rope_grads(c, arr, dout)
+                if set(got) != set(want) or any(
+                        got[n].shape != want[n].shape for n in got):
+                    e_g = float("inf")
+                else:
+                    e_g = (max(np.abs(got[n] - want[n]).max() for n in got)
+                           / max(np.abs(want[n]).max() for n in got))
+                ok = ok and e_g <= GRAD_TOLERANCE
+                worst_grad = max(worst_grad, e_g)
+                note += f"  grads {e_g:.1e}"
+        except Exception as e:  # report the case, go on with the rest
+            ok, note = False, f"error: {e}"
+        passed += ok
+        failed += not ok
+        if not ok or not args.quiet:
+            print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
+    return passed, failed, worst, worst_grad
+
+
 def rel_error(got, want):
     if got.shape != want.shape:
         return float("inf")
@@ -305,6 +456,9 @@ def main():
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--quiet", action="store_true",
                     help="print only failed cases and the summary")
+    ap.add_argument("--rope-cases", type=int, default=32,
+                    help="cases with --rope, against a complex-number "
+                         "rotation in torch")
     ap.add_argument("--grad", metavar="MHA_GRAD",
                     help="also compare every gradient that MHA_GRAD "
                          "(build/mha-grad) computes with torch's autograd")
@@ -358,7 +512,15 @@ def main():
             failed += not ok
             if not ok or not args.quiet:
                 print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
+        # --- the rope cases: their own draws, after the others ---
+        r_pass, r_fail, r_worst, r_grad = run_rope_cases(
+            args, np.random.default_rng(args.seed + 15), tmp)
+        passed += r_pass
+        failed += r_fail
     print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e})")
+    print(f"rope: {args.rope_cases} cases, largest relative error "
+          f"{r_worst:.1e} (tolerance {ROPE_TOLERANCE:.0e})"
+          + (f", of a gradient {r_grad:.1e}" if args.grad else ""))
     if args.grad:
         print(f"largest relative error of a gradient {worst_grad:.1e} "
               f"(tolerance {GRAD_TOLERANCE:.0e}), against torch autograd")
