@@ -148,6 +148,75 @@ int plot_line(const double *x, const double *y, size_t n,
     return write_and_render(who, base, formats, write_line, &d);
 }
 
+/* --- several lines --------------------------------------------------- */
+
+typedef struct {
+    const double *x, *ys;
+    size_t n, k;
+    const char *const *names;
+    const plot_options *opt;
+} lines_data;
+
+/* One colour per line, from ColorBrewer's Dark2; they repeat after 8. */
+static const char *const line_colours[] = {"#1b9e77", "#d95f02", "#7570b3",
+                                           "#e7298a", "#66a61e", "#e6ab02",
+                                           "#a6761d", "#666666"};
+
+static void write_lines(FILE *dat, FILE *gp, const char *name, const void *p)
+{
+    const lines_data *d = p;
+    fprintf(dat, "# %zu points, x then %zu lines, drawn by %s.gp\n", d->n,
+            d->k, name);
+    for (size_t i = 0; i < d->n; i++) {
+        gnuplot_put_number(dat, d->x[i]);
+        for (size_t j = 0; j < d->k; j++) {
+            fputc(' ', dat);
+            gnuplot_put_number(dat, d->ys[j * d->n + i]);
+        }
+        fputc('\n', dat);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%zu lines through %zu points", d->k, d->n);
+    write_preamble(gp, what, name, d->opt);
+    fputs("set key outside right top vertical\nplot ", gp);
+    for (size_t j = 0; j < d->k; j++) {
+        fprintf(gp, "%sdata using 1:%zu with lines lw 2 lc rgb '%s' title ",
+                j ? ", \\\n     " : "", j + 2,
+                line_colours[j % (sizeof line_colours / sizeof *line_colours)]);
+        gnuplot_put_quoted(gp, d->names[j], "");
+    }
+    fputs("\nunset output\n", gp);
+}
+
+int plot_lines(const double *x, const double *ys, size_t n, size_t k,
+               const char *const *names, const plot_options *opt,
+               const char *base, int formats)
+{
+    const char *who = "plot_lines";
+    int status = check_common(who, n, &opt, base, formats);
+    if (status)
+        return status;
+    if (!x || !ys || !names)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !x ? "x" : !ys ? "ys" : "names");
+    if (k == 0)
+        return mha_fail(GSL_EINVAL, "%s: no lines to draw (k is 0)", who);
+    status = check_values(who, "x", x, n, 0);
+    for (size_t j = 0; j < k && !status; j++) {
+        char what[48];
+        snprintf(what, sizeof what, "names[%zu]", j);
+        if (!names[j])
+            return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, what);
+        status = check_text(who, what, names[j]);
+    }
+    if (!status)
+        status = check_values(who, "ys", ys, n * k, opt->log_y);
+    if (status)
+        return status;
+    lines_data d = {x, ys, n, k, names, opt};
+    return write_and_render(who, base, formats, write_lines, &d);
+}
+
 /* --- bars ------------------------------------------------------------- */
 
 typedef struct {

@@ -13,6 +13,8 @@
  *
  * Data:
  *   plot_line   x and y (n,): one line through the n points (x_i, y_i)
+ *   plot_lines  x (n,) and ys (k, n), row-major: k lines over the same x,
+ *               line j through (x_i, ys[j*n + i]), each named in a key
  *   plot_bars   labels and values (n,): one bar per label, left to right,
  *               each with its value printed above it
  *
@@ -39,6 +41,12 @@ typedef struct plot_options {
  * (heatmap.h).  opt may be NULL. */
 int plot_line(const double *x, const double *y, size_t n,
               const plot_options *opt, const char *base, int formats);
+
+/* k lines over one x: line j is ys[j*n .. j*n + n - 1], named names[j]
+ * in the key (no control characters or double quotes). */
+int plot_lines(const double *x, const double *ys, size_t n, size_t k,
+               const char *const *names, const plot_options *opt,
+               const char *base, int formats);
 
 /* A bar chart: bar i is labels[i] with height values[i]. */
 int plot_bars(const char *const *labels, const double *values, size_t n,

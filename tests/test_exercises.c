@@ -205,3 +205,32 @@ Test(ex_repeat_valid_lens, one_length_per_query)
     tensor_free(lens);
     tensor_free(out);
 }
+
+/* --- ex_rope_rotate_pair (chapter 15) -------------------------------- */
+
+/* A quarter turn takes (1, 0) to (0, 1) and (0, 1) to (-1, 0). */
+Test(ex_rope_rotate_pair, quarter_and_half_turns)
+{
+    double y0 = 7, y1 = 7;
+    EX_OK(rope_rotate_pair(1, 0, M_PI / 2, &y0, &y1));
+    cr_assert_float_eq(y0, 0.0, 1e-15, "y0: expected 0, got %g", y0);
+    cr_assert_float_eq(y1, 1.0, 1e-15, "y1: expected 1, got %g", y1);
+    EX_OK(rope_rotate_pair(0, 1, M_PI / 2, &y0, &y1));
+    cr_assert_float_eq(y0, -1.0, 1e-15, "y0: expected -1, got %g", y0);
+    cr_assert_float_eq(y1, 0.0, 1e-15, "y1: expected 0, got %g", y1);
+    EX_OK(rope_rotate_pair(3, -2, M_PI, &y0, &y1));
+    cr_assert_float_eq(y0, -3.0, 1e-15, "y0: expected -3, got %g", y0);
+    cr_assert_float_eq(y1, 2.0, 1e-15, "y1: expected 2, got %g", y1);
+}
+
+/* Any angle: cos and sin worked out here; the length stays. */
+Test(ex_rope_rotate_pair, any_angle_keeps_the_length)
+{
+    double y0, y1, a = 0.3;
+    EX_OK(rope_rotate_pair(2, 1, a, &y0, &y1));
+    double w0 = 2 * cos(a) - sin(a), w1 = 2 * sin(a) + cos(a);
+    cr_assert_float_eq(y0, w0, 1e-15, "y0: expected %.17g, got %.17g", w0, y0);
+    cr_assert_float_eq(y1, w1, 1e-15, "y1: expected %.17g, got %.17g", w1, y1);
+    cr_assert_float_eq(y0 * y0 + y1 * y1, 5.0, 1e-14,
+                       "length^2: expected 5, got %.17g", y0 * y0 + y1 * y1);
+}

@@ -86,6 +86,40 @@ Test(plot, line_files)
     free(svg);
 }
 
+Test(plot, lines_files)
+{
+    double x[3] = {0, 1, 2}, ys[6] = {0, 0.5, 1, 1, -0.25, 3};
+    const char *names[2] = {"col 6", "it's 7"};
+    OK(plot_lines(x, ys, 3, 2, names, NULL, path_of("cols"), HEATMAP_SVG));
+    char *dat = read_text("cols.dat");
+    cr_assert_str_eq(dat, "# 3 points, x then 2 lines, drawn by cols.gp\n"
+                          "0 0 1\n1 0.5 -0.25\n2 1 3\n");
+    char *gp = read_text("cols.gp");
+    cr_assert(strstr(gp, "# 2 lines through 3 points from cols.dat."));
+    cr_assert(strstr(gp, "set key outside right top vertical\n"
+                         "plot data using 1:2 with lines lw 2 lc rgb "
+                         "'#1b9e77' title 'col 6', \\\n"
+                         "     data using 1:3 with lines lw 2 lc rgb "
+                         "'#d95f02' title 'it''s 7'\nunset output\n"), "%s", gp);
+    char *svg = read_text("cols.svg");
+    cr_assert(strstr(svg, "<svg"));
+    cr_assert_eq(files(), 3);
+    free(dat);
+    free(gp);
+    free(svg);
+    FAILS(plot_lines(x, ys, 3, 0, names, NULL, path_of("none"), HEATMAP_SVG),
+          GSL_EINVAL, "plot_lines: no lines to draw (k is 0)");
+    ys[4] = NAN;
+    FAILS(plot_lines(x, ys, 3, 2, names, NULL, path_of("nan"), HEATMAP_SVG),
+          GSL_EINVAL, "plot_lines: ys[4] is nan; values must be finite");
+    names[1] = "a\"b";
+    ys[4] = 0;
+    mha_clear_error();
+    cr_assert_neq(plot_lines(x, ys, 3, 2, names, NULL, path_of("q"),
+                             HEATMAP_SVG), GSL_SUCCESS);
+    cr_assert_eq(files(), 3, "a refused chart leaves no file");
+}
+
 Test(plot, bar_files)
 {
     const char *labels[3] = {"head 0", "head 1", "all"};
