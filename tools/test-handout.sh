@@ -136,6 +136,7 @@ needs() {
         echo transpose_qkv transpose_output repeat_valid_lens ;;
     11_* | 13_* | 14_*)
         echo causal_valid_lens transpose_qkv transpose_output repeat_valid_lens ;;
+    15_*) echo transpose_qkv transpose_output rope_rotate_pair ;;
     esac
 }
 line_of() {
