@@ -12,9 +12,9 @@
  * output of self-attention permutes with them. Nothing in the module knows
  * where a token stands. This chapter gives it two ways to know.
  *
- * The first is d2l's (section 11.6, after the Transformer paper): add to X
- * a table $P$ of the same shape whose row $i$ is a fingerprint of position
- * $i$. The second is what llama-style models do (the RoFormer paper,
+ * The first is d2l's (in its section on self-attention and positional
+ * encoding, after the Transformer paper): add to X a table $P$ of the
+ * same shape whose row $i$ is a fingerprint of position $i$. The second is what llama-style models do (the RoFormer paper,
  * llama2.c's `run.c`): leave X alone and *rotate* the queries and keys by
  * an angle that grows with the position, so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.

@@ -9,7 +9,8 @@
  * DIR: dq.npy, dk.npy, dv.npy (the gradients of the queries, keys and
  * values, each for its own role: in self-attention the input's gradient
  * is their sum), dwq.npy, dwk.npy, dwv.npy, dwo.npy and, when the module
- * has biases, dbq.npy, dbk.npy, dbv.npy, dbo.npy.  Errors: one line on
+ * has biases, dbq.npy, dbk.npy, dbv.npy, dbo.npy.  With --rope the
+ * backward turns dQ and dK back by the forward's angles.  Errors: one line on
  * stderr, exit status 2, as mha. */
 #include <stdio.h>
 #include <string.h>
