@@ -2224,3 +2224,25 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
     cr_assert_not_null(strstr(r.out, "example 1, head 3"), "%s", r.out);
     run_free(&r);
 }
+
+/* The memory estimate counts K and V at G*D/h features: by hand, the
+ * inputs 160 doubles, the weights and biases 150 twice (file and
+ * module), Q and the joined heads 2*2*4*8, K and V 2*2*6*4 (not
+ * 2*2*6*8), out 2*4*6: 5856 bytes. */
+Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_gqa_inputs();
+    const char *args = "forward|--heads|4|--kv-heads|2|" GQA_INPUTS
+                       "|--out|out.npy";
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5855", 1), 0);
+    assert_run_refused(args, "mha forward: the run needs about 0.00 GiB of "
+                             "memory (5856 bytes) but the limit "
+                             "MHA_MEMORY_LIMIT is 0.00 GiB; use mha trace for "
+                             "shapes alone");
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5856", 1), 0);
+    run r = mha(args);
+    unsetenv("MHA_MEMORY_LIMIT");
+    assert_ok(&r, "forward within the limit");
+    run_free(&r);
+}
