@@ -2191,6 +2191,10 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
                        "mha forward: --bk bk.npy has shape (8,) but with "
                        "--heads 4 and --kv-heads 2 it must be (4,): G*D/h, "
                        "D = 8 (--wq wq.npy has shape (8, 5))");
+    assert_run_refused("forward|--heads|4|" GQA_INPUTS OUTS,
+                       "mha forward: --wk wk2.npy has shape (4, 7) but D = 8 "
+                       "(--wq wq.npy has shape (8, 5)); for grouped-query "
+                       "attention with G*D/h = 4 rows, give --kv-heads 2");
     // 4 queries, 3 keys: query 0 would see none
     assert_run_refused("forward|--heads|2|--causal|--queries|q.npy|--keys|"
                        "k3.npy|--values|v3.npy|--wq|wq.npy|--wk|wk.npy|--wv|"
