@@ -14,6 +14,7 @@
 #include "heatmap.h"
 #include "heatmap_grid.h"
 #include "heatmap_terminal.h"
+#include "kvcache.h"
 #include "layernorm.h"
 #include "linear.h"
 #include "model.h"

@@ -23,7 +23,8 @@ typedef struct {
  * Lk 4; each case then breaks one thing. */
 static void good(setup *s, int bias)
 {
-    multihead_config cfg = {6, 5, 4, 8, 2, 0, bias, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 6, .key_size = 5, .value_size = 4,
+                            .num_hiddens = 8, .num_heads = 2, .bias = bias};
     OK(multihead_init(&s->m, &cfg));
     gsl_rng *r = mha_rng_new(1);
     multihead_reset_xavier(&s->m, r);
@@ -62,21 +63,26 @@ static void replace(tensor **t, size_t ndim, const size_t *shape)
 static int heads_do_not_divide(void)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 3};
     return multihead_init(&m, &cfg);
 }
 
 static int zero_heads(void)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 0, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 0};
     return multihead_init(&m, &cfg);
 }
 
 static int zero_hiddens(void)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 0, 2, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 0, .num_heads = 2};
     return multihead_init(&m, &cfg);
 }
 

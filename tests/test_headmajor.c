@@ -245,7 +245,9 @@ ParameterizedTest(struct agree_case *c, head_major, agrees_with_multihead)
 {
     gsl_rng *r = mha_rng_new(23 + c->D + c->Lk);
     multihead mh;
-    multihead_config mcfg = {c->D, c->D, c->D, c->D, c->h, 0, c->bias, 0, 0, 0, 0};
+    multihead_config mcfg = {.query_size = c->D, .key_size = c->D,
+                             .value_size = c->D, .num_hiddens = c->D,
+                             .num_heads = c->h, .bias = c->bias};
     OK(multihead_init(&mh, &mcfg));
     multihead_reset_xavier(&mh, r);
     headmajor hm;
@@ -306,7 +308,8 @@ Test(head_major, differs_from_multihead)
 {
     gsl_rng *r = mha_rng_new(31);
     multihead mh;
-    multihead_config mcfg = {8, 8, 8, 8, 2, 0, 0, 0, 0, 0, 0};
+    multihead_config mcfg = {.query_size = 8, .key_size = 8, .value_size = 8,
+                             .num_hiddens = 8, .num_heads = 2};
     OK(multihead_init(&mh, &mcfg));
     multihead_reset_xavier(&mh, r);
     headmajor hm;

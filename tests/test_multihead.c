@@ -351,7 +351,10 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
 {
     gsl_rng *r = mha_rng_new(7 + c->B * 13 + c->Lq * 31 + c->D);
     multihead m;
-    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
+                            .value_size = c->dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .out_size = c->out,
+                            .bias = c->bias};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     if (c->bias) { /* Xavier leaves biases at zero: make them count */
@@ -411,7 +414,9 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 {
     gsl_rng *r = mha_rng_new(0);
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0.5, 0, 0, 0};
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 5, .dropout = 0.5};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     tensor *x, *y, *lens, *out;
@@ -442,7 +447,9 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 Test(heads, config_errors)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 3};
     FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
           "multihead: num_hiddens 100 is not divisible by num_heads 3");
     cfg.num_heads = 0;
@@ -454,7 +461,8 @@ Test(heads, config_errors)
 Test(heads, input_errors)
 {
     multihead m;
-    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 4, .key_size = 6, .value_size = 8,
+                            .num_hiddens = 6, .num_heads = 3};
     OK(multihead_init(&m, &cfg));
     tensor *q, *k, *v, *v_short, *q2, *lens_bad, *lens_big, *lens_2d, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -509,7 +517,8 @@ Test(heads, input_errors)
 Test(heads, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     OK(multihead_init(&m, &cfg));
     tensor *q, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -542,7 +551,9 @@ Test(heads, separate_heads_equal_the_module)
     const size_t p = D / h;
     gsl_rng *r = mha_rng_new(99);
     multihead m;
-    multihead_config cfg = {dq, dk, dv, D, h, 10, 1, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = dq, .key_size = dk, .value_size = dv,
+                            .num_hiddens = D, .num_heads = h, .out_size = 10,
+                            .bias = 1};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
@@ -608,7 +619,9 @@ Test(heads, separate_heads_equal_the_module)
 Test(heads, module_trace_shapes)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 100, .key_size = 100,
+                            .value_size = 100, .num_hiddens = 100,
+                            .num_heads = 5};
     OK(multihead_init(&m, &cfg));
     tensor *x, *y, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
@@ -649,7 +662,8 @@ Test(heads, module_trace_shapes)
 Test(heads, non_finite_inputs_are_refused)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     OK(multihead_init(&m, &cfg));
     tensor *q, *k, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -687,7 +701,8 @@ Test(heads, non_finite_inputs_are_refused)
 Test(heads, huge_finite_inputs_give_finite_outputs)
 {
     multihead m;
-    multihead_config cfg = {2, 2, 2, 2, 1, 0, 0, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
+                            .num_hiddens = 2, .num_heads = 1};
     OK(multihead_init(&m, &cfg));
     /* identity projections: scores are q . k / sqrt(2) */
     double eye[] = {1, 0, 0, 1};
@@ -725,7 +740,9 @@ typedef struct {
 static void opt_setup_init(opt_setup *s)
 {
     gsl_rng *r = mha_rng_new(41);
-    multihead_config cfg = {5, 3, 4, 6, 3, 7, 1, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 5, .key_size = 3, .value_size = 4,
+                            .num_hiddens = 6, .num_heads = 3, .out_size = 7,
+                            .bias = 1};
     OK(multihead_init(&s->m, &cfg));
     multihead_reset_xavier(&s->m, r);
     linear *layers[4] = {&s->m.W_q, &s->m.W_k, &s->m.W_v, &s->m.W_o};

@@ -113,7 +113,8 @@ static int run_module(int caller, const tensor *q, const tensor *k,
                       const tensor *v)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     OK(multihead_init(&m, &cfg));
     multihead_cache c = {0};
     tensor *out = (tensor *)1;

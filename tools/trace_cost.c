@@ -21,7 +21,8 @@ int main(int argc, char **argv)
     const size_t B = 2, L = 64, D = 128, h = 8;
     gsl_rng *r = mha_rng_new(1);
     multihead m;
-    multihead_config cfg = {D, D, D, D, h, 0, 0, 0};
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = h};
     tensor *x, *lens, *out;
     if (!r || multihead_init(&m, &cfg) || tensor_alloc(SHAPE(B, L, D), &x) ||
         tensor_from_array(SHAPE(2), (double[]){40, 64}, &lens)) {
