@@ -38,9 +38,11 @@ or (B, Lq) in an int64 or float64 .npy file.
 Then --gqa-cases cases of grouped-query and causal attention (mha forward
 --kv-heads G --causal): G a divisor of h drawn at random (G = h and G = 1
 included), causal on in every other case with Lk >= Lq (a prompt
-attending to its past), valid_lens as above.  torch 1.13 has no
+attending to its past), rotary embeddings (--rope) in every third,
+valid_lens as above.  torch 1.13 has no
 enable_gqa, so the reference is written out in torch operations,
-independently of mha's folding: K and V split into G heads and copied
+independently of mha's folding: Q and K rotated as in the rope cases below
+when the case has --rope, K and V split into G heads and copied
 h/G times with repeat_interleave, one boolean mask (B, Lq, Lk) for
 valid_lens and the causal rule (key j > query i + Lk - Lq), masked_fill
 with -inf, softmax, the weighted values, W_o; the gradients are autograd's
@@ -118,12 +120,14 @@ def draw_case(rng, index):
 
 
 def module_flags(c):
-    """mha's options for the module's kind: --kv-heads G, --causal."""
+    """mha's options for the module's kind: --kv-heads G, --causal, --rope."""
     flags = []
     if c.get("G", c["h"]) != c["h"]:
         flags += ["--kv-heads", str(c["G"])]
     if c.get("causal"):
         flags.append("--causal")
+    if c.get("rope"):
+        flags.append("--rope")
     return flags
 
 
@@ -471,6 +475,9 @@ def draw_gqa_case(rng, index):
     divisors = [g for g in range(1, h + 1) if h % g == 0]
     Lq = int(rng.integers(1, 41))
     causal = index % 2 == 0
+    rope = index % 3 == 2  # rotary embeddings too: then p is even
+    if rope:
+        p += p % 2
     case = {
         "B": int(rng.integers(1, 5)), "Lq": Lq,
         "Lk": Lq + int(rng.integers(0, 9)) if causal else int(rng.integers(1, 41)),
@@ -479,7 +486,7 @@ def draw_gqa_case(rng, index):
         "Dv": int(rng.integers(1, 25)), "D_out": int(rng.integers(1, 25)),
         "bias": index % 4 in (1, 2),
         "lens": ["none", "list", "file1", "file2i", "file2f"][index % 5],
-        "self": index % 3 == 0, "causal": causal,
+        "self": index % 3 == 0, "causal": causal, "rope": rope,
     }
     if case["self"]:
         case["Lk"] = case["Lq"]
@@ -503,8 +510,12 @@ def torch_gqa(c, arr, dout=None):
         return y + x[b] if c["bias"] else y
 
     B, Lq, Lk = arr["q"].shape[0], arr["q"].shape[1], arr["k"].shape[1]
-    Q = lin(x["q"], "wq", "bq").reshape(B, Lq, h, p).transpose(1, 2)
-    K = lin(x["k"], "wk", "bk").reshape(B, Lk, G, p).transpose(1, 2)
+    Q, K = lin(x["q"], "wq", "bq"), lin(x["k"], "wk", "bk")
+    if c["rope"]:  # the complex-number rotation of the rope cases, G heads
+        Q = rotary(Q, torch.arange(Lk - Lq, Lk), h, 10000.0)
+        K = rotary(K, torch.arange(Lk), G, 10000.0)
+    Q = Q.reshape(B, Lq, h, p).transpose(1, 2)
+    K = K.reshape(B, Lk, G, p).transpose(1, 2)
     V = lin(x["v"], "wv", "bv").reshape(B, Lk, G, p).transpose(1, 2)
     # query head i reads key-value head i // (h // G): copy each G head
     K = K.repeat_interleave(h // G, dim=1)                  # (B, h, Lk, p)
@@ -542,7 +553,8 @@ def run_gqa_cases(args, tmp):
                  f"Lk {arr['k'].shape[1]:2d} h {c['h']} G {c['G']} "
                  f"D {c['D']:2d} bias {'yes' if c['bias'] else 'no '} "
                  f"{'self ' if c['self'] else 'cross'} "
-                 f"{'causal' if c['causal'] else '      '} lens {c['lens']:6s}")
+                 f"{'causal' if c['causal'] else '      '} "
+                 f"{'rope' if c['rope'] else '    '} lens {c['lens']:6s}")
         try:
             out, a = run_mha(args.mha, tmp, c, arr)
             dout = rng.standard_normal(out.shape) if args.grad else None
