@@ -9,6 +9,7 @@
 #include "error.h"
 #include "fileset.h"
 #include "flash.h"
+#include "gqa.h"
 #include "gnuplot.h"
 #include "headmajor.h"
 #include "heatmap.h"

@@ -205,3 +205,46 @@ Test(ex_repeat_valid_lens, one_length_per_query)
     tensor_free(lens);
     tensor_free(out);
 }
+
+/* --- ex_gqa_kv_head (chapter 17) ------------------------------------- */
+
+/* Head i of h reads key-value head floor(i * G / h): the groups are runs
+ * of h/G consecutive heads. */
+Test(ex_gqa_kv_head, consecutive_heads_share_a_group)
+{
+    size_t kv;
+    size_t want_g2[8] = {0, 0, 0, 0, 1, 1, 1, 1}; /* not 0, 1, 0, 1, ... */
+    for (size_t i = 0; i < 8; i++) {
+        EX_OK(gqa_kv_head(i, 8, 2, &kv));
+        EX_SIZE(kv, want_g2[i]);
+    }
+    for (size_t i = 0; i < 12; i++) {
+        EX_OK(gqa_kv_head(i, 12, 3, &kv));
+        EX_SIZE(kv, i * 3 / 12);
+    }
+}
+
+Test(ex_gqa_kv_head, one_head_each_and_one_for_all)
+{
+    size_t kv;
+    for (size_t i = 0; i < 6; i++) {
+        EX_OK(gqa_kv_head(i, 6, 6, &kv)); /* multi-head: its own */
+        EX_SIZE(kv, i);
+        kv = 99;
+        EX_OK(gqa_kv_head(i, 6, 0, &kv)); /* kv_heads 0 means num_heads */
+        EX_SIZE(kv, i);
+        EX_OK(gqa_kv_head(i, 6, 1, &kv)); /* multi-query: the only one */
+        EX_SIZE(kv, 0);
+    }
+}
+
+/* A value first, so that a blank that fails everything passes nothing. */
+Test(ex_gqa_kv_head, refuses_groups_that_do_not_divide)
+{
+    size_t kv;
+    EX_OK(gqa_kv_head(5, 8, 4, &kv));
+    EX_SIZE(kv, 2);
+    EX_REFUSES(gqa_kv_head(0, 8, 3, &kv));
+    EX_REFUSES(gqa_kv_head(8, 8, 2, &kv));
+    EX_REFUSES(gqa_kv_head(0, 0, 0, &kv));
+}
