@@ -148,6 +148,79 @@ int plot_line(const double *x, const double *y, size_t n,
     return write_and_render(who, base, formats, write_line, &d);
 }
 
+/* --- several lines --------------------------------------------------- */
+
+typedef struct {
+    const double *x;
+    const double *const *ys;
+    const char *const *labels;
+    size_t nseries, n;
+    const plot_options *opt;
+} lines_data;
+
+/* Line k's colour: the single line's red first, then ColorBrewer's
+ * Set1 blue, green, purple and orange, then round again. */
+static const char *const line_colours[] = {"#cb181d", "#377eb8", "#4daf4a",
+                                           "#984ea3", "#ff7f00"};
+
+static void write_lines(FILE *dat, FILE *gp, const char *name, const void *p)
+{
+    const lines_data *d = p;
+    fprintf(dat, "# %zu points (x, then one column per line), drawn by %s.gp\n",
+            d->n, name);
+    for (size_t i = 0; i < d->n; i++) {
+        gnuplot_put_number(dat, d->x[i]);
+        for (size_t k = 0; k < d->nseries; k++) {
+            fputc(' ', dat);
+            gnuplot_put_number(dat, d->ys[k][i]);
+        }
+        fputc('\n', dat);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%zu lines through %zu points", d->nseries,
+             d->n);
+    write_preamble(gp, what, name, d->opt);
+    fputs("set key top left noautotitle\n", gp);
+    for (size_t k = 0; k < d->nseries; k++) {
+        fprintf(gp, "%s data using 1:%zu with lines lw 2 lc rgb '%s' title ",
+                k ? ", \\\n   " : "plot", k + 2,
+                line_colours[k % (sizeof line_colours / sizeof *line_colours)]);
+        gnuplot_put_quoted(gp, d->labels[k], "");
+    }
+    fputs("\nunset output\n", gp);
+}
+
+int plot_lines(const double *x, const double *const *ys,
+               const char *const *labels, size_t nseries, size_t n,
+               const plot_options *opt, const char *base, int formats)
+{
+    const char *who = "plot_lines";
+    int status = check_common(who, n, &opt, base, formats);
+    if (status)
+        return status;
+    if (!x || !ys || !labels)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !x ? "x" : !ys ? "ys" : "labels");
+    if (nseries == 0)
+        return mha_fail(GSL_EINVAL, "%s: no lines to draw (nseries is 0)", who);
+    status = check_values(who, "x", x, n, 0);
+    for (size_t k = 0; k < nseries && !status; k++) {
+        char what[48];
+        snprintf(what, sizeof what, "labels[%zu]", k);
+        if (!ys[k] || !labels[k])
+            return mha_fail(GSL_EINVAL, "%s: %s[%zu] is NULL", who,
+                            !ys[k] ? "ys" : "labels", k);
+        status = check_text(who, what, labels[k]);
+        snprintf(what, sizeof what, "ys[%zu]", k);
+        if (!status)
+            status = check_values(who, what, ys[k], n, opt->log_y);
+    }
+    if (status)
+        return status;
+    lines_data d = {x, ys, labels, nseries, n, opt};
+    return write_and_render(who, base, formats, write_lines, &d);
+}
+
 /* --- bars ------------------------------------------------------------- */
 
 typedef struct {

@@ -13,6 +13,8 @@
  *
  * Data:
  *   plot_line   x and y (n,): one line through the n points (x_i, y_i)
+ *   plot_lines  x (n,) and nseries arrays ys[k] (n,) with their labels:
+ *               one line per array, named in a key
  *   plot_bars   labels and values (n,): one bar per label, left to right,
  *               each with its value printed above it
  *
@@ -39,6 +41,13 @@ typedef struct plot_options {
  * (heatmap.h).  opt may be NULL. */
 int plot_line(const double *x, const double *y, size_t n,
               const plot_options *opt, const char *base, int formats);
+
+/* Several lines over one x, with a key: line k goes through the n points
+ * (x_i, ys[k][i]) and the key names it labels[k].  For a line of each
+ * way to do one thing, e.g. the work per step with and without a cache. */
+int plot_lines(const double *x, const double *const *ys,
+               const char *const *labels, size_t nseries, size_t n,
+               const plot_options *opt, const char *base, int formats);
 
 /* A bar chart: bar i is labels[i] with height values[i]. */
 int plot_bars(const char *const *labels, const double *values, size_t n,

@@ -86,6 +86,35 @@ Test(plot, line_files)
     free(svg);
 }
 
+Test(plot, lines_files)
+{
+    double x[3] = {1, 2, 4}, a[3] = {2, 4, 8}, b[3] = {1, 4, 16};
+    const double *ys[2] = {a, b};
+    const char *labels[2] = {"with a cache", "it's recomputed"};
+    plot_options opt = {.xlabel = "step"};
+    OK(plot_lines(x, ys, labels, 2, 3, &opt, path_of("two"), HEATMAP_SVG));
+    char *dat = read_text("two.dat");
+    cr_assert_str_eq(dat, "# 3 points (x, then one column per line), drawn "
+                          "by two.gp\n1 2 1\n2 4 4\n4 8 16\n");
+    char *gp = read_text("two.gp");
+    cr_assert(strstr(gp, "# 2 lines through 3 points from two.dat."));
+    cr_assert(strstr(gp, "set key top left noautotitle\n"
+                         "plot data using 1:2 with lines lw 2 lc rgb "
+                         "'#cb181d' title 'with a cache', \\\n"
+                         "    data using 1:3 with lines lw 2 lc rgb "
+                         "'#377eb8' title 'it''s recomputed'\nunset output\n"));
+    cr_assert_eq(files(), 3); /* .dat, .gp, .svg */
+    free(dat);
+    free(gp);
+    /* a bad value in the second line: refused by name, nothing written */
+    b[1] = NAN;
+    FAILS(plot_lines(x, ys, labels, 2, 3, NULL, path_of("bad"), HEATMAP_SVG),
+          GSL_EINVAL, "plot_lines: ys[1][1] is nan; values must be finite");
+    FAILS(plot_lines(x, ys, labels, 0, 3, NULL, path_of("bad"), HEATMAP_SVG),
+          GSL_EINVAL, "plot_lines: no lines to draw (nseries is 0)");
+    cr_assert_eq(files(), 3);
+}
+
 Test(plot, bar_files)
 {
     const char *labels[3] = {"head 0", "head 1", "all"};
