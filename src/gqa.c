@@ -49,7 +49,7 @@ int gqa_repeat_kv_weight(const tensor *w, size_t num_heads, size_t kv_heads,
         return mha_fail_in(status, "gqa_repeat_kv_weight");
     // block i of y (rows i*p ..) is block kv of w, row by row (w may be a view)
     for (size_t i = 0; i < num_heads; i++) {
-        size_t kv;
+        size_t kv = 0;
         status = gqa_kv_head(i, num_heads, groups, &kv);
         if (status) {
             tensor_free(y);
