@@ -15,6 +15,7 @@
 #include "heatmap.h"
 #include "heatmap_grid.h"
 #include "heatmap_terminal.h"
+#include "kvcache.h"
 #include "layernorm.h"
 #include "linear.h"
 #include "model.h"

@@ -8,18 +8,27 @@
 #include <string.h>
 
 #include "error.h"
+#include "flash.h"
 #include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
 
-/* "B, Lq, d_model" -> "B, Lq, h, d_model/h": the names after the split. */
+/* "B, Lq, d_model" -> "B, Lq, h, d_model/h": the names after the split.
+ * The keys and values of grouped-query attention, "G*d_model/h" features
+ * (G key-value heads), split into G heads: "B, Lk, G, d_model/h". */
 static void split_names(const tensor *x, char *buf, size_t n)
 {
     if (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]) {
         buf[0] = '\0';
         return;
     }
-    snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1], x->names[2]);
+    const char *star = strncmp(x->names[2], "G*", 2) ? NULL : x->names[2] + 1;
+    if (star)
+        snprintf(buf, n, "%s, %s, %.*s, %s", x->names[0], x->names[1],
+                 (int)(star - x->names[2]), x->names[2], star + 1);
+    else
+        snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1],
+                 x->names[2]);
 }
 
 /* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
@@ -188,15 +197,25 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "multihead: num_hiddens %zu is not divisible by "
                         "num_heads %zu",
                         c->num_hiddens, c->num_heads);
+    if (m->cfg.kv_heads == 0)
+        m->cfg.kv_heads = c->num_heads;
+    if (c->num_heads % c->kv_heads != 0)
+        return mha_fail(GSL_EBADLEN,
+                        "multihead: kv_heads G = %zu does not divide "
+                        "num_heads h = %zu (each key-value head serves h/G "
+                        "query heads)",
+                        c->kv_heads, c->num_heads);
+    // keys and values: G heads of p = d_model/h features each
+    size_t kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
     int status = dot_attention_init(&m->attention, c->dropout);
     int (*init)(linear *, const char *, size_t, size_t, int) =
         c->shape_only ? linear_init_meta : linear_init;
     if (!status)
         status = init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias);
     if (!status)
-        status = init(&m->W_k, "W_k", c->key_size, c->num_hiddens, c->bias);
+        status = init(&m->W_k, "W_k", c->key_size, kv_size, c->bias);
     if (!status)
-        status = init(&m->W_v, "W_v", c->value_size, c->num_hiddens, c->bias);
+        status = init(&m->W_v, "W_v", c->value_size, kv_size, c->bias);
     if (!status)
         status = init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias);
     if (status) {
@@ -204,8 +223,10 @@ int multihead_init(multihead *m, const multihead_config *cfg)
         return status;
     }
     snprintf(m->W_q.out_name, TENSOR_NAME_MAX, "d_model");
-    snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "d_model");
-    snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "d_model");
+    const char *kv_name = c->kv_heads == c->num_heads ? "d_model"
+                                                        : "G*d_model/h";
+    snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
+    snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
              c->out_size == c->num_hiddens ? "d_model" : "D_out");
     return GSL_SUCCESS;
@@ -261,6 +282,14 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
                                       q->shape[1], k->shape[1], valid_lens);
     if (status)
         return status;
+    size_t b, i, Lq = q->shape[1], Lk = k->shape[1];
+    if (softmax_find_empty_row(valid_lens, c->causal, q->shape[0], Lq, Lk, &b,
+                               &i))
+        return mha_fail(GSL_EINVAL,
+                        "multihead: causal: query %zu of example %zu sees no "
+                        "key (valid_len %zu, Lq %zu, Lk %zu: query i sees key "
+                        "j only when j <= i + Lk - Lq)",
+                        i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk);
     /* NaN or inf anywhere would spread to whole rows of the output (a
      * single inf score makes inf - inf in the softmax): refuse them here,
      * naming the element, rather than return numbers that mean nothing */
@@ -341,22 +370,23 @@ static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
     return GSL_SUCCESS;
 }
 
-/* The attention's weights, (B*h, Lq, Lk), kept in m as (B, h, Lq, Lk)
- * and, when cached is not NULL, in *cached as they are: views, made
+/* The attention's weights, (B*h, Lq, Lk) (or, for G < h, (B*G,
+ * (h/G)*Lq, Lk), the same numbers), kept in m as (B, h, Lq, Lk) and,
+ * when cached is not NULL, in *cached as (B*h, Lq, Lk): views, made
  * untraced, since keeping is no step of the pass.  m's earlier weights
  * go only once the new ones are there. */
-static int keep_weights(multihead *m, size_t batch, tensor **cached)
+static int keep_weights(multihead *m, size_t batch, size_t Lq,
+                        tensor **cached)
 {
     trace_quiet_begin();
     tensor *w = NULL;
-    const tensor *aw = m->attention.weights; // (B*h, Lq, Lk)
-    long rows = (long)aw->shape[0], Lq = (long)aw->shape[1];
-    long Lk = (long)aw->shape[2];
-    int status = tensor_view(aw, DIMS((long)batch, (long)m->cfg.num_heads,
-                                      Lq, Lk),
+    const tensor *aw = m->attention.weights;
+    long h = (long)m->cfg.num_heads, Lk = (long)aw->shape[2];
+    int status = tensor_view(aw, DIMS((long)batch, h, (long)Lq, Lk),
                              "B, h, Lq, Lk", &w);
     if (!status && cached)
-        status = tensor_view(aw, DIMS(rows, Lq, Lk), NULL, cached);
+        status = tensor_view(aw, DIMS((long)batch * h, (long)Lq, Lk), NULL,
+                             cached);
     trace_quiet_end();
     if (status) {
         tensor_free(w);
@@ -367,18 +397,144 @@ static int keep_weights(multihead *m, size_t batch, tensor **cached)
     return GSL_SUCCESS;
 }
 
+/* Step 3: the lengths each head's rows see, (B*h,) or (B*h, Lq), or NULL
+ * for no mask.  With causal, or with G < h (whose folded rows need one
+ * length per row), valid_lens and the causal rule become one length per
+ * row (B, Lq) first. */
+static int head_lens(const multihead *m, const tensor *valid_lens,
+                     size_t batch, size_t Lq, size_t Lk, tensor **out)
+{
+    *out = NULL;
+    size_t h = m->cfg.num_heads;
+    int causal = m->cfg.causal;
+    int per_row = causal || (valid_lens && m->cfg.kv_heads < h);
+    if (!valid_lens && !causal)
+        return GSL_SUCCESS;
+    if (!per_row) {
+        tensor l_in = tensor_named(valid_lens,
+                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
+        return repeat_valid_lens(&l_in, h, out);
+    }
+    tensor *rows = NULL; // (B, Lq)
+    tensor l_in;
+    if (valid_lens)
+        l_in = tensor_named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
+    int status = valid_lens_per_row(valid_lens ? &l_in : NULL, causal, batch,
+                                    Lq, Lk, m->cfg.shape_only, &rows);
+    if (!status)
+        status = repeat_valid_lens(rows, h, out);
+    tensor_free(rows);
+    return status;
+}
+
+/* How step 4 attends: exactly with the kept weights, or tile by tile. */
+typedef struct attend_mode {
+    int tiled;
+    size_t tile_q, tile_k;
+} attend_mode;
+
+static int attend(multihead *m, const tensor *q, const tensor *k,
+                  const tensor *v, const tensor *lens, const attend_mode *how,
+                  tensor **out)
+{
+    if (how && how->tiled)
+        return flash_attention_forward(q, k, v, lens, how->tile_q, how->tile_k,
+                                       out);
+    return dot_attention_forward(&m->attention, q, k, v, lens, out);
+}
+
+/* x (B*G, Lk, p), one key-value head per batch row, shared by the h/G
+ * query heads of its group: the view (B*G, h/G, Lk, p) with stride 0
+ * along the group, made and traced to show the sharing (nothing reads it:
+ * the folded rows of step 4b read x itself). */
+static int share_heads(const tensor *x, size_t group)
+{
+    tensor *one = NULL, *shared = NULL;
+    char names[4 * TENSOR_NAME_MAX] = "";
+    if (x->names[0][0])
+        snprintf(names, sizeof names, "%s, h/G, %s, %s", x->names[0],
+                 x->names[1], x->names[2]);
+    int status = tensor_view(x, DIMS((long)x->shape[0], 1, (long)x->shape[1],
+                                     (long)x->shape[2]),
+                             NULL, &one);
+    if (!status)
+        status = tensor_expand(one, DIMS(-1, (long)group, -1, -1),
+                               names[0] ? names : NULL, &shared);
+    tensor_free(one);
+    tensor_free(shared);
+    return status;
+}
+
+/* Step 4 on split heads: qh (B*h, Lq, p) against kh and vh (B*G, Lk, p)
+ * with lens (B*h,) or (B*h, Lq) or NULL; heads (B*h, Lq, p).  G = h: one
+ * attention over the B*h heads.  G < h: steps 4a-4d of multihead.h. */
+static int attend_heads(multihead *m, const tensor *qh, const tensor *kh,
+                        const tensor *vh, const tensor *lens,
+                        const attend_mode *how, tensor **heads)
+{
+    *heads = NULL;
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads, group = h / G;
+    if (G == h)
+        return attend(m, qh, kh, vh, lens, how, heads);
+    long BG = (long)kh->shape[0], Lq = (long)qh->shape[1];
+    long p = (long)qh->shape[2];
+    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
+                "grouped heads(h=%zu, G=%zu)", h, G);
+    tensor *qg = NULL, *lg = NULL, *hg = NULL;
+    // 4a. every query head of a group reads its key-value head: stride 0
+    int status = share_heads(kh, group);
+    if (!status)
+        status = share_heads(vh, group);
+    // 4b. the group's h/G query heads one under another: (B*G, h/G*Lq, p)
+    if (!status)
+        trace_note("a product over the expanded h/G is one over h/G times "
+                   "the rows: fold the group's query heads into Lq");
+    if (!status)
+        status = tensor_reshape(qh, DIMS(BG, (long)group * Lq, p),
+                                "B*G, h/G*Lq, d_model/h", &qg);
+    if (!status && lens && lens->ndim == 2)
+        status = tensor_view(lens, DIMS(BG, (long)group * Lq), "B*G, h/G*Lq",
+                             &lg);
+    // 4c. attention on the B*G groups, the key-value heads as they are
+    if (!status)
+        status = attend(m, qg, kh, vh, lg, how, &hg);
+    // 4d. the heads back as (B*h, Lq, p)
+    if (!status)
+        status = tensor_view(hg, DIMS((long)h * (BG / (long)G), Lq, p),
+                             "B*h, Lq, d_model/h", heads);
+    trace_end();
+    tensor_free(qg);
+    tensor_free(lg);
+    tensor_free(hg);
+    return status;
+}
+
+int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
+                     const tensor *vh, const tensor *lens, tensor **heads)
+{
+    size_t h = m->cfg.num_heads;
+    int status = attend_heads(m, qh, kh, vh, lens, NULL, heads);
+    if (!status)
+        status = keep_weights(m, qh->shape[0] / h, qh->shape[1], NULL);
+    if (status) {
+        tensor_free(*heads);
+        *heads = NULL;
+    }
+    return status;
+}
+
 /* The six steps of multihead.h: project, split into heads, repeat
  * valid_lens, attend on all B*h heads at once, join the heads, mix them
  * with W_o; with a head mask, each head's output is scaled before the
  * heads are joined.  The inputs of the steps that the backward pass reads
  * are gathered in `kept` as they are made: handed over to c when there is
  * a cache, freed otherwise.  The per-head weights stay in m->weights as
- * (B, h, Lq, Lk). */
-int multihead_forward_cached(multihead *m, const tensor *queries,
-                             const tensor *keys, const tensor *values,
-                             const tensor *valid_lens,
-                             const tensor *head_mask, multihead_cache *c,
-                             tensor **out)
+ * (B, h, Lq, Lk), unless step 4 is tiled. */
+static int forward_steps(multihead *m, const tensor *queries,
+                         const tensor *keys, const tensor *values,
+                         const tensor *valid_lens, const tensor *head_mask,
+                         multihead_cache *c, const attend_mode *how,
+                         tensor **out)
 {
     *out = NULL;
     if (c)
@@ -387,25 +543,32 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                                head_mask, c);
     if (status)
         return status;
-    size_t h = m->cfg.num_heads;
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
     tensor q_in = tensor_named(queries, "B, Lq, d_q");
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
+    char kv[48] = "";
+    if (G < h)
+        snprintf(kv, sizeof kv, ", G=%zu", G);
     trace_begin(NULL,
                 TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
                              TRACE_NAMED(values, "v"),
                              TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(h=%zu)%s", h, c ? ", cached" : "");
+                "multihead(h=%zu%s%s)%s%s", h, kv,
+                m->cfg.causal ? ", causal" : "", c ? ", cached" : "",
+                how && how->tiled ? ", tiled" : "");
 
-    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model)
-    multihead_cache kept = {0};             // qh, kh, vh (B*h, L, p),
-                                            // lens (B*h,) or (B*h, Lq),
-                                            // heads (B*h, Lq, p),
-                                            // concat (B, Lq, d_model)
+    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), (B, L, G*p)
+    multihead_cache kept = {0};             // qh (B*h, Lq, p), kh, vh
+                                            // (B*G, Lk, p), lens (B*h,)
+                                            // or (B*h, Lq), heads
+                                            // (B*h, Lq, p), concat
+                                            // (B, Lq, d_model)
     tensor *masked = NULL;                  // (B*h, Lq, p), heads scaled
 
-    // 1-2. project, then split into heads; the inputs are finite
-    // (checked above), so a NaN or inf from here on is an overflow
+    // 1-2. project, then split into heads (G of them for K and V); the
+    // inputs are finite (checked above), so a NaN or inf from here on is
+    // an overflow
     const char *who = "multihead_forward";
     status = linear_forward(&m->W_q, &q_in, &q);
     if (!status)
@@ -417,25 +580,23 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     if (!status)
         status = tensor_check_result(k, who, "projection", "K");
     if (!status)
-        status = transpose_qkv(k, h, &kept.kh);
+        status = transpose_qkv(k, G, &kept.kh);
     if (!status)
         status = linear_forward(&m->W_v, &v_in, &v);
     if (!status)
         status = tensor_check_result(v, who, "projection", "V");
     if (!status)
-        status = transpose_qkv(v, h, &kept.vh);
+        status = transpose_qkv(v, G, &kept.vh);
     // 3. one valid length per head, in repeat_interleave order
-    if (!status && valid_lens) {
-        tensor l_in = tensor_named(valid_lens,
-                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
-        status = repeat_valid_lens(&l_in, h, &kept.lens);
-    }
+    if (!status)
+        status = head_lens(m, valid_lens, queries->shape[0],
+                           queries->shape[1], keys->shape[1], &kept.lens);
     // 4. all B*h heads attend at once
     if (!status)
-        status = dot_attention_forward(&m->attention, kept.qh, kept.kh,
-                                       kept.vh, kept.lens, &kept.heads);
+        status = attend_heads(m, kept.qh, kept.kh, kept.vh, kept.lens, how,
+                              &kept.heads);
     // an overflowing score makes its row of weights NaN
-    if (!status && m->attention.weights)
+    if (!status && !(how && how->tiled) && m->attention.weights)
         status = tensor_check_result(m->attention.weights, who,
                                      "scores' softmax", "weights");
     if (!status)
@@ -460,8 +621,9 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
         if (!status)
             status = tensor_copy_into(kept.head_mask, head_mask);
     }
-    if (!status)
-        status = keep_weights(m, queries->shape[0], c ? &kept.weights : NULL);
+    if (!status && !(how && how->tiled))
+        status = keep_weights(m, queries->shape[0], queries->shape[1],
+                              c ? &kept.weights : NULL);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
@@ -481,6 +643,16 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     return status;
 }
 
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out)
+{
+    return forward_steps(m, queries, keys, values, valid_lens, head_mask, c,
+                         NULL, out);
+}
+
 /* The six steps with no head mask and nothing kept for a backward pass. */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
@@ -488,4 +660,22 @@ int multihead_forward(multihead *m, const tensor *queries,
 {
     return multihead_forward_cached(m, queries, keys, values, valid_lens,
                                     NULL, NULL, out);
+}
+
+int multihead_forward_tiled(multihead *m, const tensor *queries,
+                            const tensor *keys, const tensor *values,
+                            const tensor *valid_lens, size_t tile_q,
+                            size_t tile_k, tensor **out)
+{
+    *out = NULL;
+    tensor_free(m->weights);
+    m->weights = NULL;
+    if (m->attention.training && m->attention.dropout > 0.0)
+        return mha_fail(GSL_EINVAL,
+                        "multihead_forward_tiled: training with dropout %g is "
+                        "not supported here (multihead_forward has it)",
+                        m->attention.dropout);
+    attend_mode how = {1, tile_q, tile_k};
+    return forward_steps(m, queries, keys, values, valid_lens, NULL, NULL,
+                         &how, out);
 }

@@ -29,6 +29,42 @@
  *      (B*h, Lq, p) -> (B, h, Lq, p) -> (B, Lq, h, p) -> (B, Lq, d_model).
  *   6. W_o mixes the heads: (B, Lq, d_model) -> (B, Lq, D_out).
  *
+ * Causal attention (cfg.causal = 1).  Query i sees key j only when
+ * j <= i + Lk - Lq: the queries are the last Lq of the Lk positions, as
+ * when decoding with a key-value cache (with Lq = Lk, PyTorch's
+ * is_causal).  With valid_lens too, row i sees
+ * min(valid_len, i + Lk - Lq + 1) keys: step 3 turns both into one
+ * length per row, (B, Lq) (valid_lens_per_row, softmax.h), before the
+ * repeat per head.  A query that would see no key at all (Lq > Lk makes
+ * the first Lq - Lk rows empty; so does a valid_len of 0) is refused
+ * before any work, GSL_EINVAL, one line naming the query, the example
+ * and the lengths: d2l's uniform weights for an empty row would let it
+ * see the future.
+ *
+ * Grouped-query attention (cfg.kv_heads = G, Ainslie et al. 2023).  G
+ * key-value heads, G dividing h, each shared by h/G query heads: query
+ * head i reads key-value head i / (h/G).  G = h is the multi-head
+ * attention above; G = 1 is multi-query attention (Shazeer 2019).  W_k
+ * is (G*p, d_k) and W_v (G*p, d_v): the keys and values are projected to
+ * G*p features, not d_model, and split into G heads, (B*G, Lk, p); the
+ * cache of a decoder (kvcache.h) is h/G times smaller.  Step 4 then
+ * differs:
+ *   4a. the sharing, as a view: K's heads (B*G, Lk, p) viewed as
+ *       (B*G, 1, Lk, p) and expanded to (B*G, h/G, Lk, p) with stride 0
+ *       (tensor_expand), every query head of a group reading the same
+ *       numbers; V likewise.  Reshaping that to (B*h, Lk, p) would copy:
+ *       that is repeat_interleave, which this module never does.
+ *   4b. a product over an expanded dimension is the same as folding it
+ *       into the rows: the h/G query heads of a group are consecutive
+ *       batch rows of Q (B*h, Lq, p), so Q viewed as (B*G, (h/G)*Lq, p)
+ *       puts them one under another, and the per-row lengths (B*h, Lq)
+ *       likewise as (B*G, (h/G)*Lq).  Both are views (Q is contiguous
+ *       once split, unless B, h or Lq is 1; the trace says which).
+ *   4c. the attention of step 4 on B*G problems of (h/G)*Lq query rows
+ *       each, against the G key-value heads as they are;
+ *   4d. the heads (B*G, (h/G)*Lq, p) viewed back as (B*h, Lq, p), and
+ *       the weights as (B, h, Lq, Lk).
+ *
  * One function runs these steps, multihead_forward_cached, with two
  * options: a head mask, which scales each head's output between steps 4
  * and 5, and a cache that keeps the steps' inputs for the backward pass
@@ -72,11 +108,15 @@ typedef struct multihead_config {
     int shape_only; /* parameters with no numbers (tensor_alloc_meta): the
                        forward pass of shape-only inputs runs every step and
                        traces it, computing nothing, for any size */
+    size_t kv_heads; /* G key-value heads, each shared by h/G query heads;
+                        must divide h; 0: h (multi-head attention) */
+    int causal;      /* 1: query i sees key j only when j <= i + Lk - Lq */
 } multihead_config;
 
 typedef struct multihead {
-    multihead_config cfg;
-    linear W_q, W_k, W_v; /* (d_model, d_q), (d_model, d_k), (d_model, d_v) */
+    multihead_config cfg; /* as given, with out_size and kv_heads set */
+    linear W_q;           /* (d_model, d_q) */
+    linear W_k, W_v;      /* (G*p, d_k), (G*p, d_v): (d_model, ...) for G = h */
     linear W_o;           /* (D_out, d_model) */
     dot_attention attention;
     tensor *weights;      /* (B, h, Lq, Lk) of the last forward, or NULL */
@@ -84,7 +124,7 @@ typedef struct multihead {
 
 /* Allocate the four layers (zero weights; see multihead_reset_xavier).
  * GSL_EINVAL for a zero size, GSL_EBADLEN when num_hiddens is not
- * divisible by num_heads. */
+ * divisible by num_heads or num_heads by kv_heads. */
 int multihead_init(multihead *m, const multihead_config *cfg);
 void multihead_free(multihead *m);
 
@@ -98,8 +138,11 @@ void multihead_train(multihead *m, int training, gsl_rng *rng);
 
 /* Queries, keys, values and valid_lens by the rules every attention
  * follows (qkv.h), then against the layers, before anything is computed
- * (every forward path calls it): GSL_EINVAL for a missing input or a bad
- * valid length, GSL_EBADLEN with a message naming every shape, GSL_EDOM
+ * (every forward path calls it): GSL_EINVAL for a missing input, a bad
+ * valid length or, with causal, a query that sees no key,
+ *   multihead: causal: query 0 of example 1 sees no key (valid_len 2,
+ *   Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq)
+ * GSL_EBADLEN with a message naming every shape, GSL_EDOM
  * for a NaN or infinity in the inputs, weights or biases.  Messages start
  * "multihead: ". */
 int multihead_check_inputs(const multihead *m, const tensor *queries,
@@ -129,8 +172,9 @@ typedef struct multihead_cache {
     const tensor *queries, *keys, *values; /* the inputs, borrowed: keep
                                               them alive and unchanged
                                               until the backward */
-    tensor *lens;      /* (B*h,) or (B*h, Lq): valid_lens per head, or NULL */
-    tensor *qh, *kh, *vh; /* (B*h, Lq, p), (B*h, Lk, p), (B*h, Lk, p) */
+    tensor *lens;      /* (B*h,) or (B*h, Lq): valid_lens per head, or NULL;
+                          (B*h, Lq) with causal or G < h */
+    tensor *qh, *kh, *vh; /* (B*h, Lq, p), (B*G, Lk, p), (B*G, Lk, p) */
     tensor *weights;   /* (B*h, Lq, Lk): the attention weights */
     tensor *heads;     /* (B*h, Lq, p): attention outputs, before the mask */
     tensor *head_mask; /* (h,): a copy of the mask, or NULL */
@@ -157,5 +201,25 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                              const tensor *valid_lens,
                              const tensor *head_mask, multihead_cache *c,
                              tensor **out);
+
+/* Step 4 alone, on heads already split: qh (B*h, Lq, p) against kh and
+ * vh (B*G, Lk, p), each key-value head shared by h/G query heads (steps
+ * 4a-4d above when G < h), lens (B*h,) or (B*h, Lq) or NULL; heads
+ * (B*h, Lq, p), and m->weights (B, h, Lq, Lk).  Unchecked beyond what
+ * dot_attention_forward checks: the module's passes (and the decoder of
+ * kvcache.h) call it after their own checks. */
+int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
+                     const tensor *vh, const tensor *lens, tensor **heads);
+
+/* The steps of multihead_forward with step 4 (4c for G < h) done tile by
+ * tile (flash_attention_forward, flash.h; tile_q, tile_k as there, 0 for
+ * its defaults) on the split (and folded) heads, so no (B*h, Lq, Lk)
+ * tensor is made.  Keeps no weights (m->weights is left NULL).  Errors
+ * as multihead_forward, plus GSL_EINVAL in training mode with dropout
+ * > 0.  The tests hold it equal to the copy path and the fast path. */
+int multihead_forward_tiled(multihead *m, const tensor *queries,
+                            const tensor *keys, const tensor *values,
+                            const tensor *valid_lens, size_t tile_q,
+                            size_t tile_k, tensor **out);
 
 #endif

@@ -50,7 +50,11 @@ static int heads_view(const tensor *x, size_t h, tensor **out)
 {
     *out = NULL;
     char names[4 * TENSOR_NAME_MAX + 8] = "";
-    if (x->names[0][0])
+    // grouped-query keys and values, "G*d_model/h": G heads of d_model/h
+    if (x->names[0][0] && !strncmp(x->names[2], "G*", 2))
+        snprintf(names, sizeof names, "%s, %s, G, %s", x->names[0],
+                 x->names[1], x->names[2] + 2);
+    else if (x->names[0][0])
         snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
                  x->names[1], x->names[2]);
     tensor *split = NULL;
@@ -123,8 +127,10 @@ static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
                         bad_score *bad)
 {
     size_t Lk = kh->shape[2], p = oh->shape[3];
-    gsl_matrix_view q = head(qh, b, i), k = head(kh, b, i);
-    gsl_matrix_view v = head(vh, b, i), o = head(oh, b, i);
+    // query head i reads key-value head i / (h/G): G = h, its own
+    size_t g = i / (qh->shape[1] / kh->shape[1]);
+    gsl_matrix_view q = head(qh, b, i), k = head(kh, b, g);
+    gsl_matrix_view v = head(vh, b, g), o = head(oh, b, i);
     gsl_matrix_view q_r = gsl_matrix_submatrix(&q.matrix, r0, 0, rows, p);
     gsl_matrix_view o_r = gsl_matrix_submatrix(&o.matrix, r0, 0, rows, p);
     gsl_matrix_view s_r = gsl_matrix_view_array(s, rows, Lk);
@@ -221,10 +227,14 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *oh,
                             const tensor *valid_lens)
 {
+    char kv[48] = "";
+    if (kh->shape[1] < qh->shape[1])
+        snprintf(kv, sizeof kv, ", head i reads kv head i/%zu",
+                 qh->shape[1] / kh->shape[1]);
     trace_emit(TRACE_NEW, TRACE_LIST, oh,
                TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
-               "attention per head(scale 1/sqrt(%zu)%s%T)", qh->shape[3],
-               valid_lens ? ", valid_lens " : "", valid_lens);
+               "attention per head(scale 1/sqrt(%zu)%s%s%T)", qh->shape[3],
+               kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
 /* x projected by l (one dgemm), checked finite (the inputs were, so a
@@ -256,15 +266,21 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         opt = &defaults;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t h = m->cfg.num_heads, D = m->cfg.num_hiddens;
+    size_t G = m->cfg.kv_heads;
     tensor q_in = tensor_named(queries, "B, Lq, d_q");
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
 
+    char kv[48] = "";
+    if (G < h)
+        snprintf(kv, sizeof kv, ", G=%zu", G);
     trace_begin(NULL,
                 TRACE_QKV(queries, keys, values),
-                "multihead_fast(h=%zu)", h);
-    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, L, p) views
+                "multihead_fast(h=%zu%s%s)", h, kv,
+                m->cfg.causal ? ", causal" : "");
+    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D), (B, Lk, G*p)
+    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, Lq, p), (B, G, Lk, p)
+    tensor *rows = NULL; // causal: (B, Lq) lengths, valid_lens folded in
     tensor *concat = NULL, *oh = NULL;         // (B, Lq, D); (B, h, Lq, p)
 
     // 1-2. project (one dgemm each), split into heads (views); the
@@ -272,9 +288,14 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     const char *who = "multihead_forward_fast";
     status = project_heads(&m->W_q, &q_in, h, "Q", &q, &qh);
     if (!status)
-        status = project_heads(&m->W_k, &k_in, h, "K", &k, &kh);
+        status = project_heads(&m->W_k, &k_in, G, "K", &k, &kh);
     if (!status)
-        status = project_heads(&m->W_v, &v_in, h, "V", &v, &vh);
+        status = project_heads(&m->W_v, &v_in, G, "V", &v, &vh);
+    // causal: one length per query row, min(valid_len, i + Lk - Lq + 1)
+    if (!status && m->cfg.causal)
+        status = valid_lens_per_row(valid_lens, 1, B, Lq, keys->shape[1], 0,
+                                    &rows);
+    const tensor *lens = rows ? rows : valid_lens;
     // 3. the output buffer, seen per head
     if (!status)
         status = tensor_alloc(SHAPE(B, Lq, D), &concat);
@@ -291,12 +312,12 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     }
     // 4. every head, in parallel, straight into concat
     if (!status)
-        status = attend_all(qh, kh, vh, oh, valid_lens, weights, opt);
+        status = attend_all(qh, kh, vh, oh, lens, weights, opt);
     if (!status)
         status = tensor_check_result(concat, who, "weighted sum of the values",
                                      "heads");
     if (!status)
-        trace_attention(qh, kh, vh, oh, valid_lens);
+        trace_attention(qh, kh, vh, oh, lens);
     // 5. W_o mixes the heads
     if (!status)
         status = linear_forward(&m->W_o, concat, out);
@@ -309,6 +330,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         m->weights = weights;
     else
         tensor_free(weights);
+    tensor_free(rows);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
@@ -344,12 +366,13 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t D = m->cfg.num_hiddens, h = m->cfg.num_heads, p = D / h;
-    size_t Dout = m->cfg.out_size;
-    // per example: qp (Lq, D), kp and vp (Lk, D); one query's concat (D,)
-    // and one head's scores (Lk,)
+    size_t Dout = m->cfg.out_size, Dkv = m->cfg.kv_heads * p;
+    size_t group = h / m->cfg.kv_heads; // query heads per key-value head
+    // per example: qp (Lq, D), kp and vp (Lk, G*p); one query's concat
+    // (D,) and one head's scores (Lk,)
     size_t nq, nk;
     if (mha_mul_size(Lq, D, &nq, "multihead_forward_naive") ||
-        mha_mul_size(Lk, D, &nk, "multihead_forward_naive"))
+        mha_mul_size(Lk, Dkv, &nk, "multihead_forward_naive"))
         return GSL_EOVRFLW;
     double *qp = mha_malloc(nq, sizeof *qp, "multihead_forward_naive");
     double *kp = qp ? mha_malloc(nk, sizeof *kp, "multihead_forward_naive") : NULL;
@@ -372,18 +395,20 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                          queries->strides[2], qp + i * D);
         for (size_t t = 0; t < Lk; t++) {
             naive_linear(&m->W_k, TENSOR_AT(keys, b, t, 0), keys->strides[2],
-                         kp + t * D);
+                         kp + t * Dkv);
             naive_linear(&m->W_v, TENSOR_AT(values, b, t, 0),
-                         values->strides[2], vp + t * D);
+                         values->strides[2], vp + t * Dkv);
         }
         for (size_t i = 0; i < Lq; i++) {
-            size_t len = softmax_valid_len(valid_lens, b, i, Lk);
+            size_t len = softmax_row_len(valid_lens, m->cfg.causal, b, i, Lq,
+                                         Lk);
             for (size_t hd = 0; hd < h; hd++) {
                 const double *q_i = qp + i * D + hd * p;
+                size_t kv = (hd / group) * p; // its key-value head's columns
                 // scores of query i against every key, masked beyond len
                 double mx = -INFINITY;
                 for (size_t t = 0; t < Lk; t++) {
-                    const double *k_t = kp + t * D + hd * p;
+                    const double *k_t = kp + t * Dkv + kv;
                     double dot = 0.0;
                     for (size_t j = 0; j < p; j++)
                         dot += q_i[j] * k_t[j];
@@ -397,7 +422,7 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                 for (size_t j = 0; j < p; j++) {
                     double o = 0.0;
                     for (size_t t = 0; t < Lk; t++)
-                        o += s[t] / sum * vp[t * D + hd * p + j];
+                        o += s[t] / sum * vp[t * Dkv + kv + j];
                     cat[hd * p + j] = o;
                 }
             }

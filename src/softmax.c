@@ -267,3 +267,63 @@ int causal_valid_lens(size_t batch, size_t len, tensor **out)
                "causal_valid_lens(%zu, %zu)", batch, len);
     return GSL_SUCCESS;
 }
+
+/* --- causal masks aligned at the end -------------------------------- */
+
+size_t softmax_row_len(const tensor *valid_lens, int causal, size_t b,
+                       size_t i, size_t num_queries, size_t num_keys)
+{
+    size_t len = softmax_valid_len(valid_lens, b, i, num_keys);
+    if (!causal)
+        return len;
+    // query i is position i + Lk - Lq of the keys: it sees up to there
+    if (i + num_keys < num_queries)
+        return 0;
+    size_t seen = i + num_keys - num_queries + 1;
+    return seen < len ? seen : len;
+}
+
+int softmax_find_empty_row(const tensor *valid_lens, int causal,
+                           size_t batch, size_t num_queries,
+                           size_t num_keys, size_t *b, size_t *i)
+{
+    *b = *i = 0;
+    if (!causal || (valid_lens && tensor_is_meta(valid_lens)))
+        return 0;
+    for (*b = 0; *b < batch; ++*b)
+        for (*i = 0; *i < num_queries; ++*i)
+            if (softmax_row_len(valid_lens, causal, *b, *i, num_queries,
+                                num_keys) == 0)
+                return 1;
+    *b = *i = 0;
+    return 0;
+}
+
+int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
+                       size_t num_queries, size_t num_keys, int shape_only,
+                       tensor **out)
+{
+    *out = NULL;
+    if (batch == 0 || num_queries == 0 || num_keys == 0)
+        return mha_fail(GSL_EINVAL,
+                        "valid_lens_per_row: batch %zu, num_queries %zu and "
+                        "num_keys %zu must all be >= 1",
+                        batch, num_queries, num_keys);
+    int meta = shape_only || (valid_lens && tensor_is_meta(valid_lens));
+    int status = meta ? tensor_alloc_meta(SHAPE(batch, num_queries), out)
+                      : tensor_alloc(SHAPE(batch, num_queries), out);
+    if (status)
+        return status;
+    // out is (B, Lq): row (b, i)'s length, whatever valid_lens' shape
+    for (size_t b = 0; b < (meta ? 0 : batch); b++)
+        for (size_t i = 0; i < num_queries; i++)
+            (*out)->data[b * num_queries + i] = (double)softmax_row_len(
+                valid_lens, causal, b, i, num_queries, num_keys);
+    tensor_set_names(*out, "B, Lq");
+    const char *what = causal ? (valid_lens ? "causal, valid_lens " : "causal")
+                              : "valid_lens ";
+    trace_emit(TRACE_NEW, TRACE_LIST, *out,
+               TRACE_INPUTS(TRACE_SIDE(valid_lens, "valid_lens")),
+               "per-row lens(%s%T)", what, valid_lens);
+    return GSL_SUCCESS;
+}

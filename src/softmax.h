@@ -68,6 +68,38 @@ int masked_softmax_scaled(const tensor *scores, double scale,
  * GSL_EINVAL when batch or len is 0. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out);
 
+/* --- causal masks, aligned at the end ------------------------------ */
+
+/* The keys row (b, i) of scores (B, Lq, Lk) sees: its valid length
+ * (softmax_valid_len below) and, with causal, no more than
+ * i + Lk - Lq + 1, so query i sees key j only when j <= i + Lk - Lq.
+ * The queries are the last Lq of the Lk positions: when decoding with a
+ * cache the first Lk - Lq keys were there before the first query (with
+ * Lq = Lk it is the usual mask, causal_valid_lens' and PyTorch's
+ * is_causal).  0 when the row sees no key at all: with causal, the first
+ * Lq - Lk rows when Lq > Lk, and any row whose valid length is 0. */
+size_t softmax_row_len(const tensor *valid_lens, int causal, size_t b,
+                       size_t i, size_t num_queries, size_t num_keys);
+
+/* With causal, the first row (b, i) in row-major order that sees no key
+ * (softmax_row_len 0): 1 and *b, *i set; 0 when there is none or causal
+ * is off.  An empty row is an error wherever causal is asked for: d2l's
+ * rule would give it uniform weights over every key, the future ones
+ * included.  valid_lens must have passed softmax_find_bad_len. */
+int softmax_find_empty_row(const tensor *valid_lens, int causal,
+                           size_t batch, size_t num_queries,
+                           size_t num_keys, size_t *b, size_t *i);
+
+/* valid_lens (NULL, (B,) or (B, Lq)) and causal as one length per row:
+ * out (B, Lq) holds softmax_row_len of every row, for the attentions that
+ * take (B, Lq) valid_lens.  Shapes alone (no numbers) when valid_lens has
+ * none or shape_only is 1.  Traced as one new step.  valid_lens must
+ * have passed softmax_find_bad_len; GSL_EINVAL when batch, num_queries or
+ * num_keys is 0. */
+int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
+                       size_t num_queries, size_t num_keys, int shape_only,
+                       tensor **out);
+
 /* The valid length of row (b, i) of scores (B, Lq, Lk): valid_lens[b]
  * when valid_lens is (B,), valid_lens[b, i] when (B, Lq), num_keys when
  * it is NULL.  Unchecked: softmax_check_valid_lens says first whether

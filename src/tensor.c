@@ -605,6 +605,11 @@ static void derive_names(const tensor *x, tensor *y)
             else
                 return;
         }
+        /* x's dimensions of size 1 that y drops join the group before
+         * them: (B, G, n, p) with G = 1 -> (B*G, n, p), not (B, G*n, p) */
+        while (i + 1 < x->ndim && x->shape[i + 1] == 1 &&
+               (j + 1 >= y->ndim || y->shape[j + 1] != 1))
+            i++;
         size_t nin = i - i0 + 1, nout = j - j0 + 1;
         if (nout == 1) {
             /* nin dimensions merge into one */
@@ -781,6 +786,62 @@ int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
         y->data = x->data + start * x->strides[dim];
     y->shape[dim] = length;
     trace_step(TRACE_VIEW, x, y, "narrow(%zu, %zu, %zu)", dim, start, length);
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+/* --- expand -------------------------------------------------------- */
+
+/* Output dimension d reads x's dimension d - (ndim - x->ndim) when there
+ * is one: its stride is kept, or set to 0 where a size 1 is repeated. */
+int tensor_expand(const tensor *x, size_t ndim, const long *shape,
+                  const char *names, tensor **out)
+{
+    *out = NULL;
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (ndim < x->ndim || ndim > TENSOR_MAX_DIMS)
+        return mha_fail(GSL_EINVAL,
+                        "tensor_expand: %zu sizes for shape %s, expected %zu "
+                        "to %d",
+                        ndim, xs, x->ndim, TENSOR_MAX_DIMS);
+    size_t lead = ndim - x->ndim;
+    size_t new_shape[TENSOR_MAX_DIMS] = {0}, new_strides[TENSOR_MAX_DIMS] = {0};
+    for (size_t d = 0; d < ndim; d++) {
+        size_t have = d < lead ? 1 : x->shape[d - lead];
+        long want = shape[d];
+        if (want == -1 && d >= lead) {
+            new_shape[d] = have;
+        } else if (want >= 1 && ((size_t)want == have || have == 1)) {
+            new_shape[d] = (size_t)want;
+        } else {
+            return mha_fail(GSL_EINVAL,
+                            "tensor_expand: size %ld for dimension %zu of "
+                            "shape %s: only a dimension of size 1 expands "
+                            "(-1 keeps a size)",
+                            want, d, xs);
+        }
+        new_strides[d] = d < lead || (have == 1 && new_shape[d] != 1)
+                             ? 0
+                             : x->strides[d - lead];
+    }
+    tensor *y = new_header(x->buffer, "tensor_expand");
+    if (!y)
+        return GSL_ENOMEM;
+    y->data = x->data;
+    y->ndim = ndim;
+    memcpy(y->shape, new_shape, sizeof new_shape);
+    memcpy(y->strides, new_strides, sizeof new_strides);
+    for (size_t d = lead; d < ndim; d++)
+        memcpy(y->names[d], x->names[d - lead], TENSOR_NAME_MAX);
+    if (names) {
+        int status = tensor_set_names(y, names);
+        if (status) {
+            tensor_free(y);
+            return mha_fail_in(status, "tensor_expand");
+        }
+    }
+    trace_step(TRACE_VIEW, x, y, "expand%D", ndim, shape);
     *out = y;
     return GSL_SUCCESS;
 }

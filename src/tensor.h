@@ -174,6 +174,22 @@ int tensor_permute(const tensor *x, size_t ndim, const size_t *perm,
 int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
                   tensor **out);
 
+/* View of x with size-1 dimensions repeated (PyTorch's expand): x's
+ * dimensions are matched with the last x->ndim entries of shape; an entry
+ * of -1 or x's own size keeps that dimension, a size-1 dimension may take
+ * any size >= 1 and gets stride 0, so every index along it reads the same
+ * numbers; leading entries beyond x->ndim are new dimensions, stride 0
+ * too.  Never a copy (the trace says view), so writing through it writes
+ * one number many times: treat it as read-only.  names (see
+ * tensor_set_names) may be NULL to keep x's (new dimensions unnamed).
+ * Grouped-query attention shares one key head among h/G query heads this
+ * way: (B*G, 1, Lk, p) -> (B*G, h/G, Lk, p).  Reshaping the result to
+ * (B*h, Lk, p) cannot be a view and copies: that copy is
+ * repeat_interleave.  GSL_EINVAL for a size that is neither -1, x's size
+ * nor an expansion of a size-1 dimension, or fewer entries than x->ndim. */
+int tensor_expand(const tensor *x, size_t ndim, const long *shape,
+                  const char *names, tensor **out);
+
 /* --- filling (logical row-major order, whatever the strides) -------- */
 
 void tensor_fill(tensor *t, double value);

@@ -23,7 +23,7 @@ typedef struct {
  * Lk 4; each case then breaks one thing. */
 static void good(setup *s, int bias)
 {
-    multihead_config cfg = {6, 5, 4, 8, 2, 0, bias, 0, 0};
+    multihead_config cfg = {6, 5, 4, 8, 2, 0, bias, 0, 0, 0, 0};
     OK(multihead_init(&s->m, &cfg));
     gsl_rng *r = mha_rng_new(1);
     multihead_reset_xavier(&s->m, r);
@@ -62,21 +62,21 @@ static void replace(tensor **t, size_t ndim, const size_t *shape)
 static int heads_do_not_divide(void)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0};
+    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0, 0, 0};
     return multihead_init(&m, &cfg);
 }
 
 static int zero_heads(void)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 0, 0, 0, 0, 0};
+    multihead_config cfg = {100, 100, 100, 100, 0, 0, 0, 0, 0, 0, 0};
     return multihead_init(&m, &cfg);
 }
 
 static int zero_hiddens(void)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 0, 2, 0, 0, 0, 0};
+    multihead_config cfg = {4, 4, 4, 0, 2, 0, 0, 0, 0, 0, 0};
     return multihead_init(&m, &cfg);
 }
 

@@ -1,54 +1,410 @@
-/* test_gqa.c: the weights of a grouped module repeated for a multi-head
- * one; the mapping itself is an exercise (test_exercises.c). */
+/* test_gqa.c: causal attention aligned at the end, and grouped-query
+ * attention (G key-value heads shared by h/G query heads each): the
+ * per-row lengths, tensor_expand's stride-0 view against
+ * repeat_interleave's copy, the copy path, the tiled path and the fast
+ * paths against plain loops written here, the trace of the grouped step,
+ * and the errors.
+ *
+ * Shapes: queries (B, Lq, d_q), keys (B, Lk, d_k), values (B, Lk, d_v);
+ * W_q (D, d_q), W_k (G*p, d_k), W_v (G*p, d_v), W_o (D_out, D), p = D/h;
+ * out (B, Lq, D_out), weights (B, h, Lq, Lk). */
 #include "check.h"
 
-/* h = 4 heads of p = 2 rows over G = 2 key-value heads, d_in = 3: row
- * block i of the result is block i / 2 of w, read through any strides. */
-Test(gqa, repeat_copies_each_block_to_its_group)
+#include <criterion/parameterized.h>
+
+/* y (out,) = W x + b, W (out, in) contiguous. */
+static void loop_linear(const linear *l, const double *x, double *y)
 {
-    tensor *wt, *view, *out;
-    // w is (G*p, d_in) = (4, 3) holding 0..11; view it through a transpose
-    OK(tensor_alloc(SHAPE(3, 4), &wt));
-    for (size_t r = 0; r < 4; r++)
-        for (size_t c = 0; c < 3; c++)
-            *TENSOR_AT(wt, c, r) = (double)(r * 3 + c);
-    OK(tensor_permute(wt, SHAPE(1, 0), &view));
-    OK(gqa_repeat_kv_weight(view, 4, 2, &out));
-    cr_assert_eq(out->ndim, 2);
-    cr_assert_eq(out->shape[0], 8);
-    cr_assert_eq(out->shape[1], 3);
-    // out rows: w rows 0 1 0 1 2 3 2 3
-    size_t src[8] = {0, 1, 0, 1, 2, 3, 2, 3};
-    for (size_t r = 0; r < 8; r++)
-        for (size_t c = 0; c < 3; c++)
-            cr_assert_eq(*TENSOR_AT(out, r, c), (double)(src[r] * 3 + c),
-                         "row %zu col %zu", r, c);
-    tensor_free(out);
-    // G = h: a plain copy; G = 1: the one block four times
-    OK(gqa_repeat_kv_weight(view, 2, 0, &out));
-    for (size_t r = 0; r < 4; r++)
-        cr_assert_eq(*TENSOR_AT(out, r, 2), (double)(r * 3 + 2));
-    tensor_free(out);
-    OK(gqa_repeat_kv_weight(view, 3, 1, &out));
-    cr_assert_eq(out->shape[0], 12);
-    for (size_t r = 0; r < 12; r++)
-        cr_assert_eq(*TENSOR_AT(out, r, 0), (double)((r % 4) * 3));
-    tensor_free(out);
-    tensor_free(view);
-    tensor_free(wt);
+    for (size_t o = 0; o < l->out_features; o++) {
+        double s = l->bias ? l->bias->data[o] : 0;
+        for (size_t j = 0; j < l->in_features; j++)
+            s += l->weight->data[o * l->in_features + j] * x[j];
+        y[o] = s;
+    }
 }
 
-Test(gqa, repeat_refuses_rows_that_do_not_split)
+/* The module from its formulas: query head hd reads key-value head
+ * hd / (h/G); query i sees keys j < valid_len and, with causal,
+ * j <= i + Lk - Lq; the softmax runs over the visible keys only (no
+ * -1e6 anywhere).  valid: NULL, (B,) or (B, Lq) by per_query.  weights
+ * (B, h, Lq, Lk) may be NULL. */
+static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                     const double *q, const double *k, const double *v,
+                     const double *valid, int per_query, double *out,
+                     double *weights)
 {
-    tensor *w, *out = (tensor *)1;
-    OK(tensor_alloc(SHAPE(6, 2), &w));
-    FAILS(gqa_repeat_kv_weight(w, 8, 4, &out), GSL_EINVAL,
-          "gqa_repeat_kv_weight: weight shape (6, 2), expected (G*p, d_in) "
-          "with G = 4 key-value heads");
+    const multihead_config *c = &m->cfg;
+    size_t D = c->num_hiddens, h = c->num_heads, G = c->kv_heads, p = D / h;
+    size_t Dkv = G * p;
+    double *qp = malloc(Lq * D * sizeof *qp), *kp = malloc(Lk * Dkv * sizeof *kp);
+    double *vp = malloc(Lk * Dkv * sizeof *vp), *cat = malloc(D * sizeof *cat);
+    double *s = malloc(Lk * sizeof *s);
+    for (size_t b = 0; b < B; b++) {
+        for (size_t i = 0; i < Lq; i++)
+            loop_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
+        for (size_t t = 0; t < Lk; t++) {
+            loop_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * Dkv);
+            loop_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * Dkv);
+        }
+        for (size_t i = 0; i < Lq; i++) {
+            size_t see = !valid ? Lk : (size_t)(per_query ? valid[b * Lq + i] : valid[b]);
+            if (c->causal && i + Lk - Lq + 1 < see)
+                see = i + Lk - Lq + 1;
+            for (size_t hd = 0; hd < h; hd++) {
+                size_t g = hd / (h / G); // the key-value head it reads
+                double mx = -INFINITY, sum = 0;
+                for (size_t t = 0; t < see; t++) {
+                    double dot = 0;
+                    for (size_t j = 0; j < p; j++)
+                        dot += qp[i * D + hd * p + j] * kp[t * Dkv + g * p + j];
+                    s[t] = dot / sqrt((double)p);
+                    mx = s[t] > mx ? s[t] : mx;
+                }
+                for (size_t t = 0; t < see; t++)
+                    sum += s[t] = exp(s[t] - mx);
+                for (size_t j = 0; j < p; j++)
+                    cat[hd * p + j] = 0;
+                for (size_t t = 0; t < Lk; t++) {
+                    double w = t < see ? s[t] / sum : 0;
+                    if (weights)
+                        weights[((b * h + hd) * Lq + i) * Lk + t] = w;
+                    for (size_t j = 0; j < p && t < see; j++)
+                        cat[hd * p + j] += w * vp[t * Dkv + g * p + j];
+                }
+            }
+            loop_linear(&m->W_o, cat, out + (b * Lq + i) * c->out_size);
+        }
+    }
+    free(qp);
+    free(kp);
+    free(vp);
+    free(cat);
+    free(s);
+}
+
+static tensor *normal(size_t ndim, const size_t *shape, gsl_rng *r)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_normal(t, r, 0, 1);
+    return t;
+}
+
+/* --- the lengths a row sees ----------------------------------------- */
+
+Test(gqa, row_len_is_aligned_at_the_end)
+{
+    // Lq 3, Lk 5: queries are positions 2, 3, 4 and see 3, 4, 5 keys
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(softmax_row_len(NULL, 1, 0, i, 3, 5), i + 3);
+    // Lq = Lk: the usual triangle
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(softmax_row_len(NULL, 1, 0, i, 4, 4), i + 1);
+    // Lq 4 > Lk 2: rows 0 and 1 see nothing, rows 2 and 3 see 1 and 2
+    size_t want[4] = {0, 0, 1, 2};
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(softmax_row_len(NULL, 1, 0, i, 4, 2), want[i]);
+    // with valid_lens (B,) = [2, 5]: the smaller of the two
+    tensor *vl;
+    OK(tensor_from_array(SHAPE(2), (double[]){2, 5}, &vl));
+    cr_assert_eq(softmax_row_len(vl, 1, 0, 2, 3, 5), 2);
+    cr_assert_eq(softmax_row_len(vl, 1, 1, 0, 3, 5), 3);
+    cr_assert_eq(softmax_row_len(vl, 0, 0, 0, 3, 5), 2);
+    // causal off: the valid length, causal on and nothing else: the rule
+    tensor *rows;
+    OK(valid_lens_per_row(vl, 1, 2, 3, 5, 0, &rows));
+    double expect[6] = {2, 2, 2, 3, 4, 5};
+    cr_assert_eq(rows->ndim, 2);
+    for (size_t j = 0; j < 6; j++)
+        cr_assert_eq(rows->data[j], expect[j], "entry %zu", j);
+    tensor_free(rows);
+    OK(valid_lens_per_row(vl, 0, 2, 3, 5, 0, &rows));
+    double plain[6] = {2, 2, 2, 5, 5, 5};
+    for (size_t j = 0; j < 6; j++)
+        cr_assert_eq(rows->data[j], plain[j], "entry %zu", j);
+    tensor_free(rows);
+    tensor_free(vl);
+}
+
+Test(gqa, empty_rows_are_found)
+{
+    size_t b, i;
+    cr_assert_eq(softmax_find_empty_row(NULL, 1, 2, 4, 4, &b, &i), 0);
+    cr_assert_eq(softmax_find_empty_row(NULL, 1, 2, 5, 3, &b, &i), 1);
+    cr_assert_eq(b, 0);
+    cr_assert_eq(i, 0);
+    cr_assert_eq(softmax_find_empty_row(NULL, 0, 2, 5, 3, &b, &i), 0);
+    tensor *vl;
+    OK(tensor_from_array(SHAPE(2, 2), (double[]){1, 1, 1, 0}, &vl));
+    cr_assert_eq(softmax_find_empty_row(vl, 1, 2, 2, 2, &b, &i), 1);
+    cr_assert_eq(b, 1);
+    cr_assert_eq(i, 1);
+    tensor_free(vl);
+}
+
+/* --- expand: a view with stride 0 ------------------------------------ */
+
+Test(gqa, expand_reads_one_head_for_the_whole_group)
+{
+    tensor *kh, *one, *shared, *copied;
+    OK(tensor_alloc(SHAPE(4, 3, 2), &kh)); // (B*G, Lk, p)
+    tensor_fill_arange(kh, 0, 1);
+    OK(tensor_view(kh, DIMS(4, 1, 3, 2), NULL, &one));
+    OK(tensor_expand(one, DIMS(-1, 3, -1, -1), NULL, &shared));
+    cr_assert_eq(shared->shape[1], 3);
+    cr_assert_eq(shared->strides[0], 6);
+    cr_assert_eq(shared->strides[1], 0);
+    cr_assert(tensor_shares_buffer(shared, kh));
+    // every query head j of group g reads the very same doubles
+    for (size_t g = 0; g < 4; g++)
+        for (size_t j = 0; j < 3; j++)
+            for (size_t t = 0; t < 3; t++)
+                cr_assert_eq(TENSOR_AT(shared, g, j, t, 1),
+                             TENSOR_AT(kh, g, t, 1));
+    // flattening the group into the batch cannot be a view: it copies,
+    // and the copy is repeat_interleave(kh, 3, dim=0)
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
+    capture_free(&c);
+    for (size_t r = 0; r < 12; r++)
+        for (size_t t = 0; t < 3; t++)
+            for (size_t e = 0; e < 2; e++)
+                cr_assert_eq(*TENSOR_AT(copied, r, t, e),
+                             (double)((r / 3) * 6 + t * 2 + e));
+    tensor_free(kh);
+    tensor_free(one);
+    tensor_free(shared);
+    tensor_free(copied);
+}
+
+Test(gqa, expand_trace_new_dims_and_errors)
+{
+    tensor *x, *y;
+    OK(tensor_alloc(SHAPE(2, 1), &x));
+    tensor_set_names(x, "B, one");
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_expand(x, DIMS(3, -1, 5), NULL, &y));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+        "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
+    capture_free(&c);
+    cr_assert_eq(y->strides[0], 0);
+    cr_assert_eq(y->strides[2], 0);
+    tensor_free(y);
+    FAILS(tensor_expand(x, DIMS(3, 5), NULL, &y), GSL_EINVAL,
+          "tensor_expand: size 3 for dimension 0 of shape (2, 1): only a "
+          "dimension of size 1 expands (-1 keeps a size)");
+    cr_assert_null(y);
+    FAILS(tensor_expand(x, DIMS(5), NULL, &y), GSL_EINVAL,
+          "tensor_expand: 1 sizes for shape (2, 1), expected 2 to 4");
+    FAILS(tensor_expand(x, DIMS(-1, 1, 1), NULL, &y), GSL_EINVAL,
+          "tensor_expand: size -1 for dimension 0 of shape (2, 1): only a "
+          "dimension of size 1 expands (-1 keeps a size)");
+    tensor_free(x);
+}
+
+/* --- the module: copy, tiled, fast and naive paths ------------------ */
+
+struct gqa_case {
+    size_t B, Lq, Lk, dq, dk, dv, D, h, G;
+    int causal;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+    int bias;
+};
+
+static struct gqa_case gqa_cases[] = {
+    {2, 4, 6, 8, 8, 8, 8, 4, 2, 0, 0, 0},
+    {2, 4, 6, 8, 6, 5, 8, 4, 2, 1, 1, 1},
+    {3, 5, 5, 12, 12, 12, 12, 6, 3, 1, 2, 1},
+    {1, 3, 7, 6, 6, 6, 12, 4, 1, 1, 0, 0},  // multi-query, B = 1
+    {2, 6, 6, 10, 7, 9, 16, 8, 2, 0, 2, 1},
+    {2, 1, 9, 8, 8, 8, 8, 2, 1, 1, 1, 0},   // one query: a decoding step
+    {4, 7, 7, 6, 6, 6, 6, 3, 3, 1, 2, 1},   // G = h, causal
+    {2, 33, 40, 16, 16, 16, 16, 4, 2, 1, 2, 0}, // several tiles
+    {1, 1, 1, 4, 4, 4, 4, 2, 1, 1, 0, 1},
+    {3, 2, 5, 5, 5, 5, 10, 5, 1, 0, 1, 0},
+};
+
+ParameterizedTestParameters(gqa, paths_equal_loops)
+{
+    return cr_make_param_array(struct gqa_case, gqa_cases,
+                               sizeof gqa_cases / sizeof gqa_cases[0]);
+}
+
+ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
+{
+    gsl_rng *r = mha_rng_new(31 + c->B * 5 + c->Lq * 7 + c->G);
+    multihead m;
+    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
+                            .value_size = c->dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .bias = c->bias,
+                            .kv_heads = c->G, .causal = c->causal};
+    OK(multihead_init(&m, &cfg));
+    size_t p = c->D / c->h;
+    cr_assert_eq(m.W_k.weight->shape[0], c->G * p);
+    cr_assert_eq(m.W_v.weight->shape[0], c->G * p);
+    multihead_reset_xavier(&m, r);
+    if (c->bias) {
+        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    }
+    tensor *q = normal(SHAPE(c->B, c->Lq, c->dq), r);
+    tensor *k = normal(SHAPE(c->B, c->Lk, c->dk), r);
+    tensor *v = normal(SHAPE(c->B, c->Lk, c->dv), r);
+    tensor *lens = NULL;
+    if (c->lens == 1)
+        OK(tensor_alloc(SHAPE(c->B), &lens));
+    else if (c->lens == 2)
+        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
+    if (lens) /* 1 .. Lk: causal rows may not be empty */
+        for (size_t i = 0; i < tensor_numel(lens); i++)
+            lens->data[i] = (double)(1 + (i * 5 + 2) % c->Lk);
+    tensor *want, *want_w, *copy, *tiled, *fast, *naive;
+    OK(tensor_alloc(SHAPE(c->B, c->Lq, c->D), &want));
+    OK(tensor_alloc(SHAPE(c->B, c->h, c->Lq, c->Lk), &want_w));
+    loop_gqa(&m, c->B, c->Lq, c->Lk, q->data, k->data, v->data,
+             lens ? lens->data : NULL, c->lens == 2, want->data, want_w->data);
+
+    OK(multihead_forward(&m, q, k, v, lens, &copy));
+    double err = rel_error(copy, want);
+    cr_assert(err <= 1e-12, "copy path vs loops: %g", err);
+    cr_assert(tensor_same_shape(m.weights, want_w));
+    err = rel_error(m.weights, want_w);
+    cr_assert(err <= 1e-12, "weights vs loops: %g", err);
+
+    OK(multihead_forward_tiled(&m, q, k, v, lens, 4, 8, &tiled));
+    cr_assert_null(m.weights);
+    err = rel_error(tiled, copy);
+    cr_assert(err <= 1e-12, "tiled vs copy path: %g", err);
+    tensor_free(tiled);
+    OK(multihead_forward_tiled(&m, q, k, v, lens, 0, 0, &tiled));
+    err = rel_error(tiled, copy);
+    cr_assert(err <= 1e-12, "tiled (default tiles) vs copy path: %g", err);
+
+    multihead_fast_options opt = {MULTIHEAD_THREADS_HEADS, 3, 1};
+    OK(multihead_forward_fast(&m, q, k, v, lens, &opt, &fast));
+    err = rel_error(fast, copy);
+    cr_assert(err <= 1e-12, "fast vs copy path: %g", err);
+    err = rel_error(m.weights, want_w);
+    cr_assert(err <= 1e-12, "fast weights vs loops: %g", err);
+    tensor_free(fast);
+    OK(multihead_forward_fast(&m, q, k, v, lens, NULL, &fast));
+    err = rel_error(fast, copy);
+    cr_assert(err <= 1e-12, "fast (default) vs copy path: %g", err);
+    OK(multihead_forward_naive(&m, q, k, v, lens, &naive));
+    err = rel_error(naive, want);
+    cr_assert(err <= 1e-12, "naive vs loops: %g", err);
+
+    multihead_free(&m);
+    tensor *all[] = {q, k, v, lens, want, want_w, copy, tiled, fast, naive};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    gsl_rng_free(r);
+}
+
+/* The folded attention equals attention on K and V whose heads were
+ * copied h/G times (repeat_interleave, as PyTorch's enable_gqa does
+ * without a kernel of its own): same heads, one copy fewer. */
+Test(gqa, folding_equals_repeat_interleave)
+{
+    const size_t B = 2, Lq = 3, Lk = 5, h = 6, G = 2, p = 2, group = h / G;
+    gsl_rng *r = mha_rng_new(8);
+    multihead m;
+    multihead_config cfg = {.query_size = 12, .key_size = 12, .value_size = 12,
+                            .num_hiddens = h * p, .num_heads = h,
+                            .kv_heads = G, .causal = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor *qh = normal(SHAPE(B * h, Lq, p), r);
+    tensor *kh = normal(SHAPE(B * G, Lk, p), r);
+    tensor *vh = normal(SHAPE(B * G, Lk, p), r);
+    tensor *rows, *lens, *heads, *k4, *ke, *kr, *v4, *ve, *vr, *ref;
+    OK(valid_lens_per_row(NULL, 1, B, Lq, Lk, 0, &rows));
+    OK(repeat_valid_lens(rows, h, &lens));
+    OK(multihead_attend(&m, qh, kh, vh, lens, &heads));
+    // repeat_interleave by expand + reshape: the reshape copies
+    OK(tensor_view(kh, DIMS(B * G, 1, Lk, p), NULL, &k4));
+    OK(tensor_expand(k4, DIMS(-1, group, -1, -1), NULL, &ke));
+    OK(tensor_reshape(ke, DIMS(B * h, Lk, p), NULL, &kr));
+    OK(tensor_view(vh, DIMS(B * G, 1, Lk, p), NULL, &v4));
+    OK(tensor_expand(v4, DIMS(-1, group, -1, -1), NULL, &ve));
+    OK(tensor_reshape(ve, DIMS(B * h, Lk, p), NULL, &vr));
+    cr_assert(!tensor_shares_buffer(kr, kh), "repeat_interleave copies");
+    dot_attention a;
+    OK(dot_attention_init(&a, 0));
+    OK(dot_attention_forward(&a, qh, kr, vr, lens, &ref));
+    double err = rel_error(heads, ref);
+    cr_assert(err <= 1e-14, "folded vs repeated: %g", err);
+    // query head i of example b read key head b*G + i/(h/G)
+    for (size_t i = 0; i < B * h; i++)
+        cr_assert_eq(*TENSOR_AT(kr, i, 4, 1),
+                     *TENSOR_AT(kh, (i / h) * G + (i % h) / group, 4, 1));
+    dot_attention_free(&a);
+    tensor *all[] = {qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
+/* --- errors ----------------------------------------------------------- */
+
+Test(gqa, config_and_empty_row_errors)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 8, .key_size = 8, .value_size = 8,
+                            .num_hiddens = 8, .num_heads = 4, .kv_heads = 3};
+    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
+          "multihead: kv_heads G = 3 does not divide num_heads h = 4 (each "
+          "key-value head serves h/G query heads)");
+    multihead_free(&m);
+    cfg.kv_heads = 8;
+    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
+          "multihead: kv_heads G = 8 does not divide num_heads h = 4 (each "
+          "key-value head serves h/G query heads)");
+    multihead_free(&m);
+    cfg.kv_heads = 0; // 0: one key-value head per query head
+    OK(multihead_init(&m, &cfg));
+    cr_assert_eq(m.cfg.kv_heads, 4);
+    cr_assert_eq(m.W_k.weight->shape[0], 8);
+    multihead_free(&m);
+
+    cfg.kv_heads = 2;
+    cfg.causal = 1;
+    OK(multihead_init(&m, &cfg));
+    tensor *q, *k, *vl, *out;
+    OK(tensor_alloc(SHAPE(2, 5, 8), &q));
+    OK(tensor_alloc(SHAPE(2, 3, 8), &k));
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EINVAL,
+          "multihead: causal: query 0 of example 0 sees no key (valid_len 3, "
+          "Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
     cr_assert_null(out);
-    FAILS(gqa_repeat_kv_weight(w, 4, 3, &out), GSL_EINVAL,
-          "gqa_repeat_kv_weight: gqa_kv_head: num_heads 4 is not divisible "
-          "by kv_heads 3");
-    cr_assert_null(out);
-    tensor_free(w);
+    OK(tensor_from_array(SHAPE(2), (double[]){3, 0}, &vl));
+    FAILS(multihead_forward(&m, k, k, k, vl, &out), GSL_EINVAL,
+          "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
+          "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
+    FAILS(multihead_forward_fast(&m, k, k, k, vl, NULL, &out), GSL_EINVAL,
+          "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
+          "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
+    FAILS(multihead_forward_tiled(&m, k, k, k, vl, 0, 0, &out), GSL_EINVAL,
+          "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
+          "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
+    // without causal, valid_len 0 is d2l's uniform row, as ever
+    m.cfg.causal = 0;
+    OK(multihead_forward(&m, k, k, k, vl, &out));
+    for (size_t j = 0; j < 3; j++)
+        cr_assert_float_eq(*TENSOR_AT(m.weights, 1, 3, 0, j), 1.0 / 3, 1e-15);
+    tensor_free(out);
+    multihead_free(&m);
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(vl);
 }

@@ -245,7 +245,7 @@ ParameterizedTest(struct agree_case *c, head_major, agrees_with_multihead)
 {
     gsl_rng *r = mha_rng_new(23 + c->D + c->Lk);
     multihead mh;
-    multihead_config mcfg = {c->D, c->D, c->D, c->D, c->h, 0, c->bias, 0, 0};
+    multihead_config mcfg = {c->D, c->D, c->D, c->D, c->h, 0, c->bias, 0, 0, 0, 0};
     OK(multihead_init(&mh, &mcfg));
     multihead_reset_xavier(&mh, r);
     headmajor hm;
@@ -306,7 +306,7 @@ Test(head_major, differs_from_multihead)
 {
     gsl_rng *r = mha_rng_new(31);
     multihead mh;
-    multihead_config mcfg = {8, 8, 8, 8, 2, 0, 0, 0, 0};
+    multihead_config mcfg = {8, 8, 8, 8, 2, 0, 0, 0, 0, 0, 0};
     OK(multihead_init(&mh, &mcfg));
     multihead_reset_xavier(&mh, r);
     headmajor hm;

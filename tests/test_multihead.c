@@ -351,7 +351,7 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
 {
     gsl_rng *r = mha_rng_new(7 + c->B * 13 + c->Lq * 31 + c->D);
     multihead m;
-    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0, 0};
+    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     if (c->bias) { /* Xavier leaves biases at zero: make them count */
@@ -411,7 +411,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 {
     gsl_rng *r = mha_rng_new(0);
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0.5, 0};
+    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0.5, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     tensor *x, *y, *lens, *out;
@@ -442,7 +442,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 Test(heads, config_errors)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0};
+    multihead_config cfg = {100, 100, 100, 100, 3, 0, 0, 0, 0, 0, 0};
     FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
           "multihead: num_hiddens 100 is not divisible by num_heads 3");
     cfg.num_heads = 0;
@@ -454,7 +454,7 @@ Test(heads, config_errors)
 Test(heads, input_errors)
 {
     multihead m;
-    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0, 0};
+    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *k, *v, *v_short, *q2, *lens_bad, *lens_big, *lens_2d, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -509,7 +509,7 @@ Test(heads, input_errors)
 Test(heads, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0};
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -542,7 +542,7 @@ Test(heads, separate_heads_equal_the_module)
     const size_t p = D / h;
     gsl_rng *r = mha_rng_new(99);
     multihead m;
-    multihead_config cfg = {dq, dk, dv, D, h, 10, 1, 0, 0};
+    multihead_config cfg = {dq, dk, dv, D, h, 10, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
@@ -608,7 +608,7 @@ Test(heads, separate_heads_equal_the_module)
 Test(heads, module_trace_shapes)
 {
     multihead m;
-    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0, 0};
+    multihead_config cfg = {100, 100, 100, 100, 5, 0, 0, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *x, *y, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
@@ -649,7 +649,7 @@ Test(heads, module_trace_shapes)
 Test(heads, non_finite_inputs_are_refused)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0};
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *k, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -687,7 +687,7 @@ Test(heads, non_finite_inputs_are_refused)
 Test(heads, huge_finite_inputs_give_finite_outputs)
 {
     multihead m;
-    multihead_config cfg = {2, 2, 2, 2, 1, 0, 0, 0, 0};
+    multihead_config cfg = {2, 2, 2, 2, 1, 0, 0, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     /* identity projections: scores are q . k / sqrt(2) */
     double eye[] = {1, 0, 0, 1};
@@ -725,7 +725,7 @@ typedef struct {
 static void opt_setup_init(opt_setup *s)
 {
     gsl_rng *r = mha_rng_new(41);
-    multihead_config cfg = {5, 3, 4, 6, 3, 7, 1, 0, 0};
+    multihead_config cfg = {5, 3, 4, 6, 3, 7, 1, 0, 0, 0, 0};
     OK(multihead_init(&s->m, &cfg));
     multihead_reset_xavier(&s->m, r);
     linear *layers[4] = {&s->m.W_q, &s->m.W_k, &s->m.W_v, &s->m.W_o};

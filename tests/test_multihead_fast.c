@@ -105,7 +105,7 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
 {
     gsl_rng *r = mha_rng_new(11 + c->B * 7 + c->Lq * 3 + c->D);
     multihead m;
-    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0, 0};
+    multihead_config cfg = {c->dq, c->dk, c->dv, c->D, c->h, c->out, c->bias, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     if (c->bias) {
@@ -146,7 +146,7 @@ Test(mha_fast, strided_inputs)
 {
     gsl_rng *r = mha_rng_new(5);
     multihead m;
-    multihead_config cfg = {8, 8, 8, 8, 2, 0, 1, 0, 0};
+    multihead_config cfg = {8, 8, 8, 8, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
     tensor *big = normal_tensor(SHAPE(2, 10, 8), r, 1.0);
@@ -177,7 +177,7 @@ Test(mha_fast, strided_inputs)
 Test(mha_fast, trace)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0};
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *kv, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -215,7 +215,7 @@ Test(mha_fast, trace)
 Test(mha_fast, errors)
 {
     multihead m;
-    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0.5, 0};
+    multihead_config cfg = {4, 6, 8, 6, 3, 0, 0, 0.5, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *k, *v, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
@@ -250,7 +250,7 @@ Test(mha_fast, errors)
 Test(mha_fast, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0};
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     tensor *q, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));

@@ -113,7 +113,7 @@ static int run_module(int caller, const tensor *q, const tensor *k,
                       const tensor *v)
 {
     multihead m;
-    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0};
+    multihead_config cfg = {4, 4, 4, 4, 2, 0, 1, 0, 0, 0, 0};
     OK(multihead_init(&m, &cfg));
     multihead_cache c = {0};
     tensor *out = (tensor *)1;

@@ -111,7 +111,7 @@ static gsl_rng *make_module(size_t batch, size_t L, multihead *m, tensor **x)
     gsl_rng *r = mha_rng_new(2024);
     if (!r)
         die("mha_rng_new");
-    multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0, 0};
+    multihead_config cfg = {D, D, D, D, H, 0, 1, 0.0, 0, 0, 0};
     CHECK(multihead_init(m, &cfg));
     multihead_reset_xavier(m, r);
     tensor_fill_uniform(m->W_q.bias, r, -0.1, 0.1);

@@ -1,0 +1,200 @@
+/* test_kvcache.c: decoding with a key-value cache equals the causal
+ * forward pass over the whole sequence, row by row, for G = h, 1 < G < h
+ * and G = 1, B > 1, one position at a time and in chunks; the cache's
+ * growth in the trace; the errors.
+ *
+ * Shapes: x (B, T, d) the whole sequence; the cache (B, G, capacity, p);
+ * a step's rows x[:, s:s+n] (B, n, d) -> out (B, n, D_out). */
+#include "check.h"
+
+#include <criterion/parameterized.h>
+
+struct decode_case {
+    size_t B, T, d, D, h, G, out;
+    int bias;
+    size_t chunks[6]; /* positions per step, summing to T (0 ends) */
+};
+
+static struct decode_case decode_cases[] = {
+    {2, 6, 8, 8, 4, 4, 0, 1, {1, 1, 1, 1, 1, 1}}, // multi-head attention
+    {2, 6, 8, 8, 4, 2, 0, 0, {1, 1, 1, 1, 1, 1}}, // grouped, G = 2
+    {3, 7, 6, 12, 6, 1, 5, 1, {1, 1, 1, 1, 1, 1}}, // multi-query (+1 below)
+    {2, 9, 10, 12, 4, 2, 0, 1, {4, 1, 1, 3}},     // a prefill, then steps
+    {1, 5, 4, 8, 8, 4, 3, 0, {5}},                // all at once
+    {4, 8, 6, 6, 3, 3, 0, 1, {2, 2, 2, 2}},
+};
+
+ParameterizedTestParameters(kvcache, decoding_equals_the_causal_pass)
+{
+    decode_cases[2].chunks[5] = 2; // 1+1+1+1+1+2 = 7
+    return cr_make_param_array(struct decode_case, decode_cases,
+                               sizeof decode_cases / sizeof decode_cases[0]);
+}
+
+ParameterizedTest(struct decode_case *c, kvcache,
+                  decoding_equals_the_causal_pass)
+{
+    decode_cases[2].chunks[5] = 2;
+    if (c->T == 7)
+        c->chunks[5] = 2;
+    gsl_rng *r = mha_rng_new(40 + c->T * 3 + c->G);
+    multihead m;
+    multihead_config cfg = {.query_size = c->d, .key_size = c->d,
+                            .value_size = c->d, .num_hiddens = c->D,
+                            .num_heads = c->h, .out_size = c->out,
+                            .bias = c->bias, .kv_heads = c->G, .causal = 1};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    if (c->bias) {
+        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
+        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    }
+    tensor *x, *full, *full_w;
+    OK(tensor_alloc(SHAPE(c->B, c->T, c->d), &x));
+    tensor_fill_normal(x, r, 0, 1);
+    OK(multihead_forward(&m, x, x, x, NULL, &full)); // (B, T, D_out)
+    OK(tensor_contiguous(m.weights, &full_w));       // (B, h, T, T)
+
+    kv_cache cache;
+    size_t p = c->D / c->h;
+    OK(kv_cache_init(&cache, c->B, c->G, p, c->T));
+    size_t start = 0;
+    for (size_t s = 0; s < 6 && c->chunks[s]; s++) {
+        size_t n = c->chunks[s];
+        tensor *rows, *out, *want, *want_w, *w_cols;
+        OK(tensor_narrow(x, 1, start, n, &rows));
+        OK(multihead_decode_step(&m, &cache, rows, &out));
+        cr_assert_eq(cache.length, start + n);
+        OK(tensor_narrow(full, 1, start, n, &want));
+        double err = rel_error(out, want);
+        cr_assert(err <= 1e-12, "step at %zu (n %zu): %g", start, n, err);
+        // the weights (B, h, n, t): the full pass's rows, first t columns
+        OK(tensor_narrow(full_w, 2, start, n, &want_w));
+        OK(tensor_narrow(want_w, 3, 0, start + n, &w_cols));
+        err = rel_error(m.weights, w_cols);
+        cr_assert(err <= 1e-12, "weights at %zu: %g", start, err);
+        tensor_free(rows);
+        tensor_free(out);
+        tensor_free(want);
+        tensor_free(want_w);
+        tensor_free(w_cols);
+        start += n;
+    }
+    cr_assert_eq(start, c->T);
+    // the cache holds the keys of every position: W_k x, split in G heads
+    tensor keys;
+    OK(kv_cache_view(&cache, &keys, NULL));
+    cr_assert_eq(keys.shape[2], c->T);
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t t = 0; t < c->T; t++)
+            for (size_t f = 0; f < c->G * p; f++) {
+                double want = c->bias ? m.W_k.bias->data[f] : 0;
+                for (size_t j = 0; j < c->d; j++)
+                    want += m.W_k.weight->data[f * c->d + j] *
+                            x->data[(b * c->T + t) * c->d + j];
+                cr_assert_float_eq(*TENSOR_AT(&keys, b, f / p, t, f % p), want,
+                                   1e-12);
+            }
+    kv_cache_free(&cache);
+    multihead_free(&m);
+    tensor_free(x);
+    tensor_free(full);
+    tensor_free(full_w);
+    gsl_rng_free(r);
+}
+
+/* The trace of two steps: the cache grows (B, G, t, p), t = 1 then 2. */
+Test(kvcache, the_trace_shows_the_cache_growing)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
+    OK(multihead_init(&m, &cfg));
+    kv_cache cache;
+    OK(kv_cache_init(&cache, 2, 1, 2, 4));
+    tensor *x, *out;
+    OK(tensor_alloc(SHAPE(2, 1, 4), &x));
+    OK(multihead_decode_step(&m, &cache, x, &out));
+    tensor_free(out);
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(multihead_decode_step(&m, &cache, x, &out));
+    trace_to(NULL);
+    const char *text = capture_end(&c);
+    // the header, then the append: the new position's keys (B, G, n, p)
+    // copied in, and the cache (B, G, t, p) with t = 2 read as B*G heads
+    const char *want[] = {
+        "decode_step(h=2, G=1, positions 1..1)       x (2, 1, 4)\n",
+        "  W_k: x W^T             new   (2, 1, 4) -> (2, 1, 2)              (B, n, G*d_model/h)\n",
+        "  reshape(2, 1, 1, 2)    view  (2, 1, 2) -> (2, 1, 1, 2)           (B, G, n, d_model/h)\n"
+        "  append keys at 1..1    copy  (2, 1, 1, 2) -> (2, 1, 2, 2)        (B, G, t, d_model/h)\n"
+        "  reshape(2, 2, 2)       view  (2, 1, 2, 2) -> (2, 2, 2)           (B*G, t, d_model/h)\n",
+        "  append values at 1..1  copy  (2, 1, 1, 2) -> (2, 1, 2, 2)        (B, G, t, d_model/h)\n",
+        "  per-row lens(causal)   new   -> (2, 1)                           (B, Lq)\n"
+        "  repeat_interleave(2)   copy  (2, 1) -> (4, 1)                    (B*h, Lq)\n"
+        "  grouped heads(h=2, G=1)       (4, 1, 2), (2, 2, 2), (2, 2, 2)\n",
+        "    expand(-1, 2, -1, -1) view  (2, 1, 2, 2) -> (2, 2, 2, 2)        (B*G, h/G, t, d_model/h)\n",
+        "      Q K^T              new   (2, 2, 2) @ (2, 2, 2)^T -> (2, 2, 2)  (B*G, h/G*Lq, t)\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert_not_null(strstr(text, want[i]), "missing:\n%s\nin:\n%s",
+                           want[i], text);
+    cr_assert_eq(strncmp(text, want[0], strlen(want[0])), 0);
+    capture_free(&c);
+    tensor_free(out);
+    tensor_free(x);
+    kv_cache_free(&cache);
+    multihead_free(&m);
+}
+
+Test(kvcache, errors)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
+    OK(multihead_init(&m, &cfg));
+    kv_cache cache, wrong;
+    FAILS(kv_cache_init(&cache, 2, 0, 2, 4), GSL_EINVAL,
+          "kv_cache_init: batch 2, kv_heads 0, head_size 2 and capacity 4 "
+          "must all be >= 1");
+    OK(kv_cache_init(&cache, 2, 1, 2, 3));
+    tensor keys;
+    FAILS(kv_cache_view(&cache, &keys, NULL), GSL_EINVAL,
+          "kv_cache_view: the cache is empty (length 0 of capacity 3): there "
+          "is nothing to view");
+    tensor *x, *x3, *out;
+    OK(tensor_alloc(SHAPE(2, 2, 4), &x));
+    OK(tensor_alloc(SHAPE(3, 1, 4), &x3));
+    OK(multihead_decode_step(&m, &cache, x, &out));
+    tensor_free(out);
+    FAILS(multihead_decode_step(&m, &cache, x, &out), GSL_EBADLEN,
+          "multihead_decode_step: the cache is full: capacity 3, length 2, "
+          "and x (2, 2, 4) brings 2 new positions");
+    cr_assert_null(out);
+    cr_assert_eq(cache.length, 2, "a failed step leaves the cache as it was");
+    FAILS(multihead_decode_step(&m, &cache, x3, &out), GSL_EBADLEN,
+          "multihead_decode_step: the cache is (B, G, capacity, p) = (2, 1, "
+          "3, 2) but x (3, 1, 4) and the module (h 2, G 1, p 2) need (3, 1, "
+          "capacity, 2)");
+    OK(kv_cache_init(&wrong, 2, 2, 2, 3));
+    FAILS(multihead_decode_step(&m, &wrong, x, &out), GSL_EBADLEN,
+          "multihead_decode_step: the cache is (B, G, capacity, p) = (2, 2, "
+          "3, 2) but x (2, 2, 4) and the module (h 2, G 1, p 2) need (2, 1, "
+          "capacity, 2)");
+    multihead cross;
+    multihead_config ccfg = {.query_size = 4, .key_size = 3, .value_size = 4,
+                             .num_hiddens = 4, .num_heads = 2};
+    OK(multihead_init(&cross, &ccfg));
+    FAILS(multihead_decode_step(&cross, &wrong, x, &out), GSL_EINVAL,
+          "multihead_decode_step: decoding is self-attention, but the module "
+          "has query_size 4, key_size 3, value_size 4");
+    multihead_free(&cross);
+    kv_cache_free(&wrong);
+    kv_cache_free(&cache);
+    multihead_free(&m);
+    tensor_free(x);
+    tensor_free(x3);
+}
