@@ -136,6 +136,8 @@ needs() {
         echo transpose_qkv transpose_output repeat_valid_lens ;;
     11_* | 13_* | 14_*)
         echo causal_valid_lens transpose_qkv transpose_output repeat_valid_lens ;;
+    16_*) echo transpose_qkv transpose_output repeat_valid_lens ;;
+    17_*) echo gqa_kv_head transpose_qkv transpose_output repeat_valid_lens ;;
     esac
 }
 line_of() {
