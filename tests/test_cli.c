@@ -2066,3 +2066,161 @@ Test(cli, quiz_cases_are_never_trivial, .init = enter_scratch,
     }
     cr_assert_eq(copies, 40, "every case has a copy to find");
 }
+
+/* --- grouped-query and causal attention -------------------------------- */
+
+/* h = 4 heads of p = 2 over D = 8, G = 2 key-value heads: W_k (4, 7),
+ * W_v (4, 3), b_k and b_v (4,); the rest as write_inputs.  Also keys
+ * and values of 3 positions, fewer than the 4 queries. */
+static void write_gqa_inputs(void)
+{
+    write_inputs();
+    gsl_rng *r = mha_rng_new(32);
+    put_normal("wk2.npy", SHAPE(4, 7), r, 0.5);
+    put_normal("wv2.npy", SHAPE(4, 3), r, 0.5);
+    put_normal("bk2.npy", SHAPE(4), r, 0.5);
+    put_normal("bv2.npy", SHAPE(4), r, 0.5);
+    put_normal("k3.npy", SHAPE(2, 3, 7), r, 1);
+    put_normal("v3.npy", SHAPE(2, 3, 3), r, 1);
+    gsl_rng_free(r);
+}
+
+#define GQA_INPUTS                                                            \
+    "--queries|q.npy|--keys|k.npy|--values|v.npy|--wq|wq.npy|--wk|wk2.npy|"   \
+    "--wv|wv2.npy|--wo|wo.npy|--bq|bq.npy|--bk|bk2.npy|--bv|bv2.npy|--bo|bo.npy"
+
+/* mha forward --kv-heads 2 --causal writes what the module computes in
+ * this process (its copy path; mha runs the fast path), and the weights
+ * are causal: query i of 4 sees keys 0 .. i + 2 of 6. */
+Test(cli, forward_grouped_and_causal, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_gqa_inputs();
+    run r = mha("forward|--heads|4|--kv-heads|2|--causal|" GQA_INPUTS
+                "|--valid-lens|5,6" OUTS);
+    assert_ok(&r, "forward --kv-heads 2 --causal");
+    run_free(&r);
+    tensor *q = load("q.npy"), *k = load("k.npy"), *v = load("v.npy");
+    multihead m;
+    multihead_config cfg = {.query_size = 5, .key_size = 7, .value_size = 3,
+                            .num_hiddens = 8, .num_heads = 4, .out_size = 6,
+                            .bias = 1, .kv_heads = 2, .causal = 1};
+    OK(multihead_init(&m, &cfg));
+    const char *files[8] = {"wq.npy", "wk2.npy", "wv2.npy", "wo.npy",
+                            "bq.npy", "bk2.npy", "bv2.npy", "bo.npy"};
+    tensor *dst[8] = {m.W_q.weight, m.W_k.weight, m.W_v.weight, m.W_o.weight,
+                      m.W_q.bias, m.W_k.bias, m.W_v.bias, m.W_o.bias};
+    for (int i = 0; i < 8; i++) {
+        tensor *t = load(files[i]);
+        OK(tensor_copy_into(dst[i], t));
+        tensor_free(t);
+    }
+    tensor *vl, *want, *got = load("out.npy"), *a = load("a.npy");
+    OK(tensor_from_array(SHAPE(2), (double[]){5, 6}, &vl));
+    OK(multihead_forward(&m, q, k, v, vl, &want));
+    cr_assert_leq(rel_error(got, want), 1e-13);
+    cr_assert_leq(rel_error(a, m.weights), 1e-13);
+    // row i of example 0 sees min(5, i + 3) keys, of example 1 i + 3
+    for (size_t b = 0; b < 2; b++)
+        for (size_t hd = 0; hd < 4; hd++)
+            for (size_t i = 0; i < 4; i++)
+                for (size_t j = 0; j < 6; j++) {
+                    size_t see = i + 3 < (b ? 6 : 5) ? i + 3 : (b ? 6 : 5);
+                    double w = *TENSOR_AT(a, b, hd, i, j);
+                    cr_assert(j < see ? w > 0 : w == 0, "a[%zu, %zu, %zu, %zu] = %g",
+                              b, hd, i, j, w);
+                }
+    multihead_free(&m);
+    tensor *all[] = {q, k, v, vl, want, got, a};
+    for (size_t i = 0; i < 7; i++)
+        tensor_free(all[i]);
+}
+
+Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
+{
+    run r = mha("trace|--kv-heads|2|--heads|4|--hiddens|8|--causal");
+    assert_ok(&r, "trace --kv-heads 2");
+    static const char *const want[] = {
+        "queries (2, 4, 8), keys and values (2, 6, 8): 4 heads of 2 features, 2 key-value heads, causal, no valid_lens",
+        "multihead(h=4, G=2, causal)       q (2, 4, 8), k (2, 6, 8), v (2, 6, 8)",
+        "  W_k: x W^T             new   (2, 6, 8) -> (2, 6, 4)              (B, Lk, G*d_model/h)",
+        "    reshape(2, 6, 2, -1) view  (2, 6, 4) -> (2, 6, 2, 2)           (B, Lk, G, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (2, 6, 2, 2) -> (2, 2, 6, 2)        (B, G, Lk, d_model/h)",
+        "    reshape(-1, 6, 2)    copy  (2, 2, 6, 2) -> (4, 6, 2)           (B*G, Lk, d_model/h)",
+        "  per-row lens(causal)   new   -> (2, 4)                           (B, Lq)",
+        "  repeat_interleave(4)   copy  (2, 4) -> (8, 4)                    (B*h, Lq)",
+        "  grouped heads(h=4, G=2)       (8, 4, 2), (4, 6, 2), (4, 6, 2)",
+        "    view(4, 1, 6, 2)     view  (4, 6, 2) -> (4, 1, 6, 2)           (B*G, 1, Lk, d_model/h)",
+        "    expand(-1, 2, -1, -1) view  (4, 1, 6, 2) -> (4, 2, 6, 2)        (B*G, h/G, Lk, d_model/h)",
+        "    reshape(4, 8, 2)     view  (8, 4, 2) -> (4, 8, 2)              (B*G, h/G*Lq, d_model/h)",
+        "    view(4, 8)           view  (8, 4) -> (4, 8)                    (B*G, h/G*Lq)",
+        "      Q K^T              new   (4, 8, 2) @ (4, 6, 2)^T -> (4, 8, 6)  (B*G, h/G*Lq, Lk)",
+        "    view(8, 4, 2)        view  (4, 8, 2) -> (8, 4, 2)              (B*h, Lq, d_model/h)",
+        "output (2, 4, 8), attention weights (2, 4, 4, 6)",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    cr_assert_null(strstr(r.out, "(8, 6, 2)"), "no key or value head is "
+                                               "copied per query head");
+    run_free(&r);
+}
+
+Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_gqa_inputs();
+    assert_run_refused("forward|--heads|4|--kv-heads|0|" GQA_INPUTS OUTS,
+                       "mha forward: --kv-heads '0' is zero (expected 1 to "
+                       "1000000)");
+    assert_run_refused("forward|--heads|4|--kv-heads|3|" GQA_INPUTS OUTS,
+                       "mha forward: --kv-heads 3 does not divide --heads 4 "
+                       "(each key-value head serves --heads / --kv-heads "
+                       "query heads)");
+    assert_run_refused("forward|--heads|4|--kv-heads|2|" INPUTS OUTS,
+                       "mha forward: --wk wk.npy has shape (8, 7) but with "
+                       "--heads 4 and --kv-heads 2 it must be (4, 7): G*D/h "
+                       "rows, D = 8 (--wq wq.npy has shape (8, 5))");
+    assert_run_refused("forward|--heads|4|--kv-heads|2|--queries|q.npy|--keys|"
+                       "k.npy|--values|v.npy|--wq|wq.npy|--wk|wk2.npy|--wv|"
+                       "wv.npy|--wo|wo.npy" OUTS,
+                       "mha forward: --wv wv.npy has shape (8, 3) but with "
+                       "--heads 4 and --kv-heads 2 it must be (4, 3): G*D/h "
+                       "rows, D = 8 (--wq wq.npy has shape (8, 5))");
+    assert_run_refused("forward|--heads|4|--kv-heads|2|--queries|q.npy|--keys|"
+                       "k.npy|--values|v.npy|--wq|wq.npy|--wk|wk2.npy|--wv|"
+                       "wv2.npy|--wo|wo.npy|--bk|bk.npy" OUTS,
+                       "mha forward: --bk bk.npy has shape (8,) but with "
+                       "--heads 4 and --kv-heads 2 it must be (4,): G*D/h, "
+                       "D = 8 (--wq wq.npy has shape (8, 5))");
+    // 4 queries, 3 keys: query 0 would see none
+    assert_run_refused("forward|--heads|2|--causal|--queries|q.npy|--keys|"
+                       "k3.npy|--values|v3.npy|--wq|wq.npy|--wk|wk.npy|--wv|"
+                       "wv.npy|--wo|wo.npy" OUTS,
+                       "mha forward: multihead: causal: query 0 of example 0 "
+                       "sees no key (valid_len 3, Lq 4, Lk 3: query i sees key "
+                       "j only when j <= i + Lk - Lq)");
+    assert_run_refused("heatmap|--heads|4|--kv-heads|2|--causal|" GQA_INPUTS
+                       "|--valid-lens|0,6|--terminal",
+                       "mha heatmap: multihead: causal: query 0 of example 0 "
+                       "sees no key (valid_len 0, Lq 4, Lk 6: query i sees key "
+                       "j only when j <= i + Lk - Lq)");
+    assert_run_refused("trace|--queries|7|--kv|3|--causal",
+                       "mha trace: --causal with --queries 7 > --kv 3: query "
+                       "0 would see no key (query i sees key j only when "
+                       "j <= i + Lk - Lq)");
+    assert_run_refused("trace|--causal|--valid-lens|3,0",
+                       "mha trace: --causal with --valid-lens '3,0': entry 2 "
+                       "is 0, so its queries would see no key");
+    assert_run_refused("trace|--heads|4|--hiddens|8|--kv-heads|3",
+                       "mha trace: --kv-heads 3 does not divide --heads 4 "
+                       "(each key-value head serves --heads / --kv-heads "
+                       "query heads)");
+    // and the grouped heatmap draws
+    run r = mha("heatmap|--heads|4|--kv-heads|1|--causal|" GQA_INPUTS
+                "|--wk|wk1.npy|--terminal");
+    cr_assert_eq(r.status, 2); // --wk given twice
+    run_free(&r);
+    r = mha("heatmap|--heads|4|--kv-heads|2|--causal|" GQA_INPUTS "|--terminal");
+    assert_ok(&r, "heatmap --kv-heads 2 --causal --terminal");
+    cr_assert_not_null(strstr(r.out, "example 1, head 3"), "%s", r.out);
+    run_free(&r);
+}

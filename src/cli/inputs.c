@@ -44,9 +44,17 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
         if (!value_of(opts, nopts, required[i]))
             return cli_error("%s is required (see %s --help)", required[i],
                              cli_command());
-    size_t heads = 0;
+    size_t heads = 0, kv_heads = 0;
     if (cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads))
         return CLI_USAGE;
+    const cli_option *kv = cli_find(opts, nopts, "--kv-heads");
+    if (cli_parse_count(kv, CLI_COUNT_MAX, &kv_heads))
+        return CLI_USAGE;
+    if (kv->value && heads % kv_heads != 0)
+        return cli_error("--kv-heads %zu does not divide --heads %zu (each "
+                         "key-value head serves --heads / --kv-heads query "
+                         "heads)",
+                         kv_heads, heads);
     if (value_of(opts, nopts, "--valid-lens") &&
         value_of(opts, nopts, "--valid-lens-file"))
         return cli_error("--valid-lens '%s' and --valid-lens-file '%s': give "
@@ -135,7 +143,7 @@ static int need_ndim(const char *opt, const char *path, const tensor *t,
 }
 
 static int check_shapes(const char *const *path, tensor *const *f,
-                        size_t heads, int k_def, int v_def)
+                        size_t heads, size_t kv_heads, int k_def, int v_def)
 {
     const tensor *q = f[Q], *k = k_def ? f[Q] : f[K], *v = v_def ? f[Q] : f[V];
     char qs[TRACE_SHAPE_MAX], ks[TRACE_SHAPE_MAX], vs[TRACE_SHAPE_MAX];
@@ -200,8 +208,22 @@ static int check_shapes(const char *const *path, tensor *const *f,
     size_t D = f[WQ]->shape[0], D_out = f[WO]->shape[0];
     tensor_shape_str(f[WQ], wq, sizeof wq);
     tensor_shape_str(f[WO], wo, sizeof wo);
+    // with G < h key-value heads, W_k and W_v have G*D/h rows
+    size_t D_kv = kv_heads < heads && D % heads == 0 ? kv_heads * (D / heads) : D;
+    for (int w = WK; w <= WV; w++) {
+        if (D_kv == D || f[w]->shape[0] == D_kv)
+            continue;
+        return cli_error("%s %s has shape %s but with --heads %zu and "
+                         "--kv-heads %zu it must be (%zu, %zu): G*D/h rows, "
+                         "D = %zu (--wq %s has shape %s)",
+                         option_of(w), path[w],
+                         tensor_shape_str(f[w], s, sizeof s), heads, kv_heads,
+                         D_kv, f[w]->shape[1], D, path[WQ], wq);
+    }
     for (int w = WK; w <= WO; w++) {
         size_t got = w == WO ? f[w]->shape[1] : f[w]->shape[0];
+        if (w != WO && D_kv != D)
+            continue; // checked above
         if (got != D)
             return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
                              "shape %s)",
@@ -220,6 +242,15 @@ static int check_shapes(const char *const *path, tensor *const *f,
         if (need_ndim(option_of(b), path[b], f[b], 1, layout))
             return CLI_USAGE;
         tensor_shape_str(f[b], s, sizeof s);
+        if ((b == BK || b == BV) && D_kv != D) {
+            if (f[b]->shape[0] != D_kv)
+                return cli_error("%s %s has shape %s but with --heads %zu and "
+                                 "--kv-heads %zu it must be (%zu,): G*D/h, "
+                                 "D = %zu (--wq %s has shape %s)",
+                                 option_of(b), path[b], s, heads, kv_heads,
+                                 D_kv, D, path[WQ], wq);
+            continue;
+        }
         if (b != BO && f[b]->shape[0] != D)
             return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
                              "shape %s)",
@@ -233,13 +264,15 @@ static int check_shapes(const char *const *path, tensor *const *f,
 }
 
 /* Copy the checked weights into a module configured from their shapes. */
-static int build_module(tensor *const *f, size_t heads, cli_inputs *in)
+static int build_module(tensor *const *f, size_t heads, size_t kv_heads,
+                        int causal, cli_inputs *in)
 {
     multihead_config cfg = {
         .query_size = f[WQ]->shape[1], .key_size = f[WK]->shape[1],
         .value_size = f[WV]->shape[1], .num_hiddens = f[WQ]->shape[0],
         .num_heads = heads, .out_size = f[WO]->shape[0],
-        .bias = f[BQ] || f[BK] || f[BV] || f[BO]};
+        .bias = f[BQ] || f[BK] || f[BV] || f[BO], .kv_heads = kv_heads,
+        .causal = causal};
     int status = multihead_init(&in->m, &cfg);
     if (status)
         return cli_error("%s", mha_last_error());
@@ -297,13 +330,19 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
     const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
     if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
         return CLI_OK;
-    size_t heads = 1;
+    size_t heads = 1, kv_heads = 0;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+    cli_parse_count(cli_find(opts, nopts, "--kv-heads"), CLI_COUNT_MAX,
+                    &kv_heads);
     double B = (double)q->shape[0], Lq = (double)q->shape[1];
     double Lk = (double)k->shape[1], D = (double)h[WQ].shape[0];
     double Dout = (double)h[WO].shape[0];
-    // Q and the joined heads (B, Lq, D), K and V (B, Lk, D), out (B, Lq, D_out)
-    bytes += (2 * B * Lq * D + 2 * B * Lk * D + B * Lq * Dout) * sizeof(double);
+    // G key-value heads of D/h features: G*D/h (D when G = h)
+    double D_kv = kv_heads ? D * (double)kv_heads / (double)heads : D;
+    // Q and the joined heads (B, Lq, D), K and V (B, Lk, G*D/h), out
+    // (B, Lq, D_out)
+    bytes += (2 * B * Lq * D + 2 * B * Lk * D_kv + B * Lq * Dout) *
+             sizeof(double);
     if (keep_weights) // (B, h, Lq, Lk)
         bytes += B * (double)heads * Lq * Lk * sizeof(double);
     double limit = 0;
@@ -324,8 +363,13 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
     tensor *f[NFILES] = {NULL};
     for (int i = 0; i < NFILES; i++)
         path[i] = value_of(opts, nopts, option_of(i));
-    size_t heads = 0;
+    size_t heads = 0, kv_heads = 0;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+    cli_parse_count(cli_find(opts, nopts, "--kv-heads"), CLI_COUNT_MAX,
+                    &kv_heads);
+    if (!kv_heads)
+        kv_heads = heads;
+    int causal = value_of(opts, nopts, "--causal") != NULL;
 
     int status = CLI_OK;
     for (int i = 0; i < NFILES && !status; i++)
@@ -333,7 +377,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
             status = cli_error("%s: %s", option_of(i), mha_last_error());
     int k_def = !path[K], v_def = !path[V];
     if (!status)
-        status = check_shapes(path, f, heads, k_def, v_def);
+        status = check_shapes(path, f, heads, kv_heads, k_def, v_def);
     if (!status) {
         // the module takes copies; the inputs stay for the forward pass
         in->queries = f[Q];
@@ -344,7 +388,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         status = check_valid_lens(opts, nopts, in, k_def);
     }
     if (!status)
-        status = build_module(f, heads, in);
+        status = build_module(f, heads, kv_heads, causal, in);
     for (int i = 0; i < NFILES; i++)
         tensor_free(f[i]);
     return status;

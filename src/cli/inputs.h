@@ -6,6 +6,8 @@
  *   b_q, b_k, b_v (D,)  b_o (D_out,)        each optional; a missing one is 0
  *   valid_lens (B,) or (B, Lq), whole numbers 0 .. Lk
  *   D = h * p: --heads h must divide D
+ *   with --kv-heads G (G divides h; default h): W_k (G*p, Dk), W_v
+ *   (G*p, Dv), b_k and b_v (G*p,): G key-value heads of p features
  *
  * keys default to the queries, and values to the queries (self-attention,
  * as d2l calls the module with X, X, X).  D and D_out are read off W_q and
@@ -29,7 +31,8 @@
     {"--values", 1, NULL}, {"--wq", 1, NULL}, {"--wk", 1, NULL},              \
     {"--wv", 1, NULL}, {"--wo", 1, NULL}, {"--bq", 1, NULL},                  \
     {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
-    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL}
+    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL},             \
+    {"--kv-heads", 1, NULL}, {"--causal", 0, NULL}
 
 typedef struct cli_inputs {
     tensor *queries;    /* (B, Lq, Dq) */
@@ -41,12 +44,14 @@ typedef struct cli_inputs {
 } cli_inputs;
 
 /* The input options present and well formed (no file is opened): run
- * this first, so a usage mistake is reported before any work. */
+ * this first, so a usage mistake is reported before any work.  --kv-heads
+ * must be a whole number >= 1 that divides --heads. */
 int cli_inputs_check_options(cli_option *opts, size_t nopts);
 
 /* The memory a forward pass of these inputs needs, estimated from the
  * .npy headers alone (no data is read): the inputs, the module's copy of
- * the weights, the projections Q, K, V and the joined heads, the (B, h,
+ * the weights, the projections Q (B, Lq, D), K and V (B, Lk, G*D/h) and
+ * the joined heads, the (B, h,
  * Lq, Lk) attention weights when keep_weights, the output.  When it is
  * more than the machine's physical memory (or the environment variable
  * MHA_MEMORY_LIMIT, in bytes, when set), one line giving the estimate in

@@ -56,7 +56,8 @@ static const char usage_main[] =
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
-    "                 [--heads h] [--valid-lens 3,2] [--quiz | --json | --dot]\n"
+    "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
+    "                 [--quiz | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
     "the projections, the split into heads, the attention of all B*h heads\n"
@@ -69,6 +70,9 @@ static const char usage_trace[] =
     "  --kv Lk          key-value pairs per example (default 6)\n"
     "  --hiddens D      num_hiddens, cut into h heads of D/h (default 100)\n"
     "  --heads h        number of heads; must divide D (default 5)\n"
+    "  --kv-heads G     key-value heads, each shared by h/G query heads\n"
+    "                   (grouped-query attention); must divide h (default h)\n"
+    "  --causal         query i sees key j only when j <= i + Lk - Lq\n"
     "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
     "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
     "                   shape; view or copy), then the answers\n"
@@ -109,6 +113,7 @@ static const char usage_forward[] =
     "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
     "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
+    "                   [--kv-heads G] [--causal]\n"
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
@@ -122,6 +127,16 @@ static const char usage_forward[] =
     "      per example) or a file; query i of example b sees only the first\n"
     "      valid_lens[b] (or valid_lens[b, i]) keys; 0 gives uniform weights,\n"
     "      as in d2l\n"
+    "  --kv-heads G: G key-value heads (grouped-query attention; G = 1 is\n"
+    "      multi-query): G divides h, W_k is (G*D/h, Dk), W_v (G*D/h, Dv),\n"
+    "      b_k and b_v (G*D/h,), and query head i reads key-value head\n"
+    "      i / (h/G).  Default G = h: every head its own keys and values\n"
+    "  --causal: query i sees key j only when j <= i + Lk - Lq (the queries\n"
+    "      are the last Lq positions, as when decoding with a cache; with\n"
+    "      Lq = Lk the usual causal mask); with valid_lens, the smaller of\n"
+    "      the two.  A query left with no key (Lq > Lk, or a valid length\n"
+    "      of 0) is refused before any work: uniform weights would let it\n"
+    "      see the future\n"
     "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
     "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
@@ -188,15 +203,25 @@ static int too_large(const char *what, size_t ndim, const size_t *shape)
     return CLI_OK;
 }
 
+/* What mha trace runs: the sizes, G key-value heads, causal or not. */
+typedef struct trace_case {
+    size_t B, Lq, Lk, D, h, G;
+    int causal;
+} trace_case;
+
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
- * valid_lens [3, 2]" */
-static void describe_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
-                           const double *lens)
+ * valid_lens [3, 2]", with "2 key-value heads, causal, " when asked */
+static void describe_trace(const trace_case *ts, const double *lens)
 {
+    size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
            "head%s of %zu feature%s, ",
            B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
            D / h == 1 ? "" : "s");
+    if (ts->G < h)
+        printf("%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
+    if (ts->causal)
+        printf("causal, ");
     if (!lens) {
         printf("no valid_lens\n");
         return;
@@ -219,16 +244,18 @@ static int quiz_worksheet(const trace_log *log);
 /* The module on shapes alone: a shape-only module (cfg.shape_only) and
  * queries and keys with no numbers run every step and emit every record,
  * computing nothing, so the trace of any size is instant. */
-static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
-                     const double *lens, trace_show show)
+static int run_trace(const trace_case *ts, const double *lens,
+                     trace_show show)
 {
+    size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     int status = CLI_OK;
     multihead m;
     int has_m = 0;
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h,
-                            .shape_only = 1};
+                            .shape_only = 1, .kv_heads = ts->G,
+                            .causal = ts->causal};
     if (multihead_init(&m, &cfg))
         status = cli_error("%s", mha_last_error());
     else
@@ -248,7 +275,7 @@ static int run_trace(size_t B, size_t Lq, size_t Lk, size_t D, size_t h,
                    "as (2, 4, 100),\nand for a reshape or permute, view or "
                    "copy.  The answers follow the steps.\n\n");
         if (show == SHOW_TEXT || show == SHOW_QUIZ) {
-            describe_trace(B, Lq, Lk, D, h, lens);
+            describe_trace(ts, lens);
             printf("\n");
         }
         fflush(stdout);
@@ -297,7 +324,8 @@ static int cmd_trace(int argc, char **argv)
                          {"--kv", 1, NULL},      {"--hiddens", 1, NULL},
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
-                         {"--dot", 0, NULL}};
+                         {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
+                         {"--causal", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -322,6 +350,15 @@ static int cmd_trace(int argc, char **argv)
         return CLI_USAGE;
     if (D % h != 0)
         return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
+    size_t G = h; // key-value heads
+    if (cli_parse_count(&opts[9], CLI_COUNT_MAX, &G))
+        return CLI_USAGE;
+    if (h % G != 0)
+        return cli_error("--kv-heads %zu does not divide --heads %zu (each "
+                         "key-value head serves --heads / --kv-heads query "
+                         "heads)",
+                         G, h);
+    int causal = opts[10].value != NULL;
     double lens[CLI_LIST_MAX];
     size_t n = 0;
     const cli_option *vl = &opts[5];
@@ -338,12 +375,24 @@ static int cmd_trace(int argc, char **argv)
                                  "than --kv %zu",
                                  vl->value, b + 1, lens[b], Lk);
     }
+    // causal: every query must see a key (multihead.h); said before the
+    // description, so a refused trace prints nothing on stdout
+    if (causal && Lq > Lk)
+        return cli_error("--causal with --queries %zu > --kv %zu: query 0 "
+                         "would see no key (query i sees key j only when "
+                         "j <= i + Lk - Lq)",
+                         Lq, Lk);
+    for (size_t b = 0; causal && vl->value && b < B; b++)
+        if (lens[b] == 0)
+            return cli_error("--causal with --valid-lens '%s': entry %zu is 0, "
+                             "so its queries would see no key",
+                             vl->value, b + 1);
     if (too_large("the queries", 3, (size_t[]){B, Lq, D}) ||
         too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
-    return flush_stdout(
-        run_trace(B, Lq, Lk, D, h, vl->value ? lens : NULL, show));
+    trace_case shape = {B, Lq, Lk, D, h, G, causal};
+    return flush_stdout(run_trace(&shape, vl->value ? lens : NULL, show));
 }
 
 /* --- mha quiz ------------------------------------------------------- */
