@@ -502,7 +502,51 @@ static int same_config(const multihead_config *a, const multihead_config *b)
     return a->query_size == b->query_size && a->key_size == b->key_size &&
            a->value_size == b->value_size && a->num_hiddens == b->num_hiddens &&
            a->num_heads == b->num_heads && a->out_size == b->out_size &&
-           !a->bias == !b->bias;
+           !a->bias == !b->bias && a->kv_heads == b->kv_heads;
+}
+
+/* Step 4 backwards for G < h key-value heads, through the forward's
+ * folding (multihead.h, 4b): the h/G query heads of a group read as
+ * (B*G, h/G*Lq, ...) rows, so the attention's backward on B*G problems
+ * gives dQ for every query row and dK, dV (B*G, Lk, p) already summed
+ * over the group's query heads, as a shared head's gradient must be.
+ * dheads (B*h, Lq, p); dqh (B*h, Lq, p), dkh and dvh (B*G, Lk, p), each
+ * NULL when not wanted. */
+static int grouped_backward(const multihead *m, const multihead_cache *c,
+                            const tensor *dheads, tensor **dqh, tensor **dkh,
+                            tensor **dvh)
+{
+    size_t h = m->cfg.num_heads, group = h / m->cfg.kv_heads;
+    long BG = (long)c->kh->shape[0], Lq = (long)c->qh->shape[1];
+    long Lk = (long)c->kh->shape[1], p = (long)c->qh->shape[2];
+    long rows = (long)group * Lq;
+    tensor *qg = NULL, *wg = NULL, *lg = NULL, *dg = NULL, *dqg = NULL;
+    int status = tensor_reshape(c->qh, DIMS(BG, rows, p), NULL, &qg);
+    if (!status)
+        status = tensor_reshape(c->weights, DIMS(BG, rows, Lk), NULL, &wg);
+    if (!status && c->lens)
+        status = tensor_reshape(c->lens, DIMS(BG, rows), NULL, &lg);
+    if (!status)
+        status = tensor_reshape(dheads, DIMS(BG, rows, p), NULL, &dg);
+    if (!status)
+        status = dot_attention_backward(qg, c->kh, c->vh, lg, wg, dg,
+                                        dqh ? &dqg : NULL, dkh, dvh);
+    if (!status && dqh)
+        status = tensor_reshape(dqg, DIMS(BG * (long)group, Lq, p), NULL, dqh);
+    tensor_free(qg);
+    tensor_free(wg);
+    tensor_free(lg);
+    tensor_free(dg);
+    tensor_free(dqg);
+    if (status && dkh) {
+        tensor_free(*dkh);
+        *dkh = NULL;
+    }
+    if (status && dvh) {
+        tensor_free(*dvh);
+        *dvh = NULL;
+    }
+    return status;
 }
 
 /* dheads = dmasked with head i's rows times mask[i]; dmask[i] = sum of
@@ -613,20 +657,26 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                                             &dheads, dmask)
                        : GSL_ENOMEM;
     }
-    // 4. attention, all B*h heads at once
-    if (!status)
+    // 4. attention, all B*h heads at once (G < h: the groups' folded rows)
+    size_t G = m->cfg.kv_heads;
+    if (!status && G == h)
         status = dot_attention_backward(c->qh, c->kh, c->vh, c->lens,
                                         c->weights, dheads ? dheads : dmasked,
                                         need_q ? &dqh : NULL,
                                         need_k ? &dkh : NULL,
                                         need_v ? &dvh : NULL);
-    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model)
+    else if (!status)
+        status = grouped_backward(m, c, dheads ? dheads : dmasked,
+                                  need_q ? &dqh : NULL, need_k ? &dkh : NULL,
+                                  need_v ? &dvh : NULL);
+    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model) for
+    //    the queries, (B, L, G*p) for the keys and values
     if (!status && need_q)
         status = transpose_output(dqh, h, &dq);
     if (!status && need_k)
-        status = transpose_output(dkh, h, &dk);
+        status = transpose_output(dkh, G, &dk);
     if (!status && need_v)
-        status = transpose_output(dvh, h, &dv);
+        status = transpose_output(dvh, G, &dv);
     // 1. the projections: the inputs' gradients, then every layer's own
     //    (the inputs named as the forward named them, for the trace)
     tensor q_in = tensor_named(c->queries, "B, Lq, d_q");

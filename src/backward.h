@@ -45,6 +45,14 @@
  *      weights' gradients.  In self-attention queries, keys and values are
  *      one tensor X, and dX is the sum of the three.
  *
+ * Grouped-query attention (G < h key-value heads, multihead.h) and
+ * causal attention need nothing new.  The forward folded the h/G query
+ * heads of a group into the rows of one attention, so step 4 runs
+ * backwards on the same folded views, (B*G, (h/G)*Lq, ...): a key-value
+ * head's dK and dV come out summed over the h/G query heads that read
+ * it, as the gradient of a shared input must.  The causal mask lives in
+ * the per-row lengths the forward kept, so masked keys get 0 as above.
+ *
  * What the backward needs from the forward: the inputs of each step (x
  * for a Linear layer, Q, K, V and the weights for the attention).  The
  * forward pass keeps them in a multihead_cache when given one

@@ -450,13 +450,16 @@ static int attend(multihead *m, const tensor *q, const tensor *k,
 static int share_heads(const tensor *x, size_t group)
 {
     tensor *one = NULL, *shared = NULL;
-    char names[4 * TENSOR_NAME_MAX] = "";
-    if (x->names[0][0])
+    char names[4 * TENSOR_NAME_MAX] = "", single[4 * TENSOR_NAME_MAX] = "";
+    if (x->names[0][0]) {
+        snprintf(single, sizeof single, "%s, 1, %s, %s", x->names[0],
+                 x->names[1], x->names[2]);
         snprintf(names, sizeof names, "%s, h/G, %s, %s", x->names[0],
                  x->names[1], x->names[2]);
+    }
     int status = tensor_view(x, DIMS((long)x->shape[0], 1, (long)x->shape[1],
                                      (long)x->shape[2]),
-                             NULL, &one);
+                             single[0] ? single : NULL, &one);
     if (!status)
         status = tensor_expand(one, DIMS(-1, (long)group, -1, -1),
                                names[0] ? names : NULL, &shared);

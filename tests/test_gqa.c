@@ -408,3 +408,98 @@ Test(gqa, config_and_empty_row_errors)
     tensor_free(k);
     tensor_free(vl);
 }
+
+/* --- the backward pass -------------------------------------------------- */
+
+/* A grouped module equals the multi-head module whose W_k and W_v repeat
+ * each key-value head's rows for the h/G query heads that read it (and
+ * b_k, b_v likewise): the same forward, and gradients that are those of
+ * the copies summed over each group, as a shared weight's must be.
+ * Causal with per-row valid_lens, B = 2. */
+Test(gqa, backward_sums_the_group_of_a_shared_head)
+{
+    const size_t B = 2, Lq = 4, Lk = 6, d = 5, D = 8, h = 4, G = 2, p = 2;
+    const size_t group = h / G;
+    gsl_rng *r = mha_rng_new(77);
+    multihead gm, fm, gg, fg;
+    multihead_config gcfg = {.query_size = d, .key_size = d, .value_size = d,
+                             .num_hiddens = D, .num_heads = h, .bias = 1,
+                             .kv_heads = G, .causal = 1};
+    multihead_config fcfg = gcfg;
+    fcfg.kv_heads = h;
+    OK(multihead_init(&gm, &gcfg));
+    OK(multihead_init(&fm, &fcfg));
+    OK(multihead_init(&gg, &gcfg));
+    OK(multihead_init(&fg, &fcfg));
+    multihead_reset_xavier(&gm, r);
+    tensor_fill_uniform(gm.W_q.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(gm.W_k.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(gm.W_v.bias, r, -0.5, 0.5);
+    tensor_fill_uniform(gm.W_o.bias, r, -0.5, 0.5);
+    OK(tensor_copy_into(fm.W_q.weight, gm.W_q.weight));
+    OK(tensor_copy_into(fm.W_q.bias, gm.W_q.bias));
+    OK(tensor_copy_into(fm.W_o.weight, gm.W_o.weight));
+    OK(tensor_copy_into(fm.W_o.bias, gm.W_o.bias));
+    // row hd*p + e of the full W_k is row (hd/group)*p + e of the grouped
+    for (size_t hd = 0; hd < h; hd++)
+        for (size_t e = 0; e < p; e++) {
+            size_t fr = hd * p + e, gr = (hd / group) * p + e;
+            for (size_t j = 0; j < d; j++) {
+                *TENSOR_AT(fm.W_k.weight, fr, j) = *TENSOR_AT(gm.W_k.weight, gr, j);
+                *TENSOR_AT(fm.W_v.weight, fr, j) = *TENSOR_AT(gm.W_v.weight, gr, j);
+            }
+            fm.W_k.bias->data[fr] = gm.W_k.bias->data[gr];
+            fm.W_v.bias->data[fr] = gm.W_v.bias->data[gr];
+        }
+    tensor *q = normal(SHAPE(B, Lq, d), r), *k = normal(SHAPE(B, Lk, d), r);
+    tensor *v = normal(SHAPE(B, Lk, d), r), *dout = normal(SHAPE(B, Lq, D), r);
+    tensor *lens, *gout, *fout, *gdq, *gdk, *gdv, *fdq, *fdk, *fdv;
+    OK(tensor_from_array(SHAPE(B, Lq), (double[]){2, 6, 4, 5, 6, 1, 3, 6}, &lens));
+    multihead_cache gc = {0}, fc = {0};
+    OK(multihead_forward_cached(&gm, q, k, v, lens, NULL, &gc, &gout));
+    OK(multihead_forward_cached(&fm, q, k, v, lens, NULL, &fc, &fout));
+    double err = rel_error(gout, fout);
+    cr_assert(err <= 1e-13, "forward: %g", err);
+    OK(multihead_backward(&gm, &gc, dout, &gg, NULL, &gdq, &gdk, &gdv));
+    OK(multihead_backward(&fm, &fc, dout, &fg, NULL, &fdq, &fdk, &fdv));
+    cr_assert(rel_error(gdq, fdq) <= 1e-12, "dq: %g", rel_error(gdq, fdq));
+    cr_assert(rel_error(gdk, fdk) <= 1e-12, "dk: %g", rel_error(gdk, fdk));
+    cr_assert(rel_error(gdv, fdv) <= 1e-12, "dv: %g", rel_error(gdv, fdv));
+    cr_assert(rel_error(gg.W_q.weight, fg.W_q.weight) <= 1e-12);
+    cr_assert(rel_error(gg.W_o.weight, fg.W_o.weight) <= 1e-12);
+    // the grouped dW_k: the full module's rows summed over each group
+    tensor *sum_k, *sum_v, *sum_bk, *sum_bv;
+    OK(tensor_alloc(SHAPE(G * p, d), &sum_k));
+    OK(tensor_alloc(SHAPE(G * p, d), &sum_v));
+    OK(tensor_alloc(SHAPE(G * p), &sum_bk));
+    OK(tensor_alloc(SHAPE(G * p), &sum_bv));
+    for (size_t hd = 0; hd < h; hd++)
+        for (size_t e = 0; e < p; e++) {
+            size_t fr = hd * p + e, gr = (hd / group) * p + e;
+            for (size_t j = 0; j < d; j++) {
+                *TENSOR_AT(sum_k, gr, j) += *TENSOR_AT(fg.W_k.weight, fr, j);
+                *TENSOR_AT(sum_v, gr, j) += *TENSOR_AT(fg.W_v.weight, fr, j);
+            }
+            sum_bk->data[gr] += fg.W_k.bias->data[fr];
+            sum_bv->data[gr] += fg.W_v.bias->data[fr];
+        }
+    cr_assert(rel_error(gg.W_k.weight, sum_k) <= 1e-12, "dW_k: %g",
+              rel_error(gg.W_k.weight, sum_k));
+    cr_assert(rel_error(gg.W_v.weight, sum_v) <= 1e-12, "dW_v: %g",
+              rel_error(gg.W_v.weight, sum_v));
+    cr_assert(rel_error(gg.W_v.bias, sum_bv) <= 1e-12);
+    // b_k's gradient is 0 up to rounding (a shift of every key of a row
+    // leaves its softmax as it was): compare absolutely
+    for (size_t i = 0; i < G * p; i++)
+        cr_assert(fabs(gg.W_k.bias->data[i] - sum_bk->data[i]) <= 1e-12);
+    multihead_cache_free(&gc);
+    multihead_cache_free(&fc);
+    multihead *mods[] = {&gm, &fm, &gg, &fg};
+    for (size_t i = 0; i < 4; i++)
+        multihead_free(mods[i]);
+    tensor *all[] = {q, k, v, dout, lens, gout, fout, gdq, gdk, gdv, fdq, fdk,
+                     fdv, sum_k, sum_v, sum_bk, sum_bv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    gsl_rng_free(r);
+}

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """tools/parity.py: build/mha forward against PyTorch, case by case.
 
-    /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60] [--seed 2024] [--quiet]
+    /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60]
+        [--gqa-cases 40] [--seed S] [--quiet] [--grad build/mha-grad]
 
-Draws random shapes and weights with a fixed seed, writes them as .npy
+Draws random shapes and weights from a seed (drawn at random and printed
+unless --seed replays a run), writes them as .npy
 files in a temporary directory, runs `mha forward` on them, and compares
 its OUT (B, Lq, D_out) and A (B, h, Lq, Lk) with
 torch.nn.functional.multi_head_attention_forward in float64.  With
@@ -25,6 +27,17 @@ output size D_out that may differ from D, keys and values given or left
 to default to the queries (self-attention), with and without biases, and
 valid_lens absent, (B,) on the command line, (B,) in an int64 .npy file,
 or (B, Lq) in an int64 or float64 .npy file.
+
+Then --gqa-cases cases of grouped-query and causal attention (mha forward
+--kv-heads G --causal): G a divisor of h drawn at random (G = h and G = 1
+included), causal on in every other case with Lk >= Lq (a prompt
+attending to its past), valid_lens as above.  torch 1.13 has no
+enable_gqa, so the reference is written out in torch operations,
+independently of mha's folding: K and V split into G heads and copied
+h/G times with repeat_interleave, one boolean mask (B, Lq, Lk) for
+valid_lens and the causal rule (key j > query i + Lk - Lq), masked_fill
+with -inf, softmax, the weighted values, W_o; the gradients are autograd's
+on that code.
 
 How the PyTorch side is set up, and why:
 
@@ -97,6 +110,16 @@ def draw_case(rng, index):
     return case
 
 
+def module_flags(c):
+    """mha's options for the module's kind: --kv-heads G, --causal."""
+    flags = []
+    if c.get("G", c["h"]) != c["h"]:
+        flags += ["--kv-heads", str(c["G"])]
+    if c.get("causal"):
+        flags.append("--causal")
+    return flags
+
+
 def make_arrays(rng, c):
     """Inputs N(0, 1); weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
     PyTorch's nn.Linear initialisation, so scores stay of order 1."""
@@ -112,8 +135,9 @@ def make_arrays(rng, c):
         arr["k"] = rng.standard_normal((B, Lk, c["Dk"]))
         arr["v"] = rng.standard_normal((B, Lk, c["Dv"]))
     arr["wq"], arr["bq"] = lin(D, c["Dq"])
-    arr["wk"], arr["bk"] = lin(D, c["Dk"])
-    arr["wv"], arr["bv"] = lin(D, c["Dv"])
+    D_kv = c.get("G", c["h"]) * (D // c["h"])  # G key-value heads of p
+    arr["wk"], arr["bk"] = lin(D_kv, c["Dk"])
+    arr["wv"], arr["bv"] = lin(D_kv, c["Dv"])
     arr["wo"], arr["bo"] = lin(c["D_out"], D)
     if c["lens"] in ("list", "file1"):
         arr["lens"] = rng.integers(1, Lk + 1, size=B)
@@ -128,6 +152,7 @@ def run_mha(mha, tmp, c, arr):
         return os.path.join(tmp, name + ".npy")
 
     cmd = [mha, "forward", "--heads", str(c["h"]), "--queries", path("q")]
+    cmd += module_flags(c)
     names = ["q", "wq", "wk", "wv", "wo"]
     if not c["self"]:
         names += ["k", "v"]
@@ -216,6 +241,7 @@ def run_torch(c, arr):
 
 
 GRAD_TOLERANCE = 1e-12
+GQA_TOLERANCE = 1e-12
 GRAD_NAMES = ["dq", "dk", "dv", "dwq", "dwk", "dwv", "dwo",
               "dbq", "dbk", "dbv", "dbo"]
 
@@ -227,6 +253,7 @@ def run_mha_grad(mha_grad, tmp, c, arr, dout):
 
     np.save(path("dout"), dout)
     cmd = [mha_grad, "--heads", str(c["h"]), "--queries", path("q")]
+    cmd += module_flags(c)
     if not c["self"]:
         cmd += ["--keys", path("k"), "--values", path("v")]
     cmd += ["--wq", path("wq"), "--wk", path("wk"), "--wv", path("wv"),
@@ -288,6 +315,119 @@ def torch_grads(c, arr, dout):
     return {g: x[n].grad.numpy() for g, n in names.items() if n in x}
 
 
+# --- grouped-query and causal attention ------------------------------
+
+def draw_gqa_case(rng, index):
+    """A grouped-query case: G divides h; causal in every other case, then
+    with Lk >= Lq so that no query is left without a key."""
+    h = int(rng.integers(1, 9))
+    p = int(rng.integers(1, 9))
+    divisors = [g for g in range(1, h + 1) if h % g == 0]
+    Lq = int(rng.integers(1, 41))
+    causal = index % 2 == 0
+    case = {
+        "B": int(rng.integers(1, 5)), "Lq": Lq,
+        "Lk": Lq + int(rng.integers(0, 9)) if causal else int(rng.integers(1, 41)),
+        "h": h, "G": int(rng.choice(divisors)), "D": h * p,
+        "Dq": int(rng.integers(1, 25)), "Dk": int(rng.integers(1, 25)),
+        "Dv": int(rng.integers(1, 25)), "D_out": int(rng.integers(1, 25)),
+        "bias": index % 4 in (1, 2),
+        "lens": ["none", "list", "file1", "file2i", "file2f"][index % 5],
+        "self": index % 3 == 0, "causal": causal,
+    }
+    if case["self"]:
+        case["Lk"] = case["Lq"]
+        case["Dk"] = case["Dv"] = case["Dq"]
+    return case
+
+
+def torch_gqa(c, arr, dout=None):
+    """The grouped, causal module in torch operations: out (B, Lq, D_out),
+    weights (B, h, Lq, Lk) and, given dout, every gradient by autograd."""
+    h, G, D = c["h"], c["G"], c["D"]
+    p = D // h
+    leaf = lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    names = ["q", "k", "v", "wq", "wk", "wv", "wo"]
+    if c["bias"]:
+        names += ["bq", "bk", "bv", "bo"]
+    x = {n: leaf(arr[n]) for n in names}
+
+    def lin(inp, w, b):
+        y = inp @ x[w].T
+        return y + x[b] if c["bias"] else y
+
+    B, Lq, Lk = arr["q"].shape[0], arr["q"].shape[1], arr["k"].shape[1]
+    Q = lin(x["q"], "wq", "bq").reshape(B, Lq, h, p).transpose(1, 2)
+    K = lin(x["k"], "wk", "bk").reshape(B, Lk, G, p).transpose(1, 2)
+    V = lin(x["v"], "wv", "bv").reshape(B, Lk, G, p).transpose(1, 2)
+    # query head i reads key-value head i // (h // G): copy each G head
+    K = K.repeat_interleave(h // G, dim=1)                  # (B, h, Lk, p)
+    V = V.repeat_interleave(h // G, dim=1)
+    scores = Q @ K.transpose(-2, -1) / np.sqrt(p)           # (B, h, Lq, Lk)
+    key = torch.arange(Lk)[None, None, :]
+    query = torch.arange(Lq)[None, :, None]
+    hidden = torch.zeros(B, Lq, Lk, dtype=torch.bool)
+    if c["lens"] != "none":
+        lens = torch.tensor(arr["lens"])
+        lens = lens[:, None] if lens.dim() == 1 else lens   # (B, 1 or Lq)
+        hidden |= key >= lens[:, :, None]
+    if c["causal"]:
+        hidden |= key > query + (Lk - Lq)
+    weights = torch.softmax(scores.masked_fill(hidden[:, None], float("-inf")),
+                            dim=-1)
+    out = lin((weights @ V).transpose(1, 2).reshape(B, Lq, D), "wo", "bo")
+    grads = None
+    if dout is not None:
+        out.backward(torch.tensor(dout))
+        grads = {"d" + n: x[n].grad.numpy() for n in names}
+    return out.detach().numpy(), weights.detach().numpy(), grads
+
+
+def run_gqa_cases(args, tmp):
+    """The grouped-query and causal cases; returns (passed, failed,
+    largest error of OUT and A, largest error of the gradients)."""
+    rng = np.random.default_rng([args.seed, 17])
+    passed = failed = 0
+    worst = worst_grad = 0.0
+    for i in range(args.gqa_cases):
+        c = draw_gqa_case(rng, i)
+        arr = make_arrays(rng, c)
+        label = (f"gqa {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+                 f"Lk {arr['k'].shape[1]:2d} h {c['h']} G {c['G']} "
+                 f"D {c['D']:2d} bias {'yes' if c['bias'] else 'no '} "
+                 f"{'self ' if c['self'] else 'cross'} "
+                 f"{'causal' if c['causal'] else '      '} lens {c['lens']:6s}")
+        try:
+            out, a = run_mha(args.mha, tmp, c, arr)
+            dout = rng.standard_normal(out.shape) if args.grad else None
+            t_out, t_a, want = torch_gqa(c, arr, dout)
+            e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
+            ok = e_out <= GQA_TOLERANCE and e_a <= GQA_TOLERANCE
+            worst = max(worst, e_out, e_a)
+            note = f"out {e_out:.1e}  A {e_a:.1e}"
+            if args.grad:
+                got = run_mha_grad(args.grad, tmp, c, arr, dout)
+                e_g = grads_error(got, want)
+                ok = ok and e_g <= GRAD_TOLERANCE
+                worst_grad = max(worst_grad, e_g)
+                note += f"  grads {e_g:.1e}"
+        except Exception as e:  # report the case, go on with the rest
+            ok, note = False, f"error: {e}"
+        passed += ok
+        failed += not ok
+        if not ok or not args.quiet:
+            print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
+    return passed, failed, worst, worst_grad
+
+
+def grads_error(got, want):
+    """One normwise error over all the gradients together (see main)."""
+    if set(got) != set(want) or any(got[n].shape != want[n].shape for n in got):
+        return float("inf")
+    return (max(np.abs(got[n] - want[n]).max() for n in got)
+            / max(np.abs(want[n]).max() for n in got))
+
+
 def rel_error(got, want):
     if got.shape != want.shape:
         return float("inf")
@@ -302,7 +442,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mha", default="build/mha")
     ap.add_argument("--cases", type=int, default=60)
-    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--gqa-cases", type=int, default=40,
+                    help="grouped-query and causal cases (default 40)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="replay the cases of a run (default: drawn at "
+                         "random and printed)")
     ap.add_argument("--quiet", action="store_true",
                     help="print only failed cases and the summary")
     ap.add_argument("--grad", metavar="MHA_GRAD",
@@ -312,13 +456,16 @@ def main():
     if not os.access(args.mha, os.X_OK):
         sys.exit(f"parity: {args.mha} is not an executable (run make first)")
     torch.set_num_threads(1)
+    if args.seed is None:
+        args.seed = int(np.random.SeedSequence().entropy % 1_000_000_000)
     rng = np.random.default_rng(args.seed)
     passed = failed = 0
     worst = worst_grad = 0.0
-    print(f"parity: {args.cases} cases, {args.mha} against torch "
+    print(f"parity: {args.cases} cases and {args.gqa_cases} grouped-query "
+          f"and causal cases, {args.mha} against torch "
           f"{torch.__version__} in float64 (seed {args.seed}); every "
           f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
-          f"uniform weights for 0", flush=True)
+          f"uniform weights for 0; replay with --seed {args.seed}", flush=True)
     with tempfile.TemporaryDirectory(prefix="mha-parity-") as tmp:
         for i in range(args.cases):
             c = draw_case(rng, i)
@@ -343,12 +490,7 @@ def main():
                     # b_k's gradient is zero in exact arithmetic (a shift
                     # common to every key of a row leaves its softmax as it
                     # is), so on its own it would be rounding over rounding
-                    if set(got) != set(want) or any(
-                            got[n].shape != want[n].shape for n in got):
-                        e_g = float("inf")
-                    else:
-                        e_g = (max(np.abs(got[n] - want[n]).max() for n in got)
-                               / max(np.abs(want[n]).max() for n in got))
+                    e_g = grads_error(got, want)
                     ok = ok and e_g <= GRAD_TOLERANCE
                     worst_grad = max(worst_grad, e_g)
                     note += f"  grads {e_g:.1e}"
@@ -358,7 +500,13 @@ def main():
             failed += not ok
             if not ok or not args.quiet:
                 print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
-    print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e})")
+        g_passed, g_failed, g_worst, g_worst_grad = run_gqa_cases(args, tmp)
+    passed += g_passed
+    failed += g_failed
+    worst_grad = max(worst_grad, g_worst_grad)
+    print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e}); "
+          f"grouped-query and causal cases {g_worst:.1e} (tolerance "
+          f"{GQA_TOLERANCE:.0e})")
     if args.grad:
         print(f"largest relative error of a gradient {worst_grad:.1e} "
               f"(tolerance {GRAD_TOLERANCE:.0e}), against torch autograd")
