@@ -185,16 +185,22 @@ static void same_numbers(lesson *l)
            diff, yes_no(diff < 1e-12));
 }
 
-/* Multiply-adds of one decoding step that ends at position t (t keys),
- * for a model of d_model features: the scores, q.k for each of t keys in
- * every head (t * p * h = t * d_model), and the weighted sum of t values,
- * as many.  With the cache: the new query only; recomputing: every one of
- * the t queries against all t keys, as multihead_forward does (the causal
- * mask zeroes the upper triangle after the products are made). */
-static double madds_cached(double t, double d_model) { return 2 * t * d_model; }
-static double madds_recomputed(double t, double d_model)
+/* Multiply-adds of the attention in the step that makes position t - 1,
+ * t keys there (madds.h): with the cache, the new query against the t
+ * keys; recomputing, every one of the t queries against all t keys, as
+ * multihead_forward does (the causal mask zeroes the upper triangle after
+ * the products are made). */
+static double madds_cached(size_t t, size_t d_model)
 {
-    return 2 * t * t * d_model;
+    double m;
+    CHECK(attention_madds(1, t, d_model, 1, &m));
+    return m;
+}
+static double madds_recomputed(size_t t, size_t d_model)
+{
+    double m;
+    CHECK(attention_madds(t, t, d_model, 0, &m));
+    return m;
 }
 
 static void work(void)
@@ -209,6 +215,11 @@ static void work(void)
      * growing linearly with $t$. Without it, the module runs again on all
      * $t$ positions, $t$ queries against $t$ keys: $2 t^2 d_{model}$, and
      * the step that makes position $t$ costs $t$ times as much.
+     * `attention_madds` counts them, for $n_q$ queries against $n_k$ keys,
+     * every pair or only the pairs a causal mask lets through; it is this
+     * chapter's exercise:
+     *
+     * @show src/madds.c attention_madds
      *
      * The projections add the same factor: with the cache, W_q, W_k, W_v
      * and W_o are applied to the one new position,
@@ -235,33 +246,35 @@ static void work(void)
      *
      * ![time per decoding step, with the cache and recomputing, measured by make bench](../plots/bench_decode.png)
      */
-    const double d_model = 4096;
-    printf("one layer, d_model = %.0f: multiply-adds of the step that makes "
+    const size_t d_model = 4096;
+    printf("one layer, d_model = %zu: multiply-adds of the step that makes "
            "position t\n\n",
            d_model);
     printf("%6s %16s %16s %8s %16s %16s\n", "t", "attention,", "attention,",
            "", "projections,", "projections,");
     printf("%6s %16s %16s %8s %16s %16s\n", "", "cached", "recomputed",
            "ratio", "cached", "recomputed");
-    for (double t = 1; t <= 4096; t *= 4) {
+    for (size_t t = 1; t <= 4096; t *= 4) {
         double a = madds_cached(t, d_model), r = madds_recomputed(t, d_model);
-        printf("%6.0f %16.0f %16.0f %8.0f %16.0f %16.0f\n", t, a, r, r / a,
-               4 * d_model * d_model, 4 * t * d_model * d_model);
+        double proj = 4.0 * (double)d_model * (double)d_model;
+        printf("%6zu %16.0f %16.0f %8.0f %16.0f %16.0f\n", t, a, r, r / a,
+               proj, (double)t * proj);
     }
-    double T = 4096, cached = 0, recomputed = 0;
-    for (double t = 1; t <= T; t++) {
+    const size_t T = 4096;
+    double cached = 0, recomputed = 0;
+    for (size_t t = 1; t <= T; t++) {
         cached += madds_cached(t, d_model);
         recomputed += madds_recomputed(t, d_model);
     }
-    printf("\na whole sequence of %.0f steps, attention: %.3g cached, %.3g "
+    printf("\na whole sequence of %zu steps, attention: %.3g cached, %.3g "
            "recomputed (%.0f times as many)\n",
            T, cached, recomputed, recomputed / cached);
     enum { STEPS = 512 };
     double ts[STEPS], ys_cached[STEPS], ys_recomputed[STEPS];
     for (size_t i = 0; i < STEPS; i++) {
         ts[i] = (double)(i + 1);
-        ys_cached[i] = madds_cached(ts[i], d_model) / 1e6;
-        ys_recomputed[i] = madds_recomputed(ts[i], d_model) / 1e6;
+        ys_cached[i] = madds_cached(i + 1, d_model) / 1e6;
+        ys_recomputed[i] = madds_recomputed(i + 1, d_model) / 1e6;
     }
     const double *ys[2] = {ys_cached, ys_recomputed};
     const char *labels[2] = {"with the cache: 2 t d_model",
@@ -295,20 +308,24 @@ int main(void)
 /*md
  * ## Exercises
  *
- * 1. Decode the 8 positions with a prefill of 1, of 5 and of 8. Does
+ * 1. Write `attention_madds` (`make grade EXERCISE=attention_madds`).
+ *    How many multiply-adds does this chapter's prefill of 3 positions
+ *    take with $d_{model} = 8$, counting only the pairs the causal mask
+ *    lets through? And the step after it?
+ * 2. Decode the 8 positions with a prefill of 1, of 5 and of 8. Does
  *    section 3's check still pass? How many rows do the scores of the
  *    prefill have in each case?
- * 2. Call `multihead_decode_step` once more after the cache is full. What
+ * 3. Call `multihead_decode_step` once more after the cache is full. What
  *    happens, and what should a server do when a conversation outgrows the
  *    cache?
- * 3. Without the causal mask, could a decoder keep a cache? Which of the
+ * 4. Without the causal mask, could a decoder keep a cache? Which of the
  *    cached keys or values would be wrong after a new position arrives?
- * 4. For Llama 2 7B (32 layers, $d_{model} = 4096$, 32 heads, no key-value
+ * 5. For Llama 2 7B (32 layers, $d_{model} = 4096$, 32 heads, no key-value
  *    sharing, 16-bit numbers), how many bytes does the cache of one
  *    sequence of 4096 positions hold? How many bytes does one decoding
  *    step read, and how does that compare with the weights (about
  *    $7 \cdot 10^9$ numbers) it also reads?
- * 5. Section 4 counts the attention of one new query. With a batch of
+ * 6. Section 4 counts the attention of one new query. With a batch of
  *    $B$ sequences of different lengths in one cache, what changes in the
  *    count, and in the masks?
  */

@@ -18,6 +18,7 @@
 #include "kvcache.h"
 #include "layernorm.h"
 #include "linear.h"
+#include "madds.h"
 #include "model.h"
 #include "multihead.h"
 #include "multihead_fast.h"

@@ -248,3 +248,50 @@ Test(ex_gqa_kv_head, refuses_groups_that_do_not_divide)
     EX_REFUSES(gqa_kv_head(8, 8, 2, &kv));
     EX_REFUSES(gqa_kv_head(0, 0, 0, &kv));
 }
+
+/* --- ex_attention_madds (chapter 16) --------------------------------- */
+
+/* The pairs counted one by one: query i sees key j under the causal mask
+ * aligned at the end when j + n_q <= i + n_k. */
+static double pairs_one_by_one(size_t n_q, size_t n_k, int causal)
+{
+    double n = 0;
+    for (size_t i = 0; i < n_q; i++)
+        for (size_t j = 0; j < n_k; j++)
+            n += !causal || j + n_q <= i + n_k;
+    return n;
+}
+
+Test(ex_attention_madds, one_new_query_meets_every_cached_key)
+{
+    double m;
+    EX_OK(attention_madds(1, 7, 8, 1, &m));
+    EX_VALUE(m, 2 * 8 * 7);
+    EX_OK(attention_madds(1, 1, 4, 1, &m));
+    EX_VALUE(m, 2 * 4);
+    EX_OK(attention_madds(4, 4, 8, 0, &m)); /* recomputing: all 16 pairs */
+    EX_VALUE(m, 2 * 8 * 16);
+}
+
+Test(ex_attention_madds, causal_counts_the_pairs_it_lets_through)
+{
+    double m;
+    size_t sizes[][2] = {{3, 3}, {3, 8}, {1, 5}, {5, 5}, {6, 4}};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        EX_OK(attention_madds(sizes[c][0], sizes[c][1], 6, 1, &m));
+        EX_VALUE(m, 12 * pairs_one_by_one(sizes[c][0], sizes[c][1], 1));
+        EX_OK(attention_madds(sizes[c][0], sizes[c][1], 6, 0, &m));
+        EX_VALUE(m, 12 * pairs_one_by_one(sizes[c][0], sizes[c][1], 0));
+    }
+}
+
+/* A value first, so that a blank that fails everything passes nothing. */
+Test(ex_attention_madds, refuses_zero_sizes)
+{
+    double m;
+    EX_OK(attention_madds(2, 2, 1, 1, &m));
+    EX_VALUE(m, 6); /* pairs (0, 0), (1, 0), (1, 1) */
+    EX_REFUSES(attention_madds(0, 2, 1, 1, &m));
+    EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
+    EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
+}

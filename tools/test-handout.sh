@@ -136,7 +136,7 @@ needs() {
         echo transpose_qkv transpose_output repeat_valid_lens ;;
     11_* | 13_* | 14_*)
         echo causal_valid_lens transpose_qkv transpose_output repeat_valid_lens ;;
-    16_*) echo transpose_qkv transpose_output repeat_valid_lens ;;
+    16_*) echo transpose_qkv transpose_output repeat_valid_lens attention_madds ;;
     17_*) echo gqa_kv_head transpose_qkv transpose_output repeat_valid_lens ;;
     esac
 }
