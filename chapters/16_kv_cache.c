@@ -185,8 +185,8 @@ static void same_numbers(lesson *l)
            diff, yes_no(diff < 1e-12));
 }
 
-/* Multiply-adds of the attention in the step that makes position t - 1,
- * t keys there (madds.h): with the cache, the new query against the t
+/* Multiply-adds of the attention in a step with t keys, the one that
+ * makes position t - 1 (madds.h): with the cache, the new query against the t
  * keys; recomputing, every one of the t queries against all t keys, as
  * multihead_forward does (the causal mask zeroes the upper triangle after
  * the products are made). */
@@ -208,13 +208,14 @@ static void work(void)
     section("4. The work per step");
     /*md
      * Count the multiply-adds of the attention itself (the scores and the
-     * weighted sum of the values) in the step that makes position $t$,
-     * when $t$ keys are there to attend to. With the cache, one query meets
+     * weighted sum of the values) in a step whose new query has $t$ keys
+     * to attend to: the step that makes position $t - 1$, counting from
+     * 0 as the trace does. With the cache, one query meets
      * $t$ keys in each head: $t \cdot p$ multiply-adds per head for the
      * scores and as many for the weighted sum, $2 t \, d_{model}$ in all,
      * growing linearly with $t$. Without it, the module runs again on all
      * $t$ positions, $t$ queries against $t$ keys: $2 t^2 d_{model}$, and
-     * the step that makes position $t$ costs $t$ times as much.
+     * the step costs $t$ times as much.
      * `attention_madds` counts them, for $n_q$ queries against $n_k$ keys,
      * every pair or only the pairs a causal mask lets through; it is this
      * chapter's exercise:
@@ -238,8 +239,9 @@ static void work(void)
      *
      * Measured, the time per step follows the counts: `make bench` decodes
      * a sequence both ways (module of $d_{model} = 512$, 8 heads) and
-     * draws the time of each step. With the cache the time per step grows
-     * slowly and linearly; recomputing, it grows with $t^2$ and is soon
+     * draws the time of each step. With the cache the time per step
+     * hardly grows at these sizes, where the fixed costs of a step
+     * outweigh its work; recomputing, it grows with $t^2$ and is soon
      * orders of magnitude larger. The times are not in this chapter's
      * output, which must be the same on every machine; the README quotes
      * one run.
@@ -247,8 +249,8 @@ static void work(void)
      * ![time per decoding step, with the cache and recomputing, measured by make bench](../plots/bench_decode.png)
      */
     const size_t d_model = 4096;
-    printf("one layer, d_model = %zu: multiply-adds of the step that makes "
-           "position t\n\n",
+    printf("one layer, d_model = %zu: multiply-adds of a step whose query "
+           "has t keys\n\n",
            d_model);
     printf("%6s %16s %16s %8s %16s %16s\n", "t", "attention,", "attention,",
            "", "projections,", "projections,");
