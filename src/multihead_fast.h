@@ -31,6 +31,12 @@
  *   5. out = concat W_o^T (+ b_o): one dgemm.
  * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
  *
+ * Grouped-query attention (cfg.kv_heads = G < h, multihead.h): K and V
+ * are (B, Lk, G*p), viewed as (B, G, Lk, p), and query head i reads key
+ * head i / (h/G) in place: sharing costs nothing here, not even a view.
+ * Causal attention: valid_lens and the causal rule become one length per
+ * query row, (B, Lq) (valid_lens_per_row, softmax.h), before step 4.
+ *
  * The result equals multihead_forward's to rounding (the tests hold it
  * to 1e-12 relative, and to the plain loops of multihead_forward_naive).
  * It keeps no attention weights unless asked (keep_weights below): then

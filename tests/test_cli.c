@@ -2191,6 +2191,10 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
                        "mha forward: --bk bk.npy has shape (8,) but with "
                        "--heads 4 and --kv-heads 2 it must be (4,): G*D/h, "
                        "D = 8 (--wq wq.npy has shape (8, 5))");
+    assert_run_refused("forward|--heads|4|" GQA_INPUTS OUTS,
+                       "mha forward: --wk wk2.npy has shape (4, 7) but D = 8 "
+                       "(--wq wq.npy has shape (8, 5)); for grouped-query "
+                       "attention with G*D/h = 4 rows, give --kv-heads 2");
     // 4 queries, 3 keys: query 0 would see none
     assert_run_refused("forward|--heads|2|--causal|--queries|q.npy|--keys|"
                        "k3.npy|--values|v3.npy|--wq|wq.npy|--wk|wk.npy|--wv|"
@@ -2222,5 +2226,27 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
     r = mha("heatmap|--heads|4|--kv-heads|2|--causal|" GQA_INPUTS "|--terminal");
     assert_ok(&r, "heatmap --kv-heads 2 --causal --terminal");
     cr_assert_not_null(strstr(r.out, "example 1, head 3"), "%s", r.out);
+    run_free(&r);
+}
+
+/* The memory estimate counts K and V at G*D/h features: by hand, the
+ * inputs 160 doubles, the weights and biases 150 twice (file and
+ * module), Q and the joined heads 2*2*4*8, K and V 2*2*6*4 (not
+ * 2*2*6*8), out 2*4*6: 5856 bytes. */
+Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_gqa_inputs();
+    const char *args = "forward|--heads|4|--kv-heads|2|" GQA_INPUTS
+                       "|--out|out.npy";
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5855", 1), 0);
+    assert_run_refused(args, "mha forward: the run needs about 0.00 GiB of "
+                             "memory (5856 bytes) but the limit "
+                             "MHA_MEMORY_LIMIT is 0.00 GiB; use mha trace for "
+                             "shapes alone");
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5856", 1), 0);
+    run r = mha(args);
+    unsetenv("MHA_MEMORY_LIMIT");
+    assert_ok(&r, "forward within the limit");
     run_free(&r);
 }

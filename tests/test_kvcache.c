@@ -198,3 +198,50 @@ Test(kvcache, errors)
     tensor_free(x);
     tensor_free(x3);
 }
+
+/* Every allocation of a step may fail: GSL_ENOMEM, out NULL, the cache's
+ * length as it was, nothing leaked (valgrind and ASan check that); the
+ * grouped, causal forward pass likewise. */
+Test(kvcache, allocation_failures)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1,
+                            .causal = 1};
+    OK(multihead_init(&m, &cfg));
+    kv_cache cache;
+    OK(kv_cache_init(&cache, 2, 1, 2, 8));
+    tensor *x, *out;
+    OK(tensor_alloc(SHAPE(2, 2, 4), &x));
+    tensor_fill_arange(x, -1, 0.125);
+    OK(multihead_decode_step(&m, &cache, x, &out)); // length 2
+    tensor_free(out);
+    int failures = 0;
+    for (long k = 0;; k++) {
+        mha_debug_fail_alloc_after(k);
+        int status = multihead_decode_step(&m, &cache, x, &out);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+        cr_assert_null(out);
+        cr_assert_eq(cache.length, 2);
+        failures++;
+    }
+    cr_assert_eq(cache.length, 4);
+    cr_assert_gt(failures, 10);
+    tensor_free(out);
+    for (long k = 0;; k++) {
+        mha_debug_fail_alloc_after(k);
+        int status = multihead_forward(&m, x, x, x, NULL, &out);
+        mha_debug_fail_alloc_after(-1);
+        if (status == GSL_SUCCESS)
+            break;
+        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+        cr_assert_null(out);
+    }
+    tensor_free(out);
+    tensor_free(x);
+    kv_cache_free(&cache);
+    multihead_free(&m);
+}

@@ -224,6 +224,15 @@ static int check_shapes(const char *const *path, tensor *const *f,
         size_t got = w == WO ? f[w]->shape[1] : f[w]->shape[0];
         if (w != WO && D_kv != D)
             continue; // checked above
+        // fewer rows that make whole heads: grouped-query weights
+        size_t p = D % heads == 0 ? D / heads : 0;
+        if (w != WO && got < D && p && got % p == 0 && heads % (got / p) == 0)
+            return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
+                             "shape %s); for grouped-query attention with "
+                             "G*D/h = %zu rows, give --kv-heads %zu",
+                             option_of(w), path[w],
+                             tensor_shape_str(f[w], s, sizeof s), D, path[WQ],
+                             wq, got, got / p);
         if (got != D)
             return cli_error("%s %s has shape %s but D = %zu (--wq %s has "
                              "shape %s)",

@@ -13,6 +13,7 @@
  * Shapes (batch-first, weights in PyTorch's layout):
  *   Q (B, Lq, Dq), K (B, Lk, Dk), V (B, Lk, Dv)
  *   W_q (D, Dq), W_k (D, Dk), W_v (D, Dv), W_o (D_out, D)
+ *   with --kv-heads G: W_k (G*D/h, Dk), W_v (G*D/h, Dv)
  *   OUT (B, Lq, D_out), A (B, h, Lq, Lk), valid_lens (B,) or (B, Lq)
  *
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
