@@ -18,19 +18,6 @@
 
 #include "lesson.h"
 
-/* "16.0 GiB", "512.0 MiB", "64.0 KiB": a byte count for people. */
-static const char *bytes_str(double bytes, char *buf, size_t n)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    size_t u = 0;
-    while (bytes >= 1024.0 && u < 4) {
-        bytes /= 1024.0;
-        u++;
-    }
-    snprintf(buf, n, "%.1f %s", bytes, unit[u]);
-    return buf;
-}
-
 static void print_row(const char *label, const double *x, size_t n)
 {
     printf("%s", label);

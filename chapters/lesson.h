@@ -111,6 +111,20 @@ static inline double largest_abs_diff(const tensor *a, const tensor *b)
     return worst;
 }
 
+/* "16.0 GiB", "512.0 MiB", "64.0 KiB": a byte count for people, in
+ * binary units (buf of n chars; returns buf). */
+static inline const char *bytes_str(double bytes, char *buf, size_t n)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    size_t u = 0;
+    while (bytes >= 1024.0 && u < 4) {
+        bytes /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, "%.1f %s", bytes, unit[u]);
+    return buf;
+}
+
 /* Where pictures go: $MHA_PLOTS_DIR if set (the tests point it at a
  * scratch directory), else plots/ of the repository. */
 static inline const char *plots_dir(void)

@@ -234,3 +234,93 @@ Test(ex_rope_rotate_pair, any_angle_keeps_the_length)
     cr_assert_float_eq(y0 * y0 + y1 * y1, 5.0, 1e-14,
                        "length^2: expected 5, got %.17g", y0 * y0 + y1 * y1);
 }
+
+/* --- ex_gqa_kv_head (chapter 17) ------------------------------------- */
+
+/* Head i of h reads key-value head floor(i * G / h): the groups are runs
+ * of h/G consecutive heads. */
+Test(ex_gqa_kv_head, consecutive_heads_share_a_group)
+{
+    size_t kv;
+    size_t want_g2[8] = {0, 0, 0, 0, 1, 1, 1, 1}; /* not 0, 1, 0, 1, ... */
+    for (size_t i = 0; i < 8; i++) {
+        EX_OK(gqa_kv_head(i, 8, 2, &kv));
+        EX_SIZE(kv, want_g2[i]);
+    }
+    for (size_t i = 0; i < 12; i++) {
+        EX_OK(gqa_kv_head(i, 12, 3, &kv));
+        EX_SIZE(kv, i * 3 / 12);
+    }
+}
+
+Test(ex_gqa_kv_head, one_head_each_and_one_for_all)
+{
+    size_t kv;
+    for (size_t i = 0; i < 6; i++) {
+        EX_OK(gqa_kv_head(i, 6, 6, &kv)); /* multi-head: its own */
+        EX_SIZE(kv, i);
+        kv = 99;
+        EX_OK(gqa_kv_head(i, 6, 0, &kv)); /* kv_heads 0 means num_heads */
+        EX_SIZE(kv, i);
+        EX_OK(gqa_kv_head(i, 6, 1, &kv)); /* multi-query: the only one */
+        EX_SIZE(kv, 0);
+    }
+}
+
+/* A value first, so that a blank that fails everything passes nothing. */
+Test(ex_gqa_kv_head, refuses_groups_that_do_not_divide)
+{
+    size_t kv;
+    EX_OK(gqa_kv_head(5, 8, 4, &kv));
+    EX_SIZE(kv, 2);
+    EX_REFUSES(gqa_kv_head(0, 8, 3, &kv));
+    EX_REFUSES(gqa_kv_head(8, 8, 2, &kv));
+    EX_REFUSES(gqa_kv_head(0, 0, 0, &kv));
+}
+
+/* --- ex_attention_madds (chapter 16) --------------------------------- */
+
+/* The pairs counted one by one: query i sees key j under the causal mask
+ * aligned at the end when j + n_q <= i + n_k. */
+static double pairs_one_by_one(size_t n_q, size_t n_k, int causal)
+{
+    double n = 0;
+    for (size_t i = 0; i < n_q; i++)
+        for (size_t j = 0; j < n_k; j++)
+            n += !causal || j + n_q <= i + n_k;
+    return n;
+}
+
+Test(ex_attention_madds, one_new_query_meets_every_cached_key)
+{
+    double m;
+    EX_OK(attention_madds(1, 7, 8, 1, &m));
+    EX_VALUE(m, 2 * 8 * 7);
+    EX_OK(attention_madds(1, 1, 4, 1, &m));
+    EX_VALUE(m, 2 * 4);
+    EX_OK(attention_madds(4, 4, 8, 0, &m)); /* recomputing: all 16 pairs */
+    EX_VALUE(m, 2 * 8 * 16);
+}
+
+Test(ex_attention_madds, causal_counts_the_pairs_it_lets_through)
+{
+    double m;
+    size_t sizes[][2] = {{3, 3}, {3, 8}, {1, 5}, {5, 5}, {6, 4}};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        EX_OK(attention_madds(sizes[c][0], sizes[c][1], 6, 1, &m));
+        EX_VALUE(m, 12 * pairs_one_by_one(sizes[c][0], sizes[c][1], 1));
+        EX_OK(attention_madds(sizes[c][0], sizes[c][1], 6, 0, &m));
+        EX_VALUE(m, 12 * pairs_one_by_one(sizes[c][0], sizes[c][1], 0));
+    }
+}
+
+/* A value first, so that a blank that fails everything passes nothing. */
+Test(ex_attention_madds, refuses_zero_sizes)
+{
+    double m;
+    EX_OK(attention_madds(2, 2, 1, 1, &m));
+    EX_VALUE(m, 6); /* pairs (0, 0), (1, 0), (1, 1) */
+    EX_REFUSES(attention_madds(0, 2, 1, 1, &m));
+    EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
+    EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
+}

@@ -1,7 +1,8 @@
 /* bench: how fast is multi-head attention here, measured against the
  * machine's own dgemm, and how do time and memory grow with L for exact
- * and tiled attention.  `make bench` runs it; it prints tables and draws
- * plots/bench_mha.{png,svg} and plots/bench_memory.{png,svg}, and writes
+ * and tiled attention, and what a key-value cache saves when decoding.
+ * `make bench` runs it; it prints tables, draws plots/bench_mha,
+ * bench_memory, bench_forward and bench_decode (.png, .svg), and writes
  * the tables as Markdown to plots/bench.md for the README.
  *
  * Shapes: X (B, L, D) for self-attention, B = 8, D = d_model = 512, h = 8
@@ -27,8 +28,11 @@
  *   5. `mha forward` (--mha BIN) as a whole process: at B = 8, L = 512
  *      against torch's in-process time of part 1, and at B = 1 by L up to
  *      16384, time and peak RSS against the copy-based module.
+ *   6. Decoding one sequence (chapter 16): the time of one step with the
+ *      key-value cache against recomputing the causal module on every
+ *      position so far, t up to 1024.
  *
- *   bench [--quick] [--parts 12345] [--gsl BIN] [--notrace BIN]
+ *   bench [--quick] [--parts 123456] [--gsl BIN] [--notrace BIN]
  *         [--torch SCRIPT] [--mha BIN]
  *   bench --child-gsl | --child-notrace L REPS
  *   bench --child-memory exact|tiled|module L | --child-run ARGV...
@@ -793,6 +797,86 @@ static void part_cli(const char *mha, const char *self, const row *rows,
     rmdir(dir);
 }
 
+/* --- part 6: decoding, with a key-value cache and recomputing ---------- */
+
+/* One sequence (B = 1) of self-attention, D = 512, h = 8, causal: the
+ * step that makes position t - 1, attending to t keys, two ways.  With the
+ * cache (kvcache.h) it projects the one new position and attends its query
+ * to the t cached keys; recomputing runs the causal module again on all t
+ * positions, as a decoder without a cache must.  Chapter 16 counts the
+ * work of both; this measures it. */
+static const size_t Ldec[] = {16, 32, 64, 128, 256, 512, 1024};
+#define NDEC (sizeof Ldec / sizeof Ldec[0])
+
+typedef struct {
+    double cached_ms[NDEC], recomputed_ms[NDEC];
+} decode_result;
+
+static void part_decode(decode_result *d)
+{
+    say("\n## 6. Decoding one sequence, D = %d, h = %d: the step that makes "
+        "position t - 1\n\n", D, H);
+    size_t T = Ldec[NDEC - 1];
+    multihead m;
+    tensor *x;
+    gsl_rng_free(make_module(1, T, &m, &x));
+    m.cfg.causal = 1;
+    int reps = quick ? 1 : 3;
+    // step k of a decode (k = 0 .. T-1) in rep r: steps[r * T + k], seconds
+    double *steps = malloc((size_t)(reps + 1) * T * sizeof *steps);
+    if (!steps)
+        die("malloc");
+    for (int r = 0; r <= reps; r++) { // r = 0 is the warm-up
+        kv_cache c;
+        CHECK(kv_cache_init(&c, 1, H, D / H, T));
+        for (size_t k = 0; k < T; k++) {
+            tensor *xt, *out;
+            CHECK(tensor_narrow(x, 1, k, 1, &xt));
+            double t0 = now();
+            CHECK(multihead_decode_step(&m, &c, xt, &out));
+            steps[(size_t)r * T + k] = now() - t0;
+            tensor_free(out);
+            tensor_free(xt);
+        }
+        tensor_free(m.weights);
+        m.weights = NULL;
+        kv_cache_free(&c);
+    }
+    say("%7s %14s %16s %12s\n", "t", "cached ms", "recomputed ms",
+        "recomputed/");
+    say("%7s %14s %16s %12s\n", "", "", "", "cached");
+    for (size_t i = 0; i < NDEC; i++) {
+        size_t t = Ldec[i];
+        // cached: the steps that make positions t - 5 .. t - 1, every rep
+        double w[5 * 8];
+        size_t n = 0;
+        for (int r = 1; r <= reps; r++)
+            for (size_t k = t - 5; k < t; k++)
+                w[n++] = steps[(size_t)r * T + k];
+        d->cached_ms[i] = 1e3 * median(w, n);
+        // recomputed: the causal module on positions 0 .. t - 1
+        tensor *xt, *out;
+        CHECK(tensor_narrow(x, 1, 0, t, &xt));
+        double tr[8];
+        for (int r = 0; r <= reps; r++) {
+            double t0 = now();
+            CHECK(multihead_forward(&m, xt, xt, xt, NULL, &out));
+            if (r > 0)
+                tr[r - 1] = now() - t0;
+            tensor_free(out);
+            tensor_free(m.weights);
+            m.weights = NULL;
+        }
+        tensor_free(xt);
+        d->recomputed_ms[i] = 1e3 * median(tr, (size_t)reps);
+        say("%7zu %14.3f %16.2f %12.0f\n", t, d->cached_ms[i],
+            d->recomputed_ms[i], d->recomputed_ms[i] / d->cached_ms[i]);
+    }
+    free(steps);
+    multihead_free(&m);
+    tensor_free(x);
+}
+
 /* --- charts and Markdown ----------------------------------------------- */
 
 /* plots/NAME.{dat,gp}, rendered: seconds and peak RSS against L (Lmem)
@@ -896,6 +980,43 @@ static void write_charts(const row *rows, const double *gsl_fast,
         "mha forward", "copy-based module", "seconds (whole process)");
 }
 
+/* plots/bench_decode.{dat,gp}, rendered: part 6's times by t. */
+static void write_decode_chart(const decode_result *d)
+{
+    FILE *f = fopen("plots/bench_decode.dat", "w");
+    if (!f)
+        return;
+    fprintf(f, "# t cached_ms recomputed_ms (D = %d, h = %d, B = 1: the "
+               "step that makes position t - 1; nan: not run)\n", D, H);
+    for (size_t i = 0; i < NDEC; i++)
+        fprintf(f, "%zu %.4f %.4f\n", Ldec[i], d->cached_ms[i],
+                d->recomputed_ms[i]);
+    fclose(f);
+    f = fopen("plots/bench_decode.gp", "w");
+    if (!f)
+        return;
+    fprintf(f,
+        "# gnuplot -e \"fmt='svg'\" plots/bench_decode.gp  (data beside it)\n"
+        "if (!exists('fmt')) fmt = 'png'\n"
+        "dir = system('dirname ' . ARG0)\n"
+        "if (fmt eq 'svg') { set terminal svg size 800,500 font 'sans,12' noenhanced } "
+        "else { set terminal pngcairo size 800,500 font 'sans,10' noenhanced }\n"
+        "set output dir . '/bench_decode.' . fmt\n"
+        "set title 'Decoding one sequence, D = %d, h = %d, float64: time of "
+        "one step'\n"
+        "set xlabel 'keys attended to, t'\n"
+        "set ylabel 'ms per step'\n"
+        "set logscale x 2\nset logscale y 10\nset key left top\nset grid\n"
+        "set datafile missing 'nan'\n"
+        "plot dir . '/bench_decode.dat' u 1:2 w lp lw 2 t 'with the key-value "
+        "cache (multihead_decode_step)', \\\n"
+        "  '' u 1:3 w lp lw 2 t 'recomputing all t positions "
+        "(multihead_forward, causal)'\n",
+        D, H);
+    fclose(f);
+    render("plots/bench_decode.gp");
+}
+
 /* The 1-, 5- and 15-minute load averages, as /proc/loadavg gives them:
  * how busy the machine was while the numbers were taken. */
 static void load_average(char *buf, size_t n)
@@ -928,12 +1049,59 @@ static void cpu_model(char *buf, size_t n)
         fclose(f);
 }
 
+/* The marker that starts part 6's section of plots/bench.md. */
+#define DECODE_HEADING "Decoding one sequence, D = "
+
+/* Part 6's table, to md; machine, when not NULL, says where it ran (a run
+ * of part 6 alone, whose numbers are not the other tables'). */
+static void write_decode_markdown(FILE *f, const char *machine,
+                                  const decode_result *d)
+{
+    fprintf(f, "\n" DECODE_HEADING "%d, h = %d: the step that makes position "
+               "t - 1, with the key-value cache and recomputing all t "
+               "positions (causal)%s%s.\n\n"
+               "| t | cached ms | recomputed ms | recomputed / cached |\n"
+               "|---|---|---|---|\n",
+            D, H, machine ? "; measured alone (--parts 6) on " : "",
+            machine ? machine : "");
+    for (size_t i = 0; i < NDEC; i++)
+        fprintf(f, "| %zu | %.3f | %.2f | %.0f |\n", Ldec[i], d->cached_ms[i],
+                d->recomputed_ms[i], d->recomputed_ms[i] / d->cached_ms[i]);
+}
+
+/* --parts 6 alone: replace part 6's section of plots/bench.md (or add
+ * it), leaving the other tables as the last full run wrote them. */
+static void update_decode_markdown(const char *machine, const decode_result *d)
+{
+    char *old = NULL;
+    size_t cap = 0;
+    FILE *f = fopen("plots/bench.md", "r");
+    if (f) {
+        ssize_t n = getdelim(&old, &cap, '\0', f);
+        fclose(f);
+        if (n < 0) {
+            free(old);
+            old = NULL;
+        }
+    }
+    char *cut = old ? strstr(old, "\n" DECODE_HEADING) : NULL;
+    if (cut)
+        *cut = '\0';
+    f = fopen("plots/bench.md", "w");
+    if (f) {
+        fputs(old ? old : "", f);
+        write_decode_markdown(f, machine, d);
+        fclose(f);
+    }
+    free(old);
+}
+
 static void write_markdown(const char *machine, const char *torch_version,
                            const row *rows, const double *gsl_dgemm,
                            const double *gsl_fast, const double *overhead,
                            const double *te, const double *me,
                            const double *tt, const double *mt,
-                           const cli_result *c)
+                           const cli_result *c, const decode_result *d)
 {
     md = fopen("plots/bench.md", "w");
     if (!md)
@@ -985,6 +1153,7 @@ static void write_markdown(const char *machine, const char *torch_version,
         fprintf(md, "| %zu | %.2f | %.0f | %.2f | %.0f | %.2f |\n", Lmem[i],
                 c->t_cli[i], c->m_cli[i], c->t_copy[i], c->m_copy[i],
                 c->t_cli[i] / c->t_copy[i]);
+    write_decode_markdown(md, NULL, d);
     fclose(md);
 }
 
@@ -1009,7 +1178,7 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *gsl = NULL, *notrace = NULL, *torch_script = NULL, *mha = NULL;
-    const char *parts = "12345";
+    const char *parts = "123456";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
@@ -1024,7 +1193,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--mha") == 0 && i + 1 < argc)
             mha = argv[++i];
         else {
-            fprintf(stderr, "usage: bench [--quick] [--parts 12345] [--gsl BIN] "
+            fprintf(stderr, "usage: bench [--quick] [--parts 123456] [--gsl BIN] "
                             "[--notrace BIN] [--torch SCRIPT] [--mha BIN]\n");
             return 2;
         }
@@ -1079,16 +1248,30 @@ int main(int argc, char **argv)
         part_memory(self, te, me, tt, mt);
     cli_result cli;
     part_cli(strchr(parts, '5') ? mha : NULL, self, rows, &cli);
+    decode_result dec;
+    for (size_t i = 0; i < NDEC; i++)
+        dec.cached_ms[i] = dec.recomputed_ms[i] = NAN;
+    if (strchr(parts, '6'))
+        part_decode(&dec);
     load_average(load_end, sizeof load_end);
     say("\nload average at the end: %s\n", load_end);
     char where[1024];
     snprintf(where, sizeof where, "%s; load average %s at the start, %s at "
              "the end", machine, load_start, load_end);
-    write_charts(rows, gsl_fast, te, me, tt, mt, &cli);
-    write_markdown(where, torch.pid ? torch.version : "not measured", rows,
-                   gsl_dgemm, gsl_fast, overhead, te, me, tt, mt, &cli);
+    // part 6 alone (--parts 6) leaves the other charts and tables as the
+    // last full run made them
+    int decode_only = strspn(parts, "6") == strlen(parts);
+    if (!decode_only)
+        write_charts(rows, gsl_fast, te, me, tt, mt, &cli);
+    write_decode_chart(&dec);
+    if (decode_only)
+        update_decode_markdown(where, &dec);
+    else
+        write_markdown(where, torch.pid ? torch.version : "not measured",
+                       rows, gsl_dgemm, gsl_fast, overhead, te, me, tt, mt,
+                       &cli, &dec);
     say("\ncharts: plots/bench_mha.{png,svg}, plots/bench_memory.{png,svg}, "
-        "plots/bench_forward.{png,svg}; "
+        "plots/bench_forward.{png,svg}, plots/bench_decode.{png,svg}; "
         "tables: plots/bench.md\nbench took %.0f s\n",
         now() - t0);
     return 0;

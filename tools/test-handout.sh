@@ -137,6 +137,8 @@ needs() {
     11_* | 13_* | 14_*)
         echo causal_valid_lens transpose_qkv transpose_output repeat_valid_lens ;;
     15_*) echo transpose_qkv transpose_output rope_rotate_pair ;;
+    16_*) echo transpose_qkv transpose_output repeat_valid_lens attention_madds ;;
+    17_*) echo gqa_kv_head transpose_qkv transpose_output repeat_valid_lens ;;
     esac
 }
 line_of() {
