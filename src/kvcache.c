@@ -197,9 +197,9 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
     if (!status)
         status = transpose_qkv(q, h, &qh);
     if (!status)
-        status = transpose_qkv(k, G, &kh);
+        status = multihead_split_kv(m, k, "K", &kh);
     if (!status)
-        status = transpose_qkv(v, G, &vh);
+        status = multihead_split_kv(m, v, "V", &vh);
     // 4. the cache grows to t positions
     if (!status)
         status = append(c->keys, kh, c->length, "keys", &keys);

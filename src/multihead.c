@@ -270,6 +270,17 @@ int multihead_rope(const multihead *m, tensor **x, long start)
     return GSL_SUCCESS;
 }
 
+int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
+                       tensor **out)
+{
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
+    if (G < h)
+        trace_note("%s has G = %zu key-value heads, not h = %zu: transpose_qkv "
+                   "splits it with h=%zu",
+                   name, G, h, G);
+    return transpose_qkv(x, G, out);
+}
+
 void multihead_reset_xavier(multihead *m, gsl_rng *r)
 {
     linear_reset_xavier_uniform(&m->W_q, r);
@@ -621,13 +632,13 @@ static int forward_steps(multihead *m, const tensor *queries,
     if (!status && m->cfg.rope)
         status = tensor_check_result(k, who, "rotation", "K");
     if (!status)
-        status = transpose_qkv(k, G, &kept.kh);
+        status = multihead_split_kv(m, k, "K", &kept.kh);
     if (!status)
         status = linear_forward(&m->W_v, &v_in, &v);
     if (!status)
         status = tensor_check_result(v, who, "projection", "V");
     if (!status)
-        status = transpose_qkv(v, G, &kept.vh);
+        status = multihead_split_kv(m, v, "V", &kept.vh);
     // 3. one valid length per head, in repeat_interleave order
     if (!status)
         status = head_lens(m, valid_lens, queries->shape[0],

@@ -142,6 +142,13 @@ void multihead_free(multihead *m);
  * query is the last position). */
 int multihead_rope(const multihead *m, tensor **x, long start);
 
+/* The split of step 2 for a projected K or V (B, L, G*p), name "K" or
+ * "V": transpose_qkv with its num_heads = G, into (B*G, L, p).  With
+ * G < h the trace first says so in a note, since transpose_qkv's own line
+ * reads h=G there. */
+int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
+                       tensor **out);
+
 /* Xavier-uniform weights for all four layers (d2l's default init), zero
  * biases. */
 void multihead_reset_xavier(multihead *m, gsl_rng *r);

@@ -2222,6 +2222,8 @@ Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
         "queries (2, 4, 8), keys and values (2, 6, 8): 4 heads of 2 features, 2 key-value heads, causal, no valid_lens",
         "multihead(h=4, G=2, causal)       q (2, 4, 8), k (2, 6, 8), v (2, 6, 8)",
         "  W_k: x W^T             new   (2, 6, 8) -> (2, 6, 4)              (B, Lk, G*d_model/h)",
+        "  # K has G = 2 key-value heads, not h = 4: transpose_qkv splits it with h=2",
+        "  transpose_qkv(h=2)           (2, 6, 4)                           (B, Lk, G*d_model/h)",
         "    reshape(2, 6, 2, -1) view  (2, 6, 4) -> (2, 6, 2, 2)           (B, Lk, G, d_model/h)",
         "    permute(0, 2, 1, 3)  view  (2, 6, 2, 2) -> (2, 2, 6, 2)        (B, G, Lk, d_model/h)",
         "    reshape(-1, 6, 2)    copy  (2, 2, 6, 2) -> (4, 6, 2)           (B*G, Lk, d_model/h)",
@@ -2239,6 +2241,11 @@ Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
     assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
     cr_assert_null(strstr(r.out, "(8, 6, 2)"), "no key or value head is "
                                                "copied per query head");
+    run_free(&r);
+    // with G = h there is nothing to say: no note
+    r = mha("trace|--kv-heads|4|--heads|4|--hiddens|8");
+    assert_ok(&r, "trace --kv-heads 4");
+    cr_assert_null(strstr(r.out, "key-value heads, not h"), "%s", r.out);
     run_free(&r);
 }
 
