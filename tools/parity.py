@@ -385,7 +385,7 @@ def run_torch_rope(c, arr):
     x = {n: torch.from_numpy(np.ascontiguousarray(arr[n])) for n in arr
          if n != "lens"}
     Q, K, V = rope_projections(c, x)
-    Lq, Lk = Q.shape[1], K.shape[1]
+    Lk = K.shape[1]
     key_padding_mask = attn_mask = None
     positions = np.arange(Lk)
     if c["lens"] == "list":
@@ -430,39 +430,16 @@ def torch_rope_grads(c, arr, dout):
     return {"d" + n: x[n].grad.numpy() for n in names}
 
 
-def run_rope_cases(args, rng, tmp):
-    """The rope block: (passed, failed, worst forward error, worst grad)."""
-    passed = failed = 0
-    worst = worst_grad = 0.0
-    for i in range(args.rope_cases):
-        c = draw_rope_case(rng, i)
-        arr = make_arrays(rng, c)
-        label = (f"rope {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
-                 f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
-                 f"base {c['base']:8.1f} bias {'yes' if c['bias'] else 'no '} "
-                 f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
-        try:
-            out, a = run_mha(args.mha, tmp, c, arr, rope_options(c))
-            t_out, t_a = run_torch_rope(c, arr)
-            e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
-            ok = e_out <= ROPE_TOLERANCE and e_a <= ROPE_TOLERANCE
-            worst = max(worst, e_out, e_a)
-            note = f"out {e_out:.1e}  A {e_a:.1e}"
-            if args.grad:
-                dout = np.random.default_rng(args.seed * 1000 + 500 + i).standard_normal(out.shape)
-                got = run_mha_grad(args.grad, tmp, c, arr, dout, rope_options(c))
-                want = torch_rope_grads(c, arr, dout)
-                e_g = grads_error(got, want)
-                ok = ok and e_g <= GRAD_TOLERANCE
-                worst_grad = max(worst_grad, e_g)
-                note += f"  grads {e_g:.1e}"
-        except Exception as e:  # report the case, go on with the rest
-            ok, note = False, f"error: {e}"
-        passed += ok
-        failed += not ok
-        if not ok or not args.quiet:
-            print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
-    return passed, failed, worst, worst_grad
+def rope_label(c, arr, i):
+    return (f"rope {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+            f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
+            f"base {c['base']:8.1f} bias {'yes' if c['bias'] else 'no '} "
+            f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
+
+
+def rope_reference(c, arr, dout):
+    t_out, t_a = run_torch_rope(c, arr)
+    return t_out, t_a, None if dout is None else torch_rope_grads(c, arr, dout)
 
 
 # --- grouped-query and causal attention ------------------------------
@@ -540,31 +517,57 @@ def torch_gqa(c, arr, dout=None):
     return out.detach().numpy(), weights.detach().numpy(), grads
 
 
-def run_gqa_cases(args, tmp):
-    """The grouped-query and causal cases; returns (passed, failed,
-    largest error of OUT and A, largest error of the gradients)."""
-    rng = np.random.default_rng([args.seed, 17])
+def gqa_label(c, arr, i):
+    return (f"gqa {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+            f"Lk {arr['k'].shape[1]:2d} h {c['h']} G {c['G']} "
+            f"D {c['D']:2d} bias {'yes' if c['bias'] else 'no '} "
+            f"{'self ' if c['self'] else 'cross'} "
+            f"{'causal' if c['causal'] else '      '} "
+            f"{'rope' if c['rope'] else '    '} lens {c['lens']:6s}")
+
+
+def case_label(c, arr, i):
+    return (f"case {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+            f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
+            f"Dq {c['Dq']:2d} Dk {c['Dk']:2d} Dv {c['Dv']:2d} "
+            f"D_out {c['D_out']:2d} bias {'yes' if c['bias'] else 'no '} "
+            f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
+
+
+def case_reference(c, arr, dout):
+    t_out, t_a = run_torch(c, arr)
+    return t_out, t_a, None if dout is None else torch_grads(c, arr, dout)
+
+
+def run_block(args, tmp, block, count, draw, label, extra, reference,
+              tolerance):
+    """count cases drawn by draw(rng, i) from the block's own generator, each
+    run through mha (with the options extra(c)) and compared with
+    reference(c, arr, dout) -> (OUT, A, gradients or None); with --grad, a
+    random dOUT through mha-grad too.  Returns (passed, failed, largest
+    error of OUT and A, largest error of the gradients)."""
+    rng = np.random.default_rng([args.seed, block])
     passed = failed = 0
     worst = worst_grad = 0.0
-    for i in range(args.gqa_cases):
-        c = draw_gqa_case(rng, i)
+    for i in range(count):
+        c = draw(rng, i)
         arr = make_arrays(rng, c)
-        label = (f"gqa {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
-                 f"Lk {arr['k'].shape[1]:2d} h {c['h']} G {c['G']} "
-                 f"D {c['D']:2d} bias {'yes' if c['bias'] else 'no '} "
-                 f"{'self ' if c['self'] else 'cross'} "
-                 f"{'causal' if c['causal'] else '      '} "
-                 f"{'rope' if c['rope'] else '    '} lens {c['lens']:6s}")
         try:
-            out, a = run_mha(args.mha, tmp, c, arr)
-            dout = rng.standard_normal(out.shape) if args.grad else None
-            t_out, t_a, want = torch_gqa(c, arr, dout)
+            out, a = run_mha(args.mha, tmp, c, arr, extra(c))
+            dout = None
+            if args.grad:
+                dout = np.random.default_rng([args.seed, block, i, 1]).standard_normal(out.shape)
+            t_out, t_a, want = reference(c, arr, dout)
             e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
-            ok = e_out <= GQA_TOLERANCE and e_a <= GQA_TOLERANCE
+            ok = e_out <= tolerance and e_a <= tolerance
             worst = max(worst, e_out, e_a)
             note = f"out {e_out:.1e}  A {e_a:.1e}"
             if args.grad:
-                got = run_mha_grad(args.grad, tmp, c, arr, dout)
+                got = run_mha_grad(args.grad, tmp, c, arr, dout, extra(c))
+                # one normwise error over all the gradients together: b_k's
+                # gradient is zero in exact arithmetic (a shift common to
+                # every key of a row leaves its softmax as it is), so on its
+                # own it would be rounding over rounding
                 e_g = grads_error(got, want)
                 ok = ok and e_g <= GRAD_TOLERANCE
                 worst_grad = max(worst_grad, e_g)
@@ -574,7 +577,8 @@ def run_gqa_cases(args, tmp):
         passed += ok
         failed += not ok
         if not ok or not args.quiet:
-            print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
+            print(f"{label(c, arr, i)}  {note}  {'ok' if ok else 'FAILED'}",
+                  flush=True)
     return passed, failed, worst, worst_grad
 
 
@@ -619,55 +623,26 @@ def main():
     torch.set_num_threads(1)
     if args.seed is None:
         args.seed = int(np.random.SeedSequence().entropy % 1_000_000_000)
-    rng = np.random.default_rng(args.seed)
-    passed = failed = 0
-    worst = worst_grad = 0.0
     print(f"parity: {args.cases} cases, {args.gqa_cases} grouped-query "
           f"and causal cases and {args.rope_cases} with rope, {args.mha} against torch "
           f"{torch.__version__} in float64 (seed {args.seed}); every "
           f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
           f"uniform weights for 0; replay with --seed {args.seed}", flush=True)
+    none = lambda c: []
     with tempfile.TemporaryDirectory(prefix="mha-parity-") as tmp:
-        for i in range(args.cases):
-            c = draw_case(rng, i)
-            arr = make_arrays(rng, c)
-            label = (f"case {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
-                     f"Lk {arr['k'].shape[1]:2d} h {c['h']} D {c['D']:2d} "
-                     f"Dq {c['Dq']:2d} Dk {c['Dk']:2d} Dv {c['Dv']:2d} "
-                     f"D_out {c['D_out']:2d} bias {'yes' if c['bias'] else 'no '} "
-                     f"{'self ' if c['self'] else 'cross'} lens {c['lens']:6s}")
-            try:
-                out, a = run_mha(args.mha, tmp, c, arr)
-                t_out, t_a = run_torch(c, arr)
-                e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
-                ok = e_out <= TOLERANCE and e_a <= TOLERANCE
-                worst = max(worst, e_out, e_a)
-                note = f"out {e_out:.1e}  A {e_a:.1e}"
-                if args.grad:
-                    dout = np.random.default_rng(args.seed * 1000 + i).standard_normal(out.shape)
-                    got = run_mha_grad(args.grad, tmp, c, arr, dout)
-                    want = torch_grads(c, arr, dout)
-                    # one normwise error over all the gradients together:
-                    # b_k's gradient is zero in exact arithmetic (a shift
-                    # common to every key of a row leaves its softmax as it
-                    # is), so on its own it would be rounding over rounding
-                    e_g = grads_error(got, want)
-                    ok = ok and e_g <= GRAD_TOLERANCE
-                    worst_grad = max(worst_grad, e_g)
-                    note += f"  grads {e_g:.1e}"
-            except Exception as e:  # report the case, go on with the rest
-                ok, note = False, f"error: {e}"
-            passed += ok
-            failed += not ok
-            if not ok or not args.quiet:
-                print(f"{label}  {note}  {'ok' if ok else 'FAILED'}", flush=True)
-        g_passed, g_failed, g_worst, g_worst_grad = run_gqa_cases(args, tmp)
-        # --- the rope cases: their own draws, after the others ---
-        r_pass, r_fail, r_worst, r_grad = run_rope_cases(
-            args, np.random.default_rng([args.seed, 15]), tmp)
-    passed += g_passed + r_pass
-    failed += g_failed + r_fail
-    worst_grad = max(worst_grad, g_worst_grad)
+        results = [
+            run_block(args, tmp, 0, args.cases, draw_case, case_label, none,
+                      case_reference, TOLERANCE),
+            run_block(args, tmp, 17, args.gqa_cases, draw_gqa_case, gqa_label,
+                      none, torch_gqa, GQA_TOLERANCE),
+            run_block(args, tmp, 15, args.rope_cases, draw_rope_case,
+                      rope_label, rope_options, rope_reference,
+                      ROPE_TOLERANCE),
+        ]
+    passed = sum(r[0] for r in results)
+    failed = sum(r[1] for r in results)
+    worst_grad = max(r[3] for r in results)
+    (_, _, worst, _), (_, _, g_worst, _), (_, _, r_worst, r_grad) = results
     print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e}); "
           f"grouped-query and causal cases {g_worst:.1e} (tolerance "
           f"{GQA_TOLERANCE:.0e})")
