@@ -251,12 +251,8 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     cr_assert_eq(m.W_k.weight->shape[0], c->G * p);
     cr_assert_eq(m.W_v.weight->shape[0], c->G * p);
     multihead_reset_xavier(&m, r);
-    if (c->bias) {
-        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
-    }
+    if (c->bias)
+        random_biases(&m, r);
     tensor *q = normal(SHAPE(c->B, c->Lq, c->dq), r);
     tensor *k = normal(SHAPE(c->B, c->Lk, c->dk), r);
     tensor *v = normal(SHAPE(c->B, c->Lk, c->dv), r);
@@ -432,10 +428,7 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     OK(multihead_init(&gg, &gcfg));
     OK(multihead_init(&fg, &fcfg));
     multihead_reset_xavier(&gm, r);
-    tensor_fill_uniform(gm.W_q.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(gm.W_k.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(gm.W_v.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(gm.W_o.bias, r, -0.5, 0.5);
+    random_biases(&gm, r);
     OK(tensor_copy_into(fm.W_q.weight, gm.W_q.weight));
     OK(tensor_copy_into(fm.W_q.bias, gm.W_q.bias));
     OK(tensor_copy_into(fm.W_o.weight, gm.W_o.weight));

@@ -49,12 +49,8 @@ ParameterizedTest(struct decode_case *c, kvcache,
                             .rope = c->rope};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    if (c->bias) {
-        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
-    }
+    if (c->bias)
+        random_biases(&m, r);
     tensor *x, *full, *full_w;
     OK(tensor_alloc(SHAPE(c->B, c->T, c->d), &x));
     tensor_fill_normal(x, r, 0, 1);

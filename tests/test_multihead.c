@@ -357,12 +357,8 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
                             .bias = c->bias};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    if (c->bias) { /* Xavier leaves biases at zero: make them count */
-        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
-    }
+    if (c->bias) /* Xavier leaves biases at zero: make them count */
+        random_biases(&m, r);
     tensor *q, *k, *v, *lens = NULL, *out;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->dq), &q));
     OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dk), &k));
@@ -556,10 +552,7 @@ Test(heads, separate_heads_equal_the_module)
                             .bias = 1};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
-    tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
+    random_biases(&m, r);
     tensor *q, *k, *v, *lens, *out, *concat, *joined;
     OK(tensor_alloc(SHAPE(B, Lq, dq), &q));
     OK(tensor_alloc(SHAPE(B, Lk, dk), &k));

@@ -111,12 +111,8 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
                             .bias = c->bias};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    if (c->bias) {
-        tensor_fill_uniform(m.W_q.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_k.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_v.bias, r, -0.5, 0.5);
-        tensor_fill_uniform(m.W_o.bias, r, -0.5, 0.5);
-    }
+    if (c->bias)
+        random_biases(&m, r);
     tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1.5);
     tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1.5);
     tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
