@@ -22,7 +22,7 @@ set grid ytics lc rgb '#dddddd'
 set border 3
 set tics nomirror out scale 0.5
 unset key
-set key outside right top vertical
+set key below height 1
 plot data using 1:2 with lines lw 2 lc rgb '#1b9e77' title 'col 6', \
      data using 1:3 with lines lw 2 lc rgb '#d95f02' title 'col 7', \
      data using 1:4 with lines lw 2 lc rgb '#7570b3' title 'col 8', \

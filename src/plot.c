@@ -178,7 +178,7 @@ static void write_lines(FILE *dat, FILE *gp, const char *name, const void *p)
     char what[64];
     snprintf(what, sizeof what, "%zu lines through %zu points", d->k, d->n);
     write_preamble(gp, what, name, d->opt);
-    fputs("set key outside right top vertical\nplot ", gp);
+    fputs("set key below height 1\nplot ", gp);
     for (size_t j = 0; j < d->k; j++) {
         fprintf(gp, "%sdata using 1:%zu with lines lw 2 lc rgb '%s' title ",
                 j ? ", \\\n     " : "", j + 2,

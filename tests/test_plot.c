@@ -96,7 +96,7 @@ Test(plot, lines_files)
                           "0 0 1\n1 0.5 -0.25\n2 1 3\n");
     char *gp = read_text("cols.gp");
     cr_assert(strstr(gp, "# 2 lines through 3 points from cols.dat."));
-    cr_assert(strstr(gp, "set key outside right top vertical\n"
+    cr_assert(strstr(gp, "set key below height 1\n"
                          "plot data using 1:2 with lines lw 2 lc rgb "
                          "'#1b9e77' title 'col 6', \\\n"
                          "     data using 1:3 with lines lw 2 lc rgb "
