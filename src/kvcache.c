@@ -186,13 +186,9 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
     //    c->length .. t-1, the same angles the whole-sequence forward gives
     //    them (multihead_rope)
     if (!status)
-        status = multihead_rope(m, &q, (long)c->length);
+        status = multihead_rope(m, &q, (long)c->length, who, "Q");
     if (!status)
-        status = multihead_rope(m, &k, (long)c->length);
-    if (!status && m->cfg.rope)
-        status = tensor_check_result(q, who, "rotation", "Q");
-    if (!status && m->cfg.rope)
-        status = tensor_check_result(k, who, "rotation", "K");
+        status = multihead_rope(m, &k, (long)c->length, who, "K");
     // 3. split: h query heads, G key-value heads
     if (!status)
         status = transpose_qkv(q, h, &qh);

@@ -256,7 +256,8 @@ void multihead_free(multihead *m)
     m->weights = NULL;
 }
 
-int multihead_rope(const multihead *m, tensor **x, long start)
+int multihead_rope(const multihead *m, tensor **x, long start,
+                   const char *who, const char *name)
 {
     if (!m->cfg.rope)
         return GSL_SUCCESS;
@@ -267,7 +268,7 @@ int multihead_rope(const multihead *m, tensor **x, long start)
         return status;
     tensor_free(*x);
     *x = turned;
-    return GSL_SUCCESS;
+    return tensor_check_result(*x, who, "rotation", name);
 }
 
 int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
@@ -618,9 +619,7 @@ static int forward_steps(multihead *m, const tensor *queries,
     if (!status)
         status = tensor_check_result(q, who, "projection", "Q");
     if (!status)
-        status = multihead_rope(m, &q, Lk - Lq);
-    if (!status && m->cfg.rope)
-        status = tensor_check_result(q, who, "rotation", "Q");
+        status = multihead_rope(m, &q, Lk - Lq, who, "Q");
     if (!status)
         status = transpose_qkv(q, h, &kept.qh);
     if (!status)
@@ -628,9 +627,7 @@ static int forward_steps(multihead *m, const tensor *queries,
     if (!status)
         status = tensor_check_result(k, who, "projection", "K");
     if (!status)
-        status = multihead_rope(m, &k, 0);
-    if (!status && m->cfg.rope)
-        status = tensor_check_result(k, who, "rotation", "K");
+        status = multihead_rope(m, &k, 0, who, "K");
     if (!status)
         status = multihead_split_kv(m, k, "K", &kept.kh);
     if (!status)

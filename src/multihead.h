@@ -135,12 +135,15 @@ int multihead_init(multihead *m, const multihead_config *cfg);
 void multihead_free(multihead *m);
 
 /* With m->cfg.rope, *x (B, L, h*p), a projected Q or K, is replaced by
- * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...;
- * without, it is left alone.  Every forward path calls it right after the
- * projections, with keys at 0 .. Lk-1 and queries aligned at the end,
- * Lk-Lq .. Lk-1 (self-attention: 0 .. L-1; decoding with a cache: the new
- * query is the last position). */
-int multihead_rope(const multihead *m, tensor **x, long start);
+ * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...,
+ * and the rotation is checked finite like every stage (tensor_check_result
+ * under who, stage "rotation", name "Q" or "K"); without, it is left
+ * alone.  Every forward path calls it right after the projections, with
+ * keys at 0 .. Lk-1 and queries aligned at the end, Lk-Lq .. Lk-1
+ * (self-attention: 0 .. L-1; decoding with a cache: the new query is the
+ * last position). */
+int multihead_rope(const multihead *m, tensor **x, long start,
+                   const char *who, const char *name);
 
 /* The split of step 2 for a projected K or V (B, L, G*p), name "K" or
  * "V": transpose_qkv with its num_heads = G, into (B*G, L, p).  With

@@ -250,11 +250,8 @@ static int project_heads(const multihead *m, const linear *l,
     int status = linear_forward(l, x, proj);
     if (!status)
         status = tensor_check_result(*proj, who, "projection", name);
-    if (!status && rope && m->cfg.rope) {
-        status = multihead_rope(m, proj, rope_start);
-        if (!status)
-            status = tensor_check_result(*proj, who, "rotation", name);
-    }
+    if (!status && rope)
+        status = multihead_rope(m, proj, rope_start, who, name);
     if (!status)
         status = heads_view(*proj, heads_count, heads);
     return status;
