@@ -11,8 +11,9 @@
 #include "error.h"
 #include "trace.h"
 
-/* P[i, 2j] = sin(i w_j), P[i, 2j + 1] = cos(i w_j), w_j = 10000^(-2j/d):
- * d2l's table, row i for position i.  An odd d ends on a lone sine. */
+/* P[i, 2j] = sin(i w_j), P[i, 2j + 1] = cos(i w_j), w_j = 10000^(-2j/d)
+ * (RoPE's frequency of pair j for a head of d, rope_theta): d2l's table,
+ * row i for position i.  An odd d ends on a lone sine. */
 int posenc_sinusoid(size_t L, size_t d, tensor **out)
 {
     *out = NULL;
@@ -25,7 +26,7 @@ int posenc_sinusoid(size_t L, size_t d, tensor **out)
         return mha_fail_in(status, "posenc_sinusoid");
     tensor_set_names(*out, "L, d");
     for (size_t j = 0; 2 * j < d; j++) {
-        double w = pow(ROPE_DEFAULT_BASE, -(double)(2 * j) / (double)d);
+        double w = rope_theta(j, d, ROPE_DEFAULT_BASE);
         for (size_t i = 0; i < L; i++) {
             double *p_i = (*out)->data + i * d;
             p_i[2 * j] = sin((double)i * w);
