@@ -446,20 +446,17 @@ static int head_lens(const multihead *m, const tensor *valid_lens,
     *out = NULL;
     size_t h = m->cfg.num_heads;
     int causal = m->cfg.causal;
-    int per_row = causal || (valid_lens && m->cfg.kv_heads < h);
     if (!valid_lens && !causal)
         return GSL_SUCCESS;
-    if (!per_row) {
-        tensor l_in = tensor_named(valid_lens,
-                                   valid_lens->ndim == 2 ? "B, Lq" : "B");
-        return repeat_valid_lens(&l_in, h, out);
-    }
-    tensor *rows = NULL; // (B, Lq)
-    tensor l_in;
+    tensor l_in; // valid_lens under the lesson's names
     if (valid_lens)
         l_in = tensor_named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
-    int status = valid_lens_per_row(valid_lens ? &l_in : NULL, causal, batch,
-                                    Lq, Lk, m->cfg.shape_only, &rows);
+    const tensor *lens = valid_lens ? &l_in : NULL;
+    if (!causal && m->cfg.kv_heads == h)
+        return repeat_valid_lens(lens, h, out);
+    tensor *rows = NULL; // (B, Lq)
+    int status = valid_lens_per_row(lens, causal, batch, Lq, Lk,
+                                    m->cfg.shape_only, &rows);
     if (!status)
         status = repeat_valid_lens(rows, h, out);
     tensor_free(rows);
