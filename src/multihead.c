@@ -14,19 +14,15 @@
 #include "softmax.h"
 #include "trace.h"
 
-/* "B, Lq, d_model" -> "B, Lq, h, d_model/h": the names after the split.
- * The keys and values of grouped-query attention, "G*d_model/h" features
- * (G key-value heads), split into G heads: "B, Lk, G, d_model/h". */
-static void split_names(const tensor *x, char *buf, size_t n)
+void multihead_split_names(const tensor *x, char *buf, size_t n)
 {
     if (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]) {
         buf[0] = '\0';
         return;
     }
-    const char *star = strncmp(x->names[2], "G*", 2) ? NULL : x->names[2] + 1;
-    if (star)
-        snprintf(buf, n, "%s, %s, %.*s, %s", x->names[0], x->names[1],
-                 (int)(star - x->names[2]), x->names[2], star + 1);
+    if (!strncmp(x->names[2], "G*", 2)) // G key-value heads
+        snprintf(buf, n, "%s, %s, G, %s", x->names[0], x->names[1],
+                 x->names[2] + 2);
     else
         snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1],
                  x->names[2]);
@@ -62,7 +58,7 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
                 num_heads);
     char names[4 * TENSOR_NAME_MAX];
-    split_names(x, names, sizeof names);
+    multihead_split_names(x, names, sizeof names);
     tensor *split = NULL, *heads = NULL;
     // split is (B, n, h, p): a view, each row cut into h pieces of p
     int status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),

@@ -86,6 +86,13 @@
 #include "linear.h"
 #include "tensor.h"
 
+/* The names of x (B, n, d_model) split into heads, into buf: "B, n,
+ * d_model" -> "B, n, h, d_model/h", and the G key-value heads of
+ * grouped-query attention, "B, Lk, G*d_model/h" -> "B, Lk, G, d_model/h";
+ * "" when x has no names.  transpose_qkv and the fast path's head views
+ * name their (B, n, h, p) this way. */
+void multihead_split_names(const tensor *x, char *buf, size_t n);
+
 /* (B, n, d_model) -> (B*h, n, d_model/h), each step traced.
  * GSL_EBADLEN when d_model is not divisible by num_heads. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out);

@@ -49,14 +49,8 @@ static int start(multihead *m, const tensor *queries, const tensor *keys,
 static int heads_view(const tensor *x, size_t h, tensor **out)
 {
     *out = NULL;
-    char names[4 * TENSOR_NAME_MAX + 8] = "";
-    // grouped-query keys and values, "G*d_model/h": G heads of d_model/h
-    if (x->names[0][0] && !strncmp(x->names[2], "G*", 2))
-        snprintf(names, sizeof names, "%s, %s, G, %s", x->names[0],
-                 x->names[1], x->names[2] + 2);
-    else if (x->names[0][0])
-        snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
-                 x->names[1], x->names[2]);
+    char names[4 * TENSOR_NAME_MAX];
+    multihead_split_names(x, names, sizeof names);
     tensor *split = NULL;
     int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
                                         (long)h, -1),
