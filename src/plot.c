@@ -21,6 +21,22 @@ static int check_text(const char *who, const char *what, const char *s)
     return gnuplot_check_text(who, what, s, 1);
 }
 
+/* Each of the k texts, named "<array>[j]" in messages: there (not NULL)
+ * and printable in a gnuplot string. */
+static int check_texts(const char *who, const char *array,
+                       const char *const *texts, size_t k)
+{
+    int status = GSL_SUCCESS;
+    for (size_t j = 0; j < k && !status; j++) {
+        char what[48];
+        snprintf(what, sizeof what, "%s[%zu]", array, j);
+        if (!texts[j])
+            return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, what);
+        status = check_text(who, what, texts[j]);
+    }
+    return status;
+}
+
 /* opt (NULL: the defaults) and what every chart needs. */
 static int check_common(const char *who, size_t n, const plot_options **optp,
                         const char *base, int formats)
@@ -202,13 +218,8 @@ int plot_lines(const double *x, const double *ys, size_t n, size_t k,
     if (k == 0)
         return mha_fail(GSL_EINVAL, "%s: no lines to draw (k is 0)", who);
     status = check_values(who, "x", x, n, 0);
-    for (size_t j = 0; j < k && !status; j++) {
-        char what[48];
-        snprintf(what, sizeof what, "names[%zu]", j);
-        if (!names[j])
-            return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, what);
-        status = check_text(who, what, names[j]);
-    }
+    if (!status)
+        status = check_texts(who, "names", names, k);
     if (!status)
         status = check_values(who, "ys", ys, n * k, opt->log_y);
     if (status)
@@ -265,15 +276,10 @@ int plot_bars(const char *const *labels, const double *values, size_t n,
     if (!labels || !values)
         return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
                         !labels ? "labels" : "values");
+    status = check_texts(who, "labels", labels, n);
     int nonnegative = 1;
-    for (size_t i = 0; i < n && !status; i++) {
-        char what[48];
-        snprintf(what, sizeof what, "labels[%zu]", i);
-        if (!labels[i])
-            return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, what);
-        status = check_text(who, what, labels[i]);
+    for (size_t i = 0; i < n; i++)
         nonnegative &= values[i] >= 0;
-    }
     if (!status)
         status = check_values(who, "values", values, n, opt->log_y);
     if (status)
