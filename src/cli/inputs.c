@@ -47,6 +47,19 @@ int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base)
     return cli_parse_number_above(b, 1, base);
 }
 
+int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads)
+{
+    *kv_heads = heads;
+    if (cli_parse_count(kv, CLI_COUNT_MAX, kv_heads))
+        return CLI_USAGE;
+    if (heads % *kv_heads != 0)
+        return cli_error("--kv-heads %zu does not divide --heads %zu (each "
+                         "key-value head serves --heads / --kv-heads query "
+                         "heads)",
+                         *kv_heads, heads);
+    return CLI_OK;
+}
+
 int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
     static const char *const required[] = {"--heads", "--queries", "--wq",
@@ -58,14 +71,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
     size_t heads = 0, kv_heads = 0;
     if (cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads))
         return CLI_USAGE;
-    const cli_option *kv = cli_find(opts, nopts, "--kv-heads");
-    if (cli_parse_count(kv, CLI_COUNT_MAX, &kv_heads))
+    if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
+                            &kv_heads))
         return CLI_USAGE;
-    if (kv->value && heads % kv_heads != 0)
-        return cli_error("--kv-heads %zu does not divide --heads %zu (each "
-                         "key-value head serves --heads / --kv-heads query "
-                         "heads)",
-                         kv_heads, heads);
     if (value_of(opts, nopts, "--valid-lens") &&
         value_of(opts, nopts, "--valid-lens-file"))
         return cli_error("--valid-lens '%s' and --valid-lens-file '%s': give "
@@ -356,15 +364,15 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
     const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
     if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
         return CLI_OK;
-    size_t heads = 1, kv_heads = 0;
+    size_t heads = 1, kv_heads;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
-    cli_parse_count(cli_find(opts, nopts, "--kv-heads"), CLI_COUNT_MAX,
-                    &kv_heads);
+    cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
+                        &kv_heads); // checked by cli_inputs_check_options
     double B = (double)q->shape[0], Lq = (double)q->shape[1];
     double Lk = (double)k->shape[1], D = (double)h[WQ].shape[0];
     double Dout = (double)h[WO].shape[0];
     // G key-value heads of D/h features: G*D/h (D when G = h)
-    double D_kv = kv_heads ? D * (double)kv_heads / (double)heads : D;
+    double D_kv = D * (double)kv_heads / (double)heads;
     // Q and the joined heads (B, Lq, D), K and V (B, Lk, G*D/h), out
     // (B, Lq, D_out)
     bytes += (2 * B * Lq * D + 2 * B * Lk * D_kv + B * Lq * Dout) *
@@ -391,10 +399,8 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         path[i] = value_of(opts, nopts, option_of(i));
     size_t heads = 0, kv_heads = 0;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
-    cli_parse_count(cli_find(opts, nopts, "--kv-heads"), CLI_COUNT_MAX,
-                    &kv_heads);
-    if (!kv_heads)
-        kv_heads = heads;
+    cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
+                        &kv_heads); // checked by cli_inputs_check_options
     // what the options choose of the module; build_module adds the sizes
     multihead_config opt = {.kv_heads = kv_heads,
                             .causal = value_of(opts, nopts, "--causal") != NULL};

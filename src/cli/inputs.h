@@ -52,6 +52,11 @@ typedef struct cli_inputs {
  * --rope-base without --rope or one that is not a finite number > 1. */
 int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base);
 
+/* --kv-heads, the key-value heads G, into *kv_heads: heads when the
+ * option is absent.  CLI_USAGE after one line when it is not a whole
+ * number >= 1 or does not divide heads (mha forward, heatmap and trace). */
+int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads);
+
 /* The input options present and well formed (no file is opened): run
  * this first, so a usage mistake is reported before any work.  --kv-heads
  * must be a whole number >= 1 that divides --heads. */

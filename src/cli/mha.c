@@ -371,14 +371,9 @@ static int cmd_trace(int argc, char **argv)
     double rope_base;
     if (cli_rope_options(opts, NOPTS(opts), &rope, &rope_base))
         return CLI_USAGE;
-    size_t G = h; // key-value heads
-    if (cli_parse_count(&opts[9], CLI_COUNT_MAX, &G))
+    size_t G; // key-value heads
+    if (cli_kv_heads_option(&opts[9], h, &G))
         return CLI_USAGE;
-    if (h % G != 0)
-        return cli_error("--kv-heads %zu does not divide --heads %zu (each "
-                         "key-value head serves --heads / --kv-heads query "
-                         "heads)",
-                         G, h);
     int causal = opts[10].value != NULL;
     double lens[CLI_LIST_MAX];
     size_t n = 0;
