@@ -1,8 +1,8 @@
 /* Chapter 03: softmax, masked softmax, and causal masks.
  *
  * Shows the stable softmax, masked_softmax with one length per example
- * and per query, a length of 0, a causal mask with its heatmap, and bad
- * lengths refused.  Run it with `make ch03`; the prose is docs/03_*.md.
+ * and per query, a length of 0, d2l's -1e6 fill and where it leaks, a
+ * causal mask with its heatmap, and bad lengths refused.  Run it with `make ch03`; the prose is docs/03_*.md.
  */
 
 /*md
@@ -23,9 +23,11 @@
  * at later positions: when it is trained (chapter 02) on whole sequences,
  * position $i$ may not peek at the answer in position $i + 1$. Both are
  * expressed here as `valid_lens`: row $(b, i)$ may only look at its first
- * $\ell$ keys, and every score at a position $j \ge \ell$ is replaced by
- * $-10^6$ before the softmax, so its weight underflows to exactly 0.
+ * $\ell$ keys. The softmax runs over those $\ell$ scores alone, and every key
+ * at a position $j \ge \ell$ gets weight exactly 0, whatever its score.
  * `valid_lens` is `(B,)` (one length per example) or `(B, Lq)` (one per query).
+ * (d2l masks another way, with a score of $-10^6$; section 5 shows it, and the
+ * rows where it fails.)
  *
  * Chapter 02 gave us matrix products. Chapter 04 feeds this softmax with the
  * scores $QK^\top/\sqrt{d}$ and has a complete attention head. The multi-head
@@ -75,7 +77,8 @@ static void softmax_subtracts_the_maximum(void)
      * The two printed rows show it: `[1000, 1001, 1002]` and `[0, 1, 2]` give
      * the same weights `[0.0900, 0.2447, 0.6652]`, because only differences of
      * scores matter ($1/(1 + e + e^2) = 0.0900$). Here is the row loop that
-     * every softmax in the library runs, masked or not:
+     * every softmax in the library runs, masked or not (a row that sees
+     * `valid` keys takes its maximum and its sum over those keys only):
      *
      * @show src/softmax.c softmax_row
      *
@@ -113,9 +116,9 @@ static void one_length_per_example(void)
      *
      * Check row `(0, 0)` by hand: the valid scores are 0.5508 and 0.0707, so
      * the weights are $1/(1 + e^{0.0707 - 0.5508}) = 0.6178$ and $0.3822$, and
-     * the masked scores 0.7081 and 0.8399 count for nothing: their weight is
-     * $e^{-10^6 - 0.55}$, too small for a double, so it *underflows* to
-     * exactly `0.0000`. The rows sum to 1 (to all 15 printed digits), and the
+     * the masked scores 0.7081 and 0.8399 count for nothing: they are never
+     * read, and their weight is exactly `0.0000`, though both are larger than
+     * the valid ones. The rows sum to 1 (to all 15 printed digits), and the
      * input scores are unchanged: the result is a new tensor.
      */
     tensor *scores = d2l_scores(), *lens, *w;
@@ -149,7 +152,7 @@ static void one_length_per_query(void)
      * its weight is exactly 1. Row `(0, 1)` uses scores 0.2909, 0.1213,
      * 0.5108, giving 0.3236, 0.2731, 0.4032. Row `(1, 1)` has length 4, which
      * masks nothing: it is the plain softmax of its four scores. This is the
-     * form a causal mask takes in section 5.
+     * form a causal mask takes in section 6.
      */
     tensor *scores = d2l_scores(), *lens, *w;
     CHECK(tensor_from_array(SHAPE(2, 2), (double[]){1, 3, 2, 4}, &lens));
@@ -166,17 +169,20 @@ static void length_zero(void)
 {
     section("4. A length of 0: uniform, not NaN");
     /*md
-     * What if a row may see no key at all (length 0)? Every score becomes
-     * $-10^6$, the shift by the maximum turns them all into 0, and each key
-     * gets $e^0 / 4 = 0.25$: the uniform row printed for example 0 (lengths
-     * `[0, 4]`). Example 1, with length 4, is again the plain softmax.
+     * What if a row may see no key at all (length 0)? There is nothing to take
+     * a softmax over, so some rule must decide. The library takes d2l's: every
+     * key gets the same weight, $1/4 = 0.25$ here, the uniform row printed for
+     * example 0 (lengths `[0, 4]`). Example 1, with length 4, is again the
+     * plain softmax. (In d2l the rule falls out of its mask: every score
+     * becomes $-10^6$ and the shift by the maximum turns them all into 0.)
      *
-     * This is d2l's behaviour and the library keeps it, so its numbers match
-     * d2l's. PyTorch's usual mask, `scores.masked_fill(mask, -inf)`, gives
-     * `NaN` instead: the maximum of the row is $-\infty$ and the shift
-     * computes $-\infty - (-\infty)$. Neither answer is meaningful. Here a
-     * fully masked query's output is the plain mean of all the values, and
-     * whatever comes after must ignore it, as it must ignore the padding.
+     * PyTorch's usual mask, `scores.masked_fill(mask, -inf)`, gives `NaN`
+     * instead: the maximum of the row is $-\infty$ and the shift computes
+     * $-\infty - (-\infty)$. Neither answer is meaningful. Here a fully
+     * masked query's output is the plain mean of all the values, and whatever
+     * comes after must ignore it, as it must ignore the padding. Where a
+     * causal mask is asked for (chapter 16), a row that sees no key is
+     * refused instead: the mean of all the values would include the future.
      */
     tensor *scores = d2l_scores(), *lens, *w;
     CHECK(tensor_from_array(SHAPE(2), (double[]){0, 4}, &lens));
@@ -187,9 +193,73 @@ static void length_zero(void)
     tensor_free(w);
 }
 
+/* d2l's masked_softmax: every score past the row's length becomes
+ * D2L_MASK_VALUE, then the plain softmax of the whole row.  x is (1, 1, Lk);
+ * the caller frees the result. */
+#define D2L_MASK_VALUE -1e6
+static tensor *d2l_masked_softmax(const tensor *x, size_t valid)
+{
+    tensor *filled, *w;
+    CHECK(tensor_contiguous(x, &filled));
+    for (size_t j = valid; j < x->shape[2]; j++)
+        *TENSOR_AT(filled, 0, 0, j) = D2L_MASK_VALUE;
+    CHECK(softmax_lastdim(filled, &w));
+    tensor_free(filled);
+    return w;
+}
+
+static void where_minus_1e6_leaks(void)
+{
+    section("5. d2l's -1e6, and where it leaks");
+    /*md
+     * d2l masks differently: it replaces every score at $j \ge \ell$ by
+     * $-10^6$ and takes the plain softmax of the whole row. A masked key then
+     * gets $e^{-10^6 - m}$ over the sum, where $m$ is the row's maximum. For
+     * every ordinary row that is exactly 0: $e^{x}$ is 0 in double precision
+     * below about $x = -745$ (the printed `exp(-746)`), and $-10^6 - m$ is far
+     * below that.
+     *
+     * But a score can be anything. When every visible score is lower than
+     * $-10^6 - 745$, the masked keys *are* the maximum, and they take the
+     * weight. The row printed first has one visible key of score $-3 \cdot
+     * 10^6$ (a query $(1000, 0)$ against a key $(-3000, 0)$ makes it) and two
+     * masked keys: d2l's fill gives the masked keys half the weight each and the
+     * visible key none, the opposite of the mask. For a causal mask that is a
+     * query reading the future; nothing signals it. The library's softmax
+     * never reads a masked score, so the visible key gets weight 1 at any
+     * score. The second row, with ordinary scores, shows the two ways agree
+     * wherever $-10^6$ is low enough.
+     *
+     * PyTorch fills with $-\infty$ instead, which cannot leak either, but
+     * makes a row of length 0 `NaN` (section 4). Leaving masked keys out
+     * costs nothing extra: the loops just stop at the row's length.
+     */
+    printf("exp(-745) = %.3g, exp(-746) = %g\n\n", exp(-745.0), exp(-746.0));
+    const double rows[2][3] = {{-3e6, 0.5, 0.8}, {0.5508, 0.0707, 0.7081}};
+    for (size_t r = 0; r < 2; r++) {
+        tensor *x, *lens, *ours, *d2l;
+        CHECK(tensor_from_array(SHAPE(1, 1, 3), rows[r], &x)); // (B, Lq, Lk)
+        CHECK(tensor_from_array(SHAPE(1), (double[]){1}, &lens));
+        CHECK(masked_softmax(x, lens, &ours));
+        d2l = d2l_masked_softmax(x, 1);
+        printf("scores [%g, %g, %g], valid_len 1:\n", rows[r][0], rows[r][1],
+               rows[r][2]);
+        printf("  d2l's -1e6 fill: ");
+        tensor_print(stdout, d2l, 4);
+        printf("  masked_softmax:  ");
+        tensor_print(stdout, ours, 4);
+        printf("  with the -1e6 fill a masked key has weight: %s\n\n",
+               yes_no(d2l->data[1] != 0.0 || d2l->data[2] != 0.0));
+        tensor_free(x);
+        tensor_free(lens);
+        tensor_free(ours);
+        tensor_free(d2l);
+    }
+}
+
 static void causal_mask(void)
 {
-    section("5. A causal mask is a 2-D valid_lens");
+    section("6. A causal mask is a 2-D valid_lens");
     /*md
      * In a decoder, position $i$ must not see later positions. As `valid_lens`
      * that is the `(B, L)` table whose every row is `1, 2, ..., L`: query $i$
@@ -229,7 +299,7 @@ static void causal_mask(void)
 
 static void bad_lengths(void)
 {
-    section("6. Lengths that make no sense are refused");
+    section("7. Lengths that make no sense are refused");
     /*md
      * Lengths are checked before anything is computed. A length larger than the
      * number of keys, a negative one, a fraction or NaN is refused with
@@ -255,6 +325,7 @@ int main(void)
     one_length_per_example();
     one_length_per_query();
     length_zero();
+    where_minus_1e6_leaks();
     causal_mask();
     bad_lengths();
     return 0;

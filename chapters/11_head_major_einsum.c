@@ -343,9 +343,9 @@ static void agrees(pair *p)
      *
      * with head $i$ reading features $i d_k \dots (i+1) d_k - 1$ in both
      * layouts, so the outputs agree to rounding.  The masks differ in
-     * how they mask ($-\infty$ here, $-10^6$ in d2l's `masked_softmax`)
-     * but both give a masked key a weight of exactly 0 as long as a row
-     * has a valid key.  The weights agree too, up to the order of the
+     * how they mask ($-\infty$ here; chapter 03's `masked_softmax` leaves
+     * masked keys out of the sum) but both give a masked key a weight of
+     * exactly 0 as long as a row has a valid key.  The weights agree too, up to the order of the
      * first two axes: `attn` is $(h, B, L_q, L_k)$, chapter 08 keeps
      * $(B, h, L_q, L_k)$, and `permute(1, 0, 2, 3)` (a view) turns one
      * into the other.
@@ -385,8 +385,8 @@ static void differs(pair *p)
     section("6. Where they differ");
     /*md
      * **A row with nothing to attend to.**  With valid length 0 every
-     * key of a row is masked.  d2l's $-10^6$ leaves a row of equal
-     * scores, so `masked_softmax` gives each key $1/L_k$.  The einops version's
+     * key of a row is masked.  `masked_softmax` follows d2l's rule (its
+     * $-10^6$ leaves a row of equal scores) and gives each key $1/L_k$.  The einops version's
      * $-\infty$ leaves $\text{softmax}(-\infty, \dots, -\infty)$, where
      * the largest score is $-\infty$ itself: $e^{-\infty - (-\infty)}$ is
      * NaN, and so is every number downstream of that query.  Neither

@@ -195,10 +195,9 @@ static void tiled(void)
      *    $\beta = 1$;
      *
      * and at the end divides each output row by its $\ell$.  Masks work
-     * as in chapter 03: keys beyond a row's valid length score $-10^6$.
-     * A tile lying wholly beyond the valid length of every row in the
-     * block is skipped (its exponentials are exactly 0 once a real score
-     * has been seen), so a causal mask halves the work.  The blocks of
+     * as in chapter 03: keys beyond a row's valid length never enter its
+     * $m$ or $\ell$.  A tile lying wholly beyond the valid length of every
+     * row in the block is skipped, so a causal mask halves the work.  The blocks of
      * queries are independent, so they run in parallel.
      *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,

@@ -322,11 +322,10 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
             const double *w_bi = weights->data + b * wst[0] + i * wst[1];
             const double *dw_bi = dweights->data + b * dst[0] + i * dst[1];
             double *ds_bi = (*dscores)->data + (b * Lq + i) * Lk;
-            // pass 1: sum_k w_k dw_k, what moving weight between keys costs;
-            // over every key, since a masked key holds weight when all the
-            // valid scores are below the mask's -1e6
+            // pass 1: sum_k w_k dw_k over the keys the row sees, what
+            // moving weight between them costs (a masked key holds none)
             double dot = 0.0;
-            for (size_t j = 0; j < Lk; j++)
+            for (size_t j = 0; j < valid; j++)
                 dot += w_bi[j * wst[2]] * dw_bi[j * dst[2]];
             // pass 2: the valid keys' gradients; masked keys keep 0
             for (size_t j = 0; j < valid; j++)

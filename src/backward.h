@@ -18,9 +18,9 @@
  * Masked softmax, w = softmax(scale * s) over the valid keys of each row:
  *   ds_j = scale * w_j * (dw_j - sum_k w_k dw_k)   for a valid key j
  *   ds_j = 0                                        for a masked key j
- * A masked score was replaced by a constant before the softmax, so it has
- * no effect on the loss: its gradient is exactly 0 (and a row with
- * valid_len 0, uniform whatever its scores, gets 0 everywhere).
+ * A masked key takes no part in its row's softmax (softmax.h), so its
+ * score has no effect on the loss: its gradient is exactly 0 (and a row
+ * with valid_len 0, uniform whatever its scores, gets 0 everywhere).
  *
  * Scaled dot-product attention, out = w V, w = softmax(Q K^T / sqrt(d)):
  *   queries (B, Lq, d)  keys (B, Lk, d)  values (B, Lk, dv)

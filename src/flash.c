@@ -4,7 +4,9 @@
  * out (B, Lq, dv), contiguous (made here).  Per thread:
  *   s (tile_q, tile_k)  the scores of one tile, then their exps
  *   m, l (tile_q,)      running max and sum per query row
- *   len (tile_q,)       valid length per query row
+ *   see (tile_q,)       how many keys each query row sees (its valid
+ *                       length; -Lk for a row of valid length 0, which
+ *                       sees every key alike)
  */
 #include "flash.h"
 
@@ -61,33 +63,29 @@ typedef struct {
     tensor *out;
 } flash_job;
 
-/* Once a row's max is above this, a wholly masked key adds
- * exp(MASKED_SCORE - max) < exp(-746) = 0 in doubles: skipping it is
- * exact. */
-#define FLASH_SKIP_ABOVE (MASKED_SCORE + 746.0)
-
-/* Query rows r0 .. r0 + n - 1 of example b, every key tile.  s, m, l, len
- * are this thread's scratch. */
+/* Query rows r0 .. r0 + n - 1 of example b, every key tile.  s, m, l, see
+ * are this thread's scratch.  Row r sees keys 0 .. see[r] - 1 (its valid
+ * length; a row of valid length 0 sees every key at one equal score,
+ * softmax.h's uniform row); keys after them are never part of its sums,
+ * and a tile no row sees is skipped whole: a causal mask does about half
+ * the work. */
 static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
-                       double *s, double *m, double *l, double *len)
+                       double *s, double *m, double *l, double *see)
 {
     size_t Lk = j->Lk, dv = j->dv, tk = j->tk;
     double *o = j->out->data + (b * j->Lq + r0) * dv; // (n, dv), contiguous
     gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
     gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n);
+    double last_seen = 0.0; // the most keys any row of the block sees
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0;
-        len[r] = (double)softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
+        size_t len = softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
+        see[r] = len ? (double)len : -(double)Lk; // negative: uniform row
+        last_seen = fabs(see[r]) > last_seen ? fabs(see[r]) : last_seen;
     }
-    for (size_t k0 = 0; k0 < Lk; k0 += tk) {
+    for (size_t k0 = 0; (double)k0 < last_seen; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
-        // a tile no row needs (wholly masked where the max is large)
-        int needed = 0;
-        for (size_t r = 0; r < n && !needed; r++)
-            needed = (double)k0 < len[r] || !(m[r] > FLASH_SKIP_ABOVE);
-        if (!needed)
-            continue;
         // pass 1: S = Q_rows K_tile^T, (n, kn)
         gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn);
         gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
@@ -95,30 +93,25 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
                                     &k_m.matrix, 0.0, &s_m.matrix);
         if (status)
             return status;
-        // pass 2: per row, the new max, the tile's exps, rescaled l and o
+        // pass 2: per row, the new max, the tile's exps over the keys it
+        // sees (0 for the rest), rescaled l and o
         for (size_t r = 0; r < n; r++) {
-            double *s_r = s + r * kn;
-            size_t valid = len[r] <= (double)k0 ? 0
-                           : len[r] - (double)k0 >= (double)kn
+            double *s_r = s + r * kn, len = fabs(see[r]);
+            size_t valid = len <= (double)k0 ? 0
+                           : len - (double)k0 >= (double)kn
                                ? kn
-                               : (size_t)(len[r] - (double)k0);
-            if (valid == 0 && m[r] > FLASH_SKIP_ABOVE) {
+                               : (size_t)(len - (double)k0);
+            if (valid == 0) {
                 rowops_fill(s_r, kn, 0.0); // adds exactly nothing
                 continue;
             }
-            double tile_max = valid ? j->scale * rowops_max(s_r, valid) : -INFINITY;
-            if (valid < kn && MASKED_SCORE > tile_max)
-                tile_max = MASKED_SCORE;
+            if (see[r] < 0)
+                rowops_fill(s_r, kn, 0.0); // the uniform row: equal scores
+            double tile_max = j->scale * rowops_max(s_r, valid);
             double m_new = m[r] > tile_max ? m[r] : tile_max;
             double alpha = exp(m[r] - m_new); // 0 on the first tile
-            double sum = valid ? rowops_exp_shifted(s_r, valid, j->scale,
-                                                    m_new, s_r)
-                               : 0.0;
-            if (valid < kn) {
-                double e = exp(MASKED_SCORE - m_new);
-                rowops_fill(s_r + valid, kn - valid, e);
-                sum += (double)(kn - valid) * e;
-            }
+            double sum = rowops_exp_shifted(s_r, valid, j->scale, m_new, s_r);
+            rowops_fill(s_r + valid, kn - valid, 0.0);
             l[r] = alpha * l[r] + sum;
             if (alpha != 1.0)
                 rowops_scale(o + r * dv, dv, alpha);
@@ -183,7 +176,7 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     size_t blocks = (j.Lq + j.tq - 1) / j.tq, items = B * blocks;
     int parallel = threads_count() > 1 && items > 1;
     size_t nthreads = parallel ? (size_t)threads_count() : 1;
-    // scratch per thread: s (tq, tk), then m, l, len (tq,) each
+    // scratch per thread: s (tq, tk), then m, l, see (tq,) each
     size_t per_thread, total;
     if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who) ||
         mha_mul_size(per_thread, nthreads, &total, who))

@@ -35,12 +35,12 @@
  * and at the end O_row /= l.  Only a (tile_q, tile_k) block of scores
  * exists at a time, per thread; the output is the only big buffer.
  *
- * Masking: keys at positions >= valid_len score MASKED_SCORE (-1e6) as in
- * d2l, so the result equals dot_attention_forward's to rounding, a
- * valid_len of 0 included (uniform weights).  A tile that lies wholly
- * beyond a row's valid length adds exp(-1e6 - m) = 0 exactly once the row
- * has seen a valid score above -1e6 + 746, so such tiles are skipped:
- * a causal mask does about half the work.
+ * Masking, as softmax.h: a row takes in only the keys before its valid
+ * length (a masked key is never part of its max or sum, so it gets weight
+ * exactly 0), and a row of valid length 0 sees every key alike (uniform
+ * weights).  The result equals dot_attention_forward's to rounding.  A
+ * tile that lies wholly beyond every row's valid length is skipped: a
+ * causal mask does about half the work.
  *
  * The blocks of query rows run in parallel (threads.h), one-threaded BLAS
  * inside.  out is a new contiguous tensor you tensor_free; inputs are only

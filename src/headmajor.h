@@ -48,8 +48,8 @@
  * fills masked scores with -inf, PyTorch's usual way; a masked key gets
  * weight exp(-inf) = 0 exactly, whatever the other scores.  A row whose
  * keys are ALL masked (valid_len 0) would be softmax of a row of -inf,
- * 0/0 = NaN in the einops version's module, where d2l's -1e6 gives uniform
- * weights 1/Lk.  Neither is its intent, so this module rejects valid_len 0
+ * 0/0 = NaN in the einops version's module, where masked_softmax follows
+ * d2l's rule, uniform weights 1/Lk.  Neither is its intent, so this module rejects valid_len 0
  * (GSL_EINVAL) and says why.  For valid_lens >= 1 the two agree: chapter
  * 11 and the tests hold this module to multihead_forward.
  *

@@ -431,23 +431,25 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
             for (size_t hd = 0; hd < h; hd++) {
                 const double *q_i = qp + i * D + hd * p;
                 size_t kv = (hd / group) * p; // its key-value head's columns
-                // scores of query i against every key, masked beyond len
+                // scores of query i against the keys it sees, 0 .. len - 1;
+                // a row of valid length 0 sees every key at score 0
+                size_t seen = len ? len : Lk;
                 double mx = -INFINITY;
-                for (size_t t = 0; t < Lk; t++) {
+                for (size_t t = 0; t < seen; t++) {
                     const double *k_t = kp + t * Dkv + kv;
                     double dot = 0.0;
                     for (size_t j = 0; j < p; j++)
                         dot += q_i[j] * k_t[j];
-                    s[t] = t < len ? scale * dot : MASKED_SCORE;
+                    s[t] = len ? scale * dot : 0.0;
                     mx = s[t] > mx ? s[t] : mx;
                 }
                 double sum = 0.0;
-                for (size_t t = 0; t < Lk; t++)
+                for (size_t t = 0; t < seen; t++)
                     sum += s[t] = exp(s[t] - mx);
                 // the head's p outputs: the weighted average of the values
                 for (size_t j = 0; j < p; j++) {
                     double o = 0.0;
-                    for (size_t t = 0; t < Lk; t++)
+                    for (size_t t = 0; t < seen; t++)
                         o += s[t] / sum * vp[t * Dkv + kv + j];
                     cat[hd * p + j] = o;
                 }

@@ -10,8 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "softmax.h"
-
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
     defined(__has_attribute)
 #if __has_attribute(target_clones)
@@ -139,16 +137,17 @@ double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
 {
     if (valid > n)
         valid = n;
-    // the row's maximum: scale > 0 keeps the order, so max(scale * x) is
-    // scale * max(x); masked keys all score MASKED_SCORE
-    double m = valid ? scale * rowops_max(x, valid) : -INFINITY;
-    if (valid < n && MASKED_SCORE > m)
-        m = MASKED_SCORE;
-    double sum = valid ? rowops_exp_shifted(x, valid, scale, m, out) : 0.0;
-    if (valid < n) {
-        double e = exp(MASKED_SCORE - m); // one value for every masked key
-        rowops_fill(out + valid, n - valid, e);
-        sum += (double)(n - valid) * e;
+    double m = 0.0, sum;
+    if (valid == 0) {
+        // a row that sees no key: every key alike, exp(0 - 0) = 1
+        rowops_fill(out, n, 1.0);
+        sum = (double)n;
+    } else {
+        // the maximum over the keys the row sees: scale > 0 keeps the
+        // order, so max(scale * x) is scale * max(x)
+        m = scale * rowops_max(x, valid);
+        sum = rowops_exp_shifted(x, valid, scale, m, out);
+        rowops_fill(out + valid, n - valid, 0.0); // masked keys: exactly 0
     }
     if (row_max)
         *row_max = m;

@@ -51,13 +51,16 @@ void rowops_fill(double *x, size_t n, double value);
  * It reads all n without stopping early: the caller finds where. */
 int rowops_all_finite(const double *x, size_t n);
 
-/* The fused softmax row of the fast paths, left unnormalised:
- *     s_j = scale * x_j  for j < valid,  MASKED_SCORE (softmax.h) after,
- *     out_j = exp(s_j - m),  m = max_j s_j,
- * returns sum_j out_j (>= 1: the maximum contributes exp(0)).  Dividing
- * by the sum is left to the caller, who can do it on the much shorter
- * output row (p values) instead of the n weights.  scale must be > 0.
- * out may be x.  *row_max receives m when row_max is not NULL. */
+/* The fused softmax row of the fast paths, left unnormalised, over the
+ * first `valid` keys (the masking rule of softmax.h):
+ *     out_j = exp(scale * x_j - m)  for j < valid,  m = scale * max x_j,
+ *     out_j = 0                     for j >= valid (masked, whatever x_j),
+ * and with valid 0, a row that sees no key, out_j = 1 for every j (m = 0:
+ * d2l's uniform row).  Returns sum_j out_j (>= 1: the maximum contributes
+ * exp(0)).  Dividing by the sum is left to the caller, who can do it on
+ * the much shorter output row (p values) instead of the n weights.
+ * scale must be > 0.  out may be x.  *row_max receives m when row_max is
+ * not NULL. */
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
                                    size_t valid, double *out,
                                    double *row_max);

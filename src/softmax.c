@@ -1,4 +1,4 @@
-/* softmax.c: stable softmax and d2l's masked softmax; see softmax.h.
+/* softmax.c: stable softmax and masked softmax; see softmax.h.
  *
  * Shapes: x is (..., n); scores and out are (B, Lq, Lk); valid_lens is
  * (B,) or (B, Lq).  Every output row is contiguous: out_bi = out + (b*Lq +
@@ -13,17 +13,25 @@
 #include "error.h"
 #include "trace.h"
 
-/* One row: o = softmax(s), where s_j = scale * x_j for the first `valid`
- * keys and MASKED_SCORE for the rest.  x is read with stride xs (in
- * doubles); o is a contiguous row of n doubles.  x is read once, in pass 1;
- * the later passes run over o, which is still in cache. */
+/* One row: o = softmax(s) over the first `valid` keys, s_j = scale * x_j,
+ * and weight exactly 0 for every key after them: a masked key takes no
+ * part in the maximum or the sum, whatever the scores.  valid == 0 (a row
+ * that sees no key) gives every key 1/n, d2l's rule (softmax.h).  x is
+ * read with stride xs (in doubles); o is a contiguous row of n doubles.
+ * x is read once, in pass 1; the later passes run over o, which is still
+ * in cache. */
 static void softmax_row(const double *x, size_t xs, size_t n, double scale,
                         size_t valid, double *o)
 {
-    // pass 1: the scaled and masked scores, and their maximum
+    if (valid == 0) {
+        for (size_t j = 0; j < n; j++)
+            o[j] = 1.0 / (double)n;
+        return;
+    }
+    // pass 1: the scaled scores of the keys the row sees, and their maximum
     double max = -INFINITY;
-    for (size_t j = 0; j < n; j++) {
-        o[j] = j < valid ? scale * x[j * xs] : MASKED_SCORE;
+    for (size_t j = 0; j < valid; j++) {
+        o[j] = scale * x[j * xs];
         if (o[j] > max)
             max = o[j];
     }
@@ -32,7 +40,7 @@ static void softmax_row(const double *x, size_t xs, size_t n, double scale,
     // added back at the end, so the row sums to 1 within a few ulps
     // however many keys it has.
     double sum = 0.0, c = 0.0;
-    for (size_t j = 0; j < n; j++) {
+    for (size_t j = 0; j < valid; j++) {
         double e = exp(o[j] - max);
         double t = sum + e;
         c += fabs(sum) >= fabs(e) ? (sum - t) + e : (e - t) + sum;
@@ -42,8 +50,11 @@ static void softmax_row(const double *x, size_t xs, size_t n, double scale,
     sum += c;
     // pass 3: normalise; dividing (not multiplying by 1/sum) rounds each
     // weight correctly.  sum >= 1: the maximum contributed exp(0) = 1.
-    for (size_t j = 0; j < n; j++)
+    // The masked keys get 0.
+    for (size_t j = 0; j < valid; j++)
         o[j] /= sum;
+    for (size_t j = valid; j < n; j++)
+        o[j] = 0.0;
 }
 
 /* --- softmax over the last axis ------------------------------------- */

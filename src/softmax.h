@@ -1,4 +1,4 @@
-/* softmax.h: softmax over the last axis, and d2l's masked softmax.
+/* softmax.h: softmax over the last axis, and masked softmax.
  *
  * Shapes:
  *   x           (..., n)        softmax_lastdim: any 1 to 4 dimensions
@@ -15,18 +15,21 @@
  * +-1000 or +-1e300 are fine.  The inputs must be finite (after scaling):
  * inf - inf is NaN, here as in PyTorch.
  *
- * Masking, with d2l's semantics.  Row (b, i) may only look at its first
- * valid_len keys.  Scores at key positions >= valid_len are replaced by
- * MASKED_SCORE = -1e6 before the stable softmax:
- *   - a masked key gets weight exp(-1e6 - m), which underflows to exactly
- *     0.0 whenever the row's largest valid score m is above -1e6 + 745
- *     (every realistic score);
- *   - a row with valid_len 0 has all its scores equal to -1e6, so it comes
- *     out uniform: every key gets 1/Lk.
- * PyTorch's usual way, scores.masked_fill(mask, -inf), agrees on the first
- * point but gives NaN for an all-masked row (exp(-inf - (-inf))).  And in
- * the corner where every valid score is below -1e6 + 745, d2l's masked
- * keys win the weight; this module keeps that, so its numbers match d2l's.
+ * Masking.  Row (b, i) may only look at its first valid_len keys.  The
+ * softmax runs over those keys alone and every key after them gets weight
+ * exactly 0.0, whatever the scores: a masked key never enters the maximum
+ * or the sum.
+ *   - d2l's masked_softmax instead replaces a masked score by -1e6 and
+ *     takes the softmax of the whole row.  That agrees with the rule above
+ *     while the row's largest valid score is above -1e6 + 745 (exp of
+ *     anything below -745 is 0 in doubles), and leaks when every valid
+ *     score is below that: the masked keys, at -1e6, then win the weight
+ *     (chapter 03 shows such a row).  PyTorch's masked_fill(mask, -inf)
+ *     cannot leak, but gives NaN for a row with nothing visible.
+ *   - A row with valid_len 0 sees no key.  It comes out uniform, every key
+ *     1/Lk, as d2l's rule gives it (all its scores equal -1e6).  Where a
+ *     causal mask is asked for, such a row is an error instead (see
+ *     softmax_find_empty_row): uniform weights would see the future.
  *
  * valid_lens holds whole numbers stored as doubles, 0 <= valid_len <= Lk.
  * Anything else (negative, fractional, NaN, larger than Lk, a shape other
@@ -43,21 +46,18 @@
 
 #include "tensor.h"
 
-/* What a masked score becomes before the softmax (d2l's value). */
-#define MASKED_SCORE -1e6
-
 /* Softmax over the last axis of x (any ndim, any strides). */
 int softmax_lastdim(const tensor *x, tensor **out);
 
 /* Softmax over the keys of scores (B, Lq, Lk), keys at positions >=
- * valid_len masked with MASKED_SCORE.  valid_lens: NULL, (B,) or (B, Lq). */
+ * valid_len masked (weight 0).  valid_lens: NULL, (B,) or (B, Lq). */
 int masked_softmax(const tensor *scores, const tensor *valid_lens,
                    tensor **out);
 
 /* masked_softmax(scale * scores, valid_lens), with the scaling, the mask
  * and the softmax done together while each row is visited once.  The
- * scale applies to the valid scores only; masked ones are MASKED_SCORE, as
- * in d2l where the scores are scaled before they are masked.  The scaled
+ * scale applies to the valid scores only (masked ones get 0 whatever
+ * their score).  The scaled
  * dot-product attention calls it with scale 1/sqrt(d).  scale must be
  * finite (GSL_EINVAL otherwise). */
 int masked_softmax_scaled(const tensor *scores, double scale,

@@ -60,13 +60,16 @@ static size_t naive_valid(const tensor *vl, size_t b, size_t i, size_t Lk)
     return (size_t)(vl->ndim == 1 ? *TENSOR_AT(vl, b) : *TENSOR_AT(vl, b, i));
 }
 
-/* d2l's masked softmax of one row of scores s, in place. */
+/* The masked softmax of one row of scores s, in place: a masked key
+ * scores -inf (its exp is 0), a row that sees no key is uniform. */
 static void naive_softmax_row(double *s, size_t Lk, size_t valid)
 {
     double m = -INFINITY, sum = 0;
     for (size_t j = 0; j < Lk; j++) {
-        if (j >= valid)
-            s[j] = -1e6;
+        if (!valid)
+            s[j] = 0.0;
+        else if (j >= valid)
+            s[j] = -INFINITY;
         m = s[j] > m ? s[j] : m;
     }
     for (size_t j = 0; j < Lk; j++)

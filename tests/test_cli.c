@@ -2335,3 +2335,85 @@ Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
     assert_ok(&r, "forward within the limit");
     run_free(&r);
 }
+
+/* --- a masked key never gets weight ------------------------------------ */
+
+/* Three queries (1000, 0) against three keys (-3000, 0), values (j + 1, 0),
+ * identity weights, one head: every score is -3e6 / sqrt(2), far below
+ * d2l's -1e6 fill, under which query 0 gave [0, .5, .5] and OUT[:, :, 0]
+ * [2.5, 3.0, 2.0].  Masked keys get weight exactly 0. */
+static void write_extreme_inputs(void)
+{
+    put_values("xq.npy", SHAPE(1, 3, 2), (double[]){1000, 0, 1000, 0, 1000, 0});
+    put_values("xk.npy", SHAPE(1, 3, 2), (double[]){-3000, 0, -3000, 0, -3000, 0});
+    put_values("xv.npy", SHAPE(1, 3, 2), (double[]){1, 0, 2, 0, 3, 0});
+    put_values("eye.npy", SHAPE(2, 2), (double[]){1, 0, 0, 1});
+}
+
+#define EXTREME_INPUTS                                                        \
+    "--queries|xq.npy|--keys|xk.npy|--values|xv.npy|--wq|eye.npy|--wk|"       \
+    "eye.npy|--wv|eye.npy|--wo|eye.npy"
+
+static void assert_weights_and_out(const double *want_a, const double *want_out,
+                                   const char *what)
+{
+    tensor *a = load("a.npy"), *out = load("out.npy");
+    for (size_t t = 0; t < 9; t++)
+        cr_assert_eq(a->data[t], want_a[t], "%s: A[%zu] = %.17g, want %.17g",
+                     what, t, a->data[t], want_a[t]);
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(*TENSOR_AT(out, 0, i, 0), want_out[i], "%s: OUT[0, %zu, 0] "
+                     "= %.17g", what, i, *TENSOR_AT(out, 0, i, 0));
+        cr_assert_eq(*TENSOR_AT(out, 0, i, 1), 0.0);
+    }
+    tensor_free(a);
+    tensor_free(out);
+}
+
+Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_extreme_inputs();
+    run r = mha("forward|--heads|1|--causal|" EXTREME_INPUTS
+                "|--out|out.npy|--attention-out|a.npy");
+    assert_ok(&r, "forward --causal at scores of -2.1e6");
+    run_free(&r);
+    const double third = 1.0 / 3;
+    assert_weights_and_out((double[]){1, 0, 0, .5, .5, 0, third, third, third},
+                           (double[]){1.0, 1.5, 2.0}, "--causal");
+
+    r = mha("forward|--heads|1|--valid-lens|1|" EXTREME_INPUTS
+            "|--out|out.npy|--attention-out|a.npy");
+    assert_ok(&r, "forward --valid-lens 1 at scores of -2.1e6");
+    run_free(&r);
+    assert_weights_and_out((double[]){1, 0, 0, 1, 0, 0, 1, 0, 0},
+                           (double[]){1, 1, 1}, "--valid-lens 1");
+
+    // RoPE turns q and k, so the scores change; the mask does not
+    r = mha("forward|--heads|1|--causal|--rope|" EXTREME_INPUTS
+            "|--out|out.npy|--attention-out|a.npy");
+    assert_ok(&r, "forward --causal --rope");
+    run_free(&r);
+    tensor *a = load("a.npy");
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = i + 1; j < 3; j++)
+            cr_assert_eq(*TENSOR_AT(a, 0, 0, i, j), 0.0, "--rope: A[%zu, %zu]", i, j);
+    cr_assert_eq(*TENSOR_AT(a, 0, 0, 0, 0), 1.0);
+    tensor_free(a);
+
+    // the heatmap draws the same exact lower triangle
+    r = mha("heatmap|--heads|1|--causal|" EXTREME_INPUTS "|--terminal");
+    assert_ok(&r, "heatmap --causal --terminal");
+    tensor *w;
+    OK(tensor_from_array(SHAPE(1, 1, 3, 3),
+                         (double[]){1, 0, 0, .5, .5, 0, third, third, third}, &w));
+    const char *titles[] = {"example 0, head 0"};
+    heatmap_options opt = {.titles = titles, .ntitles = 1};
+    capture c;
+    capture_start(&c);
+    OK(heatmap_terminal(c.f, w, &opt));
+    cr_assert_str_eq(r.out, capture_end(&c));
+    capture_free(&c);
+    tensor_free(w);
+    run_free(&r);
+}

@@ -64,7 +64,7 @@ static void naive_attention(const tensor *q, const tensor *k, const tensor *v,
                 double dot = 0;
                 for (size_t j = 0; j < d; j++)
                     dot += *TENSOR_AT(q, b, i, j) * *TENSOR_AT(k, b, t, j);
-                s[t] = t < len ? dot / sqrt((double)d) : -1e6;
+                s[t] = !len ? 0.0 : t < len ? dot / sqrt((double)d) : -INFINITY;
                 mx = s[t] > mx ? s[t] : mx;
             }
             for (size_t t = 0; t < Lk; t++)
@@ -150,11 +150,12 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
     gsl_rng_free(r);
 }
 
-/* d2l's corner: every valid score far below -1e6, so the masked keys
- * (score -1e6) take the weight.  Skipping masked tiles would be wrong
- * here; whole-number inputs keep the scores exact, so tiled and exact
- * must agree to rounding of the exps alone. */
-Test(flash, masked_keys_win_when_valid_scores_are_below_minus_1e6)
+/* d2l's corner: every valid score far below -1e6, where a -1e6 fill
+ * would hand the weight to the masked keys.  Masked keys take no part:
+ * rows 0 and 1 put all their weight on key 0, whose score (-1.2e6) is
+ * 2000 above key 1's; row 2 (valid_len 0) averages every value.  Tiled
+ * and exact agree for every tile width, skipping masked tiles included. */
+Test(flash, masked_keys_get_nothing_when_valid_scores_are_below_minus_1e6)
 {
     size_t B = 1, Lq = 3, Lk = 9, d = 4;
     tensor *q, *k, *v, *lens, *exact, *tiled;
@@ -170,8 +171,11 @@ Test(flash, masked_keys_win_when_valid_scores_are_below_minus_1e6)
     dot_attention a;
     OK(dot_attention_init(&a, 0));
     OK(dot_attention_forward(&a, q, k, v, lens, &exact));
-    // row 0: keys 2..8 masked share the weight 1/7 each
-    cr_assert(fabs(*TENSOR_AT(exact, 0, 0, 0) - (4 + 6 + 8 + 10 + 12 + 14 + 16) / 7.0) < 1e-12);
+    const double want[3][2] = {{0, 1}, {0, 1}, {8, 9}};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++)
+            cr_assert(fabs(*TENSOR_AT(exact, 0, i, j) - want[i][j]) < 1e-12,
+                      "row %zu: %.17g", i, *TENSOR_AT(exact, 0, i, j));
     for (size_t t = 0; t < 4; t++) {
         OK(flash_attention_forward(q, k, v, lens, 1, tiles[t][1], &tiled));
         double err = rel_error(tiled, exact);

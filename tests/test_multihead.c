@@ -269,7 +269,8 @@ static void naive_linear(const linear *l, const double *x, double *y)
 
 /* The module from its formulas: per example b, per head hd, project each
  * query, key and value with rows hd*p .. hd*p + p - 1 of the weights,
- * score, mask with -1e6 beyond the valid length, softmax, average the
+ * score, mask with -inf beyond the valid length (all 0 when it is 0:
+ * uniform), softmax, average the
  * values, write the head's p outputs into columns hd*p.., then W_o.
  * valid: NULL, or B lengths (per_query 0) or B*Lq lengths (per_query 1).
  * out is (B, Lq, D_out) row-major; weights (B, h, Lq, Lk) or NULL.
@@ -299,7 +300,7 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
                     double dot = 0;
                     for (size_t j = 0; j < p; j++)
                         dot += qp[i * D + hd * p + j] * kp[t * D + hd * p + j];
-                    s[t] = t < len ? dot / sqrt((double)p) : -1e6;
+                    s[t] = !len ? 0.0 : t < len ? dot / sqrt((double)p) : -INFINITY;
                     mx = s[t] > mx ? s[t] : mx;
                 }
                 for (size_t t = 0; t < Lk; t++)

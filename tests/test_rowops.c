@@ -49,8 +49,8 @@ Test(rowops, exp_scaled_and_shifted)
     cr_assert(fabs(sum - ws) <= 4 * DBL_EPSILON * ws);
 }
 
-/* Three keys, the last two masked: max 2, exps e^-1, 1, and the masked
- * exp(-1e6 - 2), which is 0; the sum is 1 + e^-1. */
+/* Two keys seen, the last two masked: max 2, exps e^-1, 1, and 0 for the
+ * masked keys (even the larger scores 7 and 9); the sum is 1 + e^-1. */
 Test(rowops, softmax_row_by_hand)
 {
     double x[4] = {1, 2, 7, 9}, out[4], m;
@@ -72,7 +72,7 @@ Test(rowops, softmax_row_by_hand)
     cr_assert(fabs(sum - ws) <= 4 * DBL_EPSILON * ws);
 }
 
-/* valid_len 0: every score is -1e6, every exp is 1 (d2l's uniform row). */
+/* valid_len 0: every key alike, every exp is 1 (d2l's uniform row). */
 Test(rowops, softmax_row_with_nothing_valid_is_uniform)
 {
     double x[3] = {5, -5, 0}, out[3];

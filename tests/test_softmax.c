@@ -1,9 +1,11 @@
 /* test_softmax.c: softmax_lastdim, masked_softmax(_scaled), causal masks.
  *
  * Shapes: scores and weights are (B, Lq, Lk); valid_lens (B,) or (B, Lq).
- * The reference is naive_masked_softmax below: d2l's recipe written out
- * with plain loops (mask with -1e6, subtract the max, exp, divide), sharing
- * no code with src/softmax.c.
+ * The reference is naive_masked_softmax below, the masking rule of
+ * softmax.h written another way with plain loops: a masked key scores
+ * -inf (PyTorch's fill, so its exp is exactly 0), a row that sees no key
+ * scores 0 everywhere (uniform), then subtract the max, exp, divide.  It
+ * shares no code with src/softmax.c.
  */
 #include "check.h" /* first: it sets _GNU_SOURCE */
 
@@ -68,7 +70,7 @@ static size_t naive_valid(const tensor *vl, size_t b, size_t i, size_t Lk)
     return (size_t)(vl->ndim == 1 ? *TENSOR_AT(vl, b) : *TENSOR_AT(vl, b, i));
 }
 
-/* d2l's masked softmax of scale * x, one element at a time. */
+/* The masked softmax of scale * x, one element at a time. */
 static tensor *naive_masked_softmax(const tensor *x, double scale,
                                     const tensor *vl)
 {
@@ -82,7 +84,8 @@ static tensor *naive_masked_softmax(const tensor *x, double scale,
             size_t valid = naive_valid(vl, b, i, Lk);
             double m = -INFINITY, sum = 0;
             for (size_t j = 0; j < Lk; j++) {
-                s[j] = j < valid ? scale * *TENSOR_AT(x, b, i, j) : -1e6;
+                s[j] = !valid ? 0.0
+                       : j < valid ? scale * *TENSOR_AT(x, b, i, j) : -INFINITY;
                 m = s[j] > m ? s[j] : m;
             }
             for (size_t j = 0; j < Lk; j++)
@@ -224,7 +227,7 @@ Test(masked_softmax, values_by_hand)
 
 Test(masked_softmax, valid_len_zero_gives_uniform_weights)
 {
-    // every score becomes -1e6: each of the Lk = 7 keys gets 1/7
+    // a row that sees no key: each of the Lk = 7 keys gets 1/7
     tensor *x = random_tensor(SHAPE(2, 3, 7), 5, -50, 50), *w;
     tensor *vl = make(SHAPE(2), ((const double[]){0, 0}));
     OK(masked_softmax(x, vl, &w));
@@ -237,7 +240,7 @@ Test(masked_softmax, valid_len_zero_gives_uniform_weights)
 
 Test(masked_softmax, masked_weights_are_exactly_zero)
 {
-    // scores up to +-40 and a wide row: exp(-1e6 - m) is 0.0, not tiny
+    // scores up to +-40 and a wide row: masked weights are 0.0, not tiny
     tensor *x = random_tensor(SHAPE(3, 4, 60), 8, -40, 40), *w;
     tensor *vl = make(SHAPE(3), ((const double[]){1, 31, 59}));
     OK(masked_softmax(x, vl, &w));
@@ -273,15 +276,15 @@ Test(masked_softmax, large_logits_with_a_mask)
     tensor_free(w);
 }
 
-Test(masked_softmax, below_the_masked_score_it_follows_d2l)
+Test(masked_softmax, masked_keys_get_nothing_below_minus_1e6)
 {
-    // the documented corner: valid scores of -2e6 lose to the masked -1e6,
-    // exactly as in d2l (PyTorch's -inf fill would keep them)
+    // d2l's corner: with -1e6 filled in, valid scores of -2e6 would lose
+    // to the masked keys ({0, 0, 0.5, 0.5}); masked keys take no part here
     const double v[] = {-2e6, -2e6, 0, 0};
     tensor *x = make(SHAPE(1, 1, 4), v), *w;
     tensor *vl = make(SHAPE(1), ((const double[]){2}));
     OK(masked_softmax(x, vl, &w));
-    const double want[] = {0, 0, 0.5, 0.5};
+    const double want[] = {0.5, 0.5, 0, 0};
     for (size_t k = 0; k < 4; k++)
         cr_assert_eq(w->data[k], want[k], "w[%zu] = %.17g", k, w->data[k]);
     tensor_free(x);
