@@ -71,10 +71,10 @@ How the PyTorch side is set up, and why:
   valid_lens[b].  (B, Lq) becomes a boolean attn_mask of shape
   (B*h, Lq, Lk), row b*h + i for head i of example b (torch's head order,
   the same as repeat_interleave), True past valid_lens[b, q].  torch fills
-  masked scores with -inf, mha with d2l's -1e6; both give masked weights
-  of exactly 0.  They differ only on a row with valid_len 0: torch gives
-  NaN (softmax of all -inf), mha d2l's uniform 1/Lk.  So every drawn
-  valid_len is at least 1.
+  masked scores with -inf and mha leaves masked keys out of the softmax;
+  both give masked weights of exactly 0.  They differ only on a row with
+  valid_len 0: torch gives NaN (softmax of all -inf), mha d2l's uniform
+  1/Lk.  So every drawn valid_len is at least 1.
 """
 import argparse
 import os
@@ -289,7 +289,7 @@ def run_mha_grad(mha_grad, tmp, c, arr, dout, extra=()):
 
 def torch_grads(c, arr, dout):
     """The same module written out in torch operations, d2l's way (split
-    heads by reshape and permute, scores masked with -1e6 past valid_len),
+    heads by reshape and permute, scores masked with -inf past valid_len),
     differentiated by autograd.  Queries, keys and values are separate
     leaves, so each gets the gradient of its own role, as mha-grad
     reports them."""
@@ -316,7 +316,7 @@ def torch_grads(c, arr, dout):
         if lens.dim() == 1:
             lens = lens[:, None].expand(-1, scores.shape[1])
         keep = torch.arange(scores.shape[2])[None, None, :] < lens[:, :, None]
-        scores = torch.where(keep, scores, torch.tensor(-1e6, dtype=torch.float64))
+        scores = torch.where(keep, scores, torch.tensor(-np.inf, dtype=torch.float64))
     O = torch.softmax(scores, dim=-1) @ V
     B, Lq = arr["q"].shape[0], arr["q"].shape[1]
     concat = O.reshape(B, h, Lq, p).permute(0, 2, 1, 3).reshape(B, Lq, D)
@@ -423,7 +423,7 @@ def torch_rope_grads(c, arr, dout):
         lens = torch.tensor(arr["lens"])
         lens = lens[:, None].expand(-1, Lq) if lens.dim() == 1 else lens
         keep = torch.arange(Lk)[None, None, None, :] < lens[:, None, :, None]
-        scores = torch.where(keep, scores, torch.tensor(-1e6, dtype=torch.float64))
+        scores = torch.where(keep, scores, torch.tensor(-np.inf, dtype=torch.float64))
     O = (torch.softmax(scores, dim=-1) @ heads(V)).transpose(1, 2).reshape(B, Lq, D)
     out = O @ x["wo"].T + (x["bo"] if c["bias"] else 0)
     out.backward(torch.tensor(dout))
