@@ -4,16 +4,24 @@
 #   make walkthrough  run every chapter in order (installs missing packages)
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
+#> full
 #   make parity       build/mha against PyTorch (installs python3-torch)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
 #   make fuzz         each fuzz harness for FUZZ_SECONDS (default 60)
+#<
 #   make transcripts  rewrite tests/expected/ from the chapters' output
+#> full
 #   make docs         weave the book in docs/ from the chapters and src/
+#   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
+#   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
 #   make grade        which exercises pass (EXERCISE=name: that one only)
+#<
 #   make info         which CBLAS the build uses
+#> full
 #   make bench        the benchmark: tables and charts (plots/bench_*)
+#<
 #   make clean
 #
 # BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
@@ -27,10 +35,12 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
+#> full
 ifneq ($(wildcard HANDOUT),)
 # blanked exercises leave their static helpers unused until written
 WARN    += -Wno-unused-function
 endif
+#<
 # OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
 OMP     := -fopenmp
 
@@ -54,12 +64,15 @@ LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
-TOOL_BIN  := $(BUILD)/cblas-info $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad
+TOOL_BIN  := $(BUILD)/cblas-info
+#> full
+TOOL_BIN  += $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad $(BUILD)/marks-filter
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 # the mha program's parts without its main(), for the tools that reuse them
 CLI_PARTS := $(filter-out $(BUILD)/obj/cli/mha.o,$(CLI_OBJ))
 CLI_BIN   := $(BUILD)/mha
+#<
 # The Debian Python, which apt-get's python3-torch is for, not whatever
 # python3 comes first on PATH.
 PYTHON    := /usr/bin/python3
@@ -93,11 +106,17 @@ $(CHAPTER_STAMP):
 	@mkdir -p $(@D)
 	$(file >$@,$(CHAPTER_LIST))
 
-.PHONY: all build walkthrough test check sanitize memcheck transcripts \
-        docs info bench trace-cost clean deps handout grade handout-check fuzz parity
+.PHONY: all build walkthrough test check transcripts info clean deps
+#> full
+.PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
+        fuzz parity snapshot snapshots
+#<
 
 all: build
-build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(CLI_BIN) $(TEST_BIN)
+build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
+#> full
+build: $(CLI_BIN)
+#<
 
 # libmha's objects and the mha program's (src/cli/ -> $(BUILD)/obj/cli/)
 $(BUILD)/obj/%.o: src/%.c
@@ -117,9 +136,14 @@ $(BUILD)/cblas-info: tools/cblas_info.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/weave: tools/weave.c
+#> full
+$(BUILD)/weave: tools/weave.c tools/marks.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(filter %.c,$^) -o $@
+
+$(BUILD)/marks-filter: tools/marks_filter.c tools/marks.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(filter %.c,$^) -o $@
 
 # The mha program: src/cli/ linked with libmha.
 $(CLI_BIN): $(CLI_OBJ) $(LIB)
@@ -134,6 +158,7 @@ $(BUILD)/bench: tools/bench.c $(LIB)
 $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) -o $@
+#<
 
 # The suites, one object each, built with the paths and the chapter list
 # the transcript, CLI and book tests need.
@@ -143,9 +168,13 @@ $(BUILD)/tests/obj/%.o: tests/%.c $(CHAPTER_STAMP)
 	    -DCHAPTER_DIR='"$(BUILD)/chapters"' -DWEAVE='"$(BUILD)/weave"' -DCHAPTER_PARAMS='$(CHAPTER_LIST)' \
 	    -DMHA_BIN='"$(CLI_BIN)"' $(DEPFLAGS) -c $< -o $@
 
-$(TEST_BIN): $(TEST_OBJ) $(LIB) | $(CLI_BIN)
+$(TEST_BIN): $(TEST_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
+#> full
+# the CLI suite runs build/mha
+$(TEST_BIN): | $(CLI_BIN)
+#<
 
 deps:
 	@tools/deps.sh
@@ -158,20 +187,25 @@ walkthrough: deps
 	    $$ch || exit 1; echo; \
 	done
 
+#> full
 ifeq ($(wildcard HANDOUT),)
+#<
 test: deps
 	@$(MAKE) --no-print-directory check
+#> full
 else
 # A student's handout (tools/handout.sh): `make test` grades the exercises.
 test: deps
 	@$(MAKE) --no-print-directory grade
 endif
+#<
 
 # check: what `make test` runs once the packages are there.  The PyTorch
 # parity check needs torch, which is large: it runs when the system Python
 # has it, and `make parity` installs it.
 check: build
 	$(TEST_BIN) --jobs 2
+#> full
 	@tools/test-handout.sh
 	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
 	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) --grad $(BUILD)/mha-grad || exit 1; \
@@ -184,6 +218,7 @@ parity:
 	@tools/deps.sh python3-numpy python3-torch
 	@$(MAKE) --no-print-directory $(CLI_BIN) $(BUILD)/mha-grad
 	@$(PYTHON) tools/parity.py --mha $(CLI_BIN) --grad $(BUILD)/mha-grad
+#<
 
 # ch01, ch02, ...: one target per chapter, named by its number.
 CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
@@ -191,6 +226,7 @@ CH_TARGETS := $(foreach c,$(CHAPTERS),ch$(firstword $(subst _, ,$(c))))
 $(CH_TARGETS): ch%: build
 	@$(patsubst chapters/%.c,$(BUILD)/chapters/%,$(wildcard chapters/$*_*.c))
 
+#> full
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
              -fno-omit-frame-pointer
 sanitize: deps
@@ -201,6 +237,7 @@ sanitize: deps
 # Every chapter and the whole suite under valgrind: no errors, no leaks.
 memcheck: build
 	@tools/memcheck.sh $(BUILD)
+#<
 
 transcripts: build
 	@for ch in $(CHAPTERS); do \
@@ -208,6 +245,24 @@ transcripts: build
 	done
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
+#> full
+# The code as of a chapter (tools/snapshot.sh): `make snapshot CH=08`
+# writes build/snapshot/08/, which builds and passes its own tests;
+# `make snapshots` writes every chapter's and runs `make test` in each.
+snapshot: $(BUILD)/marks-filter
+	@tools/snapshot.sh "$(CH)" $(BUILD)/marks-filter
+
+SNAPSHOT_CHAPTERS := $(foreach c,$(CHAPTERS),$(firstword $(subst _, ,$(c))))
+snapshots: $(BUILD)/marks-filter
+	@for ch in $(SNAPSHOT_CHAPTERS); do \
+	    tools/snapshot.sh $$ch $(BUILD)/marks-filter >/dev/null && \
+	    $(MAKE) --no-print-directory -C build/snapshot/$$ch test > build/snapshot/$$ch.log 2>&1 && \
+	    echo "snapshot $$ch: $$(grep -o 'Tested: [0-9]*' build/snapshot/$$ch.log | head -1), passed" || \
+	    { echo "snapshot $$ch: failed; the end of build/snapshot/$$ch.log:"; tail -n 30 build/snapshot/$$ch.log; exit 1; }; \
+	done
+#<
+
+#> full
 # Exercises: `make handout` writes a student's copy with the exercise
 # bodies blanked; `make grade` says which exercises pass (TAP and JUnit
 # reports in build/grade.*), `make grade EXERCISE=transpose_qkv` grades
@@ -263,8 +318,11 @@ docs: $(BUILD)/weave plots/module.svg plots/module.png
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
 
+#<
 info: $(BUILD)/cblas-info
 	@$(BUILD)/cblas-info
+
+#> full
 
 # The benchmark (tools/bench.c), about 5-10 minutes.  Three builds of one
 # program: OpenBLAS (this one runs), GSL's reference CBLAS and tracing
@@ -282,6 +340,7 @@ bench: deps
 	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
 	    --notrace build/notrace/bench --torch tools/bench_torch.py --mha $(CLI_BIN)
 
+#<
 clean:
 	rm -rf build
 

@@ -120,14 +120,18 @@ static void whole_trace(lesson *l)
      * The module was made with `dropout = 0.5`, but runs in evaluation mode, so
      * nothing is dropped (chapter 04 explains dropout and the two modes).
      *
-     * The whole forward pass is one function, `multihead_forward_cached`;
-     * `multihead_forward`, which this chapter calls, runs it without its two
-     * options, a head mask and a cache for the backward pass (chapters 13 and
-     * 14 use them):
+     * The whole forward pass is one function, `multihead_forward`: the
+     * inputs are checked, then six steps run, one call each, and the result
+     * is checked once at the end (a NaN or an infinity from finite inputs
+     * means an overflow; only then does `check_overflow` look for the step
+     * that made it). Each step is a chapter: the projections are chapter
+     * 02's `linear_forward`, the split and the join chapter 06's
+     * `transpose_qkv` and `transpose_output`, the lengths chapter 07's
+     * `repeat_valid_lens`, the attention chapter 04's `dot_attention_forward`.
+     * `STEP` runs a call and, when it fails, jumps to the end, where what the
+     * steps made is freed:
      *
      * @show src/multihead.c multihead_forward
-     *
-     * @show src/multihead.c multihead_forward_cached
      *
      * Read the trace from top to bottom; every line is one step and its shapes.
      *

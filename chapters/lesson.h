@@ -125,6 +125,7 @@ static inline const char *bytes_str(double bytes, char *buf, size_t n)
     return buf;
 }
 
+//> 03
 /* Where pictures go: $MHA_PLOTS_DIR if set (the tests point it at a
  * scratch directory), else plots/ of the repository. */
 static inline const char *plots_dir(void)
@@ -150,6 +151,7 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
+//<
 /* 1 when the environment asks for a short run, MHA_QUICK=1: chapters
  * that train then train for a few steps and evaluate on fewer sequences,
  * so that they finish under valgrind (tools/memcheck.sh sets it).  Their
@@ -160,6 +162,7 @@ static inline int lesson_quick(void)
     return q && *q && !(q[0] == '0' && !q[1]);
 }
 
+//> 13
 /* The path plot.h's charts take: plots_dir()/name (a static buffer, good
  * until the next call). */
 static inline const char *plot_base(const char *name)
@@ -181,5 +184,7 @@ static inline void announce_plot(int status, const char *name)
     lesson_check(status, "drawing the chart", __FILE__, __LINE__);
     printf("[plot: plots/%s.png and plots/%s.svg]\n", name, name);
 }
+
+//<
 
 #endif

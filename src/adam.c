@@ -1,3 +1,4 @@
+//> 13
 /* adam.c: the Adam optimiser; see adam.h for the update.
  *
  * Shapes: params[i], grads[i], m[i] and v[i] share one shape; all are
@@ -129,3 +130,4 @@ int adam_step(adam *a)
     }
     return GSL_SUCCESS;
 }
+//<

@@ -1,3 +1,4 @@
+//> 13
 /* adam.h: the Adam optimiser (Kingma and Ba, 2015), as torch.optim.Adam.
  *
  * Gradient descent moves each parameter against its gradient, theta -=
@@ -59,3 +60,4 @@ void adam_zero_grad(adam *a);
 int adam_step(adam *a);
 
 #endif
+//<

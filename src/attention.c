@@ -1,3 +1,4 @@
+//> 04
 /* attention.c: scaled dot-product and additive attention; see attention.h.
  *
  * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv);
@@ -401,3 +402,4 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     tensor_free(scores);
     return status;
 }
+//<

@@ -1,3 +1,4 @@
+//> 04
 /* attention.h: attention pooling, the f of d2l's chapter on attention.
  *
  * Shapes, in the lesson's names:
@@ -118,3 +119,4 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *valid_lens, tensor **out);
 
 #endif
+//<

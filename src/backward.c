@@ -1,3 +1,4 @@
+//> 13
 /* backward.c: gradients of Linear, masked softmax, dot-product attention
  * and the multi-head module; see backward.h for the formulas.
  *
@@ -734,3 +735,4 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     tensor_free(dv);
     return hand_out(status, gq, gk, gv, dqueries, dkeys, dvalues);
 }
+//<

@@ -1,3 +1,4 @@
+//> 13
 /* backward.h: the backward pass, the gradients that training needs.
  *
  * The forward pass maps inputs and parameters to an output.  Training
@@ -136,3 +137,4 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                        tensor **dvalues);
 
 #endif
+//<

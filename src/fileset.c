@@ -1,3 +1,4 @@
+//> 03
 /* fileset.c: outputs written under temporary names and renamed into place
  * together; see fileset.h. */
 #define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, fchmod, fsync, link, lstat */
@@ -402,3 +403,4 @@ void fileset_end(fileset *set)
     free(set->out);
     free(set);
 }
+//<

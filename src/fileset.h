@@ -1,3 +1,4 @@
+//> 03
 /* fileset.h: files that appear all together or not at all.
  *
  * A program that writes several files (a chart's numbers and its script,
@@ -109,3 +110,4 @@ int fileset_open(const char *who, const char *path, fileset **set, FILE **f,
                  fileset_failure *why);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 12
 /* flash.c: online softmax and tiled attention; see flash.h.
  *
  * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv),
@@ -237,3 +238,4 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     *out = j.out;
     return GSL_SUCCESS;
 }
+//<

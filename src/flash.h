@@ -1,3 +1,4 @@
+//> 12
 /* flash.h: attention without the (Lq, Lk) matrix: online softmax and
  * tiled attention in the FlashAttention style.
  *
@@ -83,3 +84,4 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
                             size_t tile_q, size_t tile_k, tensor **out);
 
 #endif
+//<

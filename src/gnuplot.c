@@ -1,3 +1,4 @@
+//> 03
 /* gnuplot.c: what every gnuplot picture shares: checks, numbers and
  * quoted text, the script's opening, the data and script written
  * together, and gnuplot run without a shell; see gnuplot.h. */
@@ -437,3 +438,4 @@ int gnuplot_render(const char *who, const char *base, int formats)
     free(script);
     return status;
 }
+//<

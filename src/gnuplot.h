@@ -1,3 +1,4 @@
+//> 03
 /* gnuplot.h: pictures drawn by gnuplot, the parts every chart shares:
  * numbers and text written into a script, the script's opening (where its
  * data and picture live, PNG or SVG), the data and script written both or
@@ -121,3 +122,4 @@ int gnuplot_run(const char *who, const char *script, const char *fmt,
 int gnuplot_render(const char *who, const char *base, int formats);
 
 #endif
+//<

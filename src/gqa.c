@@ -1,3 +1,4 @@
+//> 17
 /* gqa.c: which key-value head a query head reads; see gqa.h.
  *
  * Shapes: w (G*p, d_in) -> (h*p, d_in), p the head size. */
@@ -65,3 +66,4 @@ int gqa_repeat_kv_weight(const tensor *w, size_t num_heads, size_t kv_heads,
     *out = y;
     return GSL_SUCCESS;
 }
+//<

@@ -1,3 +1,4 @@
+//> 17
 /* gqa.h: grouped-query attention's one rule, which key-value head each
  * query head reads, and the copy that turns a grouped module back into a
  * plain multi-head one.
@@ -41,3 +42,4 @@ int gqa_repeat_kv_weight(const tensor *w, size_t num_heads, size_t kv_heads,
                          tensor **out);
 
 #endif
+//<

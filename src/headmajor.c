@@ -1,3 +1,4 @@
+//> 11
 /* headmajor.c: multi-head attention with the heads first; see headmajor.h.
  *
  * Shapes: B batch, Lq queries, Lk key-value pairs, h heads, d_k and d_v
@@ -488,3 +489,4 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
         tensor_free(weights);
     return GSL_SUCCESS;
 }
+//<

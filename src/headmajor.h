@@ -1,3 +1,4 @@
+//> 11
 /* headmajor.h: multi-head attention with the heads first, einsum style.
  *
  * The einops version's module (MultiHeadAttentionNew, after Dai et al. 2019)
@@ -150,3 +151,4 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
                       tensor **attn);
 
 #endif
+//<

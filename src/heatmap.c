@@ -1,3 +1,4 @@
+//> 03
 /* heatmap.c: attention weights as gnuplot heatmaps; see heatmap.h.
  *
  * Shapes: panel (r, c) of the grid (heatmap_grid.h) is the (Lq, Lk)
@@ -337,3 +338,4 @@ int heatmap_render_script(const char *base, int formats)
                         base ? "empty" : "NULL");
     return render(who, base, formats);
 }
+//<

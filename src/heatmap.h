@@ -1,3 +1,4 @@
+//> 03
 /* heatmap.h: pictures of attention weights, drawn by gnuplot.
  *
  * The weights are a grid of (Lq, Lk) panels on one colour scale, with the
@@ -70,3 +71,4 @@ int heatmap_render_script(const char *base, int formats);
 int heatmap_gnuplot_available(void);
 
 #endif
+//<

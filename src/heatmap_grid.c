@@ -1,3 +1,4 @@
+//> 03
 /* heatmap_grid.c: attention weights as a grid of panels, checked once,
  * and written as gnuplot data; see heatmap_grid.h.
  *
@@ -177,3 +178,4 @@ void heatmap_grid_write_dat(FILE *f, const heatmap_grid *g,
             }
         }
 }
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* heatmap_grid.h: what a heatmap is.
  *
  * Attention weights are a grid of matrices: for every batch entry (a row of
@@ -124,3 +125,4 @@ void heatmap_grid_write_dat(FILE *f, const heatmap_grid *g,
                             const char *gp_name);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* heatmap_terminal.c: attention weights drawn with Unicode shades; see
  * heatmap_terminal.h.
  *
@@ -259,3 +260,4 @@ int heatmap_terminal(FILE *f, const tensor *m, const heatmap_options *opt)
                         strerror(errno));
     return GSL_SUCCESS;
 }
+//<

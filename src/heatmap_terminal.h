@@ -1,3 +1,4 @@
+//> 03
 /* heatmap_terminal.h: attention weights in a terminal, for a shell with no
  * pictures: the grid of heatmap_grid.h drawn with Unicode shades.
  *
@@ -25,3 +26,4 @@
 int heatmap_terminal(FILE *f, const tensor *m, const heatmap_options *opt);
 
 #endif
+//<

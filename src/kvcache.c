@@ -1,3 +1,4 @@
+//> 16
 /* kvcache.c: the key-value cache and one step of decoding; see kvcache.h.
  *
  * Shapes: B batch, G key-value heads, h query heads, p = d_model/h, n new
@@ -231,3 +232,4 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
         tensor_free(made[i]);
     return status;
 }
+//<

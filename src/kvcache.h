@@ -1,3 +1,4 @@
+//> 16
 /* kvcache.h: decoding one position at a time, with a key-value cache.
  *
  * A model that writes a sequence makes it one position at a time: at
@@ -82,3 +83,4 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
                           tensor **out);
 
 #endif
+//<

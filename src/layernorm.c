@@ -1,3 +1,4 @@
+//> 11
 /* layernorm.c: layer normalisation over the last axis; see layernorm.h.
  *
  * Shapes: x (..., d) read through its strides, one row per position;
@@ -129,3 +130,4 @@ int layernorm_forward(const layernorm *ln, const tensor *x, tensor **y)
     }
     return layernorm_apply(x, ln->gamma, ln->beta, ln->eps, y);
 }
+//<

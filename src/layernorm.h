@@ -1,3 +1,4 @@
+//> 11
 /* layernorm.h: layer normalisation over the last axis (nn.LayerNorm).
  *
  * Shapes:
@@ -59,3 +60,4 @@ int layernorm_apply(const tensor *x, const tensor *gamma, const tensor *beta,
                     double eps, tensor **y);
 
 #endif
+//<

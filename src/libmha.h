@@ -1,36 +1,60 @@
 /* libmha.h: everything libmha offers, for programs that want it all:
- * every module's header, and program.h's set-up that comes first. */
+ * every module's header, in the order the chapters add them, and
+ * program.h's set-up that comes first. */
 #ifndef MHA_LIBMHA_H
 #define MHA_LIBMHA_H
 
-#include "adam.h"
-#include "attention.h"
-#include "backward.h"
+// the base: errors, tensors and their trace, a program's set-up
 #include "error.h"
+#include "program.h"
+#include "rowops.h"
+#include "tensor.h"
+#include "trace.h"
+//> 02
+#include "linear.h"
+//<
+//> 03
+#include "softmax.h"
 #include "fileset.h"
-#include "flash.h"
-#include "gqa.h"
 #include "gnuplot.h"
-#include "headmajor.h"
 #include "heatmap.h"
 #include "heatmap_grid.h"
 #include "heatmap_terminal.h"
-#include "kvcache.h"
-#include "layernorm.h"
-#include "linear.h"
-#include "madds.h"
-#include "model.h"
+//<
+//> 04
+#include "qkv.h"
+#include "attention.h"
+//<
+//> 06
 #include "multihead.h"
+//<
+//> 11
+#include "layernorm.h"
+#include "headmajor.h"
+//<
+//> 12
+#include "threads.h"
+#include "flash.h"
+//<
+//> 13
+#include "backward.h"
+#include "adam.h"
+#include "model.h"
+#include "plot.h"
+//<
+//> 15
+#include "posenc.h"
+//<
+//> 16
+#include "kvcache.h"
+#include "madds.h"
+//<
+//> 17
+#include "gqa.h"
+//<
+//> full
 #include "multihead_fast.h"
 #include "npy.h"
-#include "posenc.h"
-#include "plot.h"
-#include "program.h"
-#include "qkv.h"
-#include "rowops.h"
-#include "softmax.h"
-#include "tensor.h"
-#include "threads.h"
-#include "trace.h"
+//<
 
 #endif

@@ -1,3 +1,4 @@
+//> 02
 /* linear.c: y = x W^T + b on GSL BLAS; see linear.h. */
 #include "linear.h"
 
@@ -267,3 +268,4 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
     trace_linear(l, x, *y);
     return GSL_SUCCESS;
 }
+//<

@@ -1,3 +1,4 @@
+//> 02
 /* linear.h: the fully connected layer, y = x W^T + b.
  *
  * Shapes (PyTorch's nn.Linear layout):
@@ -54,3 +55,4 @@ int linear_forward(const linear *l, const tensor *x, tensor **y);
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 16
 /* madds.c: the work of attention in multiply-adds; see madds.h.
  *
  * Shapes: n_q queries, n_k keys, d_model = h * p features. */
@@ -30,3 +31,4 @@ int attention_madds(size_t n_q, size_t n_k, size_t d_model, int causal,
     *madds = 2.0 * (double)d_model * pairs;
     return GSL_SUCCESS;
 }
+//<

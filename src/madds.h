@@ -1,3 +1,4 @@
+//> 16
 /* madds.h: counting the work of attention, in multiply-adds.
  *
  * Shapes, in the lesson's names: n_q queries and n_k keys per sequence,
@@ -23,3 +24,4 @@ int attention_madds(size_t n_q, size_t n_k, size_t d_model, int causal,
                     double *madds);
 
 #endif
+//<

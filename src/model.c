@@ -1,3 +1,4 @@
+//> 13
 /* model.c: the tiny model of chapters 13-14 and its task; see model.h.
  *
  * Shapes: B sequences of L positions, D = d_model, h heads of p features,
@@ -419,3 +420,4 @@ double model_flops(const model_config *cfg, size_t batch, double *attention)
         *attention = attn;
     return attn + readout * (double)batch;
 }
+//<

@@ -1,3 +1,4 @@
+//> 13
 /* model.h: a tiny model to train, and the task it learns (chapters 13-14).
  *
  * The task.  A sequence holds L tokens, whole numbers 0 .. V-1.  At every
@@ -119,3 +120,4 @@ int model_prune_heads(const model *m, const size_t *keep, size_t nkeep,
 double model_flops(const model_config *cfg, size_t batch, double *attention);
 
 #endif
+//<

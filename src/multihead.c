@@ -1,3 +1,4 @@
+//> 06
 /* multihead.c: multi-head attention; see multihead.h for the steps.
  *
  * Shapes: B batch, Lq queries, Lk key-value pairs, d_model = num_hiddens,
@@ -194,6 +195,7 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "multihead: num_hiddens %zu is not divisible by "
                         "num_heads %zu",
                         c->num_hiddens, c->num_heads);
+//> 15
     if (c->rope && (c->num_hiddens / c->num_heads) % 2 != 0)
         return mha_fail(GSL_EBADLEN,
                         "multihead: rope turns pairs of features, but the "
@@ -206,6 +208,8 @@ int multihead_init(multihead *m, const multihead_config *cfg)
         return mha_fail(GSL_EINVAL,
                         "multihead: rope_base %g must be a finite number > 1",
                         c->rope_base);
+//<
+//> 17
     if (m->cfg.kv_heads == 0)
         m->cfg.kv_heads = c->num_heads;
     if (c->num_heads % c->kv_heads != 0)
@@ -214,11 +218,18 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "num_heads h = %zu (each key-value head serves h/G "
                         "query heads)",
                         c->kv_heads, c->num_heads);
-    // keys and values: G heads of p = d_model/h features each
-    size_t kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
+//<
+    size_t kv_size = c->num_hiddens; // keys and values: h heads of p
+//> 17
+    // with G key-value heads: G heads of p = d_model/h features each
+    kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
+//<
     int status = dot_attention_init(&m->attention, c->dropout);
-    int (*init)(linear *, const char *, size_t, size_t, int) =
-        c->shape_only ? linear_init_meta : linear_init;
+    int (*init)(linear *, const char *, size_t, size_t, int) = linear_init;
+//> full
+    if (c->shape_only)
+        init = linear_init_meta;
+//<
     if (!status)
         status = init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias);
     if (!status)
@@ -232,8 +243,11 @@ int multihead_init(multihead *m, const multihead_config *cfg)
         return status;
     }
     snprintf(m->W_q.out_name, TENSOR_NAME_MAX, "d_model");
-    const char *kv_name = c->kv_heads == c->num_heads ? "d_model"
-                                                        : "G*d_model/h";
+    const char *kv_name = "d_model";
+//> 17
+    if (c->kv_heads < c->num_heads)
+        kv_name = "G*d_model/h";
+//<
     snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
@@ -252,6 +266,7 @@ void multihead_free(multihead *m)
     m->weights = NULL;
 }
 
+//> 15
 int multihead_rope(const multihead *m, tensor **x, long start,
                    const char *who, const char *name)
 {
@@ -266,7 +281,9 @@ int multihead_rope(const multihead *m, tensor **x, long start,
     *x = turned;
     return tensor_check_result(*x, who, "rotation", name);
 }
+//<
 
+//> 17
 int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
                        tensor **out)
 {
@@ -277,6 +294,7 @@ int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
                    name, G, h, G);
     return transpose_qkv(x, G, out);
 }
+//<
 
 void multihead_reset_xavier(multihead *m, gsl_rng *r)
 {
@@ -317,6 +335,7 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
                                       q->shape[1], k->shape[1], valid_lens);
     if (status)
         return status;
+//> 16
     size_t b, i, Lq = q->shape[1], Lk = k->shape[1];
     if (softmax_find_empty_row(valid_lens, c->causal, q->shape[0], Lq, Lk, &b,
                                &i))
@@ -325,6 +344,7 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
                         "key (valid_len %zu, Lq %zu, Lk %zu: query i sees key "
                         "j only when j <= i + Lk - Lq)",
                         i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk);
+//<
     /* NaN or inf anywhere would spread to whole rows of the output (a
      * single inf score makes inf - inf in the softmax): refuse them here,
      * naming the element, rather than return numbers that mean nothing */
@@ -341,77 +361,91 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
     return GSL_SUCCESS;
 }
 
-/* --- the forward pass, and its options ------------------------------ */
+/* --- the forward pass ----------------------------------------------- */
 
-void multihead_cache_free(multihead_cache *c)
+/* What the steps make, in their order.  Every tensor here is freed when
+ * the pass ends, unless a cache for the backward pass takes it. */
+typedef struct steps {
+    tensor *q, *k, *v;    /* (B, Lq, d_model), (B, Lk, d_model) */
+    tensor *qh, *kh, *vh; /* (B*h, Lq, d_model/h), (B*h, Lk, d_model/h) */
+    tensor *lens;         /* (B*h,) or (B*h, Lq), or NULL: no mask */
+    tensor *heads;        /* (B*h, Lq, d_model/h) */
+    tensor *concat;       /* (B, Lq, d_model) */
+//> 14
+    tensor *unmasked;     /* the heads before the head mask, or NULL */
+//<
+} steps;
+
+static void steps_free(steps *s)
 {
-    tensor_free(c->lens);
-    tensor_free(c->qh);
-    tensor_free(c->kh);
-    tensor_free(c->vh);
-    tensor_free(c->weights);
-    tensor_free(c->heads);
-    tensor_free(c->head_mask);
-    tensor_free(c->concat);
-    memset(c, 0, sizeof *c);
+    tensor *all[] = {s->q,     s->k,    s->v,     s->qh, s->kh,
+                     s->vh,    s->lens, s->heads, s->concat};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+//> 14
+    tensor_free(s->unmasked);
+//<
 }
 
-/* The inputs (multihead_check_inputs), after the one setting a cache
- * cannot serve, and then the head mask. */
-static int check_forward(const multihead *m, const tensor *q,
-                         const tensor *k, const tensor *v,
-                         const tensor *valid_lens, const tensor *head_mask,
-                         const multihead_cache *c)
+/* The module's options, as its trace header names them: ", causal" ... */
+static const char *options(const multihead *m, char *buf, size_t n)
 {
-    const char *who = "multihead_forward_cached";
-    size_t h = m->cfg.num_heads;
-    if (c && m->attention.training && m->attention.dropout > 0)
-        return mha_fail(GSL_EINVAL,
-                        "%s: dropout %g in training mode: the backward pass "
-                        "needs the dropped weights, which are not kept; "
-                        "train with dropout 0 or in evaluation mode",
-                        who, m->attention.dropout);
-    int status = multihead_check_inputs(m, q, k, v, valid_lens);
-    if (status)
-        return status;
-    if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
-        char hs[TRACE_SHAPE_MAX];
-        return mha_fail(GSL_EBADLEN,
-                        "%s: head_mask has shape %s, expected (%zu,) for "
-                        "num_heads %zu",
-                        who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
-    }
-    return GSL_SUCCESS;
+    buf[0] = '\0';
+//> 17
+    if (m->cfg.kv_heads < m->cfg.num_heads)
+        snprintf(buf, n, ", G=%zu", m->cfg.kv_heads);
+//<
+//> 16
+    if (m->cfg.causal)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", causal");
+//<
+    snprintf(buf + strlen(buf), n - strlen(buf), ")");
+//> 13
+    if (m->cache)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", cached");
+//<
+//> 12
+    if (m->tiled)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", tiled");
+//<
+    return buf;
 }
 
-/* out (B*h, L, p) = x with batch row b*h + i multiplied by mask[i]: head
- * i of every example, scaled. */
-static int apply_head_mask(const tensor *x, const tensor *mask, tensor **out)
+/* After the steps: finite inputs (checked first) that gave a NaN or an
+ * infinity overflowed somewhere.  Only then are the steps searched, in
+ * their order, for the first that did, and the message names it. */
+static int check_overflow(const multihead *m, const steps *s,
+                          const tensor *out)
 {
-    int status = tensor_alloc(x->ndim, x->shape, out);
-    if (status)
-        return status;
-    memcpy((*out)->names, x->names, sizeof x->names);
-    size_t h = mask->shape[0], rows = x->shape[0];
-    size_t per_row = x->shape[1] * x->shape[2];
-    for (size_t r = 0; r < rows; r++) {
-        double s = mask->data[(r % h) * mask->strides[0]];
-        const double *x_r = x->data + r * per_row;
-        double *o_r = (*out)->data + r * per_row;
-        for (size_t j = 0; j < per_row; j++)
-            o_r[j] = s * x_r[j];
-    }
-    trace_step(TRACE_NEW, x, *out, "head_mask (h=%zu)", h);
-    return GSL_SUCCESS;
+    const char *who = "multihead_forward";
+    if (tensor_check_result(out, who, "output", "out") == GSL_SUCCESS)
+        return GSL_SUCCESS;
+    const tensor *weights = m->attention.weights;
+//> 12
+    if (m->tiled)
+        weights = NULL; // tile by tile: no weights were made
+//<
+    int status = tensor_check_result(s->q, who, "projection", "Q");
+    if (!status)
+        status = tensor_check_result(s->k, who, "projection", "K");
+    if (!status)
+        status = tensor_check_result(s->v, who, "projection", "V");
+    if (!status && weights) // an overflowing score makes its row NaN
+        status = tensor_check_result(weights, who, "scores' softmax",
+                                     "weights");
+    if (!status)
+        status = tensor_check_result(s->heads, who,
+                                     "weighted sum of the values", "heads");
+    if (!status)
+        status = tensor_check_result(out, who, "output", "out");
+    return status;
 }
 
-/* The attention's weights, (B*h, Lq, Lk) (or, for G < h, (B*G,
- * (h/G)*Lq, Lk), the same numbers), kept in m as (B, h, Lq, Lk) and,
- * when cached is not NULL, in *cached as (B*h, Lq, Lk): views, made
- * untraced, since keeping is no step of the pass.  m's earlier weights
- * go only once the new ones are there. */
-static int keep_weights(multihead *m, size_t batch, size_t Lq,
-                        tensor **cached)
+/* The attention's weights, (B*h, Lq, Lk) (the same numbers however step
+ * 4 was computed), kept in m as (B, h, Lq, Lk): a view, made untraced,
+ * since keeping is no step of the pass.  m's earlier weights go only
+ * once the new ones are there. */
+static int keep_weights(multihead *m, size_t batch, size_t Lq)
 {
     trace_quiet_begin();
     tensor *w = NULL;
@@ -419,62 +453,188 @@ static int keep_weights(multihead *m, size_t batch, size_t Lq,
     long h = (long)m->cfg.num_heads, Lk = (long)aw->shape[2];
     int status = tensor_view(aw, DIMS((long)batch, h, (long)Lq, Lk),
                              "B, h, Lq, Lk", &w);
-    if (!status && cached)
-        status = tensor_view(aw, DIMS((long)batch * h, (long)Lq, Lk), NULL,
-                             cached);
     trace_quiet_end();
-    if (status) {
-        tensor_free(w);
+    if (status)
         return status;
-    }
     tensor_free(m->weights);
     m->weights = w;
     return GSL_SUCCESS;
 }
 
-/* Step 3: the lengths each head's rows see, (B*h,) or (B*h, Lq), or NULL
- * for no mask.  With causal, or with G < h (whose folded rows need one
- * length per row), valid_lens and the causal rule become one length per
- * row (B, Lq) first. */
+//> 13
+static int keep_steps(multihead *m, steps *s, const tensor *queries,
+                      const tensor *keys, const tensor *values);
+//<
+//> 14
+static int apply_head_mask(const tensor *mask, tensor **heads,
+                           tensor **unmasked);
+//<
+//> 16
+static int head_lens(const multihead *m, const tensor *valid_lens,
+                     size_t batch, size_t Lq, size_t Lk, tensor **out);
+//<
+
+/* The inputs under the lesson's names, as the trace prints them: views
+ * that share the caller's tensors (tensor_named). */
+typedef struct inputs {
+    tensor q, k, v; /* (B, Lq, d_q), (B, Lk, d_k), (B, Lk, d_v) */
+    tensor lens;    /* (B,) or (B, Lq), when there are valid_lens */
+} inputs;
+
+static inputs lesson_names(const tensor *queries, const tensor *keys,
+                           const tensor *values, const tensor *valid_lens)
+{
+    inputs in = {.q = tensor_named(queries, "B, Lq, d_q"),
+                 .k = tensor_named(keys, "B, Lk, d_k"),
+                 .v = tensor_named(values, "B, Lk, d_v")};
+    if (valid_lens)
+        in.lens = tensor_named(valid_lens,
+                               valid_lens->ndim == 2 ? "B, Lq" : "B");
+    return in;
+}
+
+/* The trace's header line for the pass: the module, its options, its
+ * inputs.  trace_end closes it. */
+static void begin_trace(const multihead *m, const tensor *queries,
+                        const tensor *keys, const tensor *values,
+                        const tensor *valid_lens)
+{
+    char opt[64];
+    trace_begin(NULL,
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
+                             TRACE_NAMED(values, "v"),
+                             TRACE_SIDE(valid_lens, "valid_lens")),
+                "multihead(h=%zu%s", m->cfg.num_heads,
+                options(m, opt, sizeof opt));
+}
+
+/* Run a step; on failure, skip to the end of the pass. */
+#define STEP(call)                                                            \
+    do {                                                                      \
+        if ((status = (call)) != GSL_SUCCESS)                                 \
+            goto done;                                                        \
+    } while (0)
+
+/* The six steps of multihead.h, each one call, with the shape it makes.
+ * The inputs are checked first (finite, shapes that agree), and the
+ * result once at the end (check_overflow).  The per-head weights stay
+ * in m->weights as (B, h, Lq, Lk). */
+int multihead_forward(multihead *m, const tensor *queries,
+                      const tensor *keys, const tensor *values,
+                      const tensor *valid_lens, tensor **out)
+{
+    *out = NULL;
+    int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
+    if (status)
+        return status;
+    size_t h = m->cfg.num_heads;
+//> 15
+    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
+//<
+    inputs in = lesson_names(queries, keys, values, valid_lens);
+    steps s = {0};
+    begin_trace(m, queries, keys, values, valid_lens);
+
+    // 1-2. project Q with W_q, then split it into h heads:
+    //      (B, Lq, d_q) -> (B, Lq, d_model) -> (B*h, Lq, d_model/h)
+    STEP(linear_forward(&m->W_q, &in.q, &s.q));
+//> 15
+    STEP(multihead_rope(m, &s.q, Lk - Lq, "multihead_forward", "Q"));
+//<
+    STEP(transpose_qkv(s.q, h, &s.qh));
+    //      K and V alike: (B, Lk, d_k) -> (B, Lk, d_model) -> (B*h, Lk, d_model/h)
+    STEP(linear_forward(&m->W_k, &in.k, &s.k));
+//> 15
+    STEP(multihead_rope(m, &s.k, 0, "multihead_forward", "K"));
+//<
+/*< 17
+    STEP(transpose_qkv(s.k, h, &s.kh));
+*/
+//> 17
+    STEP(multihead_split_kv(m, s.k, "K", &s.kh)); // G heads: (B*G, Lk, p)
+//<
+    STEP(linear_forward(&m->W_v, &in.v, &s.v));
+/*< 17
+    STEP(transpose_qkv(s.v, h, &s.vh));
+*/
+//> 17
+    STEP(multihead_split_kv(m, s.v, "V", &s.vh));
+//<
+    // 3. valid_lens for every head, in repeat_interleave order: (B*h,)
+    //    or (B*h, Lq)
+/*< 16
+    if (valid_lens)
+        STEP(repeat_valid_lens(&in.lens, h, &s.lens));
+*/
+//> 16
+    STEP(head_lens(m, valid_lens ? &in.lens : NULL, queries->shape[0],
+                   queries->shape[1], keys->shape[1], &s.lens)); // causal too
+//<
+    // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h)
+/*< 12
+    STEP(dot_attention_forward(&m->attention, s.qh, s.kh, s.vh, s.lens,
+                               &s.heads));
+*/
+//> 12
+    STEP(multihead_attend(m, s.qh, s.kh, s.vh, s.lens, &s.heads));
+//<
+//> 14
+    if (m->head_mask) // head i's outputs times head_mask[i]
+        STEP(apply_head_mask(m->head_mask, &s.heads, &s.unmasked));
+//<
+    // 5. the heads side by side again: (B, Lq, d_model)
+    STEP(transpose_output(s.heads, h, &s.concat));
+    // 6. W_o mixes them: (B, Lq, D_out)
+    STEP(linear_forward(&m->W_o, s.concat, out));
+done:
+    trace_end();
+    if (!status)
+        status = check_overflow(m, &s, *out);
+/*< 12
+    if (!status) // the per-head weights, (B, h, Lq, Lk)
+        status = keep_weights(m, queries->shape[0], queries->shape[1]);
+*/
+//> 13
+    if (!status && m->cache) // what the backward pass reads
+        status = keep_steps(m, &s, queries, keys, values);
+//<
+    steps_free(&s);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    }
+    return status;
+}
+
+//> 16
+/* Step 3 with the causal rule: the lengths each head's rows see, (B*h,)
+ * or (B*h, Lq), or NULL for no mask.  With causal, valid_lens and the
+ * causal rule become one length per row (B, Lq) first. */
 static int head_lens(const multihead *m, const tensor *valid_lens,
                      size_t batch, size_t Lq, size_t Lk, tensor **out)
 {
     *out = NULL;
     size_t h = m->cfg.num_heads;
-    int causal = m->cfg.causal;
-    if (!valid_lens && !causal)
-        return GSL_SUCCESS;
-    tensor l_in; // valid_lens under the lesson's names
-    if (valid_lens)
-        l_in = tensor_named(valid_lens, valid_lens->ndim == 2 ? "B, Lq" : "B");
-    const tensor *lens = valid_lens ? &l_in : NULL;
-    if (!causal && m->cfg.kv_heads == h)
-        return repeat_valid_lens(lens, h, out);
+    if (!valid_lens && !m->cfg.causal)
+        return GSL_SUCCESS; // no mask
+    int per_row = m->cfg.causal;
+//> 17
+    // with G < h the folded rows of step 4b need one length per row too
+    per_row = per_row || m->cfg.kv_heads < h;
+//<
+    if (!per_row)
+        return repeat_valid_lens(valid_lens, h, out);
     tensor *rows = NULL; // (B, Lq)
-    int status = valid_lens_per_row(lens, causal, batch, Lq, Lk,
+    int status = valid_lens_per_row(valid_lens, m->cfg.causal, batch, Lq, Lk,
                                     m->cfg.shape_only, &rows);
     if (!status)
         status = repeat_valid_lens(rows, h, out);
     tensor_free(rows);
     return status;
 }
+//<
 
-/* How step 4 attends: exactly with the kept weights, or tile by tile. */
-typedef struct attend_mode {
-    int tiled;
-    size_t tile_q, tile_k;
-} attend_mode;
-
-static int attend(multihead *m, const tensor *q, const tensor *k,
-                  const tensor *v, const tensor *lens, const attend_mode *how,
-                  tensor **out)
-{
-    if (how && how->tiled)
-        return flash_attention_forward(q, k, v, lens, how->tile_q, how->tile_k,
-                                       out);
-    return dot_attention_forward(&m->attention, q, k, v, lens, out);
-}
-
+//> 17
 /* x (B*G, Lk, p), one key-value head per batch row, shared by the h/G
  * query heads of its group: the view (B*G, h/G, Lk, p) with stride 0
  * along the group, made and traced to show the sharing (nothing reads it:
@@ -499,18 +659,28 @@ static int share_heads(const tensor *x, size_t group)
     tensor_free(shared);
     return status;
 }
+//<
 
-/* Step 4 on split heads: qh (B*h, Lq, p) against kh and vh (B*G, Lk, p)
- * with lens (B*h,) or (B*h, Lq) or NULL; heads (B*h, Lq, p).  G = h: one
- * attention over the B*h heads.  G < h: steps 4a-4d of multihead.h. */
-static int attend_heads(multihead *m, const tensor *qh, const tensor *kh,
-                        const tensor *vh, const tensor *lens,
-                        const attend_mode *how, tensor **heads)
+//> 12
+/* Step 4 as the module asks for it: exactly, with the weights kept, or
+ * tile by tile (flash.h). */
+static int attend(multihead *m, const tensor *q, const tensor *k,
+                  const tensor *v, const tensor *lens, tensor **out)
 {
-    *heads = NULL;
+    if (m->tiled)
+        return flash_attention_forward(q, k, v, lens, m->tile_q, m->tile_k,
+                                       out);
+    return dot_attention_forward(&m->attention, q, k, v, lens, out);
+}
+
+//> 17
+/* Steps 4a-4d of multihead.h: each key-value head read by its group's
+ * h/G query heads, which are folded into the rows of one attention. */
+static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
+                         const tensor *vh, const tensor *lens,
+                         tensor **heads)
+{
     size_t h = m->cfg.num_heads, G = m->cfg.kv_heads, group = h / G;
-    if (G == h)
-        return attend(m, qh, kh, vh, lens, how, heads);
     long BG = (long)kh->shape[0], Lq = (long)qh->shape[1];
     long p = (long)qh->shape[2];
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
@@ -532,7 +702,7 @@ static int attend_heads(multihead *m, const tensor *qh, const tensor *kh,
                              &lg);
     // 4c. attention on the B*G groups, the key-value heads as they are
     if (!status)
-        status = attend(m, qg, kh, vh, lg, how, &hg);
+        status = attend(m, qg, kh, vh, lg, &hg);
     // 4d. the heads back as (B*h, Lq, p)
     if (!status)
         status = tensor_view(hg, DIMS((long)h * (BG / (long)G), Lq, p),
@@ -543,165 +713,27 @@ static int attend_heads(multihead *m, const tensor *qh, const tensor *kh,
     tensor_free(hg);
     return status;
 }
+//<
 
 int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
                      const tensor *vh, const tensor *lens, tensor **heads)
 {
+    *heads = NULL;
     size_t h = m->cfg.num_heads;
-    int status = attend_heads(m, qh, kh, vh, lens, NULL, heads);
-    if (!status)
-        status = keep_weights(m, qh->shape[0] / h, qh->shape[1], NULL);
+/*< 17
+    int status = attend(m, qh, kh, vh, lens, heads);
+*/
+//> 17
+    int status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
+                                     : attend(m, qh, kh, vh, lens, heads);
+//<
+    if (!status && !m->tiled) // the per-head weights, (B, h, Lq, Lk)
+        status = keep_weights(m, qh->shape[0] / h, qh->shape[1]);
     if (status) {
         tensor_free(*heads);
         *heads = NULL;
     }
     return status;
-}
-
-/* The six steps of multihead.h: project, split into heads, repeat
- * valid_lens, attend on all B*h heads at once, join the heads, mix them
- * with W_o; with a head mask, each head's output is scaled before the
- * heads are joined.  The inputs of the steps that the backward pass reads
- * are gathered in `kept` as they are made: handed over to c when there is
- * a cache, freed otherwise.  The per-head weights stay in m->weights as
- * (B, h, Lq, Lk), unless step 4 is tiled. */
-static int forward_steps(multihead *m, const tensor *queries,
-                         const tensor *keys, const tensor *values,
-                         const tensor *valid_lens, const tensor *head_mask,
-                         multihead_cache *c, const attend_mode *how,
-                         tensor **out)
-{
-    *out = NULL;
-    if (c)
-        multihead_cache_free(c);
-    int status = check_forward(m, queries, keys, values, valid_lens,
-                               head_mask, c);
-    if (status)
-        return status;
-    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
-    tensor q_in = tensor_named(queries, "B, Lq, d_q");
-    tensor k_in = tensor_named(keys, "B, Lk, d_k");
-    tensor v_in = tensor_named(values, "B, Lk, d_v");
-    char kv[48] = "";
-    if (G < h)
-        snprintf(kv, sizeof kv, ", G=%zu", G);
-    trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
-                             TRACE_NAMED(values, "v"),
-                             TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(h=%zu%s%s)%s%s", h, kv,
-                m->cfg.causal ? ", causal" : "", c ? ", cached" : "",
-                how && how->tiled ? ", tiled" : "");
-
-    tensor *q = NULL, *k = NULL, *v = NULL; // (B, L, d_model), (B, L, G*p)
-    multihead_cache kept = {0};             // qh (B*h, Lq, p), kh, vh
-                                            // (B*G, Lk, p), lens (B*h,)
-                                            // or (B*h, Lq), heads
-                                            // (B*h, Lq, p), concat
-                                            // (B, Lq, d_model)
-    tensor *masked = NULL;                  // (B*h, Lq, p), heads scaled
-
-    // 1-2. project, then split into heads (G of them for K and V); the
-    // inputs are finite (checked above), so a NaN or inf from here on is
-    // an overflow
-    const char *who = "multihead_forward";
-    // (with rope, Q and K turned by position: keys at 0 .. Lk-1, queries
-    // aligned at the end, Lk-Lq .. Lk-1)
-    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
-    status = linear_forward(&m->W_q, &q_in, &q);
-    if (!status)
-        status = tensor_check_result(q, who, "projection", "Q");
-    if (!status)
-        status = multihead_rope(m, &q, Lk - Lq, who, "Q");
-    if (!status)
-        status = transpose_qkv(q, h, &kept.qh);
-    if (!status)
-        status = linear_forward(&m->W_k, &k_in, &k);
-    if (!status)
-        status = tensor_check_result(k, who, "projection", "K");
-    if (!status)
-        status = multihead_rope(m, &k, 0, who, "K");
-    if (!status)
-        status = multihead_split_kv(m, k, "K", &kept.kh);
-    if (!status)
-        status = linear_forward(&m->W_v, &v_in, &v);
-    if (!status)
-        status = tensor_check_result(v, who, "projection", "V");
-    if (!status)
-        status = multihead_split_kv(m, v, "V", &kept.vh);
-    // 3. one valid length per head, in repeat_interleave order
-    if (!status)
-        status = head_lens(m, valid_lens, queries->shape[0],
-                           queries->shape[1], keys->shape[1], &kept.lens);
-    // 4. all B*h heads attend at once
-    if (!status)
-        status = attend_heads(m, kept.qh, kept.kh, kept.vh, kept.lens, how,
-                              &kept.heads);
-    // an overflowing score makes its row of weights NaN
-    if (!status && !(how && how->tiled) && m->attention.weights)
-        status = tensor_check_result(m->attention.weights, who,
-                                     "scores' softmax", "weights");
-    if (!status)
-        status = tensor_check_result(kept.heads, who,
-                                     "weighted sum of the values", "heads");
-    // the head mask, if any: head i's outputs times head_mask[i]
-    if (!status && head_mask)
-        status = apply_head_mask(kept.heads, head_mask, &masked);
-    // 5-6. heads side by side again, then mixed by W_o
-    if (!status)
-        status = transpose_output(masked ? masked : kept.heads, h,
-                                  &kept.concat);
-    if (!status)
-        status = linear_forward(&m->W_o, kept.concat, out);
-    if (!status)
-        status = tensor_check_result(*out, who, "output", "out");
-    trace_end();
-
-    // what outlives the call: the cache when asked for, and the weights
-    if (!status && c && head_mask) {
-        status = tensor_alloc(SHAPE(h), &kept.head_mask);
-        if (!status)
-            status = tensor_copy_into(kept.head_mask, head_mask);
-    }
-    if (!status && !(how && how->tiled))
-        status = keep_weights(m, queries->shape[0], queries->shape[1],
-                              c ? &kept.weights : NULL);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(masked);
-    if (status) {
-        tensor_free(*out);
-        *out = NULL;
-    }
-    if (!status && c) {
-        kept.queries = queries;
-        kept.keys = keys;
-        kept.values = values;
-        *c = kept;
-    } else {
-        multihead_cache_free(&kept);
-    }
-    return status;
-}
-
-int multihead_forward_cached(multihead *m, const tensor *queries,
-                             const tensor *keys, const tensor *values,
-                             const tensor *valid_lens,
-                             const tensor *head_mask, multihead_cache *c,
-                             tensor **out)
-{
-    return forward_steps(m, queries, keys, values, valid_lens, head_mask, c,
-                         NULL, out);
-}
-
-/* The six steps with no head mask and nothing kept for a backward pass. */
-int multihead_forward(multihead *m, const tensor *queries,
-                      const tensor *keys, const tensor *values,
-                      const tensor *valid_lens, tensor **out)
-{
-    return multihead_forward_cached(m, queries, keys, values, valid_lens,
-                                    NULL, NULL, out);
 }
 
 int multihead_forward_tiled(multihead *m, const tensor *queries,
@@ -717,7 +749,142 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
                         "multihead_forward_tiled: training with dropout %g is "
                         "not supported here (multihead_forward has it)",
                         m->attention.dropout);
-    attend_mode how = {1, tile_q, tile_k};
-    return forward_steps(m, queries, keys, values, valid_lens, NULL, NULL,
-                         &how, out);
+    m->tiled = 1;
+    m->tile_q = tile_q;
+    m->tile_k = tile_k;
+    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
+    m->tiled = 0;
+    return status;
 }
+//<
+
+//> 13
+/* --- a cache for the backward pass ----------------------------------- */
+
+void multihead_cache_free(multihead_cache *c)
+{
+    tensor_free(c->lens);
+    tensor_free(c->qh);
+    tensor_free(c->kh);
+    tensor_free(c->vh);
+    tensor_free(c->weights);
+    tensor_free(c->heads);
+    tensor_free(c->head_mask);
+    tensor_free(c->concat);
+    memset(c, 0, sizeof *c);
+}
+
+/* The steps' tensors the backward pass reads, handed over to m->cache
+ * (taken out of s, so the pass does not free them), and the weights as
+ * (B*h, Lq, Lk). */
+static int keep_steps(multihead *m, steps *s, const tensor *queries,
+                      const tensor *keys, const tensor *values)
+{
+    multihead_cache *c = m->cache;
+    const tensor *aw = m->attention.weights;
+    trace_quiet_begin();
+    int status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
+                                      (long)aw->shape[2]),
+                             NULL, &c->weights);
+    trace_quiet_end();
+//> 14
+    if (!status && m->head_mask) {
+        status = tensor_alloc(SHAPE(m->cfg.num_heads), &c->head_mask);
+        if (!status)
+            status = tensor_copy_into(c->head_mask, m->head_mask);
+    }
+//<
+    if (status)
+        return status;
+    c->queries = queries;
+    c->keys = keys;
+    c->values = values;
+    c->lens = s->lens;
+    c->qh = s->qh;
+    c->kh = s->kh;
+    c->vh = s->vh;
+    c->heads = s->heads;
+    c->concat = s->concat;
+    s->lens = s->qh = s->kh = s->vh = s->heads = s->concat = NULL;
+//> 14
+    if (s->unmasked) { // the heads before the mask, which its gradient reads
+        tensor_free(c->heads);
+        c->heads = s->unmasked;
+        s->unmasked = NULL;
+    }
+//<
+    return GSL_SUCCESS;
+}
+//<
+
+//> 14
+/* *heads (B*h, L, p) becomes its copy with batch row b*h + i multiplied
+ * by mask[i] (head i of every example, scaled); the heads as they were
+ * go to *unmasked. */
+static int apply_head_mask(const tensor *mask, tensor **heads,
+                           tensor **unmasked)
+{
+    const tensor *x = *heads;
+    tensor *out;
+    int status = tensor_alloc(x->ndim, x->shape, &out);
+    if (status)
+        return status;
+    memcpy(out->names, x->names, sizeof x->names);
+    size_t h = mask->shape[0], rows = x->shape[0];
+    size_t per_row = x->shape[1] * x->shape[2];
+    for (size_t r = 0; r < rows; r++) {
+        double scale = mask->data[(r % h) * mask->strides[0]];
+        const double *x_r = x->data + r * per_row;
+        double *o_r = out->data + r * per_row;
+        for (size_t j = 0; j < per_row; j++)
+            o_r[j] = scale * x_r[j];
+    }
+    trace_step(TRACE_NEW, x, out, "head_mask (h=%zu)", h);
+    *unmasked = *heads;
+    *heads = out;
+    return GSL_SUCCESS;
+}
+//<
+
+//> 13
+/* The forward pass with its two options (multihead.h), which it sets on
+ * m for this one call: checked here, then multihead_forward. */
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out)
+{
+    const char *who = "multihead_forward_cached";
+    *out = NULL;
+    if (c)
+        multihead_cache_free(c);
+    if (c && m->attention.training && m->attention.dropout > 0)
+        return mha_fail(GSL_EINVAL,
+                        "%s: dropout %g in training mode: the backward pass "
+                        "needs the dropped weights, which are not kept; "
+                        "train with dropout 0 or in evaluation mode",
+                        who, m->attention.dropout);
+    size_t h = m->cfg.num_heads;
+    if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
+        int status = multihead_check_inputs(m, queries, keys, values,
+                                            valid_lens);
+        if (status)
+            return status;
+        char hs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "%s: head_mask has shape %s, expected (%zu,) for "
+                        "num_heads %zu",
+                        who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
+    }
+    m->cache = c;
+    m->head_mask = head_mask;
+    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
+    m->cache = NULL;
+    m->head_mask = NULL;
+    if (status && c)
+        multihead_cache_free(c);
+    return status;
+}
+//<
+//<

@@ -1,3 +1,4 @@
+//> 06
 /* multihead.h: multi-head attention (d2l's MultiHeadAttention, in C).
  *
  * Shapes, in the lesson's names:
@@ -123,6 +124,8 @@ typedef struct multihead_config {
     int causal;      /* 1: query i sees key j only when j <= i + Lk - Lq */
 } multihead_config;
 
+typedef struct multihead_cache multihead_cache;
+
 typedef struct multihead {
     multihead_config cfg; /* as given, with out_size and kv_heads set */
     linear W_q;           /* (d_model, d_q) */
@@ -130,6 +133,18 @@ typedef struct multihead {
     linear W_o;           /* (D_out, d_model) */
     dot_attention attention;
     tensor *weights;      /* (B, h, Lq, Lk) of the last forward, or NULL */
+    /* options of one forward pass, set by the functions that ask for
+     * them (0 and NULL otherwise): */
+//> 12
+    int tiled;               /* step 4 tile by tile (flash.h), no weights */
+    size_t tile_q, tile_k;   /* its tiles; 0 for flash.h's defaults */
+//<
+//> 13
+    multihead_cache *cache;  /* filled with what the backward pass reads */
+//<
+//> 14
+    const tensor *head_mask; /* (h,): head i's output times head_mask[i] */
+//<
 } multihead;
 
 /* Allocate the four layers (zero weights; see multihead_reset_xavier).
@@ -199,7 +214,7 @@ int multihead_forward(multihead *m, const tensor *queries,
  * of its steps.  Zero-initialise it (multihead_cache c = {0};); each
  * forward given it replaces its contents (and leaves it empty when it
  * fails); multihead_cache_free releases them. */
-typedef struct multihead_cache {
+struct multihead_cache {
     const tensor *queries, *keys, *values; /* the inputs, borrowed: keep
                                               them alive and unchanged
                                               until the backward */
@@ -210,7 +225,7 @@ typedef struct multihead_cache {
     tensor *heads;     /* (B*h, Lq, p): attention outputs, before the mask */
     tensor *head_mask; /* (h,): a copy of the mask, or NULL */
     tensor *concat;    /* (B, Lq, d_model): W_o's input */
-} multihead_cache;
+};
 
 void multihead_cache_free(multihead_cache *c);
 
@@ -254,3 +269,4 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
                             size_t tile_k, tensor **out);
 
 #endif
+//<

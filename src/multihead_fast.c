@@ -1,3 +1,4 @@
+//> full
 /* multihead_fast.c: multi-head attention read in place; see
  * multihead_fast.h for the steps.
  *
@@ -464,3 +465,4 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
     free(s);
     return GSL_SUCCESS;
 }
+//<

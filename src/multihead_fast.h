@@ -1,3 +1,4 @@
+//> full
 /* multihead_fast.h: the multi-head module again, without the copies.
  *
  * multihead_forward (multihead.h) follows d2l step by step: transpose_qkv
@@ -90,3 +91,4 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                             const tensor *valid_lens, tensor **out);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> full
 /* npy.c: reading and writing NumPy .npy files; see npy.h for the format
  * and for what is accepted.
  *
@@ -931,3 +932,4 @@ int npy_write(const char *path, const tensor *t)
         return status;
     }
 }
+//<

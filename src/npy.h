@@ -1,3 +1,4 @@
+//> full
 /* npy.h: NumPy's .npy files, so the tensors of this walkthrough can be
  * checked against NumPy and PyTorch (np.save / np.load, torch.from_numpy).
  *
@@ -110,3 +111,4 @@ int npy_format_preamble(size_t ndim, const size_t *shape, unsigned char *buf,
                         size_t cap, size_t *len);
 
 #endif
+//<

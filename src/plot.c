@@ -1,3 +1,4 @@
+//> 13
 /* plot.c: line and bar charts as gnuplot data and scripts; see plot.h.
  *
  * Shapes: x, y, values and labels are arrays of n entries; the .dat file
@@ -287,3 +288,4 @@ int plot_bars(const char *const *labels, const double *values, size_t n,
     bar_data d = {labels, values, n, opt, nonnegative && !opt->log_y};
     return write_and_render(who, base, formats, write_bars, &d);
 }
+//<

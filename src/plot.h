@@ -1,3 +1,4 @@
+//> 13
 /* plot.h: line and bar charts with gnuplot, for the pictures that are not
  * heatmaps: a loss curve, the importance of each head.
  *
@@ -53,3 +54,4 @@ int plot_bars(const char *const *labels, const double *values, size_t n,
               const plot_options *opt, const char *base, int formats);
 
 #endif
+//<

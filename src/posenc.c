@@ -1,3 +1,4 @@
+//> 15
 /* posenc.c: the sinusoidal table and rotary embeddings; see posenc.h.
  *
  * Shapes: P (L, d); x and out (B, L, n*p), n heads of p features, the
@@ -162,3 +163,4 @@ int rope_apply_inverse(const tensor *x, size_t head_size, long start,
 {
     return rotate("rope_apply_inverse", x, head_size, start, base, -1.0, out);
 }
+//<

@@ -1,3 +1,4 @@
+//> 15
 /* posenc.h: positional encodings, the two answers to chapter 10's symmetry.
  *
  * Self-attention does not see order: permute the positions of X and its
@@ -77,3 +78,4 @@ int rope_apply_inverse(const tensor *x, size_t head_size, long start,
                        double base, tensor **out);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 04
 /* qkv.c: the rules every attention's inputs follow; see qkv.h.
  *
  * Shapes: queries (B, Lq, d_q), keys (B, Lk, d_k), values (B, Lk, d_v).
@@ -115,3 +116,4 @@ int qkv_as_matrices(const char *name, const tensor *x, qkv_matrices *m)
     m->tda = tda;
     return GSL_SUCCESS;
 }
+//<

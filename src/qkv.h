@@ -1,3 +1,4 @@
+//> 04
 /* qkv.h: queries, keys and values, the inputs every attention takes.
  *
  * Shapes, in the lesson's names:
@@ -119,3 +120,4 @@ int qkv_as_matrices(const char *name, const tensor *x, qkv_matrices *m);
                                          (m).rows, (m).cols, (m).tda)
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* softmax.c: stable softmax and masked softmax; see softmax.h.
  *
  * Shapes: x is (..., n); scores and out are (B, Lq, Lk); valid_lens is
@@ -338,3 +339,4 @@ int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
                "per-row lens(%s%T)", what, valid_lens);
     return GSL_SUCCESS;
 }
+//<

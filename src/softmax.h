@@ -1,3 +1,4 @@
+//> 03
 /* softmax.h: softmax over the last axis, and masked softmax.
  *
  * Shapes:
@@ -142,3 +143,4 @@ int softmax_check_valid_lens(const char *who, const char *context,
                              size_t num_keys, const tensor *valid_lens);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> 12
 /* threads.c: OpenMP and OpenBLAS thread counts; see threads.h. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "threads.h"
@@ -56,3 +57,4 @@ void threads_blas_restore(int saved)
     if (saved > 1)
         threads_set_blas(saved);
 }
+//<

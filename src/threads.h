@@ -1,3 +1,4 @@
+//> 12
 /* threads.h: how the fast paths share the machine's cores with OpenBLAS.
  *
  * Two ways to use T cores for attention:
@@ -39,3 +40,4 @@ int threads_blas_single(int parallel);
 void threads_blas_restore(int saved);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> full
 /* trace_dot.c: a trace log as a Graphviz dataflow graph (trace.h).
  *
  * One of the trace's printers, like the text and JSON ones: it reads the
@@ -291,3 +292,4 @@ void trace_write_dot(FILE *f, const trace_log *log, int depth)
     free(inputs.items);
     free(steps);
 }
+//<

@@ -29,6 +29,7 @@
         cr_assert_str_eq(mha_last_error(), (message));                        \
     } while (0)
 
+//> 08
 /* Biases drawn uniform in (-0.5, 0.5) on all four layers, W_q, W_k, W_v,
  * W_o in that order (Xavier leaves them at zero: this makes them count). */
 static inline void random_biases(multihead *m, gsl_rng *r)
@@ -38,6 +39,7 @@ static inline void random_biases(multihead *m, gsl_rng *r)
     tensor_fill_uniform(m->W_v.bias, r, -0.5, 0.5);
     tensor_fill_uniform(m->W_o.bias, r, -0.5, 0.5);
 }
+//<
 
 /* max |a - b| over max |b|: the normwise relative error of a against the
  * reference b (b all zero: the absolute error).  Shapes must agree. */

@@ -1,3 +1,4 @@
+//> 03
 /* heatmap_weights.h: the weights the heatmap suites draw. */
 #ifndef MHA_TEST_HEATMAP_WEIGHTS_H
 #define MHA_TEST_HEATMAP_WEIGHTS_H
@@ -33,3 +34,4 @@ static const char *const six_titles[6] = {"Head 1", "Head 2", "Head 3",
                                           "Head 4", "Head 5", "Head 6"};
 
 #endif
+//<

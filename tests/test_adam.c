@@ -1,3 +1,4 @@
+//> 13
 /* test_adam.c: the Adam optimiser against the update worked by hand and
  * against the formulas written out here with pow(). */
 #include "check.h"
@@ -164,3 +165,4 @@ Test(adam, every_allocation_may_fail)
         tensor_free(g[i]);
     }
 }
+//<

@@ -1,3 +1,4 @@
+//> 04
 /* test_attention.c: scaled dot-product and additive attention pooling.
  *
  * Shapes: queries (B, Lq, d) or (B, Lq, q_size), keys (B, Lk, d) or
@@ -895,3 +896,4 @@ Test(attention_trace, additive_attention_with_dropout)
     additive_attention_free(&a);
     FREE_ALL(q, k, v, vl, out);
 }
+//<

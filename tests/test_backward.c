@@ -1,3 +1,4 @@
+//> 13
 /* test_backward.c: every gradient of backward.h against central finite
  * differences of the forward passes, on small shapes.
  *
@@ -1093,3 +1094,4 @@ Test(backward_memory, every_allocation_may_fail)
     multihead_free(&grads);
     gsl_rng_free(r);
 }
+//<

@@ -1,3 +1,4 @@
+//> 08
 /* test_catalogue.c: the bad-input catalogue of the library, one table.
  *
  * Every row is one way a user can get the input wrong, with the status it
@@ -460,3 +461,4 @@ Test(catalogue, tiny_and_huge_weights)
         done(&s);
     }
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* test_cli.c: the mha program (src/cli/), run as a child process.
  *
  * What the CLI contract in DESIGN.md promises, checked from outside:
@@ -2417,3 +2418,4 @@ Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,
     tensor_free(w);
     run_free(&r);
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* test_exercises.c: the tests of the coding exercises.
  *
  * Each suite ex_NAME checks one library function marked "@exercise NAME"
@@ -324,3 +325,4 @@ Test(ex_attention_madds, refuses_zero_sizes)
     EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
     EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
 }
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* test_fileset.c: outputs that appear all together or not at all.  Every
  * test looks at the files themselves before and after: their bytes, their
  * permission bits, and the names in the directory (no temporary left). */
@@ -345,3 +346,4 @@ Test(fileset, out_of_memory_anywhere_changes_nothing)
     assert_file("c", "new c\n", new_file_mode());
     assert_names("a b c");
 }
+//<

@@ -1,3 +1,4 @@
+//> 12
 /* test_flash.c: online softmax by hand; flash_attention_forward ==
  * dot_attention_forward (exact attention) == plain loops written here,
  * over shapes, masks (none, (B,), (B, Lq), causal) and tile sizes that do
@@ -308,3 +309,4 @@ Test(flash, overflow_from_finite_inputs_is_refused)
     tensor_free(q);
     tensor_free(v);
 }
+//<

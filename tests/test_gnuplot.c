@@ -1,3 +1,4 @@
+//> 03
 /* test_gnuplot.c: what heatmaps and charts share (gnuplot.h): the one
  * quoting rule, numbers, checks, the script's opening, the data and script
  * written together, and rendering every format asked for or none.  The
@@ -245,3 +246,4 @@ Test(gnuplot, render_without_gnuplot_keeps_data_and_script)
           "gnuplot-nox to render");
     assert_names("x.dat x.gp");
 }
+//<

@@ -1,3 +1,4 @@
+//> 17
 /* test_gqa.c: causal attention aligned at the end, and grouped-query
  * attention (G key-value heads shared by h/G query heads each): the
  * per-row lengths, tensor_expand's stride-0 view against
@@ -496,3 +497,4 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
         tensor_free(all[i]);
     gsl_rng_free(r);
 }
+//<

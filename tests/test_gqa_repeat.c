@@ -1,3 +1,4 @@
+//> 17
 /* test_gqa_repeat.c: src/gqa.c, the weights of a grouped module repeated
  * for a multi-head one; the mapping itself is an exercise
  * (test_exercises.c).  The grouped module is test_gqa.c's. */
@@ -53,3 +54,4 @@ Test(gqa_repeat, repeat_refuses_rows_that_do_not_split)
     cr_assert_null(out);
     tensor_free(w);
 }
+//<

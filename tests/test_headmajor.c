@@ -1,3 +1,4 @@
+//> 11
 /* test_headmajor.c: the head-major module against a plain-loop version
  * written here from the einops version's formulas (no BLAS, no reshape),
  * against chapter 08's multihead module, and its init, dropout, trace, errors and
@@ -803,3 +804,4 @@ Test(head_major, allocation_failures)
     tensor_free(lens);
     gsl_rng_free(r);
 }
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* test_heatmap.c: the heatmap modules: the .dat and .gp files they write,
  * gnuplot's renders, and every way to get them wrong (the terminal view
  * has test_heatmap_terminal.c). */
@@ -866,3 +867,4 @@ Test(heatmap, out_of_memory_while_rendering)
     assert_listing("fake-gnuplot w.dat w.gp w.svg");
     tensor_free(t);
 }
+//<

@@ -1,3 +1,4 @@
+//> 03
 /* test_heatmap_terminal.c: the terminal view of heatmap_terminal.h, to
  * the character, and its failures. */
 #include "check.h"
@@ -179,3 +180,4 @@ Test(heatmap_terminal, out_of_memory_anywhere_writes_nothing)
     cr_assert_gt(n, 0);
     tensor_free(t);
 }
+//<

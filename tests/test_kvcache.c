@@ -1,3 +1,4 @@
+//> 16
 /* test_kvcache.c: decoding with a key-value cache equals the causal
  * forward pass over the whole sequence, row by row, for G = h, 1 < G < h
  * and G = 1, B > 1, one position at a time and in chunks, with and without
@@ -256,3 +257,4 @@ Test(kvcache, allocation_failures)
     kv_cache_free(&cache);
     multihead_free(&m);
 }
+//<

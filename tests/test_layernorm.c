@@ -1,3 +1,4 @@
+//> 11
 /* test_layernorm.c: layer normalisation against a loop written here from
  * the formula (mean and biased variance by hand), values worked out by
  * hand, and the error messages. */
@@ -275,3 +276,4 @@ Test(layer_norm, allocation_failures)
     layernorm_free(&ln);
     tensor_free(x);
 }
+//<

@@ -1,3 +1,4 @@
+//> 02
 /* test_linear.c: y = x W^T + b, three ways.
  *
  * linear_forward (one dgemm) is held to linear_forward_naive (loops over
@@ -678,3 +679,4 @@ Test(linear, weights_that_are_views)
     tensor_free(x3);
     gsl_rng_free(r);
 }
+//<

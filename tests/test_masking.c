@@ -1,3 +1,4 @@
+//> 08
 /* test_masking.c: a masked key never gets weight, on any path.
  *
  * The rule (softmax.h): row (b, i) sees keys 0 .. see - 1, where see is
@@ -352,3 +353,4 @@ Test(masking, softmax_rows_down_to_minus_1e308)
     }
     gsl_rng_free(r);
 }
+//<

@@ -1,3 +1,4 @@
+//> 13
 /* test_model.c: the tiny model of chapters 13-14: its task, its loss by
  * hand, every gradient against central differences, pruning against
  * masking, its flop count by hand. */
@@ -333,3 +334,4 @@ Test(model, predictions_agree_with_the_score)
     model_free(&m);
     gsl_rng_free(r);
 }
+//<

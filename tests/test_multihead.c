@@ -1,3 +1,4 @@
+//> 06
 /* test_multihead.c: transpose_qkv, transpose_output, repeat_valid_lens and
  * the multi-head module, against index arithmetic and a plain-loop
  * implementation written here from the formulas (no BLAS, no reshape). */
@@ -1037,3 +1038,4 @@ Test(heads, options_without_a_cache)
     gsl_rng_free(r);
     opt_setup_free(&s);
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* test_multihead_fast.c: multihead_forward_fast == multihead_forward
  * (the copy-based path) == naive_multihead (plain loops written in
  * test_multihead.c) == multihead_forward_naive, over shapes with masks,
@@ -342,3 +343,4 @@ Test(mha_fast, overflow_from_finite_inputs_is_refused)
                   "multihead_forward: the output overflowed: "
                   "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))");
 }
+//<

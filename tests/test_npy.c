@@ -1,3 +1,4 @@
+//> full
 /* test_npy.c: reading and writing NumPy .npy files (src/npy.h).
  *
  * Four kinds of evidence:
@@ -1252,3 +1253,4 @@ Test(npy, numpy_loads_what_we_write, .init = enter_scratch,
     int status = system(cmd);
     cr_assert_eq(status, 0, "tests/npy_numpy_check.py failed (status %d)", status);
 }
+//<

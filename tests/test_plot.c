@@ -1,3 +1,4 @@
+//> 13
 /* test_plot.c: line and bar charts: the .dat and .gp files, the renders,
  * and the ways to get them wrong. */
 #include "check.h"
@@ -216,3 +217,4 @@ Test(plot, errors_leave_no_file)
           "heatmap_render_script: the script path is empty");
     cr_assert_eq(files(), 0);
 }
+//<

@@ -1,3 +1,4 @@
+//> 15
 /* test_posenc.c: the sinusoidal table and rotary embeddings (posenc.h),
  * and the multi-head module's rope option on its three forward paths.
  *
@@ -480,3 +481,4 @@ Test(rope, module_trace_shapes_alone)
     tensor_free(out);
     multihead_free(&m);
 }
+//<

@@ -1,3 +1,4 @@
+//> 04
 /* test_qkv.c: the rules every attention's queries, keys and values follow
  * (qkv.h), found by qkv_find_fault and worded by qkv_check; then the one
  * message each caller gives for each broken rule, under its own name and
@@ -346,3 +347,4 @@ Test(qkv, as_matrices_reads_in_place_or_packs_once)
     tensor_free(x);
     tensor_free(p);
 }
+//<

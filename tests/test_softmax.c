@@ -1,3 +1,4 @@
+//> 03
 /* test_softmax.c: softmax_lastdim, masked_softmax(_scaled), causal masks.
  *
  * Shapes: scores and weights are (B, Lq, Lk); valid_lens (B,) or (B, Lq).
@@ -724,3 +725,4 @@ Test(softmax_trace, one_line_per_call)
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
         tensor_free(t[k]);
 }
+//<

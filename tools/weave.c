@@ -13,7 +13,12 @@
  *     page;
  *   - library code, pulled in by a prose line "@show src/FILE NAME": the
  *     definition of function NAME (or of typedef struct NAME), with the
- *     comment right above it, exactly as it is in src/FILE;
+ *     comment right above it, as src/FILE has it as of the page's chapter
+ *     (tools/marks.h: the lines later chapters add are left out).  When
+ *     the page's chapter adds lines to a function an earlier chapter
+ *     wrote, they are marked, as a diff marks added lines.  A function
+ *     whose body only forwards to another (one return of one call) is
+ *     refused: the page must show the code that does the work;
  *   - the program's output, section by section, from the transcript
  *     tests/expected/NN_topic.txt that tests/test_chapters.c holds the
  *     program to: every "## Title" line of the output starts a section,
@@ -31,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "marks.h"
 
 #define MAX_SECTIONS 32
 #define MAX_CHAPTERS 64
@@ -162,7 +169,8 @@ static const char *prose_text(const char *line)
     return line;
 }
 
-static void show_code(buf *out, const char *directive, const char *where);
+static void show_code(buf *out, const char *directive, const char *where,
+                      int chapter);
 
 static void parse_chapter(chapter *c, const char *src)
 {
@@ -217,7 +225,7 @@ static void parse_chapter(chapter *c, const char *src)
                 if (strncmp(text, "@show ", 6) == 0) {
                     char where[256];
                     snprintf(where, sizeof where, "chapters/%.127s.c", c->name);
-                    show_code(&block, text + 6, where);
+                    show_code(&block, text + 6, where, atoi(c->number));
                 } else {
                     puts_(&block, text);
                     puts_(&block, "\n");
@@ -262,7 +270,34 @@ static int starts_definition(const char *line, const char *name)
     return line[n - 1] != ';';
 }
 
-static void show_code(buf *out, const char *directive, const char *where)
+/* Does the body of the definition in lines[first .. last] (its braces
+ * included) only forward to another function: one statement, a return
+ * of a call? */
+static int only_forwards(char **lines, size_t start, size_t last)
+{
+    buf body = {0};
+    size_t i = start;
+    while (i <= last && !strchr(lines[i], '{'))
+        i++;
+    for (i++; i < last; i++) {
+        const char *t = lines[i];
+        while (*t == ' ' || *t == '\t')
+            t++;
+        if (!*t || !strncmp(t, "//", 2))
+            continue;
+        puts_(&body, t);
+        puts_(&body, " ");
+    }
+    const char *b = body.s ? body.s : "";
+    const char *semi = strchr(b, ';');
+    int forwards = !strncmp(b, "return ", 7) && strchr(b, '(') && semi &&
+                   !strchr(semi + 1, ';') && !strstr(b, "/*");
+    free(body.s);
+    return forwards;
+}
+
+static void show_code(buf *out, const char *directive, const char *where,
+                      int chapter)
 {
     char file[256], name[128];
     if (sscanf(directive, "%255s %127s", file, name) != 2)
@@ -271,27 +306,43 @@ static void show_code(buf *out, const char *directive, const char *where)
     snprintf(path, sizeof path, "%s/%s", root, file);
     char *text = read_file(path);
 
-    /* lines of the file, to look back for the comment above */
+    /* the file's lines, then those of the code as of the page's chapter,
+     * each with the chapter that added it */
     const char *p = text;
-    char **lines = NULL;
-    size_t n = 0, cap = 0;
+    char **all = NULL;
+    size_t n_all = 0, cap = 0;
     char *l;
     while ((l = next_line(&p))) {
-        if (n == cap) {
+        if (n_all == cap) {
             cap = cap ? cap * 2 : 256;
-            lines = realloc(lines, cap * sizeof *lines);
-            if (!lines)
+            all = realloc(all, cap * sizeof *all);
+            if (!all)
                 die("out of memory");
         }
-        lines[n++] = l;
+        all[n_all++] = l;
     }
+    marks_line *cls = calloc(n_all ? n_all : 1, sizeof *cls);
+    char **lines = malloc((n_all ? n_all : 1) * sizeof *lines);
+    int *added_by = malloc((n_all ? n_all : 1) * sizeof *added_by);
+    char err[256];
+    if (!cls || !lines || !added_by)
+        die("out of memory");
+    if (marks_classify(all, n_all, chapter, cls, err, sizeof err) != 0)
+        die("%s: %s", file, err);
+    size_t n = 0;
+    for (size_t i = 0; i < n_all; i++)
+        if (cls[i].keep) {
+            added_by[n] = cls[i].chapter;
+            lines[n++] = all[i];
+        }
+
     size_t start = n;
     for (size_t i = 0; i < n && start == n; i++)
         if (starts_definition(lines[i], name))
             start = i;
     if (start == n)
-        die("%s: @show %s %s: no definition of %s in %s", where, file, name,
-            name, file);
+        die("%s: @show %s %s: no definition of %s in %s as of chapter %02d",
+            where, file, name, name, file, chapter);
     size_t first = start;
     if (first > 0 && strstr(lines[first - 1], "*/")) {
         while (first > 0 && !strstr(lines[first - 1], "/*"))
@@ -304,16 +355,33 @@ static void show_code(buf *out, const char *directive, const char *where)
         last++;
     if (last == n)
         die("%s: @show %s %s: the definition does not end", where, file, name);
+    if (strncmp(lines[start], "typedef", 7) && only_forwards(lines, start, last))
+        die("%s: @show %s %s: its body only forwards to another function; "
+            "show the function that does the work", where, file, name);
 
-    printf_(out, "From [`%s`](../%s):\n\n```c\n", file, file);
+    /* lines this chapter adds to a definition an earlier chapter wrote */
+    int adds = 0;
+    if (added_by[start] < chapter)
+        for (size_t i = first; i <= last; i++)
+            adds |= added_by[i] == chapter;
+    if (adds)
+        printf_(out, "From [`%s`](../%s), as of this chapter: the lines "
+                     "marked `+` are new here.\n\n```diff\n", file, file);
+    else
+        printf_(out, "From [`%s`](../%s):\n\n```c\n", file, file);
     for (size_t i = first; i <= last; i++) {
+        if (adds)
+            puts_(out, added_by[i] == chapter ? "+" : " ");
         puts_(out, lines[i]);
         puts_(out, "\n");
     }
     puts_(out, "```\n");
-    for (size_t i = 0; i < n; i++)
-        free(lines[i]);
+    for (size_t i = 0; i < n_all; i++)
+        free(all[i]);
+    free(all);
     free(lines);
+    free(added_by);
+    free(cls);
     free(text);
 }
 

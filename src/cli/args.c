@@ -1,3 +1,4 @@
+//> full
 /* args.c: the strict command-line reader of args.h. */
 #include "args.h"
 
@@ -202,3 +203,4 @@ int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
         s += len + 1;
     }
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* args.h: the command line of the mha program, read strictly.
  *
  * Each subcommand lists its options in a table; cli_parse walks argv
@@ -83,3 +84,4 @@ int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
                    size_t *n);
 
 #endif
+//<

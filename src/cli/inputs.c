@@ -1,3 +1,4 @@
+//> full
 /* inputs.c: read and check the inputs of `mha forward` / `mha heatmap`.
  *
  * Shapes: queries (B, Lq, Dq), keys (B, Lk, Dk), values (B, Lk, Dv);
@@ -442,3 +443,4 @@ void cli_inputs_free(cli_inputs *in)
         multihead_free(&in->m);
     memset(in, 0, sizeof *in);
 }
+//<

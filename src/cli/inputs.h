@@ -1,3 +1,4 @@
+//> full
 /* inputs.h: what `mha forward` and `mha heatmap` read, checked.
  *
  * Shapes (batch-first, PyTorch's weight layout):
@@ -86,3 +87,4 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in);
 void cli_inputs_free(cli_inputs *in);
 
 #endif
+//<

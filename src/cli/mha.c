@@ -1,3 +1,4 @@
+//> full
 /* mha.c: the mha program, multi-head attention from the command line.
  *
  *   mha trace    the module's whole shape trace, run on shapes alone
@@ -915,3 +916,4 @@ int main(int argc, char **argv)
                      "or heatmap; see mha --help)",
                      cmd);
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* output.c: every output of a run in one fileset, committed together (see
  * output.h). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
@@ -165,3 +166,4 @@ int cli_write_outputs(const cli_output *outs, size_t n)
     int status = cli_stage_outputs(outs, n, &staged);
     return cli_finish_outputs(&staged, status);
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* output.h: the files mha writes, all of them or none.
  *
  * `mha forward --out OUT.npy --attention-out A.npy` must not leave OUT
@@ -56,3 +57,4 @@ int cli_finish_outputs(cli_staged *staged, int status);
 int cli_write_outputs(const cli_output *outs, size_t n);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> full
 /* paths.c: outputs that are regular files, and one name per file; see
  * paths.h. */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -149,3 +150,4 @@ int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
     }
     return CLI_OK;
 }
+//<

@@ -1,3 +1,4 @@
+//> full
 /* paths.h: the files a run names, checked before any work.
  *
  * A run of mha must never lose or half-write a file the user owns.  The
@@ -39,3 +40,4 @@ int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
                     size_t nin);
 
 #endif
+//<

@@ -1,3 +1,4 @@
+//> full
 /* quiz.c: a case asked step by step (see quiz.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "quiz.h"
@@ -260,3 +261,4 @@ char *quiz_show(const trace_record *r, const unsigned long *ids,
     }
     return buf;
 }
+//<

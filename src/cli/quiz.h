@@ -1,3 +1,4 @@
+//> full
 /* quiz.h: the module's forward pass as questions, for mha quiz and the
  * worksheet of mha trace --quiz.
  *
@@ -78,3 +79,4 @@ char *quiz_show(const trace_record *r, const unsigned long *ids,
                 size_t nsteps, char *buf, size_t n);
 
 #endif
+//<

@@ -1,0 +1,60 @@
+#!/bin/sh
+# tools/snapshot.sh NN FILTER: the project as of chapter NN, written to
+# build/snapshot/NN/ (FILTER is the built tools/marks_filter.c).
+#
+# A snapshot holds the Makefile, src/, chapters/ 01 .. NN with lesson.h,
+# the test suites with the transcripts of those chapters, and
+# tools/deps.sh, each file as of chapter NN (tools/marks.h: the lines of
+# later chapters and the marks themselves left out; a file wholly of a
+# later chapter left out).  In it `make` and `make test` work by
+# themselves, with -Werror: CI builds and tests every snapshot.
+set -eu
+ch=${1:-}
+filter=${2:?usage: tools/snapshot.sh NN FILTER}
+case $ch in
+    [0-9][0-9]) ;;
+    *) echo "snapshot: CH must be a chapter number of two digits, like CH=08, not '$ch'" >&2
+       exit 2 ;;
+esac
+if ! ls chapters/"$ch"_*.c >/dev/null 2>&1; then
+    echo "snapshot: there is no chapter $ch (chapters/${ch}_*.c)" >&2
+    exit 2
+fi
+out=build/snapshot/$ch
+rm -rf "$out"
+mkdir -p "$out/plots"
+
+# copy FILE as of chapter $ch, unless the chapter has none of it
+take() {
+    mkdir -p "$out/$(dirname "$1")"
+    status=0
+    "$filter" "$ch" "$1" > "$out/$1" || status=$?
+    case $status in
+        0) [ -x "$1" ] && chmod +x "$out/$1"; return 0 ;;
+        3) rm -f "$out/$1"; return 0 ;;
+        *) exit 2 ;;
+    esac
+}
+
+for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c chapters/lesson.h \
+         src/*.c src/*.h src/*/*.c src/*/*.h tests/*.c tests/*.h; do
+    [ -f "$f" ] && take "$f"
+done
+for f in chapters/[0-9][0-9]_*.c; do
+    n=$(basename "$f" | cut -c1-2)
+    [ "$n" -le "$ch" ] || continue
+    take "$f"
+    t=tests/expected/$(basename "$f" .c).txt
+    mkdir -p "$out/tests/expected"
+    cp "$t" "$out/$t"
+done
+title=$(sed -n '1s|^/\* Chapter [0-9]*: \(.*\)\.$|\1|p' chapters/"$ch"_*.c)
+cat > "$out/README.md" <<EOT
+# Multi-head attention, step by step, in C: the code as of chapter $ch
+
+The library and the lessons up to chapter $ch ($title), cut from the
+full project by \`make snapshot CH=$ch\`: every line a later chapter adds
+is left out.  \`make\` builds it, \`make test\` runs its tests and checks
+each chapter's output against its transcript in tests/expected/.
+EOT
+echo "snapshot: wrote $out, the code as of chapter $ch"
