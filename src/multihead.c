@@ -9,11 +9,15 @@
 #include <string.h>
 
 #include "error.h"
-#include "posenc.h"
-#include "flash.h"
 #include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
+//> 12
+#include "flash.h"
+//<
+//> 15
+#include "posenc.h"
+//<
 
 void multihead_split_names(const tensor *x, char *buf, size_t n)
 {
@@ -127,6 +131,7 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     return status;
 }
 
+//> 07
 /* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
  * head i of example b at batch row b*h + i, and that head must see the
  * keys of example b.
@@ -173,6 +178,9 @@ int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
     return GSL_SUCCESS;
 }
 
+//<
+
+//> 08
 /* --- the module ----------------------------------------------------- */
 
 int multihead_init(multihead *m, const multihead_config *cfg)
@@ -363,8 +371,7 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
 
 /* --- the forward pass ----------------------------------------------- */
 
-/* What the steps make, in their order.  Every tensor here is freed when
- * the pass ends, unless a cache for the backward pass takes it. */
+/* What the steps make, in their order, all freed when the pass ends. */
 typedef struct steps {
     tensor *q, *k, *v;    /* (B, Lq, d_model), (B, Lk, d_model) */
     tensor *qh, *kh, *vh; /* (B*h, Lq, d_model/h), (B*h, Lk, d_model/h) */
@@ -886,5 +893,6 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
         multihead_cache_free(c);
     return status;
 }
+//<
 //<
 //<

@@ -16,8 +16,7 @@
  * The forward pass, step by step:
  *   1. project: Q = queries W_q^T, K = keys W_k^T, V = values W_v^T
  *      (rows, as PyTorch computes), each (B, L, d_model), one Linear
- *      layer each (PyTorch weight layout).  With the rope option, Q
- *      and K are then rotated by position (posenc.h, multihead_rope).
+ *      layer each (PyTorch weight layout).
  *   2. split heads, transpose_qkv:
  *        (B, L, d_model) -reshape-> (B, L, h, d_model/h)
  *                        -permute(0, 2, 1, 3)-> (B, h, L, d_model/h)
@@ -31,7 +30,35 @@
  *      (B*h, Lq, p) -> (B, h, Lq, p) -> (B, Lq, h, p) -> (B, Lq, d_model).
  *   6. W_o mixes the heads: (B, Lq, d_model) -> (B, Lq, D_out).
  *
- * Causal attention (cfg.causal = 1).  Query i sees key j only when
+ * multihead_forward runs these steps; it checks its inputs before them
+ * and its result once after them.
+ *
+ * Ownership: multihead_init allocates the layers inside the struct you
+ * pass; multihead_free releases them and the kept weights.  Outputs are
+ * new tensors you tensor_free.
+ */
+#ifndef MHA_MULTIHEAD_H
+#define MHA_MULTIHEAD_H
+
+//> 12
+/* The tiled pass, multihead_forward_tiled: step 4 tile by tile
+ * (flash.h), no (B*h, Lq, Lk) weights made. */
+//<
+//> 13
+/* The cache, multihead_forward_cached: the forward keeps the inputs of
+ * its steps for the backward pass (backward.h). */
+//<
+//> 14
+/* The head mask, multihead_forward_cached's other option: each head's
+ * output scaled between steps 4 and 5 (chapter 14).
+ */
+//<
+//> 15
+/* Rotary embeddings (cfg.rope): right after step 1, Q and K are rotated
+ * by position (posenc.h, multihead_rope). */
+//<
+//> 16
+/* Causal attention (cfg.causal = 1).  Query i sees key j only when
  * j <= i + Lk - Lq: the queries are the last Lq of the Lk positions, as
  * when decoding with a key-value cache (with Lq = Lk, PyTorch's
  * is_causal).  With valid_lens too, row i sees
@@ -42,8 +69,10 @@
  * before any work, GSL_EINVAL, one line naming the query, the example
  * and the lengths: d2l's uniform weights for an empty row would let it
  * see the future.
- *
- * Grouped-query attention (cfg.kv_heads = G, Ainslie et al. 2023).  G
+ */
+//<
+//> 17
+/* Grouped-query attention (cfg.kv_heads = G, Ainslie et al. 2023).  G
  * key-value heads, G dividing h, each shared by h/G query heads: query
  * head i reads key-value head i / (h/G).  G = h is the multi-head
  * attention above; G = 1 is multi-query attention (Shazeer 2019).  W_k
@@ -66,20 +95,8 @@
  *       each, against the G key-value heads as they are;
  *   4d. the heads (B*G, (h/G)*Lq, p) viewed back as (B*h, Lq, p), and
  *       the weights as (B, h, Lq, Lk).
- *
- * One function runs these steps, multihead_forward_cached, with two
- * options: a head mask, which scales each head's output between steps 4
- * and 5, and a cache that keeps the steps' inputs for the backward pass
- * (backward.h).  multihead_forward is that function with neither.
- * multihead_forward_fast (multihead_fast.h) computes the same numbers
- * another way, from the same checks.
- *
- * Ownership: multihead_init allocates the layers inside the struct you
- * pass; multihead_free releases them and the kept weights.  Outputs are
- * new tensors you tensor_free.
  */
-#ifndef MHA_MULTIHEAD_H
-#define MHA_MULTIHEAD_H
+//<
 
 #include <gsl/gsl_rng.h>
 
@@ -101,12 +118,15 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out);
 /* (B*h, n, p) -> (B, n, h*p): the inverse of transpose_qkv. */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out);
 
+//> 07
 /* valid_lens (B,) -> (B*h,) or (B, Lq) -> (B*h, Lq), each row repeated
  * num_heads times in place (torch.repeat_interleave(..., dim=0)):
  * [3, 2] with h = 2 gives [3, 3, 2, 2], not [3, 2, 3, 2]. */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
                       tensor **out);
+//<
 
+//> 08
 typedef struct multihead_config {
     size_t query_size, key_size, value_size; /* d_q, d_k, d_v */
     size_t num_hiddens;                      /* d_model */
@@ -114,20 +134,30 @@ typedef struct multihead_config {
     size_t out_size;                         /* D_out; 0: num_hiddens */
     int bias;                                /* biases on all 4 layers */
     double dropout;                          /* on the attention weights */
+//> full
     int shape_only; /* parameters with no numbers (tensor_alloc_meta): the
                        forward pass of shape-only inputs runs every step and
                        traces it, computing nothing, for any size */
+//<
+//> 15
     int rope;         /* 1: rotary embeddings on Q and K (posenc.h) */
     double rope_base; /* their base; 0: 10000 (ROPE_DEFAULT_BASE) */
+//<
+//> 17
     size_t kv_heads; /* G key-value heads, each shared by h/G query heads;
                         must divide h; 0: h (multi-head attention) */
+//<
+//> 16
     int causal;      /* 1: query i sees key j only when j <= i + Lk - Lq */
+//<
 } multihead_config;
 
+//> 13
 typedef struct multihead_cache multihead_cache;
+//<
 
 typedef struct multihead {
-    multihead_config cfg; /* as given, with out_size and kv_heads set */
+    multihead_config cfg; /* as given, with out_size (and kv_heads) set */
     linear W_q;           /* (d_model, d_q) */
     linear W_k, W_v;      /* (G*p, d_k), (G*p, d_v): (d_model, ...) for G = h */
     linear W_o;           /* (D_out, d_model) */
@@ -149,13 +179,19 @@ typedef struct multihead {
 
 /* Allocate the four layers (zero weights; see multihead_reset_xavier).
  * GSL_EINVAL for a zero size, GSL_EBADLEN when num_hiddens is not
- * divisible by num_heads or num_heads by kv_heads.  With rope: GSL_EBADLEN
- * for an odd head size p (RoPE turns pairs of features), GSL_EINVAL for a
- * rope_base that is not a finite number > 1; a rope_base of 0 becomes
- * 10000 in m->cfg. */
+ * divisible by num_heads. */
+//> 17
+/* GSL_EBADLEN when kv_heads does not divide num_heads. */
+//<
+//> 15
+/* With rope: GSL_EBADLEN for an odd head size p (RoPE turns pairs of
+ * features), GSL_EINVAL for a rope_base that is not a finite number > 1;
+ * a rope_base of 0 becomes 10000 in m->cfg. */
+//<
 int multihead_init(multihead *m, const multihead_config *cfg);
 void multihead_free(multihead *m);
 
+//> 15
 /* With m->cfg.rope, *x (B, L, h*p), a projected Q or K, is replaced by
  * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...,
  * and the rotation is checked finite like every stage (tensor_check_result
@@ -166,13 +202,15 @@ void multihead_free(multihead *m);
  * last position). */
 int multihead_rope(const multihead *m, tensor **x, long start,
                    const char *who, const char *name);
-
+//<
+//> 17
 /* The split of step 2 for a projected K or V (B, L, G*p), name "K" or
  * "V": transpose_qkv with its num_heads = G, into (B*G, L, p).  With
  * G < h the trace first says so in a note, since transpose_qkv's own line
  * reads h=G there. */
 int multihead_split_kv(const multihead *m, const tensor *x, const char *name,
                        tensor **out);
+//<
 
 /* Xavier-uniform weights for all four layers (d2l's default init), zero
  * biases. */
@@ -184,13 +222,15 @@ void multihead_train(multihead *m, int training, gsl_rng *rng);
 
 /* Queries, keys, values and valid_lens by the rules every attention
  * follows (qkv.h), then against the layers, before anything is computed
- * (every forward path calls it): GSL_EINVAL for a missing input, a bad
- * valid length or, with causal, a query that sees no key,
+ * (every forward path calls it): GSL_EINVAL for a missing input or a
+ * bad valid length, GSL_EBADLEN with a message naming every shape,
+ * GSL_EDOM for a NaN or infinity in the inputs, weights or biases.
+ * Messages start "multihead: ". */
+//> 16
+/* With causal, a query that sees no key is GSL_EINVAL too:
  *   multihead: causal: query 0 of example 1 sees no key (valid_len 2,
- *   Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq)
- * GSL_EBADLEN with a message naming every shape, GSL_EDOM
- * for a NaN or infinity in the inputs, weights or biases.  Messages start
- * "multihead: ". */
+ *   Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq) */
+//<
 int multihead_check_inputs(const multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens);
@@ -208,6 +248,7 @@ int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);
 
+//> 13
 /* --- the options: a head mask, a cache for the backward ------------- */
 
 /* What multihead_backward (backward.h) needs from the forward: the inputs
@@ -247,7 +288,9 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                              const tensor *valid_lens,
                              const tensor *head_mask, multihead_cache *c,
                              tensor **out);
+//<
 
+//> 12
 /* Step 4 alone, on heads already split: qh (B*h, Lq, p) against kh and
  * vh (B*G, Lk, p), each key-value head shared by h/G query heads (steps
  * 4a-4d above when G < h), lens (B*h,) or (B*h, Lq) or NULL; heads
@@ -267,6 +310,8 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
                             const tensor *keys, const tensor *values,
                             const tensor *valid_lens, size_t tile_q,
                             size_t tile_k, tensor **out);
+//<
+//<
 
 #endif
 //<

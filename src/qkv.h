@@ -4,10 +4,8 @@
  * Shapes, in the lesson's names:
  *   queries (B, Lq, d_q)   keys (B, Lk, d_k)   values (B, Lk, d_v)
  *
- * Whatever an attention does with them (the dot product and additive
- * pooling of attention.h, the tiles of flash.h, the modules of
- * multihead.h and headmajor.h, the backward passes of backward.h), it
- * first asks the same of them:
+ * Whatever an attention does with them (every attention and module of
+ * the library takes them), it first asks the same of them:
  *   1. all three are there (not NULL),
  *   2. all three are 3-D, batch first,
  *   3. one batch size B,

@@ -21,6 +21,7 @@
 #define ROWOPS_CLONES
 #endif
 
+//> 12
 ROWOPS_CLONES
 double rowops_max(const double *restrict x, size_t n)
 {
@@ -116,6 +117,7 @@ void rowops_fill(double *x, size_t n, double value)
 /* A double is NaN or infinite exactly when its 11 exponent bits are all
  * ones; adding 1 at the exponent's lowest bit then carries into bit 63
  * (the sign bit, cleared first). */
+//<
 ROWOPS_CLONES
 int rowops_all_finite(const double *x, size_t n)
 {
@@ -131,6 +133,7 @@ int rowops_all_finite(const double *x, size_t n)
     return (any >> 63) == 0;
 }
 
+//> 12
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
                                    size_t valid, double *out,
                                    double *row_max)
@@ -153,3 +156,4 @@ double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
         *row_max = m;
     return sum;
 }
+//<

@@ -1,4 +1,5 @@
-/* rowops.h: the row kernels under the fast paths (multihead_fast, flash).
+/* rowops.h: vectorised row kernels: a finiteness check for every tensor,
+ * and (from chapter 12 on) the softmax rows of the tiled and fast paths.
  *
  * A softmax row costs one exp per key.  At L = 512, B = 8, h = 8 that is
  * 16.8 million exps per forward pass: with the C library's exp (about 10
@@ -29,6 +30,7 @@
 
 #include <stddef.h>
 
+//> 12
 /* max_j x_j over n >= 1 doubles. */
 double rowops_max(const double *x, size_t n);
 
@@ -47,10 +49,12 @@ void rowops_divide(double *x, size_t n, double d);
 /* x_j = value for j < n. */
 void rowops_fill(double *x, size_t n, double value);
 
+//<
 /* 1 when every x_j, j < n, is finite (not NaN, not infinite), else 0.
  * It reads all n without stopping early: the caller finds where. */
 int rowops_all_finite(const double *x, size_t n);
 
+//> 12
 /* The fused softmax row of the fast paths, left unnormalised, over the
  * first `valid` keys (the masking rule of softmax.h):
  *     out_j = exp(scale * x_j - m)  for j < valid,  m = scale * max x_j,
@@ -64,5 +68,6 @@ int rowops_all_finite(const double *x, size_t n);
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
                                    size_t valid, double *out,
                                    double *row_max);
+//<
 
 #endif
