@@ -6,6 +6,7 @@
 #include "adam.h"
 #include "attention.h"
 #include "backward.h"
+#include "cleanup.h"
 #include "error.h"
 #include "fileset.h"
 #include "flash.h"

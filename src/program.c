@@ -5,9 +5,14 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include "cleanup.h"
 #include "error.h"
 
-void mha_program_init(void) { gsl_set_error_handler_off(); }
+void mha_program_init(void)
+{
+    gsl_set_error_handler_off();
+    cleanup_install();
+}
 
 gsl_rng *mha_rng_new(unsigned long seed)
 {
