@@ -178,11 +178,8 @@ static const char usage_heatmap[] =
 /* stdout must have taken everything we printed (think `mha ... > /dev/full`). */
 static int flush_stdout(int status)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        int e = errno;
-        if (!status)
-            status = cli_error("cannot write to stdout: %s", strerror(e));
-    }
+    if (mha_stdout_check() && !status)
+        status = cli_error("%s", mha_last_error());
     return status;
 }
 
