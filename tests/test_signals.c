@@ -344,6 +344,7 @@ static void assert_ended_by(int ws, const char *err, int sig,
  * A are temporaries waiting for stdout. */
 static void stop_while_writing(int sig)
 {
+    skip_under_valgrind();
     snapshot before = snapshot_take();
     int r, w;
     full_pipe(&r, &w);
@@ -387,6 +388,7 @@ static int process_ended(pid_t pid)
  * takes the picture's temporary and the scratch directory along. */
 static void stop_while_drawing(int sig)
 {
+    skip_under_valgrind();
     snapshot before = snapshot_take();
     setup s = {.out = -1, .fake_plot = 1};
     char *args[] = {"heatmap", INPUTS, "--png", "heads.png", NULL};
@@ -419,6 +421,7 @@ Test(signals, sighup_while_gnuplot_draws) { stop_while_drawing(SIGHUP); }
  * the picture) are staged, raises SIGPIPE. */
 static void stop_by_a_closed_pipe(char *const args[])
 {
+    skip_under_valgrind();
     snapshot before = snapshot_take();
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -453,6 +456,7 @@ Test(signals, sigpipe_heatmap_terminal)
  * ends as any failed write does. */
 static void over_the_limit(char *const args[], const char *starts)
 {
+    skip_under_valgrind();
     snapshot before = snapshot_take();
     setup s = {.out = -1, .fsize = 200};
     child c = start(&s, args);
@@ -487,6 +491,7 @@ Test(signals, sigxfsz_heatmap)
  * outputs are in place and the exit status is 0. */
 Test(signals, an_ignored_sighup_stays_ignored)
 {
+    skip_under_valgrind();
     int r, w;
     full_pipe(&r, &w);
     setup s = {.out = w, .ignore = SIGHUP};
