@@ -141,6 +141,7 @@ static int add(fileset *set, const char *path, int *fd, fileset_failure *why)
      * temporary there and not registered */
     cleanup_hold();
     o.tmp = unique_name(who, path, ".tmp", create_file, fd);
+    int e = errno; /* why it could not be made, when it could not */
     if (o.tmp && !(o.reg = cleanup_add_file(who, o.tmp))) {
         close(*fd);
         unlink(o.tmp);
@@ -151,7 +152,6 @@ static int add(fileset *set, const char *path, int *fd, fileset_failure *why)
     }
     cleanup_release();
     if (!o.tmp) {
-        int e = errno;
         free(o.path);
         if (e == ENOMEM)
             return failed(why, GSL_ENOMEM, FILESET_MEMORY, 0, index);
