@@ -207,6 +207,7 @@ check: build
 	$(TEST_BIN) --jobs 2
 #> full
 	@tools/test-handout.sh
+	@tools/test-transcripts.sh $(BUILD)
 	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
 	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) --grad $(BUILD)/mha-grad || exit 1; \
 	else \
@@ -239,10 +240,10 @@ memcheck: build
 	@tools/memcheck.sh $(BUILD)
 #<
 
+# All of them or none: a chapter that fails leaves every transcript as it
+# was (tools/transcripts.sh).
 transcripts: build
-	@for ch in $(CHAPTERS); do \
-	    $(BUILD)/chapters/$$ch > tests/expected/$$ch.txt || exit 1; \
-	done
+	@tools/transcripts.sh $(BUILD)/chapters tests/expected $(CHAPTERS)
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
 #> full
@@ -304,15 +305,17 @@ fuzz: deps
 # The module's dataflow for d2l's example, drawn by Graphviz from
 # `mha trace --dot`: chapter 08 and the README show it.
 MODULE_DOT := $(BUILD)/module.dot
+# Each written under a temporary name and renamed only when complete.
 $(MODULE_DOT): $(CLI_BIN)
 	$(CLI_BIN) trace --batch 2 --queries 4 --kv 6 --hiddens 100 --heads 5 \
-	    --valid-lens 3,2 --dot > $@.tmp && mv $@.tmp $@
+	    --valid-lens 3,2 --dot > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 plots/module.svg: $(MODULE_DOT)
-	dot -Tsvg $< > $@.tmp && mv $@.tmp $@
+	dot -Tsvg $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 plots/module.png: $(MODULE_DOT)
-	dot -Tpng $< > $@.tmp && mv $@.tmp $@
+	dot -Tpng $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 
-# The book: docs/ woven from the chapters, their transcripts and src/.
+# The book: docs/ woven from the chapters, their transcripts and src/,
+# all pages or none (tools/weave.c).
 docs: $(BUILD)/weave plots/module.svg plots/module.png
 	@mkdir -p docs
 	@$(BUILD)/weave . docs

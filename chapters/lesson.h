@@ -18,7 +18,10 @@
  * In a student's handout, a call that reaches an exercise not written yet
  * stops the lesson with that one line instead, "this needs exercise
  * transpose_qkv (chapter 06, src/multihead.c): ...", and exit status 3
- * (MHA_EXIT_EXERCISE, error.h). */
+ * (MHA_EXIT_EXERCISE, error.h).  When stdout has failed (a full disk),
+ * that is the cause, and the lesson stops with one line: where, and the
+ * library's message.  (A lesson that reaches its end with stdout failed
+ * is stopped by mha_program_init's check at exit, program.h.) */
 #define CHECK(call) lesson_check((call), #call, __FILE__, __LINE__)
 
 static inline void lesson_check(int status, const char *call, const char *file,
@@ -29,6 +32,10 @@ static inline void lesson_check(int status, const char *call, const char *file,
     if (mha_unwritten_exercise()) {
         fprintf(stderr, "%s\n", mha_unwritten_exercise());
         exit(MHA_EXIT_EXERCISE);
+    }
+    if (ferror(stdout)) {
+        fprintf(stderr, "%s:%d: %s\n", file, line, mha_last_error());
+        exit(1);
     }
     fprintf(stderr, "%s:%d: %s failed\n  %s\n", file, line, call,
             mha_last_error());

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "error.h"
 
 /* One output: its path, the temporary it is written to, and while the
@@ -20,6 +21,7 @@
 typedef struct {
     char *path;
     char *tmp;  /* path + ".tmp.<pid>.<n>"; NULL once renamed into place */
+    cleanup_entry *reg; /* tmp, removed on a signal (cleanup.h) */
     char *old;  /* path + ".old.<pid>.<n>" while kept, else NULL */
     FILE *f;    /* fileset_add's stream, open until the commit */
     int existed;
@@ -136,9 +138,21 @@ static int add(fileset *set, const char *path, int *fd, fileset_failure *why)
     if (!o.path)
         return failed(why, GSL_ENOMEM, FILESET_MEMORY, 0, index);
     memcpy(o.path, path, len + 1);
+    /* made and registered with the signals held off: no signal finds the
+     * temporary there and not registered */
+    cleanup_hold();
     o.tmp = unique_name(who, path, ".tmp", create_file, fd);
+    int e = errno; /* why it could not be made, when it could not */
+    if (o.tmp && !(o.reg = cleanup_add_file(who, o.tmp))) {
+        close(*fd);
+        unlink(o.tmp);
+        free(o.tmp);
+        free(o.path);
+        cleanup_release();
+        return failed(why, GSL_ENOMEM, FILESET_MEMORY, 0, index);
+    }
+    cleanup_release();
     if (!o.tmp) {
-        int e = errno;
         free(o.path);
         if (e == ENOMEM)
             return failed(why, GSL_ENOMEM, FILESET_MEMORY, 0, index);
@@ -156,6 +170,7 @@ static void drop_last(fileset *set)
 {
     output *o = &set->out[--set->n];
     unlink(o->tmp);
+    cleanup_forget(o->reg);
     free(o->tmp);
     free(o->path);
 }
@@ -349,6 +364,10 @@ int fileset_commit(fileset *set, fileset_failure *why)
     int status = GSL_SUCCESS;
     for (size_t i = 0; i < set->n && !status; i++)
         status = finish(set, i, why);
+    /* A signal while the files are kept, renamed and undone waits until
+     * every path names its new file or its old one (cleanup.h): then it
+     * finds no temporary and no second name to remove. */
+    cleanup_hold();
     for (size_t i = 0; i < set->n && !status; i++)
         status = keep(set, i, why);
     size_t placed = 0;
@@ -366,6 +385,8 @@ int fileset_commit(fileset *set, fileset_failure *why)
             undo(set, placed);
             break;
         }
+        cleanup_forget(o->reg);
+        o->reg = NULL;
         free(o->tmp);
         o->tmp = NULL;
     }
@@ -376,6 +397,7 @@ int fileset_commit(fileset *set, fileset_failure *why)
         free(set->out[i].old);
         set->out[i].old = NULL;
     }
+    cleanup_release();
     if (!status && why)
         *why = (fileset_failure){0};
     return status;
@@ -396,6 +418,7 @@ void fileset_end(fileset *set)
             fclose(o->f);
         if (o->tmp)
             unlink(o->tmp);
+        cleanup_forget(o->reg);
         free(o->tmp);
         free(o->old);
         free(o->path);

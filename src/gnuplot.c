@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "error.h"
 #include "fileset.h"
 
@@ -285,11 +287,38 @@ static const char *last_line(char *text)
     return nl ? nl + 1 : text;
 }
 
+/* The attributes gnuplot starts with: the signal mask this program had
+ * outside cleanup_hold, and SIGXFSZ's default action, which cleanup.h
+ * turns to "ignore" here (a signal this program catches gets its default
+ * back at exec by itself). */
+static int child_attributes(posix_spawnattr_t *attr)
+{
+    int e = posix_spawnattr_init(attr);
+    if (e)
+        return e;
+    sigset_t mask, dfl;
+    cleanup_outer_mask(&mask);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGXFSZ);
+    e = posix_spawnattr_setsigmask(attr, &mask);
+    if (!e)
+        e = posix_spawnattr_setsigdefault(attr, &dfl);
+    if (!e)
+        e = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK |
+                                               POSIX_SPAWN_SETSIGDEF);
+    if (e)
+        posix_spawnattr_destroy(attr);
+    return e;
+}
+
 /* Start argv[0] with stdin from /dev/null and stdout and stderr into a
  * pipe, keep the last tailn - 1 bytes it prints in tail, and wait for it.
  * Returns 0 and the wait status in *wstatus (-1 if it was lost), or the
- * errno of a start that failed (ENOENT: no such program). */
-static int spawn(char *const argv[], int *wstatus, char *tail, size_t tailn)
+ * errno of a start that failed (ENOENT: no such program).  While it runs
+ * it is registered with cleanup.h (child), so a signal that ends this
+ * program ends it too. */
+static int spawn(char *const argv[], cleanup_entry *child, int *wstatus,
+                 char *tail, size_t tailn)
 {
     tail[0] = '\0';
     *wstatus = -1;
@@ -300,7 +329,14 @@ static int spawn(char *const argv[], int *wstatus, char *tail, size_t tailn)
         return errno;
     pid_t pid = -1;
     posix_spawn_file_actions_t fa;
-    int e = posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_t attr;
+    int e = child_attributes(&attr);
+    if (e) {
+        close(fds[0]);
+        close(fds[1]);
+        return e;
+    }
+    e = posix_spawn_file_actions_init(&fa);
     if (!e) {
         e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
                                              0);
@@ -314,10 +350,17 @@ static int spawn(char *const argv[], int *wstatus, char *tail, size_t tailn)
         if (!e)
             e = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 #endif
+        /* started and registered with the signals held off: none finds
+         * it running and not registered */
+        cleanup_hold();
         if (!e)
-            e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+            e = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+        if (!e)
+            cleanup_set_child(child, pid);
+        cleanup_release();
         posix_spawn_file_actions_destroy(&fa);
     }
+    posix_spawnattr_destroy(&attr);
     close(fds[1]); /* else the read below never sees end-of-file */
     if (e) {
         close(fds[0]);
@@ -343,6 +386,13 @@ static int spawn(char *const argv[], int *wstatus, char *tail, size_t tailn)
     }
     tail[have] = '\0';
     close(fds[0]);
+    /* wait for its end without reaping it, so that its pid is not free
+     * for another process while it is still registered */
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR)
+        ;
+    cleanup_set_child(child, 0);
     while (waitpid(pid, wstatus, 0) < 0)
         if (errno != EINTR) {
             *wstatus = -1;
@@ -375,7 +425,14 @@ int gnuplot_run(const char *who, const char *script, const char *fmt,
     char *argv[] = {(char *)prog, "-d", "-e", setvars, script_arg, NULL};
     int wstatus;
     char tail[1024];
-    int e = spawn(argv, &wstatus, tail, sizeof tail);
+    cleanup_entry *child = cleanup_add_child(who);
+    if (!child) {
+        free(setvars);
+        free(script_arg);
+        return GSL_ENOMEM;
+    }
+    int e = spawn(argv, child, &wstatus, tail, sizeof tail);
+    cleanup_forget(child);
     free(setvars);
     free(script_arg);
 

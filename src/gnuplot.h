@@ -105,7 +105,8 @@ int gnuplot_available(void);
  * as a child process without a shell, with -d (no start-up files, so a
  * user's ~/.gnuplot cannot change the picture), stdin from /dev/null,
  * stdout and stderr into a pipe read back here, and no other descriptor
- * of the caller's (with glibc 2.34 or later).  Returns GSL_SUCCESS,
+ * of the caller's (with glibc 2.34 or later); a signal that ends this
+ * program ends gnuplot too (cleanup.h).  Returns GSL_SUCCESS,
  * GNUPLOT_MISSING ("gnuplot not found"), or GSL_EFAILED when gnuplot
  * fails, is killed or writes nothing (the message gives its exit status
  * and the last line it printed). */

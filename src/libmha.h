@@ -5,6 +5,7 @@
 #define MHA_LIBMHA_H
 
 // the base: errors, tensors and their trace, a program's set-up
+#include "cleanup.h"
 #include "error.h"
 #include "program.h"
 #include "rowops.h"

@@ -3,11 +3,57 @@
 #include "program.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "cleanup.h"
 #include "error.h"
 
-void mha_program_init(void) { gsl_set_error_handler_off(); }
+int mha_stdout_check(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        int e = errno;
+        return mha_fail(GSL_EFAILED, "cannot write to stdout: %s",
+                        e ? strerror(e) : "a write failed");
+    }
+    if (ferror(stdout))
+        return mha_fail(GSL_EFAILED,
+                        "cannot write to stdout: an earlier write failed");
+    return GSL_SUCCESS;
+}
+
+/* At exit (on_exit gives the status): stdout complete and closed, or one
+ * line and status 1 for a program that was about to report success. */
+static void finish_stdout(int status, void *unused)
+{
+    (void)unused;
+    int failed = mha_stdout_check() != GSL_SUCCESS;
+    if (fclose(stdout) != 0 && !failed) {
+        int e = errno;
+        failed = 1;
+        mha_fail(GSL_EFAILED, "cannot write to stdout: %s", strerror(e));
+    }
+    if (!failed || status != 0)
+        return;
+    fprintf(stderr, "%s: %s\n", program_invocation_short_name,
+            mha_last_error());
+    _exit(1); /* exit() may not be called again from an exit handler */
+}
+
+void mha_program_init(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    gsl_set_error_handler_off();
+    cleanup_install();
+    on_exit(finish_stdout, NULL);
+}
 
 gsl_rng *mha_rng_new(unsigned long seed)
 {

@@ -156,6 +156,49 @@ Test(docs, a_missing_function_stops_the_weaver)
     run(cmd);
 }
 
+/* The book is written whole or not at all: a weave that stops at the last
+ * chapter (a transcript section its source does not have) has not
+ * rewritten the pages before it, though chapter 01's would now differ,
+ * and leaves no temporary. */
+Test(docs, a_failed_weave_leaves_the_book_as_it_was)
+{
+    char dir[64];
+    weave_into(".", dir);
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md %s/tools/ && "
+             "printf 'a line the page has not seen\\n' >> "
+             "%s/tests/expected/01_shapes_strides_views.txt && "
+             "last=$(ls %s/tests/expected | tail -n 1) && "
+             "printf '## 99. No such section\\n' >> %s/tests/expected/$last && "
+             "ls -l --time-style=full-iso %s > %s/before && "
+             "cat %s/*.md >> %s/before",
+             root, root, root, root, root, root, root, root, dir, root, dir,
+             root);
+    run(cmd);
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
+    int status = system(cmd);
+    cr_assert_neq(status, 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/err", root);
+    char *err = slurp_file(path);
+    cr_assert_not_null(strstr(err, "output section \"99. No such section\" "
+                                   "has no section() call"),
+                       "stderr: %s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd,
+             "ls -l --time-style=full-iso %s > %s/after && "
+             "cat %s/*.md >> %s/after && cmp -s %s/before %s/after && "
+             "test -z \"$(ls -A %s | grep -v '\\.md$')\"",
+             dir, root, dir, root, root, root, dir);
+    run(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
+    run(cmd);
+}
+
 /* Charts are pictures too: chapter 13 announces its loss curve as
  * "[plot: plots/13_loss.png ...]" and its page shows the image. */
 Test(docs, charts_are_pictures_too)

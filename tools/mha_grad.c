@@ -32,7 +32,7 @@ int main(int argc, char **argv)
     if (status == CLI_HELP) {
         puts("usage: mha-grad <the inputs of mha forward> --grad-out DOUT.npy "
              "--dir DIR");
-        return CLI_OK;
+        return mha_stdout_check() ? cli_error("%s", mha_last_error()) : CLI_OK;
     }
     if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
         return status;

@@ -36,7 +36,7 @@ take() {
     esac
 }
 
-for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c chapters/lesson.h \
+for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c tools/transcripts.sh chapters/lesson.h \
          src/*.c src/*.h src/*/*.c src/*/*.h tests/*.c tests/*.h; do
     [ -f "$f" ] && take "$f"
 done

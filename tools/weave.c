@@ -28,24 +28,45 @@
  * Anything that does not fit (an @show that finds nothing, an output
  * section with no section() call) is an error: the book cannot drift
  * silently.
+ *
+ * The book is written whole or not at all: every page is woven in memory
+ * first, then written under a temporary name beside it (".NAME.tmp.PID")
+ * and renamed into place once all are written.  An error, a full disk or
+ * SIGINT, SIGTERM, SIGHUP on the way leaves OUT as it was, with no
+ * temporary.  Exit status 0, or 1 after one line on stderr.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "marks.h"
 
 #define MAX_SECTIONS 32
 #define MAX_CHAPTERS 64
+#define MAX_PAGES (MAX_CHAPTERS + 1) /* the chapters and the contents */
 
 static const char *root = ".";
 
+/* The temporaries written so far, removed by die() or by a signal: fixed
+ * arrays, so that the handler needs nothing but unlink. */
+static char temporaries[MAX_PAGES][600];
+static volatile sig_atomic_t ntemporaries;
+
+static void remove_temporaries(void)
+{
+    for (sig_atomic_t i = 0; i < ntemporaries; i++)
+        unlink(temporaries[i]);
+}
+
 static void die(const char *fmt, ...)
 {
+    remove_temporaries();
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "weave: ");
@@ -445,18 +466,80 @@ static void nav(buf *b, const chapter *all, int i, int n)
     puts_(b, "\n");
 }
 
-static void write_file(const char *dir, const char *name, const buf *b)
+/* The pages, woven before any is written. */
+static struct {
+    char name[160];
+    buf text;
+} pages[MAX_PAGES];
+static int npages;
+
+static void keep_page(const char *name, buf *b)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        die("cannot write %s: %s", path, strerror(errno));
-    if (fwrite(b->s, 1, b->len, f) != b->len || fclose(f) != 0)
-        die("cannot write %s", path);
+    if (npages == MAX_PAGES)
+        die("more than %d pages", MAX_PAGES);
+    snprintf(pages[npages].name, sizeof pages[npages].name, "%s", name);
+    pages[npages++].text = *b;
 }
 
-static void write_chapter(const chapter *all, int i, int n, const char *outdir)
+/* On SIGINT, SIGTERM or SIGHUP while the pages are written: no
+ * temporary left, and the signal's own end. */
+static void on_signal(int sig)
+{
+    remove_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Every page under its temporary name, then every one into place. */
+static void write_pages(const char *dir)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    sigset_t caught, outer;
+    sigemptyset(&caught);
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
+        struct sigaction sa = {0}, was;
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[k], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+            sigaction(sigs[k], &sa, NULL);
+        sigaddset(&caught, sigs[k]);
+    }
+    for (int i = 0; i < npages; i++) {
+        char *tmp = temporaries[i];
+        int len = snprintf(tmp, sizeof temporaries[i], "%s/.%s.tmp.%ld", dir,
+                           pages[i].name, (long)getpid());
+        if (len < 0 || (size_t)len >= sizeof temporaries[i])
+            die("%s: the path is too long", dir);
+        /* made and listed with the signals held off */
+        sigprocmask(SIG_BLOCK, &caught, &outer);
+        FILE *f = fopen(tmp, "wbx");
+        int e = errno;
+        if (f)
+            ntemporaries = i + 1;
+        sigprocmask(SIG_SETMASK, &outer, NULL);
+        if (!f)
+            die("cannot write %s/%s: %s", dir, pages[i].name, strerror(e));
+        const buf *b = &pages[i].text;
+        e = 0;
+        if (fwrite(b->s, 1, b->len, f) != b->len || fflush(f) != 0)
+            e = errno;
+        if (fclose(f) != 0 && !e)
+            e = errno;
+        if (e)
+            die("cannot write %s/%s: %s", dir, pages[i].name, strerror(e));
+    }
+    for (int i = 0; i < npages; i++) {
+        char path[sizeof temporaries[i]]; /* shorter than the temporary */
+        if (snprintf(path, sizeof path, "%s/%s", dir, pages[i].name) >=
+                (int)sizeof path ||
+            rename(temporaries[i], path) != 0)
+            die("cannot rename %s to %s: %s (%d of %d pages were in place)",
+                temporaries[i], path, strerror(errno), i, npages);
+    }
+    ntemporaries = 0;
+}
+
+static void write_chapter(const chapter *all, int i, int n)
 {
     const chapter *c = &all[i];
     char path[512];
@@ -492,13 +575,12 @@ static void write_chapter(const chapter *all, int i, int n, const char *outdir)
     nav(&b, all, i, n);
     char file[160];
     snprintf(file, sizeof file, "%.127s.md", c->name);
-    write_file(outdir, file, &b);
-    free(b.s);
+    keep_page(file, &b);
     free(out);
 }
 
 /* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
-static void write_index(const chapter *all, int n, const char *outdir)
+static void write_index(const chapter *all, int n)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tools/book-index.md", root);
@@ -515,8 +597,7 @@ static void write_index(const chapter *all, int n, const char *outdir)
         printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
                 all[i].name);
     puts_(&b, at + strlen("@chapters\n"));
-    write_file(outdir, "README.md", &b);
-    free(b.s);
+    keep_page("README.md", &b);
     free(tmpl);
 }
 
@@ -564,8 +645,11 @@ int main(int argc, char **argv)
         free(src);
     }
     for (int i = 0; i < n; i++)
-        write_chapter(all, i, n, argv[2]);
-    write_index(all, n, argv[2]);
+        write_chapter(all, i, n);
+    write_index(all, n);
+    write_pages(argv[2]);
+    for (int i = 0; i < npages; i++)
+        free(pages[i].text.s);
     for (int i = 0; i < n; i++) {
         free(all[i].intro.s);
         free(all[i].exercises.s);

@@ -20,8 +20,10 @@
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
  * with every file as it was before the run (paths.h, output.h); 3 in a
  * student's handout when the command needs an exercise not written yet
- * (one line naming it, error.h).  The usage texts below are the
- * program's documentation: `mha --help`, `mha forward --help` ...
+ * (one line naming it, error.h).  SIGINT, SIGTERM, SIGHUP and SIGPIPE
+ * end it by that signal, its temporaries removed and gnuplot ended first
+ * (cleanup.h).  The usage texts below are the program's documentation:
+ * `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -159,7 +161,12 @@ static const char usage_forward[] =
     "socket or device; two names (./x, links) for one file among the\n"
     "outputs and inputs; a run needing more memory than the machine has\n"
     "(or than MHA_MEMORY_LIMIT bytes, when set).  A result that overflows\n"
-    "(NaN or inf from finite input) is refused too.\n";
+    "(NaN or inf from finite input) is refused too.\n"
+    "\n"
+    "Stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE (a closed pipe), mha\n"
+    "removes its temporary files first and ends by that signal; beyond the\n"
+    "file size limit (ulimit -f) a write fails: one line, exit status 2.\n"
+    "Either way every file is as it was before the run.\n";
 
 static const char usage_heatmap[] =
     "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
@@ -174,18 +181,17 @@ static const char usage_heatmap[] =
     "  --terminal    draw with Unicode shades on stdout\n"
     "\n"
     "Give at least one; see `mha forward --help` for the inputs and for\n"
-    "what is refused before any work.\n";
+    "what is refused before any work.  Stopped by SIGINT, SIGTERM, SIGHUP\n"
+    "or SIGPIPE, mha ends gnuplot, removes its temporary files and its\n"
+    "scratch directory, and ends by that signal: every file is as it was.\n";
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* stdout must have taken everything we printed (think `mha ... > /dev/full`). */
 static int flush_stdout(int status)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        int e = errno;
-        if (!status)
-            status = cli_error("cannot write to stdout: %s", strerror(e));
-    }
+    if (mha_stdout_check() && !status)
+        status = cli_error("%s", mha_last_error());
     return status;
 }
 

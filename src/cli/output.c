@@ -72,8 +72,26 @@ static int draw(fileset *set, const cli_output *o, const char *base)
     return status;
 }
 
+/* The scratch directory's files: gnuplot's data and script. */
+static const char *const scratch_files[] = {"/heatmap.dat", "/heatmap.gp"};
+#define NSCRATCH (sizeof scratch_files / sizeof scratch_files[0])
+
+/* Register the scratch directory and the files that will be in it with
+ * cleanup.h (reg[0] the directory), so that a signal removes them. */
+static int register_scratch(const char *scratch, cleanup_entry **reg)
+{
+    reg[0] = cleanup_add_dir("mha", scratch);
+    for (size_t i = 0; i < NSCRATCH && reg[i]; i++) {
+        char *path = join(scratch, scratch_files[i]);
+        reg[i + 1] = path ? cleanup_add_file("mha", path) : NULL;
+        free(path);
+    }
+    return reg[NSCRATCH] != NULL;
+}
+
 /* gnuplot draws from a data file and a script: they go to a scratch
- * directory beside the picture, removed once it is drawn. */
+ * directory beside the picture, removed once it is drawn (or by the
+ * signal that ends the run, cleanup.h). */
 static int stage_image(fileset *set, const cli_output *o)
 {
     static const char pattern[] = ".mha-heatmap-XXXXXX";
@@ -84,24 +102,36 @@ static int stage_image(fileset *set, const cli_output *o)
         return cli_error("%s %s: %s", o->option, o->path, mha_last_error());
     memcpy(scratch, o->path, dir_len);
     memcpy(scratch + dir_len, pattern, sizeof pattern);
-    if (!mkdtemp(scratch)) {
-        int e = errno;
+    cleanup_entry *reg[NSCRATCH + 1] = {NULL};
+    // made and registered with the signals held off
+    cleanup_hold();
+    int made = mkdtemp(scratch) != NULL, e = errno;
+    int registered = made && register_scratch(scratch, reg);
+    if (made && !registered)
+        rmdir(scratch);
+    cleanup_release();
+    if (!made || !registered) {
+        for (size_t i = 0; i <= NSCRATCH; i++)
+            cleanup_forget(reg[i]);
         free(scratch);
-        return cli_error("%s %s: cannot create a directory next to it: %s",
-                         o->option, o->path, strerror(e));
+        if (!made)
+            return cli_error("%s %s: cannot create a directory next to it: %s",
+                             o->option, o->path, strerror(e));
+        return cli_error("%s %s: %s", o->option, o->path, mha_last_error());
     }
     char *base = join(scratch, "/heatmap");
     int status = base ? draw(set, o, base)
                       : cli_error("%s %s: %s", o->option, o->path,
                                   mha_last_error());
-    static const char *const made[] = {"/heatmap.dat", "/heatmap.gp"};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+    for (size_t i = 0; i < NSCRATCH; i++) {
         char path[4096];
-        if ((size_t)snprintf(path, sizeof path, "%s%s", scratch, made[i]) <
-            sizeof path)
+        if ((size_t)snprintf(path, sizeof path, "%s%s", scratch,
+                             scratch_files[i]) < sizeof path)
             unlink(path);
     }
     rmdir(scratch);
+    for (size_t i = 0; i <= NSCRATCH; i++)
+        cleanup_forget(reg[i]);
     free(base);
     free(scratch);
     return status;

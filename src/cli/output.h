@@ -10,7 +10,10 @@
  * ones are undone (a file that was there is put back, a new one removed):
  * a failed run leaves every file as it was, and says so.  gnuplot's data
  * and script for a picture go to a scratch directory beside it
- * (".mha-heatmap-XXXXXX"), removed once the picture is drawn.
+ * (".mha-heatmap-XXXXXX"), removed once the picture is drawn.  A signal
+ * that ends the run (SIGINT, SIGTERM, SIGHUP, SIGPIPE) removes every
+ * temporary and the scratch directory first, and ends gnuplot
+ * (cleanup.h).
  *
  * A new file gets the permission bits 0666 minus the umask, as np.save's
  * would; a file that is replaced keeps its bits.
