@@ -19,7 +19,9 @@
 
 #include "attention.h"
 #include "error.h"
+//> 15
 #include "posenc.h"
+//<
 #include "qkv.h"
 #include "softmax.h"
 #include "trace.h"
@@ -500,12 +502,18 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
 
 static int same_config(const multihead_config *a, const multihead_config *b)
 {
-    return a->query_size == b->query_size && a->key_size == b->key_size &&
-           a->value_size == b->value_size && a->num_hiddens == b->num_hiddens &&
-           a->num_heads == b->num_heads && a->out_size == b->out_size &&
-           !a->bias == !b->bias && a->kv_heads == b->kv_heads;
+    int same = a->query_size == b->query_size && a->key_size == b->key_size &&
+               a->value_size == b->value_size &&
+               a->num_hiddens == b->num_hiddens &&
+               a->num_heads == b->num_heads && a->out_size == b->out_size &&
+               !a->bias == !b->bias;
+//> 17
+    same = same && a->kv_heads == b->kv_heads;
+//<
+    return same;
 }
 
+//> 17
 /* Step 4 backwards for G < h key-value heads, through the forward's
  * folding (multihead.h, 4b): the h/G query heads of a group read as
  * (B*G, h/G*Lq, ...) rows, so the attention's backward on B*G problems
@@ -550,6 +558,9 @@ static int grouped_backward(const multihead *m, const multihead_cache *c,
     return status;
 }
 
+//<
+
+//> 14
 /* dheads = dmasked with head i's rows times mask[i]; dmask[i] = sum of
  * dmasked * heads over head i's rows (into a fresh h-array).  heads was
  * made by the attention (contiguous); dmasked comes from transpose_qkv and
@@ -587,6 +598,9 @@ static int head_mask_backward(const tensor *dmasked, const tensor *heads,
     return GSL_SUCCESS;
 }
 
+//<
+
+//> 15
 /* *d (B, L, d_model), a gradient of the rotated Q or K, replaced by the
  * gradient of the projection before the rotation. */
 static int unrotate(const multihead *m, tensor **d, long start)
@@ -600,6 +614,8 @@ static int unrotate(const multihead *m, tensor **d, long start)
     *d = back;
     return GSL_SUCCESS;
 }
+
+//<
 
 int multihead_backward(const multihead *m, const multihead_cache *c,
                        const tensor *dout, multihead *grads,
@@ -633,6 +649,11 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                         who, grads->cfg.num_hiddens, grads->cfg.num_heads,
                         grads->cfg.out_size, m->cfg.num_hiddens, h,
                         m->cfg.out_size);
+/*< 14
+    if (dhead_mask)
+        return mha_fail(GSL_EINVAL, "%s: this module takes no head mask", who);
+*/
+//> 14
     if (dhead_mask) {
         char hs[TRACE_SHAPE_MAX];
         if (!c->head_mask)
@@ -646,6 +667,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
                             who,
                             tensor_shape_str(dhead_mask, hs, sizeof hs), h);
     }
+//<
     int need_q = dqueries || grads, need_k = dkeys || grads;
     int need_v = dvalues || grads;
 
@@ -666,37 +688,50 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     // 5. undo transpose_output: split dconcat into heads again
     if (!status)
         status = transpose_qkv(dconcat, h, &dmasked);
+//> 14
     if (!status && c->head_mask) {
         dmask = mha_malloc(h, sizeof *dmask, who);
         status = dmask ? head_mask_backward(dmasked, c->heads, c->head_mask,
                                             &dheads, dmask)
                        : GSL_ENOMEM;
     }
+//<
     // 4. attention, all B*h heads at once (G < h: the groups' folded rows)
-    size_t G = m->cfg.kv_heads;
+    size_t G = h; // key-value heads
+//> 17
+    G = m->cfg.kv_heads;
+//<
     if (!status && G == h)
         status = dot_attention_backward(c->qh, c->kh, c->vh, c->lens,
                                         c->weights, dheads ? dheads : dmasked,
                                         need_q ? &dqh : NULL,
                                         need_k ? &dkh : NULL,
                                         need_v ? &dvh : NULL);
+//> 17
     else if (!status)
         status = grouped_backward(m, c, dheads ? dheads : dmasked,
                                   need_q ? &dqh : NULL, need_k ? &dkh : NULL,
                                   need_v ? &dvh : NULL);
+//<
     // 2. undo transpose_qkv: the heads side by side, (B, L, d_model) for
     //    the queries, (B, L, G*p) for the keys and values; with rope, dQ
     //    and dK turned back by the forward's angles (a rotation's
     //    transpose is its inverse)
+//> 15
     long Lk = (long)c->kh->shape[1];
+//<
     if (!status && need_q)
         status = transpose_output(dqh, h, &dq);
+//> 15
     if (!status && need_q && m->cfg.rope)
         status = unrotate(m, &dq, Lk - (long)Lq);
+//<
     if (!status && need_k)
         status = transpose_output(dkh, G, &dk);
+//> 15
     if (!status && need_k && m->cfg.rope)
         status = unrotate(m, &dk, 0);
+//<
     if (!status && need_v)
         status = transpose_output(dvh, G, &dv);
     // 1. the projections: the inputs' gradients, then every layer's own
@@ -719,9 +754,11 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
         status = linear_backward(&m->W_k, &k_in, dk, &grads->W_k, NULL);
     if (!status && grads)
         status = linear_backward(&m->W_v, &v_in, dv, &grads->W_v, NULL);
+//> 14
     if (!status && dhead_mask)
         for (size_t i = 0; i < h; i++)
             dhead_mask->data[i * dhead_mask->strides[0]] += dmask[i];
+//<
     trace_end();
     free(dmask);
     tensor_free(dconcat);

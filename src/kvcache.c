@@ -97,7 +97,10 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1];
-    size_t G = cfg->kv_heads, p = cfg->num_hiddens / cfg->num_heads;
+    size_t G = cfg->num_heads, p = cfg->num_hiddens / cfg->num_heads;
+//> 17
+    G = cfg->kv_heads; // the key-value heads the cache holds
+//<
     char xs[TRACE_SHAPE_MAX];
     tensor_shape_str(x, xs, sizeof xs);
     if (c->batch != B || c->kv_heads != G || c->head_size != p)
@@ -161,7 +164,10 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1], t = c->length + n;
-    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
+    size_t h = m->cfg.num_heads, G = h; // G: key-value heads
+//> 17
+    G = m->cfg.kv_heads;
+//<
     tensor x_in = tensor_named(x, "B, n, d_q");
     trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
@@ -193,10 +199,18 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
     // 3. split: h query heads, G key-value heads
     if (!status)
         status = transpose_qkv(q, h, &qh);
+/*< 17
+    if (!status)
+        status = transpose_qkv(k, h, &kh);
+    if (!status)
+        status = transpose_qkv(v, h, &vh);
+*/
+//> 17
     if (!status)
         status = multihead_split_kv(m, k, "K", &kh);
     if (!status)
         status = multihead_split_kv(m, v, "V", &vh);
+//<
     // 4. the cache grows to t positions
     if (!status)
         status = append(c->keys, kh, c->length, "keys", &keys);

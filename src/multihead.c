@@ -394,13 +394,13 @@ static void steps_free(steps *s)
 //<
 }
 
-/* The module's options, as its trace header names them: ", causal" ... */
+/* The module as its trace header names it: "h=5", and its options. */
 static const char *options(const multihead *m, char *buf, size_t n)
 {
-    buf[0] = '\0';
+    snprintf(buf, n, "h=%zu", m->cfg.num_heads);
 //> 17
     if (m->cfg.kv_heads < m->cfg.num_heads)
-        snprintf(buf, n, ", G=%zu", m->cfg.kv_heads);
+        snprintf(buf + strlen(buf), n - strlen(buf), ", G=%zu", m->cfg.kv_heads);
 //<
 //> 16
     if (m->cfg.causal)
@@ -511,8 +511,7 @@ static void begin_trace(const multihead *m, const tensor *queries,
                 TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
                              TRACE_NAMED(values, "v"),
                              TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(h=%zu%s", m->cfg.num_heads,
-                options(m, opt, sizeof opt));
+                "multihead(%s", options(m, opt, sizeof opt));
 }
 
 /* Run a step; on failure, skip to the end of the pass. */
@@ -632,8 +631,12 @@ static int head_lens(const multihead *m, const tensor *valid_lens,
     if (!per_row)
         return repeat_valid_lens(valid_lens, h, out);
     tensor *rows = NULL; // (B, Lq)
+    int shape_only = 0;
+//> full
+    shape_only = m->cfg.shape_only;
+//<
     int status = valid_lens_per_row(valid_lens, m->cfg.causal, batch, Lq, Lk,
-                                    m->cfg.shape_only, &rows);
+                                    shape_only, &rows);
     if (!status)
         status = repeat_valid_lens(rows, h, out);
     tensor_free(rows);
@@ -872,6 +875,11 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                         "needs the dropped weights, which are not kept; "
                         "train with dropout 0 or in evaluation mode",
                         who, m->attention.dropout);
+/*< 14
+    if (head_mask)
+        return mha_fail(GSL_EINVAL, "%s: this module takes no head mask", who);
+*/
+//> 14
     size_t h = m->cfg.num_heads;
     if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
         int status = multihead_check_inputs(m, queries, keys, values,
@@ -884,11 +892,14 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                         "num_heads %zu",
                         who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
     }
-    m->cache = c;
     m->head_mask = head_mask;
+//<
+    m->cache = c;
     int status = multihead_forward(m, queries, keys, values, valid_lens, out);
     m->cache = NULL;
+//> 14
     m->head_mask = NULL;
+//<
     if (status && c)
         multihead_cache_free(c);
     return status;
