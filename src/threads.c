@@ -11,10 +11,20 @@
 int threads_count(void)
 {
 #ifdef _OPENMP
-    return omp_get_max_threads();
+    /* OMP_NUM_THREADS asks; the cores this process may run on bound it
+     * (libgomp starts every thread asked for, and fails or crashes when
+     * that is tens of thousands) */
+    int asked = omp_get_max_threads(), cores = omp_get_num_procs();
+    return asked < cores ? asked : cores > 0 ? cores : 1;
 #else
     return 1;
 #endif
+}
+
+int threads_for(size_t items)
+{
+    size_t n = (size_t)threads_count();
+    return (int)(items < n ? (items ? items : 1) : n);
 }
 
 int threads_index(void)

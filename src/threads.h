@@ -13,15 +13,26 @@
  * OpenBLAS's threads.
  *
  * T is OpenMP's thread count (OMP_NUM_THREADS, by default the number of
- * cores).  Under GSL's reference CBLAS there are no BLAS threads to set.
+ * cores), never more than the cores: OMP_NUM_THREADS=100000 on 2 cores
+ * runs 2 threads, as OMP_NUM_THREADS=2 does, and a loop of 8 items runs
+ * at most 8.  The items are independent, so the result is the same for
+ * any T.  Under GSL's reference CBLAS there are no BLAS threads to set.
  * The OpenBLAS setting is global to the process: do not call the fast
  * paths from several threads of your own at once.
  */
 #ifndef MHA_THREADS_H
 #define MHA_THREADS_H
 
-/* The number of threads a parallel loop uses (1 without OpenMP). */
+#include <stddef.h>
+
+/* The most threads a parallel loop uses: OpenMP's count, at most the
+ * cores (1 without OpenMP). */
 int threads_count(void);
+
+/* The threads for a parallel loop over items independent items:
+ * threads_count(), at most items, at least 1.  Give it to the loop as
+ * `num_threads(n) if (n > 1)`, and size per-thread scratch by it. */
+int threads_for(size_t items);
 
 /* This thread's index in a parallel loop, 0 .. threads_count() - 1. */
 int threads_index(void);

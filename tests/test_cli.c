@@ -2335,3 +2335,57 @@ Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
     assert_ok(&r, "forward within the limit");
     run_free(&r);
 }
+
+/* --- threads and memory limits ---------------------------------------- */
+
+/* A file's bytes; free() them. */
+static char *file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char *bytes = read_all(f);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    *len = (size_t)ftell(f);
+    fclose(f);
+    return bytes;
+}
+
+/* A thread count far beyond the machine runs on its cores, and far
+ * beyond the work on as many threads as there are blocks of it (the
+ * standard inputs make 2 examples x 2 heads x 1 block): libgomp used to
+ * crash starting 100000 threads and give up on 40000.  The numbers are
+ * those of one thread, byte for byte. */
+Test(cli, a_huge_thread_count_is_capped_with_the_same_result,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    const char *counts[] = {"1", "100000", "40000", "3"};
+    char *want_out = NULL, *want_a = NULL;
+    size_t want_out_len = 0, want_a_len = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        cr_assert_eq(setenv("OMP_NUM_THREADS", counts[i], 1), 0);
+        run r = mha(FORWARD OUTS);
+        unsetenv("OMP_NUM_THREADS");
+        assert_ok(&r, counts[i]);
+        run_free(&r);
+        size_t out_len, a_len;
+        char *out = file_bytes("out.npy", &out_len);
+        char *a = file_bytes("a.npy", &a_len);
+        if (i == 0) {
+            want_out = out, want_out_len = out_len;
+            want_a = a, want_a_len = a_len;
+            continue;
+        }
+        cr_assert(out_len == want_out_len &&
+                      memcmp(out, want_out, out_len) == 0,
+                  "OMP_NUM_THREADS=%s: out.npy differs from one thread's",
+                  counts[i]);
+        cr_assert(a_len == want_a_len && memcmp(a, want_a, a_len) == 0,
+                  "OMP_NUM_THREADS=%s: a.npy differs from one thread's",
+                  counts[i]);
+        free(out);
+        free(a);
+    }
+    free(want_out);
+    free(want_a);
+}
