@@ -181,11 +181,13 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     j.scale = 1.0 / sqrt((double)j.d);
 
     size_t blocks = (j.Lq + j.tq - 1) / j.tq, items = B * blocks;
-    int nthreads = threads_for(items), parallel = nthreads > 1;
     // scratch per thread: s (tq, tk), then m, l, len (tq,) each
     size_t per_thread, total;
-    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who) ||
-        mha_mul_size(per_thread, (size_t)nthreads, &total, who))
+    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who))
+        return GSL_EOVRFLW;
+    int nthreads = threads_for(items, per_thread * sizeof(double));
+    int parallel = nthreads > 1;
+    if (mha_mul_size(per_thread, (size_t)nthreads, &total, who))
         return GSL_EOVRFLW;
     double *scratch = NULL;
     status = qkv_as_matrices("queries", queries, &j.q);

@@ -174,14 +174,16 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (rows > Lq)
         rows = Lq;
     size_t blocks = (Lq + rows - 1) / rows, items = B * h * blocks;
-    int nthreads = opt->threading == MULTIHEAD_THREADS_HEADS
-                       ? threads_for(items) : 1;
-    int parallel = nthreads > 1;
 
     // scratch: per thread, s (rows, Lk) and sums (rows,)
     size_t per_thread, total;
-    if (mha_mul_size(rows, Lk + 1, &per_thread, "multihead_forward_fast") ||
-        mha_mul_size(per_thread, (size_t)nthreads, &total,
+    if (mha_mul_size(rows, Lk + 1, &per_thread, "multihead_forward_fast"))
+        return GSL_EOVRFLW;
+    int nthreads = opt->threading == MULTIHEAD_THREADS_HEADS
+                       ? threads_for(items, per_thread * sizeof(double))
+                       : 1;
+    int parallel = nthreads > 1;
+    if (mha_mul_size(per_thread, (size_t)nthreads, &total,
                      "multihead_forward_fast"))
         return GSL_EOVRFLW;
     double *scratch = mha_malloc(total, sizeof(double), "multihead_forward_fast");

@@ -3,11 +3,24 @@
 #include "program.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "error.h"
+#include "threads.h"
 
-void mha_program_init(void) { gsl_set_error_handler_off(); }
+void mha_program_init_lazy(void) { gsl_set_error_handler_off(); }
+
+void mha_program_init(void)
+{
+    mha_program_init_lazy();
+    if (threads_blas_reserve()) {
+        fprintf(stderr, "%s: %s\n", program_invocation_short_name,
+                mha_last_error());
+        exit(2);
+    }
+}
 
 gsl_rng *mha_rng_new(unsigned long seed)
 {

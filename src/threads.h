@@ -19,6 +19,25 @@
  * any T.  Under GSL's reference CBLAS there are no BLAS threads to set.
  * The OpenBLAS setting is global to the process: do not call the fast
  * paths from several threads of your own at once.
+ *
+ * Under a memory limit (ulimit -v, or ulimit -d), threads cost memory
+ * that must be counted: OpenBLAS (0.3.21, Debian's pthread build) takes a
+ * buffer of 128 MiB in each thread of its pool when it loads and in each
+ * thread that calls it, on its first matrix product; when the limit
+ * leaves no room it retries for ever (OpenBLAS issue 5289), at 100% CPU,
+ * and the program never ends, `mha --help` included, whose exit waits for
+ * the pool.  So, under a limit:
+ *   1. OpenBLAS's pool keeps one thread per GiB of the limit (at least
+ *      one): before OpenBLAS loads, a program whose pool would be bigger
+ *      runs itself again with OPENBLAS_NUM_THREADS set to that (nothing
+ *      runs twice: this happens before main);
+ *   2. mha_program_init takes the main thread's buffer at once, while
+ *      that can be checked, or says in one line that the limit leaves no
+ *      room for it (threads_blas_reserve);
+ *   3. a parallel loop starts only the threads the limit leaves room
+ *      for, each with its buffer, stack and scratch (threads_for), down
+ *      to one; the result is the same.
+ * Without a limit none of this costs anything.
  */
 #ifndef MHA_THREADS_H
 #define MHA_THREADS_H
@@ -29,10 +48,12 @@
  * cores (1 without OpenMP). */
 int threads_count(void);
 
-/* The threads for a parallel loop over items independent items:
- * threads_count(), at most items, at least 1.  Give it to the loop as
- * `num_threads(n) if (n > 1)`, and size per-thread scratch by it. */
-int threads_for(size_t items);
+/* The threads for a parallel loop over items independent items, each
+ * thread with scratch bytes of its own: threads_count(), at most items,
+ * under a memory limit at most what it leaves room for, at least 1.
+ * Give it to the loop as `num_threads(n) if (n > 1)`, and allocate the
+ * scratch for n threads right after. */
+int threads_for(size_t items, size_t scratch);
 
 /* This thread's index in a parallel loop, 0 .. threads_count() - 1. */
 int threads_index(void);
@@ -48,5 +69,15 @@ void threads_set_blas(int n);
  * restore), so the two levels do not oversubscribe the cores. */
 int threads_blas_single(int parallel);
 void threads_blas_restore(int saved);
+
+/* Under a memory limit, make OpenBLAS take this thread's buffer now (one
+ * small product), after checking there is room for it: GSL_SUCCESS, or
+ * GSL_ENOMEM and a one-line message naming the limit, e.g.
+ *
+ *   threads_blas_reserve: the memory limit (ulimit -v 150000, 146.5 MiB) leaves no room for OpenBLAS's 128 MiB buffer beside the 45.2 MiB in use; raise the limit
+ *
+ * Call it before the first matrix product (mha_program_init does); once
+ * it succeeded, or without a limit or OpenBLAS, it does nothing. */
+int threads_blas_reserve(void);
 
 #endif

@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <time.h>
@@ -78,6 +79,36 @@ static char *read_all(FILE *f)
 /* The file the next runs read as stdin (NULL: the test's own stdin). */
 static const char *stdin_path;
 
+/* The memory limit of the next runs, as `ulimit -v KIB` sets it (0: none),
+ * and the seconds they may take before they are killed as hung (0: no
+ * end). */
+static rlim_t run_limit_kib;
+static int run_timeout;
+
+/* waitpid, but a child still running after run_timeout seconds is killed
+ * and the test fails: a hang must fail, not block the suite. */
+static void wait_for(pid_t pid, int *ws)
+{
+    if (!run_timeout) {
+        cr_assert_eq(waitpid(pid, ws, 0), pid);
+        return;
+    }
+    struct timespec tick = {0, 10000000}; // 10 ms
+    for (long waited = 0;; waited++) {
+        pid_t got = waitpid(pid, ws, WNOHANG);
+        cr_assert_geq(got, 0);
+        if (got == pid)
+            return;
+        if (waited >= 100L * run_timeout) {
+            kill(pid, SIGKILL);
+            waitpid(pid, ws, 0);
+            cr_assert_fail("mha ran for %d s (ulimit -v %llu): it hangs",
+                           run_timeout, (unsigned long long)run_limit_kib);
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
 /* mha with args (argv[1] ...; NULL-terminated), in the current directory,
  * its stdout sent to the file stdout_path (run.out is then "") or, when
  * that is NULL, captured. */
@@ -108,11 +139,14 @@ static run mha_argv_to(char *const *args, const char *stdout_path)
             if (in < 0 || dup2(in, 0) < 0)
                 _exit(126);
         }
+        struct rlimit lim = {run_limit_kib * 1024, run_limit_kib * 1024};
+        if (run_limit_kib && setrlimit(RLIMIT_AS, &lim))
+            _exit(126);
         execv(mha_path, argv);
         _exit(127);
     }
     int ws;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    wait_for(pid, &ws);
     run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws),
              read_all(out), read_all(err)};
     fclose(out);
@@ -2388,4 +2422,85 @@ Test(cli, a_huge_thread_count_is_capped_with_the_same_result,
     }
     free(want_out);
     free(want_a);
+}
+
+/* Under a memory limit every command runs or says so in one line with
+ * exit status 2, within seconds.  OpenBLAS takes a 128 MiB buffer per
+ * thread and, when the limit leaves no room, used to retry for ever:
+ * `mha --help` spun at 100% CPU under ulimit -v 150000, forward and
+ * heatmap up to about 350000.  Help, trace and quiz multiply no matrix
+ * and always run; forward and heatmap need OpenBLAS's buffer, 173 MiB in
+ * all with the program, and are refused below that, by name. */
+Test(cli, every_command_runs_or_says_so_under_a_memory_limit,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind();
+    write_inputs();
+    static const char *const commands[] = {
+        "--help", "trace", "quiz|--seed|7|--solution", FORWARD OUTS,
+        "heatmap|--heads|2|" INPUTS "|--terminal"};
+    static const rlim_t limits[] = {60000,  100000, 150000,
+                                    200000, 250000, 300000};
+    run_timeout = 10;
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
+        for (size_t c = 0; c < sizeof commands / sizeof *commands; c++) {
+            run_limit_kib = limits[i];
+            run r = mha(commands[c]);
+            run_limit_kib = 0;
+            if (c < 3 || r.status == 0) {
+                assert_ok(&r, commands[c]);
+                if (c != 3) // forward writes files, the others stdout
+                    cr_assert_neq(r.out[0], '\0', "%s", commands[c]);
+            } else {
+                cr_assert_eq(r.status, 2, "ulimit -v %llu, %s: exit %d",
+                             (unsigned long long)limits[i], commands[c],
+                             r.status);
+                cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+                cr_assert_str_eq(r.out, "");
+            }
+            if (limits[i] <= 150000 && c >= 3) // no room for the buffer
+                cr_assert(strstr(r.err, ": threads_blas_reserve: the memory "
+                                        "limit (ulimit -v ") != NULL,
+                          "ulimit -v %llu, %s: %s",
+                          (unsigned long long)limits[i], commands[c], r.err);
+            if (limits[i] >= 200000) // room for it and these small inputs
+                cr_assert_eq(r.status, 0, "ulimit -v %llu, %s: %s",
+                             (unsigned long long)limits[i], commands[c],
+                             r.err);
+            run_free(&r);
+        }
+    }
+    run_timeout = 0;
+}
+
+/* Where the limit leaves room for the buffer, the numbers are those of
+ * an unlimited run, byte for byte (fewer threads, same result). */
+Test(cli, forward_under_a_memory_limit_writes_the_same_numbers,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind();
+    write_inputs();
+    run r = mha(FORWARD OUTS);
+    assert_ok(&r, "forward");
+    run_free(&r);
+    size_t want_len, got_len;
+    char *want = file_bytes("a.npy", &want_len);
+    run_timeout = 10;
+    run_limit_kib = 250000;
+    r = mha(FORWARD OUTS);
+    run_limit_kib = 0;
+    run_timeout = 0;
+    assert_ok(&r, "forward under ulimit -v 250000");
+    run_free(&r);
+    char *got = file_bytes("a.npy", &got_len);
+    cr_assert(got_len == want_len && memcmp(got, want, got_len) == 0,
+              "a.npy differs under the limit");
+    free(got);
+    free(want);
 }

@@ -720,6 +720,13 @@ static int cmd_quiz(int argc, char **argv)
 
 /* --- mha forward and mha heatmap ------------------------------------ */
 
+/* OpenBLAS's buffer taken before the inputs are read, or one line saying
+ * the memory limit leaves no room for it (threads.h). */
+static int blas_ready(void)
+{
+    return threads_blas_reserve() ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
@@ -761,7 +768,8 @@ static int cmd_forward(int argc, char **argv)
         (status = cli_inputs_check_memory(
              opts, NOPTS(opts), a_path != NULL,
              a_path ? "drop --attention-out, or use mha trace for shapes alone"
-                    : "use mha trace for shapes alone")))
+                    : "use mha trace for shapes alone")) ||
+        (status = blas_ready()))
         return status;
 
     cli_inputs in;
@@ -815,7 +823,8 @@ static int cmd_heatmap(int argc, char **argv)
         (status = cli_inputs_check_memory(
              opts, NOPTS(opts), 1,
              "the heatmap needs every weight: use shorter sequences, or mha "
-             "trace for shapes alone")))
+             "trace for shapes alone")) ||
+        (status = blas_ready()))
         return status;
 
     cli_inputs in;
@@ -878,7 +887,10 @@ static int exit_status(int status)
 
 int main(int argc, char **argv)
 {
-    mha_program_init();
+    // only forward and heatmap multiply matrices: they reserve OpenBLAS's
+    // buffer themselves (blas_ready), so help, trace and quiz run under any
+    // memory limit
+    mha_program_init_lazy();
     /* A testing aid: MHA_DEBUG_FAIL_ALLOC_AFTER=k makes the library's
      * allocation after the next k fail (error.h), so tests/test_cli.c can
      * check that every one of them ends in one line and exit status 2. */
