@@ -116,7 +116,7 @@ const char *mha_bytes_text(double bytes, char *buf, size_t size)
     else if (bytes >= 1024.0)
         snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
     else
-        snprintf(buf, size, "%.0f bytes", bytes);
+        snprintf(buf, size, "%.0f byte%s", bytes, bytes == 1 ? "" : "s");
     return buf;
 }
 

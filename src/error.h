@@ -86,8 +86,8 @@ double *mha_alloc_numbers(size_t n, int zero, const char *who);
 int mha_grow(void **items, size_t *capacity, size_t count, size_t size,
              size_t first);
 
-/* A size for a message, in the largest unit it reaches: "7680 bytes"
- * under 1 KiB ("512 bytes"), then "7.5 KiB", "146.5 MiB", "2.00 GiB".
+/* A size for a message, in the largest unit it reaches: "512 bytes"
+ * (or "1 byte") under 1 KiB, then "7.5 KiB", "146.5 MiB", "2.00 GiB".
  * Writes into buf (24 bytes are enough) and returns it. */
 const char *mha_bytes_text(double bytes, char *buf, size_t size);
 

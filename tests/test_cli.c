@@ -1618,13 +1618,20 @@ struct limit_case {
 
 static const struct limit_case limit_cases[] = {
     // memory: the standard run needs 7680 bytes with its weights (B, h, Lq, Lk), 6912 without
-    {"7000", FORWARD OUTS, "mha forward: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"7000", FORWARD OUTS, "mha forward: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 6.8 KiB (7000 bytes); "
                    "drop --attention-out, or use mha trace for shapes alone"},
-    {"6911", FORWARD "|--out|out.npy", "mha forward: the run needs about 0.00 GiB of memory (6912 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"6911", FORWARD "|--out|out.npy", "mha forward: the run needs about 6.8 KiB of memory (6912 bytes) but MHA_MEMORY_LIMIT is 6.7 KiB (6911 bytes); "
                                "use mha trace for shapes alone"},
-    {"7679", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"7679", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 7.5 KiB (7679 bytes); "
                                                "the heatmap needs every weight: use shorter sequences, or mha trace for shapes alone"},
-    {"7 GB", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '7 GB' is not a whole number of bytes"},
+    {"1", FORWARD OUTS, "mha forward: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 1 byte; "
+                "drop --attention-out, or use mha trace for shapes alone"},
+    {"7 GB", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '7 GB' is not a whole number of bytes (8 GB is 8000000000)"},
+    {"", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '' is not a whole number of bytes (8 GB is 8000000000)"},
+    {"-5", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '-5' is not a whole number of bytes (8 GB is 8000000000)"},
+    // 0 would read as no limit at all
+    {"0", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '0' allows no memory at all: give the bytes a run may use, or unset it for the machine's memory"},
+    {"000", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: MHA_MEMORY_LIMIT '000' allows no memory at all: give the bytes a run may use, or unset it for the machine's memory"},
 };
 
 /* Under valgrind (make memcheck) every process costs a second or two: the
@@ -2071,6 +2078,28 @@ Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
 
 /* The questions on stdout, the answers through a pipe: each marked, the
  * wrong one with its right answer, and the score last. */
+/* A directory as stdin opens, but reads as an error, not as the end of
+ * the answers: said at once, before any question. */
+Test(cli, quiz_stdin_a_directory_is_said, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    cr_assert_eq(mkdir("answers", 0755), 0);
+    stdin_path = "answers";
+    snapshot before = snapshot_take();
+    run r = mha("quiz|--seed|7");
+    stdin_path = NULL;
+    assert_refused(&r, "mha quiz: stdin is a directory: give the answers on "
+                       "stdin, one a line, or grade a file with --answers "
+                       "FILE",
+                   &before, "quiz --seed 7 < answers");
+    run_free(&r);
+    free(before.data);
+    // as a file to grade, it is named
+    assert_run_refused("quiz|--seed|7|--answers|answers",
+                       "mha quiz: cannot read --answers 'answers': Is a "
+                       "directory");
+}
+
 Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
      .fini = leave_scratch)
 {
@@ -2359,10 +2388,10 @@ Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
     const char *args = "forward|--heads|4|--kv-heads|2|" GQA_INPUTS
                        "|--out|out.npy";
     cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5855", 1), 0);
-    assert_run_refused(args, "mha forward: the run needs about 0.00 GiB of "
-                             "memory (5856 bytes) but the limit "
-                             "MHA_MEMORY_LIMIT is 0.00 GiB; use mha trace for "
-                             "shapes alone");
+    assert_run_refused(args, "mha forward: the run needs about 5.7 KiB of "
+                             "memory (5856 bytes) but MHA_MEMORY_LIMIT is "
+                             "5.7 KiB (5855 bytes); use mha trace for shapes "
+                             "alone");
     cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5856", 1), 0);
     run r = mha(args);
     unsetenv("MHA_MEMORY_LIMIT");

@@ -184,6 +184,7 @@ Test(error, bytes_in_messages)
 {
     char buf[32];
     cr_assert_str_eq(mha_bytes_text(0, buf, sizeof buf), "0 bytes");
+    cr_assert_str_eq(mha_bytes_text(1, buf, sizeof buf), "1 byte");
     cr_assert_str_eq(mha_bytes_text(1023, buf, sizeof buf), "1023 bytes");
     cr_assert_str_eq(mha_bytes_text(7680, buf, sizeof buf), "7.5 KiB");
     cr_assert_str_eq(mha_bytes_text(153600000, buf, sizeof buf), "146.5 MiB");

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -571,10 +572,16 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                 printf("%*s  %zu. %s? ", indent, "", next + 1,
                        form_name[q->form]);
                 fflush(stdout);
+                errno = 0;
                 if (getline(&line, &cap, stdin) < 0) {
                     printf("\n");
-                    status = cli_error("stdin ended after %zu of %zu answers",
-                                       next, n);
+                    status = ferror(stdin)
+                                 ? cli_error("cannot read stdin after %zu of "
+                                             "%zu answers: %s",
+                                             next, n, strerror(errno))
+                                 : cli_error("stdin ended after %zu of %zu "
+                                             "answers",
+                                             next, n);
                     break;
                 }
                 char *a = cut_comment(line);
@@ -605,6 +612,12 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
 static int quiz_ask(const quiz_case *c, const trace_log *log,
                     const quiz_question *qs, size_t n, int review)
 {
+    // a directory opens as stdin but reads as nothing: say so, before
+    // any question
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_error("stdin is a directory: give the answers on stdin, "
+                         "one a line, or grade a file with --answers FILE");
     printf("mha quiz --seed %lu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n%zu questions on the module's forward pass, step by step: the "
