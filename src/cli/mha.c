@@ -226,27 +226,27 @@ typedef struct trace_case {
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
  * valid_lens [3, 2]", with "2 key-value heads, causal, " when asked */
-static void describe_trace(const trace_case *ts, const double *lens)
+static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
 {
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     if (ts->rope)
-        printf("rope (base %g) on Q and K; ", ts->rope_base);
-    printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
-           "head%s of %zu feature%s, ",
-           B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
-           D / h == 1 ? "" : "s");
+        fprintf(f, "rope (base %g) on Q and K; ", ts->rope_base);
+    fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
+               "head%s of %zu feature%s, ",
+            B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
+            D / h == 1 ? "" : "s");
     if (ts->G < h)
-        printf("%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
+        fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
     if (ts->causal)
-        printf("causal, ");
+        fprintf(f, "causal, ");
     if (!lens) {
-        printf("no valid_lens\n");
+        fprintf(f, "no valid_lens\n");
         return;
     }
-    printf("valid_lens [");
+    fprintf(f, "valid_lens [");
     for (size_t b = 0; b < B; b++)
-        printf("%s%g", b ? ", " : "", lens[b]);
-    printf("]\n");
+        fprintf(f, "%s%g", b ? ", " : "", lens[b]);
+    fprintf(f, "]\n");
 }
 
 /* `mha trace --quiz`: the trace's steps as mha quiz asks them, every
@@ -285,26 +285,35 @@ static int run_trace(const trace_case *ts, const double *lens,
                                   : tensor_from_array(SHAPE(B), lens, &vl)))))
         status = cli_error("%s", mha_last_error());
 
+    /* The description and the records are held until the module has run
+     * to its end: a run stopped on the way (in a student's handout, by an
+     * exercise not written yet) prints its one line and nothing else.  A
+     * trace is a few dozen lines whatever the sizes. */
+    char *held = NULL;
+    size_t held_len = 0;
+    FILE *hold = NULL;
+    if (!status && !(hold = open_memstream(&held, &held_len)))
+        status = cli_error("out of memory holding the trace");
     trace_log log; // the records, for the quiz and the graph
     int logging = show == SHOW_QUIZ || show == SHOW_DOT, logged = 0;
     if (!status) {
         if (show == SHOW_QUIZ)
-            printf("Answer each numbered question: the shape a step makes, "
-                   "as (2, 4, 100),\nand for a reshape or permute, view or "
-                   "copy.  The answers follow the steps.\n\n");
+            fprintf(hold, "Answer each numbered question: the shape a step "
+                          "makes, as (2, 4, 100),\nand for a reshape or "
+                          "permute, view or copy.  The answers follow the "
+                          "steps.\n\n");
         if (show == SHOW_TEXT || show == SHOW_QUIZ) {
-            describe_trace(ts, lens);
-            printf("\n");
+            describe_trace(hold, ts, lens);
+            fprintf(hold, "\n");
         }
-        fflush(stdout);
         if (logging) {
             trace_log_start(&log);
             logged = 1;
         }
         if (show == SHOW_TEXT)
-            trace_to(stdout);
+            trace_to(hold);
         if (show == SHOW_JSON)
-            trace_to_json(stdout);
+            trace_to_json(hold);
         if (multihead_forward(&m, x, y, y, vl, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
@@ -312,6 +321,11 @@ static int run_trace(const trace_case *ts, const double *lens,
         if (logged)
             trace_log_stop(&log);
     }
+    if (hold && fclose(hold) && !status)
+        status = cli_error("out of memory holding the trace");
+    if (!status)
+        fwrite(held, 1, held_len, stdout); // checked by flush_stdout
+    free(held);
     if (!status && logged && log.failed)
         status = cli_error("out of memory (the trace lost a record)");
 
