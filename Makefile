@@ -240,10 +240,11 @@ transcripts: build
 	@echo "rewrote tests/expected/ for $(words $(CHAPTERS)) chapters; review with git diff"
 
 # Exercises: `make handout` writes a student's copy with the exercise
-# bodies blanked; `make grade` says which exercises pass (TAP and JUnit
-# reports in build/grade.*), `make grade EXERCISE=transpose_qkv` grades
-# that one alone (exit 0 when it passes); tools/test-handout.sh checks the
-# round trip.
+# bodies blanked, from the files git tracks, and never over a handout/
+# that differs from a fresh one (tools/handout.sh); `make grade` says
+# which exercises pass (TAP and JUnit reports in build/grade.*), `make
+# grade EXERCISE=transpose_qkv` grades that one alone (exit 0 when it
+# passes); tools/test-handout.sh checks the round trip.
 handout:
 	@tools/handout.sh handout
 
