@@ -91,9 +91,12 @@ done
 ! grep -n '@[A-Z]*@' "$h/README.md" || fail "the handout's README has a placeholder left"
 
 # GitHub Classroom's file: valid JSON, one test per exercise, each run
-# command `make grade EXERCISE=NAME`
+# command `make grade EXERCISE=NAME`.  Debian's python3, which
+# tools/deps.sh installs, reads it.
 json=$h/.github/classroom/autograding.json
-python3 -m json.tool "$json" > /dev/null || fail "$json is not valid JSON"
+[ -x /usr/bin/python3 ] ||
+    fail "/usr/bin/python3 is missing, to read $json (tools/deps.sh installs python3)"
+/usr/bin/python3 -m json.tool "$json" > /dev/null || fail "$json is not valid JSON"
 sed -n 's/^ *"run": "\(.*\)",$/\1/p' "$json" > "$dir/runs"
 [ "$(sort "$dir/runs")" = "$(echo "$blanked" | sed 's/^/make grade EXERCISE=/')" ] ||
     { cat "$dir/runs"; fail "$json does not have one test per exercise"; }
