@@ -1,11 +1,13 @@
 /* threads.c: OpenMP and OpenBLAS thread counts, and what a memory limit
  * leaves room for; see threads.h. */
-#define _GNU_SOURCE /* RTLD_DEFAULT, sched_getaffinity, pthread_getattr_default_np */
+/* RTLD_DEFAULT, sched_getaffinity, pthread_getattr_default_np */
+#define _GNU_SOURCE
 #include "threads.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +100,8 @@ static long env_count(char **envp, const char *name)
         if (strncmp(*e, name, len) || (*e)[len] != '=')
             continue;
         long n = 0;
-        for (const char *s = *e + len + 1; *s >= '0' && *s <= '9' && n < 100000; s++)
+        const char *s = *e + len + 1;
+        for (; *s >= '0' && *s <= '9' && n < 100000; s++)
             n = 10 * n + (*s - '0');
         return n;
     }
@@ -215,8 +218,9 @@ int threads_for(size_t items, size_t scratch)
         return n;
     // the threads that have no buffer yet, and every thread's scratch
     size_t cost = thread_cost();
-    while (n > 1 && !room_for((size_t)(n - blas_holders) * cost +
-                              (size_t)n * scratch))
+    while (n > 1 && (scratch > SIZE_MAX / 2 / (size_t)n ||
+                     !room_for((size_t)(n - blas_holders) * cost +
+                               (size_t)n * scratch)))
         n--;
     if (n > blas_holders)
         blas_holders = n;
