@@ -50,6 +50,7 @@ Test(threads, no_room_for_the_blas_buffer_is_said)
 #ifdef __SANITIZE_ADDRESS__
     cr_skip_test("AddressSanitizer cannot run under a memory limit");
 #endif
+    skip_under_valgrind(); // valgrind keeps the address space for itself
     if (!threads_blas())
         cr_skip_test("the CBLAS is not OpenBLAS");
     limit_to(mapped() + ((size_t)64 << 20));
@@ -71,6 +72,7 @@ Test(threads, the_blas_buffer_is_taken_while_there_is_room)
 #ifdef __SANITIZE_ADDRESS__
     cr_skip_test("AddressSanitizer cannot run under a memory limit");
 #endif
+    skip_under_valgrind(); // valgrind keeps the address space for itself
     if (!threads_blas())
         cr_skip_test("the CBLAS is not OpenBLAS");
     omp_set_num_threads(2);
