@@ -54,6 +54,37 @@ else
 $(error BLAS must be openblas or gsl, not '$(BLAS)')
 endif
 
+# BUILD, where everything built goes, is checked before anything is
+# written (reading this Makefile writes $(BUILD)/tests/chapter-list, even
+# for make -n): build or a folder under it, such as build/sanitize, so
+# that it never lands at the root of the file system (BUILD= made
+# /tests/chapter-list and /obj), among the sources (BUILD=.) or outside
+# the project, and `make clean` removes it.  Letters, digits and . _ - /
+# only: it is pasted into shell commands and make patterns unquoted.
+BUILD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
+               A B C D E F G H I J K L M N O P Q R S T U V W X Y Z \
+               0 1 2 3 4 5 6 7 8 9 . _ - /
+without_chars = $(if $(2),$(call without_chars,$(subst $(firstword $(2)),,$(1)),$(wordlist 2,$(words $(2)),$(2))),$(1))
+BUILD_RULE := must be build or a folder under build/ (letters, digits, . _ - and /; no space, no . or .. step)
+ifneq ($(words $(BUILD)),1)
+$(error BUILD '$(BUILD)' $(BUILD_RULE))
+endif
+ifneq ($(call without_chars,$(BUILD),$(BUILD_CHARS))$(filter-out build build/%,$(BUILD)),)
+$(error BUILD '$(BUILD)' $(BUILD_RULE))
+endif
+ifneq ($(findstring /../,/$(BUILD)/)$(findstring /./,/$(BUILD)/),)
+$(error BUILD '$(BUILD)' $(BUILD_RULE))
+endif
+
+# EXERCISE (make grade EXERCISE=NAME): one exercise's name, checked
+# before anything runs (EXERCISE='a b' graded a alone, and EXERCISE='*'
+# was expanded by the shell into the file names here).
+ifneq ($(strip $(EXERCISE)),)
+ifneq ($(words $(EXERCISE))$(call without_chars,$(EXERCISE),$(filter-out . - /,$(BUILD_CHARS))),1)
+$(error EXERCISE '$(EXERCISE)' must be one exercise's name, letters, digits and _ (make grade lists them))
+endif
+endif
+
 CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
 ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
@@ -265,15 +296,16 @@ snapshots: $(BUILD)/marks-filter
 
 #> full
 # Exercises: `make handout` writes a student's copy with the exercise
-# bodies blanked; `make grade` says which exercises pass (TAP and JUnit
-# reports in build/grade.*), `make grade EXERCISE=transpose_qkv` grades
-# that one alone (exit 0 when it passes); tools/test-handout.sh checks the
-# round trip.
+# bodies blanked, from the files git tracks, and never over a handout/
+# that differs from a fresh one (tools/handout.sh); `make grade` says
+# which exercises pass (TAP and JUnit reports in build/grade.*), `make
+# grade EXERCISE=transpose_qkv` grades that one alone (exit 0 when it
+# passes); tools/test-handout.sh checks the round trip.
 handout:
 	@tools/handout.sh handout
 
 grade: build
-	@tools/grade.sh $(TEST_BIN) $(BUILD) $(EXERCISE)
+	@tools/grade.sh $(TEST_BIN) $(BUILD) '$(strip $(EXERCISE))'
 
 handout-check: build
 	@tools/test-handout.sh

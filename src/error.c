@@ -107,6 +107,19 @@ static int may_allocate(size_t n, size_t size, const char *who)
     return 1;
 }
 
+const char *mha_bytes_text(double bytes, char *buf, size_t size)
+{
+    if (bytes >= 1073741824.0)
+        snprintf(buf, size, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= 1048576.0)
+        snprintf(buf, size, "%.1f MiB", bytes / 1048576.0);
+    else if (bytes >= 1024.0)
+        snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+    else
+        snprintf(buf, size, "%.0f byte%s", bytes, bytes == 1 ? "" : "s");
+    return buf;
+}
+
 void *mha_malloc(size_t n, size_t size, const char *who)
 {
     if (!may_allocate(n, size, who))

@@ -86,6 +86,11 @@ double *mha_alloc_numbers(size_t n, int zero, const char *who);
 int mha_grow(void **items, size_t *capacity, size_t count, size_t size,
              size_t first);
 
+/* A size for a message, in the largest unit it reaches: "512 bytes"
+ * (or "1 byte") under 1 KiB, then "7.5 KiB", "146.5 MiB", "2.00 GiB".
+ * Writes into buf (24 bytes are enough) and returns it. */
+const char *mha_bytes_text(double bytes, char *buf, size_t size);
+
 /* n * m into *out, or GSL_EOVRFLW (with a message naming `who`). */
 int mha_mul_size(size_t n, size_t m, size_t *out, const char *who);
 

@@ -175,12 +175,13 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     j.scale = 1.0 / sqrt((double)j.d);
 
     size_t blocks = (j.Lq + j.tq - 1) / j.tq, items = B * blocks;
-    int parallel = threads_count() > 1 && items > 1;
-    size_t nthreads = parallel ? (size_t)threads_count() : 1;
     // scratch per thread: s (tq, tk), then m, l, see (tq,) each
     size_t per_thread, total;
-    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who) ||
-        mha_mul_size(per_thread, nthreads, &total, who))
+    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who))
+        return GSL_EOVRFLW;
+    int nthreads = threads_for(items, per_thread * sizeof(double));
+    int parallel = nthreads > 1;
+    if (mha_mul_size(per_thread, (size_t)nthreads, &total, who))
         return GSL_EOVRFLW;
     double *scratch = NULL;
     status = qkv_as_matrices("queries", queries, &j.q);
@@ -202,7 +203,8 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
         set_name(j.out, 2, values, 2, "dv");
         int failed = 0;
         int blas_threads = threads_blas_single(parallel);
-#pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
+#pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
+    reduction(| : failed) if (parallel)
         for (size_t item = 0; item < items; item++) {
             size_t b = item / blocks, r0 = (item % blocks) * j.tq;
             size_t n = j.Lq - r0 < j.tq ? j.Lq - r0 : j.tq;

@@ -10,6 +10,7 @@
 #include "program.h"
 #include "rowops.h"
 #include "tensor.h"
+#include "threads.h"
 #include "trace.h"
 //> 02
 #include "linear.h"
@@ -34,7 +35,6 @@
 #include "headmajor.h"
 //<
 //> 12
-#include "threads.h"
 #include "flash.h"
 //<
 //> 13

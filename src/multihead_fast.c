@@ -175,14 +175,17 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (rows > Lq)
         rows = Lq;
     size_t blocks = (Lq + rows - 1) / rows, items = B * h * blocks;
-    int parallel = opt->threading == MULTIHEAD_THREADS_HEADS &&
-                   threads_count() > 1 && items > 1;
-    size_t nthreads = parallel ? (size_t)threads_count() : 1;
 
     // scratch: per thread, s (rows, Lk) and sums (rows,)
     size_t per_thread, total;
-    if (mha_mul_size(rows, Lk + 1, &per_thread, "multihead_forward_fast") ||
-        mha_mul_size(per_thread, nthreads, &total, "multihead_forward_fast"))
+    if (mha_mul_size(rows, Lk + 1, &per_thread, "multihead_forward_fast"))
+        return GSL_EOVRFLW;
+    int nthreads = opt->threading == MULTIHEAD_THREADS_HEADS
+                       ? threads_for(items, per_thread * sizeof(double))
+                       : 1;
+    int parallel = nthreads > 1;
+    if (mha_mul_size(per_thread, (size_t)nthreads, &total,
+                     "multihead_forward_fast"))
         return GSL_EOVRFLW;
     double *scratch = mha_malloc(total, sizeof(double), "multihead_forward_fast");
     if (!scratch)
@@ -191,7 +194,8 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     int failed = 0;
     bad_score bad = {0};
     int blas_threads = threads_blas_single(parallel);
-#pragma omp parallel for schedule(dynamic) reduction(| : failed) if (parallel)
+#pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
+    reduction(| : failed) if (parallel)
     for (size_t item = 0; item < items; item++) {
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;

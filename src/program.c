@@ -11,6 +11,7 @@
 
 #include "cleanup.h"
 #include "error.h"
+#include "threads.h"
 
 int mha_stdout_check(void)
 {
@@ -44,7 +45,7 @@ static void finish_stdout(int status, void *unused)
     _exit(1); /* exit() may not be called again from an exit handler */
 }
 
-void mha_program_init(void)
+void mha_program_init_lazy(void)
 {
     static int done;
     if (done)
@@ -53,6 +54,16 @@ void mha_program_init(void)
     gsl_set_error_handler_off();
     cleanup_install();
     on_exit(finish_stdout, NULL);
+}
+
+void mha_program_init(void)
+{
+    mha_program_init_lazy();
+    if (threads_blas_reserve()) {
+        fprintf(stderr, "%s: %s\n", program_invocation_short_name,
+                mha_last_error());
+        exit(2);
+    }
 }
 
 gsl_rng *mha_rng_new(unsigned long seed)

@@ -18,8 +18,19 @@
  *     (a full disk, `> /dev/full`) prints one line on stderr,
  *         01_shapes_strides_views: cannot write to stdout: No space left on device
  *     and exits with status 1 instead.  A program that ends with another
- *     status has said why already; its stdout is closed quietly. */
+ *     status has said why already; its stdout is closed quietly;
+ *   - under a memory limit (ulimit -v) makes OpenBLAS take its buffer
+ *     while that can be checked (threads_blas_reserve in threads.h).  When
+ *     the limit leaves no room for it, the program would hang at its first
+ *     matrix product: this says so in one line on stderr and exits with
+ *     status 2 instead. */
 void mha_program_init(void);
+
+/* The same but the last point, for a program only some of whose commands
+ * multiply matrices (mha: trace and quiz run on shapes alone): it never
+ * exits, and the commands that do multiply call threads_blas_reserve
+ * themselves before they start. */
+void mha_program_init_lazy(void);
 
 /* Whether stdout took everything printed so far: flushes it, then asks
  * ferror.  GSL_SUCCESS, or GSL_EFAILED with the message (error.h)

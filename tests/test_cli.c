@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <time.h>
@@ -79,6 +80,36 @@ static char *read_all(FILE *f)
 /* The file the next runs read as stdin (NULL: the test's own stdin). */
 static const char *stdin_path;
 
+/* The memory limit of the next runs, as `ulimit -v KIB` sets it (0: none),
+ * and the seconds they may take before they are killed as hung (0: no
+ * end). */
+static rlim_t run_limit_kib;
+static int run_timeout;
+
+/* waitpid, but a child still running after run_timeout seconds is killed
+ * and the test fails: a hang must fail, not block the suite. */
+static void wait_for(pid_t pid, int *ws)
+{
+    if (!run_timeout) {
+        cr_assert_eq(waitpid(pid, ws, 0), pid);
+        return;
+    }
+    struct timespec tick = {0, 10000000}; // 10 ms
+    for (long waited = 0;; waited++) {
+        pid_t got = waitpid(pid, ws, WNOHANG);
+        cr_assert_geq(got, 0);
+        if (got == pid)
+            return;
+        if (waited >= 100L * run_timeout) {
+            kill(pid, SIGKILL);
+            waitpid(pid, ws, 0);
+            cr_assert_fail("mha ran for %d s (ulimit -v %llu): it hangs",
+                           run_timeout, (unsigned long long)run_limit_kib);
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
 /* mha with args (argv[1] ...; NULL-terminated), in the current directory,
  * its stdout sent to the file stdout_path (run.out is then "") or, when
  * that is NULL, captured. */
@@ -109,11 +140,14 @@ static run mha_argv_to(char *const *args, const char *stdout_path)
             if (in < 0 || dup2(in, 0) < 0)
                 _exit(126);
         }
+        struct rlimit lim = {run_limit_kib * 1024, run_limit_kib * 1024};
+        if (run_limit_kib && setrlimit(RLIMIT_AS, &lim))
+            _exit(126);
         execv(mha_path, argv);
         _exit(127);
     }
     int ws;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    wait_for(pid, &ws);
     run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws),
              read_all(out), read_all(err)};
     fclose(out);
@@ -1585,13 +1619,20 @@ struct limit_case {
 
 static const struct limit_case limit_cases[] = {
     // memory: the standard run needs 7680 bytes with its weights (B, h, Lq, Lk), 6912 without
-    {"7000", FORWARD OUTS, "mha forward: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"7000", FORWARD OUTS, "mha forward: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 6.8 KiB (7000 bytes); "
                    "drop --attention-out, or use mha trace for shapes alone"},
-    {"6911", FORWARD "|--out|out.npy", "mha forward: the run needs about 0.00 GiB of memory (6912 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"6911", FORWARD "|--out|out.npy", "mha forward: the run needs about 6.8 KiB of memory (6912 bytes) but MHA_MEMORY_LIMIT is 6.7 KiB (6911 bytes); "
                                "use mha trace for shapes alone"},
-    {"7679", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: the run needs about 0.00 GiB of memory (7680 bytes) but the limit MHA_MEMORY_LIMIT is 0.00 GiB; "
+    {"7679", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 7.5 KiB (7679 bytes); "
                                                "the heatmap needs every weight: use shorter sequences, or mha trace for shapes alone"},
-    {"7 GB", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '7 GB' is not a whole number of bytes"},
+    {"1", FORWARD OUTS, "mha forward: the run needs about 7.5 KiB of memory (7680 bytes) but MHA_MEMORY_LIMIT is 1 byte; "
+                "drop --attention-out, or use mha trace for shapes alone"},
+    {"7 GB", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '7 GB' is not a whole number of bytes (8 GB is 8000000000)"},
+    {"", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '' is not a whole number of bytes (8 GB is 8000000000)"},
+    {"-5", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '-5' is not a whole number of bytes (8 GB is 8000000000)"},
+    // 0 would read as no limit at all
+    {"0", FORWARD OUTS, "mha forward: MHA_MEMORY_LIMIT '0' allows no memory at all: give the bytes a run may use, or unset it for the machine's memory"},
+    {"000", "heatmap|--heads|2|" INPUTS "|--terminal", "mha heatmap: MHA_MEMORY_LIMIT '000' allows no memory at all: give the bytes a run may use, or unset it for the machine's memory"},
 };
 
 /* Under valgrind (make memcheck) every process costs a second or two: the
@@ -2038,6 +2079,28 @@ Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
 
 /* The questions on stdout, the answers through a pipe: each marked, the
  * wrong one with its right answer, and the score last. */
+/* A directory as stdin opens, but reads as an error, not as the end of
+ * the answers: said at once, before any question. */
+Test(cli, quiz_stdin_a_directory_is_said, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    cr_assert_eq(mkdir("answers", 0755), 0);
+    stdin_path = "answers";
+    snapshot before = snapshot_take();
+    run r = mha("quiz|--seed|7");
+    stdin_path = NULL;
+    assert_refused(&r, "mha quiz: stdin is a directory: give the answers on "
+                       "stdin, one a line, or grade a file with --answers "
+                       "FILE",
+                   &before, "quiz --seed 7 < answers");
+    run_free(&r);
+    free(before.data);
+    // as a file to grade, it is named
+    assert_run_refused("quiz|--seed|7|--answers|answers",
+                       "mha quiz: cannot read --answers 'answers': Is a "
+                       "directory");
+}
+
 Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
      .fini = leave_scratch)
 {
@@ -2326,10 +2389,10 @@ Test(cli, memory_estimate_of_grouped_heads, .init = enter_scratch,
     const char *args = "forward|--heads|4|--kv-heads|2|" GQA_INPUTS
                        "|--out|out.npy";
     cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5855", 1), 0);
-    assert_run_refused(args, "mha forward: the run needs about 0.00 GiB of "
-                             "memory (5856 bytes) but the limit "
-                             "MHA_MEMORY_LIMIT is 0.00 GiB; use mha trace for "
-                             "shapes alone");
+    assert_run_refused(args, "mha forward: the run needs about 5.7 KiB of "
+                             "memory (5856 bytes) but MHA_MEMORY_LIMIT is "
+                             "5.7 KiB (5855 bytes); use mha trace for shapes "
+                             "alone");
     cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "5856", 1), 0);
     run r = mha(args);
     unsetenv("MHA_MEMORY_LIMIT");
@@ -2419,3 +2482,138 @@ Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,
     run_free(&r);
 }
 //<
+
+/* --- threads and memory limits ---------------------------------------- */
+
+/* A file's bytes; free() them. */
+static char *file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char *bytes = read_all(f);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    *len = (size_t)ftell(f);
+    fclose(f);
+    return bytes;
+}
+
+/* A thread count far beyond the machine runs on its cores, and far
+ * beyond the work on as many threads as there are blocks of it (the
+ * standard inputs make 2 examples x 2 heads x 1 block): libgomp used to
+ * crash starting 100000 threads and give up on 40000.  The numbers are
+ * those of one thread, byte for byte. */
+Test(cli, a_huge_thread_count_is_capped_with_the_same_result,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    write_inputs();
+    const char *counts[] = {"1", "100000", "40000", "3"};
+    char *want_out = NULL, *want_a = NULL;
+    size_t want_out_len = 0, want_a_len = 0;
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        cr_assert_eq(setenv("OMP_NUM_THREADS", counts[i], 1), 0);
+        run r = mha(FORWARD OUTS);
+        unsetenv("OMP_NUM_THREADS");
+        assert_ok(&r, counts[i]);
+        run_free(&r);
+        size_t out_len, a_len;
+        char *out = file_bytes("out.npy", &out_len);
+        char *a = file_bytes("a.npy", &a_len);
+        if (i == 0) {
+            want_out = out, want_out_len = out_len;
+            want_a = a, want_a_len = a_len;
+            continue;
+        }
+        cr_assert(out_len == want_out_len &&
+                      memcmp(out, want_out, out_len) == 0,
+                  "OMP_NUM_THREADS=%s: out.npy differs from one thread's",
+                  counts[i]);
+        cr_assert(a_len == want_a_len && memcmp(a, want_a, a_len) == 0,
+                  "OMP_NUM_THREADS=%s: a.npy differs from one thread's",
+                  counts[i]);
+        free(out);
+        free(a);
+    }
+    free(want_out);
+    free(want_a);
+}
+
+/* Under a memory limit every command runs or says so in one line with
+ * exit status 2, within seconds.  OpenBLAS takes a 128 MiB buffer per
+ * thread and, when the limit leaves no room, used to retry for ever:
+ * `mha --help` spun at 100% CPU under ulimit -v 150000, forward and
+ * heatmap up to about 350000.  Help, trace and quiz multiply no matrix
+ * and always run; forward and heatmap need OpenBLAS's buffer, 173 MiB in
+ * all with the program, and are refused below that, by name. */
+Test(cli, every_command_runs_or_says_so_under_a_memory_limit,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind();
+    write_inputs();
+    static const char *const commands[] = {
+        "--help", "trace", "quiz|--seed|7|--solution", FORWARD OUTS,
+        "heatmap|--heads|2|" INPUTS "|--terminal"};
+    static const rlim_t limits[] = {60000,  100000, 150000,
+                                    200000, 250000, 300000};
+    run_timeout = 10;
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
+        for (size_t c = 0; c < sizeof commands / sizeof *commands; c++) {
+            run_limit_kib = limits[i];
+            run r = mha(commands[c]);
+            run_limit_kib = 0;
+            if (c < 3 || r.status == 0) {
+                assert_ok(&r, commands[c]);
+                if (c != 3) // forward writes files, the others stdout
+                    cr_assert_neq(r.out[0], '\0', "%s", commands[c]);
+            } else {
+                cr_assert_eq(r.status, 2, "ulimit -v %llu, %s: exit %d",
+                             (unsigned long long)limits[i], commands[c],
+                             r.status);
+                cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+                cr_assert_str_eq(r.out, "");
+            }
+            if (limits[i] <= 150000 && c >= 3) // no room for the buffer
+                cr_assert(strstr(r.err, ": threads_blas_reserve: the memory "
+                                        "limit (ulimit -v ") != NULL,
+                          "ulimit -v %llu, %s: %s",
+                          (unsigned long long)limits[i], commands[c], r.err);
+            if (limits[i] >= 200000) // room for it and these small inputs
+                cr_assert_eq(r.status, 0, "ulimit -v %llu, %s: %s",
+                             (unsigned long long)limits[i], commands[c],
+                             r.err);
+            run_free(&r);
+        }
+    }
+    run_timeout = 0;
+}
+
+/* Where the limit leaves room for the buffer, the numbers are those of
+ * an unlimited run, byte for byte (fewer threads, same result). */
+Test(cli, forward_under_a_memory_limit_writes_the_same_numbers,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind();
+    write_inputs();
+    run r = mha(FORWARD OUTS);
+    assert_ok(&r, "forward");
+    run_free(&r);
+    size_t want_len, got_len;
+    char *want = file_bytes("a.npy", &want_len);
+    run_timeout = 10;
+    run_limit_kib = 250000;
+    r = mha(FORWARD OUTS);
+    run_limit_kib = 0;
+    run_timeout = 0;
+    assert_ok(&r, "forward under ulimit -v 250000");
+    run_free(&r);
+    char *got = file_bytes("a.npy", &got_len);
+    cr_assert(got_len == want_len && memcmp(got, want, got_len) == 0,
+              "a.npy differs under the limit");
+    free(got);
+    free(want);
+}

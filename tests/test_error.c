@@ -178,3 +178,16 @@ Test(error, unwritten_exercise_names_itself)
     mha_clear_error();
     cr_assert_null(mha_unwritten_exercise());
 }
+
+/* Sizes in messages come in the largest unit they reach. */
+Test(error, bytes_in_messages)
+{
+    char buf[32];
+    cr_assert_str_eq(mha_bytes_text(0, buf, sizeof buf), "0 bytes");
+    cr_assert_str_eq(mha_bytes_text(1, buf, sizeof buf), "1 byte");
+    cr_assert_str_eq(mha_bytes_text(1023, buf, sizeof buf), "1023 bytes");
+    cr_assert_str_eq(mha_bytes_text(7680, buf, sizeof buf), "7.5 KiB");
+    cr_assert_str_eq(mha_bytes_text(153600000, buf, sizeof buf), "146.5 MiB");
+    cr_assert_str_eq(mha_bytes_text(2147483648.0, buf, sizeof buf), "2.00 GiB");
+    cr_assert_str_eq(mha_bytes_text(8e12, buf, sizeof buf), "7450.58 GiB");
+}

@@ -12,7 +12,9 @@
 # MHA_NO_INSTALL=1 to only report what is missing (exit 1 if anything is).
 set -eu
 
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz $*"
+# python3: tools/test-handout.sh reads the handout's Classroom JSON with
+# Debian's /usr/bin/python3 (json.tool); nothing else in `make test` needs it.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 $*"
 
 missing=""
 for p in $packages; do

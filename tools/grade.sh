@@ -10,6 +10,11 @@
 # records.  Exits 0 only when every exercise graded passes; an unknown
 # NAME fails, naming the exercises there are.
 set -u
+if [ $# -gt 3 ]; then
+    shift 2
+    echo "grade: one exercise at a time, not '$*'" >&2
+    exit 1
+fi
 bin=$1
 outdir=$2
 only=${3:-}

@@ -8,22 +8,45 @@
 # student's (tools/handout-README.md, with the table of exercises),
 # DIR/.github/classroom/autograding.json GitHub Classroom's tests, one per
 # exercise, and DIR/docs/ the book woven again from the blanked sources.
+#
+# The copy holds the files git tracks (a new file must be `git add`ed to
+# be handed out): never what else lies in the teacher's tree, such as an
+# answer file from `mha quiz --solution` or a folder of solutions.  So it
+# must be run in a git checkout; elsewhere it refuses, since the
+# project's files cannot be told from the teacher's own.
+#
+# It never destroys work: the copy is written beside DIR under another
+# name and then renamed into place when DIR does not exist (or is an empty
+# folder).  When DIR exists and is a fresh handout already (its build/
+# aside), it is left as it is; when it differs in any way (a student's
+# answers, a note, a deleted file, or a handout of older sources), it is
+# refused, naming DIR, and nothing is changed.
 set -eu
-out=$1
+out=${1%/}
 shift
 keep="$*"
-rm -rf "$out"
-mkdir -p "$out"
+fail() {
+    echo "handout: $*" >&2
+    exit 1
+}
 
-# the project's files: what git tracks, or (outside a git checkout) the
-# tree without build products
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files --cached --others --exclude-standard | while read -r f; do
-        if [ -e "$f" ]; then echo "$f"; fi
-    done | tar -cf - -T - | tar -C "$out" -xpf -
-else
-    tar --exclude=./build --exclude=./handout --exclude=./.git -cf - . | tar -C "$out" -xf -
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
+    fail "$(pwd) is not a git checkout, so the project's files cannot be told from others (answers, solutions): run it in a clone"
+if [ -L "$out" ] || { [ -e "$out" ] && [ ! -d "$out" ]; }; then
+    fail "$out exists and is not a folder: move it away or remove it, then run make handout again"
 fi
+
+# the new copy, beside DIR so that it is renamed into place in one step
+mkdir -p "$(dirname "$out")"
+new=$(dirname "$out")/.$(basename "$out").new.$$
+rm -rf "$new"
+mkdir "$new"
+trap 'rm -rf "$new"' EXIT
+
+# the project's files: what git tracks (and still exists), nothing else
+git ls-files --cached -z | tr '\0' '\n' | while read -r f; do
+    if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
+done | tar -cf - --no-recursion -T - | tar -C "$new" -xpf -
 
 # the exercises: "NAME FILE CHAPTER SUMMARY" from each marker
 #   * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
@@ -34,15 +57,15 @@ list=$(sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\
     done | sort -s -k3,3n)
 for f in src/*.c; do
     grep -q '@exercise ' "$f" || continue
-    awk -v keep="$keep" -f tools/stub.awk "$f" > "$out/$f"
+    awk -v keep="$keep" -f tools/stub.awk "$f" > "$new/$f"
 done
 
 {
     echo "# The exercises of this handout: write each function in src/, then"
     echo "# run \`make test\` to see which pass."
     echo "$list" | awk 'NF { print $1, $2, $3 }'
-} > "$out/HANDOUT"
-count=$(grep -vc '^#' "$out/HANDOUT")
+} > "$new/HANDOUT"
+count=$(grep -vc '^#' "$new/HANDOUT")
 
 # The student's README in place of the project's: the table comes from the
 # markers; tools/test-handout.sh checks its example of `make grade`
@@ -54,12 +77,12 @@ table=$(echo "$list" | while read -r name file chapter summary; do
 done)
 awk -v count="$count" -v table="$table" '
 $0 == "@TABLE@" { print table; next }
-{ gsub(/@COUNT@/, count); print }' tools/handout-README.md > "$out/README.md"
+{ gsub(/@COUNT@/, count); print }' tools/handout-README.md > "$new/README.md"
 
 # GitHub Classroom's tests (.github/classroom/autograding.json): one per
 # exercise, passing (exit status 0) when `make grade EXERCISE=NAME` does;
 # timeout in minutes.
-mkdir -p "$out/.github/classroom"
+mkdir -p "$new/.github/classroom"
 echo "$list" | awk '
 NF { n++; name[n] = $1; chapter[n] = $3 }
 END {
@@ -79,12 +102,39 @@ END {
     }
     print "  ]"
     print "}"
-}' > "$out/.github/classroom/autograding.json"
+}' > "$new/.github/classroom/autograding.json"
 
 # The book again, from the blanked sources: an exercise's @show shows the
 # stub, not the answer.
 tmp=$(mktemp -d /tmp/mha-weave-XXXXXX)
 ${CC:-gcc} -std=c11 -O1 tools/weave.c -o "$tmp/weave"
-"$tmp/weave" "$out" "$out/docs" > /dev/null
+"$tmp/weave" "$new" "$new/docs" > /dev/null
 rm -rf "$tmp"
+
+# into place, or refused when DIR holds anything a fresh copy does not
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
+    changes=$(cd "$(dirname "$out")" &&
+        diff -rq --no-dereference --exclude=build "$(basename "$out")" "$(basename "$new")" 2>&1 || true)
+    if [ -n "$changes" ]; then
+        n=$(echo "$changes" | wc -l)
+        first=$(echo "$changes" | head -n 1 | awk -v a="$(basename "$out")/" -v b="$(basename "$new")/" '
+            function rel(p) {
+                if (index(p, a) == 1) return substr(p, length(a) + 1)
+                if (index(p, b) == 1) return substr(p, length(b) + 1)
+                return p
+            }
+            /^Only in / {
+                line = substr($0, 9); i = index(line, ": ")
+                dir = substr(line, 1, i - 1) "/"; name = substr(line, i + 2)
+                print rel(dir name) (index(dir, a) == 1 ? " is not in a fresh handout" : " is missing")
+                next
+            }
+            { print rel($2) " differs" }')
+        fail "$out already exists and differs from a fresh handout ($first$([ "$n" -gt 1 ] && echo ", and $((n - 1)) more")): move it away or remove it, then run make handout again; nothing was changed"
+    fi
+    echo "handout: $out is a fresh handout already ($count exercises blanked); left as it is"
+    exit 0
+fi
+[ ! -d "$out" ] || rmdir "$out"
+mv "$new" "$out"
 echo "handout: wrote $out with $count exercises blanked"

@@ -12,8 +12,13 @@
 #      that exercise's Classroom command fails before and passes after,
 #      exactly the blanks left fail the grade, and every chapter and mha
 #      command either runs or, when it needs a blank, prints that
-#      exercise's one line and exits 3; filled completely, every chapter
-#      prints its transcript.
+#      exercise's one line and exits 3 (an mha command prints nothing
+#      else; a chapter, its lesson up to that step, as its transcript
+#      begins); filled completely, every chapter prints its transcript;
+#   5. make handout copies what git tracks and nothing else (not a
+#      teacher's answer file or solutions), refuses outside a git
+#      checkout, and never destroys a handout that differs from a fresh
+#      one (a student's work): it refuses, naming it, and changes nothing.
 set -eu
 build=${BUILD:-build}
 dir=$(mktemp -d /tmp/mha-handout-XXXXXX)
@@ -86,9 +91,12 @@ done
 ! grep -n '@[A-Z]*@' "$h/README.md" || fail "the handout's README has a placeholder left"
 
 # GitHub Classroom's file: valid JSON, one test per exercise, each run
-# command `make grade EXERCISE=NAME`
+# command `make grade EXERCISE=NAME`.  Debian's python3, which
+# tools/deps.sh installs, reads it.
 json=$h/.github/classroom/autograding.json
-python3 -m json.tool "$json" > /dev/null || fail "$json is not valid JSON"
+[ -x /usr/bin/python3 ] ||
+    fail "/usr/bin/python3 is missing, to read $json (tools/deps.sh installs python3)"
+/usr/bin/python3 -m json.tool "$json" > /dev/null || fail "$json is not valid JSON"
 sed -n 's/^ *"run": "\(.*\)",$/\1/p' "$json" > "$dir/runs"
 [ "$(sort "$dir/runs")" = "$(echo "$blanked" | sed 's/^/make grade EXERCISE=/')" ] ||
     { cat "$dir/runs"; fail "$json does not have one test per exercise"; }
@@ -177,7 +185,9 @@ check_programs() {
             fail "$c in the filled handout does not print tests/expected/$c.txt"
         fi
     done
-    for cmd in "trace --valid-lens 3,2" "quiz --seed 1 --solution" \
+    for cmd in "trace --valid-lens 3,2" "trace --valid-lens 3,2 --json" \
+        "trace --valid-lens 3,2 --quiz" "trace --valid-lens 3,2 --dot" \
+        "quiz --seed 1 --solution" "quiz --seed 1 --json" \
         "forward --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --out $dir/o.npy" \
         "heatmap --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --terminal"; do
         rm -f "$dir/o.npy"
@@ -198,6 +208,16 @@ check_one() {
     fi
     [ "$rc" = 3 ] && [ "$(wc -l < "$dir/err")" = 1 ] ||
         { cat "$dir/err"; fail "$prog, needing [$want], exits $rc and does not print one line"; }
+    # nothing else: an mha command prints nothing on stdout, a chapter the
+    # lesson up to the step that needs the blank, as its transcript begins
+    case $prog in
+    mha-*)
+        [ ! -s "$dir/out" ] ||
+            { head -c 300 "$dir/out"; fail "$prog, needing [$want], prints $(wc -c < "$dir/out") bytes on stdout besides its one line"; } ;;
+    *)
+        head -c "$(wc -c < "$dir/out")" "tests/expected/$prog.txt" | cmp -s - "$dir/out" ||
+            fail "$prog, needing [$want], prints what its transcript does not begin with" ;;
+    esac
     for e in $want; do
         [ "$(cat "$dir/err")" = "$(line_of "$e")" ] && return 0
     done
@@ -226,4 +246,48 @@ for name in $order; do
         { cat "$dir/filled.txt"; fail "after filling [$filled], failing [$still], expected [$expect]"; }
 done
 check_programs ""
-echo "handout-check: $count exercises; a fresh handout holds none of their answers, compiles and fails each; each Classroom test passes once its blank is filled; every chapter and mha command names the blank it needs, exit 3"
+
+# 5. The teacher's tree as git tracks it, in a git checkout of its own,
+# with a teacher's files that git does not track beside: an answer file
+# and a folder of solutions.
+t=$dir/tree
+mkdir "$t"
+git ls-files -z | tr '\0' '\n' | while read -r f; do
+    if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
+done | tar -cf - --no-recursion -T - | tar -C "$t" -xf -
+(cd "$t" && git init -q && git add -A) || fail "cannot make a git checkout in $t"
+"$build/mha" quiz --seed 7 --solution > "$t/answers.txt"
+mkdir "$t/solutions"
+cp src/multihead.c "$t/solutions/"
+(cd "$t" && tools/handout.sh handout > /dev/null) || fail "make handout fails in a git checkout"
+for f in answers.txt solutions; do
+    [ ! -e "$t/handout/$f" ] || fail "the handout holds the teacher's untracked $f"
+done
+[ -f "$t/handout/HANDOUT" ] && [ -f "$t/handout/src/multihead.c" ] ||
+    fail "the handout of a git checkout lacks the project's files"
+# again: a fresh handout (its build/ aside) is left as it is
+mkdir -p "$t/handout/build/obj"
+(cd "$t" && tools/handout.sh handout > "$dir/again.txt") ||
+    fail "make handout refuses to run over a fresh handout"
+grep -q 'left as it is' "$dir/again.txt" || fail "make handout over a fresh handout: $(cat "$dir/again.txt")"
+# a student's work in it: refused in one line naming the folder, through
+# make as a teacher runs it, and every file as it was
+echo "/* my answer */" >> "$t/handout/src/multihead.c"
+echo "notes" > "$t/handout/notes.txt"
+(cd "$t/handout" && find . -type f -exec cksum {} + | sort) > "$dir/before"
+make --no-print-directory -C "$t" handout > "$dir/out" 2> "$dir/err" &&
+    fail "make handout over a student's work succeeds"
+grep -Ev '^make(\[[0-9]+\])?: \*\*\*' "$dir/err" > "$dir/err1" || true
+[ "$(wc -l < "$dir/err1")" = 1 ] && grep -q "^handout: handout already exists and differs from a fresh handout (.*): move it away or remove it" "$dir/err1" ||
+    { cat "$dir/err"; fail "make handout over a student's work does not say so in one line naming handout"; }
+(cd "$t/handout" && find . -type f -exec cksum {} + | sort) | cmp -s - "$dir/before" ||
+    fail "make handout changed a handout holding a student's work"
+[ -z "$(ls -A "$t" | grep '^\.handout')" ] || fail "make handout left its new copy behind"
+# outside a git checkout it refuses, writing nothing
+rm -rf "$t/.git"
+(cd "$t" && tools/handout.sh handout2 > /dev/null 2> "$dir/err") &&
+    fail "make handout runs outside a git checkout"
+[ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'is not a git checkout' "$dir/err" && [ ! -e "$t/handout2" ] ||
+    { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
+
+echo "handout-check: $count exercises; a fresh handout holds none of their answers, compiles and fails each; each Classroom test passes once its blank is filled; every chapter and mha command names the blank it needs, exit 3; make handout copies tracked files only and keeps a student's work"

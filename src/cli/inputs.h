@@ -69,8 +69,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts);
  * the joined heads, the (B, h,
  * Lq, Lk) attention weights when keep_weights, the output.  When it is
  * more than the machine's physical memory (or the environment variable
- * MHA_MEMORY_LIMIT, in bytes, when set), one line giving the estimate in
- * GiB and hint, and CLI_USAGE:
+ * MHA_MEMORY_LIMIT, in bytes, when set; 0 or anything but digits is
+ * refused), one line giving the estimate in bytes and in the largest unit
+ * it reaches (mha_bytes_text), and hint, and CLI_USAGE:
  *
  *   mha forward: the run needs about 7450.58 GiB of memory (8000000000000 bytes) but the machine has 15.52 GiB; drop --attention-out, or use mha trace for shapes alone
  *

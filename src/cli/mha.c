@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -234,27 +235,27 @@ typedef struct trace_case {
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
  * valid_lens [3, 2]", with "2 key-value heads, causal, " when asked */
-static void describe_trace(const trace_case *ts, const double *lens)
+static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
 {
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     if (ts->rope)
-        printf("rope (base %g) on Q and K; ", ts->rope_base);
-    printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
-           "head%s of %zu feature%s, ",
-           B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
-           D / h == 1 ? "" : "s");
+        fprintf(f, "rope (base %g) on Q and K; ", ts->rope_base);
+    fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
+               "head%s of %zu feature%s, ",
+            B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
+            D / h == 1 ? "" : "s");
     if (ts->G < h)
-        printf("%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
+        fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
     if (ts->causal)
-        printf("causal, ");
+        fprintf(f, "causal, ");
     if (!lens) {
-        printf("no valid_lens\n");
+        fprintf(f, "no valid_lens\n");
         return;
     }
-    printf("valid_lens [");
+    fprintf(f, "valid_lens [");
     for (size_t b = 0; b < B; b++)
-        printf("%s%g", b ? ", " : "", lens[b]);
-    printf("]\n");
+        fprintf(f, "%s%g", b ? ", " : "", lens[b]);
+    fprintf(f, "]\n");
 }
 
 /* `mha trace --quiz`: the trace's steps as mha quiz asks them, every
@@ -293,26 +294,35 @@ static int run_trace(const trace_case *ts, const double *lens,
                                   : tensor_from_array(SHAPE(B), lens, &vl)))))
         status = cli_error("%s", mha_last_error());
 
+    /* The description and the records are held until the module has run
+     * to its end: a run stopped on the way (in a student's handout, by an
+     * exercise not written yet) prints its one line and nothing else.  A
+     * trace is a few dozen lines whatever the sizes. */
+    char *held = NULL;
+    size_t held_len = 0;
+    FILE *hold = NULL;
+    if (!status && !(hold = open_memstream(&held, &held_len)))
+        status = cli_error("out of memory holding the trace");
     trace_log log; // the records, for the quiz and the graph
     int logging = show == SHOW_QUIZ || show == SHOW_DOT, logged = 0;
     if (!status) {
         if (show == SHOW_QUIZ)
-            printf("Answer each numbered question: the shape a step makes, "
-                   "as (2, 4, 100),\nand for a reshape or permute, view or "
-                   "copy.  The answers follow the steps.\n\n");
+            fprintf(hold, "Answer each numbered question: the shape a step "
+                          "makes, as (2, 4, 100),\nand for a reshape or "
+                          "permute, view or copy.  The answers follow the "
+                          "steps.\n\n");
         if (show == SHOW_TEXT || show == SHOW_QUIZ) {
-            describe_trace(ts, lens);
-            printf("\n");
+            describe_trace(hold, ts, lens);
+            fprintf(hold, "\n");
         }
-        fflush(stdout);
         if (logging) {
             trace_log_start(&log);
             logged = 1;
         }
         if (show == SHOW_TEXT)
-            trace_to(stdout);
+            trace_to(hold);
         if (show == SHOW_JSON)
-            trace_to_json(stdout);
+            trace_to_json(hold);
         if (multihead_forward(&m, x, y, y, vl, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
@@ -320,6 +330,11 @@ static int run_trace(const trace_case *ts, const double *lens,
         if (logged)
             trace_log_stop(&log);
     }
+    if (hold && fclose(hold) && !status)
+        status = cli_error("out of memory holding the trace");
+    if (!status && fwrite(held, 1, held_len, stdout) != held_len)
+        status = cli_error("cannot write to stdout: %s", strerror(errno));
+    free(held);
     if (!status && logged && log.failed)
         status = cli_error("out of memory (the trace lost a record)");
 
@@ -580,10 +595,16 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                 printf("%*s  %zu. %s? ", indent, "", next + 1,
                        form_name[q->form]);
                 fflush(stdout);
+                errno = 0;
                 if (getline(&line, &cap, stdin) < 0) {
                     printf("\n");
-                    status = cli_error("stdin ended after %zu of %zu answers",
-                                       next, n);
+                    status = ferror(stdin)
+                                 ? cli_error("cannot read stdin after %zu of "
+                                             "%zu answers: %s",
+                                             next, n, strerror(errno))
+                                 : cli_error("stdin ended after %zu of %zu "
+                                             "answers",
+                                             next, n);
                     break;
                 }
                 char *a = cut_comment(line);
@@ -614,6 +635,12 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
 static int quiz_ask(const quiz_case *c, const trace_log *log,
                     const quiz_question *qs, size_t n, int review)
 {
+    // a directory opens as stdin but reads as nothing: say so, before
+    // any question
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_error("stdin is a directory: give the answers on stdin, "
+                         "one a line, or grade a file with --answers FILE");
     printf("mha quiz --seed %lu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n%zu questions on the module's forward pass, step by step: the "
@@ -729,6 +756,13 @@ static int cmd_quiz(int argc, char **argv)
 
 /* --- mha forward and mha heatmap ------------------------------------ */
 
+/* OpenBLAS's buffer taken before the inputs are read, or one line saying
+ * the memory limit leaves no room for it (threads.h). */
+static int blas_ready(void)
+{
+    return threads_blas_reserve() ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
@@ -770,7 +804,8 @@ static int cmd_forward(int argc, char **argv)
         (status = cli_inputs_check_memory(
              opts, NOPTS(opts), a_path != NULL,
              a_path ? "drop --attention-out, or use mha trace for shapes alone"
-                    : "use mha trace for shapes alone")))
+                    : "use mha trace for shapes alone")) ||
+        (status = blas_ready()))
         return status;
 
     cli_inputs in;
@@ -824,7 +859,8 @@ static int cmd_heatmap(int argc, char **argv)
         (status = cli_inputs_check_memory(
              opts, NOPTS(opts), 1,
              "the heatmap needs every weight: use shorter sequences, or mha "
-             "trace for shapes alone")))
+             "trace for shapes alone")) ||
+        (status = blas_ready()))
         return status;
 
     cli_inputs in;
@@ -887,7 +923,10 @@ static int exit_status(int status)
 
 int main(int argc, char **argv)
 {
-    mha_program_init();
+    // only forward and heatmap multiply matrices: they reserve OpenBLAS's
+    // buffer themselves (blas_ready), so help, trace and quiz run under any
+    // memory limit
+    mha_program_init_lazy();
     /* A testing aid: MHA_DEBUG_FAIL_ALLOC_AFTER=k makes the library's
      * allocation after the next k fail (error.h), so tests/test_cli.c can
      * check that every one of them ends in one line and exit status 2. */

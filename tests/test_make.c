@@ -1,0 +1,166 @@
+//> full
+/* test_make.c: the Makefile's variables that name places and exercises,
+ * checked before make writes or runs anything.
+ *
+ * Reading the Makefile writes BUILD/tests/chapter-list (even for make
+ * -n), so a BUILD that is empty or absolute used to write at the root of
+ * the file system; EXERCISE went to the shell unquoted.  Each case runs
+ * make -n from the top of the project, as a user would, and must end in
+ * one line on stderr, exit status 2, and nothing written. */
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct made {
+    int status;
+    char err[4096];
+} made;
+
+/* make with args (NULL-terminated), from the top of the project, with
+ * no MAKEFLAGS of the make that may be running the suite.  Not under
+ * valgrind (make memcheck), which would check make itself. */
+static made run_make(char *const *args)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("make is not ours to check under valgrind");
+    char *argv[16] = {"make", "--no-print-directory"};
+    size_t n = 2;
+    for (; args[n - 2]; n++) {
+        cr_assert_lt(n, 15);
+        argv[n] = args[n - 2];
+    }
+    argv[n] = NULL;
+    FILE *err = tmpfile();
+    cr_assert_not_null(err);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 1) < 0 || dup2(fileno(err), 2) < 0)
+            _exit(126);
+        unsetenv("MAKEFLAGS");
+        unsetenv("MFLAGS");
+        unsetenv("MAKELEVEL");
+        unsetenv("BUILD");
+        unsetenv("EXERCISE");
+        execvp("make", argv);
+        _exit(127);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    made m = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), ""};
+    rewind(err);
+    size_t len = fread(m.err, 1, sizeof m.err - 1, err);
+    m.err[len] = '\0';
+    fclose(err);
+    return m;
+}
+
+/* Refused by make: status 2 and one line on stderr that holds want. */
+static void assert_make_refuses(char *const *args, const char *want)
+{
+    made m = run_make(args);
+    cr_assert_eq(m.status, 2, "%s: exit %d, stderr %s", args[0], m.status,
+                 m.err);
+    char *nl = strchr(m.err, '\n');
+    cr_assert(nl && nl[1] == '\0', "not one line: %s", m.err);
+    cr_assert(strstr(m.err, want) != NULL, "stderr: %s\nwanted: %s", m.err,
+              want);
+}
+
+static void assert_absent(const char *path)
+{
+    struct stat st;
+    cr_assert(lstat(path, &st) != 0 && errno == ENOENT, "%s was written",
+              path);
+}
+
+#define BUILD_RULE                                                            \
+    "must be build or a folder under build/ (letters, digits, . _ - and /; " \
+    "no space, no . or .. step)"
+
+Test(make, an_empty_build_is_refused_before_anything_is_written)
+{
+    struct stat st;
+    int had_stamp = stat("/tests/chapter-list", &st) == 0;
+    assert_make_refuses((char *[]){"-n", "BUILD=", "build", NULL},
+                        "*** BUILD '' " BUILD_RULE ".  Stop.");
+    if (!had_stamp)
+        assert_absent("/tests/chapter-list");
+    assert_make_refuses((char *[]){"-n", "BUILD= ", "build", NULL},
+                        "*** BUILD '' " BUILD_RULE);
+}
+
+Test(make, a_build_with_a_space_is_refused)
+{
+    assert_make_refuses((char *[]){"BUILD=my build", "build", NULL},
+                        "*** BUILD 'my build' " BUILD_RULE);
+    assert_absent("my build");
+}
+
+/* Outside build/: absolute, the sources, a way out, characters the shell
+ * or make would read. */
+Test(make, a_build_outside_build_is_refused)
+{
+    char dir[] = "/tmp/mha-make-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(rmdir(dir), 0); // a name nothing has
+    char arg[64];
+    snprintf(arg, sizeof arg, "BUILD=%s", dir);
+    assert_make_refuses((char *[]){"-n", arg, "build", NULL}, BUILD_RULE);
+    assert_absent(dir);
+    const char *bad[] = {"BUILD=/", "BUILD=.",          "BUILD=src",
+                         "BUILD=buildx", "BUILD=build/../x", "BUILD=build/./x",
+                         "BUILD=build/a'b", "BUILD=build/a%b", "BUILD=build/*",
+                         "BUILD=build/x:y"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "*** BUILD '%s' " BUILD_RULE,
+                 bad[i] + strlen("BUILD="));
+        assert_make_refuses((char *[]){"-n", (char *)bad[i], "build", NULL},
+                            want);
+    }
+    assert_absent("x");
+}
+
+/* One exercise's name, or one line: 'a b' graded a, and '*' became the
+ * file names of the top of the project. */
+Test(make, exercise_is_one_name)
+{
+    const char *bad[] = {"a b", "*", "x;y", "ex/../a", "a-b"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char arg[64], want[256];
+        snprintf(arg, sizeof arg, "EXERCISE=%s", bad[i]);
+        snprintf(want, sizeof want,
+                 "*** EXERCISE '%s' must be one exercise's name, letters, "
+                 "digits and _ (make grade lists them).  Stop.",
+                 bad[i]);
+        assert_make_refuses((char *[]){"-n", "grade", arg, NULL}, want);
+    }
+}
+
+/* tools/grade.sh itself takes one name, whoever calls it. */
+Test(make, grade_sh_takes_one_name)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("the shell is not ours to check under valgrind");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 2) < 0)
+            _exit(126);
+        execl("tools/grade.sh", "grade.sh", "build/tests/run_tests", "build",
+              "a", "b", (char *)NULL);
+        _exit(127);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 1, "status %d", ws);
+}
+//<

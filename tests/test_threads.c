@@ -1,0 +1,91 @@
+/* test_threads.c: how many threads a parallel loop starts (threads.h). */
+#include "check.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* OMP_NUM_THREADS far beyond the machine gives the cores; a loop of
+ * fewer items than threads starts one thread per item, and none is
+ * never asked for. */
+Test(threads, never_more_than_the_cores_or_the_items)
+{
+    int cores = omp_get_num_procs();
+    omp_set_num_threads(100000);
+    cr_assert_eq(threads_count(), cores);
+    cr_assert_eq(threads_for(1000000, 0), cores);
+    cr_assert_eq(threads_for(1, 0), 1);
+    cr_assert_eq(threads_for(0, 0), 1);
+    if (cores > 1)
+        cr_assert_eq(threads_for(2, 0), 2);
+    omp_set_num_threads(1);
+    cr_assert_eq(threads_count(), 1);
+    cr_assert_eq(threads_for(8, 0), 1);
+}
+
+/* What the process maps now, in bytes (/proc/self/statm). */
+static size_t mapped(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void limit_to(size_t bytes)
+{
+    struct rlimit r;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &r), 0);
+    r.rlim_cur = bytes; // the soft limit, which can be raised again
+    cr_assert_eq(setrlimit(RLIMIT_AS, &r), 0);
+}
+
+/* A limit with no room for OpenBLAS's 128 MiB buffer: refused in one
+ * line that names it, where a product would have hung; and a loop runs on
+ * one thread. */
+Test(threads, no_room_for_the_blas_buffer_is_said)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind(); // valgrind keeps the address space for itself
+    if (!threads_blas())
+        cr_skip_test("the CBLAS is not OpenBLAS");
+    limit_to(mapped() + ((size_t)64 << 20));
+    mha_clear_error();
+    cr_assert_eq(threads_blas_reserve(), GSL_ENOMEM);
+    const char *want = "threads_blas_reserve: the memory limit (ulimit -v ";
+    cr_assert(strncmp(mha_last_error(), want, strlen(want)) == 0, "%s",
+              mha_last_error());
+    cr_assert(strstr(mha_last_error(), "leaves no room for OpenBLAS's 128 "
+                                       "MiB buffer beside the ") != NULL);
+    cr_assert_eq(threads_for(1000, 0), 1);
+}
+
+/* Room for the buffer: it is taken at once (a product then allocates
+ * nothing more), and a loop gets a second thread only where the limit
+ * leaves room for that thread's buffer, stack and scratch. */
+Test(threads, the_blas_buffer_is_taken_while_there_is_room)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind(); // valgrind keeps the address space for itself
+    if (!threads_blas())
+        cr_skip_test("the CBLAS is not OpenBLAS");
+    omp_set_num_threads(2);
+    size_t base = mapped();
+    limit_to(base + ((size_t)300 << 20));
+    OK(threads_blas_reserve());
+    cr_assert_geq(mapped(), base + ((size_t)128 << 20), "no buffer taken");
+    OK(threads_blas_reserve()); // once is enough
+    // about 170 MiB left: not enough for a second thread's 200 MiB
+    cr_assert_eq(threads_for(1000, 0), 1);
+    if (omp_get_num_procs() > 1) {
+        limit_to(mapped() + ((size_t)400 << 20));
+        cr_assert_eq(threads_for(1000, (size_t)300 << 20), 1, "scratch");
+        cr_assert_eq(threads_for(1000, 0), 2);
+    }
+}
