@@ -14,18 +14,56 @@
 #include "softmax.h"
 #include "trace.h"
 
-void multihead_split_names(const tensor *x, char *buf, size_t n)
+/* "a*b" into buf when both are named, else "". */
+static void times(char *buf, const char *a, const char *b)
 {
-    if (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]) {
-        buf[0] = '\0';
-        return;
+    size_t la = strlen(a), lb = strlen(b);
+    buf[0] = '\0';
+    if (la && lb && la + lb + 1 < TENSOR_NAME_MAX) {
+        memcpy(buf, a, la);
+        buf[la] = '*';
+        memcpy(buf + la + 1, b, lb + 1);
     }
-    if (!strncmp(x->names[2], "G*", 2)) // G key-value heads
-        snprintf(buf, n, "%s, %s, G, %s", x->names[0], x->names[1],
-                 x->names[2] + 2);
-    else
-        snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1],
-                 x->names[2]);
+}
+
+void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
+{
+    memset(nm, 0, sizeof *nm);
+    if (x->ndim != 3 || (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]))
+        return;
+    // the parts: batch B, positions n, heads h, features F = h*p, p = F/h
+    char B[TENSOR_NAME_MAX] = "", h[TENSOR_NAME_MAX] = "h";
+    char F[TENSOR_NAME_MAX] = "", p[TENSOR_NAME_MAX] = "";
+    char Bh[TENSOR_NAME_MAX];
+    const char *n = x->names[1];
+    if (from_rows) { // (B*h, n, p): the last factor of B*h is h
+        const char *star = strrchr(x->names[0], '*');
+        if (star) {
+            snprintf(B, sizeof B, "%.*s", (int)(star - x->names[0]), x->names[0]);
+            snprintf(h, sizeof h, "%s", star + 1);
+        }
+        snprintf(p, sizeof p, "%s", x->names[2]);
+        size_t lp = strlen(p), lh = strlen(h);
+        if (lp > lh + 1 && p[lp - lh - 1] == '/' && !strcmp(p + lp - lh, h))
+            snprintf(F, sizeof F, "%.*s", (int)(lp - lh - 1), p); // d_model/h
+        else
+            times(F, h, p);
+    } else { // (B, n, F): F = G*p names its heads, any other F/h
+        snprintf(B, sizeof B, "%s", x->names[0]);
+        snprintf(F, sizeof F, "%s", x->names[2]);
+        size_t lead = strcspn(F, "*/");
+        if (F[lead] == '*' && lead > 0) {
+            snprintf(h, sizeof h, "%.*s", (int)lead, F);
+            snprintf(p, sizeof p, "%s", F + lead + 1);
+        } else if (F[0] && strlen(F) + 2 < TENSOR_NAME_MAX) {
+            snprintf(p, sizeof p, "%s/h", F);
+        }
+    }
+    times(Bh, B, h);
+    snprintf(nm->joined, sizeof nm->joined, "%s, %s, %s", B, n, F);
+    snprintf(nm->split, sizeof nm->split, "%s, %s, %s, %s", B, n, h, p);
+    snprintf(nm->heads, sizeof nm->heads, "%s, %s, %s, %s", B, h, n, p);
+    snprintf(nm->rows, sizeof nm->rows, "%s, %s, %s", Bh, n, p);
 }
 
 /* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
@@ -57,18 +95,18 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
                 num_heads);
-    char names[4 * TENSOR_NAME_MAX];
-    multihead_split_names(x, names, sizeof names);
+    multihead_names nm;
+    multihead_head_names(x, 0, &nm);
     tensor *split = NULL, *heads = NULL;
     // split is (B, n, h, p): a view, each row cut into h pieces of p
     int status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),
-                                names[0] ? names : NULL, &split);
+                                nm.split, &split);
     // heads is (B, h, n, p): a view, the head axis moved before n
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
     // out is (B*h, n, p): a copy unless B, h or n is 1 (then a view)
     if (!status)
-        status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), NULL, out);
+        status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), nm.rows, out);
     trace_end();
     tensor_free(split);
     tensor_free(heads);
@@ -102,24 +140,19 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)",
                 num_heads);
+    multihead_names nm;
+    multihead_head_names(x, 1, &nm);
     tensor *split = NULL, *rows = NULL;
     // split is (B, h, n, p): a view, "B*h" taken apart again
     int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
-                                NULL, &split);
+                                nm.heads, &split);
     // rows is (B, n, h, p): a view, heads back next to their features
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &rows);
     // out is (B, n, h*p): the heads of each position side by side (a copy)
-    if (!status) {
-        char names[4 * TENSOR_NAME_MAX] = "";
-        const char *last = rows->names[3];
-        size_t len = strlen(last);
-        if (rows->names[0][0] && len > 2 && strcmp(last + len - 2, "/h") == 0)
-            snprintf(names, sizeof names, "%s, %s, %.*s", rows->names[0],
-                     rows->names[1], (int)(len - 2), last);
+    if (!status)
         status = tensor_reshape(rows, DIMS((long)rows->shape[0], (long)n, -1),
-                                names[0] ? names : NULL, out);
-    }
+                                nm.joined, out);
     trace_end();
     tensor_free(split);
     tensor_free(rows);

@@ -2249,6 +2249,57 @@ Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
     run_free(&r);
 }
 
+/* A size of 1 says nothing of which axis it is: with h = 1 the join
+ * still takes B*h apart into B and h, and with G = Lk = 1 the split of
+ * the keys still makes B*G heads of Lk positions, in the text and in the
+ * JSON records alike. */
+Test(cli, trace_names_at_size_1, .init = enter_scratch, .fini = leave_scratch)
+{
+    run r = mha("trace|--heads|1|--hiddens|4");
+    assert_ok(&r, "trace --heads 1");
+    static const char *const one_head[] = {
+        "  transpose_output(h=1)        (2, 4, 4)                           (B*h, Lq, d_model/h)",
+        "    reshape(-1, 1, 4, 4) view  (2, 4, 4) -> (2, 1, 4, 4)           (B, h, Lq, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (2, 1, 4, 4) -> (2, 4, 1, 4)        (B, Lq, h, d_model/h)",
+        "    reshape(2, 4, -1)    view  (2, 4, 1, 4) -> (2, 4, 4)           (B, Lq, d_model)",
+        "  W_o: x W^T             new   (2, 4, 4) -> (2, 4, 4)              (B, Lq, d_model)",
+    };
+    assert_lines_in_order(r.out, one_head, 5);
+    run_free(&r);
+    r = mha("trace|--heads|1|--hiddens|4|--json");
+    assert_ok(&r, "trace --heads 1 --json");
+    cr_assert_not_null(strstr(r.out, "\"output\": {\"shape\": [2, 1, 4, 4], "
+                                     "\"names\": [\"B\", \"h\", \"Lq\", \"d_model/h\"]"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\"output\": {\"shape\": [2, 4, 4], "
+                                     "\"names\": [\"B\", \"Lq\", \"d_model\"]"),
+                       "%s", r.out);
+    cr_assert_null(strstr(r.out, "\"B*h\", \"\""), "%s", r.out);
+    run_free(&r);
+
+    r = mha("trace|--heads|4|--hiddens|8|--kv-heads|1|--kv|1");
+    assert_ok(&r, "trace --kv-heads 1 --kv 1");
+    static const char *const one_kv_head[] = {
+        "  transpose_qkv(h=1)           (2, 1, 2)                           (B, Lk, G*d_model/h)",
+        "    reshape(2, 1, 1, -1) view  (2, 1, 2) -> (2, 1, 1, 2)           (B, Lk, G, d_model/h)",
+        "    permute(0, 2, 1, 3)  view  (2, 1, 1, 2) -> (2, 1, 1, 2)        (B, G, Lk, d_model/h)",
+        "    reshape(-1, 1, 2)    view  (2, 1, 1, 2) -> (2, 1, 2)           (B*G, Lk, d_model/h)",
+        "    view(2, 1, 1, 2)     view  (2, 1, 2) -> (2, 1, 1, 2)           (B*G, 1, Lk, d_model/h)",
+        "    expand(-1, 4, -1, -1) view  (2, 1, 1, 2) -> (2, 4, 1, 2)        (B*G, h/G, Lk, d_model/h)",
+        "      Q K^T              new   (2, 16, 2) @ (2, 1, 2)^T -> (2, 16, 1)  (B*G, h/G*Lq, Lk)",
+    };
+    assert_lines_in_order(r.out, one_kv_head, 7);
+    cr_assert_null(strstr(r.out, "G*Lk"), "%s", r.out);
+    run_free(&r);
+    r = mha("trace|--heads|4|--hiddens|8|--kv-heads|1|--kv|1|--json");
+    assert_ok(&r, "trace --kv-heads 1 --kv 1 --json");
+    cr_assert_not_null(strstr(r.out, "\"output\": {\"shape\": [2, 1, 2], "
+                                     "\"names\": [\"B*G\", \"Lk\", \"d_model/h\"]"),
+                       "%s", r.out);
+    cr_assert_null(strstr(r.out, "G*Lk"), "%s", r.out);
+    run_free(&r);
+}
+
 Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
      .fini = leave_scratch)
 {
