@@ -1321,3 +1321,46 @@ Test(trace, dot_escapes_labels)
     tensor_free(y);
     tensor_free(x);
 }
+
+/* An input read under one name by the module and again by a step inside
+ * it (valid_lens, read by multihead and by the per-row lengths of causal
+ * or grouped attention) is named once; two names of one tensor join. */
+Test(trace, dot_names_an_input_once)
+{
+    for (int grouped = 0; grouped < 2; grouped++) {
+        multihead m;
+        multihead_config cfg = {.query_size = 8, .key_size = 8,
+                                .value_size = 8, .num_hiddens = 8,
+                                .num_heads = 4, .kv_heads = grouped ? 2 : 4,
+                                .causal = !grouped, .shape_only = 1};
+        OK(multihead_init(&m, &cfg));
+        tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
+        OK(tensor_alloc_meta(SHAPE(2, 4, 8), &q));
+        OK(tensor_alloc_meta(SHAPE(2, 6, 8), &kv));
+        OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+        trace_log log;
+        trace_log_start(&log);
+        OK(multihead_forward(&m, q, kv, kv, lens, &out));
+        trace_log_stop(&log);
+        capture c;
+        capture_start(&c);
+        trace_write_dot(c.f, &log, 1);
+        const char *dot = capture_end(&c);
+        cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"q\"];\n"
+                                       "  in1 [shape=ellipse, label=\"k = v\"];\n"
+                                       "  in2 [shape=ellipse, label=\"valid_lens\"];\n"),
+                           "%s", dot);
+        cr_assert_not_null(strstr(dot, grouped
+                                           ? "  s6 [shape=box, label=\"per-row lens(valid_lens (2,))\"];\n"
+                                           : "  s6 [shape=box, label=\"per-row lens(causal, valid_lens (2,))\"];\n"),
+                           "%s", dot);
+        cr_assert_not_null(strstr(dot, "  in2 -> s6 [label=\"(2,)\"];\n"), "%s", dot);
+        capture_free(&c);
+        trace_log_free(&log);
+        tensor_free(out);
+        tensor_free(lens);
+        tensor_free(kv);
+        tensor_free(q);
+        multihead_free(&m);
+    }
+}
