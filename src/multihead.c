@@ -235,10 +235,11 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         c->num_hiddens / c->num_heads);
     if (c->rope && m->cfg.rope_base == 0)
         m->cfg.rope_base = ROPE_DEFAULT_BASE;
+    char base[TRACE_NUMBER_MAX];
     if (c->rope && !(isfinite(c->rope_base) && c->rope_base > 1))
         return mha_fail(GSL_EINVAL,
-                        "multihead: rope_base %g must be a finite number > 1",
-                        c->rope_base);
+                        "multihead: rope_base %s must be a finite number > 1",
+                        number_str(base, sizeof base, c->rope_base));
     if (m->cfg.kv_heads == 0)
         m->cfg.kv_heads = c->num_heads;
     if (c->num_heads % c->kv_heads != 0)

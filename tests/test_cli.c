@@ -1242,6 +1242,34 @@ Test(cli, trace_rope, .init = enter_scratch, .fini = leave_scratch)
     run_free(&r);
 }
 
+/* Numbers in the description are the very numbers given: a base one
+ * ulp above 1 is not "1", and a length of a million is not "1e+06". */
+Test(cli, trace_prints_numbers_exactly, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha("trace|--batch|1|--queries|3|--kv|5|--hiddens|8|--heads|2|"
+                "--rope|--rope-base|1.0000000000000002");
+    assert_ok(&r, "trace --rope-base 1.0000000000000002");
+    char line[512];
+    cr_assert_str_eq(line_at(r.out, 0, line, sizeof line),
+                     "rope (base 1.0000000000000002) on Q and K; queries "
+                     "(1, 3, 8), keys and values (1, 5, 8): 2 heads of 4 "
+                     "features, no valid_lens");
+    run_free(&r);
+    r = mha("trace|--kv|1000000|--valid-lens|1000000,2");
+    assert_ok(&r, "trace --valid-lens 1000000,2");
+    cr_assert_str_eq(line_at(r.out, 0, line, sizeof line),
+                     "queries (2, 4, 100), keys and values (2, 1000000, 100): "
+                     "5 heads of 20 features, valid_lens [1000000, 2]");
+    run_free(&r);
+    r = mha("trace|--kv|10|--valid-lens|1000000,2");
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, "mha trace: --valid-lens '1000000,2': entry 1 "
+                            "(1000000) is larger than --kv 10\n");
+    cr_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+
 /* Replacing files: the new numbers, the old permission bits. */
 Test(cli, forward_replaces_existing_outputs, .init = enter_scratch,
      .fini = leave_scratch)

@@ -593,6 +593,49 @@ Test(trace, op_formats)
     trace_log_free(&log);
 }
 
+/* %g in an op prints its number exactly; a precision rounds it. */
+Test(trace, op_numbers_are_exact)
+{
+    trace_log log;
+    trace_log_start(&log);
+    trace_note("p=%g base=%g third=%g %.3g big=%g", 0.1, 1.0000000000000002,
+               1.0 / 3, 1.0 / 3, 1e6);
+    trace_log_stop(&log);
+    cr_assert_str_eq(log.records[0].op, "p=0.1 base=1.0000000000000002 "
+                                        "third=0.3333333333333333 0.333 "
+                                        "big=1000000");
+    trace_log_free(&log);
+}
+
+/* The shortest of %.15g, %.16g, %.17g that reads back as the number. */
+Test(trace, number_str)
+{
+    static const struct {
+        double v;
+        const char *text;
+    } cases[] = {
+        {0.1, "0.1"},
+        {1.0000000000000002, "1.0000000000000002"},
+        {0.9999999999999999, "0.9999999999999999"},
+        {1.0 / 3, "0.3333333333333333"},
+        {0.1 + 0.2, "0.30000000000000004"}, /* 17 digits */
+        {10000, "10000"},
+        {1e6, "1000000"},
+        {1e-5, "1e-05"},
+        {1e300, "1e+300"},
+        {-0.0, "0"},
+        {-2.5, "-2.5"},
+        {INFINITY, "inf"},
+        {-INFINITY, "-inf"},
+    };
+    char buf[TRACE_NUMBER_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_str_eq(number_str(buf, sizeof buf, cases[i].v), cases[i].text);
+        cr_assert(isinf(cases[i].v) || strtod(buf, NULL) == cases[i].v, "%s", buf);
+    }
+    cr_assert_str_eq(number_str(buf, sizeof buf, NAN), "nan");
+}
+
 /* A real run emits one record per line the chapters show: chapter 08's
  * trace of d2l's example, line for line, from the records. */
 Test(trace, every_step_of_the_module_is_a_record)

@@ -228,8 +228,9 @@ typedef struct trace_case {
 static void describe_trace(const trace_case *ts, const double *lens)
 {
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
+    char v[TRACE_NUMBER_MAX]; // every number exactly, as given
     if (ts->rope)
-        printf("rope (base %g) on Q and K; ", ts->rope_base);
+        printf("rope (base %s) on Q and K; ", number_str(v, sizeof v, ts->rope_base));
     printf("queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
            "head%s of %zu feature%s, ",
            B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
@@ -244,7 +245,7 @@ static void describe_trace(const trace_case *ts, const double *lens)
     }
     printf("valid_lens [");
     for (size_t b = 0; b < B; b++)
-        printf("%s%g", b ? ", " : "", lens[b]);
+        printf("%s%s", b ? ", " : "", number_str(v, sizeof v, lens[b]));
     printf("]\n");
 }
 
@@ -385,11 +386,13 @@ static int cmd_trace(int argc, char **argv)
             return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
                              "%zu",
                              vl->value, n, n == 1 ? "y" : "ies", B);
+        char v[TRACE_NUMBER_MAX];
         for (size_t b = 0; b < B; b++)
             if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
+                return cli_error("--valid-lens '%s': entry %zu (%s) is larger "
                                  "than --kv %zu",
-                                 vl->value, b + 1, lens[b], Lk);
+                                 vl->value, b + 1,
+                                 number_str(v, sizeof v, lens[b]), Lk);
     }
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout

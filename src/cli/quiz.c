@@ -68,9 +68,10 @@ int quiz_trace(const quiz_case *c, trace_log *log)
 static void lens_str(char *buf, size_t size, const double *v, size_t n)
 {
     size_t len = (size_t)snprintf(buf, size, "[");
+    char num[TRACE_NUMBER_MAX];
     for (size_t i = 0; i < n && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%g", i ? ", " : "",
-                                v[i]);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "",
+                                number_str(num, sizeof num, v[i]));
     if (len < size)
         snprintf(buf + len, size - len, "]");
 }
