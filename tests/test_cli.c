@@ -1958,12 +1958,15 @@ static size_t put_solution(const char *seed, const char *path)
     return n;
 }
 
+/* The quiz's tests ask seed 752's case: queries (2, 5, 8), keys and values
+ * (2, 5, 8), 4 heads of 2 features, valid_lens [1, 2], 34 questions;
+ * sizes that differ, so that each shape answers one step alone. */
 Test(cli, quiz_full_answer_file_scores_n_of_n, .init = enter_scratch,
      .fini = leave_scratch)
 {
-    size_t n = put_solution("1", "answers.txt");
-    cr_assert_eq(n, 34, "seed 1's case: %zu questions", n);
-    run r = mha("quiz|--seed|1|--answers|answers.txt");
+    size_t n = put_solution("752", "answers.txt");
+    cr_assert_eq(n, 34, "seed 752's case: %zu questions", n);
+    run r = mha("quiz|--seed|752|--answers|answers.txt");
     assert_ok(&r, "quiz --answers");
     cr_assert_str_eq(r.out, "score: 34/34\n");
     run_free(&r);
@@ -1973,8 +1976,8 @@ Test(cli, quiz_full_answer_file_scores_n_of_n, .init = enter_scratch,
 Test(cli, quiz_one_wrong_answer_is_corrected, .init = enter_scratch,
      .fini = leave_scratch)
 {
-    put_solution("1", "answers.txt");
-    run sol = mha("quiz|--seed|1|--solution");
+    put_solution("752", "answers.txt");
+    run sol = mha("quiz|--seed|752|--solution");
     // the answers without their comments, the second one changed
     char text[4096] = "# my answers\n\n";
     size_t k = 0;
@@ -1989,7 +1992,7 @@ Test(cli, quiz_one_wrong_answer_is_corrected, .init = enter_scratch,
         p = nl + 1;
     }
     put_text("answers.txt", text);
-    run r = mha("quiz|--seed|1|--answers|answers.txt");
+    run r = mha("quiz|--seed|752|--answers|answers.txt");
     cr_assert_eq(r.status, 1, "exit %d, stderr %s", r.status, r.err);
     cr_assert_str_eq(r.err, "");
     cr_assert_str_eq(r.out,
@@ -2003,37 +2006,37 @@ Test(cli, quiz_one_wrong_answer_is_corrected, .init = enter_scratch,
 Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
      .fini = leave_scratch)
 {
-    put_solution("1", "good.txt");
+    put_solution("752", "good.txt");
     put_text("junk.txt", "(2, 5, 8)\n# fine so far\n(2, 5, 4, 2\n");
     put_text("few.txt", "(2, 5, 8)\n(2, 5, 4, 2)\nview\n");
-    run sol = mha("quiz|--seed|1|--solution");
+    run sol = mha("quiz|--seed|752|--solution");
     char more[4096];
     snprintf(more, sizeof more, "%sview\n", sol.out);
     put_text("many.txt", more);
     static const struct {
         const char *args, *message;
     } cases[] = {
-        {"quiz|--seed|1|--answers|nofile.txt",
+        {"quiz|--seed|752|--answers|nofile.txt",
          "mha quiz: cannot read --answers 'nofile.txt': No such file or directory"},
-        {"quiz|--seed|1|--answers|.",
+        {"quiz|--seed|752|--answers|.",
          "mha quiz: cannot read --answers '.': Is a directory"},
-        {"quiz|--seed|1|--answers|junk.txt",
+        {"quiz|--seed|752|--answers|junk.txt",
          "mha quiz: --answers 'junk.txt' line 3: '(2, 5, 4, 2' is not an "
          "answer (a shape like (2, 4, 100), view or copy, or values like "
          "[3, 3, 2, 2])"},
-        {"quiz|--seed|1|--answers|few.txt",
-         "mha quiz: --answers 'few.txt' has 3 answers; the quiz for --seed 1 "
+        {"quiz|--seed|752|--answers|few.txt",
+         "mha quiz: --answers 'few.txt' has 3 answers; the quiz for --seed 752 "
          "asks 34"},
-        {"quiz|--seed|1|--answers|many.txt",
+        {"quiz|--seed|752|--answers|many.txt",
          "mha quiz: --answers 'many.txt' has more than the 34 answers the "
-         "quiz for --seed 1 asks (line 56)"},
+         "quiz for --seed 752 asks (line 56)"},
         {"quiz|--answers|good.txt",
          "mha quiz: --answers needs --seed S: its answers are those of one case"},
         {"quiz|--seed|x1", "mha quiz: --seed 'x1' is not a whole number "
-                           "(digits only, at most 18)"},
-        {"quiz|--seed|1|--solution|--json",
+                           "from 0 to 999999999999999999"},
+        {"quiz|--seed|752|--solution|--json",
          "mha quiz: --solution and --json exclude each other; give one of them"},
-        {"quiz|--seed|1|--solution|--review",
+        {"quiz|--seed|752|--solution|--review",
          "mha quiz: --review goes with grading, not with --solution"},
     };
     char want[400];
@@ -2048,19 +2051,80 @@ Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
     run_free(&sol);
 }
 
+/* The case of `mha quiz --seed S`, as --solution's first line gives it,
+ * without the seed. */
+static char *quiz_case_of(const char *seed)
+{
+    char args[64];
+    snprintf(args, sizeof args, "quiz|--seed|%s|--solution", seed);
+    run r = mha(args);
+    assert_ok(&r, args);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "# mha quiz --seed %s: ", seed);
+    cr_assert(!strncmp(r.out, prefix, strlen(prefix)), "%s", r.out);
+    char *c = strndup(r.out + strlen(prefix), strcspn(r.out, "\n") - strlen(prefix));
+    cr_assert_not_null(c);
+    run_free(&r);
+    return c;
+}
+
+/* Every digit of a seed counts: 0 is not 4357 (the seed a 32-bit
+ * generator takes for 0), and 1 is not 2^32 + 1; one seed always asks
+ * one case; 0 and the largest seed, 18 nines, are seeds, and one more,
+ * or anything but digits, is refused in one line with status 2. */
 Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
      .fini = leave_scratch)
 {
-    run a = mha("quiz|--seed|1|--json"), b = mha("quiz|--seed|2|--json"),
-        again = mha("quiz|--seed|1|--json");
-    assert_ok(&a, "quiz --seed 1 --json");
-    assert_ok(&b, "quiz --seed 2 --json");
-    cr_assert_str_neq(a.out, b.out, "two seeds, one case");
-    cr_assert_str_eq(a.out, again.out, "one seed, two cases");
-    cr_assert_not_null(strstr(a.out, "\"op\": \"repeat_interleave(4)\""));
+    static const char *const seeds[] = {"0", "4357", "1", "4294967297",
+                                        "999999999999999999"};
+    char *cases[5];
+    for (size_t i = 0; i < 5; i++) {
+        cases[i] = quiz_case_of(seeds[i]);
+        for (size_t j = 0; j < i; j++)
+            cr_assert_str_neq(cases[i], cases[j], "--seed %s and --seed %s",
+                              seeds[i], seeds[j]);
+    }
+    cr_assert_str_eq(cases[0], "queries (3, 5, 12), keys and values "
+                               "(3, 6, 12), 3 heads (num_hiddens 12), "
+                               "valid_lens [6, 5, 1]");
+    cr_assert_str_eq(cases[2], "queries (3, 3, 9), keys and values (3, 5, 9), "
+                               "3 heads (num_hiddens 9), valid_lens [3, 5, 1]");
+    char *again = quiz_case_of("1");
+    cr_assert_str_eq(again, cases[2], "one seed, two cases");
+    free(again);
+    for (size_t i = 0; i < 5; i++)
+        free(cases[i]);
+    run a = mha("quiz|--seed|00001|--json"), b = mha("quiz|--seed|1|--json");
+    assert_ok(&a, "quiz --seed 00001 --json");
+    cr_assert_str_eq(a.out, b.out, "00001 is the seed 1");
     run_free(&a);
     run_free(&b);
-    run_free(&again);
+
+    static const struct {
+        const char *args, *message;
+    } refused[] = {
+        {"quiz|--seed|1000000000000000000",
+         "mha quiz: --seed '1000000000000000000' is larger than "
+         "999999999999999999, the largest seed"},
+        {"quiz|--seed|18446744073709551617|--solution",
+         "mha quiz: --seed '18446744073709551617' is larger than "
+         "999999999999999999, the largest seed"},
+        {"quiz|--seed|-1", "mha quiz: --seed '-1' is not a whole number from "
+                           "0 to 999999999999999999"},
+        {"quiz|--seed|", "mha quiz: --seed '' is not a whole number from 0 "
+                         "to 999999999999999999"},
+        {"quiz|--seed|1e3", "mha quiz: --seed '1e3' is not a whole number "
+                            "from 0 to 999999999999999999"},
+    };
+    char want[400];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        run r = mha(refused[i].args);
+        cr_assert_eq(r.status, 2, "%s: exit %d", refused[i].args, r.status);
+        snprintf(want, sizeof want, "%s\n", refused[i].message);
+        cr_assert_str_eq(r.err, want, "%s", refused[i].args);
+        cr_assert_str_eq(r.out, "", "%s", refused[i].args);
+        run_free(&r);
+    }
 }
 
 /* The questions on stdout, the answers through a pipe: each marked, the
@@ -2068,7 +2132,7 @@ Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
 Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
      .fini = leave_scratch)
 {
-    run sol = mha("quiz|--seed|1|--solution");
+    run sol = mha("quiz|--seed|752|--solution");
     char text[4096] = "";
     size_t k = 0;
     for (char *p = sol.out; *p;) {
@@ -2085,11 +2149,11 @@ Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
     }
     put_text("stdin.txt", text);
     stdin_path = "stdin.txt";
-    run r = mha("quiz|--seed|1|--review");
+    run r = mha("quiz|--seed|752|--review");
     stdin_path = NULL;
     cr_assert_eq(r.status, 1, "exit %d, stderr %s", r.status, r.err);
     const char *want[] = {
-        "mha quiz --seed 1: queries (2, 5, 8), keys and values (2, 5, 8), "
+        "mha quiz --seed 752: queries (2, 5, 8), keys and values (2, 5, 8), "
         "4 heads (num_hiddens 8), valid_lens [1, 2]",
         "  step 1: W_q: x W^T on (2, 5, 8)",
         "    1. its shape? (2, 5, 8)",
@@ -2117,7 +2181,7 @@ Test(cli, quiz_questions_give_no_answer_away, .init = enter_scratch,
 {
     put_text("empty.txt", "");
     stdin_path = "empty.txt";
-    run r = mha("quiz|--seed|1");
+    run r = mha("quiz|--seed|752");
     stdin_path = NULL;
     cr_assert_eq(r.status, 2, "exit %d", r.status);
     cr_assert_str_eq(r.err, "mha quiz: stdin ended after 0 of 34 answers\n");
@@ -2127,10 +2191,10 @@ Test(cli, quiz_questions_give_no_answer_away, .init = enter_scratch,
 
     // every step, asked with the right answers fed in: no reshape shows
     // its sizes (they are its output shape, but for one -1)
-    run sol = mha("quiz|--seed|1|--solution");
+    run sol = mha("quiz|--seed|752|--solution");
     put_text("answers.txt", sol.out);
     stdin_path = "answers.txt";
-    r = mha("quiz|--seed|1");
+    r = mha("quiz|--seed|752");
     stdin_path = NULL;
     cr_assert_eq(r.status, 0, "exit %d, stderr %s", r.status, r.err);
     size_t reshapes = 0;

@@ -92,15 +92,18 @@ static const char usage_trace[] =
 static const char usage_quiz[] =
     "usage: mha quiz [--seed S] [--answers FILE | --solution | --json] [--review]\n"
     "\n"
-    "Draw a small case from the seed S (batch, queries, keys, hiddens,\n"
+    "Pick a small case by the seed S (batch, queries, keys, hiddens,\n"
     "heads, valid_lens) and ask about the module's forward pass, step by\n"
     "step: the shape each step makes; for a reshape or permute, whether it\n"
     "is a view or a copy; and the values repeat_interleave makes of\n"
     "valid_lens.  Answers are read from stdin, one a line, each marked\n"
     "right or wrong with the right answer; the last line is score: K/N.\n"
-    "Without --seed, a seed is drawn from the clock and shown.\n"
+    "Without --seed, a seed is drawn from the clock and shown.  Every digit\n"
+    "of a seed counts, and each of the 25440 cases is as likely: two seeds\n"
+    "ask the same case only by chance, 1 in 25440.\n"
     "\n"
-    "  --seed S         the case (a whole number; the same S, the same case)\n"
+    "  --seed S         the case: a whole number from 0 to\n"
+    "                   999999999999999999 (the same S, the same case)\n"
     "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
     "                   blank lines and # comments are skipped.  Prints each\n"
     "                   wrong answer with the right one, then score: K/N\n"
@@ -468,7 +471,7 @@ static void print_review(const trace_log *log)
 
 /* The answer file's answers, checked for form only: CLI_OK with *got
  * (count of them == n) in canonical form. */
-static int read_answers(const char *path, size_t n, unsigned long seed,
+static int read_answers(const char *path, size_t n, unsigned long long seed,
                         char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
 {
     FILE *f = fopen(path, "r");
@@ -485,7 +488,7 @@ static int read_answers(const char *path, size_t n, unsigned long seed,
             continue;
         if (k == n)
             status = cli_error("--answers '%s' has more than the %zu answers "
-                               "the quiz for --seed %lu asks (line %zu)",
+                               "the quiz for --seed %llu asks (line %zu)",
                                path, n, seed, lineno);
         else if (quiz_parse(a, &forms[k], got[k], TRACE_SHAPE_MAX))
             status = cli_error("--answers '%s' line %zu: '%s' is not an "
@@ -500,7 +503,7 @@ static int read_answers(const char *path, size_t n, unsigned long seed,
                            strerror(errno));
     if (!status && k < n)
         status = cli_error("--answers '%s' has %zu answer%s; the quiz for "
-                           "--seed %lu asks %zu",
+                           "--seed %llu asks %zu",
                            path, k, k == 1 ? "" : "s", seed, n);
     free(line);
     fclose(f);
@@ -608,7 +611,7 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
 static int quiz_ask(const quiz_case *c, const trace_log *log,
                     const quiz_question *qs, size_t n, int review)
 {
-    printf("mha quiz --seed %lu: ", c->seed);
+    printf("mha quiz --seed %llu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n%zu questions on the module's forward pass, step by step: the "
            "shape each step makes,\nas (2, 4, 100); view or copy; the values "
@@ -647,7 +650,7 @@ static int quiz_worksheet(const trace_log *log)
 static void quiz_solution(const quiz_case *c, const trace_log *log,
                           const quiz_question *qs, size_t n)
 {
-    printf("# mha quiz --seed %lu: ", c->seed);
+    printf("# mha quiz --seed %llu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n");
     for (size_t i = 0; i < n; i++) {
@@ -657,15 +660,23 @@ static void quiz_solution(const quiz_case *c, const trace_log *log,
     }
 }
 
-/* --seed: a whole number, digits only. */
-static int parse_seed(const char *v, unsigned long *seed)
+/* --seed: a whole number from 0 to QUIZ_SEED_MAX, digits only. */
+static int parse_seed(const char *v, unsigned long long *seed)
 {
     size_t len = strlen(v);
-    if (len == 0 || len > 18 || strspn(v, "0123456789") != len)
-        return cli_error("--seed '%s' is not a whole number (digits only, at "
-                         "most 18)",
-                         v);
-    *seed = strtoul(v, NULL, 10);
+    if (len == 0 || strspn(v, "0123456789") != len)
+        return cli_error("--seed '%s' is not a whole number from 0 to %llu",
+                         v, QUIZ_SEED_MAX);
+    unsigned long long s = 0;
+    for (const char *p = v; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (s > (QUIZ_SEED_MAX - d) / 10)
+            return cli_error("--seed '%s' is larger than %llu, the largest "
+                             "seed",
+                             v, QUIZ_SEED_MAX);
+        s = s * 10 + d;
+    }
+    *seed = s;
     return CLI_OK;
 }
 
@@ -687,7 +698,7 @@ static int cmd_quiz(int argc, char **argv)
     int review = opts[4].value != NULL;
     if (review && mode && mode != &opts[1])
         return cli_error("--review goes with grading, not with %s", mode->name);
-    unsigned long seed = 0;
+    unsigned long long seed = 0;
     if (opts[0].value) {
         if (parse_seed(opts[0].value, &seed))
             return CLI_USAGE;
@@ -695,15 +706,15 @@ static int cmd_quiz(int argc, char **argv)
         return cli_error("%s needs --seed S: its answers are those of one case",
                          mode->name);
     } else {
-        seed = (unsigned long)time(NULL) % 100000;
+        seed = (unsigned long long)time(NULL) % 100000;
     }
 
     quiz_case c;
     trace_log log = {0};
     quiz_question *qs = NULL;
     size_t n = 0;
-    if (quiz_draw(seed, &c) || quiz_trace(&c, &log) ||
-        quiz_questions(&c, &log, &qs, &n))
+    quiz_draw(seed, &c);
+    if (quiz_trace(&c, &log) || quiz_questions(&c, &log, &qs, &n))
         status = cli_error("%s", mha_last_error());
     else if (mode == &opts[3])
         for (size_t i = 0; i < log.count; i++) {

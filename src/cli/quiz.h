@@ -23,18 +23,31 @@
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
 
-/* A case drawn from a seed: small sizes, d2l's module with h heads of
- * D/h features, queries (B, Lq, D), keys and values (B, Lk, D), and one
- * valid length per example. */
+/* The largest seed: 18 digits. */
+#define QUIZ_SEED_MAX 999999999999999999ULL
+
+/* A case: small sizes, d2l's module with h heads of D/h features,
+ * queries (B, Lq, D), keys and values (B, Lk, D), and one valid length
+ * per example, each from a small range so that every shape can be worked
+ * out by hand, and each range wide enough that the quiz asks something
+ * of chapters 06 and 07: B 2-3, Lq 2-5, Lk 2-6, h 2-4, D/h 2-5, each
+ * valid length 1 to Lk. */
 typedef struct quiz_case {
-    unsigned long seed;
+    unsigned long long seed;
     size_t B, Lq, Lk, D, h;
     double lens[QUIZ_BATCH_MAX];
 } quiz_case;
 
-/* The case of seed (gsl_rng through mha_rng_new); GSL_ENOMEM when the
- * generator cannot be made. */
-int quiz_draw(unsigned long seed, quiz_case *c);
+/* How many cases there are: 25,440. */
+size_t quiz_cases(void);
+
+/* The case of seed (0 .. QUIZ_SEED_MAX): every digit of the seed counts,
+ * so 1 and 4294967297 ask different cases, and so do 0 and 4357 (both
+ * pairs share one case under a 32-bit generator's seeding).  The seed is
+ * mixed into 64 bits and picks one of the quiz_cases() cases, each as
+ * likely as any other: two seeds ask the same case only by chance, 1 in
+ * 25,440. */
+void quiz_draw(unsigned long long seed, quiz_case *c);
 
 /* Run the module on c's shapes alone and keep its records in log
  * (trace_log_free frees them, also after a failure). */
