@@ -2019,7 +2019,7 @@ Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
         {"quiz|--seed|752|--answers|nofile.txt",
          "mha quiz: cannot read --answers 'nofile.txt': No such file or directory"},
         {"quiz|--seed|752|--answers|.",
-         "mha quiz: cannot read --answers '.': Is a directory"},
+         "mha quiz: --answers '.' is a directory, not a regular file"},
         {"quiz|--seed|752|--answers|junk.txt",
          "mha quiz: --answers 'junk.txt' line 3: '(2, 5, 4, 2' is not an "
          "answer (a shape like (2, 4, 100), view or copy, or values like "
@@ -2049,6 +2049,37 @@ Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
         run_free(&r);
     }
     run_free(&sol);
+}
+
+/* --answers reads a regular file and nothing else, and never waits: a
+ * FIFO with no writer is refused at once (a plain open would wait for a
+ * writer forever), and so are devices and directories. */
+Test(cli, quiz_answers_must_be_a_regular_file, .init = enter_scratch,
+     .fini = leave_scratch, .timeout = 30)
+{
+    cr_assert_eq(mkfifo("answers.fifo", 0600), 0, "%s", strerror(errno));
+    static const struct {
+        const char *args, *message;
+    } refused[] = {
+        {"quiz|--seed|752|--answers|answers.fifo",
+         "mha quiz: --answers 'answers.fifo' is a FIFO, not a regular file"},
+        {"quiz|--seed|752|--answers|/dev/null",
+         "mha quiz: --answers '/dev/null' is a character device, not a "
+         "regular file"},
+        {"quiz|--seed|752|--answers|.",
+         "mha quiz: --answers '.' is a directory, not a regular file"},
+    };
+    char want[400];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        time_t start = time(NULL);
+        run r = mha(refused[i].args);
+        cr_assert_leq(time(NULL) - start, 5, "%s waited", refused[i].args);
+        cr_assert_eq(r.status, 2, "%s: exit %d", refused[i].args, r.status);
+        snprintf(want, sizeof want, "%s\n", refused[i].message);
+        cr_assert_str_eq(r.err, want, "%s", refused[i].args);
+        cr_assert_str_eq(r.out, "", "%s", refused[i].args);
+        run_free(&r);
+    }
 }
 
 /* The case of `mha quiz --seed S`, as --solution's first line gives it,

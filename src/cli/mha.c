@@ -106,7 +106,10 @@ static const char usage_quiz[] =
     "                   999999999999999999 (the same S, the same case)\n"
     "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
     "                   blank lines and # comments are skipped.  Prints each\n"
-    "                   wrong answer with the right one, then score: K/N\n"
+    "                   wrong answer with the right one, then score: K/N.\n"
+    "                   FILE is a regular file: a FIFO or a device is\n"
+    "                   refused.  To answer through a pipe, leave out\n"
+    "                   --answers: the answers are read from stdin\n"
     "  --solution       print the answers in the form --answers reads\n"
     "  --json           print the case's trace records as JSON lines\n"
     "  --review         after the score, print the whole trace\n"
@@ -474,10 +477,9 @@ static void print_review(const trace_log *log)
 static int read_answers(const char *path, size_t n, unsigned long long seed,
                         char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return cli_error("cannot read --answers '%s': %s", path,
-                         strerror(errno));
+    FILE *f;
+    if (cli_open_input("--answers", path, &f))
+        return CLI_USAGE;
     char *line = NULL;
     size_t cap = 0, k = 0, lineno = 0;
     int status = CLI_OK;
