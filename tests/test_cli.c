@@ -1942,6 +1942,15 @@ static void put_text(const char *path, const char *text)
     cr_assert_eq(fclose(f), 0);
 }
 
+/* n bytes into path, NULs and all. */
+static void put_bytes(const char *path, const char *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
 /* The answers of `mha quiz --seed S --solution`, comments and all, into
  * path; returns how many answers (lines not starting with #). */
 static size_t put_solution(const char *seed, const char *path)
@@ -2051,6 +2060,91 @@ Test(cli, quiz_malformed_answer_files_exit_2, .init = enter_scratch,
     run_free(&sol);
 }
 
+/* Seed 752's answers, without the comments, each line made of prefix,
+ * the answer and suffix (n bytes each, NULs allowed), into path. */
+static void put_answers(const char *path, const char *prefix, size_t np,
+                        const char *suffix, size_t ns)
+{
+    run sol = mha("quiz|--seed|752|--solution");
+    assert_ok(&sol, "quiz --solution");
+    char bytes[8192];
+    size_t k = 0;
+    for (char *p = sol.out; *p; p = strchr(p, '\n') + 1) {
+        size_t len = strcspn(p, "\n");
+        if (*p == '#')
+            continue;
+        cr_assert_lt(k + np + len + ns, sizeof bytes);
+        memcpy(bytes + k, prefix, np);
+        memcpy(bytes + k + np, p, len);
+        memcpy(bytes + k + np + len, suffix, ns);
+        k += np + len + ns;
+    }
+    put_bytes(path, bytes, k);
+    run_free(&sol);
+}
+
+/* An answer file is text.  "view\0garbage" is not "view": a NUL, an
+ * escape or any control character but a tab, or a carriage return that
+ * ends a line, is refused in one line naming the line, the byte and the
+ * character, escaped; a Windows file and tabs before comments are
+ * fine. */
+Test(cli, quiz_answer_files_are_text, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    put_answers("garbage.txt", "", 0, "\0garbage\n", 9);
+    put_answers("escape.txt", "", 0, "\x1b[2J\n", 5);
+    put_answers("windows.txt", "", 0, "\r\n", 2);
+    put_answers("tabs.txt", "\t", 1, "\t# mine\n", 8);
+    put_bytes("nul_line.txt", "(2, 5, 8)\n\n\0\n", 13);
+    put_bytes("inner_cr.txt", "(2,\r5, 8)\n", 10);
+    put_bytes("del.txt", "# fine\n(2, 5, 8)\x7f\n", 17);
+    static const struct {
+        const char *args, *message;
+    } refused[] = {
+        {"quiz|--seed|752|--answers|garbage.txt",
+         "mha quiz: --answers 'garbage.txt' line 1, byte 10: \\x00 is a "
+         "control character, not text"},
+        {"quiz|--seed|752|--answers|escape.txt",
+         "mha quiz: --answers 'escape.txt' line 1, byte 10: \\x1b is a "
+         "control character, not text"},
+        {"quiz|--seed|752|--answers|nul_line.txt",
+         "mha quiz: --answers 'nul_line.txt' line 3, byte 1: \\x00 is a "
+         "control character, not text"},
+        {"quiz|--seed|752|--answers|inner_cr.txt",
+         "mha quiz: --answers 'inner_cr.txt' line 1, byte 4: \\r is a "
+         "control character, not text"},
+        {"quiz|--seed|752|--answers|del.txt",
+         "mha quiz: --answers 'del.txt' line 2, byte 10: \\x7f is a "
+         "control character, not text"},
+    };
+    char want[400];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        run r = mha(refused[i].args);
+        cr_assert_eq(r.status, 2, "%s: exit %d", refused[i].args, r.status);
+        snprintf(want, sizeof want, "%s\n", refused[i].message);
+        cr_assert_str_eq(r.err, want, "%s", refused[i].args);
+        cr_assert_str_eq(r.out, "", "%s", refused[i].args);
+        run_free(&r);
+    }
+    run r = mha("quiz|--seed|752|--answers|windows.txt");
+    assert_ok(&r, "quiz --answers windows.txt");
+    cr_assert_str_eq(r.out, "score: 34/34\n");
+    run_free(&r);
+    r = mha("quiz|--seed|752|--answers|tabs.txt");
+    assert_ok(&r, "quiz --answers tabs.txt");
+    cr_assert_str_eq(r.out, "score: 34/34\n");
+    run_free(&r);
+    /* an answer quoted in a message is escaped: nothing raw comes back */
+    put_bytes("accent.txt", "(2, 5, 8)\xc3\xa9\n", 12);
+    r = mha("quiz|--seed|752|--answers|accent.txt");
+    cr_assert_eq(r.status, 2);
+    cr_assert_str_eq(r.err, "mha quiz: --answers 'accent.txt' line 1: "
+                            "'(2, 5, 8)\\xc3\\xa9' is not an answer (a shape "
+                            "like (2, 4, 100), view or copy, or values like "
+                            "[3, 3, 2, 2])\n");
+    run_free(&r);
+}
+
 /* --answers reads a regular file and nothing else, and never waits: a
  * FIFO with no writer is refused at once (a plain open would wait for a
  * writer forever), and so are devices and directories. */
@@ -2080,6 +2174,44 @@ Test(cli, quiz_answers_must_be_a_regular_file, .init = enter_scratch,
         cr_assert_str_eq(r.out, "", "%s", refused[i].args);
         run_free(&r);
     }
+}
+
+/* Answers piped in come back escaped: an escape sequence does not reach
+ * the terminal, and an answer holding a control character is no answer
+ * (its first part would otherwise count), so the question is asked
+ * again. */
+Test(cli, quiz_piped_answers_are_echoed_escaped, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    put_answers("stdin.txt", "", 0, "\n", 1);
+    /* two bad tries at the first question, then all the right answers */
+    static const char bad[] = "(2, 5, 8)\0junk\n\x1b[2J(2, 5, 8)\n";
+    FILE *f = fopen("stdin.txt", "rb");
+    cr_assert_not_null(f);
+    char rest[8192];
+    size_t n = fread(rest, 1, sizeof rest, f);
+    fclose(f);
+    char all[8192 + sizeof bad];
+    memcpy(all, bad, sizeof bad - 1);
+    memcpy(all + sizeof bad - 1, rest, n);
+    put_bytes("stdin.txt", all, sizeof bad - 1 + n);
+    stdin_path = "stdin.txt";
+    run r = mha("quiz|--seed|752");
+    stdin_path = NULL;
+    cr_assert_eq(r.status, 0, "exit %d, stderr %s", r.status, r.err);
+    static const char *const want[] = {
+        "  step 1: W_q: x W^T on (2, 5, 8)",
+        "    1. its shape? (2, 5, 8)\\x00junk",
+        "       not an answer: \\x00 is a control character",
+        "    1. its shape? \\x1b[2J(2, 5, 8)",
+        "       not an answer: \\x1b is a control character",
+        "    1. its shape? (2, 5, 8)",
+        "       right",
+        "score: 34/34",
+    };
+    assert_lines_in_order(r.out, want, sizeof want / sizeof want[0]);
+    cr_assert_null(strchr(r.out, '\x1b'), "a raw escape came back");
+    run_free(&r);
 }
 
 /* The case of `mha quiz --seed S`, as --solution's first line gives it,

@@ -107,7 +107,9 @@ static const char usage_quiz[] =
     "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
     "                   blank lines and # comments are skipped.  Prints each\n"
     "                   wrong answer with the right one, then score: K/N.\n"
-    "                   FILE is a regular file: a FIFO or a device is\n"
+    "                   FILE is a regular file of text: a FIFO, a device or\n"
+    "                   a control character in it (a NUL, an escape; not a\n"
+    "                   tab, nor a carriage return at a line's end) is\n"
     "                   refused.  To answer through a pipe, leave out\n"
     "                   --answers: the answers are read from stdin\n"
     "  --solution       print the answers in the form --answers reads\n"
@@ -473,18 +475,29 @@ static void print_review(const trace_log *log)
 }
 
 /* The answer file's answers, checked for form only: CLI_OK with *got
- * (count of them == n) in canonical form. */
+ * (count of them == n) in canonical form.  The file is text: a control
+ * character in it (a NUL, an escape ...) is refused, since the answer
+ * before it would otherwise be read as the whole line. */
 static int read_answers(const char *path, size_t n, unsigned long long seed,
                         char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
 {
     FILE *f;
     if (cli_open_input("--answers", path, &f))
         return CLI_USAGE;
-    char *line = NULL;
+    char *line = NULL, shown[4 * TRACE_SHAPE_MAX];
     size_t cap = 0, k = 0, lineno = 0;
+    ssize_t len;
     int status = CLI_OK;
-    while (!status && getline(&line, &cap, f) >= 0) {
+    while (!status && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        size_t bad = quiz_bad_byte(line, (size_t)len);
+        if (bad < (size_t)len) {
+            status = cli_error("--answers '%s' line %zu, byte %zu: %s is a "
+                               "control character, not text",
+                               path, lineno, bad + 1,
+                               quiz_escape(line + bad, 1, shown, sizeof shown));
+            continue;
+        }
         char *a = cut_comment(line);
         if (!*a)
             continue;
@@ -496,7 +509,8 @@ static int read_answers(const char *path, size_t n, unsigned long long seed,
             status = cli_error("--answers '%s' line %zu: '%s' is not an "
                                "answer (a shape like (2, 4, 100), view or "
                                "copy, or values like [3, 3, 2, 2])",
-                               path, lineno, a);
+                               path, lineno,
+                               quiz_escape(a, strlen(a), shown, sizeof shown));
         else
             k++;
     }
@@ -555,6 +569,7 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
     if (!ids)
         return cli_error("%s", mha_last_error());
     char *line = NULL, shown[2048], why[3 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
+    char typed[2048]; // an answer as the student sent it, escaped
     size_t cap = 0, steps = 0, next = 0;
     int status = CLI_OK;
     for (size_t i = 0; i < log->count && !status; i++) {
@@ -579,16 +594,31 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                 printf("%*s  %zu. %s? ", indent, "", next + 1,
                        form_name[q->form]);
                 fflush(stdout);
-                if (getline(&line, &cap, stdin) < 0) {
+                ssize_t len = getline(&line, &cap, stdin);
+                if (len < 0) {
                     printf("\n");
                     status = cli_error("stdin ended after %zu of %zu answers",
                                        next, n);
                     break;
                 }
+                // what was typed, escaped: a piped \x1b[2J must not
+                // clear the screen; a control character is no answer
+                size_t bad = quiz_bad_byte(line, (size_t)len);
+                if (bad < (size_t)len) {
+                    size_t end = (size_t)len;
+                    while (end > 0 && strchr("\r\n", line[end - 1]))
+                        end--;
+                    if (echo)
+                        printf("%s\n", quiz_escape(line, end, typed, sizeof typed));
+                    printf("%*s     not an answer: %s is a control "
+                           "character\n",
+                           indent, "", quiz_escape(line + bad, 1, typed, sizeof typed));
+                    continue;
+                }
                 char *a = cut_comment(line);
                 quiz_form form;
                 if (echo)
-                    printf("%s\n", a);
+                    printf("%s\n", quiz_escape(a, strlen(a), typed, sizeof typed));
                 if (*a && !quiz_parse(a, &form, canon, sizeof canon)) {
                     int ok = form == q->form && !strcmp(canon, q->answer);
                     *right += ok;

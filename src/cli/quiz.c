@@ -232,6 +232,42 @@ int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n)
     return 0;
 }
 
+size_t quiz_bad_byte(const char *line, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)line[i];
+        int end = i + 1 == len || (i + 2 == len && line[i + 1] == '\n');
+        if ((c < 0x20 || c == 0x7f) && c != '\t' &&
+            !(c == '\n' && i + 1 == len) && !(c == '\r' && end))
+            return i;
+    }
+    return len;
+}
+
+char *quiz_escape(const char *text, size_t len, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n == 0)
+        return buf;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        char one[8];
+        if (c >= 0x20 && c < 0x7f)
+            snprintf(one, sizeof one, "%c", c);
+        else if (c == '\t' || c == '\r' || c == '\n')
+            snprintf(one, sizeof one, "\\%c", c == '\t' ? 't' : c == '\r' ? 'r' : 'n');
+        else
+            snprintf(one, sizeof one, "\\x%02x", c);
+        size_t w = strlen(one);
+        if (k + w >= n)
+            break;
+        memcpy(buf + k, one, w);
+        k += w;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 void quiz_describe(FILE *f, const quiz_case *c)
 {
     char lens[64];

@@ -80,6 +80,20 @@ int quiz_questions(const quiz_case *c, const trace_log *log,
  * of the three forms. */
 int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n);
 
+/* Where a line of answers (len bytes as getline read it, its newline
+ * included) holds a byte that no answer may: a control character (NUL
+ * too, and DEL) other than a tab, the newline that ends the line, or a
+ * carriage return right before it.  Its offset, or len when there is
+ * none.  "view\0garbage" must not read as "view". */
+size_t quiz_bad_byte(const char *line, size_t len);
+
+/* text (len bytes) as a message may quote it, nothing raw: printable
+ * ASCII as it is, a tab, carriage return and newline as \t, \r and \n,
+ * every other byte as \xNN ("\x1b[2J"
+ * shows, instead of clearing the screen); into buf (size n), cut short
+ * when it does not fit; returns buf. */
+char *quiz_escape(const char *text, size_t len, char *buf, size_t n);
+
 /* The case in one line: "queries (2, 3, 8), keys and values ..." */
 void quiz_describe(FILE *f, const quiz_case *c);
 
