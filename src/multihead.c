@@ -14,16 +14,20 @@
 #include "softmax.h"
 #include "trace.h"
 
-/* "a*b" into buf when both are named, else "". */
-static void times(char *buf, const char *a, const char *b)
+/* The first la characters of a, then sep and b when sep is not 0 ("B*h",
+ * "d_model/h"), into buf (TENSOR_NAME_MAX); "" when a part is missing
+ * or the name would not fit. */
+static void name_of(char *buf, const char *a, size_t la, char sep,
+                    const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
+    size_t lb = sep ? strlen(b) : 0;
     buf[0] = '\0';
-    if (la && lb && la + lb + 1 < TENSOR_NAME_MAX) {
-        memcpy(buf, a, la);
-        buf[la] = '*';
-        memcpy(buf + la + 1, b, lb + 1);
-    }
+    if (la == 0 || (sep && lb == 0) || la + lb + 2 > TENSOR_NAME_MAX)
+        return;
+    memcpy(buf, a, la);
+    buf[la] = sep;
+    memcpy(buf + la + (sep != 0), b, lb);
+    buf[la + (sep != 0) + lb] = '\0';
 }
 
 void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
@@ -32,34 +36,32 @@ void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
     if (x->ndim != 3 || (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]))
         return;
     // the parts: batch B, positions n, heads h, features F = h*p, p = F/h
-    char B[TENSOR_NAME_MAX] = "", h[TENSOR_NAME_MAX] = "h";
-    char F[TENSOR_NAME_MAX] = "", p[TENSOR_NAME_MAX] = "";
-    char Bh[TENSOR_NAME_MAX];
+    char B[TENSOR_NAME_MAX], h[TENSOR_NAME_MAX] = "h", F[TENSOR_NAME_MAX];
+    char p[TENSOR_NAME_MAX], Bh[TENSOR_NAME_MAX];
     const char *n = x->names[1];
     if (from_rows) { // (B*h, n, p): the last factor of B*h is h
-        const char *star = strrchr(x->names[0], '*');
-        if (star) {
-            snprintf(B, sizeof B, "%.*s", (int)(star - x->names[0]), x->names[0]);
-            snprintf(h, sizeof h, "%s", star + 1);
-        }
-        snprintf(p, sizeof p, "%s", x->names[2]);
+        const char *Bh_in = x->names[0], *star = strrchr(Bh_in, '*');
+        name_of(B, Bh_in, star ? (size_t)(star - Bh_in) : 0, 0, "");
+        if (star)
+            name_of(h, star + 1, strlen(star + 1), 0, "");
+        name_of(p, x->names[2], strlen(x->names[2]), 0, "");
         size_t lp = strlen(p), lh = strlen(h);
         if (lp > lh + 1 && p[lp - lh - 1] == '/' && !strcmp(p + lp - lh, h))
-            snprintf(F, sizeof F, "%.*s", (int)(lp - lh - 1), p); // d_model/h
+            name_of(F, p, lp - lh - 1, 0, ""); // d_model of d_model/h
         else
-            times(F, h, p);
+            name_of(F, h, strlen(h), '*', p);
     } else { // (B, n, F): F = G*p names its heads, any other F/h
-        snprintf(B, sizeof B, "%s", x->names[0]);
-        snprintf(F, sizeof F, "%s", x->names[2]);
+        name_of(B, x->names[0], strlen(x->names[0]), 0, "");
+        name_of(F, x->names[2], strlen(x->names[2]), 0, "");
         size_t lead = strcspn(F, "*/");
         if (F[lead] == '*' && lead > 0) {
-            snprintf(h, sizeof h, "%.*s", (int)lead, F);
-            snprintf(p, sizeof p, "%s", F + lead + 1);
-        } else if (F[0] && strlen(F) + 2 < TENSOR_NAME_MAX) {
-            snprintf(p, sizeof p, "%s/h", F);
+            name_of(h, F, lead, 0, "");
+            name_of(p, F + lead + 1, strlen(F + lead + 1), 0, "");
+        } else {
+            name_of(p, F, strlen(F), '/', "h");
         }
     }
-    times(Bh, B, h);
+    name_of(Bh, B, strlen(B), '*', h);
     snprintf(nm->joined, sizeof nm->joined, "%s, %s, %s", B, n, F);
     snprintf(nm->split, sizeof nm->split, "%s, %s, %s, %s", B, n, h, p);
     snprintf(nm->heads, sizeof nm->heads, "%s, %s, %s, %s", B, h, n, p);

@@ -100,10 +100,10 @@
  * p = d_model/h.  transpose_qkv, transpose_output and the fast path's
  * head views all name their shapes this way. */
 typedef struct multihead_names {
-    char joined[4 * TENSOR_NAME_MAX];
-    char split[4 * TENSOR_NAME_MAX];
-    char heads[4 * TENSOR_NAME_MAX];
-    char rows[4 * TENSOR_NAME_MAX];
+    char joined[4 * (TENSOR_NAME_MAX + 2)]; /* 4 names and 3 ", " */
+    char split[4 * (TENSOR_NAME_MAX + 2)];
+    char heads[4 * (TENSOR_NAME_MAX + 2)];
+    char rows[4 * (TENSOR_NAME_MAX + 2)];
 } multihead_names;
 
 void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm);
