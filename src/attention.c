@@ -25,13 +25,15 @@
 int attention_check_dropout(const char *who, double p, int training,
                             const gsl_rng *rng)
 {
+    char ps[TRACE_NUMBER_MAX];
+    number_str(ps, sizeof ps, p);
     if (!(p >= 0.0 && p < 1.0))
-        return mha_fail(GSL_EINVAL, "%s: dropout %g is outside [0, 1)", who, p);
+        return mha_fail(GSL_EINVAL, "%s: dropout %s is outside [0, 1)", who, ps);
     if (training && p > 0.0 && !rng)
         return mha_fail(GSL_EINVAL,
-                        "%s: training with dropout %g needs a random "
+                        "%s: training with dropout %s needs a random "
                         "generator (rng is NULL)",
-                        who, p);
+                        who, ps);
     return GSL_SUCCESS;
 }
 

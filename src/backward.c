@@ -335,9 +335,9 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
                 ds_bi[j] = scale * w_bi[j * wst[2]] * (dw_bi[j * dst[2]] - dot);
         }
     const char *mask = valid_lens ? "valid_lens " : "no mask";
-    if (scale != 1.0)
+    if (scale != 1.0) // to 6 digits, as masked_softmax shows it
         trace_step(TRACE_NEW, dweights, *dscores,
-                   "masked_softmax_backward(scale %g, %s%T)", scale, mask,
+                   "masked_softmax_backward(scale %.6g, %s%T)", scale, mask,
                    valid_lens);
     else
         trace_step(TRACE_NEW, dweights, *dscores,

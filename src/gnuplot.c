@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "error.h"
 #include "fileset.h"
+#include "trace.h"
 
 extern char **environ;
 
@@ -76,15 +77,8 @@ int gnuplot_check_formats(const char *who, int formats)
 
 void gnuplot_put_number(FILE *f, double v)
 {
-    char buf[32];
-    if (v == 0)
-        v = 0; /* no "-0" */
-    for (int digits = 15; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    fputs(buf, f);
+    char buf[TRACE_NUMBER_MAX];
+    fputs(number_str(buf, sizeof buf, v), f);
 }
 
 /* Where quote() puts its characters: a stream, a buffer, or (neither)

@@ -145,7 +145,7 @@ static int append(tensor *storage, const tensor *heads, size_t length,
                    TRACE_INPUTS(TRACE_IN(k4)), "append %s at %zu..%zu", what,
                    length, t - 1);
         status = tensor_reshape(grown, DIMS((long)(B * G), (long)t, (long)p),
-                                NULL, all);
+                                "B*G, t, d_model/h", all);
     }
     tensor_free(k4);
     tensor_free(slot);

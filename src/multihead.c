@@ -19,18 +19,58 @@
 #include "posenc.h"
 //<
 
-void multihead_split_names(const tensor *x, char *buf, size_t n)
+/* The first la characters of a, then sep and b when sep is not 0 ("B*h",
+ * "d_model/h"), into buf (TENSOR_NAME_MAX); "" when a part is missing
+ * or the name would not fit. */
+static void name_of(char *buf, const char *a, size_t la, char sep,
+                    const char *b)
 {
-    if (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]) {
-        buf[0] = '\0';
+    size_t lb = sep ? strlen(b) : 0;
+    buf[0] = '\0';
+    if (la == 0 || (sep && lb == 0) || la + lb + 2 > TENSOR_NAME_MAX)
         return;
+    memcpy(buf, a, la);
+    buf[la] = sep;
+    memcpy(buf + la + (sep != 0), b, lb);
+    buf[la + (sep != 0) + lb] = '\0';
+}
+
+void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
+{
+    memset(nm, 0, sizeof *nm);
+    if (x->ndim != 3 || (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]))
+        return;
+    // the parts: batch B, positions n, heads h, features F = h*p, p = F/h
+    char B[TENSOR_NAME_MAX], h[TENSOR_NAME_MAX] = "h", F[TENSOR_NAME_MAX];
+    char p[TENSOR_NAME_MAX], Bh[TENSOR_NAME_MAX];
+    const char *n = x->names[1];
+    if (from_rows) { // (B*h, n, p): the last factor of B*h is h
+        const char *Bh_in = x->names[0], *star = strrchr(Bh_in, '*');
+        name_of(B, Bh_in, star ? (size_t)(star - Bh_in) : 0, 0, "");
+        if (star)
+            name_of(h, star + 1, strlen(star + 1), 0, "");
+        name_of(p, x->names[2], strlen(x->names[2]), 0, "");
+        size_t lp = strlen(p), lh = strlen(h);
+        if (lp > lh + 1 && p[lp - lh - 1] == '/' && !strcmp(p + lp - lh, h))
+            name_of(F, p, lp - lh - 1, 0, ""); // d_model of d_model/h
+        else
+            name_of(F, h, strlen(h), '*', p);
+    } else { // (B, n, F): F = G*p names its heads, any other F/h
+        name_of(B, x->names[0], strlen(x->names[0]), 0, "");
+        name_of(F, x->names[2], strlen(x->names[2]), 0, "");
+        size_t lead = strcspn(F, "*/");
+        if (F[lead] == '*' && lead > 0) {
+            name_of(h, F, lead, 0, "");
+            name_of(p, F + lead + 1, strlen(F + lead + 1), 0, "");
+        } else {
+            name_of(p, F, strlen(F), '/', "h");
+        }
     }
-    if (!strncmp(x->names[2], "G*", 2)) // G key-value heads
-        snprintf(buf, n, "%s, %s, G, %s", x->names[0], x->names[1],
-                 x->names[2] + 2);
-    else
-        snprintf(buf, n, "%s, %s, h, %s/h", x->names[0], x->names[1],
-                 x->names[2]);
+    name_of(Bh, B, strlen(B), '*', h);
+    snprintf(nm->joined, sizeof nm->joined, "%s, %s, %s", B, n, F);
+    snprintf(nm->split, sizeof nm->split, "%s, %s, %s, %s", B, n, h, p);
+    snprintf(nm->heads, sizeof nm->heads, "%s, %s, %s, %s", B, h, n, p);
+    snprintf(nm->rows, sizeof nm->rows, "%s, %s, %s", Bh, n, p);
 }
 
 /* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
@@ -62,18 +102,18 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
                 num_heads);
-    char names[4 * TENSOR_NAME_MAX];
-    multihead_split_names(x, names, sizeof names);
+    multihead_names nm;
+    multihead_head_names(x, 0, &nm);
     tensor *split = NULL, *heads = NULL;
     // split is (B, n, h, p): a view, each row cut into h pieces of p
     int status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),
-                                names[0] ? names : NULL, &split);
+                                nm.split, &split);
     // heads is (B, h, n, p): a view, the head axis moved before n
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
     // out is (B*h, n, p): a copy unless B, h or n is 1 (then a view)
     if (!status)
-        status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), NULL, out);
+        status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), nm.rows, out);
     trace_end();
     tensor_free(split);
     tensor_free(heads);
@@ -107,24 +147,19 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 
     trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)",
                 num_heads);
+    multihead_names nm;
+    multihead_head_names(x, 1, &nm);
     tensor *split = NULL, *rows = NULL;
     // split is (B, h, n, p): a view, "B*h" taken apart again
     int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
-                                NULL, &split);
+                                nm.heads, &split);
     // rows is (B, n, h, p): a view, heads back next to their features
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &rows);
     // out is (B, n, h*p): the heads of each position side by side (a copy)
-    if (!status) {
-        char names[4 * TENSOR_NAME_MAX] = "";
-        const char *last = rows->names[3];
-        size_t len = strlen(last);
-        if (rows->names[0][0] && len > 2 && strcmp(last + len - 2, "/h") == 0)
-            snprintf(names, sizeof names, "%s, %s, %.*s", rows->names[0],
-                     rows->names[1], (int)(len - 2), last);
+    if (!status)
         status = tensor_reshape(rows, DIMS((long)rows->shape[0], (long)n, -1),
-                                names[0] ? names : NULL, out);
-    }
+                                nm.joined, out);
     trace_end();
     tensor_free(split);
     tensor_free(rows);
@@ -212,10 +247,11 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         c->num_hiddens / c->num_heads);
     if (c->rope && m->cfg.rope_base == 0)
         m->cfg.rope_base = ROPE_DEFAULT_BASE;
+    char base[TRACE_NUMBER_MAX];
     if (c->rope && !(isfinite(c->rope_base) && c->rope_base > 1))
         return mha_fail(GSL_EINVAL,
-                        "multihead: rope_base %g must be a finite number > 1",
-                        c->rope_base);
+                        "multihead: rope_base %s must be a finite number > 1",
+                        number_str(base, sizeof base, c->rope_base));
 //<
 //> 17
     if (m->cfg.kv_heads == 0)

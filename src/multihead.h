@@ -104,12 +104,27 @@
 #include "linear.h"
 #include "tensor.h"
 
-/* The names of x (B, n, d_model) split into heads, into buf: "B, n,
- * d_model" -> "B, n, h, d_model/h", and the G key-value heads of
- * grouped-query attention, "B, Lk, G*d_model/h" -> "B, Lk, G, d_model/h";
- * "" when x has no names.  transpose_qkv and the fast path's head views
- * name their (B, n, h, p) this way. */
-void multihead_split_names(const tensor *x, char *buf, size_t n);
+/* The lesson's names for the shapes a split into heads passes through,
+ * each a list for tensor_set_names ("" when x has no names):
+ *   joined  (B, n, F)          "B, Lq, d_model"
+ *   split   (B, n, h, p)       "B, Lq, h, d_model/h"
+ *   heads   (B, h, n, p)       "B, h, Lq, d_model/h"
+ *   rows    (B*h, n, p)        "B*h, Lq, d_model/h"
+ * worked out from x's names alone, never from its sizes (a size of 1
+ * says nothing of which axis it is).  x is the joined (B, n, F) of
+ * transpose_qkv or the rows (B*h, n, p) of transpose_output (from_rows).
+ * The heads are h and p is F/h, unless F names them, as the G key-value
+ * heads of grouped-query attention do: F = G*d_model/h gives heads G of
+ * p = d_model/h.  transpose_qkv, transpose_output and the fast path's
+ * head views all name their shapes this way. */
+typedef struct multihead_names {
+    char joined[4 * (TENSOR_NAME_MAX + 2)]; /* 4 names and 3 ", " */
+    char split[4 * (TENSOR_NAME_MAX + 2)];
+    char heads[4 * (TENSOR_NAME_MAX + 2)];
+    char rows[4 * (TENSOR_NAME_MAX + 2)];
+} multihead_names;
+
+void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm);
 
 /* (B, n, d_model) -> (B*h, n, d_model/h), each step traced.
  * GSL_EBADLEN when d_model is not divisible by num_heads. */

@@ -50,12 +50,12 @@ static int start(multihead *m, const tensor *queries, const tensor *keys,
 static int heads_view(const tensor *x, size_t h, tensor **out)
 {
     *out = NULL;
-    char names[4 * TENSOR_NAME_MAX];
-    multihead_split_names(x, names, sizeof names);
+    multihead_names nm;
+    multihead_head_names(x, 0, &nm);
     tensor *split = NULL;
     int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
                                         (long)h, -1),
-                                names[0] ? names : NULL, &split);
+                                nm.split, &split);
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), out);
     tensor_free(split);

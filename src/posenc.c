@@ -101,10 +101,11 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
                         "%s: x has shape %s, expected 3 dimensions "
                         "(B, L, n*p)",
                         who, xs);
+    char bs[TRACE_NUMBER_MAX];
     if (!(isfinite(base) && base > 1))
         return mha_fail(GSL_EINVAL,
-                        "%s: base %g must be a finite number > 1 (x %s)", who,
-                        base, xs);
+                        "%s: base %s must be a finite number > 1 (x %s)", who,
+                        number_str(bs, sizeof bs, base), xs);
     size_t B = x->shape[0], L = x->shape[1], D = x->shape[2];
     if (p == 0 || p % 2 != 0 || D % p != 0)
         return mha_fail(GSL_EBADLEN,

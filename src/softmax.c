@@ -171,10 +171,12 @@ int softmax_check_valid_lens(const char *who, const char *context,
         snprintf(problem, sizeof problem, "%s",
                  fault == SOFTMAX_LEN_NEGATIVE ? "is negative"
                                                : "is not a whole number");
+    char v[TRACE_NUMBER_MAX];
     return mha_fail(GSL_EINVAL,
-                    "%s: valid_lens[%s] = %g %s (%s, valid_lens %s)", who,
+                    "%s: valid_lens[%s] = %s %s (%s, valid_lens %s)", who,
                     softmax_len_index(valid_lens, b, i, at, sizeof at),
-                    *TENSOR_AT(valid_lens, b, i), problem, context, vs);
+                    number_str(v, sizeof v, *TENSOR_AT(valid_lens, b, i)),
+                    problem, context, vs);
 }
 
 /* --- masked softmax ------------------------------------------------- */
@@ -185,11 +187,14 @@ static void trace_masked(const tensor *scores, double scale,
                          const tensor *valid_lens, const tensor *out)
 {
     const char *mask = valid_lens ? "valid_lens " : "no mask";
+    // the scale to 6 digits, to be read: the step that chose it says
+    // what it is exactly ("dot_attention(scale 1/sqrt(20))")
     if (scale != 1.0)
         trace_emit(TRACE_NEW, TRACE_LIST, out,
                    TRACE_INPUTS(TRACE_IN(scores),
                                 TRACE_SIDE(valid_lens, "valid_lens")),
-                   "masked_softmax(scale %g, %s%T)", scale, mask, valid_lens);
+                   "masked_softmax(scale %.6g, %s%T)", scale, mask,
+                   valid_lens);
     else
         trace_emit(TRACE_NEW, TRACE_LIST, out,
                    TRACE_INPUTS(TRACE_IN(scores),

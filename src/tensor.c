@@ -587,66 +587,145 @@ static int view_strides(const tensor *x, size_t ndim, const size_t *shape,
     return view_d == -1;
 }
 
-/* Names for the reshaped dimensions, derived from x's: dimensions that
- * pass through keep their name, merged ones are joined with '*', and a
- * dimension named "a*b" split into two gets "a" and "b".  A named
- * dimension of size 1 is merged like any other: (B, h) -> B*h whatever
- * B's value, so the names do not change when the batch has one sample. */
-static void derive_names(const tensor *x, tensor *y)
+/* The number of dimensions of size 1 in t from d on (step +1) or back
+ * from d (step -1), at most n. */
+static size_t ones_run(const tensor *t, size_t d, int step, size_t n)
 {
-    size_t i = 0, j = 0;
+    size_t k = 0;
+    while (k < n && t->shape[d + (size_t)step * k] == 1)
+        k++;
+    return k;
+}
+
+/* One group of a reshape, x's dimensions a..b becoming y's c..d (one
+ * product of sizes), named into out[c..d] from x's names.  As many 1s at
+ * the start of both sides pair off in order, and so do as many at the
+ * end; then the rest is named in one of three ways: the same sizes keep
+ * their names; several dimensions merged into one are joined with '*'
+ * ((B, h) -> B*h whatever B's value, so the names do not change when the
+ * batch has one sample; an unnamed size 1 adds nothing); one dimension
+ * named "a*b" split in two gives "a" and "b".  Any other group (a merge
+ * with an unnamed dimension, a split its name does not explain, several
+ * into several, 1s in unequal runs) is left unnamed. */
+static void name_group(const tensor *x, size_t a, size_t b, const tensor *y,
+                       size_t c, size_t d, char out[][TENSOR_NAME_MAX])
+{
+    size_t n = b - a < d - c ? b - a : d - c; // never the whole of a side
+    size_t lead = ones_run(x, a, 1, n + 1);
+    if (lead <= n && lead == ones_run(y, c, 1, n + 1))
+        for (; lead > 0; lead--)
+            strcpy(out[c++], x->names[a++]);
+    n = b - a < d - c ? b - a : d - c;
+    size_t tail = ones_run(x, b, -1, n + 1);
+    if (tail <= n && tail == ones_run(y, d, -1, n + 1))
+        for (; tail > 0; tail--)
+            strcpy(out[d--], x->names[b--]);
+    int same = b - a == d - c;
+    for (size_t k = 0; same && k <= b - a; k++)
+        same = x->shape[a + k] == y->shape[c + k];
+    if (same) {
+        for (size_t k = 0; k <= b - a; k++)
+            strcpy(out[c + k], x->names[a + k]);
+        return;
+    }
+    char joined[TENSOR_NAME_MAX * TENSOR_MAX_DIMS] = "";
+    for (size_t k = a; k <= b; k++) {
+        if (x->names[k][0] == '\0') {
+            if (x->shape[k] != 1)
+                return;
+            continue;
+        }
+        if (joined[0])
+            strcat(joined, "*");
+        strcat(joined, x->names[k]);
+    }
+    if (!joined[0] || strlen(joined) >= TENSOR_NAME_MAX)
+        return;
+    if (c == d) { /* a merge: "B*h" */
+        strcpy(out[c], joined);
+        return;
+    }
+    if (a != b)
+        return;
+    size_t parts = 1; /* a split: "B*h" gives "B" and "h" */
+    for (const char *p = joined; *p; p++)
+        parts += *p == '*';
+    if (parts != d - c + 1)
+        return;
+    const char *p = joined;
+    for (size_t k = c; k <= d; k++) {
+        size_t len = strcspn(p, "*");
+        memcpy(out[k], p, len);
+        out[k][len] = '\0';
+        p += len + (p[len] != '\0');
+    }
+}
+
+/* The next dimension of t from d on whose size is not 1 (t->ndim: none). */
+static size_t next_wide(const tensor *t, size_t d)
+{
+    while (d < t->ndim && t->shape[d] == 1)
+        d++;
+    return d;
+}
+
+/* y's names from x's, with each size-1 dimension in the group of the
+ * dimensions before it (ones_after 0) or after it (1).  The dimensions of
+ * size > 1 fall into groups of one product on both sides, in one way
+ * only; the groups are named by name_group. */
+static void names_by_groups(const tensor *x, const tensor *y, int ones_after,
+                            char out[][TENSOR_NAME_MAX])
+{
+    memset(out, 0, TENSOR_MAX_DIMS * TENSOR_NAME_MAX);
+    /* the groups' first and last wide dimensions, in x and in y */
+    size_t xf[TENSOR_MAX_DIMS], xl[TENSOR_MAX_DIMS];
+    size_t yf[TENSOR_MAX_DIMS], yl[TENSOR_MAX_DIMS], n = 0;
+    size_t i = next_wide(x, 0), j = next_wide(y, 0);
     while (i < x->ndim && j < y->ndim) {
-        size_t i0 = i, j0 = j, pi = x->shape[i], pj = y->shape[j];
+        xf[n] = i, yf[n] = j;
+        size_t pi = x->shape[i], pj = y->shape[j];
         while (pi != pj) {
-            if (pi < pj && i + 1 < x->ndim)
-                pi *= x->shape[++i];
-            else if (pj < pi && j + 1 < y->ndim)
-                pj *= y->shape[++j];
+            if (pi < pj && (i = next_wide(x, i + 1)) < x->ndim)
+                pi *= x->shape[i];
+            else if (pj < pi && (j = next_wide(y, j + 1)) < y->ndim)
+                pj *= y->shape[j];
             else
                 return;
         }
-        /* x's dimensions of size 1 that y drops join the group before
-         * them: (B, G, n, p) with G = 1 -> (B*G, n, p), not (B, G*n, p) */
-        while (i + 1 < x->ndim && x->shape[i + 1] == 1 &&
-               (j + 1 >= y->ndim || y->shape[j + 1] != 1))
-            i++;
-        size_t nin = i - i0 + 1, nout = j - j0 + 1;
-        if (nout == 1) {
-            /* nin dimensions merge into one */
-            char joined[TENSOR_NAME_MAX * TENSOR_MAX_DIMS] = "";
-            int ok = 1;
-            for (size_t k = i0; k <= i; k++) {
-                if (x->names[k][0] == '\0') {
-                    ok &= x->shape[k] == 1; /* unnamed size 1 adds nothing */
-                    continue;
-                }
-                if (joined[0])
-                    strcat(joined, "*");
-                strcat(joined, x->names[k]);
-            }
-            if (ok && strlen(joined) < TENSOR_NAME_MAX)
-                strcpy(y->names[j0], joined);
-        } else if (nin == 1 && x->names[i0][0]) {
-            /* one dimension splits: only a name "a*b" says how */
-            char parts[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
-            size_t count = 0;
-            const char *p = x->names[i0];
-            while (count < TENSOR_MAX_DIMS) {
-                const char *star = strchr(p, '*');
-                size_t len = star ? (size_t)(star - p) : strlen(p);
-                memcpy(parts[count], p, len);
-                parts[count++][len] = '\0';
-                if (!star)
-                    break;
-                p = star + 1;
-            }
-            if (count == nout)
-                for (size_t k = 0; k < nout; k++)
-                    strcpy(y->names[j0 + k], parts[k]);
-        }
-        i++;
-        j++;
+        xl[n] = i, yl[n++] = j;
+        i = next_wide(x, i + 1);
+        j = next_wide(y, j + 1);
     }
+    if (i < x->ndim || j < y->ndim)
+        return;
+    if (n == 0) { /* every size is 1: one group */
+        name_group(x, 0, x->ndim - 1, y, 0, y->ndim - 1, out);
+        return;
+    }
+    for (size_t g = 0; g < n; g++) {
+        size_t a = g == 0 ? 0 : ones_after ? xl[g - 1] + 1 : xf[g];
+        size_t b = g + 1 == n ? x->ndim - 1 : ones_after ? xl[g] : xf[g + 1] - 1;
+        size_t c = g == 0 ? 0 : ones_after ? yl[g - 1] + 1 : yf[g];
+        size_t d = g + 1 == n ? y->ndim - 1 : ones_after ? yl[g] : yf[g + 1] - 1;
+        name_group(x, a, b, y, c, d, out);
+    }
+}
+
+/* Names for the reshaped dimensions, derived from x's by their sizes
+ * (names_by_groups).  A size-1 dimension between two groups could belong
+ * to either, and the sizes cannot say which: (B, G, Lk, p) with G = Lk =
+ * 1 reshaped to (B*G, Lk, p) looks the same as to (B, G*Lk, p).  So the
+ * names are worked out both ways, and a dimension is named only when the
+ * two agree; a step that knows better passes its names. */
+static void derive_names(const tensor *x, tensor *y)
+{
+    char before[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    char after[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    names_by_groups(x, y, 0, before);
+    names_by_groups(x, y, 1, after);
+    for (size_t d = 0; d < y->ndim; d++)
+        if (!strcmp(before[d], after[d]))
+            strcpy(y->names[d], before[d]);
 }
 
 /* tensor_reshape and tensor_view: work out the -1, then ask view_strides

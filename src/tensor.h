@@ -30,7 +30,10 @@
  * Dimension names: a tensor may carry a symbolic name per dimension ("B",
  * "n", "d_model/h") for the shape trace.  permute reorders them, reshape
  * joins merged dimensions with '*' ("B*h") and splits such a product back;
- * where that does not settle a name the caller passes the names.
+ * where that does not settle a name the caller passes the names.  Sizes
+ * cannot say where a dimension of size 1 between two others belongs
+ * ((2, 1, 1, 2) -> (2, 1, 2) merges the first 1 or the second); reshape
+ * then leaves the dimensions in doubt unnamed rather than guess.
  *
  * Sizes: 1 to TENSOR_MAX_DIMS dimensions, each of size >= 1.
  */

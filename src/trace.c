@@ -30,6 +30,20 @@ char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape)
     return buf;
 }
 
+char *number_str(char *buf, size_t n, double v)
+{
+    if (n == 0)
+        return buf;
+    if (v == 0)
+        v = 0; /* no "-0" */
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 char *trace_shape_str(const trace_shape *s, char *buf, size_t n)
 {
     return shape_str(buf, n, s->ndim, s->dims);
@@ -154,9 +168,16 @@ static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
                 : lng ? snprintf(buf + used, n - used, spec, va_arg(ap, long))
                       : snprintf(buf + used, n - used, spec, va_arg(ap, int));
             break;
+        case 'g': /* exactly, unless a precision rounds it */
+            if (!strchr(spec, '.')) {
+                char num[TRACE_NUMBER_MAX];
+                w = snprintf(buf + used, n - used, "%s",
+                             number_str(num, sizeof num, va_arg(ap, double)));
+                break;
+            }
+            /* fall through */
         case 'e':
         case 'f':
-        case 'g':
             w = snprintf(buf + used, n - used, spec, va_arg(ap, double));
             break;
         case '%':

@@ -31,11 +31,14 @@
  *
  * Emitting costs one test of a global when nobody listens; the op text is
  * formatted only for a listener.  Its format is printf's (%s, %d, %zu, %ld,
- * %g ...) plus three of the trace's own, so that the library never
- * formats text: %T the shape of a `const tensor *` ("valid_lens %T"), %D
- * a size_t count and a `const long *` ("reshape%D": reshape(2, 4, -1)), %P
- * a size_t count and a `const size_t *` ("permute%P").  trace_quiet_begin
- * and trace_quiet_end bracket code that runs steps without showing them.
+ * %g ...), except that %g with no precision prints its number exactly
+ * (number_str: "dropout(p=%g)" shows the very p; "%.6g" rounds, for a
+ * number shown only to be read), plus three of the trace's own, so that
+ * the library never formats text: %T the shape of a `const tensor *`
+ * ("valid_lens %T"), %D a size_t count and a `const long *` ("reshape%D":
+ * reshape(2, 4, -1)), %P a size_t count and a `const size_t *`
+ * ("permute%P").  trace_quiet_begin and trace_quiet_end bracket code that
+ * runs steps without showing them.
  * The state is global: one trace per process.
  *
  * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
@@ -228,6 +231,15 @@ void trace_write_dot(FILE *f, const trace_log *log, int depth);
 /* Format a shape as a Python tuple into buf (size n, >= TRACE_SHAPE_MAX is
  * always enough) and return buf: (1, 2, 16), (8,). */
 char *shape_str(char *buf, size_t n, size_t ndim, const size_t *shape);
+
+/* Room for any number as number_str writes it. */
+#define TRACE_NUMBER_MAX 32
+
+/* A number as the trace, its descriptions and messages print it: exactly,
+ * as the shortest of %.15g, %.16g and %.17g that reads back as v, so 0.1
+ * stays "0.1" and 1.0000000000000002 is not "1" (-0 is "0").  Into buf
+ * (size n, >= TRACE_NUMBER_MAX); returns buf. */
+char *number_str(char *buf, size_t n, double v);
 /* A record's shape as a tuple, and in the lesson's names ("" when it has
  * none: unnamed dimensions of a named shape print their size). */
 char *trace_shape_str(const trace_shape *s, char *buf, size_t n);

@@ -147,13 +147,27 @@ static dot_input *find_input(input_list *l, unsigned long id)
     return NULL;
 }
 
+/* 1 when label is one of the names of "k = v". */
+static int has_label(const char *labels, const char *label)
+{
+    size_t len = strlen(label);
+    for (const char *p = labels;; p += 3) {
+        if (!strncmp(p, label, len) && (p[len] == '\0' || p[len] == ' '))
+            return 1;
+        if (!(p = strstr(p, " = ")))
+            return 0;
+    }
+}
+
 /* Add o as an input, or join its label to the input with its id. */
 static void add_input(input_list *l, const trace_operand *o)
 {
     dot_input *in = find_input(l, o->shape.id);
     if (in) {
-        /* "k" and then "v" of the same tensor: "k = v" */
+        /* "k" and then "v" of the same tensor: "k = v"; a name read
+         * twice (valid_lens by the module and by a step inside) once */
         if (o->label[0] && in->label[0] != '(' &&
+            !has_label(in->label, o->label) &&
             strlen(in->label) + strlen(o->label) + 4 < sizeof in->label) {
             strcat(in->label, " = ");
             strcat(in->label, o->label);

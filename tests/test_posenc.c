@@ -250,6 +250,9 @@ Test(rope, errors)
           "last dimension 6 of x (2, 3, 6)");
     FAILS(rope_apply(x, 2, 0, 1, &y), GSL_EINVAL,
           "rope_apply: base 1 must be a finite number > 1 (x (2, 3, 6))");
+    FAILS(rope_apply(x, 2, 0, 0.9999999999999999, &y), GSL_EINVAL,
+          "rope_apply: base 0.9999999999999999 must be a finite number > 1 "
+          "(x (2, 3, 6))");
     FAILS(rope_apply_inverse(x, 2, 0, NAN, &y), GSL_EINVAL,
           "rope_apply_inverse: base nan must be a finite number > 1 "
           "(x (2, 3, 6))");
@@ -438,6 +441,9 @@ Test(rope, module_refuses)
     cfg.rope_base = INFINITY;
     FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
           "multihead: rope_base inf must be a finite number > 1");
+    cfg.rope_base = 1.0 - 0x1p-53; /* just below 1, not "1" */
+    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
+          "multihead: rope_base 0.9999999999999999 must be a finite number > 1");
     /* without rope, an odd head size is fine and the base is not read */
     cfg.rope = 0;
     cfg.num_heads = 2;

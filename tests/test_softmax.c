@@ -558,6 +558,16 @@ Test(masked_softmax_errors, fractional_valid_len)
     tensor_free(vl);
 }
 
+/* The length as it is: one ulp above 2 is not shown as 2. */
+Test(masked_softmax_errors, nearly_whole_valid_len)
+{
+    tensor *vl = make(SHAPE(2), ((const double[]){2.0000000000000004, 3}));
+    masked_fails(vl, GSL_EINVAL,
+                 "masked_softmax: valid_lens[0] = 2.0000000000000004 is not a "
+                 "whole number (scores (2, 2, 4), valid_lens (2,))");
+    tensor_free(vl);
+}
+
 Test(masked_softmax_errors, nan_valid_len)
 {
     tensor *vl = make(SHAPE(2, 2), ((const double[]){1, NAN, 2, 3}));

@@ -995,6 +995,63 @@ Test(tensor, names_keep_a_batch_of_one)
     tensor_free(x);
 }
 
+/* A size-1 dimension between two others could belong to either: the
+ * sizes of (B, G, Lk, p) = (2, 1, 1, 2) reshaped to (2, 1, 2) do not
+ * say whether G or Lk was merged into B.  Reshape names only what every
+ * reading agrees on, and leaves the rest unnamed rather than guess. */
+Test(tensor, names_are_not_guessed_at_a_size_of_1)
+{
+    tensor *x = NULL, *y = NULL;
+    char buf[TRACE_SHAPE_MAX];
+    /* (B*G, Lk, p) or (B, G*Lk, p): nothing agrees, no name */
+    OK(tensor_alloc(SHAPE(2, 1, 1, 2), &x));
+    OK(tensor_set_names(x, "B, G, Lk, d_model/h"));
+    OK(tensor_reshape(x, DIMS(2, 1, 2), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "");
+    tensor_free(y);
+    /* (B*h, Lq, p) with h = 1 split to four: the 1 is h or a part of Lq */
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(2, 4, 4), &x));
+    OK(tensor_set_names(x, "B*h, Lq, d_model/h"));
+    OK(tensor_reshape(x, DIMS(2, 1, 4, 4), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(2, 1, 4, d_model/h)");
+    tensor_free(y);
+    /* the step that knows passes the names */
+    OK(tensor_reshape(x, DIMS(2, 1, 4, 4), "B, h, Lq, d_model/h", &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
+    tensor_free(y);
+    /* as many 1s on both sides pair off: (B, h, Lq, p) with Lq = 1 ->
+     * (B*h, Lq, p) */
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(2, 5, 1, 20), &x));
+    OK(tensor_set_names(x, "B, h, Lq, d_model/h"));
+    OK(tensor_reshape(x, DIMS(10, 1, 20), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B*h, Lq, d_model/h)");
+    tensor_free(y);
+    /* a reshape to the same shape keeps every name, 1s and all */
+    OK(tensor_reshape(x, DIMS(2, 5, 1, 20), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
+    tensor_free(y);
+    /* B = h = 1: (1, 1, n, p) -> (1, n, p) is B*h or h*n */
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(1, 1, 2, 2), &x));
+    OK(tensor_set_names(x, "B, h, n, d_model/h"));
+    OK(tensor_reshape(x, DIMS(1, 2, 2), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(1, 2, d_model/h)");
+    tensor_free(y);
+    /* ones everywhere: one group, named only when nothing moves */
+    tensor_free(x);
+    OK(tensor_alloc(SHAPE(1, 1, 1, 1), &x));
+    OK(tensor_set_names(x, "B, h, Lq, d_model/h"));
+    OK(tensor_reshape(x, DIMS(1, 1, 1, 1), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
+    tensor_free(y);
+    OK(tensor_reshape(x, DIMS(1, 1, 1), NULL, &y));
+    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "");
+    tensor_free(y);
+    tensor_free(x);
+}
+
 Test(tensor, reshape_with_wrong_name_count)
 {
     tensor *x = positions(SHAPE(2, 3, 4)), *y = (tensor *)&y;

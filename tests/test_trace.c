@@ -593,6 +593,49 @@ Test(trace, op_formats)
     trace_log_free(&log);
 }
 
+/* %g in an op prints its number exactly; a precision rounds it. */
+Test(trace, op_numbers_are_exact)
+{
+    trace_log log;
+    trace_log_start(&log);
+    trace_note("p=%g base=%g third=%g %.3g big=%g", 0.1, 1.0000000000000002,
+               1.0 / 3, 1.0 / 3, 1e6);
+    trace_log_stop(&log);
+    cr_assert_str_eq(log.records[0].op, "p=0.1 base=1.0000000000000002 "
+                                        "third=0.3333333333333333 0.333 "
+                                        "big=1000000");
+    trace_log_free(&log);
+}
+
+/* The shortest of %.15g, %.16g, %.17g that reads back as the number. */
+Test(trace, number_str)
+{
+    static const struct {
+        double v;
+        const char *text;
+    } cases[] = {
+        {0.1, "0.1"},
+        {1.0000000000000002, "1.0000000000000002"},
+        {0.9999999999999999, "0.9999999999999999"},
+        {1.0 / 3, "0.3333333333333333"},
+        {0.1 + 0.2, "0.30000000000000004"}, /* 17 digits */
+        {10000, "10000"},
+        {1e6, "1000000"},
+        {1e-5, "1e-05"},
+        {1e300, "1e+300"},
+        {-0.0, "0"},
+        {-2.5, "-2.5"},
+        {INFINITY, "inf"},
+        {-INFINITY, "-inf"},
+    };
+    char buf[TRACE_NUMBER_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_str_eq(number_str(buf, sizeof buf, cases[i].v), cases[i].text);
+        cr_assert(isinf(cases[i].v) || strtod(buf, NULL) == cases[i].v, "%s", buf);
+    }
+    cr_assert_str_eq(number_str(buf, sizeof buf, NAN), "nan");
+}
+
 /* A real run emits one record per line the chapters show: chapter 08's
  * trace of d2l's example, line for line, from the records. */
 Test(trace, every_step_of_the_module_is_a_record)
@@ -905,6 +948,241 @@ ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
     trace_log_free(&meta_lens);
 }
 
+/* --- the lesson's names at every size ------------------------------- */
+
+/* mha trace's module at one size: B, Lq, Lk, d_model, h, G; each run with
+ * and without valid_lens and causal (when every query sees a key), and
+ * with RoPE when p = d_model/h is even. */
+typedef struct names_case {
+    size_t B, Lq, Lk, D, h, G;
+} names_case;
+
+/* 1 in every position in turn, then everywhere: B 2, Lq 3, Lk 5, h 4,
+ * G 2, p 6 apart from the 1 (D = 1 makes h = G = p = 1 too). */
+static names_case names_cases[] = {
+    {2, 3, 5, 24, 4, 2}, /* no 1 anywhere */
+    {1, 3, 5, 24, 4, 2}, /* B = 1 */
+    {2, 1, 5, 24, 4, 2}, /* Lq = 1 */
+    {2, 3, 1, 24, 4, 2}, /* Lk = 1 */
+    {2, 3, 5, 1, 1, 1},  /* d_model = 1 */
+    {2, 3, 5, 6, 1, 1},  /* h = 1 */
+    {2, 3, 5, 24, 4, 1}, /* G = 1 */
+    {2, 3, 5, 4, 4, 2},  /* p = 1 */
+    {1, 1, 1, 1, 1, 1},  /* all 1 */
+};
+
+/* One step as the lesson names it: its op (the start of it; "#" for a
+ * note) and its symbolic shape ("" for none). */
+typedef struct named_step {
+    const char *op;
+    char sym[64];
+} named_step;
+
+typedef struct named_steps {
+    named_step s[64];
+    size_t n;
+} named_steps;
+
+static void step_is(named_steps *e, const char *op, const char *sym)
+{
+    cr_assert_lt(e->n, 64);
+    e->s[e->n].op = op;
+    snprintf(e->s[e->n++].sym, sizeof e->s[0].sym, "%s", sym);
+}
+
+/* The split of transpose_qkv for positions n into `heads` (h or G) of
+ * d_model/h, from (B, n, F). */
+static void split_is(named_steps *e, const char *n, const char *heads,
+                     const char *F)
+{
+    char s[64];
+    snprintf(s, sizeof s, "(B, %s, %s)", n, F);
+    step_is(e, "transpose_qkv", s);
+    snprintf(s, sizeof s, "(B, %s, %s, d_model/h)", n, heads);
+    step_is(e, "reshape", s);
+    snprintf(s, sizeof s, "(B, %s, %s, d_model/h)", heads, n);
+    step_is(e, "permute", s);
+    snprintf(s, sizeof s, "(B*%s, %s, d_model/h)", heads, n);
+    step_is(e, "reshape", s);
+}
+
+/* The module's steps in the lesson's names (multihead.h), written out
+ * from what each step does: they are the same at every size. */
+static void lesson_steps(int grouped, int lens, int causal, int rope,
+                         named_steps *e)
+{
+    const char *kv = grouped ? "G*d_model/h" : "d_model";
+    const char *g = grouped ? "G" : "h";
+    char s[64];
+    e->n = 0;
+    step_is(e, "multihead", ""); // three inputs: no one shape to name
+    step_is(e, "W_q", "(B, Lq, d_model)");
+    if (rope)
+        step_is(e, "rope", "(B, Lq, d_model)");
+    split_is(e, "Lq", "h", "d_model");
+    snprintf(s, sizeof s, "(B, Lk, %s)", kv);
+    step_is(e, "W_k", s);
+    if (rope)
+        step_is(e, "rope", s);
+    if (grouped)
+        step_is(e, "#", "");
+    split_is(e, "Lk", g, kv);
+    step_is(e, "W_v", s);
+    if (grouped)
+        step_is(e, "#", "");
+    split_is(e, "Lk", g, kv);
+    int rows = causal || (grouped && lens); // one length per query row
+    if (rows) {
+        step_is(e, "per-row lens", "(B, Lq)");
+        step_is(e, "repeat_interleave", "(B*h, Lq)");
+    } else if (lens) {
+        step_is(e, "repeat_interleave", "(B*h,)");
+    }
+    const char *q = "(B*h, Lq, d_model/h)", *w = "(B*h, Lq, Lk)";
+    if (grouped) {
+        q = "(B*G, h/G*Lq, d_model/h)";
+        w = "(B*G, h/G*Lq, Lk)";
+        step_is(e, "grouped heads", "");
+        for (int k = 0; k < 2; k++) { // keys, then values
+            step_is(e, "view", "(B*G, 1, Lk, d_model/h)");
+            step_is(e, "expand", "(B*G, h/G, Lk, d_model/h)");
+        }
+        step_is(e, "#", "");
+        step_is(e, "reshape", q);
+        if (rows)
+            step_is(e, "view", "(B*G, h/G*Lq)");
+    }
+    step_is(e, "dot_attention", q);
+    step_is(e, "Q K^T", w);
+    step_is(e, "masked_softmax", w);
+    step_is(e, "weights V", q);
+    if (grouped)
+        step_is(e, "view", "(B*h, Lq, d_model/h)");
+    step_is(e, "transpose_output", "(B*h, Lq, d_model/h)");
+    step_is(e, "reshape", "(B, h, Lq, d_model/h)");
+    step_is(e, "permute", "(B, Lq, h, d_model/h)");
+    step_is(e, "reshape", "(B, Lq, d_model)");
+    step_is(e, "W_o", "(B, Lq, d_model)");
+}
+
+/* The size a name stands for in case c, left to right: "h/G*Lq" is
+ * (h / G) * Lq; "1" is 1.  0 for a name the lesson does not use. */
+static size_t name_size(const char *name, const names_case *c)
+{
+    size_t v = 1;
+    char op = '*';
+    for (const char *p = name; *p;) {
+        size_t len = strcspn(p, "*/"), x = 0;
+        static const char *const names[] = {"B", "Lq", "Lk", "d_model",
+                                            "h", "G", "1"};
+        const size_t sizes[] = {c->B, c->Lq, c->Lk, c->D, c->h, c->G, 1};
+        for (size_t k = 0; k < 7; k++)
+            if (strlen(names[k]) == len && !strncmp(p, names[k], len))
+                x = sizes[k];
+        if (!x)
+            return 0;
+        v = op == '*' ? v * x : v / x;
+        op = p[len];
+        p += len + (p[len] != '\0');
+    }
+    return v;
+}
+
+/* Every line of mha trace's module at every size of the table, in every
+ * variant, ends in the lesson's names for its step, the names mean the
+ * line's sizes, and the records (which JSON prints) hold them. */
+ParameterizedTestParameters(trace, the_lesson_names_at_every_size)
+{
+    return cr_make_param_array(names_case, names_cases,
+                               sizeof names_cases / sizeof names_cases[0]);
+}
+
+ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
+{
+    size_t p = c->D / c->h;
+    for (int variant = 0; variant < 8; variant++) {
+        int lens = variant & 1, causal = (variant >> 1) & 1;
+        int rope = (variant >> 2) & 1;
+        if ((causal && c->Lq > c->Lk) || (rope && p % 2))
+            continue;
+        multihead m;
+        multihead_config cfg = {.query_size = c->D, .key_size = c->D,
+                                .value_size = c->D, .num_hiddens = c->D,
+                                .num_heads = c->h, .kv_heads = c->G,
+                                .causal = causal, .rope = rope,
+                                .shape_only = 1};
+        OK(multihead_init(&m, &cfg));
+        tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
+        OK(tensor_alloc_meta(SHAPE(c->B, c->Lq, c->D), &x));
+        OK(tensor_alloc_meta(SHAPE(c->B, c->Lk, c->D), &y));
+        if (lens) {
+            OK(tensor_alloc(SHAPE(c->B), &vl));
+            tensor_fill(vl, (double)c->Lk);
+        }
+        trace_log log;
+        trace_log_start(&log);
+        OK(multihead_forward(&m, x, y, y, vl, &out));
+        trace_log_stop(&log);
+
+        named_steps e;
+        lesson_steps(c->G < c->h, lens, causal, rope, &e);
+        char line[1024], sym[TRACE_SHAPE_MAX];
+        size_t k = 0; // the step expected next
+        for (size_t i = 0; i < log.count; i++, k++) {
+            const trace_record *r = &log.records[i];
+            trace_format_text(r, line, sizeof line);
+            /* a Linear layer first packs an input it cannot read as rows
+             * (contiguous(), the names as they were) */
+            int packs = !strncmp(r->op, "contiguous", 10) && k > 0;
+            if (packs)
+                k--;
+            cr_assert_lt(k, e.n, "B %zu Lq %zu Lk %zu D %zu h %zu G %zu, "
+                         "variant %d: more records than steps at\n%s",
+                         c->B, c->Lq, c->Lk, c->D, c->h, c->G, variant, line);
+            const char *want = e.s[k].sym;
+            if (!packs && !strcmp(e.s[k].op, "#")) {
+                cr_assert_eq(r->kind, TRACE_NOTE, "%s", line);
+                continue;
+            }
+            cr_assert(packs || !strncmp(r->op, e.s[k].op, strlen(e.s[k].op)),
+                      "record %zu is %s, expected %s", i, r->op, e.s[k].op);
+            /* the shape the line names: the output's, else a lone input's */
+            const trace_shape *s = r->has_output ? &r->output
+                                   : r->n_inputs == 1 ? &r->inputs[0].shape
+                                                      : NULL;
+            size_t len = strlen(line), wl = strlen(want);
+            if (!wl) {
+                cr_assert(!s || !*trace_sym_str(s, sym, sizeof sym), "%s",
+                          line);
+                continue;
+            }
+            /* the symbolic column ends the line, after two spaces */
+            cr_assert(s && len > wl + 2 && !strcmp(line + len - wl, want) &&
+                          !strncmp(line + len - wl - 2, "  ", 2),
+                      "B %zu Lq %zu Lk %zu D %zu h %zu G %zu, variant %d, "
+                      "record %zu: expected %s in\n%s",
+                      c->B, c->Lq, c->Lk, c->D, c->h, c->G, variant, i, want,
+                      line);
+            /* the record's names (JSON's "names") say the same, and each
+             * stands for its dimension's size */
+            cr_assert_str_eq(trace_sym_str(s, sym, sizeof sym), want, "%s",
+                             line);
+            for (size_t d = 0; d < s->ndim; d++)
+                cr_assert_eq(name_size(s->names[d], c), s->dims[d],
+                             "%s: %s is %zu", line, s->names[d], s->dims[d]);
+        }
+        cr_assert_eq(k, e.n, "B %zu Lq %zu Lk %zu D %zu h %zu G %zu, "
+                     "variant %d: %zu steps of %zu", c->B, c->Lq, c->Lk,
+                     c->D, c->h, c->G, variant, k, e.n);
+        trace_log_free(&log);
+        tensor_free(out);
+        tensor_free(vl);
+        tensor_free(y);
+        tensor_free(x);
+        multihead_free(&m);
+    }
+}
+
 /* --- the dataflow graph ---------------------------------------------- */
 
 /* d2l's example as `mha trace --valid-lens 3,2` runs it (keys and values
@@ -1085,4 +1363,47 @@ Test(trace, dot_escapes_labels)
     trace_log_free(&log);
     tensor_free(y);
     tensor_free(x);
+}
+
+/* An input read under one name by the module and again by a step inside
+ * it (valid_lens, read by multihead and by the per-row lengths of causal
+ * or grouped attention) is named once; two names of one tensor join. */
+Test(trace, dot_names_an_input_once)
+{
+    for (int grouped = 0; grouped < 2; grouped++) {
+        multihead m;
+        multihead_config cfg = {.query_size = 8, .key_size = 8,
+                                .value_size = 8, .num_hiddens = 8,
+                                .num_heads = 4, .kv_heads = grouped ? 2 : 4,
+                                .causal = !grouped, .shape_only = 1};
+        OK(multihead_init(&m, &cfg));
+        tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
+        OK(tensor_alloc_meta(SHAPE(2, 4, 8), &q));
+        OK(tensor_alloc_meta(SHAPE(2, 6, 8), &kv));
+        OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
+        trace_log log;
+        trace_log_start(&log);
+        OK(multihead_forward(&m, q, kv, kv, lens, &out));
+        trace_log_stop(&log);
+        capture c;
+        capture_start(&c);
+        trace_write_dot(c.f, &log, 1);
+        const char *dot = capture_end(&c);
+        cr_assert_not_null(strstr(dot, "  in0 [shape=ellipse, label=\"q\"];\n"
+                                       "  in1 [shape=ellipse, label=\"k = v\"];\n"
+                                       "  in2 [shape=ellipse, label=\"valid_lens\"];\n"),
+                           "%s", dot);
+        cr_assert_not_null(strstr(dot, grouped
+                                           ? "  s6 [shape=box, label=\"per-row lens(valid_lens (2,))\"];\n"
+                                           : "  s6 [shape=box, label=\"per-row lens(causal, valid_lens (2,))\"];\n"),
+                           "%s", dot);
+        cr_assert_not_null(strstr(dot, "  in2 -> s6 [label=\"(2,)\"];\n"), "%s", dot);
+        capture_free(&c);
+        trace_log_free(&log);
+        tensor_free(out);
+        tensor_free(lens);
+        tensor_free(kv);
+        tensor_free(q);
+        multihead_free(&m);
+    }
 }

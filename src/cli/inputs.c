@@ -131,10 +131,12 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
     softmax_lens_fault fault = softmax_find_bad_len(vl, B, Lq, Lk, 0, &b, &i);
     if (!fault)
         return CLI_OK;
+    char v[TRACE_NUMBER_MAX];
+    number_str(v, sizeof v, *TENSOR_AT(vl, b, i));
     if (list->value) // only a number above Lk is left to refuse
-        return cli_error("--valid-lens '%s': entry %zu (%g) is larger than "
+        return cli_error("--valid-lens '%s': entry %zu (%s) is larger than "
                          "the number of keys, %zu (%s)",
-                         list->value, b + 1, vl->data[b], Lk, kd);
+                         list->value, b + 1, v, Lk, kd);
     const char *path = value_of(opts, nopts, "--valid-lens-file");
     char vs[TRACE_SHAPE_MAX], at[48], tail[3 * TRACE_SHAPE_MAX] = "";
     tensor_shape_str(vl, vs, sizeof vs);
@@ -144,9 +146,8 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
                          path, vs, qs, B, B, Lq);
     if (fault == SOFTMAX_LEN_TOO_LARGE)
         snprintf(tail, sizeof tail, " %zu (%s)", Lk, kd);
-    return cli_error("--valid-lens-file %s: valid_lens[%s] = %g %s%s", path,
-                     softmax_len_index(vl, b, i, at, sizeof at),
-                     *TENSOR_AT(vl, b, i),
+    return cli_error("--valid-lens-file %s: valid_lens[%s] = %s %s%s", path,
+                     softmax_len_index(vl, b, i, at, sizeof at), v,
                      fault == SOFTMAX_LEN_NOT_WHOLE ? "is not a whole number"
                      : fault == SOFTMAX_LEN_NEGATIVE
                          ? "is negative"

@@ -96,18 +96,26 @@ static const char usage_trace[] =
 static const char usage_quiz[] =
     "usage: mha quiz [--seed S] [--answers FILE | --solution | --json] [--review]\n"
     "\n"
-    "Draw a small case from the seed S (batch, queries, keys, hiddens,\n"
+    "Pick a small case by the seed S (batch, queries, keys, hiddens,\n"
     "heads, valid_lens) and ask about the module's forward pass, step by\n"
     "step: the shape each step makes; for a reshape or permute, whether it\n"
     "is a view or a copy; and the values repeat_interleave makes of\n"
     "valid_lens.  Answers are read from stdin, one a line, each marked\n"
     "right or wrong with the right answer; the last line is score: K/N.\n"
-    "Without --seed, a seed is drawn from the clock and shown.\n"
+    "Without --seed, a seed is drawn from the clock and shown.  Every digit\n"
+    "of a seed counts, and each of the 25440 cases is as likely: two seeds\n"
+    "ask the same case only by chance, 1 in 25440.\n"
     "\n"
-    "  --seed S         the case (a whole number; the same S, the same case)\n"
+    "  --seed S         the case: a whole number from 0 to\n"
+    "                   999999999999999999 (the same S, the same case)\n"
     "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
     "                   blank lines and # comments are skipped.  Prints each\n"
-    "                   wrong answer with the right one, then score: K/N\n"
+    "                   wrong answer with the right one, then score: K/N.\n"
+    "                   FILE is a regular file of text: a FIFO, a device or\n"
+    "                   a control character in it (a NUL, an escape; not a\n"
+    "                   tab, nor a carriage return at a line's end) is\n"
+    "                   refused.  To answer through a pipe, leave out\n"
+    "                   --answers: the answers are read from stdin\n"
     "  --solution       print the answers in the form --answers reads\n"
     "  --json           print the case's trace records as JSON lines\n"
     "  --review         after the score, print the whole trace\n"
@@ -238,8 +246,9 @@ typedef struct trace_case {
 static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
 {
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
+    char v[TRACE_NUMBER_MAX]; // every number exactly, as given
     if (ts->rope)
-        fprintf(f, "rope (base %g) on Q and K; ", ts->rope_base);
+        fprintf(f, "rope (base %s) on Q and K; ", number_str(v, sizeof v, ts->rope_base));
     fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
                "head%s of %zu feature%s, ",
             B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
@@ -254,7 +263,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
     }
     fprintf(f, "valid_lens [");
     for (size_t b = 0; b < B; b++)
-        fprintf(f, "%s%g", b ? ", " : "", lens[b]);
+        fprintf(f, "%s%s", b ? ", " : "", number_str(v, sizeof v, lens[b]));
     fprintf(f, "]\n");
 }
 
@@ -409,11 +418,13 @@ static int cmd_trace(int argc, char **argv)
             return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
                              "%zu",
                              vl->value, n, n == 1 ? "y" : "ies", B);
+        char v[TRACE_NUMBER_MAX];
         for (size_t b = 0; b < B; b++)
             if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%g) is larger "
+                return cli_error("--valid-lens '%s': entry %zu (%s) is larger "
                                  "than --kv %zu",
-                                 vl->value, b + 1, lens[b], Lk);
+                                 vl->value, b + 1,
+                                 number_str(v, sizeof v, lens[b]), Lk);
     }
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout
@@ -488,31 +499,42 @@ static void print_review(const trace_log *log)
 }
 
 /* The answer file's answers, checked for form only: CLI_OK with *got
- * (count of them == n) in canonical form. */
-static int read_answers(const char *path, size_t n, unsigned long seed,
+ * (count of them == n) in canonical form.  The file is text: a control
+ * character in it (a NUL, an escape ...) is refused, since the answer
+ * before it would otherwise be read as the whole line. */
+static int read_answers(const char *path, size_t n, unsigned long long seed,
                         char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return cli_error("cannot read --answers '%s': %s", path,
-                         strerror(errno));
-    char *line = NULL;
+    FILE *f;
+    if (cli_open_input("--answers", path, &f))
+        return CLI_USAGE;
+    char *line = NULL, shown[4 * TRACE_SHAPE_MAX];
     size_t cap = 0, k = 0, lineno = 0;
+    ssize_t len;
     int status = CLI_OK;
-    while (!status && getline(&line, &cap, f) >= 0) {
+    while (!status && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        size_t bad = quiz_bad_byte(line, (size_t)len);
+        if (bad < (size_t)len) {
+            status = cli_error("--answers '%s' line %zu, byte %zu: %s is a "
+                               "control character, not text",
+                               path, lineno, bad + 1,
+                               quiz_escape(line + bad, 1, shown, sizeof shown));
+            continue;
+        }
         char *a = cut_comment(line);
         if (!*a)
             continue;
         if (k == n)
             status = cli_error("--answers '%s' has more than the %zu answers "
-                               "the quiz for --seed %lu asks (line %zu)",
+                               "the quiz for --seed %llu asks (line %zu)",
                                path, n, seed, lineno);
         else if (quiz_parse(a, &forms[k], got[k], TRACE_SHAPE_MAX))
             status = cli_error("--answers '%s' line %zu: '%s' is not an "
                                "answer (a shape like (2, 4, 100), view or "
                                "copy, or values like [3, 3, 2, 2])",
-                               path, lineno, a);
+                               path, lineno,
+                               quiz_escape(a, strlen(a), shown, sizeof shown));
         else
             k++;
     }
@@ -521,7 +543,7 @@ static int read_answers(const char *path, size_t n, unsigned long seed,
                            strerror(errno));
     if (!status && k < n)
         status = cli_error("--answers '%s' has %zu answer%s; the quiz for "
-                           "--seed %lu asks %zu",
+                           "--seed %llu asks %zu",
                            path, k, k == 1 ? "" : "s", seed, n);
     free(line);
     fclose(f);
@@ -571,6 +593,7 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
     if (!ids)
         return cli_error("%s", mha_last_error());
     char *line = NULL, shown[2048], why[3 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
+    char typed[2048]; // an answer as the student sent it, escaped
     size_t cap = 0, steps = 0, next = 0;
     int status = CLI_OK;
     for (size_t i = 0; i < log->count && !status; i++) {
@@ -596,7 +619,8 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                        form_name[q->form]);
                 fflush(stdout);
                 errno = 0;
-                if (getline(&line, &cap, stdin) < 0) {
+                ssize_t len = getline(&line, &cap, stdin);
+                if (len < 0) {
                     printf("\n");
                     status = ferror(stdin)
                                  ? cli_error("cannot read stdin after %zu of "
@@ -607,10 +631,24 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                                              next, n);
                     break;
                 }
+                // what was typed, escaped: a piped \x1b[2J must not
+                // clear the screen; a control character is no answer
+                size_t bad = quiz_bad_byte(line, (size_t)len);
+                if (bad < (size_t)len) {
+                    size_t end = (size_t)len;
+                    while (end > 0 && strchr("\r\n", line[end - 1]))
+                        end--;
+                    if (echo)
+                        printf("%s\n", quiz_escape(line, end, typed, sizeof typed));
+                    printf("%*s     not an answer: %s is a control "
+                           "character\n",
+                           indent, "", quiz_escape(line + bad, 1, typed, sizeof typed));
+                    continue;
+                }
                 char *a = cut_comment(line);
                 quiz_form form;
                 if (echo)
-                    printf("%s\n", a);
+                    printf("%s\n", quiz_escape(a, strlen(a), typed, sizeof typed));
                 if (*a && !quiz_parse(a, &form, canon, sizeof canon)) {
                     int ok = form == q->form && !strcmp(canon, q->answer);
                     *right += ok;
@@ -641,7 +679,7 @@ static int quiz_ask(const quiz_case *c, const trace_log *log,
     if (fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
         return cli_error("stdin is a directory: give the answers on stdin, "
                          "one a line, or grade a file with --answers FILE");
-    printf("mha quiz --seed %lu: ", c->seed);
+    printf("mha quiz --seed %llu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n%zu questions on the module's forward pass, step by step: the "
            "shape each step makes,\nas (2, 4, 100); view or copy; the values "
@@ -680,7 +718,7 @@ static int quiz_worksheet(const trace_log *log)
 static void quiz_solution(const quiz_case *c, const trace_log *log,
                           const quiz_question *qs, size_t n)
 {
-    printf("# mha quiz --seed %lu: ", c->seed);
+    printf("# mha quiz --seed %llu: ", c->seed);
     quiz_describe(stdout, c);
     printf("\n");
     for (size_t i = 0; i < n; i++) {
@@ -690,15 +728,23 @@ static void quiz_solution(const quiz_case *c, const trace_log *log,
     }
 }
 
-/* --seed: a whole number, digits only. */
-static int parse_seed(const char *v, unsigned long *seed)
+/* --seed: a whole number from 0 to QUIZ_SEED_MAX, digits only. */
+static int parse_seed(const char *v, unsigned long long *seed)
 {
     size_t len = strlen(v);
-    if (len == 0 || len > 18 || strspn(v, "0123456789") != len)
-        return cli_error("--seed '%s' is not a whole number (digits only, at "
-                         "most 18)",
-                         v);
-    *seed = strtoul(v, NULL, 10);
+    if (len == 0 || strspn(v, "0123456789") != len)
+        return cli_error("--seed '%s' is not a whole number from 0 to %llu",
+                         v, QUIZ_SEED_MAX);
+    unsigned long long s = 0;
+    for (const char *p = v; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (s > (QUIZ_SEED_MAX - d) / 10)
+            return cli_error("--seed '%s' is larger than %llu, the largest "
+                             "seed",
+                             v, QUIZ_SEED_MAX);
+        s = s * 10 + d;
+    }
+    *seed = s;
     return CLI_OK;
 }
 
@@ -720,7 +766,7 @@ static int cmd_quiz(int argc, char **argv)
     int review = opts[4].value != NULL;
     if (review && mode && mode != &opts[1])
         return cli_error("--review goes with grading, not with %s", mode->name);
-    unsigned long seed = 0;
+    unsigned long long seed = 0;
     if (opts[0].value) {
         if (parse_seed(opts[0].value, &seed))
             return CLI_USAGE;
@@ -728,15 +774,15 @@ static int cmd_quiz(int argc, char **argv)
         return cli_error("%s needs --seed S: its answers are those of one case",
                          mode->name);
     } else {
-        seed = (unsigned long)time(NULL) % 100000;
+        seed = (unsigned long long)time(NULL) % 100000;
     }
 
     quiz_case c;
     trace_log log = {0};
     quiz_question *qs = NULL;
     size_t n = 0;
-    if (quiz_draw(seed, &c) || quiz_trace(&c, &log) ||
-        quiz_questions(&c, &log, &qs, &n))
+    quiz_draw(seed, &c);
+    if (quiz_trace(&c, &log) || quiz_questions(&c, &log, &qs, &n))
         status = cli_error("%s", mha_last_error());
     else if (mode == &opts[3])
         for (size_t i = 0; i < log.count; i++) {

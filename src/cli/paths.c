@@ -4,6 +4,8 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "paths.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,23 +94,56 @@ static int same(const identity *a, const identity *b)
     return strcmp(a->name, b->name) == 0;
 }
 
+/* "a directory", "a FIFO" ... for a file of mode m that is not regular. */
+static const char *kind_of(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISSOCK(m))
+        return "a socket";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    return "not a regular file";
+}
+
 /* "a directory", "a FIFO" ..., or NULL for a regular file or none. */
 static const char *not_regular(const char *path)
 {
     struct stat st;
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
         return NULL;
-    if (S_ISDIR(st.st_mode))
-        return "a directory";
-    if (S_ISFIFO(st.st_mode))
-        return "a FIFO";
-    if (S_ISSOCK(st.st_mode))
-        return "a socket";
-    if (S_ISCHR(st.st_mode))
-        return "a character device";
-    if (S_ISBLK(st.st_mode))
-        return "a block device";
-    return "not a regular file";
+    return kind_of(st.st_mode);
+}
+
+int cli_open_input(const char *option, const char *path, FILE **out)
+{
+    *out = NULL;
+    // O_NONBLOCK: opening a FIFO that has no writer returns at once
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return cli_error("cannot read %s '%s': %s", option, path,
+                         strerror(errno));
+    struct stat st;
+    int e = fstat(fd, &st) != 0 ? errno : 0;
+    if (!e && !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cli_error("%s '%s' is %s, not a regular file", option, path,
+                         kind_of(st.st_mode));
+    }
+    int flags = e ? -1 : fcntl(fd, F_GETFL);
+    if (!e && (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0))
+        e = errno;
+    if (!e && !(*out = fdopen(fd, "r")))
+        e = errno;
+    if (e) {
+        close(fd);
+        return cli_error("cannot read %s '%s': %s", option, path, strerror(e));
+    }
+    return CLI_OK;
 }
 
 int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,

@@ -26,6 +26,7 @@
 #define MHA_CLI_PATHS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* One path from the command line: the option that named it, its value
  * (NULL: the option was not given, and the entry is skipped). */
@@ -38,6 +39,14 @@ typedef struct cli_path {
  * nin-1], as above.  CLI_OK, or CLI_USAGE after printing one line. */
 int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
                     size_t nin);
+
+/* A text input named by option (--answers), opened for reading only when
+ * it is a regular file, and without waiting: a FIFO with no writer would
+ * hold a plain fopen() forever.  CLI_OK with *f (fclose it), or
+ * CLI_USAGE after one line:
+ *   mha quiz: cannot read --answers 'a.txt': No such file or directory
+ *   mha quiz: --answers 'pipe' is a FIFO, not a regular file */
+int cli_open_input(const char *option, const char *path, FILE **f);
 
 #endif
 //<

@@ -12,25 +12,66 @@
 
 /* --- mha quiz ------------------------------------------------------- */
 
-int quiz_draw(unsigned long seed, quiz_case *c)
+/* The ranges of a case: at least 2 examples, 2 queries and 2 heads, since
+ * with one of each every reshape is a view and repeat_interleave looks
+ * like tile, and the quiz would test nothing of chapters 06 and 07. */
+enum { B_MIN = 2, LQ_MIN = 2, LQ_N = 4, LK_MIN = 2, LK_MAX = 6, H_MIN = 2,
+       H_N = 3, P_MIN = 2, P_N = 4 };
+
+/* Lk^B: the valid lengths of B examples, each 1 to Lk. */
+static size_t lens_cases(size_t B, size_t Lk)
 {
-    gsl_rng *r = mha_rng_new(seed);
-    if (!r)
-        return mha_fail(GSL_ENOMEM, "quiz_draw: out of memory");
-    // small sizes, so that every shape can be worked out by hand
+    size_t n = 1;
+    for (size_t b = 0; b < B; b++)
+        n *= Lk;
+    return n;
+}
+
+size_t quiz_cases(void)
+{
+    size_t n = 0;
+    for (size_t B = B_MIN; B <= QUIZ_BATCH_MAX; B++)
+        for (size_t Lk = LK_MIN; Lk <= LK_MAX; Lk++)
+            n += lens_cases(B, Lk);
+    return n * LQ_N * H_N * P_N;
+}
+
+/* splitmix64's output function (Steele, Lea and Flood 2014): each bit of
+ * z changes about half the bits of the result. */
+static unsigned long long mix64(unsigned long long z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void quiz_draw(unsigned long long seed, quiz_case *c)
+{
+    // case k of the quiz_cases(), its sizes read off k digit by digit
+    // (mixed radix), the valid lengths last; 2^64 / 25,440 is so large
+    // that the remainder favours no case
+    unsigned long long k = mix64(seed) % quiz_cases();
     c->seed = seed;
-    // at least 2 examples, 2 queries and 2 heads: with one of each, every
-    // reshape is a view and repeat_interleave looks like tile, and the
-    // quiz would test nothing of chapters 06 and 07
-    c->B = 2 + gsl_rng_uniform_int(r, QUIZ_BATCH_MAX - 1);
-    c->Lq = 2 + gsl_rng_uniform_int(r, 4);
-    c->Lk = 2 + gsl_rng_uniform_int(r, 5);
-    c->h = 2 + gsl_rng_uniform_int(r, 3);
-    c->D = c->h * (2 + gsl_rng_uniform_int(r, 4));
-    for (size_t b = 0; b < c->B; b++)
-        c->lens[b] = (double)(1 + gsl_rng_uniform_int(r, c->Lk));
-    gsl_rng_free(r);
-    return GSL_SUCCESS;
+    c->Lq = LQ_MIN + k % LQ_N;
+    k /= LQ_N;
+    c->h = H_MIN + k % H_N;
+    k /= H_N;
+    c->D = c->h * (P_MIN + k % P_N);
+    k /= P_N;
+    for (size_t B = B_MIN; B <= QUIZ_BATCH_MAX; B++)
+        for (size_t Lk = LK_MIN; Lk <= LK_MAX; Lk++) {
+            size_t n = lens_cases(B, Lk);
+            if (k >= n) {
+                k -= n;
+                continue;
+            }
+            c->B = B;
+            c->Lk = Lk;
+            for (size_t b = 0; b < B; b++, k /= Lk)
+                c->lens[b] = (double)(1 + k % Lk);
+            return;
+        }
 }
 
 int quiz_trace(const quiz_case *c, trace_log *log)
@@ -69,9 +110,10 @@ int quiz_trace(const quiz_case *c, trace_log *log)
 static void lens_str(char *buf, size_t size, const double *v, size_t n)
 {
     size_t len = (size_t)snprintf(buf, size, "[");
+    char num[TRACE_NUMBER_MAX];
     for (size_t i = 0; i < n && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%g", i ? ", " : "",
-                                v[i]);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "",
+                                number_str(num, sizeof num, v[i]));
     if (len < size)
         snprintf(buf + len, size - len, "]");
 }
@@ -189,6 +231,42 @@ int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n)
         *form = QUIZ_LENS;
     }
     return 0;
+}
+
+size_t quiz_bad_byte(const char *line, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)line[i];
+        int end = i + 1 == len || (i + 2 == len && line[i + 1] == '\n');
+        if ((c < 0x20 || c == 0x7f) && c != '\t' &&
+            !(c == '\n' && i + 1 == len) && !(c == '\r' && end))
+            return i;
+    }
+    return len;
+}
+
+char *quiz_escape(const char *text, size_t len, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n == 0)
+        return buf;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        char one[8];
+        if (c >= 0x20 && c < 0x7f)
+            snprintf(one, sizeof one, "%c", c);
+        else if (c == '\t' || c == '\r' || c == '\n')
+            snprintf(one, sizeof one, "\\%c", c == '\t' ? 't' : c == '\r' ? 'r' : 'n');
+        else
+            snprintf(one, sizeof one, "\\x%02x", c);
+        size_t w = strlen(one);
+        if (k + w >= n)
+            break;
+        memcpy(buf + k, one, w);
+        k += w;
+    }
+    buf[k] = '\0';
+    return buf;
 }
 
 void quiz_describe(FILE *f, const quiz_case *c)

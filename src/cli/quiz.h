@@ -24,18 +24,31 @@
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
 
-/* A case drawn from a seed: small sizes, d2l's module with h heads of
- * D/h features, queries (B, Lq, D), keys and values (B, Lk, D), and one
- * valid length per example. */
+/* The largest seed: 18 digits. */
+#define QUIZ_SEED_MAX 999999999999999999ULL
+
+/* A case: small sizes, d2l's module with h heads of D/h features,
+ * queries (B, Lq, D), keys and values (B, Lk, D), and one valid length
+ * per example, each from a small range so that every shape can be worked
+ * out by hand, and each range wide enough that the quiz asks something
+ * of chapters 06 and 07: B 2-3, Lq 2-5, Lk 2-6, h 2-4, D/h 2-5, each
+ * valid length 1 to Lk. */
 typedef struct quiz_case {
-    unsigned long seed;
+    unsigned long long seed;
     size_t B, Lq, Lk, D, h;
     double lens[QUIZ_BATCH_MAX];
 } quiz_case;
 
-/* The case of seed (gsl_rng through mha_rng_new); GSL_ENOMEM when the
- * generator cannot be made. */
-int quiz_draw(unsigned long seed, quiz_case *c);
+/* How many cases there are: 25,440. */
+size_t quiz_cases(void);
+
+/* The case of seed (0 .. QUIZ_SEED_MAX): every digit of the seed counts,
+ * so 1 and 4294967297 ask different cases, and so do 0 and 4357 (both
+ * pairs share one case under a 32-bit generator's seeding).  The seed is
+ * mixed into 64 bits and picks one of the quiz_cases() cases, each as
+ * likely as any other: two seeds ask the same case only by chance, 1 in
+ * 25,440. */
+void quiz_draw(unsigned long long seed, quiz_case *c);
 
 /* Run the module on c's shapes alone and keep its records in log
  * (trace_log_free frees them, also after a failure). */
@@ -67,6 +80,20 @@ int quiz_questions(const quiz_case *c, const trace_log *log,
  * "View" -> "view", "[3,3, 2]" -> "[3, 3, 2]".  0, or -1 when it is none
  * of the three forms. */
 int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n);
+
+/* Where a line of answers (len bytes as getline read it, its newline
+ * included) holds a byte that no answer may: a control character (NUL
+ * too, and DEL) other than a tab, the newline that ends the line, or a
+ * carriage return right before it.  Its offset, or len when there is
+ * none.  "view\0garbage" must not read as "view". */
+size_t quiz_bad_byte(const char *line, size_t len);
+
+/* text (len bytes) as a message may quote it, nothing raw: printable
+ * ASCII as it is, a tab, carriage return and newline as \t, \r and \n,
+ * every other byte as \xNN ("\x1b[2J"
+ * shows, instead of clearing the screen); into buf (size n), cut short
+ * when it does not fit; returns buf. */
+char *quiz_escape(const char *text, size_t len, char *buf, size_t n);
 
 /* The case in one line: "queries (2, 3, 8), keys and values ..." */
 void quiz_describe(FILE *f, const quiz_case *c);
