@@ -148,6 +148,7 @@ static int reshape_does_not_divide(void)
     return status;
 }
 
+//> full
 /* --- .npy files ---------------------------------------------------------- */
 
 /* A file of the given bytes in the current (scratch) directory. */
@@ -252,6 +253,7 @@ static int npy_write_missing_directory(void)
     tensor_free(t);
     return status;
 }
+//<
 
 /* --- the table ------------------------------------------------------------ */
 
@@ -334,6 +336,7 @@ static struct entry catalogue[] = {
     {"reshape_does_not_divide", reshape_does_not_divide, GSL_EBADLEN,
      "tensor_reshape: shape (3, -1) is invalid for input of size 32 (input "
      "shape (1, 2, 16))"},
+//> full
     {"npy_truncated", npy_truncated, GSL_EBADLEN, ""},
     {"npy_lying_header_length", npy_lying_header_length, GSL_EBADLEN, ""},
     {"npy_wrong_dtype", npy_wrong_dtype, GSL_EINVAL, ""},
@@ -344,6 +347,7 @@ static struct entry catalogue[] = {
     {"npy_missing_file", npy_missing_file, GSL_EFAILED, ""},
     {"npy_unreadable", npy_unreadable, GSL_EFAILED, ""},
     {"npy_write_missing_directory", npy_write_missing_directory, GSL_EFAILED, ""},
+//<
 };
 
 ParameterizedTestParameters(catalogue, bad_input)

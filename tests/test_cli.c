@@ -2787,7 +2787,6 @@ Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,
     tensor_free(w);
     run_free(&r);
 }
-//<
 
 /* --- threads and memory limits ---------------------------------------- */
 
@@ -2923,3 +2922,4 @@ Test(cli, forward_under_a_memory_limit_writes_the_same_numbers,
     free(got);
     free(want);
 }
+//<

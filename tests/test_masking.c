@@ -1,4 +1,4 @@
-//> 08
+//> 17
 /* test_masking.c: a masked key never gets weight, on any path.
  *
  * The rule (softmax.h): row (b, i) sees keys 0 .. see - 1, where see is
@@ -181,6 +181,7 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
     check_weights(c, m.weights, w, "copy path");
     tensor_free(out);
 
+//> full
     multihead_fast_options opts[] = {
         {.threading = MULTIHEAD_THREADS_HEADS, .keep_weights = 1},
         {.threading = MULTIHEAD_THREADS_BLAS, .block_rows = 1, .keep_weights = 1},
@@ -192,6 +193,7 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
         tensor_free(out);
     }
 
+//<
     size_t tiles[][2] = {{1, 1}, {2, 3}, {0, 0}};
     for (size_t t = 0; t < 3; t++) {
         OK(multihead_forward_tiled(&m, q, k, v, lens, tiles[t][0],

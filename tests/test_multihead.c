@@ -207,6 +207,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
     dot_attention_free(&attn);
 }
 
+//> 07
 /* --- repeat_valid_lens ----------------------------------------------- */
 
 Test(heads, repeat_interleave_order_1d)
@@ -254,7 +255,9 @@ Test(heads, repeat_errors)
           "repeat_valid_lens: num_heads is 0 (valid_lens (2,))");
     tensor_free(lens);
 }
+//<
 
+//> 08
 /* --- the module against plain loops ---------------------------------- */
 
 /* y[o] = b[o] + sum_i W[o, i] x[i] for one vector */
@@ -721,7 +724,9 @@ Test(heads, huge_finite_inputs_give_finite_outputs)
     tensor_free(out);
     multihead_free(&m);
 }
+//<
 
+//> 13
 /* --- the options: a cache for the backward, a head mask -------------- */
 
 /* A module with biases that count and inputs to match: d_q 5, d_k 3,
@@ -917,6 +922,7 @@ Test(heads, the_cache_holds_each_steps_inputs)
     opt_setup_free(&s);
 }
 
+//> 14
 /* The head mask scales head i's output by mask[i] before W_o mixes the
  * heads: with the mask (1, 0, 0.5), head 1 adds nothing to the output
  * and head 2 half of what it adds unmasked, as the loops compute it.  The
@@ -971,6 +977,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
     multihead_cache_free(&c);
     opt_setup_free(&s);
 }
+//<
 
 /* No options is multihead_forward, to the bit, and a mask of ones
  * changes nothing either; the trace's header says when a cache is
@@ -1038,4 +1045,6 @@ Test(heads, options_without_a_cache)
     gsl_rng_free(r);
     opt_setup_free(&s);
 }
+//<
+
 //<

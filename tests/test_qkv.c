@@ -101,6 +101,7 @@ Test(qkv, shapes_for_the_callers_messages)
     tensor_free(v);
 }
 
+//> full
 /* --- every caller's messages ----------------------------------------- */
 
 /* The callers, by number (a parameter is a copy made in another process,
@@ -347,4 +348,5 @@ Test(qkv, as_matrices_reads_in_place_or_packs_once)
     tensor_free(x);
     tensor_free(p);
 }
+//<
 //<

@@ -10,6 +10,7 @@
 
 /* --- rowops ---------------------------------------------------------- */
 
+//> 12
 /* Within 2 ulps of exp wherever exp is a normal number; the subnormal
  * tail agrees to the last subnormal step, and below -745 both are 0. */
 Test(rowops, exp_agrees_with_the_c_library)
@@ -96,6 +97,7 @@ Test(rowops, max_scale_divide_fill)
         cr_assert_eq(x[j], 0.25);
 }
 
+//<
 /* Every kind of double: finite ones (zeros, the smallest subnormal, the
  * largest finite) pass; NaN (quiet, signalling, negative) and both
  * infinities fail, at every position of rows of every length up to 70

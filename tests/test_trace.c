@@ -37,6 +37,7 @@ static tensor *arange(size_t ndim, const size_t *shape)
 
 /* --- the lesson's example ------------------------------------------- */
 
+//> 06
 /* d2l's transpose_qkv for X (1, 2, 16), h = 8, then transpose_output of
  * its result.  With B = 1 every step is a view, the last one too: undoing
  * the steps on the same buffer brings back X's own layout, (1, 2, 8, 2)
@@ -80,7 +81,9 @@ Test(trace, transpose_qkv_and_back)
     tensor_free(a);
     tensor_free(x);
 }
+//<
 
+//> 06
 /* transpose_output of new numbers, as attention pooling returns them: a
  * contiguous (8, 2, 2).  After the permute, h and d_model/h are no longer
  * next to each other in memory, so merging them copies. */
@@ -111,7 +114,9 @@ Test(trace, transpose_output_of_new_numbers)
     tensor_free(d);
     tensor_free(o);
 }
+//<
 
+//> 06
 /* With B = 2 the last reshape of transpose_qkv has to copy. */
 Test(trace, transpose_qkv_batch_of_two)
 {
@@ -134,6 +139,7 @@ Test(trace, transpose_qkv_batch_of_two)
     tensor_free(a);
     tensor_free(x);
 }
+//<
 
 Test(trace, contiguous_and_view)
 {
@@ -179,6 +185,7 @@ Test(trace, unnamed_and_one_dimensional)
     tensor_free(x);
 }
 
+//> 02
 Test(trace, linear_layer)
 {
     capture c;
@@ -203,6 +210,7 @@ Test(trace, linear_layer)
     tensor_free(x);
     linear_free(&l);
 }
+//<
 
 /* --- records, blocks and notes ------------------------------------- */
 
@@ -215,6 +223,7 @@ static tensor shaped(size_t ndim, const size_t *shape, const char *names)
     return t;
 }
 
+//> 06
 Test(trace, nested_blocks)
 {
     capture c;
@@ -248,7 +257,9 @@ Test(trace, nested_blocks)
         "# back at the left\n");
     capture_free(&c);
 }
+//<
 
+//> 06
 /* A library step inside a block is indented like any other line. */
 Test(trace, library_steps_in_a_block)
 {
@@ -268,6 +279,7 @@ Test(trace, library_steps_in_a_block)
     tensor_free(y);
     tensor_free(x);
 }
+//<
 
 /* An op wider than its column pushes the rest right, one space after it;
  * so do shapes wider than theirs, two spaces after them.  Labels, ^T and
@@ -417,6 +429,7 @@ Test(trace, failures_write_nothing)
     tensor_free(x);
 }
 
+//> 06
 Test(trace, shape_str)
 {
     char buf[TRACE_SHAPE_MAX];
@@ -435,9 +448,11 @@ Test(trace, shape_str)
     cr_assert_str_eq(shape_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
                      "(1, 2");
 }
+//<
 
 /* --- records and their observers ------------------------------------ */
 
+//> 06
 /* The records of d2l's transpose_qkv: what each one holds. */
 Test(trace, records_hold_the_steps)
 {
@@ -478,7 +493,9 @@ Test(trace, records_hold_the_steps)
     tensor_free(y);
     tensor_free(x);
 }
+//<
 
+//> 06
 /* Two observers see the same records; the text is what trace_format_text
  * makes of each. */
 Test(trace, text_is_one_line_per_record)
@@ -510,6 +527,7 @@ Test(trace, text_is_one_line_per_record)
     tensor_free(y);
     tensor_free(x);
 }
+//<
 
 Test(trace, json_lines)
 {
@@ -636,6 +654,7 @@ Test(trace, number_str)
     cr_assert_str_eq(number_str(buf, sizeof buf, NAN), "nan");
 }
 
+//> 08
 /* A real run emits one record per line the chapters show: chapter 08's
  * trace of d2l's example, line for line, from the records. */
 Test(trace, every_step_of_the_module_is_a_record)
@@ -683,9 +702,12 @@ Test(trace, every_step_of_the_module_is_a_record)
     tensor_free(x);
     multihead_free(&m);
 }
+//<
 
+//> full
 /* --- shape-only tensors ---------------------------------------------- */
 
+//> full
 Test(trace, meta_tensors_have_no_numbers)
 {
     tensor *x = NULL, *y = NULL, *z = NULL, *w = NULL, *n = NULL;
@@ -715,7 +737,9 @@ Test(trace, meta_tensors_have_no_numbers)
     tensor_free(y);
     tensor_free(x);
 }
+//<
 
+//> full
 /* A shape-only module of a size no machine here could hold in numbers
  * (4.5 GiB of weights, 96 GiB of (8*96, 4096, 4096) scores) runs every
  * step and makes the real run's shapes. */
@@ -747,9 +771,12 @@ Test(trace, a_shape_only_module_of_any_size)
     tensor_free(x);
     multihead_free(&m);
 }
+//<
+//<
 
 /* --- side inputs and blanks ------------------------------------------ */
 
+//> 03
 /* masked_softmax reads valid_lens on the side: the record holds it (the
  * dataflow needs it), the text line leaves it to the op text, and JSON
  * marks it. */
@@ -786,7 +813,9 @@ Test(trace, side_inputs_stay_out_of_the_text_line)
     tensor_free(lens);
     tensor_free(scores);
 }
+//<
 
+//> full
 /* --- shapes alone ---------------------------------------------------- */
 
 /* The module's forward pass on one shape: B, Lq, Lk, d_q, d_model, h;
@@ -799,6 +828,7 @@ typedef struct meta_case {
     int self; /* keys = values = queries (Lk is Lq) */
 } meta_case;
 
+//> full
 static meta_case meta_cases[] = {
     {2, 4, 6, 100, 100, 5, 1, 0},  /* d2l's example, valid_lens [3, 2] */
     {2, 4, 6, 100, 100, 5, 0, 0},  /* ... without valid_lens */
@@ -810,7 +840,9 @@ static meta_case meta_cases[] = {
     {2, 4, 6, 5, 8, 2, 1, 0},      /* d_q differs from d_model */
     {3, 2, 5, 6, 12, 3, 2, 1},     /* self-attention, 2-D valid_lens */
 };
+//<
 
+//> full
 /* The records of multihead_forward for case c: with numbers, or shapes
  * alone (a shape-only module and meta inputs; valid_lens meta too when
  * meta_lens). */
@@ -855,7 +887,9 @@ static void run_case(const meta_case *c, int meta, int meta_lens,
     tensor_free(q);
     multihead_free(&m);
 }
+//<
 
+//> full
 static void assert_same_shape(const trace_shape *a, const trace_shape *b,
                               const char *what, size_t seq)
 {
@@ -870,6 +904,7 @@ static void assert_same_shape(const trace_shape *a, const trace_shape *b,
         cr_assert_str_eq(a->names[d], b->names[d], "record %zu, %s", seq, what);
     }
 }
+//<
 
 /* ids differ from run to run, but the same tensors must be the same:
  * id a of one run always goes with id b of the other, both ways. */
@@ -878,6 +913,7 @@ typedef struct id_map {
     size_t n;
 } id_map;
 
+//> full
 static void assert_same_id(id_map *m, unsigned long a, unsigned long b,
                            size_t seq)
 {
@@ -892,7 +928,9 @@ static void assert_same_id(id_map *m, unsigned long a, unsigned long b,
     m->a[m->n] = a;
     m->b[m->n++] = b;
 }
+//<
 
+//> full
 /* The same records: op, kind, depth, join, every shape with its names,
  * labels and flags, and the same tensors flowing between them. */
 static void assert_same_records(const trace_log *real, const trace_log *meta)
@@ -927,13 +965,17 @@ static void assert_same_records(const trace_log *real, const trace_log *meta)
         }
     }
 }
+//<
 
+//> full
 ParameterizedTestParameters(trace, shape_only_records_equal_a_real_run)
 {
     return cr_make_param_array(meta_case, meta_cases,
                                sizeof meta_cases / sizeof meta_cases[0]);
 }
+//<
 
+//> full
 ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
 {
     trace_log real, meta, meta_lens;
@@ -947,6 +989,7 @@ ParameterizedTest(meta_case *c, trace, shape_only_records_equal_a_real_run)
     trace_log_free(&meta);
     trace_log_free(&meta_lens);
 }
+//<
 
 /* --- the lesson's names at every size ------------------------------- */
 
@@ -1407,3 +1450,4 @@ Test(trace, dot_names_an_input_once)
         multihead_free(&m);
     }
 }
+//<
