@@ -352,6 +352,7 @@ int model_predict(model *m, const tensor *tokens, tensor **answers)
     return status;
 }
 
+//> 14
 int model_prune_heads(const model *m, const size_t *keep, size_t nkeep,
                       model *out)
 {
@@ -402,6 +403,7 @@ int model_prune_heads(const model *m, const size_t *keep, size_t nkeep,
     }
     return GSL_SUCCESS;
 }
+//<
 
 double model_flops(const model_config *cfg, size_t batch, double *attention)
 {

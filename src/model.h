@@ -104,6 +104,7 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
  * attention weights in m->attn.weights like model_loss. */
 int model_predict(model *m, const tensor *tokens, tensor **answers);
 
+//> 14
 /* A copy of m that keeps only the heads keep[0 .. nkeep-1] (distinct,
  * each < h, in the order given): W_q, W_k and W_v lose the rows of the
  * other heads, W_o their columns.  It computes what m computes with the
@@ -111,6 +112,7 @@ int model_predict(model *m, const tensor *tokens, tensor **answers);
  * model_free.  GSL_EINVAL for a bad or repeated head index or nkeep 0. */
 int model_prune_heads(const model *m, const size_t *keep, size_t nkeep,
                       model *out);
+//<
 
 /* Floating-point operations of one forward pass over `batch` sequences,
  * counting 2 per multiply-add of the matrix products (the projections,

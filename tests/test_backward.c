@@ -478,14 +478,18 @@ static struct mh_case mh_cases[] = {
     /* B  Lq Lk dq dk dv D  h  Dout bias mask        head mask, rope */
     {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, NO_MASK, 0, 0},
     {2, 3, 4, 3, 5, 2, 6, 2, 0, 1, PER_EXAMPLE, 0, 0},
+    {1, 5, 2, 3, 3, 3, 4, 1, 0, 1, NO_MASK, 0, 0},
+//> 14
     {2, 4, 3, 4, 4, 4, 8, 4, 3, 1, PER_QUERY, 1, 0},
     {3, 2, 5, 2, 3, 4, 6, 3, 5, 0, PER_EXAMPLE, 1, 0},
-    {1, 5, 2, 3, 3, 3, 4, 1, 0, 1, NO_MASK, 0, 0},
     {1, 3, 6, 4, 2, 3, 8, 2, 2, 1, PER_QUERY, 1, 0},
+//<
+//> 15
     /* rope: queries at Lk-Lq .. Lk-1, negative when Lq > Lk */
     {2, 3, 4, 3, 5, 2, 8, 2, 0, 1, PER_EXAMPLE, 0, 1},
     {1, 5, 2, 3, 3, 3, 4, 2, 0, 1, NO_MASK, 1, 1},
     {2, 4, 4, 4, 4, 4, 12, 2, 3, 0, PER_QUERY, 0, 1},
+//<
 };
 
 struct mh_ctx {
@@ -522,7 +526,10 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
     multihead_config cfg = {.query_size = mc->dq, .key_size = mc->dk,
                             .value_size = mc->dv, .num_hiddens = mc->D,
                             .num_heads = mc->h, .out_size = mc->Dout,
-                            .bias = mc->bias, .rope = mc->rope};
+                            .bias = mc->bias};
+//> 15
+    cfg.rope = mc->rope;
+//<
     multihead m, grads;
     OK(multihead_init(&m, &cfg));
     OK(multihead_init(&grads, &cfg));
@@ -632,18 +639,21 @@ Test(backward, forward_cached_equals_forward)
     multihead_reset_xavier(&m, r);
     tensor *q = normal3(r, 2, 4, 3), *k = normal3(r, 2, 5, 5);
     tensor *v = normal3(r, 2, 5, 2), *lens = make_lens(PER_QUERY, 2, 4, 5);
-    tensor *ones, *out, *cached, *masked, *w;
-    OK(tensor_alloc(SHAPE(3), &ones));
-    tensor_fill(ones, 1);
+    tensor *ones = NULL, *out, *cached, *masked = NULL, *w;
     OK(multihead_forward(&m, q, k, v, lens, &out));
     OK(tensor_contiguous(m.weights, &w));
     multihead_cache cache = {0};
     OK(multihead_forward_cached(&m, q, k, v, lens, NULL, &cache, &cached));
     cr_assert_eq(rel_error(cached, out), 0.0);
     cr_assert_eq(rel_error(m.weights, w), 0.0);
+//> 14
+    // a mask of ones changes nothing
+    OK(tensor_alloc(SHAPE(3), &ones));
+    tensor_fill(ones, 1);
     OK(multihead_forward_cached(&m, q, k, v, lens, ones, &cache, &masked));
     cr_assert_eq(rel_error(masked, out), 0.0);
     cr_assert_not_null(cache.head_mask);
+//<
     cr_assert_eq(cache.queries, q);
     tensor *all[] = {q, k, v, lens, ones, out, cached, masked, w};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -653,6 +663,7 @@ Test(backward, forward_cached_equals_forward)
     gsl_rng_free(r);
 }
 
+//> 14
 /* A zero in the head mask silences that head: its attention output no
  * longer reaches W_o, so the output equals that of a module whose W_o
  * columns for the head are zero. */
@@ -681,7 +692,9 @@ Test(backward, head_mask_zero_removes_the_head)
     multihead_free(&m);
     gsl_rng_free(r);
 }
+//<
 
+//> 14
 /* Two backward passes add up: the parameters' gradients double (to the
  * rounding of one addition: a BLAS may add into dW term by term). */
 Test(backward, multihead_gradients_accumulate)
@@ -720,6 +733,7 @@ Test(backward, multihead_gradients_accumulate)
     multihead_free(&twice);
     gsl_rng_free(r);
 }
+//<
 
 /* The key bias moves every score of a row by the same amount, which the
  * softmax ignores: its gradient is zero (to rounding), while W_k's is
@@ -752,6 +766,7 @@ Test(backward, key_bias_gets_no_gradient)
 
 /* --- the trace ------------------------------------------------------ */
 
+//> 14
 Test(backward_trace, one_small_module)
 {
     gsl_rng *r = rng_for_test(23);
@@ -824,6 +839,7 @@ Test(backward_trace, one_small_module)
     multihead_free(&grads);
     gsl_rng_free(r);
 }
+//<
 
 Test(backward_trace, masked_softmax_without_mask)
 {
@@ -964,11 +980,13 @@ Test(backward_errors, module)
           "train with dropout 0 or in evaluation mode");
     cr_assert_null(out);
     multihead_train(&m, 0, NULL);
+//> 14
     FAILS(multihead_forward_cached(&m, x, x, x, NULL, mask3, &cache, &out),
           GSL_EBADLEN,
           "multihead_forward_cached: head_mask has shape (3,), expected (2,) "
           "for num_heads 2");
     cr_assert_null(cache.concat);
+//<
     /* the shapes are checked as multihead_forward checks them */
     tensor *x4 = normal3(r, 2, 3, 4);
     FAILS(multihead_forward_cached(&m, x, x4, x, NULL, NULL, &cache, &out),
@@ -990,10 +1008,12 @@ Test(backward_errors, module)
           GSL_EBADLEN,
           "multihead_backward: grads is a module of another configuration "
           "(num_hiddens 4, num_heads 4, out_size 4; the module's 4, 2, 4)");
+//> 14
     FAILS(multihead_backward(&m, &cache, g, NULL, d2, NULL, NULL, NULL),
           GSL_EINVAL,
           "multihead_backward: dhead_mask asked for, but the forward had no "
           "head mask");
+//<
     tensor *all[] = {x, mask3, mask2, d2, out, g};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
@@ -1019,10 +1039,12 @@ Test(backward_memory, every_allocation_may_fail)
     multihead_reset_xavier(&m, r);
     /* B = 1: the heads are strided views, so the packing copies count */
     tensor *x = normal3(r, 1, 3, 3), *g = normal3(r, 1, 3, 4), *lens;
-    tensor *mask, *dmask;
+    tensor *mask = NULL, *dmask = NULL;
     OK(causal_valid_lens(1, 3, &lens));
+//> 14
     OK(tensor_from_array(SHAPE(2), (double[]){1, 0.5}, &mask));
     OK(tensor_alloc(SHAPE(2), &dmask));
+//<
     multihead_cache cache = {0};
     tensor *out = NULL;
     long failures = 0;

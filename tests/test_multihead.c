@@ -979,6 +979,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
 }
 //<
 
+//> 14
 /* No options is multihead_forward, to the bit, and a mask of ones
  * changes nothing either; the trace's header says when a cache is
  * filled, and a head mask is one more line before the heads are
@@ -1020,7 +1021,9 @@ Test(heads, no_options_is_the_plain_forward)
     multihead_cache_free(&c);
     opt_setup_free(&s);
 }
+//<
 
+//> 14
 /* Without a cache, a head mask of the wrong shape is refused as with
  * one, and training with dropout runs: only a cache needs the weights
  * dropout would drop. */
@@ -1045,6 +1048,7 @@ Test(heads, options_without_a_cache)
     gsl_rng_free(r);
     opt_setup_free(&s);
 }
+//<
 //<
 
 //<
