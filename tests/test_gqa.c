@@ -265,7 +265,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     if (lens) /* 1 .. Lk: causal rows may not be empty */
         for (size_t i = 0; i < tensor_numel(lens); i++)
             lens->data[i] = (double)(1 + (i * 5 + 2) % c->Lk);
-    tensor *want, *want_w, *copy, *tiled, *fast, *naive;
+    tensor *want, *want_w, *copy, *tiled, *fast = NULL, *naive = NULL;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->D), &want));
     OK(tensor_alloc(SHAPE(c->B, c->h, c->Lq, c->Lk), &want_w));
     loop_gqa(&m, c->B, c->Lq, c->Lk, q->data, k->data, v->data,
@@ -287,6 +287,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     err = rel_error(tiled, copy);
     cr_assert(err <= 1e-12, "tiled (default tiles) vs copy path: %g", err);
 
+//> full
     multihead_fast_options opt = {MULTIHEAD_THREADS_HEADS, 3, 1};
     OK(multihead_forward_fast(&m, q, k, v, lens, &opt, &fast));
     err = rel_error(fast, copy);
@@ -300,6 +301,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     OK(multihead_forward_naive(&m, q, k, v, lens, &naive));
     err = rel_error(naive, want);
     cr_assert(err <= 1e-12, "naive vs loops: %g", err);
+//<
 
     multihead_free(&m);
     tensor *all[] = {q, k, v, lens, want, want_w, copy, tiled, fast, naive};
@@ -388,9 +390,11 @@ Test(gqa, config_and_empty_row_errors)
     FAILS(multihead_forward(&m, k, k, k, vl, &out), GSL_EINVAL,
           "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
+//> full
     FAILS(multihead_forward_fast(&m, k, k, k, vl, NULL, &out), GSL_EINVAL,
           "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
+//<
     FAILS(multihead_forward_tiled(&m, k, k, k, vl, 0, 0, &out), GSL_EINVAL,
           "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");

@@ -202,9 +202,11 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
         tensor_free(out);
     }
 
+//> full
     OK(multihead_forward_naive(&m, q, k, v, lens, &out));
     check_out(c, out, want, "naive path");
     tensor_free(out);
+//<
 
     // backward: a key no query of its example sees gets dK = dV = 0, and
     // dV is the weights' transpose times dout (W_o, W_v identities)
