@@ -1,7 +1,8 @@
 # Multi-head attention, step by step, in C.
 #
 #   make              build libmha, the chapters, the tools and build/mha
-#   make walkthrough  run every chapter in order (installs missing packages)
+#   make walkthrough  run every chapter in order (installs missing packages);
+#                     the chapters draw into plots/, which git does not track
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
 #> full
@@ -12,7 +13,8 @@
 #<
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #> full
-#   make docs         weave the book in docs/ from the chapters and src/
+#   make docs         weave the book in docs/ from the chapters and src/, with
+#                     its pictures in docs/pictures/ (redrawn only when changed)
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
@@ -347,8 +349,11 @@ plots/module.png: $(MODULE_DOT)
 	dot -Tpng $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 
 # The book: docs/ woven from the chapters, their transcripts and src/,
-# all pages or none (tools/weave.c).
-docs: $(BUILD)/weave plots/module.svg plots/module.png
+# all pages or none (tools/weave.c).  The chapters' pictures it shows are
+# kept in docs/pictures/ and redrawn only when their data or script
+# changed beyond rounding (tools/docs-pictures.sh says why).
+docs: $(BUILD)/weave $(CH_BIN) plots/module.svg plots/module.png
+	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
