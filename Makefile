@@ -142,7 +142,7 @@ $(CHAPTER_STAMP):
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
-        fuzz parity snapshot snapshots
+        fuzz parity snapshot snapshots module-pictures
 #<
 
 all: build
@@ -337,22 +337,32 @@ fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 # The module's dataflow for d2l's example, drawn by Graphviz from
-# `mha trace --dot`: chapter 08 and the README show it.
+# `mha trace --dot`: chapter 08 and the README show it.  plots/module.dot
+# is the graph plots/module.svg and .png were drawn from: they are redrawn
+# when the graph changes, not for the other bytes another Graphviz would
+# write for the same graph.
 MODULE_DOT := $(BUILD)/module.dot
 # Each written under a temporary name and renamed only when complete.
 $(MODULE_DOT): $(CLI_BIN)
 	$(CLI_BIN) trace --batch 2 --queries 4 --kv 6 --hiddens 100 --heads 5 \
 	    --valid-lens 3,2 --dot > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
-plots/module.svg: $(MODULE_DOT)
-	dot -Tsvg $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
-plots/module.png: $(MODULE_DOT)
-	dot -Tpng $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+module-pictures: $(MODULE_DOT)
+	@if ! cmp -s $(MODULE_DOT) plots/module.dot || [ ! -f plots/module.svg ] || \
+	    [ ! -f plots/module.png ]; then \
+	    for f in svg png; do \
+	        dot -T$$f $(MODULE_DOT) > plots/module.$$f.tmp && \
+	            mv plots/module.$$f.tmp plots/module.$$f || \
+	            { rm -f plots/module.$$f.tmp; exit 1; }; \
+	    done; \
+	    cp $(MODULE_DOT) plots/module.dot && \
+	    echo "docs: redrew plots/module.svg and plots/module.png"; \
+	fi
 
 # The book: docs/ woven from the chapters, their transcripts and src/,
 # all pages or none (tools/weave.c).  The chapters' pictures it shows are
 # kept in docs/pictures/ and redrawn only when their data or script
 # changed beyond rounding (tools/docs-pictures.sh says why).
-docs: $(BUILD)/weave $(CH_BIN) plots/module.svg plots/module.png
+docs: $(BUILD)/weave $(CH_BIN) module-pictures
 	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
 	@$(BUILD)/weave . docs
