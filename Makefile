@@ -23,6 +23,8 @@
 #   make info         which CBLAS the build uses
 #> full
 #   make bench        the benchmark: tables and charts (plots/bench_*)
+#   make clean-tree   the walkthrough and the book on other OpenBLAS kernels
+#                     leave git status as it was
 #<
 #   make clean
 #
@@ -142,7 +144,8 @@ $(CHAPTER_STAMP):
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
-        fuzz parity snapshot snapshots module-pictures
+        fuzz parity snapshot snapshots module-pictures \
+        clean-tree
 #<
 
 all: build
@@ -389,6 +392,12 @@ bench: deps
 	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
 	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
 	    --notrace build/notrace/bench --torch tools/bench_torch.py --mha $(CLI_BIN)
+
+# Running the chapters leaves git status as it was, on any CPU: the
+# walkthrough and the book, with the kernels OpenBLAS is told to use, the
+# ones it picks itself and others (tools/check-clean-tree.sh).
+clean-tree: deps
+	@tools/check-clean-tree.sh
 
 #<
 clean:
