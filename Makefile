@@ -25,6 +25,7 @@
 #   make bench        the benchmark: tables and charts (plots/bench_*)
 #   make clean-tree   the walkthrough and the book on other OpenBLAS kernels
 #                     leave git status as it was
+#   make fresh-root   the walkthrough and the tests on a new Debian root (as root)
 #<
 #   make clean
 #
@@ -145,7 +146,7 @@ $(CHAPTER_STAMP):
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
         fuzz parity snapshot snapshots module-pictures \
-        clean-tree
+        clean-tree fresh-root
 #<
 
 all: build
@@ -398,6 +399,12 @@ bench: deps
 # ones it picks itself and others (tools/check-clean-tree.sh).
 clean-tree: deps
 	@tools/check-clean-tree.sh
+
+# The README's two commands on a pristine Debian root (debootstrap, which
+# it installs), as a user who has installed only make, git and sudo; as
+# root, about 4 minutes (tools/fresh-root.sh).
+fresh-root:
+	@tools/fresh-root.sh
 
 #<
 clean:
