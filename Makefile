@@ -1,7 +1,8 @@
 # Multi-head attention, step by step, in C.
 #
 #   make              build libmha, the chapters, the tools and build/mha
-#   make walkthrough  run every chapter in order (installs missing packages)
+#   make walkthrough  run every chapter in order (installs missing packages);
+#                     the chapters draw into plots/, which git does not track
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
 #> full
@@ -12,7 +13,8 @@
 #<
 #   make transcripts  rewrite tests/expected/ from the chapters' output
 #> full
-#   make docs         weave the book in docs/ from the chapters and src/
+#   make docs         weave the book in docs/ from the chapters and src/, with
+#                     its pictures in docs/pictures/ (redrawn only when changed)
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
@@ -21,6 +23,9 @@
 #   make info         which CBLAS the build uses
 #> full
 #   make bench        the benchmark: tables and charts (plots/bench_*)
+#   make clean-tree   the walkthrough and the book on other OpenBLAS kernels
+#                     leave git status as it was
+#   make fresh-root   the walkthrough and the tests on a new Debian root (as root)
 #<
 #   make clean
 #
@@ -140,7 +145,8 @@ $(CHAPTER_STAMP):
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
-        fuzz parity snapshot snapshots
+        fuzz parity snapshot snapshots module-pictures \
+        clean-tree fresh-root
 #<
 
 all: build
@@ -335,20 +341,33 @@ fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZERS)
 
 # The module's dataflow for d2l's example, drawn by Graphviz from
-# `mha trace --dot`: chapter 08 and the README show it.
+# `mha trace --dot`: chapter 08 and the README show it.  plots/module.dot
+# is the graph plots/module.svg and .png were drawn from: they are redrawn
+# when the graph changes, not for the other bytes another Graphviz would
+# write for the same graph.
 MODULE_DOT := $(BUILD)/module.dot
 # Each written under a temporary name and renamed only when complete.
 $(MODULE_DOT): $(CLI_BIN)
 	$(CLI_BIN) trace --batch 2 --queries 4 --kv 6 --hiddens 100 --heads 5 \
 	    --valid-lens 3,2 --dot > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
-plots/module.svg: $(MODULE_DOT)
-	dot -Tsvg $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
-plots/module.png: $(MODULE_DOT)
-	dot -Tpng $< > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+module-pictures: $(MODULE_DOT)
+	@if ! cmp -s $(MODULE_DOT) plots/module.dot || [ ! -f plots/module.svg ] || \
+	    [ ! -f plots/module.png ]; then \
+	    for f in svg png; do \
+	        dot -T$$f $(MODULE_DOT) > plots/module.$$f.tmp && \
+	            mv plots/module.$$f.tmp plots/module.$$f || \
+	            { rm -f plots/module.$$f.tmp; exit 1; }; \
+	    done; \
+	    cp $(MODULE_DOT) plots/module.dot && \
+	    echo "docs: redrew plots/module.svg and plots/module.png"; \
+	fi
 
 # The book: docs/ woven from the chapters, their transcripts and src/,
-# all pages or none (tools/weave.c).
-docs: $(BUILD)/weave plots/module.svg plots/module.png
+# all pages or none (tools/weave.c).  The chapters' pictures it shows are
+# kept in docs/pictures/ and redrawn only when their data or script
+# changed beyond rounding (tools/docs-pictures.sh says why).
+docs: $(BUILD)/weave $(CH_BIN) module-pictures
+	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
@@ -374,6 +393,18 @@ bench: deps
 	    CFLAGS="$(CFLAGS) -DMHA_NO_TRACE" build/notrace/bench
 	build/bench $(BENCH_FLAGS) --gsl build/gslcblas/bench \
 	    --notrace build/notrace/bench --torch tools/bench_torch.py --mha $(CLI_BIN)
+
+# Running the chapters leaves git status as it was, on any CPU: the
+# walkthrough and the book, with the kernels OpenBLAS is told to use, the
+# ones it picks itself and others (tools/check-clean-tree.sh).
+clean-tree: deps
+	@tools/check-clean-tree.sh
+
+# The README's two commands on a pristine Debian root (debootstrap, which
+# it installs), as a user who has installed only make, git and sudo; as
+# root, about 4 minutes (tools/fresh-root.sh).
+fresh-root:
+	@tools/fresh-root.sh
 
 #<
 clean:

@@ -133,8 +133,10 @@ static inline const char *bytes_str(double bytes, char *buf, size_t n)
 }
 
 //> 03
-/* Where pictures go: $MHA_PLOTS_DIR if set (the tests point it at a
- * scratch directory), else plots/ of the repository. */
+/* Where pictures go: $MHA_PLOTS_DIR if set (the tests and make docs point
+ * it at a scratch directory), else plots/ of the repository, whose
+ * chapter files git ignores: their last digits depend on the CPU.  The
+ * book shows copies in docs/pictures/, which only make docs writes. */
 static inline const char *plots_dir(void)
 {
     const char *dir = getenv("MHA_PLOTS_DIR");

@@ -8,6 +8,7 @@
  * until `make docs` has run. */
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check.h"
 
@@ -200,7 +201,8 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
 }
 
 /* Charts are pictures too: chapter 13 announces its loss curve as
- * "[plot: plots/13_loss.png ...]" and its page shows the image. */
+ * "[plot: plots/13_loss.png ...]" and its page shows the book's copy,
+ * docs/pictures/13_loss.png (plots/ is the chapters' own, untracked). */
 Test(docs, charts_are_pictures_too)
 {
     char dir[64], path[128];
@@ -209,14 +211,178 @@ Test(docs, charts_are_pictures_too)
     char *page = slurp_file(path);
     cr_assert_not_null(page);
     const char *said = strstr(page, "[plot: plots/13_loss.png");
-    const char *shown = strstr(page, "![13_loss](../plots/13_loss.png)");
+    const char *shown = strstr(page, "![13_loss](pictures/13_loss.png)");
     cr_assert_not_null(said);
     cr_assert_not_null(shown);
     cr_assert_gt(shown, said);
+    cr_assert_null(strstr(page, "](../plots/13_loss"));
     free(page);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     run(cmd);
+}
+
+/* --- every picture shown is there -------------------------------------- */
+
+/* The targets of the markdown images ![alt](target) in page, outside ```
+ * fences, one per line in out (at most size chars), each joined to dir
+ * (the page's directory, "" for the top) and made plain: "a/../b" is
+ * "b".  Links to the web (with "://") are left out.  Returns how many. */
+static int image_targets(const char *page, const char *dir, char *out,
+                         size_t size)
+{
+    int fenced = 0, n = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *line = page; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (strncmp(line, "```", 3) == 0)
+            fenced = !fenced;
+        for (const char *at = line; !fenced && at < line + len;) {
+            const char *img = strstr(at, "![");
+            if (!img || img >= line + len)
+                break;
+            const char *open = strstr(img, "](");
+            const char *close = open ? strchr(open, ')') : NULL;
+            if (!close || close >= line + len)
+                break;
+            char target[512], joined[1024], plain[1024] = "";
+            snprintf(target, sizeof target, "%.*s", (int)(close - open - 2),
+                     open + 2);
+            target[strcspn(target, " ")] = '\0'; /* a "title" after it */
+            at = close + 1;
+            if (strstr(target, "://"))
+                continue;
+            snprintf(joined, sizeof joined, "%s%s%s", dir, *dir ? "/" : "",
+                     target);
+            /* drop "." and resolve ".." against the part before it */
+            char *rest;
+            for (char *part = strtok_r(joined, "/", &rest); part;
+                 part = strtok_r(NULL, "/", &rest)) {
+                if (strcmp(part, ".") == 0)
+                    continue;
+                if (strcmp(part, "..") == 0) {
+                    char *slash = strrchr(plain, '/');
+                    if (slash)
+                        *slash = '\0';
+                    else if (plain[0])
+                        plain[0] = '\0';
+                    else
+                        strcat(plain, ".."); /* above the top: left as is */
+                    continue;
+                }
+                size_t k = strlen(plain);
+                snprintf(plain + k, sizeof plain - k, "%s%s", k ? "/" : "", part);
+            }
+            used += (size_t)snprintf(out + used, used < size ? size - used : 0,
+                                     "%s\n", plain);
+            n++;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+Test(docs, image_targets_reads_markdown_images)
+{
+    char out[512];
+    cr_assert_eq(image_targets("# T\n![a](pictures/x.png) and ![b](../plots/m.svg)\n"
+                               "```\n![c](not/this.png)\n```\n"
+                               "![d](https://example.org/y.png) ![e](./z.png \"t\")\n",
+                               "docs", out, sizeof out), 3);
+    cr_assert_str_eq(out, "docs/pictures/x.png\nplots/m.svg\ndocs/z.png\n");
+    cr_assert_eq(image_targets("![x](docs/pictures/08_heads.png)\n", "", out,
+                               sizeof out), 1);
+    cr_assert_str_eq(out, "docs/pictures/08_heads.png\n");
+    cr_assert_eq(image_targets("[a link](x.md), no image\n", "", out, sizeof out), 0);
+}
+
+/* Every image the book (the pages in docs/) and the README show names a file that
+ * exists and that git tracks, so it shows on a fresh clone and online.
+ * Outside a git checkout (a copy of the files) existence is all that can
+ * be checked. */
+Test(docs, every_picture_shown_is_tracked)
+{
+    int git = system("git rev-parse --is-inside-work-tree >/dev/null 2>&1") == 0;
+    char pages[64][300];
+    size_t npages = 0;
+    snprintf(pages[npages++], sizeof pages[0], "README.md");
+    DIR *d = opendir("docs");
+    cr_assert_not_null(d, "no docs/: run make docs");
+    struct dirent *e;
+    while ((e = readdir(d)) && npages < 64) {
+        size_t n = strlen(e->d_name);
+        if (n > 3 && strcmp(e->d_name + n - 3, ".md") == 0)
+            snprintf(pages[npages++], sizeof pages[0], "docs/%s", e->d_name);
+    }
+    closedir(d);
+    int images = 0;
+    for (size_t p = 0; p < npages; p++) {
+        char *page = slurp_file(pages[p]);
+        cr_assert_not_null(page, "cannot read %s", pages[p]);
+        static char targets[16384];
+        images += image_targets(page, strncmp(pages[p], "docs/", 5) == 0 ? "docs" : "",
+                                targets, sizeof targets);
+        for (char *t = strtok(targets, "\n"); t; t = strtok(NULL, "\n")) {
+            struct stat st;
+            cr_expect(stat(t, &st) == 0 && S_ISREG(st.st_mode),
+                      "%s shows %s, which is not there", pages[p], t);
+            if (!git || strchr(t, '\''))
+                continue;
+            char cmd[1200];
+            snprintf(cmd, sizeof cmd,
+                     "git ls-files --error-unmatch -- '%s' >/dev/null 2>&1", t);
+            cr_expect(system(cmd) == 0, "%s shows %s, which git does not track",
+                      pages[p], t);
+        }
+        free(page);
+    }
+    cr_assert_gt(images, 20, "only %d images found", images);
+}
+
+/* --- the book's pictures change only when their data does -------------- */
+
+/* tools/same-numbers.awk, which tools/docs-pictures.sh asks whether a
+ * picture's data changed: its exit status for two files' text. */
+static int same_numbers(const char *a, const char *b)
+{
+    char dir[] = "/tmp/mha-same-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], cmd[512];
+    const char *text[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%c", dir, 'a' + i);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(text[i], f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd,
+             "awk -f tools/same-numbers.awk %s/a %s/b >/dev/null; s=$?; "
+             "rm -rf %s; exit $s", dir, dir, dir);
+    int status = system(cmd);
+    cr_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+Test(docs, same_numbers_ignores_rounding_only)
+{
+    /* the last digits another CPU's kernels move: the same picture */
+    cr_assert_eq(same_numbers("set cbrange [0.010373820135859656:1]\n1e-05 0\n",
+                              "set cbrange [0.010373820135859661:1]\n1e-05 0\n"), 0);
+    cr_assert_eq(same_numbers("\"head 1\" 0.07922792834957929\n",
+                              "\"head 1\" 0.07922792834957941\n"), 0);
+    cr_assert_eq(same_numbers("0 3e-17\n", "0 -2e-17\n"), 0);
+    cr_assert_eq(same_numbers("", ""), 0);
+    /* a number that moved in its 9th digit, other text, another line */
+    cr_assert_eq(same_numbers("0.0103738201\n", "0.0103738202\n"), 1);
+    cr_assert_eq(same_numbers("set cbrange [0:1]\n", "set cbrange [0:2]\n"), 1);
+    cr_assert_eq(same_numbers("set title 'loss'\n", "set title 'Loss'\n"), 1);
+    cr_assert_eq(same_numbers("1 2\n", "1 2\n3 4\n"), 1);
+    cr_assert_eq(same_numbers("1 2\n3 4\n", "1 2\n"), 1);
+    cr_assert_eq(same_numbers("1 2\n", ""), 1);
+    cr_assert_eq(same_numbers("1 2\n", "1 2 3\n"), 1);
 }
 
 /* --- every page has one title ------------------------------------------ */

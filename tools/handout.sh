@@ -107,7 +107,7 @@ END {
 # The book again, from the blanked sources: an exercise's @show shows the
 # stub, not the answer.
 tmp=$(mktemp -d /tmp/mha-weave-XXXXXX)
-${CC:-gcc} -std=c11 -O1 tools/weave.c -o "$tmp/weave"
+${CC:-gcc} -std=c11 -O1 tools/weave.c tools/marks.c -o "$tmp/weave"
 "$tmp/weave" "$new" "$new/docs" > /dev/null
 rm -rf "$tmp"
 

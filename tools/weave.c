@@ -24,7 +24,9 @@
  *     program to: every "## Title" line of the output starts a section,
  *     and it must match a section() call of the source;
  *   - the pictures the output announces: heatmaps ("[heatmap: plots/X.png
- *     ...]") and charts ("[plot: plots/X.png ...]"), in their order.
+ *     ...]") and charts ("[plot: plots/X.png ...]"), in their order, shown
+ *     from OUT/pictures/X.png, the copies tools/docs-pictures.sh keeps
+ *     (plots/ is the chapters' own, untracked).
  * Anything that does not fit (an @show that finds nothing, an output
  * section with no section() call) is an error: the book cannot drift
  * silently.
@@ -438,7 +440,7 @@ static void weave_output(const chapter *c, const char *out, buf page[])
 }
 
 /* The pictures an output section announces, heatmaps and charts, as
- * markdown images in the order they appear. */
+ * markdown images in the order they appear, from the book's pictures/. */
 static void pictures(buf *page, const char *output)
 {
     static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/"};
@@ -448,7 +450,7 @@ static void pictures(buf *page, const char *output)
             char base[128];
             if (strncmp(at, markers[m], n) == 0 &&
                 sscanf(at + n, "%127[^.].png", base) == 1)
-                printf_(page, "\n![%s](../plots/%s.png)\n", base, base);
+                printf_(page, "\n![%s](pictures/%s.png)\n", base, base);
         }
 }
 

@@ -1,0 +1,80 @@
+#!/bin/sh
+# tools/docs-pictures.sh BUILD: the chapters' pictures that the book and
+# the README show, kept in docs/pictures/ (`make docs` runs it, then
+# weaves the pages that link to them).
+#
+# A chapter draws into plots/, which git does not track: its numbers end
+# in digits that depend on the CPU (OpenBLAS picks its kernels at run
+# time, and they sum in different orders), and gnuplot's PNG and SVG bytes
+# depend on its version, so tracked pictures there would change whenever
+# someone ran a chapter.  The book's copies live here instead, and only
+# `make docs` writes them.
+#
+# Each picture a chapter's transcript announces ("[heatmap: plots/NAME.png
+# ...]" or "[plot: plots/NAME.png ...]" in tests/expected/) is drawn again
+# into BUILD/docs-pictures/ by running that chapter, and kept in
+# docs/pictures/ as NAME.png with NAME.dat and NAME.gp, the data and the
+# script it was drawn from (`gnuplot docs/pictures/NAME.gp` draws it
+# again).
+#
+# The rule that keeps docs/ still when nothing changed: docs/pictures/NAME.*
+# are replaced only when the new NAME.dat or NAME.gp differs from the kept
+# one in its text or in a number beyond rounding (tools/same-numbers.awk:
+# 9 significant digits, or 1e-12).  The last digits that another CPU's
+# kernels move and the bytes another gnuplot writes never show in a
+# picture, so they never change docs/; a change to a chapter's numbers,
+# the library or the way a picture is drawn does, and then the picture is
+# redrawn on the machine that runs `make docs`.  A picture no transcript
+# announces any more is removed.
+set -eu
+build=$1
+scratch=$build/docs-pictures
+out=docs/pictures
+rm -rf "$scratch"
+mkdir -p "$scratch" "$out"
+
+# "CHAPTER NAME" for each picture announced, in chapter order
+announced=$(grep -HoE '\[(heatmap|plot): plots/[^. ]*\.png' tests/expected/*.txt |
+    sed 's|^tests/expected/\(.*\)\.txt:\[[a-z]*: plots/\(.*\)\.png$|\1 \2|')
+
+for ch in $(echo "$announced" | awk '{ print $1 }' | uniq); do
+    MHA_PLOTS_DIR=$scratch "$build/chapters/$ch" > "$scratch/$ch.out" 2>&1 || {
+        echo "docs-pictures: $build/chapters/$ch failed:" >&2
+        tail -n 20 "$scratch/$ch.out" >&2
+        exit 1
+    }
+done
+
+same() { [ -f "$2" ] && awk -f tools/same-numbers.awk "$1" "$2" > /dev/null; }
+
+changed=0
+names=" "
+for name in $(echo "$announced" | awk '{ print $2 }'); do
+    names="$names$name "
+    new=$scratch/$name
+    [ -f "$new.dat" ] && [ -f "$new.gp" ] || {
+        echo "docs-pictures: no $new.dat or $new.gp after running its chapter" >&2
+        exit 1
+    }
+    if [ -f "$out/$name.png" ] && same "$new.dat" "$out/$name.dat" &&
+        same "$new.gp" "$out/$name.gp"; then
+        continue
+    fi
+    [ -f "$new.png" ] || {
+        echo "docs-pictures: $name changed but $new.png was not drawn (install gnuplot-nox)" >&2
+        exit 1
+    }
+    cp "$new.dat" "$new.gp" "$new.png" "$out/"
+    echo "docs-pictures: redrew $out/$name.png"
+    changed=$((changed + 1))
+done
+
+for f in "$out"/*; do
+    [ -e "$f" ] || continue
+    base=$(basename "$f")
+    case $names in
+    *" ${base%.*} "*) ;;
+    *) rm -f "$f"; echo "docs-pictures: removed $f (no chapter draws it)" ;;
+    esac
+done
+echo "docs-pictures: $(echo "$announced" | wc -l) pictures in $out/, $changed redrawn"
