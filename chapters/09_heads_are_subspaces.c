@@ -117,6 +117,8 @@ static void one_head_at_a_time(lesson *l)
      * `linear_forward` reads a weight through its row stride, so the view goes
      * straight to dgemm.
      *
+     * @show chapters/09_heads_are_subspaces.c slice_rows
+     *
      * Each head is then an ordinary single-head attention (chapter 04) with
      * $d = 20$: project Q, K and V with the sliced layers to `(B, L, 20)`, and
      * attend. The per-head weights are compared with `m.weights[:, i]` from the

@@ -106,6 +106,9 @@ static void traced(lesson *l)
      * again); then `fc`, the residual and the LayerNorm.  Steps marked
      * with PyTorch's trailing underscore (`masked_fill_`, `add_`)
      * overwrite a buffer the module owns instead of allocating one.
+     * The module's forward pass, in the einops version's order:
+     *
+     * @show src/headmajor.c headmajor_forward
      */
     l->rng = mha_rng_new(11);
     if (!l->rng)

@@ -197,7 +197,19 @@ static void tiled(void)
      * and at the end divides each output row by its $\ell$.  Masks work
      * as in chapter 03: keys beyond a row's valid length never enter its
      * $m$ or $\ell$.  A tile lying wholly beyond the valid length of every
-     * row in the block is skipped, so a causal mask halves the work.  The blocks of
+     * row in the block is skipped, so a causal mask halves the work.
+     * One block of queries, every key tile:
+     *
+     * @show src/flash.c flash_block
+     *
+     * The module takes it as its step 4 (`multihead_forward_tiled` sets
+     * `m->tiled`): from this chapter on, step 4 is `multihead_attend`,
+     * which attends exactly, keeping the weights, or tile by tile.
+     *
+     * @show src/multihead.c multihead_forward
+     *
+     * @show src/multihead.c multihead_attend
+     *  The blocks of
      * queries are independent, so they run in parallel.
      *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,

@@ -131,7 +131,12 @@ static void one_head(lesson *l)
      * each head's output before $W_o$ mixes them (`head_mask` in
      * `multihead_forward_cached`). All ones is the model as trained;
      * a 0 silences one head. The importance of head $i$ is the increase
-     * of the held-out loss when it alone is silenced.
+     * of the held-out loss when it alone is silenced. In the forward
+     * pass it is one step more, between the attention and the join:
+     *
+     * @show src/multihead.c multihead_forward
+     *
+     * @show src/multihead.c apply_head_mask
      */
     tensor *mask;
     CHECK(tensor_alloc(SHAPE(HEADS), &mask));

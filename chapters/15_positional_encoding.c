@@ -329,6 +329,10 @@ static void module(lesson *l)
      *
      * @show src/multihead.c multihead_rope
      *
+     * In the forward pass it is one call after each projection:
+     *
+     * @show src/multihead.c multihead_forward
+     *
      * RoPE breaks chapter 10's symmetry as $P$ does: the swap check says
      * no. The heatmaps are the module's weights per head. This module is
      * untrained, so they look no more orderly than chapter 10's: RoPE makes

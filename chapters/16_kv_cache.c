@@ -113,6 +113,13 @@ static void decoding(lesson *l)
      *
      * @show src/kvcache.c multihead_decode_step
      *
+     * The causal mask enters the module's forward pass at step 3, as one
+     * length per query row (`head_lens`):
+     *
+     * @show src/multihead.c multihead_forward
+     *
+     * @show src/multihead.c head_lens
+     *
      * The first step takes the first 3 positions at once: a prompt is
      * known in advance, so its positions are processed together (the
      * *prefill*), with a causal mask among them. Then one position per

@@ -145,7 +145,14 @@ static void shared_in_the_trace(lesson *l)
      *
      * Then the heads are unfolded, a view back to `(16, 6, 4)`, joined and
      * mixed by W_o exactly as in chapter 08: the output is `(2, 6, 32)`
-     * whatever $G$ is.
+     * whatever $G$ is. In the module, K and V are split into $G$ heads,
+     * and step 4 takes the folded path when $G < h$:
+     *
+     * @show src/multihead.c multihead_forward
+     *
+     * @show src/multihead.c multihead_attend
+     *
+     * @show src/multihead.c attend_groups
      */
     tensor *y;
     multihead *m = &l->m[1];

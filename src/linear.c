@@ -40,11 +40,13 @@ int linear_init(linear *l, const char *name, size_t in_features,
     return init_params(l, name, in_features, out_features, with_bias, 0);
 }
 
+//> full
 int linear_init_meta(linear *l, const char *name, size_t in_features,
                      size_t out_features, int with_bias)
 {
     return init_params(l, name, in_features, out_features, with_bias, 1);
 }
+//<
 
 void linear_free(linear *l)
 {
@@ -106,9 +108,12 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     size_t shape[TENSOR_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = l->out_features;
-    int status = tensor_is_meta(x) || tensor_is_meta(l->weight)
-                     ? tensor_alloc_meta(x->ndim, shape, y)
-                     : tensor_alloc(x->ndim, shape, y);
+    int (*alloc)(size_t, const size_t *, tensor **) = tensor_alloc;
+//> full
+    if (tensor_is_meta(x) || tensor_is_meta(l->weight))
+        alloc = tensor_alloc_meta; // shapes alone (mha trace)
+//<
+    int status = alloc(x->ndim, shape, y);
     if (status)
         return status;
     memcpy((*y)->names, x->names, sizeof x->names);
@@ -157,8 +162,6 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (status)
         return status;
 
-    /* shapes alone: the same steps (the packing copies too), no product */
-    int meta = tensor_is_meta(x) || tensor_is_meta(l->weight);
     /* xm views x as (rows, in); a copy only when its rows are uneven */
     tensor *packed = NULL;
     const tensor *src = x;
@@ -191,12 +194,15 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
         }
         w = wpacked;
     }
-    if (meta) {
+//> full
+    if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
+        // shapes alone: the same steps (the packing copies too), no product
         tensor_free(packed);
         tensor_free(wpacked);
         trace_linear(l, x, *y);
         return GSL_SUCCESS;
     }
+//<
     size_t wtda = out > 1 ? w->strides[0] : in;
     gsl_matrix_const_view xm =
         gsl_matrix_const_view_array_with_tda(src->data, rows, in, tda);

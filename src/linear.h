@@ -37,10 +37,12 @@ typedef struct linear {
 /* Allocate a layer with zero weights (and a zero bias when with_bias). */
 int linear_init(linear *l, const char *name, size_t in_features,
                 size_t out_features, int with_bias);
+//> full
 /* The same layer with shape-only ("meta") parameters: no numbers, for a
  * trace of any size (tensor_alloc_meta). */
 int linear_init_meta(linear *l, const char *name, size_t in_features,
                      size_t out_features, int with_bias);
+//<
 void linear_free(linear *l);
 
 /* Xavier (Glorot) uniform: W ~ U(-a, a), a = sqrt(6 / (in + out)); b = 0. */
