@@ -172,7 +172,7 @@ typedef struct multihead_cache multihead_cache;
 //<
 
 typedef struct multihead {
-    multihead_config cfg; /* as given, with out_size (and kv_heads) set */
+    multihead_config cfg; /* as given, with its defaults filled in */
     linear W_q;           /* (d_model, d_q) */
     linear W_k, W_v;      /* (G*p, d_k), (G*p, d_v): (d_model, ...) for G = h */
     linear W_o;           /* (D_out, d_model) */
