@@ -2159,15 +2159,8 @@ Test(cli, quiz_answer_files_are_text, .init = enter_scratch,
          "mha quiz: --answers 'del.txt' line 2, byte 10: \\x7f is a "
          "control character, not text"},
     };
-    char want[400];
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        run r = mha(refused[i].args);
-        cr_assert_eq(r.status, 2, "%s: exit %d", refused[i].args, r.status);
-        snprintf(want, sizeof want, "%s\n", refused[i].message);
-        cr_assert_str_eq(r.err, want, "%s", refused[i].args);
-        cr_assert_str_eq(r.out, "", "%s", refused[i].args);
-        run_free(&r);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        assert_run_refused(refused[i].args, refused[i].message);
     run r = mha("quiz|--seed|752|--answers|windows.txt");
     assert_ok(&r, "quiz --answers windows.txt");
     cr_assert_str_eq(r.out, "score: 34/34\n");
@@ -2321,19 +2314,10 @@ Test(cli, quiz_seeds_draw_different_cases, .init = enter_scratch,
         {"quiz|--seed|1e3", "mha quiz: --seed '1e3' is not a whole number "
                             "from 0 to 999999999999999999"},
     };
-    char want[400];
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        run r = mha(refused[i].args);
-        cr_assert_eq(r.status, 2, "%s: exit %d", refused[i].args, r.status);
-        snprintf(want, sizeof want, "%s\n", refused[i].message);
-        cr_assert_str_eq(r.err, want, "%s", refused[i].args);
-        cr_assert_str_eq(r.out, "", "%s", refused[i].args);
-        run_free(&r);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        assert_run_refused(refused[i].args, refused[i].message);
 }
 
-/* The questions on stdout, the answers through a pipe: each marked, the
- * wrong one with its right answer, and the score last. */
 /* A directory as stdin opens, but reads as an error, not as the end of
  * the answers: said at once, before any question. */
 Test(cli, quiz_stdin_a_directory_is_said, .init = enter_scratch,
@@ -2356,6 +2340,8 @@ Test(cli, quiz_stdin_a_directory_is_said, .init = enter_scratch,
                        "regular file");
 }
 
+/* The questions on stdout, the answers through a pipe: each marked, the
+ * wrong one with its right answer, and the score last. */
 Test(cli, quiz_interactive_through_a_pipe, .init = enter_scratch,
      .fini = leave_scratch)
 {
