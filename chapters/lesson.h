@@ -37,6 +37,10 @@ static inline void lesson_check(int status, const char *call, const char *file,
         fprintf(stderr, "%s:%d: %s\n", file, line, mha_last_error());
         exit(1);
     }
+    if (status == GSL_ENOMEM) { // out of memory (a memory limit): one line
+        fprintf(stderr, "%s:%d: %s\n", file, line, mha_last_error());
+        exit(2);
+    }
     fprintf(stderr, "%s:%d: %s failed\n  %s\n", file, line, call,
             mha_last_error());
     exit(1);

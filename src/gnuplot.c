@@ -99,18 +99,24 @@ static void put(sink *k, char c)
 }
 
 /* The one quoting rule: s then suffix between single quotes, each quote
- * inside doubled. */
+ * inside doubled.  gnuplot reads a string that opens with a doubled quote
+ * as an empty string and a stray token, so text that starts with a quote
+ * goes between double quotes instead, with a backslash before each
+ * backslash and double quote (the only escapes such text then needs). */
 static void quote(sink *k, const char *s, const char *suffix)
 {
     const char *parts[2] = {s, suffix};
-    put(k, '\'');
+    int dq = s[0] == '\'' || (!s[0] && suffix[0] == '\'');
+    put(k, dq ? '"' : '\'');
     for (int i = 0; i < 2; i++)
         for (const char *p = parts[i]; *p; p++) {
-            if (*p == '\'')
+            if (!dq && *p == '\'')
                 put(k, '\'');
+            if (dq && (*p == '\\' || *p == '"'))
+                put(k, '\\');
             put(k, *p);
         }
-    put(k, '\'');
+    put(k, dq ? '"' : '\'');
 }
 
 void gnuplot_put_quoted(FILE *f, const char *s, const char *suffix)

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,31 @@ static void finish_stdout(int status, void *unused)
     _exit(1); /* exit() may not be called again from an exit handler */
 }
 
+/* A standard stream started closed (`>&-`) would be the next file the
+ * program opens, and what it prints would land in that file (an output
+ * .npy): hold each closed one with /dev/null, opened the other way round,
+ * so that reading stdin or writing stdout or stderr fails as it would
+ * have. */
+static void hold_closed_standard_streams(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int held = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+        if (held >= 0 && held != fd) {
+            dup2(held, fd);
+            close(held);
+        }
+    }
+}
+
 void mha_program_init_lazy(void)
 {
     static int done;
     if (done)
         return;
     done = 1;
+    hold_closed_standard_streams();
     gsl_set_error_handler_off();
     cleanup_install();
     on_exit(finish_stdout, NULL);

@@ -2908,4 +2908,47 @@ Test(cli, forward_under_a_memory_limit_writes_the_same_numbers,
     free(got);
     free(want);
 }
+/* An output that is a symbolic link is refused: the finished file is
+ * renamed onto its path, which would replace the link itself (run as
+ * root, --out /dev/stdout replaced /dev/stdout). */
+Test(cli, an_output_that_is_a_symbolic_link_is_refused, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    cr_assert_eq(symlink("/proc/self/fd/1", "so"), 0);
+    cr_assert_eq(symlink("kept.npy", "dangling"), 0);
+    assert_run_refused(FORWARD "|--out|so",
+                       "mha forward: --out 'so' is a symbolic link: mha would "
+                       "replace the link, not write through it; give the file "
+                       "it names");
+    assert_run_refused(FORWARD "|--out|out.npy|--attention-out|dangling",
+                       "mha forward: --attention-out 'dangling' is a symbolic "
+                       "link: mha would replace the link, not write through "
+                       "it; give the file it names");
+}
+
+/* Started with stdout closed, mha must not print into the first file it
+ * opens (the output's temporary): the trace fails to print, the run is
+ * refused with exit 2, and no output appears. */
+Test(cli, a_closed_stdout_is_not_an_output, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "'%s' forward --heads 2 --queries q.npy --keys k.npy --values "
+             "v.npy --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --out "
+             "out.npy --trace >&- 2>err.txt",
+             mha_path);
+    int ws = system(cmd);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 2, "exit %d", WEXITSTATUS(ws));
+    struct stat st;
+    cr_assert_neq(stat("out.npy", &st), 0, "out.npy appeared");
+    FILE *f = fopen("err.txt", "r");
+    char line[256] = "";
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_assert_str_eq(line, "mha forward: cannot write to stdout: Bad file "
+                           "descriptor\n");
+}
 //<

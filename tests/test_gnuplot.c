@@ -41,6 +41,32 @@ Test(gnuplot, quoting_doubles_quotes_and_nothing_else)
     free(q);
 }
 
+/* gnuplot reads a single-quoted string that opens with a doubled quote as
+ * an empty string and a stray token: text that starts with a quote goes
+ * between double quotes, backslashes and double quotes escaped, and
+ * gnuplot reads back exactly that text. */
+Test(gnuplot, text_that_starts_with_a_quote)
+{
+    const char *s = "'it's \\ \"y\"";
+    char *q = gnuplot_quoted("test", s, ".png");
+    cr_assert_str_eq(q, "\"'it's \\\\ \\\"y\\\".png\"");
+    free(q);
+    if (!heatmap_gnuplot_available())
+        cr_skip_test("gnuplot is not installed");
+    FILE *f = fopen("print.gp", "w");
+    cr_assert_not_null(f);
+    fputs("print ", f);
+    gnuplot_put_quoted(f, s, ".png");
+    fputs("\n", f);
+    cr_assert_eq(fclose(f), 0);
+    FILE *p = popen("gnuplot print.gp 2>&1", "r");
+    cr_assert_not_null(p);
+    char line[64] = "";
+    cr_assert_not_null(fgets(line, sizeof line, p));
+    pclose(p);
+    cr_assert_str_eq(line, "'it's \\ \"y\".png\n");
+}
+
 Test(gnuplot, numbers_are_the_shortest_that_read_back)
 {
     const double v[] = {0.1, 1.0 / 3, -0.0, 2.5, 1e300, -4.9e-324};

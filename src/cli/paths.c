@@ -183,6 +183,18 @@ int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
                                  ins[j].path);
         }
     }
+    // 3. no output a symbolic link: the finished output is renamed onto
+    //    the path, which would replace the link itself (a link to
+    //    /dev/stdout included), not write through it
+    for (size_t i = 0; i < nout; i++) {
+        struct stat st;
+        if (outs[i].path && lstat(outs[i].path, &st) == 0 &&
+            S_ISLNK(st.st_mode))
+            return cli_error("%s '%s' is a symbolic link: mha would replace "
+                             "the link, not write through it; give the file "
+                             "it names",
+                             outs[i].option, outs[i].path);
+    }
     return CLI_OK;
 }
 //<

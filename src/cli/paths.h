@@ -19,6 +19,11 @@
  *     plus its name:
  *       mha forward: --out './q.npy' and --queries 'q.npy' name the same
  *       file (an output must not replace an input)
+ *   - an output that is a symbolic link (the rename would replace the
+ *     link, not write through it; as root, --out /dev/stdout would have
+ *     replaced /dev/stdout):
+ *       mha forward: --out 'so' is a symbolic link: mha would replace the
+ *       link, not write through it; give the file it names
  *
  * Inputs that do not exist are left to the reader, which says so.
  */
