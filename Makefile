@@ -71,6 +71,10 @@ BUILD_CHARS := a b c d e f g h i j k l m n o p q r s t u v w x y z \
                0 1 2 3 4 5 6 7 8 9 . _ - /
 without_chars = $(if $(2),$(call without_chars,$(subst $(firstword $(2)),,$(1)),$(wordlist 2,$(words $(2)),$(2))),$(1))
 BUILD_RULE := must be build or a folder under build/ (letters, digits, . _ - and /; no space, no . or .. step)
+# a $ in either would be expanded by make itself ($(shell ...) would run)
+ifneq ($(findstring $$,$(value BUILD))$(findstring $$,$(value EXERCISE)),)
+$(error BUILD and EXERCISE are plain names: no $$, which make would expand)
+endif
 ifneq ($(words $(BUILD)),1)
 $(error BUILD '$(BUILD)' $(BUILD_RULE))
 endif

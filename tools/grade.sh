@@ -24,6 +24,14 @@ esac
 # the exercises in chapter order, then name order: "name1 name2 ..."
 chapters=$(sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)).*$|\2 \1|p' \
     src/*.c /dev/null 2>/dev/null | sort -s -n -k1,1 | awk '{ printf "%s ", $2 }')
+# an unknown name is refused before the reports are written over
+if [ -n "$only" ] && ! "$bin" --list 2>/dev/null | grep -q "^ex_$only:"; then
+    printf "grade: no exercise is called %s; the exercises:" "$only" >&2
+    "$bin" --list 2>/dev/null | sed -n 's/^ex_\([A-Za-z_0-9]*\):.*/ \1/p' |
+        tr -d '\n' >&2
+    echo >&2
+    exit 1
+fi
 mkdir -p "$outdir"
 "$bin" --filter "ex_${only:-*}/*" --jobs 1 --tap="$outdir/grade.tap" \
     --xml="$outdir/grade.xml" >/dev/null 2>&1
