@@ -139,7 +139,9 @@ static void whole_trace(lesson *l)
      *   The shape does not change here because $d_q = d_{model} = 100$, but the
      *   numbers are new (`new`).
      * - `transpose_qkv(h=5)` gives `(2, 4, 5, 20)`, `(2, 5, 4, 20)`, then
-     *   `(10, 4, 20)`: view, view, copy (B = 2, chapter 06). The same for keys
+     *   `(10, 4, 20)`: view, view, copy, because B = 2, h = 5 and $L_q$ = 4
+     *   are all above 1 ([chapter 01's
+     *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)). The same for keys
      *   and values with 6 positions: `(10, 6, 20)`.
      * - `repeat_interleave(5)` turns `(2,)` into `(10,)`: one length per head
      *   (chapter 07).
@@ -147,8 +149,8 @@ static void whole_trace(lesson *l)
      *   scores `(10, 4, 6)`, masked softmax with scale $1/\sqrt{20}$ (the size
      *   of one head, not of the model), printed as 0.223607, and `(10, 4, 20)`
      *   outputs.
-     * - `transpose_output(h=5)` puts the heads side by side: view, view, copy,
-     *   back to `(2, 4, 100)`.
+     * - `transpose_output(h=5)` puts the heads side by side: view, view, copy
+     *   (h and $L_q$ above 1), back to `(2, 4, 100)`.
      * - `W_o` mixes them: `(2, 4, 100)`, the shape d2l prints.
      */
     show_xavier("W_q", &l->m.W_q);

@@ -153,9 +153,11 @@ static void heads_first(const lesson *l)
      * is two views as well.
      *
      * Chapter 06's `transpose_qkv` goes on to $(B h, n, d_{model}/h)$.
-     * With $B > 1$ no single stride steps over both the heads and the
-     * examples, so that last reshape copies every number, once for each
-     * of $Q$, $K$, $V$, and `transpose_output` copies once more.  The
+     * With $B$, $h$ and $n$ all above 1 no single stride steps over both
+     * the heads and the examples, so that last reshape copies every
+     * number, once for each of $Q$, $K$, $V$, and `transpose_output`
+     * copies once more ([chapter 01's
+     * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).  The
      * arithmetic is the same; the head-major layout just never asks for
      * a flat batch axis.  (Chapter 06's trace names the head size
      * $h d_k / h$, which is $d_k$.)
