@@ -14,7 +14,11 @@
  * you can predict which steps are free and which ones copy, the trace of the
  * whole module in chapter 08 reads like a sentence.
  *
- * The book names shapes the way d2l does: `B` is the batch size (how many
+ * The book names shapes the way d2l does (*Dive into Deep Learning*, by
+ * Zhang, Lipton, Li and Smola, [d2l.ai](https://d2l.ai); its
+ * [multi-head attention section](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html)
+ * is the one this book follows, and the [references](references.md) list
+ * every source): `B` is the batch size (how many
  * sequences are processed at once), `n` the sequence length (how many
  * positions, queries or key-value pairs), `d_model` the number of features
  * per position, and `h` the number of heads, each with `d_model/h` features.

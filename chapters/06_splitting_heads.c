@@ -19,7 +19,8 @@
  * where $f$ is chapter 04's attention and each $W_i$ is a learned weight with
  * $p$ rows, stored as PyTorch stores it.
  *
- * Running $h$ small attentions one after the other would be slow. d2l does
+ * Running $h$ small attentions one after the other would be slow.
+ * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html) does
  * something else. It makes *one* big projection to $d_{model} = h \cdot p$
  * features and then rearranges the result so that the $h$ heads of each example
  * look like $h$ extra examples in the batch. One call to the attention of

@@ -14,7 +14,7 @@
  * weight $W$ of shape (out, in) maps a row $x$ to $x W^\top + b$, and a batch
  * of rows stacked as a matrix goes through in one product. Given a query
  * $q \in \mathbb{R}^{d_q}$, a key $k \in \mathbb{R}^{d_k}$ and a value
- * $v \in \mathbb{R}^{d_v}$, each head $i = 1, \dots, h$ attends with its own
+ * $v \in \mathbb{R}^{d_v}$, each head $i = 0, \dots, h - 1$ (counted from 0, as in the code) attends with its own
  * learned projections:
  *
  * $$h_i = f\left(q\, W_i^{(q)\top},\; k\, W_i^{(k)\top},\; v\, W_i^{(v)\top}\right) \in \mathbb{R}^{p_v}$$
@@ -25,10 +25,15 @@
  * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
  * in one row:
  *
- * $$\mathrm{out} = \left[h_1, \dots, h_h\right] W_o^\top \in \mathbb{R}^{p_o}$$
+ * $$\mathrm{out} = \left[h_0, \dots, h_{h-1}\right] W_o^\top \in \mathbb{R}^{p_o}$$
  *
- * Here $f$ is the scaled dot-product attention of chapter 04, and, as in d2l,
- * $p_q = p_k = p_v = p_o / h = d_{model}/h$.
+ * Here $f$ is the scaled dot-product attention of chapter 04, and, as in
+ * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html),
+ * $p_q = p_k = p_v = p_o / h = d_{model}/h$. The subscripts are d2l's:
+ * $p_o$ is the size of the module's output (here $d_{model}$ = 100), and
+ * $p_q$, $p_k$, $p_v$ are one head's sizes. Since the three are equal, the
+ * rest of the book calls them $p$ without a subscript, as chapter 06 did:
+ * $p = d_{model}/h$ features per head.
  *
  * Why several heads instead of one big one? A single softmax gives each query
  * one distribution over the keys, an average of everything the query might

@@ -12,9 +12,13 @@
  * output of self-attention permutes with them. Nothing in the module knows
  * where a token stands. This chapter gives it two ways to know.
  *
- * The first is d2l's (in its section on self-attention and positional
- * encoding, after the Transformer paper): add to X a table $P$ of the
+ * The first is d2l's (in its [section on self-attention and positional
+ * encoding](https://d2l.ai/chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.html),
+ * after the Transformer paper, [Vaswani et al.
+ * 2017](https://arxiv.org/abs/1706.03762)): add to X a table $P$ of the
  * same shape whose row $i$ is a fingerprint of position $i$. The second is what llama-style models do (the RoFormer paper,
+ * [Su et al. 2021](https://arxiv.org/abs/2104.09864), and [Llama
+ * 2](https://arxiv.org/abs/2307.09288);
  * llama2.c's `run.c`): leave X alone and *rotate* the queries and keys by
  * an angle that grows with the position, so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.

@@ -15,12 +15,14 @@
  * sequence, read again for every token. The queries are not the problem:
  * there is one new query per step. The keys and values are.
  *
- * *Multi-query attention* (Shazeer 2019) keeps $h$ query heads and gives
+ * *Multi-query attention* ([Shazeer
+ * 2019](https://arxiv.org/abs/1911.02150)) keeps $h$ query heads and gives
  * them one key head and one value head to share. The cache shrinks $h$
- * times. *Grouped-query attention* (Ainslie et al. 2023) sits between:
+ * times. *Grouped-query attention* ([Ainslie et al.
+ * 2023](https://arxiv.org/abs/2305.13245)) sits between:
  * $G$ key-value heads, each shared by a group of $h/G$ query heads. $G = h$
  * is the multi-head attention of chapter 08, $G = 1$ is multi-query
- * attention. Llama 2 70B and Llama 3 use $G = 8$; llama2.c calls $G$
+ * attention. [Llama 2](https://arxiv.org/abs/2307.09288) 70B and Llama 3 use $G = 8$; llama2.c calls $G$
  * `n_kv_heads`, and PyTorch's `scaled_dot_product_attention` takes
  * `enable_gqa=True` (from version 2.5) for keys and values with fewer
  * heads than the queries.
