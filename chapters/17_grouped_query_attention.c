@@ -137,13 +137,18 @@ static void shared_in_the_trace(lesson *l)
      *   nothing is copied. Reshaping that expanded view to `(16, 6, 4)`
      *   is what `repeat_interleave` does, and it would copy (chapter 07
      *   repeated `valid_lens` that way); the module never does.
-     * - Instead, the four query heads of a group are folded into the rows:
-     *   their queries are consecutive batch rows of `(16, 6, 4)`, so the
+     *   In fact nothing reads the two expanded views at all: they are
+     *   made for the trace, to show the sharing as a shape (which query
+     *   heads read which key-value head), and freed at once.
+     * - What the product does read comes next: the four query heads of a
+     *   group are folded into the rows. Their queries are consecutive batch rows of `(16, 6, 4)`, so the
      *   view `(4, 24, 4)`, `(B*G, (h/G)*Lq, p)`, stacks them one under
      *   another, and one product per key head scores all 24 query rows
      *   against its 6 keys, `(4, 24, 6)`. A product of 24 rows is the same
      *   arithmetic as four products of 6 rows, in one BLAS call, and the
-     *   keys it reads are the `(4, 6, 4)` heads as they are.
+     *   keys it reads are the `(4, 6, 4)` heads as they are, not the
+     *   expanded `(4, 4, 6, 4)`. The sharing is the same either way:
+     *   every query row of a group meets its group's one key head.
      *
      * Then the heads are unfolded, a view back to `(16, 6, 4)`, joined and
      * mixed by W_o exactly as in chapter 08: the output is `(2, 6, 32)`
