@@ -174,8 +174,11 @@ static void backward_traced(lesson *l)
      * the forward's *split*, now undoes the forward's *join*, because a
      * gradient travels back through a reshuffle by the inverse reshuffle;
      * the attention backward gives $dQ$, $dK$, $dV$ for all $B \cdot h$
-     * heads at once; `transpose_output` joins them again; the projections'
-     * backwards give the inputs' gradients, and last the weights'.  The
+     * heads at once; `transpose_output` joins them again, once for each
+     * of $dQ$, $dK$ and $dV$; the projections' backwards give the inputs'
+     * gradients, and last the weights' (so `W_o backward` appears twice:
+     * first for the gradient of its input, last for its own). The lines
+     * that start with `#` say which block is which.  The
      * trace below is for 2 sequences through the untrained attention layer,
      * with a random gradient arriving from above.  In self-attention X is
      * queries, keys and values at once, so its gradient is the sum of the
