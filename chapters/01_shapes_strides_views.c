@@ -23,8 +23,8 @@
  * positions, queries or key-value pairs), `d_model` the number of features
  * per position, and `h` the number of heads, each with `d_model/h` features.
  *
- * A tensor here is three things: a pointer to doubles, a shape, and strides
- * (how many doubles to skip to move one index along each axis). Element
+ * A tensor here is three things: a pointer to doubles, a shape, and
+ * [strides](glossary.md) (how many doubles to skip to move one index along each axis). Element
  * $(i_0, \dots, i_{k-1})$ lives at
  *
  * $$\mathrm{offset}(i_0, \dots, i_{k-1}) = \sum_{d=0}^{k-1} i_d \, s_d$$
@@ -36,7 +36,9 @@
  * Three operations change a shape:
  *
  * - `permute` reorders the axes. It reorders shape and strides and never
- *   touches the data: always a view.
+ *   touches the data: always a *view*, a tensor that shares the buffer of
+ *   the one it came from (the [glossary](glossary.md) collects the book's
+ *   terms).
  * - `reshape` regroups the axes. It is a view when the existing strides can
  *   express the new shape, and a copy otherwise (PyTorch's rule).
  * - `contiguous` always copies, into row-major order.

@@ -9,8 +9,9 @@
 /*md
  * This chapter builds one attention head. Section 1 shows what attention
  * computes on numbers small enough to check by hand. Section 2 shows how to
- * read the heatmaps that picture it. Section 3 then runs the scaled dot
- * product, the version that every head of multi-head attention uses, on
+ * read the heatmaps that picture it. Section 3 then runs the
+ * [scaled dot product](glossary.md), the version that every head of
+ * multi-head attention uses, on
  * [d2l's](https://d2l.ai/chapter_attention-mechanisms-and-transformers/attention-scoring-functions.html)
  * toy example.
  */

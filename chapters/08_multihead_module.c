@@ -21,7 +21,8 @@
  *
  * with $W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}$,
  * $W_i^{(k)} \in \mathbb{R}^{p_k \times d_k}$ and
- * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned projection
+ * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned
+ * [projection](glossary.md)
  * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
  * in one row:
  *

@@ -101,7 +101,7 @@ Test(docs, a_changed_output_changes_the_page)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/06_splitting_heads.txt",
              root, root, root, root, root, root);
@@ -135,7 +135,7 @@ Test(docs, a_missing_function_stops_the_weaver)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools %s/chapters && cp -r src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "cp chapters/01_shapes_strides_views.c %s/chapters/ && "
              "printf '/*md\\n * @show src/tensor.c no_such_function\\n */\\n' >> "
              "%s/chapters/01_shapes_strides_views.c",
@@ -170,7 +170,7 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/01_shapes_strides_views.txt && "
              "last=$(ls %s/tests/expected | tail -n 1) && "

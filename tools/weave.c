@@ -3,7 +3,8 @@
  *
  *     weave ROOT OUT        read ROOT/chapters, ROOT/tests/expected,
  *                           ROOT/src, ROOT/tools/book-index.md and the
- *                           pages it copies (ROOT/tools/references.md);
+ *                           pages it copies (ROOT/tools/references.md,
+ *                           ROOT/tools/glossary.md);
  *                           write OUT/
  *
  * A chapter page is assembled from:
@@ -668,6 +669,7 @@ int main(int argc, char **argv)
         write_chapter(all, i, n);
     write_index(all, n);
     write_copy("references.md");
+    write_copy("glossary.md");
     write_pages(argv[2]);
     for (int i = 0; i < npages; i++)
         free(pages[i].text.s);
