@@ -14,13 +14,17 @@
  * you can predict which steps are free and which ones copy, the trace of the
  * whole module in chapter 08 reads like a sentence.
  *
- * The book names shapes the way d2l does: `B` is the batch size (how many
+ * The book names shapes the way d2l does (*Dive into Deep Learning*, by
+ * Zhang, Lipton, Li and Smola, [d2l.ai](https://d2l.ai); its
+ * [multi-head attention section](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html)
+ * is the one this book follows, and the [references](references.md) list
+ * every source): `B` is the batch size (how many
  * sequences are processed at once), `n` the sequence length (how many
  * positions, queries or key-value pairs), `d_model` the number of features
  * per position, and `h` the number of heads, each with `d_model/h` features.
  *
- * A tensor here is three things: a pointer to doubles, a shape, and strides
- * (how many doubles to skip to move one index along each axis). Element
+ * A tensor here is three things: a pointer to doubles, a shape, and
+ * [strides](glossary.md) (how many doubles to skip to move one index along each axis). Element
  * $(i_0, \dots, i_{k-1})$ lives at
  *
  * $$\mathrm{offset}(i_0, \dots, i_{k-1}) = \sum_{d=0}^{k-1} i_d \, s_d$$
@@ -32,7 +36,9 @@
  * Three operations change a shape:
  *
  * - `permute` reorders the axes. It reorders shape and strides and never
- *   touches the data: always a view.
+ *   touches the data: always a *view*, a tensor that shares the buffer of
+ *   the one it came from (the [glossary](glossary.md) collects the book's
+ *   terms).
  * - `reshape` regroups the axes. It is a view when the existing strides can
  *   express the new shape, and a copy otherwise (PyTorch's rule).
  * - `contiguous` always copies, into row-major order.
@@ -178,7 +184,8 @@ static void merge_batch_and_heads(void)
      *
      * Cost: the view is free; the copy reads and writes every element once,
      * $B \cdot n \cdot d_{model}$ doubles (64 here, 512 bytes each way). In the
-     * multi-head module this copy happens once for each of Q, K and V.
+     * multi-head module this copy happens once for each of Q, K and V, when
+     * B, h and n are all above 1; the summary's table says exactly when.
      */
     tensor *x, *heads, *flat;
     heads_view(&x, &heads);
@@ -272,12 +279,55 @@ static void minus_one(void)
 
 static void summary(void)
 {
-    section("Summary");
+    section("Summary: when each step is a view");
     /*md
-     * Keep these three rules in mind for chapter 06: `transpose_qkv` is
-     * reshape, permute, reshape, and its trace says `view, view, copy` when B >
-     * 1, for exactly the reason of section 4.
+     * Chapter 06 splits `d_model` features into `h` heads of $p = d_{model}/h$
+     * with `transpose_qkv` (reshape, permute, reshape) and joins them again
+     * with `transpose_output` (reshape, permute, reshape). Splitting an axis
+     * and permuting are always views. Only the last reshape of each function
+     * merges axes, and whether it can be a view depends on which sizes are 1,
+     * because an axis of size 1 never steps (section 4):
+     *
+     * | step | a view when | a copy when |
+     * |------|-------------|-------------|
+     * | `transpose_qkv` 1: reshape `(B, n, d_model)` to `(B, n, h, p)` | always | never |
+     * | `transpose_qkv` 2: permute to `(B, h, n, p)` | always | never |
+     * | `transpose_qkv` 3: reshape to `(B*h, n, p)` | B = 1, h = 1 or n = 1 | B, h and n all > 1 |
+     * | `transpose_output` 1: reshape `(B*h, n, p)` to `(B, h, n, p)` | always | never |
+     * | `transpose_output` 2: permute to `(B, n, h, p)` | always | never |
+     * | `transpose_output` 3: reshape to `(B, n, h*p)` | h = 1, n = 1 or p = 1 | h, n and p all > 1 |
+     *
+     * Merging B and h in `transpose_qkv` needs the batch stride $n h p$ to
+     * equal $h$'s stride $p$ times $h$, which holds only when $n = 1$, unless
+     * B or h is 1 and never steps. Merging h and p in `transpose_output`
+     * needs $h$'s stride $n p$ to equal $p$, so $n = 1$, unless h or p is 1.
+     * So d2l's `(1, 2, 16)` example is views all the way into the heads (B = 1)
+     * and copies on the way back; with B = 2 and n = 2 both merges copy.
+     *
+     * The run below is the case of one query per sequence, the shape a
+     * decoder meets at every step (chapter 16): B = 2, n = 1, 16 features in
+     * 8 heads of 2. All six steps are views, and the output shares the
+     * input's buffer.
      */
+    tensor *x = counting_tensor(2, 1, 16), *split, *heads, *flat;
+    tensor *unflat, *pos, *back;
+    trace_to(stdout);
+    CHECK(tensor_reshape(x, DIMS(2, 1, 8, -1), "B, n, h, p", &split));
+    CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
+    CHECK(tensor_reshape(heads, DIMS(-1, 1, 2), "B*h, n, p", &flat));
+    CHECK(tensor_reshape(flat, DIMS(-1, 8, 1, 2), "B, h, n, p", &unflat));
+    CHECK(tensor_permute(unflat, SHAPE(0, 2, 1, 3), &pos));
+    CHECK(tensor_reshape(pos, DIMS(2, 1, -1), "B, n, h*p", &back));
+    trace_to(NULL);
+    printf("\nshares x's buffer: %s\n\n",
+           yes_no(tensor_shares_buffer(back, x)));
+    tensor_free(x);
+    tensor_free(split);
+    tensor_free(heads);
+    tensor_free(flat);
+    tensor_free(unflat);
+    tensor_free(pos);
+    tensor_free(back);
     printf("reshape     a view when one stride per new axis can walk the\n"
            "            old memory, a copy otherwise (PyTorch's rule)\n"
            "permute     always a view: shape and strides reordered\n"

@@ -20,13 +20,13 @@
  * to one length (filled up with positions that mean nothing), and a query must
  * give the padding weight exactly 0. And a *decoder*, a model that writes its
  * output one position at a time (a translator, a text generator), must not look
- * at later positions: when it is trained (chapter 02) on whole sequences,
+ * at later positions: when it is trained (chapter 13) on whole sequences,
  * position $i$ may not peek at the answer in position $i + 1$. Both are
  * expressed here as `valid_lens`: row $(b, i)$ may only look at its first
  * $\ell$ keys. The softmax runs over those $\ell$ scores alone, and every key
  * at a position $j \ge \ell$ gets weight exactly 0, whatever its score.
  * `valid_lens` is `(B,)` (one length per example) or `(B, Lq)` (one per query).
- * (d2l masks another way, with a score of $-10^6$; section 5 shows it, and the
+ * ([d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/attention-scoring-functions.html) masks another way, with a score of $-10^6$; section 5 shows it, and the
  * rows where it fails.)
  *
  * Chapter 02 gave us matrix products. Chapter 04 feeds this softmax with the

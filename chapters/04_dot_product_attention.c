@@ -9,8 +9,10 @@
 /*md
  * This chapter builds one attention head. Section 1 shows what attention
  * computes on numbers small enough to check by hand. Section 2 shows how to
- * read the heatmaps that picture it. Section 3 then runs the scaled dot
- * product, the version that every head of multi-head attention uses, on d2l's
+ * read the heatmaps that picture it. Section 3 then runs the
+ * [scaled dot product](glossary.md), the version that every head of
+ * multi-head attention uses, on
+ * [d2l's](https://d2l.ai/chapter_attention-mechanisms-and-transformers/attention-scoring-functions.html)
  * toy example.
  */
 
@@ -197,7 +199,7 @@ static void dropout_and_evaluation(void)
     /*md
      * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
      * the 0.5 did nothing. It is the *dropout* probability. Dropout is a trick
-     * used while a model is trained (chapter 02): at every forward pass each
+     * used while a model is trained (chapter 13): at every forward pass each
      * attention weight is set to 0 with probability $p$, and the weights that
      * are kept are divided by $1 - p$. A model that cannot count on any single
      * weight learns to spread what it knows, and it fits its training data

@@ -8,7 +8,8 @@
 /*md
  * The dot product of chapter 04 is one way to score a query against a key. It
  * needs queries and keys of the same size, and it has no parameters of its own.
- * Additive attention (Bahdanau et al.) is the other classic choice. It projects
+ * Additive attention ([Bahdanau et al. 2014](https://arxiv.org/abs/1409.0473))
+ * is the other classic choice. It projects
  * the query and the key into a hidden space of $H$ features, adds them, and
  * scores the sum with a one-layer network:
  *
@@ -21,8 +22,11 @@
  * size $d_k$ may differ. The rest is unchanged: the masked softmax turns the
  * scores into weights, and the weights average the values.
  *
- * d2l's formula for multi-head attention allows any pooling $f$ in each
- * head. d2l, and this library, use the scaled dot product. This chapter shows
+ * Multi-head attention (chapters 06 to 08) runs $h$ attentions side by
+ * side, each on its own projections of the queries, keys and values, and
+ * [d2l's multi-head attention section](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html)
+ * leaves open which attention $f$ each head runs: any scoring function
+ * fits. d2l, and this library, use the scaled dot product. This chapter shows
  * the alternative and its price, so that the choice in chapter 08 is an
  * informed one. Chapter 06 then starts on the heads themselves.
  */
@@ -194,7 +198,8 @@ static void cost(void)
      * which BLAS runs at close to the machine's peak. The additive pooling
      * does its $L_q L_k H$ additions and `tanh` calls element by element.
      * That is why transformers (the models built from multi-head attention,
-     * after Vaswani et al., 2017), and the multi-head module of chapter 08,
+     * after [Vaswani et al.
+     * 2017](https://arxiv.org/abs/1706.03762)), and the multi-head module of chapter 08,
      * use the scaled dot product.
      */
     const double big = 1024.0 * 1024 * 256;

@@ -9,7 +9,7 @@
 /*md
  * Now the heads. One attention function sees all $d_{model}$ features of the
  * queries and keys at once, so it can only attend in one way. Multi-head
- * attention runs $h$ heads side by side. Each has its own learned projections,
+ * attention runs $h$ [heads](glossary.md) side by side. Each has its own learned projections,
  * and so its own view of the data: one head may follow the previous word,
  * another the subject of the sentence. With $q$, $k$ and $v$ rows, as in
  * chapter 02, head $i$ is
@@ -19,7 +19,8 @@
  * where $f$ is chapter 04's attention and each $W_i$ is a learned weight with
  * $p$ rows, stored as PyTorch stores it.
  *
- * Running $h$ small attentions one after the other would be slow. d2l does
+ * Running $h$ small attentions one after the other would be slow.
+ * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html) does
  * something else. It makes *one* big projection to $d_{model} = h \cdot p$
  * features and then rearranges the result so that the $h$ heads of each example
  * look like $h$ extra examples in the batch. One call to the attention of
@@ -64,8 +65,8 @@ static void d2l_example(void)
      *   the positions, so that each head's `(n, p)` block can be indexed on its
      *   own. A view.
      * - `reshape(-1, 2, 2)`: to `(8, 2, 2)`. Batch and heads merge into one
-     *   axis of $B \cdot h = 8$. A view here, because B = 1 (chapter 01,
-     *   section 4).
+     *   axis of $B \cdot h = 8$. A view here, because B = 1 ([chapter 01's
+     *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).
      *
      * @show src/multihead.c transpose_qkv
      */
@@ -193,8 +194,12 @@ static void which_steps_copy(void)
     section("4. Which steps copy");
     /*md
      * In section 1 every step was a view: with B = 1 even the last reshape can
-     * walk the permuted memory with one stride per axis. With B = 2 (the
-     * numbers 0 to 63) the last step copies. The permuted tensor
+     * walk the permuted memory with one stride per axis. With B = 2 and n = 2
+     * (the numbers 0 to 63) the last step copies. It would be a view again
+     * with one head or with one position per sequence (n = 1, a single
+     * query): [chapter 01's
+     * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)
+     * lists when each step is a view. The permuted tensor
      * `(2, 8, 2, 2)` has strides `(32, 2, 16, 1)`. Merging B and h would need
      * the batch stride 32 to equal $h \cdot p = 8 \cdot 2 = 16$, and it does
      * not. The copy packs the blocks in the new order: row 8, the first head
@@ -229,9 +234,11 @@ static void and_back(void)
      * puts the positions before the heads (a view), and `reshape(2, 2, -1)`
      * lays the $h$ heads of each position side by side as $d_{model}$ features.
      * That last step copies, and it would even with B = 1: the permuted strides
-     * `(32, 2, 4, 1)` cannot be merged over `(h, p)`. Only with one head is it
-     * a view, since an axis of size 1 never steps (chapter 01, section 4) and
-     * there is nothing to interleave.
+     * `(32, 2, 4, 1)` cannot be merged over `(h, p)`. It is a view only when
+     * h, n or p is 1 (one head, one query, or one feature per head), since an
+     * axis of size 1 never steps and there is nothing to interleave
+     * ([chapter 01's
+     * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).
      *
      * @show src/multihead.c transpose_output
      *

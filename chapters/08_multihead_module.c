@@ -14,21 +14,27 @@
  * weight $W$ of shape (out, in) maps a row $x$ to $x W^\top + b$, and a batch
  * of rows stacked as a matrix goes through in one product. Given a query
  * $q \in \mathbb{R}^{d_q}$, a key $k \in \mathbb{R}^{d_k}$ and a value
- * $v \in \mathbb{R}^{d_v}$, each head $i = 1, \dots, h$ attends with its own
+ * $v \in \mathbb{R}^{d_v}$, each head $i = 0, \dots, h - 1$ (counted from 0, as in the code) attends with its own
  * learned projections:
  *
  * $$h_i = f\left(q\, W_i^{(q)\top},\; k\, W_i^{(k)\top},\; v\, W_i^{(v)\top}\right) \in \mathbb{R}^{p_v}$$
  *
  * with $W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}$,
  * $W_i^{(k)} \in \mathbb{R}^{p_k \times d_k}$ and
- * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned projection
+ * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned
+ * [projection](glossary.md)
  * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
  * in one row:
  *
- * $$\mathrm{out} = \left[h_1, \dots, h_h\right] W_o^\top \in \mathbb{R}^{p_o}$$
+ * $$\mathrm{out} = \left[h_0, \dots, h_{h-1}\right] W_o^\top \in \mathbb{R}^{p_o}$$
  *
- * Here $f$ is the scaled dot-product attention of chapter 04, and, as in d2l,
- * $p_q = p_k = p_v = p_o / h = d_{model}/h$.
+ * Here $f$ is the scaled dot-product attention of chapter 04, and, as in
+ * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html),
+ * $p_q = p_k = p_v = p_o / h = d_{model}/h$. The subscripts are d2l's:
+ * $p_o$ is the size of the module's output (here $d_{model}$ = 100), and
+ * $p_q$, $p_k$, $p_v$ are one head's sizes. Since the three are equal, the
+ * rest of the book calls them $p$ without a subscript, as chapter 06 did:
+ * $p = d_{model}/h$ features per head.
  *
  * Why several heads instead of one big one? A single softmax gives each query
  * one distribution over the keys, an average of everything the query might
@@ -139,7 +145,9 @@ static void whole_trace(lesson *l)
      *   The shape does not change here because $d_q = d_{model} = 100$, but the
      *   numbers are new (`new`).
      * - `transpose_qkv(h=5)` gives `(2, 4, 5, 20)`, `(2, 5, 4, 20)`, then
-     *   `(10, 4, 20)`: view, view, copy (B = 2, chapter 06). The same for keys
+     *   `(10, 4, 20)`: view, view, copy, because B = 2, h = 5 and $L_q$ = 4
+     *   are all above 1 ([chapter 01's
+     *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)). The same for keys
      *   and values with 6 positions: `(10, 6, 20)`.
      * - `repeat_interleave(5)` turns `(2,)` into `(10,)`: one length per head
      *   (chapter 07).
@@ -147,8 +155,8 @@ static void whole_trace(lesson *l)
      *   scores `(10, 4, 6)`, masked softmax with scale $1/\sqrt{20}$ (the size
      *   of one head, not of the model), printed as 0.223607, and `(10, 4, 20)`
      *   outputs.
-     * - `transpose_output(h=5)` puts the heads side by side: view, view, copy,
-     *   back to `(2, 4, 100)`.
+     * - `transpose_output(h=5)` puts the heads side by side: view, view, copy
+     *   (h and $L_q$ above 1), back to `(2, 4, 100)`.
      * - `W_o` mixes them: `(2, 4, 100)`, the shape d2l prints.
      */
     show_xavier("W_q", &l->m.W_q);

@@ -20,11 +20,13 @@
  *
  * $$W_i^{(q)} = W_q[\,ip : (i+1)p,\ :\,] \in \mathbb{R}^{p \times d_q}$$
  *
- * and the same for $W_k$, $W_v$ and their biases. The big projection *is* $h$
+ * (slices as in Python: rows $ip$ up to, not including, $(i+1)p$; heads
+ * are counted from 0 to $h - 1$, as in the code and in chapter 08's
+ * formula), and the same for $W_k$, $W_v$ and their biases. The big projection *is* $h$
  * small ones stacked. At the other end, $W_o$ splits by columns: head $i$ only
  * meets columns $ip$ to $(i+1)p - 1$ of $W_o$, so
  *
- * $$\mathrm{out} = b_o + \sum_{i=1}^{h} h_i\, W_o[\,:,\ ip : (i+1)p\,]^\top$$
+ * $$\mathrm{out} = b_o + \sum_{i=0}^{h-1} h_i\, W_o[\,:,\ ip : (i+1)p\,]^\top$$
  *
  * and each head adds its own contribution to the output. Each head works in its
  * own $p$-dimensional *subspace* of the $d_{model}$ features. The program

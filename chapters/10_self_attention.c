@@ -15,6 +15,10 @@
  *
  * $$y_i = f\left(x_i, (x_1, x_1), \dots, (x_n, x_n)\right)$$
  *
+ * The notation is d2l's: $f$ is attention pooling with the query first and
+ * then the key-value pairs, one pair $(k_j, v_j)$ per position. Here every
+ * pair is $(x_j, x_j)$, because the key and the value of position $j$ are
+ * both made from $x_j$ (by different projections), and the query is $x_i$;
  * so each position queries every position of its own sequence, itself included,
  * and takes back a weighted average of their values. With the module of chapter
  * 08 this is just `multihead_forward(m, X, X, X, ...)`: the three projections
@@ -25,7 +29,7 @@
  * the trace, the `(B, h, n, n)` weights, the one symmetry that makes positional
  * encodings necessary, and the cost that grows with $n^2$. Chapter 11 rebuilds
  * the module in the head-major einsum form, with a residual connection and
- * LayerNorm around it.
+ * LayerNorm ([Ba et al. 2016](https://arxiv.org/abs/1607.06450)) around it.
  */
 
 #include <math.h>

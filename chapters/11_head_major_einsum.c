@@ -30,8 +30,13 @@
  *
  * The layout is $(h, B, L, d_k)$.  Each head has its own sizes $d_k$ and
  * $d_v$, which need not be $d_{model}/h$, and the module ends in the
- * "Add & Norm" of the Transformer: the input is added back and every
- * position is normalised.
+ * "Add & Norm" of the Transformer ([Vaswani et al.
+ * 2017](https://arxiv.org/abs/1706.03762)). *Add*: the module's input is
+ * added back to its output (a *residual* connection, so a layer only has
+ * to learn a correction to its input). *Norm*: every position's
+ * $d_{model}$ features are then shifted and scaled to mean 0 and
+ * variance 1, and multiplied and shifted again by learned $\gamma$ and
+ * $\beta$ (*LayerNorm*, [Ba et al. 2016](https://arxiv.org/abs/1607.06450)).
  */
 #include <math.h>
 
@@ -106,6 +111,13 @@ static void traced(lesson *l)
      * again); then `fc`, the residual and the LayerNorm.  Steps marked
      * with PyTorch's trailing underscore (`masked_fill_`, `add_`)
      * overwrite a buffer the module owns instead of allocating one.
+     * `masked_fill_(mask[None], -inf)` is the mask: `mask` is one
+     * `(B, Lq, Lk)` table of true (masked) and false, made from
+     * `valid_lens`, and `mask[None]` is NumPy's and PyTorch's way of
+     * putting a new axis of size 1 in front, `(1, B, Lq, Lk)`, so that
+     * the same table is *broadcast* (reused) over the $h$ heads of the
+     * scores `(h, B, Lq, Lk)`. Every masked score becomes $-\infty$,
+     * whose exponential in the softmax is 0.
      * The module's forward pass, in the einops version's order:
      *
      * @show src/headmajor.c headmajor_forward
@@ -153,9 +165,11 @@ static void heads_first(const lesson *l)
      * is two views as well.
      *
      * Chapter 06's `transpose_qkv` goes on to $(B h, n, d_{model}/h)$.
-     * With $B > 1$ no single stride steps over both the heads and the
-     * examples, so that last reshape copies every number, once for each
-     * of $Q$, $K$, $V$, and `transpose_output` copies once more.  The
+     * With $B$, $h$ and $n$ all above 1 no single stride steps over both
+     * the heads and the examples, so that last reshape copies every
+     * number, once for each of $Q$, $K$, $V$, and `transpose_output`
+     * copies once more ([chapter 01's
+     * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).  The
      * arithmetic is the same; the head-major layout just never asks for
      * a flat batch axis.  (Chapter 06's trace names the head size
      * $h d_k / h$, which is $d_k$.)
@@ -388,7 +402,7 @@ static void differs(pair *p)
     section("6. Where they differ");
     /*md
      * **A row with nothing to attend to.**  With valid length 0 every
-     * key of a row is masked.  `masked_softmax` follows d2l's rule (its
+     * key of a row is masked.  `masked_softmax` follows [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/attention-scoring-functions.html)'s rule (its
      * $-10^6$ leaves a row of equal scores) and gives each key $1/L_k$.  The einops version's
      * $-\infty$ leaves $\text{softmax}(-\infty, \dots, -\infty)$, where
      * the largest score is $-\infty$ itself: $e^{-\infty - (-\infty)}$ is

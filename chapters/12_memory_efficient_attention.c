@@ -12,7 +12,9 @@
  * output $\mathrm{softmax}(S)\,V$.  Those two matrices grow with the
  * square of the sequence length.  The output does not: it has one row of
  * $d_v$ numbers per query.  This chapter gets the output without ever
- * holding the matrices, and gets exactly the same numbers.
+ * holding the matrices, and gets exactly the same numbers. It is the idea
+ * behind FlashAttention ([Dao et al. 2022](https://arxiv.org/abs/2205.14135)),
+ * here on the CPU and without its care for the GPU's memory hierarchy.
  */
 #include <math.h>
 

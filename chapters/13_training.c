@@ -30,7 +30,7 @@
  */
 
 /* The lesson's settings; chapter 14 trains the same model again. */
-enum { V = 10, L = 10, D = 32, HEADS = 4, BATCH = 32 };
+enum { N_VOCAB = 10, L = 10, D = 32, HEADS = 4, BATCH = 32 };
 #define STEPS 600
 #define EVERY 50
 #define LEARNING_RATE 3e-3
@@ -64,12 +64,12 @@ static double seconds(clockid_t clock)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A sequence as one number, base V: to find it among the training ones. */
+/* A sequence as one number, base N_VOCAB: to find it among the training ones. */
 static uint64_t code_of(const double *tokens)
 {
     uint64_t c = 0;
     for (size_t i = 0; i < L; i++)
-        c = c * V + (uint64_t)tokens[i];
+        c = c * N_VOCAB + (uint64_t)tokens[i];
     return c;
 }
 
@@ -130,7 +130,9 @@ static void untrained(lesson *l)
      * attention can tell position 3 from position 7. One multi-head
      * self-attention layer (4 heads of 8 features, causal: position $i$
      * sees positions $0..i$) mixes the positions, and a Linear layer reads
-     * off $2V$ scores, ten per answer. The loss is the cross-entropy of
+     * off $2 n_{vocab}$ scores, ten per answer ($n_{vocab}$ = 10 is the
+     * size of the vocabulary, the tokens 0 to 9; the book keeps $V$ for
+     * the values). The loss is the cross-entropy of
      * the scores: the softmax turns the ten scores of an answer into
      * probabilities, and the loss is minus the log of the probability
      * given to the right digit, averaged over all answers; guessing uniformly costs
@@ -150,7 +152,7 @@ static void untrained(lesson *l)
         count += tensor_numel(params[i]);
     printf("vocabulary %d, length %d, d_model %d, %d heads of %d features:\n"
            "%zu parameters in %d tensors.\n\n",
-           V, L, D, HEADS, D / HEADS, count, MODEL_NUM_PARAMS);
+           N_VOCAB, L, D, HEADS, D / HEADS, count, MODEL_NUM_PARAMS);
     CHECK(model_make_batch(&l->cfg, l->n_test, l->test, &l->test_tok,
                            &l->test_tgt));
     model_score s;
@@ -172,8 +174,11 @@ static void backward_traced(lesson *l)
      * the forward's *split*, now undoes the forward's *join*, because a
      * gradient travels back through a reshuffle by the inverse reshuffle;
      * the attention backward gives $dQ$, $dK$, $dV$ for all $B \cdot h$
-     * heads at once; `transpose_output` joins them again; the projections'
-     * backwards give the inputs' gradients, and last the weights'.  The
+     * heads at once; `transpose_output` joins them again, once for each
+     * of $dQ$, $dK$ and $dV$; the projections' backwards give the inputs'
+     * gradients, and last the weights' (so `W_o backward` appears twice:
+     * first for the gradient of its input, last for its own). The lines
+     * that start with `#` say which block is which.  The
      * trace below is for 2 sequences through the untrained attention layer,
      * with a random gradient arriving from above.  In self-attention X is
      * queries, keys and values at once, so its gradient is the sum of the
@@ -275,7 +280,8 @@ static void training(lesson *l)
     /*md
      * One step: draw 32 fresh sequences, zero the gradients, run the
      * forward pass and the loss, run the backward pass (adding every
-     * gradient into `grads`), and let Adam move every weight. Adam divides
+     * gradient into `grads`), and let Adam ([Kingma and Ba
+     * 2014](https://arxiv.org/abs/1412.6980)) move every weight. Adam divides
      * each number's step by the size of its recent gradients, so every
      * weight moves by about the learning rate, $3 \cdot 10^{-3}$, whatever
      * the scale of its gradient.
@@ -463,7 +469,7 @@ static void heads_learned(lesson *l)
 int main(void)
 {
     mha_program_init();
-    lesson l = {.cfg = {.vocab = V, .seq_len = L, .d_model = D,
+    lesson l = {.cfg = {.vocab = N_VOCAB, .seq_len = L, .d_model = D,
                         .num_heads = HEADS}};
     /* MHA_QUICK=1 (lesson.h): a short run for valgrind */
     l.steps = lesson_quick() ? 20 : STEPS;

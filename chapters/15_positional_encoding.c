@@ -12,9 +12,13 @@
  * output of self-attention permutes with them. Nothing in the module knows
  * where a token stands. This chapter gives it two ways to know.
  *
- * The first is d2l's (in its section on self-attention and positional
- * encoding, after the Transformer paper): add to X a table $P$ of the
+ * The first is d2l's (in its [section on self-attention and positional
+ * encoding](https://d2l.ai/chapter_attention-mechanisms-and-transformers/self-attention-and-positional-encoding.html),
+ * after the Transformer paper, [Vaswani et al.
+ * 2017](https://arxiv.org/abs/1706.03762)): add to X a table $P$ of the
  * same shape whose row $i$ is a fingerprint of position $i$. The second is what llama-style models do (the RoFormer paper,
+ * [Su et al. 2021](https://arxiv.org/abs/2104.09864), and [Llama
+ * 2](https://arxiv.org/abs/2307.09288);
  * llama2.c's `run.c`): leave X alone and *rotate* the queries and keys by
  * an angle that grows with the position, so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.
@@ -100,15 +104,19 @@ static void shift(void)
     section("2. A shift of positions is a rotation");
     /*md
      * Why sines and cosines? Because moving $\delta$ positions on is the
-     * same linear map for every position. Write $w_j = 10000^{-2j/d}$; the
-     * addition formulas give, for each pair,
+     * same linear map for every position. Write $w_j = 10000^{-2j/d}$ and
+     * take pair $j$ cosine first, $(P_{i, 2j+1}, P_{i, 2j}) =
+     * (\cos i w_j, \sin i w_j)$: the point at angle $i w_j$ on the unit
+     * circle. The addition formulas give
      *
-     * $$\begin{pmatrix} P_{i+\delta, 2j} \\ P_{i+\delta, 2j+1} \end{pmatrix}
-     *   = \begin{pmatrix} \cos \delta w_j & \sin \delta w_j \\
-     *                     -\sin \delta w_j & \cos \delta w_j \end{pmatrix}
-     *     \begin{pmatrix} P_{i, 2j} \\ P_{i, 2j+1} \end{pmatrix}$$
+     * $$\begin{pmatrix} P_{i+\delta, 2j+1} \\ P_{i+\delta, 2j} \end{pmatrix}
+     *   = \begin{pmatrix} \cos \delta w_j & -\sin \delta w_j \\
+     *                     \sin \delta w_j & \cos \delta w_j \end{pmatrix}
+     *     \begin{pmatrix} P_{i, 2j+1} \\ P_{i, 2j} \end{pmatrix}$$
      *
-     * a rotation that depends on $\delta$ and not on $i$. So a layer can
+     * a rotation by $\delta w_j$, counterclockwise (from the first axis
+     * towards the second), that depends on $\delta$ and not on $i$. It is
+     * the same matrix, turning the same way, as RoPE's in section 4. So a layer can
      * learn "the token three places back" as one fixed linear map, which
      * is what d2l means by relative positional information. The check
      * below builds the matrix for $\delta = 5$ and applies it to every row.
@@ -119,13 +127,14 @@ static void shift(void)
     double worst = 0;
     for (size_t j = 0; 2 * j < DIM; j++) {
         double a = (double)delta * pow(10000.0, -(double)(2 * j) / DIM);
-        double m[2][2] = {{cos(a), sin(a)}, {-sin(a), cos(a)}};
+        // m turns (cos, sin) counterclockwise by a, as rope_rotate_pair
+        double m[2][2] = {{cos(a), -sin(a)}, {sin(a), cos(a)}};
         for (size_t i = 0; i + delta < STEPS; i++) {
             double s = *TENSOR_AT(p, i, 2 * j), c = *TENSOR_AT(p, i, 2 * j + 1);
-            worst = fmax(worst, fabs(*TENSOR_AT(p, i + delta, 2 * j) -
-                                     (m[0][0] * s + m[0][1] * c)));
             worst = fmax(worst, fabs(*TENSOR_AT(p, i + delta, 2 * j + 1) -
-                                     (m[1][0] * s + m[1][1] * c)));
+                                     (m[0][0] * c + m[0][1] * s)));
+            worst = fmax(worst, fabs(*TENSOR_AT(p, i + delta, 2 * j) -
+                                     (m[1][0] * c + m[1][1] * s)));
         }
     }
     printf("rows i + %zu against the rotation of rows i, for all %zu rows\n"
@@ -224,8 +233,17 @@ static void rotary(void)
      * are taken in pairs $(x_{2k}, x_{2k+1})$ and pair $k$ of the vector at
      * position $m$ is turned by the angle $m \theta_k$, with
      * $\theta_k = 10000^{-2k/p}$ for a head of $p$ features: the table's
-     * frequencies, now applied as rotations. One pair is the exercise of
-     * this chapter:
+     * frequencies, now applied as rotations. The turn is counterclockwise,
+     * from the first feature of the pair towards the second: at angle
+     * $\theta$ the pair $(x_0, x_1)$ becomes
+     *
+     * $$(x_0 \cos\theta - x_1 \sin\theta,\; x_0 \sin\theta + x_1 \cos\theta),
+     *   \qquad R(\theta) = \begin{pmatrix} \cos\theta & -\sin\theta \\
+     *   \sin\theta & \cos\theta \end{pmatrix}$$
+     *
+     * the matrix of section 2, and what the tests expect (RoFormer and
+     * llama2.c turn the same way). One pair is the exercise of this
+     * chapter:
      *
      * @show src/posenc.c rope_rotate_pair
      *

@@ -195,9 +195,8 @@ static void same_numbers(lesson *l)
 
 /* Multiply-adds of the attention in a step with t keys, the one that
  * makes position t - 1 (madds.h): with the cache, the new query against the t
- * keys; recomputing, every one of the t queries against all t keys, as
- * multihead_forward does (the causal mask zeroes the upper triangle after
- * the products are made). */
+ * keys; recomputing, the t queries against the keys the causal mask lets
+ * each see, t (t + 1) / 2 pairs. */
 static double madds_cached(size_t t, size_t d_model)
 {
     double m;
@@ -207,7 +206,7 @@ static double madds_cached(size_t t, size_t d_model)
 static double madds_recomputed(size_t t, size_t d_model)
 {
     double m;
-    CHECK(attention_madds(t, t, d_model, 0, &m));
+    CHECK(attention_madds(t, t, d_model, 1, &m));
     return m;
 }
 
@@ -222,19 +221,25 @@ static void work(void)
      * $t$ keys in each head: $t \cdot p$ multiply-adds per head for the
      * scores and as many for the weighted sum, $2 t \, d_{model}$ in all,
      * growing linearly with $t$. Without it, the module runs again on all
-     * $t$ positions, $t$ queries against $t$ keys: $2 t^2 d_{model}$, and
-     * the step costs $t$ times as much.
+     * $t$ positions. Query $i$ needs only the $i + 1$ keys the causal mask
+     * lets it see, so $t$ queries make $1 + 2 + \dots + t = t(t+1)/2$
+     * pairs: $t(t+1)\, d_{model}$ multiply-adds, and the step costs
+     * $(t+1)/2$ times as much. (`multihead_forward` as written computes
+     * all $t^2$ scores and zeroes the upper triangle in the softmax, nearly twice
+     * that work; the count here is what a causal recompute needs at
+     * least, so the comparison is fair to it.)
      * `attention_madds` counts them, for $n_q$ queries against $n_k$ keys,
      * every pair or only the pairs a causal mask lets through; it is this
      * chapter's exercise:
      *
      * @show src/madds.c attention_madds
      *
-     * The projections add the same factor: with the cache, W_q, W_k, W_v
+     * The projections cost more again: with the cache, W_q, W_k, W_v
      * and W_o are applied to the one new position,
-     * $4\,d_{model}^2$ multiply-adds; recomputing, to all $t$ of them. Over
+     * $4\,d_{model}^2$ multiply-adds; recomputing, to all $t$ of them,
+     * $t$ times as much. Over
      * a whole sequence of $T$ steps the attention costs about
-     * $T^2 d_{model}$ multiply-adds with the cache and $\frac{2}{3} T^3
+     * $T^2 d_{model}$ multiply-adds with the cache and $\frac{1}{3} T^3
      * d_{model}$ without. The table is for one layer of
      * $d_{model} = 4096$ (the size of Llama 2 7B), and the chart draws the
      * two columns of attention for every $t$ up to 512.
@@ -267,7 +272,7 @@ static void work(void)
     for (size_t t = 1; t <= 4096; t *= 4) {
         double a = madds_cached(t, d_model), r = madds_recomputed(t, d_model);
         double proj = 4.0 * (double)d_model * (double)d_model;
-        printf("%6zu %16.0f %16.0f %8.0f %16.0f %16.0f\n", t, a, r, r / a,
+        printf("%6zu %16.0f %16.0f %8.1f %16.0f %16.0f\n", t, a, r, r / a,
                proj, (double)t * proj);
     }
     const size_t T = 4096;
@@ -288,7 +293,7 @@ static void work(void)
         ys[STEPS + i] = madds_recomputed(i + 1, d_model) / 1e6;
     }
     const char *const labels[2] = {"with the cache: 2 t d_model",
-                             "recomputed: 2 t^2 d_model"};
+                             "recomputed: t (t+1) d_model"};
     plot_options opt = {.title = "attention multiply-adds of one decoding "
                                  "step, d_model = 4096",
                         .xlabel = "position t (keys attended to)",

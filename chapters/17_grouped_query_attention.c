@@ -15,12 +15,14 @@
  * sequence, read again for every token. The queries are not the problem:
  * there is one new query per step. The keys and values are.
  *
- * *Multi-query attention* (Shazeer 2019) keeps $h$ query heads and gives
+ * *Multi-query attention* ([Shazeer
+ * 2019](https://arxiv.org/abs/1911.02150)) keeps $h$ query heads and gives
  * them one key head and one value head to share. The cache shrinks $h$
- * times. *Grouped-query attention* (Ainslie et al. 2023) sits between:
+ * times. *Grouped-query attention* ([Ainslie et al.
+ * 2023](https://arxiv.org/abs/2305.13245)) sits between:
  * $G$ key-value heads, each shared by a group of $h/G$ query heads. $G = h$
  * is the multi-head attention of chapter 08, $G = 1$ is multi-query
- * attention. Llama 2 70B and Llama 3 use $G = 8$; llama2.c calls $G$
+ * attention. [Llama 2](https://arxiv.org/abs/2307.09288) 70B and Llama 3 use $G = 8$; llama2.c calls $G$
  * `n_kv_heads`, and PyTorch's `scaled_dot_product_attention` takes
  * `enable_gqa=True` (from version 2.5) for keys and values with fewer
  * heads than the queries.
@@ -135,13 +137,18 @@ static void shared_in_the_trace(lesson *l)
      *   nothing is copied. Reshaping that expanded view to `(16, 6, 4)`
      *   is what `repeat_interleave` does, and it would copy (chapter 07
      *   repeated `valid_lens` that way); the module never does.
-     * - Instead, the four query heads of a group are folded into the rows:
-     *   their queries are consecutive batch rows of `(16, 6, 4)`, so the
+     *   In fact nothing reads the two expanded views at all: they are
+     *   made for the trace, to show the sharing as a shape (which query
+     *   heads read which key-value head), and freed at once.
+     * - What the product does read comes next: the four query heads of a
+     *   group are folded into the rows. Their queries are consecutive batch rows of `(16, 6, 4)`, so the
      *   view `(4, 24, 4)`, `(B*G, (h/G)*Lq, p)`, stacks them one under
      *   another, and one product per key head scores all 24 query rows
      *   against its 6 keys, `(4, 24, 6)`. A product of 24 rows is the same
      *   arithmetic as four products of 6 rows, in one BLAS call, and the
-     *   keys it reads are the `(4, 6, 4)` heads as they are.
+     *   keys it reads are the `(4, 6, 4)` heads as they are, not the
+     *   expanded `(4, 4, 6, 4)`. The sharing is the same either way:
+     *   every query row of a group meets its group's one key head.
      *
      * Then the heads are unfolded, a view back to `(16, 6, 4)`, joined and
      * mixed by W_o exactly as in chapter 08: the output is `(2, 6, 32)`

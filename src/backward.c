@@ -684,6 +684,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     double *dmask = NULL;                      // (h,)
 
     // 6. W_o: dconcat, and (last, below) W_o's own gradients
+    trace_note("the joined heads' gradient, through W_o");
     int status = linear_backward(&m->W_o, c->concat, &dout_in, NULL, &dconcat);
     // 5. undo transpose_output: split dconcat into heads again
     if (!status)
@@ -720,31 +721,42 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
 //> 15
     long Lk = (long)c->kh->shape[1];
 //<
-    if (!status && need_q)
+    if (!status && need_q) {
+        trace_note("dQ: the query heads' gradients side by side");
         status = transpose_output(dqh, h, &dq);
+    }
 //> 15
     if (!status && need_q && m->cfg.rope)
         status = unrotate(m, &dq, Lk - (long)Lq);
 //<
-    if (!status && need_k)
+    if (!status && need_k) {
+        trace_note("dK: the key heads' gradients side by side");
         status = transpose_output(dkh, G, &dk);
+    }
 //> 15
     if (!status && need_k && m->cfg.rope)
         status = unrotate(m, &dk, 0);
 //<
-    if (!status && need_v)
+    if (!status && need_v) {
+        trace_note("dV: the value heads' gradients side by side");
         status = transpose_output(dvh, G, &dv);
+    }
     // 1. the projections: the inputs' gradients, then every layer's own
     //    (the inputs named as the forward named them, for the trace)
     tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
     tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
     tensor v_in = tensor_named(c->values, "B, Lk, d_v");
+    if (!status && (dqueries || dkeys || dvalues))
+        trace_note("the inputs' gradients, through W_q, W_k and W_v");
     if (!status && dqueries)
         status = linear_backward(&m->W_q, &q_in, dq, NULL, &gq);
     if (!status && dkeys)
         status = linear_backward(&m->W_k, &k_in, dk, NULL, &gk);
     if (!status && dvalues)
         status = linear_backward(&m->W_v, &v_in, dv, NULL, &gv);
+    if (!status && grads)
+        trace_note("the layers' own gradients: W_o's from dout, the others "
+                   "from dQ, dK, dV");
     if (!status && grads)
         status = linear_backward(&m->W_o, c->concat, &dout_in, &grads->W_o,
                                  NULL);

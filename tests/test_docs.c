@@ -101,7 +101,7 @@ Test(docs, a_changed_output_changes_the_page)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/06_splitting_heads.txt",
              root, root, root, root, root, root);
@@ -135,7 +135,7 @@ Test(docs, a_missing_function_stops_the_weaver)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools %s/chapters && cp -r src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "cp chapters/01_shapes_strides_views.c %s/chapters/ && "
              "printf '/*md\\n * @show src/tensor.c no_such_function\\n */\\n' >> "
              "%s/chapters/01_shapes_strides_views.c",
@@ -170,7 +170,7 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md %s/tools/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/01_shapes_strides_views.txt && "
              "last=$(ls %s/tests/expected | tail -n 1) && "
@@ -514,6 +514,12 @@ static int stale_numbers(const char *prose, const char *transcript,
             p++;
             continue;
         }
+        if (!math && !code && p[0] == ']' && p[1] == '(') {
+            /* a link's address (an arXiv number) is not a quoted result */
+            const char *close = strchr(p, ')');
+            p = close ? close + 1 : p + strlen(p);
+            continue;
+        }
         if (!code && *p == '$') {
             size_t n = p[1] == '$' ? 2 : 1;
             math = math == (int)n ? 0 : math ? math : (int)n;
@@ -574,6 +580,10 @@ Test(docs, stale_numbers_finds_a_planted_number)
                                "```text\n1.5\n```\n@show src/a.c f 2.5\n"
                                "1e-12 and 3 heads, of 100.\n",
                                out, missing, sizeof missing), 0);
+    /* a link's address is not a quoted number; its text is */
+    cr_assert_eq(stale_numbers("[Shazeer 2019](https://arxiv.org/abs/1911.02150) "
+                               "and [0.7](x.md).\n", out, missing, sizeof missing), 1);
+    cr_assert_str_eq(missing, "0.7");
     char *prose = chapter_prose("/* Chapter 99: x.\n * 0.5 here is code\n */\n"
                                 "/*md\n * Weights of 0.25.\n */\nint x;\n");
     cr_assert_str_eq(prose, "Weights of 0.25.\n");

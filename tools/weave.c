@@ -2,7 +2,10 @@
  * the library sources.  Nothing in docs/ is written by hand.
  *
  *     weave ROOT OUT        read ROOT/chapters, ROOT/tests/expected,
- *                           ROOT/src, ROOT/tools/book-index.md; write OUT/
+ *                           ROOT/src, ROOT/tools/book-index.md and the
+ *                           pages it copies (ROOT/tools/references.md,
+ *                           ROOT/tools/glossary.md);
+ *                           write OUT/
  *
  * A chapter page is assembled from:
  *   - the chapter's title, from its first line "/" "* Chapter NN: Title.";
@@ -603,6 +606,22 @@ static void write_index(const chapter *all, int n)
     free(tmpl);
 }
 
+/* docs/NAME: tools/NAME as it is, under the generated-page header, so that
+ * the pages beside the chapters (references, glossary) are checked like
+ * the book. */
+static void write_copy(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tools/%s", root, name);
+    char *text = read_file(path);
+    buf b = {0};
+    printf_(&b, "<!-- Written by `make docs` from tools/%s. Edit that, not "
+                "this. -->\n\n", name);
+    puts_(&b, text);
+    keep_page(name, &b);
+    free(text);
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -649,6 +668,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         write_chapter(all, i, n);
     write_index(all, n);
+    write_copy("references.md");
+    write_copy("glossary.md");
     write_pages(argv[2]);
     for (int i = 0; i < npages; i++)
         free(pages[i].text.s);

@@ -26,5 +26,5 @@ set tics nomirror out scale 0.5
 unset key
 set key below height 1
 plot data using 1:2 with lines lw 2 lc rgb '#1b9e77' title 'with the cache: 2 t d_model', \
-     data using 1:3 with lines lw 2 lc rgb '#d95f02' title 'recomputed: 2 t^2 d_model'
+     data using 1:3 with lines lw 2 lc rgb '#d95f02' title 'recomputed: t (t+1) d_model'
 unset output
