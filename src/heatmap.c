@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap.c: attention weights as gnuplot heatmaps; see heatmap.h.
  *
  * Shapes: panel (r, c) of the grid (heatmap_grid.h) is the (Lq, Lk)

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_grid.c: attention weights as a grid of panels, checked once,
  * and written as gnuplot data; see heatmap_grid.h.
  *

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_grid.h: what a heatmap is.
  *
  * Attention weights are a grid of matrices: for every batch entry (a row of

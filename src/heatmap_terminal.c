@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_terminal.c: attention weights drawn with Unicode shades; see
  * heatmap_terminal.h.
  *

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_terminal.h: attention weights in a terminal, for a shell with no
  * pictures: the grid of heatmap_grid.h drawn with Unicode shades.
  *

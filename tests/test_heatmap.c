@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_heatmap.c: the heatmap modules: the .dat and .gp files they write,
  * gnuplot's renders, and every way to get them wrong (the terminal view
  * has test_heatmap_terminal.c). */

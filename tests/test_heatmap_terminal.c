@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_heatmap_terminal.c: the terminal view of heatmap_terminal.h, to
  * the character, and its failures. */
 #include "check.h"
