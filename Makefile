@@ -314,7 +314,17 @@ snapshots: $(BUILD)/marks-filter
 handout:
 	@tools/handout.sh handout
 
-grade: build
+# The build runs quietly into a log: one line while it builds, then the
+# grade, or the compiler's error lines and where the whole log is.
+GRADE_LOG := $(BUILD)/grade/build.log
+grade:
+	@mkdir -p $(BUILD)/grade
+	@echo "building the library and the tests ... (log: $(GRADE_LOG))"
+	@$(MAKE) --no-print-directory build > $(GRADE_LOG) 2>&1 || { \
+	    echo "grade: the build failed:"; \
+	    grep -E 'error:' $(GRADE_LOG) | head -n 20; \
+	    echo "grade: the whole build log is $(GRADE_LOG)"; \
+	    exit 1; }
 	@tools/grade.sh $(TEST_BIN) $(BUILD) '$(strip $(EXERCISE))'
 
 handout-check: build

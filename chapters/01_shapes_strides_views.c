@@ -140,6 +140,12 @@ static void permute_is_a_view(void)
      * order now visits offsets 0, 1, 16, 17, 2, 3, 18, 19, ...: the strides are
      * no longer decreasing, so the tensor is *not contiguous*. That matters for
      * the next step.
+     *
+     * The picture shows that walk: the 32 steps of the index order, 8 to a
+     * row, for `x` and for `heads`, each cell coloured by the buffer offset
+     * read at that step (white is offset 0, darkest 31). `x` climbs smoothly
+     * through the buffer; `heads` jumps 16 ahead and back again every two
+     * steps.
      */
     tensor *x = counting_tensor(1, 2, 16), *split, *heads;
     CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
@@ -150,6 +156,25 @@ static void permute_is_a_view(void)
     show_layout("heads", heads);
     printf("shares x's buffer: %s\n\n", yes_no(tensor_shares_buffer(heads, x)));
     tensor_print(stdout, heads, 4);
+
+    /* walk is (2, 4, 8): the offset read at step 8r + c of the index
+     * order, for x (panel 0) and heads (panel 1); x holds its own offsets */
+    tensor *walk, *packed;
+    CHECK(tensor_contiguous(heads, &packed));
+    CHECK(tensor_alloc(SHAPE(2, 4, 8), &walk));
+    for (size_t i = 0; i < 32; i++) {
+        *TENSOR_AT(walk, 0, i / 8, i % 8) = x->data[i];
+        *TENSOR_AT(walk, 1, i / 8, i % 8) = packed->data[i];
+    }
+    const char *titles[] = {"x", "heads"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2,
+                           .xlabel = "step mod 8", .ylabel = "step / 8",
+                           .palette = HEATMAP_BLUES,
+                           .title = "buffer offset read at each step"};
+    printf("\n");
+    draw_heatmap(walk, &opt, "01_walk");
+    tensor_free(walk);
+    tensor_free(packed);
     tensor_free(x);
     tensor_free(split);
     tensor_free(heads);

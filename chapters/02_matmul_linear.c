@@ -151,6 +151,13 @@ static void linear_layer(void)
      * previous row plus $0.5 \times$ (the sum of each row of `W`). For output 0
      * that is $0.5 \cdot (-0.4215) = -0.2107$: 0.5465, 0.3358, 0.1251, ...
      *
+     * The picture draws `y`, one panel per sequence, rows the positions and
+     * columns the 5 output features. Unlike attention weights these numbers
+     * are signed, so this page's colour scale runs from the smallest (dark
+     * purple) to the largest (yellow), and 0 has no colour of its own. Each
+     * column changes by the same step from row to row, and sequence 1 goes on
+     * where sequence 0 stops: the pattern above.
+     *
      * The library keeps the slow version too. It does the same sums with three
      * plain loops, and the tests hold the fast path to it:
      *
@@ -184,6 +191,12 @@ static void linear_layer(void)
     trace_to(NULL);
     printf("\ny = x W^T + b:\n");
     tensor_print(stdout, y, 4);
+    const char *titles[] = {"y[0], sequence 0", "y[1], sequence 1"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2,
+                           .xlabel = "output feature", .ylabel = "position",
+                           .palette = HEATMAP_VIRIDIS};
+    printf("\n");
+    draw_heatmap(y, &opt, "02_linear");
 
     CHECK(linear_forward_naive(&layer, x, &y_naive));
     printf("\nlargest |dgemm - loops| below 1e-13: %s\n",

@@ -270,9 +270,11 @@ static void causal_mask(void)
      * The heatmap shows the weights as a picture: row $i$ is query $i$, column
      * $j$ is key $j$, darker means more weight. Look for the lower triangle,
      * everything above the diagonal blank, and the shade fading down the rows
-     * as each query shares its weight among more keys. In the terminal view a
-     * cell shows which quarter of the colour scale its weight falls in; the PNG
-     * below uses a continuous scale.
+     * as each query shares its weight among more keys. On every page, blank
+     * means a weight of exactly 0: in the terminal view a blank cell is 0 and
+     * any other cell shows which quarter of the colour scale, from 0 to the
+     * largest weight, its weight falls in; the PNG below uses a continuous
+     * scale from 0 (white) up.
      *
      * The lengths are made by `causal_valid_lens` in `src/softmax.c` (and it is
      * one of the coding exercises below). Costs: the table is $B \cdot L$

@@ -68,6 +68,13 @@ static void d2l_example(void)
      *   axis of $B \cdot h = 8$. A view here, because B = 1 ([chapter 01's
      *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).
      *
+     * The picture draws the result as 8 panels, one per head: each panel is
+     * that head's `(n, p)` block, rows the 2 positions, columns the 2 slots,
+     * coloured by the number that landed there (white is 0, darkest 31).
+     * Head $i$ holds features $2i$ and $2i+1$ of both positions: the colour
+     * steps by 2 from panel to panel and by 16 from the top row to the
+     * bottom one.
+     *
      * @show src/multihead.c transpose_qkv
      */
     tensor *x = counting_tensor(1, 2, 16), *heads;
@@ -76,6 +83,13 @@ static void d2l_example(void)
     trace_to(stdout);
     CHECK(transpose_qkv(x, 8, &heads)); // heads is (B*h, n, p)
     trace_to(NULL);
+    printf("\n");
+    const char *titles[] = {"head 0", "head 1", "head 2", "head 3",
+                            "head 4", "head 5", "head 6", "head 7"};
+    heatmap_options opt = {.titles = titles, .ntitles = 8, .xlabel = "slot",
+                           .ylabel = "position", .palette = HEATMAP_BLUES,
+                           .title = "(8, 2, 2): where the numbers 0 to 31 land"};
+    draw_heatmap(heads, &opt, "06_heads");
     tensor_free(x);
     tensor_free(heads);
 }

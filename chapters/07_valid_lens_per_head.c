@@ -94,6 +94,10 @@ static void why_not_tile(void)
      * never sees key 2. Row 4, head 1 of example 1, would get length 3 and
      * attend to a padding key.
      *
+     * The picture shows the keys each row may see under each repeat, one
+     * row of cells per batch row $r$, dark where the key is visible and blank
+     * where it is masked: under `tile`, rows 1 and 4 have swapped lengths.
+     *
      * Note the kind of bug: every shape is right, and no test that only checks
      * shapes can see it. The tests of this library check the weights against a
      * plain-loop implementation instead.
@@ -124,6 +128,24 @@ static void why_not_tile(void)
            wrong, B * h);
     show_row_1("repeat_interleave,", per_head);
     show_row_1("tile,", tiled);
+
+    /* masks is (2, B*h, Lk): 1 where row r may see key j, panel 0 for
+     * repeat_interleave, panel 1 for tile */
+    tensor *masks;
+    CHECK(tensor_alloc(SHAPE(2, B * h, Lk), &masks));
+    for (size_t r = 0; r < B * h; r++)
+        for (size_t j = 0; j < Lk; j++) {
+            *TENSOR_AT(masks, 0, r, j) = j < per_head->data[r];
+            *TENSOR_AT(masks, 1, r, j) = j < tiled->data[r];
+        }
+    const char *titles[] = {"repeat_interleave", "tile"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2,
+                           .ylabel = "row b*h+i", .palette = HEATMAP_GREYS};
+    printf("\n");
+    CHECK(heatmap_terminal(stdout, masks, &opt));
+    printf("\n");
+    draw_heatmap(masks, &opt, "07_masks");
+    tensor_free(masks);
     tensor_free(lens);
     tensor_free(per_head);
     tensor_free(tiled);

@@ -211,8 +211,9 @@ static void varied_inputs(lesson *l)
      * projects them into its own 20-feature subspace, so each head scores the
      * same keys differently. The grid has one panel per (example, head): rows
      * are queries, columns are keys, and all panels share one colour scale
-     * from 0 to 1. Under it, for example 0, each head's favourite key for each
-     * query, with its weight.
+     * from 0 (white: exactly 0, a masked key) to the largest weight, which
+     * rounds to 1, as the legend under the grid prints. Under it, for
+     * example 0, each head's favourite key for each query, with its weight.
      *
      * What to look for:
      *

@@ -127,6 +127,9 @@ static void one_head_at_a_time(lesson *l)
      * module, and all five agree below 1e-12. The favourite keys differ from
      * head to head: query 0 of example 0 prefers key 0 in head 0 (0.4076), key
      * 2 in heads 1 to 3 (0.5710, 0.4220, 0.5896), and key 1 in head 4 (0.4941).
+     * The picture draws the weights of the five sliced heads, one row of
+     * panels per example: the module's `m.weights` drawn from the loop,
+     * padding keys blank (keys 3-5 of example 0, 2-5 of example 1).
      *
      * Cost: the loop makes 15 projections of `(B*L, 100)` by `(20, 100)`
      * instead of 3 of `(B*L, 100)` by `(100, 100)`. Each is a fifth of the
@@ -137,6 +140,8 @@ static void one_head_at_a_time(lesson *l)
     CHECK(tensor_alloc(SHAPE(B, Lq, D), &l->concat)); // (B, Lq, h*p)
     dot_attention attn;
     CHECK(dot_attention_init(&attn, 0));
+    tensor *sliced; // (B, h, Lq, Lk): each sliced head's weights
+    CHECK(tensor_alloc(SHAPE(B, H, Lq, Lk), &sliced));
     printf("example 0, query 0: favourite key (weight); same weights as the\n"
            "module's head, below 1e-12\n");
     for (size_t i = 0; i < H; i++) {
@@ -153,6 +158,10 @@ static void one_head_at_a_time(lesson *l)
             for (size_t t = 0; t < Lq; t++)
                 for (size_t j = 0; j < P; j++)
                     *TENSOR_AT(l->concat, b, t, i * P + j) = *TENSOR_AT(head, b, t, j);
+        for (size_t b = 0; b < B; b++)
+            for (size_t r = 0; r < Lq; r++)
+                for (size_t t = 0; t < Lk; t++)
+                    *TENSOR_AT(sliced, b, i, r, t) = *TENSOR_AT(attn.weights, b, r, t);
         /* the same head inside the batched module: m.weights[:, i] */
         size_t best = 0;
         double agree = 0;
@@ -175,6 +184,13 @@ static void one_head_at_a_time(lesson *l)
         linear_free(&wk);
         linear_free(&wv);
     }
+    const char *titles[2 * H] = {"ex 0, head 0", "head 1", "head 2", "head 3",
+                                 "head 4", "ex 1, head 0", "head 1", "head 2",
+                                 "head 3", "head 4"};
+    heatmap_options opt = {.titles = titles, .ntitles = 2 * H};
+    printf("\n");
+    draw_heatmap(sliced, &opt, "09_sliced_heads");
+    tensor_free(sliced);
     dot_attention_free(&attn);
 }
 

@@ -82,12 +82,20 @@ static void online(void)
      * $\ell = e^{-2} + 1 + e^{-1}$; the second raises $m$ to 5, so
      * $\alpha = e^{3-5}$ shrinks the old sum before the new terms join;
      * the third raises $m$ to 6, $\alpha = e^{-1}$.
+     *
+     * The picture shows the weights $e^{x_j - m} / \ell$ as they stand
+     * after each tile, one row per tile, over the keys seen so far (the
+     * keys not yet read are blank). Each new maximum shrinks the earlier
+     * weights: key 1 is the darkest after the first tile and almost white
+     * after the third. The last row is the softmax.
      */
     double x[8] = {1, 3, 2, 5, 0, 4, 6, 2};
     printf("scores x = [1, 3, 2, 5, 0, 4, 6, 2], in tiles of 3:\n\n");
     printf("%-18s %9s %6s %9s %9s\n", "tile", "tile max", "m", "alpha", "l");
     online_softmax st;
     online_softmax_init(&st);
+    tensor *seen; // (tiles, 8): the weights after each tile, 0 for unread keys
+    CHECK(tensor_alloc(SHAPE(3, 8), &seen));
     printf("%-18s %9s %6s %9s %9.4f\n", "(start)", "", "-inf", "", st.sum);
     for (size_t t0 = 0; t0 < 8; t0 += 3) {
         size_t n = 8 - t0 < 3 ? 8 - t0 : 3;
@@ -101,6 +109,8 @@ static void online(void)
         snprintf(at, sizeof tile - (size_t)(at - tile), "]");
         double alpha = online_softmax_update(&st, x + t0, n);
         printf("%-18s %9g %6g %9.4f %9.4f\n", tile, tmax, st.max, alpha, st.sum);
+        for (size_t j = 0; j < t0 + n; j++)
+            *TENSOR_AT(seen, t0 / 3, j) = exp(x[j] - st.max) / st.sum;
     }
     double w[8];
     for (size_t j = 0; j < 8; j++)
@@ -114,8 +124,13 @@ static void online(void)
     printf("\nweights exp(x - m) / l:\n");
     print_row("  online   ", w, 8);
     print_row("  softmax  ", ws->data, 8);
-    printf("same as softmax_lastdim (difference below 1e-15): %s\n",
+    printf("same as softmax_lastdim (difference below 1e-15): %s\n\n",
            yes_no(diff < 1e-15));
+    heatmap_options opt = {.xlabel = "key", .ylabel = "after tile"};
+    CHECK(heatmap_terminal(stdout, seen, &opt));
+    printf("\n");
+    draw_heatmap(seen, &opt, "12_online");
+    tensor_free(seen);
     tensor_free(xt);
     tensor_free(ws);
 }

@@ -136,7 +136,6 @@ static inline const char *bytes_str(double bytes, char *buf, size_t n)
     return buf;
 }
 
-//> 03
 /* Where pictures go: $MHA_PLOTS_DIR if set (the tests and make docs point
  * it at a scratch directory), else plots/ of the repository, whose
  * chapter files git ignores: their last digits depend on the CPU.  The
@@ -164,7 +163,6 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
-//<
 /* 1 when the environment asks for a short run, MHA_QUICK=1: chapters
  * that train then train for a few steps and evaluate on fewer sequences,
  * so that they finish under valgrind (tools/memcheck.sh sets it).  Their

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* fileset.c: outputs written under temporary names and renamed into place
  * together; see fileset.h. */
 #define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, fchmod, fsync, link, lstat */

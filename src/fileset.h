@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* fileset.h: files that appear all together or not at all.
  *
  * A program that writes several files (a chart's numbers and its script,

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* gnuplot.c: what every gnuplot picture shares: checks, numbers and
  * quoted text, the script's opening, the data and script written
  * together, and gnuplot run without a shell; see gnuplot.h. */

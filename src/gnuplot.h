@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* gnuplot.h: pictures drawn by gnuplot, the parts every chart shares:
  * numbers and text written into a script, the script's opening (where its
  * data and picture live, PNG or SVG), the data and script written both or

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap.c: attention weights as gnuplot heatmaps; see heatmap.h.
  *
  * Shapes: panel (r, c) of the grid (heatmap_grid.h) is the (Lq, Lk)
@@ -176,8 +176,11 @@ static void write_gp(FILE *f, const heatmap_grid *g, const geometry *geo,
         gnuplot_put_number(f, g->vmin);
         fputs(", so the scale\n# is widened around it\n", f);
     } else {
-        fputs("# one colour scale for every panel: the smallest and the "
-              "largest weight\n",
+        fputs(g->lo == 0 && g->vmin >= 0
+                  ? "# one colour scale for every panel: from 0 (white, "
+                    "exactly 0) to the\n# largest weight\n"
+                  : "# one colour scale for every panel: the smallest and "
+                    "the largest weight\n",
               f);
     }
     fputs("set cbrange [", f);

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap.h: pictures of attention weights, drawn by gnuplot.
  *
  * The weights are a grid of (Lq, Lk) panels on one colour scale, with the

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_grid.c: attention weights as a grid of panels, checked once,
  * and written as gnuplot data; see heatmap_grid.h.
  *
@@ -88,6 +88,7 @@ int heatmap_grid_make(const char *who, const tensor *m,
     g->width = opt->width;
     g->height = opt->height;
     g->palette = opt->palette;
+    g->scale_from_min = opt->scale_from_min;
     g->term_columns = opt->term_columns;
     /* a label goes into one line of a script, a data-file comment and a
      * terminal row: a control character would break each of them */
@@ -131,9 +132,12 @@ int heatmap_grid_make(const char *who, const tensor *m,
                                     isnan(v) ? "nan" : v > 0 ? "inf" : "-inf",
                                     r, c, q, k, g->shape);
                 }
-    g->lo = g->vmin;
+    /* weights are never negative: their scale starts at 0, so that white
+     * (a blank cell) means exactly 0 and not "the smallest weight here" */
+    g->lo = g->vmin >= 0 && !opt->scale_from_min ? 0 : g->vmin;
     g->hi = g->vmax;
-    if (g->lo == g->hi) {
+    if (g->vmin == g->vmax) {
+        g->lo = g->vmin;
         double d = g->lo != 0 ? fabs(g->lo) : 1;
         g->lo -= d;
         g->hi += d;

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_grid.h: what a heatmap is.
  *
  * Attention weights are a grid of matrices: for every batch entry (a row of
@@ -11,11 +11,13 @@
  *     m is (rows, cols, Lq, Lk): rows x cols panels, any strides;
  *          (cols, Lq, Lk) is one row of panels and (Lq, Lk) a single panel.
  *
- * Every panel uses ONE colour scale, from the smallest to the largest weight
- * over all panels, so the same colour means the same weight everywhere.
- * When every weight is the same number v the scale is [v - |v|, v + |v|]
- * ([-1, 1] for v = 0): the cells take the middle colour and nothing divides
- * by zero.
+ * Every panel uses ONE colour scale, so the same colour means the same
+ * weight everywhere: from 0 to the largest weight when no weight is
+ * negative (attention weights), so that the lightest colour means exactly
+ * 0; from the smallest to the largest value otherwise, or when the caller
+ * asks for it (scale_from_min).  When every weight is the same number v
+ * the scale is [v - |v|, v + |v|] ([-1, 1] for v = 0): the cells take the
+ * middle colour and nothing divides by zero.
  *
  * Two ways to draw the grid: heatmap.h with gnuplot (PNG, SVG) and
  * heatmap_terminal.h with Unicode shades.  Both check the weights and the
@@ -63,6 +65,9 @@ typedef struct heatmap_options {
     heatmap_palette palette;
     int term_columns;          /* heatmap_terminal wraps a row of panels
                                   that would be wider; 0: 80 */
+    int scale_from_min;        /* 1: the scale starts at the smallest
+                                  weight even when none is negative;
+                                  0: at 0 for such weights */
 } heatmap_options;
 
 /* The weights and the options, checked, with the defaults filled in:
@@ -75,14 +80,16 @@ typedef struct heatmap_grid {
     size_t rows, cols, lq, lk;
     size_t st[4];      /* strides of (rows, cols, Lq, Lk), in elements */
     double vmin, vmax; /* the smallest and largest weight of all panels */
-    double lo, hi;     /* the shared colour scale: [vmin, vmax], widened
-                          around v when every weight is v */
+    double lo, hi;     /* the shared colour scale: [0, vmax] for weights
+                          >= 0 (unless scale_from_min), else [vmin, vmax];
+                          widened around v when every weight is v */
     const char *xlabel, *ylabel; /* never NULL; "" for none */
     const char *title;           /* NULL for none */
     const char *const *titles;   /* rows * cols entries, or NULL */
     int width, height;
     heatmap_palette palette;
     int term_columns;
+    int scale_from_min;
     char shape[TRACE_SHAPE_MAX]; /* m's shape as a tuple, for messages */
 } heatmap_grid;
 

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_terminal.c: attention weights drawn with Unicode shades; see
  * heatmap_terminal.h.
  *
@@ -14,15 +14,15 @@
 
 #include "error.h"
 
-/* Shades, two columns per cell.  Blank is kept for the bottom of the scale
- * itself (for attention weights: exactly 0, a masked key), so a small but
- * real weight never looks masked; the four shades split the rest of the
- * scale into quarters, (lo, lo + q], ..., (hi - q, hi]. */
+/* Shades, two columns per cell.  Blank is kept for a weight of exactly 0
+ * (a masked key), on every scale, so a small but real weight never looks
+ * masked; the four shades split the scale into quarters, [lo, lo + q],
+ * (lo + q, lo + 2q], ..., (hi - q, hi] (for weights, lo is 0). */
 static const char *const shades[5] = {"  ", "░░", "▒▒", "▓▓", "██"};
 
 static int shade(const heatmap_grid *g, double v)
 {
-    if (v <= g->lo)
+    if (v == 0)
         return 0;
     int level = (int)ceil(4 * (v - g->lo) / (g->hi - g->lo));
     return level < 1 ? 1 : level > 4 ? 4 : level;
@@ -173,7 +173,7 @@ static void put_legend(FILE *f, line *l, const heatmap_grid *g, size_t columns)
         put_str(l, "every weight is ");
         put_scale_number(l, g->vmin);
         put_str(l, ", drawn as [");
-        put_str(l, shades[2]);
+        put_str(l, shades[g->vmin == 0 ? 0 : 2]);
         put_str(l, "]");
         flush_line(f, l);
         return;
@@ -182,10 +182,10 @@ static void put_legend(FILE *f, line *l, const heatmap_grid *g, size_t columns)
     for (int s = 0; s < 5; s++) {
         char entry[96];
         if (s == 0)
-            snprintf(entry, sizeof entry, "[%s] %.3g", shades[0], g->lo);
+            snprintf(entry, sizeof entry, "[%s] exactly 0", shades[0]);
         else
             snprintf(entry, sizeof entry, "[%s] %s%.3g to %.3g", shades[s],
-                     s == 1 ? "above " : "", g->lo + (g->hi - g->lo) * (s - 1) / 4,
+                     s == 1 && g->lo == 0 ? "above " : "", g->lo + (g->hi - g->lo) * (s - 1) / 4,
                      s == 4 ? g->hi : g->lo + (g->hi - g->lo) * s / 4);
         if (l->col + 2 + text_width(entry) > columns) {
             flush_line(f, l);

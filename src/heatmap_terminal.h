@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_terminal.h: attention weights in a terminal, for a shell with no
  * pictures: the grid of heatmap_grid.h drawn with Unicode shades.
  *
@@ -14,9 +14,10 @@
 #include "tensor.h"
 
 /* Draw the grid on f with Unicode shades, two characters per cell so the
- * cells look square: blank for the bottom of the shared scale itself (a
- * weight of exactly 0: a masked key), then '░', '▒', '▓', '█' for the four
- * quarters above it, (lo, lo + q], ..., (hi - q, hi]; one grid row
+ * cells look square: blank for a weight of exactly 0 (a masked key) and
+ * nothing else, then '░', '▒', '▓', '█' for the four quarters of the
+ * shared scale (heatmap_grid.h: from 0 for weights), [lo, lo + q], ...,
+ * (hi - q, hi], the legend saying "[  ] exactly 0"; one grid row
  * of panels side by side per band, with the titles, the query and key
  * indices, the labels, and a legend line giving each shade's range.
  * A row of panels wider than opt->term_columns (80 by default) continues

@@ -12,16 +12,17 @@
 #include "tensor.h"
 #include "threads.h"
 #include "trace.h"
-//> 02
-#include "linear.h"
-//<
-//> 03
-#include "softmax.h"
+// pictures: heatmaps, drawn by gnuplot or in the terminal
 #include "fileset.h"
 #include "gnuplot.h"
 #include "heatmap.h"
 #include "heatmap_grid.h"
 #include "heatmap_terminal.h"
+//> 02
+#include "linear.h"
+//<
+//> 03
+#include "softmax.h"
 //<
 //> 04
 #include "qkv.h"

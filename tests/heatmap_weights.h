@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* heatmap_weights.h: the weights the heatmap suites draw. */
 #ifndef MHA_TEST_HEATMAP_WEIGHTS_H
 #define MHA_TEST_HEATMAP_WEIGHTS_H

@@ -222,6 +222,69 @@ Test(docs, charts_are_pictures_too)
     run(cmd);
 }
 
+/* --- an exercise comes before its solution ----------------------------- */
+
+/* A page that shows a function marked "@exercise NAME" shows it folded in
+ * <details>, under "Solution: NAME", so that a reader who works alone meets
+ * the exercise first: chapter 06 shows transpose_qkv, which its exercise 4
+ * asks for, and the definition appears only inside the fold. */
+Test(docs, an_exercise_is_shown_folded)
+{
+    char *page = slurp_file("docs/06_splitting_heads.md");
+    cr_assert_not_null(page, "no docs/06_splitting_heads.md: run make docs");
+    const char *said = strstr(page, "Exercise 4 below asks you to write "
+                                    "`transpose_qkv`; its body is folded here:");
+    const char *open = strstr(page, "<details><summary>Solution: transpose_qkv"
+                                    "</summary>\n\n");
+    const char *code = strstr(page, "int transpose_qkv(const tensor *x");
+    cr_assert_not_null(said);
+    cr_assert_not_null(open);
+    cr_assert_not_null(code);
+    cr_assert_lt(said, open);
+    cr_assert_lt(open, code, "the solution's code appears before its fold");
+    const char *close = strstr(open, "</details>");
+    cr_assert_not_null(close);
+    cr_assert_lt(code, close);
+    cr_assert_lt(close, strstr(page, "## Exercises"));
+    free(page);
+}
+
+/* Every function the book shows with its "@exercise" mark is inside a
+ * fold, on every page. */
+Test(docs, every_shown_exercise_is_folded)
+{
+    DIR *d = opendir("docs");
+    cr_assert_not_null(d, "no docs/: run make docs");
+    struct dirent *e;
+    int folded = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof path, "docs/%s", e->d_name);
+        char *page = slurp_file(path);
+        cr_assert_not_null(page);
+        for (const char *at = strstr(page, " * @exercise "); at;
+             at = strstr(at + 1, " * @exercise ")) {
+            const char *open = NULL, *close = NULL;
+            for (const char *o = strstr(page, "<details>"); o && o < at;
+                 o = strstr(o + 1, "<details>"))
+                open = o;
+            for (const char *c = strstr(page, "</details>"); c && c < at;
+                 c = strstr(c + 1, "</details>"))
+                close = c;
+            cr_expect(open && (!close || close < open),
+                      "%s shows an exercise's solution unfolded: %.60s",
+                      path, at);
+            folded++;
+        }
+        free(page);
+    }
+    closedir(d);
+    cr_assert_geq(folded, 6, "only %d folded solutions found", folded);
+}
+
 /* --- every picture shown is there -------------------------------------- */
 
 /* The targets of the markdown images ![alt](target) in page, outside ```

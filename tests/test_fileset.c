@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_fileset.c: outputs that appear all together or not at all.  Every
  * test looks at the files themselves before and after: their bytes, their
  * permission bits, and the names in the directory (no temporary left). */

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_gnuplot.c: what heatmaps and charts share (gnuplot.h): the one
  * quoting rule, numbers, checks, the script's opening, the data and script
  * written together, and rendering every format asked for or none.  The

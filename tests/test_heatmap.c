@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_heatmap.c: the heatmap modules: the .dat and .gp files they write,
  * gnuplot's renders, and every way to get them wrong (the terminal view
  * has test_heatmap_terminal.c). */
@@ -376,6 +376,36 @@ Test(heatmap, options_reach_the_script)
     cr_assert(strstr(gp, "set terminal pngcairo size 420,316 "), "%s", gp);
     free(gp);
     tensor_free(one);
+    tensor_free(t);
+}
+
+/* Weights that are all above 0 still get a scale from 0, so that white
+ * means exactly 0 on every picture; a caller may ask for the smallest
+ * weight instead, and values below 0 always start the scale. */
+Test(heatmap, the_scale_of_weights_starts_at_zero)
+{
+    char base[256], path[256];
+    in_dir(base, sizeof base, "w");
+    in_dir(path, sizeof path, "w.gp");
+    tensor *t;
+    OK(tensor_alloc(SHAPE(2, 2), &t));
+    tensor_fill_arange(t, 0.5, 0.5); /* 0.5, 1, 1.5, 2 */
+    OK(heatmap_write(t, NULL, base));
+    char *gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "\nset cbrange [0:2]\n"), "%s", gp);
+    cr_assert(strstr(gp, "# one colour scale for every panel: from 0 (white, "
+                         "exactly 0) to the\n# largest weight\n"), "%s", gp);
+    free(gp);
+    heatmap_options opt = {.scale_from_min = 1};
+    OK(heatmap_write(t, &opt, base));
+    gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "\nset cbrange [0.5:2]\n"), "%s", gp);
+    free(gp);
+    tensor_fill_arange(t, -1, 1); /* -1, 0, 1, 2 */
+    OK(heatmap_write(t, NULL, base));
+    gp = slurp(path, NULL);
+    cr_assert(strstr(gp, "\nset cbrange [-1:2]\n"), "%s", gp);
+    free(gp);
     tensor_free(t);
 }
 

@@ -1,4 +1,4 @@
-//> 03
+//> 01
 /* test_heatmap_terminal.c: the terminal view of heatmap_terminal.h, to
  * the character, and its failures. */
 #include "check.h"
@@ -34,7 +34,7 @@ Test(heatmap_terminal, terminal_view_of_two_panels)
                      "          └──────┘     └──────┘\n"
                      "           0 1 2        0 1 2\n"
                      "            Keys         Keys\n"
-                     "shades, one scale for all panels:  [  ] 0  "
+                     "shades, one scale for all panels:  [  ] exactly 0  "
                      "[░░] above 0 to 0.25\n"
                      "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
     free(text);
@@ -60,7 +60,7 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
                      "    └────────────────────────┘\n"
                      "     0         5         10\n"
                      "                k\n"
-                     "shades, one scale for all panels:  [  ] 0  "
+                     "shades, one scale for all panels:  [  ] exactly 0  "
                      "[░░] above 0 to 0.25\n"
                      "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
     free(text);
@@ -115,11 +115,63 @@ Test(heatmap_terminal, terminal_view_wraps_wide_rows)
                      "           0 1 2\n"
                      "            Keys\n"
                      "shades, one scale for all panels:\n"
-                     "   [  ] 0\n"
+                     "   [  ] exactly 0\n"
                      "   [░░] above 0 to 4.25\n"
                      "   [▒▒] 4.25 to 8.5\n"
                      "   [▓▓] 8.5 to 12.8\n"
                      "   [██] 12.8 to 17\n");
+    free(text);
+    tensor_free(t);
+}
+
+/* Blank is exactly 0 and nothing else: weights that are all above 0 (no
+ * key masked) show no blank cell, on a scale that still starts at 0; a
+ * scale with negative values starts at the smallest, and 0 stays blank. */
+Test(heatmap_terminal, blank_is_exactly_zero)
+{
+    tensor *t;
+    OK(tensor_alloc(SHAPE(1, 4), &t));
+    double w[4] = {0.0104, 0.3, 0.6, 0.0896};
+    for (size_t k = 0; k < 4; k++)
+        *TENSOR_AT(t, 0, k) = w[k];
+    heatmap_options opt = {.ylabel = "", .xlabel = ""};
+    int status;
+    char *text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "  ┌────────┐\n"
+                     "0 │░░▒▒██░░│\n"
+                     "  └────────┘\n"
+                     "   0 1 2 3\n"
+                     "shades, one scale for all panels:  [  ] exactly 0  "
+                     "[░░] above 0 to 0.15\n"
+                     "   [▒▒] 0.15 to 0.3  [▓▓] 0.3 to 0.45  [██] 0.45 to 0.6\n");
+    free(text);
+
+    double v[4] = {-1, 0, 1, 3};
+    for (size_t k = 0; k < 4; k++)
+        *TENSOR_AT(t, 0, k) = v[k];
+    text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "  ┌────────┐\n"
+                     "0 │░░  ▒▒██│\n"
+                     "  └────────┘\n"
+                     "   0 1 2 3\n"
+                     "shades, one scale for all panels:  [  ] exactly 0  "
+                     "[░░] -1 to 0  [▒▒] 0 to 1\n"
+                     "   [▓▓] 1 to 2  [██] 2 to 3\n");
+    free(text);
+
+    tensor_fill(t, 0);
+    text = terminal_text(t, &opt, &status);
+    OK(status);
+    cr_assert_str_eq(text,
+                     "  ┌────────┐\n"
+                     "0 │        │\n"
+                     "  └────────┘\n"
+                     "   0 1 2 3\n"
+                     "every weight is 0, drawn as [  ]\n");
     free(text);
     tensor_free(t);
 }

@@ -7,7 +7,8 @@
 #      lists every exercise and its example of `make grade` is the real
 #      one; its Classroom file parses and has one test per exercise;
 #   3. it compiles and fails exactly its blanked exercises, every test of
-#      each, and shows each one's first failing assertion;
+#      each, and shows each one's first failing assertion; `make grade`
+#      prints one progress line while it builds, then that grade;
 #   4. filling the blanks with the reference one at a time, by chapter:
 #      that exercise's Classroom command fails before and passes after,
 #      exactly the blanks left fail the grade, and every chapter and mha
@@ -127,6 +128,15 @@ fi
 shown=$(grep -c '^    tests/test_exercises.c:[0-9]*: .*expected' "$dir/fresh.txt" || true)
 [ "$shown" = "$count" ] ||
     { cat "$dir/fresh.txt"; fail "the grade shows $shown first failing assertions, expected one per blank"; }
+# make grade: one line while it builds (nothing of the compiler's), then
+# the same grade
+(cd "$h" && make --no-print-directory grade > "$dir/make-grade.txt" 2>&1) &&
+    fail "make grade in a fresh handout exits 0"
+[ "$(head -n 1 "$dir/make-grade.txt")" = \
+  "building the library and the tests ... (log: build/grade/build.log)" ] ||
+    { cat "$dir/make-grade.txt"; fail "make grade does not start with its one progress line"; }
+sed 1d "$dir/make-grade.txt" | grep -v '^make: \*\*\* ' | cmp -s - "$dir/fresh.txt" ||
+    { cat "$dir/make-grade.txt"; fail "make grade prints more than its progress line and the grade"; }
 # the README's example is what the grade prints
 grep -A1 "tests pass  <- not done yet" "$h/README.md" > "$dir/example"
 [ "$(wc -l < "$dir/example")" = 2 ] && grep -qxF -f "$dir/example" "$dir/fresh.txt" &&

@@ -196,7 +196,7 @@ static const char *prose_text(const char *line)
 }
 
 static void show_code(buf *out, const char *directive, const char *where,
-                      int chapter);
+                      int chapter, const char *page_src);
 
 static void parse_chapter(chapter *c, const char *src)
 {
@@ -251,7 +251,7 @@ static void parse_chapter(chapter *c, const char *src)
                 if (strncmp(text, "@show ", 6) == 0) {
                     char where[256];
                     snprintf(where, sizeof where, "chapters/%.127s.c", c->name);
-                    show_code(&block, text + 6, where, atoi(c->number));
+                    show_code(&block, text + 6, where, atoi(c->number), src);
                 } else {
                     puts_(&block, text);
                     puts_(&block, "\n");
@@ -322,8 +322,34 @@ static int only_forwards(char **lines, size_t start, size_t last)
     return forwards;
 }
 
+/* The number of the item in page_src's "## Exercises" block that says
+ * "EXERCISE=NAME" (the coding exercise that asks for NAME), or 0. */
+static int exercise_number(const char *page_src, const char *name)
+{
+    const char *block = strstr(page_src, "## Exercises");
+    if (!block)
+        return 0;
+    char want[160];
+    snprintf(want, sizeof want, "EXERCISE=%s", name);
+    size_t wl = strlen(want);
+    const char *p = block;
+    char *l;
+    int item = 0, found = 0;
+    while (!found && (l = next_line(&p))) {
+        const char *t = prose_text(l);
+        size_t digits = strspn(t, "0123456789");
+        if (digits && t[digits] == '.' && t[digits + 1] == ' ')
+            item = atoi(t);
+        for (const char *at = strstr(t, want); at && !found; at = strstr(at + 1, want))
+            found = !((at[wl] >= 'a' && at[wl] <= 'z') || at[wl] == '_' ||
+                      (at[wl] >= '0' && at[wl] <= '9'));
+        free(l);
+    }
+    return found ? item : 0;
+}
+
 static void show_code(buf *out, const char *directive, const char *where,
-                      int chapter)
+                      int chapter, const char *page_src)
 {
     char file[256], name[128];
     if (sscanf(directive, "%255s %127s", file, name) != 2)
@@ -385,6 +411,28 @@ static void show_code(buf *out, const char *directive, const char *where,
         die("%s: @show %s %s: its body only forwards to another function; "
             "show the function that does the work", where, file, name);
 
+    /* A function marked "@exercise NAME" in its comment is the answer to
+     * an exercise: folded, so that a reader meets the exercise first.  A
+     * handout's blank (its body calls mha_fail_exercise) is shown open. */
+    char mark[160];
+    snprintf(mark, sizeof mark, "@exercise %s ", name);
+    int solution = 0, blank = 0;
+    for (size_t i = first; i < start; i++)
+        solution |= strstr(lines[i], mark) != NULL;
+    for (size_t i = start; i <= last; i++)
+        blank |= strstr(lines[i], "mha_fail_exercise(") != NULL;
+    solution &= !blank;
+    if (solution) {
+        int k = exercise_number(page_src, name);
+        if (k)
+            printf_(out, "Exercise %d below asks you to write `%s`; its "
+                         "body is folded here:\n\n", k, name);
+        else
+            printf_(out, "An exercise asks you to write `%s`; its body is "
+                         "folded here:\n\n", name);
+        printf_(out, "<details><summary>Solution: %s</summary>\n\n", name);
+    }
+
     /* lines this chapter adds to a definition an earlier chapter wrote */
     int adds = 0;
     if (added_by[start] < chapter)
@@ -402,6 +450,8 @@ static void show_code(buf *out, const char *directive, const char *where,
         puts_(out, "\n");
     }
     puts_(out, "```\n");
+    if (solution)
+        puts_(out, "\n</details>\n");
     for (size_t i = 0; i < n_all; i++)
         free(all[i]);
     free(all);
