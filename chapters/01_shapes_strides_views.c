@@ -385,7 +385,8 @@ int main(void)
  *    `trace_to(stdout)`.
  * 3. In section 4 with B = 2, write down the offset of the first element of
  *    each of the 16 rows of the merged `B*h` axis. Show that no single stride
- *    produces that list. For which values of B, h and n would one stride do?
+ *    produces that list, then use the same offsets to explain each "view"
+ *    row of the summary's table.
  * 4. Write a loop that visits the elements of `heads` (section 3) in index
  *    order using only its shape and strides, and prints the offset of each.
  *    Which offsets come out, in which order?

@@ -310,13 +310,15 @@ int main(void)
  *    asks each step's shape and view or copy, then gives the answers.
  * 2. With the sizes of exercise 1, where does `x[1, 3, 7]` land after
  *    `transpose_qkv`? Which elements of `x` make up row 6 of the result?
- * 3. For which shapes is the last reshape of `transpose_qkv` a view even though
- *    B > 1? Use chapter 01's rule, then check with the trace.
+ * 3. Chapter 01's table says when the last reshape of `transpose_qkv` is a
+ *    view. Show why from the strides of `(B, h, n, p)` after the permute: for
+ *    B = 2, h = 3, n = 1, p = 4, write them down and check that one stride
+ *    covers the merged `B*h` axis. Then confirm it with `mha trace`.
  * 4. Coding: in the handout (`make handout`), `transpose_qkv` and
  *    `transpose_output` are blanks. Write them with `tensor_reshape` and
  *    `tensor_permute`, freeing the intermediate tensors, and keep the error for
  *    a d_model not divisible by h. In the handout, `make grade
  *    EXERCISE=transpose_qkv` (and `EXERCISE=transpose_output`) tells you
- *    when each passes; the handout's book shows the blanks, so try it before
- *    you read the code above.
+ *    when each passes. The page folds the library's solution above; write
+ *    yours before you open it.
  */
