@@ -52,8 +52,8 @@ if (ulimit -f 2 && MHA_PLOTS_DIR="$dir/plots" \
     tools/transcripts.sh "$build/chapters" "$dir/expected" "$ch") 2> "$dir/err"; then
     fail "$ch went on past a full disk"
 fi
-first=$(head -n 1 "$dir/err")
-[ "$first" = "$ch: cannot write to stdout: File too large" ] ||
+# the first write past the limit may be stdout's or its picture's
+grep -q "File too large" "$dir/err" ||
     fail "$ch said: $(cat "$dir/err")"
 holds "$dir/expected/$ch.txt" "old"
 only "01_a.txt $ch.txt 02_b.txt "
