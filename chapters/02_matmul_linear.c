@@ -11,7 +11,7 @@
  * means that the layer's numbers, its weight $W$ and bias $b$, are not
  * written by hand: they start random and are fitted to examples while the
  * model is *trained* (chapter 13 trains one). The queries, keys and values
- * are each *projected* by one ($W_q$, $W_k$, $W_v$): every row is multiplied
+ * are each *[projected](glossary.md)* by one ($W_q$, $W_k$, $W_v$): every row is multiplied
  * by the layer's weight, which turns it into a row of new features, each a
  * learned weighted sum of the old ones. The heads are
  * mixed at the end by a fourth ($W_o$). A Linear layer maps each row

@@ -8,7 +8,7 @@
 /*md
  * Attention scores every key against a query and then needs *weights*:
  * non-negative numbers that sum to 1, so that the output is a weighted average
- * of the values. The softmax makes weights out of any real scores
+ * of the values. The [softmax](glossary.md) makes weights out of any real scores
  * $s_1, \dots, s_n$:
  *
  * $$\mathrm{softmax}(s)_j = \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{e^{s_j - m}}{\sum_k e^{s_k - m}}, \qquad m = \max_k s_k$$

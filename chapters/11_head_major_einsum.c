@@ -9,7 +9,7 @@
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
  * $B \cdot h$ heads as that many independent examples.  The einops version (a
- * `MultiHeadAttentionNew` written with einops) puts the heads in front
+ * `MultiHeadAttentionNew` written with [einops](references.md)) puts the heads in front
  * instead:
  *
  * ```python

@@ -212,7 +212,7 @@ static void gradient(lesson *l)
     section("4. What the gradient says");
     /*md
      * Masking costs one evaluation per head (per pair: $h(h-1)/2$ of
-     * them). Michel, Levy and Neubig (2019) estimate all $h$ importances
+     * them). [Michel, Levy and Neubig (2019)](https://arxiv.org/abs/1905.10650) estimate all $h$ importances
      * with one backward pass instead: the gradient of the loss with
      * respect to the mask at 1, $\partial L / \partial m_i$, says how fast
      * the loss changes as head $i$ is turned down, and $|\partial L /

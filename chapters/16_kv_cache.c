@@ -19,12 +19,13 @@
  * seeing only the tokens before it; and it is the only way the output of
  * position $i$ can be final before the later tokens exist.
  *
- * Second, a consequence: under a causal mask, position $j$'s key and value
- * depend on $x_j$ alone (in one layer; in a stack, on positions $\le j$),
- * and they never change once computed. Running the whole sequence again
+ * Second, what that buys: position $j$'s key and value depend on $x_j$
+ * alone in one layer (in a stack of causal layers, on positions $\le j$
+ * only, since no layer lets a position see later ones), so they never
+ * change once computed. Running the whole sequence again
  * at every step recomputes all of them, and all the scores of the old
  * queries, to get one new row. A decoder keeps the keys and values of the
- * positions seen so far in a *key-value cache*, and each step computes the
+ * positions seen so far in a *[key-value cache](glossary.md)*, and each step computes the
  * new position's query, key and value, appends the key and value to the
  * cache, and attends with the one new query to everything cached. That is
  * what llama2.c's `key_cache` and `value_cache` are, and what every

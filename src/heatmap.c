@@ -117,7 +117,7 @@ static int layout(const char *who, const heatmap_grid *g, geometry *geo)
 
 static const char *const palettes[HEATMAP_PALETTE_COUNT][2] = {
     {"white to dark red (matplotlib's 'Reds')",
-     "0 '#fff5f0', 0.125 '#fee0d2', 0.25 '#fcbba1', 0.375 '#fc9272', "
+     "0 '#ffffff', 0.125 '#fee0d2', 0.25 '#fcbba1', 0.375 '#fc9272', "
      "0.5 '#fb6a4a', 0.625 '#ef3b2c', 0.75 '#cb181d', 0.875 '#a50f15', "
      "1 '#67000d'"},
     {"white to dark blue (matplotlib's 'Blues')",

@@ -156,7 +156,8 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     // rows is (B, n, h, p): a view, heads back next to their features
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &rows);
-    // out is (B, n, h*p): the heads of each position side by side (a copy)
+    // out is (B, n, h*p): the heads of each position side by side, a copy
+    // unless h, n or p is 1 (chapter 01's table)
     if (!status)
         status = tensor_reshape(rows, DIMS((long)rows->shape[0], (long)n, -1),
                                 nm.joined, out);

@@ -289,7 +289,7 @@ Test(heatmap, gp_script_draws_the_grid_on_one_scale)
     cr_assert_eq(count(gp, "unset colorbox"), 1);
     /* tight ranges, query 0 on top */
     cr_assert(strstr(gp, "\nset xrange [-0.5:1.5]\nset yrange [1.5:-0.5]\n"));
-    cr_assert(strstr(gp, "set palette defined (0 '#fff5f0', "));
+    cr_assert(strstr(gp, "set palette defined (0 '#ffffff', "));
     cr_assert_eq(count(gp, "\nplot "), 6);
 
     for (size_t r = 0; r < 2; r++)
