@@ -69,8 +69,12 @@ void cleanup_hold(void);
 void cleanup_release(void);
 
 /* The signals' mask as it was outside every hold, for a child to start
- * with (gnuplot.c). */
+ * with (gnuplot.c).  sigset_t is POSIX's: declared for a file that asks
+ * for POSIX (a strict -std=c11 one that does not, libmha.h's readers,
+ * has no sigset_t). */
+#ifdef _POSIX_C_SOURCE
 void cleanup_outer_mask(sigset_t *mask);
+#endif
 
 /* Catch SIGINT, SIGTERM, SIGHUP and SIGPIPE, and ignore SIGXFSZ, as
  * above.  Once per process; later calls do nothing. */
