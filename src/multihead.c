@@ -317,8 +317,12 @@ int multihead_rope(const multihead *m, tensor **x, long start,
 {
     if (!m->cfg.rope)
         return GSL_SUCCESS;
+    // an overflow before the rotation is the projection's, and named so
+    int status = tensor_check_result(*x, who, "projection", name);
+    if (status)
+        return status;
     tensor *turned = NULL;
-    int status = rope_apply(*x, m->cfg.num_hiddens / m->cfg.num_heads, start,
+    status = rope_apply(*x, m->cfg.num_hiddens / m->cfg.num_heads, start,
                             m->cfg.rope_base, &turned);
     if (status)
         return status;

@@ -208,10 +208,11 @@ void multihead_free(multihead *m);
 
 //> 15
 /* With m->cfg.rope, *x (B, L, h*p), a projected Q or K, is replaced by
- * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...,
- * and the rotation is checked finite like every stage (tensor_check_result
- * under who, stage "rotation", name "Q" or "K"); without, it is left
- * alone.  Every forward path calls it right after the projections, with
+ * its rotation (rope_apply, posenc.h) for positions start, start + 1 ...;
+ * the projection is checked finite first, then the rotation, each under
+ * its stage (tensor_check_result under who, stage "projection" or
+ * "rotation", name "Q" or "K"), so an overflow is named where it
+ * happened; without rope, *x is left alone.  Every forward path calls it right after the projections, with
  * keys at 0 .. Lk-1 and queries aligned at the end, Lk-Lq .. Lk-1
  * (self-attention: 0 .. L-1; decoding with a cache: the new query is the
  * last position). */

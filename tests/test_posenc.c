@@ -373,6 +373,38 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
     gsl_rng_free(r);
 }
 
+/* With rope, an overflow in Q's projection is named as the projection's,
+ * as without: the rotation is checked only once its input is finite. */
+Test(rope, an_overflowing_projection_is_named_before_its_rotation)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
+                            .num_hiddens = 2, .num_heads = 1, .rope = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor_fill(m.W_q.weight, 1);
+    tensor_fill(m.W_k.weight, 1);
+    tensor_fill(m.W_v.weight, 1);
+    tensor_fill(m.W_o.weight, 1);
+    tensor *q, *k, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 2, 2), &q));
+    OK(tensor_alloc(SHAPE(1, 2, 2), &k));
+    tensor_fill(q, 1e308); // W_q doubles it: inf
+    tensor_fill(k, 1);
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_ERANGE,
+          "multihead_forward: the projection overflowed: Q[0, 0, 0] = inf "
+          "from finite inputs (Q (1, 2, 2))");
+    cr_assert_null(out);
+//> full
+    FAILS(multihead_forward_fast(&m, q, k, k, NULL, NULL, &out), GSL_ERANGE,
+          "multihead_forward_fast: the projection overflowed: Q[0, 0, 0] = "
+          "inf from finite inputs (Q (1, 2, 2))");
+    cr_assert_null(out);
+//<
+    tensor_free(q);
+    tensor_free(k);
+    multihead_free(&m);
+}
+
 /* One query and its keys: query position Lk - 1 (the end).  Its scores
  * in head 0 are (q R(Lk-1)) . (k_j R(j)), written out here with the
  * projections and a rotation matrix per pair, and the weights the module
