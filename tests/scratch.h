@@ -1,7 +1,8 @@
 /* scratch.h: a scratch directory per test, made the current directory
  * (in a suite's .init, removed with all it holds in .fini), so the paths
  * in messages are short and fixed: "npy_read: bad.npy: ..."; the names a
- * directory holds, and the text a file holds. */
+ * directory holds, the text a file holds, and the state of a whole tree
+ * to compare before and after a run. */
 #ifndef MHA_TEST_SCRATCH_H
 #define MHA_TEST_SCRATCH_H
 
@@ -81,6 +82,73 @@ static inline char *slurp(const char *path)
     text[n] = '\0';
     fclose(f);
     return text;
+}
+
+/* --- the state of a directory tree, to compare before and after -------- */
+
+/* Everything under dir, as one string to compare: each entry's path,
+ * type and permission bits, size, inode and link count, then a regular
+ * file's bytes or a link's target (a FIFO or socket is not opened).
+ * Equal snapshots mean every file is exactly as it was. */
+typedef struct snapshot {
+    char *data; /* with the files' bytes: NULs and all; free() it */
+    size_t len;
+} snapshot;
+
+static inline void snapshot_into(FILE *f, const char *dir)
+{
+    struct dirent **names;
+    int count = scandir(dir, &names, NULL, alphasort);
+    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i]->d_name;
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+            char path[4096];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            cr_assert_eq(lstat(path, &st), 0, "lstat(%s)", path);
+            fprintf(f, "%s %o %lld %llu %llu\n", path, (unsigned)st.st_mode,
+                    (long long)st.st_size, (unsigned long long)st.st_ino,
+                    (unsigned long long)st.st_nlink);
+            if (S_ISREG(st.st_mode)) {
+                FILE *in = fopen(path, "rb");
+                cr_assert_not_null(in, "fopen(%s): %s", path, strerror(errno));
+                char buf[8192];
+                for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;)
+                    fwrite(buf, 1, n, f);
+                fclose(in);
+            } else if (S_ISLNK(st.st_mode)) {
+                char target[4096];
+                ssize_t n = readlink(path, target, sizeof target);
+                cr_assert_geq(n, 0, "readlink(%s)", path);
+                fwrite(target, 1, (size_t)n, f);
+            } else if (S_ISDIR(st.st_mode)) {
+                snapshot_into(f, path);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+static inline snapshot snapshot_of(const char *dir)
+{
+    snapshot s = {NULL, 0};
+    FILE *f = open_memstream(&s.data, &s.len);
+    cr_assert_not_null(f);
+    snapshot_into(f, dir);
+    fclose(f);
+    return s;
+}
+
+/* Does dir hold exactly what it held when before was taken? */
+static inline int snapshot_unchanged(const snapshot *before, const char *dir)
+{
+    snapshot now = snapshot_of(dir);
+    int same = now.len == before->len &&
+               memcmp(now.data, before->data, now.len) == 0;
+    free(now.data);
+    return same;
 }
 
 #endif

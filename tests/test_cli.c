@@ -301,71 +301,15 @@ static void put_int64(const char *path, size_t ndim, const size_t *shape,
     cr_assert_eq(fclose(f), 0);
 }
 
-/* Everything under dir, as one string to compare: each entry's path,
- * type and permission bits, size, inode and link count, then a regular
- * file's bytes or a link's target (a FIFO or socket is not opened).
- * Equal snapshots mean every file is exactly as it was.  free() it. */
-static void snapshot_into(FILE *f, const char *dir)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        char path[4096];
-        struct stat st;
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-            goto next;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        cr_assert_eq(lstat(path, &st), 0, "lstat(%s)", path);
-        fprintf(f, "%s %o %lld %llu %llu\n", path, (unsigned)st.st_mode,
-                (long long)st.st_size, (unsigned long long)st.st_ino,
-                (unsigned long long)st.st_nlink);
-        if (S_ISREG(st.st_mode)) {
-            FILE *in = fopen(path, "rb");
-            cr_assert_not_null(in, "fopen(%s)", path);
-            char *bytes = read_all(in);
-            fclose(in);
-            fwrite(bytes, 1, (size_t)st.st_size, f);
-            free(bytes);
-        } else if (S_ISLNK(st.st_mode)) {
-            char target[4096];
-            ssize_t n = readlink(path, target, sizeof target);
-            cr_assert_geq(n, 0);
-            fwrite(target, 1, (size_t)n, f);
-        } else if (S_ISDIR(st.st_mode)) {
-            snapshot_into(f, path);
-        }
-    next:
-        free(names[i]);
-    }
-    free(names);
-}
-
-typedef struct snapshot {
-    char *data;
-    size_t len;
-} snapshot;
-
-static snapshot snapshot_take(void)
-{
-    snapshot s = {NULL, 0};
-    FILE *f = open_memstream(&s.data, &s.len);
-    cr_assert_not_null(f);
-    snapshot_into(f, ".");
-    fclose(f);
-    return s;
-}
+/* The scratch directory's state (scratch.h's snapshot). */
+static snapshot snapshot_take(void) { return snapshot_of("."); }
 
 /* Every file under the current directory as it was in before. */
 static void assert_unchanged(const snapshot *before, const char *args)
 {
-    snapshot now = snapshot_take();
-    cr_assert(now.len == before->len &&
-                  memcmp(now.data, before->data, now.len) == 0,
+    cr_assert(snapshot_unchanged(before, "."),
               "mha %s changed the files (names, bytes, modes or inodes)",
               args);
-    free(now.data);
 }
 
 /* The run was refused: exit status 2, exactly the one line message on

@@ -108,58 +108,14 @@ TestSuite(signals, .init = enter_scratch, .fini = leave_scratch);
 
 /* --- what the directory holds ----------------------------------------- */
 
-/* Every entry under dir: its path, mode, size, inode, then a regular
- * file's bytes; equal strings mean every file is exactly as it was. */
-static void snapshot_into(FILE *f, const char *dir)
-{
-    struct dirent **names;
-    int count = scandir(dir, &names, NULL, alphasort);
-    cr_assert_geq(count, 0, "scandir(%s): %s", dir, strerror(errno));
-    for (int i = 0; i < count; i++) {
-        const char *name = names[i]->d_name;
-        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
-            char path[4096];
-            struct stat st;
-            snprintf(path, sizeof path, "%s/%s", dir, name);
-            cr_assert_eq(lstat(path, &st), 0, "lstat(%s)", path);
-            fprintf(f, "%s %o %lld %llu\n", path, (unsigned)st.st_mode,
-                    (long long)st.st_size, (unsigned long long)st.st_ino);
-            if (S_ISREG(st.st_mode)) {
-                char *bytes = slurp(path);
-                fwrite(bytes, 1, (size_t)st.st_size, f);
-                free(bytes);
-            } else if (S_ISDIR(st.st_mode)) {
-                snapshot_into(f, path);
-            }
-        }
-        free(names[i]);
-    }
-    free(names);
-}
-
-typedef struct snapshot {
-    char *data; /* with the files' bytes: NULs and all */
-    size_t len;
-} snapshot;
-
-static snapshot snapshot_take(void)
-{
-    snapshot s = {NULL, 0};
-    FILE *f = open_memstream(&s.data, &s.len);
-    cr_assert_not_null(f);
-    snapshot_into(f, "work");
-    fclose(f);
-    return s;
-}
+/* work/'s state (scratch.h's snapshot). */
+static snapshot snapshot_take(void) { return snapshot_of("work"); }
 
 /* work/ is exactly as it was in before (which is freed). */
 static void assert_unchanged(snapshot *before)
 {
-    snapshot now = snapshot_take();
-    cr_assert(now.len == before->len &&
-                  memcmp(now.data, before->data, now.len) == 0,
+    cr_assert(snapshot_unchanged(before, "work"),
               "work/ changed (names, bytes, modes or inodes)");
-    free(now.data);
     free(before->data);
 }
 
