@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -150,6 +151,18 @@ static inline void skip_under_valgrind(void)
 {
     if (getenv("MHA_MEMCHECK"))
         cr_skip_test("process plumbing is not observable under valgrind");
+}
+
+/* All a child wrote to fd until it closed it, into buf (at most n - 1
+ * bytes, NUL-terminated); closes fd. */
+static inline void read_until_eof(int fd, char *buf, size_t n)
+{
+    size_t used = 0;
+    ssize_t got;
+    while (used + 1 < n && (got = read(fd, buf + used, n - 1 - used)) > 0)
+        used += (size_t)got;
+    buf[used] = '\0';
+    close(fd);
 }
 
 #endif

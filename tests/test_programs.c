@@ -49,13 +49,7 @@ static ran run_to_full(char *const argv[])
         _exit(127);
     }
     close(err[1]);
-    size_t used = 0;
-    ssize_t got;
-    while (used + 1 < sizeof r.err &&
-           (got = read(err[0], r.err + used, sizeof r.err - 1 - used)) > 0)
-        used += (size_t)got;
-    r.err[used] = '\0';
-    close(err[0]);
+    read_until_eof(err[0], r.err, sizeof r.err);
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);

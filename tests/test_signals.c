@@ -225,12 +225,7 @@ static int finish(child *c, char *err, size_t n)
         }
         pause_ms(5);
     }
-    size_t used = 0;
-    ssize_t got;
-    while (used + 1 < n && (got = read(c->err, err + used, n - 1 - used)) > 0)
-        used += (size_t)got;
-    err[used] = '\0';
-    close(c->err);
+    read_until_eof(c->err, err, n);
     return ws;
 }
 
