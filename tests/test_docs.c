@@ -32,6 +32,22 @@ static char *slurp_file(const char *path)
     return s;
 }
 
+/* The book's pages, "docs/NAME.md", into pages (at most max of them);
+ * returns how many. */
+static size_t book_pages(char (*pages)[300], size_t max)
+{
+    DIR *d = opendir("docs");
+    cr_assert_not_null(d, "no docs/: run make docs");
+    size_t count = 0;
+    for (struct dirent *e; (e = readdir(d)) && count < max;) {
+        size_t n = strlen(e->d_name);
+        if (n > 3 && strcmp(e->d_name + n - 3, ".md") == 0)
+            snprintf(pages[count++], sizeof pages[0], "docs/%.290s", e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
 static void run(const char *cmd)
 {
     int status = system(cmd);
@@ -253,16 +269,11 @@ Test(docs, an_exercise_is_shown_folded)
  * fold, on every page. */
 Test(docs, every_shown_exercise_is_folded)
 {
-    DIR *d = opendir("docs");
-    cr_assert_not_null(d, "no docs/: run make docs");
-    struct dirent *e;
+    static char pages[64][300];
+    size_t npages = book_pages(pages, 64);
     int folded = 0;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
-            continue;
-        char path[600];
-        snprintf(path, sizeof path, "docs/%s", e->d_name);
+    for (size_t p = 0; p < npages; p++) {
+        const char *path = pages[p];
         char *page = slurp_file(path);
         cr_assert_not_null(page);
         for (const char *at = strstr(page, " * @exercise "); at;
@@ -281,7 +292,6 @@ Test(docs, every_shown_exercise_is_folded)
         }
         free(page);
     }
-    closedir(d);
     cr_assert_geq(folded, 6, "only %d folded solutions found", folded);
 }
 
@@ -368,18 +378,9 @@ Test(docs, image_targets_reads_markdown_images)
 Test(docs, every_picture_shown_is_tracked)
 {
     int git = system("git rev-parse --is-inside-work-tree >/dev/null 2>&1") == 0;
-    char pages[64][300];
-    size_t npages = 0;
-    snprintf(pages[npages++], sizeof pages[0], "README.md");
-    DIR *d = opendir("docs");
-    cr_assert_not_null(d, "no docs/: run make docs");
-    struct dirent *e;
-    while ((e = readdir(d)) && npages < 64) {
-        size_t n = strlen(e->d_name);
-        if (n > 3 && strcmp(e->d_name + n - 3, ".md") == 0)
-            snprintf(pages[npages++], sizeof pages[0], "docs/%s", e->d_name);
-    }
-    closedir(d);
+    static char pages[64][300];
+    snprintf(pages[0], sizeof pages[0], "README.md");
+    size_t npages = 1 + book_pages(pages + 1, 63);
     int images = 0;
     for (size_t p = 0; p < npages; p++) {
         char *page = slurp_file(pages[p]);
@@ -475,24 +476,15 @@ Test(docs, h1_count_skips_code_blocks)
 /* The weaver writes each page's title; prose adds no second one. */
 Test(docs, every_page_has_one_title)
 {
-    DIR *d = opendir("docs");
-    cr_assert_not_null(d, "no docs/: run make docs");
-    struct dirent *e;
-    size_t pages = 0;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
-            continue;
-        char path[600];
-        snprintf(path, sizeof path, "docs/%s", e->d_name);
-        char *page = slurp_file(path);
+    static char paths[64][300];
+    size_t pages = book_pages(paths, 64);
+    for (size_t p = 0; p < pages; p++) {
+        char *page = slurp_file(paths[p]);
         cr_assert_not_null(page);
-        cr_expect_eq(h1_count(page), 1, "docs/%s has %d H1 titles outside code",
-                     e->d_name, h1_count(page));
+        cr_expect_eq(h1_count(page), 1, "%s has %d H1 titles outside code",
+                     paths[p], h1_count(page));
         free(page);
-        pages++;
     }
-    closedir(d);
     cr_assert_gt(pages, 14);
 }
 
