@@ -671,9 +671,15 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     int need_q = dqueries || grads, need_k = dkeys || grads;
     int need_v = dvalues || grads;
 
-    tensor dout_in = tensor_named(dout, m->cfg.out_size == m->cfg.num_hiddens
-                                     ? "B, Lq, d_model"
-                                     : "B, Lq, D_out");
+    /* dout named as the forward named its output: (B, Lq, d_model), or
+     * (B, L, d_model) when the queries were named so (a model's own) */
+    char dout_names[3 * TENSOR_NAME_MAX + 8];
+    const tensor *cat = c->concat;
+    snprintf(dout_names, sizeof dout_names, "%s, %s, %s",
+             cat->names[0][0] ? cat->names[0] : "B",
+             cat->names[1][0] ? cat->names[1] : "Lq",
+             m->cfg.out_size == m->cfg.num_hiddens ? "d_model" : "D_out");
+    tensor dout_in = tensor_named(dout, dout_names);
     trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
                 "multihead_backward(h=%zu)", h);
     tensor *dconcat = NULL;                    // (B, Lq, d_model)
