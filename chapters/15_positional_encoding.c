@@ -20,7 +20,8 @@
  * [Su et al. 2021](https://arxiv.org/abs/2104.09864), and [Llama
  * 2](https://arxiv.org/abs/2307.09288);
  * llama2.c's `run.c`): leave X alone and *rotate* the queries and keys by
- * an angle that grows with the position, so that the score of query $i$
+ * an angle that grows with the position ([RoPE](glossary.md), rotary
+ * positional encoding), so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.
  */
 
@@ -234,12 +235,12 @@ static void rotary(void)
      * position $m$ is turned by the angle $m \theta_k$, with
      * $\theta_k = 10000^{-2k/p}$ for a head of $p$ features: the table's
      * frequencies, now applied as rotations. The turn is counterclockwise,
-     * from the first feature of the pair towards the second: at angle
-     * $\theta$ the pair $(x_0, x_1)$ becomes
+     * from the first feature of the pair towards the second: at an angle
+     * $\alpha$ the pair $(x_0, x_1)$ becomes
      *
-     * $$(x_0 \cos\theta - x_1 \sin\theta,\; x_0 \sin\theta + x_1 \cos\theta),
-     *   \qquad R(\theta) = \begin{pmatrix} \cos\theta & -\sin\theta \\
-     *   \sin\theta & \cos\theta \end{pmatrix}$$
+     * $$(x_0 \cos\alpha - x_1 \sin\alpha,\; x_0 \sin\alpha + x_1 \cos\alpha),
+     *   \qquad R(\alpha) = \begin{pmatrix} \cos\alpha & -\sin\alpha \\
+     *   \sin\alpha & \cos\alpha \end{pmatrix}$$
      *
      * the matrix of section 2, and what the tests expect (RoFormer and
      * llama2.c turn the same way). One pair is the exercise of this
@@ -253,15 +254,17 @@ static void rotary(void)
      * @show src/posenc.c rotate
      *
      * Why it works: a rotation $R$ keeps dot products, and
-     * $R(m\theta)^\top R(n\theta) = R((n - m)\theta)$. So the score of a
+     * $R(m\theta_k)^\top R(n\theta_k) = R((n - m)\theta_k)$ for every pair $k$.
+     * So the score of a
      * query at $m$ against a key at $n$ is
      *
      * $$(R_m q) \cdot (R_n k) = q \cdot R_{n-m}\, k$$
      *
      * which depends on the distance $n - m$ and not on where the pair
      * sits. Below, one query and one key of a head of 8 are turned for
-     * three pairs of positions 2 apart, far from each other; the scores
-     * agree to 1e-12. A pair 3 apart scores differently.
+     * three pairs of positions with the key 2 before the query
+     * ($n - m = -2$), far from each other; the scores agree to 1e-12. A
+     * key 3 before ($n - m = -3$) scores differently.
      *
      * Which features pair up is a convention. This library pairs
      * neighbours, $2k$ with $2k + 1$ (RoFormer, llama2.c); GPT-NeoX pairs
@@ -293,8 +296,8 @@ static void rotary(void)
             first = s;
         else if (t < 3)
             worst = fmax(worst, fabs(s - first));
-        printf("  m %4ld  n %4ld  m - n %ld  score %.12f\n", pos[t][0],
-               pos[t][1], pos[t][0] - pos[t][1], s);
+        printf("  m %4ld  n %4ld  n - m %ld  score %.12f\n", pos[t][0],
+               pos[t][1], pos[t][1] - pos[t][0], s);
         tensor_free(qr);
         tensor_free(kr);
     }
