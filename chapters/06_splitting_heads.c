@@ -14,10 +14,12 @@
  * another the subject of the sentence. With $q$, $k$ and $v$ rows, as in
  * chapter 02, head $i$ is
  *
- * $$h_i = f\left(q W_i^{(q)\top},\; k W_i^{(k)\top},\; v W_i^{(v)\top}\right) \in \mathbb{R}^{1 \times p}, \qquad p = d_{model}/h$$
+ * $$\mathrm{head}_i = f\left(q W_i^{(q)\top},\; k W_i^{(k)\top},\; v W_i^{(v)\top}\right) \in \mathbb{R}^{p}, \qquad p = d_{model}/h$$
  *
- * where $f$ is chapter 04's attention and each $W_i$ is a learned weight with
- * $p$ rows, stored as PyTorch stores it.
+ * a row of $p$ features, where $f$ is chapter 04's attention and each $W_i$
+ * is a learned weight with $p$ rows, stored as PyTorch stores it. (The
+ * Transformer paper writes $\mathrm{head}_i$ too; $h$ alone is always the
+ * number of heads.)
  *
  * Running $h$ small attentions one after the other would be slow.
  * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html) does

@@ -17,7 +17,7 @@
  * $v \in \mathbb{R}^{d_v}$, each head $i = 0, \dots, h - 1$ (counted from 0, as in the code) attends with its own
  * learned projections:
  *
- * $$h_i = f\left(q\, W_i^{(q)\top},\; k\, W_i^{(k)\top},\; v\, W_i^{(v)\top}\right) \in \mathbb{R}^{p_v}$$
+ * $$\mathrm{head}_i = f\left(q\, W_i^{(q)\top},\; k\, W_i^{(k)\top},\; v\, W_i^{(v)\top}\right) \in \mathbb{R}^{p_v}$$
  *
  * with $W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}$,
  * $W_i^{(k)} \in \mathbb{R}^{p_k \times d_k}$ and
@@ -26,7 +26,7 @@
  * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
  * in one row:
  *
- * $$\mathrm{out} = \left[h_0, \dots, h_{h-1}\right] W_o^\top \in \mathbb{R}^{p_o}$$
+ * $$\mathrm{out} = \left[\mathrm{head}_0, \dots, \mathrm{head}_{h-1}\right] W_o^\top \in \mathbb{R}^{p_o}$$
  *
  * Here $f$ is the scaled dot-product attention of chapter 04, and, as in
  * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html),
@@ -105,7 +105,7 @@ static void whole_trace(lesson *l)
      * pairs, `valid_lens [3, 2]`. Queries X and keys/values Y are all ones, as
      * in d2l.
      *
-     * The four weights are made by *Xavier (Glorot) initialisation*, d2l's
+     * The four weights are made by *[Xavier (Glorot) initialisation](glossary.md)*, d2l's
      * default. A layer has fan_in input features and fan_out output
      * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
      * uniformly from $[-a, a]$ with $a = \sqrt{6 / (\mathrm{fan_{in}} +

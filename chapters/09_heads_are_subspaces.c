@@ -26,7 +26,7 @@
  * small ones stacked. At the other end, $W_o$ splits by columns: head $i$ only
  * meets columns $ip$ to $(i+1)p - 1$ of $W_o$, so
  *
- * $$\mathrm{out} = b_o + \sum_{i=0}^{h-1} h_i\, W_o[\,:,\ ip : (i+1)p\,]^\top$$
+ * $$\mathrm{out} = b_o + \sum_{i=0}^{h-1} \mathrm{head}_i\, W_o[\,:,\ ip : (i+1)p\,]^\top$$
  *
  * and each head adds its own contribution to the output. Each head works in its
  * own $p$-dimensional *subspace* of the $d_{model}$ features. The program
