@@ -64,7 +64,7 @@ static void one_product(void)
      * `b`. The output shows two of them worked out, `c[0, 0] = 58` and
      * `c[1, 1] = 154`. For `a` of shape `(m, k)` and `b` of shape `(k, n)` that
      * is $m \cdot n$ dot products of length $k$: $2mnk$ floating-point
-     * operations (*flops*: a multiply and an add per term), here
+     * operations (*[flops](glossary.md)*: a multiply and an add per term), here
      * $2 \cdot 2 \cdot 2 \cdot 3 = 24$.
      *
      * BLAS (Basic Linear Algebra Subprograms) is the standard library

@@ -198,7 +198,7 @@ static void dropout_and_evaluation(void)
     section("4. Dropout: on in training, off in evaluation");
     /*md
      * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
-     * the 0.5 did nothing. It is the *dropout* probability. Dropout is a trick
+     * the 0.5 did nothing. It is the *[dropout](glossary.md)* probability. Dropout is a trick
      * used while a model is trained (chapter 13): at every forward pass each
      * attention weight is set to 0 with probability $p$, and the weights that
      * are kept are divided by $1 - p$. A model that cannot count on any single

@@ -123,7 +123,7 @@ static void decoding(lesson *l)
      *
      * The first step takes the first 3 positions at once: a prompt is
      * known in advance, so its positions are processed together (the
-     * *prefill*), with a causal mask among them. Then one position per
+     * *[prefill](glossary.md)*), with a causal mask among them. Then one position per
      * step, as generation goes. The traces of the prefill and of the
      * first single step are below. In the second, the line
      * `append keys at 3..3` is the cache growing: the new key heads,
