@@ -60,16 +60,26 @@ static int weights_times_values(const char *who, const tensor *weights,
     if (status)
         return status;
     // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
+/*< full
+    status = tensor_alloc(SHAPE(B, Lq, dv), out);
+*/
+//> full
     int meta = tensor_is_meta(weights) || tensor_is_meta(values);
     status = meta ? tensor_alloc_meta(SHAPE(B, Lq, dv), out)
                   : tensor_alloc(SHAPE(B, Lq, dv), out);
+//<
     if (status) {
         tensor_free(v.packed);
         return status;
     }
     memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
     snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
+/*< full
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+*/
+//> full
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
+//<
         gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
             weights->data + b * Lq * Lk, Lq, Lk);
         gsl_matrix_const_view v_b = QKV_MATRIX(v, b);
@@ -96,13 +106,23 @@ static int weights_times_values(const char *who, const tensor *weights,
 static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
                            tensor **out)
 {
+/*< full
+    int status = tensor_alloc(weights->ndim, weights->shape, out);
+*/
+//> full
     int meta = tensor_is_meta(weights);
     int status = meta ? tensor_alloc_meta(weights->ndim, weights->shape, out)
                       : tensor_alloc(weights->ndim, weights->shape, out);
+//<
     if (status)
         return status;
     memcpy((*out)->names, weights->names, sizeof weights->names);
+/*< full
+    size_t n = tensor_numel(weights);
+*/
+//> full
     size_t n = meta ? 0 : tensor_numel(weights);
+//<
     for (size_t k = 0; k < n; k++)
         (*out)->data[k] =
             gsl_rng_uniform(rng) < p ? 0.0 : weights->data[k] / (1.0 - p);
@@ -237,22 +257,35 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     trace_begin(&pooled,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "dot_attention(scale 1/sqrt(%zu))", d);
+//> full
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
+//<
     qkv_matrices q = {0}, k = {0};
     tensor *scores = NULL;
     status = qkv_as_matrices("queries", queries, &q);
     if (status == GSL_SUCCESS)
         status = qkv_as_matrices("keys", keys, &k);
     // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
+/*< full
+    if (status == GSL_SUCCESS)
+        status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+*/
+//> full
     if (status == GSL_SUCCESS)
         status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
                       : tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+//<
     if (status)
         goto done;
     set_name(scores, 0, dim_name(queries, 0, "B"));
     set_name(scores, 1, dim_name(queries, 1, "Lq"));
     set_name(scores, 2, dim_name(keys, 1, "Lk"));
+/*< full
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+*/
+//> full
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
+//<
         gsl_matrix_const_view q_b = QKV_MATRIX(q, b), k_b = QKV_MATRIX(k, b);
         gsl_matrix_view scores_b =
             gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);

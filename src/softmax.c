@@ -65,15 +65,22 @@ int softmax_lastdim(const tensor *x, tensor **out)
     *out = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "softmax_lastdim: x is NULL");
+/*< full
+    int status = tensor_alloc(x->ndim, x->shape, out);
+*/
+//> full
     int status = tensor_is_meta(x) ? tensor_alloc_meta(x->ndim, x->shape, out)
                                    : tensor_alloc(x->ndim, x->shape, out);
+//<
     if (status)
         return status;
     memcpy((*out)->names, x->names, sizeof x->names);
+//> full
     if (tensor_is_meta(x)) {
         trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
         return GSL_SUCCESS;
     }
+//<
 
     // x is (rows, n) once its leading dimensions are counted as one
     size_t last = x->ndim - 1, n = x->shape[last];
@@ -117,8 +124,10 @@ softmax_lens_fault softmax_find_bad_len(const tensor *valid_lens,
                     valid_lens->shape[1] == num_queries;
     if (!per_example && !per_query)
         return SOFTMAX_LENS_SHAPE;
+//> full
     if (tensor_is_meta(valid_lens))
         return SOFTMAX_LENS_FINE; /* shapes alone: no lengths to check */
+//<
     // valid_lens is (B,) or (B, Lq): b runs over B, i over 1 or Lq
     size_t rows = per_query ? num_queries : 1;
     for (*b = 0; *b < batch; ++*b)
@@ -227,14 +236,25 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     if (status)
         return status;
 
+/*< full
+    // out is (B, Lq, Lk), contiguous
+    status = tensor_alloc(3, scores->shape, out);
+*/
+//> full
     // out is (B, Lq, Lk), contiguous; shapes alone when either input is
     int meta = tensor_is_meta(scores) || (valid_lens && tensor_is_meta(valid_lens));
     status = meta ? tensor_alloc_meta(3, scores->shape, out)
                   : tensor_alloc(3, scores->shape, out);
+//<
     if (status)
         return status;
     memcpy((*out)->names, scores->names, sizeof scores->names);
+/*< full
+    for (size_t b = 0; b < B; b++)
+*/
+//> full
     for (size_t b = 0; b < (meta ? 0 : B); b++)
+//<
         for (size_t i = 0; i < Lq; i++) {
             size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
             const double *scores_bi =
@@ -305,8 +325,14 @@ int softmax_find_empty_row(const tensor *valid_lens, int causal,
                            size_t num_keys, size_t *b, size_t *i)
 {
     *b = *i = 0;
+/*< full
+    if (!causal)
+        return 0;
+*/
+//> full
     if (!causal || (valid_lens && tensor_is_meta(valid_lens)))
         return 0;
+//<
     for (*b = 0; *b < batch; ++*b)
         for (*i = 0; *i < num_queries; ++*i)
             if (softmax_row_len(valid_lens, causal, *b, *i, num_queries,
