@@ -183,12 +183,6 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
         status = linear_forward(&m->W_k, &x_in, &k);
     if (!status)
         status = linear_forward(&m->W_v, &x_in, &v);
-    if (!status)
-        status = tensor_check_result(q, who, "projection", "Q");
-    if (!status)
-        status = tensor_check_result(k, who, "projection", "K");
-    if (!status)
-        status = tensor_check_result(v, who, "projection", "V");
     // 2. with rope, q and k turned by position: the new rows are positions
     //    c->length .. t-1, the same angles the whole-sequence forward gives
     //    them (multihead_rope)
@@ -223,17 +217,20 @@ int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
         status = repeat_valid_lens(rows, h, &lens);
     if (!status)
         status = multihead_attend(m, qh, keys, values, lens, &heads);
-    if (!status)
-        status = tensor_check_result(heads, who, "weighted sum of the values",
-                                     "heads");
     // 6. the heads side by side, mixed by W_o
     if (!status)
         status = transpose_output(heads, h, &concat);
     if (!status)
         status = linear_forward(&m->W_o, concat, out);
-    if (!status)
-        status = tensor_check_result(*out, who, "output", "out");
     trace_end();
+    // once after the steps: a non-finite output is traced to its stage
+    multihead_stage stages[] = {{q, "projection", "Q"},
+                                {k, "projection", "K"},
+                                {v, "projection", "V"},
+                                {heads, "weighted sum of the values", "heads"}};
+    if (!status)
+        status = multihead_find_overflow(who, *out, stages,
+                                         sizeof stages / sizeof stages[0]);
     if (status) {
         tensor_free(*out);
         *out = NULL;

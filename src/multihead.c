@@ -459,34 +459,39 @@ static const char *options(const multihead *m, char *buf, size_t n)
     return buf;
 }
 
-/* After the steps: finite inputs (checked first) that gave a NaN or an
- * infinity overflowed somewhere.  Only then are the steps searched, in
- * their order, for the first that did, and the message names it. */
+int multihead_find_overflow(const char *who, const tensor *out,
+                            const multihead_stage *stages, size_t n)
+{
+    if (tensor_check_result(out, who, "output", "out") == GSL_SUCCESS)
+        return GSL_SUCCESS;
+    int status = GSL_SUCCESS;
+    for (size_t i = 0; i < n && !status; i++)
+        if (stages[i].result)
+            status = tensor_check_result(stages[i].result, who,
+                                         stages[i].what, stages[i].name);
+    return status ? status : tensor_check_result(out, who, "output", "out");
+}
+
+/* The forward pass's stages for multihead_find_overflow: the
+ * projections, the weights when they were made (an overflowing score
+ * makes its row NaN), the heads. */
 static int check_overflow(const multihead *m, const steps *s,
                           const tensor *out)
 {
-    const char *who = "multihead_forward";
-    if (tensor_check_result(out, who, "output", "out") == GSL_SUCCESS)
-        return GSL_SUCCESS;
     const tensor *weights = m->attention.weights;
 //> 12
     if (m->tiled)
         weights = NULL; // tile by tile: no weights were made
 //<
-    int status = tensor_check_result(s->q, who, "projection", "Q");
-    if (!status)
-        status = tensor_check_result(s->k, who, "projection", "K");
-    if (!status)
-        status = tensor_check_result(s->v, who, "projection", "V");
-    if (!status && weights) // an overflowing score makes its row NaN
-        status = tensor_check_result(weights, who, "scores' softmax",
-                                     "weights");
-    if (!status)
-        status = tensor_check_result(s->heads, who,
-                                     "weighted sum of the values", "heads");
-    if (!status)
-        status = tensor_check_result(out, who, "output", "out");
-    return status;
+    multihead_stage stages[] = {
+        {s->q, "projection", "Q"},
+        {s->k, "projection", "K"},
+        {s->v, "projection", "V"},
+        {weights, "scores' softmax", "weights"},
+        {s->heads, "weighted sum of the values", "heads"},
+    };
+    return multihead_find_overflow("multihead_forward", out, stages,
+                                   sizeof stages / sizeof stages[0]);
 }
 
 /* The attention's weights, (B*h, Lq, Lk) (the same numbers however step

@@ -264,6 +264,21 @@ int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out);
 
+/* One stage of a forward path, for the overflow search below: its result
+ * (NULL: skipped), what it is ("projection") and its name ("Q"). */
+typedef struct multihead_stage {
+    const tensor *result;
+    const char *what, *name;
+} multihead_stage;
+
+/* Checked once after a forward path's steps: GSL_SUCCESS when out is
+ * finite; otherwise GSL_ERANGE naming the first of the n stages, in their
+ * order, whose result is not finite (else the output itself), so that the
+ * message names where an overflow began and nothing is checked between
+ * the steps. */
+int multihead_find_overflow(const char *who, const tensor *out,
+                            const multihead_stage *stages, size_t n);
+
 //> 13
 /* --- the options: a head mask, a cache for the backward ------------- */
 

@@ -222,6 +222,45 @@ Test(kvcache, errors)
 }
 //<
 
+/* The step checks once, after its steps: a finite x whose projection
+ * overflows is refused with GSL_ERANGE naming the projection and the
+ * element, out NULL, the cache as it was.  2 features, one head; W_q,
+ * W_k, W_v all 1 (a projection is the row's sum), W_o all 4. */
+static void decode_overflow(double x0, const char *message)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
+                            .num_hiddens = 2, .num_heads = 1};
+    OK(multihead_init(&m, &cfg));
+    tensor_fill(m.W_q.weight, 1);
+    tensor_fill(m.W_k.weight, 1);
+    tensor_fill(m.W_v.weight, 1);
+    tensor_fill(m.W_o.weight, 4);
+    kv_cache cache;
+    OK(kv_cache_init(&cache, 1, 1, 2, 4));
+    tensor *x, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 1, 2), &x));
+    tensor_fill(x, x0);
+    FAILS(multihead_decode_step(&m, &cache, x, &out), GSL_ERANGE, message);
+    cr_assert_null(out);
+    cr_assert_eq(cache.length, 0, "a refused step leaves the cache empty");
+    tensor_free(x);
+    kv_cache_free(&cache);
+    multihead_free(&m);
+}
+
+Test(kvcache, an_overflow_is_named_by_its_stage)
+{
+    // 1e308 + 1e308 = inf in every projection: Q is the first stage
+    decode_overflow(1e308, "multihead_decode_step: the projection overflowed: "
+                           "Q[0, 0, 0] = inf from finite inputs (Q (1, 1, 2))");
+    // projections of 5e307 are finite, the score q . k / sqrt(2) is not:
+    // its softmax row is NaN, and the heads are the first stage named
+    decode_overflow(2.5e307, "multihead_decode_step: the weighted sum of the "
+                             "values overflowed: heads[0, 0, 0] = nan from "
+                             "finite inputs (heads (1, 1, 2))");
+}
+
 //> 17
 /* Every allocation of a step may fail: GSL_ENOMEM, out NULL, the cache's
  * length as it was, nothing leaked (valgrind and ASan check that); the
