@@ -40,6 +40,19 @@ static inline void random_biases(multihead *m, gsl_rng *r)
     tensor_fill_uniform(m->W_v.bias, r, -0.5, 0.5);
     tensor_fill_uniform(m->W_o.bias, r, -0.5, 0.5);
 }
+
+/* The overflow tests' module: 2 features, one head, W_q, W_k and W_v all
+ * 1 (each projection is a row's sum), W_o all 4, zero biases. */
+static inline void overflow_module(multihead *m)
+{
+    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
+                            .num_hiddens = 2, .num_heads = 1};
+    cr_assert_eq(multihead_init(m, &cfg), GSL_SUCCESS);
+    tensor_fill(m->W_q.weight, 1);
+    tensor_fill(m->W_k.weight, 1);
+    tensor_fill(m->W_v.weight, 1);
+    tensor_fill(m->W_o.weight, 4);
+}
 //<
 
 /* max |a - b| over max |b|: the normwise relative error of a against the

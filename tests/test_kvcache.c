@@ -224,18 +224,11 @@ Test(kvcache, errors)
 
 /* The step checks once, after its steps: a finite x whose projection
  * overflows is refused with GSL_ERANGE naming the projection and the
- * element, out NULL, the cache as it was.  2 features, one head; W_q,
- * W_k, W_v all 1 (a projection is the row's sum), W_o all 4. */
+ * element, out NULL, the cache as it was (overflow_module's layers). */
 static void decode_overflow(double x0, const char *message)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1};
-    OK(multihead_init(&m, &cfg));
-    tensor_fill(m.W_q.weight, 1);
-    tensor_fill(m.W_k.weight, 1);
-    tensor_fill(m.W_v.weight, 1);
-    tensor_fill(m.W_o.weight, 4);
+    overflow_module(&m);
     kv_cache cache;
     OK(kv_cache_init(&cache, 1, 1, 2, 4));
     tensor *x, *out = (tensor *)1;

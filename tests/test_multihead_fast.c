@@ -283,20 +283,13 @@ Test(mha_fast, allocation_failures)
 
 /* Finite inputs whose arithmetic overflows: refused with GSL_ERANGE and
  * a message naming the stage and the first bad element, by the fast path
- * and by the copy path alike, never an output of NaN.  There are 2
- * features; W_q, W_k and W_v are all 1 (each projection doubles), W_o
- * all 4. */
+ * and by the copy path alike, never an output of NaN (overflow_module's
+ * layers: each projection doubles a row of equal entries). */
 static void overflow_case(double q, double k, double v, const char *fast,
                           const char *copy)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1};
-    OK(multihead_init(&m, &cfg));
-    tensor_fill(m.W_q.weight, 1);
-    tensor_fill(m.W_k.weight, 1);
-    tensor_fill(m.W_v.weight, 1);
-    tensor_fill(m.W_o.weight, 4);
+    overflow_module(&m);
     tensor *tq, *tk, *tv, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(1, 2, 2), &tq));
     OK(tensor_alloc(SHAPE(1, 2, 2), &tk));
