@@ -266,6 +266,37 @@ Test(docs, an_exercise_is_shown_folded)
     free(page);
 }
 
+/* A chapter that replaces lines of an earlier chapter's function shows
+ * them as a diff does: the old lines marked "-" right above the new ones
+ * marked "+" (page 16: the causal rule replaces step 3's repeat). */
+Test(docs, replaced_lines_are_shown_removed)
+{
+    char *page = slurp_file("docs/16_kv_cache.md");
+    cr_assert_not_null(page, "no docs/16_kv_cache.md: run make docs");
+    const char *said = strstr(page, "the lines marked `+` are new here, those "
+                                    "marked `-` gone.\n\n```diff\n");
+    cr_assert_not_null(said);
+    const char *old = strstr(said, "\n-    if (valid_lens)\n"
+                                   "-        STEP(repeat_valid_lens(&in.lens, h, "
+                                   "&s.lens));\n"
+                                   "+    STEP(head_lens(m, valid_lens ? &in.lens");
+    cr_assert_not_null(old, "step 3's replaced lines are not shown removed");
+    free(page);
+}
+
+/* A prototype over several lines ("...,\n    tensor **out);") is not the
+ * definition: page 14 shows apply_head_mask's body. */
+Test(docs, a_prototype_is_not_shown_for_the_definition)
+{
+    char *page = slurp_file("docs/14_head_importance.md");
+    cr_assert_not_null(page, "no docs/14_head_importance.md: run make docs");
+    const char *at = strstr(page, "static int apply_head_mask(");
+    cr_assert_not_null(at);
+    cr_assert_not_null(strstr(at, "tensor **unmasked)\n{\n"),
+                       "page 14 shows apply_head_mask's prototype, not its body");
+    free(page);
+}
+
 /* Every function the book shows with its "@exercise" mark is inside a
  * fold, on every page. */
 Test(docs, every_shown_exercise_is_folded)

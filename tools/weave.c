@@ -374,24 +374,49 @@ static void show_code(buf *out, const char *directive, const char *where,
         all[n_all++] = l;
     }
     marks_line *cls = calloc(n_all ? n_all : 1, sizeof *cls);
+    marks_line *before = calloc(n_all ? n_all : 1, sizeof *before);
     char **lines = malloc((n_all ? n_all : 1) * sizeof *lines);
     int *added_by = malloc((n_all ? n_all : 1) * sizeof *added_by);
+    /* removed[i]: the first of the lines the chapter before had and this
+     * one replaces, right above lines[i] (an index into all), and
+     * nremoved[i] how many */
+    size_t *removed = malloc((n_all ? n_all : 1) * sizeof *removed);
+    size_t *nremoved = calloc(n_all ? n_all : 1, sizeof *nremoved);
     char err[256];
-    if (!cls || !lines || !added_by)
+    if (!cls || !before || !lines || !added_by || !removed || !nremoved)
         die("out of memory");
-    if (marks_classify(all, n_all, chapter, cls, err, sizeof err) != 0)
+    if (marks_classify(all, n_all, chapter, cls, err, sizeof err) != 0 ||
+        (chapter > 1 &&
+         marks_classify(all, n_all, chapter - 1, before, err, sizeof err) != 0))
         die("%s: %s", file, err);
-    size_t n = 0;
-    for (size_t i = 0; i < n_all; i++)
-        if (cls[i].keep) {
+    size_t n = 0, run = 0, run_start = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        if (chapter > 1 && before[i].keep && !cls[i].keep) {
+            if (run++ == 0)
+                run_start = i;
+        } else if (cls[i].keep) {
             added_by[n] = cls[i].chapter;
+            removed[n] = run_start;
+            nremoved[n] = run;
+            run = 0;
             lines[n++] = all[i];
         }
+    }
 
+    /* the definition's first line: a declaration naming NAME( whose
+     * parameter list does not end in ");" (a prototype over several
+     * lines), or the typedef */
     size_t start = n;
     for (size_t i = 0; i < n && start == n; i++)
-        if (starts_definition(lines[i], name))
-            start = i;
+        if (starts_definition(lines[i], name)) {
+            size_t j = i;
+            while (j < n && !strchr(lines[j], ')'))
+                j++;
+            if (j < n && strstr(lines[j], ");") == NULL)
+                start = i;
+            else if (strncmp(lines[i], "typedef", 7) == 0)
+                start = i;
+        }
     if (start == n)
         die("%s: @show %s %s: no definition of %s in %s as of chapter %02d",
             where, file, name, name, file, chapter);
@@ -433,18 +458,30 @@ static void show_code(buf *out, const char *directive, const char *where,
         printf_(out, "<details><summary>Solution: %s</summary>\n\n", name);
     }
 
-    /* lines this chapter adds to a definition an earlier chapter wrote */
-    int adds = 0;
+    /* lines this chapter adds to, or takes from, a definition an earlier
+     * chapter wrote */
+    int adds = 0, takes = 0;
     if (added_by[start] < chapter)
-        for (size_t i = first; i <= last; i++)
+        for (size_t i = first; i <= last; i++) {
             adds |= added_by[i] == chapter;
-    if (adds)
-        printf_(out, "From [`%s`](../%s), as of this chapter: the lines "
-                     "marked `+` are new here.\n\n```diff\n", file, file);
+            takes |= i > start && nremoved[i] > 0;
+        }
+    if (adds || takes)
+        printf_(out, "From [`%s`](../%s), as of this chapter: %s.\n\n```diff\n",
+                file, file,
+                !takes ? "the lines marked `+` are new here"
+                : !adds ? "the lines marked `-` are gone here"
+                        : "the lines marked `+` are new here, those marked "
+                          "`-` gone");
     else
         printf_(out, "From [`%s`](../%s):\n\n```c\n", file, file);
     for (size_t i = first; i <= last; i++) {
-        if (adds)
+        for (size_t r = 0; (adds || takes) && i > start && r < nremoved[i]; r++) {
+            puts_(out, "-");
+            puts_(out, all[removed[i] + r]);
+            puts_(out, "\n");
+        }
+        if (adds || takes)
             puts_(out, added_by[i] == chapter ? "+" : " ");
         puts_(out, lines[i]);
         puts_(out, "\n");
@@ -457,6 +494,9 @@ static void show_code(buf *out, const char *directive, const char *where,
     free(all);
     free(lines);
     free(added_by);
+    free(removed);
+    free(nremoved);
+    free(before);
     free(cls);
     free(text);
 }
