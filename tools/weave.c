@@ -19,7 +19,8 @@
  *     comment right above it, as src/FILE has it as of the page's chapter
  *     (tools/marks.h: the lines later chapters add are left out).  When
  *     the page's chapter adds lines to a function an earlier chapter
- *     wrote, they are marked, as a diff marks added lines.  A function
+ *     wrote, or replaces some, they are marked as a diff marks them: "+"
+ *     added, "-" gone (shown right above what replaces them).  A function
  *     whose body only forwards to another (one return of one call) is
  *     refused: the page must show the code that does the work;
  *   - the program's output, section by section, from the transcript
