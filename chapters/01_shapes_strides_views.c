@@ -21,7 +21,8 @@
  * every source): `B` is the [batch](glossary.md) size (how many
  * sequences are processed at once), `n` the sequence length (how many
  * positions, queries or key-value pairs), [`d_model`](glossary.md) the number of features
- * per position, and `h` the number of heads, each with `d_model/h` features.
+ * per position, and `h` the number of heads (the attentions that run side by
+ * side, chapter 06), each with `d_model/h` features.
  *
  * A tensor here is three things: a pointer to doubles, a shape, and
  * [strides](glossary.md) (how many doubles to skip to move one index along each axis). Element
@@ -327,11 +328,11 @@ static void summary(void)
      * equal $h$'s stride $p$ times $h$, which holds only when $n = 1$, unless
      * B or h is 1 and never steps. Merging h and p in `transpose_output`
      * needs $h$'s stride $n p$ to equal $p$, so $n = 1$, unless h or p is 1.
-     * So d2l's `(1, 2, 16)` example is views all the way into the heads (B = 1)
+     * So chapter 06's `(1, 2, 16)` example is views all the way into the heads (B = 1)
      * and copies on the way back; with B = 2 and n = 2 both merges copy.
      *
      * The run below is the case of one query per sequence, the shape a
-     * decoder meets at every step (chapter 16): B = 2, n = 1, 16 features in
+     * decoder (a model that writes one position at a time) meets at every step (chapter 16): B = 2, n = 1, 16 features in
      * 8 heads of 2. All six steps are views, and the output shares the
      * input's buffer.
      */

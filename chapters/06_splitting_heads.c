@@ -53,9 +53,9 @@ static void show_head(const tensor *heads, size_t row, size_t h)
     printf("\n");
 }
 
-static void d2l_example(void)
+static void small_example(void)
 {
-    section("1. d2l's example: (1, 2, 16) into 8 heads");
+    section("1. A small example: (1, 2, 16) into 8 heads");
     /*md
      * One sequence (B = 1) of n = 2 positions with $d_{model}$ = 16 features,
      * the numbers 0 to 31, cut into h = 8 heads of p = 16/8 = 2 features. The
@@ -292,7 +292,7 @@ static void not_divisible(void)
 int main(void)
 {
     mha_program_init();
-    d2l_example();
+    small_example();
     where_each_number_goes();
     the_straight_reshape();
     which_steps_copy();

@@ -104,7 +104,7 @@ static void why_not_tile(void)
      *
      * `tile` is not always wrong: it is the right repeat for a *head-major*
      * layout, where the heads axis comes first and the batch row of head $i$
-     * of example $b$ is $i \cdot B + b$. The einops version ([einops](references.md) is a
+     * of example $b$ is $i \cdot B + b$. The einops version ([einops](https://github.com/arogozhnikov/einops) is a
      * Python library that rearranges axes by name) stores its heads that way,
      * `(h, B, n, d_k)`, and chapter 11 builds it. The rule is to repeat
      * `valid_lens` in the same order as the data.

@@ -211,7 +211,8 @@ static void varied_inputs(lesson *l)
      * projects them into its own 20-feature subspace, so each head scores the
      * same keys differently. The grid has one panel per (example, head): rows
      * are queries, columns are keys, and all panels share one colour scale
-     * from 0 (white: exactly 0, a masked key) to the largest weight, which
+     * from 0 (white; a masked key's weight is exactly 0, and a weight
+     * near 0 is near white) to the largest weight, which
      * rounds to 1, as the legend under the grid prints. Under it, for
      * example 0, each head's favourite key for each query, with its weight.
      *

@@ -9,7 +9,8 @@
 /*md
  * So far queries came from one place and keys and values from another, as in a
  * translation model, where the decoder's words query the encoder's. In
- * *self-attention* one sequence plays all three parts. Given tokens
+ * *self-attention* one sequence plays all three parts. Given tokens (the
+ * units a text is cut into, each a vector of features)
  * $x_1, \dots, x_n$ with $x_i \in \mathbb{R}^d$, the output is a sequence of
  * the same length,
  *

@@ -9,7 +9,7 @@
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
  * $B \cdot h$ heads as that many independent examples.  The einops version (a
- * `MultiHeadAttentionNew` written with [einops](references.md)) puts the heads in front
+ * `MultiHeadAttentionNew` written with [einops](https://github.com/arogozhnikov/einops)) puts the heads in front
  * instead:
  *
  * ```python
@@ -172,7 +172,8 @@ static void heads_first(const lesson *l)
      * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).  The
      * arithmetic is the same; the head-major layout just never asks for
      * a flat batch axis.  (Chapter 06's trace names the head size
-     * $h d_k / h$, which is $d_k$.)
+     * `d_model/h`; here $d_{model} = h\,d_k$, so that is $d_k$, the
+     * name the trace above prints.)
      */
     printf("w_qs(q) split into heads:\n\n");
     tensor *qp, *qh;

@@ -215,6 +215,7 @@ static void tiled(void)
      * as in chapter 03: keys beyond a row's valid length never enter its
      * $m$ or $\ell$.  A tile lying wholly beyond the valid length of every
      * row in the block is skipped, so a causal mask halves the work.
+     * The blocks of queries are independent, so they run in parallel.
      * One block of queries, every key tile:
      *
      * @show src/flash.c flash_block
@@ -226,8 +227,6 @@ static void tiled(void)
      * @show src/multihead.c multihead_forward
      *
      * @show src/multihead.c multihead_attend
-     *  The blocks of
-     * queries are independent, so they run in parallel.
      *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,
      * `valid_lens` `[7, 3]`, tiles of 2 queries by 3 keys (neither divides 5

@@ -187,8 +187,9 @@ static void backward_traced(lesson *l)
      * The softmax step is the one with an idea in it. With $w =
      * \mathrm{softmax}(s)$, $\partial L / \partial s_j = w_j (\partial
      * L/\partial w_j - \sum_k w_k\, \partial L / \partial w_k)$: raising
-     * one score takes weight from all the others. A masked key had its
-     * score replaced by a constant, so its gradient is exactly zero.
+     * one score takes weight from all the others. A masked key's score
+     * never enters the softmax (chapter 03), so its weight is exactly 0
+     * and so is its gradient.
      *
      * @show src/backward.c masked_softmax_backward
      */

@@ -19,7 +19,7 @@
  * same shape whose row $i$ is a fingerprint of position $i$. The second is what llama-style models do (the RoFormer paper,
  * [Su et al. 2021](https://arxiv.org/abs/2104.09864), and [Llama
  * 2](https://arxiv.org/abs/2307.09288);
- * llama2.c's `run.c`): leave X alone and *rotate* the queries and keys by
+ * [llama2.c](https://github.com/karpathy/llama2.c)'s `run.c`): leave X alone and *rotate* the queries and keys by
  * an angle that grows with the position ([RoPE](glossary.md), rotary
  * positional encoding), so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.
@@ -267,7 +267,7 @@ static void rotary(void)
      * key 3 before ($n - m = -3$) scores differently.
      *
      * Which features pair up is a convention. This library pairs
-     * neighbours, $2k$ with $2k + 1$ (RoFormer, llama2.c); GPT-NeoX pairs
+     * neighbours, $2k$ with $2k + 1$ (RoFormer, llama2.c); [GPT-NeoX](https://github.com/EleutherAI/gpt-neox) pairs
      * feature $k$ with $k + p/2$, the two halves of the head. The two are
      * one rotation seen through a fixed permutation of the features
      * ($2k \to k$, $2k + 1 \to k + p/2$): permute q and k, turn them the

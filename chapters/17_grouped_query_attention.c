@@ -22,7 +22,8 @@
  * 2023](https://arxiv.org/abs/2305.13245)) sits between:
  * $G$ key-value heads, each shared by a group of $h/G$ query heads. $G = h$
  * is the multi-head attention of chapter 08, $G = 1$ is multi-query
- * attention. [Llama 2](https://arxiv.org/abs/2307.09288) 70B and Llama 3 use $G = 8$; llama2.c calls $G$
+ * attention. [Llama 2](https://arxiv.org/abs/2307.09288) 70B and [Llama
+ * 3](https://arxiv.org/abs/2407.21783) use $G = 8$; llama2.c calls $G$
  * `n_kv_heads`, and PyTorch's `scaled_dot_product_attention` takes
  * `enable_gqa=True` (from version 2.5) for keys and values with fewer
  * heads than the queries.
@@ -442,8 +443,9 @@ int main(void)
  *    ($d_{model} = 8192$, 64 heads of 128) with $G = 64$, 8 and 1. Which
  *    share of the layer's weights do W_k and W_v hold in each case?
  * 3. Section 2's trace folds the query heads of a group into the rows.
- *    Run it with $G = 8$ (`l->m[0]`): what does the fold become, and is
- *    it still a view? And with $G = 1$?
+ *    Change the program to trace the $G = 8$ module instead (the first
+ *    of the three it makes, in `make_modules`): what does the fold
+ *    become, and is it still a view? And with $G = 1$?
  * 4. Decode chapter 16's way with a grouped module: how many bytes does
  *    each step read from the cache for $G = 8$, 2 and 1, and how many
  *    multiply-adds does it do? Which of the two does grouping save?
