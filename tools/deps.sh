@@ -82,7 +82,7 @@ describe() {
     libgsl-dev) echo "GSL's headers, gsl/gsl_blas.h (Debian: libgsl-dev; Homebrew: gsl)" ;;
     libopenblas-dev) echo "OpenBLAS, -lopenblas (Debian: libopenblas-dev; Homebrew: openblas)" ;;
     libcriterion-dev) echo "Criterion's headers, criterion/criterion.h (Debian: libcriterion-dev; Homebrew: criterion)" ;;
-    openmp) echo "OpenMP for $cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp)" ;;
+    openmp) echo "OpenMP for $cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp, and a compiler that takes -fopenmp, Homebrew's llvm or gcc, named by make CC=...)" ;;
     gnuplot-nox) echo "gnuplot (Debian: gnuplot-nox; Homebrew: gnuplot)" ;;
     graphviz) echo "dot (Debian: graphviz; Homebrew: graphviz)" ;;
     valgrind) echo "valgrind (Debian: valgrind; Homebrew: none for macOS on Apple silicon)" ;;

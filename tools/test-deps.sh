@@ -8,7 +8,7 @@
 #      it;
 #   3. with a compiler that cannot find criterion/criterion.h it exits 1
 #      naming Criterion's headers, and only them;
-#   4. with a compiler without -fopenmp it names OpenMP (Homebrew: libomp).
+#   4. with a compiler without -fopenmp (Apple's clang) it names OpenMP.
 set -eu
 dir=$(mktemp -d /tmp/mha-deps-test-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -75,7 +75,7 @@ grep -qxF "  Criterion's headers, criterion/criterion.h (Debian: libcriterion-de
 # 4. a compiler without -fopenmp (Apple's clang)
 sed -i 's|criterion/criterion.h|omp.h|g' "$dir/bin3/cc"
 deps "$dir/bin3"
-[ "$rc" = 1 ] && grep -qxF "  OpenMP for cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp)" "$dir/err" &&
+[ "$rc" = 1 ] && grep -qxF "  OpenMP for cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp, and a compiler that takes -fopenmp, Homebrew's llvm or gcc, named by make CC=...)" "$dir/err" &&
     [ "$(grep -c '^  ' "$dir/err")" = 1 ] ||
     { cat "$dir/err"; fail "without OpenMP, deps.sh exits $rc and does not name it alone"; }
 
