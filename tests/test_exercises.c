@@ -15,9 +15,13 @@
  * when the wrong value is the one that mistake gives (a straight
  * reshape, tile for repeat, the rotation turned the other way ...), the
  * hint names that mistake.  `make grade` shows the first failing
- * assertion of each exercise.  Every test of a blank fails: the values
- * are checked first, and a refusal must be the exact status. */
+ * assertion of each exercise.  Every test of a blank fails, since a blank
+ * returns GSL_EUNIMPL and no test accepts that status.  The suite
+ * exercise_hints (not an exercise, so not graded) checks that each
+ * section a hint names is a heading of that chapter's page. */
 #include "check.h"
+
+#include <glob.h>
 
 /* --- shared checks --------------------------------------------------- */
 
@@ -141,7 +145,7 @@ static const char *ex_refusal_problem(const void *out, const char *what,
 #define EX_CLEANS_UP(call, out)                                               \
     do {                                                                      \
         for (long ex_k_ = 0;; ex_k_++) {                                      \
-            cr_assert_lt(ex_k_, 64, "%s: expected success once "          \
+            cr_assert_lt(ex_k_, 64, "%s: expected success once "              \
                          "allocations stop failing", #call);                  \
             (out) = (void *)&ex_k_; /* not NULL: the call must reset it */    \
             mha_debug_fail_alloc_after(ex_k_);                                \
@@ -191,7 +195,8 @@ static void expect_linear(const tensor *y, const char *what, const double *xs,
                 want += xs[r * in + i] * w[o * in + i];
             double got = y->data[r * out + o];
             cr_assert(fabs(got - want) <= 1e-12 * (1 + fabs(want)),
-                      "%s: row %zu, output feature %zu: expected %g, got %g\n%s",
+                      "%s: row %zu, output feature %zu: expected %g, got "
+                      "%g\n%s",
                       what, r, o, want, got, hint);
         }
 }
@@ -880,5 +885,61 @@ Test(ex_gqa_kv_head, refuses_a_head_out_of_range)
     EX_REFUSED_CALL(gqa_kv_head(8, 8, 2, &kv),
                     "gqa_kv_head(head 8, num_heads 8, kv_heads 2)", GSL_EINVAL,
                     "gqa_kv_head", H_GQA_REFUSE, 8);
+}
+/* --- the hints name sections that exist ----------------------------- */
+
+/* Every hint that names "chapter NN, section S (Title)": the chapter's
+ * page in docs/ has the heading "## S. Title..." (the hint may shorten
+ * the title to its beginning). */
+static const char *const hints[] = {
+    H_LINEAR, H_LINEAR_NO_BIAS, H_LINEAR_STRIDES, H_LINEAR_REFUSE,
+    H_CAUSAL, H_CAUSAL_REFUSE, H_QKV, H_QKV_SHAPE, H_QKV_STRAIGHT,
+    H_QKV_REFUSE, H_QKV_INVALID, H_OUT, H_OUT_SHAPE, H_OUT_STRAIGHT,
+    H_OUT_REFUSE, H_OUT_INVALID, H_REPEAT, H_REPEAT_TILE, H_REPEAT_ROWS,
+    H_REPEAT_META, H_REPEAT_REFUSE, H_ROPE, H_ROPE_DIRECTION, H_MADDS,
+    H_MADDS_CAUSAL, H_MADDS_REFUSE, H_GQA, H_GQA_ZERO, H_GQA_REFUSE,
+    H_MEMORY,
+};
+
+Test(exercise_hints, name_sections_that_exist)
+{
+    for (size_t k = 0; k < sizeof hints / sizeof hints[0]; k++) {
+        const char *h = hints[k];
+        cr_assert(strncmp(h, "hint: ", 6) == 0, "\"%s\" starts otherwise", h);
+        cr_assert_lt(strlen(h), 200, "\"%s\" is more than a line", h);
+        unsigned ch, sec;
+        int used = 0;
+        if (sscanf(h, "hint: chapter %u, section %u%n", &ch, &sec, &used) < 2)
+            continue; // it names the comment above a function instead
+        // the title: what the parentheses after the number hold, if any
+        char title[128] = "";
+        const char *t = h + used;
+        if (strncmp(t, " (", 2) == 0) {
+            size_t n = 0;
+            for (int depth = 1; t[2 + n] && n + 1 < sizeof title; n++) {
+                depth += (t[2 + n] == '(') - (t[2 + n] == ')');
+                if (depth == 0)
+                    break;
+            }
+            memcpy(title, t + 2, n);
+            title[n] = '\0';
+        }
+        char pattern[32], heading[256];
+        snprintf(pattern, sizeof pattern, "docs/%02u_*.md", ch);
+        glob_t g;
+        cr_assert_eq(glob(pattern, 0, NULL, &g), 0, "%s: no page %s", h,
+                     pattern);
+        FILE *f = fopen(g.gl_pathv[0], "r");
+        cr_assert_not_null(f, "%s", g.gl_pathv[0]);
+        snprintf(heading, sizeof heading, "## %u. %s", sec, title);
+        int found = 0;
+        char line[512];
+        while (!found && fgets(line, sizeof line, f))
+            found = strncmp(line, heading, strlen(heading)) == 0;
+        fclose(f);
+        cr_assert(found, "%s: %s has no heading \"%s...\"", h,
+                  g.gl_pathv[0], heading);
+        globfree(&g);
+    }
 }
 //<
