@@ -78,12 +78,12 @@ static void d2l_example(void)
      * `transpose_qkv` is exercise 4. Its tests check the shape
      * `(B*h, n, p)`; that every number lands where section 2 says, for
      * this example and for B = 2, where the last step copies (a straight
-     * reshape fails there: section 3); one head; the refusals of section
-     * 6 (`GSL_EBADLEN` when $h$ does not divide $d_{model}$, `GSL_EINVAL`
-     * for 0 heads or an input that is not 3-D, each with the output NULL
-     * and a message naming the sizes); and that when an allocation fails
-     * it returns `GSL_ENOMEM` with the output NULL, the views it made
-     * freed.
+     * reshape gets both wrong: section 3); one head; the refusals of
+     * section 6 (`GSL_EBADLEN` when $h$ does not divide $d_{model}$,
+     * `GSL_EINVAL` for 0 heads or an input that is not 3-D, each with the
+     * output NULL and a message naming the sizes); and that when an
+     * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
+     * tensors it made before freed.
      *
      * @show src/multihead.c transpose_qkv
      */
