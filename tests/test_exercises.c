@@ -138,7 +138,10 @@ static const char *ex_refusal_problem(const void *out, const char *what,
  * Each failing run must return GSL_ENOMEM with *out NULL and not crash;
  * what it allocated before the failure must be freed, which a grading run
  * under AddressSanitizer or valgrind reports as a leak when it is not
- * (this suite cannot count live allocations). */
+ * (this suite cannot count live allocations).  check.h's OK_AFTER_ENOMEM
+ * runs the same loop for the library's suites; this one speaks to a
+ * student (expected, got and a hint) and fails at the test's own line, so
+ * that `make grade` shows a wrong value before a missed clean-up. */
 #define H_MEMORY                                                              \
     "hint: check every status; when a step fails, free what the earlier "    \
     "steps made, set *out to NULL and return that status"
