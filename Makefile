@@ -249,6 +249,7 @@ check: build
 #> full
 	@tools/test-handout.sh
 	@tools/test-transcripts.sh $(BUILD)
+	@tools/test-deps.sh
 	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
 	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) --grad $(BUILD)/mha-grad || exit 1; \
 	else \

@@ -159,7 +159,15 @@ static void linear_layer(void)
      * where sequence 0 stops: the pattern above.
      *
      * The library keeps the slow version too. It does the same sums with three
-     * plain loops, and the tests hold the fast path to it:
+     * plain loops, and the tests hold the fast path to it. Writing it is
+     * exercise 5; its tests check that every row of a batch gets
+     * `bias[o]` plus the sum of `x[r, i] W[o, i]`, that a layer without a
+     * bias (`l->bias` is NULL) adds nothing, that a permuted view of `x`
+     * works (so `x` is read through `tensor_at`, not as `x->data` in
+     * order), that an `x` whose last dimension is not `in_features` is
+     * refused as `linear_forward` refuses it (`GSL_EBADLEN`, `*y` NULL, a
+     * message naming both sizes), and that a failed allocation returns
+     * `GSL_ENOMEM` with `*y` NULL and nothing left allocated.
      *
      * @show src/linear.c linear_forward_naive
      *

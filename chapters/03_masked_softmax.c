@@ -280,6 +280,13 @@ static void causal_mask(void)
      * one of the coding exercises below). Costs: the table is $B \cdot L$
      * numbers; the softmax still computes all $L^2$ entries per example, masked
      * or not.
+     *
+     * What the exercise's tests check: a `(batch, len)` tensor whose every
+     * row is `1, 2, ..., len` (query $i$ sees $i + 1$ keys; a row
+     * `0, 1, ..., len - 1` is the usual slip), for one example and for
+     * several; `batch` or `len` 0 refused with `GSL_EINVAL`, the output
+     * NULL and a message naming both numbers; and a failed allocation
+     * returning `GSL_ENOMEM` with the output NULL.
      */
     tensor *causal, *scores, *w;
     CHECK(causal_valid_lens(1, 6, &causal));

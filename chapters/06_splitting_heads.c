@@ -77,6 +77,16 @@ static void small_example(void)
      * steps by 2 from panel to panel and by 16 from the top row to the
      * bottom one.
      *
+     * `transpose_qkv` is exercise 4. Its tests check the shape
+     * `(B*h, n, p)`; that every number lands where section 2 says, for
+     * this example and for B = 2, where the last step copies (a straight
+     * reshape gets both wrong: section 3); one head; the refusals of
+     * section 6 (`GSL_EBADLEN` when $h$ does not divide $d_{model}$,
+     * `GSL_EINVAL` for 0 heads or an input that is not 3-D, each with the
+     * output NULL and a message naming the sizes); and that when an
+     * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
+     * tensors it made before freed.
+     *
      * @show src/multihead.c transpose_qkv
      */
     tensor *x = counting_tensor(1, 2, 16), *heads;
@@ -255,6 +265,14 @@ static void and_back(void)
      * axis of size 1 never steps and there is nothing to interleave
      * ([chapter 01's
      * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).
+     *
+     * `transpose_output` is the other half of exercise 4, and its tests
+     * check the same things the other way: the shape `(B, n, h p)`,
+     * `x[b h + k, i, j]` at `[b, i, k p + j]` for B = 1 and B = 2,
+     * `GSL_EBADLEN` when $h$ does not divide the first dimension and
+     * `GSL_EINVAL` for 0 heads or an input that is not 3-D (the output
+     * NULL, a message naming the sizes), and `GSL_ENOMEM` with the output
+     * NULL when an allocation fails.
      *
      * @show src/multihead.c transpose_output
      *

@@ -63,7 +63,13 @@ static void which_head(void)
      * and $G = 2$, heads 0-3 read key-value head 0 and heads 4-7 read
      * key-value head 1. That is the same order as PyTorch's
      * `repeat_interleave` on the key-value heads, and llama2.c's
-     * `h / kv_mul`, and it is one of this chapter's exercises:
+     * `h / kv_mul`, and it is one of this chapter's exercises. Its tests
+     * check that order (not head $i$ reading $i \bmod G$), $G = h$ (each
+     * head its own) and $G = 1$ (all read head 0); that `kv_heads` 0 means
+     * `num_heads`, as everywhere in the library (plain multi-head
+     * attention); and that a $G$ that does not divide $h$, $h = 0$, or a
+     * head number not below $h$ is refused with `GSL_EINVAL` and a
+     * message naming the numbers:
      *
      * @show src/gqa.c gqa_kv_head
      */

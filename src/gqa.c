@@ -11,6 +11,14 @@
 
 /* Heads are grouped in order: with h = 8 and G = 2, heads 0-3 read
  * key-value head 0 and heads 4-7 key-value head 1.
+ * What the tests check (ex_gqa_kv_head):
+ * - *kv = head / (num_heads / kv_heads): consecutive heads share a group
+ *   (not head % kv_heads); kv_heads = num_heads gives each head its own,
+ *   kv_heads 1 gives all head 0;
+ * - kv_heads 0 means num_heads (plain multi-head: *kv = head);
+ * - kv_heads that does not divide num_heads, num_heads 0, or head >=
+ *   num_heads: GSL_EINVAL and a message that starts with "gqa_kv_head"
+ *   and names the numbers refused.
  * The handout blanks this body:
  * @exercise gqa_kv_head (chapter 17): the key-value head a query head reads. */
 int gqa_kv_head(size_t head, size_t num_heads, size_t kv_heads, size_t *kv)

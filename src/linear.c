@@ -240,6 +240,16 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
 /* The same sums with three plain loops and no BLAS: for each row of x
  * and each output feature, the bias plus a dot product of length
  * in_features.  x is read through tensor_at, so any strides work.
+ * What the tests check (ex_linear_forward_naive):
+ * - y has x's shape with its last dimension out_features, and
+ *   y[r, o] = bias[o] + sum over i of x[r, i] W[o, i], W being
+ *   (out_features, in_features); no bias (l->bias NULL) adds nothing;
+ * - x may be a view with any strides (a permuted one);
+ * - an x whose last dimension is not in_features is refused as
+ *   linear_forward refuses it (check_input): GSL_EBADLEN, *y NULL, a
+ *   message that starts with "linear_forward_naive" and names both sizes;
+ * - a failed allocation returns its status (GSL_ENOMEM) with *y NULL and
+ *   nothing left allocated.
  * The handout blanks this body:
  * @exercise linear_forward_naive (chapter 02): y = x W^T + b in plain loops. */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y)

@@ -8,6 +8,15 @@
 
 /* Query i of the n_q sees the keys j <= i + n_k - n_q under the causal
  * mask: i + n_k - n_q + 1 of them when that is positive, at most n_k.
+ * What the tests check (ex_attention_madds):
+ * - *madds = 2 d_model per (query, key) pair: d_model for the score and
+ *   d_model for the weighted sum;
+ * - causal 0 counts all n_q n_k pairs; causal 1 the pairs above, with
+ *   n_q = 1 (one new query: n_k pairs), n_q = n_k (the triangle,
+ *   n(n+1)/2), n_q < n_k and n_q > n_k (the first n_q - n_k queries see
+ *   nothing);
+ * - n_q, n_k or d_model 0 is refused: GSL_EINVAL and a message that starts
+ *   with "attention_madds" and names all three.
  * The handout blanks this body:
  * @exercise attention_madds (chapter 16): the multiply-adds of a decoding step. */
 int attention_madds(size_t n_q, size_t n_k, size_t d_model, int causal,

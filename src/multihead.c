@@ -77,6 +77,16 @@ void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
  * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
  * two steps are views; the last is a view only when B, h or n is 1, and a
  * copy otherwise.
+ * What the tests check (ex_transpose_qkv):
+ * - *out is (B*h, n, p) and x[b, i, j] lands at [b*h + j/p, i, j % p]
+ *   (a straight reshape to (B*h, n, p) does not: chapter 06, section 3);
+ *   with one head it is x itself, reshaped;
+ * - d_model not divisible by num_heads: GSL_EBADLEN; num_heads 0, or an
+ *   x that is not 3-D: GSL_EINVAL; each with *out NULL and a message that
+ *   starts with "transpose_qkv" and names the sizes refused (d_model and
+ *   num_heads; num_heads 0; the shape of x);
+ * - the intermediate tensors are freed; a failed allocation returns its
+ *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
  * The handout blanks this body:
  * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
@@ -123,6 +133,15 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 /* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
  * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
  * side again, head i in features i*p .. i*p + p - 1.
+ * What the tests check (ex_transpose_output):
+ * - *out is (B, n, h*p) and x[b*h + k, i, j] lands at [b, i, k*p + j];
+ * - a first dimension not divisible by num_heads: GSL_EBADLEN; num_heads
+ *   0, or an x that is not 3-D: GSL_EINVAL; each with *out NULL and a
+ *   message that starts with "transpose_output" and names the sizes
+ *   refused (the first dimension and num_heads; num_heads 0; the number
+ *   of dimensions);
+ * - the intermediate tensors are freed; a failed allocation returns its
+ *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
  * The handout blanks this body:
  * @exercise transpose_output (chapter 06): the heads side by side again. */
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
@@ -171,6 +190,16 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 /* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
  * head i of example b at batch row b*h + i, and that head must see the
  * keys of example b.
+ * What the tests check (ex_repeat_valid_lens):
+ * - (B,) gives (B*h,) and (B, Lq) gives (B*h, Lq), row b*h + i a copy of
+ *   row b: [3, 2] with h = 3 is [3, 3, 3, 2, 2, 2], not tile's
+ *   [3, 2, 3, 2, 3, 2] (chapter 07, section 2);
+ * - a meta valid_lens (shapes only, no numbers: mha trace) gives a meta
+ *   *out of the repeated shape;
+ * - num_heads 0, or a valid_lens that is neither (B,) nor (B, Lq):
+ *   GSL_EINVAL, *out NULL, a message that starts with "repeat_valid_lens"
+ *   and names num_heads 0 or the number of dimensions;
+ * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL.
  * The handout blanks this body:
  * @exercise repeat_valid_lens (chapter 07): valid_lens for every head. */
 int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,

@@ -1,9 +1,10 @@
 /* rowops.c: vectorisable row kernels; see rowops.h.
  *
  * Every loop is a `#pragma omp simd` loop with no calls and no branches,
- * so GCC turns it into vector code for each target_clones target.  The
- * bit tricks go through memcpy (the portable way to read a double's bits;
- * the compiler turns it into a register move). */
+ * so GCC turns it into vector code for each target_clones target (clang
+ * too, all but rowops_max's: see there).  The bit tricks go through
+ * memcpy (the portable way to read a double's bits; the compiler turns it
+ * into a register move). */
 #include "rowops.h"
 
 #include <math.h>
@@ -20,13 +21,20 @@
 #ifndef ROWOPS_CLONES
 #define ROWOPS_CLONES
 #endif
+/* A max over doubles vectorises only when the compiler may reorder its
+ * comparisons: GCC does for `omp simd reduction(max)`; clang (14, and
+ * Apple's) does not without -ffinite-math-only, and a simd loop it cannot
+ * vectorise is a -Wpass-failed warning, an error under -Werror.  So
+ * clang gets rowops_max as a plain loop, not asked to be simd. */
 
 //> 12
 ROWOPS_CLONES
 double rowops_max(const double *restrict x, size_t n)
 {
     double m = -INFINITY;
+#ifndef __clang__
 #pragma omp simd reduction(max : m)
+#endif
     for (size_t j = 0; j < n; j++)
         m = x[j] > m ? x[j] : m;
     return m;

@@ -283,6 +283,12 @@ int masked_softmax_scaled(const tensor *scores, double scale,
 /* --- causal masks --------------------------------------------------- */
 
 /* Rows 1, 2, ..., len: query i sees keys 0 .. i.
+ * What the tests check (ex_causal_valid_lens):
+ * - *out is (batch, len) and every row is 1, 2, ..., len (query i sees
+ *   i + 1 keys, not i);
+ * - batch or len 0 is refused: GSL_EINVAL, *out NULL, a message that
+ *   starts with "causal_valid_lens" and names both numbers;
+ * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL.
  * The handout blanks this body:
  * @exercise causal_valid_lens (chapter 03): the valid_lens of a causal mask. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out)

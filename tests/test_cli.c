@@ -525,8 +525,8 @@ Test(cli, quiz_worksheet_asks_the_trace_and_answers_it, .init = enter_scratch,
 
     static const char *const want[] = {
         "Answer each numbered question: the shape a step makes, as (2, 4, 100),",
-        "queries (1, 2, 16), keys and values (1, 2, 16): 8 heads of 2 features, "
-        "no valid_lens",
+        ("queries (1, 2, 16), keys and values (1, 2, 16): 8 heads of 2 "
+         "features, no valid_lens"),
         "multihead(h=8) on q (1, 2, 16), k (1, 2, 16), v (1, 2, 16):",
         "  step 1: W_q: x W^T on (1, 2, 16)",
         "    1. its shape?",
@@ -1212,8 +1212,8 @@ Test(cli, trace_rope, .init = enter_scratch, .fini = leave_scratch)
                 "--rope|--rope-base|1e4");
     assert_ok(&r, "trace --rope");
     static const char *const want[] = {
-        "rope (base 10000) on Q and K; queries (1, 3, 8), keys and values "
-        "(1, 5, 8): 2 heads of 4 features, no valid_lens",
+        ("rope (base 10000) on Q and K; queries (1, 3, 8), keys and values "
+         "(1, 5, 8): 2 heads of 4 features, no valid_lens"),
         "  rope(p=4, pos 2..4)    new   (1, 3, 8) -> (1, 3, 8)              (B, Lq, d_model)",
         "  rope(p=4, pos 0..4)    new   (1, 5, 8) -> (1, 5, 8)              (B, Lk, d_model)",
     };

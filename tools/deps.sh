@@ -10,11 +10,113 @@
 #
 # A package counts as present when dpkg says it is installed.  Set
 # MHA_NO_INSTALL=1 to only report what is missing (exit 1 if anything is).
+#
+# Without dpkg (macOS, or a Linux that is not Debian's) nothing is
+# installed: each thing is looked for itself, a program on PATH, a header
+# the C compiler ($CC, else cc) must compile (gsl/gsl_blas.h,
+# criterion/criterion.h), OpenBLAS linked, -fopenmp; it exits 1 naming
+# what is missing with its Debian and Homebrew packages, and 0 when
+# nothing is.  valgrind, which only `make memcheck` runs and which
+# macOS lacks, is then a note, not a failure.
 set -eu
 
 # python3: tools/test-handout.sh reads the handout's Classroom JSON with
 # Debian's /usr/bin/python3 (json.tool); nothing else in `make test` needs it.
 packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 $*"
+
+# --- without dpkg: look for each thing itself -------------------------
+
+cc=${CC:-cc}
+# compiles COMPILER FLAGS...: the C file on stdin compiles and links
+compiles() {
+    compiler=$1
+    shift
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/mha-deps-XXXXXX")
+    cat > "$dir/probe.c"
+    "$compiler" "$dir/probe.c" "$@" -o "$dir/probe" > /dev/null 2>&1 && ok=0 || ok=1
+    rm -rf "$dir"
+    return "$ok"
+}
+pc() { pkg-config "$@" 2> /dev/null || true; }
+has() { command -v "$1" > /dev/null 2>&1; }
+
+# present PACKAGE: 0 when what the Debian package PACKAGE brings is here
+# (pkg-config's flags are meant to split)
+# shellcheck disable=SC2046
+present() {
+    case $1 in
+    gcc) has "$cc" ;;
+    make | pkg-config | valgrind | python3) has "$1" ;;
+    gnuplot-nox) has gnuplot ;;
+    graphviz) has dot ;;
+    clang) has clang ;;
+    libgsl-dev)
+        printf '#include <gsl/gsl_blas.h>\nint main(void) { return 0; }\n' |
+            compiles "$cc" $(pc --cflags gsl) ;;
+    libcriterion-dev)
+        printf '#include <criterion/criterion.h>\nint main(void) { return 0; }\n' |
+            compiles "$cc" $(pc --cflags criterion) -c ;;
+    libopenblas-dev)
+        printf 'double cblas_ddot(int, const double *, int, const double *, int);
+int main(void) { double x = 1; return cblas_ddot(1, &x, 1, &x, 1) != 1; }\n' |
+            compiles "$cc" $(pc --libs-only-L openblas) -lopenblas ;;
+    openmp)
+        printf '#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n' |
+            compiles "$cc" -fopenmp ;;
+    python3-numpy) python3 -c 'import numpy' > /dev/null 2>&1 ;;
+    python3-torch) python3 -c 'import torch' > /dev/null 2>&1 ;;
+    libclang-rt-*-dev)
+        has clang && printf '#include <stddef.h>\n#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' |
+            compiles clang -fsanitize=fuzzer ;;
+    *) return 2 ;;
+    esac
+}
+
+# what PACKAGE brings, for a person: "what (Debian: ..., Homebrew: ...)"
+describe() {
+    case $1 in
+    gcc) echo "a C compiler, $cc (Debian: gcc; Homebrew: gcc, or Xcode's clang: xcode-select --install)" ;;
+    make) echo "make (Debian: make; Homebrew: make)" ;;
+    pkg-config) echo "pkg-config (Debian: pkg-config; Homebrew: pkgconf)" ;;
+    libgsl-dev) echo "GSL's headers, gsl/gsl_blas.h (Debian: libgsl-dev; Homebrew: gsl)" ;;
+    libopenblas-dev) echo "OpenBLAS, -lopenblas (Debian: libopenblas-dev; Homebrew: openblas)" ;;
+    libcriterion-dev) echo "Criterion's headers, criterion/criterion.h (Debian: libcriterion-dev; Homebrew: criterion)" ;;
+    openmp) echo "OpenMP for $cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp, and a compiler that takes -fopenmp, Homebrew's llvm or gcc, named by make CC=...)" ;;
+    gnuplot-nox) echo "gnuplot (Debian: gnuplot-nox; Homebrew: gnuplot)" ;;
+    graphviz) echo "dot (Debian: graphviz; Homebrew: graphviz)" ;;
+    valgrind) echo "valgrind (Debian: valgrind; Homebrew: none for macOS on Apple silicon)" ;;
+    python3) echo "python3 (Debian: python3; Homebrew: python)" ;;
+    python3-numpy) echo "NumPy for python3 (Debian: python3-numpy; Homebrew: numpy)" ;;
+    python3-torch) echo "PyTorch for python3 (Debian: python3-torch; Homebrew: pytorch)" ;;
+    clang) echo "clang (Debian: clang; Homebrew: llvm)" ;;
+    libclang-rt-*-dev) echo "clang's libFuzzer, -fsanitize=fuzzer (Debian: $1; Homebrew: llvm)" ;;
+    *) echo "$1 (a Debian package; without dpkg it cannot be checked)" ;;
+    esac
+}
+
+if ! command -v dpkg-query > /dev/null 2>&1; then
+    missing=""
+    count=0
+    # OpenMP comes with the compiler on Debian; elsewhere it is looked for
+    for p in $packages openmp; do
+        if present "$p"; then
+            continue
+        elif [ "$p" = valgrind ]; then
+            echo "deps: note: no $(describe valgrind); only make memcheck needs it" >&2
+            continue
+        fi
+        missing="$missing
+  $(describe "$p")"
+        count=$((count + 1))
+    done
+    [ "$count" = 0 ] && exit 0
+    echo "deps: no dpkg on this machine, so each was looked for itself; missing:$missing" >&2
+    echo "deps: install them with your package manager (Homebrew: brew install ...), then run make again" >&2
+    exit 1
+fi
+
+# --- Debian: ask dpkg -------------------------------------------------
 
 missing=""
 for p in $packages; do

@@ -38,9 +38,13 @@ mkdir -p "$outdir"
 # TAP lines: "ok - ex_transpose_qkv::every_number ... (0.00s)" or
 # "not ok - ..."; the suites the filter left out are "# SKIP".  A failure
 # follows its "not ok" line as "  - tests/test_exercises.c:108: |+" and
-# the assertion's message on the next line.
+# the assertion's message on the next line (and any further lines of it,
+# such as a hint, on the lines after, indented the same).
 awk -v only="$only" -v bin="$bin" -v chapters="$chapters" '
 /^(not )?ok( [0-9]+)? - / { name = "" }
+# further lines of a message (the hint) are indented like its first
+more && /^      [^ ]/ { first[name] = first[name] "\n    " substr($0, 7); next }
+{ more = 0 }
 /^(not )?ok( [0-9]+)? - ex_/ && !/# SKIP/ {
     pass = ($1 == "ok")
     name = $0
@@ -61,6 +65,7 @@ name != "" && /^  - [^ ]+:[0-9]+: / {
     if (!(name in first) || line + 0 < firstline[name]) {
         first[name] = where ": " msg
         firstline[name] = line + 0
+        more = 1
     }
 }
 END {
