@@ -1,8 +1,8 @@
-//> full
+//> 02
 /* test_exercises.c: the tests of the coding exercises.
  *
  * Each suite ex_NAME checks one library function marked "@exercise NAME"
- * in src/, whose body `make handout` blanks for students.  A suite calls
+ * in src/, whose body the handout blanks for students.  A suite calls
  * only its own exercise (and no other exercise function), so a student's
  * `make grade` says exactly which exercises pass.  The expected values
  * come from index arithmetic written here, not from the library. */
@@ -28,6 +28,7 @@
     cr_assert_neq((call), GSL_SUCCESS,                                        \
                   "%s: expected an error status, got 0 (GSL_SUCCESS)", #call)
 
+//> 03
 /* --- ex_causal_valid_lens (chapter 03) ------------------------------- */
 
 Test(ex_causal_valid_lens, rows_count_up_to_len)
@@ -54,6 +55,8 @@ Test(ex_causal_valid_lens, refuses_zero_sizes)
     EX_REFUSES(causal_valid_lens(2, 0, &lens));
 }
 
+//<
+//> 02
 /* --- ex_linear_forward_naive (chapter 02) ---------------------------- */
 
 Test(ex_linear_forward_naive, matches_hand_computed_values)
@@ -98,6 +101,8 @@ Test(ex_linear_forward_naive, refuses_a_feature_mismatch)
     linear_free(&l);
 }
 
+//<
+//> 06
 /* --- ex_transpose_qkv (chapter 06) ----------------------------------- */
 
 Test(ex_transpose_qkv, every_number_lands_where_it_should)
@@ -136,6 +141,8 @@ Test(ex_transpose_qkv, refuses_heads_that_do_not_divide)
     tensor_free(x);
 }
 
+//<
+//> 06
 /* --- ex_transpose_output (chapter 06) -------------------------------- */
 
 Test(ex_transpose_output, heads_go_back_side_by_side)
@@ -175,6 +182,8 @@ Test(ex_transpose_output, refuses_a_batch_that_does_not_divide)
     tensor_free(heads);
 }
 
+//<
+//> 07
 /* --- ex_repeat_valid_lens (chapter 07) ------------------------------- */
 
 Test(ex_repeat_valid_lens, one_length_per_example)
@@ -207,6 +216,8 @@ Test(ex_repeat_valid_lens, one_length_per_query)
     tensor_free(out);
 }
 
+//<
+//> 15
 /* --- ex_rope_rotate_pair (chapter 15) -------------------------------- */
 
 /* A quarter turn takes (1, 0) to (0, 1) and (0, 1) to (-1, 0). */
@@ -236,6 +247,8 @@ Test(ex_rope_rotate_pair, any_angle_keeps_the_length)
                        "length^2: expected 5, got %.17g", y0 * y0 + y1 * y1);
 }
 
+//<
+//> 17
 /* --- ex_gqa_kv_head (chapter 17) ------------------------------------- */
 
 /* Head i of h reads key-value head floor(i * G / h): the groups are runs
@@ -279,6 +292,8 @@ Test(ex_gqa_kv_head, refuses_groups_that_do_not_divide)
     EX_REFUSES(gqa_kv_head(0, 0, 0, &kv));
 }
 
+//<
+//> 16
 /* --- ex_attention_madds (chapter 16) --------------------------------- */
 
 /* The pairs counted one by one: query i sees key j under the causal mask
@@ -325,4 +340,5 @@ Test(ex_attention_madds, refuses_zero_sizes)
     EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
     EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
 }
+//<
 //<
