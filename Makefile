@@ -1,6 +1,9 @@
 # Multi-head attention, step by step, in C.
 #
-#   make              build libmha, the chapters, the tools and build/mha
+#   make              build libmha, the chapters and the tools
+#> full
+#                     and build/mha
+#<
 #   make walkthrough  run every chapter in order (installs missing packages);
 #                     the chapters draw into plots/, which git does not track
 #   make ch06         run one chapter

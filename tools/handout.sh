@@ -91,6 +91,11 @@ git ls-files --cached -z | tr '\0' '\n' | while read -r f; do
     if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
 done | tar -cf - --no-recursion -T - | tar -C "$stage" -xpf -
 
+# Nothing of a teacher's key reaches the student, whatever takes files
+# from the stage later.
+rm -rf "$stage/docs/teacher" "$stage/teacher"
+find "$stage" -name '*key*' -exec rm -rf {} +
+
 # In the stage: the exercises blanked, their text spoken to the student,
 # the chapters after NN gone (the book ends at NN) and the book's section
 # for teachers left out.
