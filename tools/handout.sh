@@ -87,6 +87,7 @@ stage=$new.stage
 rm -rf "$new" "$stage"
 mkdir "$stage"
 trap 'rm -rf "$new" "$stage"' EXIT
+trap 'exit 130' HUP INT TERM
 git ls-files --cached -z | tr '\0' '\n' | while read -r f; do
     if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
 done | tar -cf - --no-recursion -T - | tar -C "$stage" -xpf -

@@ -48,6 +48,25 @@ blanked=$(echo "$order" | sort)
 [ "$blanked" = "$all" ] || fail "the handout blanks [$blanked], the tests know [$all]"
 count=$(echo "$blanked" | wc -l)
 
+# The leak check finds what it must: the fast path's view of the heads
+# (transpose_qkv's reshape and permute, in src/multihead_fast.c, which is
+# why the handout leaves the fast path out), and rope_rotate_pair's
+# rotation with every name changed.
+mkdir "$dir/leak"
+cp src/multihead_fast.c "$dir/leak/"
+cat > "$dir/leak/renamed.c" <<'EOT'
+/* a student's file with the rotation in other words */
+static void turn(double u, double w, double t, double *a, double *b)
+{
+    double cc = cos(t), ss = sin(t);
+    *a = u * cc - w * ss;
+}
+EOT
+tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leaks.py finds no leak in src/multihead_fast.c"
+grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
+    grep -q '^renamed.c:4: rope_rotate_pair (chapter 15): double V = cos ( V ) , V = sin ( V )$' "$dir/leak.txt" ||
+    { cat "$dir/leak.txt"; fail "tools/answer-leaks.py misses the fast path's heads_view or a renamed rotation"; }
+
 # No expression of a reference body anywhere in the handout, but where a
 # lesson teaches it on purpose: chapter 01 permutes d2l's (1, 2, 8, 2)
 # as transpose_qkv will (its transcript shows that step in every chapter
