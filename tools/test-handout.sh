@@ -187,7 +187,6 @@ run_chapter() {
         if [ "$(cat "$dir/err")" = "$(line_of "$e")" ]; then
             [ "$(awk -v n="$e" '$1 == n { print $3 }' "$dir/list")" -le "$(echo "$c" | cut -c1-2)" ] ||
                 fail "$c needs $e, an exercise of a later chapter"
-            echo "$c $e" >> "$dir/needs"
             return 3
         fi
     done
@@ -196,7 +195,6 @@ run_chapter() {
 }
 chapters=$(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's/\.c$//')
 left=$(echo $order)
-: > "$dir/needs"
 pending=""
 for c in $chapters; do
     run_chapter "$c" "$left" || pending="$pending $c"
