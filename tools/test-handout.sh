@@ -17,10 +17,11 @@
 #      and exits 3, its stdout the lesson up to that step, as its
 #      transcript begins;
 #   4. filling the blanks with the reference chapter by chapter: each
-#      exercise's Classroom command fails before and passes after, exactly
-#      the blanks left fail the grade, and every chapter whose blanks are
-#      all filled now prints its transcript (each chapter runs in the fresh
-#      handout and once more in the first state that fills its blanks);
+#      exercise's grade fails before and passes after, exactly the blanks
+#      left fail the grade, and every chapter whose blanks are all filled
+#      now prints its transcript (each chapter runs in the fresh handout
+#      and once more in the first state that fills its blanks); filled
+#      completely, `make grade` and each Classroom command pass;
 #   5. make handout CH=NN cuts chapters 01 .. NN with their exercises
 #      only, and refuses a CH that is no chapter or holds no exercise;
 #      it copies what git tracks and nothing else (not a teacher's answer
@@ -71,14 +72,17 @@ grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute 
 # lesson teaches it on purpose: chapter 01 permutes d2l's (1, 2, 8, 2)
 # as transpose_qkv will (its transcript shows that step in every chapter
 # after it).
-tools/answer-leaks.py . "$h" > "$dir/leaks.all" && rc=0 || rc=$?
-[ "$rc" -le 1 ] || fail "tools/answer-leaks.py failed (exit $rc)"
-grep -vxF 'chapters/01_shapes_strides_views.c:121: transpose_qkv (chapter 06): tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )' \
-    "$dir/leaks.all" > "$dir/leaks" || true
-if [ -s "$dir/leaks" ]; then
-    cat "$dir/leaks"
-    fail "the handout shows expressions of a reference body ($(wc -l < "$dir/leaks"))"
-fi
+no_leaks() {
+    tools/answer-leaks.py . "$1" > "$dir/leaks.all" && rc=0 || rc=$?
+    [ "$rc" -le 1 ] || fail "tools/answer-leaks.py failed (exit $rc)"
+    grep -vxF 'chapters/01_shapes_strides_views.c:121: transpose_qkv (chapter 06): tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )' \
+        "$dir/leaks.all" > "$dir/leaks" || true
+    if [ -s "$dir/leaks" ]; then
+        cat "$dir/leaks"
+        fail "the handout $1 shows expressions of a reference body ($(wc -l < "$dir/leaks"))"
+    fi
+}
+no_leaks "$h"
 
 # Nothing of the teacher's: tooling, the book's section for teachers, a
 # key, folded solutions, the word to run make handout, the mha program
@@ -273,6 +277,7 @@ want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
 [ ! -e "$h/src/posenc.c" ] && [ ! -e "$h/tests/test_kvcache.c" ] ||
     fail "the handout of CH=06 holds the code of later chapters"
 # (its tests are those of chapter 06's snapshot, which CI builds and runs)
+no_leaks "$h"
 make -C "$h" -j2 $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
     > "$dir/build6.txt" 2>&1 ||
     { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not compile"; }
@@ -337,4 +342,4 @@ rm -rf "$t/.git"
 [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'is not a git checkout' "$dir/err" && [ ! -e "$t/handout2" ] ||
     { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
 
-echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each Classroom test passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06; make handout copies tracked files only and keeps a student's work"
+echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06; make handout copies tracked files only and keeps a student's work"
