@@ -1,6 +1,9 @@
 # Multi-head attention, step by step, in C.
 #
-#   make              build libmha, the chapters, the tools and build/mha
+#   make              build libmha, the chapters and the tools
+#> full
+#                     and build/mha
+#<
 #   make walkthrough  run every chapter in order (installs missing packages);
 #                     the chapters draw into plots/, which git does not track
 #   make ch06         run one chapter
@@ -18,6 +21,9 @@
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
+#                     (CH=08: of chapters 01 .. 08 only)
+#<
+#> handout
 #   make grade        which exercises pass (EXERCISE=name: that one only)
 #<
 #   make info         which CBLAS the build uses
@@ -40,7 +46,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
-#> full
+#> handout
 ifneq ($(wildcard HANDOUT),)
 # blanked exercises leave their static helpers unused until written
 WARN    += -Wno-unused-function
@@ -148,9 +154,12 @@ $(CHAPTER_STAMP):
 
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
-.PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
+.PHONY: sanitize memcheck docs bench trace-cost handout handout-check \
         fuzz parity snapshot snapshots module-pictures \
         clean-tree fresh-root
+#<
+#> handout
+.PHONY: grade
 #<
 
 all: build
@@ -228,12 +237,12 @@ walkthrough: deps
 	    $$ch || exit 1; echo; \
 	done
 
-#> full
+#> handout
 ifeq ($(wildcard HANDOUT),)
 #<
 test: deps
 	@$(MAKE) --no-print-directory check
-#> full
+#> handout
 else
 # A student's handout (tools/handout.sh): `make test` grades the exercises.
 test: deps
@@ -306,15 +315,19 @@ snapshots: $(BUILD)/marks-filter
 #<
 
 #> full
-# Exercises: `make handout` writes a student's copy with the exercise
+# Exercises: `make handout` writes a student's copy cut from the chapters'
+# code (chapters 01 .. CH, all of them by default) with the exercise
 # bodies blanked, from the files git tracks, and never over a handout/
-# that differs from a fresh one (tools/handout.sh); `make grade` says
-# which exercises pass (TAP and JUnit reports in build/grade.*), `make
-# grade EXERCISE=transpose_qkv` grades that one alone (exit 0 when it
-# passes); tools/test-handout.sh checks the round trip.
-handout:
-	@tools/handout.sh handout
+# that differs from a fresh one (tools/handout.sh); tools/test-handout.sh
+# checks the round trip.
+handout: $(BUILD)/marks-filter $(BUILD)/weave
+	@tools/handout.sh --chapter "$(CH)" --tools $(BUILD) handout
+#<
 
+#> handout
+# `make grade` says which exercises pass (TAP and JUnit reports in
+# build/grade.*), `make grade EXERCISE=transpose_qkv` grades that one
+# alone (exit 0 when it passes).
 # The build runs quietly into a log: one line while it builds, then the
 # grade, or the compiler's error lines and where the whole log is.
 GRADE_LOG := $(BUILD)/grade/build.log
@@ -327,7 +340,9 @@ grade:
 	    echo "grade: the whole build log is $(GRADE_LOG)"; \
 	    exit 1; }
 	@tools/grade.sh $(TEST_BIN) $(BUILD) '$(strip $(EXERCISE))'
+#<
 
+#> full
 handout-check: build
 	@tools/test-handout.sh
 

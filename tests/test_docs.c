@@ -800,4 +800,47 @@ Test(docs, numbers_in_the_prose_are_printed)
     closedir(d);
     cr_assert_gt(chapters, 13);
 }
+/* The marks-filter beside the weaver (marks.h) on a file of marks, as of
+ * `args` ("02", "--handout 03" ...): what it prints and its exit status. */
+static int marks_filter(const char *file, const char *args, char *out, size_t n)
+{
+    const char *w = WEAVE, *slash = strrchr(w, '/');
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%.*smarks-filter %s %s 2>/dev/null",
+             slash ? (int)(slash - w + 1) : 0, w, args, file);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A "handout" mark (the grading): in the full cut and a handout's cut
+ * (--handout) of any chapter, in no chapter's snapshot; marks of chapters
+ * inside it still apply. */
+Test(docs, marks_filter_keeps_handout_lines_for_a_handout_only)
+{
+    char file[] = "/tmp/mha-marks-XXXXXX";
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    const char *text = "a\n#> handout\nb\n#> 03\nc\n#<\n#<\n#> 03\nd\n#<\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char out[256];
+    cr_assert_eq(marks_filter(file, "02", out, sizeof out), 0);
+    cr_assert_str_eq(out, "a\n");
+    cr_assert_eq(marks_filter(file, "03", out, sizeof out), 0);
+    cr_assert_str_eq(out, "a\nd\n");
+    cr_assert_eq(marks_filter(file, "--handout 02", out, sizeof out), 0);
+    cr_assert_str_eq(out, "a\nb\n");
+    cr_assert_eq(marks_filter(file, "--handout 03", out, sizeof out), 0);
+    cr_assert_str_eq(out, "a\nb\nc\nd\n");
+    cr_assert_eq(marks_filter(file, "full", out, sizeof out), 0);
+    cr_assert_str_eq(out, "a\nb\nc\nd\n");
+    /* "handout" is a mark, not a cut */
+    cr_assert_eq(marks_filter(file, "handout", out, sizeof out), 2);
+    cr_assert_str_eq(out, "");
+    unlink(file);
+}
 //<

@@ -1,8 +1,8 @@
-//> full
+//> 02
 /* test_exercises.c: the tests of the coding exercises.
  *
  * Each suite ex_NAME checks one library function marked "@exercise NAME"
- * in src/, whose body `make handout` blanks for students, against the
+ * in src/, whose body the handout blanks for students, against the
  * rules written in the comment above it.  A suite calls only its own
  * exercise (and no other exercise function), so a student's `make grade`
  * says exactly which exercises pass; each test is one rule, so a body
@@ -21,6 +21,7 @@
  * section a hint names is a heading of that chapter's page. */
 #include "check.h"
 
+#include <complex.h>
 #include <glob.h>
 
 /* --- shared checks --------------------------------------------------- */
@@ -308,6 +309,7 @@ Test(ex_linear_forward_naive, cleans_up_when_memory_runs_out)
     linear_free(&l);
 }
 
+//> 03
 /* --- ex_causal_valid_lens (chapter 03) ------------------------------- */
 
 #define H_CAUSAL                                                              \
@@ -363,6 +365,8 @@ Test(ex_causal_valid_lens, cleans_up_when_memory_runs_out)
     EX_CLEANS_UP(causal_valid_lens(2, 3, &lens), lens);
 }
 
+//<
+//> 06
 /* --- ex_transpose_qkv (chapter 06) ----------------------------------- */
 
 #define H_QKV                                                                 \
@@ -467,6 +471,8 @@ Test(ex_transpose_qkv, cleans_up_when_memory_runs_out)
     tensor_free(x);
 }
 
+//<
+//> 06
 /* --- ex_transpose_output (chapter 06) -------------------------------- */
 
 #define H_OUT                                                                 \
@@ -561,6 +567,8 @@ Test(ex_transpose_output, cleans_up_when_memory_runs_out)
     tensor_free(heads);
 }
 
+//<
+//> 07
 /* --- ex_repeat_valid_lens (chapter 07) ------------------------------- */
 
 #define H_REPEAT                                                              \
@@ -667,6 +675,8 @@ Test(ex_repeat_valid_lens, cleans_up_when_memory_runs_out)
     tensor_free(lens);
 }
 
+//<
+//> 15
 /* --- ex_rope_rotate_pair (chapter 15) -------------------------------- */
 
 #define H_ROPE                                                                \
@@ -690,9 +700,11 @@ static void expect_turn(double x0, double x1, double a, const char *angle)
 {
     double y0 = NAN, y1 = NAN;
     EX_OK(rope_rotate_pair(x0, x1, a, &y0, &y1));
-    double c = cos(a), s = sin(a);
-    double w0 = x0 * c - x1 * s, w1 = x0 * s + x1 * c;
-    double b0 = x0 * c + x1 * s, b1 = -x0 * s + x1 * c; /* turned by -a */
+    /* the pair as the complex number x0 + i x1, turned by multiplying
+     * with e^{ia} (and, the wrong way, e^{-ia}) */
+    double complex w = (x0 + x1 * I) * cexp(I * a);
+    double complex b = (x0 + x1 * I) * cexp(-I * a);
+    double w0 = creal(w), w1 = cimag(w), b0 = creal(b), b1 = cimag(b);
     double tol = 1e-15 * (1 + fabs(x0) + fabs(x1));
     int right = fabs(y0 - w0) <= tol && fabs(y1 - w1) <= tol;
     int backwards = fabs(y0 - b0) <= tol && fabs(y1 - b1) <= tol;
@@ -736,6 +748,8 @@ Test(ex_rope_rotate_pair, a_far_position_keeps_the_length)
     expect_turn(3, 4, a, "40.95");
 }
 
+//<
+//> 16
 /* --- ex_attention_madds (chapter 16) --------------------------------- */
 
 #define H_MADDS                                                               \
@@ -817,6 +831,8 @@ Test(ex_attention_madds, refuses_zero_sizes)
                     GSL_EINVAL, "attention_madds", H_MADDS_REFUSE, 2, 3, 0);
 }
 
+//<
+//> 17
 /* --- ex_gqa_kv_head (chapter 17) ------------------------------------- */
 
 #define H_GQA                                                                 \
@@ -889,6 +905,8 @@ Test(ex_gqa_kv_head, refuses_a_head_out_of_range)
                     "gqa_kv_head(head 8, num_heads 8, kv_heads 2)", GSL_EINVAL,
                     "gqa_kv_head", H_GQA_REFUSE, 8);
 }
+//<
+//> full
 /* --- the hints name sections that exist ----------------------------- */
 
 /* Every hint that names "chapter NN, section S (Title)": the chapter's
@@ -945,4 +963,5 @@ Test(exercise_hints, name_sections_that_exist)
         globfree(&g);
     }
 }
+//<
 //<

@@ -9,6 +9,7 @@
  * a step's rows x[:, s:s+n] (B, n, d) -> out (B, n, D_out). */
 #include "check.h"
 
+#include <complex.h>
 #include <math.h>
 
 #include <criterion/parameterized.h>
@@ -108,9 +109,10 @@ ParameterizedTest(struct decode_case *c, kvcache,
             }
             for (size_t f = 0; c->rope && f < c->G * p; f += 2) {
                 double a = (double)t * rope_theta(f % p / 2, p, 10000.0);
-                double x0 = want[f], x1 = want[f + 1];
-                want[f] = x0 * cos(a) - x1 * sin(a);
-                want[f + 1] = x0 * sin(a) + x1 * cos(a);
+                // the pair as x0 + i x1, turned by e^(i a)
+                double complex z = (want[f] + want[f + 1] * I) * cexp(I * a);
+                want[f] = creal(z);
+                want[f + 1] = cimag(z);
             }
             for (size_t f = 0; f < c->G * p; f++)
                 cr_assert_float_eq(*TENSOR_AT(&keys, b, f / p, t, f % p),

@@ -7,6 +7,8 @@
  * pairing of GPT-NeoX, dot products of rotated vectors. */
 #include "check.h"
 
+#include <complex.h>
+
 #include <criterion/parameterized.h>
 
 static gsl_rng *rng_for_test(unsigned long seed)
@@ -201,8 +203,10 @@ Test(rope, halves_are_interleaved_permuted)
         }
         for (size_t k = 0; k < half; k++) { // NeoX: k with k + p/2
             double a = (double)l * pow(10000.0, -(double)(2 * k) / (double)p);
-            yh[k] = xh[k] * cos(a) - xh[k + half] * sin(a);
-            yh[k + half] = xh[k + half] * cos(a) + xh[k] * sin(a);
+            // (x_k, x_{k+p/2}) as a complex number, turned by e^(i a)
+            double complex z = (xh[k] + xh[k + half] * I) * cexp(I * a);
+            yh[k] = creal(z);
+            yh[k + half] = cimag(z);
         }
         for (size_t k = 0; k < half; k++) {
             cr_assert_float_eq(yh[k], *TENSOR_AT(y, 0, l, 2 * k), 1e-14);
@@ -440,10 +444,10 @@ Test(rope, module_weights_by_hand)
         for (size_t pr = 0; pr < D / 2; pr++) {
             double theta = pr == 0 ? 1.0 : 0.01; // 10000^(-2/4)
             double aq = (LK - 1) * theta, ak = (double)t * theta;
-            double q0 = qp[2 * pr] * cos(aq) - qp[2 * pr + 1] * sin(aq);
-            double q1 = qp[2 * pr] * sin(aq) + qp[2 * pr + 1] * cos(aq);
-            double k0 = kp[t][2 * pr] * cos(ak) - kp[t][2 * pr + 1] * sin(ak);
-            double k1 = kp[t][2 * pr] * sin(ak) + kp[t][2 * pr + 1] * cos(ak);
+            // each pair as a complex number, turned by e^(i angle)
+            double complex qz = (qp[2 * pr] + qp[2 * pr + 1] * I) * cexp(I * aq);
+            double complex kz = (kp[t][2 * pr] + kp[t][2 * pr + 1] * I) * cexp(I * ak);
+            double q0 = creal(qz), q1 = cimag(qz), k0 = creal(kz), k1 = cimag(kz);
             s[t] += (q0 * k0 + q1 * k1) / 2.0; // scale 1/sqrt(4)
         }
         mx = fmax(mx, s[t]);

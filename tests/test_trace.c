@@ -39,46 +39,38 @@ static tensor *arange(size_t ndim, const size_t *shape)
 
 //> 06
 /* d2l's transpose_qkv for X (1, 2, 16), h = 8, then transpose_output of
- * its result.  With B = 1 every step is a view, the last one too: undoing
- * the steps on the same buffer brings back X's own layout, (1, 2, 8, 2)
- * with strides (16, 16, 2, 1), which is contiguous. */
+ * its result, each traced with its three steps.  With B = 1 every step is
+ * a view, the last one too: undoing the steps on the same buffer brings
+ * back X's own layout, (1, 2, 8, 2) with strides (16, 16, 2, 1), which is
+ * contiguous. */
 Test(trace, transpose_qkv_and_back)
 {
     capture c;
-    tensor *x = arange(SHAPE(1, 2, 16)), *a = NULL, *b = NULL, *q = NULL;
+    tensor *x = arange(SHAPE(1, 2, 16)), *q = NULL, *f = NULL;
     OK(tensor_set_names(x, "B, n, d_model"));
     capture_start(&c);
     trace_to(c.f);
-    /* transpose_qkv */
-    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &a));
-    OK(tensor_permute(a, SHAPE(0, 2, 1, 3), &b));
-    OK(tensor_reshape(b, DIMS(-1, 2, 2), NULL, &q));
-    /* transpose_output */
-    tensor *d = NULL, *e = NULL, *f = NULL;
-    OK(tensor_reshape(q, DIMS(-1, 8, 2, 2), NULL, &d));
-    OK(tensor_permute(d, SHAPE(0, 2, 1, 3), &e));
-    OK(tensor_reshape(e, DIMS(1, 2, -1), "B, n, d_model", &f));
+    OK(transpose_qkv(x, 8, &q));
+    OK(transpose_output(q, 8, &f));
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         /*0         1         2         3         4         5         6         7
           01234567890123456789012345678901234567890123456789012345678901234567890 */
-        "reshape(1, 2, 8, -1)     view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "permute(0, 2, 1, 3)      view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "reshape(-1, 2, 2)        view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
-        "reshape(-1, 8, 2, 2)     view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "permute(0, 2, 1, 3)      view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "reshape(1, 2, -1)        view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n"
+        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
+        "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
+        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
     capture_free(&c);
     /* the round trip gives X back, in X's own buffer */
     cr_assert_eq(f->data, x->data);
     for (size_t k = 0; k < 32; k++)
         cr_assert_eq(*TENSOR_AT(f, 0, k / 16, k % 16), (double)k);
     tensor_free(f);
-    tensor_free(e);
-    tensor_free(d);
     tensor_free(q);
-    tensor_free(b);
-    tensor_free(a);
     tensor_free(x);
 }
 //<
@@ -90,18 +82,17 @@ Test(trace, transpose_qkv_and_back)
 Test(trace, transpose_output_of_new_numbers)
 {
     capture c;
-    tensor *o = arange(SHAPE(8, 2, 2)), *d = NULL, *e = NULL, *f = NULL;
+    tensor *o = arange(SHAPE(8, 2, 2)), *f = NULL;
     OK(tensor_set_names(o, "B*h, n, d_model/h"));
     capture_start(&c);
     trace_to(c.f);
-    OK(tensor_reshape(o, DIMS(-1, 8, 2, 2), NULL, &d));
-    OK(tensor_permute(d, SHAPE(0, 2, 1, 3), &e));
-    OK(tensor_reshape(e, DIMS(1, 2, -1), "B, n, d_model", &f));
+    OK(transpose_output(o, 8, &f));
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
-        "reshape(-1, 8, 2, 2)     view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "permute(0, 2, 1, 3)      view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "reshape(1, 2, -1)        copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+        "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
     capture_free(&c);
     /* out[0][i][2 j + k] = o[j][i][k] = 4 j + 2 i + k */
     for (size_t i = 0; i < 2; i++)
@@ -110,8 +101,6 @@ Test(trace, transpose_output_of_new_numbers)
                 cr_assert_eq(*TENSOR_AT(f, 0, i, 2 * j + k),
                              (double)(4 * j + 2 * i + k));
     tensor_free(f);
-    tensor_free(e);
-    tensor_free(d);
     tensor_free(o);
 }
 //<
@@ -121,22 +110,19 @@ Test(trace, transpose_output_of_new_numbers)
 Test(trace, transpose_qkv_batch_of_two)
 {
     capture c;
-    tensor *x = arange(SHAPE(2, 2, 16)), *a = NULL, *b = NULL, *q = NULL;
+    tensor *x = arange(SHAPE(2, 2, 16)), *q = NULL;
     OK(tensor_set_names(x, "B, n, d_model"));
     capture_start(&c);
     trace_to(c.f);
-    OK(tensor_reshape(x, DIMS(2, 2, 8, -1), "B, n, h, d_model/h", &a));
-    OK(tensor_permute(a, SHAPE(0, 2, 1, 3), &b));
-    OK(tensor_reshape(b, DIMS(-1, 2, 2), NULL, &q));
+    OK(transpose_qkv(x, 8, &q));
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
-        "reshape(2, 2, 8, -1)     view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "permute(0, 2, 1, 3)      view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "reshape(-1, 2, 2)        copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
+        "transpose_qkv(h=8)             (2, 2, 16)                          (B, n, d_model)\n"
+        "  reshape(2, 2, 8, -1)   view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
+        "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
+        "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
     capture_free(&c);
     tensor_free(q);
-    tensor_free(b);
-    tensor_free(a);
     tensor_free(x);
 }
 //<

@@ -1,19 +1,38 @@
 #!/bin/sh
-# tools/handout.sh DIR [KEEP...]: write a student's copy of the project into
-# DIR, with the body of every library function marked "@exercise NAME" in
-# src/ blanked (see tools/stub.awk).  Functions named in KEEP are left
-# whole.  DIR/HANDOUT lists the exercises ("NAME FILE CHAPTER", by
-# chapter); its presence makes `make test` in DIR grade the exercises
-# instead of running the teacher's checks.  DIR/README.md is the
-# student's (tools/handout-README.md, with the table of exercises),
-# DIR/.github/classroom/autograding.json GitHub Classroom's tests, one per
-# exercise, and DIR/docs/ the book woven again from the blanked sources.
+# tools/handout.sh [--chapter NN] --tools BUILD DIR [KEEP...]: write a
+# student's copy of the project into DIR: chapters 01 .. NN (by default
+# all of them) with the library, the tests and the pages as of chapter NN,
+# cut from the chapters' code as `make snapshot CH=NN` is (tools/marks.h),
+# and the body of every library function marked "@exercise NAME" blanked
+# (see tools/stub.awk).  Functions named in KEEP are left whole.  BUILD
+# holds the built marks-filter and weave (`make handout` builds them).
 #
-# The copy holds the files git tracks (a new file must be `git add`ed to
-# be handed out): never what else lies in the teacher's tree, such as an
-# answer file from `mha quiz --solution` or a folder of solutions.  So it
-# must be run in a git checkout; elsewhere it refuses, since the
-# project's files cannot be told from the teacher's own.
+# What the copy holds and what it does not:
+#   - the library as of chapter NN: no code the chapters do not teach
+#     (marked "full": the fast path, the mha program, the tools), which
+#     holds the exercises' answers in other forms (the fast path's views
+#     of the heads are transpose_qkv's reshape and permute, its rotation
+#     rope_rotate_pair's formula); tools/answer-leaks.py finds any
+#     expression of a reference body left anywhere in the copy;
+#   - the grading (lines marked "handout", tools/grade*.sh): DIR/HANDOUT
+#     lists the exercises ("NAME FILE CHAPTER", by chapter), and its
+#     presence makes `make test` in DIR grade the exercises instead of
+#     running the teacher's checks;
+#   - DIR/README.md, the student's (tools/handout-README.md, with the
+#     table of exercises), DIR/.github/classroom/autograding.json GitHub
+#     Classroom's tests, one per exercise, and DIR/docs/ the book of
+#     chapters 01 .. NN woven again from the blanked sources, without its
+#     section for teachers; the exercises' text speaks to the student;
+#   - no teacher's tooling (.ci/, the handout's own check, fuzzing, the
+#     clean-tree and fresh-root checks, the benchmark) and nothing of a
+#     teacher's key (docs/teacher/, teacher/, a file named *key*): none
+#     of it is part of a chapter's cut.
+#
+# The copy is cut from the files git tracks (a new file must be `git
+# add`ed to be handed out): never what else lies in the teacher's tree,
+# such as an answer file from `mha quiz --solution` or a folder of
+# solutions.  So it must be run in a git checkout; elsewhere it refuses,
+# since the project's files cannot be told from the teacher's own.
 #
 # It never destroys work: the copy is written beside DIR under another
 # name and then renamed into place when DIR does not exist (or is an empty
@@ -22,43 +41,107 @@
 # answers, a note, a deleted file, or a handout of older sources), it is
 # refused, naming DIR, and nothing is changed.
 set -eu
-out=${1%/}
-shift
-keep="$*"
 fail() {
     echo "handout: $*" >&2
     exit 1
 }
+ch=
+tools=
+while :; do
+    case ${1:-} in
+    --chapter) ch=${2:-}; shift 2 ;;
+    --tools) tools=${2:-}; shift 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -ge 1 ] && [ -n "$tools" ] ||
+    { echo "usage: tools/handout.sh [--chapter NN] --tools BUILD DIR [KEEP...]" >&2; exit 2; }
+out=${1%/}
+shift
+keep="$*"
 
 git rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
     fail "$(pwd) is not a git checkout, so the project's files cannot be told from others (answers, solutions): run it in a clone"
+last=$(ls chapters/[0-9][0-9]_*.c | tail -n 1 | sed 's|^chapters/\(..\).*|\1|')
+ch=${ch:-$last}
+case $ch in
+[0-9][0-9]) ;;
+*) echo "handout: CH must be a chapter number of two digits, like CH=08, not '$ch'" >&2
+   exit 2 ;;
+esac
+ls chapters/"$ch"_*.c >/dev/null 2>&1 ||
+    { echo "handout: there is no chapter $ch (chapters/${ch}_*.c); the chapters are 01 .. $last" >&2; exit 2; }
+for t in marks-filter weave; do
+    [ -x "$tools/$t" ] || fail "$tools/$t is not built (make handout builds it)"
+done
+tools=$(cd "$tools" && pwd)
 if [ -L "$out" ] || { [ -e "$out" ] && [ ! -d "$out" ]; }; then
     fail "$out exists and is not a folder: move it away or remove it, then run make handout again"
 fi
 
-# the new copy, beside DIR so that it is renamed into place in one step
+# the new copy, beside DIR so that it is renamed into place in one step,
+# and the tracked files it is cut from
 mkdir -p "$(dirname "$out")"
-new=$(dirname "$out")/.$(basename "$out").new.$$
-rm -rf "$new"
-mkdir "$new"
-trap 'rm -rf "$new"' EXIT
-
-# the project's files: what git tracks (and still exists), nothing else
+new=$(cd "$(dirname "$out")" && pwd)/.$(basename "$out").new.$$
+stage=$new.stage
+rm -rf "$new" "$stage"
+mkdir "$stage"
+trap 'rm -rf "$new" "$stage"' EXIT
+trap 'exit 130' HUP INT TERM
 git ls-files --cached -z | tr '\0' '\n' | while read -r f; do
     if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
-done | tar -cf - --no-recursion -T - | tar -C "$new" -xpf -
+done | tar -cf - --no-recursion -T - | tar -C "$stage" -xpf -
 
-# the exercises: "NAME FILE CHAPTER SUMMARY" from each marker
+# Nothing of a teacher's key reaches the student, whatever takes files
+# from the stage later.
+rm -rf "$stage/docs/teacher" "$stage/teacher"
+find "$stage" -name '*key*' -exec rm -rf {} +
+
+# In the stage: the exercises blanked, their text spoken to the student,
+# the chapters after NN gone (the book ends at NN) and the book's section
+# for teachers left out.
+for f in "$stage"/src/*.c; do
+    grep -q '@exercise ' "$f" || continue
+    (cd "$stage" && awk -v keep="$keep" -f tools/stub.awk "src/${f##*/}") > "$f.stub"
+    mv "$f.stub" "$f"
+done
+for f in "$stage"/chapters/[0-9][0-9]_*.c; do
+    n=$(basename "$f" | cut -c1-2)
+    if [ "$n" -gt "$ch" ]; then
+        rm -f "$f"
+        continue
+    fi
+    # "in the handout (`make handout`), X is a blank" is the teacher's
+    # view; the mha program is not in the handout
+    perl -0pi -e '
+        s/in the handout \(`make handout`\),\s+//g;
+        s/ In the handout,( |\n\s*\*\s*)`make/\1`make/g;
+        s/\(in the handout its body is blank; /(its body is blank; /g;
+        s/ The page folds the library.s solution above;\s*write\s*\*?\s*yours before you open it\.//g;
+        s/ Check yourself with\s*\*?\s*`mha trace --quiz[^`]*`(,\s*which\s*\*?\s*asks each step.s shape and view or copy, then gives the answers)?\.//g;
+        s/ Then confirm it with `mha trace`\.//g;
+        s/\(`multihead_config\.rope`, and `mha forward --rope` on the command\s*\*?\s*line\)/(`multihead_config.rope`)/g;
+        s/Run `build\/mha trace --rope --queries 1 --kv 7`: at which position/With rope, one query and 7 keys: at which position/g;
+    ' "$f"
+done
+awk '/^## For teachers$/ { skip = 1; next } /^## / { skip = 0 } !skip' \
+    "$stage/tools/book-index.md" > "$stage/book-index.md"
+mv "$stage/book-index.md" "$stage/tools/book-index.md"
+
+# the cut: chapters 01 .. NN and the grading, as of chapter NN
+(cd "$stage" && tools/snapshot.sh --handout "$ch" "$tools/marks-filter" "$new" > /dev/null) ||
+    fail "cannot cut chapters 01 .. $ch (tools/snapshot.sh)"
+find "$new" -type d -empty -delete
+
+# the exercises: "NAME FILE CHAPTER SUMMARY" from each marker left
 #   * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
-list=$(sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\1 FILE \2 \3|p' src/*.c /dev/null |
+list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\1 FILE \2 \3|p' src/*.c /dev/null |
     sed 's| *\*/ *$||' | while read -r name _ chapter summary; do
         case " $keep " in *" $name "*) continue ;; esac
         echo "$name $(grep -l "@exercise $name " src/*.c | head -n 1) $chapter $summary"
     done | sort -s -k3,3n)
-for f in src/*.c; do
-    grep -q '@exercise ' "$f" || continue
-    awk -v keep="$keep" -f tools/stub.awk "$f" > "$new/$f"
-done
+[ -n "$list" ] ||
+    { echo "handout: chapters 01 .. $ch have no exercise to blank; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*.c | sort | head -n 1)" >&2; exit 2; }
 
 {
     echo "# The exercises of this handout: write each function in src/, then"
@@ -104,12 +187,19 @@ END {
     print "}"
 }' > "$new/.github/classroom/autograding.json"
 
-# The book again, from the blanked sources: an exercise's @show shows the
-# stub, not the answer.
-tmp=$(mktemp -d /tmp/mha-weave-XXXXXX)
-${CC:-gcc} -std=c11 -O1 tools/weave.c tools/marks.c -o "$tmp/weave"
-"$tmp/weave" "$new" "$new/docs" > /dev/null
-rm -rf "$tmp"
+# The book of chapters 01 .. NN, from the blanked sources: an exercise's
+# @show shows the stub, open, not the answer folded; the pictures and
+# plots its pages show.
+mkdir -p "$new/docs"
+"$tools/weave" "$stage" "$new/docs" > /dev/null
+mkdir -p "$new/docs/pictures"
+for f in "$stage"/docs/pictures/*; do
+    n=$(basename "$f" | cut -c1-2)
+    if [ "$n" -le "$ch" ] 2>/dev/null; then cp -p "$f" "$new/docs/pictures/"; fi
+done
+sed -n 's|.*(\.\./\(plots/[A-Za-z0-9_.-]*\)).*|\1|p' "$new"/docs/*.md | sort -u |
+    while read -r f; do mkdir -p "$new/plots" && cp -p "$stage/$f" "$new/$f"; done
+rm -rf "$stage"
 
 # into place, or refused when DIR holds anything a fresh copy does not
 if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then

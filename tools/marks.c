@@ -11,6 +11,8 @@ int marks_chapter(const char *s)
 {
     if (strcmp(s, "full") == 0)
         return MARKS_FULL;
+    if (strcmp(s, "handout") == 0)
+        return MARKS_HANDOUT;
     if (strlen(s) != 2 || s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9')
         return -1;
     int ch = (s[0] - '0') * 10 + (s[1] - '0');
@@ -59,6 +61,17 @@ static int mark_of(const char *line, char *arg, size_t n)
     return kind;
 }
 
+/* Does a mark of chapter c let the lines inside it into the cut `ch`
+ * (marks_classify's)?  A "handout" mark: in the full build and a
+ * handout's cut, no snapshot. */
+static int allows(int c, int ch)
+{
+    int as_of = ch & ~MARKS_WITH_HANDOUT;
+    if (c == MARKS_HANDOUT)
+        return as_of == MARKS_FULL || (ch & MARKS_WITH_HANDOUT);
+    return as_of >= c;
+}
+
 int marks_classify(char *const *lines, size_t n, int ch, marks_line *out,
                    char *err, size_t errn)
 {
@@ -84,9 +97,9 @@ int marks_classify(char *const *lines, size_t n, int ch, marks_line *out,
                 return -1;
             }
             // code of the chapters before `replaced`, in the marks around
-            int keep = ch < replaced;
+            int keep = !allows(replaced, ch);
             for (size_t d = 0; d < depth; d++)
-                keep = keep && ch >= open[d];
+                keep = keep && allows(open[d], ch);
             out[i].keep = keep;
             continue;
         }
@@ -94,7 +107,7 @@ int marks_classify(char *const *lines, size_t n, int ch, marks_line *out,
             int c = marks_chapter(arg);
             if (c < 0) {
                 snprintf(err, errn, "line %zu: '%s' is no chapter (01 .. 98, "
-                         "or full)", i + 1, arg);
+                         "full or handout)", i + 1, arg);
                 return -1;
             }
             if (kind == 'r') {
@@ -122,7 +135,7 @@ int marks_classify(char *const *lines, size_t n, int ch, marks_line *out,
         }
         int keep = 1;
         for (size_t d = 0; d < depth; d++)
-            keep = keep && ch >= open[d];
+            keep = keep && allows(open[d], ch);
         out[i].keep = keep;
     }
     if (replaced) {

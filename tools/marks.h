@@ -6,7 +6,9 @@
  *
  *     //> NN          the lines up to the matching //< are added by
  *     ...             chapter NN (01 .. 98), or by "full": the full build
- *     //<             only (the CLI, the fast path, the tools)
+ *     //<             only (the CLI, the fast path, the tools), or by
+ *                     "handout": the full build and a student's handout
+ *                     (tools/handout.sh), no snapshot (the grading)
  *
  * and a block comment that opens with "/" "*< NN" on a line of its own
  * and closes with a line holding only its end: the lines between are code
@@ -26,6 +28,10 @@
 #include <stddef.h>
 
 #define MARKS_FULL 99 /* "full": the chapter number of the full build */
+#define MARKS_HANDOUT 100 /* "handout": a mark's number for the grading */
+/* ch | MARKS_WITH_HANDOUT: the code as of ch and the lines marked
+ * "handout", as a student's handout of chapters 01 .. ch has them */
+#define MARKS_WITH_HANDOUT 0x100
 
 /* What each line of a file is, as of chapter `ch` (1 .. MARKS_FULL). */
 typedef struct marks_line {
@@ -35,14 +41,16 @@ typedef struct marks_line {
 } marks_line;
 
 /* Classify the n lines of a file (without their newlines) as of chapter
- * ch into out[0 .. n-1].  0 on success; on a malformed mark (a //< with
+ * ch (1 .. MARKS_FULL, or'ed with MARKS_WITH_HANDOUT for a handout's
+ * cut) into out[0 .. n-1].  0 on success; on a malformed mark (a //< with
  * no //> open, a mark left open at the end, a chapter that is not 01 ..
  * 98 or "full", a replaced block inside another replaced block) -1, with
  * a message naming the line (1-based) in err. */
 int marks_classify(char *const *lines, size_t n, int ch, marks_line *out,
                    char *err, size_t errn);
 
-/* "08" -> 8, "full" -> MARKS_FULL, anything else -> -1. */
+/* "08" -> 8, "full" -> MARKS_FULL, "handout" -> MARKS_HANDOUT, anything
+ * else -> -1. */
 int marks_chapter(const char *s);
 
 #endif

@@ -2,6 +2,10 @@
  *
  *     marks-filter NN FILE      print FILE as of chapter NN (01 .. 98, or
  *                               full), its marks left out
+ *     marks-filter --handout NN FILE
+ *                               the same with the lines marked "handout"
+ *                               (the grading), as a student's handout of
+ *                               chapters 01 .. NN has it
  *
  * Exit 0 when the chapter has the file, 3 when it has none of it (every
  * line is inside a mark of a later chapter: tools/snapshot.sh then leaves
@@ -16,11 +20,17 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 || marks_chapter(argv[1]) < 0) {
-        fprintf(stderr, "usage: marks-filter NN FILE (NN: 01 .. 98 or full)\n");
+    int handout = argc == 4 && strcmp(argv[1], "--handout") == 0;
+    argv += handout;
+    argc -= handout;
+    int ch = argc == 3 ? marks_chapter(argv[1]) : -1;
+    if (ch < 0 || ch == MARKS_HANDOUT) {
+        fprintf(stderr, "usage: marks-filter [--handout] NN FILE (NN: 01 .. 98 "
+                        "or full)\n");
         return 2;
     }
-    int ch = marks_chapter(argv[1]);
+    if (handout)
+        ch |= MARKS_WITH_HANDOUT;
     FILE *f = fopen(argv[2], "r");
     if (!f) {
         perror(argv[2]);

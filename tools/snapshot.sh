@@ -1,6 +1,7 @@
 #!/bin/sh
-# tools/snapshot.sh NN FILTER: the project as of chapter NN, written to
-# build/snapshot/NN/ (FILTER is the built tools/marks_filter.c).
+# tools/snapshot.sh [--handout] NN FILTER [OUT]: the project as of
+# chapter NN, written to OUT, by default build/snapshot/NN/ (FILTER is the
+# built tools/marks_filter.c).
 #
 # A snapshot holds the Makefile, src/, chapters/ 01 .. NN with lesson.h,
 # the test suites with the transcripts of those chapters, and
@@ -8,9 +9,20 @@
 # later chapters and the marks themselves left out; a file wholly of a
 # later chapter left out).  In it `make` and `make test` work by
 # themselves, with -Werror: CI builds and tests every snapshot.
+#
+# --handout: the cut a student's handout of chapters 01 .. NN starts from
+# (tools/handout.sh): the lines marked "handout" (the grading) are kept
+# too, the grading's tools (tools/grade.sh) are taken as well, and no
+# README is written.
 set -eu
+handout=
+if [ "${1:-}" = --handout ]; then
+    handout=--handout
+    shift
+fi
 ch=${1:-}
-filter=${2:?usage: tools/snapshot.sh NN FILTER}
+filter=${2:?usage: tools/snapshot.sh [--handout] NN FILTER [OUT]}
+out=${3:-build/snapshot/$ch}
 case $ch in
     [0-9][0-9]) ;;
     *) echo "snapshot: CH must be a chapter number of two digits, like CH=08, not '$ch'" >&2
@@ -20,7 +32,6 @@ if ! ls chapters/"$ch"_*.c >/dev/null 2>&1; then
     echo "snapshot: there is no chapter $ch (chapters/${ch}_*.c)" >&2
     exit 2
 fi
-out=build/snapshot/$ch
 rm -rf "$out"
 mkdir -p "$out/plots"
 
@@ -28,7 +39,7 @@ mkdir -p "$out/plots"
 take() {
     mkdir -p "$out/$(dirname "$1")"
     status=0
-    "$filter" "$ch" "$1" > "$out/$1" || status=$?
+    "$filter" $handout "$ch" "$1" > "$out/$1" || status=$?
     case $status in
         0) [ -x "$1" ] && chmod +x "$out/$1"; return 0 ;;
         3) rm -f "$out/$1"; return 0 ;;
@@ -36,8 +47,11 @@ take() {
     esac
 }
 
+# the student's side of the grading, which a handout runs
+grading=
+[ -z "$handout" ] || grading="tools/grade.sh"
 for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c tools/transcripts.sh chapters/lesson.h \
-         src/*.c src/*.h src/*/*.c src/*/*.h tests/*.c tests/*.h; do
+         src/*.c src/*.h src/*/*.c src/*/*.h tests/*.c tests/*.h $grading; do
     [ -f "$f" ] && take "$f"
 done
 for f in chapters/[0-9][0-9]_*.c; do
@@ -48,6 +62,7 @@ for f in chapters/[0-9][0-9]_*.c; do
     mkdir -p "$out/tests/expected"
     cp "$t" "$out/$t"
 done
+[ -z "$handout" ] || exit 0
 title=$(sed -n '1s|^/\* Chapter [0-9]*: \(.*\)\.$|\1|p' chapters/"$ch"_*.c)
 cat > "$out/README.md" <<EOT
 # Multi-head attention, step by step, in C: the code as of chapter $ch

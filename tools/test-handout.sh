@@ -2,26 +2,35 @@
 # tools/test-handout.sh: the exercise round trip, as a teacher and a
 # student working alone rely on it.
 #   1. in the teacher's tree every exercise passes;
-#   2. a fresh handout holds no line of any reference body (docs/, README,
-#      chapters, tests ...): its book shows each blank's stub; its README
-#      lists every exercise and its example of `make grade` is the real
-#      one; its Classroom file parses and has one test per exercise;
+#   2. a fresh handout holds no expression of any reference body anywhere
+#      (tools/answer-leaks.py: docs/, README, chapters, tests ...), no
+#      teacher's tooling, pages or key and no word of `make handout` or of
+#      the mha program it does not have: its book shows each blank's stub;
+#      its README lists every exercise and its example of `make grade` is
+#      the real one; its Classroom file parses and has one test per
+#      exercise;
 #   3. it compiles and fails exactly its blanked exercises, every test of
 #      each, and shows each one's first failing assertion; `make grade`
-#      prints one progress line while it builds, then that grade;
-#   4. filling the blanks with the reference one at a time, by chapter:
-#      that exercise's Classroom command fails before and passes after,
-#      exactly the blanks left fail the grade, and every chapter and mha
-#      command either runs or, when it needs a blank, prints that
-#      exercise's one line and exits 3 (an mha command prints nothing
-#      else; a chapter, its lesson up to that step, as its transcript
-#      begins); filled completely, every chapter prints its transcript;
-#   5. make handout copies what git tracks and nothing else (not a
-#      teacher's answer file or solutions), refuses outside a git
-#      checkout, and never destroys a handout that differs from a fresh
-#      one (a student's work): it refuses, naming it, and changes nothing.
+#      prints one progress line while it builds, then that grade; every
+#      chapter either runs or, when it needs a blank, prints that one
+#      exercise's line (an exercise of its own chapter or an earlier one)
+#      and exits 3, its stdout the lesson up to that step, as its
+#      transcript begins;
+#   4. filling the blanks with the reference chapter by chapter: each
+#      exercise's grade fails before and passes after, exactly the blanks
+#      left fail the grade, and every chapter whose blanks are all filled
+#      now prints its transcript (each chapter runs in the fresh handout
+#      and once more in the first state that fills its blanks); filled
+#      completely, `make grade` and each Classroom command pass;
+#   5. make handout CH=NN cuts chapters 01 .. NN with their exercises
+#      only, and refuses a CH that is no chapter or holds no exercise;
+#      it copies what git tracks and nothing else (not a teacher's answer
+#      file or solutions), refuses outside a git checkout, and never
+#      destroys a handout that differs from a fresh one (a student's
+#      work): it refuses, naming it, and changes nothing.
 set -eu
 build=${BUILD:-build}
+tools=$(cd "$build" && pwd)    # its marks-filter and weave
 dir=$(mktemp -d /tmp/mha-handout-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
@@ -33,44 +42,61 @@ all=$(sed -n 's/^\([a-z_0-9]*\) .*/\1/p' "$dir/teacher.txt" | sort)
 
 # 2. a fresh handout, before anything is built in it
 h=$dir/h
-tools/handout.sh "$h" > /dev/null
+tools/handout.sh --tools "$build" "$h" > /dev/null
 grep -v '^#' "$h/HANDOUT" > "$dir/list"          # NAME FILE CHAPTER, by chapter
 order=$(cut -d' ' -f1 "$dir/list")
 blanked=$(echo "$order" | sort)
 [ "$blanked" = "$all" ] || fail "the handout blanks [$blanked], the tests know [$all]"
 count=$(echo "$blanked" | wc -l)
 
-# No line of a reference body is left anywhere in the handout.  The
-# lines the blanking removed are the body lines; a line the handout's own
-# library sources hold too ("return status;") gives nothing away.  The
-# others must appear nowhere but in a C source (a test's own plain-array
-# loop may share a line with an answer), and there not three body lines
-# in a row with one of them among those (a copy of a body).
-for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
-    diff "$f" "$h/$f" | sed -n 's/^< *//p'
-done | sed 's/[[:space:]]*$//' | grep -v '^[{}]*$' | sort -u > "$dir/body"
-trimmed() { sed 's/^[[:space:]]*//; s/[[:space:]]*$//' | sort -u; }
-find "$h/src" -name '*.[ch]' -exec cat {} + | trimmed > "$dir/lib"
-grep -vxF -f "$dir/lib" "$dir/body" > "$dir/answers" ||
-    fail "every line the blanks removed is elsewhere in the library"
-find "$h" -type f -exec awk -v answers="$dir/answers" -v body="$dir/body" '
-FILENAME == answers { answer[$0]; next }
-FILENAME == body { inbody[$0]; next }
-FNR == 1 { run = 0; distinct = 0; told = 0; code = FILENAME ~ /\.[ch]$/ }
-{ t = $0; gsub(/^[ \t]+|[ \t]+$/, "", t) }
-!code && (t in answer) { print FILENAME ":" FNR ": " t }
-t == "" || t == "\173" || t == "\175" { next }
-!(t in inbody) { run = 0; distinct = 0; told = 0; next }
-{ run++; distinct += (t in answer) }
-code && run >= 3 && distinct && !told {
-    told = 1
-    print FILENAME ":" FNR ": three lines of a reference body in a row"
+# The leak check finds what it must: the fast path's view of the heads
+# (transpose_qkv's reshape and permute, in src/multihead_fast.c, which is
+# why the handout leaves the fast path out), and rope_rotate_pair's
+# rotation with every name changed.
+mkdir "$dir/leak"
+cp src/multihead_fast.c "$dir/leak/"
+cat > "$dir/leak/renamed.c" <<'EOT'
+/* a student's file with the rotation in other words */
+static void turn(double u, double w, double t, double *a, double *b)
+{
+    double cc = cos(t), ss = sin(t);
+    *a = u * cc - w * ss;
 }
-' "$dir/answers" "$dir/body" {} + > "$dir/leaks"
-if [ -s "$dir/leaks" ]; then
-    cat "$dir/leaks"
-    fail "the handout shows lines of a reference body ($(wc -l < "$dir/leaks") lines)"
-fi
+EOT
+tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leaks.py finds no leak in src/multihead_fast.c"
+grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
+    grep -q '^renamed.c:4: rope_rotate_pair (chapter 15): double V = cos ( V ) , V = sin ( V )$' "$dir/leak.txt" ||
+    { cat "$dir/leak.txt"; fail "tools/answer-leaks.py misses the fast path's heads_view or a renamed rotation"; }
+
+# No expression of a reference body anywhere in the handout, but where a
+# lesson teaches it on purpose: chapter 01 permutes its (1, 2, 8, 2)
+# as transpose_qkv will (its transcript shows that step in every chapter
+# after it), wherever that line of chapter 01 stands.
+no_leaks() {
+    tools/answer-leaks.py . "$1" > "$dir/leaks.all" && rc=0 || rc=$?
+    [ "$rc" -le 1 ] || fail "tools/answer-leaks.py failed (exit $rc)"
+    grep -vx 'chapters/01_shapes_strides_views\.c:[0-9]*: transpose_qkv (chapter 06): tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )' \
+        "$dir/leaks.all" > "$dir/leaks" || true
+    if [ -s "$dir/leaks" ]; then
+        cat "$dir/leaks"
+        fail "the handout $1 shows expressions of a reference body ($(wc -l < "$dir/leaks"))"
+    fi
+}
+no_leaks "$h"
+
+# Nothing of the teacher's: tooling, the book's section for teachers, a
+# key, folded solutions, the word to run make handout, the mha program
+# (the handout has none)
+for f in .ci tools/test-handout.sh tools/answer-leaks.py tools/fuzz tools/fuzz.sh \
+    tools/fresh-root.sh tools/check-clean-tree.sh tools/handout.sh tools/stub.awk \
+    tools/bench.c src/multihead_fast.c src/cli docs/teacher teacher; do
+    [ ! -e "$h/$f" ] || fail "the handout holds the teacher's $f"
+done
+! (cd "$h" && find . -iname '*key*' | grep .) || fail "the handout holds a file named like a key"
+! grep -rn 'For teachers\|<details>\|make handout' "$h" --include='*.md' --include='*.c' \
+    --include='*.h' --include=Makefile || fail "the handout speaks to the teacher or folds a solution"
+! grep -rn '`mha \|build/mha' "$h/chapters" "$h/docs" "$h/README.md" "$h/Makefile" ||
+    fail "the handout sends the student to the mha program, which it does not have"
 
 # the book shows the stub wherever a chapter pulls an exercise in
 for name in $order; do
@@ -102,17 +128,9 @@ sed -n 's/^ *"run": "\(.*\)",$/\1/p' "$json" > "$dir/runs"
 [ "$(sort "$dir/runs")" = "$(echo "$blanked" | sed 's/^/make grade EXERCISE=/')" ] ||
     { cat "$dir/runs"; fail "$json does not have one test per exercise"; }
 
-# 3. it builds, and fails exactly the blanked exercises.  The objects of
-# the sources it did not change (libmha's other files, the mha program,
-# the suites) are the teacher's, whose build is up to date; the blanked
-# files, the chapters and every link are made here.
-if [ -d "$build/obj" ] && [ -d "$build/tests/obj" ]; then
-    mkdir -p "$h/build"
-    (cd "$build" && tar -cf - obj tests/obj tests/chapter-list) | tar -C "$h/build" -xpf -
-    for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
-        rm -f "$h/build/obj/$(basename "$f" .c).o"
-    done
-fi
+# 3. it builds (from scratch: its sources are cut from the teacher's, so
+# the teacher's objects are not its own), and fails exactly the blanked
+# exercises.
 make -C "$h" -j2 build > "$dir/build.txt" 2>&1 ||
     { tail -20 "$dir/build.txt"; fail "the handout does not compile"; }
 (cd "$h" && tools/grade.sh build/tests/run_tests build > "$dir/fresh.txt") &&
@@ -146,121 +164,142 @@ grep -A1 "tests pass  <- not done yet" "$h/README.md" > "$dir/example"
     [ "$(grep -cxF -f "$dir/example" "$dir/fresh.txt")" = 2 ] ||
     { cat "$dir/example"; fail "the handout's README shows a grade that a fresh handout does not print"; }
 
-# 4. Which blanks each program needs (found by blanking each alone).
-needs() {
-    case $1 in
-    02_*) echo linear_forward_naive ;;
-    03_*) echo causal_valid_lens ;;
-    06_*) echo transpose_qkv transpose_output ;;
-    07_*) echo repeat_valid_lens ;;
-    08_* | 09_* | 10_* | mha-trace | mha-quiz)
-        echo transpose_qkv transpose_output repeat_valid_lens ;;
-    11_* | 13_* | 14_*)
-        echo causal_valid_lens transpose_qkv transpose_output repeat_valid_lens ;;
-    15_*) echo transpose_qkv transpose_output rope_rotate_pair ;;
-    16_*) echo transpose_qkv transpose_output repeat_valid_lens attention_madds ;;
-    17_*) echo gqa_kv_head transpose_qkv transpose_output repeat_valid_lens ;;
-    esac
-}
+# Every chapter: runs (exit 0) and prints its transcript, or needs a blank
+# still left: it says so in exactly that one line, naming an exercise of
+# its own chapter or an earlier one, with exit status 3, its stdout the
+# lesson up to that step, as its transcript begins.  What each chapter
+# needs is not kept here: it is what it names, checked against the
+# blanks left, and it must run once they are all filled.
 line_of() {
     awk -v n="$1" '$1 == n { printf "this needs exercise %s (chapter %s, %s): it is not written yet; see README.md\n", $1, $3, $2 }' "$dir/list"
 }
-# zeros as a little-endian f8 .npy: npy FILE D0 D1 ...
-npy() {
-    f=$1
-    shift
-    n=1
-    for d in "$@"; do n=$((n * d)); done
-    head="{'descr': '<f8', 'fortran_order': False, 'shape': ($(echo "$*" | sed 's/ /, /g')), }"
-    pad=$(((64 - (10 + ${#head} + 1) % 64) % 64))
-    len=$((${#head} + 1 + pad))
-    {
-        printf '\223NUMPY\001\000'
-        printf "\\$(printf %03o $((len % 256)))\\$(printf %03o $((len / 256)))"
-        printf '%s%*s\n' "$head" "$pad" ""
-        head -c $((n * 8)) /dev/zero
-    } > "$f"
-}
-npy "$dir/x.npy" 2 4 8
-npy "$dir/w.npy" 8 8
-w=$dir/w.npy
 mkdir -p "$dir/plots"
-
-# every program: runs (exit 0), or needs a blank still left and says so
-# in exactly that one line with exit status 3
-check_programs() {
-    left=$1
-    for c in $(cd chapters && ls [0-9][0-9]_*.c | sed 's/\.c$//'); do
-        (cd "$h" && MHA_PLOTS_DIR="$dir/plots" "build/chapters/$c" > "$dir/out" 2> "$dir/err") &&
-            rc=0 || rc=$?
-        check_one "$c" "$left" $rc
-        if [ -z "$left" ] && ! cmp -s "$dir/out" "tests/expected/$c.txt"; then
-            fail "$c in the filled handout does not print tests/expected/$c.txt"
-        fi
-    done
-    for cmd in "trace --valid-lens 3,2" "trace --valid-lens 3,2 --json" \
-        "trace --valid-lens 3,2 --quiz" "trace --valid-lens 3,2 --dot" \
-        "quiz --seed 1 --solution" "quiz --seed 1 --json" \
-        "forward --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --out $dir/o.npy" \
-        "heatmap --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --terminal"; do
-        rm -f "$dir/o.npy"
-        # shellcheck disable=SC2086
-        "$h/build/mha" $cmd > "$dir/out" 2> "$dir/err" && rc=0 || rc=$?
-        check_one "mha-${cmd%% *}" "$left" $rc
-    done
-}
-check_one() {
-    prog=$1 left=$2 rc=$3
-    want=""
-    for e in $(needs "$prog"); do
-        case " $left " in *" $e "*) want="$want $e" ;; esac
-    done
-    if [ -z "$want" ]; then
-        [ "$rc" = 0 ] || { cat "$dir/err"; fail "$prog fails (exit $rc) with blanks [$left]"; }
+run_chapter() {
+    c=$1 left=$2
+    (cd "$h" && MHA_PLOTS_DIR="$dir/plots" "build/chapters/$c" > "$dir/out" 2> "$dir/err") &&
+        rc=0 || rc=$?
+    if [ "$rc" = 0 ]; then
+        cmp -s "$dir/out" "tests/expected/$c.txt" ||
+            fail "$c with blanks [$left] does not print tests/expected/$c.txt"
         return 0
     fi
     [ "$rc" = 3 ] && [ "$(wc -l < "$dir/err")" = 1 ] ||
-        { cat "$dir/err"; fail "$prog, needing [$want], exits $rc and does not print one line"; }
-    # nothing else: an mha command prints nothing on stdout, a chapter the
-    # lesson up to the step that needs the blank, as its transcript begins
-    case $prog in
-    mha-*)
-        [ ! -s "$dir/out" ] ||
-            { head -c 300 "$dir/out"; fail "$prog, needing [$want], prints $(wc -c < "$dir/out") bytes on stdout besides its one line"; } ;;
-    *)
-        head -c "$(wc -c < "$dir/out")" "tests/expected/$prog.txt" | cmp -s - "$dir/out" ||
-            fail "$prog, needing [$want], prints what its transcript does not begin with" ;;
-    esac
-    for e in $want; do
-        [ "$(cat "$dir/err")" = "$(line_of "$e")" ] && return 0
+        { cat "$dir/err"; fail "$c with blanks [$left] exits $rc and does not print one line"; }
+    head -c "$(wc -c < "$dir/out")" "tests/expected/$c.txt" | cmp -s - "$dir/out" ||
+        fail "$c, with blanks [$left], prints what its transcript does not begin with"
+    for e in $left; do
+        if [ "$(cat "$dir/err")" = "$(line_of "$e")" ]; then
+            [ "$(awk -v n="$e" '$1 == n { print $3 }' "$dir/list")" -le "$(echo "$c" | cut -c1-2)" ] ||
+                fail "$c needs $e, an exercise of a later chapter"
+            return 3
+        fi
     done
     cat "$dir/err"
-    fail "$prog does not name one of [$want] as the exercise it needs"
+    fail "$c does not name one of the blanks [$left] as the exercise it needs"
 }
-
+chapters=$(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's/\.c$//')
 left=$(echo $order)
+pending=""
+for c in $chapters; do
+    run_chapter "$c" "$left" || pending="$pending $c"
+done
+fresh_runs=$(($(echo "$chapters" | wc -w) - $(echo "$pending" | wc -w)))
+
+# 4. Fill the blanks with the reference, chapter by chapter: a blank is
+# the teacher's source with the blanks not yet filled stubbed, cut as the
+# handout is.  Each state builds the library, the tests and the chapters
+# it runs, no more; each exercise's grade (what `make grade EXERCISE=NAME`
+# runs once the build is done) fails before and passes after.
 filled=""
-for name in $order; do
-    check_programs "$left"
-    run=$(grep -x "make grade EXERCISE=$name" "$dir/runs")
-    (cd "$h" && $run > "$dir/run.txt" 2>&1) &&
-        { tail -5 "$dir/run.txt"; fail "'$run' passes before $name is written"; }
-    # put the reference back into this blank, keeping those filled before
-    filled="$filled $name"
-    left=$(echo "$left" | tr ' ' '\n' | grep -vx "$name" | tr '\n' ' ' | sed 's/ $//')
-    file=$(awk -v n="$name" '$1 == n { print $2 }' "$dir/list")
-    awk -v keep="$filled" -f tools/stub.awk "$file" > "$h/$file"
-    (cd "$h" && $run > "$dir/run.txt" 2>&1) ||
-        { tail -20 "$dir/run.txt"; fail "'$run' fails with $name filled in"; }
+for e_ch in $(cut -d' ' -f3 "$dir/list" | uniq); do
+    names=$(awk -v c="$e_ch" '$3 == c { print $1 }' "$dir/list")
+    for name in $names; do
+        (cd "$h" && tools/grade.sh build/tests/run_tests build "$name" > "$dir/run.txt" 2>&1) &&
+            { tail -5 "$dir/run.txt"; fail "the grade of $name passes before $name is written"; }
+        filled="$filled $name"
+        left=$(echo "$left" | tr ' ' '\n' | grep -vx "$name" | tr '\n' ' ' | sed 's/ $//')
+    done
+    for file in $(awk -v c="$e_ch" '$3 == c { print $2 }' "$dir/list" | sort -u); do
+        awk -v keep="$filled" -f tools/stub.awk "$file" > "$dir/filled.c"
+        "$build/marks-filter" --handout "$(echo "$chapters" | tail -n 1 | cut -c1-2)" "$dir/filled.c" > "$h/$file"
+    done
+    # the chapters whose blanks are all filled now, the others waiting
+    next=$(awk -v c="$e_ch" '$3 > c { print $3; exit }' "$dir/list")
+    now=""
+    waiting=""
+    for c in $pending; do
+        if [ -z "$next" ] || [ "$(echo "$c" | cut -c1-2)" -lt "$next" ]; then
+            now="$now $c"
+        else
+            waiting="$waiting $c"
+        fi
+    done
+    pending=$waiting
+    make -C "$h" -j2 build/tests/run_tests $(for c in $now; do echo "build/chapters/$c"; done) \
+        > "$dir/build.txt" 2>&1 ||
+        { tail -20 "$dir/build.txt"; fail "the handout with [$filled] filled does not compile"; }
+    for name in $names; do
+        (cd "$h" && tools/grade.sh build/tests/run_tests build "$name" > "$dir/run.txt" 2>&1) ||
+            { tail -20 "$dir/run.txt"; fail "the grade of $name fails with $name filled in"; }
+    done
     (cd "$h" && tools/grade.sh build/tests/run_tests build > "$dir/filled.txt") || true
     still=$(grep 'not done yet' "$dir/filled.txt" | cut -d' ' -f1 | sort)
     expect=$(echo "$left" | tr ' ' '\n' | grep -v '^$' | sort || true)
     [ "$still" = "$expect" ] ||
         { cat "$dir/filled.txt"; fail "after filling [$filled], failing [$still], expected [$expect]"; }
+    for c in $now; do
+        run_chapter "$c" "$left" ||
+            fail "$c needs a blank of a later chapter, with those up to its own filled"
+    done
 done
-check_programs ""
+[ -z "$pending" ] || fail "chapters [$pending] never ran"
+# filled completely, make grade and the Classroom command pass
+(cd "$h" && make --no-print-directory grade > "$dir/run.txt" 2>&1 &&
+    make --no-print-directory grade EXERCISE="$name" > "$dir/run.txt" 2>&1) ||
+    { tail -20 "$dir/run.txt"; fail "make grade fails in a handout filled completely"; }
 
-# 5. The teacher's tree as git tracks it, in a git checkout of its own,
+# 5. make handout CH=06: chapters 01 .. 06, their exercises, tests and
+# pages only; it builds, fails exactly those blanks, and its chapters run
+# or name the blank they need
+h=$dir/h6
+tools/handout.sh --chapter 06 --tools "$build" "$h" > /dev/null ||
+    fail "make handout CH=06 fails"
+six="01 02 03 04 05 06"
+[ "$(cd "$h/chapters" && ls [0-9][0-9]_*.c | cut -c1-2 | xargs)" = "$six" ] ||
+    fail "the handout of CH=06 has chapters [$(ls "$h/chapters" | xargs)]"
+[ "$(cd "$h/docs" && ls [0-9][0-9]_*.md | cut -c1-2 | xargs)" = "$six" ] ||
+    fail "the handout of CH=06 has pages [$(ls "$h/docs" | xargs)]"
+! grep -q '07_' "$h/docs/README.md" "$h/docs/06_splitting_heads.md" ||
+    fail "the book of the handout of CH=06 links to a later chapter"
+want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
+[ "$(grep -v '^#' "$h/HANDOUT" | cut -d' ' -f1 | sort)" = "$want6" ] ||
+    fail "the handout of CH=06 blanks [$(grep -v '^#' "$h/HANDOUT" | cut -d' ' -f1 | xargs)], expected [$(echo $want6)]"
+[ ! -e "$h/src/posenc.c" ] && [ ! -e "$h/tests/test_kvcache.c" ] ||
+    fail "the handout of CH=06 holds the code of later chapters"
+# (its tests are those of chapter 06's snapshot, which CI builds and runs)
+no_leaks "$h"
+make -C "$h" -j2 $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
+    > "$dir/build6.txt" 2>&1 ||
+    { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not compile"; }
+grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
+    [ "$(grep -o '^Test(ex_[a-z_0-9]*' "$h/tests/test_exercises.c" | sed 's/^Test(ex_//' | sort -u)" = "$want6" ] ||
+    fail "the handout of CH=06 does not test exactly its exercises [$(echo $want6)]"
+for c in $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's/\.c$//'); do
+    run_chapter "$c" "$(echo $want6)" || true
+done
+# a CH that is no chapter, or whose chapters hold no exercise: refused
+# in one line, exit 2, nothing written
+for bad in 6 99 x1 01; do
+    tools/handout.sh --chapter "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
+        rc=0 || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && [ ! -e "$dir/bad" ] &&
+        [ -z "$(ls -A "$dir" | grep '^\.bad')" ] ||
+        { cat "$dir/err"; fail "make handout CH=$bad exits $rc, not 2 with one line and nothing written"; }
+done
+grep -q "no exercise to blank; the first is in chapter 02" "$dir/err" ||
+    { cat "$dir/err"; fail "make handout CH=01 does not name the first chapter with an exercise"; }
+
+# The teacher's tree as git tracks it, in a git checkout of its own,
 # with a teacher's files that git does not track beside: an answer file
 # and a folder of solutions.
 t=$dir/tree
@@ -272,7 +311,7 @@ done | tar -cf - --no-recursion -T - | tar -C "$t" -xf -
 "$build/mha" quiz --seed 7 --solution > "$t/answers.txt"
 mkdir "$t/solutions"
 cp src/multihead.c "$t/solutions/"
-(cd "$t" && tools/handout.sh handout > /dev/null) || fail "make handout fails in a git checkout"
+(cd "$t" && tools/handout.sh --tools "$tools" handout > /dev/null) || fail "make handout fails in a git checkout"
 for f in answers.txt solutions; do
     [ ! -e "$t/handout/$f" ] || fail "the handout holds the teacher's untracked $f"
 done
@@ -280,7 +319,7 @@ done
     fail "the handout of a git checkout lacks the project's files"
 # again: a fresh handout (its build/ aside) is left as it is
 mkdir -p "$t/handout/build/obj"
-(cd "$t" && tools/handout.sh handout > "$dir/again.txt") ||
+(cd "$t" && tools/handout.sh --tools "$tools" handout > "$dir/again.txt") ||
     fail "make handout refuses to run over a fresh handout"
 grep -q 'left as it is' "$dir/again.txt" || fail "make handout over a fresh handout: $(cat "$dir/again.txt")"
 # a student's work in it: refused in one line naming the folder, through
@@ -298,9 +337,9 @@ grep -Ev '^make(\[[0-9]+\])?: \*\*\*' "$dir/err" > "$dir/err1" || true
 [ -z "$(ls -A "$t" | grep '^\.handout')" ] || fail "make handout left its new copy behind"
 # outside a git checkout it refuses, writing nothing
 rm -rf "$t/.git"
-(cd "$t" && tools/handout.sh handout2 > /dev/null 2> "$dir/err") &&
+(cd "$t" && tools/handout.sh --tools "$tools" handout2 > /dev/null 2> "$dir/err") &&
     fail "make handout runs outside a git checkout"
 [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'is not a git checkout' "$dir/err" && [ ! -e "$t/handout2" ] ||
     { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
 
-echo "handout-check: $count exercises; a fresh handout holds none of their answers, compiles and fails each; each Classroom test passes once its blank is filled; every chapter and mha command names the blank it needs, exit 3; make handout copies tracked files only and keeps a student's work"
+echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06; make handout copies tracked files only and keeps a student's work"
