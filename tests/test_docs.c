@@ -64,44 +64,66 @@ static void weave_into(const char *root, char *dir)
     run(cmd);
 }
 
-/* Every page woven now equals the committed one, and docs/ holds no page
- * the weaver would not write. */
-Test(docs, the_book_is_current)
+/* Every page of fresh/SUB equals docs/SUB's, and docs/SUB holds no page
+ * fresh/SUB does not; returns how many pages it compared.  SUB is "" (the
+ * book) or "teacher" (the key). */
+static size_t same_pages(const char *fresh, const char *sub)
 {
-    char dir[64];
-    weave_into(".", dir);
+    char dir[600], docs[600];
+    snprintf(dir, sizeof dir, "%s/%s", fresh, sub);
+    snprintf(docs, sizeof docs, "docs/%s", sub);
     size_t pages = 0;
     DIR *d = opendir(dir);
-    cr_assert_not_null(d);
+    cr_assert_not_null(d, "no %s", dir);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.' || n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
             continue;
-        char fresh_path[600], doc_path[600];
+        char fresh_path[1300], doc_path[1300];
         snprintf(fresh_path, sizeof fresh_path, "%s/%s", dir, e->d_name);
-        snprintf(doc_path, sizeof doc_path, "docs/%s", e->d_name);
-        char *fresh = slurp_file(fresh_path), *doc = slurp_file(doc_path);
-        cr_assert_not_null(doc, "docs/%s is missing: run make docs", e->d_name);
-        cr_assert_str_eq(doc, fresh, "docs/%s is stale: run make docs", e->d_name);
-        free(fresh);
+        snprintf(doc_path, sizeof doc_path, "%s/%s", docs, e->d_name);
+        char *page = slurp_file(fresh_path), *doc = slurp_file(doc_path);
+        cr_assert_not_null(doc, "%s is missing: run make docs", doc_path);
+        cr_assert_str_eq(doc, page, "%s is stale: run make docs", doc_path);
+        free(page);
         free(doc);
         pages++;
     }
     closedir(d);
-    d = opendir("docs");
-    cr_assert_not_null(d, "no docs/: run make docs");
+    d = opendir(docs);
+    cr_assert_not_null(d, "no %s: run make docs", docs);
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
         if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
             continue;
-        char fresh_path[600];
+        char fresh_path[1300];
         snprintf(fresh_path, sizeof fresh_path, "%s/%s", dir, e->d_name);
         struct stat st;
         cr_assert_eq(stat(fresh_path, &st), 0,
-                     "docs/%s is not written by make docs: remove it", e->d_name);
+                     "%s/%s is not written by make docs: remove it", docs,
+                     e->d_name);
     }
     closedir(d);
-    cr_assert_gt(pages, 1);
+    return pages;
+}
+
+/* Every page woven now equals the committed one, and docs/ holds no page
+ * the weaver would not write: the book's pages, and the teacher's key in
+ * docs/teacher/ when there is a teacher/ to weave it from (a student's
+ * handout has neither). */
+Test(docs, the_book_is_current)
+{
+    char dir[64];
+    weave_into(".", dir);
+    cr_assert_gt(same_pages(dir, ""), 1);
+    struct stat st;
+    if (stat("teacher", &st) == 0)
+        cr_assert_gt(same_pages(dir, "teacher"), 1);
+    else
+        cr_assert_neq(stat("docs/teacher", &st), 0,
+                      "docs/teacher/ is not written by make docs without "
+                      "teacher/: remove it");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run(cmd);
