@@ -25,7 +25,7 @@ static void exercise1(void)
      * 3. reshape to `(3, 5, 12)`: a **copy**, since h, n and p are all
      *    above 1.
      *
-     * The library's trace of both, below, says the same; so do answers 1 to
+     * The library's trace of both, below, says the same; so do answers 2 to
      * 7 (the queries' `transpose_qkv`) and 25 to 30 (`transpose_output`) of
      * the `mha trace --quiz` worksheet.
      */

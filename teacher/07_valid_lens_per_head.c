@@ -25,7 +25,7 @@ static void exercise1(void)
      * the repeated one is `(12, 5)`, each row 4 times, and the scores are
      * still `(12, 5, 5)`: the mask's shape changes, not the scores'.
      */
-    shape_trace(3, 5, 5, 12, 4, (double[]){2, 5, 3});
+    shape_trace(3, 5, 5, 12, 4, 0, (double[]){2, 5, 3});
     printf("\n");
     tensor *lens, *rep, *lens2, *rep2;
     CHECK(tensor_from_array(SHAPE(3), (double[]){2, 5, 3}, &lens));

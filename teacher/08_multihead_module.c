@@ -26,7 +26,7 @@ static void exercise1(void)
      *
      * Four copies in all, each of $3 \cdot 5 \cdot 12$ doubles.
      */
-    shape_trace(3, 5, 5, 12, 4, NULL);
+    shape_trace(3, 5, 5, 12, 4, 0, NULL);
 }
 
 /* Section 3 of chapter 08 with inputs of standard deviation sd: the mean

@@ -6,13 +6,15 @@
 
 /* The trace of the module's forward pass on shapes alone, as `mha trace`
  * prints it: self-attention when Lk is 0, keys and values (B, Lk, D)
- * otherwise; lens, when not NULL, the valid_lens (B,). */
+ * otherwise; G key-value heads (0: h); lens, when not NULL, the
+ * valid_lens (B,). */
 static inline void shape_trace(size_t B, size_t Lq, size_t Lk, size_t D,
-                               size_t h, const double *lens)
+                               size_t h, size_t G, const double *lens)
 {
     multihead m;
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h, .shape_only = 1};
+                            .num_hiddens = D, .num_heads = h, .shape_only = 1,
+                            .kv_heads = G};
     CHECK(multihead_init(&m, &cfg));
     tensor *x, *y = NULL, *vl = NULL, *out;
     CHECK(tensor_alloc_meta(SHAPE(B, Lq, D), &x));
