@@ -43,8 +43,8 @@ static void exercise2(void)
      * section 4). W_q reads the $2 \cdot 4$ query rows, W_k and W_v the
      * $2 \cdot 6$ key-value rows, W_o the $2 \cdot 4$ rows of the attention
      * output; every weight is $100 \times 100$. The chapter 08 module has
-     * no biases (d2l's `bias=False`); with them it would hold 400 doubles
-     * more.
+     * no biases (d2l's `bias=False`); with them it would hold 4 vectors of
+     * 100 more (below).
      */
     const long B = 2, Lq = 4, Lk = 6, D = 100;
     long wq = 2 * B * Lq * D * D, wk = 2 * B * Lk * D * D, wo = wq;
@@ -55,6 +55,7 @@ static void exercise2(void)
     printf("total:             %ld flops\n", wq + 2 * wk + wo);
     printf("weights: 4*D*D =   %ld doubles (%ld bytes)\n", 4 * D * D,
            4 * D * D * 8);
+    printf("biases, if it had them: 4*D = %ld doubles\n", 4 * D);
 }
 
 static void exercise3(void)

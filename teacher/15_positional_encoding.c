@@ -37,7 +37,7 @@ static void exercise2(void)
      * $(\sin i\omega_j, \cos i\omega_j)$ with $\omega_j = 1/10000^{2j/8}$:
      * a point on the unit circle at angle $i \omega_j$, turning by
      * $\omega_j$ per position. Below, rows 0 to 7 and each pair's angle in
-     * degrees (its turn so far, modulo 360). Pair 0 turns 1 radian (57.3
+     * degrees (its turn so far, less whole turns). Pair 0 turns 1 radian (57.3
      * degrees) per position, pair 1 a tenth of that, pair 2 a hundredth,
      * pair 3 a thousandth.
      *
@@ -45,7 +45,7 @@ static void exercise2(void)
      * position to the next, as the lowest bit flips at every position;
      * each later pair is slower, as each higher bit flips less often. The
      * analogy is loose: a bit has period 2, 4, 8, ..., while pair 0 has
-     * period $2\pi$ (about 6.3 positions) and the periods grow by a factor
+     * period $2\pi$ (6.28 positions, exercise 3) and the periods grow by a factor
      * of 10 per pair, and the values vary smoothly instead of jumping
      * between 0 and 1.
      */
@@ -80,7 +80,7 @@ static void exercise3(void)
      *
      * Two positions whose distance is a whole period look the same to a
      * pair, so the last pair, the slowest, tells positions apart only
-     * within one of its periods: about 35000 positions (the faster pairs
+     * within one of its periods, 35332.95 positions (the faster pairs
      * repeat sooner, and together they pin the position down within that
      * range). The base sets that range: the slowest pair's period tends to
      * $2\pi \cdot 10000$ (about 62832) as the table gets wider. The

@@ -4,11 +4,14 @@
  * must equal tests/expected/<chapter>.txt byte for byte, and it must exit
  * with status 0.  After a deliberate change, `make transcripts` rewrites
  * the expected files; review them with git diff before committing. */
-#include <criterion/parameterized.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* check.h (criterion.h) first: criterion/parameterized.h before it leaves
+ * Test() defined as criterion.h's documentation placeholder. */
 #include "check.h"
+
+#include <criterion/parameterized.h>
 
 #ifndef CHAPTER_DIR
 #error "CHAPTER_DIR must name the directory of the built chapters"
