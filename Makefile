@@ -396,8 +396,9 @@ docs: $(BUILD)/weave $(CH_BIN) module-pictures
 # chapters suite) and woven by `make docs` into docs/teacher/, which
 # `make test` holds to a fresh weave (the docs suite).  `make key`
 # rewrites teacher/expected/ from the programs, all or none, and weaves
-# the book again.  A student's handout has no teacher/.
-KEYS    := $(basename $(notdir $(wildcard teacher/[0-9][0-9]_*.c)))
+# the book again.  A student's handout has no teacher/, and builds no key
+# even if one is left in it (its blanks would stop the programs).
+KEYS    := $(if $(wildcard HANDOUT),,$(basename $(notdir $(wildcard teacher/[0-9][0-9]_*.c))))
 KEY_BIN := $(addprefix $(BUILD)/teacher/,$(KEYS))
 .PHONY: key
 build: $(KEY_BIN)
@@ -405,6 +406,7 @@ $(BUILD)/teacher/%: teacher/%.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Ichapters $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
 key: $(KEY_BIN)
+	@if [ -z "$(KEYS)" ]; then echo "key: no teacher/NN_*.c here (a student's copy has no key)" >&2; exit 2; fi
 	@tools/transcripts.sh $(BUILD)/teacher teacher/expected $(KEYS)
 	@echo "key: rewrote teacher/expected/ for $(words $(KEYS)) chapters; review with git diff"
 	@$(MAKE) --no-print-directory docs

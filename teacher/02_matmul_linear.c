@@ -71,8 +71,7 @@ static void exercise3(void)
      * sets the step, 16, and the span it covers, $16 \cdot 2 = 32$; the
      * next axis out, the heads, would have to step by that span, but its
      * stride is 2. So it returns 0 and `linear_forward` copies `heads` with
-     * `tensor_contiguous` before the one dgemm. (`transpose_qkv`'s last
-     * reshape is what makes the rows even in chapter 06.)
+     * `tensor_contiguous` before the one dgemm.
      */
     tensor *x = counting_tensor(1, 2, 16), *split, *heads;
     CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &split));
@@ -101,8 +100,8 @@ static void exercise4(void)
      * column by column from memory for every row and runs on one core,
      * while OpenBLAS blocks the product for the caches, uses the vector
      * units and every core, and is one to two orders of magnitude faster.
-     * With `BLAS=gsl` (GSL's reference CBLAS, no blocking) the gap mostly
-     * closes. `make bench` measures both on the machine at hand.
+     * With `BLAS=gsl` (GSL's reference CBLAS, plain loops without blocking)
+     * most of the gap closes; `make info` says which CBLAS a build uses.
      */
     const double flops = 2.0 * 8 * 512 * 512 * 512;
     printf("2*B*L*D_in*D_out = %.0f flops = %.1f GFLOP per call\n", flops,

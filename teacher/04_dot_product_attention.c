@@ -22,8 +22,8 @@ static void exercise1(void)
      * That equals the unscaled dot product's weights exactly when
      * $\lVert k \rVert^2$ is the same for every key the query sees (again a
      * constant per row), for example keys normalised to one length; in
-     * general the distance score favours short keys less than the dot
-     * product favours long ones.
+     * general the $-\lVert k \rVert^2/2$ term penalises long keys, which
+     * the dot product favours.
      *
      * On the toy of section 3 all keys are `(1, 1)`: every key has the same
      * norm, so the distance score gives the dot product's weights; and

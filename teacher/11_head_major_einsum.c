@@ -14,8 +14,8 @@ static void exercise1(void)
      * (`headmajor.h` says why), let the softmax write a row of zeros for a
      * query that sees no key: after `masked_fill_` with $-\infty$, a row
      * whose every score is $-\infty$ gets weights 0 instead of
-     * $0/0 = \mathrm{NaN}$ (test for it before dividing by the row's sum,
-     * as PyTorch's fused kernels do). The weighted average of such a row
+     * $0/0 = \mathrm{NaN}$ (test for it before dividing by the row's
+     * sum). The weighted average of such a row
      * is the zero vector, in every head.
      *
      * Before the residual, that query's output is $\mathrm{fc}(0) =

@@ -241,8 +241,9 @@ static void exercise4(void)
      * $p$ fixed and $h$ heads (sequence length $L$, batch $B$):
      *
      * - **the softmax**: one exponential, a comparison and a division per
-     *   score, $B h L^2$ of them; an exponential costs tens of flops'
-     *   time. It grows linearly with $h$, like the attention's flops.
+     *   score, $B h L^2$ of them; an exponential takes the time of
+     *   several flops. It grows linearly with $h$, like the attention's
+     *   flops.
      * - **the copies in `transpose_qkv`** (and `transpose_output`): each
      *   moves $B L h p$ doubles, also linear in $h$, but as memory traffic
      *   rather than arithmetic.

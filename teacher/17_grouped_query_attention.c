@@ -96,8 +96,8 @@ static void exercise1(void)
      * repeats each key-value head $h/G$ times in a row: `[kv0, kv0, kv0,
      * kv0, kv1, ...]`, the $i / (h/G)$ layout. Loading Llama weights with
      * the other layout pairs most query heads with the wrong key-value
-     * head: every shape still fits, nothing fails, and the model produces
-     * fluent-looking nonsense.
+     * head: every shape still fits, nothing fails, and the outputs are
+     * simply wrong, with no error to say so.
      */
     lesson l;
     setup(&l, 6);

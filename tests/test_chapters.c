@@ -139,12 +139,12 @@ ParameterizedTest(struct chapter *ch, chapters, transcript)
  * beside the chapters) prints the numbers its answers quote: each key's
  * output must equal teacher/expected/<chapter>.txt, which the book's key
  * pages show (`make key` rewrites them).  A student's handout has no
- * teacher/, and nothing to check. */
+ * teacher/ (and builds no key if one is left in it): nothing to check. */
 #include <dirent.h>
 
 Test(chapters, key_transcripts)
 {
-    DIR *d = opendir("teacher");
+    DIR *d = access("HANDOUT", F_OK) == 0 ? NULL : opendir("teacher");
     if (!d)
         return;
     size_t keys = 0;
