@@ -151,8 +151,7 @@ static void exercise1(void)
      * between them, and what it returns is a blend of the two tokens, each
      * at part strength and mixed with whatever else got weight. The output
      * layer then has to untangle two tokens from one average, which works
-     * often but not always (the errors cluster where the blend is
-     * ambiguous). Two heads each put nearly all their weight on one
+     * often but not always. Two heads each put nearly all their weight on one
      * position and return each token cleanly, in a subspace of its own.
      */
     model m;
@@ -186,7 +185,7 @@ static void exercise2(void)
      * only visible token, and at position 1 both are token 0, the one
      * visible token that is not the query's own; there it scores 100%.
      * From position 2 on it can only guess among the visible tokens, and
-     * its share falls roughly as one over the number of them. Overall it
+     * its share falls as their number grows. Overall it
      * stays near half right, with a loss of 1.2354 against the chapter's
      * 0.0002.
      */

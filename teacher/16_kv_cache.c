@@ -83,7 +83,7 @@ static void decode(lesson *l, size_t prefill)
         tensor_free(yt);
         t += n;
     }
-    printf("prefill of %zu: the prefill's scores have %zu rows per head; equal "
+    printf("prefill of %zu: rows of the prefill's scores per head %zu; equal "
            "to all 8 at once (below 1e-12): %s\n", prefill, rows,
            yes_no(largest_abs_diff(decoded, l->full) < 1e-12));
     tensor_free(decoded);
