@@ -141,8 +141,7 @@ static void exercise2(lesson *l)
      * without them 27.44% of the first-token answers are right, and all the
      * previous-token ones still are). Kept alone, they leave no head for
      * the previous token: just pruned, the model gets only 16.35% of those
-     * answers right (the first line below), mostly at positions 0 and 1,
-     * where the previous token is the first. Then 100 steps of training, as
+     * answers right (the first line below). Then 100 steps of training, as
      * section 6 does for heads 0 and 2 (same rate, the next seed).
      *
      * Training can teach one of them the other job: after 100 steps the
@@ -200,8 +199,9 @@ static void exercise3(lesson *l)
      * model the loss is near a minimum, every gradient is small (section
      * 4's are all a few $10^{-4}$), and their order says little about the
      * effect of removing a head entirely. (Once a head is gone the model
-     * is off its minimum and the gradients grow a thousandfold, as rounds 2
-     * and 3 show, but they still measure a small step, not a removal.)
+     * is off its minimum and the gradients grow hundreds of times, as
+     * rounds 2 and 3 show, but they still measure a small step, not a
+     * removal.)
      */
     double mask[HEADS] = {1, 1, 1, 1};
     char buf[16];
