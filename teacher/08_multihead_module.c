@@ -85,7 +85,7 @@ static void exercise2(void)
      * inputs' size. So at 1 the panels are soft, several keys per row in
      * middle shades; at 2 (the chapter) most rows have one dark cell; at 4
      * nearly every row is one black cell and the rest white, a hard
-     * argmax, and the heads still disagree on which key. The numbers below
+     * argmax. The numbers below
      * measure it (each run redraws section 3 with the chapter's seed): the
      * mean largest weight of a row rises and so does the count of rows
      * with a weight above 0.75. Masked keys stay blank in every case.
