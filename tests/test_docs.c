@@ -802,3 +802,4 @@ Test(docs, numbers_in_the_key_are_printed)
     closedir(d);
     cr_assert_gt(keys, 0);
 }
+//<
