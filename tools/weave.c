@@ -663,24 +663,36 @@ static void write_chapter(const chapter *all, int i, int n)
     free(out);
 }
 
-/* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
-static void write_index(const chapter *all, int n)
+/* A contents page made from the template ROOT/NAME: the generated-page
+ * header and the template up to its "@chapters" line go into b; returns
+ * the template, which the caller frees, with *rest at what follows that
+ * line. */
+static char *index_template(const char *name, buf *b, const char **rest)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/tools/book-index.md", root);
+    snprintf(path, sizeof path, "%s/%s", root, name);
     char *tmpl = read_file(path);
     const char *at = strstr(tmpl, "@chapters\n");
     if (!at)
-        die("tools/book-index.md has no @chapters line");
+        die("%s has no @chapters line", name);
+    printf_(b, "<!-- Written by `make docs` from %s and the chapters. Edit "
+               "those, not this. -->\n\n", name);
+    put(b, tmpl, (size_t)(at - tmpl));
+    *rest = at + strlen("@chapters\n");
+    return tmpl;
+}
+
+/* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
+static void write_index(const chapter *all, int n)
+{
     buf b = {0};
-    puts_(&b, "<!-- Written by `make docs` from tools/book-index.md and the "
-              "chapters. Edit those, not this. -->\n\n");
-    put(&b, tmpl, (size_t)(at - tmpl));
+    const char *rest;
+    char *tmpl = index_template("tools/book-index.md", &b, &rest);
     puts_(&b, "| # | chapter |\n|---|---------|\n");
     for (int i = 0; i < n; i++)
         printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
                 all[i].name);
-    puts_(&b, at + strlen("@chapters\n"));
+    puts_(&b, rest);
     keep_page("README.md", &b);
     free(tmpl);
 }
@@ -807,16 +819,9 @@ static void write_key(const chapter *all, const chapter *keys, int i, int n)
  * their exercises at @chapters. */
 static void write_key_index(const chapter *all, int n)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/teacher/index.md", root);
-    char *tmpl = read_file(path);
-    const char *at = strstr(tmpl, "@chapters\n");
-    if (!at)
-        die("teacher/index.md has no @chapters line");
     buf b = {0};
-    puts_(&b, "<!-- Written by `make docs` from teacher/index.md and the "
-              "chapters. Edit those, not this. -->\n\n");
-    put(&b, tmpl, (size_t)(at - tmpl));
+    const char *rest;
+    char *tmpl = index_template("teacher/index.md", &b, &rest);
     puts_(&b, "| # | chapter | exercises |\n|---|---------|-----------|\n");
     for (int i = 0; i < n; i++) {
         buf items[MAX_SECTIONS] = {{0}};
@@ -830,7 +835,7 @@ static void write_key_index(const chapter *all, int n)
         }
         puts_(&b, " |\n");
     }
-    puts_(&b, at + strlen("@chapters\n"));
+    puts_(&b, rest);
     keep_page("teacher/README.md", &b);
     free(tmpl);
 }
