@@ -285,6 +285,40 @@ Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
     run(cmd);
 }
 
+/* The book's contents point at the key only when there is one: woven
+ * without teacher/ (as in a student's copy) it has no link to
+ * teacher/README.md and no line of tools/book-index.md's "@key " lines,
+ * while the committed book, woven with the key, has the link. */
+Test(docs, the_contents_point_at_the_key_only_with_a_key)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/",
+             root, root, root, root, root);
+    run(cmd);
+    char dir[64];
+    weave_into(root, dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    char *without = slurp_file(path), *with = slurp_file("docs/README.md");
+    cr_assert_not_null(without);
+    cr_assert_not_null(with);
+    cr_assert_null(strstr(without, "teacher/README.md"));
+    cr_assert_null(strstr(without, "@key"));
+    cr_assert_not_null(strstr(with, "key](teacher/README.md)"));
+    cr_assert_null(strstr(with, "@key"));
+    struct stat st;
+    snprintf(path, sizeof path, "%s/teacher", dir);
+    cr_assert_neq(stat(path, &st), 0, "a book without teacher/ has no key");
+    free(without);
+    free(with);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
+    run(cmd);
+}
+
 /* Charts are pictures too: chapter 13 announces its loss curve as
  * "[plot: plots/13_loss.png ...]" and its page shows the book's copy,
  * docs/pictures/13_loss.png (plots/ is the chapters' own, untracked). */

@@ -42,7 +42,9 @@
  * chapter's "## Exercises" block, in order and none missing: each shows
  * the exercise's text, taken from the chapter, then the answer's prose
  * and what the key program prints for it.  OUT/teacher/README.md lists
- * them, from ROOT/teacher/index.md.
+ * them, from ROOT/teacher/index.md.  The lines of tools/book-index.md
+ * that open with "@key " point at it: they are kept (without the mark)
+ * only when the key is woven.
  *
  * The book is written whole or not at all: every page is woven in memory
  * first, then written under a temporary name beside it (".NAME.tmp.PID")
@@ -682,8 +684,26 @@ static char *index_template(const char *name, buf *b, const char **rest)
     return tmpl;
 }
 
-/* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
-static void write_index(const chapter *all, int n)
+/* text into b, but for its lines that open with "@key ": those only when
+ * the book has the teacher's key (with_key), without the "@key ". */
+static void put_key_lines(buf *b, const char *text, int with_key)
+{
+    const char *p = text;
+    char *l;
+    while ((l = next_line(&p))) {
+        int key_line = strncmp(l, "@key ", 5) == 0;
+        if (!key_line || with_key) {
+            puts_(b, key_line ? l + 5 : l);
+            if (p[-1] == '\n')
+                puts_(b, "\n");
+        }
+        free(l);
+    }
+}
+
+/* docs/README.md: tools/book-index.md with the chapter table at @chapters;
+ * its "@key " lines only when with_key (a student's copy has no key). */
+static void write_index(const chapter *all, int n, int with_key)
 {
     buf b = {0};
     const char *rest;
@@ -692,7 +712,7 @@ static void write_index(const chapter *all, int n)
     for (int i = 0; i < n; i++)
         printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
                 all[i].name);
-    puts_(&b, rest);
+    put_key_lines(&b, rest, with_key);
     keep_page("README.md", &b);
     free(tmpl);
 }
@@ -887,14 +907,14 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n; i++)
         write_chapter(all, i, n);
-    write_index(all, n);
+    snprintf(dir, sizeof dir, "%s/teacher", root);
+    DIR *t = opendir(dir);
+    write_index(all, n, t != NULL);
     write_copy("references.md");
     write_copy("glossary.md");
 
     /* the key: one for every chapter, and none for a chapter not there */
     static chapter keys[MAX_CHAPTERS];
-    snprintf(dir, sizeof dir, "%s/teacher", root);
-    DIR *t = opendir(dir);
     if (t) {
         while ((e = readdir(t))) {
             size_t len = strlen(e->d_name);
