@@ -18,6 +18,8 @@
 #> full
 #   make docs         weave the book in docs/ from the chapters and src/, with
 #                     its pictures in docs/pictures/ (redrawn only when changed)
+#   make key          the teacher's key in docs/teacher/: rewrite
+#                     teacher/expected/ from teacher/*.c, then make docs
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
@@ -402,6 +404,30 @@ docs: $(BUILD)/weave $(CH_BIN) module-pictures
 	@$(BUILD)/weave . docs
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
 
+
+# --- the teacher's key ------------------------------------------------
+# teacher/NN_topic.c answers chapter NN's exercises: a program like a
+# chapter, its prose the answers, its output the numbers they quote,
+# checked against teacher/expected/NN_topic.txt by `make test` (the
+# chapters suite) and woven by `make docs` into docs/teacher/, which
+# `make test` holds to a fresh weave (the docs suite).  `make key`
+# rewrites teacher/expected/ from the programs, all or none, and weaves
+# the book again.  A student's handout has no teacher/, and builds no key
+# even if one is left in it (its blanks would stop the programs).
+KEYS    := $(if $(wildcard HANDOUT),,$(basename $(notdir $(wildcard teacher/[0-9][0-9]_*.c))))
+KEY_BIN := $(addprefix $(BUILD)/teacher/,$(KEYS))
+.PHONY: key
+build: $(KEY_BIN)
+$(BUILD)/teacher/%: teacher/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Ichapters $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
+key: $(KEY_BIN)
+	@if [ -z "$(KEYS)" ]; then echo "key: no teacher/NN_*.c here (a student's copy has no key)" >&2; exit 2; fi
+	@tools/transcripts.sh $(BUILD)/teacher teacher/expected $(KEYS)
+	@echo "key: rewrote teacher/expected/ for $(words $(KEYS)) chapters; review with git diff"
+	@$(MAKE) --no-print-directory docs
+# --- end of the teacher's key ------------------------------------------
+
 #<
 info: $(BUILD)/cblas-info
 	@$(BUILD)/cblas-info
@@ -442,5 +468,5 @@ clean:
 
 # The header dependencies the compiles above wrote (DEPFLAGS).
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/cli/*.d $(BUILD)/chapters/*.d \
-                    $(BUILD)/tests/obj/*.d $(BUILD)/*.d \
+                    $(BUILD)/tests/obj/*.d $(BUILD)/*.d $(BUILD)/teacher/*.d \
                     build/fuzz/obj/*.d build/fuzz/obj/cli/*.d build/fuzz/*.d)

@@ -514,9 +514,10 @@ int main(void)
  *
  * 1. Train with `HEADS` set to 1. What loss does the model reach, and
  *    what does its single head do? Explain with the softmax why one
- *    head cannot fetch two positions.
- * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` after
- *    every step). Which answer can the model still learn, and why?
+ *    head cannot fetch two positions as cleanly as two heads.
+ * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` before
+ *    training and after every step). Which answers can the model still
+ *    give, at which positions, and why?
  * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
  *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
  *    and compare the loss curves.

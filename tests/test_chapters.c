@@ -4,11 +4,14 @@
  * must equal tests/expected/<chapter>.txt byte for byte, and it must exit
  * with status 0.  After a deliberate change, `make transcripts` rewrites
  * the expected files; review them with git diff before committing. */
-#include <criterion/parameterized.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* check.h (criterion.h) first: criterion/parameterized.h before it leaves
+ * Test() defined as criterion.h's documentation placeholder. */
 #include "check.h"
+
+#include <criterion/parameterized.h>
 
 #ifndef CHAPTER_DIR
 #error "CHAPTER_DIR must name the directory of the built chapters"
@@ -130,3 +133,51 @@ ParameterizedTest(struct chapter *ch, chapters, transcript)
     free(got);
     free(want);
 }
+
+//> full
+/* The teacher's key (teacher/NN_topic.c, one program per chapter, built
+ * beside the chapters) prints the numbers its answers quote: each key's
+ * output must equal teacher/expected/<chapter>.txt, which the book's key
+ * pages show (`make key` rewrites them).  A student's handout has no
+ * teacher/ (and builds no key if one is left in it): nothing to check. */
+#include <dirent.h>
+
+Test(chapters, key_transcripts)
+{
+    DIR *d = access("HANDOUT", F_OK) == 0 ? NULL : opendir("teacher");
+    if (!d)
+        return;
+    size_t keys = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || e->d_name[0] < '0' || e->d_name[0] > '9' ||
+            e->d_name[2] != '_' || strcmp(e->d_name + n - 2, ".c") != 0)
+            continue;
+        char name[128], cmd[512], path[512];
+        snprintf(name, sizeof name, "%.*s", (int)(n - 2), e->d_name);
+        snprintf(cmd, sizeof cmd, "%s/../teacher/%s 2>&1", CHAPTER_DIR, name);
+        FILE *p = popen(cmd, "r");
+        cr_assert_not_null(p, "cannot run %s", cmd);
+        size_t got_len, want_len;
+        char *got = slurp(p, &got_len);
+        int status = pclose(p);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "teacher/%s exited with status %d: %s", name, status, got);
+        snprintf(path, sizeof path, "teacher/expected/%s.txt", name);
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f, "no %s (make key)", path);
+        char *want = slurp(f, &want_len);
+        fclose(f);
+        char diff[1024] = "";
+        if (got_len != want_len || memcmp(got, want, got_len) != 0)
+            first_difference(got, want, diff, sizeof diff);
+        cr_expect(diff[0] == '\0', "teacher/%s's output differs from %s at %s "
+                  "(make key)", name, path, diff);
+        free(got);
+        free(want);
+        keys++;
+    }
+    closedir(d);
+    cr_assert_gt(keys, 0, "teacher/ holds no key program");
+}
+//<

@@ -65,44 +65,66 @@ static void weave_into(const char *root, char *dir)
     run(cmd);
 }
 
-/* Every page woven now equals the committed one, and docs/ holds no page
- * the weaver would not write. */
-Test(docs, the_book_is_current)
+/* Every page of fresh/SUB equals docs/SUB's, and docs/SUB holds no page
+ * fresh/SUB does not; returns how many pages it compared.  SUB is "" (the
+ * book) or "teacher" (the key). */
+static size_t same_pages(const char *fresh, const char *sub)
 {
-    char dir[64];
-    weave_into(".", dir);
+    char dir[600], docs[600];
+    snprintf(dir, sizeof dir, "%s/%s", fresh, sub);
+    snprintf(docs, sizeof docs, "docs/%s", sub);
     size_t pages = 0;
     DIR *d = opendir(dir);
-    cr_assert_not_null(d);
+    cr_assert_not_null(d, "no %s", dir);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.' || n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
             continue;
-        char fresh_path[600], doc_path[600];
+        char fresh_path[1300], doc_path[1300];
         snprintf(fresh_path, sizeof fresh_path, "%s/%s", dir, e->d_name);
-        snprintf(doc_path, sizeof doc_path, "docs/%s", e->d_name);
-        char *fresh = slurp_file(fresh_path), *doc = slurp_file(doc_path);
-        cr_assert_not_null(doc, "docs/%s is missing: run make docs", e->d_name);
-        cr_assert_str_eq(doc, fresh, "docs/%s is stale: run make docs", e->d_name);
-        free(fresh);
+        snprintf(doc_path, sizeof doc_path, "%s/%s", docs, e->d_name);
+        char *page = slurp_file(fresh_path), *doc = slurp_file(doc_path);
+        cr_assert_not_null(doc, "%s is missing: run make docs", doc_path);
+        cr_assert_str_eq(doc, page, "%s is stale: run make docs", doc_path);
+        free(page);
         free(doc);
         pages++;
     }
     closedir(d);
-    d = opendir("docs");
-    cr_assert_not_null(d, "no docs/: run make docs");
+    d = opendir(docs);
+    cr_assert_not_null(d, "no %s: run make docs", docs);
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
         if (n < 3 || strcmp(e->d_name + n - 3, ".md") != 0)
             continue;
-        char fresh_path[600];
+        char fresh_path[1300];
         snprintf(fresh_path, sizeof fresh_path, "%s/%s", dir, e->d_name);
         struct stat st;
         cr_assert_eq(stat(fresh_path, &st), 0,
-                     "docs/%s is not written by make docs: remove it", e->d_name);
+                     "%s/%s is not written by make docs: remove it", docs,
+                     e->d_name);
     }
     closedir(d);
-    cr_assert_gt(pages, 1);
+    return pages;
+}
+
+/* Every page woven now equals the committed one, and docs/ holds no page
+ * the weaver would not write: the book's pages, and the teacher's key in
+ * docs/teacher/ when there is a teacher/ to weave it from (a student's
+ * handout has neither). */
+Test(docs, the_book_is_current)
+{
+    char dir[64];
+    weave_into(".", dir);
+    cr_assert_gt(same_pages(dir, ""), 1);
+    struct stat st;
+    if (stat("teacher", &st) == 0)
+        cr_assert_gt(same_pages(dir, "teacher"), 1);
+    else
+        cr_assert_neq(stat("docs/teacher", &st), 0,
+                      "docs/teacher/ is not written by make docs without "
+                      "teacher/: remove it");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run(cmd);
@@ -192,10 +214,10 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
              "%s/tests/expected/01_shapes_strides_views.txt && "
              "last=$(ls %s/tests/expected | tail -n 1) && "
              "printf '## 99. No such section\\n' >> %s/tests/expected/$last && "
-             "ls -l --time-style=full-iso %s > %s/before && "
-             "cat %s/*.md >> %s/before",
+             "ls -lR --time-style=full-iso %s > %s/before && "
+             "cat %s/*.md %s/teacher/*.md >> %s/before",
              root, root, root, root, root, root, root, root, dir, root, dir,
-             root);
+             dir, root);
     run(cmd);
     snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
     int status = system(cmd);
@@ -208,11 +230,92 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
                        "stderr: %s", err);
     free(err);
     snprintf(cmd, sizeof cmd,
-             "ls -l --time-style=full-iso %s > %s/after && "
-             "cat %s/*.md >> %s/after && cmp -s %s/before %s/after && "
-             "test -z \"$(ls -A %s | grep -v '\\.md$')\"",
-             dir, root, dir, root, root, root, dir);
+             "ls -lR --time-style=full-iso %s > %s/after && "
+             "cat %s/*.md %s/teacher/*.md >> %s/after && "
+             "cmp -s %s/before %s/after && "
+             "test -z \"$(ls -A %s | grep -v '\\.md$' | grep -vx teacher)\" && "
+             "test -z \"$(ls -A %s/teacher | grep -v '\\.md$')\"",
+             dir, root, dir, dir, root, root, root, dir, dir);
     run(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
+    run(cmd);
+}
+
+/* The key answers every exercise of every chapter, in order: a key whose
+ * sections skip an exercise, or a chapter with no key, stops the weaver
+ * with one line, and a weave into an empty folder that stops there leaves
+ * it empty, with no teacher/ made. */
+Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/tests %s/tools && cp -r chapters src teacher %s/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
+             "sed -i 's/section(\"Exercise 4\")/section(\"Exercise 5\")/' "
+             "%s/teacher/06_splitting_heads.c",
+             root, root, root, root, root, root);
+    run(cmd);
+    const char *want[2] = {
+        "weave: teacher/06_splitting_heads.c: section 4 is \"Exercise 5\", "
+        "not \"Exercise 4\"\n",
+        "weave: teacher/17_grouped_query_attention.c is missing: chapter 17's "
+        "exercises have no key\n"};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) {
+            snprintf(cmd, sizeof cmd,
+                     "cp teacher/06_splitting_heads.c %s/teacher/ && "
+                     "rm %s/teacher/17_grouped_query_attention.c", root, root);
+            run(cmd);
+        }
+        char dir[] = "/tmp/mha-docs-XXXXXX";
+        cr_assert_not_null(mkdtemp(dir));
+        snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
+        int status = system(cmd);
+        cr_assert_neq(status, 0);
+        char path[600];
+        snprintf(path, sizeof path, "%s/err", root);
+        char *err = slurp_file(path);
+        cr_assert_str_eq(err, want[k]);
+        free(err);
+        snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\" && rmdir %s", dir, dir);
+        run(cmd);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    run(cmd);
+}
+
+/* The book's contents point at the key only when there is one: woven
+ * without teacher/ (as in a student's copy) it has no link to
+ * teacher/README.md and no line of tools/book-index.md's "@key " lines,
+ * while the committed book, woven with the key, has the link. */
+Test(docs, the_contents_point_at_the_key_only_with_a_key)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
+             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/",
+             root, root, root, root, root);
+    run(cmd);
+    char dir[64];
+    weave_into(root, dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    char *without = slurp_file(path), *with = slurp_file("docs/README.md");
+    cr_assert_not_null(without);
+    cr_assert_not_null(with);
+    cr_assert_null(strstr(without, "teacher/README.md"));
+    cr_assert_null(strstr(without, "@key"));
+    cr_assert_not_null(strstr(with, "key](teacher/README.md)"));
+    cr_assert_null(strstr(with, "@key"));
+    struct stat st;
+    snprintf(path, sizeof path, "%s/teacher", dir);
+    cr_assert_neq(stat(path, &st), 0, "a book without teacher/ has no key");
+    free(without);
+    free(with);
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
     run(cmd);
 }
@@ -665,13 +768,14 @@ static int occurs_whole(const char *text, const char *number)
 
 /* The rule: a number written in a chapter's prose with a decimal point
  * (0.223607, 1.5032) or a percent sign (98%, 100.00%) must occur, written
- * the same way, in the chapter's checked transcript.  Not counted: math
- * ($...$ and $$...$$), `code` spans, ``` fenced blocks and @show lines,
- * where numbers are formulas, code or examples, not results.  Returns
- * how many numbers are missing and lists them, space-separated, in
- * missing (cut short at size). */
+ * the same way, in the chapter's checked transcript; with whole_digits
+ * above 0, so must every whole number of that many digits or more (the
+ * key's rule, below).  Not counted: math ($...$ and $$...$$), `code`
+ * spans, ``` fenced blocks and @show lines, where numbers are formulas,
+ * code or examples, not results.  Returns how many numbers are missing
+ * and lists them, space-separated, in missing (cut short at size). */
 static int stale_numbers(const char *prose, const char *transcript,
-                         char *missing, size_t size)
+                         int whole_digits, char *missing, size_t size)
 {
     int stale = 0, fenced = 0, math = 0, code = 0;
     missing[0] = '\0';
@@ -722,7 +826,8 @@ static int stale_numbers(const char *prose, const char *transcript,
                 q++;
         if (*q == '%')
             q++;
-        if (decimal || q[-1] == '%') {
+        if (decimal || q[-1] == '%' ||
+            (whole_digits > 0 && q - p >= whole_digits)) {
             char number[64];
             snprintf(number, sizeof number, "%.*s", (int)(q - p), p);
             if (!occurs_whole(transcript, number)) {
@@ -742,13 +847,13 @@ Test(docs, stale_numbers_finds_a_planted_number)
     const char *out = "loss 0.0002, 100.00% right\nscale 0.223607\n";
     char missing[256];
     cr_assert_eq(stale_numbers("The loss falls to 0.0002 and 100.00% of the "
-                               "answers are right.\n", out, missing,
+                               "answers are right.\n", out, 0, missing,
                                sizeof missing), 0);
     /* a stale number, and one that is only a prefix of a printed one */
     cr_assert_eq(stale_numbers("The loss falls to 0.0003 with scale "
-                               "0.2236.\n", out, missing, sizeof missing), 2);
+                               "0.2236.\n", out, 0, missing, sizeof missing), 2);
     cr_assert_str_eq(missing, "0.0003 0.2236");
-    cr_assert_eq(stale_numbers("About 98% of the work.\n", out, missing,
+    cr_assert_eq(stale_numbers("About 98% of the work.\n", out, 0, missing,
                                sizeof missing), 1);
     cr_assert_str_eq(missing, "98%");
     /* math, code spans, fenced code and @show lines are not checked;
@@ -756,16 +861,22 @@ Test(docs, stale_numbers_finds_a_planted_number)
     cr_assert_eq(stale_numbers("$1/\\sqrt{20} = 0.5$ and $$x = 0.7$$, `0.9`,\n"
                                "```text\n1.5\n```\n@show src/a.c f 2.5\n"
                                "1e-12 and 3 heads, of 100.\n",
-                               out, missing, sizeof missing), 0);
+                               out, 0, missing, sizeof missing), 0);
     /* a link's address is not a quoted number; its text is */
     cr_assert_eq(stale_numbers("[Shazeer 2019](https://arxiv.org/abs/1911.02150) "
-                               "and [0.7](x.md).\n", out, missing, sizeof missing), 1);
+                               "and [0.7](x.md).\n", out, 0, missing, sizeof missing), 1);
     cr_assert_str_eq(missing, "0.7");
     char *prose = chapter_prose("/* Chapter 99: x.\n * 0.5 here is code\n */\n"
                                 "/*md\n * Weights of 0.25.\n */\nint x;\n");
     cr_assert_str_eq(prose, "Weights of 0.25.\n");
-    cr_assert_eq(stale_numbers(prose, out, missing, sizeof missing), 1);
+    cr_assert_eq(stale_numbers(prose, out, 0, missing, sizeof missing), 1);
     free(prose);
+    /* the key's rule: whole numbers of 3 digits or more count too, and a
+     * printed "2048.5" is not the whole number 2048 */
+    cr_assert_eq(stale_numbers("4096 flops and 2048 bytes, 17 heads, $n = 999$.\n",
+                               "4096 flops, ratio 2048.5\n", 3, missing,
+                               sizeof missing), 1);
+    cr_assert_str_eq(missing, "2048");
 }
 
 Test(docs, numbers_in_the_prose_are_printed)
@@ -789,7 +900,7 @@ Test(docs, numbers_in_the_prose_are_printed)
         cr_assert_not_null(transcript, "%s is missing", path);
         char *prose = chapter_prose(src);
         char missing[4096];
-        stale_numbers(prose, transcript, missing, sizeof missing);
+        stale_numbers(prose, transcript, 0, missing, sizeof missing);
         cr_expect_str_empty(missing, "chapters/%s quotes numbers its transcript "
                             "does not print: %s", e->d_name, missing);
         free(prose);
@@ -842,5 +953,52 @@ Test(docs, marks_filter_keeps_handout_lines_for_a_handout_only)
     cr_assert_eq(marks_filter(file, "handout", out, sizeof out), 2);
     cr_assert_str_eq(out, "");
     unlink(file);
+}
+
+/* The teacher's key is held to a stricter rule: a number in a key's prose
+ * (teacher/NN_topic.c) with a decimal point or a percent sign, or a whole
+ * number of 3 digits or more, must occur in the key's checked output
+ * (teacher/expected/), in the chapter's, or in the chapter's own prose,
+ * where the exercise states its givens.  A student's handout has no
+ * teacher/. */
+Test(docs, numbers_in_the_key_are_printed)
+{
+    DIR *d = opendir("teacher");
+    if (!d)
+        return;
+    struct dirent *e;
+    size_t keys = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || !is_digit(e->d_name[0]) || e->d_name[2] != '_' ||
+            strcmp(e->d_name + n - 2, ".c") != 0)
+            continue;
+        const char *paths[] = {"teacher/%.*s.c", "teacher/expected/%.*s.txt",
+                               "tests/expected/%.*s.txt", "chapters/%.*s.c"};
+        char *text[4];
+        for (size_t k = 0; k < 4; k++) {
+            char path[600];
+            snprintf(path, sizeof path, paths[k], (int)(n - 2), e->d_name);
+            text[k] = slurp_file(path);
+            cr_assert_not_null(text[k], "%s is missing", path);
+        }
+        char *prose = chapter_prose(text[0]), *given = chapter_prose(text[3]);
+        size_t size = strlen(text[1]) + strlen(text[2]) + strlen(given) + 3;
+        char *printed = malloc(size);
+        cr_assert_not_null(printed);
+        snprintf(printed, size, "%s\n%s\n%s", text[1], text[2], given);
+        char missing[4096];
+        stale_numbers(prose, printed, 3, missing, sizeof missing);
+        cr_expect_str_empty(missing, "teacher/%s quotes numbers no program "
+                            "prints: %s", e->d_name, missing);
+        for (size_t k = 0; k < 4; k++)
+            free(text[k]);
+        free(prose);
+        free(given);
+        free(printed);
+        keys++;
+    }
+    closedir(d);
+    cr_assert_gt(keys, 0);
 }
 //<

@@ -35,6 +35,18 @@
  * section with no section() call) is an error: the book cannot drift
  * silently.
  *
+ * The teacher's key, when ROOT/teacher exists (a student's handout has
+ * none): OUT/teacher/NN_topic.md for every chapter, from the key program
+ * ROOT/teacher/NN_topic.c and its checked output
+ * ROOT/teacher/expected/NN_topic.txt, read as a chapter is read.  Its
+ * sections are "Exercise 1", "Exercise 2" ..., one for each item of the
+ * chapter's "## Exercises" block, in order and none missing: each shows
+ * the exercise's text, taken from the chapter, then the answer's prose
+ * and what the key program prints for it.  OUT/teacher/README.md lists
+ * them, from ROOT/teacher/index.md.  The lines of tools/book-index.md
+ * that open with "@key " point at it: they are kept (without the mark)
+ * only when the key is woven.
+ *
  * The book is written whole or not at all: every page is woven in memory
  * first, then written under a temporary name beside it (".NAME.tmp.PID")
  * and renamed into place once all are written.  An error, a full disk or
@@ -49,13 +61,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "marks.h"
 
 #define MAX_SECTIONS 32
 #define MAX_CHAPTERS 64
-#define MAX_PAGES (MAX_CHAPTERS + 1) /* the chapters and the contents */
+/* the chapters, their keys, the contents, the key's index and the pages
+ * copied from tools/ */
+#define MAX_PAGES (2 * MAX_CHAPTERS + 6)
 
 static const char *root = ".";
 
@@ -64,10 +79,15 @@ static const char *root = ".";
 static char temporaries[MAX_PAGES][600];
 static volatile sig_atomic_t ntemporaries;
 
+/* OUT/teacher when this run made it, removed with the temporaries */
+static char made_dir[600];
+
 static void remove_temporaries(void)
 {
     for (sig_atomic_t i = 0; i < ntemporaries; i++)
         unlink(temporaries[i]);
+    if (made_dir[0])
+        rmdir(made_dir);
 }
 
 static void die(const char *fmt, ...)
@@ -175,6 +195,9 @@ typedef struct {
 } section;
 
 typedef struct {
+    const char *src; /* where it is read from: "chapters" or "teacher" */
+    const char *out; /* where its output is: "tests/expected" or
+                        "teacher/expected" */
     char name[128];  /* "06_splitting_heads" */
     char number[8];  /* "06" */
     char title[160]; /* "splitting heads, transpose_qkv and ..." */
@@ -206,8 +229,8 @@ static void parse_chapter(chapter *c, const char *src)
     const char *tag = line ? strstr(line, "Chapter ") : NULL;
     const char *colon = tag ? strchr(tag, ':') : NULL;
     if (!colon)
-        die("chapters/%s.c: the first line must read \"/* Chapter NN: Title.\"",
-            c->name);
+        die("%s/%s.c: the first line must read \"/* Chapter NN: Title.\"",
+            c->src, c->name);
     snprintf(c->title, sizeof c->title, "%s", colon + 2);
     size_t tl = strlen(c->title);
     if (tl && c->title[tl - 1] == '.')
@@ -221,7 +244,8 @@ static void parse_chapter(chapter *c, const char *src)
         const char *call = strstr(line, "section(\"");
         if (call && !strstr(line, "static")) {
             if (c->nsections == MAX_SECTIONS)
-                die("chapters/%s.c: more than %d sections", c->name, MAX_SECTIONS);
+                die("%s/%s.c: more than %d sections", c->src, c->name,
+                    MAX_SECTIONS);
             current = &c->sections[c->nsections++];
             /* the C string literal, with its \" and \\ escapes undone */
             const char *t = call + strlen("section(\"");
@@ -230,7 +254,7 @@ static void parse_chapter(chapter *c, const char *src)
                 current->title[k++] = *t == '\\' && t[1] ? *++t : *t;
             current->title[k] = '\0';
             if (*t != '"')
-                die("chapters/%s.c: section title not on one line", c->name);
+                die("%s/%s.c: section title not on one line", c->src, c->name);
         }
         const char *trimmed = line;
         while (*trimmed == ' ')
@@ -251,7 +275,7 @@ static void parse_chapter(chapter *c, const char *src)
                 const char *text = prose_text(l);
                 if (strncmp(text, "@show ", 6) == 0) {
                     char where[256];
-                    snprintf(where, sizeof where, "chapters/%.127s.c", c->name);
+                    snprintf(where, sizeof where, "%s/%.127s.c", c->src, c->name);
                     show_code(&block, text + 6, where, atoi(c->number), src);
                 } else {
                     puts_(&block, text);
@@ -260,7 +284,8 @@ static void parse_chapter(chapter *c, const char *src)
                 free(l);
             }
             if (!closed)
-                die("chapters/%s.c: an md comment block is not closed", c->name);
+                die("%s/%s.c: an md comment block is not closed", c->src,
+                    c->name);
             trim_blank_lines(&block);
             buf *into = strncmp(block.s ? block.s : "", "## Exercises", 12) == 0
                             ? &c->exercises
@@ -517,14 +542,14 @@ static void weave_output(const chapter *c, const char *out, buf page[])
                 if (strcmp(c->sections[s].title, line + 3) == 0)
                     k = s;
             if (k < 0)
-                die("tests/expected/%s.txt: output section \"%s\" has no "
-                    "section() call in chapters/%s.c",
-                    c->name, line + 3, c->name);
+                die("%s/%s.txt: output section \"%s\" has no "
+                    "section() call in %s/%s.c",
+                    c->out, c->name, line + 3, c->src, c->name);
         } else if (k >= 0) {
             puts_(&page[k], line);
             puts_(&page[k], "\n");
         } else if (line[0]) {
-            die("tests/expected/%s.txt: output before the first section",
+            die("%s/%s.txt: output before the first section", c->out,
                 c->name);
         }
         free(line);
@@ -601,9 +626,14 @@ static void write_pages(const char *dir)
         sigaddset(&caught, sigs[k]);
     }
     for (int i = 0; i < npages; i++) {
+        /* a page in a folder, "teacher/06_x.md", has its temporary
+         * beside it: "teacher/.06_x.md.tmp.PID" */
         char *tmp = temporaries[i];
-        int len = snprintf(tmp, sizeof temporaries[i], "%s/.%s.tmp.%ld", dir,
-                           pages[i].name, (long)getpid());
+        const char *slash = strrchr(pages[i].name, '/');
+        int folder = slash ? (int)(slash + 1 - pages[i].name) : 0;
+        int len = snprintf(tmp, sizeof temporaries[i], "%s/%.*s.%s.tmp.%ld",
+                           dir, folder, pages[i].name, pages[i].name + folder,
+                           (long)getpid());
         if (len < 0 || (size_t)len >= sizeof temporaries[i])
             die("%s: the path is too long", dir);
         /* made and listed with the signals held off */
@@ -633,6 +663,7 @@ static void write_pages(const char *dir)
                 temporaries[i], path, strerror(errno), i, npages);
     }
     ntemporaries = 0;
+    made_dir[0] = '\0';
 }
 
 static void write_chapter(const chapter *all, int i, int n)
@@ -675,24 +706,54 @@ static void write_chapter(const chapter *all, int i, int n)
     free(out);
 }
 
-/* docs/README.md: tools/book-index.md with the chapter table at @chapters. */
-static void write_index(const chapter *all, int n)
+/* A contents page made from the template ROOT/NAME: the generated-page
+ * header and the template up to its "@chapters" line go into b; returns
+ * the template, which the caller frees, with *rest at what follows that
+ * line. */
+static char *index_template(const char *name, buf *b, const char **rest)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/tools/book-index.md", root);
+    snprintf(path, sizeof path, "%s/%s", root, name);
     char *tmpl = read_file(path);
     const char *at = strstr(tmpl, "@chapters\n");
     if (!at)
-        die("tools/book-index.md has no @chapters line");
+        die("%s has no @chapters line", name);
+    printf_(b, "<!-- Written by `make docs` from %s and the chapters. Edit "
+               "those, not this. -->\n\n", name);
+    put(b, tmpl, (size_t)(at - tmpl));
+    *rest = at + strlen("@chapters\n");
+    return tmpl;
+}
+
+/* text into b, but for its lines that open with "@key ": those only when
+ * the book has the teacher's key (with_key), without the "@key ". */
+static void put_key_lines(buf *b, const char *text, int with_key)
+{
+    const char *p = text;
+    char *l;
+    while ((l = next_line(&p))) {
+        int key_line = strncmp(l, "@key ", 5) == 0;
+        if (!key_line || with_key) {
+            puts_(b, key_line ? l + 5 : l);
+            if (p[-1] == '\n')
+                puts_(b, "\n");
+        }
+        free(l);
+    }
+}
+
+/* docs/README.md: tools/book-index.md with the chapter table at @chapters;
+ * its "@key " lines only when with_key (a student's copy has no key). */
+static void write_index(const chapter *all, int n, int with_key)
+{
     buf b = {0};
-    puts_(&b, "<!-- Written by `make docs` from tools/book-index.md and the "
-              "chapters. Edit those, not this. -->\n\n");
-    put(&b, tmpl, (size_t)(at - tmpl));
+    const char *rest;
+    char *tmpl = index_template("tools/book-index.md", &b, &rest);
     puts_(&b, "| # | chapter |\n|---|---------|\n");
     for (int i = 0; i < n; i++)
         printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
                 all[i].name);
-    puts_(&b, at + strlen("@chapters\n"));
+    put_key_lines(&b, rest, with_key);
     keep_page("README.md", &b);
     free(tmpl);
 }
@@ -711,6 +772,133 @@ static void write_copy(const char *name)
     puts_(&b, text);
     keep_page(name, &b);
     free(text);
+}
+
+/* --- the teacher's key -------------------------------------------- */
+
+/* The items of chapter c's "## Exercises" block, each from its "N. " line
+ * up to the next item, into items[0 ..]; returns how many. */
+static int exercise_items(const chapter *c, buf *items, int max)
+{
+    const char *p = c->exercises.s ? c->exercises.s : "";
+    char *l;
+    int n = 0;
+    while ((l = next_line(&p))) {
+        size_t digits = strspn(l, "0123456789");
+        if (digits && l[digits] == '.' && l[digits + 1] == ' ') {
+            if (n == max)
+                die("chapters/%s.c: more than %d exercises", c->name, max);
+            if (atoi(l) != n + 1)
+                die("chapters/%s.c: exercise %d is numbered %d", c->name, n + 1,
+                    atoi(l));
+            n++;
+        }
+        if (n > 0) {
+            puts_(&items[n - 1], l);
+            puts_(&items[n - 1], "\n");
+        }
+        free(l);
+    }
+    for (int k = 0; k < n; k++)
+        trim_blank_lines(&items[k]);
+    return n;
+}
+
+static void key_nav(buf *b, const chapter *all, int i, int n)
+{
+    if (i > 0)
+        printf_(b, "[← key to %s](%s.md) · ", all[i - 1].number, all[i - 1].name);
+    puts_(b, "[the key's contents](README.md)");
+    if (i + 1 < n)
+        printf_(b, " · [key to %s →](%s.md)", all[i + 1].number, all[i + 1].name);
+    puts_(b, "\n");
+}
+
+/* teacher/NN_topic.md: the answers to chapter all[i]'s exercises, from
+ * its key keys[i], one section per exercise. */
+static void write_key(const chapter *all, const chapter *keys, int i, int n)
+{
+    const chapter *c = &all[i], *k = &keys[i];
+    buf items[MAX_SECTIONS] = {{0}};
+    int nitems = exercise_items(c, items, MAX_SECTIONS);
+    if (k->nsections != nitems)
+        die("teacher/%s.c answers %d exercises; chapters/%s.c has %d",
+            k->name, k->nsections, c->name, nitems);
+    for (int s = 0; s < nitems; s++) {
+        char want[32];
+        snprintf(want, sizeof want, "Exercise %d", s + 1);
+        if (strcmp(k->sections[s].title, want) != 0)
+            die("teacher/%s.c: section %d is \"%s\", not \"%s\"", k->name,
+                s + 1, k->sections[s].title, want);
+        if (!k->sections[s].prose.len)
+            die("teacher/%s.c: exercise %d has no answer", k->name, s + 1);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%.300s/teacher/expected/%.127s.txt", root,
+             k->name);
+    char *out = read_file(path);
+    buf outputs[MAX_SECTIONS] = {{0}};
+    weave_output(k, out, outputs);
+
+    buf b = {0};
+    printf_(&b, "<!-- Written by `make docs` from teacher/%s.c, its output "
+                "teacher/expected/%s.txt and chapters/%s.c. Edit those, not "
+                "this. -->\n\n", k->name, k->name, c->name);
+    printf_(&b, "# Key to %s. %s\n\n", c->number, c->title);
+    key_nav(&b, all, i, n);
+    printf_(&b, "\nThe answers to the exercises of [chapter %s](../%s.md). "
+                "The numbers are printed by the key's program "
+                "[`teacher/%s.c`](../../teacher/%s.c), whose output `make "
+                "test` holds to [`teacher/expected/%s.txt`](../../teacher/"
+                "expected/%s.txt).\n",
+            c->number, c->name, k->name, k->name, k->name, k->name);
+    if (k->intro.len)
+        printf_(&b, "\n%s\n", k->intro.s);
+    for (int s = 0; s < nitems; s++) {
+        printf_(&b, "\n## %s\n\n", k->sections[s].title);
+        const char *q = items[s].s;
+        char *l;
+        while ((l = next_line(&q))) {
+            printf_(&b, ">%s%s\n", l[0] ? " " : "", l);
+            free(l);
+        }
+        printf_(&b, "\n%s\n", k->sections[s].prose.s);
+        if (outputs[s].len)
+            printf_(&b, "\n```text\n%s\n```\n", outputs[s].s);
+        free(outputs[s].s);
+        free(items[s].s);
+    }
+    puts_(&b, "\n---\n\n");
+    key_nav(&b, all, i, n);
+    char file[160];
+    snprintf(file, sizeof file, "teacher/%.127s.md", c->name);
+    keep_page(file, &b);
+    free(out);
+}
+
+/* teacher/README.md: teacher/index.md with the table of chapters and
+ * their exercises at @chapters. */
+static void write_key_index(const chapter *all, int n)
+{
+    buf b = {0};
+    const char *rest;
+    char *tmpl = index_template("teacher/index.md", &b, &rest);
+    puts_(&b, "| # | chapter | exercises |\n|---|---------|-----------|\n");
+    for (int i = 0; i < n; i++) {
+        buf items[MAX_SECTIONS] = {{0}};
+        int nitems = exercise_items(&all[i], items, MAX_SECTIONS);
+        printf_(&b, "| %s | [%s](%s.md) |", all[i].number, all[i].title,
+                all[i].name);
+        for (int s = 0; s < nitems; s++) {
+            printf_(&b, "%s[%d](%s.md#exercise-%d)", s ? " · " : " ", s + 1,
+                    all[i].name, s + 1);
+            free(items[s].s);
+        }
+        puts_(&b, " |\n");
+    }
+    puts_(&b, rest);
+    keep_page("teacher/README.md", &b);
+    free(tmpl);
 }
 
 static int by_name(const void *a, const void *b)
@@ -748,6 +936,8 @@ int main(int argc, char **argv)
     static chapter all[MAX_CHAPTERS];
     for (int i = 0; i < n; i++) {
         chapter *c = &all[i];
+        c->src = "chapters";
+        c->out = "tests/expected";
         snprintf(c->name, sizeof c->name, "%s", names[i]);
         snprintf(c->number, sizeof c->number, "%.2s", names[i]);
         char path[512];
@@ -758,17 +948,63 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n; i++)
         write_chapter(all, i, n);
-    write_index(all, n);
+    snprintf(dir, sizeof dir, "%s/teacher", root);
+    DIR *t = opendir(dir);
+    write_index(all, n, t != NULL);
     write_copy("references.md");
     write_copy("glossary.md");
+
+    /* the key: one for every chapter, and none for a chapter not there */
+    static chapter keys[MAX_CHAPTERS];
+    if (t) {
+        while ((e = readdir(t))) {
+            size_t len = strlen(e->d_name);
+            int chapter_key = len > 5 && e->d_name[0] >= '0' &&
+                              e->d_name[0] <= '9' && e->d_name[2] == '_' &&
+                              strcmp(e->d_name + len - 2, ".c") == 0;
+            int known = 0;
+            for (int i = 0; i < n && chapter_key && !known; i++)
+                known = strlen(names[i]) == len - 2 &&
+                        strncmp(names[i], e->d_name, len - 2) == 0;
+            if (chapter_key && !known)
+                die("teacher/%s is the key to no chapter (chapters/%s)",
+                    e->d_name, e->d_name);
+        }
+        closedir(t);
+        for (int i = 0; i < n; i++) {
+            chapter *k = &keys[i];
+            k->src = "teacher";
+            k->out = "teacher/expected";
+            snprintf(k->name, sizeof k->name, "%s", names[i]);
+            snprintf(k->number, sizeof k->number, "%.2s", names[i]);
+            char path[512];
+            snprintf(path, sizeof path, "%s/teacher/%s.c", root, names[i]);
+            if (access(path, F_OK) != 0)
+                die("teacher/%s.c is missing: chapter %s's exercises have no "
+                    "key", names[i], k->number);
+            char *src = read_file(path);
+            parse_chapter(k, src);
+            free(src);
+        }
+        for (int i = 0; i < n; i++)
+            write_key(all, keys, i, n);
+        write_key_index(all, n);
+        snprintf(dir, sizeof dir, "%s/teacher", argv[2]);
+        if (mkdir(dir, 0777) == 0)
+            snprintf(made_dir, sizeof made_dir, "%s", dir);
+        else if (errno != EEXIST)
+            die("cannot make %s: %s", dir, strerror(errno));
+    }
     write_pages(argv[2]);
     for (int i = 0; i < npages; i++)
         free(pages[i].text.s);
     for (int i = 0; i < n; i++) {
-        free(all[i].intro.s);
-        free(all[i].exercises.s);
-        for (int s = 0; s < all[i].nsections; s++)
-            free(all[i].sections[s].prose.s);
+        for (chapter *c = &all[i]; c; c = c == &all[i] ? &keys[i] : NULL) {
+            free(c->intro.s);
+            free(c->exercises.s);
+            for (int s = 0; s < c->nsections; s++)
+                free(c->sections[s].prose.s);
+        }
         free(names[i]);
     }
     return 0;
