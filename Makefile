@@ -18,7 +18,11 @@
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
-#   make grade        which exercises pass (EXERCISE=name: that one only)
+#   make grade        which exercises pass (EXERCISE=name: that one only);
+#                     the reports in build/grade/
+#   make gradescope   the Gradescope autograder (and Classroom 50's) in
+#                     build/autograder/
+#   make grade-class STUDENTS=DIR   every student's copy under DIR: a CSV
 #<
 #   make info         which CBLAS the build uses
 #> full
@@ -44,6 +48,13 @@ WARN    := -std=c11 -Wall -Wextra -Werror
 ifneq ($(wildcard HANDOUT),)
 # blanked exercises leave their static helpers unused until written
 WARN    += -Wno-unused-function
+endif
+# A student's copy (the file HANDOUT at its root) compiles without
+# -Werror: a half-written exercise's warning (an unused variable) is
+# shown, and the other exercises still build and grade.  The project's
+# own builds and CI keep -Werror.
+ifneq ($(wildcard HANDOUT),)
+WARN    := $(filter-out -Werror,$(WARN))
 endif
 #<
 # OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
@@ -150,7 +161,7 @@ $(CHAPTER_STAMP):
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout grade handout-check \
         fuzz parity snapshot snapshots module-pictures \
-        clean-tree fresh-root
+        clean-tree fresh-root grade-class gradescope
 #<
 
 all: build
@@ -308,24 +319,56 @@ snapshots: $(BUILD)/marks-filter
 # Exercises: `make handout` writes a student's copy with the exercise
 # bodies blanked, from the files git tracks, and never over a handout/
 # that differs from a fresh one (tools/handout.sh); `make grade` says
-# which exercises pass (TAP and JUnit reports in build/grade.*), `make
-# grade EXERCISE=transpose_qkv` grades that one alone (exit 0 when it
-# passes); tools/test-handout.sh checks the round trip.
+# which exercises pass, `make grade EXERCISE=transpose_qkv` grades that
+# one alone (exit 0 when it passes); tools/test-handout.sh checks the
+# round trip.
 handout:
 	@tools/handout.sh handout
 
-# The build runs quietly into a log: one line while it builds, then the
-# grade, or the compiler's error lines and where the whole log is.
+# The grade (tools/grade.py): each exercise's tests in a process group of
+# their own, GRADE_TIMEOUT seconds at most (default 10); the reports in
+# $(BUILD)/grade/ (summary.txt, Gradescope's results.json, Classroom 50's
+# result.json, grade.tap, grade.xml), or $(BUILD)/grade/NAME/ for
+# EXERCISE=NAME.  STUDENT names the student on them (default git's
+# user.name, then $USER).  The build runs quietly into a log: one line
+# while it builds, then the grade (with the build's warnings, if any), or
+# the compiler's error lines and where the whole log is, and reports that
+# give every test 0.
 GRADE_LOG := $(BUILD)/grade/build.log
 grade:
 	@mkdir -p $(BUILD)/grade
 	@echo "building the library and the tests ... (log: $(GRADE_LOG))"
-	@$(MAKE) --no-print-directory build > $(GRADE_LOG) 2>&1 || { \
-	    echo "grade: the build failed:"; \
-	    grep -E 'error:' $(GRADE_LOG) | head -n 20; \
-	    echo "grade: the whole build log is $(GRADE_LOG)"; \
+	@$(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1 || { \
+	    tools/grade.py build-failed $(BUILD)/grade $(GRADE_LOG) '$(strip $(EXERCISE))'; \
 	    exit 1; }
-	@tools/grade.sh $(TEST_BIN) $(BUILD) '$(strip $(EXERCISE))'
+	@tools/grade.py run $(TEST_BIN) $(BUILD)/grade '$(strip $(EXERCISE))' --log $(GRADE_LOG)
+
+# The autograders, for a fresh handout: build/autograder/gradescope.zip
+# (setup.sh and run_autograder at its root, the handout beside them) and
+# build/autograder/autograder.py, Classroom 50's.
+gradescope:
+	@rm -rf $(BUILD)/autograder/handout
+	@tools/handout.sh $(BUILD)/autograder/handout > /dev/null
+	@tools/grade.py gradescope $(BUILD)/autograder/handout $(BUILD)/autograder
+	@rm -rf $(BUILD)/autograder/handout
+
+# A whole class: `make grade-class STUDENTS=DIR` grades every folder
+# under DIR (each a student's copy, such as a git clone of their
+# repository) over a scratch copy of the handout (TEMPLATE=DIR, the
+# handout they were given; default a fresh one), taking from the student
+# only the files that hold the exercises and writing nothing into DIR.
+# The grades: $(BUILD)/grade-class/grades.csv, each student's reports
+# and log beside it.
+grade-class:
+	@test -n "$(STUDENTS)" || { echo "grade-class: STUDENTS=DIR names the folder of the students' copies" >&2; exit 2; }
+	@rm -rf $(BUILD)/grade-class
+	@mkdir -p $(BUILD)/grade-class
+	@if [ -n "$(TEMPLATE)" ]; then \
+	    cp -a "$(TEMPLATE)" $(BUILD)/grade-class/handout; \
+	else \
+	    tools/handout.sh $(BUILD)/grade-class/handout > /dev/null; \
+	fi
+	@tools/grade.py class $(BUILD)/grade-class/handout "$(STUDENTS)" $(BUILD)/grade-class/grades.csv
 
 handout-check: build
 	@tools/test-handout.sh

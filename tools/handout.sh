@@ -6,8 +6,9 @@
 # chapter); its presence makes `make test` in DIR grade the exercises
 # instead of running the teacher's checks.  DIR/README.md is the
 # student's (tools/handout-README.md, with the table of exercises),
-# DIR/.github/classroom/autograding.json GitHub Classroom's tests, one per
-# exercise, and DIR/docs/ the book woven again from the blanked sources.
+# DIR/.github/workflows/grade.yml grades every push with GitHub Actions,
+# DIR/tests/exercise-weights weighs the exercises in the grade, and
+# DIR/docs/ the book woven again from the blanked sources.
 #
 # The copy holds the files git tracks (a new file must be `git add`ed to
 # be handed out): never what else lies in the teacher's tree, such as an
@@ -79,30 +80,54 @@ awk -v count="$count" -v table="$table" '
 $0 == "@TABLE@" { print table; next }
 { gsub(/@COUNT@/, count); print }' tools/handout-README.md > "$new/README.md"
 
-# GitHub Classroom's tests (.github/classroom/autograding.json): one per
-# exercise, passing (exit status 0) when `make grade EXERCISE=NAME` does;
-# timeout in minutes.
-mkdir -p "$new/.github/classroom"
-echo "$list" | awk '
-NF { n++; name[n] = $1; chapter[n] = $3 }
-END {
-    print "{"
-    print "  \"tests\": ["
-    for (i = 1; i <= n; i++) {
-        print "    {"
-        printf "      \"name\": \"%s (chapter %s)\",\n", name[i], chapter[i]
-        print "      \"setup\": \"make deps\","
-        printf "      \"run\": \"make grade EXERCISE=%s\",\n", name[i]
-        print "      \"input\": \"\","
-        print "      \"output\": \"\","
-        print "      \"comparison\": \"included\","
-        print "      \"timeout\": 10,"
-        print "      \"points\": 10"
-        print "    }" (i < n ? "," : "")
-    }
-    print "  ]"
-    print "}"
-}' > "$new/.github/classroom/autograding.json"
+# Grading where courses grade (tools/grade.py).  The weight of each
+# exercise: its reference body's lines of code (tools/body-lines.awk),
+# which the handout no longer holds; in a handout made from a handout,
+# the weights it was given.  And the workflow that grades every push
+# with GitHub Actions alone and puts the summary on the run's page.
+if [ -f HANDOUT ]; then
+    cp tests/exercise-weights "$new/tests/exercise-weights"
+else
+    {
+        echo "# NAME LINES: the lines of code of each exercise's reference body;"
+        echo "# tools/grade.py weighs the exercises by them."
+        awk -f tools/body-lines.awk src/*.c
+    } > "$new/tests/exercise-weights"
+fi
+mkdir -p "$new/.github/workflows"
+cat > "$new/.github/workflows/grade.yml" <<'WORKFLOW'
+# Every push is graded: make grade, as on a student's machine; the
+# summary on the run's page, the reports (Gradescope's results.json,
+# Classroom 50's result.json, TAP, JUnit) as the run's artifact.
+name: grade
+on:
+  push:
+  workflow_dispatch:
+permissions:
+  contents: read
+jobs:
+  grade:
+    runs-on: ubuntu-latest
+    timeout-minutes: 20
+    steps:
+      - uses: actions/checkout@v4
+      - name: Install the packages
+        run: make deps
+      - name: Grade
+        run: make grade
+      - name: Summary
+        if: always()
+        run: |
+          if [ -f build/grade/summary.txt ]; then
+            { echo '```'; cat build/grade/summary.txt; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+          fi
+      - name: Reports
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: grade
+          path: build/grade/
+WORKFLOW
 
 # The book again, from the blanked sources: an exercise's @show shows the
 # stub, not the answer.
