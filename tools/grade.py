@@ -411,7 +411,7 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def write_reports(outdir, rows, summary, totals, student, elapsed):
+def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=False):
     os.makedirs(outdir, exist_ok=True)
     passed, failed, total, total_max = totals
     text = "\n".join(summary) + "\n"
@@ -424,6 +424,7 @@ def write_reports(outdir, rows, summary, totals, student, elapsed):
         "output": text,
         "visibility": "visible",
         "stdout_visibility": "hidden",
+        "extra_data": {"student": student, "build": "failed" if build_failed else "ok"},
         "tests": [{
             "name": "%s: %s" % (r["exercise"], r["test"]),
             "number": "%s.%d" % (r["chapter"], i + 1),
@@ -572,7 +573,7 @@ def cmd_build_failed(args):
     rows, summary, totals = grade(exercises, tests, lines, {}, {}, "leaks: not checked "
                                   "(the build failed)", student, where, only, note, [], 0)
     outdir = os.path.join(args.outdir, only) if only else args.outdir
-    write_reports(outdir, rows, summary, totals, student, 0)
+    write_reports(outdir, rows, summary, totals, student, 0, build_failed=True)
     print("grade: the build failed:")
     print("\n".join(errors[:20]))
     print("grade: the whole build log is %s" % args.log)
@@ -637,14 +638,14 @@ def grade_submission(template, submission, outdir, student=None, metadata=None):
             if notes:
                 results["output"] = "\n".join(notes) + "\n" + results.get("output", "")
                 write(os.path.join(outdir, "results.json"), json.dumps(results, indent=2) + "\n")
-        built = os.path.isfile(os.path.join(work, "build", "tests", "run_tests")) and \
-            not (results and "the build failed" in results.get("output", ""))
+        built = bool(results) and results.get("extra_data", {}).get("build") == "ok"
         return status, results, notes, built
 
 
 def cmd_class(args):
     template = os.path.abspath(args.template)
     students = os.path.abspath(args.students)
+    csv_path = os.path.abspath(args.csv)
     if not os.path.isdir(students):
         fail("STUDENTS '%s' is not a folder" % args.students)
     dirs = sorted(d for d in os.listdir(students)
@@ -660,23 +661,28 @@ def cmd_class(args):
                    env=dict(os.environ, GRADE_LEAKS="0", STUDENT="the blank handout"))
     os.chdir(template)
     exercises = [e[0] for e in exercises_here()]
-    out = os.path.dirname(os.path.abspath(args.csv))
+    out = os.path.dirname(csv_path)
     rows = []
     for d in dirs:
         print("grade-class: %s" % d)
         sys.stdout.flush()
         report = os.path.join(out, d)
         shutil.rmtree(report, ignore_errors=True)
+        # the student's grade and build output into the log beside the CSV
         with open(os.path.join(out, d + ".log"), "w") as log:
-            old = sys.stdout.fileno(), os.dup(1)
+            saved = os.dup(1), os.dup(2)
             os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
             try:
                 _, results, notes, built = grade_submission(template, os.path.join(students, d),
                                                             report, student=d)
             finally:
                 sys.stdout.flush()
-                os.dup2(old[1], 1)
-                os.close(old[1])
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
         points = {e: 0 for e in exercises}
         problems = list(notes)
         if results:
@@ -692,7 +698,7 @@ def cmd_class(args):
         total = sum(points.values())
         rows.append([d] + [points[e] for e in exercises] +
                     [total, "ok" if built else "failed", "; ".join(problems)])
-    with open(args.csv, "w", newline="") as f:
+    with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student"] + exercises + ["total", "build", "notes"])
         w.writerows(rows)
