@@ -134,6 +134,15 @@ def student_name():
 
 # --- running one exercise's tests ---------------------------------------
 
+def stop_on_signals():
+    """SIGTERM and SIGHUP (a cancelled CI job, a closed terminal) end the
+    grade as ^C does, through the code that kills the tests it started:
+    they run in a session of their own, which the terminal's ^C and a
+    signal to make's group do not reach."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, _: sys.exit(128 + s))
+
+
 def become_subreaper():
     """Orphans of our children (Criterion's workers, each in a session of
     its own) become our children, so none can outlive the grade unseen."""
@@ -215,6 +224,9 @@ def run_exercise(binary, name, tests, limit, scratch):
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_tree(proc)
+        except BaseException:  # ^C, or a SIGTERM (stop_on_signals)
+            kill_tree(proc)
+            raise
     results = {t: {"status": "not run", "where": "", "message": ""} for t in tests}
     current, signame, in_message = None, None, False
     with open(log_path, errors="replace") as log:
@@ -311,6 +323,9 @@ def check_leaks(binary, names, limit, scratch, root):
         except subprocess.TimeoutExpired:
             kill_tree(proc)
             return {}, "leaks: the check with valgrind took too long and was stopped"
+        except BaseException:
+            kill_tree(proc)
+            raise
     leaks = {}
     for path in glob.glob(os.path.join(logs, "vg.*")):
         text = open(path, errors="replace").read()
@@ -533,6 +548,7 @@ def cmd_run(args):
     exercises = pick(exercises_here(), only)
     tests, lines = tests_here(), body_lines()
     student, where = student_name()
+    stop_on_signals()
     become_subreaper()
     outcome = {}
     passing = []

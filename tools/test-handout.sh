@@ -362,6 +362,17 @@ done
 for p in /proc/[0-9]*; do
     readlink "$p/exe" 2>/dev/null || true
 done | grep -F "$h/build/tests/run_tests" && fail "a test process outlived make grade"
+# a grade stopped by SIGTERM (a cancelled CI job) while the loop spins
+# stops its tests too
+(cd "$h" && exec env GRADE_TIMEOUT=60 tools/grade.py run build/tests/run_tests "$g6/stopped" > /dev/null 2>&1) &
+stopped=$!
+sleep 3
+kill -TERM "$stopped"
+wait "$stopped" || true
+sleep 0.2
+for p in /proc/[0-9]*; do
+    readlink "$p/exe" 2>/dev/null || true
+done | grep -F "$h/build/tests/run_tests" && fail "a test process outlived a grade stopped by SIGTERM"
 # the reports: every exercise test once, the points summed, the weights
 # as the rule says (tests/exercise-weights, the tests' count), identity
 python3 - "$h" <<'PY' || fail "the reports in build/grade/ are wrong"
