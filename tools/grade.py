@@ -41,6 +41,7 @@ import csv
 import ctypes
 import datetime
 import glob
+import hashlib
 import json
 import math
 import os
@@ -296,15 +297,57 @@ def fmt_seconds(s):
     return ("%g" % s)
 
 
-def check_leaks(binary, names, limit, scratch, root):
+def check_leaks(binary, names, limit, scratch, root, cache_path, files):
     """{exercise: "N bytes in M blocks"} for the passing exercises whose
-    tests leak under valgrind, and a line saying how leaks were checked."""
+    tests leak under valgrind, and a line saying how leaks were checked.
+    valgrind is slow (about a second a test), so what it found is kept
+    in cache_path per exercise, with the contents of the exercise's file
+    and of its tests: an exercise is checked again when either changed."""
     if not names:
         return {}, "leaks: checked with valgrind for the exercises that pass (none pass yet)"
     if os.environ.get("GRADE_LEAKS", "1") == "0":
         return {}, "leaks: not checked (GRADE_LEAKS=0)"
     if not shutil.which("valgrind"):
         return {}, "leaks: not checked (valgrind is not installed)"
+    try:
+        cache = json.load(open(cache_path))
+    except (OSError, ValueError):
+        cache = {}
+    keys = {n: content_key([files[n]] + sorted(glob.glob("tests/*.c"))) for n in names}
+    known = {n: cache[n]["leak"] for n in names if n in cache and cache[n].get("key") == keys[n]}
+    todo = [n for n in names if n not in known]
+    leaks = {n: v for n, v in known.items() if v}
+    found, stopped = run_leak_check(binary, todo, limit, scratch, root) if todo else ({}, False)
+    if stopped:
+        return leaks, "leaks: the check with valgrind took too long and was stopped"
+    leaks.update(found)
+    for n in todo:
+        cache[n] = {"key": keys[n], "leak": found.get(n, "")}
+    try:
+        write(cache_path, json.dumps(cache, indent=1) + "\n")
+    except OSError:
+        pass
+    if "the exercises' tests" in found:
+        leaks["the exercises' tests"] = found["the exercises' tests"]
+    if not leaks:
+        return leaks, "leaks: none (checked with valgrind on the exercises that pass)"
+    return leaks, ("leaks: found by valgrind on the exercises that pass; a warning, no "
+                   "points taken")
+
+
+def content_key(paths):
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            h.update(open(p, "rb").read())
+        except OSError:
+            h.update(b"missing " + p.encode())
+    return h.hexdigest()
+
+
+def run_leak_check(binary, names, limit, scratch, root):
+    """valgrind on the tests of names: ({exercise: "N bytes in M blocks"},
+    whether it ran out of time)."""
     logs = os.path.join(scratch, "valgrind")
     os.makedirs(logs, exist_ok=True)
     supp = os.path.join(root, "tools", "valgrind.supp")
@@ -322,7 +365,7 @@ def check_leaks(binary, names, limit, scratch, root):
             proc.wait(timeout=limit * 10 + 30)
         except subprocess.TimeoutExpired:
             kill_tree(proc)
-            return {}, "leaks: the check with valgrind took too long and was stopped"
+            return {}, True
         except BaseException:
             kill_tree(proc)
             raise
@@ -338,11 +381,7 @@ def check_leaks(binary, names, limit, scratch, root):
             n_blocks = int(m.group(2).replace(",", ""))
             b, k = leaks.get(who, (0, 0))
             leaks[who] = (b + n_bytes, k + n_blocks)
-    shown = {w: "%d bytes in %d blocks" % bk for w, bk in leaks.items()}
-    if not shown:
-        return shown, "leaks: none (checked with valgrind on the exercises that pass)"
-    return shown, ("leaks: found by valgrind on the exercises that pass; a warning, no "
-                   "points taken")
+    return {w: "%d bytes in %d blocks" % bk for w, bk in leaks.items()}, False
 
 
 # --- the grade ----------------------------------------------------------
@@ -560,7 +599,9 @@ def cmd_run(args):
                    for t in tests.get(name, [])) and tests.get(name):
                 passing.append(name)
         leaks, leak_line = check_leaks(args.binary, passing, limit, scratch,
-                                       os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                                       os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                       os.path.join(args.outdir, "leaks.json"),
+                                       {e[0]: e[1] for e in exercises})
     rows, summary, totals = grade(exercises, tests, lines, outcome, leaks, leak_line,
                                   student, where, only, "", warnings,
                                   time.monotonic() - start)
