@@ -229,7 +229,7 @@ def run_exercise(binary, name, tests, limit, scratch):
             kill_tree(proc)
             raise
     results = {t: {"status": "not run", "where": "", "message": ""} for t in tests}
-    current, signame, in_message = None, None, False
+    current, in_message = None, False
     with open(log_path, errors="replace") as log:
         for line in log:
             line = line.rstrip("\n")
