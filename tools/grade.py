@@ -465,7 +465,8 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=False):
+def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=False,
+                  seconds=None):
     os.makedirs(outdir, exist_ok=True)
     passed, failed, total, total_max = totals
     text = "\n".join(summary) + "\n"
@@ -478,7 +479,8 @@ def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=
         "output": text,
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {"student": student, "build": "failed" if build_failed else "ok"},
+        "extra_data": {"student": student, "build": "failed" if build_failed else "ok",
+                       "seconds": seconds or {}},
         "tests": [{
             "name": "%s: %s" % (r["exercise"], r["test"]),
             "number": "%s.%d" % (r["chapter"], i + 1),
@@ -589,12 +591,14 @@ def cmd_run(args):
     student, where = student_name()
     stop_on_signals()
     become_subreaper()
-    outcome = {}
+    outcome, seconds = {}, {}
     passing = []
     warnings = build_warnings(args.log)
     with tempfile.TemporaryDirectory(prefix="mha-grade-") as scratch:
         for name, _, _ in exercises:
+            began = time.monotonic()
             outcome[name] = run_exercise(args.binary, name, tests.get(name, []), limit, scratch)
+            seconds[name] = round(time.monotonic() - began, 2)
             if all(outcome[name][0].get(t, {}).get("status") == "passed"
                    for t in tests.get(name, [])) and tests.get(name):
                 passing.append(name)
@@ -606,7 +610,8 @@ def cmd_run(args):
                                   student, where, only, "", warnings,
                                   time.monotonic() - start)
     outdir = os.path.join(args.outdir, only) if only else args.outdir
-    write_reports(outdir, rows, summary, totals, student, time.monotonic() - start)
+    write_reports(outdir, rows, summary, totals, student, time.monotonic() - start,
+                  seconds=seconds)
     summary.append("reports: %s/ (summary.txt, results.json for Gradescope, result.json for "
                    "Classroom 50, grade.tap, grade.xml)" % outdir.rstrip("/"))
     print("\n".join(summary))

@@ -356,8 +356,14 @@ for e in $others; do
     line_of_ex "$e" | grep -q ' \([0-9]*\)/\1 tests pass *\([0-9]*\)/\2 points$' ||
         { cat "$g6/grade.txt"; fail "$e, written, does not pass beside a loop and a crash"; }
 done
-# within the limit and the build (a few seconds): not a hang
-[ "$took" -lt $((limit + 60)) ] || fail "make grade took $took s with a $limit s limit"
+# the loop stopped at its limit (results.json keeps each exercise's
+# seconds), and make grade as a whole did not hang
+python3 - "$h/build/grade/results.json" "$limit" <<'PY' || fail "attention_madds was not stopped at its $limit s limit"
+import json, sys
+took = json.load(open(sys.argv[1]))["extra_data"]["seconds"]["attention_madds"]
+sys.exit(0 if float(sys.argv[2]) <= took < float(sys.argv[2]) + 2 else 1)
+PY
+[ "$took" -lt $((limit + 300)) ] || fail "make grade took $took s with a $limit s limit"
 # nothing left running: no process of this handout's test program
 for p in /proc/[0-9]*; do
     readlink "$p/exe" 2>/dev/null || true
