@@ -26,7 +26,13 @@
 #                     (CH=08: of chapters 01 .. 08 only)
 #<
 #> handout
-#   make grade        which exercises pass (EXERCISE=name: that one only)
+#   make grade        which exercises pass (EXERCISE=name: that one only);
+#                     the reports in build/grade/
+#<
+#> full
+#   make gradescope   the Gradescope autograder (and Classroom 50's) in
+#                     build/autograder/
+#   make grade-class STUDENTS=DIR   every student's copy under DIR: a CSV
 #<
 #   make info         which CBLAS the build uses
 #> full
@@ -49,9 +55,13 @@ SAN     ?=
 CFLAGS  ?= $(OPT) -g
 WARN    := -std=c11 -Wall -Wextra -Werror
 #> handout
+# A student's copy (the file HANDOUT at its root) compiles without
+# -Werror: a half-written exercise's warning (an unused variable) is
+# shown, and the other exercises still build and grade; blanked
+# exercises leave their static helpers unused until written.  The
+# project's own builds and CI keep -Werror.
 ifneq ($(wildcard HANDOUT),)
-# blanked exercises leave their static helpers unused until written
-WARN    += -Wno-unused-function
+WARN    := $(filter-out -Werror,$(WARN)) -Wno-unused-function
 endif
 #<
 # OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
@@ -158,7 +168,7 @@ $(CHAPTER_STAMP):
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout handout-check \
         fuzz parity snapshot snapshots module-pictures \
-        clean-tree fresh-root
+        clean-tree fresh-root grade-class gradescope
 #<
 #> handout
 .PHONY: grade
@@ -324,24 +334,55 @@ snapshots: $(BUILD)/marks-filter
 # checks the round trip.
 handout: $(BUILD)/marks-filter $(BUILD)/weave
 	@tools/handout.sh --chapter "$(CH)" --tools $(BUILD) handout
+
+# The autograders, for a fresh handout: build/autograder/gradescope.zip
+# (setup.sh and run_autograder at its root, the handout beside them) and
+# build/autograder/autograder.py, Classroom 50's.
+gradescope: $(BUILD)/marks-filter $(BUILD)/weave
+	@rm -rf $(BUILD)/autograder/handout
+	@tools/handout.sh --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
+	@tools/grade.py gradescope $(BUILD)/autograder/handout $(BUILD)/autograder
+	@rm -rf $(BUILD)/autograder/handout
+
+# A whole class: `make grade-class STUDENTS=DIR` grades every folder
+# under DIR (each a student's copy, such as a git clone of their
+# repository) over a scratch copy of the handout (TEMPLATE=DIR, the
+# handout they were given; default a fresh one), taking from the student
+# only the files that hold the exercises and writing nothing into DIR.
+# The grades: $(BUILD)/grade-class/grades.csv, each student's reports
+# and log beside it.
+grade-class: $(BUILD)/marks-filter $(BUILD)/weave
+	@test -n "$(STUDENTS)" || { echo "grade-class: STUDENTS=DIR names the folder of the students' copies" >&2; exit 2; }
+	@rm -rf $(BUILD)/grade-class
+	@mkdir -p $(BUILD)/grade-class
+	@if [ -n "$(TEMPLATE)" ]; then \
+	    cp -a "$(TEMPLATE)" $(BUILD)/grade-class/handout; \
+	else \
+	    tools/handout.sh --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null; \
+	fi
+	@tools/grade.py class $(BUILD)/grade-class/handout "$(STUDENTS)" $(BUILD)/grade-class/grades.csv
 #<
 
 #> handout
-# `make grade` says which exercises pass (TAP and JUnit reports in
-# build/grade.*), `make grade EXERCISE=transpose_qkv` grades that one
-# alone (exit 0 when it passes).
-# The build runs quietly into a log: one line while it builds, then the
-# grade, or the compiler's error lines and where the whole log is.
+# The grade (tools/grade.py): `make grade` says which exercises pass,
+# `make grade EXERCISE=transpose_qkv` grades that one alone (exit 0 when
+# it passes).  Each exercise's tests run in a process group of their own,
+# GRADE_TIMEOUT seconds at most (default 10); the reports in
+# $(BUILD)/grade/ (summary.txt, Gradescope's results.json, Classroom 50's
+# result.json, grade.tap, grade.xml), or $(BUILD)/grade/NAME/ for
+# EXERCISE=NAME.  STUDENT names the student on them (default git's
+# user.name, then $USER).  The build runs quietly into a log: one line
+# while it builds, then the grade (with the build's warnings, if any), or
+# the compiler's error lines and where the whole log is, and reports that
+# give every test 0.
 GRADE_LOG := $(BUILD)/grade/build.log
 grade:
 	@mkdir -p $(BUILD)/grade
 	@echo "building the library and the tests ... (log: $(GRADE_LOG))"
-	@$(MAKE) --no-print-directory build > $(GRADE_LOG) 2>&1 || { \
-	    echo "grade: the build failed:"; \
-	    grep -E 'error:' $(GRADE_LOG) | head -n 20; \
-	    echo "grade: the whole build log is $(GRADE_LOG)"; \
+	@$(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1 || { \
+	    tools/grade.py build-failed $(BUILD)/grade $(GRADE_LOG) '$(strip $(EXERCISE))'; \
 	    exit 1; }
-	@tools/grade.sh $(TEST_BIN) $(BUILD) '$(strip $(EXERCISE))'
+	@tools/grade.py run $(TEST_BIN) $(BUILD)/grade '$(strip $(EXERCISE))' --log $(GRADE_LOG)
 #<
 
 #> full

@@ -144,8 +144,9 @@ Test(make, exercise_is_one_name)
     }
 }
 
-/* tools/grade.sh itself takes one name, whoever calls it. */
-Test(make, grade_sh_takes_one_name)
+/* tools/grade.py itself takes one name, whoever calls it: more is a
+ * usage error, exit status 2. */
+Test(make, grade_py_takes_one_name)
 {
     if (getenv("MHA_MEMCHECK"))
         cr_skip_test("the shell is not ours to check under valgrind");
@@ -155,12 +156,12 @@ Test(make, grade_sh_takes_one_name)
         int null = open("/dev/null", O_WRONLY);
         if (null < 0 || dup2(null, 2) < 0)
             _exit(126);
-        execl("tools/grade.sh", "grade.sh", "build/tests/run_tests", "build",
-              "a", "b", (char *)NULL);
+        execl("tools/grade.py", "grade.py", "run", "build/tests/run_tests",
+              "build", "a", "b", (char *)NULL);
         _exit(127);
     }
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 1, "status %d", ws);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 2, "status %d", ws);
 }
 //<

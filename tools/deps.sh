@@ -20,9 +20,11 @@
 # macOS lacks, is then a note, not a failure.
 set -eu
 
-# python3: tools/test-handout.sh reads the handout's Classroom JSON with
-# Debian's /usr/bin/python3 (json.tool); nothing else in `make test` needs it.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 $*"
+# python3: make grade (tools/grade.py writes the reports with its json and
+# xml modules); python3-yaml: tools/test-handout.sh reads the handout's
+# GitHub Actions workflow.  valgrind also checks a student's exercises
+# for leaks.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml $*"
 
 # --- without dpkg: look for each thing itself -------------------------
 

@@ -14,13 +14,14 @@
 #     of the heads are transpose_qkv's reshape and permute, its rotation
 #     rope_rotate_pair's formula); tools/answer-leaks.py finds any
 #     expression of a reference body left anywhere in the copy;
-#   - the grading (lines marked "handout", tools/grade*.sh): DIR/HANDOUT
+#   - the grading (lines marked "handout", tools/grade.py): DIR/HANDOUT
 #     lists the exercises ("NAME FILE CHAPTER", by chapter), and its
 #     presence makes `make test` in DIR grade the exercises instead of
 #     running the teacher's checks;
 #   - DIR/README.md, the student's (tools/handout-README.md, with the
-#     table of exercises), DIR/.github/classroom/autograding.json GitHub
-#     Classroom's tests, one per exercise, and DIR/docs/ the book of
+#     table of exercises), DIR/.github/workflows/grade.yml, which grades
+#     every push with GitHub Actions, DIR/tests/exercise-weights, which
+#     weighs the exercises in the grade, and DIR/docs/ the book of
 #     chapters 01 .. NN woven again from the blanked sources, without its
 #     section for teachers; the exercises' text speaks to the student;
 #   - no teacher's tooling (.ci/, the handout's own check, fuzzing, the
@@ -162,30 +163,54 @@ awk -v count="$count" -v table="$table" '
 $0 == "@TABLE@" { print table; next }
 { gsub(/@COUNT@/, count); print }' tools/handout-README.md > "$new/README.md"
 
-# GitHub Classroom's tests (.github/classroom/autograding.json): one per
-# exercise, passing (exit status 0) when `make grade EXERCISE=NAME` does;
-# timeout in minutes.
-mkdir -p "$new/.github/classroom"
-echo "$list" | awk '
-NF { n++; name[n] = $1; chapter[n] = $3 }
-END {
-    print "{"
-    print "  \"tests\": ["
-    for (i = 1; i <= n; i++) {
-        print "    {"
-        printf "      \"name\": \"%s (chapter %s)\",\n", name[i], chapter[i]
-        print "      \"setup\": \"make deps\","
-        printf "      \"run\": \"make grade EXERCISE=%s\",\n", name[i]
-        print "      \"input\": \"\","
-        print "      \"output\": \"\","
-        print "      \"comparison\": \"included\","
-        print "      \"timeout\": 10,"
-        print "      \"points\": 10"
-        print "    }" (i < n ? "," : "")
-    }
-    print "  ]"
-    print "}"
-}' > "$new/.github/classroom/autograding.json"
+# Grading where courses grade (tools/grade.py).  The weight of each
+# exercise: its reference body's lines of code (tools/body-lines.awk),
+# which the handout no longer holds; in a handout made from a handout,
+# the weights it was given.  And the workflow that grades every push
+# with GitHub Actions alone and puts the summary on the run's page.
+if [ -f HANDOUT ]; then
+    cp tests/exercise-weights "$new/tests/exercise-weights"
+else
+    {
+        echo "# NAME LINES: the lines of code of each exercise's reference body;"
+        echo "# tools/grade.py weighs the exercises by them."
+        awk -f tools/body-lines.awk src/*.c
+    } > "$new/tests/exercise-weights"
+fi
+mkdir -p "$new/.github/workflows"
+cat > "$new/.github/workflows/grade.yml" <<'WORKFLOW'
+# Every push is graded: make grade, as on a student's machine; the
+# summary on the run's page, the reports (Gradescope's results.json,
+# Classroom 50's result.json, TAP, JUnit) as the run's artifact.
+name: grade
+on:
+  push:
+  workflow_dispatch:
+permissions:
+  contents: read
+jobs:
+  grade:
+    runs-on: ubuntu-latest
+    timeout-minutes: 20
+    steps:
+      - uses: actions/checkout@v4
+      - name: Install the packages
+        run: make deps
+      - name: Grade
+        run: make grade
+      - name: Summary
+        if: always()
+        run: |
+          if [ -f build/grade/summary.txt ]; then
+            { echo '```'; cat build/grade/summary.txt; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+          fi
+      - name: Reports
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: grade
+          path: build/grade/
+WORKFLOW
 
 # The book of chapters 01 .. NN, from the blanked sources: an exercise's
 # @show shows the stub, open, not the answer folded; the pictures and

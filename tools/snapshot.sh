@@ -12,7 +12,7 @@
 #
 # --handout: the cut a student's handout of chapters 01 .. NN starts from
 # (tools/handout.sh): the lines marked "handout" (the grading) are kept
-# too, the grading's tools (tools/grade.sh) are taken as well, and no
+# too, the grading's tool (tools/grade.py) is taken as well, and no
 # README is written.
 set -eu
 handout=
@@ -49,7 +49,7 @@ take() {
 
 # the student's side of the grading, which a handout runs
 grading=
-[ -z "$handout" ] || grading="tools/grade.sh"
+[ -z "$handout" ] || grading="tools/grade.py"
 for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c tools/transcripts.sh chapters/lesson.h \
          src/*.c src/*.h src/*/*.c src/*/*.h tests/*.c tests/*.h $grading; do
     [ -f "$f" ] && take "$f"

@@ -15,10 +15,10 @@ make -j2 CC=clang BUILD=build/clang build > "$dir/project.txt" 2>&1 ||
 build/clang/tests/run_tests --filter 'ex_*/*' > "$dir/ex.txt" 2>&1 ||
     { tail -20 "$dir/ex.txt"; fail "the exercises fail when built with clang"; }
 
-tools/handout.sh "$dir/h" > /dev/null
+tools/handout.sh --tools build/clang "$dir/h" > /dev/null
 make -C "$dir/h" -j2 CC=clang build > "$dir/handout.txt" 2>&1 ||
     { grep -E 'error|warning' "$dir/handout.txt" | head -20; fail "make CC=clang does not build a fresh handout"; }
-(cd "$dir/h" && tools/grade.sh build/tests/run_tests build > "$dir/grade.txt") &&
+(cd "$dir/h" && tools/grade.py run build/tests/run_tests build/grade > "$dir/grade.txt") &&
     fail "a fresh handout built with clang passes its exercises"
 grep -q '^grade: 0 passed' "$dir/grade.txt" ||
     { cat "$dir/grade.txt"; fail "a fresh handout built with clang does not fail every exercise"; }

@@ -1,0 +1,857 @@
+#!/usr/bin/env python3
+"""tools/grade.py: grade the exercises of a student's copy, for the
+student and for the places courses grade in.
+
+  grade.py run TEST_BIN OUTDIR [NAME] [--log BUILD_LOG]
+      `make grade [EXERCISE=NAME]`: run each exercise's tests (ex_NAME in
+      tests/) in a process group of its own under a time limit, print the
+      summary and write the reports (below) into OUTDIR, or OUTDIR/NAME
+      for one exercise, so that grading one never overwrites another's.
+  grade.py build-failed OUTDIR BUILD_LOG [NAME]
+      the same reports when the build failed: every test scores 0.
+  grade.py submission TEMPLATE SUBMISSION OUTDIR [--student NAME]
+      grade a submission over a copy of the handout TEMPLATE (Gradescope's
+      run_autograder, `make grade-class`): only the files that hold the
+      exercises (HANDOUT) are taken from SUBMISSION.
+  grade.py class TEMPLATE STUDENTS CSV
+      `make grade-class`: every student's copy under STUDENTS, each in a
+      scratch copy of TEMPLATE; one CSV row per student.
+  grade.py gradescope TEMPLATE OUTDIR
+      `make gradescope`: OUTDIR/gradescope.zip (setup.sh, run_autograder
+      and the handout) and OUTDIR/autograder.py (Classroom 50's).
+
+The reports: summary.txt (what the screen shows), results.json
+(Gradescope), result.json (Classroom 50, schema classroom50/result/v1),
+grade.tap (TAP 13) and grade.xml (JUnit), each holding the exercises'
+tests only.
+
+Points: an exercise is worth the lines of code of its reference body
+(tools/body-lines.awk; a handout carries them in tests/exercise-weights),
+rounded up to a multiple of its number of tests; each test earns an
+equal share.
+
+Environment: GRADE_TIMEOUT, the seconds each exercise's tests may take
+together (default 10); GRADE_LEAKS=0 skips the leak check (valgrind, on
+the exercises that pass); STUDENT, the name on the reports (default git's
+user.name, then $USER); for result.json, Classroom 50's CLASSROOM,
+ASSIGNMENT, SUBMISSION_TAG, COMMIT_URL, RELEASE_URL and REVIEW_URL.
+"""
+import argparse
+import csv
+import ctypes
+import datetime
+import glob
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+import zipfile
+
+RULE = ("points: an exercise is worth the lines of code of its reference "
+        "body, rounded up to a multiple of its test count; each test earns "
+        "an equal share")
+
+
+def fail(message, status=2):
+    print("grade: " + message, file=sys.stderr)
+    sys.exit(status)
+
+
+# --- what there is to grade -------------------------------------------
+
+def exercises_here():
+    """[(name, file, chapter)] in chapter order: HANDOUT in a handout,
+    else the @exercise markers of src/*.c (the teacher's tree)."""
+    if os.path.isfile("HANDOUT"):
+        out = []
+        with open("HANDOUT") as f:
+            for line in f:
+                w = line.split()
+                if w and not w[0].startswith("#") and len(w) >= 3:
+                    out.append((w[0], w[1], w[2]))
+        return out
+    out = []
+    for path in sorted(glob.glob("src/*.c")):
+        with open(path) as f:
+            for line in f:
+                m = re.search(r"@exercise (\w+) \(chapter (\d+)\)", line)
+                if m:
+                    out.append((m.group(1), path, m.group(2)))
+    return sorted(out, key=lambda e: int(e[2]))
+
+
+def tests_here():
+    """{exercise: [test, ...]} from the Test(ex_NAME, test) lines of tests/."""
+    tests = {}
+    for path in sorted(glob.glob("tests/*.c")):
+        with open(path) as f:
+            for m in re.finditer(r"^Test\(\s*ex_(\w+)\s*,\s*(\w+)", f.read(), re.M):
+                tests.setdefault(m.group(1), []).append(m.group(2))
+    return tests
+
+
+def body_lines():
+    """{exercise: lines of its reference body}: tests/exercise-weights in a
+    handout, counted from src/ in the teacher's tree."""
+    if os.path.isfile("HANDOUT"):
+        if not os.path.isfile("tests/exercise-weights"):
+            return {}
+        text = open("tests/exercise-weights").read()
+    else:
+        awk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "body-lines.awk")
+        text = subprocess.run(["awk", "-f", awk] + sorted(glob.glob("src/*.c")),
+                              capture_output=True, text=True, check=True).stdout
+    lines = {}
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) == 2 and not w[0].startswith("#") and w[1].isdigit():
+            lines[w[0]] = int(w[1])
+    return lines
+
+
+def student_name():
+    """(name, where it came from)."""
+    if os.environ.get("STUDENT"):
+        return os.environ["STUDENT"], "STUDENT"
+    try:
+        name = subprocess.run(["git", "config", "user.name"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        name = ""
+    if name:
+        return name, "git user.name"
+    if os.environ.get("USER"):
+        return os.environ["USER"], "$USER"
+    return "unknown", "no git user.name, no $USER"
+
+
+# --- running one exercise's tests ---------------------------------------
+
+def stop_on_signals():
+    """SIGTERM and SIGHUP (a cancelled CI job, a closed terminal) end the
+    grade as ^C does, through the code that kills the tests it started:
+    they run in a session of their own, which the terminal's ^C and a
+    signal to make's group do not reach."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, _: sys.exit(128 + s))
+
+
+def become_subreaper():
+    """Orphans of our children (Criterion's workers, each in a session of
+    its own) become our children, so none can outlive the grade unseen."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def children_of(pids):
+    """Every process whose parent is in pids, and theirs, from /proc."""
+    parent = {}
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        for c, pp in parent.items():
+            if pp == p and c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def kill_tree(proc):
+    """Stop the test program's group (so it forks no more), kill every
+    process below it (Criterion puts each worker in a session of its
+    own, out of the group's reach), then the group; reap them."""
+    try:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    except OSError:
+        pass
+    for _ in range(5):
+        below = children_of([proc.pid, os.getpid()]) - {proc.pid}
+        for p in below:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if not below:
+            break
+        time.sleep(0.05)
+    proc.wait()
+    reap()
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def run_exercise(binary, name, tests, limit, scratch):
+    """{test: {status, where, message}} for one exercise, and how its run
+    ended: None, or ("timed out after N s" | "crashed: SIGNAME")."""
+    log_path = os.path.join(scratch, name + ".log")
+    env = dict(os.environ, MHA_GRADE_SIGNALS="1")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([binary, "--filter", "ex_%s/*" % name, "--jobs", "1",
+                                 "--verbose"], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            proc.wait(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_tree(proc)
+        except BaseException:  # ^C, or a SIGTERM (stop_on_signals)
+            kill_tree(proc)
+            raise
+    results = {t: {"status": "not run", "where": "", "message": ""} for t in tests}
+    current, in_message = None, False
+    with open(log_path, errors="replace") as log:
+        for line in log:
+            line = line.rstrip("\n")
+            m = re.match(r"\[RUN \] ex_(\w+)::(\w+)", line)
+            if m:
+                current = results.setdefault(m.group(2), {"status": "not run", "where": "",
+                                                         "message": ""})
+                current["status"], in_message = "running", False
+                continue
+            m = re.match(r"grade: signal (SIG\w+)$", line)
+            if m and current is not None:
+                current["signal"] = m.group(1)
+                continue
+            m = re.match(r"\[----\] (\S+:\d+): (.*)$", line)
+            if m and current is not None:
+                in_message = m.group(2) == "Assertion Failed"
+                if not current["where"]:
+                    current["where"] = m.group(1)
+                    current["message"] = "" if in_message else m.group(2)
+                continue
+            m = re.match(r"\[----\]   ?(.*)$", line)
+            if m and current is not None and in_message:
+                text = m.group(1).strip()
+                if text and current["where"] and not current.get("done"):
+                    current["message"] += ("\n" if current["message"] else "") + text
+                continue
+            m = re.match(r"\[(PASS|FAIL)\] ex_(\w+)::(\w+)(?:: (.*))?$", line)
+            if m:
+                r = results.setdefault(m.group(3), {"status": "", "where": "", "message": ""})
+                if m.group(1) == "PASS":
+                    r["status"] = "passed"
+                elif "CRASH" in (m.group(4) or ""):
+                    r["status"] = "crashed"
+                else:
+                    r["status"] = "failed"
+                r["done"] = True
+                current, in_message = None, False
+    ended = None
+    if timed_out:
+        ended = "timed out after %s s" % fmt_seconds(limit)
+        for r in results.values():
+            if r["status"] == "running":
+                r["status"] = "timed out"
+                r["message"] = "timed out after %s s: this test did not finish" % fmt_seconds(limit)
+            elif r["status"] == "not run":
+                r["status"] = "timed out"
+                r["message"] = "not run: the exercise's %s s ran out before it" % fmt_seconds(limit)
+    else:
+        crashed = [r for r in results.values() if r["status"] == "crashed"]
+        if crashed:
+            sig = next((r["signal"] for r in crashed if r.get("signal")), None)
+            ended = "crashed: " + sig if sig else "crashed"
+        for r in crashed:
+            r["message"] = ("crashed: %s" % r["signal"] if r.get("signal") else "crashed") + \
+                (" after this line" if r["where"] else "")
+        for r in results.values():
+            if r["status"] in ("running", "not run"):
+                r["status"] = "failed"
+                r["message"] = r["message"] or \
+                    "the test did not report (the test program exited with status %s)" % proc.returncode
+    return results, ended
+
+
+def fmt_seconds(s):
+    return ("%g" % s)
+
+
+def check_leaks(binary, names, limit, scratch, root, cache_path, files):
+    """{exercise: "N bytes in M blocks"} for the passing exercises whose
+    tests leak under valgrind, and a line saying how leaks were checked.
+    valgrind is slow (about a second a test), so what it found is kept
+    in cache_path per exercise, with the contents of the exercise's file
+    and of its tests: an exercise is checked again when either changed."""
+    if not names:
+        return {}, "leaks: checked with valgrind for the exercises that pass (none pass yet)"
+    if os.environ.get("GRADE_LEAKS", "1") == "0":
+        return {}, "leaks: not checked (GRADE_LEAKS=0)"
+    if not shutil.which("valgrind"):
+        return {}, "leaks: not checked (valgrind is not installed)"
+    try:
+        cache = json.load(open(cache_path))
+    except (OSError, ValueError):
+        cache = {}
+    keys = {n: content_key([files[n]] + sorted(glob.glob("tests/*.c"))) for n in names}
+    known = {n: cache[n]["leak"] for n in names if n in cache and cache[n].get("key") == keys[n]}
+    todo = [n for n in names if n not in known]
+    leaks = {n: v for n, v in known.items() if v}
+    found, stopped = run_leak_check(binary, todo, limit, scratch, root) if todo else ({}, False)
+    if stopped:
+        return leaks, "leaks: the check with valgrind took too long and was stopped"
+    leaks.update(found)
+    for n in todo:
+        cache[n] = {"key": keys[n], "leak": found.get(n, "")}
+    try:
+        write(cache_path, json.dumps(cache, indent=1) + "\n")
+    except OSError:
+        pass
+    if "the exercises' tests" in found:
+        leaks["the exercises' tests"] = found["the exercises' tests"]
+    if not leaks:
+        return leaks, "leaks: none (checked with valgrind on the exercises that pass)"
+    return leaks, ("leaks: found by valgrind on the exercises that pass; a warning, no "
+                   "points taken")
+
+
+def content_key(paths):
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            h.update(open(p, "rb").read())
+        except OSError:
+            h.update(b"missing " + p.encode())
+    return h.hexdigest()
+
+
+def run_leak_check(binary, names, limit, scratch, root):
+    """valgrind on the tests of names: ({exercise: "N bytes in M blocks"},
+    whether it ran out of time)."""
+    logs = os.path.join(scratch, "valgrind")
+    os.makedirs(logs, exist_ok=True)
+    supp = os.path.join(root, "tools", "valgrind.supp")
+    cmd = ["valgrind", "--quiet", "--leak-check=full",
+           "--show-leak-kinds=definite,indirect", "--trace-children=yes",
+           "--log-file=" + os.path.join(logs, "vg.%p")]
+    if os.path.isfile(supp):
+        cmd.append("--suppressions=" + supp)
+    pattern = "ex_%s/*" % names[0] if len(names) == 1 else "ex_@(%s)/*" % "|".join(names)
+    with open(os.path.join(scratch, "valgrind.out"), "w") as out:
+        proc = subprocess.Popen(cmd + [binary, "--filter", pattern, "--jobs", "1"],
+                                stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=limit * 10 + 30)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            return {}, True
+        except BaseException:
+            kill_tree(proc)
+            raise
+    leaks = {}
+    for path in glob.glob(os.path.join(logs, "vg.*")):
+        text = open(path, errors="replace").read()
+        for m in re.finditer(r"([\d,]+) bytes in ([\d,]+) blocks are (?:definitely|indirectly) "
+                             r"lost.*?\n((?:==\d+==    .*\n)+)", text):
+            stack = m.group(3)
+            who = next((n for n in names if re.search(r"\b%s \(" % n, stack)), None)
+            who = who or "the exercises' tests"
+            n_bytes = int(m.group(1).replace(",", ""))
+            n_blocks = int(m.group(2).replace(",", ""))
+            b, k = leaks.get(who, (0, 0))
+            leaks[who] = (b + n_bytes, k + n_blocks)
+    return {w: "%d bytes in %d blocks" % bk for w, bk in leaks.items()}, False
+
+
+# --- the grade ----------------------------------------------------------
+
+def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, only,
+          build_note, warnings, elapsed):
+    """The grade as data (one dict per test, per exercise) and its summary
+    text, one screen."""
+    rows, summary = [], []
+    summary.append("grade for %s (%s), %s" % (student, where, now()))
+    if warnings:
+        summary.append("the build has %d warning%s (not errors here, but worth fixing):"
+                       % (len(warnings), "" if len(warnings) == 1 else "s"))
+        summary += ["    " + w for w in warnings[:5]]
+        if len(warnings) > 5:
+            summary.append("    ... and %d more in the build log" % (len(warnings) - 5))
+    body = []
+    passed = failed = 0
+    total = total_max = 0
+    for name, file, chapter in exercises:
+        names = tests.get(name, [])
+        results, ended = outcome.get(name, ({}, None))
+        n = max(len(names), 1)
+        each = math.ceil(lines.get(name, n) / n) if name in lines else 1
+        ok = sum(1 for t in names if results.get(t, {}).get("status") == "passed")
+        score = each * ok
+        total += score
+        total_max += each * len(names)
+        for t in names:
+            r = results.get(t, {"status": "failed", "where": "", "message": build_note})
+            rows.append({"exercise": name, "test": t, "chapter": chapter, "file": file,
+                         "passed": r["status"] == "passed", "status": r["status"],
+                         "score": each if r["status"] == "passed" else 0,
+                         "max": each, "where": r.get("where", ""),
+                         "message": r.get("message", "")})
+        done = ok == len(names) and names
+        passed += 1 if done else 0
+        failed += 0 if done else 1
+        tag = ""
+        if not done:
+            tag = "  <- " + (build_note and "the build failed" or ended or "not done yet")
+        body.append("%-22s %d/%d tests pass  %3d/%d points%s"
+                    % (name, ok, len(names), score, each * len(names), tag))
+        if not done and not build_note:
+            first = first_failure(names, results)
+            if first:
+                body += ["    " + l for l in first.splitlines()]
+        if name in leaks:
+            body.append("    warning: %s leaks %s (valgrind); free what it allocates"
+                        % (name, leaks[name]))
+    summary += body
+    summary.append("grade: %d passed, %d failed; %d/%d points" % (passed, failed, total, total_max))
+    if not only:
+        summary.append(RULE)
+    summary.append(leak_line)
+    if "the exercises' tests" in leaks:
+        summary.append("    warning: the tests leak %s; see valgrind's logs"
+                       % leaks["the exercises' tests"])
+    return rows, summary, (passed, failed, total, total_max)
+
+
+def first_failure(names, results):
+    """The failure to show: the lowest line of the tests that failed (the
+    first check a student meets), as "file:line: message"."""
+    best = None
+    for t in names:
+        r = results.get(t)
+        if not r or r["status"] == "passed":
+            continue
+        line = int(r["where"].rsplit(":", 1)[1]) if r["where"] else 1 << 30
+        text = (r["where"] + ": " if r["where"] else "") + r["message"]
+        if r["status"] == "timed out":
+            text = "%s: %s" % (t, r["message"])
+            line = (1 << 31) + (0 if "did not finish" in r["message"] else 1)
+        if best is None or line < best[0]:
+            best = (line, text)
+    return best and best[1]
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=False,
+                  seconds=None):
+    os.makedirs(outdir, exist_ok=True)
+    passed, failed, total, total_max = totals
+    text = "\n".join(summary) + "\n"
+    write(os.path.join(outdir, "summary.txt"), text)
+
+    # Gradescope: https://gradescope-autograders.readthedocs.io/en/latest/specs/
+    gradescope = {
+        "score": total,
+        "execution_time": round(elapsed, 2),
+        "output": text,
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {"student": student, "build": "failed" if build_failed else "ok",
+                       "seconds": seconds or {}},
+        "tests": [{
+            "name": "%s: %s" % (r["exercise"], r["test"]),
+            "number": "%s.%d" % (r["chapter"], i + 1),
+            "score": r["score"],
+            "max_score": r["max"],
+            "status": "passed" if r["passed"] else "failed",
+            "output": "" if r["passed"] else
+                      (r["where"] + ": " if r["where"] else "") + r["message"],
+            "visibility": "visible",
+        } for i, r in enumerate(rows)],
+    }
+    write(os.path.join(outdir, "results.json"), json.dumps(gradescope, indent=2) + "\n")
+
+    # Classroom 50: schema classroom50/result/v1; the identity fields come
+    # from its runner's environment, when set.
+    result = {"schema": "classroom50/result/v1"}
+    for field, var in (("classroom", "CLASSROOM"), ("assignment", "ASSIGNMENT"),
+                       ("submission", "SUBMISSION_TAG"), ("commit", "COMMIT_URL"),
+                       ("release", "RELEASE_URL"), ("review", "REVIEW_URL")):
+        value = os.environ.get(var) or (os.environ.get("COMMIT_URL") if var == "REVIEW_URL" else "")
+        if value:
+            result[field] = value
+    result["datetime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result["score"] = total
+    result["max-score"] = total_max
+    result["tests"] = [{"test-name": "%s: %s" % (r["exercise"], r["test"]),
+                        "passed": r["passed"], "score": r["score"], "max-score": r["max"]}
+                       for r in rows]
+    write(os.path.join(outdir, "result.json"), json.dumps(result, indent=2) + "\n")
+
+    # TAP 13, the exercises' tests only
+    tap = ["TAP version 13", "1..%d" % len(rows), "# grade for %s" % student]
+    for i, r in enumerate(rows, 1):
+        tap.append("%s %d - ex_%s::%s" % ("ok" if r["passed"] else "not ok", i,
+                                          r["exercise"], r["test"]))
+        if not r["passed"]:
+            tap.append("  ---")
+            tap.append("  status: %s" % r["status"])
+            if r["where"]:
+                tap.append("  at: %s" % r["where"])
+            tap.append("  message: |")
+            tap += ["    " + l for l in (r["message"] or r["status"]).splitlines()]
+            tap.append("  ...")
+    write(os.path.join(outdir, "grade.tap"), "\n".join(tap) + "\n")
+
+    # JUnit
+    suites = ET.Element("testsuites", name="grade", tests=str(len(rows)),
+                        failures=str(sum(1 for r in rows if r["status"] == "failed")),
+                        errors=str(sum(1 for r in rows if r["status"] not in ("passed", "failed"))))
+    by_suite = {}
+    for r in rows:
+        by_suite.setdefault(r["exercise"], []).append(r)
+    for name, rs in by_suite.items():
+        s = ET.SubElement(suites, "testsuite", name="ex_" + name, tests=str(len(rs)),
+                          failures=str(sum(1 for r in rs if r["status"] == "failed")),
+                          errors=str(sum(1 for r in rs if r["status"] not in ("passed", "failed"))))
+        for r in rs:
+            c = ET.SubElement(s, "testcase", classname="ex_" + name, name=r["test"])
+            if r["passed"]:
+                continue
+            tag = "failure" if r["status"] == "failed" else "error"
+            e = ET.SubElement(c, tag, type=r["status"],
+                              message=(r["message"] or r["status"]).splitlines()[0])
+            e.text = (r["where"] + ": " if r["where"] else "") + r["message"]
+    ET.indent(suites) if hasattr(ET, "indent") else None
+    write(os.path.join(outdir, "grade.xml"),
+          '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n")
+
+
+def write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def pick(exercises, only):
+    if not only:
+        return exercises
+    chosen = [e for e in exercises if e[0] == only]
+    if not chosen:
+        print("grade: no exercise is called %s; the exercises: %s"
+              % (only, " ".join(e[0] for e in exercises)), file=sys.stderr)
+        sys.exit(1)
+    return chosen
+
+
+def limit_seconds():
+    value = os.environ.get("GRADE_TIMEOUT", "10")
+    try:
+        limit = float(value)
+    except ValueError:
+        limit = -1
+    if not 0 < limit <= 3600:
+        fail("GRADE_TIMEOUT '%s' must be a number of seconds, more than 0 and at most 3600"
+             % value)
+    return limit
+
+
+def cmd_run(args):
+    start = time.monotonic()
+    only = args.name or ""
+    if only and not re.fullmatch(r"\w+", only):
+        fail("'%s' is not an exercise name" % only, 1)
+    limit = limit_seconds()
+    exercises = pick(exercises_here(), only)
+    tests, lines = tests_here(), body_lines()
+    student, where = student_name()
+    stop_on_signals()
+    become_subreaper()
+    outcome, seconds = {}, {}
+    passing = []
+    warnings = build_warnings(args.log)
+    with tempfile.TemporaryDirectory(prefix="mha-grade-") as scratch:
+        for name, _, _ in exercises:
+            began = time.monotonic()
+            outcome[name] = run_exercise(args.binary, name, tests.get(name, []), limit, scratch)
+            seconds[name] = round(time.monotonic() - began, 2)
+            if all(outcome[name][0].get(t, {}).get("status") == "passed"
+                   for t in tests.get(name, [])) and tests.get(name):
+                passing.append(name)
+        leaks, leak_line = check_leaks(args.binary, passing, limit, scratch,
+                                       os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                       os.path.join(args.outdir, "leaks.json"),
+                                       {e[0]: e[1] for e in exercises})
+    rows, summary, totals = grade(exercises, tests, lines, outcome, leaks, leak_line,
+                                  student, where, only, "", warnings,
+                                  time.monotonic() - start)
+    outdir = os.path.join(args.outdir, only) if only else args.outdir
+    write_reports(outdir, rows, summary, totals, student, time.monotonic() - start,
+                  seconds=seconds)
+    summary.append("reports: %s/ (summary.txt, results.json for Gradescope, result.json for "
+                   "Classroom 50, grade.tap, grade.xml)" % outdir.rstrip("/"))
+    print("\n".join(summary))
+    return 0 if totals[1] == 0 else 1
+
+
+def build_warnings(log):
+    if not log or not os.path.isfile(log):
+        return []
+    return [l.rstrip("\n") for l in open(log, errors="replace") if "warning:" in l]
+
+
+def cmd_build_failed(args):
+    only = args.name or ""
+    exercises = pick(exercises_here(), only)
+    tests, lines = tests_here(), body_lines()
+    student, where = student_name()
+    errors = [l.rstrip("\n") for l in open(args.log, errors="replace") if "error:" in l] \
+        if os.path.isfile(args.log) else []
+    note = "the build failed: " + (errors[0] if errors else "see " + args.log)
+    rows, summary, totals = grade(exercises, tests, lines, {}, {}, "leaks: not checked "
+                                  "(the build failed)", student, where, only, note, [], 0)
+    outdir = os.path.join(args.outdir, only) if only else args.outdir
+    write_reports(outdir, rows, summary, totals, student, 0, build_failed=True)
+    print("grade: the build failed:")
+    print("\n".join(errors[:20]))
+    print("grade: the whole build log is %s" % args.log)
+    return 1
+
+
+# --- a submission over the handout -----------------------------------------
+
+def copy_tree(src, dst):
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+
+
+def cmd_submission(args):
+    return grade_submission(args.template, args.submission, args.outdir, args.student,
+                            args.metadata)[0]
+
+
+def grade_submission(template, submission, outdir, student=None, metadata=None):
+    """Grade SUBMISSION's exercise files over a scratch copy of TEMPLATE;
+    copy the reports into OUTDIR.  (exit status, results.json as data,
+    notes)."""
+    template = os.path.abspath(template)
+    if not os.path.isfile(os.path.join(template, "HANDOUT")):
+        fail("%s is not a handout (it has no HANDOUT file)" % template)
+    if metadata and os.path.isfile(metadata) and not student:
+        try:
+            users = json.load(open(metadata)).get("users") or []
+            student = ", ".join(u.get("name") or u.get("email") or "" for u in users) or None
+        except (OSError, ValueError):
+            student = None
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="mha-submission-") as scratch:
+        work = os.path.join(scratch, "copy")
+        copy_tree(template, work)
+        shutil.rmtree(os.path.join(work, "build", "grade"), ignore_errors=True)
+        files = sorted({w[1] for w in (l.split() for l in open(os.path.join(work, "HANDOUT")))
+                        if len(w) >= 3 and not w[0].startswith("#")})
+        for f in files:
+            for cand in (os.path.join(submission, f), os.path.join(submission, os.path.basename(f))):
+                if os.path.isfile(cand) and not os.path.islink(cand):
+                    shutil.copyfile(cand, os.path.join(work, f))
+                    os.utime(os.path.join(work, f))  # newer than the template's objects
+                    break
+            else:
+                notes.append("%s is not in the submission: graded as the blank" % f)
+        env = dict(os.environ, STUDENT=student or os.path.basename(os.path.abspath(submission)))
+        for v in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "BUILD", "EXERCISE"):
+            env.pop(v, None)
+        for n in notes:
+            print("grade: " + n)
+        sys.stdout.flush()
+        status = subprocess.run(["make", "--no-print-directory", "-j2", "grade"], cwd=work,
+                                env=env).returncode
+        os.makedirs(outdir, exist_ok=True)
+        graded = os.path.join(work, "build", "grade")
+        for name in os.listdir(graded) if os.path.isdir(graded) else []:
+            if os.path.isfile(os.path.join(graded, name)):
+                shutil.copyfile(os.path.join(graded, name), os.path.join(outdir, name))
+        results = None
+        if os.path.isfile(os.path.join(outdir, "results.json")):
+            results = json.load(open(os.path.join(outdir, "results.json")))
+            if notes:
+                results["output"] = "\n".join(notes) + "\n" + results.get("output", "")
+                write(os.path.join(outdir, "results.json"), json.dumps(results, indent=2) + "\n")
+        built = bool(results) and results.get("extra_data", {}).get("build") == "ok"
+        return status, results, notes, built
+
+
+def cmd_class(args):
+    template = os.path.abspath(args.template)
+    students = os.path.abspath(args.students)
+    csv_path = os.path.abspath(args.csv)
+    if not os.path.isdir(students):
+        fail("STUDENTS '%s' is not a folder" % args.students)
+    dirs = sorted(d for d in os.listdir(students)
+                  if os.path.isdir(os.path.join(students, d)) and not d.startswith("."))
+    if not dirs:
+        fail("%s holds no student folder" % args.students)
+    # the template built once (its blanks graded), so each student's copy
+    # compiles only the files that hold the exercises
+    print("grade-class: building the handout once ...")
+    sys.stdout.flush()
+    subprocess.run(["make", "--no-print-directory", "-j2", "grade"], cwd=template,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=dict(os.environ, GRADE_LEAKS="0", STUDENT="the blank handout"))
+    os.chdir(template)
+    exercises = [e[0] for e in exercises_here()]
+    out = os.path.dirname(csv_path)
+    rows = []
+    for d in dirs:
+        print("grade-class: %s" % d)
+        sys.stdout.flush()
+        report = os.path.join(out, d)
+        shutil.rmtree(report, ignore_errors=True)
+        # the student's grade and build output into the log beside the CSV
+        with open(os.path.join(out, d + ".log"), "w") as log:
+            saved = os.dup(1), os.dup(2)
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                _, results, notes, built = grade_submission(template, os.path.join(students, d),
+                                                            report, student=d)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+        points = {e: 0 for e in exercises}
+        problems = list(notes)
+        if results:
+            for t in results["tests"]:
+                points[t["name"].split(":")[0]] += t["score"]
+            for line in results.get("output", "").splitlines():
+                m = re.match(r"(\w+) .*<- (timed out after .*|crashed.*)$", line)
+                if m:
+                    problems.append("%s %s" % (m.group(1), m.group(2)))
+                m = re.match(r"    warning: (\w+) leaks (.*) \(valgrind\)", line)
+                if m:
+                    problems.append("%s leaks %s" % (m.group(1), m.group(2)))
+        total = sum(points.values())
+        rows.append([d] + [points[e] for e in exercises] +
+                    [total, "ok" if built else "failed", "; ".join(problems)])
+    with open(csv_path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student"] + exercises + ["total", "build", "notes"])
+        w.writerows(rows)
+    print("grade-class: %d students graded; the grades: %s (each one's reports and log beside it)"
+          % (len(rows), args.csv))
+    return 0
+
+
+# --- the autograders --------------------------------------------------------
+
+SETUP_SH = """#!/bin/sh
+# Gradescope runs this once, as root, when it builds the autograder: the
+# packages the handout needs, then the handout built once, so that each
+# submission compiles only the files that hold the exercises.
+set -eu
+cd /autograder/source/handout
+MHA_NO_INSTALL=0 tools/deps.sh
+make --no-print-directory -j"$(nproc)" build > /autograder/source/build.log 2>&1
+"""
+
+RUN_AUTOGRADER = """#!/bin/sh
+# Gradescope runs this for each submission: the exercise files of
+# /autograder/submission over a copy of the handout in
+# /autograder/source/handout, graded; /autograder/results/results.json
+# is the grade.  AUTOGRADER_ROOT stands for /autograder (to try it).
+root=${AUTOGRADER_ROOT:-/autograder}
+mkdir -p "$root/results"
+exec python3 "$root/source/handout/tools/grade.py" submission \\
+    --metadata "$root/submission_metadata.json" \\
+    "$root/source/handout" "$root/submission" "$root/results"
+"""
+
+
+def cmd_gradescope(args):
+    template = os.path.abspath(args.template)
+    if not os.path.isfile(os.path.join(template, "HANDOUT")):
+        fail("%s is not a handout (it has no HANDOUT file)" % args.template)
+    os.makedirs(args.outdir, exist_ok=True)
+    zpath = os.path.join(args.outdir, "gradescope.zip")
+    tmp = zpath + ".tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = 0o100755 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text)
+        for root, dirs, files in os.walk(template):
+            dirs[:] = sorted(d for d in dirs if d not in (".git", "build"))
+            for f in sorted(files):
+                full = os.path.join(root, f)
+                rel = os.path.relpath(full, template)
+                z.write(full, os.path.join("handout", rel))
+    os.replace(tmp, zpath)
+    here = os.path.dirname(os.path.abspath(__file__))
+    shutil.copyfile(os.path.join(here, "classroom50-autograder.py"),
+                    os.path.join(args.outdir, "autograder.py"))
+    os.chmod(os.path.join(args.outdir, "autograder.py"), 0o755)
+    print("gradescope: wrote %s (upload it as the assignment's autograder) and %s "
+          "(Classroom 50's)" % (zpath, os.path.join(args.outdir, "autograder.py")))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(prog="grade.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("binary")
+    r.add_argument("outdir")
+    r.add_argument("name", nargs="?")
+    r.add_argument("--log")
+    b = sub.add_parser("build-failed")
+    b.add_argument("outdir")
+    b.add_argument("log")
+    b.add_argument("name", nargs="?")
+    s = sub.add_parser("submission")
+    s.add_argument("template")
+    s.add_argument("submission")
+    s.add_argument("outdir")
+    s.add_argument("--student")
+    s.add_argument("--metadata")
+    c = sub.add_parser("class")
+    c.add_argument("template")
+    c.add_argument("students")
+    c.add_argument("csv")
+    g = sub.add_parser("gradescope")
+    g.add_argument("template")
+    g.add_argument("outdir")
+    args = p.parse_args()
+    return {"run": cmd_run, "build-failed": cmd_build_failed, "submission": cmd_submission,
+            "class": cmd_class, "gradescope": cmd_gradescope}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
