@@ -146,6 +146,29 @@ grep -A1 "tests pass  <- not done yet" "$h/README.md" > "$dir/example"
     [ "$(grep -cxF -f "$dir/example" "$dir/fresh.txt")" = 2 ] ||
     { cat "$dir/example"; fail "the handout's README shows a grade that a fresh handout does not print"; }
 
+# --- the quiz in a fresh handout ----------------------------------------
+# mha quiz works out its key from a case's sizes alone, never through the
+# exercises: with every blank still blank, the key of seeds 1 to 30 is
+# the teacher's, byte for byte, and grades N/N there; its worksheet and
+# trace --quiz print.
+for s in $(seq 1 30); do
+    "$h/build/mha" quiz --seed "$s" --solution > "$dir/quiz-key" 2> "$dir/err" ||
+        { cat "$dir/err"; fail "mha quiz --seed $s --solution fails in a fresh handout"; }
+    "$build/mha" quiz --seed "$s" --solution | cmp -s - "$dir/quiz-key" ||
+        fail "mha quiz --seed $s --solution in a fresh handout differs from the teacher's"
+done
+n=$(grep -c '^[0-9]' "$dir/quiz-key")
+"$h/build/mha" quiz --answers "$dir/quiz-key" > "$dir/out" 2>&1 &&
+    [ "$(cat "$dir/out")" = "score: $n/$n" ] ||
+    { cat "$dir/out"; fail "the key of seed 30 does not grade $n/$n in a fresh handout"; }
+for cmd in "quiz --seed 30 --worksheet" "trace --valid-lens 3,2 --quiz" \
+    "trace --valid-lens 3,2 --quiz --no-answers"; do
+    # shellcheck disable=SC2086
+    "$h/build/mha" $cmd > "$dir/out" 2> "$dir/err" && grep -q '^Name: ' "$dir/out" ||
+        { cat "$dir/err"; fail "mha $cmd fails in a fresh handout"; }
+done
+# --- end of the quiz's block ---------------------------------------------
+
 # 4. Which blanks each program needs (found by blanking each alone).
 needs() {
     case $1 in
@@ -198,9 +221,10 @@ check_programs() {
             fail "$c in the filled handout does not print tests/expected/$c.txt"
         fi
     done
+    # (mha quiz and trace --quiz need no exercise: checked above; quiz
+    # --json prints the module's own trace of seed 2's case, plain heads)
     for cmd in "trace --valid-lens 3,2" "trace --valid-lens 3,2 --json" \
-        "trace --valid-lens 3,2 --quiz" "trace --valid-lens 3,2 --dot" \
-        "quiz --seed 1 --solution" "quiz --seed 1 --json" \
+        "trace --valid-lens 3,2 --dot" "quiz --seed 2 --json" \
         "forward --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --out $dir/o.npy" \
         "heatmap --heads 2 --queries $dir/x.npy --wq $w --wk $w --wv $w --wo $w --valid-lens 3,2 --terminal"; do
         rm -f "$dir/o.npy"

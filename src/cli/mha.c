@@ -2,12 +2,12 @@
 /* mha.c: the mha program, multi-head attention from the command line.
  *
  *   mha trace    the module's whole shape trace, run on shapes alone
- *                (--quiz: each step asked as mha quiz asks it, the
- *                answers at the end; --json: JSON lines; --dot: a
- *                Graphviz dataflow)
+ *                (--quiz: mha quiz's worksheet for these sizes;
+ *                --json: JSON lines; --dot: a Graphviz dataflow)
  *   mha quiz     a small case drawn from a seed, asked step by step (the
  *                shape each step makes, view or copy, the repeated
- *                valid_lens); answers from stdin or a file, then a score
+ *                valid_lens); answers from stdin, a file or a folder of
+ *                them (a class), then a score; a printable worksheet
  *   mha forward  the module on .npy inputs and weights, .npy outputs
  *   mha heatmap  the same forward pass, every head's weights drawn
  *
@@ -66,7 +66,7 @@ static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
     "                 [--rope [--rope-base B]]\n"
-    "                 [--quiz | --json | --dot]\n"
+    "                 [--quiz [--no-answers] | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
     "the projections, the split into heads, the attention of all B*h heads\n"
@@ -86,8 +86,11 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
-    "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
-    "                   shape; view or copy), then the answers\n"
+    "  --quiz           a worksheet: the questions mha quiz asks of a case\n"
+    "                   of these sizes, in the same order, with a name line\n"
+    "                   and a blank for each answer, then the answers on a\n"
+    "                   page of their own (not with --rope)\n"
+    "  --no-answers     with --quiz: leave the answers out\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
     "                   nothing else\n"
     "  --dot            the module's dataflow graph in Graphviz's language,\n"
@@ -97,36 +100,50 @@ static const char usage_trace[] =
     "have D features each, as in d2l's example.\n";
 
 static const char usage_quiz[] =
-    "usage: mha quiz [--seed S] [--answers FILE | --solution | --json] [--review]\n"
+    "usage: mha quiz [--seed S] [--answers FILE | --solution | --worksheet |\n"
+    "                --json | --grade-dir DIR] [--review]\n"
     "\n"
-    "Pick a small case by the seed S (batch, queries, keys, hiddens,\n"
-    "heads, valid_lens) and ask about the module's forward pass, step by\n"
-    "step: the shape each step makes; for a reshape or permute, whether it\n"
-    "is a view or a copy; and the values repeat_interleave makes of\n"
-    "valid_lens.  Answers are read from stdin, one a line, each marked\n"
-    "right or wrong with the right answer; the last line is score: K/N.\n"
-    "Without --seed, a seed is drawn from the clock and shown.  Every digit\n"
-    "of a seed counts, and each of the 25440 cases is as likely: two seeds\n"
-    "ask the same case only by chance, 1 in 25440.\n"
+    "Pick a small case by the seed S (batch, queries, keys, heads and their\n"
+    "size, key-value heads, causal or not, valid_lens) and ask about the\n"
+    "module's forward pass, step by step: the shape each step makes; for a\n"
+    "reshape or permute, whether it is a view or a copy; the values\n"
+    "repeat_interleave makes of valid_lens; and a few questions about the\n"
+    "case (the weights' shape, which key-value head a query head reads, the\n"
+    "keys a causal query sees, the cache's shape).  Answers are read from\n"
+    "stdin, one a line, each marked right or wrong with the reason in this\n"
+    "case; the last line is score: K/N.  Without --seed, a seed is drawn\n"
+    "from the clock and shown.  The answers come from the case's sizes\n"
+    "alone, so a student's copy, exercises unwritten, asks and grades the\n"
+    "same.\n"
     "\n"
     "  --seed S         the case: a whole number from 0 to\n"
     "                   999999999999999999 (the same S, the same case)\n"
-    "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
-    "                   blank lines and # comments are skipped.  Prints each\n"
-    "                   wrong answer with the right one, then score: K/N.\n"
-    "                   FILE is a regular file of text: a FIFO, a device or\n"
-    "                   a control character in it (a NUL, an escape; not a\n"
-    "                   tab, nor a carriage return at a line's end) is\n"
-    "                   refused.  To answer through a pipe, leave out\n"
-    "                   --answers: the answers are read from stdin\n"
-    "  --solution       print the answers in the form --answers reads\n"
-    "  --json           print the case's trace records as JSON lines\n"
-    "  --review         after the score, print the whole trace\n"
+    "  --answers FILE   grade FILE: one answer a line, in order or numbered\n"
+    "                   as the worksheet numbers them (12. (8, 2, 2), 12) view);\n"
+    "                   # starts a comment; a blank line is no answer (in a\n"
+    "                   file without numbers).  Its first line may name the\n"
+    "                   seed (# mha quiz --seed 17), and then --seed may be\n"
+    "                   left out.  UTF-8 with or without a byte-order mark,\n"
+    "                   UTF-16, Windows line ends are all read.  Prints each\n"
+    "                   wrong or missing answer with its question, line and\n"
+    "                   the reason, then score: K/N.  FILE must be a regular\n"
+    "                   file (a FIFO or a device is refused, not waited on)\n"
+    "  --solution       print the answers in the form --answers reads, the\n"
+    "                   seed on the first line\n"
+    "  --worksheet      print the questions to hand out: a name line, a\n"
+    "                   numbered blank for each answer, pages of 60 lines at\n"
+    "                   most (A4 or Letter), no answer\n"
+    "  --grade-dir DIR  grade every file in DIR (not those named .*), each by\n"
+    "                   the seed its first line names; print a CSV on stdout\n"
+    "                   (file,seed,score,max) and each file's feedback on\n"
+    "                   stderr; exit 1 when some file names no seed\n"
+    "  --json           print the module's own trace of the case, JSON lines\n"
+    "  --review         after the score, print every step with its answer\n"
     "\n"
-    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,); a kind,\n"
-    "view or copy; or values as a list, [3, 3, 2, 2].  Exit status: 0 when\n"
-    "every answer is right, 1 when some are wrong, 2 on bad input (one line\n"
-    "on stderr).\n";
+    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
+    "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
+    "number, 3.  Exit status: 0 when every answer is right, 1 when some are\n"
+    "wrong or missing, 2 on bad input (one line on stderr).\n";
 
 static const char usage_forward[] =
     "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
@@ -464,7 +481,7 @@ static int cmd_trace(int argc, char **argv)
 
 /* A page of a worksheet: 60 lines fit A4 and Letter at 10 or 11 points
  * with the usual margins; lines are at most 78 characters wide. */
-enum { PAGE_LINES = 60, PAGE_WIDTH = 78, BLANK = 24 };
+enum { PAGE_LINES = 60, PAGE_WIDTH = 78, BLANK = 24, BLANK_AT = 40 };
 
 /* A question's where: "question 5 (line 6, step 3, its shape)". */
 static void where_str(char *buf, size_t n, const quiz_question *q, size_t i,
@@ -824,8 +841,11 @@ static int print_worksheet(const struct quiz *z, int answers)
             char ask[2 * QUIZ_TEXT_MAX];
             snprintf(ask, sizeof ask, "%3zu. %s?", i + 1, z->qs[i].ask);
             int at = indent + 2;
-            if (at + (int)strlen(ask) + 2 + BLANK <= PAGE_WIDTH) {
-                sheet_add(&s, 1, "%*s%s  %.*s", at, "", ask, BLANK,
+            int gap = BLANK_AT - at - (int)strlen(ask); // blanks in a column
+            if (gap < 2)
+                gap = 2;
+            if (at + (int)strlen(ask) + gap + BLANK <= PAGE_WIDTH) {
+                sheet_add(&s, 1, "%*s%s%*s%.*s", at, "", ask, gap, "", BLANK,
                           "______________________________");
             } else {
                 sheet_wrap(&s, at, 5, ask);

@@ -481,8 +481,8 @@ void quiz_build(const quiz_case *c, quiz *z)
                  "is copied",
                  per, per, per == 1 ? "" : "s");
         ask_kind(b, 1, ewhy, NULL);
-        heading(b, 2, "# a product over the expanded h/G is one over h/G "
-                      "times the rows: fold the group's query heads into Lq");
+        heading(b, 2, "# fold each group's h/G query heads into Lq: one "
+                      "product per key-value head");
         size_t sf = step(b, 2, "reshape(...) on step %zu", sqh);
         qt f = q;
         split(&f, 0, B * G, per, "B*G", "h/G", NULL, 0);
@@ -493,9 +493,9 @@ void quiz_build(const quiz_case *c, quiz *z)
         qt sc = fresh(3, (size_t[]){B * G, per * Lq, Lk},
                       (const char *[]){"B*G", "h/G*Lq", "Lk"});
         ask_shape(b, &sc, NULL);
-        size_t sw = step(b, 2, "weights V: softmax(step %zu) @ V's heads "
+        size_t sw = step(b, 2, "weights V: softmax(step %zu) @ step %zu, "
                                 "expanded as step %zu",
-                         ss, se);
+                         ss, svh, se);
         qt o = fresh(3, (size_t[]){B * G, per * Lq, p},
                      (const char *[]){"B*G", "h/G*Lq", "d_model/h"});
         ask_shape(b, &o, NULL);
