@@ -528,7 +528,7 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
         p[l] = saved;
         p += l + 1;
     }
-    size_t lineno = 0, next = 0, lines = 0;
+    size_t lineno = 0, next = 0;
     for (char *p = text; p < text + len;) {
         char *end = memchr(p, '\n', (size_t)(text + len - p));
         size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
@@ -536,7 +536,6 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
         char *line = p;
         p += l + 1;
         lineno++;
-        lines = lineno;
         size_t bad = quiz_bad_byte(line, l);
         char *hash = strchr(line, '#');
         int comment = hash != NULL;
@@ -633,7 +632,6 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
             fprintf(fb, "%s%s: answered %s; right: %s\n", prefix, where, shown,
                     q->why);
     }
-    (void)lines;
     return right;
 }
 
@@ -687,12 +685,6 @@ static int first_line_seed(const char *text, unsigned long long *seed)
     line[l] = '\0';
     return quiz_seed_line(line, seed);
 }
-
-static int quiz_grade_file(const char *path, const cli_option *seed_opt,
-                           unsigned long long seed, int review);
-
-/* The quiz's steps with their answers and reasons. */
-static void print_answers(const quiz *z, FILE *f, int wrap);
 
 /* A worksheet's lines, then printed in pages: keep[i] > 1 holds lines
  * i .. i + keep[i] - 1 on one page (a step and its questions). */
@@ -879,9 +871,10 @@ static int print_worksheet(const struct quiz *z, int answers)
     return status;
 }
 
-static void print_answers(const quiz *z, FILE *f, int wrap)
+/* The quiz's steps, each question under its step with its answer and
+ * the reason in this case (--review). */
+static void print_answers(const quiz *z, FILE *f)
 {
-    (void)wrap;
     for (size_t l = 0; l < z->nlines; l++) {
         const quiz_line *ln = &z->lines[l];
         int indent = 2 * ln->depth;
@@ -984,7 +977,7 @@ static int quiz_ask(const quiz *z, int review)
         printf("\nscore: %zu/%zu\n", right, z->n);
         if (review) {
             printf("\nThe steps and their answers:\n");
-            print_answers(z, stdout, 0);
+            print_answers(z, stdout);
         }
         status = right == z->n ? 0 : 1;
     }
@@ -1035,7 +1028,7 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
         printf("score: %zu/%zu\n", right, z.n);
         if (review) {
             printf("\nThe steps and their answers:\n");
-            print_answers(&z, stdout, 0);
+            print_answers(&z, stdout);
         }
         status = right == z.n ? 0 : 1;
     }

@@ -85,7 +85,13 @@ void quiz_describe(FILE *f, const quiz_case *c)
         return;
     }
     char lens[QUIZ_TEXT_MAX];
-    values_str(lens, sizeof lens, c->lens, c->B < QUIZ_LENS_MAX ? c->B : QUIZ_LENS_MAX);
+    if (c->B > QUIZ_LENS_MAX) {
+        values_str(lens, sizeof lens, c->lens, QUIZ_LENS_MAX);
+        fprintf(f, "valid_lens %.*s, ...] (%zu of them)", (int)strlen(lens) - 1,
+                lens, c->B);
+        return;
+    }
+    values_str(lens, sizeof lens, c->lens, c->B);
     fprintf(f, "valid_lens %s", lens);
 }
 
