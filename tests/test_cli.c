@@ -2289,6 +2289,7 @@ Test(cli, quiz_refuses_in_one_line, .init = enter_scratch,
     free(sol);
     put_text("noseed.txt", "(3, 4, 12)\n");
     put_bytes("utf32.txt", "\xff\xfe\0\0(\0\0\0", 8);
+    put_bytes("half.txt", "\xff\xfe(\0\x00\xd8", 6); // a lone surrogate
     static const struct {
         const char *args, *message;
     } cases[] = {
@@ -2304,6 +2305,9 @@ Test(cli, quiz_refuses_in_one_line, .init = enter_scratch,
          "(\"# mha quiz --seed 17\"): give --seed S"},
         {"quiz|--seed|23|--answers|utf32.txt",
          "mha quiz: --answers 'utf32.txt' is UTF-32: save it as UTF-8"},
+        {"quiz|--seed|23|--answers|half.txt",
+         "mha quiz: --answers 'half.txt' is UTF-16LE that does not decode at "
+         "byte 5: save it as UTF-8"},
         {"quiz|--solution", "mha quiz: --solution needs --seed S: its answers "
                             "are those of one case"},
         {"quiz|--worksheet", "mha quiz: --worksheet needs --seed S: its "

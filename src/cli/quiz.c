@@ -717,9 +717,11 @@ char *quiz_escape(const char *text, size_t len, char *buf, size_t n)
     return buf;
 }
 
-/* UTF-16 text (len bytes, its mark cut) into UTF-8, by iconv. */
-static int from_utf16(const char *text, size_t len, const char *code,
-                      char **out, size_t *out_len, char *why, size_t n)
+/* UTF-16 text (len bytes, after a mark of skip bytes) into UTF-8, by
+ * iconv. */
+static int from_utf16(const char *text, size_t len, size_t skip,
+                      const char *code, char **out, size_t *out_len,
+                      char *why, size_t n)
 {
     size_t cap = 2 * len + 4; // a UTF-16 unit gives at most 3 bytes
     char *buf = malloc(cap);
@@ -743,7 +745,7 @@ static int from_utf16(const char *text, size_t len, const char *code,
         free(buf);
         snprintf(why, n, "%s that does not decode at byte %zu: save it as "
                          "UTF-8",
-                 code, (size_t)(in - text) + 1);
+                 code, skip + (size_t)(in - text) + 1);
         return -1;
     }
     *o = '\0';
@@ -764,9 +766,9 @@ int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
         return -1;
     }
     if (len >= 2 && u[0] == 0xff && u[1] == 0xfe)
-        return from_utf16(text + 2, len - 2, "UTF-16LE", out, out_len, why, n);
+        return from_utf16(text + 2, len - 2, 2, "UTF-16LE", out, out_len, why, n);
     if (len >= 2 && u[0] == 0xfe && u[1] == 0xff)
-        return from_utf16(text + 2, len - 2, "UTF-16BE", out, out_len, why, n);
+        return from_utf16(text + 2, len - 2, 2, "UTF-16BE", out, out_len, why, n);
     // UTF-16 without its mark: an answer file is ASCII, so every other
     // byte is NUL
     if (len >= 2 && len % 2 == 0) {
@@ -777,9 +779,9 @@ int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
             else if (!u[i])
                 even++;
         if (odd == len / 2 && !even)
-            return from_utf16(text, len, "UTF-16LE", out, out_len, why, n);
+            return from_utf16(text, len, 0, "UTF-16LE", out, out_len, why, n);
         if (even == len / 2 && !odd)
-            return from_utf16(text, len, "UTF-16BE", out, out_len, why, n);
+            return from_utf16(text, len, 0, "UTF-16BE", out, out_len, why, n);
     }
     size_t skip = len >= 3 && u[0] == 0xef && u[1] == 0xbb && u[2] == 0xbf ? 3 : 0;
     char *buf = malloc(len - skip + 1);
