@@ -499,6 +499,18 @@ static const char not_an_answer[] =
     "a shape like (2, 4, 100), view or copy, values like [3, 3, 2, 2], or "
     "a number";
 
+/* "Name: Ada" (any case, spaces before the colon): a student's name,
+ * no answer. */
+static int name_line(const char *a)
+{
+    if (strncasecmp(a, "name", 4))
+        return 0;
+    const char *p = a + 4;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return *p == ':';
+}
+
 /* Grading one answer text: the feedback (each wrong, unreadable or
  * missing answer with its question number and line) on fb, each line
  * after prefix; the count of right answers.  Lines: one answer each, in
@@ -552,8 +564,7 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
         unsigned long long s;
         if (!started && *a && quiz_seed_line(a, &s))
             continue;
-        if (!strncasecmp(a, "name", 4) && strchr(a, ':') &&
-            strspn(a + 4, " \t") == (size_t)(strchr(a, ':') - a - 4))
+        if (name_line(a))
             continue;
         const char *rest;
         size_t k = quiz_numbered(a, &rest);
@@ -853,7 +864,7 @@ static int print_worksheet(const struct quiz *z, int answers)
         sheet_add(&s, 1, "Answers");
         sheet_add(&s, 1, "%s", "");
         for (size_t i = 0; i < z->n; i++) {
-            char one[4 * QUIZ_TEXT_MAX];
+            char one[5 * QUIZ_TEXT_MAX];
             snprintf(one, sizeof one, "%3zu. %s", i + 1, z->qs[i].why);
             size_t first = s.n;
             sheet_wrap(&s, 0, 5, one);

@@ -167,14 +167,18 @@ static char *names_str(char *buf, size_t n, const qt *t)
 static void split(qt *t, size_t a, size_t x, size_t y, const char *nx,
                   const char *ny, char *why, size_t n)
 {
+    if (t->nd >= 4 || a >= t->nd)
+        return; // not reached: the quiz splits tensors of 3 axes
     size_t s = t->stride[a];
     char was[24];
     snprintf(was, sizeof was, "%s", t->name[a]);
-    for (size_t i = t->nd; i > a + 1; i--) {
-        t->dim[i] = t->dim[i - 1];
-        t->stride[i] = t->stride[i - 1];
-        memcpy(t->name[i], t->name[i - 1], sizeof t->name[i]);
+    qt o = *t; // the axes after a move one place on
+    for (size_t k = a + 1; k < t->nd && k + 1 < 4; k++) {
+        o.dim[k + 1] = t->dim[k];
+        o.stride[k + 1] = t->stride[k];
+        memcpy(o.name[k + 1], t->name[k], sizeof o.name[0]);
     }
+    *t = o;
     t->nd++;
     t->dim[a] = x;
     t->dim[a + 1] = y;

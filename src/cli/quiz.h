@@ -83,7 +83,7 @@ typedef struct quiz_question {
     size_t step;                 /* the step it asks about; 0: the case */
     char ask[QUIZ_TEXT_MAX];     /* "its shape", "view or copy" ... */
     char answer[QUIZ_TEXT_MAX];  /* "(2, 3, 8)", "copy", "[3, 3]", "1" */
-    char why[3 * QUIZ_TEXT_MAX]; /* the answer and its reason in this case */
+    char why[4 * QUIZ_TEXT_MAX]; /* the answer and its reason in this case */
 } quiz_question;
 
 /* A line of the quiz: a step ("step 3: permute(0, 2, 1, 3) on step 2",
