@@ -327,7 +327,9 @@ int main(void)
  *    each step whether it is a view or a copy. Then do the same for
  *    `transpose_output` on the result. Check yourself with
  *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4`,
- *    which asks each step's shape and view or copy, then gives the answers.
+ *    which asks each step's shape, and view or copy for the steps of the
+ *    split and the join's last reshape, then gives the answers with the
+ *    strides behind them.
  * 2. With the sizes of exercise 1, where does `x[1, 3, 7]` land after
  *    `transpose_qkv`? Which elements of `x` make up row 6 of the result?
  * 3. Chapter 01's table says when the last reshape of `transpose_qkv` is a

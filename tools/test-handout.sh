@@ -166,6 +166,29 @@ grep -A1 "points  <- not done yet" "$h/README.md" > "$dir/example"
     [ "$(grep -cxF -f "$dir/example" "$dir/fresh.txt")" = 2 ] ||
     { cat "$dir/example"; fail "the handout's README shows a grade that a fresh handout does not print"; }
 
+# --- the quiz in a fresh handout ----------------------------------------
+# mha quiz works out its key from a case's sizes alone, never through the
+# exercises: with every blank still blank, the key of seeds 1 to 30 is
+# the teacher's, byte for byte, and grades N/N there; its worksheet and
+# trace --quiz print.
+for s in $(seq 1 30); do
+    "$h/build/mha" quiz --seed "$s" --solution > "$dir/quiz-key" 2> "$dir/err" ||
+        { cat "$dir/err"; fail "mha quiz --seed $s --solution fails in a fresh handout"; }
+    "$build/mha" quiz --seed "$s" --solution | cmp -s - "$dir/quiz-key" ||
+        fail "mha quiz --seed $s --solution in a fresh handout differs from the teacher's"
+done
+n=$(grep -c '^[0-9]' "$dir/quiz-key")
+"$h/build/mha" quiz --answers "$dir/quiz-key" > "$dir/out" 2>&1 &&
+    [ "$(cat "$dir/out")" = "score: $n/$n" ] ||
+    { cat "$dir/out"; fail "the key of seed 30 does not grade $n/$n in a fresh handout"; }
+for cmd in "quiz --seed 30 --worksheet" "trace --valid-lens 3,2 --quiz" \
+    "trace --valid-lens 3,2 --quiz --no-answers"; do
+    # shellcheck disable=SC2086
+    "$h/build/mha" $cmd > "$dir/out" 2> "$dir/err" && grep -q '^Name: ' "$dir/out" ||
+        { cat "$dir/err"; fail "mha $cmd fails in a fresh handout"; }
+done
+# --- end of the quiz's block ---------------------------------------------
+
 # Every chapter: runs (exit 0) and prints its transcript, or needs a blank
 # still left: it says so in exactly that one line, naming an exercise of
 # its own chapter or an earlier one, with exit status 3, its stdout the

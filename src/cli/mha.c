@@ -2,12 +2,12 @@
 /* mha.c: the mha program, multi-head attention from the command line.
  *
  *   mha trace    the module's whole shape trace, run on shapes alone
- *                (--quiz: each step asked as mha quiz asks it, the
- *                answers at the end; --json: JSON lines; --dot: a
- *                Graphviz dataflow)
+ *                (--quiz: mha quiz's worksheet for these sizes;
+ *                --json: JSON lines; --dot: a Graphviz dataflow)
  *   mha quiz     a small case drawn from a seed, asked step by step (the
  *                shape each step makes, view or copy, the repeated
- *                valid_lens); answers from stdin or a file, then a score
+ *                valid_lens); answers from stdin, a file or a folder of
+ *                them (a class), then a score; a printable worksheet
  *   mha forward  the module on .npy inputs and weights, .npy outputs
  *   mha heatmap  the same forward pass, every head's weights drawn
  *
@@ -26,11 +26,14 @@
  * `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +66,7 @@ static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
     "                 [--rope [--rope-base B]]\n"
-    "                 [--quiz | --json | --dot]\n"
+    "                 [--quiz [--no-answers] | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
     "the projections, the split into heads, the attention of all B*h heads\n"
@@ -83,8 +86,11 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
-    "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
-    "                   shape; view or copy), then the answers\n"
+    "  --quiz           a worksheet: the questions mha quiz asks of a case\n"
+    "                   of these sizes, in the same order, with a name line\n"
+    "                   and a blank for each answer, then the answers on a\n"
+    "                   page of their own (not with --rope)\n"
+    "  --no-answers     with --quiz: leave the answers out\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
     "                   nothing else\n"
     "  --dot            the module's dataflow graph in Graphviz's language,\n"
@@ -94,36 +100,50 @@ static const char usage_trace[] =
     "have D features each, as in d2l's example.\n";
 
 static const char usage_quiz[] =
-    "usage: mha quiz [--seed S] [--answers FILE | --solution | --json] [--review]\n"
+    "usage: mha quiz [--seed S] [--answers FILE | --solution | --worksheet |\n"
+    "                --json | --grade-dir DIR] [--review]\n"
     "\n"
-    "Pick a small case by the seed S (batch, queries, keys, hiddens,\n"
-    "heads, valid_lens) and ask about the module's forward pass, step by\n"
-    "step: the shape each step makes; for a reshape or permute, whether it\n"
-    "is a view or a copy; and the values repeat_interleave makes of\n"
-    "valid_lens.  Answers are read from stdin, one a line, each marked\n"
-    "right or wrong with the right answer; the last line is score: K/N.\n"
-    "Without --seed, a seed is drawn from the clock and shown.  Every digit\n"
-    "of a seed counts, and each of the 25440 cases is as likely: two seeds\n"
-    "ask the same case only by chance, 1 in 25440.\n"
+    "Pick a small case by the seed S (batch, queries, keys, heads and their\n"
+    "size, key-value heads, causal or not, valid_lens) and ask about the\n"
+    "module's forward pass, step by step: the shape each step makes; for a\n"
+    "reshape or permute, whether it is a view or a copy; the values\n"
+    "repeat_interleave makes of valid_lens; and a few questions about the\n"
+    "case (the weights' shape, which key-value head a query head reads, the\n"
+    "keys a causal query sees, the cache's shape).  Answers are read from\n"
+    "stdin, one a line, each marked right or wrong with the reason in this\n"
+    "case; the last line is score: K/N.  Without --seed, a seed is drawn\n"
+    "from the clock and shown.  The answers come from the case's sizes\n"
+    "alone, so a student's copy, exercises unwritten, asks and grades the\n"
+    "same.\n"
     "\n"
     "  --seed S         the case: a whole number from 0 to\n"
     "                   999999999999999999 (the same S, the same case)\n"
-    "  --answers FILE   grade FILE instead: one answer per line, in order;\n"
-    "                   blank lines and # comments are skipped.  Prints each\n"
-    "                   wrong answer with the right one, then score: K/N.\n"
-    "                   FILE is a regular file of text: a FIFO, a device or\n"
-    "                   a control character in it (a NUL, an escape; not a\n"
-    "                   tab, nor a carriage return at a line's end) is\n"
-    "                   refused.  To answer through a pipe, leave out\n"
-    "                   --answers: the answers are read from stdin\n"
-    "  --solution       print the answers in the form --answers reads\n"
-    "  --json           print the case's trace records as JSON lines\n"
-    "  --review         after the score, print the whole trace\n"
+    "  --answers FILE   grade FILE: one answer a line, in order or numbered\n"
+    "                   as the worksheet numbers them (12. (8, 2, 2), 12) view);\n"
+    "                   # starts a comment; a blank line is no answer (in a\n"
+    "                   file without numbers).  Its first line may name the\n"
+    "                   seed (# mha quiz --seed 17), and then --seed may be\n"
+    "                   left out.  UTF-8 with or without a byte-order mark,\n"
+    "                   UTF-16, Windows line ends are all read.  Prints each\n"
+    "                   wrong or missing answer with its question, line and\n"
+    "                   the reason, then score: K/N.  FILE must be a regular\n"
+    "                   file (a FIFO or a device is refused, not waited on)\n"
+    "  --solution       print the answers in the form --answers reads, the\n"
+    "                   seed on the first line\n"
+    "  --worksheet      print the questions to hand out: a name line, a\n"
+    "                   numbered blank for each answer, pages of 60 lines at\n"
+    "                   most (A4 or Letter), no answer\n"
+    "  --grade-dir DIR  grade every file in DIR (not those named .*), each by\n"
+    "                   the seed its first line names; print a CSV on stdout\n"
+    "                   (file,seed,score,max) and each file's feedback on\n"
+    "                   stderr; exit 1 when some file names no seed\n"
+    "  --json           print the module's own trace of the case, JSON lines\n"
+    "  --review         after the score, print every step with its answer\n"
     "\n"
-    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,); a kind,\n"
-    "view or copy; or values as a list, [3, 3, 2, 2].  Exit status: 0 when\n"
-    "every answer is right, 1 when some are wrong, 2 on bad input (one line\n"
-    "on stderr).\n";
+    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
+    "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
+    "number, 3.  Exit status: 0 when every answer is right, 1 when some are\n"
+    "wrong or missing, 2 on bad input (one line on stderr).\n";
 
 static const char usage_forward[] =
     "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
@@ -209,7 +229,7 @@ static int flush_stdout(int status)
 /* How mha trace shows the records. */
 typedef enum trace_show {
     SHOW_TEXT, /* the text trace between a description and the result */
-    SHOW_QUIZ, /* the text trace with its output shapes blank, answers after */
+    SHOW_QUIZ, /* a worksheet of the quiz's questions (quiz.h), answers after */
     SHOW_JSON, /* JSON lines, one object per record, nothing else */
     SHOW_DOT   /* the Graphviz dataflow of the module, nothing else */
 } trace_show;
@@ -267,9 +287,9 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
     fprintf(f, "]\n");
 }
 
-/* `mha trace --quiz`: the trace's steps as mha quiz asks them, every
- * question numbered, then the answers (below, with the quiz). */
-static int quiz_worksheet(const trace_log *log);
+/* A quiz's worksheet (below, with mha quiz). */
+struct quiz;
+static int print_worksheet(const struct quiz *z, int answers);
 
 /* valid_lens keep their numbers unless the module's repeat per head
  * (B*h of them) would be large; then they too are shapes alone, and the
@@ -313,14 +333,9 @@ static int run_trace(const trace_case *ts, const double *lens,
     if (!status && !(hold = open_memstream(&held, &held_len)))
         status = cli_error("out of memory holding the trace");
     trace_log log; // the records, for the quiz and the graph
-    int logging = show == SHOW_QUIZ || show == SHOW_DOT, logged = 0;
+    int logging = show == SHOW_DOT, logged = 0;
     if (!status) {
-        if (show == SHOW_QUIZ)
-            fprintf(hold, "Answer each numbered question: the shape a step "
-                          "makes, as (2, 4, 100),\nand for a reshape or "
-                          "permute, view or copy.  The answers follow the "
-                          "steps.\n\n");
-        if (show == SHOW_TEXT || show == SHOW_QUIZ) {
+        if (show == SHOW_TEXT) {
             describe_trace(hold, ts, lens);
             fprintf(hold, "\n");
         }
@@ -353,8 +368,6 @@ static int run_trace(const trace_case *ts, const double *lens,
                tensor_shape_str(out, os, sizeof os),
                tensor_shape_str(m.weights, ws, sizeof ws));
     }
-    if (!status && show == SHOW_QUIZ)
-        status = quiz_worksheet(&log);
     if (!status && show == SHOW_DOT)
         trace_write_dot(stdout, &log, 1);
     if (logged)
@@ -375,7 +388,8 @@ static int cmd_trace(int argc, char **argv)
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
                          {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
-                         {"--causal", 0, NULL},  CLI_ROPE_OPTIONS};
+                         {"--causal", 0, NULL},  {"--no-answers", 0, NULL},
+                         CLI_ROPE_OPTIONS};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -442,6 +456,22 @@ static int cmd_trace(int argc, char **argv)
         too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
+    int no_answers = opts[11].value != NULL;
+    if (no_answers && show != SHOW_QUIZ)
+        return cli_error("--no-answers goes with --quiz");
+    if (show == SHOW_QUIZ) {
+        // the quiz's questions for these sizes, from the sizes alone
+        if (rope)
+            return cli_error("--quiz asks the module without rotary "
+                             "embeddings; leave out --rope");
+        quiz_case c = {.B = B, .Lq = Lq, .Lk = Lk, .D = D, .h = h, .G = G,
+                       .causal = causal, .has_lens = vl->value != NULL};
+        for (size_t b = 0; b < B && b < QUIZ_LENS_MAX && vl->value; b++)
+            c.lens[b] = lens[b];
+        static quiz z;
+        quiz_build(&c, &z);
+        return flush_stdout(print_worksheet(&z, !no_answers));
+    }
     trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
                         rope_base ? rope_base : ROPE_DEFAULT_BASE};
     return flush_stdout(run_trace(&shape, vl->value ? lens : NULL, show));
@@ -449,174 +479,439 @@ static int cmd_trace(int argc, char **argv)
 
 /* --- mha quiz ------------------------------------------------------- */
 
-static const char *const form_name[] = {"its shape", "view or copy",
-                                        "its values"};
+/* A page of a worksheet: 60 lines fit A4 and Letter at 10 or 11 points
+ * with the usual margins; lines are at most 78 characters wide. */
+enum { PAGE_LINES = 60, PAGE_WIDTH = 78, BLANK = 24, BLANK_AT = 40 };
 
-/* Why an answer is what it is, in one line. */
-static void reason(const quiz_question *q, const trace_record *r, char *buf,
-                   size_t n)
+/* A question's where: "question 5 (line 6, step 3, its shape)". */
+static void where_str(char *buf, size_t n, const quiz_question *q, size_t i,
+                      size_t line)
 {
-    char sym[TRACE_SHAPE_MAX];
-    switch (q->form) {
-    case QUIZ_SHAPE:
-        trace_sym_str(&r->output, sym, sizeof sym);
-        snprintf(buf, n, "%s%s%s", q->answer, sym[0] ? ", that is " : "", sym);
-        break;
-    case QUIZ_KIND:
-        snprintf(buf, n, "%s: %s", q->answer,
-                 r->kind == TRACE_VIEW
-                     ? "only the shape and strides change, no number moves"
-                     : "the numbers are written to a new buffer");
-        break;
-    case QUIZ_LENS:
-        snprintf(buf, n, "%s: each example's length once per head, in order "
-                         "(repeat_interleave, not tile)",
-                 q->answer);
-        break;
+    char at[32] = "", st[32] = "";
+    if (line)
+        snprintf(at, sizeof at, "line %zu, ", line);
+    if (q->step)
+        snprintf(st, sizeof st, "step %zu, ", q->step);
+    snprintf(buf, n, "question %zu (%s%s%s)", i + 1, at, st, q->ask);
+}
+
+static const char not_an_answer[] =
+    "a shape like (2, 4, 100), view or copy, values like [3, 3, 2, 2], or "
+    "a number";
+
+/* "Name: Ada" (any case, spaces before the colon): a student's name,
+ * no answer. */
+static int name_line(const char *a)
+{
+    if (strncasecmp(a, "name", 4))
+        return 0;
+    const char *p = a + 4;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return *p == ':';
+}
+
+/* Grading one answer text: the feedback (each wrong, unreadable or
+ * missing answer with its question number and line) on fb, each line
+ * after prefix; the count of right answers.  Lines: one answer each, in
+ * the questions' order or numbered ("12. (8, 2, 2)", "12) view"); a
+ * blank line is no answer (in a file with no numbers), # starts a
+ * comment, and a first line naming the seed or a "Name:" line is no
+ * answer.  text is changed (cut into lines). */
+static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
+                         const char *prefix)
+{
+    size_t n = z->n;
+    const char *got[QUIZ_QUESTIONS_MAX] = {0};
+    size_t at[QUIZ_QUESTIONS_MAX] = {0}, blank[QUIZ_QUESTIONS_MAX] = {0};
+    size_t badbyte[QUIZ_QUESTIONS_MAX] = {0};
+    char esc[4 * QUIZ_TEXT_MAX];
+    // numbered answers place themselves; in a file of them a blank line
+    // says nothing
+    int numbered = 0, started = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        char saved = p[l];
+        p[l] = '\0';
+        const char *rest;
+        if (quiz_numbered(p, &rest))
+            numbered = 1;
+        p[l] = saved;
+        p += l + 1;
     }
+    size_t lineno = 0, next = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        p[l] = '\0';
+        char *line = p;
+        p += l + 1;
+        lineno++;
+        size_t bad = quiz_bad_byte(line, l);
+        char *hash = strchr(line, '#');
+        int comment = hash != NULL;
+        if (hash)
+            *hash = '\0';
+        char *a = line;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        size_t al = strlen(a);
+        while (al > 0 && strchr(" \t\r", a[al - 1]))
+            a[--al] = '\0';
+        if (!*a && comment)
+            continue;
+        unsigned long long s;
+        if (!started && *a && quiz_seed_line(a, &s))
+            continue;
+        if (name_line(a))
+            continue;
+        const char *rest;
+        size_t k = quiz_numbered(a, &rest);
+        if (!*a) {
+            if (!numbered && started && next < n && !blank[next]) {
+                blank[next] = lineno;
+                next++;
+            }
+            continue;
+        }
+        started = 1;
+        size_t i = k ? k - 1 : next;
+        if (k > n) {
+            fprintf(fb, "%sline %zu: answers question %zu, but the quiz asks "
+                        "%zu; it is not counted\n",
+                    prefix, lineno, k, n);
+            continue;
+        }
+        if (i >= n) {
+            fprintf(fb, "%sline %zu: '%s' is an answer beyond the %zu "
+                        "questions; it is not counted\n",
+                    prefix, lineno, quiz_escape(rest, strlen(rest), esc, sizeof esc), n);
+            continue;
+        }
+        if (at[i]) {
+            fprintf(fb, "%sline %zu: a second answer to question %zu (the "
+                        "first is on line %zu); it is not counted\n",
+                    prefix, lineno, i + 1, at[i]);
+            next = i + 1;
+            continue;
+        }
+        at[i] = lineno;
+        got[i] = rest;
+        badbyte[i] = bad < l ? bad + 1 : 0;
+        next = i + 1;
+    }
+    size_t right = 0;
+    char where[2 * QUIZ_TEXT_MAX], shown[QUIZ_TEXT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const quiz_question *q = &z->qs[i];
+        if (!at[i]) {
+            where_str(where, sizeof where, q, i, blank[i]);
+            if (blank[i])
+                fprintf(fb, "%s%s: no answer (a blank line); right: %s\n",
+                        prefix, where, q->why);
+            else
+                fprintf(fb, "%s%s: no answer (%s); right: %s\n", prefix, where,
+                        numbered ? "no line numbered so" : "the answers end "
+                                                           "before it",
+                        q->why);
+            continue;
+        }
+        where_str(where, sizeof where, q, i, at[i]);
+        if (badbyte[i]) {
+            const char *raw = got[i];
+            fprintf(fb, "%s%s: byte %zu of the line is a control character, "
+                        "not text ('%s'); right: %s\n",
+                    prefix, where, badbyte[i],
+                    quiz_escape(raw, strlen(raw), esc, sizeof esc), q->why);
+            continue;
+        }
+        int r = *got[i] ? quiz_check(q, got[i], shown, sizeof shown) : -2;
+        if (r == 1) {
+            right++;
+            continue;
+        }
+        if (r == -2)
+            fprintf(fb, "%s%s: no answer (the line has its number only); "
+                        "right: %s\n",
+                    prefix, where, q->why);
+        else if (r < 0)
+            fprintf(fb, "%s%s: '%s' is not an answer (%s); right: %s\n", prefix,
+                    where, quiz_escape(got[i], strlen(got[i]), esc, sizeof esc),
+                    not_an_answer, q->why);
+        else
+            fprintf(fb, "%s%s: answered %s; right: %s\n", prefix, where, shown,
+                    q->why);
+    }
+    return right;
 }
 
-/* A line's answer: the text before any #, trimmed; "" for none. */
-static char *cut_comment(char *line)
-{
-    char *hash = strchr(line, '#');
-    if (hash)
-        *hash = '\0';
-    while (*line == ' ' || *line == '\t')
-        line++;
-    size_t len = strlen(line);
-    while (len > 0 && strchr(" \t\r\n", line[len - 1]))
-        line[--len] = '\0';
-    return line;
-}
+/* The most an answer file may hold: a quiz's answers are a few hundred
+ * bytes. */
+#define ANSWERS_MAX (1 << 20)
 
-static void print_review(const trace_log *log)
-{
-    char line[2048];
-    printf("\nThe whole trace:\n");
-    for (size_t i = 0; i < log->count; i++)
-        printf("%s\n", trace_format_text(&log->records[i], line, sizeof line));
-}
-
-/* The answer file's answers, checked for form only: CLI_OK with *got
- * (count of them == n) in canonical form.  The file is text: a control
- * character in it (a NUL, an escape ...) is refused, since the answer
- * before it would otherwise be read as the whole line. */
-static int read_answers(const char *path, size_t n, unsigned long long seed,
-                        char (*got)[TRACE_SHAPE_MAX], quiz_form *forms)
+/* An answer file's text, decoded (quiz_decode), into *text; option names
+ * it in messages ("--answers", or the folder of --grade-dir). */
+static int read_answer_file(const char *option, const char *path, char **text,
+                            size_t *len)
 {
     FILE *f;
-    if (cli_open_input("--answers", path, &f))
+    *text = NULL;
+    if (cli_open_input(option, path, &f))
         return CLI_USAGE;
-    char *line = NULL, shown[4 * TRACE_SHAPE_MAX];
-    size_t cap = 0, k = 0, lineno = 0;
-    ssize_t len;
+    char *raw = malloc(ANSWERS_MAX + 1);
+    if (!raw) {
+        fclose(f);
+        return cli_error("out of memory reading %s '%s'", option, path);
+    }
+    size_t n = fread(raw, 1, ANSWERS_MAX + 1, f);
     int status = CLI_OK;
-    while (!status && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t bad = quiz_bad_byte(line, (size_t)len);
-        if (bad < (size_t)len) {
-            status = cli_error("--answers '%s' line %zu, byte %zu: %s is a "
-                               "control character, not text",
-                               path, lineno, bad + 1,
-                               quiz_escape(line + bad, 1, shown, sizeof shown));
-            continue;
-        }
-        char *a = cut_comment(line);
-        if (!*a)
-            continue;
-        if (k == n)
-            status = cli_error("--answers '%s' has more than the %zu answers "
-                               "the quiz for --seed %llu asks (line %zu)",
-                               path, n, seed, lineno);
-        else if (quiz_parse(a, &forms[k], got[k], TRACE_SHAPE_MAX))
-            status = cli_error("--answers '%s' line %zu: '%s' is not an "
-                               "answer (a shape like (2, 4, 100), view or "
-                               "copy, or values like [3, 3, 2, 2])",
-                               path, lineno,
-                               quiz_escape(a, strlen(a), shown, sizeof shown));
-        else
-            k++;
-    }
-    if (!status && ferror(f))
-        status = cli_error("cannot read --answers '%s': %s", path,
+    if (ferror(f))
+        status = cli_error("cannot read %s '%s': %s", option, path,
                            strerror(errno));
-    if (!status && k < n)
-        status = cli_error("--answers '%s' has %zu answer%s; the quiz for "
-                           "--seed %llu asks %zu",
-                           path, k, k == 1 ? "" : "s", seed, n);
-    free(line);
+    else if (n > ANSWERS_MAX)
+        status = cli_error("%s '%s' is larger than %d bytes; an answer file "
+                           "holds one short line a question",
+                           option, path, ANSWERS_MAX);
     fclose(f);
+    char why[QUIZ_TEXT_MAX];
+    if (!status && quiz_decode(raw, n, text, len, why, sizeof why))
+        status = cli_error("%s '%s' is %s", option, path, why);
+    free(raw);
     return status;
 }
 
-static int quiz_grade_file(const char *path, const quiz_case *c,
-                           const trace_log *log, const quiz_question *qs,
-                           size_t n, int review)
+/* The seed the first line that is not blank names, if it names one. */
+static int first_line_seed(const char *text, unsigned long long *seed)
 {
-    char (*got)[TRACE_SHAPE_MAX] = mha_malloc(n, sizeof *got, "mha quiz");
-    quiz_form *forms = mha_malloc(n, sizeof *forms, "mha quiz");
-    int status = !got || !forms ? cli_error("%s", mha_last_error()) : CLI_OK;
-    if (!status)
-        status = read_answers(path, n, c->seed, got, forms);
-    if (!status) {
-        size_t right = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (forms[i] == qs[i].form && !strcmp(got[i], qs[i].answer)) {
-                right++;
-                continue;
-            }
-            printf("question %zu (step %zu, %s, %s): answered %s, right "
-                   "answer %s\n",
-                   i + 1, qs[i].step, log->records[qs[i].record].op,
-                   form_name[qs[i].form], got[i], qs[i].answer);
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    const char *end = strchr(p, '\n');
+    char line[256];
+    size_t l = end ? (size_t)(end - p) : strlen(p);
+    if (l >= sizeof line)
+        l = sizeof line - 1;
+    memcpy(line, p, l);
+    line[l] = '\0';
+    return quiz_seed_line(line, seed);
+}
+
+/* A worksheet's lines, then printed in pages: keep[i] > 1 holds lines
+ * i .. i + keep[i] - 1 on one page (a step and its questions). */
+typedef struct sheet {
+    char (*lines)[2 * PAGE_WIDTH];
+    size_t *keep;
+    size_t n, cap;
+    int failed;
+} sheet;
+
+static void sheet_add(sheet *s, size_t keep, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sheet_add(sheet *s, size_t keep, const char *fmt, ...)
+{
+    if (s->failed)
+        return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 128;
+        void *l = realloc(s->lines, cap * sizeof *s->lines);
+        if (l)
+            s->lines = l;
+        void *k = l ? realloc(s->keep, cap * sizeof *s->keep) : NULL;
+        if (!l || !k) {
+            s->failed = 1;
+            return;
         }
-        printf("score: %zu/%zu\n", right, n);
-        if (review)
-            print_review(log);
-        status = right == n ? 0 : 1;
+        s->keep = k;
+        s->cap = cap;
     }
-    free(got);
-    free(forms);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->lines[s->n], sizeof s->lines[0], fmt, ap);
+    va_end(ap);
+    s->keep[s->n++] = keep;
+}
+
+/* text at indent, cut at spaces into lines of PAGE_WIDTH at most, the
+ * lines after the first indented by hang more; the lines it took. */
+static size_t sheet_wrap(sheet *s, int indent, int hang, const char *text)
+{
+    size_t lines = 0;
+    int width = PAGE_WIDTH - indent;
+    while (*text) {
+        int in = lines ? indent + hang : indent;
+        int room = lines ? width - hang : width;
+        size_t len = strlen(text);
+        size_t cut = len;
+        if ((int)len > room) {
+            cut = (size_t)room;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = (size_t)room;
+        }
+        sheet_add(s, 1, "%*s%.*s", in, "", (int)cut, text);
+        lines++;
+        text += cut;
+        while (*text == ' ')
+            text++;
+    }
+    return lines;
+}
+
+/* The sheet in pages of PAGE_LINES, a form feed between them, each page
+ * after the first headed by title and its number; a page break where
+ * lines[i] is "\f". */
+static void sheet_print(const sheet *s, const char *title)
+{
+    size_t pages = 1, used = 0;
+    // count the pages first, then print with "page k of n"
+    for (int pass = 0; pass < 2; pass++) {
+        size_t page = 1;
+        used = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            int forced = !strcmp(s->lines[i], "\f");
+            size_t keep = s->keep[i] > PAGE_LINES - 2 ? 1 : s->keep[i];
+            if (forced || used + keep > PAGE_LINES) {
+                page++;
+                if (pass)
+                    printf("\f%s, page %zu of %zu\n\n", title, page, pages);
+                used = 2;
+                if (forced)
+                    continue;
+            }
+            if (pass)
+                printf("%s\n", s->lines[i]);
+            used++;
+        }
+        pages = page;
+    }
+}
+
+/* The worksheet of z: a name line, the case, each step with its numbered
+ * questions and a blank for each answer; with answers, the answers after
+ * them on a page of their own. */
+static int print_worksheet(const struct quiz *z, int answers)
+{
+    sheet s = {0};
+    char title[QUIZ_TEXT_MAX], cmd[2 * QUIZ_TEXT_MAX], desc[2 * QUIZ_TEXT_MAX];
+    FILE *m = fmemopen(cmd, sizeof cmd, "w");
+    if (m) {
+        quiz_trace_command(m, &z->c);
+        fclose(m);
+    }
+    m = fmemopen(desc, sizeof desc, "w");
+    if (m) {
+        quiz_describe(m, &z->c);
+        fclose(m);
+    }
+    if (!m)
+        return cli_error("out of memory writing the worksheet");
+    if (z->c.seeded)
+        snprintf(title, sizeof title, "mha quiz --seed %llu", z->c.seed);
+    else
+        snprintf(title, sizeof title, "mha trace --quiz");
+    sheet_add(&s, 1, "%s: %zu questions", title, z->n);
+    sheet_add(&s, 1, "%s", "");
+    sheet_add(&s, 1, "Name: %.40s   Date: %.16s",
+              "________________________________________",
+              "________________");
+    sheet_add(&s, 1, "%s", "");
+    sheet_wrap(&s, 0, 0, desc);
+    if (!z->c.seeded)
+        sheet_wrap(&s, 0, 0, cmd);
+    sheet_add(&s, 1, "%s", "");
+    sheet_wrap(&s, 0, 0, "Write each answer on its blank: a shape as (2, 4, "
+                         "100); view or copy; values as [3, 3, 2, 2]; a "
+                         "number as 3.");
+    if (z->c.seeded) {
+        char typed[3 * QUIZ_TEXT_MAX];
+        snprintf(typed, sizeof typed,
+                 "To type your answers in: a file whose first line is "
+                 "\"# mha quiz --seed %llu\", then one answer a line, numbered "
+                 "as here (\"1. (2, 3, 8)\"); mha quiz --seed %llu --answers "
+                 "FILE grades it.",
+                 z->c.seed, z->c.seed);
+        sheet_wrap(&s, 0, 0, typed);
+    }
+    sheet_add(&s, 1, "%s", "");
+    for (size_t l = 0; l < z->nlines; l++) {
+        const quiz_line *ln = &z->lines[l];
+        int indent = 2 * ln->depth;
+        size_t first = s.n;
+        sheet_wrap(&s, indent, 4, ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count; i++) {
+            char ask[2 * QUIZ_TEXT_MAX];
+            snprintf(ask, sizeof ask, "%3zu. %s?", i + 1, z->qs[i].ask);
+            int at = indent + 2;
+            int gap = BLANK_AT - at - (int)strlen(ask); // blanks in a column
+            if (gap < 2)
+                gap = 2;
+            if (at + (int)strlen(ask) + gap + BLANK <= PAGE_WIDTH) {
+                sheet_add(&s, 1, "%*s%s%*s%.*s", at, "", ask, gap, "", BLANK,
+                          "______________________________");
+            } else {
+                sheet_wrap(&s, at, 5, ask);
+                sheet_add(&s, 1, "%*s%.*s", at + 5, "", BLANK,
+                          "______________________________");
+            }
+        }
+        if (s.n > first && !s.failed)
+            s.keep[first] = s.n - first;
+    }
+    if (answers && !s.failed) {
+        sheet_add(&s, 1, "\f");
+        sheet_add(&s, 1, "Answers");
+        sheet_add(&s, 1, "%s", "");
+        for (size_t i = 0; i < z->n; i++) {
+            char one[5 * QUIZ_TEXT_MAX];
+            snprintf(one, sizeof one, "%3zu. %s", i + 1, z->qs[i].why);
+            size_t first = s.n;
+            sheet_wrap(&s, 0, 5, one);
+            if (!s.failed)
+                s.keep[first] = s.n - first;
+        }
+    }
+    int status = CLI_OK;
+    if (s.failed)
+        status = cli_error("out of memory writing the worksheet");
+    else
+        sheet_print(&s, title);
+    free(s.lines);
+    free(s.keep);
     return status;
 }
 
-/* The questions one by one on stdout, the answers from stdin. */
-/* The steps of log as the quiz shows them, each question under its step:
- * with ask, each answered from stdin and marked (*right counts the right
- * ones); without, each only printed with its number, for a worksheet. */
-static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
-                     int ask, size_t *right)
+/* The quiz's steps, each question under its step with its answer and
+ * the reason in this case (--review). */
+static void print_answers(const quiz *z, FILE *f)
+{
+    for (size_t l = 0; l < z->nlines; l++) {
+        const quiz_line *ln = &z->lines[l];
+        int indent = 2 * ln->depth;
+        fprintf(f, "%*s%s\n", indent, "", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count; i++)
+            fprintf(f, "%*s%3zu. %s\n", indent + 2, "", i + 1, z->qs[i].why);
+    }
+}
+
+/* The questions one by one on stdout, the answers from stdin, each
+ * marked: *right counts the right ones. */
+static int quiz_walk(const quiz *z, size_t *right)
 {
     int echo = !isatty(STDIN_FILENO); // a piped answer shows in the transcript
-    unsigned long *ids = mha_malloc(log->count + 1, sizeof *ids, "mha quiz");
-    if (!ids)
-        return cli_error("%s", mha_last_error());
-    char *line = NULL, shown[2048], why[3 * TRACE_SHAPE_MAX], canon[TRACE_SHAPE_MAX];
+    char *line = NULL, shown[QUIZ_TEXT_MAX];
     char typed[2048]; // an answer as the student sent it, escaped
-    size_t cap = 0, steps = 0, next = 0;
+    size_t cap = 0;
     int status = CLI_OK;
-    for (size_t i = 0; i < log->count && !status; i++) {
-        const trace_record *r = &log->records[i];
-        int indent = 2 * r->depth;
-        quiz_show(r, ids, steps, shown, sizeof shown);
-        if (next == n || qs[next].record != i) {
-            if (r->kind != TRACE_NOTE)
-                printf("%*s%s:\n", indent, "", shown);
-            continue;
-        }
-        printf("%*sstep %zu: %s\n", indent, "", qs[next].step, shown);
-        ids[steps++] = r->output.id;
-        for (; next < n && qs[next].record == i && !status; next++) {
-            const quiz_question *q = &qs[next];
-            if (!ask) {
-                printf("%*s  %zu. %s?\n", indent, "", next + 1,
-                       form_name[q->form]);
-                continue;
-            }
+    for (size_t l = 0; l < z->nlines && !status; l++) {
+        const quiz_line *ln = &z->lines[l];
+        int indent = 2 * ln->depth;
+        printf("%*s%s\n", indent, "", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count && !status; i++) {
+            const quiz_question *q = &z->qs[i];
             for (;;) {
-                printf("%*s  %zu. %s? ", indent, "", next + 1,
-                       form_name[q->form]);
+                printf("%*s%3zu. %s? ", indent + 2, "", i + 1, q->ask);
                 fflush(stdout);
                 errno = 0;
                 ssize_t len = getline(&line, &cap, stdin);
@@ -625,10 +920,10 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                     status = ferror(stdin)
                                  ? cli_error("cannot read stdin after %zu of "
                                              "%zu answers: %s",
-                                             next, n, strerror(errno))
+                                             i, z->n, strerror(errno))
                                  : cli_error("stdin ended after %zu of %zu "
                                              "answers",
-                                             next, n);
+                                             i, z->n);
                     break;
                 }
                 // what was typed, escaped: a piped \x1b[2J must not
@@ -642,36 +937,38 @@ static int quiz_walk(const trace_log *log, const quiz_question *qs, size_t n,
                         printf("%s\n", quiz_escape(line, end, typed, sizeof typed));
                     printf("%*s     not an answer: %s is a control "
                            "character\n",
-                           indent, "", quiz_escape(line + bad, 1, typed, sizeof typed));
+                           indent + 2, "", quiz_escape(line + bad, 1, typed, sizeof typed));
                     continue;
                 }
-                char *a = cut_comment(line);
-                quiz_form form;
+                char *hash = strchr(line, '#');
+                if (hash)
+                    *hash = '\0';
+                size_t al = strlen(line);
+                while (al > 0 && strchr(" \t\r\n", line[al - 1]))
+                    line[--al] = '\0';
+                const char *a;
+                quiz_numbered(line, &a);
                 if (echo)
                     printf("%s\n", quiz_escape(a, strlen(a), typed, sizeof typed));
-                if (*a && !quiz_parse(a, &form, canon, sizeof canon)) {
-                    int ok = form == q->form && !strcmp(canon, q->answer);
-                    *right += ok;
-                    reason(q, r, why, sizeof why);
-                    if (ok)
-                        printf("%*s     right\n", indent, "");
+                int r = *a ? quiz_check(q, a, shown, sizeof shown) : -1;
+                if (r >= 0) {
+                    *right += (size_t)r;
+                    if (r)
+                        printf("%*s     right\n", indent + 2, "");
                     else
-                        printf("%*s     wrong: %s\n", indent, "", why);
+                        printf("%*s     wrong: %s\n", indent + 2, "", q->why);
                     break;
                 }
-                printf("%*s     not an answer: give a shape like (2, 4, 100), "
-                       "view or copy, or values like [3, 3, 2, 2]\n",
-                       indent, "");
+                printf("%*s     not an answer: give %s\n", indent + 2, "",
+                       not_an_answer);
             }
         }
     }
     free(line);
-    free(ids);
     return status;
 }
 
-static int quiz_ask(const quiz_case *c, const trace_log *log,
-                    const quiz_question *qs, size_t n, int review)
+static int quiz_ask(const quiz *z, int review)
 {
     // a directory opens as stdin but reads as nothing: say so, before
     // any question
@@ -679,53 +976,166 @@ static int quiz_ask(const quiz_case *c, const trace_log *log,
     if (fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
         return cli_error("stdin is a directory: give the answers on stdin, "
                          "one a line, or grade a file with --answers FILE");
-    printf("mha quiz --seed %llu: ", c->seed);
-    quiz_describe(stdout, c);
-    printf("\n%zu questions on the module's forward pass, step by step: the "
-           "shape each step makes,\nas (2, 4, 100); view or copy; the values "
-           "repeat_interleave makes, as [3, 3, 2, 2].\n\n",
-           n);
+    printf("mha quiz --seed %llu: ", z->c.seed);
+    quiz_describe(stdout, &z->c);
+    printf("\n%zu questions on the module's forward pass, step by step: a "
+           "shape, as (2, 4, 100);\nview or copy; values, as [3, 3, 2, 2]; "
+           "or a number.\n\n",
+           z->n);
     size_t right = 0;
-    int status = quiz_walk(log, qs, n, 1, &right);
+    int status = quiz_walk(z, &right);
     if (!status) {
-        printf("\nscore: %zu/%zu\n", right, n);
-        if (review)
-            print_review(log);
-        status = right == n ? 0 : 1;
-    }
-    return status;
-}
-
-static int quiz_worksheet(const trace_log *log)
-{
-    quiz_question *qs = NULL;
-    size_t n = 0;
-    if (quiz_questions(NULL, log, &qs, &n))
-        return cli_error("%s", mha_last_error());
-    int status = quiz_walk(log, qs, n, 0, NULL);
-    if (!status) {
-        char why[3 * TRACE_SHAPE_MAX];
-        printf("\nAnswers:\n");
-        for (size_t i = 0; i < n; i++) {
-            reason(&qs[i], &log->records[qs[i].record], why, sizeof why);
-            printf("%3zu. %s\n", i + 1, why);
+        printf("\nscore: %zu/%zu\n", right, z->n);
+        if (review) {
+            printf("\nThe steps and their answers:\n");
+            print_answers(z, stdout);
         }
+        status = right == z->n ? 0 : 1;
     }
-    free(qs);
     return status;
 }
 
-static void quiz_solution(const quiz_case *c, const trace_log *log,
-                          const quiz_question *qs, size_t n)
+static void quiz_solution(const quiz *z)
 {
-    printf("# mha quiz --seed %llu: ", c->seed);
-    quiz_describe(stdout, c);
+    printf("# mha quiz --seed %llu: ", z->c.seed);
+    quiz_describe(stdout, &z->c);
+    printf("\n# the same questions: ");
+    quiz_trace_command(stdout, &z->c);
     printf("\n");
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || qs[i].step != qs[i - 1].step)
-            printf("# step %zu: %s\n", qs[i].step, log->records[qs[i].record].op);
-        printf("%s\n", qs[i].answer);
+    for (size_t l = 0; l < z->nlines; l++) {
+        const quiz_line *ln = &z->lines[l];
+        if (!ln->count)
+            continue;
+        printf("# %s\n", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count; i++)
+            printf("%zu. %s\n", i + 1, z->qs[i].answer);
     }
+}
+
+static int quiz_grade_file(const char *path, const cli_option *seed_opt,
+                           unsigned long long seed, int review)
+{
+    char *text;
+    size_t len;
+    if (read_answer_file("--answers", path, &text, &len))
+        return CLI_USAGE;
+    unsigned long long named;
+    int names = first_line_seed(text, &named);
+    int status = CLI_OK;
+    if (seed_opt->value && names && named != seed)
+        status = cli_error("--answers '%s' is for --seed %llu (its first "
+                           "line), not --seed %llu",
+                           path, named, seed);
+    else if (!seed_opt->value && !names)
+        status = cli_error("--answers '%s' names no seed in its first line "
+                           "(\"# mha quiz --seed 17\"): give --seed S",
+                           path);
+    if (!status) {
+        quiz_case c;
+        static quiz z;
+        quiz_draw(seed_opt->value ? seed : named, &c);
+        quiz_build(&c, &z);
+        size_t right = grade_text(&z, text, len, stdout, "");
+        printf("score: %zu/%zu\n", right, z.n);
+        if (review) {
+            printf("\nThe steps and their answers:\n");
+            print_answers(&z, stdout);
+        }
+        status = right == z.n ? 0 : 1;
+    }
+    free(text);
+    return status;
+}
+
+/* A CSV field: as it is, or quoted when it holds a comma, a quote or a
+ * line break (RFC 4180). */
+static void csv_field(const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static int skip_dot(const struct dirent *e)
+{
+    return e->d_name[0] != '.';
+}
+
+/* --grade-dir DIR: every answer file in DIR (not those whose names start
+ * with a dot), in name order, graded by the seed its first line names; a
+ * CSV on stdout (file, seed, score, max), the feedback on stderr. */
+static int quiz_grade_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return cli_error("cannot read --grade-dir '%s': %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cli_error("--grade-dir '%s' is not a folder", dir);
+    struct dirent **names;
+    int count = scandir(dir, &names, skip_dot, alphasort);
+    if (count < 0)
+        return cli_error("cannot read --grade-dir '%s': %s", dir, strerror(errno));
+    static quiz z;
+    int status = CLI_OK;
+    size_t ungraded = 0;
+    printf("file,seed,score,max\n");
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i]->d_name;
+        size_t plen = strlen(dir) + strlen(name) + 2;
+        char *path = malloc(plen);
+        char *text = NULL;
+        size_t len = 0;
+        unsigned long long seed;
+        int ok = 0;
+        if (!path) {
+            status = cli_error("out of memory grading --grade-dir '%s'", dir);
+        } else {
+            snprintf(path, plen, "%s/%s", dir, name);
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                free(path);
+                free(names[i]);
+                continue;
+            }
+            if (read_answer_file("--grade-dir", path, &text, &len) == CLI_OK) {
+                if (first_line_seed(text, &seed))
+                    ok = 1;
+                else
+                    fprintf(stderr, "mha quiz: %s: its first line names no "
+                                    "seed (\"# mha quiz --seed 17\"); not "
+                                    "graded\n",
+                            path);
+            }
+        }
+        csv_field(name);
+        if (ok) {
+            quiz_case c;
+            quiz_draw(seed, &c);
+            quiz_build(&c, &z);
+            char prefix[512];
+            snprintf(prefix, sizeof prefix, "%.500s: ", name);
+            fflush(stdout);
+            size_t right = grade_text(&z, text, len, stderr, prefix);
+            printf(",%llu,%zu,%zu\n", seed, right, z.n);
+        } else {
+            printf(",,,\n");
+            ungraded++;
+        }
+        free(text);
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+    if (!status && ungraded)
+        status = 1;
+    return status;
 }
 
 /* --seed: a whole number from 0 to QUIZ_SEED_MAX, digits only. */
@@ -750,8 +1160,9 @@ static int parse_seed(const char *v, unsigned long long *seed)
 
 static int cmd_quiz(int argc, char **argv)
 {
-    cli_option opts[] = {{"--seed", 1, NULL},     {"--answers", 1, NULL},
-                         {"--solution", 0, NULL}, {"--json", 0, NULL},
+    cli_option opts[] = {{"--seed", 1, NULL},      {"--answers", 1, NULL},
+                         {"--solution", 0, NULL},  {"--json", 0, NULL},
+                         {"--worksheet", 0, NULL}, {"--grade-dir", 1, NULL},
                          {"--review", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
@@ -760,43 +1171,47 @@ static int cmd_quiz(int argc, char **argv)
     }
     if (status)
         return status;
-    const cli_option *mode; // --answers, --solution, --json: one, or none
-    if (cli_at_most_one(&opts[1], 3, &mode))
+    // --answers, --solution, --json, --worksheet, --grade-dir: one, or none
+    const cli_option *mode;
+    if (cli_at_most_one(&opts[1], 5, &mode))
         return CLI_USAGE;
-    int review = opts[4].value != NULL;
+    int review = opts[6].value != NULL;
     if (review && mode && mode != &opts[1])
         return cli_error("--review goes with grading, not with %s", mode->name);
     unsigned long long seed = 0;
-    if (opts[0].value) {
-        if (parse_seed(opts[0].value, &seed))
-            return CLI_USAGE;
-    } else if (mode) {
-        return cli_error("%s needs --seed S: its answers are those of one case",
-                         mode->name);
-    } else {
+    if (opts[0].value && parse_seed(opts[0].value, &seed))
+        return CLI_USAGE;
+    if (mode == &opts[5]) {
+        if (opts[0].value)
+            return cli_error("--grade-dir takes each file's seed from its "
+                             "first line; leave out --seed");
+        return flush_stdout(quiz_grade_dir(opts[5].value));
+    }
+    if (mode == &opts[1])
+        return flush_stdout(quiz_grade_file(opts[1].value, &opts[0], seed, review));
+    if (!opts[0].value) {
+        if (mode)
+            return cli_error("%s needs --seed S: its answers are those of one "
+                             "case",
+                             mode->name);
         seed = (unsigned long long)time(NULL) % 100000;
     }
-
     quiz_case c;
-    trace_log log = {0};
-    quiz_question *qs = NULL;
-    size_t n = 0;
+    static quiz z;
     quiz_draw(seed, &c);
-    if (quiz_trace(&c, &log) || quiz_questions(&c, &log, &qs, &n))
-        status = cli_error("%s", mha_last_error());
-    else if (mode == &opts[3])
-        for (size_t i = 0; i < log.count; i++) {
-            trace_print_json(stdout, &log.records[i]);
-            printf("\n");
-        }
-    else if (mode == &opts[2])
-        quiz_solution(&c, &log, qs, n);
-    else if (mode == &opts[1])
-        status = quiz_grade_file(opts[1].value, &c, &log, qs, n, review);
-    else
-        status = quiz_ask(&c, &log, qs, n, review);
-    free(qs);
-    trace_log_free(&log);
+    quiz_build(&c, &z);
+    if (mode == &opts[3]) {
+        // the module's own trace of the case, as mha trace --json prints it
+        trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
+                         ROPE_DEFAULT_BASE};
+        status = run_trace(&tc, c.lens, SHOW_JSON);
+    } else if (mode == &opts[2]) {
+        quiz_solution(&z);
+    } else if (mode == &opts[4]) {
+        status = print_worksheet(&z, 0);
+    } else {
+        status = quiz_ask(&z, review);
+    }
     return flush_stdout(status);
 }
 

@@ -3,38 +3,16 @@
 #define _POSIX_C_SOURCE 200809L
 #include "quiz.h"
 
-#include <stdio.h>
+#include <errno.h>
+#include <iconv.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "libmha.h"
+#include "trace.h"
 
-/* --- mha quiz ------------------------------------------------------- */
-
-/* The ranges of a case: at least 2 examples, 2 queries and 2 heads, since
- * with one of each every reshape is a view and repeat_interleave looks
- * like tile, and the quiz would test nothing of chapters 06 and 07. */
-enum { B_MIN = 2, LQ_MIN = 2, LQ_N = 4, LK_MIN = 2, LK_MAX = 6, H_MIN = 2,
-       H_N = 3, P_MIN = 2, P_N = 4 };
-
-/* Lk^B: the valid lengths of B examples, each 1 to Lk. */
-static size_t lens_cases(size_t B, size_t Lk)
-{
-    size_t n = 1;
-    for (size_t b = 0; b < B; b++)
-        n *= Lk;
-    return n;
-}
-
-size_t quiz_cases(void)
-{
-    size_t n = 0;
-    for (size_t B = B_MIN; B <= QUIZ_BATCH_MAX; B++)
-        for (size_t Lk = LK_MIN; Lk <= LK_MAX; Lk++)
-            n += lens_cases(B, Lk);
-    return n * LQ_N * H_N * P_N;
-}
+/* --- drawing a case ------------------------------------------------- */
 
 /* splitmix64's output function (Steele, Lea and Flood 2014): each bit of
  * z changes about half the bits of the result. */
@@ -46,68 +24,41 @@ static unsigned long long mix64(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-void quiz_draw(unsigned long long seed, quiz_case *c)
+/* The next digit of k in base r: a size from a range of r.  The ranges
+ * multiply to under 10^6, so 2^64 leaves no size favoured. */
+static size_t digit(unsigned long long *k, size_t r)
 {
-    // case k of the quiz_cases(), its sizes read off k digit by digit
-    // (mixed radix), the valid lengths last; 2^64 / 25,440 is so large
-    // that the remainder favours no case
-    unsigned long long k = mix64(seed) % quiz_cases();
-    c->seed = seed;
-    c->Lq = LQ_MIN + k % LQ_N;
-    k /= LQ_N;
-    c->h = H_MIN + k % H_N;
-    k /= H_N;
-    c->D = c->h * (P_MIN + k % P_N);
-    k /= P_N;
-    for (size_t B = B_MIN; B <= QUIZ_BATCH_MAX; B++)
-        for (size_t Lk = LK_MIN; Lk <= LK_MAX; Lk++) {
-            size_t n = lens_cases(B, Lk);
-            if (k >= n) {
-                k -= n;
-                continue;
-            }
-            c->B = B;
-            c->Lk = Lk;
-            for (size_t b = 0; b < B; b++, k /= Lk)
-                c->lens[b] = (double)(1 + k % Lk);
-            return;
-        }
+    size_t d = (size_t)(*k % r);
+    *k /= r;
+    return d;
 }
 
-int quiz_trace(const quiz_case *c, trace_log *log)
+void quiz_draw(unsigned long long seed, quiz_case *c)
 {
-    memset(log, 0, sizeof *log);
-    multihead m;
-    multihead_config cfg = {.query_size = c->D, .key_size = c->D,
-                            .value_size = c->D, .num_hiddens = c->D,
-                            .num_heads = c->h, .shape_only = 1};
-    int status = multihead_init(&m, &cfg);
-    if (status)
-        return status;
-    tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D), (B,)
-    status = tensor_alloc_meta(SHAPE(c->B, c->Lq, c->D), &x);
-    if (!status)
-        status = tensor_alloc_meta(SHAPE(c->B, c->Lk, c->D), &y);
-    if (!status)
-        status = tensor_from_array(SHAPE(c->B), c->lens, &vl);
-    if (!status) {
-        trace_log_start(log);
-        status = multihead_forward(&m, x, y, y, vl, &out);
-        trace_log_stop(log);
-        if (!status && log->failed)
-            status = mha_fail(GSL_ENOMEM, "quiz_trace: out of memory (the "
-                                          "trace lost a record)");
-    }
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(vl);
-    tensor_free(out);
-    multihead_free(&m);
-    return status;
+    memset(c, 0, sizeof *c);
+    unsigned long long k = mix64(seed);
+    c->seed = seed;
+    c->seeded = 1;
+    c->causal = digit(&k, 3) == 0;
+    c->Lq = 1 + digit(&k, 4);
+    // causal: every query sees a key only when Lk >= Lq
+    size_t lk_min = c->causal && c->Lq > 2 ? c->Lq : 2;
+    c->Lk = lk_min + digit(&k, 7 - lk_min);
+    c->h = 1 + digit(&k, 4);
+    size_t divisors[4], nd = 0;
+    for (size_t g = 1; g <= c->h; g++)
+        if (c->h % g == 0)
+            divisors[nd++] = g;
+    c->G = divisors[digit(&k, nd)];
+    c->D = c->h * (2 + digit(&k, 4));
+    c->B = 1 + digit(&k, QUIZ_BATCH_MAX);
+    c->has_lens = 1;
+    for (size_t b = 0; b < c->B; b++)
+        c->lens[b] = (double)(1 + digit(&k, c->Lk));
 }
 
 /* "[3, 3, 2, 2]": n values into buf. */
-static void lens_str(char *buf, size_t size, const double *v, size_t n)
+static void values_str(char *buf, size_t size, const double *v, size_t n)
 {
     size_t len = (size_t)snprintf(buf, size, "[");
     char num[TRACE_NUMBER_MAX];
@@ -118,119 +69,620 @@ static void lens_str(char *buf, size_t size, const double *v, size_t n)
         snprintf(buf + len, size - len, "]");
 }
 
-int quiz_questions(const quiz_case *c, const trace_log *log,
-                   quiz_question **qs, size_t *n)
+void quiz_describe(FILE *f, const quiz_case *c)
 {
-    *qs = NULL;
-    *n = 0;
-    size_t step = 0;
-    // at most three questions a record: its shape, view or copy, values
-    *qs = mha_malloc(3 * log->count + 1, sizeof **qs, "quiz_questions");
-    if (!*qs)
-        return GSL_ENOMEM;
-    for (size_t i = 0; i < log->count; i++) {
-        const trace_record *r = &log->records[i];
-        if (!r->has_output || (r->kind != TRACE_VIEW && r->kind != TRACE_COPY &&
-                               r->kind != TRACE_NEW))
-            continue;
-        step++;
-        int lens = strncmp(r->op, "repeat_interleave", 17) == 0;
-        quiz_question *q = &(*qs)[(*n)++];
-        *q = (quiz_question){.form = QUIZ_SHAPE, .step = step, .record = i};
-        trace_shape_str(&r->output, q->answer, sizeof q->answer);
-        if (r->kind != TRACE_NEW) {
-            q = &(*qs)[(*n)++];
-            *q = (quiz_question){.form = QUIZ_KIND, .step = step, .record = i};
-            snprintf(q->answer, sizeof q->answer, "%s", trace_kind_name(r->kind));
-        }
-        if (lens && c) {
-            // repeat_interleave: example b's length once for each head
-            double rep[QUIZ_BATCH_MAX * 4];
-            size_t k = 0;
-            for (size_t b = 0; b < c->B; b++)
-                for (size_t j = 0; j < c->h && k < sizeof rep / sizeof rep[0]; j++)
-                    rep[k++] = c->lens[b];
-            q = &(*qs)[(*n)++];
-            *q = (quiz_question){.form = QUIZ_LENS, .step = step, .record = i};
-            lens_str(q->answer, sizeof q->answer, rep, k);
-        }
+    size_t p = c->D / c->h;
+    fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
+               "head%s of %zu feature%s, ",
+            c->B, c->Lq, c->D, c->B, c->Lk, c->D, c->h, c->h == 1 ? "" : "s",
+            p, p == 1 ? "" : "s");
+    if (c->G < c->h)
+        fprintf(f, "%zu key-value head%s, ", c->G, c->G == 1 ? "" : "s");
+    if (c->causal)
+        fprintf(f, "causal, ");
+    if (!c->has_lens) {
+        fprintf(f, "no valid_lens");
+        return;
     }
-    return GSL_SUCCESS;
+    char lens[QUIZ_TEXT_MAX];
+    if (c->B > QUIZ_LENS_MAX) {
+        values_str(lens, sizeof lens, c->lens, QUIZ_LENS_MAX);
+        fprintf(f, "valid_lens %.*s, ...] (%zu of them)", (int)strlen(lens) - 1,
+                lens, c->B);
+        return;
+    }
+    values_str(lens, sizeof lens, c->lens, c->B);
+    fprintf(f, "valid_lens %s", lens);
 }
 
-/* Whole numbers separated by commas up to `close`, into vals (at most
- * cap); a trailing comma is allowed, as in Python's (8,).  The text after
- * `close`, or NULL when it is not such a list. */
-static const char *parse_ints(const char *p, char close, unsigned long *vals,
-                              size_t cap, size_t *n)
+void quiz_trace_command(FILE *f, const quiz_case *c)
 {
-    *n = 0;
+    fprintf(f, "mha trace --batch %zu --queries %zu --kv %zu --hiddens %zu "
+               "--heads %zu",
+            c->B, c->Lq, c->Lk, c->D, c->h);
+    if (c->G < c->h)
+        fprintf(f, " --kv-heads %zu", c->G);
+    if (c->causal)
+        fprintf(f, " --causal");
+    if (c->has_lens && c->B <= QUIZ_LENS_MAX) {
+        char num[TRACE_NUMBER_MAX];
+        for (size_t b = 0; b < c->B; b++)
+            fprintf(f, "%s%s", b ? "," : " --valid-lens ",
+                    number_str(num, sizeof num, c->lens[b]));
+    }
+    fprintf(f, " --quiz");
+}
+
+/* --- shapes and strides --------------------------------------------- */
+
+/* A tensor as the quiz follows it: its sizes, its strides (in numbers)
+ * and the lesson's name of each axis.  No numbers. */
+typedef struct qt {
+    size_t nd;
+    size_t dim[4];
+    size_t stride[4];
+    char name[4][24];
+} qt;
+
+/* A new tensor: its numbers one row after another, so the last axis has
+ * stride 1 and each axis before it steps over all the axes after it. */
+static qt fresh(size_t nd, const size_t *dim, const char *const *name)
+{
+    qt t = {.nd = nd};
+    size_t step = 1;
+    for (size_t i = nd; i-- > 0;) {
+        t.dim[i] = dim[i];
+        t.stride[i] = step;
+        step *= dim[i];
+        snprintf(t.name[i], sizeof t.name[i], "%s", name[i]);
+    }
+    return t;
+}
+
+/* The same sizes and names, its numbers written out afresh (a copy). */
+static qt rewritten(const qt *t)
+{
+    const char *names[4] = {t->name[0], t->name[1], t->name[2], t->name[3]};
+    return fresh(t->nd, t->dim, names);
+}
+
+static char *tuple(char *buf, size_t n, size_t nd, const size_t *v)
+{
+    return shape_str(buf, n, nd, v);
+}
+
+static char *names_str(char *buf, size_t n, const qt *t)
+{
+    size_t len = (size_t)snprintf(buf, n, "(");
+    for (size_t i = 0; i < t->nd && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "",
+                                t->name[i]);
+    if (len < n)
+        snprintf(buf + len, n - len, ")");
+    return buf;
+}
+
+/* Axis a cut into (x, y), y the inner: a view whatever the strides, the
+ * outer piece stepping over y of the inner's. */
+static void split(qt *t, size_t a, size_t x, size_t y, const char *nx,
+                  const char *ny, char *why, size_t n)
+{
+    if (t->nd >= 4 || a >= t->nd)
+        return; // not reached: the quiz splits tensors of 3 axes
+    size_t s = t->stride[a];
+    char was[24];
+    snprintf(was, sizeof was, "%s", t->name[a]);
+    qt o = *t; // the axes after a move one place on
+    for (size_t k = a + 1; k < t->nd && k + 1 < 4; k++) {
+        o.dim[k + 1] = t->dim[k];
+        o.stride[k + 1] = t->stride[k];
+        memcpy(o.name[k + 1], t->name[k], sizeof o.name[0]);
+    }
+    *t = o;
+    t->nd++;
+    t->dim[a] = x;
+    t->dim[a + 1] = y;
+    t->stride[a + 1] = s;
+    t->stride[a] = y * s;
+    snprintf(t->name[a], sizeof t->name[a], "%s", nx);
+    snprintf(t->name[a + 1], sizeof t->name[a + 1], "%s", ny);
+    if (why)
+        snprintf(why, n, "view: splitting one axis never copies: %s (stride "
+                         "%zu) becomes %s and %s with strides %zu and %zu",
+                 was, s, nx, ny, y * s, s);
+}
+
+/* Axes 1 and 2 swapped, as permute(0, 2, 1, 3) does. */
+static void swap12(qt *t, char *why, size_t n)
+{
+    char before[TRACE_SHAPE_MAX], after[TRACE_SHAPE_MAX];
+    tuple(before, sizeof before, t->nd, t->stride);
+    size_t d = t->dim[1], s = t->stride[1];
+    char nm[24];
+    memcpy(nm, t->name[1], sizeof nm);
+    t->dim[1] = t->dim[2];
+    t->stride[1] = t->stride[2];
+    memcpy(t->name[1], t->name[2], sizeof nm);
+    t->dim[2] = d;
+    t->stride[2] = s;
+    memcpy(t->name[2], nm, sizeof nm);
+    tuple(after, sizeof after, t->nd, t->stride);
+    if (why)
+        snprintf(why, n, "view: a permute only reorders the axes and their "
+                         "strides, %s -> %s; no number moves",
+                 before, after);
+}
+
+/* Axes a and a + 1 merged into one named name: 1 when that is a view,
+ * 0 when the numbers must be copied (t is then the copy).  Two axes
+ * merge in place only when the outer's stride is the inner's size times
+ * the inner's stride, so that walking the merged axis steps evenly; an
+ * axis of size 1 is never walked, and so never in the way. */
+static int merge(qt *t, size_t a, const char *name, char *why, size_t n)
+{
+    size_t o = a, i = a + 1; // outer, inner
+    char strides[TRACE_SHAPE_MAX];
+    tuple(strides, sizeof strides, t->nd, t->stride);
+    int view = 1;
+    if (t->dim[o] == 1 || t->dim[i] == 1) {
+        const char *one = t->dim[o] == 1 ? t->name[o] : t->name[i];
+        const char *other = t->dim[o] == 1 ? t->name[i] : t->name[o];
+        if (t->dim[o] == 1 && t->dim[i] == 1)
+            snprintf(why, n, "view: %s and %s are both 1, so %s has one "
+                             "position and no stride to match",
+                     t->name[o], t->name[i], name);
+        else
+            snprintf(why, n, "view: %s is 1, so %s is the axis of %s alone "
+                             "and no stride has to match",
+                     one, name, other);
+    } else if (t->stride[o] == t->dim[i] * t->stride[i]) {
+        snprintf(why, n, "view: the strides are %s and stride(%s) = %s x "
+                         "stride(%s) = %zu x %zu = %zu: %s and %s lie one "
+                         "after the other in memory, so they merge",
+                 strides, t->name[o], t->name[i], t->name[i], t->dim[i],
+                 t->stride[i], t->stride[o], t->name[o], t->name[i]);
+    } else {
+        view = 0;
+        snprintf(why, n, "copy: the strides are %s; %s and %s merge in place "
+                         "only when stride(%s) = %s x stride(%s) = %zu x %zu "
+                         "= %zu, and it is %zu, so the numbers are gathered "
+                         "into a new buffer",
+                 strides, t->name[o], t->name[i], t->name[o], t->name[i],
+                 t->name[i], t->dim[i], t->stride[i],
+                 t->dim[i] * t->stride[i], t->stride[o]);
+    }
+    size_t inner = t->dim[o] == 1 ? t->stride[i] : t->dim[i] == 1 ? t->stride[o]
+                                                                 : t->stride[i];
+    t->dim[o] *= t->dim[i];
+    t->stride[o] = inner;
+    snprintf(t->name[o], sizeof t->name[o], "%s", name);
+    for (size_t k = i; k + 1 < t->nd; k++) {
+        t->dim[k] = t->dim[k + 1];
+        t->stride[k] = t->stride[k + 1];
+        memcpy(t->name[k], t->name[k + 1], sizeof t->name[k]);
+    }
+    t->nd--;
+    if (!view)
+        *t = rewritten(t);
+    return view;
+}
+
+/* --- the questions -------------------------------------------------- */
+
+typedef struct builder {
+    quiz *z;
+    size_t steps;
+} builder;
+
+static quiz_line *line_v(builder *b, int depth, int is_step, const char *fmt,
+                         va_list ap)
+{
+    quiz *z = b->z;
+    if (z->nlines == QUIZ_LINES_MAX)
+        return &z->lines[z->nlines - 1]; // not reached: a quiz has ~30 lines
+    quiz_line *l = &z->lines[z->nlines++];
+    memset(l, 0, sizeof *l);
+    l->depth = depth;
+    l->first = z->n;
+    char text[QUIZ_TEXT_MAX];
+    vsnprintf(text, sizeof text, fmt, ap);
+    if (is_step) {
+        l->step = ++b->steps;
+        snprintf(l->text, sizeof l->text, "step %zu: %.*s", l->step,
+                 (int)sizeof l->text - 16, text);
+    } else {
+        snprintf(l->text, sizeof l->text, "%s", text);
+    }
+    return l;
+}
+
+static void heading(builder *b, int depth, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void heading(builder *b, int depth, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    line_v(b, depth, 0, fmt, ap);
+    va_end(ap);
+}
+
+/* A step: its number. */
+static size_t step(builder *b, int depth, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static size_t step(builder *b, int depth, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    quiz_line *l = line_v(b, depth, 1, fmt, ap);
+    va_end(ap);
+    return l->step;
+}
+
+/* A question under the last line. */
+static quiz_question *ask(builder *b, quiz_form form, const char *what)
+{
+    quiz *z = b->z;
+    if (z->n == QUIZ_QUESTIONS_MAX)
+        return &z->qs[z->n - 1]; // not reached: a quiz asks ~30
+    quiz_line *l = &z->lines[z->nlines - 1];
+    if (!l->count)
+        l->first = z->n;
+    l->count++;
+    quiz_question *q = &z->qs[z->n++];
+    memset(q, 0, sizeof *q);
+    q->form = form;
+    q->step = l->step;
+    snprintf(q->ask, sizeof q->ask, "%s", what);
+    return q;
+}
+
+static void ask_shape(builder *b, const qt *t, const char *what)
+{
+    quiz_question *q = ask(b, QUIZ_SHAPE, what ? what : "its shape");
+    char sym[TRACE_SHAPE_MAX];
+    tuple(q->answer, sizeof q->answer, t->nd, t->dim);
+    snprintf(q->why, sizeof q->why, "%s, that is %s", q->answer,
+             names_str(sym, sizeof sym, t));
+}
+
+static void ask_kind(builder *b, int view, const char *why, const char *what)
+{
+    quiz_question *q = ask(b, QUIZ_KIND, what ? what : "view or copy");
+    snprintf(q->answer, sizeof q->answer, "%s", view ? "view" : "copy");
+    snprintf(q->why, sizeof q->why, "%s", why);
+}
+
+/* Q, K or V split into heads (transpose_qkv with `heads` heads) in t,
+ * its kinds' reasons into why[3]; the last reshape's kind returned. */
+static int heads_of(qt *t, size_t heads, const char *hname, const char *rows,
+                    char why[3][3 * QUIZ_TEXT_MAX])
+{
+    size_t p = t->dim[2] / heads;
+    split(t, 2, heads, p, hname, "d_model/h", why[0], sizeof why[0]);
+    swap12(t, why[1], sizeof why[1]);
+    return merge(t, 0, rows, why[2], sizeof why[2]);
+}
+
+void quiz_build(const quiz_case *c, quiz *z)
+{
+    memset(z, 0, sizeof *z);
+    z->c = *c;
+    builder bd = {z, 0}, *b = &bd;
+    size_t B = c->B, Lq = c->Lq, Lk = c->Lk, D = c->D, h = c->h, G = c->G;
+    size_t p = D / h, per = h / G; // features a head, query heads a group
+    int grouped = G < h;
+    char why[3][3 * QUIZ_TEXT_MAX];
+
+    heading(b, 0, "multihead(h=%zu%s%.0zu%s) on q (%zu, %zu, %zu), k (%zu, "
+                  "%zu, %zu), v (%zu, %zu, %zu):",
+            h, grouped ? ", G=" : "", grouped ? G : 0,
+            c->causal ? ", causal" : "", B, Lq, D, B, Lk, D, B, Lk, D);
+
+    // Q, asked step by step
+    size_t sq = step(b, 1, "W_q: x W^T on q (%zu, %zu, %zu)", B, Lq, D);
+    qt q = fresh(3, (size_t[]){B, Lq, D}, (const char *[]){"B", "Lq", "d_model"});
+    ask_shape(b, &q, NULL);
+    heading(b, 1, "transpose_qkv(h=%zu) on step %zu:", h, sq);
+    size_t s = step(b, 2, "reshape(...) on step %zu", sq);
+    split(&q, 2, h, p, "h", "d_model/h", why[0], sizeof why[0]);
+    ask_shape(b, &q, NULL);
+    ask_kind(b, 1, why[0], NULL);
+    s = step(b, 2, "permute(0, 2, 1, 3) on step %zu", s);
+    swap12(&q, why[1], sizeof why[1]);
+    ask_shape(b, &q, NULL);
+    ask_kind(b, 1, why[1], NULL);
+    size_t sqh = step(b, 2, "reshape(...) on step %zu", s);
+    int view = merge(&q, 0, "B*h", why[2], sizeof why[2]);
+    ask_shape(b, &q, NULL);
+    ask_kind(b, view, why[2], NULL);
+
+    // K and V: the same split, asked by its result (G heads when grouped)
+    const char *kvh = grouped ? "G" : "h", *kvrows = grouped ? "B*G" : "B*h";
+    const char *kvf = grouped ? "G*d_model/h" : "d_model";
+    size_t sk = step(b, 1, "W_k: x W^T on k (%zu, %zu, %zu)", B, Lk, D);
+    qt k = fresh(3, (size_t[]){B, Lk, G * p}, (const char *[]){"B", "Lk", kvf});
+    ask_shape(b, &k, NULL);
+    if (grouped)
+        heading(b, 1, "# K has G = %zu key-value head%s, not h = %zu: "
+                      "transpose_qkv splits it with h=%zu",
+                G, G == 1 ? "" : "s", h, G);
+    size_t skh = step(b, 1, "transpose_qkv(h=%zu) on step %zu", G, sk);
+    view = heads_of(&k, G, kvh, kvrows, why);
+    ask_shape(b, &k, NULL);
+    ask_kind(b, view, why[2], "its last reshape: view or copy");
+    size_t svh = step(b, 1, "W_v: x W^T on v (%zu, %zu, %zu), then "
+                            "transpose_qkv(h=%zu)",
+                      B, Lk, D, G);
+    qt v = fresh(3, (size_t[]){B, Lk, G * p}, (const char *[]){"B", "Lk", kvf});
+    heads_of(&v, G, kvh, kvrows, why);
+    ask_shape(b, &v, NULL);
+
+    // the valid lengths of every head's rows
+    size_t rows = B * h;
+    // with causal or grouped heads, one length per query row (B, Lq)
+    // first: the folded rows of grouped heads mix the queries of h/G heads
+    if (c->causal || (grouped && c->has_lens)) {
+        size_t sr = step(b, 1, "per-row lens(%s)",
+                         !c->causal ? "valid_lens"
+                         : c->has_lens ? "causal, valid_lens" : "causal");
+        qt r = fresh(2, (size_t[]){B, Lq}, (const char *[]){"B", "Lq"});
+        ask_shape(b, &r, NULL);
+        step(b, 1, "repeat_interleave(%zu) on step %zu", h, sr);
+        r = fresh(2, (size_t[]){rows, Lq}, (const char *[]){"B*h", "Lq"});
+        ask_shape(b, &r, NULL);
+    } else if (c->has_lens) {
+        step(b, 1, "repeat_interleave(%zu) on valid_lens (%zu,)", h, B);
+        qt r = fresh(1, (size_t[]){rows}, (const char *[]){"B*h"});
+        ask_shape(b, &r, NULL);
+        if (rows <= QUIZ_LENS_MAX) {
+            // each example's length once for each of its heads, in turn
+            double once[QUIZ_LENS_MAX] = {0}, dealt[QUIZ_LENS_MAX] = {0};
+            size_t m = 0;
+            for (size_t e = 0; e < B; e++)
+                for (size_t copies = h; copies > 0; copies--)
+                    once[m++] = c->lens[e];
+            for (size_t r2 = 0; r2 < rows; r2++) // tile: the whole list h times
+                dealt[r2] = c->lens[r2 % B];
+            quiz_question *qv = ask(b, QUIZ_VALUES, "its values");
+            values_str(qv->answer, sizeof qv->answer, once, rows);
+            char tiled[QUIZ_TEXT_MAX];
+            values_str(tiled, sizeof tiled, dealt, rows);
+            if (strcmp(tiled, qv->answer))
+                snprintf(qv->why, sizeof qv->why,
+                         "%s: each example's length once for each of its %zu "
+                         "heads, in order, as the heads' rows lie after "
+                         "transpose_qkv (repeat_interleave; tile would give %s)",
+                         qv->answer, h, tiled);
+            else
+                snprintf(qv->why, sizeof qv->why,
+                         "%s: each example's length once for each of its %zu "
+                         "head%s, in order (with %s, tile gives the same)",
+                         qv->answer, h, h == 1 ? "" : "s",
+                         B == 1 ? "one example" : "one head");
+        }
+    }
+
+    // attention, over every head at once
+    size_t sa;
+    if (!grouped) {
+        heading(b, 1, "dot_attention on steps %zu, %zu, %zu:", sqh, skh, svh);
+        size_t ss = step(b, 2, "Q K^T on step %zu, step %zu^T", sqh, skh);
+        qt sc = fresh(3, (size_t[]){rows, Lq, Lk}, (const char *[]){"B*h", "Lq", "Lk"});
+        ask_shape(b, &sc, NULL);
+        sa = step(b, 2, "weights V: softmax(step %zu) @ step %zu", ss, svh);
+        qt o = fresh(3, (size_t[]){rows, Lq, p},
+                     (const char *[]){"B*h", "Lq", "d_model/h"});
+        ask_shape(b, &o, NULL);
+    } else {
+        heading(b, 1, "grouped heads(h=%zu, G=%zu) on steps %zu, %zu, %zu:", h,
+                G, sqh, skh, svh);
+        size_t se = step(b, 2, "view(...), expand(...) on step %zu", skh);
+        qt e = k;
+        split(&e, 0, B * G, 1, "B*G", "1", NULL, 0);
+        e.dim[1] = per;
+        e.stride[1] = 0;
+        snprintf(e.name[1], sizeof e.name[1], "h/G");
+        ask_shape(b, &e, NULL);
+        char ewhy[3 * QUIZ_TEXT_MAX];
+        snprintf(ewhy, sizeof ewhy,
+                 "view: view(...) adds an axis of size 1 and expand(...) "
+                 "stretches it to h/G = %zu with stride 0, so the %zu query "
+                 "head%s of a group read one key-value head's numbers; none "
+                 "is copied",
+                 per, per, per == 1 ? "" : "s");
+        ask_kind(b, 1, ewhy, NULL);
+        heading(b, 2, "# fold each group's h/G query heads into Lq: one "
+                      "product per key-value head");
+        size_t sf = step(b, 2, "reshape(...) on step %zu", sqh);
+        qt f = q;
+        split(&f, 0, B * G, per, "B*G", "h/G", NULL, 0);
+        view = merge(&f, 1, "h/G*Lq", why[0], sizeof why[0]);
+        ask_shape(b, &f, NULL);
+        ask_kind(b, view, why[0], NULL);
+        size_t ss = step(b, 2, "Q K^T on step %zu, step %zu^T", sf, se);
+        qt sc = fresh(3, (size_t[]){B * G, per * Lq, Lk},
+                      (const char *[]){"B*G", "h/G*Lq", "Lk"});
+        ask_shape(b, &sc, NULL);
+        size_t sw = step(b, 2, "weights V: softmax(step %zu) @ step %zu, "
+                                "expanded as step %zu",
+                         ss, svh, se);
+        qt o = fresh(3, (size_t[]){B * G, per * Lq, p},
+                     (const char *[]){"B*G", "h/G*Lq", "d_model/h"});
+        ask_shape(b, &o, NULL);
+        sa = step(b, 2, "view(...) on step %zu", sw);
+        o = fresh(3, (size_t[]){rows, Lq, p}, (const char *[]){"B*h", "Lq", "d_model/h"});
+        ask_shape(b, &o, NULL);
+    }
+
+    // the heads side by side again, and the output
+    heading(b, 1, "transpose_output(h=%zu) on step %zu:", h, sa);
+    qt o = fresh(3, (size_t[]){rows, Lq, p}, (const char *[]){"B*h", "Lq", "d_model/h"});
+    s = step(b, 2, "reshape(...) on step %zu", sa);
+    split(&o, 0, B, h, "B", "h", NULL, 0);
+    ask_shape(b, &o, NULL);
+    s = step(b, 2, "permute(0, 2, 1, 3) on step %zu", s);
+    swap12(&o, NULL, 0);
+    ask_shape(b, &o, NULL);
+    s = step(b, 2, "reshape(...) on step %zu", s);
+    view = merge(&o, 2, "d_model", why[0], sizeof why[0]);
+    ask_shape(b, &o, NULL);
+    ask_kind(b, view, why[0], NULL);
+    step(b, 1, "W_o: x W^T on step %zu", s);
+    ask_shape(b, &o, NULL);
+
+    // about the case as a whole
+    heading(b, 0, "and about this case:");
+    qt w = fresh(4, (size_t[]){B, h, Lq, Lk}, (const char *[]){"B", "h", "Lq", "Lk"});
+    ask_shape(b, &w, "the attention weights the module keeps: their shape");
+    if (grouped) {
+        // heads in order, per to a group: count the groups before head i
+        // which head: one the sizes pick, so mha trace asks the same
+        size_t head = (B + Lq + Lk) % h, kv = 0;
+        for (size_t first = per; first <= head; first += per)
+            kv++;
+        char what[QUIZ_TEXT_MAX];
+        if (G == 1)
+            snprintf(what, sizeof what, "which key-value head does query "
+                                        "head %zu read",
+                     head);
+        else
+            snprintf(what, sizeof what, "which key-value head (0 to %zu) "
+                                        "does query head %zu read",
+                     G - 1, head);
+        quiz_question *qn = ask(b, QUIZ_NUMBER, what);
+        snprintf(qn->answer, sizeof qn->answer, "%zu", kv);
+        snprintf(qn->why, sizeof qn->why,
+                 "%zu: the heads are grouped in order, h/G = %zu to a group: "
+                 "heads %zu to %zu read key-value head %zu",
+                 kv, per, kv * per, kv * per + per - 1, kv);
+    }
+    if (c->causal) {
+        // query 0 stands at key Lk - Lq: it sees keys 0 .. Lk - Lq
+        size_t upto = Lk - Lq + 1, len = c->has_lens ? (size_t)c->lens[0] : Lk;
+        size_t sees = len < upto ? len : upto;
+        quiz_question *qn = ask(b, QUIZ_NUMBER, "how many keys does the first "
+                                               "query of example 0 see");
+        snprintf(qn->answer, sizeof qn->answer, "%zu", sees);
+        if (c->has_lens)
+            snprintf(qn->why, sizeof qn->why,
+                     "%zu: query i sees key j when j <= i + Lk - Lq, %zu key%s "
+                     "for query 0, and j < its valid length %zu: the fewer",
+                     sees, upto, upto == 1 ? "" : "s", len);
+        else
+            snprintf(qn->why, sizeof qn->why,
+                     "%zu: query i sees key j when j <= i + Lk - Lq = %zu for "
+                     "query 0",
+                     sees, upto - 1);
+        qt cache = fresh(4, (size_t[]){B, G, Lk, p},
+                         (const char *[]){"B", "G", "t", "d_model/h"});
+        ask_shape(b, &cache, "decoding one query at a time with a KV cache: "
+                             "the key cache's shape after Lk steps");
+    }
+}
+
+/* --- answers -------------------------------------------------------- */
+
+size_t quiz_numbered(const char *line, const char **rest)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    const char *start = p;
+    if (*p == 'q' || *p == 'Q')
+        p++;
+    size_t k = 0, digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
+        k = k * 10 + (size_t)(*p - '0');
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (digits && digits < 4 && k > 0 && (*p == '.' || *p == ')' || *p == ':') &&
+        !(p[0] == '.' && p[1] >= '0' && p[1] <= '9')) {
+        for (p++; *p == ' ' || *p == '\t'; p++)
+            ;
+        *rest = p;
+        return k;
+    }
+    *rest = start;
+    return 0;
+}
+
+/* Whole numbers separated by commas (a trailing one allowed, as in
+ * Python's (8,)), up to close or the end: their count, or 0 when the
+ * text is not such a list. */
+static size_t parse_list(const char *p, char close, unsigned long *vals,
+                         size_t cap)
+{
+    size_t n = 0;
     for (;;) {
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == close && (*n > 0 || close == ']'))
-            return *n > 0 ? p + 1 : NULL;
-        if (*p < '0' || *p > '9' || *n == cap)
-            return NULL;
+        if (*p == close)
+            return n > 0 && (!close || p[1] == '\0') ? n : 0;
+        if (*p < '0' || *p > '9' || n == cap)
+            return 0;
         unsigned long v = 0;
         for (; *p >= '0' && *p <= '9'; p++) {
             if (v > 100000000UL)
-                return NULL;
+                return 0;
             v = v * 10 + (unsigned long)(*p - '0');
         }
-        vals[(*n)++] = v;
+        vals[n++] = v;
         while (*p == ' ' || *p == '\t')
             p++;
         if (*p == ',')
             p++;
         else if (*p != close)
-            return NULL;
+            return 0;
     }
 }
 
-int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n)
+int quiz_check(const quiz_question *q, const char *answer, char *shown,
+               size_t n)
 {
-    while (*text == ' ' || *text == '\t')
-        text++;
-    size_t len = strlen(text);
-    while (len > 0 && strchr(" \t\r\n", text[len - 1]))
+    shown[0] = '\0';
+    size_t len = strlen(answer);
+    while (len > 0 && strchr(" \t\r\n", answer[len - 1]))
         len--;
-    char word[16];
-    if (len > 0 && len < sizeof word) {
-        for (size_t i = 0; i < len; i++)
-            word[i] = (char)(text[i] >= 'A' && text[i] <= 'Z' ? text[i] + 32
-                                                               : text[i]);
-        word[len] = '\0';
-        if (!strcmp(word, "view") || !strcmp(word, "copy") ||
-            !strcmp(word, "new")) {
-            *form = QUIZ_KIND;
-            snprintf(canon, n, "%s", word);
-            return 0;
+    char text[256];
+    if (len == 0 || len >= sizeof text)
+        return -1;
+    memcpy(text, answer, len);
+    text[len] = '\0';
+    if (len < 8) {
+        char word[8];
+        for (size_t i = 0; i <= len; i++)
+            word[i] = (char)(text[i] >= 'A' && text[i] <= 'Z' ? text[i] + 32 : text[i]);
+        if (!strcmp(word, "view") || !strcmp(word, "copy") || !strcmp(word, "new")) {
+            snprintf(shown, n, "%s", word);
+            return q->form == QUIZ_KIND && !strcmp(word, q->answer);
         }
     }
     unsigned long vals[64];
-    size_t k = 0;
-    char close = *text == '(' ? ')' : *text == '[' ? ']' : '\0';
-    if (!close)
+    char close = text[0] == '(' ? ')' : text[0] == '[' ? ']' : '\0';
+    size_t k = parse_list(close ? text + 1 : text, close, vals, 64);
+    if (k == 0)
         return -1;
-    const char *end = parse_ints(text + 1, close, vals, close == ')' ? 8 : 64, &k);
-    if (!end || end != text + len)
-        return -1;
-    if (close == ')') {
-        size_t dims[8];
-        for (size_t i = 0; i < k; i++)
-            dims[i] = vals[i];
-        char s[TRACE_SHAPE_MAX];
-        snprintf(canon, n, "%s", shape_str(s, sizeof s, k, dims));
-        *form = QUIZ_SHAPE;
-    } else {
+    if (q->form == QUIZ_NUMBER && k == 1 && !close) {
+        snprintf(shown, n, "%lu", vals[0]);
+    } else if (q->form == QUIZ_VALUES) {
         double d[64];
         for (size_t i = 0; i < k; i++)
             d[i] = (double)vals[i];
-        lens_str(canon, n, d, k);
-        *form = QUIZ_LENS;
+        values_str(shown, n, d, k);
+    } else {
+        size_t dims[64];
+        for (size_t i = 0; i < k; i++)
+            dims[i] = vals[i];
+        char s[TRACE_SHAPE_MAX];
+        if (k <= 8)
+            snprintf(shown, n, "%s", shape_str(s, sizeof s, k, dims));
+        else
+            snprintf(shown, n, "%s", text);
     }
-    return 0;
+    if (q->form == QUIZ_NUMBER && k == 1)
+        return (unsigned long)strtoul(q->answer, NULL, 10) == vals[0] &&
+               !close;
+    return q->form != QUIZ_KIND && !strcmp(shown, q->answer);
 }
 
 size_t quiz_bad_byte(const char *line, size_t len)
@@ -269,74 +721,105 @@ char *quiz_escape(const char *text, size_t len, char *buf, size_t n)
     return buf;
 }
 
-void quiz_describe(FILE *f, const quiz_case *c)
+/* UTF-16 text (len bytes, after a mark of skip bytes) into UTF-8, by
+ * iconv. */
+static int from_utf16(const char *text, size_t len, size_t skip,
+                      const char *code, char **out, size_t *out_len,
+                      char *why, size_t n)
 {
-    char lens[64];
-    lens_str(lens, sizeof lens, c->lens, c->B);
-    fprintf(f,
-            "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu), "
-            "%zu head%s (num_hiddens %zu), valid_lens %s",
-            c->B, c->Lq, c->D, c->B, c->Lk, c->D, c->h, c->h == 1 ? "" : "s",
-            c->D, lens);
+    size_t cap = 2 * len + 4; // a UTF-16 unit gives at most 3 bytes
+    char *buf = malloc(cap);
+    if (!buf) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    iconv_t cd = iconv_open("UTF-8", code);
+    if (cd == (iconv_t)-1) {
+        free(buf);
+        snprintf(why, n, "%s, which this system cannot decode: save it as "
+                         "UTF-8",
+                 code);
+        return -1;
+    }
+    char *in = (char *)text, *o = buf;
+    size_t left = len, room = cap - 1;
+    size_t r = iconv(cd, &in, &left, &o, &room);
+    iconv_close(cd);
+    if (r == (size_t)-1) {
+        free(buf);
+        snprintf(why, n, "%s that does not decode at byte %zu: save it as "
+                         "UTF-8",
+                 code, skip + (size_t)(in - text) + 1);
+        return -1;
+    }
+    *o = '\0';
+    *out = buf;
+    *out_len = (size_t)(o - buf);
+    return 0;
 }
 
-/* The op without what gives the answer away: a reshape's sizes (they are
- * the output shape, or all of it but one -1), and any shape among the
- * arguments ("valid_lens (4,)" is an earlier step's output).  Which
- * reshape it is, the student knows from where it stands in the steps. */
-static void hide_args(const char *op, char *buf, size_t n)
+int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
+                char *why, size_t n)
 {
-    const char *open = strchr(op, '(');
-    if (!strncmp(op, "reshape(", 8)) {
-        snprintf(buf, n, "reshape(...)");
-        return;
+    const unsigned char *u = (const unsigned char *)text;
+    *out = NULL;
+    *out_len = 0;
+    if (len >= 4 && ((u[0] == 0xff && u[1] == 0xfe && !u[2] && !u[3]) ||
+                     (!u[0] && !u[1] && u[2] == 0xfe && u[3] == 0xff))) {
+        snprintf(why, n, "UTF-32: save it as UTF-8");
+        return -1;
     }
-    size_t k = 0;
-    for (const char *p = op; *p && k + 1 < n; p++) {
-        if (open && p > open && p[0] == ' ' && p[1] == '(') {
-            int level = 0; // skip " (4,)"
-            for (p++; *p; p++) {
-                level += *p == '(';
-                level -= *p == ')';
-                if (level == 0)
-                    break;
-            }
-            if (!*p)
-                break;
+    if (len >= 2 && u[0] == 0xff && u[1] == 0xfe)
+        return from_utf16(text + 2, len - 2, 2, "UTF-16LE", out, out_len, why, n);
+    if (len >= 2 && u[0] == 0xfe && u[1] == 0xff)
+        return from_utf16(text + 2, len - 2, 2, "UTF-16BE", out, out_len, why, n);
+    // UTF-16 without its mark: an answer file is ASCII, so every other
+    // byte is NUL
+    if (len >= 2 && len % 2 == 0) {
+        size_t odd = 0, even = 0;
+        for (size_t i = 0; i < len; i++)
+            if (!u[i] && i % 2)
+                odd++;
+            else if (!u[i])
+                even++;
+        if (odd == len / 2 && !even)
+            return from_utf16(text, len, 0, "UTF-16LE", out, out_len, why, n);
+        if (even == len / 2 && !odd)
+            return from_utf16(text, len, 0, "UTF-16BE", out, out_len, why, n);
+    }
+    size_t skip = len >= 3 && u[0] == 0xef && u[1] == 0xbb && u[2] == 0xbf ? 3 : 0;
+    char *buf = malloc(len - skip + 1);
+    if (!buf) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    memcpy(buf, text + skip, len - skip);
+    buf[len - skip] = '\0';
+    *out = buf;
+    *out_len = len - skip;
+    return 0;
+}
+
+int quiz_seed_line(const char *line, unsigned long long *seed)
+{
+    for (const char *p = line; *p; p++) {
+        if (strncmp(p, "seed", 4) && strncmp(p, "Seed", 4) && strncmp(p, "SEED", 4))
             continue;
+        const char *d = p + 4;
+        while (*d == ' ' || *d == '\t' || *d == '=' || *d == ':')
+            d++;
+        if (*d < '0' || *d > '9')
+            continue;
+        unsigned long long s = 0;
+        for (; *d >= '0' && *d <= '9'; d++) {
+            unsigned v = (unsigned)(*d - '0');
+            if (s > (QUIZ_SEED_MAX - v) / 10)
+                return 0;
+            s = s * 10 + v;
         }
-        buf[k++] = *p;
+        *seed = s;
+        return 1;
     }
-    buf[k] = '\0';
-}
-
-char *quiz_show(const trace_record *r, const unsigned long *ids,
-                size_t nsteps, char *buf, size_t n)
-{
-    char op[TRACE_OP_MAX];
-    hide_args(r->op, op, sizeof op);
-    size_t len = (size_t)snprintf(buf, n, "%s on ", op);
-    const char *join = trace_join_text(r->join);
-    int first = 1;
-    for (size_t i = 0; i < r->n_inputs && len < n; i++) {
-        const trace_operand *in = &r->inputs[i];
-        if (in->side)
-            continue;
-        char what[TRACE_SHAPE_MAX];
-        size_t step = 0;
-        for (size_t s = nsteps; s > 0 && !step; s--)
-            if (ids[s - 1] == in->shape.id)
-                step = s;
-        if (step)
-            snprintf(what, sizeof what, "step %zu", step);
-        else
-            trace_shape_str(&in->shape, what, sizeof what);
-        len += (size_t)snprintf(buf + len, n - len, "%s%s%s%s%s",
-                                first ? "" : join, in->label,
-                                in->label[0] ? " " : "", what,
-                                in->transposed ? "^T" : "");
-        first = 0;
-    }
-    return buf;
+    return 0;
 }
 //<

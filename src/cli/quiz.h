@@ -2,24 +2,28 @@
 /* quiz.h: the module's forward pass as questions, for mha quiz and the
  * worksheet of mha trace --quiz.
  *
- * The questions come from the records of a trace log (trace.h): each step
- * that makes a tensor asks its shape, a reshape or permute also asks view
- * or copy, and repeat_interleave asks the values it makes.  A question
- * shows its step without what gives the answer away (quiz_show):
+ * The questions come from the case's sizes alone, by the rules of shapes
+ * and strides, not from a run of the module: a student's copy, whose
+ * transpose_qkv or repeat_valid_lens is not written yet (or is wrong),
+ * asks the same questions and holds the same answers as the teacher's.
+ * Each reshape is taken as splits and merges of axes: a split is always a
+ * view, and axes merge without a copy only when each one's stride is the
+ * next one's size times its stride (sizes of 1 aside), which is why a
+ * question's reason can name the strides of its case.  A question shows
+ * its step without what gives the answer away:
  *
  *     transpose_qkv(h=2) on step 1:
  *       step 2: reshape(...) on step 1
- *         2. its shape?
- *         3. view or copy?
+ *          2. its shape?
+ *          3. view or copy?
  */
 #ifndef MHA_CLI_QUIZ_H
 #define MHA_CLI_QUIZ_H
 
 #include <stddef.h>
+#include <stdio.h>
 
-#include "trace.h"
-
-/* --- mha quiz: one case, asked step by step ----------------------- */
+/* --- one case ------------------------------------------------------- */
 
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
@@ -27,83 +31,130 @@
 /* The largest seed: 18 digits. */
 #define QUIZ_SEED_MAX 999999999999999999ULL
 
-/* A case: small sizes, d2l's module with h heads of D/h features,
+/* The most valid lengths a case keeps, and the most values (B*h) a
+ * question about repeat_interleave asks for. */
+#define QUIZ_LENS_MAX 16
+
+/* A case: d2l's module with h heads of D/h features, G key-value heads
+ * (G divides h; G = h is plain multi-head attention), causal or not,
  * queries (B, Lq, D), keys and values (B, Lk, D), and one valid length
- * per example, each from a small range so that every shape can be worked
- * out by hand, and each range wide enough that the quiz asks something
- * of chapters 06 and 07: B 2-3, Lq 2-5, Lk 2-6, h 2-4, D/h 2-5, each
- * valid length 1 to Lk. */
+ * per example (lens[b], when has_lens).  A drawn case has B 1-3, Lq 1-4,
+ * Lk 2-6 (at least Lq when causal), h 1-4, G any divisor of h, D/h 2-5,
+ * causal one time in three, each valid length 1 to Lk: sizes of 1 are
+ * drawn too, since they are what turns a copy into a view. */
 typedef struct quiz_case {
     unsigned long long seed;
-    size_t B, Lq, Lk, D, h;
-    double lens[QUIZ_BATCH_MAX];
+    int seeded; /* 1 for a drawn case (mha quiz), 0 for mha trace's sizes */
+    size_t B, Lq, Lk, D, h, G;
+    int causal;
+    int has_lens;
+    double lens[QUIZ_LENS_MAX]; /* the first QUIZ_LENS_MAX of them */
 } quiz_case;
 
-/* How many cases there are: 25,440. */
-size_t quiz_cases(void);
-
-/* The case of seed (0 .. QUIZ_SEED_MAX): every digit of the seed counts,
- * so 1 and 4294967297 ask different cases, and so do 0 and 4357 (both
- * pairs share one case under a 32-bit generator's seeding).  The seed is
- * mixed into 64 bits and picks one of the quiz_cases() cases, each as
- * likely as any other: two seeds ask the same case only by chance, 1 in
- * 25,440. */
+/* The case of seed (0 .. QUIZ_SEED_MAX): the seed is mixed into 64 bits
+ * and each size read off them in turn, every size of its range as likely
+ * as any other; every digit of the seed counts. */
 void quiz_draw(unsigned long long seed, quiz_case *c);
 
-/* Run the module on c's shapes alone and keep its records in log
- * (trace_log_free frees them, also after a failure). */
-int quiz_trace(const quiz_case *c, trace_log *log);
+/* The case in one line: "queries (2, 3, 8), keys and values (2, 4, 8):
+ * 2 heads of 4 features, causal, valid_lens [3, 2]". */
+void quiz_describe(FILE *f, const quiz_case *c);
+
+/* The mha trace command that asks the same questions: "mha trace --batch
+ * 2 --queries 3 ... --quiz". */
+void quiz_trace_command(FILE *f, const quiz_case *c);
+
+/* --- its questions -------------------------------------------------- */
 
 /* What a question asks, and so the form of its answer. */
 typedef enum quiz_form {
-    QUIZ_SHAPE, /* the step's output shape: (2, 4, 100) */
-    QUIZ_KIND,  /* view or copy */
-    QUIZ_LENS   /* the values repeat_interleave makes: [3, 3, 2, 2] */
+    QUIZ_SHAPE,  /* a shape: (2, 4, 100) */
+    QUIZ_KIND,   /* view or copy */
+    QUIZ_VALUES, /* the values a step makes: [3, 3, 2, 2] */
+    QUIZ_NUMBER  /* one whole number: a head, a count */
 } quiz_form;
+
+#define QUIZ_TEXT_MAX 160
+#define QUIZ_QUESTIONS_MAX 48
+#define QUIZ_LINES_MAX 48
 
 typedef struct quiz_question {
     quiz_form form;
-    size_t step;   /* 1, 2 ... : the record's number among the steps */
-    size_t record; /* its index in the log */
-    char answer[TRACE_SHAPE_MAX]; /* as quiz_parse writes it */
+    size_t step;                 /* the step it asks about; 0: the case */
+    char ask[QUIZ_TEXT_MAX];     /* "its shape", "view or copy" ... */
+    char answer[QUIZ_TEXT_MAX];  /* "(2, 3, 8)", "copy", "[3, 3]", "1" */
+    char why[4 * QUIZ_TEXT_MAX]; /* the answer and its reason in this case */
 } quiz_question;
 
-/* The questions for the records of log, in order, in a new array the
- * caller frees: each step that makes a tensor asks its shape, a view or
- * a copy asks which, and repeat_interleave asks its values (only when c,
- * the case that gives them, is not NULL). */
-int quiz_questions(const quiz_case *c, const trace_log *log,
-                   quiz_question **qs, size_t *n);
+/* A line of the quiz: a step ("step 3: permute(0, 2, 1, 3) on step 2",
+ * step 3) or a heading (step 0), at depth (indent 2*depth), and the
+ * questions asked under it, qs[first .. first + count - 1]. */
+typedef struct quiz_line {
+    int depth;
+    size_t step;
+    char text[QUIZ_TEXT_MAX];
+    size_t first, count;
+} quiz_line;
 
-/* One answer as written (a line, any comment already cut off) into its
- * form and its canonical text (room n): "(2,4,100)" -> "(2, 4, 100)",
- * "View" -> "view", "[3,3, 2]" -> "[3, 3, 2]".  0, or -1 when it is none
- * of the three forms. */
-int quiz_parse(const char *text, quiz_form *form, char *canon, size_t n);
+typedef struct quiz {
+    quiz_case c;
+    quiz_line lines[QUIZ_LINES_MAX];
+    size_t nlines;
+    quiz_question qs[QUIZ_QUESTIONS_MAX];
+    size_t n;
+} quiz;
 
-/* Where a line of answers (len bytes as getline read it, its newline
- * included) holds a byte that no answer may: a control character (NUL
- * too, and DEL) other than a tab, the newline that ends the line, or a
- * carriage return right before it.  Its offset, or len when there is
- * none.  "view\0garbage" must not read as "view". */
+/* The questions of case c, in order, into z: the split of Q into heads
+ * asked step by step (shape, view or copy); K's and V's splits by their
+ * results; the valid lengths per head (shape, and the values when B*h is
+ * at most QUIZ_LENS_MAX and the mask is not causal); the attention (and
+ * the grouping of heads when G < h; with causal or grouped heads the
+ * lengths are one per query row first); the join and the output; then
+ * questions about the case (the weights' shape; with G < h, which
+ * key-value head a query head reads; when causal, the keys the first
+ * query sees and the key cache's shape after Lk steps of decoding).
+ * The same case always gives the same questions. */
+void quiz_build(const quiz_case *c, quiz *z);
+
+/* --- answers -------------------------------------------------------- */
+
+/* A line as an answer file or stdin gives it, comments already cut and
+ * trimmed: its question number when it starts with one ("12. (8, 2, 2)",
+ * "12) view", "12: 3"; else 0) and the answer after it (*rest; "" when
+ * there is none). */
+size_t quiz_numbered(const char *line, const char **rest);
+
+/* answer (a line's answer, numbering cut) against q: 1 right, 0 wrong,
+ * -1 when it is no answer of any form (then shown is empty).  shown (room
+ * n) gets the answer in q's form ("(2,4,100)" -> "(2, 4, 100)", "View" ->
+ * "view", "[3, 3, 10]" for a shape -> "(3, 3, 10)").  A shape or values
+ * may come in parentheses, brackets, or neither; a number bare. */
+int quiz_check(const quiz_question *q, const char *answer, char *shown,
+               size_t n);
+
+/* Where a line of answers (len bytes, its newline included) holds a
+ * byte that no answer may: a control character (NUL too, and DEL) other
+ * than a tab, the newline that ends the line, or a carriage return right
+ * before it.  Its offset, or len when there is none. */
 size_t quiz_bad_byte(const char *line, size_t len);
 
 /* text (len bytes) as a message may quote it, nothing raw: printable
  * ASCII as it is, a tab, carriage return and newline as \t, \r and \n,
- * every other byte as \xNN ("\x1b[2J"
- * shows, instead of clearing the screen); into buf (size n), cut short
- * when it does not fit; returns buf. */
+ * every other byte as \xNN; into buf (size n), cut short when it does
+ * not fit; returns buf. */
 char *quiz_escape(const char *text, size_t len, char *buf, size_t n);
 
-/* The case in one line: "queries (2, 3, 8), keys and values ..." */
-void quiz_describe(FILE *f, const quiz_case *c);
+/* An answer file's text as UTF-8 (or ASCII), in a new string the caller
+ * frees (*out, *out_len): a UTF-8 byte-order mark is dropped, UTF-16
+ * (with its mark, or without one when every other byte is NUL) is
+ * decoded.  0, or -1 with why (room n) saying what the text is
+ * ("UTF-32", "UTF-16 that does not decode") or "out of memory". */
+int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
+                char *why, size_t n);
 
-/* Record r as a question shows it, into buf (size n): its op, with the
- * arguments that would give its shape away left out, and its inputs,
- * each a shape the case gives or "step K" for a step's output (ids:
- * the output ids of steps 1, 2 ...; nsteps of them so far). */
-char *quiz_show(const trace_record *r, const unsigned long *ids,
-                size_t nsteps, char *buf, size_t n);
+/* The seed a line names ("# mha quiz --seed 17: ...", "seed: 17"): 1
+ * with *seed, or 0 when it names none. */
+int quiz_seed_line(const char *line, unsigned long long *seed);
 
 #endif
 //<
