@@ -125,6 +125,8 @@ CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info
 #> full
 TOOL_BIN  += $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad $(BUILD)/marks-filter
+#<
+#> handout
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 # the mha program's parts without its main(), for the tools that reuse them
@@ -176,7 +178,7 @@ $(CHAPTER_STAMP):
 
 all: build
 build: $(LIB) $(CH_BIN) $(TOOL_BIN) $(TEST_BIN)
-#> full
+#> handout
 build: $(CLI_BIN)
 #<
 
@@ -207,11 +209,6 @@ $(BUILD)/marks-filter: tools/marks_filter.c tools/marks.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(filter %.c,$^) -o $@
 
-# The mha program: src/cli/ linked with libmha.
-$(CLI_BIN): $(CLI_OBJ) $(LIB)
-	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
-
 $(BUILD)/bench: tools/bench.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
@@ -220,6 +217,13 @@ $(BUILD)/bench: tools/bench.c $(LIB)
 $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) -o $@
+#<
+
+#> handout
+# The mha program: src/cli/ linked with libmha.
+$(CLI_BIN): $(CLI_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
 #<
 
 # The suites, one object each, built with the paths and the chapter list

@@ -60,10 +60,10 @@ static int weights_times_values(const char *who, const tensor *weights,
     if (status)
         return status;
     // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
-/*< full
+/*< handout
     status = tensor_alloc(SHAPE(B, Lq, dv), out);
 */
-//> full
+//> handout
     int meta = tensor_is_meta(weights) || tensor_is_meta(values);
     status = meta ? tensor_alloc_meta(SHAPE(B, Lq, dv), out)
                   : tensor_alloc(SHAPE(B, Lq, dv), out);
@@ -74,10 +74,10 @@ static int weights_times_values(const char *who, const tensor *weights,
     }
     memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
     snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
-/*< full
+/*< handout
     for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
 */
-//> full
+//> handout
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
 //<
         gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
@@ -106,10 +106,10 @@ static int weights_times_values(const char *who, const tensor *weights,
 static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
                            tensor **out)
 {
-/*< full
+/*< handout
     int status = tensor_alloc(weights->ndim, weights->shape, out);
 */
-//> full
+//> handout
     int meta = tensor_is_meta(weights);
     int status = meta ? tensor_alloc_meta(weights->ndim, weights->shape, out)
                       : tensor_alloc(weights->ndim, weights->shape, out);
@@ -117,10 +117,10 @@ static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
     if (status)
         return status;
     memcpy((*out)->names, weights->names, sizeof weights->names);
-/*< full
+/*< handout
     size_t n = tensor_numel(weights);
 */
-//> full
+//> handout
     size_t n = meta ? 0 : tensor_numel(weights);
 //<
     for (size_t k = 0; k < n; k++)
@@ -257,7 +257,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     trace_begin(&pooled,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "dot_attention(scale 1/sqrt(%zu))", d);
-//> full
+//> handout
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
 //<
     qkv_matrices q = {0}, k = {0};
@@ -266,11 +266,11 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     if (status == GSL_SUCCESS)
         status = qkv_as_matrices("keys", keys, &k);
     // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
-/*< full
+/*< handout
     if (status == GSL_SUCCESS)
         status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
 */
-//> full
+//> handout
     if (status == GSL_SUCCESS)
         status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
                       : tensor_alloc(SHAPE(B, Lq, Lk), &scores);
@@ -280,10 +280,10 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     set_name(scores, 0, dim_name(queries, 0, "B"));
     set_name(scores, 1, dim_name(queries, 1, "Lq"));
     set_name(scores, 2, dim_name(keys, 1, "Lk"));
-/*< full
+/*< handout
     for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
 */
-//> full
+//> handout
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
 //<
         gsl_matrix_const_view q_b = QKV_MATRIX(q, b), k_b = QKV_MATRIX(k, b);

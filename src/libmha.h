@@ -54,9 +54,11 @@
 //> 17
 #include "gqa.h"
 //<
+//> handout
+#include "npy.h"
+//<
 //> full
 #include "multihead_fast.h"
-#include "npy.h"
 //<
 
 #endif

@@ -40,7 +40,7 @@ int linear_init(linear *l, const char *name, size_t in_features,
     return init_params(l, name, in_features, out_features, with_bias, 0);
 }
 
-//> full
+//> handout
 int linear_init_meta(linear *l, const char *name, size_t in_features,
                      size_t out_features, int with_bias)
 {
@@ -109,7 +109,7 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = l->out_features;
     int (*alloc)(size_t, const size_t *, tensor **) = tensor_alloc;
-//> full
+//> handout
     if (tensor_is_meta(x) || tensor_is_meta(l->weight))
         alloc = tensor_alloc_meta; // shapes alone (mha trace)
 //<
@@ -194,7 +194,7 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
         }
         w = wpacked;
     }
-//> full
+//> handout
     if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
         // shapes alone: the same steps (the packing copies too), no product
         tensor_free(packed);

@@ -37,7 +37,7 @@ typedef struct linear {
 /* Allocate a layer with zero weights (and a zero bias when with_bias). */
 int linear_init(linear *l, const char *name, size_t in_features,
                 size_t out_features, int with_bias);
-//> full
+//> handout
 /* The same layer with shape-only ("meta") parameters: no numbers, for a
  * trace of any size (tensor_alloc_meta). */
 int linear_init_meta(linear *l, const char *name, size_t in_features,

@@ -300,7 +300,7 @@ int multihead_init(multihead *m, const multihead_config *cfg)
 //<
     int status = dot_attention_init(&m->attention, c->dropout);
     int (*init)(linear *, const char *, size_t, size_t, int) = linear_init;
-//> full
+//> handout
     if (c->shape_only)
         init = linear_init_meta;
 //<
@@ -707,7 +707,7 @@ static int head_lens(const multihead *m, const tensor *valid_lens,
         return repeat_valid_lens(valid_lens, h, out);
     tensor *rows = NULL; // (B, Lq)
     int shape_only = 0;
-//> full
+//> handout
     shape_only = m->cfg.shape_only;
 //<
     int status = valid_lens_per_row(valid_lens, m->cfg.causal, batch, Lq, Lk,

@@ -149,7 +149,7 @@ typedef struct multihead_config {
     size_t out_size;                         /* D_out; 0: num_hiddens */
     int bias;                                /* biases on all 4 layers */
     double dropout;                          /* on the attention weights */
-//> full
+//> handout
     int shape_only; /* parameters with no numbers (tensor_alloc_meta): the
                        forward pass of shape-only inputs runs every step and
                        traces it, computing nothing, for any size */

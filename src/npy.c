@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* npy.c: reading and writing NumPy .npy files; see npy.h for the format
  * and for what is accepted.
  *

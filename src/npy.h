@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* npy.h: NumPy's .npy files, so the tensors of this walkthrough can be
  * checked against NumPy and PyTorch (np.save / np.load, torch.from_numpy).
  *

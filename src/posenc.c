@@ -119,10 +119,10 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
                         "%s: head size %zu must be even, at least 2 and "
                         "divide the last dimension %zu of x %s",
                         who, p, D, xs);
-/*< full
+/*< handout
     int status = tensor_alloc(SHAPE(B, L, D), out);
 */
-//> full
+//> handout
     int meta = tensor_is_meta(x); // shapes alone (mha trace)
     int status = meta ? tensor_alloc_meta(SHAPE(B, L, D), out)
                       : tensor_alloc(SHAPE(B, L, D), out);
@@ -130,11 +130,11 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
     if (status)
         return mha_fail_in(status, "%s", who);
     memcpy((*out)->names, x->names, sizeof x->names);
-/*< full
+/*< handout
     double *theta = mha_malloc(p / 2, sizeof *theta, who);
     if (!theta) {
 */
-//> full
+//> handout
     double *theta = meta ? NULL : mha_malloc(p / 2, sizeof *theta, who);
     if (!meta && !theta) {
 //<
@@ -142,19 +142,19 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
         *out = NULL;
         return GSL_ENOMEM;
     }
-/*< full
+/*< handout
     for (size_t k = 0; k < p / 2; k++)
 */
-//> full
+//> handout
     for (size_t k = 0; !meta && k < p / 2; k++)
 //<
         theta[k] = rope_theta(k, p, base);
     // row (b, l) is position start + l; pair k of each head turns by
     // (start + l) * theta_k, the same angle in every head
-/*< full
+/*< handout
     for (size_t b = 0; b < B && !status; b++)
 */
-//> full
+//> handout
     for (size_t b = 0; !meta && b < B && !status; b++)
 //<
         for (size_t l = 0; l < L && !status; l++) {

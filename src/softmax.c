@@ -65,17 +65,17 @@ int softmax_lastdim(const tensor *x, tensor **out)
     *out = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "softmax_lastdim: x is NULL");
-/*< full
+/*< handout
     int status = tensor_alloc(x->ndim, x->shape, out);
 */
-//> full
+//> handout
     int status = tensor_is_meta(x) ? tensor_alloc_meta(x->ndim, x->shape, out)
                                    : tensor_alloc(x->ndim, x->shape, out);
 //<
     if (status)
         return status;
     memcpy((*out)->names, x->names, sizeof x->names);
-//> full
+//> handout
     if (tensor_is_meta(x)) {
         trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
         return GSL_SUCCESS;
@@ -124,7 +124,7 @@ softmax_lens_fault softmax_find_bad_len(const tensor *valid_lens,
                     valid_lens->shape[1] == num_queries;
     if (!per_example && !per_query)
         return SOFTMAX_LENS_SHAPE;
-//> full
+//> handout
     if (tensor_is_meta(valid_lens))
         return SOFTMAX_LENS_FINE; /* shapes alone: no lengths to check */
 //<
@@ -236,11 +236,11 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     if (status)
         return status;
 
-/*< full
+/*< handout
     // out is (B, Lq, Lk), contiguous
     status = tensor_alloc(3, scores->shape, out);
 */
-//> full
+//> handout
     // out is (B, Lq, Lk), contiguous; shapes alone when either input is
     int meta = tensor_is_meta(scores) || (valid_lens && tensor_is_meta(valid_lens));
     status = meta ? tensor_alloc_meta(3, scores->shape, out)
@@ -249,10 +249,10 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
     if (status)
         return status;
     memcpy((*out)->names, scores->names, sizeof scores->names);
-/*< full
+/*< handout
     for (size_t b = 0; b < B; b++)
 */
-//> full
+//> handout
     for (size_t b = 0; b < (meta ? 0 : B); b++)
 //<
         for (size_t i = 0; i < Lq; i++) {
@@ -331,11 +331,11 @@ int softmax_find_empty_row(const tensor *valid_lens, int causal,
                            size_t num_keys, size_t *b, size_t *i)
 {
     *b = *i = 0;
-/*< full
+/*< handout
     if (!causal)
         return 0;
 */
-//> full
+//> handout
     if (!causal || (valid_lens && tensor_is_meta(valid_lens)))
         return 0;
 //<

@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* trace_dot.c: a trace log as a Graphviz dataflow graph (trace.h).
  *
  * One of the trace's printers, like the text and JSON ones: it reads the

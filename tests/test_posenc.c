@@ -266,6 +266,7 @@ Test(rope, errors)
     tensor_free(flat);
 }
 
+//> full
 /* One trace line, kind new, the positions in the op; shapes alone work. */
 Test(rope, trace_and_shapes_alone)
 {
@@ -285,6 +286,7 @@ Test(rope, trace_and_shapes_alone)
     tensor_free(x);
     tensor_free(y);
 }
+//<
 
 Test(rope, every_allocation_may_fail)
 {

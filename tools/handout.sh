@@ -8,10 +8,11 @@
 # holds the built marks-filter and weave (`make handout` builds them).
 #
 # What the copy holds and what it does not:
-#   - the library as of chapter NN: no code the chapters do not teach
-#     (marked "full": the fast path, the mha program, the tools), which
-#     holds the exercises' answers in other forms (the fast path's views
-#     of the heads are transpose_qkv's reshape and permute, its rotation
+#   - the library as of chapter NN and the mha program (marked
+#     "handout"), whose forward pass there is the lesson's module: no
+#     code marked "full" (the fast path, the tools), which holds the
+#     exercises' answers in other forms (the fast path's views of the
+#     heads are transpose_qkv's reshape and permute, its rotation
 #     rope_rotate_pair's formula); tools/answer-leaks.py finds any
 #     expression of a reference body left anywhere in the copy;
 #   - the grading (lines marked "handout", tools/grade.py): DIR/HANDOUT
@@ -113,16 +114,12 @@ for f in "$stage"/chapters/[0-9][0-9]_*.c; do
         continue
     fi
     # "in the handout (`make handout`), X is a blank" is the teacher's
-    # view; the mha program is not in the handout
+    # view
     perl -0pi -e '
         s/in the handout \(`make handout`\),\s+//g;
         s/ In the handout,( |\n\s*\*\s*)`make/\1`make/g;
         s/\(in the handout its body is blank; /(its body is blank; /g;
         s/ The page folds the library.s solution above;\s*write\s*\*?\s*yours before you open it\.//g;
-        s/ Check yourself with\s*\*?\s*`mha trace --quiz[^`]*`(,\s*which\s*\*?\s*asks each step.s shape and view or copy, then gives the answers)?\.//g;
-        s/ Then confirm it with `mha trace`\.//g;
-        s/\(`multihead_config\.rope`, and `mha forward --rope` on the command\s*\*?\s*line\)/(`multihead_config.rope`)/g;
-        s/Run `build\/mha trace --rope --queries 1 --kv 7`: at which position/With rope, one query and 7 keys: at which position/g;
     ' "$f"
 done
 awk '/^## For teachers$/ { skip = 1; next } /^## / { skip = 0 } !skip' \

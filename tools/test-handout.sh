@@ -4,8 +4,8 @@
 #   1. in the teacher's tree every exercise passes;
 #   2. a fresh handout holds no expression of any reference body anywhere
 #      (tools/answer-leaks.py: docs/, README, chapters, tests ...), no
-#      teacher's tooling, pages or key and no word of `make handout` or of
-#      the mha program it does not have: its book shows each blank's stub;
+#      teacher's tooling, pages or key, no fast path and no word of `make
+#      handout`: its book shows each blank's stub;
 #      its README lists every exercise and its example of `make grade` is
 #      the real one;
 #   3. it compiles and fails exactly its blanked exercises, every test of
@@ -96,18 +96,17 @@ no_leaks() {
 no_leaks "$h"
 
 # Nothing of the teacher's: tooling, the book's section for teachers, a
-# key, folded solutions, the word to run make handout, the mha program
-# (the handout has none)
+# key, folded solutions, the word to run make handout, the fast path
+# (its views and loops are the answers in other forms: the copy's mha
+# program runs the lesson's module instead)
 for f in .ci tools/test-handout.sh tools/answer-leaks.py tools/fuzz tools/fuzz.sh \
     tools/fresh-root.sh tools/check-clean-tree.sh tools/handout.sh tools/stub.awk \
-    tools/bench.c src/multihead_fast.c src/cli docs/teacher teacher; do
+    tools/bench.c src/multihead_fast.c docs/teacher teacher; do
     [ ! -e "$h/$f" ] || fail "the handout holds the teacher's $f"
 done
 ! (cd "$h" && find . -iname '*key*' | grep .) || fail "the handout holds a file named like a key"
 ! grep -rn 'For teachers\|<details>\|make handout' "$h" --include='*.md' --include='*.c' \
     --include='*.h' --include=Makefile || fail "the handout speaks to the teacher or folds a solution"
-! grep -rn '`mha \|build/mha' "$h/chapters" "$h/docs" "$h/README.md" "$h/Makefile" ||
-    fail "the handout sends the student to the mha program, which it does not have"
 
 # the book shows the stub wherever a chapter pulls an exercise in
 for name in $order; do
@@ -408,7 +407,7 @@ sed 1d "$g6/grade.txt" > "$g6/summary"
 grep -q 'warning: unused variable .p.' "$g6/summary" ||
     { cat "$g6/grade.txt"; fail "make grade does not show the unused variable's warning"; }
 line_of_ex() { grep "^$1 " "$g6/summary"; }
-line_of_ex linear_forward_naive | grep -q ' 0/2 tests pass .*<- not done yet$' &&
+line_of_ex linear_forward_naive | grep -q ' 0/[0-9]* tests pass .*<- not done yet$' &&
     line_of_ex attention_madds | grep -q "<- timed out after $limit s\$" &&
     line_of_ex rope_rotate_pair | grep -q '<- crashed: SIGSEGV$' &&
     grep -q '^    warning: causal_valid_lens leaks [0-9]* bytes in [0-9]* blocks (valgrind)' "$g6/summary" &&

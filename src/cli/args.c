@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* args.c: the strict command-line reader of args.h. */
 #include "args.h"
 

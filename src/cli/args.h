@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* args.h: the command line of the mha program, read strictly.
  *
  * Each subcommand lists its options in a table; cli_parse walks argv

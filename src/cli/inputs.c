@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* inputs.c: read and check the inputs of `mha forward` / `mha heatmap`.
  *
  * Shapes: queries (B, Lq, Dq), keys (B, Lk, Dk), values (B, Lk, Dv);

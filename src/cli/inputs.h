@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* inputs.h: what `mha forward` and `mha heatmap` read, checked.
  *
  * Shapes (batch-first, PyTorch's weight layout):

@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* mha.c: the mha program, multi-head attention from the command line.
  *
  *   mha trace    the module's whole shape trace, run on shapes alone
@@ -1241,6 +1241,25 @@ static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
     return cli_check_paths(outs, nout, ins, NOPTS(ins));
 }
 
+/* The module on the loaded inputs: the fast path, with no copies of the
+ * heads, keeping the weights (B, h, Lq, Lk) in in->m.weights only when
+ * asked for, so that memory stays linear in the lengths.  A student's
+ * copy has no fast path: there it is the lesson's multihead_forward,
+ * which always keeps them. */
+static int module_forward(cli_inputs *in, int keep_weights, tensor **out)
+{
+/*< full
+    (void)keep_weights;
+    return multihead_forward(&in->m, in->queries, in->keys, in->values,
+                             in->valid_lens, out);
+*/
+//> full
+    multihead_fast_options fast = {.keep_weights = keep_weights};
+    return multihead_forward_fast(&in->m, in->queries, in->keys, in->values,
+                                  in->valid_lens, &fast, out);
+//<
+}
+
 static int cmd_forward(int argc, char **argv)
 {
     cli_option opts[] = {CLI_INPUT_OPTIONS,
@@ -1275,11 +1294,7 @@ static int cmd_forward(int argc, char **argv)
     if (!status) {
         if (trace)
             trace_to(stdout);
-        /* the fast path: no copies of the heads; the weights are kept
-         * only when asked for, so memory stays linear in the lengths */
-        multihead_fast_options fast = {.keep_weights = a_path != NULL};
-        if (multihead_forward_fast(&in.m, in.queries, in.keys, in.values,
-                                   in.valid_lens, &fast, &out))
+        if (module_forward(&in, a_path != NULL, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
@@ -1331,9 +1346,7 @@ static int cmd_heatmap(int argc, char **argv)
     const char **tp = NULL;
     cli_output outs[2];
     cli_staged staged = {0};
-    multihead_fast_options fast = {.keep_weights = 1};
-    if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
-                                          in.values, in.valid_lens, &fast, &out))
+    if (!status && module_forward(&in, 1, &out))
         status = cli_error("%s", mha_last_error());
     // one title per panel: rows are examples, columns heads
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;

@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* output.c: every output of a run in one fileset, committed together (see
  * output.h). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */

@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* output.h: the files mha writes, all of them or none.
  *
  * `mha forward --out OUT.npy --attention-out A.npy` must not leave OUT

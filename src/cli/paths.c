@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* paths.c: outputs that are regular files, and one name per file; see
  * paths.h. */
 #define _XOPEN_SOURCE 700 /* realpath */

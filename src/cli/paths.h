@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* paths.h: the files a run names, checked before any work.
  *
  * A run of mha must never lose or half-write a file the user owns.  The

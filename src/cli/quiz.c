@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* quiz.c: a case asked step by step (see quiz.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "quiz.h"

@@ -1,4 +1,4 @@
-//> full
+//> handout
 /* quiz.h: the module's forward pass as questions, for mha quiz and the
  * worksheet of mha trace --quiz.
  *
