@@ -54,6 +54,9 @@
 //> 17
 #include "gqa.h"
 //<
+//> 18
+#include "mask.h"
+//<
 //> full
 #include "multihead_fast.h"
 #include "npy.h"

@@ -1,0 +1,462 @@
+//> 18
+/* mask.c: PyTorch's masks as one additive mask, and the module that reads
+ * them; see mask.h.
+ *
+ * Shapes: attn_mask (Lq, Lk) or (B*h, Lq, Lk), key_padding (B, Lk),
+ * merged (B*h, Lq, Lk'), weights (B, h, Lq, Lk') or (B, Lq, Lk'),
+ * out (B, Lq, D_out). */
+#include "mask.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "error.h"
+#include "gqa.h"
+#include "linear.h"
+#include "softmax.h"
+#include "trace.h"
+
+int mask_from_bool(const tensor *m, int true_hides, tensor **out)
+{
+    *out = NULL;
+    tensor *x;
+    int status = tensor_contiguous(m, &x);
+    if (status)
+        return mha_fail_in(status, "mask_from_bool");
+    size_t n = tensor_numel(x);
+    for (size_t e = 0; e < n; e++) {
+        if (x->data[e] != 0 && x->data[e] != 1) {
+            char v[TRACE_NUMBER_MAX], s[TRACE_SHAPE_MAX];
+            number_str(v, sizeof v, x->data[e]);
+            tensor_shape_str(x, s, sizeof s);
+            tensor_free(x);
+            return mha_fail(GSL_EINVAL,
+                            "mask_from_bool: element %zu of the mask %s is %s; "
+                            "a bool mask holds 0 and 1",
+                            e, s, v);
+        }
+        // the entry that hides: True in MHA's polarity, False in SDPA's
+        int hides = (x->data[e] == 1) == (true_hides != 0);
+        x->data[e] = hides ? -INFINITY : 0.0;
+    }
+    *out = x;
+    return GSL_SUCCESS;
+}
+
+/* valid_lens (B,) against Lk: whole numbers 0 .. Lk. */
+static int check_lens(const tensor *valid_lens, size_t Lk)
+{
+    char s[TRACE_SHAPE_MAX];
+    tensor_shape_str(valid_lens, s, sizeof s);
+    if (valid_lens->ndim != 1 || Lk == 0)
+        return mha_fail(GSL_EINVAL,
+                        "mask_key_padding_from_lens: valid_lens %s with Lk "
+                        "%zu; expected (B,) and Lk >= 1",
+                        s, Lk);
+    for (size_t b = 0; b < valid_lens->shape[0]; b++) {
+        double v = *TENSOR_AT(valid_lens, b);
+        if (!(v >= 0 && v <= (double)Lk && v == floor(v)))
+            return mha_fail(GSL_EINVAL,
+                            "mask_key_padding_from_lens: valid_lens[%zu] = %g "
+                            "is not a whole number from 0 to Lk = %zu",
+                            b, v, Lk);
+    }
+    return GSL_SUCCESS;
+}
+
+/* The handout blanks this body:
+ * @exercise key_padding_from_lens (chapter 18): d2l's valid_lens as PyTorch's key_padding_mask. */
+int mask_key_padding_from_lens(const tensor *valid_lens, size_t Lk,
+                               tensor **out)
+{
+    *out = NULL;
+    int status = check_lens(valid_lens, Lk);
+    if (status)
+        return status;
+    size_t B = valid_lens->shape[0];
+    tensor *kpm;
+    status = tensor_alloc(SHAPE(B, Lk), &kpm);
+    if (status)
+        return mha_fail_in(status, "mask_key_padding_from_lens");
+    // True (1) means "ignore this key": every key at or past the length
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < Lk; j++)
+            *TENSOR_AT(kpm, b, j) = (double)j >= *TENSOR_AT(valid_lens, b);
+    *out = kpm;
+    return GSL_SUCCESS;
+}
+
+int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
+               size_t h, size_t Lq, size_t Lk, tensor **out)
+{
+    *out = NULL;
+    char a[TRACE_SHAPE_MAX] = "", k[TRACE_SHAPE_MAX] = "";
+    if (attn_mask)
+        tensor_shape_str(attn_mask, a, sizeof a);
+    if (key_padding)
+        tensor_shape_str(key_padding, k, sizeof k);
+    const tensor *am = attn_mask, *kp = key_padding;
+    int am_2d = am && am->ndim == 2 && am->shape[0] == Lq && am->shape[1] == Lk;
+    int am_3d = am && am->ndim == 3 && am->shape[0] == B * h &&
+                am->shape[1] == Lq && am->shape[2] == Lk;
+    if (am && !am_2d && !am_3d)
+        return mha_fail(GSL_EBADLEN,
+                        "mask_merge: attn_mask %s must be (Lq, Lk) = (%zu, %zu) "
+                        "or (B*h, Lq, Lk) = (%zu, %zu, %zu)",
+                        a, Lq, Lk, B * h, Lq, Lk);
+    if (kp && !(kp->ndim == 2 && kp->shape[0] == B && kp->shape[1] == Lk))
+        return mha_fail(GSL_EBADLEN,
+                        "mask_merge: key_padding_mask %s must be (B, Lk) = "
+                        "(%zu, %zu)",
+                        k, B, Lk);
+    tensor *m;
+    int status = tensor_alloc(SHAPE(B * h, Lq, Lk), &m);
+    if (status)
+        return mha_fail_in(status, "mask_merge");
+    tensor_set_names(m, "B*h, Lq, Lk");
+    // row n = b*h + i of the merged mask: head i of example b
+    for (size_t n = 0; n < B * h; n++)
+        for (size_t i = 0; i < Lq; i++)
+            for (size_t j = 0; j < Lk; j++) {
+                double s = 0;
+                if (am)
+                    s += am_2d ? *TENSOR_AT(am, i, j) : *TENSOR_AT(am, n, i, j);
+                if (kp)
+                    s += *TENSOR_AT(kp, n / h, j);
+                *TENSOR_AT(m, n, i, j) = s;
+            }
+    trace_emit(TRACE_NEW, TRACE_SUM, m,
+               TRACE_INPUTS(TRACE_NAMED(am, "attn_mask"),
+                            TRACE_NAMED(kp, "key_padding_mask")),
+               "mask merge");
+    *out = m;
+    return GSL_SUCCESS;
+}
+
+int mask_grow(const tensor *mask, tensor **out)
+{
+    *out = NULL;
+    size_t N = mask->shape[0], Lq = mask->shape[1], Lk = mask->shape[2];
+    tensor *g;
+    int status = tensor_alloc(SHAPE(N, Lq, Lk + 1), &g);
+    if (status)
+        return mha_fail_in(status, "mask_grow");
+    tensor_set_names(g, "B*h, Lq, Lk+1");
+    for (size_t n = 0; n < N; n++)
+        for (size_t i = 0; i < Lq; i++) {
+            for (size_t j = 0; j < Lk; j++)
+                *TENSOR_AT(g, n, i, j) = *TENSOR_AT(mask, n, i, j);
+            *TENSOR_AT(g, n, i, Lk) = 0.0; // the new key: visible
+        }
+    trace_step(TRACE_COPY, mask, g, "pad(mask, (0, 1), value=0)");
+    *out = g;
+    return GSL_SUCCESS;
+}
+
+int mask_find_empty_row(const tensor *mask, size_t *n, size_t *i)
+{
+    for (size_t r = 0; r < mask->shape[0]; r++)
+        for (size_t q = 0; q < mask->shape[1]; q++) {
+            size_t j = 0;
+            while (j < mask->shape[2] && *TENSOR_AT(mask, r, q, j) == -INFINITY)
+                j++;
+            if (j == mask->shape[2]) {
+                *n = r;
+                *i = q;
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* Step 0: every mask of the call as one (B*h, Lq, Lk'), checked for
+ * empty rows.  valid_lens and the causal rule hide keys j >= the row's
+ * length (a length of 0 hides them all: PyTorch's key_padding_mask would). */
+static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
+                       const mask_options *opt, tensor **out)
+{
+    size_t h = m->cfg.num_heads;
+    tensor *mask = NULL, *grown = NULL;
+    int status = mask_merge(opt->attn_mask, opt->key_padding, B, h, Lq, Lk,
+                            &mask);
+    if (status)
+        return status;
+    if (opt->valid_lens || m->cfg.causal) {
+        for (size_t n = 0; n < B * h; n++)
+            for (size_t i = 0; i < Lq; i++) {
+                size_t len = softmax_row_len(opt->valid_lens, m->cfg.causal,
+                                             n / h, i, Lq, Lk);
+                for (size_t j = len; j < Lk; j++)
+                    *TENSOR_AT(mask, n, i, j) = -INFINITY;
+            }
+        trace_note("valid_lens%s: keys past each row's length get -inf",
+                   m->cfg.causal ? " and the causal rule" : "");
+    }
+    // one more key for bias_k, one for the zero key: visible to every query
+    for (int grow = (opt->bias_k != NULL) + (opt->add_zero_attn != 0);
+         grow > 0 && !status; grow--) {
+        status = mask_grow(mask, &grown);
+        if (!status) {
+            tensor_free(mask);
+            mask = grown;
+        }
+    }
+    size_t n, i;
+    if (!status && mask_find_empty_row(mask, &n, &i)) {
+        char s[TRACE_SHAPE_MAX];
+        status = mha_fail(GSL_EDOM,
+                          "query %zu of example %zu, head %zu sees no key: "
+                          "every entry of its row of the merged mask %s is "
+                          "-inf (PyTorch's nn.MultiheadAttention gives NaN "
+                          "there)",
+                          i, n / h, n % h,
+                          tensor_shape_str(mask, s, sizeof s));
+    }
+    if (status) {
+        tensor_free(mask);
+        return status;
+    }
+    *out = mask;
+    return GSL_SUCCESS;
+}
+
+/* x (B, L, F) with the row extra (1, 1, F) appended to every example:
+ * (B, L + 1, F).  add_bias_kv's step, before the split into heads. */
+static int append_row(const tensor *x, const tensor *extra, const char *name,
+                      tensor **out)
+{
+    size_t B = x->shape[0], L = x->shape[1], F = x->shape[2];
+    tensor *y;
+    int status = tensor_alloc(SHAPE(B, L + 1, F), &y);
+    if (status)
+        return status;
+    tensor_set_names(y, "B, Lk+1, G*p");
+    for (size_t b = 0; b < B; b++) {
+        for (size_t l = 0; l < L; l++)
+            for (size_t f = 0; f < F; f++)
+                *TENSOR_AT(y, b, l, f) = *TENSOR_AT(x, b, l, f);
+        for (size_t f = 0; f < F; f++)
+            *TENSOR_AT(y, b, L, f) = *TENSOR_AT(extra, 0, 0, f);
+    }
+    trace_emit(TRACE_COPY, TRACE_LIST, y,
+               TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(extra, name)),
+               "cat(%s, %s, dim=1)", name[5] == 'k' ? "K" : "V", name);
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+/* x (N, L, p) with a row of zeros appended: (N, L + 1, p).
+ * add_zero_attn's step, after the split into heads. */
+static int append_zeros(const tensor *x, const char *name, tensor **out)
+{
+    size_t N = x->shape[0], L = x->shape[1], p = x->shape[2];
+    tensor *y;
+    int status = tensor_alloc(SHAPE(N, L + 1, p), &y);
+    if (status)
+        return status;
+    tensor_set_names(y, "B*G, Lk+1, p");
+    for (size_t n = 0; n < N; n++) {
+        for (size_t l = 0; l < L; l++)
+            for (size_t f = 0; f < p; f++)
+                *TENSOR_AT(y, n, l, f) = *TENSOR_AT(x, n, l, f);
+        for (size_t f = 0; f < p; f++)
+            *TENSOR_AT(y, n, L, f) = 0.0;
+    }
+    trace_step(TRACE_COPY, x, y, "cat(%s, zeros, dim=1)", name);
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+/* Steps 3-4 for every row n = b*h + i of the queries Qh (B*h, Lq, p):
+ * scores against key-value head b*G + i/(h/G) of Kh, plus the mask,
+ * softmax over the visible keys (a -inf entry gets weight exactly 0),
+ * the weighted values into heads (B*h, Lq, p). */
+static void attend(const multihead *m, const tensor *Qh, const tensor *Kh,
+                   const tensor *Vh, const tensor *mask, tensor *w,
+                   tensor *heads)
+{
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads ? m->cfg.kv_heads : h;
+    size_t N = Qh->shape[0], Lq = Qh->shape[1], p = Qh->shape[2];
+    size_t Lk = Kh->shape[1];
+    double scale = 1.0 / sqrt((double)p);
+    for (size_t n = 0; n < N; n++) {
+        size_t kv = 0;
+        gqa_kv_head(n % h, h, G, &kv);
+        size_t r = (n / h) * G + kv; // the row of Kh and Vh it reads
+        for (size_t i = 0; i < Lq; i++) {
+            double *w_ni = w->data + (n * Lq + i) * Lk;
+            // pass 1: the scaled scores plus the mask, and the row max
+            double max = -INFINITY;
+            for (size_t j = 0; j < Lk; j++) {
+                double s = 0;
+                for (size_t f = 0; f < p; f++)
+                    s += *TENSOR_AT(Qh, n, i, f) * *TENSOR_AT(Kh, r, j, f);
+                w_ni[j] = s * scale + *TENSOR_AT(mask, n, i, j);
+                if (w_ni[j] > max)
+                    max = w_ni[j];
+            }
+            // pass 2: exp and sum over the visible keys; hidden ones are 0
+            double sum = 0;
+            for (size_t j = 0; j < Lk; j++) {
+                w_ni[j] = w_ni[j] == -INFINITY ? 0.0 : exp(w_ni[j] - max);
+                sum += w_ni[j];
+            }
+            // pass 3: normalise, and the weighted sum of the values
+            for (size_t f = 0; f < p; f++)
+                *TENSOR_AT(heads, n, i, f) = 0;
+            for (size_t j = 0; j < Lk; j++) {
+                w_ni[j] /= sum;
+                for (size_t f = 0; f < p; f++)
+                    *TENSOR_AT(heads, n, i, f) += w_ni[j] * *TENSOR_AT(Vh, r, j, f);
+            }
+        }
+    }
+}
+
+/* weights (B*h, Lq, Lk) as (B, h, Lq, Lk), or its mean over the heads
+ * (B, Lq, Lk): average_attn_weights. */
+static int shape_weights(const tensor *w, size_t B, size_t h, int average,
+                         tensor **out)
+{
+    size_t Lq = w->shape[1], Lk = w->shape[2];
+    tensor *y;
+    int status = average ? tensor_alloc(SHAPE(B, Lq, Lk), &y)
+                         : tensor_alloc(SHAPE(B, h, Lq, Lk), &y);
+    if (status)
+        return status;
+    if (average) {
+        tensor_fill(y, 0);
+        for (size_t n = 0; n < B * h; n++)
+            for (size_t e = 0; e < Lq * Lk; e++)
+                y->data[(n / h) * Lq * Lk + e] += w->data[n * Lq * Lk + e];
+        for (size_t e = 0; e < B * Lq * Lk; e++)
+            y->data[e] /= (double)h;
+    } else {
+        memcpy(y->data, w->data, B * h * Lq * Lk * sizeof(double));
+    }
+    tensor_set_names(y, average ? "B, Lq, Lk" : "B, h, Lq, Lk");
+    trace_step(average ? TRACE_NEW : TRACE_VIEW, w, y,
+               average ? "mean over heads (average_attn_weights)"
+                       : "reshape(B, h, Lq, Lk)");
+    *out = y;
+    return GSL_SUCCESS;
+}
+
+int multihead_forward_masked(const multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const mask_options *opt, tensor **out,
+                             tensor **weights)
+{
+    const char *who = "multihead_forward_masked";
+    *out = NULL;
+    if (weights)
+        *weights = NULL;
+    size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
+    size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
+    tensor *mask = NULL, *Q = NULL, *K = NULL, *V = NULL, *t = NULL;
+    tensor *Qh = NULL, *Kh = NULL, *Vh = NULL, *w = NULL, *heads = NULL;
+    tensor *joined = NULL;
+    trace_begin(NULL, TRACE_QKV(queries, keys, values),
+                "multihead_masked(h=%zu)", h);
+    // step 0: the masks, merged and checked before any product
+    int status = merged_mask(m, B, Lq, Lk, opt, &mask);
+    // step 1: the projections, and RoPE on Q and K
+    if (!status)
+        status = linear_forward(&m->W_q, queries, &Q);
+    if (!status)
+        status = linear_forward(&m->W_k, keys, &K);
+    if (!status)
+        status = linear_forward(&m->W_v, values, &V);
+    if (!status)
+        status = multihead_rope(m, &Q, (long)Lk - (long)Lq, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &K, 0, who, "K");
+    // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
+    if (!status && opt->bias_k) {
+        trace_note("add_bias_kv: bias_k and bias_v appended to K and V, Lk "
+                   "%zu -> %zu; the mask grew a visible column for them",
+                   Lk, Lk + 1);
+        status = append_row(K, opt->bias_k, "bias_k", &t);
+        if (!status) {
+            tensor_free(K);
+            K = t;
+            status = append_row(V, opt->bias_v, "bias_v", &t);
+        }
+        if (!status) {
+            tensor_free(V);
+            V = t;
+        }
+    }
+    // step 2: split into heads
+    if (!status)
+        status = transpose_qkv(Q, h, &Qh);
+    if (!status)
+        status = multihead_split_kv(m, K, "K", &Kh);
+    if (!status)
+        status = multihead_split_kv(m, V, "V", &Vh);
+    // add_zero_attn: a zero key and value in every head, after the split
+    if (!status && opt->add_zero_attn) {
+        trace_note("add_zero_attn: a zero key and value appended to every "
+                   "head, Lk %zu -> %zu: its score is 0, a sink a row may "
+                   "give weight to",
+                   Kh->shape[1], Kh->shape[1] + 1);
+        status = append_zeros(Kh, "K", &t);
+        if (!status) {
+            tensor_free(Kh);
+            Kh = t;
+            status = append_zeros(Vh, "V", &t);
+        }
+        if (!status) {
+            tensor_free(Vh);
+            Vh = t;
+        }
+    }
+    // steps 3-4: masked scores, softmax, the weighted values
+    size_t Lk2 = Kh ? Kh->shape[1] : 0;
+    if (!status)
+        status = tensor_alloc(SHAPE(B * h, Lq, Lk2), &w);
+    if (!status)
+        status = tensor_alloc(SHAPE(B * h, Lq, p), &heads);
+    if (!status) {
+        tensor_set_names(w, "B*h, Lq, Lk'");
+        tensor_set_names(heads, "B*h, Lq, p");
+        attend(m, Qh, Kh, Vh, mask, w, heads);
+        trace_emit(TRACE_NEW, TRACE_SUM, w,
+                   TRACE_INPUTS(TRACE_IN(Qh), TRACE_IN_T(Kh, 1),
+                                TRACE_NAMED(mask, "mask")),
+                   "softmax(Q K^T / sqrt(%zu) + mask)", p);
+        trace_emit(TRACE_NEW, TRACE_MATMUL, heads,
+                   TRACE_INPUTS(TRACE_IN(w), TRACE_IN(Vh)), "weights V");
+    }
+    // step 5: join the heads, W_o
+    if (!status)
+        status = transpose_output(heads, h, &joined);
+    if (!status)
+        status = linear_forward(&m->W_o, joined, out);
+    if (!status && weights)
+        status = shape_weights(w, B, h, opt->average_weights, weights);
+    if (!status)
+        status = tensor_check_result(*out, who, "output", "out");
+    trace_end();
+    tensor_free(mask);
+    tensor_free(Q);
+    tensor_free(K);
+    tensor_free(V);
+    tensor_free(Qh);
+    tensor_free(Kh);
+    tensor_free(Vh);
+    tensor_free(w);
+    tensor_free(heads);
+    tensor_free(joined);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        if (weights) {
+            tensor_free(*weights);
+            *weights = NULL;
+        }
+        return mha_fail_in(status, who);
+    }
+    return GSL_SUCCESS;
+}
+//<
