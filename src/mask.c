@@ -359,7 +359,10 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     trace_begin(NULL, TRACE_QKV(queries, keys, values),
                 "multihead_masked(h=%zu)", h);
     // step 0: the masks, merged and checked before any product
-    int status = merged_mask(m, B, Lq, Lk, opt, &mask);
+    int status = multihead_check_inputs(m, queries, keys, values,
+                                        opt->valid_lens);
+    if (!status)
+        status = merged_mask(m, B, Lq, Lk, opt, &mask);
     // step 1: the projections, and RoPE on Q and K
     if (!status)
         status = linear_forward(&m->W_q, queries, &Q);

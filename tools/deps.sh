@@ -14,7 +14,8 @@ set -eu
 
 # python3: tools/test-handout.sh reads the handout's Classroom JSON with
 # Debian's /usr/bin/python3 (json.tool); nothing else in `make test` needs it.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 $*"
+# libzip-dev: mha reads a .npz state_dict (--state-dict) with libzip.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 libzip-dev $*"
 
 missing=""
 for p in $packages; do

@@ -812,7 +812,7 @@ static int blas_ready(void)
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
-    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
 
 /* The outputs regular files (or new), each with one name, none an input
  * (paths.h): checked before anything is read. */
@@ -837,7 +837,8 @@ static int cmd_forward(int argc, char **argv)
         fputs(usage_forward, stdout);
         return flush_stdout(CLI_OK);
     }
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 1)))
         return status;
     const char *out_path = cli_find(opts, NOPTS(opts), "--out")->value;
     const char *a_path = cli_find(opts, NOPTS(opts), "--attention-out")->value;
@@ -856,21 +857,26 @@ static int cmd_forward(int argc, char **argv)
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
-    tensor *out = NULL; // (B, Lq, D_out)
+    tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A with PyTorch's options
     if (!status) {
         if (trace)
             trace_to(stdout);
         /* the fast path: no copies of the heads; the weights are kept
          * only when asked for, so memory stays linear in the lengths */
         multihead_fast_options fast = {.keep_weights = a_path != NULL};
-        if (multihead_forward_fast(&in.m, in.queries, in.keys, in.values,
-                                   in.valid_lens, &fast, &out))
+        if (in.has_torch)
+            status = cli_torch_forward(&in.m, in.queries, in.keys, in.values,
+                                       in.valid_lens, &in.torch, &out,
+                                       a_path ? &a : NULL);
+        else if (multihead_forward_fast(&in.m, in.queries, in.keys, in.values,
+                                        in.valid_lens, &fast, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
     cli_output outs[2] = {
         {.option = "--out", .path = out_path, .npy = out},
-        {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
+        {.option = "--attention-out", .path = a_path,
+         .npy = in.has_torch ? a : in.m.weights},
     };
     cli_staged staged = {0};
     if (!status)
@@ -878,6 +884,7 @@ static int cmd_forward(int argc, char **argv)
     // stdout complete first: a failed trace leaves no file behind
     status = cli_finish_outputs(&staged, flush_stdout(status));
     tensor_free(out);
+    tensor_free(a);
     cli_inputs_free(&in);
     return status;
 }
@@ -893,7 +900,8 @@ static int cmd_heatmap(int argc, char **argv)
         fputs(usage_heatmap, stdout);
         return flush_stdout(CLI_OK);
     }
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 0)))
         return status;
     const char *png = cli_find(opts, NOPTS(opts), "--png")->value;
     const char *svg = cli_find(opts, NOPTS(opts), "--svg")->value;
@@ -917,11 +925,22 @@ static int cmd_heatmap(int argc, char **argv)
     cli_output outs[2];
     cli_staged staged = {0};
     multihead_fast_options fast = {.keep_weights = 1};
-    if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
-                                          in.values, in.valid_lens, &fast, &out))
+    tensor *a = NULL, *w = NULL; // PyTorch's options: A, and A as panels
+    if (!status && in.has_torch)
+        status = cli_torch_heatmap_weights(&in.m, in.queries, in.keys,
+                                           in.values, in.valid_lens,
+                                           &in.torch, &out, &a, &w);
+    else if (!status && multihead_forward_fast(&in.m, in.queries, in.keys,
+                                               in.values, in.valid_lens, &fast,
+                                               &out))
         status = cli_error("%s", mha_last_error());
-    // one title per panel: rows are examples, columns heads
+    if (!status && !in.has_torch)
+        w = in.m.weights;
+    // one title per panel: rows are examples, columns heads (one panel,
+    // the mean, with --average-attn-weights)
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
+    if (in.has_torch && in.torch.average_weights)
+        h = 1;
     if (!status) {
         B = in.queries->shape[0];
         panels = B * h;
@@ -933,22 +952,27 @@ static int cmd_heatmap(int argc, char **argv)
     if (!status) {
         for (size_t b = 0; b < B; b++)
             for (size_t i = 0; i < h; i++) {
-                snprintf(titles[b * h + i], sizeof titles[0],
-                         "example %zu, head %zu", b, i);
+                if (in.has_torch && in.torch.average_weights)
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, mean of %zu heads", b,
+                             in.m.cfg.num_heads);
+                else
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, head %zu", b, i);
                 tp[b * h + i] = titles[b * h + i];
             }
         heatmap_options opt = {.titles = tp, .ntitles = panels};
         size_t n = 0;
         if (png)
             outs[n++] = (cli_output){.option = "--png", .path = png,
-                                     .image = in.m.weights, .heatmap = &opt,
+                                     .image = w, .heatmap = &opt,
                                      .format = HEATMAP_PNG};
         if (svg)
             outs[n++] = (cli_output){.option = "--svg", .path = svg,
-                                     .image = in.m.weights, .heatmap = &opt,
+                                     .image = w, .heatmap = &opt,
                                      .format = HEATMAP_SVG};
         status = cli_stage_outputs(outs, n, &staged);
-        if (!status && terminal && heatmap_terminal(stdout, in.m.weights, &opt))
+        if (!status && terminal && heatmap_terminal(stdout, w, &opt))
             status = cli_error("--terminal: %s", mha_last_error());
     }
     // stdout complete first: a failed --terminal leaves no picture behind
@@ -956,6 +980,9 @@ static int cmd_heatmap(int argc, char **argv)
     free(titles);
     free(tp);
     tensor_free(out);
+    if (in.has_torch)
+        tensor_free(w);
+    tensor_free(a);
     cli_inputs_free(&in);
     return status;
 }
