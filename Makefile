@@ -215,7 +215,7 @@ $(BUILD)/tests/obj/%.o: tests/%.c $(CHAPTER_STAMP)
 
 $(TEST_BIN): $(TEST_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(ZIP_LIBS) $(TEST_LIBS) -o $@
 #> full
 # the CLI suite runs build/mha
 $(TEST_BIN): | $(CLI_BIN)

@@ -127,7 +127,7 @@ int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
             }
     trace_emit(TRACE_NEW, TRACE_SUM, m,
                TRACE_INPUTS(TRACE_NAMED(am, "attn_mask"),
-                            TRACE_NAMED(kp, "key_padding_mask")),
+                            TRACE_NAMED(kp, "key_padding")),
                "mask merge");
     *out = m;
     return GSL_SUCCESS;
@@ -141,7 +141,7 @@ int mask_grow(const tensor *mask, tensor **out)
     int status = tensor_alloc(SHAPE(N, Lq, Lk + 1), &g);
     if (status)
         return mha_fail_in(status, "mask_grow");
-    tensor_set_names(g, "B*h, Lq, Lk+1");
+    tensor_set_names(g, "B*h, Lq, Lk'");
     for (size_t n = 0; n < N; n++)
         for (size_t i = 0; i < Lq; i++) {
             for (size_t j = 0; j < Lk; j++)
@@ -193,8 +193,15 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
                    m->cfg.causal ? " and the causal rule" : "");
     }
     // one more key for bias_k, one for the zero key: visible to every query
-    for (int grow = (opt->bias_k != NULL) + (opt->add_zero_attn != 0);
-         grow > 0 && !status; grow--) {
+    const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
+                          opt->add_zero_attn ? "add_zero_attn" : NULL};
+    for (int g = 0; g < 2 && !status; g++) {
+        if (!why[g])
+            continue;
+        trace_note("%s: one more key, %s: Lk %zu -> %zu, and the mask grows a "
+                   "column of 0, visible to every query",
+                   why[g], g ? "zeros" : "bias_k", mask->shape[2],
+                   mask->shape[2] + 1);
         status = mask_grow(mask, &grown);
         if (!status) {
             tensor_free(mask);
@@ -230,7 +237,7 @@ static int append_row(const tensor *x, const tensor *extra, const char *name,
     int status = tensor_alloc(SHAPE(B, L + 1, F), &y);
     if (status)
         return status;
-    tensor_set_names(y, "B, Lk+1, G*p");
+    tensor_set_names(y, "B, Lk', G*p");
     for (size_t b = 0; b < B; b++) {
         for (size_t l = 0; l < L; l++)
             for (size_t f = 0; f < F; f++)
@@ -254,7 +261,7 @@ static int append_zeros(const tensor *x, const char *name, tensor **out)
     int status = tensor_alloc(SHAPE(N, L + 1, p), &y);
     if (status)
         return status;
-    tensor_set_names(y, "B*G, Lk+1, p");
+    tensor_set_names(y, "B*G, Lk', p");
     for (size_t n = 0; n < N; n++) {
         for (size_t l = 0; l < L; l++)
             for (size_t f = 0; f < p; f++)
@@ -376,9 +383,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         status = multihead_rope(m, &K, 0, who, "K");
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
     if (!status && opt->bias_k) {
-        trace_note("add_bias_kv: bias_k and bias_v appended to K and V, Lk "
-                   "%zu -> %zu; the mask grew a visible column for them",
-                   Lk, Lk + 1);
+        trace_note("add_bias_kv: bias_k and bias_v appended to K and V, "
+                   "before the split");
         status = append_row(K, opt->bias_k, "bias_k", &t);
         if (!status) {
             tensor_free(K);
@@ -400,9 +406,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     // add_zero_attn: a zero key and value in every head, after the split
     if (!status && opt->add_zero_attn) {
         trace_note("add_zero_attn: a zero key and value appended to every "
-                   "head, Lk %zu -> %zu: its score is 0, a sink a row may "
-                   "give weight to",
-                   Kh->shape[1], Kh->shape[1] + 1);
+                   "head after the split; its score is 0, a sink any row "
+                   "may give weight to");
         status = append_zeros(Kh, "K", &t);
         if (!status) {
             tensor_free(Kh);
