@@ -16,6 +16,68 @@
 #include "softmax.h"
 #include "trace.h"
 
+/* The records of the steps below, one home each: the steps and the
+ * shapes-alone pass (mha trace) emit the same lines. */
+static void trace_merge(const tensor *am, const tensor *kp, const tensor *m)
+{
+    trace_emit(TRACE_NEW, TRACE_SUM, m,
+               TRACE_INPUTS(TRACE_NAMED(am, "attn_mask"),
+                            TRACE_NAMED(kp, "key_padding")),
+               "mask merge");
+}
+
+static void trace_grow(const char *why, const tensor *mask, const tensor *g)
+{
+    trace_note("%s: one more key, %s: Lk %zu -> %zu, and the mask grows a "
+               "column of 0, visible to every query",
+               why, strcmp(why, "add_bias_kv") ? "zeros" : "bias_k",
+               mask->shape[2], mask->shape[2] + 1);
+    trace_step(TRACE_COPY, mask, g, "pad(mask, (0, 1), value=0)");
+}
+
+static void trace_scores(const tensor *Qh, const tensor *Kh,
+                         const tensor *mask, const tensor *w,
+                         const tensor *Vh, const tensor *heads)
+{
+    trace_emit(TRACE_NEW, TRACE_SUM, w,
+               TRACE_INPUTS(TRACE_IN(Qh), TRACE_IN_T(Kh, 1),
+                            TRACE_NAMED(mask, "mask")),
+               "softmax(Q K^T / sqrt(%zu) + mask)", Qh->shape[2]);
+    trace_emit(TRACE_NEW, TRACE_MATMUL, heads,
+               TRACE_INPUTS(TRACE_IN(w), TRACE_IN(Vh)), "weights V");
+}
+
+static void trace_cat(const tensor *x, const tensor *extra, const char *name,
+                      const tensor *y)
+{
+    if (extra) // add_bias_kv, before the split
+        trace_emit(TRACE_COPY, TRACE_LIST, y,
+                   TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(extra, name)),
+                   "cat(%s, %s, dim=1)", name[5] == 'k' ? "K" : "V", name);
+    else // add_zero_attn, after it
+        trace_step(TRACE_COPY, x, y, "cat(%s, zeros, dim=1)", name);
+}
+
+static void trace_weights(const tensor *w, const tensor *y, int average)
+{
+    trace_step(average ? TRACE_NEW : TRACE_VIEW, w, y,
+               average ? "mean over heads (average_attn_weights)"
+                       : "reshape(B, h, Lq, Lk)");
+}
+
+/* What the trace says where K and V grow. */
+static const char note_bias_kv[] =
+    "add_bias_kv: bias_k and bias_v appended to K and V, before the split";
+static const char note_zero_attn[] =
+    "add_zero_attn: a zero key and value appended to every head after the "
+    "split; its score is 0, a sink any row may give weight to";
+
+static void trace_lens(int causal)
+{
+    trace_note("valid_lens%s: keys past each row's length get -inf",
+               causal ? " and the causal rule" : "");
+}
+
 int mask_from_bool(const tensor *m, int true_hides, tensor **out)
 {
     *out = NULL;
@@ -125,15 +187,12 @@ int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
                     s += *TENSOR_AT(kp, n / h, j);
                 *TENSOR_AT(m, n, i, j) = s;
             }
-    trace_emit(TRACE_NEW, TRACE_SUM, m,
-               TRACE_INPUTS(TRACE_NAMED(am, "attn_mask"),
-                            TRACE_NAMED(kp, "key_padding")),
-               "mask merge");
+    trace_merge(am, kp, m);
     *out = m;
     return GSL_SUCCESS;
 }
 
-int mask_grow(const tensor *mask, tensor **out)
+int mask_grow(const tensor *mask, const char *why, tensor **out)
 {
     *out = NULL;
     size_t N = mask->shape[0], Lq = mask->shape[1], Lk = mask->shape[2];
@@ -148,7 +207,7 @@ int mask_grow(const tensor *mask, tensor **out)
                 *TENSOR_AT(g, n, i, j) = *TENSOR_AT(mask, n, i, j);
             *TENSOR_AT(g, n, i, Lk) = 0.0; // the new key: visible
         }
-    trace_step(TRACE_COPY, mask, g, "pad(mask, (0, 1), value=0)");
+    trace_grow(why, mask, g);
     *out = g;
     return GSL_SUCCESS;
 }
@@ -189,8 +248,7 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
                 for (size_t j = len; j < Lk; j++)
                     *TENSOR_AT(mask, n, i, j) = -INFINITY;
             }
-        trace_note("valid_lens%s: keys past each row's length get -inf",
-                   m->cfg.causal ? " and the causal rule" : "");
+        trace_lens(m->cfg.causal);
     }
     // one more key for bias_k, one for the zero key: visible to every query
     const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
@@ -198,11 +256,7 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
     for (int g = 0; g < 2 && !status; g++) {
         if (!why[g])
             continue;
-        trace_note("%s: one more key, %s: Lk %zu -> %zu, and the mask grows a "
-                   "column of 0, visible to every query",
-                   why[g], g ? "zeros" : "bias_k", mask->shape[2],
-                   mask->shape[2] + 1);
-        status = mask_grow(mask, &grown);
+        status = mask_grow(mask, why[g], &grown);
         if (!status) {
             tensor_free(mask);
             mask = grown;
@@ -245,9 +299,7 @@ static int append_row(const tensor *x, const tensor *extra, const char *name,
         for (size_t f = 0; f < F; f++)
             *TENSOR_AT(y, b, L, f) = *TENSOR_AT(extra, 0, 0, f);
     }
-    trace_emit(TRACE_COPY, TRACE_LIST, y,
-               TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(extra, name)),
-               "cat(%s, %s, dim=1)", name[5] == 'k' ? "K" : "V", name);
+    trace_cat(x, extra, name, y);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -269,7 +321,7 @@ static int append_zeros(const tensor *x, const char *name, tensor **out)
         for (size_t f = 0; f < p; f++)
             *TENSOR_AT(y, n, L, f) = 0.0;
     }
-    trace_step(TRACE_COPY, x, y, "cat(%s, zeros, dim=1)", name);
+    trace_cat(x, NULL, name, y);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -342,12 +394,130 @@ static int shape_weights(const tensor *w, size_t B, size_t h, int average,
         memcpy(y->data, w->data, B * h * Lq * Lk * sizeof(double));
     }
     tensor_set_names(y, average ? "B, Lq, Lk" : "B, h, Lq, Lk");
-    trace_step(average ? TRACE_NEW : TRACE_VIEW, w, y,
-               average ? "mean over heads (average_attn_weights)"
-                       : "reshape(B, h, Lq, Lk)");
+    trace_weights(w, y, average);
     *out = y;
     return GSL_SUCCESS;
 }
+
+//> full
+/* A shape-only tensor named names into *t, replacing the one there. */
+static int meta_step(tensor **t, size_t ndim, const size_t *shape,
+                     const char *names)
+{
+    tensor *y;
+    int status = tensor_alloc_meta(ndim, shape, &y);
+    if (status)
+        return status;
+    tensor_set_names(y, names);
+    tensor_free(*t);
+    *t = y;
+    return GSL_SUCCESS;
+}
+
+/* multihead_forward_masked on shapes alone (mha trace): the same steps
+ * and records, no numbers; the module is shape-only and opt's masks and
+ * bias_k, bias_v are shape-only tensors or NULL. */
+static int shapes_alone(const multihead *m, const tensor *queries,
+                        const tensor *keys, const tensor *values,
+                        const mask_options *opt, tensor **out,
+                        tensor **weights)
+{
+    size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
+    size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
+    size_t G = m->cfg.kv_heads ? m->cfg.kv_heads : h;
+    tensor *mask = NULL, *prev = NULL, *Q = NULL, *K = NULL, *V = NULL;
+    tensor *Qh = NULL, *Kh = NULL, *Vh = NULL, *w = NULL, *heads = NULL;
+    tensor *joined = NULL;
+    int status = meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk");
+    if (!status) {
+        trace_merge(opt->attn_mask, opt->key_padding, mask);
+        if (opt->valid_lens || m->cfg.causal)
+            trace_lens(m->cfg.causal);
+    }
+    const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
+                          opt->add_zero_attn ? "add_zero_attn" : NULL};
+    for (int g = 0; g < 2 && !status; g++) {
+        if (!why[g])
+            continue;
+        status = tensor_alloc_meta(mask->ndim, mask->shape, &prev);
+        if (!status)
+            status = meta_step(&mask, SHAPE(B * h, Lq, mask->shape[2] + 1),
+                               "B*h, Lq, Lk'");
+        if (!status)
+            trace_grow(why[g], prev, mask);
+        tensor_free(prev);
+        prev = NULL;
+    }
+    if (!status)
+        status = linear_forward(&m->W_q, queries, &Q);
+    if (!status)
+        status = linear_forward(&m->W_k, keys, &K);
+    if (!status)
+        status = linear_forward(&m->W_v, values, &V);
+    if (!status)
+        status = multihead_rope(m, &Q, (long)Lk - (long)Lq, "mha", "Q");
+    if (!status)
+        status = multihead_rope(m, &K, 0, "mha", "K");
+    if (!status && opt->bias_k) {
+        trace_note("%s", note_bias_kv);
+        tensor *x[2] = {K, V};
+        const tensor *extra[2] = {opt->bias_k, opt->bias_v};
+        tensor *y[2] = {NULL, NULL};
+        for (int i = 0; i < 2 && !status; i++) {
+            status = meta_step(&y[i], SHAPE(B, Lk + 1, G * p), "B, Lk', G*p");
+            if (!status)
+                trace_cat(x[i], extra[i], i ? "bias_v" : "bias_k", y[i]);
+        }
+        tensor_free(K);
+        tensor_free(V);
+        K = y[0];
+        V = y[1];
+    }
+    if (!status)
+        status = transpose_qkv(Q, h, &Qh);
+    if (!status)
+        status = multihead_split_kv(m, K, "K", &Kh);
+    if (!status)
+        status = multihead_split_kv(m, V, "V", &Vh);
+    if (!status && opt->add_zero_attn) {
+        trace_note("%s", note_zero_attn);
+        tensor **x[2] = {&Kh, &Vh};
+        for (int i = 0; i < 2 && !status; i++) {
+            tensor *y = NULL;
+            status = meta_step(&y, SHAPE(B * G, (*x[i])->shape[1] + 1, p),
+                               "B*G, Lk', p");
+            if (!status) {
+                trace_cat(*x[i], NULL, i ? "V" : "K", y);
+                tensor_free(*x[i]);
+                *x[i] = y;
+            }
+        }
+    }
+    size_t Lk2 = mask->shape[2];
+    if (!status)
+        status = meta_step(&w, SHAPE(B * h, Lq, Lk2), "B*h, Lq, Lk'");
+    if (!status)
+        status = meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p");
+    if (!status)
+        trace_scores(Qh, Kh, mask, w, Vh, heads);
+    if (!status)
+        status = transpose_output(heads, h, &joined);
+    if (!status)
+        status = linear_forward(&m->W_o, joined, out);
+    if (!status && weights) {
+        status = opt->average_weights
+                     ? meta_step(weights, SHAPE(B, Lq, Lk2), "B, Lq, Lk'")
+                     : meta_step(weights, SHAPE(B, h, Lq, Lk2),
+                                 "B, h, Lq, Lk'");
+        if (!status)
+            trace_weights(w, *weights, opt->average_weights);
+    }
+    tensor *all[] = {mask, Q, K, V, Qh, Kh, Vh, w, heads, joined};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    return status;
+}
+//<
 
 int multihead_forward_masked(const multihead *m, const tensor *queries,
                              const tensor *keys, const tensor *values,
@@ -365,6 +535,13 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     tensor *joined = NULL;
     trace_begin(NULL, TRACE_QKV(queries, keys, values),
                 "multihead_masked(h=%zu)", h);
+//> full
+    if (tensor_is_meta(queries)) { // mha trace: shapes alone
+        int status = shapes_alone(m, queries, keys, values, opt, out, weights);
+        trace_end();
+        return status ? mha_fail_in(status, "%s", who) : GSL_SUCCESS;
+    }
+//<
     // step 0: the masks, merged and checked before any product
     int status = multihead_check_inputs(m, queries, keys, values,
                                         opt->valid_lens);
@@ -383,8 +560,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         status = multihead_rope(m, &K, 0, who, "K");
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
     if (!status && opt->bias_k) {
-        trace_note("add_bias_kv: bias_k and bias_v appended to K and V, "
-                   "before the split");
+        trace_note("%s", note_bias_kv);
         status = append_row(K, opt->bias_k, "bias_k", &t);
         if (!status) {
             tensor_free(K);
@@ -405,9 +581,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         status = multihead_split_kv(m, V, "V", &Vh);
     // add_zero_attn: a zero key and value in every head, after the split
     if (!status && opt->add_zero_attn) {
-        trace_note("add_zero_attn: a zero key and value appended to every "
-                   "head after the split; its score is 0, a sink any row "
-                   "may give weight to");
+        trace_note("%s", note_zero_attn);
         status = append_zeros(Kh, "K", &t);
         if (!status) {
             tensor_free(Kh);
@@ -429,12 +603,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         tensor_set_names(w, "B*h, Lq, Lk'");
         tensor_set_names(heads, "B*h, Lq, p");
         attend(m, Qh, Kh, Vh, mask, w, heads);
-        trace_emit(TRACE_NEW, TRACE_SUM, w,
-                   TRACE_INPUTS(TRACE_IN(Qh), TRACE_IN_T(Kh, 1),
-                                TRACE_NAMED(mask, "mask")),
-                   "softmax(Q K^T / sqrt(%zu) + mask)", p);
-        trace_emit(TRACE_NEW, TRACE_MATMUL, heads,
-                   TRACE_INPUTS(TRACE_IN(w), TRACE_IN(Vh)), "weights V");
+        trace_scores(Qh, Kh, mask, w, Vh, heads);
     }
     // step 5: join the heads, W_o
     if (!status)

@@ -66,8 +66,9 @@ int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
                size_t h, size_t Lq, size_t Lk, tensor **out);
 
 /* merged (N, Lq, Lk) -> (N, Lq, Lk + 1): one more key, visible (0) to
- * every query. */
-int mask_grow(const tensor *mask, tensor **out);
+ * every query; why, "add_bias_kv" or "add_zero_attn", is what the trace
+ * says added it. */
+int mask_grow(const tensor *mask, const char *why, tensor **out);
 
 /* The first empty row of mask (N, Lq, Lk): 1 with (*n, *i) set when some
  * row has every entry -inf, else 0. */

@@ -474,6 +474,47 @@ Test(cli_torch, trace_shows_the_merge_and_the_keys_growing, .init = enter,
     run_free(&r);
 }
 
+/* mha trace runs the same steps on shapes alone, at any size. */
+Test(cli_torch, mha_trace_takes_the_options_on_shapes_alone, .init = enter,
+     .fini = leave)
+{
+    run r = mha("trace|--batch|8|--queries|4096|--kv|4096|--hiddens|12288|"
+                "--heads|96|--kv-heads|8|--attn-mask|3d|--key-padding-mask|"
+                "--add-bias-kv|--add-zero-attn|--average-attn-weights");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *want[] = {
+        "queries (8, 4096, 12288), keys and values (8, 4096, 12288): 96 heads "
+        "of 128 features, 8 key-value heads, attn_mask (768, 4096, 4096), "
+        "key_padding_mask (8, 4096), add_bias_kv, add_zero_attn, averaged "
+        "weights, no valid_lens\n",
+        "mask merge             new   attn_mask (768, 4096, 4096) + "
+        "key_padding (8, 4096) -> (768, 4096, 4096)",
+        "# add_bias_kv: one more key, bias_k: Lk 4096 -> 4097",
+        "(768, 4096, 4096) -> (768, 4096, 4097)",
+        "# add_zero_attn: one more key, zeros: Lk 4097 -> 4098",
+        "(768, 4096, 4097) -> (768, 4096, 4098)",
+        "cat(K, bias_k, dim=1)  copy  (8, 4096, 1024), bias_k (1, 1, 1024) -> "
+        "(8, 4097, 1024)",
+        "cat(K, zeros, dim=1)   copy  (64, 4097, 128) -> (64, 4098, 128)",
+        "mean over heads (average_attn_weights) new   (768, 4096, 4098) -> "
+        "(8, 4096, 4098)",
+        "output (8, 4096, 12288), attention weights (8, 4096, 4098)\n"};
+    const char *at = r.out;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *hit = strstr(at, want[i]);
+        cr_assert_not_null(hit, "no '%s' after the earlier lines in:\n%s",
+                           want[i], r.out);
+        at = hit;
+    }
+    run_free(&r);
+    assert_refused("trace|--attn-mask|4d",
+                   "mha trace: --attn-mask '4d' is not a shape: give 2d for "
+                   "(Lq, Lk) or 3d for (B*h, Lq, Lk)");
+    assert_refused("trace|--hiddens|8|--heads|2|--rope|--add-bias-kv",
+                   "mha trace: --add-bias-kv appends a learned key with no "
+                   "position, which --rope cannot turn; give one or the other");
+}
+
 Test(cli_torch, heatmap_draws_the_mean_of_the_heads, .init = enter,
      .fini = leave)
 {

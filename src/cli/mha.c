@@ -62,7 +62,7 @@ static const char usage_main[] =
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
-    "                 [--rope [--rope-base B]]\n"
+    "                 [--rope [--rope-base B]] [PyTorch's options]\n"
     "                 [--quiz | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
@@ -83,6 +83,9 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
+    "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
+    "  --average-attn-weights  PyTorch's options (see mha forward --help):\n"
+    "                   the mask merge, Lk growing by one for each added key\n"
     "  --quiz           a worksheet: each step as mha quiz asks it (its\n"
     "                   shape; view or copy), then the answers\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
@@ -257,6 +260,8 @@ typedef struct trace_case {
     int causal;
     int rope;         /* rotary embeddings on Q and K */
     double rope_base; /* their base, 10000 unless --rope-base */
+    int torch;        /* PyTorch's options (torch.h), shapes alone: */
+    cli_torch masks;
 } trace_case;
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
@@ -275,6 +280,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
         fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
     if (ts->causal)
         fprintf(f, "causal, ");
+    cli_torch_describe(f, &ts->masks);
     if (!lens) {
         fprintf(f, "no valid_lens\n");
         return;
@@ -305,6 +311,7 @@ static int run_trace(const trace_case *ts, const double *lens,
     multihead m;
     int has_m = 0;
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
+    tensor *a = NULL; // the weights with PyTorch's options
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h,
                             .shape_only = 1, .kv_heads = ts->G,
@@ -350,7 +357,9 @@ static int run_trace(const trace_case *ts, const double *lens,
             trace_to(hold);
         if (show == SHOW_JSON)
             trace_to_json(hold);
-        if (multihead_forward(&m, x, y, y, vl, &out))
+        if (ts->torch)
+            status = cli_torch_forward(&m, x, y, y, vl, &ts->masks, &out, &a);
+        else if (multihead_forward(&m, x, y, y, vl, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
         trace_to_json(NULL);
@@ -369,7 +378,7 @@ static int run_trace(const trace_case *ts, const double *lens,
         char os[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
         printf("\noutput %s, attention weights %s\n",
                tensor_shape_str(out, os, sizeof os),
-               tensor_shape_str(m.weights, ws, sizeof ws));
+               tensor_shape_str(ts->torch ? a : m.weights, ws, sizeof ws));
     }
     if (!status && show == SHOW_QUIZ)
         status = quiz_worksheet(&log);
@@ -381,6 +390,7 @@ static int run_trace(const trace_case *ts, const double *lens,
     tensor_free(y);
     tensor_free(vl);
     tensor_free(out);
+    tensor_free(a);
     if (has_m)
         multihead_free(&m);
     return status;
@@ -393,7 +403,8 @@ static int cmd_trace(int argc, char **argv)
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
                          {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
-                         {"--causal", 0, NULL},  CLI_ROPE_OPTIONS};
+                         {"--causal", 0, NULL},  CLI_ROPE_OPTIONS,
+                         CLI_TORCH_TRACE_OPTIONS};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -461,8 +472,15 @@ static int cmd_trace(int argc, char **argv)
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
     trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
-                        rope_base ? rope_base : ROPE_DEFAULT_BASE};
-    return flush_stdout(run_trace(&shape, vl->value ? lens : NULL, show));
+                        rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
+    if (cli_torch_trace_options(opts, NOPTS(opts), B, h, Lq, Lk, G * (D / h),
+                                &shape.torch, &shape.masks)) {
+        cli_torch_free(&shape.masks);
+        return CLI_USAGE;
+    }
+    status = run_trace(&shape, vl->value ? lens : NULL, show);
+    cli_torch_free(&shape.masks);
+    return flush_stdout(status);
 }
 
 /* --- mha quiz ------------------------------------------------------- */

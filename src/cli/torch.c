@@ -457,6 +457,57 @@ int cli_torch_heatmap_weights(const multihead *m, const tensor *q,
     return CLI_OK;
 }
 
+int cli_torch_trace_options(cli_option *opts, size_t nopts, size_t B,
+                            size_t h, size_t Lq, size_t Lk, size_t kv_width,
+                            int *wanted, cli_torch *t)
+{
+    memset(t, 0, sizeof *t);
+    const char *am = value_of(opts, nopts, "--attn-mask");
+    int kp = value_of(opts, nopts, "--key-padding-mask") != NULL;
+    int bias_kv = value_of(opts, nopts, "--add-bias-kv") != NULL;
+    t->add_zero_attn = value_of(opts, nopts, "--add-zero-attn") != NULL;
+    t->average_weights =
+        value_of(opts, nopts, "--average-attn-weights") != NULL;
+    *wanted = am || kp || bias_kv || t->add_zero_attn || t->average_weights;
+    if (am && strcmp(am, "2d") && strcmp(am, "3d"))
+        return cli_error("--attn-mask '%s' is not a shape: give 2d for (Lq, "
+                         "Lk) or 3d for (B*h, Lq, Lk)",
+                         am);
+    if (bias_kv && value_of(opts, nopts, "--rope"))
+        return cli_error("--add-bias-kv appends a learned key with no "
+                         "position, which --rope cannot turn; give one or "
+                         "the other");
+    int status = 0;
+    if (am && !strcmp(am, "2d"))
+        status = tensor_alloc_meta(SHAPE(Lq, Lk), &t->attn_mask);
+    else if (am)
+        status = tensor_alloc_meta(SHAPE(B * h, Lq, Lk), &t->attn_mask);
+    if (!status && kp)
+        status = tensor_alloc_meta(SHAPE(B, Lk), &t->key_padding);
+    if (!status && bias_kv)
+        status = tensor_alloc_meta(SHAPE(1, 1, kv_width), &t->bias_k);
+    if (!status && bias_kv)
+        status = tensor_alloc_meta(SHAPE(1, 1, kv_width), &t->bias_v);
+    return status ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
+void cli_torch_describe(FILE *f, const cli_torch *t)
+{
+    char s[TRACE_SHAPE_MAX];
+    if (t->attn_mask)
+        fprintf(f, "attn_mask %s, ",
+                tensor_shape_str(t->attn_mask, s, sizeof s));
+    if (t->key_padding)
+        fprintf(f, "key_padding_mask %s, ",
+                tensor_shape_str(t->key_padding, s, sizeof s));
+    if (t->bias_k)
+        fprintf(f, "add_bias_kv, ");
+    if (t->add_zero_attn)
+        fprintf(f, "add_zero_attn, ");
+    if (t->average_weights)
+        fprintf(f, "averaged weights, ");
+}
+
 void cli_torch_free(cli_torch *t)
 {
     tensor_free(t->attn_mask);

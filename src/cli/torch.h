@@ -25,6 +25,8 @@
 #ifndef MHA_CLI_TORCH_H
 #define MHA_CLI_TORCH_H
 
+#include <stdio.h>
+
 #include "args.h"
 #include "libmha.h"
 
@@ -85,6 +87,26 @@ int cli_torch_heatmap_weights(const multihead *m, const tensor *q,
                               const tensor *k, const tensor *v,
                               const tensor *valid_lens, const cli_torch *t,
                               tensor **out, tensor **weights, tensor **panels);
+
+/* mha trace's options for the same steps on shapes alone: no files,
+ * only which masks and keys there are. */
+#define CLI_TORCH_TRACE_OPTIONS                                               \
+    {"--attn-mask", 1, NULL}, {"--key-padding-mask", 0, NULL},                \
+    {"--add-bias-kv", 0, NULL}, {"--add-zero-attn", 0, NULL},                 \
+    {"--average-attn-weights", 0, NULL}
+
+/* Those options into t, as shape-only masks and bias_k, bias_v (G*p
+ * wide): --attn-mask 2d is (Lq, Lk), 3d (B*h, Lq, Lk).  *wanted 1 when
+ * any is given.  CLI_USAGE after one line for another --attn-mask value,
+ * or --add-bias-kv with --rope. */
+int cli_torch_trace_options(cli_option *opts, size_t nopts, size_t B,
+                            size_t h, size_t Lq, size_t Lk, size_t kv_width,
+                            int *wanted, cli_torch *t);
+
+/* "attn_mask (4, 6), key_padding_mask (2, 6), add_bias_kv, add_zero_attn,
+ * averaged weights; " for mha trace's description; nothing when t holds
+ * none of them. */
+void cli_torch_describe(FILE *f, const cli_torch *t);
 
 void cli_torch_free(cli_torch *t);
 
