@@ -393,7 +393,7 @@ static int shape_weights(const tensor *w, size_t B, size_t h, int average,
     } else {
         memcpy(y->data, w->data, B * h * Lq * Lk * sizeof(double));
     }
-    tensor_set_names(y, average ? "B, Lq, Lk" : "B, h, Lq, Lk");
+    tensor_set_names(y, average ? "B, Lq, Lk'" : "B, h, Lq, Lk'");
     trace_weights(w, y, average);
     *out = y;
     return GSL_SUCCESS;
