@@ -325,4 +325,53 @@ Test(ex_attention_madds, refuses_zero_sizes)
     EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
     EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
 }
+/* --- ex_key_padding_from_lens (chapter 18) --------------------------- */
+
+/* Entry (b, j) is 1, True: ignore that key, exactly when j >= valid_lens[b]. */
+Test(ex_key_padding_from_lens, true_at_and_past_the_length)
+{
+    double lens[] = {3, 1, 5, 2};
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(4), lens, &vl));
+    EX_OK(mask_key_padding_from_lens(vl, 5, &kpm));
+    EX_SIZE(kpm->ndim, 2);
+    EX_SIZE(kpm->shape[0], 4);
+    EX_SIZE(kpm->shape[1], 5);
+    for (size_t b = 0; b < 4; b++)
+        for (size_t j = 0; j < 5; j++)
+            EX_VALUE(*TENSOR_AT(kpm, b, j), (double)j >= lens[b] ? 1 : 0);
+    tensor_free(kpm);
+    tensor_free(vl);
+}
+
+/* A length of 0 ignores every key, a length of Lk none. */
+Test(ex_key_padding_from_lens, zero_and_full_lengths)
+{
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(2), (double[]){0, 3}, &vl));
+    EX_OK(mask_key_padding_from_lens(vl, 3, &kpm));
+    for (size_t j = 0; j < 3; j++) {
+        EX_VALUE(*TENSOR_AT(kpm, 0, j), 1);
+        EX_VALUE(*TENSOR_AT(kpm, 1, j), 0);
+    }
+    tensor_free(kpm);
+    tensor_free(vl);
+}
+
+/* A value first, so that a blank that fails everything passes nothing. */
+Test(ex_key_padding_from_lens, refuses_lengths_past_the_keys)
+{
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(1), (double[]){1}, &vl));
+    EX_OK(mask_key_padding_from_lens(vl, 2, &kpm));
+    EX_VALUE(*TENSOR_AT(kpm, 0, 1), 1);
+    tensor_free(kpm);
+    vl->data[0] = 3;
+    EX_REFUSES(mask_key_padding_from_lens(vl, 2, &kpm));
+    vl->data[0] = -1;
+    EX_REFUSES(mask_key_padding_from_lens(vl, 2, &kpm));
+    vl->data[0] = 0.5;
+    EX_REFUSES(mask_key_padding_from_lens(vl, 2, &kpm));
+    tensor_free(vl);
+}
 //<
