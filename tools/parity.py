@@ -2,7 +2,8 @@
 """tools/parity.py: build/mha forward against PyTorch, case by case.
 
     /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60]
-        [--gqa-cases 40] [--rope-cases 32] [--seed S] [--quiet]
+        [--gqa-cases 40] [--rope-cases 32] [--torch-cases 48] [--seed S]
+        [--quiet]
         [--grad build/mha-grad]
 
 Draws random shapes and weights from a seed (drawn at random and printed
@@ -47,6 +48,20 @@ h/G times with repeat_interleave, one boolean mask (B, Lq, Lk) for
 valid_lens and the causal rule (key j > query i + Lk - Lq), masked_fill
 with -inf, softmax, the weighted values, W_o; the gradients are autograd's
 on that code.
+
+Then --torch-cases cases (48) of PyTorch's own options, `mha forward`
+--attn-mask, --key-padding-mask, --in-proj-weight, --in-proj-bias,
+--bias-k/--bias-v, --add-zero-attn, --average-attn-weights and
+--state-dict, against F.multi_head_attention_forward itself: the index
+cycles the projections (separate files, packed, a numpy.savez state
+dict) and the attention mask (bool or float, (Lq, Lk) or (B*h, Lq, Lk),
+or none); key padding (bool or float), valid_lens, --causal, grouped
+key-value heads (separate projections only), biases, bias_kv, the zero
+key and averaged weights are drawn.  Where torch 1.13 has no option of
+its own the case is handed to it in the form it takes (see
+torch_options_reference).  OUT and A must agree to 1e-12, relative and
+absolute.  Every row keeps key 0 visible: torch gives NaN for a row with
+none, which mha refuses.
 
 How the PyTorch side is set up, and why:
 
@@ -871,7 +886,8 @@ def main():
     if args.seed is None:
         args.seed = int(np.random.SeedSequence().entropy % 1_000_000_000)
     print(f"parity: {args.cases} cases, {args.gqa_cases} grouped-query "
-          f"and causal cases and {args.rope_cases} with rope, {args.mha} against torch "
+          f"and causal cases, {args.rope_cases} with rope and "
+          f"{args.torch_cases} of PyTorch's options, {args.mha} against torch "
           f"{torch.__version__} in float64 (seed {args.seed}); every "
           f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
           f"uniform weights for 0; replay with --seed {args.seed}", flush=True)
