@@ -376,7 +376,7 @@ int main(void)
  * ## Exercises
  *
  * 1. Write `mask_key_padding_from_lens` (`make grade
- *    EXERCISE=key_padding_from_lens`). d2l also takes `valid_lens` of
+ *    EXERCISE=mask_key_padding_from_lens`). d2l also takes `valid_lens` of
  *    shape $(B, L_q)$, one length per query: which of PyTorch's masks can
  *    hold those, and of what shape?
  * 2. Section 1 read SDPA's mask with nn.MultiheadAttention's polarity.

@@ -127,7 +127,7 @@ static int check_lens(const tensor *valid_lens, size_t Lk)
 }
 
 /* The handout blanks this body:
- * @exercise key_padding_from_lens (chapter 18): d2l's valid_lens as PyTorch's key_padding_mask. */
+ * @exercise mask_key_padding_from_lens (chapter 18): d2l's valid_lens as PyTorch's key_padding_mask. */
 int mask_key_padding_from_lens(const tensor *valid_lens, size_t Lk,
                                tensor **out)
 {

@@ -325,10 +325,10 @@ Test(ex_attention_madds, refuses_zero_sizes)
     EX_REFUSES(attention_madds(2, 0, 1, 0, &m));
     EX_REFUSES(attention_madds(2, 2, 0, 1, &m));
 }
-/* --- ex_key_padding_from_lens (chapter 18) --------------------------- */
+/* --- ex_mask_key_padding_from_lens (chapter 18) --------------------------- */
 
 /* Entry (b, j) is 1, True: ignore that key, exactly when j >= valid_lens[b]. */
-Test(ex_key_padding_from_lens, true_at_and_past_the_length)
+Test(ex_mask_key_padding_from_lens, true_at_and_past_the_length)
 {
     double lens[] = {3, 1, 5, 2};
     tensor *vl, *kpm;
@@ -345,7 +345,7 @@ Test(ex_key_padding_from_lens, true_at_and_past_the_length)
 }
 
 /* A length of 0 ignores every key, a length of Lk none. */
-Test(ex_key_padding_from_lens, zero_and_full_lengths)
+Test(ex_mask_key_padding_from_lens, zero_and_full_lengths)
 {
     tensor *vl, *kpm;
     EX_OK(tensor_from_array(SHAPE(2), (double[]){0, 3}, &vl));
@@ -359,7 +359,7 @@ Test(ex_key_padding_from_lens, zero_and_full_lengths)
 }
 
 /* A value first, so that a blank that fails everything passes nothing. */
-Test(ex_key_padding_from_lens, refuses_lengths_past_the_keys)
+Test(ex_mask_key_padding_from_lens, refuses_lengths_past_the_keys)
 {
     tensor *vl, *kpm;
     EX_OK(tensor_from_array(SHAPE(1), (double[]){1}, &vl));

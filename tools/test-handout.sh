@@ -160,7 +160,7 @@ needs() {
     15_*) echo transpose_qkv transpose_output rope_rotate_pair ;;
     16_*) echo transpose_qkv transpose_output repeat_valid_lens attention_madds ;;
     17_*) echo gqa_kv_head transpose_qkv transpose_output repeat_valid_lens ;;
-    18_*) echo key_padding_from_lens transpose_qkv transpose_output repeat_valid_lens ;;
+    18_*) echo mask_key_padding_from_lens transpose_qkv transpose_output repeat_valid_lens ;;
     esac
 }
 line_of() {
