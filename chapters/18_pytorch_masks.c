@@ -155,6 +155,21 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
     run(l, &by_attn, &w_attn);
     CHECK(multihead_forward(&l->m, l->q, l->k, l->k, l->lens, &out08));
     show("weights with valid_lens (B, h, Lq, Lk)", w_lens);
+    /*md
+     * And with section 1's mistake, SDPA's mask read as
+     * nn.MultiheadAttention's: the module runs, and every query of
+     * example 0 gives all its weight to key 3, the one it should not
+     * see.
+     */
+    tensor *wrong, *w_wrong; // 0 and -inf swapped: the keys kept are hidden
+    CHECK(tensor_alloc(SHAPE(B, LK), &wrong));
+    for (size_t e = 0; e < B * LK; e++)
+        wrong->data[e] = kpm_additive->data[e] == 0 ? -INFINITY : 0;
+    mask_options by_wrong = {.key_padding = wrong};
+    run(l, &by_wrong, &w_wrong);
+    show("weights with the mask read the wrong way", w_wrong);
+    tensor_free(wrong);
+    tensor_free(w_wrong);
     printf("largest |difference| from them:\n");
     printf("  key_padding_mask          %g\n", weights_diff(w_lens, w_pad));
     printf("  attn_mask (B*h, Lq, Lk)   %g\n", weights_diff(w_lens, w_attn));
@@ -379,16 +394,16 @@ int main(void)
  *    EXERCISE=mask_key_padding_from_lens`). d2l also takes `valid_lens` of
  *    shape $(B, L_q)$, one length per query: which of PyTorch's masks can
  *    hold those, and of what shape?
- * 2. Section 1 read SDPA's mask with nn.MultiheadAttention's polarity.
- *    Which keys did each query of example 0 see then, and what would the
- *    weights of query 0 of example 1 be?
+ * 2. Section 2 read SDPA's mask with nn.MultiheadAttention's polarity.
+ *    Which keys did the queries of example 1 see then? Work out the
+ *    weights of its query 0 by hand and compare them with the output.
  * 3. A float mask of all zeros, and one of all 5s: what do they change?
  *    What does a float mask of all $-\infty$ in one row do, in PyTorch
  *    and here?
- * 4. With `add_zero_attn`, a query sees one other key, of score $s$
- *    (mask included). What weight does the zero key get? For which $s$
- *    does it take more than half? Check your answer against section 4's
- *    first row.
+ * 4. With `add_zero_attn`, a query sees keys of scores $s_j$ (scaled,
+ *    mask included). What weight does the zero key get? Check it against
+ *    section 4's first row. With a single other key of score $s$, for
+ *    which $s$ does the zero key take more than half?
  * 5. With `causal` and `add_bias_kv`, every query sees `bias_k`, which
  *    sits after the last key. Does that let a query see the future? And
  *    why does this library refuse `add_bias_kv` with `rope`?
