@@ -585,6 +585,29 @@ Test(cli_torch, refuses_combinations_without_a_meaning, .init = enter,
         assert_refused(cases[i].args, cases[i].message);
 }
 
+/* The estimate counts the merged mask, the scores and A of the masked
+ * module, and reads D off a packed --in-proj-weight. */
+Test(cli_torch, memory_is_estimated_with_the_options, .init = enter,
+     .fini = leave)
+{
+    put("q.npy", SHAPE(1, 3000, 4), (double[12000]){0});
+    put("ipw.npy", SHAPE(12, 4), (double[48]){0});
+    put("eye.npy", SHAPE(4, 4), (double[16]){1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
+                                             0, 0, 0, 0, 1});
+    setenv("MHA_MEMORY_LIMIT", "100000000", 1);
+    assert_ok("forward|--heads|2|--queries|q.npy|--wq|eye.npy|--wk|eye.npy|"
+              "--wv|eye.npy|--wo|eye.npy|--out|o.npy");
+    assert_refused("forward|--heads|2|--queries|q.npy|--in-proj-weight|ipw.npy"
+                   "|--wo|eye.npy|--add-zero-attn|--out|o2.npy",
+                   // q 96000 + W_o 2*128 + packed 2*384 + Q, K, V, the
+                   // joined heads and out 480000 + mask, scores and A
+                   // 3 * 2 * 3000 * 3002 * 8 = 432288000 bytes
+                   "mha forward: the run needs about 412.8 MiB of memory "
+                   "(432865024 bytes) but MHA_MEMORY_LIMIT is 95.4 MiB "
+                   "(100000000 bytes); use mha trace for shapes alone");
+    unsetenv("MHA_MEMORY_LIMIT");
+}
+
 Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
 {
     write_inputs();

@@ -390,6 +390,16 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
         bytes += (double)h[i].numel * sizeof(double) * (i >= WQ ? 2 : 1);
     }
     const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
+    // packed projections: W_q is the first third of --in-proj-weight
+    const char *packed = value_of(opts, nopts, "--in-proj-weight");
+    npy_header ipw = {0};
+    if (packed && npy_read_header(packed, &ipw) == GSL_SUCCESS &&
+        ipw.ndim == 2 && ipw.shape[0] % 3 == 0) {
+        h[WQ] = ipw;
+        h[WQ].shape[0] /= 3;
+        bytes += (double)ipw.numel * sizeof(double) * 2;
+    }
+    mha_clear_error();
     if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
         return CLI_OK;
     size_t heads = 1, kv_heads;
@@ -407,6 +417,8 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
              sizeof(double);
     if (keep_weights) // (B, h, Lq, Lk)
         bytes += B * (double)heads * Lq * Lk * sizeof(double);
+    if (cli_torch_wanted(opts, nopts)) // the merged mask, scores and A,
+        bytes += 3 * B * (double)heads * Lq * (Lk + 2) * sizeof(double);
     double limit = 0;
     char from[128], need[32];
     if (memory_limit(&limit, from, sizeof from))

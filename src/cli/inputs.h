@@ -71,7 +71,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts);
  * .npy headers alone (no data is read): the inputs, the module's copy of
  * the weights, the projections Q (B, Lq, D), K and V (B, Lk, G*D/h) and
  * the joined heads, the (B, h,
- * Lq, Lk) attention weights when keep_weights, the output.  When it is
+ * Lq, Lk) attention weights when keep_weights, the output; with PyTorch's
+ * options (torch.h) the merged mask, the scores and A too, each
+ * (B*h, Lq, Lk + 2) at most.  When it is
  * more than the machine's physical memory (or the environment variable
  * MHA_MEMORY_LIMIT, in bytes, when set; 0 or anything but digits is
  * refused), one line giving the estimate in bytes and in the largest unit
