@@ -53,12 +53,6 @@ static void show(const char *name, const tensor *t)
     printf("\n");
 }
 
-/* The largest |difference| of two weight tensors of one shape. */
-static double weights_diff(const tensor *a, const tensor *b)
-{
-    return largest_abs_diff(a, b);
-}
-
 /* 1 when a and b (contiguous, one shape) hold the same numbers, -inf
  * included (-inf - -inf is NaN, so a difference would not say). */
 static int same_numbers(const tensor *a, const tensor *b)
@@ -171,10 +165,10 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
     tensor_free(wrong);
     tensor_free(w_wrong);
     printf("largest |difference| from them:\n");
-    printf("  key_padding_mask          %g\n", weights_diff(w_lens, w_pad));
-    printf("  attn_mask (B*h, Lq, Lk)   %g\n", weights_diff(w_lens, w_attn));
+    printf("  key_padding_mask          %g\n", largest_abs_diff(w_lens, w_pad));
+    printf("  attn_mask (B*h, Lq, Lk)   %g\n", largest_abs_diff(w_lens, w_attn));
     printf("  chapter 08's module       %g\n\n",
-           weights_diff(w_lens, l->m.weights));
+           largest_abs_diff(w_lens, l->m.weights));
     /*md
      * A float mask does more than hide. Below, key $j$ of query $i$ gets
      * $-|i - j|$ added to its score: nearer keys are favoured, the way

@@ -565,6 +565,10 @@ Test(cli_torch, refuses_combinations_without_a_meaning, .init = enter,
          "mha forward: --in-proj-weight 'ipw.npy' packs three projections of "
          "D rows each; with --kv-heads 1 < --heads 2, W_k and W_v have G*D/h "
          "rows: give --wq, --wk and --wv (and --bq, --bk, --bv)"},
+        {QKV WEIGHTS "|--in-proj-bias|ipb.npy|--kv-heads|1|--out|o.npy",
+         "mha forward: --in-proj-bias 'ipb.npy' packs three projections of "
+         "D rows each; with --kv-heads 1 < --heads 2, W_k and W_v have G*D/h "
+         "rows: give --wq, --wk and --wv (and --bq, --bk, --bv)"},
         {BASE "|--average-attn-weights|--out|o.npy",
          "mha forward: --average-attn-weights shapes the weights written to "
          "--attention-out; give --attention-out A.npy"},
