@@ -280,6 +280,48 @@ Test(cli_torch, masks_agree_with_valid_lens, .init = enter, .fini = leave)
     tensor_free(a);
 }
 
+/* The options combine with --rope, --causal and --kv-heads: the key
+ * padding of valid_lens [4, 3] under each gives the numbers of
+ * --valid-lens itself (chapter 08's fast path). */
+Test(cli_torch, masks_combine_with_rope_causal_and_grouped_heads,
+     .init = enter, .fini = leave)
+{
+    write_inputs();
+    unsigned char kpm[] = {0, 0, 0, 0, 0, 0, 0, 1};
+    put_bool("kpm.npy", SHAPE(2, 4), kpm);
+    gsl_rng *r = mha_rng_new(5);
+    put_normal("wk2.npy", SHAPE(2, 4), r, 1);
+    static const char *const modes[] = {"|--rope", "|--causal",
+                                        "|--rope|--causal"};
+    char a[2048], b[2048];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s%s|--valid-lens|4,3|--out|o1.npy"
+                 "|--attention-out|a1.npy", BASE, modes[i]);
+        snprintf(b, sizeof b, "%s%s|--key-padding-mask|kpm.npy|--out|o2.npy"
+                 "|--attention-out|a2.npy", BASE, modes[i]);
+        assert_ok(a);
+        assert_ok(b);
+        assert_close("o1.npy", "o2.npy", 1e-12);
+        assert_close("a1.npy", "a2.npy", 1e-14);
+    }
+    // one key-value head: W_k and W_v (2, 4), b_k and b_v (2,)
+    put_normal("wv2.npy", SHAPE(2, 4), r, 1);
+    put_normal("b2.npy", SHAPE(2), r, 1);
+    gsl_rng_free(r);
+#define GQA QKV "|--wq|wq.npy|--wk|wk2.npy|--wv|wv2.npy|--wo|wo.npy|--bk|b2.npy" \
+            "|--bv|b2.npy|--kv-heads|1"
+    assert_ok(GQA "|--valid-lens|4,3|--out|o3.npy|--attention-out|a3.npy");
+    assert_ok(GQA "|--key-padding-mask|kpm.npy|--out|o4.npy|--attention-out|a4.npy");
+    assert_close("o3.npy", "o4.npy", 1e-12);
+    assert_close("a3.npy", "a4.npy", 1e-14);
+    // with a sink too, under rope: it runs, one more key
+    assert_ok(BASE "|--rope|--key-padding-mask|kpm.npy|--add-zero-attn|--out|o5.npy"
+                   "|--attention-out|a5.npy");
+    tensor *w = load("a5.npy");
+    cr_assert_eq(w->shape[3], 5);
+    tensor_free(w);
+}
+
 /* With zero queries every score is 0, so the weights are the softmax of
  * the float mask alone: [log 2, 0, 0, -inf] gives [1/2, 1/4, 1/4, 0]. */
 Test(cli_torch, float_mask_is_added_to_the_scores, .init = enter, .fini = leave)

@@ -126,7 +126,7 @@ static void random_module(multihead *m, size_t kv_heads, int causal,
     multihead_config cfg = {.query_size = 3, .key_size = 4, .value_size = 5,
                             .num_hiddens = ND, .num_heads = NH, .bias = 1,
                             .out_size = 6, .kv_heads = kv_heads,
-                            .causal = causal};
+                            .causal = causal & 1, .rope = (causal & 2) != 0};
     OK(multihead_init(m, &cfg));
     multihead_reset_xavier(m, r);
     random_biases(m, r);
@@ -212,7 +212,8 @@ static void assert_near(const double *got, const double *want, size_t n,
                   what, e, got[e], want[e]);
 }
 
-/* valid_lens, causal and grouped heads alone: chapter 08's module. */
+/* valid_lens, causal, grouped heads and rope alone: chapter 08's module
+ * (random_module's flag: 1 causal, 2 rope). */
 Test(mask, module_equals_multihead_forward_where_both_apply)
 {
     gsl_rng *r = mha_rng_new(18);
@@ -220,9 +221,9 @@ Test(mask, module_equals_multihead_forward_where_both_apply)
     tensor *v = normal(SHAPE(NB, NK, 5), r), *lens;
     OK(tensor_from_array(SHAPE(NB, NQ), (double[]){5, 4, 3, 2, 1, 5}, &lens));
     size_t groups[] = {4, 2, 1};
-    for (size_t c = 0; c < 6; c++) {
+    for (size_t c = 0; c < 12; c++) {
         multihead m;
-        random_module(&m, groups[c % 3], c >= 3, r);
+        random_module(&m, groups[c % 3], (int)(c / 3), r);
         tensor *out, *w, *want;
         mask_options opt = {.valid_lens = lens};
         OK(multihead_forward_masked(&m, q, k, v, &opt, &out, &w));
