@@ -116,7 +116,8 @@ static void three_conventions(lesson *l, tensor **kpm, tensor **additive)
     tensor_free(wrong);
 }
 
-static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
+static void one_module(lesson *l, const tensor *kpm_additive,
+                       tensor **w_lens)
 {
     section("2. One module, every convention");
     /*md
@@ -130,9 +131,11 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
      * @show src/mask.c mask_merge
      *
      * Run with d2l's `valid_lens`, with the key padding mask, and with
-     * the same padding written as a 3-D `attn_mask`, it gives the same
-     * weights, and the same as chapter 08's module, which knows only
-     * `valid_lens`:
+     * the same padding written as a 3-D `attn_mask`, the module gives the
+     * same weights, and the same as chapter 08's module, which knows only
+     * `valid_lens`. Run with section 1's mistake, SDPA's mask read as
+     * nn.MultiheadAttention's, it runs just as well, and every query of
+     * example 0 gives all its weight to key 3, the one it should not see.
      */
     mask_options by_lens = {.valid_lens = l->lens};
     mask_options by_padding = {.key_padding = kpm_additive};
@@ -143,18 +146,17 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
             for (size_t j = 0; j < LK; j++)
                 *TENSOR_AT(am3, b, i, j) = *TENSOR_AT(kpm_additive, b, j);
     mask_options by_attn = {.attn_mask = am3};
-    tensor *w_lens, *w_pad, *w_attn, *out08;
-    run(l, &by_lens, &w_lens);
+    tensor *w_pad, *w_attn, *out08;
+    run(l, &by_lens, w_lens);
     run(l, &by_padding, &w_pad);
     run(l, &by_attn, &w_attn);
     CHECK(multihead_forward(&l->m, l->q, l->k, l->k, l->lens, &out08));
-    show("weights with valid_lens (B, h, Lq, Lk)", w_lens);
-    /*md
-     * And with section 1's mistake, SDPA's mask read as
-     * nn.MultiheadAttention's: the module runs, and every query of
-     * example 0 gives all its weight to key 3, the one it should not
-     * see.
-     */
+    show("weights with valid_lens (B, h, Lq, Lk)", *w_lens);
+    printf("largest |difference| from them:\n");
+    printf("  key_padding_mask          %g\n", largest_abs_diff(*w_lens, w_pad));
+    printf("  attn_mask (B*h, Lq, Lk)   %g\n", largest_abs_diff(*w_lens, w_attn));
+    printf("  chapter 08's module       %g\n\n",
+           largest_abs_diff(*w_lens, l->m.weights));
     tensor *wrong, *w_wrong; // 0 and -inf swapped: the keys kept are hidden
     CHECK(tensor_alloc(SHAPE(B, LK), &wrong));
     for (size_t e = 0; e < B * LK; e++)
@@ -162,19 +164,23 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
     mask_options by_wrong = {.key_padding = wrong};
     run(l, &by_wrong, &w_wrong);
     show("weights with the mask read the wrong way", w_wrong);
-    tensor_free(wrong);
-    tensor_free(w_wrong);
-    printf("largest |difference| from them:\n");
-    printf("  key_padding_mask          %g\n", largest_abs_diff(w_lens, w_pad));
-    printf("  attn_mask (B*h, Lq, Lk)   %g\n", largest_abs_diff(w_lens, w_attn));
-    printf("  chapter 08's module       %g\n\n",
-           largest_abs_diff(w_lens, l->m.weights));
+    tensor *all[] = {am3, w_pad, w_attn, out08, wrong, w_wrong};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+}
+
+static void float_masks(lesson *l, const tensor *kpm_additive,
+                        const tensor *w_lens, tensor **grid)
+{
+    section("3. A float mask shifts; masks add");
     /*md
      * A float mask does more than hide. Below, key $j$ of query $i$ gets
      * $-|i - j|$ added to its score: nearer keys are favoured, the way
      * ALiBi ([Press et al. 2021](https://arxiv.org/abs/2108.12409)) biases
-     * attention by distance, and no key is hidden. Added to the key
-     * padding, it shifts the keys the padding leaves and hides the rest.
+     * attention by distance, and no key is hidden. Given with the key
+     * padding as well, the two add up: the padding hides its keys, and the
+     * float mask shifts the ones left. The heatmap puts the three side by
+     * side, one row per example.
      */
     tensor *dist; // (Lq, Lk): -|i - j|
     CHECK(tensor_alloc(SHAPE(LQ, LK), &dist));
@@ -198,9 +204,9 @@ static void one_module(lesson *l, const tensor *kpm_additive, tensor **grid)
                 for (size_t j = 0; j < LK; j++)
                     *TENSOR_AT(*grid, b, c, i, j) =
                         *TENSOR_AT(cols[c], b, 0, i, j);
-    tensor *all[] = {am3, w_lens, w_pad, w_attn, out08, dist, w_dist, w_both};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    tensor_free(dist);
+    tensor_free(w_dist);
+    tensor_free(w_both);
 }
 
 /* A softmax over row[0 .. n-1] as PyTorch's eager kernel computes it:
@@ -219,7 +225,7 @@ static void plain_softmax(const double *row, size_t n, double *out)
 
 static void empty_row(lesson *l)
 {
-    section("3. A row with no key");
+    section("4. A row with no key");
     /*md
      * Give example 1 a valid length of 0: its queries may see no key at
      * all. The conventions part here.
@@ -273,7 +279,7 @@ static void empty_row(lesson *l)
 
 static void sink(lesson *l, tensor **grid)
 {
-    section("4. add_zero_attn: a key that is always there");
+    section("5. add_zero_attn: a key that is always there");
     /*md
      * `add_zero_attn` appends one more key and value to every head after
      * the split, both zero. Its score is $q \cdot 0 = 0$ whatever the
@@ -306,7 +312,7 @@ static void sink(lesson *l, tensor **grid)
 
 static void growing(lesson *l)
 {
-    section("5. The keys grow: add_bias_kv and add_zero_attn in the trace");
+    section("6. The keys grow: add_bias_kv and add_zero_attn in the trace");
     /*md
      * `add_bias_kv` appends a learned key `bias_k` and value `bias_v`,
      * each $(1, 1, d_{model})$, to K and V after the projections and
@@ -359,9 +365,10 @@ int main(void)
             for (size_t c = 0; c < P; c++)
                 *TENSOR_AT(layers[i]->weight, r, c) = r == c;
 
-    tensor *kpm, *additive, *grid, *sinks;
+    tensor *kpm, *additive, *w_lens, *grid, *sinks;
     three_conventions(&l, &kpm, &additive);
-    one_module(&l, additive, &grid);
+    one_module(&l, additive, &w_lens);
+    float_masks(&l, additive, w_lens, &grid);
     const char *titles[] = {"valid_lens [3, 2]", "float -|i - j|",
                             "float + key padding", NULL, NULL, NULL};
     heatmap_options opt = {.titles = titles, .ntitles = 6};
@@ -374,7 +381,7 @@ int main(void)
                             .xlabel = "Keys (the last one: zeros)"};
     draw_heatmap(sinks, &sopt, "18_sink");
     growing(&l);
-    tensor *all[] = {l.q, l.k, l.lens, kpm, additive, grid, sinks};
+    tensor *all[] = {l.q, l.k, l.lens, kpm, additive, w_lens, grid, sinks};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
     multihead_free(&l.m);
@@ -396,7 +403,7 @@ int main(void)
  *    and here?
  * 4. With `add_zero_attn`, a query sees keys of scores $s_j$ (scaled,
  *    mask included). What weight does the zero key get? Check it against
- *    section 4's first row. With a single other key of score $s$, for
+ *    section 5's first row. With a single other key of score $s$, for
  *    which $s$ does the zero key take more than half?
  * 5. With `causal` and `add_bias_kv`, every query sees `bias_k`, which
  *    sits after the last key. Does that let a query see the future? And
