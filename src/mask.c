@@ -632,7 +632,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
             tensor_free(*weights);
             *weights = NULL;
         }
-        return mha_fail_in(status, who);
+        return mha_fail_in(status, "%s", who);
     }
     return GSL_SUCCESS;
 }
