@@ -281,6 +281,7 @@ Test(mask, module_equals_plain_loops_with_every_option)
         cr_assert_eq(w->shape[3], Lk2);
         assert_near(out->data, want_out, NB * NQ * 6, 1e-12, "out");
         assert_near(w->data, want_w, NB * NH * NQ * Lk2, 1e-14, "A");
+        tensor_free(out);
         tensor_free(w);
         // averaged: the mean of the heads
         opt.average_weights = 1;
