@@ -281,47 +281,28 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
     return GSL_SUCCESS;
 }
 
-/* x (B, L, F) with the row extra (1, 1, F) appended to every example:
- * (B, L + 1, F).  add_bias_kv's step, before the split into heads. */
-static int append_row(const tensor *x, const tensor *extra, const char *name,
+/* x (N, L, F) with one more key (or value) appended to every n:
+ * (N, L + 1, F).  add_bias_kv appends extra (1, 1, F), bias_k or bias_v,
+ * to the projections (B, Lk, G*p) before the split into heads;
+ * add_zero_attn (extra NULL) appends zeros to the heads (B*G, Lk', p)
+ * after it.  name: "bias_k", "bias_v", or "K", "V" for the zeros. */
+static int append_key(const tensor *x, const tensor *extra, const char *name,
                       tensor **out)
 {
-    size_t B = x->shape[0], L = x->shape[1], F = x->shape[2];
+    size_t N = x->shape[0], L = x->shape[1], F = x->shape[2];
     tensor *y;
-    int status = tensor_alloc(SHAPE(B, L + 1, F), &y);
+    int status = tensor_alloc(SHAPE(N, L + 1, F), &y);
     if (status)
         return status;
-    tensor_set_names(y, "B, Lk', G*p");
-    for (size_t b = 0; b < B; b++) {
-        for (size_t l = 0; l < L; l++)
-            for (size_t f = 0; f < F; f++)
-                *TENSOR_AT(y, b, l, f) = *TENSOR_AT(x, b, l, f);
-        for (size_t f = 0; f < F; f++)
-            *TENSOR_AT(y, b, L, f) = *TENSOR_AT(extra, 0, 0, f);
-    }
-    trace_cat(x, extra, name, y);
-    *out = y;
-    return GSL_SUCCESS;
-}
-
-/* x (N, L, p) with a row of zeros appended: (N, L + 1, p).
- * add_zero_attn's step, after the split into heads. */
-static int append_zeros(const tensor *x, const char *name, tensor **out)
-{
-    size_t N = x->shape[0], L = x->shape[1], p = x->shape[2];
-    tensor *y;
-    int status = tensor_alloc(SHAPE(N, L + 1, p), &y);
-    if (status)
-        return status;
-    tensor_set_names(y, "B*G, Lk', p");
+    tensor_set_names(y, extra ? "B, Lk', G*p" : "B*G, Lk', p");
     for (size_t n = 0; n < N; n++) {
         for (size_t l = 0; l < L; l++)
-            for (size_t f = 0; f < p; f++)
+            for (size_t f = 0; f < F; f++)
                 *TENSOR_AT(y, n, l, f) = *TENSOR_AT(x, n, l, f);
-        for (size_t f = 0; f < p; f++)
-            *TENSOR_AT(y, n, L, f) = 0.0;
+        for (size_t f = 0; f < F; f++)
+            *TENSOR_AT(y, n, L, f) = extra ? *TENSOR_AT(extra, 0, 0, f) : 0.0;
     }
-    trace_cat(x, NULL, name, y);
+    trace_cat(x, extra, name, y);
     *out = y;
     return GSL_SUCCESS;
 }
@@ -561,11 +542,11 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
     if (!status && opt->bias_k) {
         trace_note("%s", note_bias_kv);
-        status = append_row(K, opt->bias_k, "bias_k", &t);
+        status = append_key(K, opt->bias_k, "bias_k", &t);
         if (!status) {
             tensor_free(K);
             K = t;
-            status = append_row(V, opt->bias_v, "bias_v", &t);
+            status = append_key(V, opt->bias_v, "bias_v", &t);
         }
         if (!status) {
             tensor_free(V);
@@ -582,11 +563,11 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     // add_zero_attn: a zero key and value in every head, after the split
     if (!status && opt->add_zero_attn) {
         trace_note("%s", note_zero_attn);
-        status = append_zeros(Kh, "K", &t);
+        status = append_key(Kh, NULL, "K", &t);
         if (!status) {
             tensor_free(Kh);
             Kh = t;
-            status = append_zeros(Vh, "V", &t);
+            status = append_key(Vh, NULL, "V", &t);
         }
         if (!status) {
             tensor_free(Vh);
