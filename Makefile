@@ -115,6 +115,10 @@ endif
 CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
 ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
+#> handout
+# libzip reads .npz archives: mha's --state-dict (src/cli/torch.c)
+ZIP_LIBS = $(shell pkg-config --libs libzip)
+#<
 TEST_LIBS = $(shell pkg-config --libs criterion)
 
 LIB_SRC   := $(wildcard src/*.c)
@@ -216,14 +220,15 @@ $(BUILD)/bench: tools/bench.c $(LIB)
 # mha-grad: the module's gradients on .npy files, for tools/parity.py.
 $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
 #<
 
 #> handout
-# The mha program: src/cli/ linked with libmha.
+# The mha program: src/cli/ linked with libmha (and libzip for
+# --state-dict's .npz in the full build).
 $(CLI_BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
 #<
 
 # The suites, one object each, built with the paths and the chapter list
@@ -236,7 +241,7 @@ $(BUILD)/tests/obj/%.o: tests/%.c $(CHAPTER_STAMP)
 
 $(TEST_BIN): $(TEST_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(TEST_LIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(TEST_OBJ) $(LIB) $(LDLIBS) $(ZIP_LIBS) $(TEST_LIBS) -o $@
 #> full
 # the CLI suite runs build/mha
 $(TEST_BIN): | $(CLI_BIN)
@@ -410,7 +415,7 @@ build/fuzz/obj/%.o: src/%.c
 
 build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ) $(FUZZ_CLI)
 	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(DEPFLAGS) $< $(FUZZ_CLI) \
-	    $(FUZZ_OBJ) $(LDLIBS) -o $@
+	    $(FUZZ_OBJ) $(LDLIBS) $(ZIP_LIBS) -o $@
 
 fuzz: deps
 	@tools/deps.sh clang libclang-rt-14-dev

@@ -54,6 +54,9 @@
 //> 17
 #include "gqa.h"
 //<
+//> 18
+#include "mask.h"
+//<
 //> handout
 #include "npy.h"
 //<

@@ -424,7 +424,7 @@ static int parse_dict(parser *p)
 static const struct {
     const char *descr;
     size_t itemsize;
-} dtypes[] = {{"<f8", 8}, {"<f4", 4}, {"<i8", 8}, {"<i4", 4}};
+} dtypes[] = {{"<f8", 8}, {"<f4", 4}, {"<i8", 8}, {"<i4", 4}, {"|b1", 1}};
 #define NDTYPES (sizeof dtypes / sizeof dtypes[0])
 
 static int check_descr(const parser *p, npy_header *h)
@@ -455,7 +455,7 @@ static int check_descr(const parser *p, npy_header *h)
     }
     return header_error(p,
                         "descr '%s' is not supported; expected '<f8' or '<f4' "
-                        "(floats), '<i8' or '<i4' (integers)",
+                        "(floats), '<i8' or '<i4' (integers), '|b1' (bool)",
                         shown);
 }
 
@@ -717,6 +717,17 @@ static int decode(const char *who, const char *path, const npy_header *h,
     double *x = t->data;
     size_t n = h->numel;
     char kind = h->descr[1];
+    if (h->itemsize == 1) { // bool: last to first, as below; 0 or 1 only
+        for (size_t i = n; i-- > 0;) {
+            if (b[i] > 1)
+                return fail_at(GSL_EINVAL, who, path,
+                               "element %zu of a '|b1' array is the byte %u; "
+                               "a bool is 0 or 1",
+                               i, (unsigned)b[i]);
+            x[i] = b[i];
+        }
+        return GSL_SUCCESS;
+    }
     if (h->itemsize == 4) {
         for (size_t i = n; i-- > 0;) {
             uint32_t u = (uint32_t)get_le(b + 4 * i, 4);
@@ -755,32 +766,65 @@ static int decode(const char *who, const char *path, const npy_header *h,
     return GSL_SUCCESS;
 }
 
-int npy_read(const char *path, tensor **out)
+/* The tensor in f (size bytes, named path in messages) into *out, and
+ * its header into *h. */
+static int read_stream(const char *who, const char *path, FILE *f,
+                       size_t size, tensor **out, npy_header *h)
 {
-    const char *who = "npy_read";
-    *out = NULL;
-    FILE *f = NULL;
-    size_t size = 0;
-    npy_header h = {0};
-    int status = open_regular(who, path, &f, &size);
-    if (status)
-        return status;
-    status = read_header_from(who, path, f, size, &h);
+    int status = read_header_from(who, path, f, size, h);
     tensor *t = NULL;
     if (status == GSL_SUCCESS)
-        status = tensor_alloc(h.ndim, h.shape, &t);
+        status = tensor_alloc(h->ndim, h->shape, &t);
     /* the file's bytes fit in the tensor's buffer: itemsize <= 8 */
     if (status == GSL_SUCCESS)
-        status = read_exact(who, path, f, t->data, h.data_bytes, "data");
-    fclose(f);
+        status = read_exact(who, path, f, t->data, h->data_bytes, "data");
     if (status == GSL_SUCCESS)
-        status = decode(who, path, &h, t);
+        status = decode(who, path, h, t);
     if (status) {
         tensor_free(t);
         return status;
     }
     *out = t;
     return GSL_SUCCESS;
+}
+
+int npy_read_typed(const char *path, tensor **out, npy_header *h)
+{
+    const char *who = "npy_read";
+    *out = NULL;
+    memset(h, 0, sizeof *h);
+    FILE *f = NULL;
+    size_t size = 0;
+    int status = open_regular(who, path, &f, &size);
+    if (status)
+        return status;
+    status = read_stream(who, path, f, size, out, h);
+    fclose(f);
+    return status;
+}
+
+int npy_read(const char *path, tensor **out)
+{
+    npy_header h;
+    return npy_read_typed(path, out, &h);
+}
+
+int npy_read_memory(const void *bytes, size_t size, const char *name,
+                    tensor **out, npy_header *h)
+{
+    const char *who = "npy_read";
+    *out = NULL;
+    memset(h, 0, sizeof *h);
+    if (size == 0) // fmemopen refuses an empty buffer
+        return fail_at(GSL_EINVAL, who, name,
+                       "empty file (0 bytes), not a .npy file");
+    FILE *f = fmemopen((void *)bytes, size, "rb");
+    if (!f)
+        return fail_at(GSL_ENOMEM, who, name, "cannot open in memory: %s",
+                       strerror(errno));
+    int status = read_stream(who, name, f, size, out, h);
+    fclose(f);
+    return status;
 }
 
 /* --- writing --------------------------------------------------------- */

@@ -16,7 +16,8 @@
  *   - descr '<f8' (float64, read as is), '<f4' (float32, widened to double,
  *     which is exact), '<i8' and '<i4' (integers, for valid_lens files,
  *     converted to double; an int64 that a double cannot hold exactly is an
- *     error rather than a silent rounding).
+ *     error rather than a silent rounding), and '|b1' (bool, for masks:
+ *     0.0 and 1.0; any other byte is an error).
  *   - fortran_order False, and a shape of 1 to TENSOR_MAX_DIMS sizes, each
  *     at least 1 (tensors have no empty dimensions).
  *   - the header as a Python dict literal with exactly the keys 'descr',
@@ -37,7 +38,7 @@
  *     duplicated or unknown key, bad syntax, a header not ending in '\n'),
  *     any other descr: big-endian '>f8', '=f8' (native order: the file does
  *     not say which order that was, so it is refused rather than guessed),
- *     '|u1', '<c16', '|b1', structured and object dtypes ...;
+ *     '|u1', '<c16', structured and object dtypes ...;
  *     fortran_order True (C order is required); a 0-d or 5-d shape; a size
  *     of 0; a negative or non-integer size; an int64 not exact as a double.
  *   - GSL_EBADLEN: a header length that runs past the end of the file;
@@ -69,8 +70,8 @@
 /* What a .npy header says, once checked. */
 typedef struct npy_header {
     unsigned major, minor;          /* format version: 1.0, 2.0 or 3.0 */
-    char descr[NPY_DESCR_MAX];      /* "<f8", "<f4", "<i8" or "<i4" */
-    size_t itemsize;                /* bytes per element: 8 or 4 */
+    char descr[NPY_DESCR_MAX];      /* "<f8", "<f4", "<i8", "<i4" or "|b1" */
+    size_t itemsize;                /* bytes per element: 8, 4 or 1 */
     int fortran_order;              /* always 0: Fortran order is rejected */
     size_t ndim;                    /* 1 .. TENSOR_MAX_DIMS */
     size_t shape[TENSOR_MAX_DIMS];  /* entries past ndim are 0 */
@@ -82,6 +83,16 @@ typedef struct npy_header {
 /* Read path into a new contiguous tensor (yours to tensor_free).  On
  * failure *out is NULL and the status and message say why (see above). */
 int npy_read(const char *path, tensor **out);
+
+/* npy_read, also accepting '|b1' (bool, read as 0.0 and 1.0; a byte
+ * other than 0 or 1 is GSL_EINVAL), with the header it read into *h
+ * (its descr says whether the array was bool). */
+int npy_read_typed(const char *path, tensor **out, npy_header *h);
+
+/* npy_read_typed on the size bytes of a .npy file held in memory (a
+ * member of a .npz archive); name stands for the path in messages. */
+int npy_read_memory(const void *bytes, size_t size, const char *name,
+                    tensor **out, npy_header *h);
 
 /* Check path's preamble, header and length as npy_read does, without
  * reading the data.  On failure *h is all zeros. */

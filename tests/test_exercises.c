@@ -906,6 +906,84 @@ Test(ex_gqa_kv_head, refuses_a_head_out_of_range)
                     "gqa_kv_head", H_GQA_REFUSE, 8);
 }
 //<
+//> 18
+/* --- ex_mask_key_padding_from_lens (chapter 18) ---------------------- */
+
+#define H_KPM                                                                 \
+    "hint: chapter 18, section 1 (Three ways to say which keys a query "     \
+    "sees): entry (b, j) is 1 (True: ignore the key) exactly when j >= "     \
+    "valid_lens[b], else 0"
+#define H_KPM_REFUSE                                                          \
+    "hint: the comment above mask_key_padding_from_lens: valid_lens not "    \
+    "(B,), or a length that is not a whole number 0 .. Lk, is refused with " \
+    "GSL_EINVAL and a message naming it, and nothing allocated"
+
+static void expect_padding(size_t B, const double *lens, size_t Lk)
+{
+    char what[128];
+    int used = snprintf(what, sizeof what, "mask_key_padding_from_lens(valid_lens [");
+    for (size_t b = 0; b < B && used < (int)sizeof what; b++)
+        used += snprintf(what + used, sizeof what - (size_t)used, "%s%g",
+                         b ? ", " : "", lens[b]);
+    if (used < (int)sizeof what)
+        snprintf(what + used, sizeof what - (size_t)used, "], Lk %zu)", Lk);
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(B), lens, &vl));
+    EX_OK(mask_key_padding_from_lens(vl, Lk, &kpm));
+    EX_SHAPE(kpm, what, H_KPM, B, Lk);
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < Lk; j++) {
+            double want = (double)j >= lens[b] ? 1 : 0;
+            double got = *TENSOR_AT(kpm, b, j);
+            cr_assert(got == want, "%s: [%zu, %zu] (key %zu of example %zu, "
+                      "length %g): expected %g, got %g\n%s",
+                      what, b, j, j, b, lens[b], want, got, H_KPM);
+        }
+    tensor_free(kpm);
+    tensor_free(vl);
+}
+
+Test(ex_mask_key_padding_from_lens, true_at_and_past_the_length)
+{
+    expect_padding(4, (double[]){3, 1, 5, 2}, 5);
+}
+
+Test(ex_mask_key_padding_from_lens, zero_and_full_lengths)
+{
+    expect_padding(2, (double[]){0, 3}, 3);
+    expect_padding(1, (double[]){1}, 1);
+}
+
+Test(ex_mask_key_padding_from_lens, refuses_lengths_past_the_keys)
+{
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(1), (double[]){3}, &vl));
+    EX_REFUSED(mask_key_padding_from_lens(vl, 2, &kpm), kpm, GSL_EINVAL,
+               "mask_key_padding_from_lens", H_KPM_REFUSE, 3, 2);
+    vl->data[0] = -1;
+    EX_REFUSED(mask_key_padding_from_lens(vl, 2, &kpm), kpm, GSL_EINVAL,
+               "mask_key_padding_from_lens", H_KPM_REFUSE, 2);
+    vl->data[0] = 0.5;
+    EX_REFUSED(mask_key_padding_from_lens(vl, 2, &kpm), kpm, GSL_EINVAL,
+               "mask_key_padding_from_lens", H_KPM_REFUSE, 2);
+    tensor_free(vl);
+    EX_OK(tensor_from_array(SHAPE(1, 2), (double[]){1, 1}, &vl));
+    EX_REFUSED(mask_key_padding_from_lens(vl, 2, &kpm), kpm, GSL_EINVAL,
+               "mask_key_padding_from_lens", H_KPM_REFUSE, 1, 2);
+    tensor_free(vl);
+}
+
+Test(ex_mask_key_padding_from_lens, cleans_up_when_memory_runs_out)
+{
+    tensor *vl, *kpm;
+    EX_OK(tensor_from_array(SHAPE(2), (double[]){1, 2}, &vl));
+    EX_OK(mask_key_padding_from_lens(vl, 3, &kpm)); /* a blank fails here */
+    tensor_free(kpm);
+    EX_CLEANS_UP(mask_key_padding_from_lens(vl, 3, &kpm), kpm);
+    tensor_free(vl);
+}
+
+//<
 //> full
 /* --- the hints name sections that exist ----------------------------- */
 
@@ -919,7 +997,7 @@ static const char *const hints[] = {
     H_OUT_REFUSE, H_OUT_INVALID, H_REPEAT, H_REPEAT_TILE, H_REPEAT_ROWS,
     H_REPEAT_META, H_REPEAT_REFUSE, H_ROPE, H_ROPE_DIRECTION, H_MADDS,
     H_MADDS_CAUSAL, H_MADDS_REFUSE, H_GQA, H_GQA_ZERO, H_GQA_REFUSE,
-    H_MEMORY,
+    H_KPM, H_KPM_REFUSE, H_MEMORY,
 };
 
 Test(exercise_hints, name_sections_that_exist)

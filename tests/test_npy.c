@@ -291,19 +291,16 @@ ParameterizedTestParameters(npy, refuses_numpy_files)
          "and '<i4' are supported (save a.astype('<f8'))"},
         {"complex128", GSL_EINVAL,
          "descr '<c16' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
-        {"bool", GSL_EINVAL,
-         "descr '|b1' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"uint8", GSL_EINVAL,
          "descr '|u1' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"float16", GSL_EINVAL,
          "descr '<f2' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"object", GSL_EINVAL,
          "descr '|O' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"structured", GSL_EINVAL,
          "descr is a list of fields (a structured dtype); only '<f8', '<f4', "
          "'<i8' and '<i4' are supported"},
@@ -402,6 +399,37 @@ Test(npy, reads_every_supported_descr_from_handmade_files,
         assert_values(t, (double[]){-1, 2}, 2);
         tensor_free(t);
     }
+}
+
+/* np.save of np.array([True, False]): '|b1', one byte each, read as 1, 0;
+ * the same bytes from memory (a .npz member); a byte other than 0 or 1
+ * is refused with its index. */
+Test(npy, reads_numpy_bool_masks)
+{
+    tensor *t;
+    npy_header h;
+    OK(npy_read_typed(FIXTURES "bool.npy", &t, &h));
+    cr_assert_str_eq(h.descr, "|b1");
+    cr_assert_eq(h.itemsize, 1);
+    assert_values(t, (double[]){1, 0}, 2);
+    tensor_free(t);
+    const char header[] =
+        "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 2), }\n";
+    unsigned char file[256] = "\x93NUMPY\x01\x00";
+    size_t n = sizeof header - 1;
+    file[8] = (unsigned char)n;
+    memcpy(file + 10, header, n);
+    memcpy(file + 10 + n, (unsigned char[]){0, 1, 1, 0}, 4);
+    OK(npy_read_memory(file, 14 + n, "m.npy", &t, &h));
+    assert_values(t, (double[]){0, 1, 1, 0}, 4);
+    tensor_free(t);
+    file[10 + n + 2] = 7;
+    cr_assert_eq(npy_read_memory(file, 14 + n, "m.npy", &t, &h), GSL_EINVAL);
+    cr_assert_null(t);
+    cr_assert_str_eq(mha_last_error(),
+                     "npy_read: m.npy: element 2 of a '|b1' array is the byte "
+                     "7; a bool is 0 or 1");
+    cr_assert_eq(npy_read_memory(file, 0, "m.npy", &t, &h), GSL_EINVAL);
 }
 
 /* ===================================================================== */
@@ -650,17 +678,17 @@ ParameterizedTestParameters(npy, refuses_malformed_headers)
          "{'descr': 'f8', 'fortran_order': False, 'shape': (2, 3), }",
          GSL_EINVAL,
          "descr 'f8' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"descr with a space",
          "{'descr': '<f8 ', 'fortran_order': False, 'shape': (2, 3), }",
          GSL_EINVAL,
          "descr '<f8 ' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"descr int16",
          "{'descr': '<i2', 'fortran_order': False, 'shape': (2, 3), }",
          GSL_EINVAL,
          "descr '<i2' is not supported; expected '<f8' or '<f4' (floats), "
-         "'<i8' or '<i4' (integers)"},
+         "'<i8' or '<i4' (integers), '|b1' (bool)"},
         {"descr big-endian int32",
          "{'descr': '>i4', 'fortran_order': False, 'shape': (2, 3), }",
          GSL_EINVAL,

@@ -23,8 +23,9 @@ set -eu
 # python3: make grade (tools/grade.py writes the reports with its json and
 # xml modules); python3-yaml: tools/test-handout.sh reads the handout's
 # GitHub Actions workflow.  valgrind also checks a student's exercises
-# for leaks.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml $*"
+# for leaks.  libzip-dev: mha reads a .npz state_dict (--state-dict) with
+# libzip.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev $*"
 
 # --- without dpkg: look for each thing itself -------------------------
 
@@ -58,6 +59,9 @@ present() {
     libcriterion-dev)
         printf '#include <criterion/criterion.h>\nint main(void) { return 0; }\n' |
             compiles "$cc" $(pc --cflags criterion) -c ;;
+    libzip-dev)
+        printf '#include <zip.h>\nint main(void) { return zip_open("", 0, 0) != 0; }\n' |
+            compiles "$cc" $(pc --cflags libzip) $(pc --libs libzip) ;;
     libopenblas-dev)
         printf 'double cblas_ddot(int, const double *, int, const double *, int);
 int main(void) { double x = 1; return cblas_ddot(1, &x, 1, &x, 1) != 1; }\n' |
@@ -66,6 +70,7 @@ int main(void) { double x = 1; return cblas_ddot(1, &x, 1, &x, 1) != 1; }\n' |
         printf '#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n' |
             compiles "$cc" -fopenmp ;;
     python3-numpy) python3 -c 'import numpy' > /dev/null 2>&1 ;;
+    python3-yaml) python3 -c 'import yaml' > /dev/null 2>&1 ;;
     python3-torch) python3 -c 'import torch' > /dev/null 2>&1 ;;
     libclang-rt-*-dev)
         has clang && printf '#include <stddef.h>\n#include <stdint.h>
@@ -84,12 +89,14 @@ describe() {
     libgsl-dev) echo "GSL's headers, gsl/gsl_blas.h (Debian: libgsl-dev; Homebrew: gsl)" ;;
     libopenblas-dev) echo "OpenBLAS, -lopenblas (Debian: libopenblas-dev; Homebrew: openblas)" ;;
     libcriterion-dev) echo "Criterion's headers, criterion/criterion.h (Debian: libcriterion-dev; Homebrew: criterion)" ;;
+    libzip-dev) echo "libzip, zip.h and -lzip (Debian: libzip-dev; Homebrew: libzip)" ;;
     openmp) echo "OpenMP for $cc, -fopenmp (Debian: libomp-dev for clang, gcc has it; Homebrew: libomp, and a compiler that takes -fopenmp, Homebrew's llvm or gcc, named by make CC=...)" ;;
     gnuplot-nox) echo "gnuplot (Debian: gnuplot-nox; Homebrew: gnuplot)" ;;
     graphviz) echo "dot (Debian: graphviz; Homebrew: graphviz)" ;;
     valgrind) echo "valgrind (Debian: valgrind; Homebrew: none for macOS on Apple silicon)" ;;
     python3) echo "python3 (Debian: python3; Homebrew: python)" ;;
     python3-numpy) echo "NumPy for python3 (Debian: python3-numpy; Homebrew: numpy)" ;;
+    python3-yaml) echo "PyYAML for python3 (Debian: python3-yaml; Homebrew: pyyaml)" ;;
     python3-torch) echo "PyTorch for python3 (Debian: python3-torch; Homebrew: pytorch)" ;;
     clang) echo "clang (Debian: clang; Homebrew: llvm)" ;;
     libclang-rt-*-dev) echo "clang's libFuzzer, -fsanitize=fuzzer (Debian: $1; Homebrew: llvm)" ;;

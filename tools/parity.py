@@ -2,7 +2,8 @@
 """tools/parity.py: build/mha forward against PyTorch, case by case.
 
     /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60]
-        [--gqa-cases 40] [--rope-cases 32] [--seed S] [--quiet]
+        [--gqa-cases 40] [--rope-cases 32] [--torch-cases 48] [--seed S]
+        [--quiet]
         [--grad build/mha-grad]
 
 Draws random shapes and weights from a seed (drawn at random and printed
@@ -47,6 +48,20 @@ h/G times with repeat_interleave, one boolean mask (B, Lq, Lk) for
 valid_lens and the causal rule (key j > query i + Lk - Lq), masked_fill
 with -inf, softmax, the weighted values, W_o; the gradients are autograd's
 on that code.
+
+Then --torch-cases cases (48) of PyTorch's own options, `mha forward`
+--attn-mask, --key-padding-mask, --in-proj-weight, --in-proj-bias,
+--bias-k/--bias-v, --add-zero-attn, --average-attn-weights and
+--state-dict, against F.multi_head_attention_forward itself: the index
+cycles the projections (separate files, packed, a numpy.savez state
+dict) and the attention mask (bool or float, (Lq, Lk) or (B*h, Lq, Lk),
+or none); key padding (bool or float), valid_lens, --causal, grouped
+key-value heads (separate projections only), biases, bias_kv, the zero
+key and averaged weights are drawn.  Where torch 1.13 has no option of
+its own the case is handed to it in the form it takes (see
+torch_options_reference).  OUT and A must agree to 1e-12, relative and
+absolute.  Every row keeps key 0 visible: torch gives NaN for a row with
+none, which mha refuses.
 
 How the PyTorch side is set up, and why:
 
@@ -539,6 +554,249 @@ def case_reference(c, arr, dout):
     return t_out, t_a, None if dout is None else torch_grads(c, arr, dout)
 
 
+# --- PyTorch's own options: masks, packed projections, a state dict,
+# add_bias_kv, add_zero_attn, averaged weights -------------------------
+
+TORCH_TOLERANCE = 1e-12
+
+
+def draw_torch_case(rng, index):
+    """A case of nn.MultiheadAttention's options.  The index cycles the
+    projections (separate --wq/--wk/--wv, packed --in-proj-weight, a .npz
+    --state-dict) and the two mask shapes; the rest is drawn."""
+    h = int(rng.integers(1, 5))
+    p = int(rng.integers(1, 7))
+    E = h * p
+    proj = ["separate", "packed", "state-dict"][index % 3]
+    selfatt = index % 4 == 0
+    Lq = int(rng.integers(1, 13))
+    causal = bool(rng.random() < 0.25)
+    Lk = Lq + int(rng.integers(0, 5)) if causal else int(rng.integers(1, 13))
+    kdim = vdim = E
+    if proj != "packed" and not selfatt and rng.random() < 0.5:
+        kdim, vdim = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+    divisors = [g for g in range(1, h + 1) if h % g == 0]
+    G = int(rng.choice(divisors)) if proj == "separate" else h
+    if selfatt:
+        Lk = Lq
+    return {
+        "B": int(rng.integers(1, 4)), "Lq": Lq, "Lk": Lk, "h": h, "G": G,
+        "p": p, "E": E, "kdim": kdim, "vdim": vdim, "proj": proj,
+        "self": selfatt, "causal": causal,
+        "bias": bool(rng.random() < 0.7),
+        "packed_bias": proj != "separate" or (G == h and rng.random() < 0.5),
+        "attn": ["bool2", "bool3", "float2", "float3", "none"][
+            (index // 3) % 5],
+        "kpm": ["none", "bool", "float"][int(rng.integers(0, 3))],
+        "lens": bool(rng.random() < 0.3),
+        "bias_kv": bool(rng.random() < 0.5),
+        "zero_attn": bool(rng.random() < 0.5),
+        "average": bool(rng.random() < 0.5),
+    }
+
+
+def make_torch_arrays(rng, c):
+    """Inputs N(0, 1), weights as nn.Linear draws them, masks with about a
+    third of their entries hiding a key, then key 0 shown to every row so
+    that no row is left empty (torch gives NaN there, mha refuses)."""
+    B, Lq, Lk, h, E = c["B"], c["Lq"], c["Lk"], c["h"], c["E"]
+    Ekv = c["G"] * c["p"]
+    u = lambda n, *shape: rng.uniform(-1 / np.sqrt(n), 1 / np.sqrt(n), shape)
+    a = {"q": rng.standard_normal((B, Lq, E))}
+    if c["self"]:
+        a["k"] = a["v"] = a["q"]
+    else:
+        a["k"] = rng.standard_normal((B, Lk, c["kdim"]))
+        a["v"] = rng.standard_normal((B, Lk, c["vdim"]))
+    a["wq"], a["wk"], a["wv"] = u(E, E, E), u(c["kdim"], Ekv, c["kdim"]), u(c["vdim"], Ekv, c["vdim"])
+    a["wo"] = u(E, E, E)
+    if c["bias"]:
+        a["bq"], a["bk"], a["bv"], a["bo"] = u(E, E), u(E, Ekv), u(E, Ekv), u(E, E)
+    if c["bias_kv"]:
+        a["bias_k"] = rng.standard_normal((1, 1, Ekv))
+        a["bias_v"] = rng.standard_normal((1, 1, Ekv))
+    rows = {"bool2": (Lq, Lk), "float2": (Lq, Lk), "bool3": (B * h, Lq, Lk),
+            "float3": (B * h, Lq, Lk)}
+    if c["attn"] != "none":
+        hide = rng.random(rows[c["attn"]]) < 0.35
+        hide[..., 0] = False
+        if c["attn"].startswith("bool"):
+            a["attn_mask"] = hide
+        else:
+            a["attn_mask"] = np.where(hide, -np.inf, rng.standard_normal(hide.shape))
+    if c["kpm"] != "none":
+        hide = rng.random((B, Lk)) < 0.35
+        hide[:, 0] = False
+        if c["kpm"] == "bool":
+            a["kpm"] = hide
+        else:
+            a["kpm"] = np.where(hide, -np.inf, rng.standard_normal(hide.shape))
+    if c["lens"]:
+        a["lens"] = rng.integers(1, Lk + 1, size=B)
+    return a
+
+
+def run_mha_torch(mha, tmp, c, a):
+    """mha forward with PyTorch's options on the case's files."""
+    def path(name, ext=".npy"):
+        return os.path.join(tmp, name + ext)
+
+    def put(name, x):
+        np.save(path(name), x)
+        return path(name)
+
+    cmd = [mha, "forward", "--heads", str(c["h"]), "--queries", put("q", a["q"])]
+    if not c["self"]:
+        cmd += ["--keys", put("k", a["k"]), "--values", put("v", a["v"])]
+    if c["G"] != c["h"]:
+        cmd += ["--kv-heads", str(c["G"])]
+    if c["proj"] == "state-dict":
+        sd = {"out_proj.weight": a["wo"]}
+        if c["kdim"] == c["E"] and c["vdim"] == c["E"]:
+            sd["in_proj_weight"] = np.concatenate([a["wq"], a["wk"], a["wv"]])
+        else:
+            sd.update(q_proj_weight=a["wq"], k_proj_weight=a["wk"],
+                      v_proj_weight=a["wv"])
+        if c["bias"]:
+            sd["in_proj_bias"] = np.concatenate([a["bq"], a["bk"], a["bv"]])
+            sd["out_proj.bias"] = a["bo"]
+        if c["bias_kv"]:
+            sd["bias_k"], sd["bias_v"] = a["bias_k"], a["bias_v"]
+        np.savez(path("model", ".npz"), **sd)
+        cmd += ["--state-dict", path("model", ".npz")]
+    else:
+        if c["proj"] == "packed":
+            cmd += ["--in-proj-weight",
+                    put("ipw", np.concatenate([a["wq"], a["wk"], a["wv"]]))]
+        else:
+            cmd += ["--wq", put("wq", a["wq"]), "--wk", put("wk", a["wk"]),
+                    "--wv", put("wv", a["wv"])]
+        cmd += ["--wo", put("wo", a["wo"])]
+        if c["bias"]:
+            if c["packed_bias"]:
+                cmd += ["--in-proj-bias",
+                        put("ipb", np.concatenate([a["bq"], a["bk"], a["bv"]]))]
+            else:
+                cmd += ["--bq", put("bq", a["bq"]), "--bk", put("bk", a["bk"]),
+                        "--bv", put("bv", a["bv"])]
+            cmd += ["--bo", put("bo", a["bo"])]
+        if c["bias_kv"]:
+            cmd += ["--bias-k", put("bias_k", a["bias_k"]),
+                    "--bias-v", put("bias_v", a["bias_v"])]
+    if "attn_mask" in a:
+        cmd += ["--attn-mask", put("attn", a["attn_mask"])]
+    if "kpm" in a:
+        cmd += ["--key-padding-mask", put("kpm", a["kpm"])]
+    if c["lens"]:
+        cmd += ["--valid-lens", ",".join(str(int(x)) for x in a["lens"])]
+    if c["causal"]:
+        cmd.append("--causal")
+    if c["zero_attn"]:
+        cmd.append("--add-zero-attn")
+    if c["average"]:
+        cmd.append("--average-attn-weights")
+    for f in ("out", "a"):
+        if os.path.exists(path(f)):
+            os.remove(path(f))
+    cmd += ["--out", path("out"), "--attention-out", path("a")]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"mha exited with {run.returncode}: {run.stderr.strip()}")
+    return np.load(path("out")), np.load(path("a"))
+
+
+def torch_options_reference(c, a):
+    """F.multi_head_attention_forward with the same options.  Where torch
+    1.13 has no option of its own, the case is put in the form it takes:
+    G < h key-value heads as W_k, W_v (and b_k, b_v, bias_k, bias_v) with
+    each head's rows repeated h/G times; valid_lens and a bool key padding
+    mask as one bool key_padding_mask; a float key padding mask, the
+    lengths and the causal rule (is_causal came in torch 2.0) added into a
+    float attn_mask of shape (B*h, Lq, Lk)."""
+    B, Lq, Lk, h, G, p, E = (c[n] for n in ("B", "Lq", "Lk", "h", "G", "p", "E"))
+    t = lambda x: torch.from_numpy(np.ascontiguousarray(x))
+    rep = lambda w: np.repeat(w.reshape((G, p) + w.shape[1:]), h // G,
+                              axis=0).reshape((h * p,) + w.shape[1:])
+    wk, wv = rep(a["wk"]), rep(a["wv"])
+    in_bias = out_bias = bias_k = bias_v = None
+    if c["bias"]:
+        in_bias = t(np.concatenate([a["bq"], rep(a["bk"]), rep(a["bv"])]))
+        out_bias = t(a["bo"])
+    if c["bias_kv"]:
+        bias_k = t(rep(a["bias_k"][0, 0])[None, None, :])
+        bias_v = t(rep(a["bias_v"][0, 0])[None, None, :])
+    key = np.arange(Lk)
+    kpm = np.zeros((B, Lk), dtype=bool)
+    if c["kpm"] == "bool":
+        kpm |= a["kpm"]
+    if c["lens"]:
+        kpm |= key[None, :] >= a["lens"][:, None]
+    extra = np.zeros((B * h, Lq, Lk))
+    if c["kpm"] == "float":
+        extra += np.repeat(a["kpm"], h, axis=0)[:, None, :]
+    if c["causal"]:
+        extra[:, key[None, :] > np.arange(Lq)[:, None] + (Lk - Lq)] = -np.inf
+    attn = a.get("attn_mask")
+    if attn is not None and attn.dtype == bool:
+        attn = np.where(attn, -np.inf, 0.0)
+    if attn is not None and attn.ndim == 2:
+        attn = np.repeat(attn[None], B * h, axis=0)
+    if c["kpm"] == "float" or c["causal"]:
+        attn = extra if attn is None else attn + extra
+    out, w = F.multi_head_attention_forward(
+        t(a["q"].transpose(1, 0, 2)), t(a["k"].transpose(1, 0, 2)),
+        t(a["v"].transpose(1, 0, 2)), E, h,
+        in_proj_weight=None, in_proj_bias=in_bias,
+        bias_k=bias_k, bias_v=bias_v, add_zero_attn=c["zero_attn"],
+        dropout_p=0.0, out_proj_weight=t(a["wo"]), out_proj_bias=out_bias,
+        training=False,
+        key_padding_mask=t(kpm) if kpm.any() else None, need_weights=True,
+        attn_mask=None if attn is None else t(attn),
+        use_separate_proj_weight=True,
+        q_proj_weight=t(a["wq"]), k_proj_weight=t(wk), v_proj_weight=t(wv),
+        average_attn_weights=c["average"])
+    return out.numpy().transpose(1, 0, 2), w.numpy()
+
+
+def torch_options_label(c, i):
+    return (f"torch {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} Lk {c['Lk']:2d} "
+            f"h {c['h']} G {c['G']} E {c['E']:2d} {c['proj']:10s} "
+            f"bias {'packed' if c['bias'] and c['packed_bias'] else 'yes' if c['bias'] else 'no'}"
+            f" attn {c['attn']:6s} kpm {c['kpm']:5s}"
+            f"{' lens' if c['lens'] else ''}{' causal' if c['causal'] else ''}"
+            f"{' bias_kv' if c['bias_kv'] else ''}"
+            f"{' zero_attn' if c['zero_attn'] else ''}"
+            f"{' average' if c['average'] else ''}")
+
+
+def run_torch_options_block(args, tmp, count):
+    """count cases of PyTorch's options from their own generator (block
+    29): (passed, failed, largest relative error, largest absolute
+    difference of OUT and A)."""
+    rng = np.random.default_rng([args.seed, 29])
+    passed = failed = 0
+    worst = worst_abs = 0.0
+    for i in range(count):
+        c = draw_torch_case(rng, i)
+        a = make_torch_arrays(rng, c)
+        try:
+            out, w = run_mha_torch(args.mha, tmp, c, a)
+            t_out, t_w = torch_options_reference(c, a)
+            e_out, e_w = rel_error(out, t_out), rel_error(w, t_w)
+            d = max(np.abs(out - t_out).max(), np.abs(w - t_w).max())
+            ok = max(e_out, e_w, d) <= TORCH_TOLERANCE
+            worst, worst_abs = max(worst, e_out, e_w), max(worst_abs, d)
+            note = f"out {e_out:.1e}  A {e_w:.1e}  |diff| {d:.1e}"
+        except Exception as e:  # report the case, go on with the rest
+            ok, note = False, f"error: {e}"
+        passed += ok
+        failed += not ok
+        if not ok or not args.quiet:
+            print(f"{torch_options_label(c, i)}  {note}  {'ok' if ok else 'FAILED'}",
+                  flush=True)
+    return passed, failed, worst, worst_abs
+
+
 def run_block(args, tmp, block, count, draw, label, extra, reference,
               tolerance):
     """count cases drawn by draw(rng, i) from the block's own generator, each
@@ -614,6 +872,10 @@ def main():
     ap.add_argument("--rope-cases", type=int, default=32,
                     help="cases with --rope, against a complex-number "
                          "rotation in torch")
+    ap.add_argument("--torch-cases", type=int, default=48,
+                    help="cases of PyTorch's own options: masks, packed "
+                         "projections, a state dict, bias_kv, zero_attn, "
+                         "averaged weights (default 48)")
     ap.add_argument("--grad", metavar="MHA_GRAD",
                     help="also compare every gradient that MHA_GRAD "
                          "(build/mha-grad) computes with torch's autograd")
@@ -624,7 +886,8 @@ def main():
     if args.seed is None:
         args.seed = int(np.random.SeedSequence().entropy % 1_000_000_000)
     print(f"parity: {args.cases} cases, {args.gqa_cases} grouped-query "
-          f"and causal cases and {args.rope_cases} with rope, {args.mha} against torch "
+          f"and causal cases, {args.rope_cases} with rope and "
+          f"{args.torch_cases} of PyTorch's options, {args.mha} against torch "
           f"{torch.__version__} in float64 (seed {args.seed}); every "
           f"valid_len >= 1, since torch gives NaN where d2l's mask gives "
           f"uniform weights for 0; replay with --seed {args.seed}", flush=True)
@@ -639,8 +902,10 @@ def main():
                       rope_label, rope_options, rope_reference,
                       ROPE_TOLERANCE),
         ]
-    passed = sum(r[0] for r in results)
-    failed = sum(r[1] for r in results)
+        t_pass, t_fail, t_worst, t_abs = run_torch_options_block(
+            args, tmp, args.torch_cases)
+    passed = sum(r[0] for r in results) + t_pass
+    failed = sum(r[1] for r in results) + t_fail
     worst_grad = max(r[3] for r in results)
     (_, _, worst, _), (_, _, g_worst, _), (_, _, r_worst, r_grad) = results
     print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e}); "
@@ -652,6 +917,9 @@ def main():
     if args.grad:
         print(f"largest relative error of a gradient {worst_grad:.1e} "
               f"(tolerance {GRAD_TOLERANCE:.0e}), against torch autograd")
+    print(f"PyTorch's options: {args.torch_cases} cases, largest relative "
+          f"error {t_worst:.1e}, largest difference {t_abs:.1e} (tolerance "
+          f"{TORCH_TOLERANCE:.0e})")
     print(f"parity: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

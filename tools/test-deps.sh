@@ -20,6 +20,9 @@ fail() { echo "deps-check: $*" >&2; exit 1; }
 mkdir "$dir/bin"
 for t in sh cat rm mktemp gcc cc as ld make pkg-config gnuplot dot python3 valgrind; do
     p=$(command -v "$t") || fail "$t is not installed here (tools/deps.sh installs it)"
+    # Debian's python3, which deps.sh gives its modules (yaml), not
+    # whatever python3 comes first on PATH
+    [ "$t" != python3 ] || [ ! -x /usr/bin/python3 ] || p=/usr/bin/python3
     ln -s "$p" "$dir/bin/$t"
 done
 [ ! -e "$dir/bin/dpkg-query" ] || fail "dpkg-query is in the scratch PATH"

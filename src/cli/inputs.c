@@ -18,7 +18,14 @@ static const char *const file_option[NFILES] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
     "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
 
-static const char *option_of(int f) { return file_option[f]; }
+/* The option a weight came from when PyTorch's options gave it
+ * (--in-proj-weight, --state-dict), for the messages; NULL: its own. */
+static const char *given_by[NFILES];
+
+static const char *option_of(int f)
+{
+    return given_by[f] ? given_by[f] : file_option[f];
+}
 
 static const char *value_of(cli_option *opts, size_t nopts, const char *name)
 {
@@ -65,8 +72,15 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
     static const char *const required[] = {"--heads", "--queries", "--wq",
                                            "--wk", "--wv", "--wo"};
+    // packed projections or a state dict give W_q, W_k, W_v (and W_o):
+    // required[given .. 5] is theirs
+    size_t given = value_of(opts, nopts, "--state-dict")       ? 2
+                   : value_of(opts, nopts, "--in-proj-weight") ? 2
+                                                               : 6;
+    int sd = value_of(opts, nopts, "--state-dict") != NULL;
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-        if (!value_of(opts, nopts, required[i]))
+        if ((i < given || (i == 5 && !sd)) &&
+            !value_of(opts, nopts, required[i]))
             return cli_error("%s is required (see %s --help)", required[i],
                              cli_command());
     size_t heads = 0, kv_heads = 0;
@@ -376,6 +390,16 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
         bytes += (double)h[i].numel * sizeof(double) * (i >= WQ ? 2 : 1);
     }
     const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
+    // packed projections: W_q is the first third of --in-proj-weight
+    const char *packed = value_of(opts, nopts, "--in-proj-weight");
+    npy_header ipw = {0};
+    if (packed && npy_read_header(packed, &ipw) == GSL_SUCCESS &&
+        ipw.ndim == 2 && ipw.shape[0] % 3 == 0) {
+        h[WQ] = ipw;
+        h[WQ].shape[0] /= 3;
+        bytes += (double)ipw.numel * sizeof(double) * 2;
+    }
+    mha_clear_error();
     if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
         return CLI_OK;
     size_t heads = 1, kv_heads;
@@ -393,6 +417,8 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
              sizeof(double);
     if (keep_weights) // (B, h, Lq, Lk)
         bytes += B * (double)heads * Lq * Lk * sizeof(double);
+    if (cli_torch_wanted(opts, nopts)) // the merged mask, scores and A,
+        bytes += 3 * B * (double)heads * Lq * (Lk + 2) * sizeof(double);
     double limit = 0;
     char from[128], need[32];
     if (memory_limit(&limit, from, sizeof from))
@@ -425,6 +451,20 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         if (path[i] && npy_read(path[i], &f[i]))
             status = cli_error("%s: %s", option_of(i), mha_last_error());
     int k_def = !path[K], v_def = !path[V];
+    // the weights PyTorch's options give, split into W_q, W_k, W_v ...
+    char torch_path[8][256];
+    const char *torch_option[8] = {NULL};
+    tensor *q3 = f[Q], *k3 = k_def ? f[Q] : f[K], *v3 = v_def ? f[Q] : f[V];
+    memset(given_by, 0, sizeof given_by);
+    if (!status && q3->ndim == 3 && k3->ndim == 3 && v3->ndim == 3)
+        status = cli_torch_weights(opts, nopts, q3->shape[2], k3->shape[2],
+                                   v3->shape[2], &f[WQ], torch_option,
+                                   torch_path);
+    for (int i = 0; i < 8; i++)
+        if (torch_option[i]) {
+            given_by[WQ + i] = torch_option[i];
+            path[WQ + i] = torch_path[i];
+        }
     if (!status)
         status = check_shapes(path, f, heads, kv_heads, k_def, v_def);
     if (!status) {
@@ -440,8 +480,16 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         status = cli_rope_options(opts, nopts, &opt.rope, &opt.rope_base);
     if (!status)
         status = build_module(f, heads, &opt, in);
+    if (!status && cli_torch_wanted(opts, nopts)) {
+        in->has_torch = 1;
+        size_t p = in->m.cfg.num_hiddens / heads;
+        status = cli_torch_load(opts, nopts, in->queries->shape[0], heads,
+                                in->queries->shape[1], in->keys->shape[1],
+                                in->m.cfg.kv_heads * p, &in->torch);
+    }
     for (int i = 0; i < NFILES; i++)
         tensor_free(f[i]);
+    memset(given_by, 0, sizeof given_by);
     return status;
 }
 
@@ -455,6 +503,8 @@ void cli_inputs_free(cli_inputs *in)
     tensor_free(in->valid_lens);
     if (in->has_m)
         multihead_free(&in->m);
+    if (in->has_torch)
+        cli_torch_free(&in->torch);
     memset(in, 0, sizeof *in);
 }
 //<

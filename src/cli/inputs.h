@@ -25,6 +25,7 @@
 
 #include "args.h"
 #include "libmha.h"
+#include "torch.h"
 
 /* The options both subcommands take, for their tables. */
 #define CLI_INPUT_OPTIONS                                                     \
@@ -33,7 +34,8 @@
     {"--wv", 1, NULL}, {"--wo", 1, NULL}, {"--bq", 1, NULL},                  \
     {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
     {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL},             \
-    {"--kv-heads", 1, NULL}, {"--causal", 0, NULL}, CLI_ROPE_OPTIONS
+    {"--kv-heads", 1, NULL}, {"--causal", 0, NULL}, CLI_ROPE_OPTIONS,      \
+    CLI_TORCH_OPTIONS
 
 /* Rotary embeddings on Q and K (posenc.h): mha forward, heatmap and trace. */
 #define CLI_ROPE_OPTIONS {"--rope", 0, NULL}, {"--rope-base", 1, NULL}
@@ -45,6 +47,8 @@ typedef struct cli_inputs {
     tensor *valid_lens; /* (B,) or (B, Lq), or NULL */
     multihead m;        /* configured and loaded */
     int has_m;          /* 1 once m needs multihead_free */
+    int has_torch;      /* 1: PyTorch's options (torch.h), read into torch */
+    cli_torch torch;
 } cli_inputs;
 
 /* --rope and --rope-base from opts (which must hold CLI_ROPE_OPTIONS):
@@ -67,7 +71,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts);
  * .npy headers alone (no data is read): the inputs, the module's copy of
  * the weights, the projections Q (B, Lq, D), K and V (B, Lk, G*D/h) and
  * the joined heads, the (B, h,
- * Lq, Lk) attention weights when keep_weights, the output.  When it is
+ * Lq, Lk) attention weights when keep_weights, the output; with PyTorch's
+ * options (torch.h) the merged mask, the scores and A too, each
+ * (B*h, Lq, Lk + 2) at most.  When it is
  * more than the machine's physical memory (or the environment variable
  * MHA_MEMORY_LIMIT, in bytes, when set; 0 or anything but digits is
  * refused), one line giving the estimate in bytes and in the largest unit

@@ -65,7 +65,7 @@ static const char usage_main[] =
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
-    "                 [--rope [--rope-base B]]\n"
+    "                 [--rope [--rope-base B]] [PyTorch's options]\n"
     "                 [--quiz [--no-answers] | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
@@ -86,6 +86,9 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
+    "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
+    "  --average-attn-weights  PyTorch's options (see mha forward --help):\n"
+    "                   the mask merge, Lk growing by one for each added key\n"
     "  --quiz           a worksheet: the questions mha quiz asks of a case\n"
     "                   of these sizes, in the same order, with a name line\n"
     "                   and a blank for each answer, then the answers on a\n"
@@ -153,6 +156,7 @@ static const char usage_forward[] =
     "                   [--kv-heads G] [--causal]\n"
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
     "                   [--rope [--rope-base B]]\n"
+    "                   [PyTorch's options, below]\n"
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
     "int64 or int32, C order), batch-first, weights as in PyTorch's nn.Linear:\n"
@@ -183,6 +187,22 @@ static const char usage_forward[] =
     "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
     "      number > 1 (default 10000)\n"
     "\n"
+    "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
+    "  --attn-mask M.npy (Lq, Lk) or (B*h, Lq, Lk); --key-padding-mask P.npy\n"
+    "      (B, Lk).  Bool: True = may NOT attend (SDPA's bool mask is the\n"
+    "      opposite); float: added to the scaled scores, -inf hides a key\n"
+    "  --in-proj-weight W.npy (3D, Din), --in-proj-bias b.npy (3D,): W_q,\n"
+    "      W_k, W_v (b_q, b_k, b_v) stacked; not with --kv-heads\n"
+    "  --bias-k BK.npy --bias-v BV.npy (1, 1, G*D/h): add_bias_kv, a key and\n"
+    "      value appended after the projections (not with --rope);\n"
+    "      --add-zero-attn: a zero key and value per head.  Each adds a key,\n"
+    "      Lk' = Lk + 1, that every query may see\n"
+    "  --average-attn-weights: A is (B, Lq, Lk'), the mean over the heads\n"
+    "  --state-dict model.npz: numpy.savez(f, **module.state_dict()) for\n"
+    "      every weight option\n"
+    "  A row with every key hidden (a valid length of 0 too) is refused\n"
+    "  before any work; nn.MultiheadAttention gives NaN there\n"
+    "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
     "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
     "place only once stdout is written.  --trace prints the shape trace on\n"
@@ -209,7 +229,8 @@ static const char usage_heatmap[] =
     "  --svg F       the same as SVG\n"
     "  --terminal    draw with Unicode shades on stdout\n"
     "\n"
-    "Give at least one; see `mha forward --help` for the inputs and for\n"
+    "With --average-attn-weights, one panel per example: the mean of the\n"
+    "heads.  Give at least one; see `mha forward --help` for the inputs and for\n"
     "what is refused before any work.  Stopped by SIGINT, SIGTERM, SIGHUP\n"
     "or SIGPIPE, mha ends gnuplot, removes its temporary files and its\n"
     "scratch directory, and ends by that signal: every file is as it was.\n";
@@ -259,6 +280,8 @@ typedef struct trace_case {
     int causal;
     int rope;         /* rotary embeddings on Q and K */
     double rope_base; /* their base, 10000 unless --rope-base */
+    int torch;        /* PyTorch's options (torch.h), shapes alone: */
+    cli_torch masks;
 } trace_case;
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
@@ -277,6 +300,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
         fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
     if (ts->causal)
         fprintf(f, "causal, ");
+    cli_torch_describe(f, &ts->masks);
     if (!lens) {
         fprintf(f, "no valid_lens\n");
         return;
@@ -307,6 +331,7 @@ static int run_trace(const trace_case *ts, const double *lens,
     multihead m;
     int has_m = 0;
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL; // (B, Lq, D), (B, Lk, D)
+    tensor *a = NULL; // the weights with PyTorch's options
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h,
                             .shape_only = 1, .kv_heads = ts->G,
@@ -347,7 +372,9 @@ static int run_trace(const trace_case *ts, const double *lens,
             trace_to(hold);
         if (show == SHOW_JSON)
             trace_to_json(hold);
-        if (multihead_forward(&m, x, y, y, vl, &out))
+        if (ts->torch)
+            status = cli_torch_forward(&m, x, y, y, vl, &ts->masks, &out, &a);
+        else if (multihead_forward(&m, x, y, y, vl, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
         trace_to_json(NULL);
@@ -366,7 +393,7 @@ static int run_trace(const trace_case *ts, const double *lens,
         char os[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
         printf("\noutput %s, attention weights %s\n",
                tensor_shape_str(out, os, sizeof os),
-               tensor_shape_str(m.weights, ws, sizeof ws));
+               tensor_shape_str(ts->torch ? a : m.weights, ws, sizeof ws));
     }
     if (!status && show == SHOW_DOT)
         trace_write_dot(stdout, &log, 1);
@@ -376,6 +403,7 @@ static int run_trace(const trace_case *ts, const double *lens,
     tensor_free(y);
     tensor_free(vl);
     tensor_free(out);
+    tensor_free(a);
     if (has_m)
         multihead_free(&m);
     return status;
@@ -389,7 +417,7 @@ static int cmd_trace(int argc, char **argv)
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
                          {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
                          {"--causal", 0, NULL},  {"--no-answers", 0, NULL},
-                         CLI_ROPE_OPTIONS};
+                         CLI_ROPE_OPTIONS,       CLI_TORCH_TRACE_OPTIONS};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -473,8 +501,15 @@ static int cmd_trace(int argc, char **argv)
         return flush_stdout(print_worksheet(&z, !no_answers));
     }
     trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
-                        rope_base ? rope_base : ROPE_DEFAULT_BASE};
-    return flush_stdout(run_trace(&shape, vl->value ? lens : NULL, show));
+                        rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
+    if (cli_torch_trace_options(opts, NOPTS(opts), B, h, Lq, Lk, G * (D / h),
+                                &shape.torch, &shape.masks)) {
+        cli_torch_free(&shape.masks);
+        return CLI_USAGE;
+    }
+    status = run_trace(&shape, vl->value ? lens : NULL, show);
+    cli_torch_free(&shape.masks);
+    return flush_stdout(status);
 }
 
 /* --- mha quiz ------------------------------------------------------- */
@@ -1203,7 +1238,7 @@ static int cmd_quiz(int argc, char **argv)
     if (mode == &opts[3]) {
         // the module's own trace of the case, as mha trace --json prints it
         trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
-                         ROPE_DEFAULT_BASE};
+                         ROPE_DEFAULT_BASE, 0, {0}};
         status = run_trace(&tc, c.lens, SHOW_JSON);
     } else if (mode == &opts[2]) {
         quiz_solution(&z);
@@ -1227,7 +1262,7 @@ static int blas_ready(void)
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
-    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file"};
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
 
 /* The outputs regular files (or new), each with one name, none an input
  * (paths.h): checked before anything is read. */
@@ -1271,7 +1306,8 @@ static int cmd_forward(int argc, char **argv)
         fputs(usage_forward, stdout);
         return flush_stdout(CLI_OK);
     }
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 1)))
         return status;
     const char *out_path = cli_find(opts, NOPTS(opts), "--out")->value;
     const char *a_path = cli_find(opts, NOPTS(opts), "--attention-out")->value;
@@ -1290,17 +1326,22 @@ static int cmd_forward(int argc, char **argv)
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
-    tensor *out = NULL; // (B, Lq, D_out)
+    tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A with PyTorch's options
     if (!status) {
         if (trace)
             trace_to(stdout);
-        if (module_forward(&in, a_path != NULL, &out))
+        if (in.has_torch)
+            status = cli_torch_forward(&in.m, in.queries, in.keys, in.values,
+                                       in.valid_lens, &in.torch, &out,
+                                       a_path ? &a : NULL);
+        else if (module_forward(&in, a_path != NULL, &out))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
     cli_output outs[2] = {
         {.option = "--out", .path = out_path, .npy = out},
-        {.option = "--attention-out", .path = a_path, .npy = in.m.weights},
+        {.option = "--attention-out", .path = a_path,
+         .npy = in.has_torch ? a : in.m.weights},
     };
     cli_staged staged = {0};
     if (!status)
@@ -1308,6 +1349,7 @@ static int cmd_forward(int argc, char **argv)
     // stdout complete first: a failed trace leaves no file behind
     status = cli_finish_outputs(&staged, flush_stdout(status));
     tensor_free(out);
+    tensor_free(a);
     cli_inputs_free(&in);
     return status;
 }
@@ -1323,7 +1365,8 @@ static int cmd_heatmap(int argc, char **argv)
         fputs(usage_heatmap, stdout);
         return flush_stdout(CLI_OK);
     }
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))))
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 0)))
         return status;
     const char *png = cli_find(opts, NOPTS(opts), "--png")->value;
     const char *svg = cli_find(opts, NOPTS(opts), "--svg")->value;
@@ -1346,10 +1389,20 @@ static int cmd_heatmap(int argc, char **argv)
     const char **tp = NULL;
     cli_output outs[2];
     cli_staged staged = {0};
-    if (!status && module_forward(&in, 1, &out))
+    tensor *a = NULL, *w = NULL; // PyTorch's options: A, and A as panels
+    if (!status && in.has_torch)
+        status = cli_torch_heatmap_weights(&in.m, in.queries, in.keys,
+                                           in.values, in.valid_lens,
+                                           &in.torch, &out, &a, &w);
+    else if (!status && module_forward(&in, 1, &out))
         status = cli_error("%s", mha_last_error());
-    // one title per panel: rows are examples, columns heads
+    if (!status && !in.has_torch)
+        w = in.m.weights;
+    // one title per panel: rows are examples, columns heads (one panel,
+    // the mean, with --average-attn-weights)
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
+    if (in.has_torch && in.torch.average_weights)
+        h = 1;
     if (!status) {
         B = in.queries->shape[0];
         panels = B * h;
@@ -1361,22 +1414,27 @@ static int cmd_heatmap(int argc, char **argv)
     if (!status) {
         for (size_t b = 0; b < B; b++)
             for (size_t i = 0; i < h; i++) {
-                snprintf(titles[b * h + i], sizeof titles[0],
-                         "example %zu, head %zu", b, i);
+                if (in.has_torch && in.torch.average_weights)
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, mean of %zu heads", b,
+                             in.m.cfg.num_heads);
+                else
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, head %zu", b, i);
                 tp[b * h + i] = titles[b * h + i];
             }
         heatmap_options opt = {.titles = tp, .ntitles = panels};
         size_t n = 0;
         if (png)
             outs[n++] = (cli_output){.option = "--png", .path = png,
-                                     .image = in.m.weights, .heatmap = &opt,
+                                     .image = w, .heatmap = &opt,
                                      .format = HEATMAP_PNG};
         if (svg)
             outs[n++] = (cli_output){.option = "--svg", .path = svg,
-                                     .image = in.m.weights, .heatmap = &opt,
+                                     .image = w, .heatmap = &opt,
                                      .format = HEATMAP_SVG};
         status = cli_stage_outputs(outs, n, &staged);
-        if (!status && terminal && heatmap_terminal(stdout, in.m.weights, &opt))
+        if (!status && terminal && heatmap_terminal(stdout, w, &opt))
             status = cli_error("--terminal: %s", mha_last_error());
     }
     // stdout complete first: a failed --terminal leaves no picture behind
@@ -1384,6 +1442,9 @@ static int cmd_heatmap(int argc, char **argv)
     free(titles);
     free(tp);
     tensor_free(out);
+    if (in.has_torch)
+        tensor_free(w);
+    tensor_free(a);
     cli_inputs_free(&in);
     return status;
 }
