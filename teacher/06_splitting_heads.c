@@ -26,7 +26,7 @@ static void exercise1(void)
      *    above 1.
      *
      * The library's trace of both, below, says the same; so do answers 2 to
-     * 7 (the queries' `transpose_qkv`) and 25 to 30 (`transpose_output`) of
+     * 7 (the queries' `transpose_qkv`) and 14 to 17 (`transpose_output`) of
      * the `mha trace --quiz` worksheet.
      */
     tensor *x, *heads, *back;

@@ -20,8 +20,8 @@ static void exercise1(void)
     /*md
      * `repeat_valid_lens` turns the `(3,)` lengths into `(B*h,)` = `(12,)`,
      * each length 4 times in a row, and the scores they mask are
-     * `(B*h, Lq, Lk)` = `(12, 5, 5)` (the trace below; answers 22 and 24 of
-     * the worksheet). With a `(3, 5)` `valid_lens` (one length per query)
+     * `(B*h, Lq, Lk)` = `(12, 5, 5)` (the trace below; answers 12 and 14 of
+     * the worksheet with `--valid-lens 2,5,3`). With a `(3, 5)` `valid_lens` (one length per query)
      * the repeated one is `(12, 5)`, each row 4 times, and the scores are
      * still `(12, 5, 5)`: the mask's shape changes, not the scores'.
      */

@@ -33,7 +33,8 @@ equal share.
 Environment: GRADE_TIMEOUT, the seconds each exercise's tests may take
 together (default 10); GRADE_LEAKS=0 skips the leak check (valgrind, on
 the exercises that pass); STUDENT, the name on the reports (default git's
-user.name, then $USER); for result.json, Classroom 50's CLASSROOM,
+user.name, then the GitHub account that pushed ($GITHUB_ACTOR, in a
+workflow), then $USER); for result.json, Classroom 50's CLASSROOM,
 ASSIGNMENT, SUBMISSION_TAG, COMMIT_URL, RELEASE_URL and REVIEW_URL.
 """
 import argparse
@@ -128,6 +129,8 @@ def student_name():
         name = ""
     if name:
         return name, "git user.name"
+    if os.environ.get("GITHUB_ACTOR"):
+        return os.environ["GITHUB_ACTOR"], "the GitHub account that pushed"
     if os.environ.get("USER"):
         return os.environ["USER"], "$USER"
     return "unknown", "no git user.name, no $USER"
@@ -401,6 +404,7 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
     body = []
     passed = failed = 0
     total = total_max = 0
+    width = max([26] + [len(name) for name, _, _ in exercises])
     for name, file, chapter in exercises:
         names = tests.get(name, [])
         results, ended = outcome.get(name, ({}, None))
@@ -423,8 +427,8 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
         tag = ""
         if not done:
             tag = "  <- " + (build_note and "the build failed" or ended or "not done yet")
-        body.append("%-22s %d/%d tests pass  %3d/%d points%s"
-                    % (name, ok, len(names), score, each * len(names), tag))
+        body.append("%-*s %d/%d tests pass  %3d/%d points%s"
+                    % (width, name, ok, len(names), score, each * len(names), tag))
         if not done and not build_note:
             first = first_failure(names, results)
             if first:
