@@ -4,7 +4,7 @@
  * the library: strides, views and copies as the trace reports them, and
  * the buffer offsets of a walk in index order.
  */
-#include "lesson.h"
+#include "key.h"
 
 /* A (2, 3, 4) tensor holding 0..23, permuted with (2, 0, 1). */
 static void permuted(tensor **x, tensor **p)
@@ -173,12 +173,4 @@ static void exercise4(void)
     tensor_free(heads);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

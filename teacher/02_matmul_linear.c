@@ -4,7 +4,7 @@
  * the Linear layer by hand, the flops and weights of chapter 08's four
  * projections, and the row offsets linear_forward looks at.
  */
-#include "lesson.h"
+#include "key.h"
 
 static void exercise1(void)
 {
@@ -124,13 +124,4 @@ static void exercise5(void)
      */
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    exercise5();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4, exercise5)

@@ -4,7 +4,7 @@
  * weights from its printed scores, and a row's weights as its scores are
  * scaled.
  */
-#include "lesson.h"
+#include "key.h"
 
 /* The softmax of the first len of s[0 .. n-1], the rest 0, printed. */
 static void print_softmax(const char *label, const double *s, size_t n, size_t len)
@@ -84,8 +84,9 @@ static void exercise3(void)
      *   three queries, where the window starts at key 0 and it is the
      *   causal prefix. From query 3 on, keys 0 to $i-3$ must be hidden
      *   while later keys are seen, and a length cannot say that. Both (b)
-     *   and (c) need a full mask, one flag per (query, key) pair (chapter
-     *   03's masks; `mha --window` in the full program).
+     *   and (c) need a full mask, one flag per (query, key) pair: an
+     *   attention mask such as chapter 18's `attn_mask` (`mha forward
+     *   --attn-mask`).
      */
 }
 
@@ -103,12 +104,4 @@ static void exercise4(void)
      */
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

@@ -6,7 +6,7 @@
  */
 #include <gsl/gsl_randist.h>
 
-#include "lesson.h"
+#include "key.h"
 
 static void exercise1(void)
 {
@@ -175,12 +175,4 @@ static void exercise4(void)
            n * 8 / (1024.0 * 1024 * 1024));
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

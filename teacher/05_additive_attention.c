@@ -3,7 +3,7 @@
  * The numbers the answers to chapter 05's exercises quote: section 2's toy
  * with W_q and W_k zeroed, and the memory of an additive pooling per head.
  */
-#include "lesson.h"
+#include "key.h"
 
 static void exercise1(void)
 {
@@ -83,11 +83,4 @@ static void exercise3(void)
     printf("ratio: %ld\n", H);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3)

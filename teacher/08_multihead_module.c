@@ -145,12 +145,4 @@ static void exercise4(void)
     printf("equal at n = 2*d = %ld\n", 2 * d);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

@@ -3,7 +3,7 @@
  * The numbers the answers to chapter 09's exercises quote: section 1's
  * module with heads 0 and 1 swapped, and each head's share of the output.
  */
-#include "lesson.h"
+#include "key.h"
 
 enum { B = 2, Lq = 4, Lk = 6, D = 100, H = 5, P = D / H };
 
@@ -167,11 +167,4 @@ static void exercise3(void)
     lesson_free(&l);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3)

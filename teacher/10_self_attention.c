@@ -4,7 +4,7 @@
  * for three lengths, and section 2's check with masks and with a crude
  * positional encoding.
  */
-#include "lesson.h"
+#include "key.h"
 
 enum { B = 2, N = 4, D = 100, H = 5 };
 
@@ -166,12 +166,4 @@ static void exercise4(void)
      */
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

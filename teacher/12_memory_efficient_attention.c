@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "lesson.h"
+#include "key.h"
 
 static const double x[8] = {1, 3, 2, 5, 0, 4, 6, 2};
 
@@ -130,12 +130,4 @@ static void exercise4(void)
      */
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

@@ -4,7 +4,7 @@
  * training run (same seeds, same steps) with one head, without the
  * position embedding, and with plain gradient descent.
  */
-#include "lesson.h"
+#include "key.h"
 
 /* chapter 13's settings */
 enum { N_VOCAB = 10, L = 10, D = 32, HEADS = 4, BATCH = 32, STEPS = 600 };
@@ -256,12 +256,4 @@ static void exercise4(void)
      */
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4)

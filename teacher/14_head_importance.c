@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "lesson.h"
+#include "key.h"
 
 /* chapter 13's settings, as chapter 14 uses them */
 enum { V = 10, L = 10, D = 32, HEADS = 4, BATCH = 32, STEPS = 600 };

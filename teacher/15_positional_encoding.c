@@ -224,14 +224,4 @@ static void exercise6(void)
     tensor_free(chapter);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    exercise5();
-    exercise6();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4, exercise5, exercise6)

@@ -223,14 +223,4 @@ static void exercise6(void)
            "multiply-adds;\npadded to the longest: %.0f\n", sum, 3 * m);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    exercise5();
-    exercise6();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4, exercise5, exercise6)

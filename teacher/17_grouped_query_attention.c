@@ -267,13 +267,4 @@ static void exercise5(void)
     lesson_free(&l);
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    exercise5();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4, exercise5)

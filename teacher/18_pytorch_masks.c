@@ -183,13 +183,4 @@ static void exercise5(void)
     printf("(no numbers: the answer is the rule above and section 6's trace)\n");
 }
 
-int main(void)
-{
-    mha_program_init();
-    exercise1();
-    exercise2();
-    exercise3();
-    exercise4();
-    exercise5();
-    return 0;
-}
+KEY_MAIN(exercise1, exercise2, exercise3, exercise4, exercise5)

@@ -32,4 +32,16 @@ static inline void shape_trace(size_t B, size_t Lq, size_t Lk, size_t D,
     multihead_free(&m);
 }
 
+/* A key program's main(): the exercises' functions in order, after
+ * mha_program_init, each printing its section. */
+#define KEY_MAIN(...)                                                         \
+    int main(void)                                                            \
+    {                                                                         \
+        mha_program_init();                                                   \
+        void (*const exercises[])(void) = {__VA_ARGS__};                      \
+        for (size_t i = 0; i < sizeof exercises / sizeof exercises[0]; i++)   \
+            exercises[i]();                                                   \
+        return 0;                                                             \
+    }
+
 #endif

@@ -38,153 +38,11 @@
 #include <unistd.h>
 
 #include "scratch.h"
+#include "mha_run.h"
 
 #ifndef MHA_BIN
 #error "MHA_BIN must name the built mha program"
 #endif
-
-/* --- a scratch directory per test (scratch.h) ----------------------- */
-
-static char mha_path[4096]; /* MHA_BIN made absolute */
-
-static void enter_scratch(void)
-{
-    cr_assert_not_null(realpath(MHA_BIN, mha_path), "%s: %s (make build)",
-                       MHA_BIN, strerror(errno));
-    scratch_enter("mha-cli");
-}
-
-static void leave_scratch(void) { scratch_leave(); }
-
-/* --- running mha ----------------------------------------------------- */
-
-typedef struct run {
-    int status; /* exit status, or 128 + signal */
-    char *out;  /* stdout, NUL-terminated */
-    char *err;  /* stderr */
-} run;
-
-static char *read_all(FILE *f)
-{
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    cr_assert_geq(n, 0);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_not_null(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    return buf;
-}
-
-/* The file the next runs read as stdin (NULL: the test's own stdin). */
-static const char *stdin_path;
-
-/* The memory limit of the next runs, as `ulimit -v KIB` sets it (0: none),
- * and the seconds they may take before they are killed as hung (0: no
- * end). */
-static rlim_t run_limit_kib;
-static int run_timeout;
-
-/* waitpid, but a child still running after run_timeout seconds is killed
- * and the test fails: a hang must fail, not block the suite. */
-static void wait_for(pid_t pid, int *ws)
-{
-    if (!run_timeout) {
-        cr_assert_eq(waitpid(pid, ws, 0), pid);
-        return;
-    }
-    struct timespec tick = {0, 10000000}; // 10 ms
-    for (long waited = 0;; waited++) {
-        pid_t got = waitpid(pid, ws, WNOHANG);
-        cr_assert_geq(got, 0);
-        if (got == pid)
-            return;
-        if (waited >= 100L * run_timeout) {
-            kill(pid, SIGKILL);
-            waitpid(pid, ws, 0);
-            cr_assert_fail("mha ran for %d s (ulimit -v %llu): it hangs",
-                           run_timeout, (unsigned long long)run_limit_kib);
-        }
-        nanosleep(&tick, NULL);
-    }
-}
-
-/* mha with args (argv[1] ...; NULL-terminated), in the current directory,
- * its stdout sent to the file stdout_path (run.out is then "") or, when
- * that is NULL, captured. */
-static run mha_argv_to(char *const *args, const char *stdout_path)
-{
-    char *argv[64];
-    size_t n = 0;
-    argv[n++] = mha_path;
-    for (; args[n - 1]; n++) {
-        cr_assert_lt(n, 63);
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    FILE *out = tmpfile(), *err = tmpfile();
-    cr_assert(out && err);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        int fd = stdout_path ? open(stdout_path, O_WRONLY) : fileno(out);
-        if (fd < 0)
-            _exit(126);
-        dup2(fd, 1);
-        dup2(fileno(err), 2);
-        if (stdin_path) {
-            int in = open(stdin_path, O_RDONLY);
-            if (in < 0 || dup2(in, 0) < 0)
-                _exit(126);
-        }
-        struct rlimit lim = {run_limit_kib * 1024, run_limit_kib * 1024};
-        if (run_limit_kib && setrlimit(RLIMIT_AS, &lim))
-            _exit(126);
-        execv(mha_path, argv);
-        _exit(127);
-    }
-    int ws;
-    wait_for(pid, &ws);
-    run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws),
-             read_all(out), read_all(err)};
-    fclose(out);
-    fclose(err);
-    return r;
-}
-
-static run mha_argv(char *const *args) { return mha_argv_to(args, NULL); }
-
-/* mha with the arguments of a '|'-separated list: "trace|--batch|1";
- * "a||b" holds an empty argument; stdout to stdout_path, or captured. */
-static run mha_to(const char *list, const char *stdout_path)
-{
-    char buf[2048], *args[64];
-    size_t n = 0;
-    cr_assert_lt(strlen(list), sizeof buf);
-    strcpy(buf, list);
-    for (char *s = buf;; n++) {
-        cr_assert_lt(n, 63);
-        args[n] = s;
-        char *bar = strchr(s, '|');
-        if (!bar)
-            break;
-        *bar = '\0';
-        s = bar + 1;
-    }
-    args[n + 1] = NULL;
-    return mha_argv_to(args, stdout_path);
-}
-
-static run mha(const char *list) { return mha_to(list, NULL); }
-
-static void run_free(run *r)
-{
-    free(r->out);
-    free(r->err);
-}
 
 /* The run succeeded quietly on stderr. */
 static void assert_ok(const run *r, const char *what)
@@ -244,26 +102,6 @@ static tensor *ramp(size_t ndim, const size_t *shape, double start,
     OK(tensor_alloc(ndim, shape, &t));
     tensor_fill_arange(t, start, step);
     return t;
-}
-
-/* Seeded normal numbers, scale sd. */
-static void put_normal(const char *path, size_t ndim, const size_t *shape,
-                       gsl_rng *r, double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    OK(npy_write(path, t));
-    tensor_free(t);
-}
-
-static void put_values(const char *path, size_t ndim, const size_t *shape,
-                       const double *values)
-{
-    tensor *t;
-    OK(tensor_from_array(ndim, shape, values, &t));
-    OK(npy_write(path, t));
-    tensor_free(t);
 }
 
 /* An int64 .npy file, as np.save(path, np.array(values, dtype=np.int64))

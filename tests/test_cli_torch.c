@@ -24,79 +24,11 @@
 #include <zip.h>
 
 #include "scratch.h"
+#include "mha_run.h"
 
-static char mha_path[4096];
-
-static void enter(void)
-{
-    cr_assert_not_null(realpath(MHA_BIN, mha_path), "%s: %s (make build)",
-                       MHA_BIN, strerror(errno));
-    scratch_enter("mha-torch");
-}
+static void enter(void) { mha_enter("mha-torch"); }
 
 static void leave(void) { scratch_leave(); }
-
-typedef struct run {
-    int status;
-    char *out, *err;
-} run;
-
-static char *read_back(FILE *f)
-{
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_not_null(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    return buf;
-}
-
-/* mha with the arguments of a '|'-separated list, in the scratch dir. */
-static run mha(const char *list)
-{
-    char buf[4096], *argv[96];
-    size_t n = 0;
-    cr_assert_lt(strlen(list), sizeof buf);
-    strcpy(buf, list);
-    argv[n++] = mha_path;
-    for (char *s = buf;;) {
-        cr_assert_lt(n, 94);
-        argv[n++] = s;
-        char *bar = strchr(s, '|');
-        if (!bar)
-            break;
-        *bar = '\0';
-        s = bar + 1;
-    }
-    argv[n] = NULL;
-    FILE *out = tmpfile(), *err = tmpfile();
-    cr_assert(out && err);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fileno(out), 1);
-        dup2(fileno(err), 2);
-        execv(mha_path, argv);
-        _exit(127);
-    }
-    int ws;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws),
-             read_back(out), read_back(err)};
-    fclose(out);
-    fclose(err);
-    return r;
-}
-
-static void run_free(run *r)
-{
-    free(r->out);
-    free(r->err);
-}
 
 static void assert_ok(const char *args)
 {
@@ -121,25 +53,6 @@ static void assert_refused(const char *args, const char *message)
     cr_assert(snapshot_unchanged(&before, "."), "mha %s changed files", args);
     run_free(&r);
     free(before.data);
-}
-
-static void put(const char *path, size_t ndim, const size_t *shape,
-                const double *values)
-{
-    tensor *t;
-    OK(tensor_from_array(ndim, shape, values, &t));
-    OK(npy_write(path, t));
-    tensor_free(t);
-}
-
-static void put_normal(const char *path, size_t ndim, const size_t *shape,
-                       gsl_rng *r, double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    OK(npy_write(path, t));
-    tensor_free(t);
 }
 
 /* A NumPy bool array ('|b1'), as np.save writes one: bits[i] 0 or 1. */
@@ -236,8 +149,8 @@ static void write_inputs(void)
         tensor_free(ws[i]);
         tensor_free(bs[i]);
     }
-    put("ipw.npy", SHAPE(12, 4), packed);
-    put("ipb.npy", SHAPE(12), packed_b);
+    put_values("ipw.npy", SHAPE(12, 4), packed);
+    put_values("ipb.npy", SHAPE(12), packed_b);
 }
 
 #define QKV "forward|--heads|2|--queries|q.npy|--keys|k.npy|--values|v.npy"
@@ -258,7 +171,7 @@ Test(cli_torch, masks_agree_with_valid_lens, .init = enter, .fini = leave)
     put_bool("kpm.npy", SHAPE(2, 4), kpm);
     assert_ok(BASE "|--key-padding-mask|kpm.npy|--out|o1.npy|--attention-out|a1.npy");
     double inf = INFINITY;
-    put("kpmf.npy", SHAPE(2, 4), (double[]){0, 0, 0, -inf, 0, 0, -inf, -inf});
+    put_values("kpmf.npy", SHAPE(2, 4), (double[]){0, 0, 0, -inf, 0, 0, -inf, -inf});
     assert_ok(BASE "|--key-padding-mask|kpmf.npy|--out|o2.npy|--attention-out|a2.npy");
     unsigned char am[4 * 3 * 4];
     for (size_t n = 0; n < 4; n++) // row n = b*h + i: example n / 2
@@ -327,12 +240,12 @@ Test(cli_torch, masks_combine_with_rope_causal_and_grouped_heads,
 Test(cli_torch, float_mask_is_added_to_the_scores, .init = enter, .fini = leave)
 {
     write_inputs();
-    put("zq.npy", SHAPE(2, 3, 4), (double[24]){0});
+    put_values("zq.npy", SHAPE(2, 3, 4), (double[24]){0});
     double row[] = {log(2), 0, 0, -INFINITY};
     double m[12];
     for (int i = 0; i < 3; i++)
         memcpy(m + 4 * i, row, sizeof row);
-    put("fm.npy", SHAPE(3, 4), m);
+    put_values("fm.npy", SHAPE(3, 4), m);
     assert_ok("forward|--heads|2|--queries|zq.npy|--keys|k.npy|--values|v.npy"
               WEIGHTS "|--attn-mask|fm.npy|--out|o.npy|--attention-out|a.npy");
     tensor *a = load("a.npy");
@@ -351,9 +264,9 @@ Test(cli_torch, zero_attn_and_bias_kv_add_a_key_each, .init = enter,
      .fini = leave)
 {
     write_inputs();
-    put("zq.npy", SHAPE(2, 3, 4), (double[24]){0});
+    put_values("zq.npy", SHAPE(2, 3, 4), (double[24]){0});
     double eye[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-    put("eye.npy", SHAPE(4, 4), eye);
+    put_values("eye.npy", SHAPE(4, 4), eye);
 #define ZERO_Q "forward|--heads|2|--queries|zq.npy|--keys|k.npy|--values|v.npy" \
                "|--wq|wq.npy|--wk|wk.npy|--wv|eye.npy|--wo|eye.npy"
     assert_ok(ZERO_Q "|--add-zero-attn|--out|o5.npy|--attention-out|a5.npy");
@@ -407,7 +320,7 @@ Test(cli_torch, an_empty_row_is_refused_unless_a_sink_is_added, .init = enter,
                    "nn.MultiheadAttention gives NaN there)");
     // a float mask may hide a key with -inf too
     double inf = INFINITY;
-    put("kpmf.npy", SHAPE(2, 4), (double[]){-inf, 0, -inf, -inf, -inf, -inf, -inf, -inf});
+    put_values("kpmf.npy", SHAPE(2, 4), (double[]){-inf, 0, -inf, -inf, -inf, -inf, -inf, -inf});
     assert_refused(BASE "|--key-padding-mask|kpmf.npy|--out|o.npy",
                    "mha forward: multihead_forward_masked: query 0 of example "
                    "1, head 0 sees no key: every entry of its row of the "
@@ -636,9 +549,9 @@ Test(cli_torch, refuses_combinations_without_a_meaning, .init = enter,
 Test(cli_torch, memory_is_estimated_with_the_options, .init = enter,
      .fini = leave)
 {
-    put("q.npy", SHAPE(1, 3000, 4), (double[12000]){0});
-    put("ipw.npy", SHAPE(12, 4), (double[48]){0});
-    put("eye.npy", SHAPE(4, 4), (double[16]){1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
+    put_values("q.npy", SHAPE(1, 3000, 4), (double[12000]){0});
+    put_values("ipw.npy", SHAPE(12, 4), (double[48]){0});
+    put_values("eye.npy", SHAPE(4, 4), (double[16]){1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
                                              0, 0, 0, 0, 1});
     setenv("MHA_MEMORY_LIMIT", "100000000", 1);
     assert_ok("forward|--heads|2|--queries|q.npy|--wq|eye.npy|--wk|eye.npy|"
@@ -660,11 +573,11 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
     unsigned char bits[30] = {0};
     put_bool("m35.npy", SHAPE(3, 5), bits);
     put_bool("kp24.npy", SHAPE(4, 2), bits);
-    put("nan.npy", SHAPE(3, 4), (double[12]){[5] = NAN});
-    put("pinf.npy", SHAPE(3, 4), (double[12]){[0] = INFINITY});
-    put("bk14.npy", SHAPE(1, 4), (double[4]){0});
-    put("ipw_bad.npy", SHAPE(10, 4), (double[40]){0});
-    put("ipw_cols.npy", SHAPE(12, 3), (double[36]){0});
+    put_values("nan.npy", SHAPE(3, 4), (double[12]){[5] = NAN});
+    put_values("pinf.npy", SHAPE(3, 4), (double[12]){[0] = INFINITY});
+    put_values("bk14.npy", SHAPE(1, 4), (double[4]){0});
+    put_values("ipw_bad.npy", SHAPE(10, 4), (double[40]){0});
+    put_values("ipw_cols.npy", SHAPE(12, 3), (double[36]){0});
     FILE *f = fopen("i8.npy", "wb"); // an int64 mask
     const char h[] = "{'descr': '<i8', 'fortran_order': False, 'shape': (3, "
                      "4), }";
