@@ -65,6 +65,22 @@ static void weave_into(const char *root, char *dir)
     run(cmd);
 }
 
+/* A scratch tree for the weaver in root (a mkdtemp template): `what` of
+ * this tree at its top ("chapters src", "src" ...), the transcripts in
+ * tests/expected/ and the pages the book copies from tools/.  The caller
+ * changes it further, weaves it and removes it. */
+static void book_root(char *root, const char *what)
+{
+    cr_assert_not_null(mkdtemp(root));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/tests %s/tools && cp -r %s %s/ && "
+             "cp -r tests/expected %s/tests/ && "
+             "cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/",
+             root, root, what, root, root, root);
+    run(cmd);
+}
+
 /* Every page of fresh/SUB equals docs/SUB's, and docs/SUB holds no page
  * fresh/SUB does not; returns how many pages it compared.  SUB is "" (the
  * book) or "teacher" (the key). */
@@ -136,14 +152,12 @@ Test(docs, the_book_is_current)
 Test(docs, a_changed_output_changes_the_page)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
-    cr_assert_not_null(mkdtemp(root));
+    book_root(root, "chapters src");
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/06_splitting_heads.txt",
-             root, root, root, root, root, root);
+             root);
     run(cmd);
     char dir[64];
     weave_into(root, dir);
@@ -170,15 +184,14 @@ Test(docs, a_changed_output_changes_the_page)
 Test(docs, a_missing_function_stops_the_weaver)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
-    cr_assert_not_null(mkdtemp(root));
+    book_root(root, "src");
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/tests %s/tools %s/chapters && cp -r src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
+             "mkdir -p %s/chapters && "
              "cp chapters/01_shapes_strides_views.c %s/chapters/ && "
              "printf '/*md\\n * @show src/tensor.c no_such_function\\n */\\n' >> "
              "%s/chapters/01_shapes_strides_views.c",
-             root, root, root, root, root, root, root, root);
+             root, root, root);
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -205,19 +218,16 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
     char dir[64];
     weave_into(".", dir);
     char root[] = "/tmp/mha-docs-root-XXXXXX";
-    cr_assert_not_null(mkdtemp(root));
+    book_root(root, "chapters src");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "printf 'a line the page has not seen\\n' >> "
              "%s/tests/expected/01_shapes_strides_views.txt && "
              "last=$(ls %s/tests/expected | tail -n 1) && "
              "printf '## 99. No such section\\n' >> %s/tests/expected/$last && "
              "ls -lR --time-style=full-iso %s > %s/before && "
              "cat %s/*.md %s/teacher/*.md >> %s/before",
-             root, root, root, root, root, root, root, root, dir, root, dir,
-             dir, root);
+             root, root, root, dir, root, dir, dir, root);
     run(cmd);
     snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
     int status = system(cmd);
@@ -248,14 +258,12 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
 Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
-    cr_assert_not_null(mkdtemp(root));
+    book_root(root, "chapters src teacher");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/tests %s/tools && cp -r chapters src teacher %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/ && "
              "sed -i 's/section(\"Exercise 4\")/section(\"Exercise 5\")/' "
              "%s/teacher/06_splitting_heads.c",
-             root, root, root, root, root, root);
+             root);
     run(cmd);
     const char *want[2] = {
         "weave: teacher/06_splitting_heads.c: section 4 is \"Exercise 5\", "
@@ -293,13 +301,8 @@ Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
 Test(docs, the_contents_point_at_the_key_only_with_a_key)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
-    cr_assert_not_null(mkdtemp(root));
+    book_root(root, "chapters src");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/tests %s/tools && cp -r chapters src %s/ && "
-             "cp -r tests/expected %s/tests/ && cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/",
-             root, root, root, root, root);
-    run(cmd);
     char dir[64];
     weave_into(root, dir);
     char path[600];
