@@ -30,6 +30,18 @@ static void enter(void) { mha_enter("mha-torch"); }
 
 static void leave(void) { scratch_leave(); }
 
+/* Each of want occurs in text, in this order (a piece of a line or more). */
+static void assert_in_order(const char *text, const char *const *want, size_t n)
+{
+    const char *at = text;
+    for (size_t i = 0; i < n; i++) {
+        const char *hit = strstr(at, want[i]);
+        cr_assert_not_null(hit, "no '%s' after the earlier lines in:\n%s",
+                           want[i], text);
+        at = hit;
+    }
+}
+
 static void assert_ok(const char *args)
 {
     run r = mha(args);
@@ -419,13 +431,7 @@ Test(cli_torch, trace_shows_the_merge_and_the_keys_growing, .init = enter,
         "the split",
         "cat(K, zeros, dim=1)",
         "softmax(Q K^T / sqrt(2) + mask)"};
-    const char *at = r.out;
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const char *hit = strstr(at, want[i]);
-        cr_assert_not_null(hit, "no '%s' after the earlier lines in:\n%s",
-                           want[i], r.out);
-        at = hit;
-    }
+    assert_in_order(r.out, want, sizeof want / sizeof want[0]);
     run_free(&r);
 }
 
@@ -454,13 +460,7 @@ Test(cli_torch, mha_trace_takes_the_options_on_shapes_alone, .init = enter,
         "mean over heads (average_attn_weights) new   (768, 4096, 4098) -> "
         "(8, 4096, 4098)",
         "output (8, 4096, 12288), attention weights (8, 4096, 4098)\n"};
-    const char *at = r.out;
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const char *hit = strstr(at, want[i]);
-        cr_assert_not_null(hit, "no '%s' after the earlier lines in:\n%s",
-                           want[i], r.out);
-        at = hit;
-    }
+    assert_in_order(r.out, want, sizeof want / sizeof want[0]);
     run_free(&r);
     assert_refused("trace|--attn-mask|4d",
                    "mha trace: --attn-mask '4d' is not a shape: give 2d for "
