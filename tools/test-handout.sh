@@ -492,6 +492,17 @@ reports="summary.txt results.json result.json grade.tap grade.xml"
 [ "$(grep -c '"test-name"' "$h/build/grade/causal_valid_lens/result.json")" = \
   "$(grep -c '^Test(ex_causal_valid_lens,' tests/test_exercises.c)" ] ||
     fail "make grade EXERCISE=causal_valid_lens does not write its own reports"
+# In a workflow, where git names no author, the summary names the GitHub
+# account that pushed, and every exercise's line is aligned to the
+# longest name.
+(cd "$h" && env -u STUDENT GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 \
+    GITHUB_ACTOR=octocat GRADE_LEAKS=0 \
+    tools/grade.py run build/tests/run_tests "$g6/actor" gqa_kv_head > "$g6/actor.txt" 2>&1) ||
+    { cat "$g6/actor.txt"; fail "the grade of gqa_kv_head fails"; }
+grep -q '^grade for octocat (the GitHub account that pushed), ' "$g6/actor.txt" ||
+    { cat "$g6/actor.txt"; fail "the grade does not name the GitHub account that pushed"; }
+grep -q '^gqa_kv_head                5/5 tests pass' "$g6/actor.txt" ||
+    { cat "$g6/actor.txt"; fail "the grade's line is not aligned to 26 columns"; }
 
 # The workflow: valid YAML, on push, checks out, runs make grade and puts
 # the summary on the run's page.
