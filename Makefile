@@ -64,7 +64,7 @@ ifneq ($(wildcard HANDOUT),)
 WARN    := $(filter-out -Werror,$(WARN)) -Wno-unused-function
 endif
 #<
-# OpenMP runs the fast paths' loop over heads on every core (src/threads.h)
+# OpenMP runs the fast paths' loop over heads on every core (src/base/threads.h)
 OMP     := -fopenmp
 
 ifeq ($(BLAS),openblas)
@@ -121,7 +121,7 @@ ZIP_LIBS = $(shell pkg-config --libs libzip)
 #<
 TEST_LIBS = $(shell pkg-config --libs criterion)
 
-LIB_SRC   := $(wildcard src/*.c)
+LIB_SRC   := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB       := $(BUILD)/libmha.a
 CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
@@ -263,19 +263,6 @@ ifeq ($(wildcard HANDOUT),)
 #<
 test: deps
 	@$(MAKE) --no-print-directory check
-#> handout
-else
-# A student's handout (tools/handout.sh): `make test` grades the exercises.
-test: deps
-	@$(MAKE) --no-print-directory grade
-endif
-#<
-
-# check: what `make test` runs once the packages are there.  The PyTorch
-# parity check needs torch, which is large: it runs when the system Python
-# has it, and `make parity` installs it.
-check: build
-	$(TEST_BIN) --jobs 2
 #> full
 	@tools/test-handout.sh
 	@tools/test-transcripts.sh $(BUILD)
@@ -285,6 +272,24 @@ check: build
 	else \
 	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
 	fi
+#<
+#> handout
+else
+# A student's handout (tools/handout.sh): `make test` grades the exercises.
+test: deps
+	@$(MAKE) --no-print-directory grade
+endif
+#<
+
+# check: the fast tier, the unit suites alone (and, in the full tree, the
+# layers of src/), once the packages are there.  `make test` runs it and
+# then the slow checks: the handout's round trip, the transcripts, the
+# install check and the PyTorch parity check, which needs torch (large:
+# it runs when the system Python has it, and `make parity` installs it).
+check: build
+	$(TEST_BIN) --jobs 2
+#> full
+	@$(PYTHON) tools/check-layers.py src
 
 # build/mha forward against torch.nn.functional.multi_head_attention_forward.
 parity:

@@ -66,7 +66,7 @@ static void buffer_shape_strides(void)
      *
      * That is the whole data structure:
      *
-     * @show src/tensor.h tensor
+     * @show src/tensor/tensor.h tensor
      *
      * `names` is only there for the trace, so that a line can print
      * `(B, n, d_model)` next to `(1, 2, 16)`. The buffer is reference-counted:
@@ -99,7 +99,7 @@ static void reshape_is_a_view(void)
      * new header of a few dozen bytes, whatever the size of the tensor. Here
      * is the function behind `tensor_reshape`:
      *
-     * @show src/tensor.c reshape_impl
+     * @show src/tensor/view.c reshape_impl
      */
     tensor *x = counting_tensor(1, 2, 16), *split;
     trace_to(stdout);
@@ -134,7 +134,7 @@ static void permute_is_a_view(void)
      * data pointer stays. `heads` has strides `(32, 2, 16, 1)`, which are the
      * strides of `split` in the new order.
      *
-     * @show src/tensor.c tensor_permute
+     * @show src/tensor/view.c tensor_permute
      *
      * Look at the printed `heads`: head 0 is the block `[[0, 1], [16, 17]]`,
      * features 0-1 of position 0 and of position 1. That is what a head should
@@ -207,7 +207,7 @@ static void merge_batch_and_heads(void)
      * axes into runs that are contiguous among themselves and checks that each
      * run is covered by whole new axes:
      *
-     * @show src/tensor.c view_strides
+     * @show src/tensor/view.c view_strides
      *
      * Cost: the view is free; the copy reads and writes every element once,
      * $B \cdot n \cdot d_{model}$ doubles (64 here, 512 bytes each way). In the

@@ -139,7 +139,7 @@ static void linear_layer(void)
      * same seed draws the same numbers on every run, which is what lets the
      * transcript be checked.)
      *
-     * @show src/linear.c linear_forward
+     * @show src/nn/linear.c linear_forward
      *
      * Check one output by hand. Row 0 of `x` is `[-1, -0.875, -0.75, -0.625]`,
      * row 0 of `W` is `[-0.0640, -0.3149, -0.4741, 0.4315]` and $b_0 = 0.1211$:
@@ -169,7 +169,7 @@ static void linear_layer(void)
      * message naming both sizes), and that a failed allocation returns
      * `GSL_ENOMEM` with `*y` NULL and nothing left allocated.
      *
-     * @show src/linear.c linear_forward_naive
+     * @show src/nn/linear.c linear_forward_naive
      *
      * The last line of the output compares the two. They agree to below
      * $10^{-13}$, not exactly: BLAS may add the terms of a dot product in
@@ -263,7 +263,7 @@ int main(void)
  * 3. Chapter 01's `heads`, shape `(1, 8, 2, 2)` with strides `(32, 2, 16, 1)`,
  *    is fed to a Linear layer with 2 input features. Can `linear_forward` read
  *    it as a matrix of 16 rows without a copy? Read `rows_evenly_spaced` in
- *    `src/linear.c` and explain its answer.
+ *    `src/nn/linear.c` and explain its answer.
  * 4. Time `linear_forward` against `linear_forward_naive` for B = 8, L = 512,
  *    D_in = D_out = 512. How many GFLOP/s does each reach? Run `make info` to
  *    see which BLAS you measured.

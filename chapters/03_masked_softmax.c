@@ -80,7 +80,7 @@ static void softmax_subtracts_the_maximum(void)
      * every softmax in the library runs, masked or not (a row that sees
      * `valid` keys takes its maximum and its sum over those keys only):
      *
-     * @show src/softmax.c softmax_row
+     * @show src/nn/softmax.c softmax_row
      *
      * Cost: a row of $n$ scores takes $n$ exponentials and about $3n$ other
      * operations, in three passes over a row that stays in cache. The weights
@@ -112,7 +112,7 @@ static void one_length_per_example(void)
      * keys 0-2, for every query. `masked_softmax` checks the lengths first,
      * then runs the row loop above with each row's own length:
      *
-     * @show src/softmax.c masked_impl
+     * @show src/nn/softmax.c masked_impl
      *
      * Check row `(0, 0)` by hand: the valid scores are 0.5508 and 0.0707, so
      * the weights are $1/(1 + e^{0.0707 - 0.5508}) = 0.6178$ and $0.3822$, and
@@ -276,7 +276,7 @@ static void causal_mask(void)
      * largest weight, its weight falls in; the PNG below uses a continuous
      * scale from 0 (white) up.
      *
-     * The lengths are made by `causal_valid_lens` in `src/softmax.c` (and it is
+     * The lengths are made by `causal_valid_lens` in `src/nn/softmax.c` (and it is
      * one of the coding exercises below). Costs: the table is $B \cdot L$
      * numbers; the softmax still computes all $L^2$ entries per example, masked
      * or not.

@@ -139,12 +139,12 @@ static void d2l_toy(gsl_rng *rng)
      * $1/\sqrt{2} = 0.707107$) keeps that shape, and `weights V` gives
      * `(2, 1, 4)`.
      *
-     * @show src/attention.c dot_attention_forward
+     * @show src/nn/attention.c dot_attention_forward
      *
      * The last two steps, from scores to output, are the same for every way
      * of scoring (chapter 05 reuses them):
      *
-     * @show src/attention.c weigh_values
+     * @show src/nn/attention.c weigh_values
      *
      * Every key is `(1, 1)`, so for example 0 each score is
      * $(-2.7993 + 1.1746)/\sqrt{2} = -1.1488$, the same for all 10 keys. Equal

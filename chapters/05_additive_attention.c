@@ -70,12 +70,12 @@ static void d2l_toy(void)
      *   view) drops the last axis of size 1.
      * - From here on it is chapter 04: masked softmax, then `weights V`.
      *
-     * @show src/attention.c additive_attention_forward
+     * @show src/nn/attention.c additive_attention_forward
      *
      * The broadcast is the step to look at. It materialises the whole
      * `(B, Lq, Lk, H)` tensor:
      *
-     * @show src/attention.c broadcast_tanh
+     * @show src/nn/attention.c broadcast_tanh
      *
      * The output is the same as chapter 04's, `[2, 3, 4, 5]` and
      * `[10, 11, 12, 13]`: all keys are equal, so every valid key gets the same

@@ -121,7 +121,7 @@ static void whole_trace(lesson *l)
      * would also make the scores larger and the softmax sharper (chapter 04).
      * The first lines of the output check the draw:
      *
-     * @show src/linear.c linear_reset_xavier_uniform
+     * @show src/nn/linear.c linear_reset_xavier_uniform
      *
      * The module was made with `dropout = 0.5`, but runs in evaluation mode, so
      * nothing is dropped (chapter 04 explains dropout and the two modes).
@@ -137,7 +137,7 @@ static void whole_trace(lesson *l)
      * `STEP` runs a call and, when it fails, jumps to the end, where what the
      * steps made is freed:
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
      * Read the trace from top to bottom; every line is one step and its shapes.
      *

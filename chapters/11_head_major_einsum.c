@@ -1,6 +1,6 @@
 /* Chapter 11: the head-major ("einsum") variant, with residual + LayerNorm.
  *
- * Runs the einops version's module (src/headmajor.c) with its trace, shows
+ * Runs the einops version's module (src/nn/headmajor.c) with its trace, shows
  * that its head split is a view, checks its initial weights and its
  * LayerNorm, and holds it against chapter 08's module.  Run it with
  * `make ch11`; the book's page is docs/11_head_major_einsum.md.
@@ -120,7 +120,7 @@ static void traced(lesson *l)
      * whose exponential in the softmax is 0.
      * The module's forward pass, in the einops version's order:
      *
-     * @show src/headmajor.c headmajor_forward
+     * @show src/nn/headmajor.c headmajor_forward
      */
     l->rng = mha_rng_new(11);
     if (!l->rng)

@@ -199,7 +199,7 @@ static void tiled(void)
 {
     section("4. Tiled attention in the library");
     /*md
-     * `flash_attention_forward` (src/flash.c) does section 3 for a whole
+     * `flash_attention_forward` (src/nn/flash.c) does section 3 for a whole
      * block of `tile_q` queries at once, so that each step is a matrix
      * product:
      *
@@ -218,15 +218,15 @@ static void tiled(void)
      * The blocks of queries are independent, so they run in parallel.
      * One block of queries, every key tile:
      *
-     * @show src/flash.c flash_block
+     * @show src/nn/flash.c flash_block
      *
      * The module takes it as its step 4 (`multihead_forward_tiled` sets
      * `m->tiled`): from this chapter on, step 4 is `multihead_attend`,
      * which attends exactly, keeping the weights, or tile by tile.
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
-     * @show src/multihead.c multihead_attend
+     * @show src/nn/multihead.c multihead_attend
      *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,
      * `valid_lens` `[7, 3]`, tiles of 2 queries by 3 keys (neither divides 5

@@ -191,7 +191,7 @@ static void backward_traced(lesson *l)
      * never enters the softmax (chapter 03), so its weight is exactly 0
      * and so is its gradient.
      *
-     * @show src/backward.c masked_softmax_backward
+     * @show src/nn/backward.c masked_softmax_backward
      */
     tensor *x, *g, *lens, *out, *dx_q, *dx_k, *dx_v;
     CHECK(tensor_alloc(SHAPE(2, L, D), &x));
@@ -287,7 +287,7 @@ static void training(lesson *l)
      * weight moves by about the learning rate, $3 \cdot 10^{-3}$, whatever
      * the scale of its gradient.
      *
-     * @show src/adam.c adam_step
+     * @show src/train/adam.c adam_step
      *
      * The progress lines give the loss on the step's batch, and how many
      * of each kind of answer the batch got right. Watch which answer is

@@ -134,9 +134,9 @@ static void one_head(lesson *l)
      * of the held-out loss when it alone is silenced. In the forward
      * pass it is one step more, between the attention and the join:
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
-     * @show src/multihead.c apply_head_mask
+     * @show src/nn/multihead.c apply_head_mask
      */
     tensor *mask;
     CHECK(tensor_alloc(SHAPE(HEADS), &mask));

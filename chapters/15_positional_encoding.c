@@ -59,7 +59,7 @@ static void table(void)
      * at 0, every cosine at 1. For an odd $d$ the last column is a sine
      * with no cosine beside it.
      *
-     * @show src/posenc.c posenc_sinusoid
+     * @show src/nn/posenc.c posenc_sinusoid
      *
      * The heatmap is d2l's figure: positions down, columns across. The
      * first columns change from one row to the next, the last ones hardly
@@ -250,12 +250,12 @@ static void rotary(void)
      * angles and a large one (a far position), whose pair keeps its
      * length:
      *
-     * @show src/posenc.c rope_rotate_pair
+     * @show src/nn/posenc.c rope_rotate_pair
      *
      * and the whole tensor, $(B, L, n p)$ for any number $n$ of heads,
      * position `start + l` for row $l$:
      *
-     * @show src/posenc.c rotate
+     * @show src/nn/posenc.c rotate
      *
      * Why it works: a rotation $R$ keeps dot products, and
      * $R(m\theta_k)^\top R(n\theta_k) = R((n - m)\theta_k)$ for every pair $k$.
@@ -352,11 +352,11 @@ static void module(lesson *l)
      * shows the two `rope` steps, each a `new` tensor of the projection's
      * shape:
      *
-     * @show src/multihead.c multihead_rope
+     * @show src/nn/multihead.c multihead_rope
      *
      * In the forward pass it is one call after each projection:
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
      * RoPE breaks chapter 10's symmetry as $P$ does: the swap check says
      * no. The heatmaps are the module's weights per head. This module is

@@ -103,7 +103,7 @@ static void decoding(lesson *l)
      * head has its own, $G = h = 2$; chapter 17 shares them), with room for
      * `capacity` positions, and `length` 0 positions filled.
      *
-     * @show src/kvcache.h kv_cache
+     * @show src/nn/kvcache.h kv_cache
      *
      * `multihead_decode_step` takes the $n$ new positions, `(B, n, d_model)`,
      * and does one step: projects them, splits the heads, writes their keys
@@ -112,14 +112,14 @@ static void decoding(lesson *l)
      * causal mask aligned at the end, and mixes the heads with W_o. Its
      * output is the $n$ new rows, `(B, n, d_model)`.
      *
-     * @show src/kvcache.c multihead_decode_step
+     * @show src/nn/kvcache.c multihead_decode_step
      *
      * The causal mask enters the module's forward pass at step 3, as one
      * length per query row (`head_lens`):
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
-     * @show src/multihead.c head_lens
+     * @show src/nn/multihead.c head_lens
      *
      * The first step takes the first 3 positions at once: a prompt is
      * known in advance, so its positions are processed together (the
@@ -239,7 +239,7 @@ static void work(void)
      * $n_q$, $n_k$ or $d_{model}$ 0 is refused with `GSL_EINVAL` and a
      * message naming all three:
      *
-     * @show src/madds.c attention_madds
+     * @show src/nn/madds.c attention_madds
      *
      * The projections cost more again: with the cache, W_q, W_k, W_v
      * and W_o are applied to the one new position,

@@ -71,7 +71,7 @@ static void which_head(void)
      * head number not below $h$ is refused with `GSL_EINVAL` and a
      * message naming the numbers:
      *
-     * @show src/gqa.c gqa_kv_head
+     * @show src/nn/gqa.c gqa_kv_head
      */
     printf("query head:    ");
     for (size_t i = 0; i < H; i++)
@@ -162,11 +162,11 @@ static void shared_in_the_trace(lesson *l)
      * whatever $G$ is. In the module, K and V are split into $G$ heads,
      * and step 4 takes the folded path when $G < h$:
      *
-     * @show src/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_forward
      *
-     * @show src/multihead.c multihead_attend
+     * @show src/nn/multihead.c multihead_attend
      *
-     * @show src/multihead.c attend_groups
+     * @show src/nn/multihead.c attend_groups
      */
     tensor *y;
     multihead *m = &l->m[1];
@@ -195,7 +195,7 @@ static void same_as_repeated(lesson *l)
      * the same output, since its head $i$ then projects exactly the keys
      * and values of key-value head $i / (h/G)$.
      *
-     * @show src/gqa.c gqa_repeat_kv_weight
+     * @show src/nn/gqa.c gqa_repeat_kv_weight
      *
      * The check below builds that module for each $G$, runs both on X with
      * a causal mask (chapter 16's decoding case), and compares the

@@ -80,14 +80,14 @@ static void three_conventions(lesson *l, tensor **kpm, tensor **additive)
      * table with True at the keys to ignore, every key at or past the
      * length. Writing it is this chapter's coding exercise:
      *
-     * @show src/mask.c mask_key_padding_from_lens
+     * @show src/nn/mask.c mask_key_padding_from_lens
      *
      * SDPA's mask is its negation, True at the keys to keep. Neither is
      * added to anything: `mask_from_bool` turns either one into an
      * additive mask, 0 where a key is seen and $-\infty$ where it is not,
      * given which polarity it is in:
      *
-     * @show src/mask.c mask_from_bool
+     * @show src/nn/mask.c mask_from_bool
      */
     CHECK(mask_key_padding_from_lens(l->lens, LK, kpm));
     printf("valid_lens [3, 2]\n\n");
@@ -128,7 +128,7 @@ static void one_module(lesson *l, const tensor *kpm_additive,
      * $-\infty$ past each row's valid length and, with `causal`, past the
      * diagonal. Masks *add*: a key is hidden when any of them hides it.
      *
-     * @show src/mask.c mask_merge
+     * @show src/nn/mask.c mask_merge
      *
      * Run with d2l's `valid_lens`, with the key padding mask, and with
      * the same padding written as a 3-D `attn_mask`, the module gives the
@@ -293,7 +293,7 @@ static void sink(lesson *l, tensor **grid)
      * ([Xiao et al. 2023](https://arxiv.org/abs/2309.17453) found trained
      * models making one of the first token).
      *
-     * @show src/mask.c mask_grow
+     * @show src/nn/mask.c mask_grow
      */
     tensor *lens0, *kpm0, *additive, *w, *out;
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 0}, &lens0));
@@ -322,7 +322,7 @@ static void growing(lesson *l)
      * --add-bias-kv --add-zero-attn --key-padding-mask` shows the same
      * for any size:
      *
-     * @show src/mask.c multihead_forward_masked
+     * @show src/nn/mask.c multihead_forward_masked
      */
     tensor *kpm, *additive, *bk, *bv, *out, *w;
     CHECK(mask_key_padding_from_lens(l->lens, LK, &kpm));

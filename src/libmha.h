@@ -5,63 +5,64 @@
 #define MHA_LIBMHA_H
 
 // the base: errors, tensors and their trace, a program's set-up
-#include "cleanup.h"
-#include "error.h"
-#include "program.h"
-#include "rowops.h"
-#include "tensor.h"
-#include "threads.h"
-#include "trace.h"
+#include "base/cleanup.h"
+#include "base/error.h"
+#include "base/program.h"
+#include "tensor/rowops.h"
+#include "tensor/tensor.h"
+#include "base/threads.h"
+#include "trace/trace.h"
+#include "tensor/tensor_trace.h"
 // pictures: heatmaps, drawn by gnuplot or in the terminal
-#include "fileset.h"
-#include "gnuplot.h"
-#include "heatmap.h"
-#include "heatmap_grid.h"
-#include "heatmap_terminal.h"
+#include "io/fileset.h"
+#include "plot/gnuplot.h"
+#include "plot/heatmap.h"
+#include "plot/heatmap_grid.h"
+#include "plot/heatmap_terminal.h"
 //> 02
-#include "linear.h"
+#include "nn/linear.h"
 //<
 //> 03
-#include "softmax.h"
+#include "nn/softmax.h"
 //<
 //> 04
-#include "qkv.h"
-#include "attention.h"
+#include "nn/qkv.h"
+#include "nn/attention.h"
 //<
 //> 06
-#include "multihead.h"
+#include "nn/multihead.h"
 //<
 //> 11
-#include "layernorm.h"
-#include "headmajor.h"
+#include "nn/layernorm.h"
+#include "nn/headmajor.h"
 //<
 //> 12
-#include "flash.h"
+#include "nn/flash.h"
 //<
 //> 13
-#include "backward.h"
-#include "adam.h"
-#include "model.h"
-#include "plot.h"
+#include "nn/backward.h"
+#include "train/adam.h"
+#include "train/model.h"
+#include "plot/plot.h"
 //<
 //> 15
-#include "posenc.h"
+#include "nn/posenc.h"
 //<
 //> 16
-#include "kvcache.h"
-#include "madds.h"
+#include "nn/kvcache.h"
+#include "nn/madds.h"
 //<
 //> 17
-#include "gqa.h"
+#include "nn/gqa.h"
 //<
 //> 18
-#include "mask.h"
+#include "nn/mask.h"
 //<
 //> handout
-#include "npy.h"
+#include "io/npy.h"
 //<
 //> full
-#include "multihead_fast.h"
+#include "fast/multihead_fast.h"
 //<
 
 #endif

@@ -113,7 +113,7 @@ static void exercise5(void)
     section("Exercise 5");
     /*md
      * The library's solution is `linear_forward_naive` in
-     * [`src/linear.c`](../../src/linear.c) (folded on the chapter's page).
+     * [`src/nn/linear.c`](../../src/nn/linear.c) (folded on the chapter's page).
      * In a student's copy, `make grade EXERCISE=linear_forward_naive`
      * grades it. What to look for: the output `(…, D_out)` is allocated
      * with `x`'s leading shape; the loops run over rows, outputs and

@@ -95,7 +95,7 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * The library's solution is `causal_valid_lens` in
-     * [`src/softmax.c`](../../src/softmax.c) (folded on the chapter's
+     * [`src/nn/softmax.c`](../../src/nn/softmax.c) (folded on the chapter's
      * page); `make grade EXERCISE=causal_valid_lens` grades a student's.
      * Points to check: the shape is `(batch, len)`, row $b$ holds
      * $1, 2, \dots, len$ as doubles; `batch` or `len` 0 returns

@@ -239,7 +239,7 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * The key does not run this one: the task is fixed in the library
-     * (`MODEL_ANSWERS` and `model_make_batch` in `src/model.c`), and adding
+     * (`MODEL_ANSWERS` and `model_make_batch` in `src/train/model.c`), and adding
      * an answer means changing them: a third target per position
      * (`x[i-2]`, with a rule for $i < 2$ such as `x[0]`), and an output
      * layer of $3V$ scores.

@@ -15,7 +15,7 @@ static void exercise1(void)
     section("Exercise 1");
     /*md
      * The library's solution is `rope_rotate_pair` in
-     * [`src/posenc.c`](../../src/posenc.c) (folded on the chapter's page);
+     * [`src/nn/posenc.c`](../../src/nn/posenc.c) (folded on the chapter's page);
      * `make grade EXERCISE=rope_rotate_pair` grades a student's. The
      * rotation is counter-clockwise: $(y_0, y_1) = (x_0 \cos a - x_1
      * \sin a,\; x_0 \sin a + x_1 \cos a)$. Turned the wrong way (the signs

@@ -13,7 +13,7 @@ static void exercise1(void)
     section("Exercise 1");
     /*md
      * The library's solution is `attention_madds` in
-     * [`src/madds.c`](../../src/madds.c) (folded on the chapter's page);
+     * [`src/nn/madds.c`](../../src/nn/madds.c) (folded on the chapter's page);
      * `make grade EXERCISE=attention_madds` grades a student's. Under the
      * causal mask query $i$ of $n_q$ sees $i + n_k - n_q + 1$ keys (at
      * most $n_k$); each (query, key) pair costs $d_{model}$ multiply-adds

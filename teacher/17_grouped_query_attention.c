@@ -76,7 +76,7 @@ static void exercise1(void)
     section("Exercise 1");
     /*md
      * The library's solution is `gqa_kv_head` in
-     * [`src/gqa.c`](../../src/gqa.c) (folded on the chapter's page); `make
+     * [`src/nn/gqa.c`](../../src/nn/gqa.c) (folded on the chapter's page); `make
      * grade EXERCISE=gqa_kv_head` grades a student's. Its rules: head $i$
      * reads key-value head $i / (h/G)$; `kv_heads` 0 means $G = h$; $h$ not
      * divisible by $G$, or a head $\ge h$, is `GSL_EINVAL` with a message.

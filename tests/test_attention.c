@@ -7,7 +7,7 @@
  *
  * The references are the naive_* functions below: the formulas of the
  * lesson as plain loops over tensor_at, no BLAS, no reshape, no code
- * shared with src/attention.c or src/softmax.c.
+ * shared with src/nn/attention.c or src/nn/softmax.c.
  */
 #include "check.h" /* first: it sets _GNU_SOURCE */
 
@@ -773,7 +773,7 @@ Test(additive_attention_errors, valid_lens_and_dropout)
         } while (status_ != GSL_SUCCESS && k_ < 1000);                        \
         fflush(c_.f);                                                         \
         size_t len_ = c_.len;                                                 \
-        trace_note("top");                                                    \
+        tensor_trace_note("top");                                                    \
         trace_to(NULL);                                                       \
         cr_assert_str_eq(capture_end(&c_) + len_, "# top\n");                 \
         capture_free(&c_);                                                    \

@@ -189,7 +189,7 @@ Test(docs, a_missing_function_stops_the_weaver)
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/chapters && "
              "cp chapters/01_shapes_strides_views.c %s/chapters/ && "
-             "printf '/*md\\n * @show src/tensor.c no_such_function\\n */\\n' >> "
+             "printf '/*md\\n * @show src/tensor/tensor.c no_such_function\\n */\\n' >> "
              "%s/chapters/01_shapes_strides_views.c",
              root, root, root);
     run(cmd);
@@ -202,8 +202,8 @@ Test(docs, a_missing_function_stops_the_weaver)
     snprintf(path, sizeof path, "%s/err", dir);
     char *err = slurp_file(path);
     cr_assert_str_eq(err, "weave: chapters/01_shapes_strides_views.c: @show "
-                          "src/tensor.c no_such_function: no definition of "
-                          "no_such_function in src/tensor.c as of chapter 01\n");
+                          "src/tensor/tensor.c no_such_function: no definition of "
+                          "no_such_function in src/tensor/tensor.c as of chapter 01\n");
     free(err);
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
     run(cmd);

@@ -1,4 +1,4 @@
-/* test_error.c: the error convention of src/error.c. */
+/* test_error.c: the error convention of src/base/error.c. */
 #include "check.h"
 
 #include <stdint.h>
@@ -164,17 +164,17 @@ Test(error, unwritten_exercise_names_itself)
 {
     mha_clear_error();
     cr_assert_null(mha_unwritten_exercise());
-    cr_assert_eq(mha_fail_exercise("transpose_qkv", "06", "src/multihead.c"),
+    cr_assert_eq(mha_fail_exercise("transpose_qkv", "06", "src/nn/multihead.c"),
                  GSL_EUNIMPL);
     const char *line = "this needs exercise transpose_qkv (chapter 06, "
-                       "src/multihead.c): it is not written yet; see README.md";
+                       "src/nn/multihead.c): it is not written yet; see README.md";
     cr_assert_str_eq(mha_last_error(), line);
     cr_assert_str_eq(mha_unwritten_exercise(), line);
     mha_fail_in(GSL_EUNIMPL, "multihead_forward");
     cr_assert_str_eq(mha_unwritten_exercise(), line);
     mha_fail(GSL_EINVAL, "f: something else");
     cr_assert_null(mha_unwritten_exercise());
-    mha_fail_exercise("causal_valid_lens", "03", "src/softmax.c");
+    mha_fail_exercise("causal_valid_lens", "03", "src/nn/softmax.c");
     mha_clear_error();
     cr_assert_null(mha_unwritten_exercise());
 }

@@ -1,5 +1,5 @@
 //> 17
-/* test_gqa_repeat.c: src/gqa.c, the weights of a grouped module repeated
+/* test_gqa_repeat.c: src/nn/gqa.c, the weights of a grouped module repeated
  * for a multi-head one; the mapping itself is an exercise
  * (test_exercises.c).  The grouped module is test_gqa.c's. */
 #include "check.h"

@@ -1,5 +1,5 @@
 //> full
-/* test_npy.c: reading and writing NumPy .npy files (src/npy.h).
+/* test_npy.c: reading and writing NumPy .npy files (src/io/npy.h).
  *
  * Four kinds of evidence:
  *   - files NumPy wrote (tests/fixtures/npy/, made by
@@ -137,7 +137,7 @@ static void assert_arange(const tensor *t, size_t ndim, const size_t *shape)
 {
     char got[TRACE_SHAPE_MAX], want[TRACE_SHAPE_MAX];
     cr_assert_str_eq(tensor_shape_str(t, got, sizeof got),
-                     shape_str(want, sizeof want, ndim, shape));
+                     trace_dims_str(want, sizeof want, ndim, shape));
     cr_assert(tensor_is_contiguous(t));
     for (size_t k = 0; k < tensor_numel(t); k++)
         cr_assert_eq(t->data[k], arange_value(k), "element %zu: %.17g != %.17g",

@@ -10,7 +10,7 @@
 
 #include <criterion/parameterized.h>
 
-#include "qkv.h"
+#include "nn/qkv.h"
 
 /* --- the rules ------------------------------------------------------- */
 

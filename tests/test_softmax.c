@@ -6,7 +6,7 @@
  * softmax.h written another way with plain loops: a masked key scores
  * -inf (PyTorch's fill, so its exp is exactly 0), a row that sees no key
  * scores 0 everywhere (uniform), then subtract the max, exp, divide.  It
- * shares no code with src/softmax.c.
+ * shares no code with src/nn/softmax.c.
  */
 #include "check.h" /* first: it sets _GNU_SOURCE */
 

@@ -1,4 +1,4 @@
-/* test_tensor.c: shapes, strides, views and copies of src/tensor.c.
+/* test_tensor.c: shapes, strides, views and copies of src/tensor/tensor.c.
  *
  * The expected numbers are never read back from the library: element values
  * come from row-major index arithmetic written out here (unravel and ravel

@@ -1,6 +1,6 @@
 /* test_trace.c: the shape trace, line by line and column by column.
  *
- * The layout (src/trace.c), columns counted from 0:
+ * The layout (src/trace/trace.c), columns counted from 0:
  *
  *     0                        25    31                                  67
  *     op, padded to 24 - indent, one space, kind padded to 4, two spaces,
@@ -218,17 +218,17 @@ Test(trace, nested_blocks)
     tensor h = shaped(SHAPE(8, 2, 2), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_begin(&x, TRACE_INPUTS(TRACE_IN(&x)), "multihead");
-    trace_step(TRACE_NEW, &x, &x, "W_q: x W^T");
-    trace_begin(&h, TRACE_INPUTS(TRACE_IN(&x)), "transpose_qkv(h=%d)", 8);
-    trace_step(TRACE_VIEW, &x, &s, "reshape%D", (size_t)4,
+    tensor_trace_begin(&x, TRACE_INPUTS(TRACE_IN(&x)), "multihead");
+    tensor_trace_step(TRACE_NEW, &x, &x, "W_q: x W^T");
+    tensor_trace_begin(&h, TRACE_INPUTS(TRACE_IN(&x)), "transpose_qkv(h=%d)", 8);
+    tensor_trace_step(TRACE_VIEW, &x, &s, "reshape%D", (size_t)4,
                (const long[]){1, 2, 8, -1});
-    trace_note("h = %d heads of %d", 8, 2);
+    tensor_trace_note("h = %d heads of %d", 8, 2);
     trace_end();
-    trace_step(TRACE_NEW, &h, &h, "attention");
+    tensor_trace_step(TRACE_NEW, &h, &h, "attention");
     trace_end();
-    trace_emit(TRACE_NEW, TRACE_LIST, NULL, 0, NULL, "done");
-    trace_note("back at the left");
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, NULL, 0, NULL, "done");
+    tensor_trace_note("back at the left");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         /*0         1         2         3         4         5         6         7
@@ -254,7 +254,7 @@ Test(trace, library_steps_in_a_block)
     tensor h = shaped(SHAPE(8, 2, 2), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_begin(&h, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
+    tensor_trace_begin(&h, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
     OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
     trace_end();
     trace_to(NULL);
@@ -279,15 +279,15 @@ Test(trace, long_ops_push_columns)
     tensor s = shaped(SHAPE(10, 4, 6), NULL);
     capture_start(&c);
     trace_to(c.f);
-    trace_step(TRACE_VIEW, &n, &n, "exactly_twenty_four_wide");
-    trace_step(TRACE_COPY, &n, &n, "twenty_five_chars_wide_op");
-    trace_emit(TRACE_NEW, TRACE_LIST, &a, TRACE_INPUTS(TRACE_IN(&a), TRACE_IN(&a)),
+    tensor_trace_step(TRACE_VIEW, &n, &n, "exactly_twenty_four_wide");
+    tensor_trace_step(TRACE_COPY, &n, &n, "twenty_five_chars_wide_op");
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, &a, TRACE_INPUTS(TRACE_IN(&a), TRACE_IN(&a)),
                "op");
-    trace_emit(TRACE_NEW, TRACE_MATMUL, &s,
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, &s,
                TRACE_INPUTS(TRACE_IN(&q), TRACE_IN_T(&k, 1)), "Q K^T");
-    trace_emit(TRACE_NEW, TRACE_SUM, &q,
+    tensor_trace_emit(TRACE_NEW, TRACE_SUM, &q,
                TRACE_INPUTS(TRACE_NAMED(&q, "x"), TRACE_IN(&q)), "add");
-    trace_emit(TRACE_NEW, TRACE_LIST, &n, 0, NULL, "made(%s, %g, %ld, %T)",
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, &n, 0, NULL, "made(%s, %g, %ld, %T)",
                "s", 0.5, -3L, &q);
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
@@ -311,13 +311,13 @@ Test(trace, deep_nesting)
     capture_start(&c);
     trace_to(c.f);
     for (int k = 0; k < 12; k++)
-        trace_begin(NULL, 0, NULL, "b");
-    trace_step(TRACE_VIEW, &n, &n, "deep");
+        tensor_trace_begin(NULL, 0, NULL, "b");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "deep");
     trace_end();
-    trace_step(TRACE_VIEW, &n, &n, "deep");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "deep");
     for (int k = 0; k < 11; k++)
         trace_end();
-    trace_step(TRACE_VIEW, &n, &n, "top");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "top");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         "b\n"
@@ -349,9 +349,9 @@ Test(trace, off_writes_nothing)
     OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
     OK(tensor_permute(x, SHAPE(1, 0), &z));
     OK(tensor_contiguous(z, &w));
-    trace_step(TRACE_VIEW, x, x, "op");
-    trace_begin(NULL, 0, NULL, "block");
-    trace_note("a note");
+    tensor_trace_step(TRACE_VIEW, x, x, "op");
+    tensor_trace_begin(NULL, 0, NULL, "block");
+    tensor_trace_note("a note");
     trace_end();
     cr_assert_str_eq(capture_end(&c), "");
     capture_free(&c);
@@ -370,20 +370,20 @@ Test(trace, off_and_on_inside_blocks)
     capture_start(&c);
     trace_to(c.f);
     cr_assert(trace_on());
-    trace_begin(NULL, 0, NULL, "outer");
-    trace_step(TRACE_VIEW, &n, &n, "a");
+    tensor_trace_begin(NULL, 0, NULL, "outer");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "a");
     trace_to(NULL);
-    trace_begin(NULL, 0, NULL, "inner");
-    trace_step(TRACE_VIEW, &n, &n, "hidden");
+    tensor_trace_begin(NULL, 0, NULL, "inner");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "hidden");
     trace_to(c.f);
-    trace_step(TRACE_VIEW, &n, &n, "b");
-    trace_note("in inner");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "b");
+    tensor_trace_note("in inner");
     trace_end();
-    trace_step(TRACE_VIEW, &n, &n, "c");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "c");
     trace_end();
-    trace_step(TRACE_VIEW, &n, &n, "d");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "d");
     trace_end(); /* one too many: stays at the left */
-    trace_step(TRACE_VIEW, &n, &n, "e");
+    tensor_trace_step(TRACE_VIEW, &n, &n, "e");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         "outer\n"
@@ -419,19 +419,19 @@ Test(trace, failures_write_nothing)
 Test(trace, shape_str)
 {
     char buf[TRACE_SHAPE_MAX];
-    cr_assert_str_eq(shape_str(buf, sizeof buf, 1, (size_t[]){8}), "(8,)");
-    cr_assert_str_eq(shape_str(buf, sizeof buf, 3, (size_t[]){1, 2, 16}),
+    cr_assert_str_eq(trace_dims_str(buf, sizeof buf, 1, (size_t[]){8}), "(8,)");
+    cr_assert_str_eq(trace_dims_str(buf, sizeof buf, 3, (size_t[]){1, 2, 16}),
                      "(1, 2, 16)");
-    cr_assert_str_eq(shape_str(buf, sizeof buf, 0, NULL), "()");
+    cr_assert_str_eq(trace_dims_str(buf, sizeof buf, 0, NULL), "()");
     /* the largest 4-D shape fits in TRACE_SHAPE_MAX */
     size_t m = SIZE_MAX;
-    shape_str(buf, sizeof buf, 4, (size_t[]){m, m, m, m});
+    trace_dims_str(buf, sizeof buf, 4, (size_t[]){m, m, m, m});
     char want[TRACE_SHAPE_MAX];
     snprintf(want, sizeof want, "(%zu, %zu, %zu, %zu)", m, m, m, m);
     cr_assert_str_eq(buf, want);
     /* a short buffer is cut and terminated */
     char small[6];
-    cr_assert_str_eq(shape_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
+    cr_assert_str_eq(trace_dims_str(small, sizeof small, 3, (size_t[]){1, 2, 16}),
                      "(1, 2");
 }
 //<
@@ -524,9 +524,9 @@ Test(trace, json_lines)
     capture_start(&c);
     trace_to_json(c.f);
     OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
-    trace_emit(TRACE_NEW, TRACE_MATMUL, NULL,
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, NULL,
                TRACE_INPUTS(TRACE_NAMED(&q, "q\"1"), TRACE_IN_T(&q, 1)), "Q K^T");
-    trace_note("a \\ note");
+    tensor_trace_note("a \\ note");
     trace_to_json(NULL);
     char expect[1024];
     snprintf(expect, sizeof expect,
@@ -560,16 +560,16 @@ Test(trace, quiet_scopes)
     cr_assert_not(trace_on());
     OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
     trace_quiet_begin();
-    trace_begin(NULL, 0, NULL, "hidden block");
+    tensor_trace_begin(NULL, 0, NULL, "hidden block");
     OK(tensor_permute(x, SHAPE(1, 0), &z));
     trace_quiet_end();
-    trace_note("still quiet");
+    tensor_trace_note("still quiet");
     trace_quiet_end();
     cr_assert(trace_on());
     OK(tensor_contiguous(z, &w));
     trace_end();
     trace_quiet_end(); /* one too many does no harm */
-    trace_note("shown");
+    tensor_trace_note("shown");
     trace_to(NULL);
     cr_assert_str_eq(capture_end(&c),
         "  contiguous()           copy  (3, 2) -> (3, 2)\n"
@@ -587,7 +587,7 @@ Test(trace, op_formats)
     trace_log log;
     tensor t = tensor_header(SHAPE(4, 1));
     trace_log_start(&log);
-    trace_note("%s|%5.2f|%zu|%ld|%d|%g|%%|%T|%D|%P|%T.", "a", 3.14159,
+    tensor_trace_note("%s|%5.2f|%zu|%ld|%d|%g|%%|%T|%D|%P|%T.", "a", 3.14159,
                (size_t)7, -8L, 9, 1e-7, &t, (size_t)3,
                (const long[]){2, -1, 5}, (size_t)1, (const size_t[]){0},
                (const tensor *)NULL);
@@ -602,7 +602,7 @@ Test(trace, op_numbers_are_exact)
 {
     trace_log log;
     trace_log_start(&log);
-    trace_note("p=%g base=%g third=%g %.3g big=%g", 0.1, 1.0000000000000002,
+    tensor_trace_note("p=%g base=%g third=%g %.3g big=%g", 0.1, 1.0000000000000002,
                1.0 / 3, 1.0 / 3, 1e6);
     trace_log_stop(&log);
     cr_assert_str_eq(log.records[0].op, "p=0.1 base=1.0000000000000002 "
@@ -634,10 +634,10 @@ Test(trace, number_str)
     };
     char buf[TRACE_NUMBER_MAX];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cr_assert_str_eq(number_str(buf, sizeof buf, cases[i].v), cases[i].text);
+        cr_assert_str_eq(trace_number_str(buf, sizeof buf, cases[i].v), cases[i].text);
         cr_assert(isinf(cases[i].v) || strtod(buf, NULL) == cases[i].v, "%s", buf);
     }
-    cr_assert_str_eq(number_str(buf, sizeof buf, NAN), "nan");
+    cr_assert_str_eq(trace_number_str(buf, sizeof buf, NAN), "nan");
 }
 
 //> 08
@@ -1326,13 +1326,13 @@ Test(trace, dot_kinds_of_steps_made_of_steps)
     OK(tensor_alloc_meta(SHAPE(2, 3, 4), &x));
     trace_log log;
     trace_log_start(&log);
-    trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")), "outer");
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "views");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")), "outer");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "views");
     OK(tensor_permute(x, SHAPE(2, 0, 1), &a));
-    trace_note("just a note");
+    tensor_trace_note("just a note");
     trace_end();
-    trace_note("another note");
-    trace_begin(NULL, TRACE_INPUTS(TRACE_IN(a)), "copies");
+    tensor_trace_note("another note");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(a)), "copies");
     OK(tensor_permute(a, SHAPE(1, 0, 2), &b));
     OK(tensor_contiguous(b, &c));
     trace_end();
@@ -1380,7 +1380,7 @@ Test(trace, dot_escapes_labels)
     OK(tensor_alloc_meta(SHAPE(2), &y));
     trace_log log;
     trace_log_start(&log);
-    trace_step(TRACE_NEW, x, y, "say(\"hi\\\")");
+    tensor_trace_step(TRACE_NEW, x, y, "say(\"hi\\\")");
     trace_log_stop(&log);
     capture cap;
     capture_start(&cap);

@@ -70,7 +70,7 @@ def fail(message, status=2):
 
 def exercises_here():
     """[(name, file, chapter)] in chapter order: HANDOUT in a handout,
-    else the @exercise markers of src/*.c (the teacher's tree)."""
+    else the @exercise markers of src/*/*.c (the teacher's tree)."""
     if os.path.isfile("HANDOUT"):
         out = []
         with open("HANDOUT") as f:
@@ -80,7 +80,7 @@ def exercises_here():
                     out.append((w[0], w[1], w[2]))
         return out
     out = []
-    for path in sorted(glob.glob("src/*.c")):
+    for path in sorted(glob.glob("src/*/*.c")):
         with open(path) as f:
             for line in f:
                 m = re.search(r"@exercise (\w+) \(chapter (\d+)\)", line)
@@ -108,7 +108,7 @@ def body_lines():
         text = open("tests/exercise-weights").read()
     else:
         awk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "body-lines.awk")
-        text = subprocess.run(["awk", "-f", awk] + sorted(glob.glob("src/*.c")),
+        text = subprocess.run(["awk", "-f", awk] + sorted(glob.glob("src/*/*.c")),
                               capture_output=True, text=True, check=True).stdout
     lines = {}
     for line in text.splitlines():

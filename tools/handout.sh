@@ -102,9 +102,9 @@ find "$stage" -name '*key*' -exec rm -rf {} +
 # In the stage: the exercises blanked, their text spoken to the student,
 # the chapters after NN gone (the book ends at NN) and the book's section
 # for teachers left out.
-for f in "$stage"/src/*.c; do
+for f in "$stage"/src/*/*.c; do
     grep -q '@exercise ' "$f" || continue
-    (cd "$stage" && awk -v keep="$keep" -f tools/stub.awk "src/${f##*/}") > "$f.stub"
+    (cd "$stage" && awk -v keep="$keep" -f tools/stub.awk "${f#"$stage"/}") > "$f.stub"
     mv "$f.stub" "$f"
 done
 for f in "$stage"/chapters/[0-9][0-9]_*.c; do
@@ -133,13 +133,13 @@ find "$new" -type d -empty -delete
 
 # the exercises: "NAME FILE CHAPTER SUMMARY" from each marker left
 #   * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
-list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\1 FILE \2 \3|p' src/*.c /dev/null |
+list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\1 FILE \2 \3|p' src/*/*.c /dev/null |
     sed 's| *\*/ *$||' | while read -r name _ chapter summary; do
         case " $keep " in *" $name "*) continue ;; esac
-        echo "$name $(grep -l "@exercise $name " src/*.c | head -n 1) $chapter $summary"
+        echo "$name $(grep -l "@exercise $name " src/*/*.c | head -n 1) $chapter $summary"
     done | sort -s -k3,3n)
 [ -n "$list" ] ||
-    { echo "handout: chapters 01 .. $ch have no exercise to blank; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*.c | sort | head -n 1)" >&2; exit 2; }
+    { echo "handout: chapters 01 .. $ch have no exercise to blank; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)" >&2; exit 2; }
 
 {
     echo "# The exercises of this handout: write each function in src/, then"
@@ -171,7 +171,7 @@ else
     {
         echo "# NAME LINES: the lines of code of each exercise's reference body;"
         echo "# tools/grade.py weighs the exercises by them."
-        awk -f tools/body-lines.awk src/*.c
+        awk -f tools/body-lines.awk src/*/*.c
     } > "$new/tests/exercise-weights"
 fi
 mkdir -p "$new/.github/workflows"

@@ -1,11 +1,11 @@
 # stub.awk: blank the bodies of the library functions marked as exercises.
 #
-#   awk -v keep="name1 name2" -f tools/stub.awk src/multihead.c
+#   awk -v keep="name1 name2" -f tools/stub.awk src/nn/multihead.c
 #
 # A comment line holding "@exercise NAME (chapter NN): ..." marks the
 # function NAME defined right below it.  Its signature is kept; its body
 # becomes a stub that compiles without warnings (every parameter is used)
-# and fails through mha_fail_exercise (src/error.h): GSL_EUNIMPL and the
+# and fails through mha_fail_exercise (src/base/error.h): GSL_EUNIMPL and the
 # line "this needs exercise NAME (chapter NN, FILE): ...", so the tests of
 # that exercise fail, and a chapter or mha command that needs it says
 # which exercise, until the student writes it.  Names listed in `keep`

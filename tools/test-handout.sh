@@ -61,11 +61,11 @@ blanked=$(echo "$order" | sort)
 count=$(echo "$blanked" | wc -l)
 
 # The leak check finds what it must: the fast path's view of the heads
-# (transpose_qkv's reshape and permute, in src/multihead_fast.c, which is
+# (transpose_qkv's reshape and permute, in src/fast/multihead_fast.c, which is
 # why the handout leaves the fast path out), and rope_rotate_pair's
 # rotation with every name changed.
 mkdir "$dir/leak"
-cp src/multihead_fast.c "$dir/leak/"
+cp src/fast/multihead_fast.c "$dir/leak/"
 cat > "$dir/leak/renamed.c" <<'EOT'
 /* a student's file with the rotation in other words */
 static void turn(double u, double w, double t, double *a, double *b)
@@ -74,7 +74,7 @@ static void turn(double u, double w, double t, double *a, double *b)
     *a = u * cc - w * ss;
 }
 EOT
-tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leaks.py finds no leak in src/multihead_fast.c"
+tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leaks.py finds no leak in src/fast/multihead_fast.c"
 grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
     grep -q '^renamed.c:4: rope_rotate_pair (chapter 15): double V = cos ( V ) , V = sin ( V )$' "$dir/leak.txt" ||
     { cat "$dir/leak.txt"; fail "tools/answer-leaks.py misses the fast path's heads_view or a renamed rotation"; }
@@ -101,7 +101,7 @@ no_leaks "$h"
 # program runs the lesson's module instead)
 for f in .ci tools/test-handout.sh tools/answer-leaks.py tools/fuzz tools/fuzz.sh \
     tools/fresh-root.sh tools/check-clean-tree.sh tools/handout.sh tools/stub.awk \
-    tools/bench.c src/multihead_fast.c docs/teacher teacher; do
+    tools/bench.c src/fast/multihead_fast.c docs/teacher teacher; do
     [ ! -e "$h/$f" ] || fail "the handout holds the teacher's $f"
 done
 ! (cd "$h" && find . -iname '*key*' | grep .) || fail "the handout holds a file named like a key"
@@ -299,7 +299,7 @@ six="01 02 03 04 05 06"
 want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
 [ "$(grep -v '^#' "$h/HANDOUT" | cut -d' ' -f1 | sort)" = "$want6" ] ||
     fail "the handout of CH=06 blanks [$(grep -v '^#' "$h/HANDOUT" | cut -d' ' -f1 | xargs)], expected [$(echo $want6)]"
-[ ! -e "$h/src/posenc.c" ] && [ ! -e "$h/tests/test_kvcache.c" ] ||
+[ ! -e "$h/src/nn/posenc.c" ] && [ ! -e "$h/tests/test_kvcache.c" ] ||
     fail "the handout of CH=06 holds the code of later chapters"
 # (its tests are those of chapter 06's snapshot, which CI builds and runs)
 no_leaks "$h"
@@ -335,12 +335,12 @@ done | tar -cf - --no-recursion -T - | tar -C "$t" -xf -
 (cd "$t" && git init -q && git add -A) || fail "cannot make a git checkout in $t"
 "$build/mha" quiz --seed 7 --solution > "$t/answers.txt"
 mkdir "$t/solutions"
-cp src/multihead.c "$t/solutions/"
+cp src/nn/multihead.c "$t/solutions/"
 (cd "$t" && tools/handout.sh --tools "$tools" handout > /dev/null) || fail "make handout fails in a git checkout"
 for f in answers.txt solutions; do
     [ ! -e "$t/handout/$f" ] || fail "the handout holds the teacher's untracked $f"
 done
-[ -f "$t/handout/HANDOUT" ] && [ -f "$t/handout/src/multihead.c" ] ||
+[ -f "$t/handout/HANDOUT" ] && [ -f "$t/handout/src/nn/multihead.c" ] ||
     fail "the handout of a git checkout lacks the project's files"
 # again: a fresh handout (its build/ aside) is left as it is
 mkdir -p "$t/handout/build/obj"
@@ -349,7 +349,7 @@ mkdir -p "$t/handout/build/obj"
 grep -q 'left as it is' "$dir/again.txt" || fail "make handout over a fresh handout: $(cat "$dir/again.txt")"
 # a student's work in it: refused in one line naming the folder, through
 # make as a teacher runs it, and every file as it was
-echo "/* my answer */" >> "$t/handout/src/multihead.c"
+echo "/* my answer */" >> "$t/handout/src/nn/multihead.c"
 echo "notes" > "$t/handout/notes.txt"
 (cd "$t/handout" && find . -type f -exec cksum {} + | sort) > "$dir/before"
 make --no-print-directory -C "$t" handout > "$dir/out" 2> "$dir/err" &&
@@ -389,10 +389,10 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
     awk -v keep="$others" -f tools/stub.awk "$f" > "$g6/stubbed.c"
     "$build/marks-filter" --handout "$(echo "$chapters" | tail -n 1 | cut -c1-2)" "$g6/stubbed.c" > "$h/$f"
 done
-inject src/linear.c linear_forward_naive '    int p;'
-inject src/madds.c attention_madds '    for (volatile int spin = 1; spin;) { }'
-inject src/posenc.c rope_rotate_pair '    *(volatile double *)0 = x0;'
-inject src/softmax.c causal_valid_lens '    extern void *malloc(__SIZE_TYPE__);
+inject src/nn/linear.c linear_forward_naive '    int p;'
+inject src/nn/madds.c attention_madds '    for (volatile int spin = 1; spin;) { }'
+inject src/nn/posenc.c rope_rotate_pair '    *(volatile double *)0 = x0;'
+inject src/nn/softmax.c causal_valid_lens '    extern void *malloc(__SIZE_TYPE__);
     static void *volatile kept;
     kept = malloc(48);
     kept = 0;'
@@ -582,10 +582,10 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
     cut_stubbed "$(echo $order)" "$f" "$class/wrong/$f"
 done
 awk '/^int transpose_qkv\(/ { inside = 1 } inside && /SHAPE\(0, 2, 1, 3\)/ { sub(/SHAPE\(0, 2, 1, 3\)/, "SHAPE(0, 1, 2, 3)"); inside = 0 } { print }' \
-    src/multihead.c > "$g6/wrong.c"
-cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/multihead.c"
-grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/multihead.c" || fail "cannot write the wrong transpose_qkv"
-echo 'int this is not C;' >> "$class/broken/src/gqa.c"
+    src/nn/multihead.c > "$g6/wrong.c"
+cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/nn/multihead.c"
+grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/nn/multihead.c" || fail "cannot write the wrong transpose_qkv"
+echo 'int this is not C;' >> "$class/broken/src/nn/gqa.c"
 for s in nothing half wrong broken; do
     (cd "$class/$s" && git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm handout) ||
         fail "cannot make $s's git checkout"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "qkv.h"
+#include "nn/qkv.h"
 
 /* The files, in the order they are read and checked. */
 enum { Q, K, V, WQ, WK, WV, WO, BQ, BK, BV, BO, VL, NFILES };
@@ -146,7 +146,7 @@ static int check_valid_lens(cli_option *opts, size_t nopts, cli_inputs *in,
     if (!fault)
         return CLI_OK;
     char v[TRACE_NUMBER_MAX];
-    number_str(v, sizeof v, *TENSOR_AT(vl, b, i));
+    trace_number_str(v, sizeof v, *TENSOR_AT(vl, b, i));
     if (list->value) // only a number above Lk is left to refuse
         return cli_error("--valid-lens '%s': entry %zu (%s) is larger than "
                          "the number of keys, %zu (%s)",

@@ -265,7 +265,7 @@ static int too_large(const char *what, size_t ndim, const size_t *shape)
             char s[TRACE_SHAPE_MAX];
             return cli_error("%s %s would take more than %zu bytes, the most "
                              "a size_t counts; choose smaller sizes",
-                             what, shape_str(s, sizeof s, ndim, shape),
+                             what, trace_dims_str(s, sizeof s, ndim, shape),
                              (size_t)SIZE_MAX);
         }
         bytes *= shape[d];
@@ -291,7 +291,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     char v[TRACE_NUMBER_MAX]; // every number exactly, as given
     if (ts->rope)
-        fprintf(f, "rope (base %s) on Q and K; ", number_str(v, sizeof v, ts->rope_base));
+        fprintf(f, "rope (base %s) on Q and K; ", trace_number_str(v, sizeof v, ts->rope_base));
     fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
                "head%s of %zu feature%s, ",
             B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
@@ -307,7 +307,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
     }
     fprintf(f, "valid_lens [");
     for (size_t b = 0; b < B; b++)
-        fprintf(f, "%s%s", b ? ", " : "", number_str(v, sizeof v, lens[b]));
+        fprintf(f, "%s%s", b ? ", " : "", trace_number_str(v, sizeof v, lens[b]));
     fprintf(f, "]\n");
 }
 
@@ -466,7 +466,7 @@ static int cmd_trace(int argc, char **argv)
                 return cli_error("--valid-lens '%s': entry %zu (%s) is larger "
                                  "than --kv %zu",
                                  vl->value, b + 1,
-                                 number_str(v, sizeof v, lens[b]), Lk);
+                                 trace_number_str(v, sizeof v, lens[b]), Lk);
     }
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "trace/trace.h"
 
 /* --- drawing a case ------------------------------------------------- */
 
@@ -64,7 +64,7 @@ static void values_str(char *buf, size_t size, const double *v, size_t n)
     char num[TRACE_NUMBER_MAX];
     for (size_t i = 0; i < n && len < size; i++)
         len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "",
-                                number_str(num, sizeof num, v[i]));
+                                trace_number_str(num, sizeof num, v[i]));
     if (len < size)
         snprintf(buf + len, size - len, "]");
 }
@@ -108,7 +108,7 @@ void quiz_trace_command(FILE *f, const quiz_case *c)
         char num[TRACE_NUMBER_MAX];
         for (size_t b = 0; b < c->B; b++)
             fprintf(f, "%s%s", b ? "," : " --valid-lens ",
-                    number_str(num, sizeof num, c->lens[b]));
+                    trace_number_str(num, sizeof num, c->lens[b]));
     }
     fprintf(f, " --quiz");
 }
@@ -148,7 +148,7 @@ static qt rewritten(const qt *t)
 
 static char *tuple(char *buf, size_t n, size_t nd, const size_t *v)
 {
-    return shape_str(buf, n, nd, v);
+    return trace_dims_str(buf, n, nd, v);
 }
 
 static char *names_str(char *buf, size_t n, const qt *t)
@@ -675,7 +675,7 @@ int quiz_check(const quiz_question *q, const char *answer, char *shown,
             dims[i] = vals[i];
         char s[TRACE_SHAPE_MAX];
         if (k <= 8)
-            snprintf(shown, n, "%s", shape_str(s, sizeof s, k, dims));
+            snprintf(shown, n, "%s", trace_dims_str(s, sizeof s, k, dims));
         else
             snprintf(shown, n, "%s", text);
     }

@@ -327,7 +327,7 @@ static int read_mask(const char *option, const char *path, tensor **out)
                                "holds finite numbers, or -inf to hide a key",
                                option, path, e,
                                tensor_shape_str(t, s, sizeof s),
-                               number_str(v, sizeof v, t->data[e]));
+                               trace_number_str(v, sizeof v, t->data[e]));
             tensor_free(t);
             return status;
         }

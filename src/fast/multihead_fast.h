@@ -1,0 +1,94 @@
+//> full
+/* multihead_fast.h: the multi-head module again, without the copies.
+ *
+ * multihead_forward (multihead.h) follows d2l step by step: transpose_qkv
+ * copies Q, K and V into (B*h, L, p), attention keeps the whole
+ * (B*h, Lq, Lk) weights, transpose_output copies the heads back.  Those
+ * copies are the lesson of chapters 06-10.  The numbers never needed
+ * them: head i of example b is columns i*p .. i*p + p - 1 of the rows of
+ * example b in the projected (B, L, d_model) matrix, which GSL can read
+ * in place as a (L, p) matrix whose rows are d_model doubles apart
+ * (gsl_matrix_view_array_with_tda).
+ *
+ * Shapes (as in multihead.h): queries (B, Lq, d_q), keys (B, Lk, d_k),
+ * values (B, Lk, d_v); Q (B, Lq, d_model), K and V (B, Lk, d_model);
+ * p = d_model/h; out (B, Lq, D_out).
+ *
+ * multihead_forward_fast, step by step:
+ *   1. Q, K, V: one dgemm each over all B*L rows (linear_forward); with
+ *      the rope option, Q and K then turned by position (multihead_rope).
+ *   2. heads as views: (B, L, d_model) -reshape-> (B, L, h, p)
+ *      -permute-> (B, h, L, p), no copy; head (b, i) is a (L, p) matrix
+ *      with tda d_model.
+ *   3. concat (B, Lq, d_model) is allocated once, and viewed the same way
+ *      as (B, h, Lq, p): each head writes its output straight into its
+ *      columns, so there is nothing to transpose back.
+ *   4. per head (b, i), a block of query rows at a time:
+ *        S = Q_bi K_bi^T            one dgemm, (rows, Lk), scratch
+ *        P = exp(S/sqrt(p) - max)   fused scale + mask + exp (rowops.h)
+ *        O_bi = P V_bi              one dgemm, into concat's columns
+ *        O_bi row r /= sum_r        the normalisation, on p numbers per
+ *                                   row instead of Lk
+ *      The heads run in parallel (threads.h), one-threaded BLAS inside.
+ *   5. out = concat W_o^T (+ b_o): one dgemm.
+ * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
+ *
+ * Grouped-query attention (cfg.kv_heads = G < h, multihead.h): K and V
+ * are (B, Lk, G*p), viewed as (B, G, Lk, p), and query head i reads key
+ * head i / (h/G) in place: sharing costs nothing here, not even a view.
+ * Causal attention: valid_lens and the causal rule become one length per
+ * query row, (B, Lq) (valid_lens_per_row, softmax.h), before step 4.
+ *
+ * The result equals multihead_forward's to rounding (the tests hold it
+ * to 1e-12 relative, and to the plain loops of multihead_forward_naive).
+ * It keeps no attention weights unless asked (keep_weights below): then
+ * m->weights is (B, h, Lq, Lk), as multihead_forward leaves it, else it
+ * is freed and left NULL and memory stays linear in the lengths.  Dropout in training mode is not
+ * supported here (GSL_EINVAL): the copy-based path has it.
+ *
+ * The trace shows the steps above: the three projections, the views that
+ * split Q, K, V and concat into heads, one summary line for all the
+ * heads' attention (not one per head: a trace inside the loop would cost
+ * in the loop), and W_o.
+ */
+#ifndef MHA_MULTIHEAD_FAST_H
+#define MHA_MULTIHEAD_FAST_H
+
+#include "nn/multihead.h"
+
+typedef enum {
+    MULTIHEAD_THREADS_HEADS = 0, /* parallel loop over heads, 1-thread BLAS */
+    MULTIHEAD_THREADS_BLAS = 1,  /* heads one by one, BLAS's threads inside */
+} multihead_threading;
+
+typedef struct multihead_fast_options {
+    multihead_threading threading;
+    size_t block_rows; /* query rows per block; 0: chosen from Lk */
+    int keep_weights;  /* 1: m->weights (B, h, Lq, Lk) as multihead_forward
+                          keeps them, each block's weights written there as
+                          they are made (memory then grows with Lq * Lk) */
+} multihead_fast_options;
+
+/* The forward pass of multihead.h, computed as above.  opt may be NULL
+ * (parallel over heads, automatic blocks).  Errors as multihead_forward,
+ * plus GSL_EINVAL in training mode with dropout > 0.  An overflow from
+ * finite inputs is GSL_ERANGE, naming its stage: a projection (checked
+ * after each linear), the scores (each block's, those the mask keeps),
+ * the weighted sum of the values (before its division by the row sums,
+ * so values near 1e308 can overflow here where multihead_forward does
+ * not), or the output. */
+int multihead_forward_fast(multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens,
+                           const multihead_fast_options *opt, tensor **out);
+
+/* The same numbers from plain loops, one query, head and key at a time,
+ * straight from the formulas: no BLAS, no views, no copies (with rope,
+ * each head's pairs turned by angles computed on the spot).  Slow (it is
+ * the reference, and the benchmark's floor).  Keeps no weights either. */
+int multihead_forward_naive(multihead *m, const tensor *queries,
+                            const tensor *keys, const tensor *values,
+                            const tensor *valid_lens, tensor **out);
+
+#endif
+//<

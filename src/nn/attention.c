@@ -1,0 +1,440 @@
+//> 04
+/* attention.c: scaled dot-product and additive attention; see attention.h.
+ *
+ * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv);
+ * scores and weights (B, Lq, Lk); out (B, Lq, dv); the additive pooling's
+ * q (B, Lq, H), k (B, Lk, H) and features (B, Lq, Lk, H), H = num_hiddens.
+ * Tensors made here are contiguous, so batch slice b of scores starts at
+ * scores->data + b*Lq*Lk.
+ */
+#include "nn/attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "base/error.h"
+#include "nn/qkv.h"
+#include "nn/softmax.h"
+#include "tensor/tensor_trace.h"
+
+/* --- shared checks -------------------------------------------------- */
+
+int attention_check_dropout(const char *who, double p, int training,
+                            const gsl_rng *rng)
+{
+    char ps[TRACE_NUMBER_MAX];
+    trace_number_str(ps, sizeof ps, p);
+    if (!(p >= 0.0 && p < 1.0))
+        return mha_fail(GSL_EINVAL, "%s: dropout %s is outside [0, 1)", who, ps);
+    if (training && p > 0.0 && !rng)
+        return mha_fail(GSL_EINVAL,
+                        "%s: training with dropout %s needs a random "
+                        "generator (rng is NULL)",
+                        who, ps);
+    return GSL_SUCCESS;
+}
+
+/* "a @ b -> c", b read transposed or not, for the trace. */
+static void trace_product(const char *op, const tensor *a, int b_transposed,
+                          const tensor *b, const tensor *c)
+{
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, c,
+               TRACE_INPUTS(TRACE_IN(a), TRACE_IN_T(b, b_transposed)), "%s",
+               op);
+}
+
+/* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
+ * per example.  weights is contiguous (made here); values any layout. */
+static int weights_times_values(const char *who, const tensor *weights,
+                                const tensor *values, const char *dv_name,
+                                tensor **out)
+{
+    *out = NULL;
+    size_t B = weights->shape[0], Lq = weights->shape[1];
+    size_t Lk = weights->shape[2], dv = values->shape[2];
+    qkv_matrices v;
+    int status = qkv_as_matrices("values", values, &v);
+    if (status)
+        return status;
+    // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
+/*< handout
+    status = tensor_alloc(SHAPE(B, Lq, dv), out);
+*/
+//> handout
+    int meta = tensor_is_meta(weights) || tensor_is_meta(values);
+    status = meta ? tensor_alloc_meta(SHAPE(B, Lq, dv), out)
+                  : tensor_alloc(SHAPE(B, Lq, dv), out);
+//<
+    if (status) {
+        tensor_free(v.packed);
+        return status;
+    }
+    memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
+    snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
+/*< handout
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+*/
+//> handout
+    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
+//<
+        gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
+            weights->data + b * Lq * Lk, Lq, Lk);
+        gsl_matrix_const_view v_b = QKV_MATRIX(v, b);
+        gsl_matrix_view out_b =
+            gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
+                                &v_b.matrix, 0.0, &out_b.matrix);
+    }
+    tensor_free(v.packed);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                        gsl_strerror(status));
+    }
+    trace_product("weights V", weights, 0, values, *out);
+    return GSL_SUCCESS;
+}
+
+/* --- dropout -------------------------------------------------------- */
+
+/* out = weights with each entry zeroed with probability p, the rest
+ * divided by 1 - p.  Called in training mode with p > 0 only. */
+static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
+                           tensor **out)
+{
+/*< handout
+    int status = tensor_alloc(weights->ndim, weights->shape, out);
+*/
+//> handout
+    int meta = tensor_is_meta(weights);
+    int status = meta ? tensor_alloc_meta(weights->ndim, weights->shape, out)
+                      : tensor_alloc(weights->ndim, weights->shape, out);
+//<
+    if (status)
+        return status;
+    memcpy((*out)->names, weights->names, sizeof weights->names);
+/*< handout
+    size_t n = tensor_numel(weights);
+*/
+//> handout
+    size_t n = meta ? 0 : tensor_numel(weights);
+//<
+    for (size_t k = 0; k < n; k++)
+        (*out)->data[k] =
+            gsl_rng_uniform(rng) < p ? 0.0 : weights->data[k] / (1.0 - p);
+    tensor_trace_step(TRACE_NEW, weights, *out, "dropout(p=%g)", p);
+    return GSL_SUCCESS;
+}
+
+/* What the weights become before they meet the values: themselves in
+ * evaluation mode (*dropped NULL, nothing drawn), a dropped-out copy in
+ * training. */
+static int maybe_dropout(double p, int training, gsl_rng *rng,
+                         const tensor *weights, tensor **dropped)
+{
+    *dropped = NULL;
+    if (!training || p == 0.0)
+        return GSL_SUCCESS;
+    return dropout_weights(weights, p, rng, dropped);
+}
+
+/* --- names for the trace -------------------------------------------- */
+
+/* t's name for dimension d, or the lesson's name when t has none. */
+static const char *dim_name(const tensor *t, size_t d, const char *lesson)
+{
+    return t->names[d][0] ? t->names[d] : lesson;
+}
+
+static void set_name(tensor *t, size_t d, const char *name)
+{
+    snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
+}
+
+/* What a pooling will return, for its header in the trace: a shape with
+ * no numbers, (B, Lq, dv) in the lesson's names where the inputs carry
+ * none. */
+static tensor pooled_shape(const tensor *q, const tensor *v)
+{
+    tensor t = tensor_header(SHAPE(q->shape[0], q->shape[1], v->shape[2]));
+    set_name(&t, 0, dim_name(q, 0, "B"));
+    set_name(&t, 1, dim_name(q, 1, "Lq"));
+    set_name(&t, 2, dim_name(v, 2, "dv"));
+    return t;
+}
+
+/* --- the steps both poolings share --------------------------------- */
+
+/* What a pooling does first: forget the weights of an earlier call (a
+ * failed forward leaves none), then check the dropout settings and the
+ * inputs (qkv.h; same_d for the dot product, whose queries and keys must
+ * share d). */
+static int start_pooling(const char *who, tensor **kept, double p,
+                         int training, const gsl_rng *rng, const tensor *q,
+                         const tensor *k, const tensor *v, int same_d,
+                         qkv_shapes *shapes)
+{
+    tensor_free(*kept);
+    *kept = NULL;
+    int status = attention_check_dropout(who, p, training, rng);
+    if (status == GSL_SUCCESS)
+        status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
+                           shapes);
+    return status;
+}
+
+/* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
+ * masked softmax over the keys of scale * scores (kept by the caller for
+ * the heatmaps; NULL on failure), dropped out in training, and out
+ * (B, Lq, dv) = weights @ values. */
+static int weigh_values(const char *who, const tensor *scores, double scale,
+                        const tensor *valid_lens, double p, int training,
+                        gsl_rng *rng, const tensor *values, tensor **weights,
+                        tensor **out)
+{
+    tensor *dropped = NULL;
+    // weights is (B, Lq, Lk): each row sums to 1 over its valid keys
+    int status = masked_softmax_scaled(scores, scale, valid_lens, weights);
+    if (status == GSL_SUCCESS)
+        status = maybe_dropout(p, training, rng, *weights, &dropped);
+    // out is (B, Lq, dv)
+    if (status == GSL_SUCCESS)
+        status = weights_times_values(who, dropped ? dropped : *weights,
+                                      values, dim_name(values, 2, "dv"), out);
+    tensor_free(dropped);
+    if (status) {
+        tensor_free(*weights);
+        *weights = NULL;
+    }
+    return status;
+}
+
+/* --- scaled dot-product attention ----------------------------------- */
+
+int dot_attention_init(dot_attention *a, double dropout)
+{
+    memset(a, 0, sizeof *a);
+    int status = attention_check_dropout("dot_attention_init", dropout, 0,
+                                         NULL);
+    if (status)
+        return status;
+    a->dropout = dropout;
+    return GSL_SUCCESS;
+}
+
+void dot_attention_free(dot_attention *a)
+{
+    tensor_free(a->weights);
+    a->weights = NULL;
+}
+
+/* Per example b: scores_b = Q_b K_b^T (one dgemm, K read transposed by
+ * BLAS), weights = masked softmax of scores / sqrt(d), dropout when
+ * training, out_b = weights_b V_b (a second dgemm).  The weights before
+ * dropout are kept in a->weights for the heatmaps. */
+int dot_attention_forward(dot_attention *a, const tensor *queries,
+                          const tensor *keys, const tensor *values,
+                          const tensor *valid_lens, tensor **out)
+{
+    const char *who = "dot_attention_forward";
+    *out = NULL;
+    qkv_shapes shapes;
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 1, &shapes);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1], d = queries->shape[2];
+    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    tensor pooled = pooled_shape(queries, values);
+    tensor_trace_begin(&pooled,
+                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+                "dot_attention(scale 1/sqrt(%zu))", d);
+//> handout
+    int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
+//<
+    qkv_matrices q = {0}, k = {0};
+    tensor *scores = NULL;
+    status = qkv_as_matrices("queries", queries, &q);
+    if (status == GSL_SUCCESS)
+        status = qkv_as_matrices("keys", keys, &k);
+    // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
+/*< handout
+    if (status == GSL_SUCCESS)
+        status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+*/
+//> handout
+    if (status == GSL_SUCCESS)
+        status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
+                      : tensor_alloc(SHAPE(B, Lq, Lk), &scores);
+//<
+    if (status)
+        goto done;
+    set_name(scores, 0, dim_name(queries, 0, "B"));
+    set_name(scores, 1, dim_name(queries, 1, "Lq"));
+    set_name(scores, 2, dim_name(keys, 1, "Lk"));
+/*< handout
+    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
+*/
+//> handout
+    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
+//<
+        gsl_matrix_const_view q_b = QKV_MATRIX(q, b), k_b = QKV_MATRIX(k, b);
+        gsl_matrix_view scores_b =
+            gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
+                                &k_b.matrix, 0.0, &scores_b.matrix);
+    }
+    if (status) {
+        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                          gsl_strerror(status));
+        goto done;
+    }
+    trace_product("Q K^T", queries, 1, keys, scores);
+
+    // the weights, softmax over the keys of Q K^T / sqrt(d), and out
+    status = weigh_values(who, scores, 1.0 / sqrt((double)d), valid_lens,
+                          a->dropout, a->training, a->rng, values,
+                          &a->weights, out);
+done:
+    trace_end();
+    tensor_free(q.packed);
+    tensor_free(k.packed);
+    tensor_free(scores);
+    return status;
+}
+
+/* --- additive attention --------------------------------------------- */
+
+int additive_attention_init(additive_attention *a, size_t key_size,
+                            size_t query_size, size_t num_hiddens,
+                            double dropout)
+{
+    memset(a, 0, sizeof *a);
+    int status = attention_check_dropout("additive_attention_init", dropout,
+                                         0, NULL);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->W_k, "W_k", key_size, num_hiddens, 0);
+    if (status == GSL_SUCCESS)
+        status = linear_init(&a->w_v, "w_v", num_hiddens, 1, 0);
+    if (status) {
+        additive_attention_free(a);
+        return status;
+    }
+    snprintf(a->W_q.out_name, TENSOR_NAME_MAX, "num_hiddens");
+    snprintf(a->W_k.out_name, TENSOR_NAME_MAX, "num_hiddens");
+    a->dropout = dropout;
+    return GSL_SUCCESS;
+}
+
+void additive_attention_free(additive_attention *a)
+{
+    linear_free(&a->W_q);
+    linear_free(&a->W_k);
+    linear_free(&a->w_v);
+    tensor_free(a->weights);
+    a->weights = NULL;
+}
+
+/* features (B, Lq, Lk, H) = tanh(q (B, Lq, H) + k (B, Lk, H)), q and k
+ * contiguous: every query meets every key, as q.unsqueeze(2) +
+ * k.unsqueeze(1) broadcasts in d2l. */
+static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
+{
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    size_t H = q->shape[2];
+    int status = tensor_alloc(SHAPE(B, Lq, Lk, H), out);
+    if (status)
+        return status;
+    set_name(*out, 0, dim_name(q, 0, "B"));
+    set_name(*out, 1, dim_name(q, 1, "Lq"));
+    set_name(*out, 2, dim_name(k, 1, "Lk"));
+    set_name(*out, 3, "num_hiddens");
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++) {
+            const double *q_bi = q->data + (b * Lq + i) * H;
+            for (size_t j = 0; j < Lk; j++) {
+                const double *k_bj = k->data + (b * Lk + j) * H;
+                double *f_bij = (*out)->data + ((b * Lq + i) * Lk + j) * H;
+                for (size_t h = 0; h < H; h++)
+                    f_bij[h] = tanh(q_bi[h] + k_bj[h]);
+            }
+        }
+    tensor_trace_emit(TRACE_NEW, TRACE_SUM, *out,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
+               "tanh(q[:, :, None] + k[:, None])");
+    return GSL_SUCCESS;
+}
+
+/* Project queries and keys to num_hiddens features (W_q, W_k), add every
+ * query to every key and take tanh (broadcast_tanh), score each sum with
+ * w_v, then the same masked softmax and weights @ values as the dot
+ * product. */
+int additive_attention_forward(additive_attention *a, const tensor *queries,
+                               const tensor *keys, const tensor *values,
+                               const tensor *valid_lens, tensor **out)
+{
+    const char *who = "additive_attention_forward";
+    *out = NULL;
+    qkv_shapes shapes;
+    int status = start_pooling(who, &a->weights, a->dropout, a->training,
+                               a->rng, queries, keys, values, 0, &shapes);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1];
+    if (queries->shape[2] != a->W_q.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have %zu features, W_q takes query_size "
+                        "%zu (%s)",
+                        who, queries->shape[2], a->W_q.in_features, shapes.all);
+    if (keys->shape[2] != a->W_k.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have %zu features, W_k takes key_size %zu "
+                        "(%s)",
+                        who, keys->shape[2], a->W_k.in_features, shapes.all);
+    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    tensor pooled = pooled_shape(queries, values);
+    tensor_trace_begin(&pooled,
+                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+                "additive_attention(num_hiddens %zu)", a->W_q.out_features);
+    tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
+    tensor *scores = NULL;
+    // q is (B, Lq, H), k is (B, Lk, H)
+    status = linear_forward(&a->W_q, queries, &q);
+    if (status == GSL_SUCCESS)
+        status = linear_forward(&a->W_k, keys, &k);
+    // features is (B, Lq, Lk, H)
+    if (status == GSL_SUCCESS)
+        status = broadcast_tanh(q, k, &features);
+    // scores4 is (B, Lq, Lk, 1); scores (B, Lq, Lk) is a view of it
+    if (status == GSL_SUCCESS)
+        status = linear_forward(&a->w_v, features, &scores4);
+    if (status == GSL_SUCCESS)
+        status = tensor_reshape(scores4, DIMS((long)B, (long)Lq, (long)Lk),
+                                NULL, &scores);
+    // the weights, softmax over the keys of the scores, and out
+    if (status == GSL_SUCCESS)
+        status = weigh_values(who, scores, 1.0, valid_lens, a->dropout,
+                              a->training, a->rng, values, &a->weights, out);
+    trace_end();
+    tensor_free(q);
+    tensor_free(k);
+    tensor_free(features);
+    tensor_free(scores4);
+    tensor_free(scores);
+    return status;
+}
+//<

@@ -1,0 +1,793 @@
+//> 13
+/* backward.c: gradients of Linear, masked softmax, dot-product attention
+ * and the multi-head module; see backward.h for the formulas.
+ *
+ * Shapes: x (rows, in), W (out, in), y and dy (rows, out) for a Linear
+ * layer once x's leading dimensions are counted as rows; queries (B, Lq,
+ * d), keys (B, Lk, d), values (B, Lk, dv), weights (B, Lq, Lk), dout (B,
+ * Lq, dv) for the attention; the module's (B*h, L, p) heads and (B, L,
+ * d_model) projections as in multihead.h.  Tensors made here are
+ * contiguous, so batch slice b of dw starts at dw->data + b*Lq*Lk.
+ */
+#include "nn/backward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "nn/attention.h"
+#include "base/error.h"
+//> 15
+#include "nn/posenc.h"
+//<
+#include "nn/qkv.h"
+#include "nn/softmax.h"
+#include "tensor/tensor_trace.h"
+
+/* --- matrices for BLAS ---------------------------------------------- */
+
+/* A tensor read as B matrices of (rows, cols) for GSL: matrix b starts at
+ * data + b*batch_stride and its rows are tda doubles apart.  A 2-D tensor
+ * is one matrix; a tensor of any other ndim is read as one (numel / cols,
+ * cols) matrix, cols its last size, as the Linear layer reads it. */
+typedef struct {
+    const double *data;
+    size_t batch, batch_stride, rows, cols, tda;
+    tensor *packed; /* the contiguous copy read instead, or NULL */
+} matrices;
+
+/* GSL wants unit steps along a row and rows at least a row apart; the
+ * leading dimensions of a rows matrix must step evenly too.  A tensor
+ * without that layout (a permuted view) is copied once, and the trace
+ * shows the copy. */
+static int as_matrices(const tensor *x, int batched, matrices *m)
+{
+    size_t last = x->ndim - 1;
+    memset(m, 0, sizeof *m);
+    m->cols = x->shape[last];
+    int fits;
+    if (batched) { /* (B, rows, cols) */
+        m->batch = x->shape[0];
+        m->rows = x->shape[1];
+        m->batch_stride = x->strides[0];
+        m->tda = m->rows > 1 ? x->strides[1] : m->cols;
+        fits = (m->cols == 1 || x->strides[2] == 1) && m->tda >= m->cols;
+    } else if (x->ndim == 2) { /* (rows, cols): a weight, maybe narrowed */
+        m->batch = 1;
+        m->rows = x->shape[0];
+        m->tda = m->rows > 1 ? x->strides[0] : m->cols;
+        fits = (m->cols == 1 || x->strides[1] == 1) && m->tda >= m->cols;
+    } else { /* (..., cols) as (rows, cols): contiguous, or a copy */
+        m->batch = 1;
+        m->rows = tensor_numel(x) / m->cols;
+        m->tda = m->cols;
+        fits = tensor_is_contiguous(x);
+    }
+    if (!fits) {
+        int status = tensor_contiguous(x, &m->packed);
+        if (status)
+            return status;
+        x = m->packed;
+        m->batch_stride = batched ? m->rows * m->cols : 0;
+        m->tda = m->cols;
+    }
+    m->data = x->data;
+    return GSL_SUCCESS;
+}
+
+/* Matrix b of m as a GSL view (a macro: GSL's const view types cannot be
+ * returned from a function without a warning). */
+#define SLICE(m, b)                                                           \
+    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
+                                         (m).rows, (m).cols, (m).tda)
+
+/* A new tensor of x's shape and dimension names, for x's gradient. */
+static int alloc_like(const tensor *x, tensor **out)
+{
+    int status = tensor_alloc(x->ndim, x->shape, out);
+    if (status == GSL_SUCCESS)
+        memcpy((*out)->names, x->names, sizeof x->names);
+    return status;
+}
+
+/* One traced product: op, "a @ b -> c" with "^T" where an operand is read
+ * transposed. */
+static void trace_product(const char *op, const tensor *a, int ta,
+                          const tensor *b, int tb, const tensor *c)
+{
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, c,
+               TRACE_INPUTS(TRACE_IN_T(a, ta), TRACE_IN_T(b, tb)), "%s",
+               op);
+}
+
+/* The input gradients a backward pass hands out, each pointer NULL when
+ * that gradient is not asked for (and then not computed): all NULL until
+ * the pass succeeds. */
+static void clear_outputs(tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++)
+        if (want[i])
+            *want[i] = NULL;
+}
+
+/* dq, dk, dv to the caller's pointers when the pass succeeded, freed when
+ * it failed.  Returns status. */
+static int hand_out(int status, tensor *dq, tensor *dk, tensor *dv,
+                    tensor **dqueries, tensor **dkeys, tensor **dvalues)
+{
+    tensor *got[3] = {dq, dk, dv};
+    tensor **want[3] = {dqueries, dkeys, dvalues};
+    for (int i = 0; i < 3; i++) {
+        if (!status && want[i])
+            *want[i] = got[i];
+        else
+            tensor_free(got[i]);
+    }
+    return status;
+}
+
+/* --- Linear --------------------------------------------------------- */
+
+static int check_linear(const char *who, const linear *l, const tensor *x,
+                        const tensor *dy, const linear *grad)
+{
+    char ws[TRACE_SHAPE_MAX], xs[TRACE_SHAPE_MAX], ys[TRACE_SHAPE_MAX];
+    if (!x || !dy)
+        return mha_fail(GSL_EINVAL, "%s %s: %s is NULL", who, l->name,
+                        !x ? "x" : "dy");
+    tensor_shape_str(l->weight, ws, sizeof ws);
+    tensor_shape_str(x, xs, sizeof xs);
+    tensor_shape_str(dy, ys, sizeof ys);
+    if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
+        l->weight->shape[1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: weight has shape %s, expected (%zu, %zu)", who,
+                        l->name, ws, l->out_features, l->in_features);
+    if (x->shape[x->ndim - 1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: x of shape %s ends in %zu features, the layer "
+                        "takes %zu (weight %s)",
+                        who, l->name, xs, x->shape[x->ndim - 1],
+                        l->in_features, ws);
+    int fits = dy->ndim == x->ndim &&
+               dy->shape[dy->ndim - 1] == l->out_features;
+    for (size_t d = 0; fits && d + 1 < x->ndim; d++)
+        fits = dy->shape[d] == x->shape[d];
+    if (!fits)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: dy has shape %s; for x %s it must be x's "
+                        "shape with %zu (out_features) last",
+                        who, l->name, ys, xs, l->out_features);
+    if (!grad)
+        return GSL_SUCCESS;
+    char gs[TRACE_SHAPE_MAX];
+    if (!tensor_same_shape(grad->weight, l->weight))
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the gradient's weight has shape %s, the "
+                        "layer's %s",
+                        who, l->name,
+                        tensor_shape_str(grad->weight, gs, sizeof gs), ws);
+    if (!l->bias != !grad->bias)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the layer %s a bias but its gradient %s", who,
+                        l->name, l->bias ? "has" : "has no",
+                        grad->bias ? "has one" : "has none");
+    if (l->bias && !tensor_same_shape(grad->bias, l->bias))
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: the gradient's bias has shape %s, expected "
+                        "(%zu,)",
+                        who, l->name,
+                        tensor_shape_str(grad->bias, gs, sizeof gs),
+                        l->out_features);
+    return GSL_SUCCESS;
+}
+
+int linear_backward(const linear *l, const tensor *x, const tensor *dy,
+                    linear *grad, tensor **dx)
+{
+    const char *who = "linear_backward";
+    if (dx)
+        *dx = NULL;
+    int status = check_linear(who, l, x, dy, grad);
+    if (status)
+        return status;
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
+                l->name);
+    // every allocation first, so that a failure leaves grad untouched
+    matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
+    status = as_matrices(dy, 0, &dym);
+    if (!status && dx)
+        status = as_matrices(l->weight, 0, &wm);
+    if (!status && grad)
+        status = as_matrices(x, 0, &xm);
+    if (!status && grad) {
+        /* dW is written in place: it must be a matrix GSL can write */
+        status = as_matrices(grad->weight, 0, &gm);
+        if (!status && gm.packed) {
+            char gs[TRACE_SHAPE_MAX];
+            status = mha_fail(GSL_EINVAL,
+                              "%s %s: the gradient's weight %s is not laid "
+                              "out as rows with unit stride",
+                              who, l->name,
+                              tensor_shape_str(grad->weight, gs, sizeof gs));
+        }
+    }
+    if (!status && dx)
+        status = alloc_like(x, dx);
+    if (status)
+        goto done;
+
+    gsl_matrix_const_view dy_m = SLICE(dym, 0);
+    if (dx) {
+        // dx (rows, in) = dy (rows, out) @ W (out, in)
+        gsl_matrix_const_view w_m = SLICE(wm, 0);
+        gsl_matrix_view dx_m = gsl_matrix_view_array((*dx)->data, rows, in);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &dy_m.matrix,
+                                &w_m.matrix, 0.0, &dx_m.matrix);
+        if (status)
+            goto blas_failed;
+        trace_product("dx = dy W", dy, 0, l->weight, 0, *dx);
+    }
+    if (grad) {
+        // dW (out, in) += dy^T (out, rows) @ x (rows, in): every row of
+        // every example adds its outer product dy_r x_r^T
+        gsl_matrix_const_view x_m = SLICE(xm, 0);
+        gsl_matrix_view dw_m = gsl_matrix_view_array_with_tda(
+            grad->weight->data, out, in, gm.tda);
+        status = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &dy_m.matrix,
+                                &x_m.matrix, 1.0, &dw_m.matrix);
+        if (status)
+            goto blas_failed;
+        // dy and x read as (rows, out) and (rows, in) matrices
+        tensor dy2 = tensor_header(SHAPE(rows, out));
+        tensor x2 = tensor_header(SHAPE(rows, in));
+        trace_product("dW += dy^T x", &dy2, 1, &x2, 0, grad->weight);
+        // db (out,) += dy summed over its rows
+        if (grad->bias) {
+            double *db = grad->bias->data;
+            size_t bs = grad->bias->strides[0];
+            for (size_t r = 0; r < rows; r++) {
+                const double *dy_r = dym.data + r * dym.tda;
+                for (size_t o = 0; o < out; o++)
+                    db[o * bs] += dy_r[o];
+            }
+            tensor_trace_step(TRACE_NEW, &dy2, grad->bias, "db += sum(dy, rows)");
+        }
+    }
+    goto done;
+blas_failed:
+    status = mha_fail(status, "%s %s: gsl_blas_dgemm failed (%s)", who,
+                      l->name, gsl_strerror(status));
+done:
+    trace_end();
+    tensor_free(xm.packed);
+    tensor_free(dym.packed);
+    tensor_free(wm.packed);
+    tensor_free(gm.packed);
+    if (status && dx) {
+        tensor_free(*dx);
+        *dx = NULL;
+    }
+    return status;
+}
+
+/* --- masked softmax ------------------------------------------------- */
+
+/* Row by row: with w the row's weights and dw their gradient, the scores'
+ * gradient is scale * w_j * (dw_j - sum_k w_k dw_k) for a valid key j and
+ * exactly 0 for a masked one. */
+int masked_softmax_backward(const tensor *weights, const tensor *dweights,
+                            double scale, const tensor *valid_lens,
+                            tensor **dscores)
+{
+    const char *who = "masked_softmax_backward";
+    *dscores = NULL;
+    if (!weights || !dweights)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !weights ? "weights" : "dweights");
+    char ws[TRACE_SHAPE_MAX], ds[TRACE_SHAPE_MAX];
+    char context[2 * TRACE_SHAPE_MAX + 16];
+    tensor_shape_str(weights, ws, sizeof ws);
+    tensor_shape_str(dweights, ds, sizeof ds);
+    if (weights->ndim != 3)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: weights must be 3-D (B, Lq, Lk), got shape %s",
+                        who, ws);
+    if (!tensor_same_shape(weights, dweights))
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dweights has shape %s, weights %s; they must "
+                        "agree",
+                        who, ds, ws);
+    if (!isfinite(scale))
+        return mha_fail(GSL_EINVAL, "%s: scale %g is not finite (weights %s)",
+                        who, scale, ws);
+    size_t B = weights->shape[0], Lq = weights->shape[1];
+    size_t Lk = weights->shape[2];
+    snprintf(context, sizeof context, "weights %s", ws);
+    int status = softmax_check_valid_lens(who, context, B, Lq, Lk, valid_lens);
+    if (status)
+        return status;
+
+    // dscores is (B, Lq, Lk), zero where a key is masked
+    status = alloc_like(weights, dscores);
+    if (status)
+        return status;
+    const size_t *wst = weights->strides, *dst = dweights->strides;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++) {
+            size_t valid = softmax_valid_len(valid_lens, b, i, Lk);
+            const double *w_bi = weights->data + b * wst[0] + i * wst[1];
+            const double *dw_bi = dweights->data + b * dst[0] + i * dst[1];
+            double *ds_bi = (*dscores)->data + (b * Lq + i) * Lk;
+            // pass 1: sum_k w_k dw_k over the keys the row sees, what
+            // moving weight between them costs (a masked key holds none)
+            double dot = 0.0;
+            for (size_t j = 0; j < valid; j++)
+                dot += w_bi[j * wst[2]] * dw_bi[j * dst[2]];
+            // pass 2: the valid keys' gradients; masked keys keep 0
+            for (size_t j = 0; j < valid; j++)
+                ds_bi[j] = scale * w_bi[j * wst[2]] * (dw_bi[j * dst[2]] - dot);
+        }
+    const char *mask = valid_lens ? "valid_lens " : "no mask";
+    if (scale != 1.0) // to 6 digits, as masked_softmax shows it
+        tensor_trace_step(TRACE_NEW, dweights, *dscores,
+                   "masked_softmax_backward(scale %.6g, %s%T)", scale, mask,
+                   valid_lens);
+    else
+        tensor_trace_step(TRACE_NEW, dweights, *dscores,
+                   "masked_softmax_backward(%s%T)", mask, valid_lens);
+    return GSL_SUCCESS;
+}
+
+/* --- scaled dot-product attention ----------------------------------- */
+
+/* The rules every attention's inputs follow (qkv.h), with the weights and
+ * dout named in every message too; then weights (B, Lq, Lk), dout (B, Lq,
+ * dv) and valid_lens against them. */
+static int check_attention(const char *who, const tensor *q, const tensor *k,
+                           const tensor *v, const tensor *valid_lens,
+                           const tensor *w, const tensor *dout)
+{
+    char ws[TRACE_SHAPE_MAX], os[TRACE_SHAPE_MAX];
+    char more[2 * TRACE_SHAPE_MAX + 32] = "";
+    if (w && dout)
+        snprintf(more, sizeof more, ", weights %s, dout %s",
+                 tensor_shape_str(w, ws, sizeof ws),
+                 tensor_shape_str(dout, os, sizeof os));
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_lesson_names, q, k, v, 1, more, &shapes);
+    if (status)
+        return status;
+    if (!w || !dout)
+        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
+                        !w ? "weights" : "dout");
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    size_t dv = v->shape[2];
+    if (w->ndim != 3 || w->shape[0] != B || w->shape[1] != Lq ||
+        w->shape[2] != Lk)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: weights must be (B, Lq, Lk) = (%zu, %zu, %zu) "
+                        "(%s)",
+                        who, B, Lq, Lk, shapes.all);
+    if (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != Lq ||
+        dout->shape[2] != dv)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dout must be (B, Lq, dv) = (%zu, %zu, %zu) (%s)",
+                        who, B, Lq, dv, shapes.all);
+    return softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
+}
+
+/* c_b = op(a_b) @ op(b_b) for every b, into the contiguous tensor c. */
+static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const matrices *a,
+                         CBLAS_TRANSPOSE_t tb, const matrices *b, tensor *c)
+{
+    size_t rows = c->shape[1], cols = c->shape[2];
+    int status = GSL_SUCCESS;
+    for (size_t i = 0; i < a->batch && status == GSL_SUCCESS; i++) {
+        gsl_matrix_const_view a_i = SLICE(*a, i), b_i = SLICE(*b, i);
+        gsl_matrix_view c_i =
+            gsl_matrix_view_array(c->data + i * rows * cols, rows, cols);
+        status = gsl_blas_dgemm(ta, tb, 1.0, &a_i.matrix, &b_i.matrix, 0.0,
+                                &c_i.matrix);
+    }
+    if (status)
+        return mha_fail(status, "dot_attention_backward: gsl_blas_dgemm "
+                                "failed (%s)",
+                        gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+
+/* A (B, rows, cols) tensor named (n0, n1, n2). */
+static int alloc3(size_t B, size_t rows, size_t cols, const char *n0,
+                  const char *n1, const char *n2, tensor **out)
+{
+    int status = tensor_alloc(SHAPE(B, rows, cols), out);
+    if (status == GSL_SUCCESS && (n0[0] || n1[0] || n2[0])) {
+        snprintf((*out)->names[0], TENSOR_NAME_MAX, "%s", n0);
+        snprintf((*out)->names[1], TENSOR_NAME_MAX, "%s", n1);
+        snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", n2);
+    }
+    return status;
+}
+
+int dot_attention_backward(const tensor *queries, const tensor *keys,
+                           const tensor *values, const tensor *valid_lens,
+                           const tensor *weights, const tensor *dout,
+                           tensor **dqueries, tensor **dkeys,
+                           tensor **dvalues)
+{
+    const char *who = "dot_attention_backward";
+    clear_outputs(dqueries, dkeys, dvalues);
+    int status = check_attention(who, queries, keys, values, valid_lens,
+                                 weights, dout);
+    if (status)
+        return status;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1], d = queries->shape[2];
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
+                "dot_attention_backward(scale 1/sqrt(%zu))", d);
+    matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0}, dsm = {0};
+    tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    // the names of the gradients: the inputs', or the lesson's
+    const char *nB = weights->names[0], *nq = weights->names[1];
+    const char *nk = weights->names[2];
+    status = as_matrices(weights, 1, &wm);
+    if (!status)
+        status = as_matrices(dout, 1, &om);
+
+    // dV (B, Lk, dv) = w^T (B, Lk, Lq) @ dout (B, Lq, dv): value j gets
+    // back the output gradient of every query, weighted as it was used
+    if (!status && dvalues) {
+        status = alloc_like(values, &dv);
+        if (!status)
+            status = batched_dgemm(CblasTrans, &wm, CblasNoTrans, &om, dv);
+        if (!status)
+            trace_product("dV = w^T dout", weights, 1, dout, 0, dv);
+    }
+    if (!status && (dqueries || dkeys)) {
+        // dw (B, Lq, Lk) = dout (B, Lq, dv) @ V^T (B, dv, Lk)
+        status = as_matrices(values, 1, &vm);
+        if (!status)
+            status = alloc3(B, Lq, Lk, nB, nq, nk, &dw);
+        if (!status)
+            status = batched_dgemm(CblasNoTrans, &om, CblasTrans, &vm, dw);
+        if (!status)
+            trace_product("dw = dout V^T", dout, 0, values, 1, dw);
+        // ds (B, Lq, Lk): through the softmax, the scale and the mask
+        if (!status)
+            status = masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
+                                             valid_lens, &ds);
+        if (!status)
+            status = as_matrices(ds, 1, &dsm);
+    }
+    // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d)
+    if (!status && dqueries) {
+        status = as_matrices(keys, 1, &km);
+        if (!status)
+            status = alloc_like(queries, &dq);
+        if (!status)
+            status = batched_dgemm(CblasNoTrans, &dsm, CblasNoTrans, &km, dq);
+        if (!status)
+            trace_product("dQ = ds K", ds, 0, keys, 0, dq);
+    }
+    // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
+    if (!status && dkeys) {
+        status = as_matrices(queries, 1, &qm);
+        if (!status)
+            status = alloc_like(keys, &dk);
+        if (!status)
+            status = batched_dgemm(CblasTrans, &dsm, CblasNoTrans, &qm, dk);
+        if (!status)
+            trace_product("dK = ds^T Q", ds, 1, queries, 0, dk);
+    }
+    trace_end();
+    tensor_free(qm.packed);
+    tensor_free(km.packed);
+    tensor_free(vm.packed);
+    tensor_free(wm.packed);
+    tensor_free(om.packed);
+    tensor_free(dsm.packed);
+    tensor_free(dw);
+    tensor_free(ds);
+    return hand_out(status, dq, dk, dv, dqueries, dkeys, dvalues);
+}
+
+/* --- the multi-head module: backward -------------------------------- */
+
+static int same_config(const multihead_config *a, const multihead_config *b)
+{
+    int same = a->query_size == b->query_size && a->key_size == b->key_size &&
+               a->value_size == b->value_size &&
+               a->num_hiddens == b->num_hiddens &&
+               a->num_heads == b->num_heads && a->out_size == b->out_size &&
+               !a->bias == !b->bias;
+//> 17
+    same = same && a->kv_heads == b->kv_heads;
+//<
+    return same;
+}
+
+//> 17
+/* Step 4 backwards for G < h key-value heads, through the forward's
+ * folding (multihead.h, 4b): the h/G query heads of a group read as
+ * (B*G, h/G*Lq, ...) rows, so the attention's backward on B*G problems
+ * gives dQ for every query row and dK, dV (B*G, Lk, p) already summed
+ * over the group's query heads, as a shared head's gradient must be.
+ * dheads (B*h, Lq, p); dqh (B*h, Lq, p), dkh and dvh (B*G, Lk, p), each
+ * NULL when not wanted. */
+static int grouped_backward(const multihead *m, const multihead_cache *c,
+                            const tensor *dheads, tensor **dqh, tensor **dkh,
+                            tensor **dvh)
+{
+    size_t h = m->cfg.num_heads, group = h / m->cfg.kv_heads;
+    long BG = (long)c->kh->shape[0], Lq = (long)c->qh->shape[1];
+    long Lk = (long)c->kh->shape[1], p = (long)c->qh->shape[2];
+    long rows = (long)group * Lq;
+    tensor *qg = NULL, *wg = NULL, *lg = NULL, *dg = NULL, *dqg = NULL;
+    int status = tensor_reshape(c->qh, DIMS(BG, rows, p), NULL, &qg);
+    if (!status)
+        status = tensor_reshape(c->weights, DIMS(BG, rows, Lk), NULL, &wg);
+    if (!status && c->lens)
+        status = tensor_reshape(c->lens, DIMS(BG, rows), NULL, &lg);
+    if (!status)
+        status = tensor_reshape(dheads, DIMS(BG, rows, p), NULL, &dg);
+    if (!status)
+        status = dot_attention_backward(qg, c->kh, c->vh, lg, wg, dg,
+                                        dqh ? &dqg : NULL, dkh, dvh);
+    if (!status && dqh)
+        status = tensor_reshape(dqg, DIMS(BG * (long)group, Lq, p), NULL, dqh);
+    tensor_free(qg);
+    tensor_free(wg);
+    tensor_free(lg);
+    tensor_free(dg);
+    tensor_free(dqg);
+    if (status && dkh) {
+        tensor_free(*dkh);
+        *dkh = NULL;
+    }
+    if (status && dvh) {
+        tensor_free(*dvh);
+        *dvh = NULL;
+    }
+    return status;
+}
+
+//<
+
+//> 14
+/* dheads = dmasked with head i's rows times mask[i]; dmask[i] = sum of
+ * dmasked * heads over head i's rows (into a fresh h-array).  heads was
+ * made by the attention (contiguous); dmasked comes from transpose_qkv and
+ * is a strided view when B = 1, so it is read through its strides. */
+static int head_mask_backward(const tensor *dmasked, const tensor *heads,
+                              const tensor *mask, tensor **dheads,
+                              double *dmask)
+{
+    size_t h = mask->shape[0], rows = heads->shape[0];
+    size_t Lq = heads->shape[1], p = heads->shape[2];
+    const size_t *gs = dmasked->strides;
+    int status = alloc_like(heads, dheads);
+    if (status)
+        return status;
+    for (size_t i = 0; i < h; i++)
+        dmask[i] = 0.0;
+    for (size_t r = 0; r < rows; r++) {
+        double s = mask->data[r % h], sum = 0.0;
+        for (size_t q = 0; q < Lq; q++) {
+            const double *g_rq = dmasked->data + r * gs[0] + q * gs[1];
+            const double *x_rq = heads->data + (r * Lq + q) * p;
+            double *d_rq = (*dheads)->data + (r * Lq + q) * p;
+            for (size_t j = 0; j < p; j++) {
+                d_rq[j] = s * g_rq[j * gs[2]];
+                sum += g_rq[j * gs[2]] * x_rq[j];
+            }
+        }
+        dmask[r % h] += sum;
+    }
+    tensor_trace_step(TRACE_NEW, dmasked, *dheads, "head_mask backward");
+    tensor dmask_shape = tensor_header(SHAPE(h));
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, &dmask_shape,
+               TRACE_INPUTS(TRACE_IN(dmasked), TRACE_IN(heads)),
+               "dmask += sum(dy * heads)");
+    return GSL_SUCCESS;
+}
+
+//<
+
+//> 15
+/* *d (B, L, d_model), a gradient of the rotated Q or K, replaced by the
+ * gradient of the projection before the rotation. */
+static int unrotate(const multihead *m, tensor **d, long start)
+{
+    tensor *back = NULL;
+    int status = rope_apply_inverse(*d, m->cfg.num_hiddens / m->cfg.num_heads,
+                                    start, m->cfg.rope_base, &back);
+    if (status)
+        return status;
+    tensor_free(*d);
+    *d = back;
+    return GSL_SUCCESS;
+}
+
+//<
+
+int multihead_backward(const multihead *m, const multihead_cache *c,
+                       const tensor *dout, multihead *grads,
+                       tensor *dhead_mask, tensor **dqueries, tensor **dkeys,
+                       tensor **dvalues)
+{
+    const char *who = "multihead_backward";
+    clear_outputs(dqueries, dkeys, dvalues);
+    if (!c || !c->concat)
+        return mha_fail(GSL_EINVAL,
+                        "%s: the cache is empty; run multihead_forward_cached "
+                        "first",
+                        who);
+    if (!dout)
+        return mha_fail(GSL_EINVAL, "%s: dout is NULL", who);
+    size_t h = m->cfg.num_heads;
+    size_t B = c->concat->shape[0], Lq = c->concat->shape[1];
+    char os[TRACE_SHAPE_MAX];
+    tensor_shape_str(dout, os, sizeof os);
+    if (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != Lq ||
+        dout->shape[2] != m->cfg.out_size)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: dout has shape %s, the forward's output was "
+                        "(%zu, %zu, %zu)",
+                        who, os, B, Lq, m->cfg.out_size);
+    if (grads && !same_config(&grads->cfg, &m->cfg))
+        return mha_fail(GSL_EBADLEN,
+                        "%s: grads is a module of another configuration "
+                        "(num_hiddens %zu, num_heads %zu, out_size %zu; the "
+                        "module's %zu, %zu, %zu)",
+                        who, grads->cfg.num_hiddens, grads->cfg.num_heads,
+                        grads->cfg.out_size, m->cfg.num_hiddens, h,
+                        m->cfg.out_size);
+/*< 14
+    if (dhead_mask)
+        return mha_fail(GSL_EINVAL, "%s: this module takes no head mask", who);
+*/
+//> 14
+    if (dhead_mask) {
+        char hs[TRACE_SHAPE_MAX];
+        if (!c->head_mask)
+            return mha_fail(GSL_EINVAL,
+                            "%s: dhead_mask asked for, but the forward had no "
+                            "head mask",
+                            who);
+        if (dhead_mask->ndim != 1 || dhead_mask->shape[0] != h)
+            return mha_fail(GSL_EBADLEN,
+                            "%s: dhead_mask has shape %s, expected (%zu,)",
+                            who,
+                            tensor_shape_str(dhead_mask, hs, sizeof hs), h);
+    }
+//<
+    int need_q = dqueries || grads, need_k = dkeys || grads;
+    int need_v = dvalues || grads;
+
+    /* dout named as the forward named its output: (B, Lq, d_model), or
+     * (B, L, d_model) when the queries were named so (a model's own) */
+    char dout_names[3 * TENSOR_NAME_MAX + 8];
+    const tensor *cat = c->concat;
+    snprintf(dout_names, sizeof dout_names, "%s, %s, %s",
+             cat->names[0][0] ? cat->names[0] : "B",
+             cat->names[1][0] ? cat->names[1] : "Lq",
+             m->cfg.out_size == m->cfg.num_hiddens ? "d_model" : "D_out");
+    tensor dout_in = tensor_named(dout, dout_names);
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
+                "multihead_backward(h=%zu)", h);
+    tensor *dconcat = NULL;                    // (B, Lq, d_model)
+    tensor *dmasked = NULL, *dheads = NULL;    // (B*h, Lq, p)
+    tensor *dqh = NULL, *dkh = NULL, *dvh = NULL; // (B*h, L, p)
+    tensor *dq = NULL, *dk = NULL, *dv = NULL; // (B, L, d_model)
+    tensor *gq = NULL, *gk = NULL, *gv = NULL; // the inputs' gradients
+    double *dmask = NULL;                      // (h,)
+
+    // 6. W_o: dconcat, and (last, below) W_o's own gradients
+    tensor_trace_note("the joined heads' gradient, through W_o");
+    int status = linear_backward(&m->W_o, c->concat, &dout_in, NULL, &dconcat);
+    // 5. undo transpose_output: split dconcat into heads again
+    if (!status)
+        status = transpose_qkv(dconcat, h, &dmasked);
+//> 14
+    if (!status && c->head_mask) {
+        dmask = mha_malloc(h, sizeof *dmask, who);
+        status = dmask ? head_mask_backward(dmasked, c->heads, c->head_mask,
+                                            &dheads, dmask)
+                       : GSL_ENOMEM;
+    }
+//<
+    // 4. attention, all B*h heads at once (G < h: the groups' folded rows)
+    size_t G = h; // key-value heads
+//> 17
+    G = m->cfg.kv_heads;
+//<
+    if (!status && G == h)
+        status = dot_attention_backward(c->qh, c->kh, c->vh, c->lens,
+                                        c->weights, dheads ? dheads : dmasked,
+                                        need_q ? &dqh : NULL,
+                                        need_k ? &dkh : NULL,
+                                        need_v ? &dvh : NULL);
+//> 17
+    else if (!status)
+        status = grouped_backward(m, c, dheads ? dheads : dmasked,
+                                  need_q ? &dqh : NULL, need_k ? &dkh : NULL,
+                                  need_v ? &dvh : NULL);
+//<
+    // 2. undo transpose_qkv: the heads side by side, (B, L, d_model) for
+    //    the queries, (B, L, G*p) for the keys and values; with rope, dQ
+    //    and dK turned back by the forward's angles (a rotation's
+    //    transpose is its inverse)
+//> 15
+    long Lk = (long)c->kh->shape[1];
+//<
+    if (!status && need_q) {
+        tensor_trace_note("dQ: the query heads' gradients side by side");
+        status = transpose_output(dqh, h, &dq);
+    }
+//> 15
+    if (!status && need_q && m->cfg.rope)
+        status = unrotate(m, &dq, Lk - (long)Lq);
+//<
+    if (!status && need_k) {
+        tensor_trace_note("dK: the key heads' gradients side by side");
+        status = transpose_output(dkh, G, &dk);
+    }
+//> 15
+    if (!status && need_k && m->cfg.rope)
+        status = unrotate(m, &dk, 0);
+//<
+    if (!status && need_v) {
+        tensor_trace_note("dV: the value heads' gradients side by side");
+        status = transpose_output(dvh, G, &dv);
+    }
+    // 1. the projections: the inputs' gradients, then every layer's own
+    //    (the inputs named as the forward named them, for the trace)
+    tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(c->values, "B, Lk, d_v");
+    if (!status && (dqueries || dkeys || dvalues))
+        tensor_trace_note("the inputs' gradients, through W_q, W_k and W_v");
+    if (!status && dqueries)
+        status = linear_backward(&m->W_q, &q_in, dq, NULL, &gq);
+    if (!status && dkeys)
+        status = linear_backward(&m->W_k, &k_in, dk, NULL, &gk);
+    if (!status && dvalues)
+        status = linear_backward(&m->W_v, &v_in, dv, NULL, &gv);
+    if (!status && grads)
+        tensor_trace_note("the layers' own gradients: W_o's from dout, the others "
+                   "from dQ, dK, dV");
+    if (!status && grads)
+        status = linear_backward(&m->W_o, c->concat, &dout_in, &grads->W_o,
+                                 NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_q, &q_in, dq, &grads->W_q, NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_k, &k_in, dk, &grads->W_k, NULL);
+    if (!status && grads)
+        status = linear_backward(&m->W_v, &v_in, dv, &grads->W_v, NULL);
+//> 14
+    if (!status && dhead_mask)
+        for (size_t i = 0; i < h; i++)
+            dhead_mask->data[i * dhead_mask->strides[0]] += dmask[i];
+//<
+    trace_end();
+    free(dmask);
+    tensor_free(dconcat);
+    tensor_free(dmasked);
+    tensor_free(dheads);
+    tensor_free(dqh);
+    tensor_free(dkh);
+    tensor_free(dvh);
+    tensor_free(dq);
+    tensor_free(dk);
+    tensor_free(dv);
+    return hand_out(status, gq, gk, gv, dqueries, dkeys, dvalues);
+}
+//<

@@ -1,0 +1,243 @@
+//> 12
+/* flash.c: online softmax and tiled attention; see flash.h.
+ *
+ * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv),
+ * out (B, Lq, dv), contiguous (made here).  Per thread:
+ *   s (tile_q, tile_k)  the scores of one tile, then their exps
+ *   m, l (tile_q,)      running max and sum per query row
+ *   see (tile_q,)       how many keys each query row sees (its valid
+ *                       length; -Lk for a row of valid length 0, which
+ *                       sees every key alike)
+ */
+#include "nn/flash.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "base/error.h"
+#include "nn/qkv.h"
+#include "tensor/rowops.h"
+#include "nn/softmax.h"
+#include "base/threads.h"
+#include "tensor/tensor_trace.h"
+
+/* --- online softmax ------------------------------------------------- */
+
+void online_softmax_init(online_softmax *s)
+{
+    s->max = -INFINITY;
+    s->sum = 0.0;
+}
+
+double online_softmax_update(online_softmax *s, const double *x, size_t n)
+{
+    double m = s->max;
+    for (size_t j = 0; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    // every earlier exp(x_j - old max) becomes exp(x_j - m) by one factor
+    double alpha = exp(s->max - m);
+    double sum = 0.0;
+    for (size_t j = 0; j < n; j++)
+        sum += exp(x[j] - m);
+    s->sum = alpha * s->sum + sum;
+    s->max = m;
+    return alpha;
+}
+
+/* --- tiled attention ------------------------------------------------ */
+
+/* Rows r0 .. r0 + n - 1, all columns, of matrix b of s (a macro: GSL's
+ * const view type cannot be a function's return type without a warning). */
+#define ROWS_OF(s, b, r0, n)                                                 \
+    gsl_matrix_const_view_array_with_tda(                                     \
+        (s)->data + (b) * (s)->batch_stride + (r0) * (s)->tda, (n),           \
+        (s)->cols, (s)->tda)
+
+typedef struct {
+    qkv_matrices q, k, v;
+    const tensor *valid_lens;
+    size_t Lq, Lk, d, dv, tq, tk;
+    double scale;
+    tensor *out;
+} flash_job;
+
+/* Query rows r0 .. r0 + n - 1 of example b, every key tile.  s, m, l, see
+ * are this thread's scratch.  Row r sees keys 0 .. see[r] - 1 (its valid
+ * length; a row of valid length 0 sees every key at one equal score,
+ * softmax.h's uniform row); keys after them are never part of its sums,
+ * and a tile no row sees is skipped whole: a causal mask does about half
+ * the work. */
+static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
+                       double *s, double *m, double *l, double *see)
+{
+    size_t Lk = j->Lk, dv = j->dv, tk = j->tk;
+    double *o = j->out->data + (b * j->Lq + r0) * dv; // (n, dv), contiguous
+    gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
+    gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n);
+    double last_seen = 0.0; // the most keys any row of the block sees
+    for (size_t r = 0; r < n; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0;
+        size_t len = softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
+        see[r] = len ? (double)len : -(double)Lk; // negative: uniform row
+        last_seen = fabs(see[r]) > last_seen ? fabs(see[r]) : last_seen;
+    }
+    for (size_t k0 = 0; (double)k0 < last_seen; k0 += tk) {
+        size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
+        // pass 1: S = Q_rows K_tile^T, (n, kn)
+        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn);
+        gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
+        int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
+                                    &k_m.matrix, 0.0, &s_m.matrix);
+        if (status)
+            return status;
+        // pass 2: per row, the new max, the tile's exps over the keys it
+        // sees (0 for the rest), rescaled l and o
+        for (size_t r = 0; r < n; r++) {
+            double *s_r = s + r * kn, len = fabs(see[r]);
+            size_t valid = len <= (double)k0 ? 0
+                           : len - (double)k0 >= (double)kn
+                               ? kn
+                               : (size_t)(len - (double)k0);
+            if (valid == 0) {
+                rowops_fill(s_r, kn, 0.0); // adds exactly nothing
+                continue;
+            }
+            if (see[r] < 0)
+                rowops_fill(s_r, kn, 0.0); // the uniform row: equal scores
+            double tile_max = j->scale * rowops_max(s_r, valid);
+            double m_new = m[r] > tile_max ? m[r] : tile_max;
+            double alpha = exp(m[r] - m_new); // 0 on the first tile
+            double sum = rowops_exp_shifted(s_r, valid, j->scale, m_new, s_r);
+            rowops_fill(s_r + valid, kn - valid, 0.0);
+            l[r] = alpha * l[r] + sum;
+            if (alpha != 1.0)
+                rowops_scale(o + r * dv, dv, alpha);
+            m[r] = m_new;
+        }
+        // pass 3: O += P V_tile
+        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
+                                &v_m.matrix, 1.0, &o_m.matrix);
+        if (status)
+            return status;
+    }
+    // pass 4: the softmax's denominator, once per output row
+    for (size_t r = 0; r < n; r++)
+        rowops_divide(o + r * dv, dv, l[r]);
+    return GSL_SUCCESS;
+}
+
+static void trace_flash(const flash_job *j, const tensor *q, const tensor *k,
+                        const tensor *v, const tensor *valid_lens)
+{
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, j->out,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k), TRACE_IN(v)),
+               "flash_attention(tiles %zux%zu%s%T)", j->tq, j->tk,
+               valid_lens ? ", valid_lens " : "", valid_lens);
+}
+
+static void set_name(tensor *t, size_t d, const tensor *from, size_t fd,
+                     const char *lesson)
+{
+    snprintf(t->names[d], TENSOR_NAME_MAX, "%s",
+             from->names[fd][0] ? from->names[fd] : lesson);
+}
+
+int flash_attention_forward(const tensor *queries, const tensor *keys,
+                            const tensor *values, const tensor *valid_lens,
+                            size_t tile_q, size_t tile_k, tensor **out)
+{
+    const char *who = "flash_attention_forward";
+    *out = NULL;
+    qkv_shapes shapes;
+    int status = qkv_check(who, &qkv_lesson_names, queries, keys, values, 1,
+                           NULL, &shapes);
+    if (!status)
+        status = softmax_check_valid_lens(who, shapes.qk, queries->shape[0],
+                                          queries->shape[1], keys->shape[1],
+                                          valid_lens);
+    if (status)
+        return status;
+    flash_job j = {.valid_lens = valid_lens};
+    size_t B = queries->shape[0];
+    j.Lq = queries->shape[1];
+    j.Lk = keys->shape[1];
+    j.d = queries->shape[2];
+    j.dv = values->shape[2];
+    j.tq = tile_q ? tile_q : FLASH_TILE_Q;
+    j.tk = tile_k ? tile_k : FLASH_TILE_K;
+    j.tq = j.tq < j.Lq ? j.tq : j.Lq;
+    j.tk = j.tk < j.Lk ? j.tk : j.Lk;
+    j.scale = 1.0 / sqrt((double)j.d);
+
+    size_t blocks = (j.Lq + j.tq - 1) / j.tq, items = B * blocks;
+    // scratch per thread: s (tq, tk), then m, l, see (tq,) each
+    size_t per_thread, total;
+    if (mha_mul_size(j.tq, j.tk + 3, &per_thread, who))
+        return GSL_EOVRFLW;
+    int nthreads = threads_for(items, per_thread * sizeof(double));
+    int parallel = nthreads > 1;
+    if (mha_mul_size(per_thread, (size_t)nthreads, &total, who))
+        return GSL_EOVRFLW;
+    double *scratch = NULL;
+    status = qkv_as_matrices("queries", queries, &j.q);
+    if (!status)
+        status = qkv_as_matrices("keys", keys, &j.k);
+    if (!status)
+        status = qkv_as_matrices("values", values, &j.v);
+    // out is (B, Lq, dv), zero: the running sums start there
+    if (!status)
+        status = tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out);
+    if (!status) {
+        scratch = mha_malloc(total, sizeof(double), who);
+        if (!scratch)
+            status = GSL_ENOMEM;
+    }
+    if (!status) {
+        set_name(j.out, 0, queries, 0, "B");
+        set_name(j.out, 1, queries, 1, "Lq");
+        set_name(j.out, 2, values, 2, "dv");
+        int failed = 0;
+        int blas_threads = threads_blas_single(parallel);
+#pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
+    reduction(| : failed) if (parallel)
+        for (size_t item = 0; item < items; item++) {
+            size_t b = item / blocks, r0 = (item % blocks) * j.tq;
+            size_t n = j.Lq - r0 < j.tq ? j.Lq - r0 : j.tq;
+            double *s = scratch + (size_t)threads_index() * per_thread;
+            double *m = s + j.tq * j.tk;
+            failed |= flash_block(&j, b, r0, n, s, m, m + j.tq,
+                                  m + 2 * j.tq) != GSL_SUCCESS;
+        }
+        threads_blas_restore(blas_threads);
+        if (failed)
+            status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
+    }
+    /* NaN or inf in the inputs pass through (IEEE arithmetic, as in
+     * attention.h); from finite inputs they mean a score overflowed */
+    if (!status && tensor_check_result(j.out, who, "attention", "out")) {
+        if (!tensor_check_finite(queries, who, "queries") &&
+            !tensor_check_finite(keys, who, "keys") &&
+            !tensor_check_finite(values, who, "values"))
+            status = tensor_check_result(j.out, who, "attention", "out");
+        else
+            mha_clear_error();
+    }
+    if (!status)
+        trace_flash(&j, queries, keys, values, valid_lens);
+    free(scratch);
+    tensor_free(j.q.packed);
+    tensor_free(j.k.packed);
+    tensor_free(j.v.packed);
+    if (status) {
+        tensor_free(j.out);
+        return status;
+    }
+    *out = j.out;
+    return GSL_SUCCESS;
+}
+//<

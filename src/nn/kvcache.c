@@ -1,0 +1,246 @@
+//> 16
+/* kvcache.c: the key-value cache and one step of decoding; see kvcache.h.
+ *
+ * Shapes: B batch, G key-value heads, h query heads, p = d_model/h, n new
+ * positions, t = length + n positions after the step.
+ *   storage  keys, values (B, G, capacity, p), contiguous
+ *   x (B, n, d_q); Q (B, n, d_model); K, V (B, n, G*p)
+ *   qh (B*h, n, p); kh, vh (B*G, n, p) the new heads, k4 (B, G, n, p)
+ *   cached keys and values (B, G, t, p) -> (B*G, t, p), views
+ *   lens (B*h, n): query i sees length + i + 1 positions
+ */
+#include "nn/kvcache.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "nn/linear.h"
+#include "nn/softmax.h"
+#include "tensor/tensor_trace.h"
+
+int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
+                  size_t head_size, size_t capacity)
+{
+    memset(c, 0, sizeof *c);
+    if (batch == 0 || kv_heads == 0 || head_size == 0 || capacity == 0)
+        return mha_fail(GSL_EINVAL,
+                        "kv_cache_init: batch %zu, kv_heads %zu, head_size "
+                        "%zu and capacity %zu must all be >= 1",
+                        batch, kv_heads, head_size, capacity);
+    int status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
+                              &c->keys);
+    if (!status)
+        status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
+                              &c->values);
+    if (status) {
+        kv_cache_free(c);
+        return status;
+    }
+    tensor_set_names(c->keys, "B, G, capacity, d_model/h");
+    tensor_set_names(c->values, "B, G, capacity, d_model/h");
+    c->batch = batch;
+    c->kv_heads = kv_heads;
+    c->head_size = head_size;
+    c->capacity = capacity;
+    return GSL_SUCCESS;
+}
+
+void kv_cache_free(kv_cache *c)
+{
+    tensor_free(c->keys);
+    tensor_free(c->values);
+    memset(c, 0, sizeof *c);
+}
+
+/* Positions 0 .. len-1 of storage s as a header (B, G, len, p) sharing
+ * its numbers (no count of its own). */
+static tensor filled(const tensor *s, size_t len)
+{
+    tensor t = tensor_named(s, NULL);
+    t.shape[2] = len;
+    snprintf(t.names[2], TENSOR_NAME_MAX, "t");
+    return t;
+}
+
+int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values)
+{
+    if (!c || !c->keys)
+        return mha_fail(GSL_EINVAL, "kv_cache_view: the cache is not "
+                                    "initialised");
+    if (c->length == 0)
+        return mha_fail(GSL_EINVAL,
+                        "kv_cache_view: the cache is empty (length 0 of "
+                        "capacity %zu): there is nothing to view",
+                        c->capacity);
+    if (keys)
+        *keys = filled(c->keys, c->length);
+    if (values)
+        *values = filled(c->values, c->length);
+    return GSL_SUCCESS;
+}
+
+/* The step's inputs against the module and the cache, before any work. */
+static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
+{
+    const char *who = "multihead_decode_step";
+    const multihead_config *cfg = &m->cfg;
+    if (!c || !c->keys)
+        return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
+                        who);
+    if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
+        return mha_fail(GSL_EINVAL,
+                        "%s: decoding is self-attention, but the module has "
+                        "query_size %zu, key_size %zu, value_size %zu",
+                        who, cfg->query_size, cfg->key_size, cfg->value_size);
+    int status = multihead_check_inputs(m, x, x, x, NULL);
+    if (status)
+        return status;
+    size_t B = x->shape[0], n = x->shape[1];
+    size_t G = cfg->num_heads, p = cfg->num_hiddens / cfg->num_heads;
+//> 17
+    G = cfg->kv_heads; // the key-value heads the cache holds
+//<
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (c->batch != B || c->kv_heads != G || c->head_size != p)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: the cache is (B, G, capacity, p) = (%zu, %zu, "
+                        "%zu, %zu) but x %s and the module (h %zu, G %zu, p "
+                        "%zu) need (%zu, %zu, capacity, %zu)",
+                        who, c->batch, c->kv_heads, c->capacity, c->head_size,
+                        xs, cfg->num_heads, G, p, B, G, p);
+    if (n > c->capacity - c->length)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: the cache is full: capacity %zu, length %zu, and "
+                        "x %s brings %zu new position%s",
+                        who, c->capacity, c->length, xs, n, n == 1 ? "" : "s");
+    return GSL_SUCCESS;
+}
+
+/* Step 4 for one of keys and values: the new heads (B*G, n, p) copied to
+ * positions length .. t-1 of the storage, and all t positions read back
+ * as (B*G, t, p), a view of the storage. */
+static int append(tensor *storage, const tensor *heads, size_t length,
+                  const char *what, tensor **all)
+{
+    *all = NULL;
+    size_t B = storage->shape[0], G = storage->shape[1], p = storage->shape[3];
+    size_t n = heads->shape[1], t = length + n;
+    tensor *k4 = NULL, *slot = NULL, *grown = NULL;
+    // the new heads as (B, G, n, p): a view of a fresh split
+    int status = tensor_reshape(heads, DIMS((long)B, (long)G, (long)n, (long)p),
+                                "B, G, n, d_model/h", &k4);
+    trace_quiet_begin();
+    if (!status)
+        status = tensor_narrow(storage, 2, length, n, &slot);
+    if (!status)
+        status = tensor_copy_into(slot, k4);
+    if (!status)
+        status = tensor_narrow(storage, 2, 0, t, &grown);
+    trace_quiet_end();
+    if (!status) {
+        snprintf(grown->names[2], TENSOR_NAME_MAX, "t");
+        tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown,
+                   TRACE_INPUTS(TRACE_IN(k4)), "append %s at %zu..%zu", what,
+                   length, t - 1);
+        status = tensor_reshape(grown, DIMS((long)(B * G), (long)t, (long)p),
+                                "B*G, t, d_model/h", all);
+    }
+    tensor_free(k4);
+    tensor_free(slot);
+    tensor_free(grown);
+    return status;
+}
+
+int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
+                          tensor **out)
+{
+    const char *who = "multihead_decode_step";
+    *out = NULL;
+    if (!x)
+        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
+    int status = check_step(m, c, x);
+    if (status)
+        return status;
+    size_t B = x->shape[0], n = x->shape[1], t = c->length + n;
+    size_t h = m->cfg.num_heads, G = h; // G: key-value heads
+//> 17
+    G = m->cfg.kv_heads;
+//<
+    tensor x_in = tensor_named(x, "B, n, d_q");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+                "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
+                c->length, t - 1);
+    tensor *q = NULL, *k = NULL, *v = NULL;      // (B, n, d_model), (B, n, G*p)
+    tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, n, p), (B*G, n, p)
+    tensor *keys = NULL, *values = NULL;         // (B*G, t, p), the cache
+    tensor *rows = NULL, *lens = NULL;           // (B, n), (B*h, n)
+    tensor *heads = NULL, *concat = NULL;        // (B*h, n, p), (B, n, d_model)
+    // 1. project the new positions
+    status = linear_forward(&m->W_q, &x_in, &q);
+    if (!status)
+        status = linear_forward(&m->W_k, &x_in, &k);
+    if (!status)
+        status = linear_forward(&m->W_v, &x_in, &v);
+    // 2. with rope, q and k turned by position: the new rows are positions
+    //    c->length .. t-1, the same angles the whole-sequence forward gives
+    //    them (multihead_rope)
+    if (!status)
+        status = multihead_rope(m, &q, (long)c->length, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &k, (long)c->length, who, "K");
+    // 3. split: h query heads, G key-value heads
+    if (!status)
+        status = transpose_qkv(q, h, &qh);
+/*< 17
+    if (!status)
+        status = transpose_qkv(k, h, &kh);
+    if (!status)
+        status = transpose_qkv(v, h, &vh);
+*/
+//> 17
+    if (!status)
+        status = multihead_split_kv(m, k, "K", &kh);
+    if (!status)
+        status = multihead_split_kv(m, v, "V", &vh);
+//<
+    // 4. the cache grows to t positions
+    if (!status)
+        status = append(c->keys, kh, c->length, "keys", &keys);
+    if (!status)
+        status = append(c->values, vh, c->length, "values", &values);
+    // 5. query i (position length + i) sees positions 0 .. length + i
+    if (!status)
+        status = valid_lens_per_row(NULL, 1, B, n, t, 0, &rows);
+    if (!status)
+        status = repeat_valid_lens(rows, h, &lens);
+    if (!status)
+        status = multihead_attend(m, qh, keys, values, lens, &heads);
+    // 6. the heads side by side, mixed by W_o
+    if (!status)
+        status = transpose_output(heads, h, &concat);
+    if (!status)
+        status = linear_forward(&m->W_o, concat, out);
+    trace_end();
+    // once after the steps: a non-finite output is traced to its stage
+    multihead_stage stages[] = {{q, "projection", "Q"},
+                                {k, "projection", "K"},
+                                {v, "projection", "V"},
+                                {heads, "weighted sum of the values", "heads"}};
+    if (!status)
+        status = multihead_find_overflow(who, *out, stages,
+                                         sizeof stages / sizeof stages[0]);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    } else {
+        c->length = t;
+    }
+    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, rows, lens, heads,
+                      concat};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    return status;
+}
+//<

@@ -1,0 +1,287 @@
+//> 02
+/* linear.c: y = x W^T + b on GSL BLAS; see linear.h. */
+#include "nn/linear.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "base/error.h"
+#include "tensor/tensor_trace.h"
+
+static int init_params(linear *l, const char *name, size_t in_features,
+                       size_t out_features, int with_bias, int meta)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name ? name : "linear");
+    if (in_features == 0 || out_features == 0)
+        return mha_fail(GSL_EINVAL,
+                        "linear_init %s: in_features %zu and out_features %zu "
+                        "must both be >= 1",
+                        l->name, in_features, out_features);
+    l->in_features = in_features;
+    l->out_features = out_features;
+    int (*alloc)(size_t, const size_t *, tensor **) =
+        meta ? tensor_alloc_meta : tensor_alloc;
+    int status = alloc(SHAPE(out_features, in_features), &l->weight);
+    if (status == GSL_SUCCESS && with_bias)
+        status = alloc(SHAPE(out_features), &l->bias);
+    if (status) {
+        linear_free(l);
+        return mha_fail_in(status, "linear_init %s", l->name);
+    }
+    return GSL_SUCCESS;
+}
+
+int linear_init(linear *l, const char *name, size_t in_features,
+                size_t out_features, int with_bias)
+{
+    return init_params(l, name, in_features, out_features, with_bias, 0);
+}
+
+//> handout
+int linear_init_meta(linear *l, const char *name, size_t in_features,
+                     size_t out_features, int with_bias)
+{
+    return init_params(l, name, in_features, out_features, with_bias, 1);
+}
+//<
+
+void linear_free(linear *l)
+{
+    tensor_free(l->weight);
+    tensor_free(l->bias);
+    l->weight = l->bias = NULL;
+}
+
+void linear_reset_xavier_uniform(linear *l, gsl_rng *r)
+{
+    double a = sqrt(6.0 / (double)(l->in_features + l->out_features));
+    tensor_fill_uniform(l->weight, r, -a, a);
+    if (l->bias)
+        tensor_fill(l->bias, 0.0);
+}
+
+void linear_reset_pytorch(linear *l, gsl_rng *r)
+{
+    double a = 1.0 / sqrt((double)l->in_features);
+    tensor_fill_uniform(l->weight, r, -a, a);
+    if (l->bias)
+        tensor_fill_uniform(l->bias, r, -a, a);
+}
+
+/* x against the layer: the last dimension must be in_features, and the
+ * parameters must still have the shapes the layer was made with. */
+static int check_input(const char *who, const linear *l, const tensor *x)
+{
+    char xs[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
+    if (!l->weight)
+        return mha_fail(GSL_EINVAL,
+                        "%s %s: the layer has no weight (linear_init failed "
+                        "or linear_free was called)",
+                        who, l->name);
+    tensor_shape_str(l->weight, ws, sizeof ws);
+    if (l->weight->ndim != 2 || l->weight->shape[0] != l->out_features ||
+        l->weight->shape[1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: weight has shape %s, expected (%zu, %zu)", who,
+                        l->name, ws, l->out_features, l->in_features);
+    if (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != l->out_features)) {
+        char bs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN, "%s %s: bias has shape %s, expected (%zu,)",
+                        who, l->name, tensor_shape_str(l->bias, bs, sizeof bs),
+                        l->out_features);
+    }
+    if (x->shape[x->ndim - 1] != l->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s %s: input shape %s ends in %zu features, the layer "
+                        "takes %zu (weight %s)",
+                        who, l->name, tensor_shape_str(x, xs, sizeof xs),
+                        x->shape[x->ndim - 1], l->in_features, ws);
+    return GSL_SUCCESS;
+}
+
+/* y: x's leading shape and names, then out_features. */
+static int alloc_output(const linear *l, const tensor *x, tensor **y)
+{
+    size_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = l->out_features;
+    int (*alloc)(size_t, const size_t *, tensor **) = tensor_alloc;
+//> handout
+    if (tensor_is_meta(x) || tensor_is_meta(l->weight))
+        alloc = tensor_alloc_meta; // shapes alone (mha trace)
+//<
+    int status = alloc(x->ndim, shape, y);
+    if (status)
+        return status;
+    memcpy((*y)->names, x->names, sizeof x->names);
+    snprintf((*y)->names[x->ndim - 1], TENSOR_NAME_MAX, "%s", l->out_name);
+    return GSL_SUCCESS;
+}
+
+/* "W_q: x W^T + b", new numbers from x */
+static void trace_linear(const linear *l, const tensor *x, const tensor *y)
+{
+    tensor_trace_step(TRACE_NEW, x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
+}
+
+/* Can x be read as a (rows, in) matrix whose rows are `tda` doubles apart?
+ * True when the last dimension has unit stride and the leading dimensions
+ * step through memory evenly, as one dimension would. */
+static int rows_evenly_spaced(const tensor *x, size_t *tda)
+{
+    size_t last = x->ndim - 1;
+    if (x->shape[last] != 1 && x->strides[last] != 1)
+        return 0;
+    size_t step = 0; /* stride of the innermost leading dim of size > 1 */
+    size_t span = 0; /* what the next dim out must step to continue it */
+    for (size_t d = last; d-- > 0;) {
+        if (x->shape[d] == 1)
+            continue;
+        if (step == 0)
+            step = x->strides[d];
+        else if (x->strides[d] != span)
+            return 0;
+        span = x->strides[d] * x->shape[d];
+    }
+    *tda = step ? step : x->shape[last];
+    return *tda >= x->shape[last];
+}
+
+/* y = x W^T + b as a single dgemm: x's leading dimensions are read as the
+ * rows of one (rows, in) matrix on x's own memory (copied only when those
+ * rows are not evenly spaced), BLAS reads W transposed in place, and the
+ * bias is written into y first so that dgemm adds x W^T onto it
+ * (beta = 1). */
+int linear_forward(const linear *l, const tensor *x, tensor **y)
+{
+    *y = NULL;
+    int status = check_input("linear_forward", l, x);
+    if (status)
+        return status;
+
+    /* xm views x as (rows, in); a copy only when its rows are uneven */
+    tensor *packed = NULL;
+    const tensor *src = x;
+    size_t tda;
+    if (!rows_evenly_spaced(x, &tda)) {
+        status = tensor_contiguous(x, &packed);
+        if (status)
+            return mha_fail_in(status, "linear_forward %s", l->name);
+        src = packed;
+        tda = x->shape[x->ndim - 1];
+    }
+    status = alloc_output(l, x, y);
+    if (status) {
+        tensor_free(packed);
+        return mha_fail_in(status, "linear_forward %s", l->name);
+    }
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+    /* W may itself be a view (rows of a bigger weight): read it through
+     * its row stride; only a W with uneven columns needs packing */
+    tensor *wpacked = NULL;
+    const tensor *w = l->weight;
+    if (w->strides[1] != 1 && in > 1) {
+        status = tensor_contiguous(w, &wpacked);
+        if (status) {
+            tensor_free(packed);
+            tensor_free(*y);
+            *y = NULL;
+            return status;
+        }
+        w = wpacked;
+    }
+//> handout
+    if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
+        // shapes alone: the same steps (the packing copies too), no product
+        tensor_free(packed);
+        tensor_free(wpacked);
+        trace_linear(l, x, *y);
+        return GSL_SUCCESS;
+    }
+//<
+    size_t wtda = out > 1 ? w->strides[0] : in;
+    gsl_matrix_const_view xm =
+        gsl_matrix_const_view_array_with_tda(src->data, rows, in, tda);
+    gsl_matrix_const_view wm =
+        gsl_matrix_const_view_array_with_tda(w->data, out, in, wtda);
+    gsl_matrix_view ym = gsl_matrix_view_array((*y)->data, rows, out);
+
+    /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
+    double beta = 0.0;
+    if (l->bias && rows > 0) {
+        // the first row from the bias (maybe strided), the others copies
+        double *yd = (*y)->data;
+        const double *bd = l->bias->data;
+        size_t bs = l->bias->strides[0];
+        for (size_t o = 0; o < out; o++)
+            yd[o] = bd[o * bs];
+        for (size_t r = 1; r < rows; r++)
+            memcpy(yd + r * out, yd, out * sizeof *yd);
+        beta = 1.0;
+    }
+    status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
+                            &wm.matrix, beta, &ym.matrix);
+    tensor_free(packed);
+    tensor_free(wpacked);
+    if (status) {
+        tensor_free(*y);
+        *y = NULL;
+        return mha_fail(status, "linear_forward %s: gsl_blas_dgemm failed (%s)",
+                        l->name, gsl_strerror(status));
+    }
+    trace_linear(l, x, *y);
+    return GSL_SUCCESS;
+}
+
+/* The same sums with three plain loops and no BLAS: for each row of x
+ * and each output feature, the bias plus a dot product of length
+ * in_features.  x is read through tensor_at, so any strides work.
+ * What the tests check (ex_linear_forward_naive):
+ * - y has x's shape with its last dimension out_features, and
+ *   y[r, o] = bias[o] + sum over i of x[r, i] W[o, i], W being
+ *   (out_features, in_features); no bias (l->bias NULL) adds nothing;
+ * - x may be a view with any strides (a permuted one);
+ * - an x whose last dimension is not in_features is refused as
+ *   linear_forward refuses it (check_input): GSL_EBADLEN, *y NULL, a
+ *   message that starts with "linear_forward_naive" and names both sizes;
+ * - a failed allocation returns its status (GSL_ENOMEM) with *y NULL and
+ *   nothing left allocated.
+ * The handout blanks this body:
+ * @exercise linear_forward_naive (chapter 02): y = x W^T + b in plain loops. */
+int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
+{
+    *y = NULL;
+    int status = check_input("linear_forward_naive", l, x);
+    if (status)
+        return status;
+    status = alloc_output(l, x, y);
+    if (status)
+        return mha_fail_in(status, "linear_forward_naive %s", l->name);
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = tensor_numel(x) / in;
+    size_t idx[TENSOR_MAX_DIMS] = {0}; /* x's index of the row's start */
+    for (size_t r = 0; r < rows; r++) {
+        double *y_r = (*y)->data + r * out;
+        for (size_t o = 0; o < out; o++) {
+            double sum = l->bias ? *TENSOR_AT(l->bias, o) : 0.0;
+            for (size_t i = 0; i < in; i++) {
+                idx[x->ndim - 1] = i;
+                sum += *tensor_at(x, idx) * *TENSOR_AT(l->weight, o, i);
+            }
+            y_r[o] = sum;
+        }
+        /* next row: count the leading index up, like an odometer */
+        for (size_t d = x->ndim - 1; d-- > 0;) {
+            if (++idx[d] < x->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    trace_linear(l, x, *y);
+    return GSL_SUCCESS;
+}
+//<

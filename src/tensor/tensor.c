@@ -1,0 +1,364 @@
+/* tensor.c: dense tensors, their storage, names and fills; see tensor.h
+ * (views: view.c, checks for non-finite numbers: finite.c, printing:
+ * print.c). */
+#include "tensor/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "base/error.h"
+#include "tensor/tensor_internal.h"
+#include "trace/trace.h"
+
+/* --- creating and freeing ------------------------------------------- */
+
+static int check_shape(const char *who, size_t ndim, const size_t *shape,
+                       size_t *numel)
+{
+    if (ndim < 1 || ndim > TENSOR_MAX_DIMS)
+        return mha_fail(GSL_EINVAL,
+                        "%s: %zu dimensions requested, a tensor has 1 to %d",
+                        who, ndim, TENSOR_MAX_DIMS);
+    char s[TRACE_SHAPE_MAX];
+    size_t n = 1, bytes;
+    for (size_t d = 0; d < ndim; d++)
+        if (shape[d] == 0)
+            return mha_fail(GSL_EINVAL,
+                            "%s: dimension %zu of shape %s is 0; sizes must be >= 1",
+                            who, d, trace_dims_str(s, sizeof s, ndim, shape));
+    int status = GSL_SUCCESS;
+    for (size_t d = 0; d < ndim && status == GSL_SUCCESS; d++)
+        status = mha_mul_size(n, shape[d], &n, who);
+    if (status == GSL_SUCCESS)
+        status = mha_mul_size(n, sizeof(double), &bytes, who);
+    if (status != GSL_SUCCESS)
+        return mha_fail(GSL_EOVRFLW,
+                        "%s: shape %s is too large: its size in bytes "
+                        "overflows size_t",
+                        who, trace_dims_str(s, sizeof s, ndim, shape));
+    *numel = n;
+    return GSL_SUCCESS;
+}
+
+/* Row-major strides for shape. */
+void tensor_contiguous_strides(size_t ndim, const size_t *shape,
+                               size_t *strides)
+{
+    size_t s = 1;
+    for (size_t d = ndim; d-- > 0;) {
+        strides[d] = s;
+        s *= shape[d];
+    }
+}
+
+/* The next tensor's id (tensor.h): counts every header made. */
+static unsigned long next_id(void)
+{
+    static unsigned long last = 0;
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+/* A new tensor header sharing buf (whose count it takes one more of). */
+tensor *tensor_new_header(tensor_buffer *buf, const char *who)
+{
+    tensor *t = mha_calloc(1, sizeof *t, who);
+    if (!t)
+        return NULL;
+    t->buffer = buf;
+    t->id = next_id();
+    buf->refcount++;
+    return t;
+}
+
+/* zero: 1 zeroed numbers, 0 uninitialised numbers, -1 no numbers (meta) */
+int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
+                        int zero, tensor **out)
+{
+    *out = NULL;
+    size_t n = 0;
+    int status = check_shape(who, ndim, shape, &n);
+    if (status)
+        return status;
+    tensor_buffer *buf = mha_calloc(1, sizeof *buf, who);
+    if (!buf)
+        return GSL_ENOMEM;
+    buf->values = zero < 0 ? NULL : mha_alloc_numbers(n, zero, who);
+    if (!buf->values && zero >= 0) {
+        free(buf);
+        return GSL_ENOMEM;
+    }
+    buf->size = n;
+    tensor *t = tensor_new_header(buf, who);
+    if (!t) {
+        free(buf->values);
+        free(buf);
+        return GSL_ENOMEM;
+    }
+    t->data = buf->values;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    tensor_contiguous_strides(ndim, shape, t->strides);
+    *out = t;
+    return GSL_SUCCESS;
+}
+
+int tensor_alloc(size_t ndim, const size_t *shape, tensor **out)
+{
+    return tensor_alloc_uninit("tensor_alloc", ndim, shape, 1, out);
+}
+
+int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out)
+{
+    return tensor_alloc_uninit("tensor_alloc_meta", ndim, shape, -1, out);
+}
+
+int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
+                      tensor **out)
+{
+    int status = tensor_alloc_uninit("tensor_from_array", ndim, shape, 0, out);
+    if (status)
+        return status;
+    memcpy((*out)->data, values, tensor_numel(*out) * sizeof(double));
+    return GSL_SUCCESS;
+}
+
+void tensor_free(tensor *t)
+{
+    if (!t)
+        return;
+    if (--t->buffer->refcount == 0) {
+        free(t->buffer->values);
+        free(t->buffer);
+    }
+    free(t);
+}
+
+/* --- reading the layout --------------------------------------------- */
+
+size_t tensor_numel(const tensor *t)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+int tensor_is_contiguous(const tensor *t)
+{
+    size_t expect = 1;
+    for (size_t d = t->ndim; d-- > 0;) {
+        if (t->shape[d] != 1 && t->strides[d] != expect)
+            return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+int tensor_same_shape(const tensor *a, const tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    return 1;
+}
+
+
+tensor tensor_header(size_t ndim, const size_t *shape)
+{
+    tensor t = {.ndim = ndim};
+    for (size_t d = 0; d < ndim && d < TENSOR_MAX_DIMS; d++)
+        t.shape[d] = shape[d];
+    return t;
+}
+
+tensor tensor_named(const tensor *x, const char *names)
+{
+    tensor t = *x;
+    int any = 0;
+    for (size_t d = 0; d < t.ndim; d++)
+        any |= t.names[d][0] != '\0';
+    if (!any)
+        tensor_set_names(&t, names);
+    return t;
+}
+
+int tensor_shares_buffer(const tensor *a, const tensor *b)
+{
+    return a->buffer == b->buffer;
+}
+
+static int check_index(const char *who, const tensor *t, const size_t *idx)
+{
+    if (tensor_is_meta(t)) {
+        char s[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "%s: the shape-only tensor %s has no numbers", who,
+                        tensor_shape_str(t, s, sizeof s));
+    }
+    for (size_t d = 0; d < t->ndim; d++)
+        if (idx[d] >= t->shape[d]) {
+            char s[TRACE_SHAPE_MAX], i[TRACE_SHAPE_MAX];
+            return mha_fail(GSL_EINVAL,
+                            "%s: index %s is out of range for shape %s "
+                            "(dimension %zu)",
+                            who, trace_dims_str(i, sizeof i, t->ndim, idx),
+                            tensor_shape_str(t, s, sizeof s), d);
+        }
+    return GSL_SUCCESS;
+}
+
+int tensor_get(const tensor *t, const size_t *idx, double *value)
+{
+    int status = check_index("tensor_get", t, idx);
+    if (status)
+        return status;
+    *value = *tensor_at(t, idx);
+    return GSL_SUCCESS;
+}
+
+int tensor_set(tensor *t, const size_t *idx, double value)
+{
+    int status = check_index("tensor_set", t, idx);
+    if (status)
+        return status;
+    *tensor_at(t, idx) = value;
+    return GSL_SUCCESS;
+}
+
+char *tensor_shape_str(const tensor *t, char *buf, size_t n)
+{
+    return trace_dims_str(buf, n, t->ndim, t->shape);
+}
+
+char *tensor_sym_str(const tensor *t, char *buf, size_t n)
+{
+    trace_shape s = {.ndim = t->ndim};
+    memcpy(s.dims, t->shape, sizeof s.dims);
+    memcpy(s.names, t->names, sizeof s.names);
+    return trace_sym_str(&s, buf, n);
+}
+
+/* Split "a, b, c" into trimmed fields; returns the count (or more than
+ * max when there are too many). */
+static size_t split_names(const char *names, char out[][TENSOR_NAME_MAX],
+                          size_t max)
+{
+    size_t count = 0;
+    const char *p = names;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        if (count < max) {
+            if (len >= TENSOR_NAME_MAX)
+                len = TENSOR_NAME_MAX - 1;
+            memcpy(out[count], p, len);
+            out[count][len] = '\0';
+        }
+        count++;
+        if (!end)
+            return count;
+        p = end + 1;
+    }
+}
+
+int tensor_set_names(tensor *t, const char *names)
+{
+    char parsed[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    if (!names || !*names) {
+        memset(t->names, 0, sizeof t->names);
+        return GSL_SUCCESS;
+    }
+    size_t count = split_names(names, parsed, TENSOR_MAX_DIMS);
+    if (count != t->ndim) {
+        char s[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EINVAL,
+                        "tensor_set_names: \"%s\" names %zu dimensions, "
+                        "shape %s has %zu",
+                        names, count, tensor_shape_str(t, s, sizeof s),
+                        t->ndim);
+    }
+    memset(t->names, 0, sizeof t->names);
+    memcpy(t->names, parsed, t->ndim * sizeof parsed[0]);
+    return GSL_SUCCESS;
+}
+
+/* --- filling -------------------------------------------------------- */
+
+/* Visit every element of t in row-major order. */
+#define FOR_EACH_ELEMENT(t, ptr, ...)                                        \
+    do {                                                                      \
+        size_t idx_[TENSOR_MAX_DIMS] = {0};                                   \
+        size_t n_ = tensor_is_meta(t) ? 0 : tensor_numel(t);                  \
+        for (size_t k_ = 0; k_ < n_; k_++) {                                  \
+            double *ptr = tensor_at((t), idx_);                               \
+            __VA_ARGS__;                                                      \
+            for (size_t d_ = (t)->ndim; d_-- > 0;) {                          \
+                if (++idx_[d_] < (t)->shape[d_])                              \
+                    break;                                                    \
+                idx_[d_] = 0;                                                 \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+void tensor_fill(tensor *t, double value)
+{
+    FOR_EACH_ELEMENT(t, p, *p = value);
+}
+
+void tensor_fill_arange(tensor *t, double start, double step)
+{
+    double k = 0;
+    FOR_EACH_ELEMENT(t, p, *p = start + step * k++);
+}
+
+void tensor_fill_uniform(tensor *t, gsl_rng *r, double lo, double hi)
+{
+    FOR_EACH_ELEMENT(t, p, *p = lo + (hi - lo) * gsl_rng_uniform(r));
+}
+
+void tensor_fill_normal(tensor *t, gsl_rng *r, double mean, double sd)
+{
+    FOR_EACH_ELEMENT(t, p, *p = mean + gsl_ran_gaussian_ziggurat(r, sd));
+}
+
+/* src into dst, both with the same numel, each read in row-major order. */
+void tensor_copy_elements(tensor *dst, const tensor *src)
+{
+    if (tensor_is_meta(dst) || tensor_is_meta(src))
+        return; /* shapes alone: no numbers to move */
+    if (tensor_is_contiguous(dst) && tensor_is_contiguous(src)) {
+        memmove(dst->data, src->data, tensor_numel(src) * sizeof(double));
+        return;
+    }
+    size_t sidx[TENSOR_MAX_DIMS] = {0};
+    FOR_EACH_ELEMENT(dst, p, {
+        *p = *tensor_at(src, sidx);
+        for (size_t d = src->ndim; d-- > 0;) {
+            if (++sidx[d] < src->shape[d])
+                break;
+            sidx[d] = 0;
+        }
+    });
+}
+
+int tensor_copy_into(tensor *dst, const tensor *src)
+{
+    if (!tensor_same_shape(dst, src)) {
+        char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "tensor_copy_into: source shape %s differs from "
+                        "destination shape %s",
+                        tensor_shape_str(src, a, sizeof a),
+                        tensor_shape_str(dst, b, sizeof b));
+    }
+    tensor_copy_elements(dst, src);
+    return GSL_SUCCESS;
+}

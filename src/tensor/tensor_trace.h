@@ -1,0 +1,89 @@
+/* tensor_trace.h: tensors' steps as trace records (trace/trace.h).
+ *
+ * The trace keeps plain shapes; this is where a step on tensors becomes a
+ * record: each tensor's sizes, names and id are copied into it, and the
+ * op text is formatted, only when someone listens (emitting costs one
+ * test of a global otherwise).  The op text's format is printf's (%s, %d,
+ * %zu, %ld, %g ...), except that %g with no precision prints its number
+ * exactly (trace_number_str: "dropout(p=%g)" shows the very p; "%.6g"
+ * rounds, for a number shown only to be read), plus three of its own, so
+ * that the library never formats text: %T the shape of a `const tensor *`
+ * ("valid_lens %T"), %D a size_t count and a `const long *` ("reshape%D":
+ * reshape(2, 4, -1)), %P a size_t count and a `const size_t *`
+ * ("permute%P").
+ *
+ * A step made of steps opens with tensor_trace_begin and closes with the
+ * trace's trace_end; the records in between sit one level deeper.
+ * Compiled with -DMHA_NO_TRACE, every emitter is an empty inline function.
+ */
+#ifndef MHA_TENSOR_TRACE_H
+#define MHA_TENSOR_TRACE_H
+
+#include "tensor/tensor.h"
+#include "trace/trace.h"
+
+/* An input as a step names it: the tensor, an optional label, whether
+ * the step reads it transposed and whether it is a side input (see
+ * trace_operand).  Only t is needed: {x} will do.  An input whose t is
+ * NULL is left out (an optional input that was not given). */
+typedef struct tensor_trace_in {
+    const tensor *t;
+    const char *label;
+    int transposed;
+    int side;
+} tensor_trace_in;
+
+/* TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(q, "q"), TRACE_IN_T(k, 1),
+ * TRACE_SIDE(lens, "valid_lens")) passes the count and the inputs: a
+ * tensor as it is, with a label, read transposed (or not, by the flag),
+ * and read on the side, not shown in the text line. */
+#define TRACE_IN(x) {(x), NULL, 0, 0}
+#define TRACE_NAMED(x, label) {(x), (label), 0, 0}
+#define TRACE_IN_T(x, transposed) {(x), NULL, (transposed), 0}
+#define TRACE_SIDE(x, label) {(x), (label), 0, 1}
+#define TRACE_INPUTS(...) \
+    (sizeof((tensor_trace_in[]){__VA_ARGS__}) / sizeof(tensor_trace_in)), \
+        ((const tensor_trace_in[]){__VA_ARGS__})
+/* The three inputs of an attention module, labelled q, k and v. */
+#define TRACE_QKV(q, k, v) \
+    TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v"))
+
+#ifndef MHA_NO_TRACE
+/* One step with any inputs: kind TRACE_VIEW, TRACE_COPY or TRACE_NEW; out
+ * may be NULL.  fmt and what follows make the op text. */
+void tensor_trace_emit(trace_kind kind, trace_join join, const tensor *out,
+                       size_t n_inputs, const tensor_trace_in *inputs,
+                       const char *fmt, ...);
+/* The common case: one input x, one output y. */
+void tensor_trace_step(trace_kind kind, const tensor *x, const tensor *y,
+                       const char *fmt, ...);
+/* A step made of steps: its record (inputs; the output when it is known
+ * before the inner steps run, else NULL), then the inner steps one level
+ * deeper until the matching trace_end(). */
+void tensor_trace_begin(const tensor *out, size_t n_inputs,
+                        const tensor_trace_in *inputs, const char *fmt, ...);
+/* A free-form note at the current depth; the text printer shows "# text". */
+void tensor_trace_note(const char *fmt, ...);
+#else /* compiled out: empty functions the optimizer removes whole */
+static inline void tensor_trace_emit(trace_kind kind, trace_join join,
+                                     const tensor *out, size_t n_inputs,
+                                     const tensor_trace_in *inputs,
+                                     const char *fmt, ...)
+{
+    (void)kind, (void)join, (void)out, (void)n_inputs, (void)inputs, (void)fmt;
+}
+static inline void tensor_trace_step(trace_kind kind, const tensor *x,
+                                     const tensor *y, const char *fmt, ...)
+{
+    (void)kind, (void)x, (void)y, (void)fmt;
+}
+static inline void tensor_trace_begin(const tensor *out, size_t n_inputs,
+                                      const tensor_trace_in *inputs,
+                                      const char *fmt, ...)
+{
+    (void)out, (void)n_inputs, (void)inputs, (void)fmt;
+}
+static inline void tensor_trace_note(const char *fmt, ...) { (void)fmt; }
+#endif
+
+#endif
