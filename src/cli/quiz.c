@@ -3,10 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "quiz.h"
 
-#include <errno.h>
-#include <iconv.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +55,7 @@ void quiz_draw(unsigned long long seed, quiz_case *c)
 }
 
 /* "[3, 3, 2, 2]": n values into buf. */
-static void values_str(char *buf, size_t size, const double *v, size_t n)
+void quiz_values_str(char *buf, size_t size, const double *v, size_t n)
 {
     size_t len = (size_t)snprintf(buf, size, "[");
     char num[TRACE_NUMBER_MAX];
@@ -86,12 +83,12 @@ void quiz_describe(FILE *f, const quiz_case *c)
     }
     char lens[QUIZ_TEXT_MAX];
     if (c->B > QUIZ_LENS_MAX) {
-        values_str(lens, sizeof lens, c->lens, QUIZ_LENS_MAX);
+        quiz_values_str(lens, sizeof lens, c->lens, QUIZ_LENS_MAX);
         fprintf(f, "valid_lens %.*s, ...] (%zu of them)", (int)strlen(lens) - 1,
                 lens, c->B);
         return;
     }
-    values_str(lens, sizeof lens, c->lens, c->B);
+    quiz_values_str(lens, sizeof lens, c->lens, c->B);
     fprintf(f, "valid_lens %s", lens);
 }
 
@@ -444,9 +441,9 @@ void quiz_build(const quiz_case *c, quiz *z)
             for (size_t r2 = 0; r2 < rows; r2++) // tile: the whole list h times
                 dealt[r2] = c->lens[r2 % B];
             quiz_question *qv = ask(b, QUIZ_VALUES, "its values");
-            values_str(qv->answer, sizeof qv->answer, once, rows);
+            quiz_values_str(qv->answer, sizeof qv->answer, once, rows);
             char tiled[QUIZ_TEXT_MAX];
-            values_str(tiled, sizeof tiled, dealt, rows);
+            quiz_values_str(tiled, sizeof tiled, dealt, rows);
             if (strcmp(tiled, qv->answer))
                 snprintf(qv->why, sizeof qv->why,
                          "%s: each example's length once for each of its %zu "
@@ -578,248 +575,5 @@ void quiz_build(const quiz_case *c, quiz *z)
         ask_shape(b, &cache, "decoding one query at a time with a KV cache: "
                              "the key cache's shape after Lk steps");
     }
-}
-
-/* --- answers -------------------------------------------------------- */
-
-size_t quiz_numbered(const char *line, const char **rest)
-{
-    const char *p = line;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    const char *start = p;
-    if (*p == 'q' || *p == 'Q')
-        p++;
-    size_t k = 0, digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
-        k = k * 10 + (size_t)(*p - '0');
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (digits && digits < 4 && k > 0 && (*p == '.' || *p == ')' || *p == ':') &&
-        !(p[0] == '.' && p[1] >= '0' && p[1] <= '9')) {
-        for (p++; *p == ' ' || *p == '\t'; p++)
-            ;
-        *rest = p;
-        return k;
-    }
-    *rest = start;
-    return 0;
-}
-
-/* Whole numbers separated by commas (a trailing one allowed, as in
- * Python's (8,)), up to close or the end: their count, or 0 when the
- * text is not such a list. */
-static size_t parse_list(const char *p, char close, unsigned long *vals,
-                         size_t cap)
-{
-    size_t n = 0;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == close)
-            return n > 0 && (!close || p[1] == '\0') ? n : 0;
-        if (*p < '0' || *p > '9' || n == cap)
-            return 0;
-        unsigned long v = 0;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (v > 100000000UL)
-                return 0;
-            v = v * 10 + (unsigned long)(*p - '0');
-        }
-        vals[n++] = v;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == ',')
-            p++;
-        else if (*p != close)
-            return 0;
-    }
-}
-
-int quiz_check(const quiz_question *q, const char *answer, char *shown,
-               size_t n)
-{
-    shown[0] = '\0';
-    size_t len = strlen(answer);
-    while (len > 0 && strchr(" \t\r\n", answer[len - 1]))
-        len--;
-    char text[256];
-    if (len == 0 || len >= sizeof text)
-        return -1;
-    memcpy(text, answer, len);
-    text[len] = '\0';
-    if (len < 8) {
-        char word[8];
-        for (size_t i = 0; i <= len; i++)
-            word[i] = (char)(text[i] >= 'A' && text[i] <= 'Z' ? text[i] + 32 : text[i]);
-        if (!strcmp(word, "view") || !strcmp(word, "copy") || !strcmp(word, "new")) {
-            snprintf(shown, n, "%s", word);
-            return q->form == QUIZ_KIND && !strcmp(word, q->answer);
-        }
-    }
-    unsigned long vals[64];
-    char close = text[0] == '(' ? ')' : text[0] == '[' ? ']' : '\0';
-    size_t k = parse_list(close ? text + 1 : text, close, vals, 64);
-    if (k == 0)
-        return -1;
-    if (q->form == QUIZ_NUMBER && k == 1 && !close) {
-        snprintf(shown, n, "%lu", vals[0]);
-    } else if (q->form == QUIZ_VALUES) {
-        double d[64];
-        for (size_t i = 0; i < k; i++)
-            d[i] = (double)vals[i];
-        values_str(shown, n, d, k);
-    } else {
-        size_t dims[64];
-        for (size_t i = 0; i < k; i++)
-            dims[i] = vals[i];
-        char s[TRACE_SHAPE_MAX];
-        if (k <= 8)
-            snprintf(shown, n, "%s", trace_dims_str(s, sizeof s, k, dims));
-        else
-            snprintf(shown, n, "%s", text);
-    }
-    if (q->form == QUIZ_NUMBER && k == 1)
-        return (unsigned long)strtoul(q->answer, NULL, 10) == vals[0] &&
-               !close;
-    return q->form != QUIZ_KIND && !strcmp(shown, q->answer);
-}
-
-size_t quiz_bad_byte(const char *line, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)line[i];
-        int end = i + 1 == len || (i + 2 == len && line[i + 1] == '\n');
-        if ((c < 0x20 || c == 0x7f) && c != '\t' &&
-            !(c == '\n' && i + 1 == len) && !(c == '\r' && end))
-            return i;
-    }
-    return len;
-}
-
-char *quiz_escape(const char *text, size_t len, char *buf, size_t n)
-{
-    size_t k = 0;
-    if (n == 0)
-        return buf;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        char one[8];
-        if (c >= 0x20 && c < 0x7f)
-            snprintf(one, sizeof one, "%c", c);
-        else if (c == '\t' || c == '\r' || c == '\n')
-            snprintf(one, sizeof one, "\\%c", c == '\t' ? 't' : c == '\r' ? 'r' : 'n');
-        else
-            snprintf(one, sizeof one, "\\x%02x", c);
-        size_t w = strlen(one);
-        if (k + w >= n)
-            break;
-        memcpy(buf + k, one, w);
-        k += w;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
-/* UTF-16 text (len bytes, after a mark of skip bytes) into UTF-8, by
- * iconv. */
-static int from_utf16(const char *text, size_t len, size_t skip,
-                      const char *code, char **out, size_t *out_len,
-                      char *why, size_t n)
-{
-    size_t cap = 2 * len + 4; // a UTF-16 unit gives at most 3 bytes
-    char *buf = malloc(cap);
-    if (!buf) {
-        snprintf(why, n, "out of memory");
-        return -1;
-    }
-    iconv_t cd = iconv_open("UTF-8", code);
-    if (cd == (iconv_t)-1) {
-        free(buf);
-        snprintf(why, n, "%s, which this system cannot decode: save it as "
-                         "UTF-8",
-                 code);
-        return -1;
-    }
-    char *in = (char *)text, *o = buf;
-    size_t left = len, room = cap - 1;
-    size_t r = iconv(cd, &in, &left, &o, &room);
-    iconv_close(cd);
-    if (r == (size_t)-1) {
-        free(buf);
-        snprintf(why, n, "%s that does not decode at byte %zu: save it as "
-                         "UTF-8",
-                 code, skip + (size_t)(in - text) + 1);
-        return -1;
-    }
-    *o = '\0';
-    *out = buf;
-    *out_len = (size_t)(o - buf);
-    return 0;
-}
-
-int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
-                char *why, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)text;
-    *out = NULL;
-    *out_len = 0;
-    if (len >= 4 && ((u[0] == 0xff && u[1] == 0xfe && !u[2] && !u[3]) ||
-                     (!u[0] && !u[1] && u[2] == 0xfe && u[3] == 0xff))) {
-        snprintf(why, n, "UTF-32: save it as UTF-8");
-        return -1;
-    }
-    if (len >= 2 && u[0] == 0xff && u[1] == 0xfe)
-        return from_utf16(text + 2, len - 2, 2, "UTF-16LE", out, out_len, why, n);
-    if (len >= 2 && u[0] == 0xfe && u[1] == 0xff)
-        return from_utf16(text + 2, len - 2, 2, "UTF-16BE", out, out_len, why, n);
-    // UTF-16 without its mark: an answer file is ASCII, so every other
-    // byte is NUL
-    if (len >= 2 && len % 2 == 0) {
-        size_t odd = 0, even = 0;
-        for (size_t i = 0; i < len; i++)
-            if (!u[i] && i % 2)
-                odd++;
-            else if (!u[i])
-                even++;
-        if (odd == len / 2 && !even)
-            return from_utf16(text, len, 0, "UTF-16LE", out, out_len, why, n);
-        if (even == len / 2 && !odd)
-            return from_utf16(text, len, 0, "UTF-16BE", out, out_len, why, n);
-    }
-    size_t skip = len >= 3 && u[0] == 0xef && u[1] == 0xbb && u[2] == 0xbf ? 3 : 0;
-    char *buf = malloc(len - skip + 1);
-    if (!buf) {
-        snprintf(why, n, "out of memory");
-        return -1;
-    }
-    memcpy(buf, text + skip, len - skip);
-    buf[len - skip] = '\0';
-    *out = buf;
-    *out_len = len - skip;
-    return 0;
-}
-
-int quiz_seed_line(const char *line, unsigned long long *seed)
-{
-    for (const char *p = line; *p; p++) {
-        if (strncmp(p, "seed", 4) && strncmp(p, "Seed", 4) && strncmp(p, "SEED", 4))
-            continue;
-        const char *d = p + 4;
-        while (*d == ' ' || *d == '\t' || *d == '=' || *d == ':')
-            d++;
-        if (*d < '0' || *d > '9')
-            continue;
-        unsigned long long s = 0;
-        for (; *d >= '0' && *d <= '9'; d++) {
-            unsigned v = (unsigned)(*d - '0');
-            if (s > (QUIZ_SEED_MAX - v) / 10)
-                return 0;
-            s = s * 10 + v;
-        }
-        *seed = s;
-        return 1;
-    }
-    return 0;
 }
 //<

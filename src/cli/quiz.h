@@ -59,6 +59,8 @@ void quiz_draw(unsigned long long seed, quiz_case *c);
 /* The case in one line: "queries (2, 3, 8), keys and values (2, 4, 8):
  * 2 heads of 4 features, causal, valid_lens [3, 2]". */
 void quiz_describe(FILE *f, const quiz_case *c);
+/* "[3, 3, 2, 2]": n values, each exact (trace_number_str), into buf. */
+void quiz_values_str(char *buf, size_t size, const double *v, size_t n);
 
 /* The mha trace command that asks the same questions: "mha trace --batch
  * 2 --queries 3 ... --quiz". */
