@@ -97,6 +97,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
     tensor keys;
     OK(kv_cache_view(&cache, &keys, NULL));
     cr_assert_eq(keys.shape[2], c->T);
+    cr_assert(keys.borrowed, "a cache's view is borrowed: tensor_free refuses it");
     double want[16];
     cr_assert_leq(c->G * p, 16);
     for (size_t b = 0; b < c->B; b++)

@@ -235,7 +235,7 @@ Test(linear, strided_rows_read_in_place)
     layer(&l, 4, 2, w, b);
     tensor *wide = NULL;
     OK(tensor_from_array(SHAPE(3, 8), base, &wide));
-    tensor window = *wide; /* borrows wide's buffer: not to be freed */
+    tensor window = tensor_named(wide, NULL); /* borrows wide's buffer */
     window.data = wide->data + 2;
     window.shape[1] = 4;
     for (size_t r = 0; r < 3; r++)

@@ -204,6 +204,41 @@ Test(tensor, alloc_errors)
     cr_assert_null(t);
 }
 
+/* A borrowed header (tensor_named, tensor_header, a cache's view) owns
+ * nothing: tensor_free refuses it with a message naming it, and the
+ * tensor it borrows from stays whole (freed once, below, under the
+ * sanitizers and valgrind). */
+Test(tensor, free_refuses_a_borrowed_header)
+{
+    tensor *x = NULL;
+    cr_assert_eq(tensor_alloc(SHAPE(2, 3), &x), GSL_SUCCESS);
+    *TENSOR_AT(x, 1, 2) = 7.5;
+    tensor named = tensor_named(x, "B, d");
+    tensor header = tensor_header(SHAPE(4, 1));
+    cr_assert(named.borrowed && header.borrowed && !x->borrowed);
+    mha_clear_error();
+    tensor_free(&named);
+    char want[160];
+    snprintf(want, sizeof want,
+             "tensor_free: tensor (2, 3) (id %lu) is a borrowed header "
+             "(tensor_named, tensor_header, kv_cache_view) that owns "
+             "nothing; it is left alone", x->id);
+    cr_assert_str_eq(mha_last_error(), want);
+    tensor_free(&header);
+    cr_assert_str_eq(mha_last_error(),
+                     "tensor_free: tensor (4, 1) (id 0) is a borrowed header "
+                     "(tensor_named, tensor_header, kv_cache_view) that owns "
+                     "nothing; it is left alone");
+    cr_assert_eq(*TENSOR_AT(&named, 1, 2), 7.5);
+    /* a view of a borrowed header has a count of its own: freed as usual */
+    tensor *v = NULL;
+    cr_assert_eq(tensor_reshape(&named, DIMS(6), NULL, &v), GSL_SUCCESS);
+    cr_assert(!v->borrowed);
+    tensor_free(x);
+    cr_assert_eq(v->data[5], 7.5);
+    tensor_free(v);
+}
+
 /* Sizes whose element count, or byte count, does not fit in size_t. */
 Test(tensor, alloc_overflow)
 {

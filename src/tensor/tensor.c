@@ -128,6 +128,15 @@ void tensor_free(tensor *t)
 {
     if (!t)
         return;
+    if (t->borrowed) {
+        char sh[TRACE_SHAPE_MAX];
+        mha_fail(GSL_EINVAL,
+                 "tensor_free: tensor %s (id %lu) is a borrowed header "
+                 "(tensor_named, tensor_header, kv_cache_view) that owns "
+                 "nothing; it is left alone",
+                 tensor_shape_str(t, sh, sizeof sh), t->id);
+        return;
+    }
     if (--t->buffer->refcount == 0) {
         free(t->buffer->values);
         free(t->buffer);
@@ -169,7 +178,7 @@ int tensor_same_shape(const tensor *a, const tensor *b)
 
 tensor tensor_header(size_t ndim, const size_t *shape)
 {
-    tensor t = {.ndim = ndim};
+    tensor t = {.ndim = ndim, .borrowed = 1};
     for (size_t d = 0; d < ndim && d < TENSOR_MAX_DIMS; d++)
         t.shape[d] = shape[d];
     return t;
@@ -178,6 +187,7 @@ tensor tensor_header(size_t ndim, const size_t *shape)
 tensor tensor_named(const tensor *x, const char *names)
 {
     tensor t = *x;
+    t.borrowed = 1;
     int any = 0;
     for (size_t d = 0; d < t.ndim; d++)
         any |= t.names[d][0] != '\0';

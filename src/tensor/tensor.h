@@ -56,6 +56,9 @@ typedef struct tensor {
     size_t strides[TENSOR_MAX_DIMS]; /* in elements, not bytes */
     char names[TENSOR_MAX_DIMS][TENSOR_NAME_MAX]; /* "" when unnamed */
     tensor_buffer *buffer;
+    int borrowed;     /* 1: a header sharing another tensor's numbers with
+                         no count of its own (tensor_named, tensor_header,
+                         kv_cache_view): tensor_free refuses it */
     unsigned long id; /* which tensor this is, for the trace: 1, 2, 3 ...
                          in the order made (0 for a header of your own) */
 } tensor;
@@ -93,7 +96,9 @@ int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
 /* A new contiguous tensor with x's shape, names and numbers. */
 int tensor_contiguous(const tensor *x, tensor **out);
 
-/* Release t's reference to its buffer and t itself.  NULL is fine. */
+/* Release t's reference to its buffer and t itself.  NULL is fine.  A
+ * borrowed header (t->borrowed) is refused: nothing is freed, and the
+ * error names the tensor (mha_last_error). */
 void tensor_free(tensor *t);
 
 /* --- reading the layout --------------------------------------------- */
@@ -135,13 +140,13 @@ int tensor_check_result(const tensor *t, const char *who, const char *stage,
 
 /* A copy of x's header with names set from `names` when x has none (x's
  * own names win), for the trace of a module's inputs.  It shares x's
- * buffer WITHOUT a count of its own: keep it on the stack, use it while x
- * lives, and never tensor_free it. */
+ * buffer WITHOUT a count of its own (it is marked borrowed): keep it on
+ * the stack and use it while x lives; tensor_free refuses it. */
 tensor tensor_named(const tensor *x, const char *names);
 
 /* A header with shape and no numbers, for a step's trace to name a shape
  * that no tensor has (a product's rows read as one matrix, a result to
- * come).  Like tensor_named's, keep it on the stack; never tensor_free it. */
+ * come).  Borrowed, like tensor_named's: keep it on the stack. */
 tensor tensor_header(size_t ndim, const size_t *shape);
 
 /* "(1, 2, 16)" into buf and return buf. */
