@@ -522,6 +522,6 @@ clean:
 	rm -rf build
 
 # The header dependencies the compiles above wrote (DEPFLAGS).
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/cli/*.d $(BUILD)/chapters/*.d \
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/chapters/*.d \
                     $(BUILD)/tests/obj/*.d $(BUILD)/*.d $(BUILD)/teacher/*.d \
-                    build/fuzz/obj/*.d build/fuzz/obj/cli/*.d build/fuzz/*.d)
+                    build/fuzz/obj/*/*.d build/fuzz/*.d)

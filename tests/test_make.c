@@ -164,4 +164,44 @@ Test(make, grade_py_takes_one_name)
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 2, "status %d", ws);
 }
+
+/* Every object names the headers it read (DEPFLAGS), in whichever folder
+ * of src/ it sits: a header touched rebuilds what includes it, directly
+ * or through another header, and nothing that does not. */
+static int rebuilt_by(const char *header, const char *object)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("make is not ours to check under valgrind");
+    char build[512];
+    snprintf(build, sizeof build, "%s", CHAPTER_DIR);
+    char *slash = strrchr(build, '/');
+    cr_assert_not_null(slash);
+    *slash = '\0';
+    char cmd[2048], obj[600];
+    snprintf(obj, sizeof obj, "%s/obj/%s.o", build, object);
+    struct stat st;
+    if (stat(obj, &st) != 0)
+        cr_skip_test("%s is not built", obj);
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "
+             "-n BUILD=%s -W %s %s 2>&1", build, header, obj);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char out[8192];
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s: %s", cmd, out);
+    char want[300];
+    snprintf(want, sizeof want, "-c src/%s.c ", object);
+    return strstr(out, want) != NULL;
+}
+
+Test(make, a_header_rebuilds_what_includes_it)
+{
+    cr_assert(rebuilt_by("src/tensor/tensor.h", "tensor/view"));
+    cr_assert(rebuilt_by("src/tensor/tensor.h", "nn/attention")); /* through linear.h */
+    cr_assert(rebuilt_by("src/trace/trace.h", "tensor/tensor_trace"));
+    cr_assert(rebuilt_by("src/nn/softmax.h", "cli/mha"));
+    cr_assert_not(rebuilt_by("src/plot/heatmap.h", "nn/attention"));
+}
 //<

@@ -12,6 +12,7 @@
  */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <criterion/parameterized.h>
@@ -145,6 +146,46 @@ Test(trace, contiguous_and_view)
     tensor_free(v);
     tensor_free(y);
     tensor_free(t);
+    tensor_free(x);
+}
+
+/* Each thread has its own trace: a step another thread runs reaches
+ * that thread's observers only, and its open steps do not change this
+ * thread's depth. */
+static void *reshape_in_a_thread(void *arg)
+{
+    trace_log *log = arg;
+    trace_log_start(log);
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL;
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "outer");
+    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    /* left open: only this thread's depth is 1 */
+    trace_log_stop(log);
+    tensor_free(y);
+    tensor_free(x);
+    return NULL;
+}
+
+Test(trace, each_thread_has_its_own)
+{
+    trace_log mine, theirs;
+    trace_log_start(&mine);
+    pthread_t other;
+    cr_assert_eq(pthread_create(&other, NULL, reshape_in_a_thread, &theirs), 0);
+    cr_assert_eq(pthread_join(other, NULL), 0);
+    tensor *x = arange(SHAPE(6)), *y = NULL;
+    OK(tensor_reshape(x, DIMS(2, 3), NULL, &y));
+    trace_log_stop(&mine);
+    cr_assert_eq(theirs.count, 2);
+    cr_assert_str_eq(theirs.records[1].op, "reshape(3, 2)");
+    cr_assert_eq(theirs.records[1].depth, 1);
+    cr_assert_eq(mine.count, 1, "the other thread's records reached this one");
+    cr_assert_str_eq(mine.records[0].op, "reshape(2, 3)");
+    cr_assert_eq(mine.records[0].depth, 0);
+    cr_assert_eq(mine.records[0].seq, 0);
+    trace_log_free(&mine);
+    trace_log_free(&theirs);
+    tensor_free(y);
     tensor_free(x);
 }
 

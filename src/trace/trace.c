@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static trace_observer *observers = NULL; /* NULL: nobody listens */
+/* Each thread has its own trace, as it has its own error (base/error.c):
+ * the records of the steps it runs, for the observers it attached. */
+static _Thread_local trace_observer *observers = NULL; /* NULL: nobody listens */
 #ifndef MHA_NO_TRACE
-static int depth = 0;  /* nesting level; kept even when nobody listens */
-static int quiet = 0;  /* open quiet scopes */
-static size_t seq = 0; /* records delivered so far */
+static _Thread_local int depth = 0;  /* nesting; kept when nobody listens */
+static _Thread_local int quiet = 0;  /* open quiet scopes */
+static _Thread_local size_t seq = 0; /* records delivered so far */
 #endif
 
 /* --- shapes ---------------------------------------------------------- */
@@ -231,7 +233,7 @@ static void print_text(void *ctx, const trace_record *r)
     fprintf((FILE *)ctx, "%s\n", trace_format_text(r, line, sizeof line));
 }
 
-static trace_observer text_printer = {print_text, NULL, NULL};
+static _Thread_local trace_observer text_printer = {print_text, NULL, NULL};
 
 /* One of the trace's own printers, on f or (NULL) off. */
 static void print_to(trace_observer *printer, FILE *f)
@@ -323,7 +325,7 @@ static void print_json(void *ctx, const trace_record *r)
     fputc('\n', (FILE *)ctx);
 }
 
-static trace_observer json_printer = {print_json, NULL, NULL};
+static _Thread_local trace_observer json_printer = {print_json, NULL, NULL};
 
 void trace_to_json(FILE *f) { print_to(&json_printer, f); }
 

@@ -33,7 +33,9 @@
  * tensors into a record (tensor/tensor_trace.h) and hands it to
  * trace_deliver.  trace_quiet_begin and trace_quiet_end bracket code that
  * runs steps without showing them.
- * The state is global: one trace per process.
+ * The state is per thread, as the error state is (base/error.h): a thread
+ * sees the records of the steps it runs, for the observers it attached
+ * (the fast paths emit their records outside their parallel loops).
  *
  * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
  * the emitting calls are empty inline functions and compile to nothing.  `make bench` and `make
@@ -143,9 +145,9 @@ typedef struct trace_observer {
 void trace_attach(trace_observer *o);
 void trace_detach(trace_observer *o);
 
-/* The text printer on f (NULL: switch it off).  One per process. */
+/* The text printer on f (NULL: switch it off).  One per thread. */
 void trace_to(FILE *f);
-/* JSON lines on f (NULL: switch it off).  One per process. */
+/* JSON lines on f (NULL: switch it off).  One per thread. */
 void trace_to_json(FILE *f);
 
 /* One record as the text printer's line (without the newline) into buf;
