@@ -1,7 +1,7 @@
 /* Chapter 16: causal decoding with a key-value cache.
  *
  * Causal self-attention and its heatmap; generating one position at a
- * time with multihead_decode_step, the cache growing in the trace;
+ * time with kv_cache_decode_step, the cache growing in the trace;
  * checked against causal attention over the whole sequence; the work per
  * step with the cache and without it.  Run it with `make ch16`; the
  * book's page is docs/16_kv_cache.md.
@@ -105,14 +105,14 @@ static void decoding(lesson *l)
      *
      * @show src/nn/kvcache.h kv_cache
      *
-     * `multihead_decode_step` takes the $n$ new positions, `(B, n, d_model)`,
+     * `kv_cache_decode_step` takes the $n$ new positions, `(B, n, d_model)`,
      * and does one step: projects them, splits the heads, writes their keys
      * and values into the cache at positions `length` to `length + n - 1`,
      * attends with the $n$ new queries to all cached positions under the
      * causal mask aligned at the end, and mixes the heads with W_o. Its
      * output is the $n$ new rows, `(B, n, d_model)`.
      *
-     * @show src/nn/kvcache.c multihead_decode_step
+     * @show src/nn/kvcache.c kv_cache_decode_step
      *
      * The causal mask enters the module's forward pass at step 3, as one
      * length per query row (`head_lens`):
@@ -154,7 +154,7 @@ static void decoding(lesson *l)
                    t + n - 1);
             trace_to(stdout);
         }
-        CHECK(multihead_decode_step(&l->m, &c, xt, &yt));
+        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt));
         trace_to(NULL);
         if (t <= PREFILL)
             printf("\n");
@@ -195,7 +195,7 @@ static void same_numbers(lesson *l)
 }
 
 /* Multiply-adds of the attention in a step with t keys, the one that
- * makes position t - 1 (madds.h): with the cache, the new query against the t
+ * makes position t - 1 (attention_madds.h): with the cache, the new query against the t
  * keys; recomputing, the t queries against the keys the causal mask lets
  * each see, t (t + 1) / 2 pairs. */
 static double madds_cached(size_t t, size_t d_model)
@@ -239,7 +239,7 @@ static void work(void)
      * $n_q$, $n_k$ or $d_{model}$ 0 is refused with `GSL_EINVAL` and a
      * message naming all three:
      *
-     * @show src/nn/madds.c attention_madds
+     * @show src/nn/attention_madds.c attention_madds
      *
      * The projections cost more again: with the cache, W_q, W_k, W_v
      * and W_o are applied to the one new position,
@@ -337,7 +337,7 @@ int main(void)
  * 2. Decode the 8 positions with a prefill of 1, of 5 and of 8. Does
  *    section 3's check still pass? How many rows do the scores of the
  *    prefill have in each case?
- * 3. Call `multihead_decode_step` once more after the cache is full. What
+ * 3. Call `kv_cache_decode_step` once more after the cache is full. What
  *    happens, and what should a server do when a conversation outgrows the
  *    cache?
  * 4. Without the causal mask, could a decoder keep a cache? Which of the

@@ -11,5 +11,5 @@ set logscale y 10
 set key left top
 set grid
 set datafile missing 'nan'
-plot dir . '/bench_decode.dat' u 1:2 w lp lw 2 t 'with the key-value cache (multihead_decode_step)', \
+plot dir . '/bench_decode.dat' u 1:2 w lp lw 2 t 'with the key-value cache (kv_cache_decode_step)', \
   '' u 1:3 w lp lw 2 t 'recomputing all t positions (multihead_forward, causal)'

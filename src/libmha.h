@@ -50,7 +50,7 @@
 //<
 //> 16
 #include "nn/kvcache.h"
-#include "nn/madds.h"
+#include "nn/attention_madds.h"
 //<
 //> 17
 #include "nn/gqa.h"

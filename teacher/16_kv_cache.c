@@ -13,7 +13,7 @@ static void exercise1(void)
     section("Exercise 1");
     /*md
      * The library's solution is `attention_madds` in
-     * [`src/nn/madds.c`](../../src/nn/madds.c) (folded on the chapter's page);
+     * [`src/nn/attention_madds.c`](../../src/nn/attention_madds.c) (folded on the chapter's page);
      * `make grade EXERCISE=attention_madds` grades a student's. Under the
      * causal mask query $i$ of $n_q$ sees $i + n_k - n_q + 1$ keys (at
      * most $n_k$); each (query, key) pair costs $d_{model}$ multiply-adds
@@ -73,7 +73,7 @@ static void decode(lesson *l, size_t prefill)
         size_t n = t == 0 ? prefill : 1;
         tensor *xt, *yt;
         CHECK(tensor_narrow(l->x, 1, t, n, &xt));
-        CHECK(multihead_decode_step(&l->m, &c, xt, &yt));
+        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt));
         if (t == 0)
             rows = l->m.weights->shape[2];
         for (size_t i = 0; i < n; i++)
@@ -135,11 +135,11 @@ static void exercise3(void)
     kv_cache c;
     tensor *y;
     CHECK(kv_cache_init(&c, B, H, P, N));
-    CHECK(multihead_decode_step(&l.m, &c, l.x, &y));
+    CHECK(kv_cache_decode_step(&l.m, &c, l.x, &y));
     tensor_free(y);
     tensor *xt;
     CHECK(tensor_narrow(l.x, 1, 0, 1, &xt));
-    int status = multihead_decode_step(&l.m, &c, xt, &y);
+    int status = kv_cache_decode_step(&l.m, &c, xt, &y);
     printf("one more step after %zu of %zu positions: status %d (%s)\n  %s\n",
            c.length, c.capacity, status, gsl_strerror(status), mha_last_error());
     printf("cache length afterwards: %zu\n", c.length);

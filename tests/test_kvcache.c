@@ -74,7 +74,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
         size_t n = c->chunks[s];
         tensor *rows, *out, *want, *want_w, *w_cols;
         OK(tensor_narrow(x, 1, start, n, &rows));
-        OK(multihead_decode_step(&m, &cache, rows, &out));
+        OK(kv_cache_decode_step(&m, &cache, rows, &out));
         cr_assert_eq(cache.length, start + n);
         OK(tensor_narrow(full, 1, start, n, &want));
         double err = rel_error(out, want);
@@ -139,12 +139,12 @@ Test(kvcache, the_trace_shows_the_cache_growing)
     OK(kv_cache_init(&cache, 2, 1, 2, 4));
     tensor *x, *out;
     OK(tensor_alloc(SHAPE(2, 1, 4), &x));
-    OK(multihead_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out));
     tensor_free(out);
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(multihead_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out));
     trace_to(NULL);
     const char *text = capture_end(&c);
     // the header, then the append: the new position's keys (B, G, n, p)
@@ -193,28 +193,28 @@ Test(kvcache, errors)
     tensor *x, *x3, *out;
     OK(tensor_alloc(SHAPE(2, 2, 4), &x));
     OK(tensor_alloc(SHAPE(3, 1, 4), &x3));
-    OK(multihead_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out));
     tensor_free(out);
-    FAILS(multihead_decode_step(&m, &cache, x, &out), GSL_EBADLEN,
-          "multihead_decode_step: the cache is full: capacity 3, length 2, "
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_EBADLEN,
+          "kv_cache_decode_step: the cache is full: capacity 3, length 2, "
           "and x (2, 2, 4) brings 2 new positions");
     cr_assert_null(out);
     cr_assert_eq(cache.length, 2, "a failed step leaves the cache as it was");
-    FAILS(multihead_decode_step(&m, &cache, x3, &out), GSL_EBADLEN,
-          "multihead_decode_step: the cache is (B, G, capacity, p) = (2, 1, "
+    FAILS(kv_cache_decode_step(&m, &cache, x3, &out), GSL_EBADLEN,
+          "kv_cache_decode_step: the cache is (B, G, capacity, p) = (2, 1, "
           "3, 2) but x (3, 1, 4) and the module (h 2, G 1, p 2) need (3, 1, "
           "capacity, 2)");
     OK(kv_cache_init(&wrong, 2, 2, 2, 3));
-    FAILS(multihead_decode_step(&m, &wrong, x, &out), GSL_EBADLEN,
-          "multihead_decode_step: the cache is (B, G, capacity, p) = (2, 2, "
+    FAILS(kv_cache_decode_step(&m, &wrong, x, &out), GSL_EBADLEN,
+          "kv_cache_decode_step: the cache is (B, G, capacity, p) = (2, 2, "
           "3, 2) but x (2, 2, 4) and the module (h 2, G 1, p 2) need (2, 1, "
           "capacity, 2)");
     multihead cross;
     multihead_config ccfg = {.query_size = 4, .key_size = 3, .value_size = 4,
                              .num_hiddens = 4, .num_heads = 2};
     OK(multihead_init(&cross, &ccfg));
-    FAILS(multihead_decode_step(&cross, &wrong, x, &out), GSL_EINVAL,
-          "multihead_decode_step: decoding is self-attention, but the module "
+    FAILS(kv_cache_decode_step(&cross, &wrong, x, &out), GSL_EINVAL,
+          "kv_cache_decode_step: decoding is self-attention, but the module "
           "has query_size 4, key_size 3, value_size 4");
     multihead_free(&cross);
     kv_cache_free(&wrong);
@@ -237,7 +237,7 @@ static void decode_overflow(double x0, const char *message)
     tensor *x, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(1, 1, 2), &x));
     tensor_fill(x, x0);
-    FAILS(multihead_decode_step(&m, &cache, x, &out), GSL_ERANGE, message);
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_ERANGE, message);
     cr_assert_null(out);
     cr_assert_eq(cache.length, 0, "a refused step leaves the cache empty");
     tensor_free(x);
@@ -248,11 +248,11 @@ static void decode_overflow(double x0, const char *message)
 Test(kvcache, an_overflow_is_named_by_its_stage)
 {
     // 1e308 + 1e308 = inf in every projection: Q is the first stage
-    decode_overflow(1e308, "multihead_decode_step: the projection overflowed: "
+    decode_overflow(1e308, "kv_cache_decode_step: the projection overflowed: "
                            "Q[0, 0, 0] = inf from finite inputs (Q (1, 1, 2))");
     // projections of 5e307 are finite, the score q . k / sqrt(2) is not:
     // its softmax row is NaN, and the heads are the first stage named
-    decode_overflow(2.5e307, "multihead_decode_step: the weighted sum of the "
+    decode_overflow(2.5e307, "kv_cache_decode_step: the weighted sum of the "
                              "values overflowed: heads[0, 0, 0] = nan from "
                              "finite inputs (heads (1, 1, 2))");
 }
@@ -273,12 +273,12 @@ Test(kvcache, allocation_failures)
     tensor *x, *out;
     OK(tensor_alloc(SHAPE(2, 2, 4), &x));
     tensor_fill_arange(x, -1, 0.125);
-    OK(multihead_decode_step(&m, &cache, x, &out)); // length 2
+    OK(kv_cache_decode_step(&m, &cache, x, &out)); // length 2
     tensor_free(out);
     int failures = 0;
     for (long k = 0;; k++) {
         mha_debug_fail_alloc_after(k);
-        int status = multihead_decode_step(&m, &cache, x, &out);
+        int status = kv_cache_decode_step(&m, &cache, x, &out);
         mha_debug_fail_alloc_after(-1);
         if (status == GSL_SUCCESS)
             break;

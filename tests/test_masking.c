@@ -296,7 +296,7 @@ Test(masking, decode_step_at_extreme_scores)
             for (size_t t0 = 0; t0 < L; t0 += step) {
                 tensor *xs;
                 OK(tensor_narrow(x, 1, t0, step, &xs));
-                OK(multihead_decode_step(&m, &cache, xs, &out));
+                OK(kv_cache_decode_step(&m, &cache, xs, &out));
                 tensor_free(xs);
                 for (size_t b = 0; b < c.B; b++)
                     for (size_t i = 0; i < step; i++)

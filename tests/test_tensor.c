@@ -220,15 +220,15 @@ Test(tensor, free_refuses_a_borrowed_header)
     tensor_free(&named);
     char want[160];
     snprintf(want, sizeof want,
-             "tensor_free: tensor (2, 3) (id %lu) is a borrowed header "
-             "(tensor_named, tensor_header, kv_cache_view) that owns "
-             "nothing; it is left alone", x->id);
+             "tensor_free: tensor (2, 3) (id %lu) is a borrowed header: "
+             "it shares another tensor's numbers and owns nothing; it "
+             "is left alone", x->id);
     cr_assert_str_eq(mha_last_error(), want);
     tensor_free(&header);
     cr_assert_str_eq(mha_last_error(),
-                     "tensor_free: tensor (4, 1) (id 0) is a borrowed header "
-                     "(tensor_named, tensor_header, kv_cache_view) that owns "
-                     "nothing; it is left alone");
+                     "tensor_free: tensor (4, 1) (id 0) is a borrowed header: "
+                     "it shares another tensor's numbers and owns nothing; "
+                     "it is left alone");
     cr_assert_eq(*TENSOR_AT(&named, 1, 2), 7.5);
     /* a view of a borrowed header has a count of its own: freed as usual */
     tensor *v = NULL;

@@ -833,7 +833,7 @@ static void part_decode(decode_result *d)
             tensor *xt, *out;
             CHECK(tensor_narrow(x, 1, k, 1, &xt));
             double t0 = now();
-            CHECK(multihead_decode_step(&m, &c, xt, &out));
+            CHECK(kv_cache_decode_step(&m, &c, xt, &out));
             steps[(size_t)r * T + k] = now() - t0;
             tensor_free(out);
             tensor_free(xt);
@@ -1009,7 +1009,7 @@ static void write_decode_chart(const decode_result *d)
         "set logscale x 2\nset logscale y 10\nset key left top\nset grid\n"
         "set datafile missing 'nan'\n"
         "plot dir . '/bench_decode.dat' u 1:2 w lp lw 2 t 'with the key-value "
-        "cache (multihead_decode_step)', \\\n"
+        "cache (kv_cache_decode_step)', \\\n"
         "  '' u 1:3 w lp lw 2 t 'recomputing all t positions "
         "(multihead_forward, causal)'\n",
         D, H);

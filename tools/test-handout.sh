@@ -390,7 +390,7 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
     "$build/marks-filter" --handout "$(echo "$chapters" | tail -n 1 | cut -c1-2)" "$g6/stubbed.c" > "$h/$f"
 done
 inject src/nn/linear.c linear_forward_naive '    int p;'
-inject src/nn/madds.c attention_madds '    for (volatile int spin = 1; spin;) { }'
+inject src/nn/attention_madds.c attention_madds '    for (volatile int spin = 1; spin;) { }'
 inject src/nn/posenc.c rope_rotate_pair '    *(volatile double *)0 = x0;'
 inject src/nn/softmax.c causal_valid_lens '    extern void *malloc(__SIZE_TYPE__);
     static void *volatile kept;

@@ -83,7 +83,7 @@ int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values)
 /* The step's inputs against the module and the cache, before any work. */
 static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
 {
-    const char *who = "multihead_decode_step";
+    const char *who = "kv_cache_decode_step";
     const multihead_config *cfg = &m->cfg;
     if (!c || !c->keys)
         return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
@@ -153,10 +153,10 @@ static int append(tensor *storage, const tensor *heads, size_t length,
     return status;
 }
 
-int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
+int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
                           tensor **out)
 {
-    const char *who = "multihead_decode_step";
+    const char *who = "kv_cache_decode_step";
     *out = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "%s: x is NULL", who);

@@ -24,7 +24,7 @@
  * times smaller than multi-head attention's, which is why models share
  * key-value heads (grouped-query attention, multihead.h).
  *
- * multihead_decode_step, step by step (self-attention: queries, keys and
+ * kv_cache_decode_step, step by step (self-attention: queries, keys and
  * values are all x):
  *   1. project the new positions: Q (B, n, d_model), K and V (B, n, G*p)
  *   2. with rope (multihead_config.rope, posenc.h), Q and K turned by
@@ -79,7 +79,7 @@ int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values);
  * it has no room for n more positions (the message names capacity,
  * length and n); GSL_EINVAL for a module that is not self-attention;
  * otherwise the errors of multihead_forward. */
-int multihead_decode_step(multihead *m, kv_cache *c, const tensor *x,
+int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
                           tensor **out);
 
 #endif

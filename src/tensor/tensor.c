@@ -131,9 +131,9 @@ void tensor_free(tensor *t)
     if (t->borrowed) {
         char sh[TRACE_SHAPE_MAX];
         mha_fail(GSL_EINVAL,
-                 "tensor_free: tensor %s (id %lu) is a borrowed header "
-                 "(tensor_named, tensor_header, kv_cache_view) that owns "
-                 "nothing; it is left alone",
+                 "tensor_free: tensor %s (id %lu) is a borrowed header: "
+                 "it shares another tensor's numbers and owns nothing; it "
+                 "is left alone",
                  tensor_shape_str(t, sh, sizeof sh), t->id);
         return;
     }

@@ -57,8 +57,8 @@ typedef struct tensor {
     char names[TENSOR_MAX_DIMS][TENSOR_NAME_MAX]; /* "" when unnamed */
     tensor_buffer *buffer;
     int borrowed;     /* 1: a header sharing another tensor's numbers with
-                         no count of its own (tensor_named, tensor_header,
-                         kv_cache_view): tensor_free refuses it */
+                         no count of its own (tensor_named, tensor_header):
+                         tensor_free refuses it */
     unsigned long id; /* which tensor this is, for the trace: 1, 2, 3 ...
                          in the order made (0 for a header of your own) */
 } tensor;

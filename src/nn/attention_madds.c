@@ -1,8 +1,8 @@
 //> 16
-/* madds.c: the work of attention in multiply-adds; see madds.h.
+/* attention_madds.c: the work of attention in multiply-adds; see attention_madds.h.
  *
  * Shapes: n_q queries, n_k keys, d_model = h * p features. */
-#include "nn/madds.h"
+#include "nn/attention_madds.h"
 
 #include "base/error.h"
 

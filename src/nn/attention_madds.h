@@ -1,5 +1,5 @@
 //> 16
-/* madds.h: counting the work of attention, in multiply-adds.
+/* attention_madds.h: counting the work of attention, in multiply-adds.
  *
  * Shapes, in the lesson's names: n_q queries and n_k keys per sequence,
  * d_model = h * p features over all heads.  One query against one key
@@ -7,8 +7,8 @@
  * share of the weighted sum of the values: 2 * d_model over the h heads.
  * The softmax and the projections are not counted here.
  */
-#ifndef MHA_MADDS_H
-#define MHA_MADDS_H
+#ifndef MHA_ATTENTION_MADDS_H
+#define MHA_ATTENTION_MADDS_H
 
 #include <stddef.h>
 
