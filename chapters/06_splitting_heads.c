@@ -87,7 +87,7 @@ static void small_example(void)
      * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
      * tensors it made before freed.
      *
-     * @show src/nn/multihead.c transpose_qkv
+     * @show src/nn/heads.c transpose_qkv
      */
     tensor *x = counting_tensor(1, 2, 16), *heads;
     tensor_print(stdout, x, 0);
@@ -274,7 +274,7 @@ static void and_back(void)
      * NULL, a message naming the sizes), and `GSL_ENOMEM` with the output
      * NULL when an allocation fails.
      *
-     * @show src/nn/multihead.c transpose_output
+     * @show src/nn/heads.c transpose_output
      *
      * The round trip gives back X *exactly*, not just to rounding: these
      * functions only move numbers, they never compute with them.

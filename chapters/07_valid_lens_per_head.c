@@ -57,7 +57,7 @@ static void one_length_per_example(void)
      * message naming the number; and that a failed allocation returns
      * `GSL_ENOMEM` with the output NULL.
      *
-     * @show src/nn/multihead.c repeat_valid_lens
+     * @show src/nn/heads.c repeat_valid_lens
      *
      * The loop writes `out[(b*h + i)*row + j]`: the same $b h + i$ that
      * `transpose_qkv` used for the data. The mask and the data agree because

@@ -17,7 +17,7 @@
  * the library's message, the call and where it was made (exit status 1).
  * In a student's handout, a call that reaches an exercise not written yet
  * stops the lesson with that one line instead, "this needs exercise
- * transpose_qkv (chapter 06, src/nn/multihead.c): ...", and exit status 3
+ * transpose_qkv (chapter 06, src/nn/heads.c): ...", and exit status 3
  * (MHA_EXIT_EXERCISE, error.h).  When stdout has failed (a full disk),
  * that is the cause, and the lesson stops with one line: where, and the
  * library's message.  (A lesson that reaches its end with stdout failed

@@ -115,7 +115,7 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * The library's solutions are `transpose_qkv` and `transpose_output`
-     * in [`src/nn/multihead.c`](../../src/nn/multihead.c) (folded on the
+     * in [`src/nn/heads.c`](../../src/nn/heads.c) (folded on the
      * chapter's page); `make grade EXERCISE=transpose_qkv` and
      * `EXERCISE=transpose_output` grade a student's. The usual mistakes:
      * reshaping straight to `(B*h, n, p)` (section 3 of the chapter: the

@@ -101,7 +101,7 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * The library's solution is `repeat_valid_lens` in
-     * [`src/nn/multihead.c`](../../src/nn/multihead.c) (folded on the chapter's
+     * [`src/nn/heads.c`](../../src/nn/heads.c) (folded on the chapter's
      * page); `make grade EXERCISE=repeat_valid_lens` grades a student's.
      * Points to check: a `(B,)` input gives `(B*h,)` and a `(B, Lq)` input
      * gives `(B*h, Lq)`, each row repeated h times in place

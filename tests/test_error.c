@@ -164,10 +164,10 @@ Test(error, unwritten_exercise_names_itself)
 {
     mha_clear_error();
     cr_assert_null(mha_unwritten_exercise());
-    cr_assert_eq(mha_fail_exercise("transpose_qkv", "06", "src/nn/multihead.c"),
+    cr_assert_eq(mha_fail_exercise("transpose_qkv", "06", "src/nn/heads.c"),
                  GSL_EUNIMPL);
     const char *line = "this needs exercise transpose_qkv (chapter 06, "
-                       "src/nn/multihead.c): it is not written yet; see README.md";
+                       "src/nn/heads.c): it is not written yet; see README.md";
     cr_assert_str_eq(mha_last_error(), line);
     cr_assert_str_eq(mha_unwritten_exercise(), line);
     mha_fail_in(GSL_EUNIMPL, "multihead_forward");

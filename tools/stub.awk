@@ -1,6 +1,6 @@
 # stub.awk: blank the bodies of the library functions marked as exercises.
 #
-#   awk -v keep="name1 name2" -f tools/stub.awk src/nn/multihead.c
+#   awk -v keep="name1 name2" -f tools/stub.awk src/nn/heads.c
 #
 # A comment line holding "@exercise NAME (chapter NN): ..." marks the
 # function NAME defined right below it.  Its signature is kept; its body

@@ -582,9 +582,9 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
     cut_stubbed "$(echo $order)" "$f" "$class/wrong/$f"
 done
 awk '/^int transpose_qkv\(/ { inside = 1 } inside && /SHAPE\(0, 2, 1, 3\)/ { sub(/SHAPE\(0, 2, 1, 3\)/, "SHAPE(0, 1, 2, 3)"); inside = 0 } { print }' \
-    src/nn/multihead.c > "$g6/wrong.c"
-cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/nn/multihead.c"
-grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/nn/multihead.c" || fail "cannot write the wrong transpose_qkv"
+    src/nn/heads.c > "$g6/wrong.c"
+cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/nn/heads.c"
+grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/nn/heads.c" || fail "cannot write the wrong transpose_qkv"
 echo 'int this is not C;' >> "$class/broken/src/nn/gqa.c"
 for s in nothing half wrong broken; do
     (cd "$class/$s" && git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm handout) ||

@@ -1,5 +1,7 @@
 //> 06
-/* multihead.c: multi-head attention; see multihead.h for the steps.
+/* multihead.c: the multi-head attention module and its forward pass; see
+ * multihead.h for the steps (splitting into heads and joining them:
+ * heads.c; the cache the backward pass reads: multihead_cache.c).
  *
  * Shapes: B batch, Lq queries, Lk key-value pairs, d_model = num_hiddens,
  * h heads of p = d_model/h features, D_out output features. */
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "nn/multihead_internal.h"
 #include "nn/qkv.h"
 #include "nn/softmax.h"
 #include "tensor/tensor_trace.h"
@@ -17,232 +20,6 @@
 //<
 //> 15
 #include "nn/posenc.h"
-//<
-
-/* The first la characters of a, then sep and b when sep is not 0 ("B*h",
- * "d_model/h"), into buf (TENSOR_NAME_MAX); "" when a part is missing
- * or the name would not fit. */
-static void name_of(char *buf, const char *a, size_t la, char sep,
-                    const char *b)
-{
-    size_t lb = sep ? strlen(b) : 0;
-    buf[0] = '\0';
-    if (la == 0 || (sep && lb == 0) || la + lb + 2 > TENSOR_NAME_MAX)
-        return;
-    memcpy(buf, a, la);
-    buf[la] = sep;
-    memcpy(buf + la + (sep != 0), b, lb);
-    buf[la + (sep != 0) + lb] = '\0';
-}
-
-void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
-{
-    memset(nm, 0, sizeof *nm);
-    if (x->ndim != 3 || (!x->names[0][0] && !x->names[1][0] && !x->names[2][0]))
-        return;
-    // the parts: batch B, positions n, heads h, features F = h*p, p = F/h
-    char B[TENSOR_NAME_MAX], h[TENSOR_NAME_MAX] = "h", F[TENSOR_NAME_MAX];
-    char p[TENSOR_NAME_MAX], Bh[TENSOR_NAME_MAX];
-    const char *n = x->names[1];
-    if (from_rows) { // (B*h, n, p): the last factor of B*h is h
-        const char *Bh_in = x->names[0], *star = strrchr(Bh_in, '*');
-        name_of(B, Bh_in, star ? (size_t)(star - Bh_in) : 0, 0, "");
-        if (star)
-            name_of(h, star + 1, strlen(star + 1), 0, "");
-        name_of(p, x->names[2], strlen(x->names[2]), 0, "");
-        size_t lp = strlen(p), lh = strlen(h);
-        if (lp > lh + 1 && p[lp - lh - 1] == '/' && !strcmp(p + lp - lh, h))
-            name_of(F, p, lp - lh - 1, 0, ""); // d_model of d_model/h
-        else
-            name_of(F, h, strlen(h), '*', p);
-    } else { // (B, n, F): F = G*p names its heads, any other F/h
-        name_of(B, x->names[0], strlen(x->names[0]), 0, "");
-        name_of(F, x->names[2], strlen(x->names[2]), 0, "");
-        size_t lead = strcspn(F, "*/");
-        if (F[lead] == '*' && lead > 0) {
-            name_of(h, F, lead, 0, "");
-            name_of(p, F + lead + 1, strlen(F + lead + 1), 0, "");
-        } else {
-            name_of(p, F, strlen(F), '/', "h");
-        }
-    }
-    name_of(Bh, B, strlen(B), '*', h);
-    snprintf(nm->joined, sizeof nm->joined, "%s, %s, %s", B, n, F);
-    snprintf(nm->split, sizeof nm->split, "%s, %s, %s, %s", B, n, h, p);
-    snprintf(nm->heads, sizeof nm->heads, "%s, %s, %s, %s", B, h, n, p);
-    snprintf(nm->rows, sizeof nm->rows, "%s, %s, %s", Bh, n, p);
-}
-
-/* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
- * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
- * two steps are views; the last is a view only when B, h or n is 1, and a
- * copy otherwise.
- * What the tests check (ex_transpose_qkv):
- * - *out is (B*h, n, p) and x[b, i, j] lands at [b*h + j/p, i, j % p]
- *   (a straight reshape to (B*h, n, p) does not: chapter 06, section 3);
- *   with one head it is x itself, reshaped;
- * - d_model not divisible by num_heads: GSL_EBADLEN; num_heads 0, or an
- *   x that is not 3-D: GSL_EINVAL; each with *out NULL and a message that
- *   starts with "transpose_qkv" and names the sizes refused (d_model and
- *   num_heads; num_heads 0; the shape of x);
- * - the intermediate tensors are freed; a failed allocation returns its
- *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
- * The handout blanks this body:
- * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
-int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
-{
-    *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_qkv: input shape %s has %zu dimensions, "
-                        "expected 3 (B, n, d_model)",
-                        xs, x->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL, "transpose_qkv: num_heads is 0 (input %s)",
-                        xs);
-    size_t batch = x->shape[0], n = x->shape[1], d_model = x->shape[2];
-    if (d_model % num_heads != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "transpose_qkv: d_model %zu is not divisible by "
-                        "num_heads %zu (input shape %s)",
-                        d_model, num_heads, xs);
-    size_t p = d_model / num_heads;
-
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
-                num_heads);
-    multihead_names nm;
-    multihead_head_names(x, 0, &nm);
-    tensor *split = NULL, *heads = NULL;
-    // split is (B, n, h, p): a view, each row cut into h pieces of p
-    int status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),
-                                nm.split, &split);
-    // heads is (B, h, n, p): a view, the head axis moved before n
-    if (!status)
-        status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
-    // out is (B*h, n, p): a copy unless B, h or n is 1 (then a view)
-    if (!status)
-        status = tensor_reshape(heads, DIMS(-1, (long)n, (long)p), nm.rows, out);
-    trace_end();
-    tensor_free(split);
-    tensor_free(heads);
-    return status;
-}
-
-/* The inverse of transpose_qkv: (B*h, n, p) -> (B, h, n, p) ->
- * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
- * side again, head i in features i*p .. i*p + p - 1.
- * What the tests check (ex_transpose_output):
- * - *out is (B, n, h*p) and x[b*h + k, i, j] lands at [b, i, k*p + j];
- * - a first dimension not divisible by num_heads: GSL_EBADLEN; num_heads
- *   0, or an x that is not 3-D: GSL_EINVAL; each with *out NULL and a
- *   message that starts with "transpose_output" and names the sizes
- *   refused (the first dimension and num_heads; num_heads 0; the number
- *   of dimensions);
- * - the intermediate tensors are freed; a failed allocation returns its
- *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
- * The handout blanks this body:
- * @exercise transpose_output (chapter 06): the heads side by side again. */
-int transpose_output(const tensor *x, size_t num_heads, tensor **out)
-{
-    *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_output: input shape %s has %zu dimensions, "
-                        "expected 3 (B*h, n, p)",
-                        xs, x->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_output: num_heads is 0 (input %s)", xs);
-    if (x->shape[0] % num_heads != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "transpose_output: first dimension %zu of shape %s is "
-                        "not divisible by num_heads %zu",
-                        x->shape[0], xs, num_heads);
-    size_t n = x->shape[1], p = x->shape[2];
-
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)",
-                num_heads);
-    multihead_names nm;
-    multihead_head_names(x, 1, &nm);
-    tensor *split = NULL, *rows = NULL;
-    // split is (B, h, n, p): a view, "B*h" taken apart again
-    int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
-                                nm.heads, &split);
-    // rows is (B, n, h, p): a view, heads back next to their features
-    if (!status)
-        status = tensor_permute(split, SHAPE(0, 2, 1, 3), &rows);
-    // out is (B, n, h*p): the heads of each position side by side, a copy
-    // unless h, n or p is 1 (chapter 01's table)
-    if (!status)
-        status = tensor_reshape(rows, DIMS((long)rows->shape[0], (long)n, -1),
-                                nm.joined, out);
-    trace_end();
-    tensor_free(split);
-    tensor_free(rows);
-    return status;
-}
-
-//> 07
-/* Row b*h + i of the output is row b of valid_lens: transpose_qkv put
- * head i of example b at batch row b*h + i, and that head must see the
- * keys of example b.
- * What the tests check (ex_repeat_valid_lens):
- * - (B,) gives (B*h,) and (B, Lq) gives (B*h, Lq), row b*h + i a copy of
- *   row b: [3, 2] with h = 3 is [3, 3, 3, 2, 2, 2], not tile's
- *   [3, 2, 3, 2, 3, 2] (chapter 07, section 2);
- * - a meta valid_lens (shapes only, no numbers: mha trace) gives a meta
- *   *out of the repeated shape;
- * - num_heads 0, or a valid_lens that is neither (B,) nor (B, Lq):
- *   GSL_EINVAL, *out NULL, a message that starts with "repeat_valid_lens"
- *   and names num_heads 0 or the number of dimensions;
- * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL.
- * The handout blanks this body:
- * @exercise repeat_valid_lens (chapter 07): valid_lens for every head. */
-int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
-                      tensor **out)
-{
-    *out = NULL;
-    char vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(valid_lens, vs, sizeof vs);
-    if (valid_lens->ndim != 1 && valid_lens->ndim != 2)
-        return mha_fail(GSL_EINVAL,
-                        "repeat_valid_lens: valid_lens shape %s has %zu "
-                        "dimensions, expected (B,) or (B, Lq)",
-                        vs, valid_lens->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL,
-                        "repeat_valid_lens: num_heads is 0 (valid_lens %s)", vs);
-    size_t batch = valid_lens->shape[0];
-    size_t row = valid_lens->ndim == 2 ? valid_lens->shape[1] : 1;
-    size_t shape[2] = {0, valid_lens->shape[1]};
-    if (mha_mul_size(batch, num_heads, &shape[0], "repeat_valid_lens"))
-        return GSL_EOVRFLW;
-    int meta = tensor_is_meta(valid_lens);
-    int status = meta ? tensor_alloc_meta(valid_lens->ndim, shape, out)
-                      : tensor_alloc(valid_lens->ndim, shape, out);
-    if (status)
-        return status;
-    // out[b*h + i] = valid_lens[b] for every head i: repeat_interleave
-    for (size_t b = 0; b < (meta ? 0 : batch); b++)
-        for (size_t i = 0; i < num_heads; i++)
-            for (size_t j = 0; j < row; j++)
-                (*out)->data[(b * num_heads + i) * row + j] =
-                    *TENSOR_AT(valid_lens, b, j);
-    if (valid_lens->names[0][0]) {
-        snprintf((*out)->names[0], TENSOR_NAME_MAX, "%.*s*h", TENSOR_NAME_MAX - 3,
-                 valid_lens->names[0]);
-        if (valid_lens->ndim == 2)
-            memcpy((*out)->names[1], valid_lens->names[1], TENSOR_NAME_MAX);
-    }
-    tensor_trace_step(TRACE_COPY, valid_lens, *out, "repeat_interleave(%zu)",
-               num_heads);
-    return GSL_SUCCESS;
-}
-
 //<
 
 //> 08
@@ -441,17 +218,6 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
 
 /* --- the forward pass ----------------------------------------------- */
 
-/* What the steps make, in their order, all freed when the pass ends. */
-typedef struct steps {
-    tensor *q, *k, *v;    /* (B, Lq, d_model), (B, Lk, d_model) */
-    tensor *qh, *kh, *vh; /* (B*h, Lq, d_model/h), (B*h, Lk, d_model/h) */
-    tensor *lens;         /* (B*h,) or (B*h, Lq), or NULL: no mask */
-    tensor *heads;        /* (B*h, Lq, d_model/h) */
-    tensor *concat;       /* (B, Lq, d_model) */
-//> 14
-    tensor *unmasked;     /* the heads before the head mask, or NULL */
-//<
-} steps;
 
 static void steps_free(steps *s)
 {
@@ -543,10 +309,6 @@ static int keep_weights(multihead *m, size_t batch, size_t Lq)
     return GSL_SUCCESS;
 }
 
-//> 13
-static int keep_steps(multihead *m, steps *s, const tensor *queries,
-                      const tensor *keys, const tensor *values);
-//<
 //> 14
 static int apply_head_mask(const tensor *mask, tensor **heads,
                            tensor **unmasked);
@@ -677,7 +439,7 @@ done:
 */
 //> 13
     if (!status && m->cache) // what the backward pass reads
-        status = keep_steps(m, &s, queries, keys, values);
+        status = multihead_keep_steps(m, &s, queries, keys, values);
 //<
     steps_free(&s);
     if (status) {
@@ -843,65 +605,6 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
 }
 //<
 
-//> 13
-/* --- a cache for the backward pass ----------------------------------- */
-
-void multihead_cache_free(multihead_cache *c)
-{
-    tensor_free(c->lens);
-    tensor_free(c->qh);
-    tensor_free(c->kh);
-    tensor_free(c->vh);
-    tensor_free(c->weights);
-    tensor_free(c->heads);
-    tensor_free(c->head_mask);
-    tensor_free(c->concat);
-    memset(c, 0, sizeof *c);
-}
-
-/* The steps' tensors the backward pass reads, handed over to m->cache
- * (taken out of s, so the pass does not free them), and the weights as
- * (B*h, Lq, Lk). */
-static int keep_steps(multihead *m, steps *s, const tensor *queries,
-                      const tensor *keys, const tensor *values)
-{
-    multihead_cache *c = m->cache;
-    const tensor *aw = m->attention.weights;
-    trace_quiet_begin();
-    int status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
-                                      (long)aw->shape[2]),
-                             NULL, &c->weights);
-    trace_quiet_end();
-//> 14
-    if (!status && m->head_mask) {
-        status = tensor_alloc(SHAPE(m->cfg.num_heads), &c->head_mask);
-        if (!status)
-            status = tensor_copy_into(c->head_mask, m->head_mask);
-    }
-//<
-    if (status)
-        return status;
-    c->queries = queries;
-    c->keys = keys;
-    c->values = values;
-    c->lens = s->lens;
-    c->qh = s->qh;
-    c->kh = s->kh;
-    c->vh = s->vh;
-    c->heads = s->heads;
-    c->concat = s->concat;
-    s->lens = s->qh = s->kh = s->vh = s->heads = s->concat = NULL;
-//> 14
-    if (s->unmasked) { // the heads before the mask, which its gradient reads
-        tensor_free(c->heads);
-        c->heads = s->unmasked;
-        s->unmasked = NULL;
-    }
-//<
-    return GSL_SUCCESS;
-}
-//<
-
 //> 14
 /* *heads (B*h, L, p) becomes its copy with batch row b*h + i multiplied
  * by mask[i] (head i of every example, scaled); the heads as they were
@@ -931,54 +634,5 @@ static int apply_head_mask(const tensor *mask, tensor **heads,
 }
 //<
 
-//> 13
-/* The forward pass with its two options (multihead.h), which it sets on
- * m for this one call: checked here, then multihead_forward. */
-int multihead_forward_cached(multihead *m, const tensor *queries,
-                             const tensor *keys, const tensor *values,
-                             const tensor *valid_lens,
-                             const tensor *head_mask, multihead_cache *c,
-                             tensor **out)
-{
-    const char *who = "multihead_forward_cached";
-    *out = NULL;
-    if (c)
-        multihead_cache_free(c);
-    if (c && m->attention.training && m->attention.dropout > 0)
-        return mha_fail(GSL_EINVAL,
-                        "%s: dropout %g in training mode: the backward pass "
-                        "needs the dropped weights, which are not kept; "
-                        "train with dropout 0 or in evaluation mode",
-                        who, m->attention.dropout);
-/*< 14
-    if (head_mask)
-        return mha_fail(GSL_EINVAL, "%s: this module takes no head mask", who);
-*/
-//> 14
-    size_t h = m->cfg.num_heads;
-    if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
-        int status = multihead_check_inputs(m, queries, keys, values,
-                                            valid_lens);
-        if (status)
-            return status;
-        char hs[TRACE_SHAPE_MAX];
-        return mha_fail(GSL_EBADLEN,
-                        "%s: head_mask has shape %s, expected (%zu,) for "
-                        "num_heads %zu",
-                        who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
-    }
-    m->head_mask = head_mask;
-//<
-    m->cache = c;
-    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
-    m->cache = NULL;
-//> 14
-    m->head_mask = NULL;
-//<
-    if (status && c)
-        multihead_cache_free(c);
-    return status;
-}
-//<
 //<
 //<

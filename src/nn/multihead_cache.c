@@ -1,0 +1,114 @@
+//> 13
+/* multihead_cache.c: the forward pass that keeps what the backward pass
+ * reads (multihead_forward_cached, with the head mask of chapter 14); see
+ * multihead.h. */
+#include "nn/multihead.h"
+
+#include <string.h>
+
+#include "base/error.h"
+#include "nn/multihead_internal.h"
+#include "trace/trace.h"
+
+/* --- a cache for the backward pass ----------------------------------- */
+
+void multihead_cache_free(multihead_cache *c)
+{
+    tensor_free(c->lens);
+    tensor_free(c->qh);
+    tensor_free(c->kh);
+    tensor_free(c->vh);
+    tensor_free(c->weights);
+    tensor_free(c->heads);
+    tensor_free(c->head_mask);
+    tensor_free(c->concat);
+    memset(c, 0, sizeof *c);
+}
+
+int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
+                         const tensor *keys, const tensor *values)
+{
+    multihead_cache *c = m->cache;
+    const tensor *aw = m->attention.weights;
+    trace_quiet_begin();
+    int status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
+                                      (long)aw->shape[2]),
+                             NULL, &c->weights);
+    trace_quiet_end();
+//> 14
+    if (!status && m->head_mask) {
+        status = tensor_alloc(SHAPE(m->cfg.num_heads), &c->head_mask);
+        if (!status)
+            status = tensor_copy_into(c->head_mask, m->head_mask);
+    }
+//<
+    if (status)
+        return status;
+    c->queries = queries;
+    c->keys = keys;
+    c->values = values;
+    c->lens = s->lens;
+    c->qh = s->qh;
+    c->kh = s->kh;
+    c->vh = s->vh;
+    c->heads = s->heads;
+    c->concat = s->concat;
+    s->lens = s->qh = s->kh = s->vh = s->heads = s->concat = NULL;
+//> 14
+    if (s->unmasked) { // the heads before the mask, which its gradient reads
+        tensor_free(c->heads);
+        c->heads = s->unmasked;
+        s->unmasked = NULL;
+    }
+//<
+    return GSL_SUCCESS;
+}
+
+/* The forward pass with its two options (multihead.h), which it sets on
+ * m for this one call: checked here, then multihead_forward. */
+int multihead_forward_cached(multihead *m, const tensor *queries,
+                             const tensor *keys, const tensor *values,
+                             const tensor *valid_lens,
+                             const tensor *head_mask, multihead_cache *c,
+                             tensor **out)
+{
+    const char *who = "multihead_forward_cached";
+    *out = NULL;
+    if (c)
+        multihead_cache_free(c);
+    if (c && m->attention.training && m->attention.dropout > 0)
+        return mha_fail(GSL_EINVAL,
+                        "%s: dropout %g in training mode: the backward pass "
+                        "needs the dropped weights, which are not kept; "
+                        "train with dropout 0 or in evaluation mode",
+                        who, m->attention.dropout);
+/*< 14
+    if (head_mask)
+        return mha_fail(GSL_EINVAL, "%s: this module takes no head mask", who);
+*/
+//> 14
+    size_t h = m->cfg.num_heads;
+    if (head_mask && (head_mask->ndim != 1 || head_mask->shape[0] != h)) {
+        int status = multihead_check_inputs(m, queries, keys, values,
+                                            valid_lens);
+        if (status)
+            return status;
+        char hs[TRACE_SHAPE_MAX];
+        return mha_fail(GSL_EBADLEN,
+                        "%s: head_mask has shape %s, expected (%zu,) for "
+                        "num_heads %zu",
+                        who, tensor_shape_str(head_mask, hs, sizeof hs), h, h);
+    }
+    m->head_mask = head_mask;
+//<
+    m->cache = c;
+    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
+    m->cache = NULL;
+//> 14
+    m->head_mask = NULL;
+//<
+    if (status && c)
+        multihead_cache_free(c);
+    return status;
+}
+//<
