@@ -75,10 +75,9 @@ int layernorm_apply(const tensor *x, const tensor *gamma, const tensor *beta,
     if (!status)
         status = check_param("beta", beta, x);
     if (!status)
-        status = tensor_alloc(x->ndim, x->shape, y);
+        status = tensor_alloc_like(x, y);
     if (status)
         return status;
-    memcpy((*y)->names, x->names, sizeof x->names);
 
     size_t last = x->ndim - 1, d = x->shape[last], xs = x->strides[last];
     size_t rows = tensor_numel(x) / d;

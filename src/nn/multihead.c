@@ -614,10 +614,9 @@ static int apply_head_mask(const tensor *mask, tensor **heads,
 {
     const tensor *x = *heads;
     tensor *out;
-    int status = tensor_alloc(x->ndim, x->shape, &out);
+    int status = tensor_alloc_like(x, &out);
     if (status)
         return status;
-    memcpy(out->names, x->names, sizeof x->names);
     size_t h = mask->shape[0], rows = x->shape[0];
     size_t per_row = x->shape[1] * x->shape[2];
     for (size_t r = 0; r < rows; r++) {

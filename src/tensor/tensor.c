@@ -114,6 +114,15 @@ int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out)
     return tensor_alloc_uninit("tensor_alloc_meta", ndim, shape, -1, out);
 }
 
+int tensor_alloc_like(const tensor *x, tensor **out)
+{
+    int status = tensor_alloc_uninit("tensor_alloc_like", x->ndim, x->shape,
+                                     1, out);
+    if (status == GSL_SUCCESS)
+        memcpy((*out)->names, x->names, sizeof x->names);
+    return status;
+}
+
 int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
                       tensor **out)
 {

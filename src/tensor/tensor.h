@@ -88,6 +88,10 @@ int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out);
 /* 1 when t has no numbers (tensor_alloc_meta and its views and results). */
 static inline int tensor_is_meta(const tensor *t) { return t->data == NULL; }
 
+/* A new contiguous tensor of x's shape and dimension names, filled with
+ * zeros (a gradient of x, a result shaped like it). */
+int tensor_alloc_like(const tensor *x, tensor **out);
+
 /* A new contiguous tensor holding a copy of `values` (row-major order,
  * product-of-shape many). */
 int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
