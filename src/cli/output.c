@@ -196,4 +196,11 @@ int cli_write_outputs(const cli_output *outs, size_t n)
     int status = cli_stage_outputs(outs, n, &staged);
     return cli_finish_outputs(&staged, status);
 }
+
+int cli_flush_stdout(int status)
+{
+    if (mha_stdout_check() && !status)
+        status = cli_error("%s", mha_last_error());
+    return status;
+}
 //<

@@ -59,5 +59,9 @@ int cli_finish_outputs(cli_staged *staged, int status);
 /* Both steps at once, for a program that prints nothing on stdout. */
 int cli_write_outputs(const cli_output *outs, size_t n);
 
+/* status, unless stdout has not taken everything printed on it (think
+ * `mha ... > /dev/full`): then one line saying so, and CLI_USAGE. */
+int cli_flush_stdout(int status);
+
 #endif
 //<

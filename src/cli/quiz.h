@@ -158,5 +158,11 @@ int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
  * with *seed, or 0 when it names none. */
 int quiz_seed_line(const char *line, unsigned long long *seed);
 
+/* The quiz as a printable worksheet on stdout, in pages of 60 lines of
+ * at most 78 characters, a blank to write in after each question (the
+ * answers too when answers is 1).  0, or 2 after one line when memory
+ * or stdout fails. */
+int quiz_print_worksheet(const quiz *z, int answers);
+
 #endif
 //<

@@ -1,0 +1,310 @@
+//> handout
+/* cmd_forward.c: mha forward and mha heatmap, the module on .npy files
+ * (the program: mha.c). */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "inputs.h"
+#include "libmha.h"
+#include "output.h"
+#include "paths.h"
+#include "quiz.h"
+
+static const char usage_forward[] =
+    "usage: mha forward --heads h --queries Q.npy [--keys K.npy] [--values V.npy]\n"
+    "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
+    "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
+    "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
+    "                   [--kv-heads G] [--causal]\n"
+    "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
+    "                   [--rope [--rope-base B]]\n"
+    "                   [PyTorch's options, below]\n"
+    "\n"
+    "Multi-head attention on arrays read from .npy files (float64, float32,\n"
+    "int64 or int32, C order), batch-first, weights as in PyTorch's nn.Linear:\n"
+    "\n"
+    "  Q (B, Lq, Dq)  K (B, Lk, Dk)  V (B, Lk, Dv)  keys and values default\n"
+    "                                               to the queries\n"
+    "  W_q (D, Dq)  W_k (D, Dk)  W_v (D, Dv)  W_o (D_out, D)  h must divide D\n"
+    "  b_q, b_k, b_v (D,)  b_o (D_out,)  optional; a bias not given is zero\n"
+    "  valid_lens (B,) or (B, Lq): whole numbers 0 .. Lk, from a list (one\n"
+    "      per example) or a file; query i of example b sees only the first\n"
+    "      valid_lens[b] (or valid_lens[b, i]) keys; 0 gives uniform weights,\n"
+    "      as in d2l.  A key a query does not see (here or with --causal)\n"
+    "      gets weight exactly 0 whatever the scores: the softmax runs over\n"
+    "      the visible keys only (no -1e6 fill)\n"
+    "  --kv-heads G: G key-value heads (grouped-query attention; G = 1 is\n"
+    "      multi-query): G divides h, W_k is (G*D/h, Dk), W_v (G*D/h, Dv),\n"
+    "      b_k and b_v (G*D/h,), and query head i reads key-value head\n"
+    "      i / (h/G).  Default G = h: every head its own keys and values\n"
+    "  --causal: query i sees key j only when j <= i + Lk - Lq (the queries\n"
+    "      are the last Lq positions, as when decoding with a cache; with\n"
+    "      Lq = Lk the usual causal mask); with valid_lens, the smaller of\n"
+    "      the two.  A query left with no key (Lq > Lk, or a valid length\n"
+    "      of 0) is refused before any work: uniform weights would let it\n"
+    "      see the future\n"
+    "  --rope  rotary embeddings (RoPE, interleaved pairs as in llama2.c):\n"
+    "      each head's features 2k, 2k+1 of Q and K turned by the angle\n"
+    "      position * B^(-2k/p), keys at positions 0 .. Lk-1 and queries at\n"
+    "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
+    "      number > 1 (default 10000)\n"
+    "\n"
+    "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
+    "  --attn-mask M.npy (Lq, Lk) or (B*h, Lq, Lk); --key-padding-mask P.npy\n"
+    "      (B, Lk).  Bool: True = may NOT attend (SDPA's bool mask is the\n"
+    "      opposite); float: added to the scaled scores, -inf hides a key\n"
+    "  --in-proj-weight W.npy (3D, Din), --in-proj-bias b.npy (3D,): W_q,\n"
+    "      W_k, W_v (b_q, b_k, b_v) stacked; not with --kv-heads\n"
+    "  --bias-k BK.npy --bias-v BV.npy (1, 1, G*D/h): add_bias_kv, a key and\n"
+    "      value appended after the projections (not with --rope);\n"
+    "      --add-zero-attn: a zero key and value per head.  Each adds a key,\n"
+    "      Lk' = Lk + 1, that every query may see\n"
+    "  --average-attn-weights: A is (B, Lq, Lk'), the mean over the heads\n"
+    "  --state-dict model.npz: numpy.savez(f, **module.state_dict()) for\n"
+    "      every weight option\n"
+    "  A row with every key hidden (a valid length of 0 too) is refused\n"
+    "  before any work; nn.MultiheadAttention gives NaN there\n"
+    "\n"
+    "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
+    "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
+    "place only once stdout is written.  --trace prints the shape trace on\n"
+    "stdout.  Refused before any work: an output that is a directory, FIFO,\n"
+    "socket, device or symbolic link; two names (./x, links) for one file\n"
+    "among the outputs and inputs; a run needing more memory than the\n"
+    "machine has (or than MHA_MEMORY_LIMIT bytes, when set).  A result\n"
+    "that overflows (NaN or inf from finite input) is refused too.\n"
+    "\n"
+    "Stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE (a closed pipe), mha\n"
+    "removes its temporary files first and ends by that signal; beyond the\n"
+    "file size limit (ulimit -f) a write fails: one line, exit status 2.\n"
+    "Either way every file is as it was before the run.\n";
+
+static const char usage_heatmap[] =
+    "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
+    "                   [--png F] [--svg F] [--terminal]\n"
+    "\n"
+    "Run the forward pass of `mha forward` and draw every head's attention\n"
+    "weights: a grid with one row per example and one column per head, each\n"
+    "panel Lq x Lk (queries down, keys across), one colour scale for all.\n"
+    "\n"
+    "  --png F       render with gnuplot into the PNG file F\n"
+    "  --svg F       the same as SVG\n"
+    "  --terminal    draw with Unicode shades on stdout\n"
+    "\n"
+    "With --average-attn-weights, one panel per example: the mean of the\n"
+    "heads.  Give at least one; see `mha forward --help` for the inputs and for\n"
+    "what is refused before any work.  Stopped by SIGINT, SIGTERM, SIGHUP\n"
+    "or SIGPIPE, mha ends gnuplot, removes its temporary files and its\n"
+    "scratch directory, and ends by that signal: every file is as it was.\n";
+
+/* --- mha forward and mha heatmap ------------------------------------ */
+
+/* OpenBLAS's buffer taken before the inputs are read, or one line saying
+ * the memory limit leaves no room for it (threads.h). */
+static int blas_ready(void)
+{
+    return threads_blas_reserve() ? cli_error("%s", mha_last_error()) : CLI_OK;
+}
+
+/* The input files both commands read, for cli_check_paths. */
+static const char *const input_files[] = {
+    "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
+
+/* The outputs regular files (or new), each with one name, none an input
+ * (paths.h): checked before anything is read. */
+static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
+                       size_t nout)
+{
+    cli_path ins[NOPTS(input_files)];
+    for (size_t i = 0; i < NOPTS(input_files); i++)
+        ins[i] = (cli_path){input_files[i],
+                            cli_find(opts, nopts, input_files[i])->value};
+    return cli_check_paths(outs, nout, ins, NOPTS(ins));
+}
+
+/* The module on the loaded inputs: the fast path, with no copies of the
+ * heads, keeping the weights (B, h, Lq, Lk) in in->m.weights only when
+ * asked for, so that memory stays linear in the lengths.  A student's
+ * copy has no fast path: there it is the lesson's multihead_forward,
+ * which always keeps them. */
+static int module_forward(cli_inputs *in, int keep_weights, tensor **out)
+{
+/*< full
+    (void)keep_weights;
+    return multihead_forward(&in->m, in->queries, in->keys, in->values,
+                             in->valid_lens, out);
+*/
+//> full
+    multihead_fast_options fast = {.keep_weights = keep_weights};
+    return multihead_forward_fast(&in->m, in->queries, in->keys, in->values,
+                                  in->valid_lens, &fast, out);
+//<
+}
+
+int cmd_forward(int argc, char **argv)
+{
+    cli_option opts[] = {CLI_INPUT_OPTIONS,
+                         {"--out", 1, NULL},
+                         {"--attention-out", 1, NULL},
+                         {"--trace", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_forward, stdout);
+        return cli_flush_stdout(CLI_OK);
+    }
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 1)))
+        return status;
+    const char *out_path = cli_find(opts, NOPTS(opts), "--out")->value;
+    const char *a_path = cli_find(opts, NOPTS(opts), "--attention-out")->value;
+    int trace = cli_find(opts, NOPTS(opts), "--trace")->value != NULL;
+    if (!out_path)
+        return cli_error("--out is required (see mha forward --help)");
+    const cli_path outs_named[] = {{"--out", out_path},
+                                   {"--attention-out", a_path}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), a_path != NULL,
+             a_path ? "drop --attention-out, or use mha trace for shapes alone"
+                    : "use mha trace for shapes alone")) ||
+        (status = blas_ready()))
+        return status;
+
+    cli_inputs in;
+    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A with PyTorch's options
+    if (!status) {
+        if (trace)
+            trace_to(stdout);
+        if (in.has_torch)
+            status = cli_torch_forward(&in.m, in.queries, in.keys, in.values,
+                                       in.valid_lens, &in.torch, &out,
+                                       a_path ? &a : NULL);
+        else if (module_forward(&in, a_path != NULL, &out))
+            status = cli_error("%s", mha_last_error());
+        trace_to(NULL);
+    }
+    cli_output outs[2] = {
+        {.option = "--out", .path = out_path, .npy = out},
+        {.option = "--attention-out", .path = a_path,
+         .npy = in.has_torch ? a : in.m.weights},
+    };
+    cli_staged staged = {0};
+    if (!status)
+        status = cli_stage_outputs(outs, a_path ? 2 : 1, &staged);
+    // stdout complete first: a failed trace leaves no file behind
+    status = cli_finish_outputs(&staged, cli_flush_stdout(status));
+    tensor_free(out);
+    tensor_free(a);
+    cli_inputs_free(&in);
+    return status;
+}
+
+int cmd_heatmap(int argc, char **argv)
+{
+    cli_option opts[] = {CLI_INPUT_OPTIONS,
+                         {"--png", 1, NULL},
+                         {"--svg", 1, NULL},
+                         {"--terminal", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_heatmap, stdout);
+        return cli_flush_stdout(CLI_OK);
+    }
+    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
+        (status = cli_torch_check_options(opts, NOPTS(opts), 0)))
+        return status;
+    const char *png = cli_find(opts, NOPTS(opts), "--png")->value;
+    const char *svg = cli_find(opts, NOPTS(opts), "--svg")->value;
+    int terminal = cli_find(opts, NOPTS(opts), "--terminal")->value != NULL;
+    if (!png && !svg && !terminal)
+        return cli_error("nothing to draw: give --png F, --svg F or --terminal");
+    const cli_path outs_named[] = {{"--png", png}, {"--svg", svg}};
+    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
+        (status = cli_inputs_check_memory(
+             opts, NOPTS(opts), 1,
+             "the heatmap needs every weight: use shorter sequences, or mha "
+             "trace for shapes alone")) ||
+        (status = blas_ready()))
+        return status;
+
+    cli_inputs in;
+    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    tensor *out = NULL;
+    char (*titles)[64] = NULL; // "example b, head i", panel by panel
+    const char **tp = NULL;
+    cli_output outs[2];
+    cli_staged staged = {0};
+    tensor *a = NULL, *w = NULL; // PyTorch's options: A, and A as panels
+    if (!status && in.has_torch)
+        status = cli_torch_heatmap_weights(&in.m, in.queries, in.keys,
+                                           in.values, in.valid_lens,
+                                           &in.torch, &out, &a, &w);
+    else if (!status && module_forward(&in, 1, &out))
+        status = cli_error("%s", mha_last_error());
+    if (!status && !in.has_torch)
+        w = in.m.weights;
+    // one title per panel: rows are examples, columns heads (one panel,
+    // the mean, with --average-attn-weights)
+    size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
+    if (in.has_torch && in.torch.average_weights)
+        h = 1;
+    if (!status) {
+        B = in.queries->shape[0];
+        panels = B * h;
+        titles = mha_malloc(panels, sizeof *titles, "mha heatmap");
+        tp = mha_malloc(panels, sizeof *tp, "mha heatmap");
+        if (!titles || !tp)
+            status = cli_error("%s", mha_last_error());
+    }
+    if (!status) {
+        for (size_t b = 0; b < B; b++)
+            for (size_t i = 0; i < h; i++) {
+                if (in.has_torch && in.torch.average_weights)
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, mean of %zu heads", b,
+                             in.m.cfg.num_heads);
+                else
+                    snprintf(titles[b * h + i], sizeof titles[0],
+                             "example %zu, head %zu", b, i);
+                tp[b * h + i] = titles[b * h + i];
+            }
+        heatmap_options opt = {.titles = tp, .ntitles = panels};
+        size_t n = 0;
+        if (png)
+            outs[n++] = (cli_output){.option = "--png", .path = png,
+                                     .image = w, .heatmap = &opt,
+                                     .format = HEATMAP_PNG};
+        if (svg)
+            outs[n++] = (cli_output){.option = "--svg", .path = svg,
+                                     .image = w, .heatmap = &opt,
+                                     .format = HEATMAP_SVG};
+        status = cli_stage_outputs(outs, n, &staged);
+        if (!status && terminal && heatmap_terminal(stdout, w, &opt))
+            status = cli_error("--terminal: %s", mha_last_error());
+    }
+    // stdout complete first: a failed --terminal leaves no picture behind
+    status = cli_finish_outputs(&staged, cli_flush_stdout(status));
+    free(titles);
+    free(tp);
+    tensor_free(out);
+    if (in.has_torch)
+        tensor_free(w);
+    tensor_free(a);
+    cli_inputs_free(&in);
+    return status;
+}
+//<

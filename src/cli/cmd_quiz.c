@@ -1,0 +1,619 @@
+//> handout
+/* cmd_quiz.c: mha quiz, a case asked step by step, answered, graded
+ * (the program: mha.c). */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "inputs.h"
+#include "libmha.h"
+#include "output.h"
+#include "paths.h"
+#include "quiz.h"
+
+static const char usage_quiz[] =
+    "usage: mha quiz [--seed S] [--answers FILE | --solution | --worksheet |\n"
+    "                --json | --grade-dir DIR] [--review]\n"
+    "\n"
+    "Pick a small case by the seed S (batch, queries, keys, heads and their\n"
+    "size, key-value heads, causal or not, valid_lens) and ask about the\n"
+    "module's forward pass, step by step: the shape each step makes; for a\n"
+    "reshape or permute, whether it is a view or a copy; the values\n"
+    "repeat_interleave makes of valid_lens; and a few questions about the\n"
+    "case (the weights' shape, which key-value head a query head reads, the\n"
+    "keys a causal query sees, the cache's shape).  Answers are read from\n"
+    "stdin, one a line, each marked right or wrong with the reason in this\n"
+    "case; the last line is score: K/N.  Without --seed, a seed is drawn\n"
+    "from the clock and shown.  The answers come from the case's sizes\n"
+    "alone, so a student's copy, exercises unwritten, asks and grades the\n"
+    "same.\n"
+    "\n"
+    "  --seed S         the case: a whole number from 0 to\n"
+    "                   999999999999999999 (the same S, the same case)\n"
+    "  --answers FILE   grade FILE: one answer a line, in order or numbered\n"
+    "                   as the worksheet numbers them (12. (8, 2, 2), 12) view);\n"
+    "                   # starts a comment; a blank line is no answer (in a\n"
+    "                   file without numbers).  Its first line may name the\n"
+    "                   seed (# mha quiz --seed 17), and then --seed may be\n"
+    "                   left out.  UTF-8 with or without a byte-order mark,\n"
+    "                   UTF-16, Windows line ends are all read.  Prints each\n"
+    "                   wrong or missing answer with its question, line and\n"
+    "                   the reason, then score: K/N.  FILE must be a regular\n"
+    "                   file (a FIFO or a device is refused, not waited on)\n"
+    "  --solution       print the answers in the form --answers reads, the\n"
+    "                   seed on the first line\n"
+    "  --worksheet      print the questions to hand out: a name line, a\n"
+    "                   numbered blank for each answer, pages of 60 lines at\n"
+    "                   most (A4 or Letter), no answer\n"
+    "  --grade-dir DIR  grade every file in DIR (not those named .*), each by\n"
+    "                   the seed its first line names; print a CSV on stdout\n"
+    "                   (file,seed,score,max) and each file's feedback on\n"
+    "                   stderr; exit 1 when some file names no seed\n"
+    "  --json           print the module's own trace of the case, JSON lines\n"
+    "  --review         after the score, print every step with its answer\n"
+    "\n"
+    "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
+    "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
+    "number, 3.  Exit status: 0 when every answer is right, 1 when some are\n"
+    "wrong or missing, 2 on bad input (one line on stderr).\n";
+
+/* --- mha quiz ------------------------------------------------------- */
+
+/* A question's where: "question 5 (line 6, step 3, its shape)". */
+static void where_str(char *buf, size_t n, const quiz_question *q, size_t i,
+                      size_t line)
+{
+    char at[32] = "", st[32] = "";
+    if (line)
+        snprintf(at, sizeof at, "line %zu, ", line);
+    if (q->step)
+        snprintf(st, sizeof st, "step %zu, ", q->step);
+    snprintf(buf, n, "question %zu (%s%s%s)", i + 1, at, st, q->ask);
+}
+
+static const char not_an_answer[] =
+    "a shape like (2, 4, 100), view or copy, values like [3, 3, 2, 2], or "
+    "a number";
+
+/* "Name: Ada" (any case, spaces before the colon): a student's name,
+ * no answer. */
+static int name_line(const char *a)
+{
+    if (strncasecmp(a, "name", 4))
+        return 0;
+    const char *p = a + 4;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return *p == ':';
+}
+
+/* Grading one answer text: the feedback (each wrong, unreadable or
+ * missing answer with its question number and line) on fb, each line
+ * after prefix; the count of right answers.  Lines: one answer each, in
+ * the questions' order or numbered ("12. (8, 2, 2)", "12) view"); a
+ * blank line is no answer (in a file with no numbers), # starts a
+ * comment, and a first line naming the seed or a "Name:" line is no
+ * answer.  text is changed (cut into lines). */
+static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
+                         const char *prefix)
+{
+    size_t n = z->n;
+    const char *got[QUIZ_QUESTIONS_MAX] = {0};
+    size_t at[QUIZ_QUESTIONS_MAX] = {0}, blank[QUIZ_QUESTIONS_MAX] = {0};
+    size_t badbyte[QUIZ_QUESTIONS_MAX] = {0};
+    char esc[4 * QUIZ_TEXT_MAX];
+    // numbered answers place themselves; in a file of them a blank line
+    // says nothing
+    int numbered = 0, started = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        char saved = p[l];
+        p[l] = '\0';
+        const char *rest;
+        if (quiz_numbered(p, &rest))
+            numbered = 1;
+        p[l] = saved;
+        p += l + 1;
+    }
+    size_t lineno = 0, next = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        p[l] = '\0';
+        char *line = p;
+        p += l + 1;
+        lineno++;
+        size_t bad = quiz_bad_byte(line, l);
+        char *hash = strchr(line, '#');
+        int comment = hash != NULL;
+        if (hash)
+            *hash = '\0';
+        char *a = line;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        size_t al = strlen(a);
+        while (al > 0 && strchr(" \t\r", a[al - 1]))
+            a[--al] = '\0';
+        if (!*a && comment)
+            continue;
+        unsigned long long s;
+        if (!started && *a && quiz_seed_line(a, &s))
+            continue;
+        if (name_line(a))
+            continue;
+        const char *rest;
+        size_t k = quiz_numbered(a, &rest);
+        if (!*a) {
+            if (!numbered && started && next < n && !blank[next]) {
+                blank[next] = lineno;
+                next++;
+            }
+            continue;
+        }
+        started = 1;
+        size_t i = k ? k - 1 : next;
+        if (k > n) {
+            fprintf(fb, "%sline %zu: answers question %zu, but the quiz asks "
+                        "%zu; it is not counted\n",
+                    prefix, lineno, k, n);
+            continue;
+        }
+        if (i >= n) {
+            fprintf(fb, "%sline %zu: '%s' is an answer beyond the %zu "
+                        "questions; it is not counted\n",
+                    prefix, lineno, quiz_escape(rest, strlen(rest), esc, sizeof esc), n);
+            continue;
+        }
+        if (at[i]) {
+            fprintf(fb, "%sline %zu: a second answer to question %zu (the "
+                        "first is on line %zu); it is not counted\n",
+                    prefix, lineno, i + 1, at[i]);
+            next = i + 1;
+            continue;
+        }
+        at[i] = lineno;
+        got[i] = rest;
+        badbyte[i] = bad < l ? bad + 1 : 0;
+        next = i + 1;
+    }
+    size_t right = 0;
+    char where[2 * QUIZ_TEXT_MAX], shown[QUIZ_TEXT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const quiz_question *q = &z->qs[i];
+        if (!at[i]) {
+            where_str(where, sizeof where, q, i, blank[i]);
+            if (blank[i])
+                fprintf(fb, "%s%s: no answer (a blank line); right: %s\n",
+                        prefix, where, q->why);
+            else
+                fprintf(fb, "%s%s: no answer (%s); right: %s\n", prefix, where,
+                        numbered ? "no line numbered so" : "the answers end "
+                                                           "before it",
+                        q->why);
+            continue;
+        }
+        where_str(where, sizeof where, q, i, at[i]);
+        if (badbyte[i]) {
+            const char *raw = got[i];
+            fprintf(fb, "%s%s: byte %zu of the line is a control character, "
+                        "not text ('%s'); right: %s\n",
+                    prefix, where, badbyte[i],
+                    quiz_escape(raw, strlen(raw), esc, sizeof esc), q->why);
+            continue;
+        }
+        int r = *got[i] ? quiz_check(q, got[i], shown, sizeof shown) : -2;
+        if (r == 1) {
+            right++;
+            continue;
+        }
+        if (r == -2)
+            fprintf(fb, "%s%s: no answer (the line has its number only); "
+                        "right: %s\n",
+                    prefix, where, q->why);
+        else if (r < 0)
+            fprintf(fb, "%s%s: '%s' is not an answer (%s); right: %s\n", prefix,
+                    where, quiz_escape(got[i], strlen(got[i]), esc, sizeof esc),
+                    not_an_answer, q->why);
+        else
+            fprintf(fb, "%s%s: answered %s; right: %s\n", prefix, where, shown,
+                    q->why);
+    }
+    return right;
+}
+
+/* The most an answer file may hold: a quiz's answers are a few hundred
+ * bytes. */
+#define ANSWERS_MAX (1 << 20)
+
+/* An answer file's text, decoded (quiz_decode), into *text; option names
+ * it in messages ("--answers", or the folder of --grade-dir). */
+static int read_answer_file(const char *option, const char *path, char **text,
+                            size_t *len)
+{
+    FILE *f;
+    *text = NULL;
+    if (cli_open_input(option, path, &f))
+        return CLI_USAGE;
+    char *raw = malloc(ANSWERS_MAX + 1);
+    if (!raw) {
+        fclose(f);
+        return cli_error("out of memory reading %s '%s'", option, path);
+    }
+    size_t n = fread(raw, 1, ANSWERS_MAX + 1, f);
+    int status = CLI_OK;
+    if (ferror(f))
+        status = cli_error("cannot read %s '%s': %s", option, path,
+                           strerror(errno));
+    else if (n > ANSWERS_MAX)
+        status = cli_error("%s '%s' is larger than %d bytes; an answer file "
+                           "holds one short line a question",
+                           option, path, ANSWERS_MAX);
+    fclose(f);
+    char why[QUIZ_TEXT_MAX];
+    if (!status && quiz_decode(raw, n, text, len, why, sizeof why))
+        status = cli_error("%s '%s' is %s", option, path, why);
+    free(raw);
+    return status;
+}
+
+/* The seed the first line that is not blank names, if it names one. */
+static int first_line_seed(const char *text, unsigned long long *seed)
+{
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    const char *end = strchr(p, '\n');
+    char line[256];
+    size_t l = end ? (size_t)(end - p) : strlen(p);
+    if (l >= sizeof line)
+        l = sizeof line - 1;
+    memcpy(line, p, l);
+    line[l] = '\0';
+    return quiz_seed_line(line, seed);
+}
+
+/* The quiz's steps, each question under its step with its answer and
+ * the reason in this case (--review). */
+static void print_answers(const quiz *z, FILE *f)
+{
+    for (size_t l = 0; l < z->nlines; l++) {
+        const quiz_line *ln = &z->lines[l];
+        int indent = 2 * ln->depth;
+        fprintf(f, "%*s%s\n", indent, "", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count; i++)
+            fprintf(f, "%*s%3zu. %s\n", indent + 2, "", i + 1, z->qs[i].why);
+    }
+}
+
+/* The questions one by one on stdout, the answers from stdin, each
+ * marked: *right counts the right ones. */
+static int quiz_walk(const quiz *z, size_t *right)
+{
+    int echo = !isatty(STDIN_FILENO); // a piped answer shows in the transcript
+    char *line = NULL, shown[QUIZ_TEXT_MAX];
+    char typed[2048]; // an answer as the student sent it, escaped
+    size_t cap = 0;
+    int status = CLI_OK;
+    for (size_t l = 0; l < z->nlines && !status; l++) {
+        const quiz_line *ln = &z->lines[l];
+        int indent = 2 * ln->depth;
+        printf("%*s%s\n", indent, "", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count && !status; i++) {
+            const quiz_question *q = &z->qs[i];
+            for (;;) {
+                printf("%*s%3zu. %s? ", indent + 2, "", i + 1, q->ask);
+                fflush(stdout);
+                errno = 0;
+                ssize_t len = getline(&line, &cap, stdin);
+                if (len < 0) {
+                    printf("\n");
+                    status = ferror(stdin)
+                                 ? cli_error("cannot read stdin after %zu of "
+                                             "%zu answers: %s",
+                                             i, z->n, strerror(errno))
+                                 : cli_error("stdin ended after %zu of %zu "
+                                             "answers",
+                                             i, z->n);
+                    break;
+                }
+                // what was typed, escaped: a piped \x1b[2J must not
+                // clear the screen; a control character is no answer
+                size_t bad = quiz_bad_byte(line, (size_t)len);
+                if (bad < (size_t)len) {
+                    size_t end = (size_t)len;
+                    while (end > 0 && strchr("\r\n", line[end - 1]))
+                        end--;
+                    if (echo)
+                        printf("%s\n", quiz_escape(line, end, typed, sizeof typed));
+                    printf("%*s     not an answer: %s is a control "
+                           "character\n",
+                           indent + 2, "", quiz_escape(line + bad, 1, typed, sizeof typed));
+                    continue;
+                }
+                char *hash = strchr(line, '#');
+                if (hash)
+                    *hash = '\0';
+                size_t al = strlen(line);
+                while (al > 0 && strchr(" \t\r\n", line[al - 1]))
+                    line[--al] = '\0';
+                const char *a;
+                quiz_numbered(line, &a);
+                if (echo)
+                    printf("%s\n", quiz_escape(a, strlen(a), typed, sizeof typed));
+                int r = *a ? quiz_check(q, a, shown, sizeof shown) : -1;
+                if (r >= 0) {
+                    *right += (size_t)r;
+                    if (r)
+                        printf("%*s     right\n", indent + 2, "");
+                    else
+                        printf("%*s     wrong: %s\n", indent + 2, "", q->why);
+                    break;
+                }
+                printf("%*s     not an answer: give %s\n", indent + 2, "",
+                       not_an_answer);
+            }
+        }
+    }
+    free(line);
+    return status;
+}
+
+static int quiz_ask(const quiz *z, int review)
+{
+    // a directory opens as stdin but reads as nothing: say so, before
+    // any question
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_error("stdin is a directory: give the answers on stdin, "
+                         "one a line, or grade a file with --answers FILE");
+    printf("mha quiz --seed %llu: ", z->c.seed);
+    quiz_describe(stdout, &z->c);
+    printf("\n%zu questions on the module's forward pass, step by step: a "
+           "shape, as (2, 4, 100);\nview or copy; values, as [3, 3, 2, 2]; "
+           "or a number.\n\n",
+           z->n);
+    size_t right = 0;
+    int status = quiz_walk(z, &right);
+    if (!status) {
+        printf("\nscore: %zu/%zu\n", right, z->n);
+        if (review) {
+            printf("\nThe steps and their answers:\n");
+            print_answers(z, stdout);
+        }
+        status = right == z->n ? 0 : 1;
+    }
+    return status;
+}
+
+static void quiz_solution(const quiz *z)
+{
+    printf("# mha quiz --seed %llu: ", z->c.seed);
+    quiz_describe(stdout, &z->c);
+    printf("\n# the same questions: ");
+    quiz_trace_command(stdout, &z->c);
+    printf("\n");
+    for (size_t l = 0; l < z->nlines; l++) {
+        const quiz_line *ln = &z->lines[l];
+        if (!ln->count)
+            continue;
+        printf("# %s\n", ln->text);
+        for (size_t i = ln->first; i < ln->first + ln->count; i++)
+            printf("%zu. %s\n", i + 1, z->qs[i].answer);
+    }
+}
+
+static int quiz_grade_file(const char *path, const cli_option *seed_opt,
+                           unsigned long long seed, int review)
+{
+    char *text;
+    size_t len;
+    if (read_answer_file("--answers", path, &text, &len))
+        return CLI_USAGE;
+    unsigned long long named;
+    int names = first_line_seed(text, &named);
+    int status = CLI_OK;
+    if (seed_opt->value && names && named != seed)
+        status = cli_error("--answers '%s' is for --seed %llu (its first "
+                           "line), not --seed %llu",
+                           path, named, seed);
+    else if (!seed_opt->value && !names)
+        status = cli_error("--answers '%s' names no seed in its first line "
+                           "(\"# mha quiz --seed 17\"): give --seed S",
+                           path);
+    if (!status) {
+        quiz_case c;
+        static quiz z;
+        quiz_draw(seed_opt->value ? seed : named, &c);
+        quiz_build(&c, &z);
+        size_t right = grade_text(&z, text, len, stdout, "");
+        printf("score: %zu/%zu\n", right, z.n);
+        if (review) {
+            printf("\nThe steps and their answers:\n");
+            print_answers(&z, stdout);
+        }
+        status = right == z.n ? 0 : 1;
+    }
+    free(text);
+    return status;
+}
+
+/* A CSV field: as it is, or quoted when it holds a comma, a quote or a
+ * line break (RFC 4180). */
+static void csv_field(const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static int skip_dot(const struct dirent *e)
+{
+    return e->d_name[0] != '.';
+}
+
+/* --grade-dir DIR: every answer file in DIR (not those whose names start
+ * with a dot), in name order, graded by the seed its first line names; a
+ * CSV on stdout (file, seed, score, max), the feedback on stderr. */
+static int quiz_grade_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return cli_error("cannot read --grade-dir '%s': %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cli_error("--grade-dir '%s' is not a folder", dir);
+    struct dirent **names;
+    int count = scandir(dir, &names, skip_dot, alphasort);
+    if (count < 0)
+        return cli_error("cannot read --grade-dir '%s': %s", dir, strerror(errno));
+    static quiz z;
+    int status = CLI_OK;
+    size_t ungraded = 0;
+    printf("file,seed,score,max\n");
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i]->d_name;
+        size_t plen = strlen(dir) + strlen(name) + 2;
+        char *path = malloc(plen);
+        char *text = NULL;
+        size_t len = 0;
+        unsigned long long seed;
+        int ok = 0;
+        if (!path) {
+            status = cli_error("out of memory grading --grade-dir '%s'", dir);
+        } else {
+            snprintf(path, plen, "%s/%s", dir, name);
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                free(path);
+                free(names[i]);
+                continue;
+            }
+            if (read_answer_file("--grade-dir", path, &text, &len) == CLI_OK) {
+                if (first_line_seed(text, &seed))
+                    ok = 1;
+                else
+                    fprintf(stderr, "mha quiz: %s: its first line names no "
+                                    "seed (\"# mha quiz --seed 17\"); not "
+                                    "graded\n",
+                            path);
+            }
+        }
+        csv_field(name);
+        if (ok) {
+            quiz_case c;
+            quiz_draw(seed, &c);
+            quiz_build(&c, &z);
+            char prefix[512];
+            snprintf(prefix, sizeof prefix, "%.500s: ", name);
+            fflush(stdout);
+            size_t right = grade_text(&z, text, len, stderr, prefix);
+            printf(",%llu,%zu,%zu\n", seed, right, z.n);
+        } else {
+            printf(",,,\n");
+            ungraded++;
+        }
+        free(text);
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+    if (!status && ungraded)
+        status = 1;
+    return status;
+}
+
+/* --seed: a whole number from 0 to QUIZ_SEED_MAX, digits only. */
+static int parse_seed(const char *v, unsigned long long *seed)
+{
+    size_t len = strlen(v);
+    if (len == 0 || strspn(v, "0123456789") != len)
+        return cli_error("--seed '%s' is not a whole number from 0 to %llu",
+                         v, QUIZ_SEED_MAX);
+    unsigned long long s = 0;
+    for (const char *p = v; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (s > (QUIZ_SEED_MAX - d) / 10)
+            return cli_error("--seed '%s' is larger than %llu, the largest "
+                             "seed",
+                             v, QUIZ_SEED_MAX);
+        s = s * 10 + d;
+    }
+    *seed = s;
+    return CLI_OK;
+}
+
+int cmd_quiz(int argc, char **argv)
+{
+    cli_option opts[] = {{"--seed", 1, NULL},      {"--answers", 1, NULL},
+                         {"--solution", 0, NULL},  {"--json", 0, NULL},
+                         {"--worksheet", 0, NULL}, {"--grade-dir", 1, NULL},
+                         {"--review", 0, NULL}};
+    int status = cli_parse(argc, argv, opts, NOPTS(opts));
+    if (status == CLI_HELP) {
+        fputs(usage_quiz, stdout);
+        return cli_flush_stdout(CLI_OK);
+    }
+    if (status)
+        return status;
+    // --answers, --solution, --json, --worksheet, --grade-dir: one, or none
+    const cli_option *mode;
+    if (cli_at_most_one(&opts[1], 5, &mode))
+        return CLI_USAGE;
+    int review = opts[6].value != NULL;
+    if (review && mode && mode != &opts[1])
+        return cli_error("--review goes with grading, not with %s", mode->name);
+    unsigned long long seed = 0;
+    if (opts[0].value && parse_seed(opts[0].value, &seed))
+        return CLI_USAGE;
+    if (mode == &opts[5]) {
+        if (opts[0].value)
+            return cli_error("--grade-dir takes each file's seed from its "
+                             "first line; leave out --seed");
+        return cli_flush_stdout(quiz_grade_dir(opts[5].value));
+    }
+    if (mode == &opts[1])
+        return cli_flush_stdout(quiz_grade_file(opts[1].value, &opts[0], seed, review));
+    if (!opts[0].value) {
+        if (mode)
+            return cli_error("%s needs --seed S: its answers are those of one "
+                             "case",
+                             mode->name);
+        seed = (unsigned long long)time(NULL) % 100000;
+    }
+    quiz_case c;
+    static quiz z;
+    quiz_draw(seed, &c);
+    quiz_build(&c, &z);
+    if (mode == &opts[3]) {
+        // the module's own trace of the case, as mha trace --json prints it
+        cmd_trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
+                         ROPE_DEFAULT_BASE, 0, {0}};
+        status = cmd_run_trace(&tc, c.lens, SHOW_JSON);
+    } else if (mode == &opts[2]) {
+        quiz_solution(&z);
+    } else if (mode == &opts[4]) {
+        status = quiz_print_worksheet(&z, 0);
+    } else {
+        status = quiz_ask(&z, review);
+    }
+    return cli_flush_stdout(status);
+}
+//<
