@@ -31,6 +31,9 @@
 //> 06
 #include "multihead.h"
 //<
+//> 08
+#include "explorer.h"
+//<
 //> 11
 #include "layernorm.h"
 #include "headmajor.h"
