@@ -343,7 +343,8 @@
     var c = Math.max(1, Math.min(16, Math.floor(160 / Math.max(Lq, Lk))));
     var pw = Lk * c, ph = Lq * c, gap = 14, per = H / G;
     var groupGap = G < H ? 12 : 0;
-    var width = 70 + H * (pw + gap) + G * groupGap, top = G < H ? 36 : 24;
+    // at least the legend's width
+    var width = Math.max(420, 70 + H * (pw + gap) + G * groupGap), top = G < H ? 36 : 24;
     var rowH = ph + (G < H ? 52 : 40);
     var height = top + B * rowH + 40;
     grSvg.setAttribute("width", width);
@@ -418,14 +419,14 @@
   var dfSvg = svg("svg", { id: "df-svg" }, dfRow);
   var dfDetail = html("div", { id: "df-detail" }, dfRow);
   var KIND = { view: "#59a14f", copy: "#e15759", "new": "#4e79a7", step: "#777" };
-  // the step that makes the weights: a softmax whose output is
-  // (B*h, Lq, Lk) or (B, h, Lq, Lk)
+  // the step that makes the weights: a softmax with as many numbers as
+  // (B, h, Lq, Lk), however its axes are grouped ((B*h, Lq, Lk), or
+  // (B*G, h/G*Lq, Lk) for grouped-query heads)
   function isWeights(r) {
     var s = r.output;
     if (!s || r.name.indexOf("softmax") < 0) return false;
-    var d = s.shape;
-    return (d.length === 3 && d[0] === B * H && d[1] === Lq && d[2] === Lk) ||
-           (d.length === 4 && d[0] === B && d[1] === H && d[2] === Lq && d[3] === Lk);
+    var n = s.shape.reduce(function (a, d) { return a * d; }, 1);
+    return n === B * H * Lq * Lk && s.shape[s.shape.length - 1] === Lk;
   }
   function names(s) { return s.names.some(function (x) { return x; }) ? " " + shapeStr(s.names.map(function (x) { return x || "?"; })) : ""; }
   function drawDataflow() {

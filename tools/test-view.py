@@ -426,6 +426,8 @@ def in_browser(exe, scratch, pages, a_path, lens):
         shot(pg, "3-readme-enlarged")
         pg.click("#close")
         # the dataflow: every step of the trace at depths 1-2
+        check(pg.js("document.querySelectorAll('#df-svg a.jump').length")
+              == 1, "readme: not one step linked to the weights")
         steps = pg.js("document.querySelectorAll('#df-svg .step').length")
         check(steps == 25, "readme: %s dataflow steps, not 25" % steps)
         pg.hover("#df-svg .step[data-seq='18']")
@@ -492,6 +494,12 @@ def in_browser(exe, scratch, pages, a_path, lens):
         check(pg.js("document.querySelectorAll('#grid-svg rect"
                     "[stroke-dasharray]').length") == 2 * 2,
               "gqa: not 2 groups boxed in each of 2 examples")
+        # the softmax of (B*G, h/G*Lq, Lk) makes the weights: one link
+        links = pg.js("[].map.call(document.querySelectorAll('#df-svg a.jump'),"
+                      "function(a){return a.parentNode.querySelector('text')"
+                      ".textContent;})")
+        check(links == ["masked_softmax(scale 0.5, valid_lens (4, 16))"],
+              "gqa: the dataflow links %s to the weights" % links)
         cached = []
         for t in (0, 3, 7):
             pg.js("var s=document.getElementById('step');s.value=%d;"
