@@ -267,6 +267,9 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
             "--html|old.html",
             "mha view: the page would hold 1 x 1 x 4096 x 4096 weights, more "
             "than 4194304; choose smaller sizes\n");
+    refused("view|--hiddens|4096|--heads|1|--html|old.html",
+            "mha view: --hiddens 4096 is more than 2048, the most this draws "
+            "weights for (four (D, D) matrices); mha trace takes any size\n");
     refused("view|--valid-lens|3,7|--html|old.html",
             "mha view: --valid-lens '3,7': entry 2 (7) is larger than --kv 6\n");
     refused("view|--causal|--queries|7|--html|old.html",

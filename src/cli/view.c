@@ -30,6 +30,10 @@
  * (a page of about 40 MB). */
 #define VIEW_WEIGHTS_MAX ((size_t)1 << 22)
 
+/* The sizes form draws W_q, W_k, W_v and W_o, (D, D) each: 128 MiB at
+ * this D. */
+#define VIEW_HIDDENS_MAX 2048
+
 const char cli_view_usage[] =
     "usage: mha view --html F [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
@@ -61,12 +65,15 @@ const char cli_view_usage[] =
     "                   a file name (anything but digits): the .npy inputs of\n"
     "                   mha forward (see mha forward --help; PyTorch's options\n"
     "                   are not taken here)\n"
-    "  --labels a,b,c   the keys' labels, one per key (tokens, say); the\n"
-    "                   queries get them too when Lq = Lk.  Default: positions\n"
+    "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
+    "                   in a label); the queries get them too when Lq = Lk.\n"
+    "                   Default: positions\n"
     "  --query-labels x,y  the queries' labels, one per query\n"
     "  --title T        the page's heading\n"
     "\n"
-    "The page holds every weight: B*h*Lq*Lk may be at most 4194304.\n";
+    "The page holds every weight: B*h*Lq*Lk may be at most 4194304; with\n"
+    "sizes, D at most 2048.  Bad input: one line on stderr, exit status 2,\n"
+    "and F as it was; the page is written whole or not at all.\n";
 
 /* The options of mha forward that name files: in the sizes form none of
  * them may be given. */
@@ -154,6 +161,11 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
         return CLI_USAGE;
     if (D % h != 0)
         return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
+    if (D > VIEW_HIDDENS_MAX)
+        return cli_error("--hiddens %zu is more than %d, the most this draws "
+                         "weights for (four (D, D) matrices); mha trace "
+                         "takes any size",
+                         D, VIEW_HIDDENS_MAX);
     if (B > VIEW_WEIGHTS_MAX / h / Lq / Lk || B * h * Lq * Lk > VIEW_WEIGHTS_MAX)
         return cli_error("the page would hold %zu x %zu x %zu x %zu weights, "
                          "more than %zu; choose smaller sizes",
@@ -259,6 +271,10 @@ int cli_view(int argc, char **argv)
         if ((status = cli_check_paths(&out, 1, NULL, 0)))
             return status;
         status = sizes_case(opts, nopts, &c);
+        // OpenBLAS's buffer, or one line saying the memory limit leaves
+        // no room for it (threads.h)
+        if (!status && threads_blas_reserve())
+            status = cli_error("%s", mha_last_error());
     } else {
         cli_path ins[NOPTS(file_options) + 1];
         ins[0] = (cli_path){"--queries", q};
