@@ -10,6 +10,7 @@
 #   make test         every check (installs missing packages)
 #> full
 #   make parity       build/mha against PyTorch (installs python3-torch)
+#   make browser-test the pages of mha view in headless Chromium (installs it)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
 #   make fuzz         each fuzz harness for FUZZ_SECONDS (default 60)
@@ -173,7 +174,7 @@ $(CHAPTER_STAMP):
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout handout-check \
-        fuzz parity snapshot snapshots module-pictures \
+        fuzz parity browser-test snapshot snapshots module-pictures \
         clean-tree fresh-root grade-class gradescope
 #<
 #> handout
@@ -194,6 +195,22 @@ $(BUILD)/obj/%.o: src/%.c
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+#> 08
+# The explorer's page (src/explorer.c) carries its script and style:
+# src/explorer.js and src/explorer.css without their chapter marks, as
+# the C arrays explorer_js and explorer_css that xxd -i writes.
+EXPLORER_GEN := $(BUILD)/gen
+$(EXPLORER_GEN)/explorer_assets.h: src/explorer.js src/explorer.css
+	@mkdir -p $(@D)
+	grep -v -E '^[[:space:]]*//[<>]' src/explorer.js > $(@D)/explorer.js
+	grep -v -E '^[[:space:]]*//[<>]' src/explorer.css > $(@D)/explorer.css
+	cd $(@D) && xxd -i explorer.js > explorer_assets.h.tmp && \
+	    xxd -i explorer.css >> explorer_assets.h.tmp && \
+	    mv explorer_assets.h.tmp explorer_assets.h
+$(BUILD)/obj/explorer.o: $(EXPLORER_GEN)/explorer_assets.h
+$(BUILD)/obj/explorer.o: CPPFLAGS += -I$(EXPLORER_GEN)
+#<
 
 # A program of one source file (a chapter, a tool) linked with libmha.
 $(BUILD)/chapters/%: chapters/%.c $(LIB)
@@ -267,6 +284,7 @@ test: deps
 	@tools/test-handout.sh
 	@tools/test-transcripts.sh $(BUILD)
 	@tools/test-deps.sh
+	@$(PYTHON) tools/test-view.py $(CLI_BIN)
 	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
 	    $(PYTHON) tools/parity.py --quiet --mha $(CLI_BIN) --grad $(BUILD)/mha-grad || exit 1; \
 	else \
@@ -290,6 +308,15 @@ check: build
 	$(TEST_BIN) --jobs 2
 #> full
 	@$(PYTHON) tools/check-layers.py src
+
+# The pages of mha view in Chromium, headless (tools/test-view.py): installs
+# Debian's chromium, about 300 MB with what it needs, so a fresh machine's
+# make test leaves it out; once it is installed make test runs these
+# checks too (about 5 s).  CI runs this target.
+browser-test:
+	@tools/deps.sh chromium
+	@$(MAKE) --no-print-directory $(CLI_BIN)
+	@$(PYTHON) tools/test-view.py --browser $(CLI_BIN)
 
 # build/mha forward against torch.nn.functional.multi_head_attention_forward.
 parity:

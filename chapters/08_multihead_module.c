@@ -236,6 +236,14 @@ static void varied_inputs(lesson *l)
      * the picture shows is the capacity: each head can attend to something
      * different, and W_o can combine what they found. Training is what makes
      * them specialise (chapter 13).
+     *
+     * The same weights go into `plots/08_view.html`, a page to open in a
+     * browser (`mha view` writes such pages for any sizes or inputs). Its
+     * head view joins each query to the keys it attends to, one colour per
+     * head; hover a query to read its row. Its grid is the picture above,
+     * with the masked keys striped so that they cannot be taken for small
+     * weights, and its dataflow lists the steps of the trace with their
+     * shapes, view, copy or new.
      */
     tensor *lens, *xq, *xk, *out;
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
@@ -243,7 +251,10 @@ static void varied_inputs(lesson *l)
     CHECK(tensor_alloc(SHAPE(B, Lk, D), &xk));
     tensor_fill_normal(xq, l->rng, 0, 2);
     tensor_fill_normal(xk, l->rng, 0, 2);
+    trace_log log; // the steps, for the page's dataflow
+    trace_log_start(&log);
     CHECK(multihead_forward(&l->m, xq, xk, xk, lens, &out));
+    trace_log_stop(&log);
     char titles[B * H][32];
     const char *tp[B * H];
     for (size_t b = 0; b < B; b++)
@@ -256,6 +267,11 @@ static void varied_inputs(lesson *l)
     CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
     printf("\n");
     draw_heatmap(l->m.weights, &opt, "08_heads");
+    explorer_page page = {.title = "Chapter 08: the heads of d2l's example",
+                          .weights = l->m.weights, .valid_lens = lens,
+                          .head_size = D / H, .trace = &log};
+    draw_explorer(&page, "08_view");
+    trace_log_free(&log);
     printf("\nexample 0, favourite key (weight) of queries 0 1 2 3:\n");
     for (size_t i = 0; i < H; i++) {
         printf("  head %zu:", i);

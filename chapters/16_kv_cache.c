@@ -70,6 +70,11 @@ static void causal(lesson *l)
      * when $j \le i + L_k - L_q$. That is the decoding case of section 2,
      * where the keys include everything cached and the queries are only the
      * new positions.
+     *
+     * `plots/16_view.html` holds the same weights as a page to open in a
+     * browser. Its slider steps through the decoding of section 2: at each
+     * step one more key and value are cached, and the new query's row of
+     * weights is the row of this triangle.
      */
     gsl_rng *rng = mha_rng_new(16);
     if (!rng)
@@ -81,12 +86,20 @@ static void causal(lesson *l)
     CHECK(tensor_alloc(SHAPE(B, N, D), &l->x));
     CHECK(tensor_set_names(l->x, "B, n, d_model"));
     tensor_fill_normal(l->x, rng, 0, 1);
+    trace_log log; // the steps, for the page's dataflow
+    trace_log_start(&log);
     CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &l->full));
+    trace_log_stop(&log);
     const char *titles[H] = {"head 0", "head 1"};
     heatmap_options opt = {.titles = titles, .ntitles = H};
     CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
     printf("\n");
     draw_heatmap(l->m.weights, &opt, "16_causal");
+    explorer_page page = {.title = "Chapter 16: causal self-attention",
+                          .weights = l->m.weights, .head_size = D / H,
+                          .trace = &log, .causal = 1};
+    draw_explorer(&page, "16_view");
+    trace_log_free(&log);
     printf("\nhead 0, query 3:");
     for (size_t j = 0; j < N; j++)
         printf(" %.4f", *TENSOR_AT(l->m.weights, 0, 0, 3, j));

@@ -270,6 +270,10 @@ static void heads_of_a_group(lesson *l)
      * $G = 1$; heads that read different key-value heads differ by
      * 0.2169, as much as the eight independent heads of $G = 8$ do. The
      * queries alone keep heads of one group from being identical.
+     *
+     * `plots/17_view.html` is a page of the $G = 2$ case to open in a
+     * browser: its grid boxes the query heads of each key-value head
+     * together, so the two patterns are side by side.
      */
     heatmap_options opt = {0};
     tensor *all; // (G's, h, n, n): example 0's weights for each G
@@ -279,9 +283,15 @@ static void heads_of_a_group(lesson *l)
     printf("mean |difference| of the weights of two query heads, over the "
            "pairs\nof heads in one group and in different groups:\n\n");
     printf("%-8s %14s %18s\n", "", "one group", "different groups");
+    trace_log log; // the steps of G = 2, for the page's dataflow
+    size_t g2 = 1;  // Gs[1] = 2
     for (size_t g = 0; g < NG; g++) {
         tensor *y;
+        if (g == g2)
+            trace_log_start(&log);
         CHECK(multihead_forward(&l->m[g], l->x, l->x, l->x, NULL, &y));
+        if (g == g2)
+            trace_log_stop(&log);
         for (size_t i = 0; i < H; i++) {
             size_t kv;
             CHECK(gqa_kv_head(i, H, Gs[g], &kv));
@@ -323,6 +333,12 @@ static void heads_of_a_group(lesson *l)
     opt.ntitles = NG * H;
     printf("\n");
     draw_heatmap(all, &opt, "17_heads");
+    explorer_page page = {.title = "Chapter 17: 8 query heads over 2 "
+                                   "key-value heads",
+                          .weights = l->m[g2].weights, .head_size = D / H,
+                          .trace = &log, .kv_heads = Gs[g2]};
+    draw_explorer(&page, "17_view");
+    trace_log_free(&log);
     tensor_free(all);
 }
 

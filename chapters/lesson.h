@@ -163,6 +163,18 @@ static inline void draw_heatmap(const tensor *m, const heatmap_options *opt,
     printf("[heatmap: plots/%s.png and plots/%s.svg]\n", name, name);
 }
 
+//> 08
+/* Write page as plots/<name>.html and say so: one file that opens in a
+ * browser with no network, to explore the weights (explorer.h). */
+static inline void draw_explorer(const explorer_page *page, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.html", plots_dir(), name);
+    CHECK(explorer_save(path, page));
+    printf("[explorer: plots/%s.html]\n", name);
+}
+//<
+
 /* 1 when the environment asks for a short run, MHA_QUICK=1: chapters
  * that train then train for a few steps and evaluate on fewer sequences,
  * so that they finish under valgrind (tools/memcheck.sh sets it).  Their

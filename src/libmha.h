@@ -32,6 +32,9 @@
 //> 06
 #include "nn/multihead.h"
 //<
+//> 08
+#include "explorer.h"
+//<
 //> 11
 #include "nn/layernorm.h"
 #include "nn/headmajor.h"

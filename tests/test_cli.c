@@ -1185,8 +1185,8 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
     // the command line itself
-    {"", "mha: missing command: trace, quiz, forward or heatmap (see mha --help)"},
-    {"backward", "mha: unknown command 'backward' (expected trace, quiz, forward or heatmap; see mha --help)"},
+    {"", "mha: missing command: trace, quiz, forward, heatmap or view (see mha --help)"},
+    {"backward", "mha: unknown command 'backward' (expected trace, quiz, forward, heatmap or view; see mha --help)"},
     {FORWARD "|--out|out.npy|--bogus|1", "mha forward: unknown option '--bogus' (see mha forward --help)"},
     {FORWARD "|-o|out.npy", "mha forward: unknown option '-o' (see mha forward --help)"},
     {FORWARD "|out.npy", "mha forward: unexpected argument 'out.npy' (options start with --; see mha forward --help)"},

@@ -25,7 +25,7 @@ set -eu
 # GitHub Actions workflow.  valgrind also checks a student's exercises
 # for leaks.  libzip-dev: mha reads a .npz state_dict (--state-dict) with
 # libzip.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev $*"
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev xxd $*"
 
 # --- without dpkg: look for each thing itself -------------------------
 
@@ -49,8 +49,9 @@ has() { command -v "$1" > /dev/null 2>&1; }
 present() {
     case $1 in
     gcc) has "$cc" ;;
-    make | pkg-config | valgrind | python3) has "$1" ;;
+    make | pkg-config | valgrind | python3 | xxd) has "$1" ;;
     gnuplot-nox) has gnuplot ;;
+    chromium) has chromium ;;
     graphviz) has dot ;;
     clang) has clang ;;
     libgsl-dev)
@@ -95,10 +96,12 @@ describe() {
     graphviz) echo "dot (Debian: graphviz; Homebrew: graphviz)" ;;
     valgrind) echo "valgrind (Debian: valgrind; Homebrew: none for macOS on Apple silicon)" ;;
     python3) echo "python3 (Debian: python3; Homebrew: python)" ;;
+    xxd) echo "xxd, which builds the explorer's script into the library (Debian: xxd; Homebrew: vim)" ;;
     python3-numpy) echo "NumPy for python3 (Debian: python3-numpy; Homebrew: numpy)" ;;
     python3-yaml) echo "PyYAML for python3 (Debian: python3-yaml; Homebrew: pyyaml)" ;;
     python3-torch) echo "PyTorch for python3 (Debian: python3-torch; Homebrew: pytorch)" ;;
     clang) echo "clang (Debian: clang; Homebrew: llvm)" ;;
+    chromium) echo "chromium, which opens the pages of mha view (Debian: chromium; Homebrew: chromium)" ;;
     libclang-rt-*-dev) echo "clang's libFuzzer, -fsanitize=fuzzer (Debian: $1; Homebrew: llvm)" ;;
     *) echo "$1 (a Debian package; without dpkg it cannot be checked)" ;;
     esac

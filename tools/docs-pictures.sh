@@ -36,8 +36,12 @@ mkdir -p "$scratch" "$out"
 # "CHAPTER NAME" for each picture announced, in chapter order
 announced=$(grep -HoE '\[(heatmap|plot): plots/[^. ]*\.png' tests/expected/*.txt |
     sed 's|^tests/expected/\(.*\)\.txt:\[[a-z]*: plots/\(.*\)\.png$|\1 \2|')
+# and for each page of the explorer ("[explorer: plots/NAME.html]"), kept
+# as docs/pictures/NAME.html by the same rule: its numbers have 6 digits
+pages=$(grep -HoE '\[explorer: plots/[^. ]*\.html' tests/expected/*.txt |
+    sed 's|^tests/expected/\(.*\)\.txt:\[explorer: plots/\(.*\)\.html$|\1 \2|')
 
-for ch in $(echo "$announced" | awk '{ print $1 }' | uniq); do
+for ch in $( (echo "$announced"; echo "$pages") | awk 'NF { print $1 }' | sort -u); do
     MHA_PLOTS_DIR=$scratch "$build/chapters/$ch" > "$scratch/$ch.out" 2>&1 || {
         echo "docs-pictures: $build/chapters/$ch failed:" >&2
         tail -n 20 "$scratch/$ch.out" >&2
@@ -66,6 +70,19 @@ for name in $(echo "$announced" | awk '{ print $2 }'); do
     }
     cp "$new.dat" "$new.gp" "$new.png" "$out/"
     echo "docs-pictures: redrew $out/$name.png"
+    changed=$((changed + 1))
+done
+
+for name in $(echo "$pages" | awk '{ print $2 }'); do
+    names="$names$name "
+    new=$scratch/$name.html
+    [ -f "$new" ] || {
+        echo "docs-pictures: no $new after running its chapter" >&2
+        exit 1
+    }
+    same "$new" "$out/$name.html" && continue
+    cp "$new" "$out/"
+    echo "docs-pictures: rewrote $out/$name.html"
     changed=$((changed + 1))
 done
 

@@ -30,7 +30,9 @@
  *   - the pictures the output announces: heatmaps ("[heatmap: plots/X.png
  *     ...]") and charts ("[plot: plots/X.png ...]"), in their order, shown
  *     from OUT/pictures/X.png, the copies tools/docs-pictures.sh keeps
- *     (plots/ is the chapters' own, untracked).
+ *     (plots/ is the chapters' own, untracked); and a link to each page of
+ *     the explorer the output announces ("[explorer: plots/X.html]"),
+ *     OUT/pictures/X.html.
  * Anything that does not fit (an @show that finds nothing, an output
  * section with no section() call) is an error: the book cannot drift
  * silently.
@@ -571,6 +573,20 @@ static void pictures(buf *page, const char *output)
                 sscanf(at + n, "%127[^.].png", base) == 1)
                 printf_(page, "\n![%s](pictures/%s.png)\n", base, base);
         }
+    // a page of mha's explorer (src/explorer.h): a link, since it is a
+    // page to open, not a picture to show
+    static const char explorer[] = "[explorer: plots/";
+    for (const char *at = output; (at = strstr(at, explorer)); at++) {
+        char base[128];
+        if (sscanf(at + strlen(explorer), "%127[^.].html", base) == 1)
+            printf_(page, "\n[**Explore these weights: pictures/%s.html**]"
+                          "(pictures/%s.html), one page that opens in a "
+                          "browser with no network: the head view, the grid "
+                          "of heads, the dataflow of the trace and, for "
+                          "causal attention, the decoding steps (GitHub "
+                          "shows its source; open it from a clone)\n",
+                    base, base);
+    }
 }
 
 /* --- pages ---------------------------------------------------------- */

@@ -10,6 +10,7 @@
  *                them (a class), then a score; a printable worksheet
  *   mha forward  the module on .npy inputs and weights, .npy outputs
  *   mha heatmap  the same forward pass, every head's weights drawn
+ *   mha view     the same forward pass as one HTML page to explore (view.c)
  *
  * Shapes (batch-first, weights in PyTorch's layout):
  *   Q (B, Lq, Dq), K (B, Lk, Dk), V (B, Lk, Dv)
@@ -45,6 +46,7 @@
 #include "output.h"
 #include "paths.h"
 #include "quiz.h"
+#include "view.h"
 
 static const char usage_main[] =
     "usage: mha <command> [options]\n"
@@ -58,6 +60,8 @@ static const char usage_main[] =
     "            or copies, the repeated valid_lens\n"
     "  forward   run the module on .npy inputs and weights, write .npy outputs\n"
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
+    "  view      write one HTML page to explore the weights, heads and shapes\n"
+    "            in a browser, with nothing loaded from outside\n"
     "\n"
     "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
     "2 on bad input (one line on stderr, every file as it was before the run),\n"
@@ -83,8 +87,8 @@ int main(int argc, char **argv)
     if (fail_after && *fail_after)
         mha_debug_fail_alloc_after(strtol(fail_after, NULL, 10));
     if (argc < 2)
-        return cli_error("missing command: trace, quiz, forward or heatmap "
-                         "(see mha --help)");
+        return cli_error("missing command: trace, quiz, forward, heatmap or "
+                         "view (see mha --help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage_main, stdout);
@@ -106,8 +110,12 @@ int main(int argc, char **argv)
         cli_set_command("mha heatmap");
         return exit_status(cmd_heatmap(argc - 2, argv + 2));
     }
-    return cli_error("unknown command '%s' (expected trace, quiz, forward "
-                     "or heatmap; see mha --help)",
+    if (strcmp(cmd, "view") == 0) {
+        cli_set_command("mha view");
+        return exit_status(cli_view(argc - 2, argv + 2));
+    }
+    return cli_error("unknown command '%s' (expected trace, quiz, forward, "
+                     "heatmap or view; see mha --help)",
                      cmd);
 }
 //<

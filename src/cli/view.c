@@ -1,0 +1,375 @@
+//> handout
+/* view.c: mha view, one HTML page to explore a forward pass in a browser
+ * (explorer.h).
+ *
+ * Two ways to give the case:
+ *   sizes   --queries Lq as a number, with --batch, --kv, --hiddens, as
+ *           mha trace takes them: Xavier weights and inputs drawn from
+ *           --seed (normal, sd 1), or d2l's inputs of ones (--d2l)
+ *   files   --queries Q.npy and the other inputs of mha forward
+ * Either way the module runs once (the lesson's multihead_forward, with
+ * its trace recorded) and the page gets the weights (B, h, Lq, Lk), the
+ * masks and the trace.  Nothing is printed; the page is written whole or
+ * not at all.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "inputs.h"
+#include "libmha.h"
+#include "paths.h"
+
+#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The page holds every weight as text: at most this many of them
+ * (a page of about 40 MB). */
+#define VIEW_WEIGHTS_MAX ((size_t)1 << 22)
+
+/* The sizes form draws W_q, W_k, W_v and W_o, (D, D) each: 128 MiB at
+ * this D. */
+#define VIEW_HIDDENS_MAX 2048
+
+const char cli_view_usage[] =
+    "usage: mha view --html F [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
+    "                [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
+    "                [--seed S | --d2l] [--labels a,b,c] [--query-labels x,y]\n"
+    "                [--title T]\n"
+    "       mha view --html F --heads h --queries Q.npy ... (the inputs of mha forward)\n"
+    "\n"
+    "Run the module once and write one HTML page to explore it in a browser:\n"
+    "nothing in it is loaded from elsewhere, so it opens from the file with no\n"
+    "network.  It shows\n"
+    "  - the head view: queries and keys as two columns, a line from each\n"
+    "    query to each key it sees, as wide and dark as its weight, one\n"
+    "    colour per head, heads switched on and off; hover a query for its\n"
+    "    row of weights.  Past 64 positions, 64 at a time, picked on a\n"
+    "    thumbnail of the whole matrix;\n"
+    "  - the grid: every head's weights as a heatmap, one colour scale,\n"
+    "    masked keys striped grey, key-value groups boxed; click to enlarge;\n"
+    "  - the dataflow: the module's steps from its trace, each with its\n"
+    "    shapes and whether it was a view, a copy or new numbers;\n"
+    "  - with --causal, a slider over the decoding steps: the cache growing\n"
+    "    and each new query's row of weights.\n"
+    "Each view saves itself as SVG or PNG.\n"
+    "\n"
+    "  --html F         the page to write (required)\n"
+    "  --queries Lq     a number: the sizes of mha trace (--batch 2, --queries 4,\n"
+    "                   --kv 6, --hiddens 100, --heads 5 by default), Xavier\n"
+    "                   weights and normal inputs drawn from --seed S (default 0)\n"
+    "                   or, with --d2l, inputs of ones as in d2l's example;\n"
+    "                   a file name (anything but digits): the .npy inputs of\n"
+    "                   mha forward (see mha forward --help; PyTorch's options\n"
+    "                   are not taken here)\n"
+    "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
+    "                   in a label); the queries get them too when Lq = Lk.\n"
+    "                   Default: positions\n"
+    "  --query-labels x,y  the queries' labels, one per query\n"
+    "  --title T        the page's heading\n"
+    "\n"
+    "The page holds every weight: B*h*Lq*Lk may be at most 4194304; with\n"
+    "sizes, D at most 2048.  Bad input: one line on stderr, exit status 2,\n"
+    "and F as it was; the page is written whole or not at all.\n";
+
+/* The options of mha forward that name files: in the sizes form none of
+ * them may be given. */
+static const char *const file_options[] = {
+    "--keys", "--values", "--wq", "--wk", "--wv", "--wo", "--bq", "--bk",
+    "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
+
+/* "a,b,c" into n labels (pointers into a copy, *buf, to free). */
+static int parse_labels(const cli_option *opt, size_t want, const char *what,
+                        char **buf, const char ***labels)
+{
+    *buf = NULL;
+    *labels = NULL;
+    if (!opt->value)
+        return CLI_OK;
+    size_t n = 1;
+    for (const char *s = opt->value; *s; s++)
+        n += *s == ',';
+    if (n != want)
+        return cli_error("%s '%s' has %zu label%s but there %s %zu %s",
+                         opt->name, opt->value, n, n == 1 ? "" : "s",
+                         want == 1 ? "is" : "are", want, what);
+    *buf = strdup(opt->value);
+    *labels = mha_malloc(n, sizeof **labels, "mha view");
+    if (!*buf || !*labels) {
+        free(*buf);
+        free(*labels);
+        return cli_error("out of memory reading %s", opt->name);
+    }
+    char *s = *buf;
+    for (size_t i = 0; i < n; i++) {
+        (*labels)[i] = s;
+        char *comma = strchr(s, ',');
+        if (comma) {
+            *comma = '\0';
+            s = comma + 1;
+        }
+    }
+    return CLI_OK;
+}
+
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+/* The module and its inputs from sizes: Xavier weights and normal inputs
+ * from the seed, or d2l's ones. */
+typedef struct view_case {
+    multihead m;
+    int has_m;
+    tensor *x, *y, *lens; /* (B, Lq, D), (B, Lk, D), (B,) or NULL */
+} view_case;
+
+static void view_case_free(view_case *c)
+{
+    if (c->has_m)
+        multihead_free(&c->m);
+    tensor_free(c->x);
+    tensor_free(c->y);
+    tensor_free(c->lens);
+}
+
+static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
+{
+    size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5, seed = 0;
+    if (cli_parse_count(cli_find(opts, nopts, "--batch"), CLI_COUNT_MAX, &B) ||
+        cli_parse_count(cli_find(opts, nopts, "--queries"), CLI_COUNT_MAX, &Lq) ||
+        cli_parse_count(cli_find(opts, nopts, "--kv"), CLI_COUNT_MAX, &Lk) ||
+        cli_parse_count(cli_find(opts, nopts, "--hiddens"), CLI_COUNT_MAX, &D) ||
+        cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &h))
+        return CLI_USAGE;
+    const cli_option *so = cli_find(opts, nopts, "--seed");
+    int d2l = cli_find(opts, nopts, "--d2l")->value != NULL;
+    if (so->value && d2l)
+        return cli_error("--seed and --d2l exclude each other: --d2l's inputs "
+                         "are ones (the weights are drawn from seed 0)");
+    if (so->value && strcmp(so->value, "0") != 0 &&
+        cli_parse_count(so, CLI_COUNT_MAX, &seed))
+        return CLI_USAGE;
+    if (D % h != 0)
+        return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
+    if (D > VIEW_HIDDENS_MAX)
+        return cli_error("--hiddens %zu is more than %d, the most this draws "
+                         "weights for (four (D, D) matrices); mha trace "
+                         "takes any size",
+                         D, VIEW_HIDDENS_MAX);
+    if (B > VIEW_WEIGHTS_MAX / h / Lq / Lk || B * h * Lq * Lk > VIEW_WEIGHTS_MAX)
+        return cli_error("the page would hold %zu x %zu x %zu x %zu weights, "
+                         "more than %zu; choose smaller sizes",
+                         B, h, Lq, Lk, VIEW_WEIGHTS_MAX);
+    if (B > VIEW_WEIGHTS_MAX / Lq / D || B > VIEW_WEIGHTS_MAX / Lk / D)
+        return cli_error("the inputs (%zu, %zu, %zu) and (%zu, %zu, %zu) hold "
+                         "more than %zu numbers; choose smaller sizes",
+                         B, Lq, D, B, Lk, D, VIEW_WEIGHTS_MAX);
+    size_t G;
+    if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), h, &G))
+        return CLI_USAGE;
+    int rope;
+    double rope_base;
+    if (cli_rope_options(opts, nopts, &rope, &rope_base))
+        return CLI_USAGE;
+    const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
+    double lens[CLI_LIST_MAX];
+    size_t n = 0;
+    if (vl->value) {
+        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
+            return CLI_USAGE;
+        if (n != B)
+            return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
+                             "%zu",
+                             vl->value, n, n == 1 ? "y" : "ies", B);
+        for (size_t b = 0; b < B; b++)
+            if (lens[b] > (double)Lk)
+                return cli_error("--valid-lens '%s': entry %zu (%.0f) is "
+                                 "larger than --kv %zu",
+                                 vl->value, b + 1, lens[b], Lk);
+    }
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = h, .kv_heads = G,
+                            .causal = cli_find(opts, nopts, "--causal")->value != NULL,
+                            .rope = rope, .rope_base = rope_base};
+    if (multihead_init(&c->m, &cfg))
+        return cli_error("%s", mha_last_error());
+    c->has_m = 1;
+    gsl_rng *rng = mha_rng_new(seed);
+    if (!rng)
+        return cli_error("%s", mha_last_error());
+    multihead_reset_xavier(&c->m, rng);
+    int status = CLI_OK;
+    if (tensor_alloc(SHAPE(B, Lq, D), &c->x) ||
+        tensor_alloc(SHAPE(B, Lk, D), &c->y) ||
+        (vl->value && tensor_from_array(SHAPE(B), lens, &c->lens)))
+        status = cli_error("%s", mha_last_error());
+    if (!status && d2l) {
+        tensor_fill(c->x, 1);
+        tensor_fill(c->y, 1);
+    } else if (!status) {
+        tensor_fill_normal(c->x, rng, 0, 1);
+        tensor_fill_normal(c->y, rng, 0, 1);
+    }
+    gsl_rng_free(rng);
+    return status;
+}
+
+int cli_view(int argc, char **argv)
+{
+    cli_option opts[] = {CLI_INPUT_OPTIONS,
+                         {"--batch", 1, NULL},   {"--kv", 1, NULL},
+                         {"--hiddens", 1, NULL}, {"--seed", 1, NULL},
+                         {"--d2l", 0, NULL},     {"--labels", 1, NULL},
+                         {"--query-labels", 1, NULL},
+                         {"--title", 1, NULL},   {"--html", 1, NULL}};
+    size_t nopts = NOPTS(opts);
+    int status = cli_parse(argc, argv, opts, nopts);
+    if (status == CLI_HELP) {
+        fputs(cli_view_usage, stdout);
+        return mha_stdout_check() ? cli_error("%s", mha_last_error()) : CLI_OK;
+    }
+    if (status)
+        return status;
+    const char *html = cli_find(opts, nopts, "--html")->value;
+    if (!html)
+        return cli_error("--html is required: the page to write (see mha view "
+                         "--help)");
+    const char *q = cli_find(opts, nopts, "--queries")->value;
+    int sizes = !q || all_digits(q);
+    static const char *const size_options[] = {"--batch", "--kv", "--hiddens",
+                                               "--seed", "--d2l"};
+    if (sizes) {
+        for (size_t i = 0; i < NOPTS(file_options); i++)
+            if (cli_find(opts, nopts, file_options[i])->value)
+                return cli_error("%s names a file, but --queries %s is a "
+                                 "number: give --queries Q.npy and the other "
+                                 "inputs of mha forward, or sizes alone",
+                                 file_options[i], q ? q : "(default 4)");
+    } else {
+        for (size_t i = 0; i < NOPTS(size_options); i++)
+            if (cli_find(opts, nopts, size_options[i])->value)
+                return cli_error("%s goes with sizes, but --queries '%s' is a "
+                                 "file: the inputs give the sizes",
+                                 size_options[i], q);
+    }
+
+    cli_inputs in = {0};
+    view_case c = {0};
+    int has_in = 0;
+    const cli_path out = {"--html", html};
+    if (sizes) {
+        if ((status = cli_check_paths(&out, 1, NULL, 0)))
+            return status;
+        status = sizes_case(opts, nopts, &c);
+        // OpenBLAS's buffer, or one line saying the memory limit leaves
+        // no room for it (threads.h)
+        if (!status && threads_blas_reserve())
+            status = cli_error("%s", mha_last_error());
+    } else {
+        cli_path ins[NOPTS(file_options) + 1];
+        ins[0] = (cli_path){"--queries", q};
+        for (size_t i = 0; i < NOPTS(file_options); i++)
+            ins[i + 1] = (cli_path){file_options[i],
+                                    cli_find(opts, nopts, file_options[i])->value};
+        if ((status = cli_inputs_check_options(opts, nopts)) ||
+            (status = cli_check_paths(&out, 1, ins, NOPTS(ins))) ||
+            (status = cli_inputs_check_memory(
+                 opts, nopts, 1,
+                 "the page needs every weight: use shorter sequences")))
+            return status;
+        if (threads_blas_reserve())
+            return cli_error("%s", mha_last_error());
+        status = cli_inputs_load(opts, nopts, &in);
+        has_in = 1;
+        if (!status && in.has_torch)
+            status = cli_error("mha view takes the module's own options, not "
+                               "PyTorch's (--attn-mask, --key-padding-mask, "
+                               "--in-proj-*, --bias-k/v, --add-zero-attn, "
+                               "--average-attn-weights, --state-dict)");
+        if (!status) {
+            size_t B = in.queries->shape[0], Lq = in.queries->shape[1],
+                   Lk = in.keys->shape[1], h = in.m.cfg.num_heads;
+            if (B > VIEW_WEIGHTS_MAX / h / Lq / Lk ||
+                B * h * Lq * Lk > VIEW_WEIGHTS_MAX)
+                status = cli_error("the page would hold %zu x %zu x %zu x %zu "
+                                   "weights, more than %zu; use shorter "
+                                   "sequences",
+                                   B, h, Lq, Lk, (size_t)VIEW_WEIGHTS_MAX);
+        }
+    }
+    multihead *m = sizes ? &c.m : &in.m;
+    const tensor *x = sizes ? c.x : in.queries, *k = sizes ? c.y : in.keys,
+                 *v = sizes ? c.y : in.values,
+                 *lens = sizes ? c.lens : in.valid_lens;
+
+    char *kbuf = NULL, *qbuf = NULL;
+    const char **klabels = NULL, **qlabels = NULL;
+    if (!status) {
+        size_t Lq = x->shape[1], Lk = k->shape[1];
+        status = parse_labels(cli_find(opts, nopts, "--labels"), Lk, "keys",
+                              &kbuf, &klabels);
+        if (!status)
+            status = parse_labels(cli_find(opts, nopts, "--query-labels"), Lq,
+                                  "queries", &qbuf, &qlabels);
+        if (!status && !qlabels && Lq == Lk)
+            qlabels = klabels;
+    }
+
+    trace_log log;
+    int logged = 0;
+    tensor *o = NULL;
+    if (!status) {
+        trace_log_start(&log);
+        logged = 1;
+        if (multihead_forward(m, x, k, v, lens, &o))
+            status = cli_error("%s", mha_last_error());
+        trace_log_stop(&log);
+        if (!status && log.failed)
+            status = cli_error("out of memory (the trace lost a record)");
+    }
+    if (!status) {
+        char title[256];
+        const char *t = cli_find(opts, nopts, "--title")->value;
+        if (!t) {
+            char ws[TRACE_SHAPE_MAX];
+            snprintf(title, sizeof title, "Attention weights %s, %s",
+                     tensor_shape_str(m->weights, ws, sizeof ws),
+                     !sizes ? q
+                     : cli_find(opts, nopts, "--d2l")->value
+                         ? "d2l's inputs (ones)"
+                         : "random inputs");
+            t = title;
+        }
+        explorer_page page = {.title = t, .weights = m->weights,
+                              .valid_lens = lens,
+                              .head_size = m->cfg.num_hiddens / m->cfg.num_heads,
+                              .query_labels = qlabels, .key_labels = klabels,
+                              .trace = &log, .causal = m->cfg.causal,
+                              .kv_heads = m->cfg.kv_heads};
+        if (explorer_save(html, &page))
+            status = cli_error("--html %s: %s", html, mha_last_error());
+    }
+    if (logged)
+        trace_log_free(&log);
+    tensor_free(o);
+    free(kbuf);
+    free(qbuf);
+    free(klabels);
+    if (qlabels != klabels)
+        free(qlabels);
+    view_case_free(&c);
+    if (has_in)
+        cli_inputs_free(&in);
+    return status;
+}
+//<

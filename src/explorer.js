@@ -1,0 +1,541 @@
+//> 08
+/* explorer.js: the script of the page explorer.c writes (the Makefile
+ * builds it in, without its chapter marks).  It reads the JSON in
+ * #mha-data and draws every view as inline SVG:
+ *
+ *   D.w    the weights (B, h, Lq, Lk), row after row
+ *   D.lo, D.hi   the keys row (b, q) sees: lo <= k < hi, (B, Lq)
+ *   D.trace      the module's trace records (trace.h's JSON)
+ *
+ * Nothing is fetched: the page works from a file with no network. */
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("mha-data").textContent);
+  var B = D.B, H = D.h, G = D.G || D.h, Lq = D.Lq, Lk = D.Lk;
+  var WIN = 64; // positions the head view shows at once
+  var NS = "http://www.w3.org/2000/svg";
+  var app = document.getElementById("app");
+  var state = { b: 0, on: [], query: -1, q0: 0, k0: 0 };
+  for (var i0 = 0; i0 < H; i0++) state.on.push(true);
+
+  var maxW = 0;
+  for (var n = 0; n < D.w.length; n++) if (D.w[n] > maxW) maxW = D.w[n];
+  if (!(maxW > 0)) maxW = 1;
+
+  function W(b, i, q, k) { return D.w[((b * H + i) * Lq + q) * Lk + k]; }
+  function seen(b, q, k) { var r = b * Lq + q; return k >= D.lo[r] && k < D.hi[r]; }
+  function fmt(v) { return v.toFixed(3); }
+
+  // one colour per head: Tableau's ten, then evenly spaced hues
+  var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+  function colour(i) {
+    return H <= PALETTE.length ? PALETTE[i]
+                               : "hsl(" + Math.round(360 * i / H) + ", 65%, 45%)";
+  }
+  // the one scale of every heatmap: white (0) to dark blue (the largest weight)
+  function shade(v) {
+    var t = Math.max(0, Math.min(1, v / maxW));
+    var r = Math.round(255 - t * (255 - 8)), g = Math.round(255 - t * (255 - 48)),
+        b = Math.round(255 - t * (255 - 107));
+    return "rgb(" + r + "," + g + "," + b + ")";
+  }
+
+  function svg(name, attrs, parent, text) {
+    var e = document.createElementNS(NS, name);
+    for (var a in attrs) e.setAttribute(a, attrs[a]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function html(name, attrs, parent, text) {
+    var e = document.createElement(name);
+    for (var a in attrs) e.setAttribute(a, attrs[a]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
+  function shapeStr(s) {
+    return "(" + s.join(", ") + (s.length === 1 ? ",)" : ")");
+  }
+  // the hatching of masked keys, defined in each SVG that uses it (a
+  // saved SVG must carry its own)
+  function hatch(root) {
+    var defs = svg("defs", {}, root);
+    var p = svg("pattern", { id: root.id + "-masked", width: 6, height: 6,
+                             patternUnits: "userSpaceOnUse",
+                             patternTransform: "rotate(45)" }, defs);
+    svg("rect", { width: 6, height: 6, fill: "#e4e4e4" }, p);
+    svg("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#999", "stroke-width": 2 }, p);
+    return "url(#" + root.id + "-masked)";
+  }
+
+  // --- saving a view ----------------------------------------------------
+  function svgText(root) {
+    var copy = root.cloneNode(true);
+    copy.setAttribute("xmlns", NS);
+    copy.removeAttribute("class");
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' +
+           new XMLSerializer().serializeToString(copy);
+  }
+  function download(blob, name) {
+    var a = html("a", { href: URL.createObjectURL(blob), download: name }, document.body);
+    a.click();
+    setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  }
+  function saveSvg(root, name) {
+    download(new Blob([svgText(root)], { type: "image/svg+xml" }), name + ".svg");
+  }
+  function savePng(root, name) {
+    var img = new Image();
+    var url = URL.createObjectURL(new Blob([svgText(root)], { type: "image/svg+xml" }));
+    img.onload = function () {
+      var c = document.createElement("canvas"), scale = 2;
+      c.width = root.width.baseVal.value * scale;
+      c.height = root.height.baseVal.value * scale;
+      var g = c.getContext("2d");
+      g.fillStyle = "#fff";
+      g.fillRect(0, 0, c.width, c.height);
+      g.scale(scale, scale);
+      g.drawImage(img, 0, 0);
+      URL.revokeObjectURL(url);
+      c.toBlob(function (blob) { download(blob, name + ".png"); }, "image/png");
+    };
+    img.src = url;
+  }
+  function saves(section, getRoot, name) {
+    var box = html("span", { "class": "saves" }, section);
+    html("button", { type: "button", "class": "save-svg" }, box, "save SVG")
+      .addEventListener("click", function () { saveSvg(getRoot(), name); });
+    html("button", { type: "button", "class": "save-png" }, box, "save PNG")
+      .addEventListener("click", function () { savePng(getRoot(), name); });
+  }
+
+  // --- the summary and the controls ---------------------------------------
+  var p = D.p ? D.p : "p";
+  var summary = "B = " + B + " example" + (B > 1 ? "s" : "") + ", " + H +
+      " head" + (H > 1 ? "s" : "") + (G < H ? " over " + G + " key-value head" +
+      (G > 1 ? "s" : "") : "") + ", " + Lq + " quer" + (Lq > 1 ? "ies" : "y") +
+      " and " + Lk + " key" + (Lk > 1 ? "s" : "") + (D.causal ? ", causal" : "") +
+      ": weights (" + B + ", " + H + ", " + Lq + ", " + Lk + "), the largest " +
+      fmt(maxW) + ".";
+  html("p", { id: "summary" }, app, summary);
+  var bar = html("div", { "class": "bar", id: "controls" }, app);
+  if (B > 1) {
+    var lab = html("label", {}, bar, "example ");
+    var sel = html("select", { id: "example" }, lab);
+    for (var b0 = 0; b0 < B; b0++) html("option", { value: b0 }, sel, String(b0));
+    sel.addEventListener("change", function () { state.b = +sel.value; state.query = -1; draw(); });
+  }
+  var heads = html("span", { id: "heads" }, bar, "heads: ");
+  for (var i1 = 0; i1 < H; i1++) (function (i) {
+    var l = html("label", {}, heads);
+    var cb = html("input", { type: "checkbox", "data-head": i }, l);
+    cb.checked = true;
+    html("span", { "class": "swatch", style: "background:" + colour(i) }, l);
+    l.appendChild(document.createTextNode(String(i) + " "));
+    cb.addEventListener("change", function () { state.on[i] = cb.checked; draw(); });
+  })(i1);
+  function allHeads(on) {
+    var boxes = heads.querySelectorAll("input");
+    for (var i = 0; i < H; i++) { state.on[i] = on; boxes[i].checked = on; }
+    draw();
+  }
+  html("button", { type: "button" }, bar, "all").addEventListener("click", function () { allHeads(true); });
+  html("button", { type: "button" }, bar, "none").addEventListener("click", function () { allHeads(false); });
+
+  // --- 1. the head view ----------------------------------------------------
+  var hv = html("section", { id: "head-view" }, app);
+  html("h2", {}, hv, "Head view");
+  saves(hv, function () { return hvSvg; }, "head-view");
+  html("p", { "class": "help" }, hv,
+       "Queries on the left, keys on the right. A line joins a query to each key it " +
+       "sees, as wide and as dark as its weight, in its head's colour. Hover a query " +
+       "to keep only its lines and read its row of weights (they stay until you hover " +
+       "another query, or the word queries for all of them); a key it does not see " +
+       "is struck through.");
+  var thumbBox = html("div", { id: "hv-thumb" }, hv);
+  var hvSvg = svg("svg", { id: "hv-svg" }, hv);
+  // room for the row's table, so that the page below does not move
+  var hvRow = html("div", { id: "hv-row", style: "min-height:" + (1.6 * (H + 4)) + "em" }, hv);
+
+  function windowed() { return Lq > WIN || Lk > WIN; }
+  function drawThumb() {
+    clear(thumbBox);
+    if (!windowed()) return;
+    html("p", { "class": "help" }, thumbBox,
+         "More than " + WIN + " positions: the lines show queries " + state.q0 + "-" +
+         (Math.min(Lq, state.q0 + WIN) - 1) + " and keys " + state.k0 + "-" +
+         (Math.min(Lk, state.k0 + WIN) - 1) + ", the square on this thumbnail of the " +
+         "mean over the heads shown. Click the thumbnail to move it.");
+    var c = html("canvas", { "class": "thumb", width: Lk, height: Lq, id: "thumb" }, thumbBox);
+    var scale = Math.max(1, Math.floor(240 / Math.max(Lq, Lk)));
+    c.style.width = Lk * scale + "px";
+    c.style.height = Lq * scale + "px";
+    var g = c.getContext("2d"), img = g.createImageData(Lk, Lq), on = 0;
+    for (var i = 0; i < H; i++) if (state.on[i]) on++;
+    for (var q = 0; q < Lq; q++)
+      for (var k = 0; k < Lk; k++) {
+        var s = 0;
+        for (var h = 0; h < H; h++) if (state.on[h]) s += W(state.b, h, q, k);
+        var rgb = seen(state.b, q, k) ? shade(on ? s / on : 0).match(/\d+/g) : [200, 200, 200];
+        var o = 4 * (q * Lk + k);
+        img.data[o] = +rgb[0]; img.data[o + 1] = +rgb[1]; img.data[o + 2] = +rgb[2];
+        img.data[o + 3] = 255;
+      }
+    g.putImageData(img, 0, 0);
+    g.strokeStyle = "#e00";
+    g.lineWidth = 1;
+    g.strokeRect(state.k0 + 0.5, state.q0 + 0.5, Math.min(WIN, Lk) - 1, Math.min(WIN, Lq) - 1);
+    c.addEventListener("click", function (ev) {
+      var r = c.getBoundingClientRect();
+      var k = Math.floor((ev.clientX - r.left) / r.width * Lk);
+      var q = Math.floor((ev.clientY - r.top) / r.height * Lq);
+      state.q0 = Math.max(0, Math.min(Lq - Math.min(WIN, Lq), q - WIN / 2));
+      state.k0 = Math.max(0, Math.min(Lk - Math.min(WIN, Lk), k - WIN / 2));
+      state.query = -1;
+      draw();
+    });
+  }
+
+  function drawHeadView() {
+    clear(hvSvg);
+    var nq = Math.min(Lq, WIN), nk = Math.min(Lk, WIN), rowH = 22;
+    var width = 720, xq = 200, xk = 520;
+    var height = 30 + rowH * Math.max(nq, nk);
+    hvSvg.setAttribute("width", width);
+    hvSvg.setAttribute("height", height);
+    hvSvg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg("rect", { width: width, height: height, fill: "#fff" }, hvSvg);
+    svg("text", { x: xq, y: 14, "text-anchor": "end", "font-weight": "bold", "class": "qall" },
+        hvSvg, "queries").addEventListener("mouseenter", function () { showQuery(-1); });
+    svg("text", { x: xk, y: 14, "font-weight": "bold" }, hvSvg, "keys");
+    function yq(q) { return 30 + rowH * (q - state.q0) + rowH / 2; }
+    function yk(k) { return 30 + rowH * (k - state.k0) + rowH / 2; }
+    var lines = svg("g", { id: "hv-lines" }, hvSvg);
+    for (var h = 0; h < H; h++) {
+      if (!state.on[h]) continue;
+      for (var q = state.q0; q < state.q0 + nq; q++)
+        for (var k = state.k0; k < state.k0 + nk; k++) {
+          var v = W(state.b, h, q, k);
+          if (!seen(state.b, q, k) || v < 0.005) continue;
+          svg("line", { "class": "attn", "data-q": q, "data-k": k, "data-head": h,
+                        x1: xq + 6, y1: yq(q), x2: xk - 6, y2: yk(k),
+                        stroke: colour(h), "stroke-opacity": Math.min(1, v / maxW),
+                        "stroke-width": 0.5 + 3.5 * v / maxW }, lines);
+        }
+    }
+    for (var q1 = state.q0; q1 < state.q0 + nq; q1++) (function (q) {
+      var t = svg("text", { "class": "qlabel", "data-q": q, x: xq, y: yq(q) + 4,
+                            "text-anchor": "end" }, hvSvg, D.queries[q]);
+      t.addEventListener("mouseenter", function () { showQuery(q); });
+    })(q1);
+    for (var k1 = state.k0; k1 < state.k0 + nk; k1++)
+      svg("text", { "class": "klabel", "data-k": k1, x: xk, y: yk(k1) + 4 }, hvSvg, D.keys[k1]);
+    showQuery(state.query);
+  }
+
+  // hovering query q: its lines alone, its row of weights under the picture
+  function showQuery(q) {
+    state.query = q;
+    hvSvg.setAttribute("data-query", q);
+    var ls = hvSvg.querySelectorAll("line.attn");
+    for (var n = 0; n < ls.length; n++)
+      ls[n].classList.toggle("dim", q >= 0 && +ls[n].getAttribute("data-q") !== q);
+    var qs = hvSvg.querySelectorAll(".qlabel");
+    for (n = 0; n < qs.length; n++)
+      qs[n].classList.toggle("active", +qs[n].getAttribute("data-q") === q);
+    var ks = hvSvg.querySelectorAll(".klabel");
+    for (n = 0; n < ks.length; n++)
+      ks[n].classList.toggle("masked", q >= 0 && !seen(state.b, q, +ks[n].getAttribute("data-k")));
+    clear(hvRow);
+    if (q < 0) {
+      html("p", { "class": "help" }, hvRow, "Hover a query to read its weights.");
+      return;
+    }
+    html("p", {}, hvRow, "Example " + state.b + ", query " + D.queries[q] +
+         " (position " + q + "): it sees keys " + D.lo[state.b * Lq + q] + " to " +
+         (D.hi[state.b * Lq + q] - 1) + "; each head's weights sum to 1.");
+    var t = html("table", { "class": "row", id: "hv-table" }, hvRow);
+    var tr = html("tr", {}, t);
+    html("th", {}, tr, "head \\ key");
+    var k0 = state.k0, nk = Math.min(Lk, WIN);
+    for (var k = k0; k < k0 + nk; k++) html("th", {}, tr, D.keys[k]);
+    for (var h = 0; h < H; h++) {
+      if (!state.on[h]) continue;
+      tr = html("tr", { "data-head": h }, t);
+      var th = html("th", {}, tr);
+      html("span", { "class": "swatch", style: "background:" + colour(h) }, th);
+      th.appendChild(document.createTextNode(String(h)));
+      for (k = k0; k < k0 + nk; k++) {
+        var ok = seen(state.b, q, k);
+        html("td", { "class": ok ? "w" : "w masked", "data-k": k,
+                     title: ok ? "" : "masked: weight exactly 0" },
+             tr, ok ? fmt(W(state.b, h, q, k)) : "masked");
+      }
+    }
+  }
+
+  // --- 2. the grid of heads --------------------------------------------------
+  var gr = html("section", { id: "grid" }, app);
+  html("h2", {}, gr, "Grid of heads");
+  saves(gr, function () { return grSvg; }, "heads");
+  html("p", { "class": "help" }, gr,
+       "One panel per example and head: queries down, keys across, one colour scale " +
+       "for every panel. Grey stripes are keys a query does not see (masked: weight " +
+       "exactly 0), which a small weight, near white, is not. " +
+       (G < H ? "Heads that share a key-value head are boxed together. " : "") +
+       "Click a panel to enlarge it.");
+  var grSvg = svg("svg", { id: "grid-svg" }, gr);
+  var big = html("div", { id: "enlarged", hidden: "" }, document.body);
+
+  // one panel of cell-size c at (x, y) into parent; an image past 64 x 64
+  function panel(parent, b, h, x, y, c, hatchUrl, labels) {
+    var g = svg("g", { "class": "panel", "data-b": b, "data-head": h,
+                       transform: "translate(" + x + "," + y + ")" }, parent);
+    if (Lq * Lk > WIN * WIN) {
+      var cv = document.createElement("canvas");
+      cv.width = Lk; cv.height = Lq;
+      var cg = cv.getContext("2d"), img = cg.createImageData(Lk, Lq);
+      for (var q = 0; q < Lq; q++)
+        for (var k = 0; k < Lk; k++) {
+          var rgb = seen(b, q, k) ? shade(W(b, h, q, k)).match(/\d+/g) : [200, 200, 200];
+          var o = 4 * (q * Lk + k);
+          img.data[o] = +rgb[0]; img.data[o + 1] = +rgb[1]; img.data[o + 2] = +rgb[2];
+          img.data[o + 3] = 255;
+        }
+      cg.putImageData(img, 0, 0);
+      svg("image", { width: Lk * c, height: Lq * c, href: cv.toDataURL(),
+                     preserveAspectRatio: "none", style: "image-rendering:pixelated" }, g);
+    } else {
+      for (var q1 = 0; q1 < Lq; q1++)
+        for (var k1 = 0; k1 < Lk; k1++) {
+          var ok = seen(b, q1, k1), v = W(b, h, q1, k1);
+          var r = svg("rect", { x: k1 * c, y: q1 * c, width: c, height: c,
+                                fill: ok ? shade(v) : hatchUrl }, g);
+          svg("title", {}, r, "query " + D.queries[q1] + ", key " + D.keys[k1] + ": " +
+              (ok ? fmt(v) : "masked"));
+          if (labels && ok)
+            svg("text", { x: k1 * c + c / 2, y: q1 * c + c / 2 + 4, "text-anchor": "middle",
+                          fill: v / maxW > 0.55 ? "#fff" : "#000",
+                          "pointer-events": "none" }, g, fmt(v));
+        }
+    }
+    svg("rect", { width: Lk * c, height: Lq * c, fill: "none", stroke: "#888" }, g);
+    return g;
+  }
+
+  function legend(root, x, y, hatchUrl) {
+    var grad = svg("linearGradient", { id: root.id + "-scale" }, root.querySelector("defs"));
+    for (var s = 0; s <= 4; s++)
+      svg("stop", { offset: s / 4, "stop-color": shade(maxW * s / 4) }, grad);
+    svg("rect", { x: x, y: y, width: 160, height: 10, fill: "url(#" + root.id + "-scale)",
+                  stroke: "#888" }, root);
+    svg("text", { x: x, y: y + 24 }, root, "0");
+    svg("text", { x: x + 160, y: y + 24, "text-anchor": "end" }, root, fmt(maxW));
+    svg("rect", { x: x + 190, y: y, width: 16, height: 10, fill: hatchUrl, stroke: "#888" }, root);
+    svg("text", { x: x + 212, y: y + 9 }, root, "masked (not seen)");
+  }
+
+  function drawGrid() {
+    clear(grSvg);
+    var c = Math.max(1, Math.min(16, Math.floor(160 / Math.max(Lq, Lk))));
+    var pw = Lk * c, ph = Lq * c, gap = 14, per = H / G;
+    var groupGap = G < H ? 12 : 0;
+    // at least the legend's width
+    var width = Math.max(420, 70 + H * (pw + gap) + G * groupGap), top = G < H ? 36 : 24;
+    var rowH = ph + (G < H ? 52 : 40);
+    var height = top + B * rowH + 40;
+    grSvg.setAttribute("width", width);
+    grSvg.setAttribute("height", height);
+    grSvg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg("rect", { width: width, height: height, fill: "#fff" }, grSvg);
+    var hatchUrl = hatch(grSvg);
+    for (var b = 0; b < B; b++) {
+      var y = top + b * rowH + 16;
+      svg("text", { x: 0, y: y + ph / 2 }, grSvg, "example " + b);
+      for (var h = 0; h < H; h++) {
+        var grp = Math.floor(h / per);
+        var x = 70 + h * (pw + gap) + grp * groupGap;
+        if (G < H && h % per === 0) {
+          svg("rect", { x: x - 5, y: y - 17, width: per * (pw + gap) - gap + 10,
+                        height: ph + 22, fill: "none", stroke: "#bbb",
+                        "stroke-dasharray": "4 3" }, grSvg);
+          svg("text", { x: x - 5, y: y - 21, fill: "#666" }, grSvg,
+              "key-value head " + grp + ": query heads " + h + "-" + (h + per - 1));
+        }
+        svg("text", { x: x + pw, y: y - 3, "text-anchor": "end", fill: colour(h) },
+              grSvg, "head " + h);
+        var g = panel(grSvg, b, h, x, y, c, hatchUrl, false);
+        if (!state.on[h]) g.classList.add("off");
+        g.addEventListener("click", enlarge.bind(null, b, h));
+      }
+    }
+    legend(grSvg, 70, height - 30, hatchUrl);
+  }
+
+  function enlarge(b, h) {
+    clear(big);
+    big.hidden = false;
+    var bar2 = html("div", { "class": "bar" }, big);
+    html("strong", {}, bar2, "example " + b + ", head " + h +
+         (G < H ? " (key-value head " + Math.floor(h / (H / G)) + ")" : ""));
+    html("button", { type: "button", id: "close" }, bar2, "close")
+      .addEventListener("click", function () { big.hidden = true; });
+    var root = svg("svg", { id: "enlarged-svg" });
+    var c = Math.max(2, Math.min(64, Math.floor(560 / Math.max(Lq, Lk))));
+    var width = Lk * c + 80, height = Lq * c + 80;
+    root.setAttribute("width", width);
+    root.setAttribute("height", height);
+    root.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg("rect", { width: width, height: height, fill: "#fff" }, root);
+    var hatchUrl = hatch(root);
+    panel(root, b, h, 60, 20, c, hatchUrl, c >= 36 && Lq <= 16 && Lk <= 16);
+    svg("text", { x: 60 + Lk * c / 2, y: Lq * c + 56, "text-anchor": "middle" }, root, "keys");
+    svg("text", { x: 2, y: 12 }, root, "queries");
+    if (c >= 12) {
+      for (var q = 0; q < Lq; q++)
+        svg("text", { x: 56, y: 20 + q * c + c / 2 + 4, "text-anchor": "end" }, root, D.queries[q]);
+      for (var k = 0; k < Lk; k++)
+        svg("text", { x: 60 + k * c + c / 2, y: Lq * c + 36, "text-anchor": "middle" }, root, D.keys[k]);
+    }
+    saves(bar2, function () { return root; }, "example" + b + "-head" + h);
+    big.appendChild(root);
+  }
+
+  // --- 3. the dataflow ---------------------------------------------------------
+  var df = html("section", { id: "dataflow" }, app);
+  html("h2", {}, df, "Dataflow");
+  if (D.trace.length) {
+    saves(df, function () { return dfSvg; }, "dataflow");
+    html("p", { "class": "help" }, df,
+         "The module's steps as its trace recorded them, in order: each with the shape " +
+         "it made and whether it was a view (no number moved), a copy (the same " +
+         "numbers in a new order) or new numbers. Hover a step for its shapes; the " +
+         "steps that make the weights link to the pictures above.");
+  }
+  var dfRow = html("div", { "class": "side" }, df);
+  var dfSvg = svg("svg", { id: "df-svg" }, dfRow);
+  var dfDetail = html("div", { id: "df-detail" }, dfRow);
+  var KIND = { view: "#59a14f", copy: "#e15759", "new": "#4e79a7", step: "#777" };
+  // the step that makes the weights: a softmax with as many numbers as
+  // (B, h, Lq, Lk), however its axes are grouped ((B*h, Lq, Lk), or
+  // (B*G, h/G*Lq, Lk) for grouped-query heads)
+  function isWeights(r) {
+    var s = r.output;
+    if (!s || r.name.indexOf("softmax") < 0) return false;
+    var n = s.shape.reduce(function (a, d) { return a * d; }, 1);
+    return n === B * H * Lq * Lk && s.shape[s.shape.length - 1] === Lk;
+  }
+  function names(s) { return s.names.some(function (x) { return x; }) ? " " + shapeStr(s.names.map(function (x) { return x || "?"; })) : ""; }
+  function drawDataflow() {
+    clear(dfSvg);
+    var steps = D.trace.filter(function (r) { return r.kind !== "note" && r.depth >= 1; });
+    if (!steps.length) {
+      dfSvg.setAttribute("width", 0);
+      dfSvg.setAttribute("height", 0);
+      dfDetail.textContent = "No trace was recorded for this page.";
+      return;
+    }
+    var rowH = 26, width = 780, height = 10 + rowH * steps.length;
+    dfSvg.setAttribute("width", width);
+    dfSvg.setAttribute("height", height);
+    dfSvg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg("rect", { width: width, height: height, fill: "#fff" }, dfSvg);
+    steps.forEach(function (r, n) {
+      var x = 10 + 24 * (r.depth - 1), y = 5 + n * rowH;
+      var g = svg("g", { "class": "step", "data-seq": r.seq }, dfSvg);
+      svg("rect", { "class": "box", x: x, y: y, width: 360 - (x - 10), height: rowH - 6,
+                    rx: 4, fill: "#fafafa", stroke: KIND[r.kind] || "#777" }, g);
+      svg("text", { x: x + 6, y: y + 14 }, g, r.op.length > 48 ? r.op.slice(0, 47) + "…" : r.op);
+      svg("text", { x: 380, y: y + 14, fill: KIND[r.kind] || "#777", "font-weight": "bold" },
+          g, r.kind === "step" ? "" : r.kind);
+      svg("text", { x: 430, y: y + 14 }, g, r.output ? shapeStr(r.output.shape) : "");
+      svg("text", { x: 530, y: y + 14, fill: "#666" }, g, r.output ? names(r.output) : "");
+      if (isWeights(r)) {
+        var a = svg("a", { "class": "jump", href: "#grid" }, g);
+        svg("text", { x: 680, y: y + 14, fill: "#06c", "text-decoration": "underline" }, a,
+            "the weights ↑");
+      }
+      g.addEventListener("mouseenter", function () {
+        g.classList.add("hover");
+        var ins = r.inputs.map(function (s) {
+          return (s.label ? s.label + " " : "") + shapeStr(s.shape) + (s.transposed ? "^T" : "") +
+                 names(s) + (s.side ? " (read on the side)" : "");
+        });
+        dfDetail.textContent = r.op + "   [" + r.kind + "]\n  in:  " + (ins.join("\n       ") || "-") +
+          "\n  out: " + (r.output ? shapeStr(r.output.shape) + names(r.output) : "(the steps inside)");
+        dfDetail.setAttribute("data-seq", r.seq);
+      });
+      g.addEventListener("mouseleave", function () { g.classList.remove("hover"); });
+    });
+    dfDetail.textContent = "Hover a step to see its input and output shapes.";
+  }
+
+  // --- 4. decoding, for causal attention ----------------------------------------
+  var dec = null, decSvg = null, slider = null, decText = null;
+  if (D.causal) {
+    dec = html("section", { id: "decoding" }, app);
+    html("h2", {}, dec, "Decoding step by step");
+    saves(dec, function () { return decSvg; }, "decoding");
+    html("p", { "class": "help" }, dec,
+         "Causal attention generates one position at a time: at each step the new " +
+         "position's key and value join the cache and its query attends to every key " +
+         "cached so far. Its row of weights is the row of the whole causal matrix " +
+         "(chapter 16 checks that they are equal). Move the slider to step.");
+    var db = html("div", { "class": "bar" }, dec);
+    slider = html("input", { type: "range", id: "step", min: 0, max: Lq - 1, value: Lq - 1 }, db);
+    decText = html("span", { id: "step-text" }, db);
+    slider.addEventListener("input", drawDecoding);
+    decSvg = svg("svg", { id: "dec-svg" }, dec);
+  }
+  function drawDecoding() {
+    if (!dec) return;
+    clear(decSvg);
+    var s = +slider.value, t = s + Lk - Lq + 1; // keys cached after step s
+    decText.textContent = "step " + s + ": query " + D.queries[s] + " attends to " + t +
+        " cached key" + (t > 1 ? "s" : "") + "; the cache of K (and of V) is (" + B + ", " + G +
+        ", " + t + ", " + p + ")";
+    var nk = Math.min(Lk, WIN), c = Math.max(4, Math.min(22, Math.floor(560 / nk)));
+    var on = [];
+    for (var h = 0; h < H; h++) if (state.on[h]) on.push(h);
+    var width = Math.max(640, 90 + nk * c + 20), height = 60 + (on.length + 1) * (c + 6);
+    decSvg.setAttribute("width", width);
+    decSvg.setAttribute("height", height);
+    decSvg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg("rect", { width: width, height: height, fill: "#fff" }, decSvg);
+    var hatchUrl = hatch(decSvg);
+    var k0 = Math.max(0, t - nk);
+    svg("text", { x: 0, y: 30 }, decSvg, "cache");
+    for (var k = k0; k < k0 + nk; k++) {
+      var x = 90 + (k - k0) * c;
+      svg("rect", { x: x, y: 18, width: c - 1, height: c - 1,
+                    fill: k < t ? (k === t - 1 ? "#f28e2b" : "#bbb") : "none",
+                    stroke: "#888", "data-k": k, "class": k < t ? "cached" : "empty" }, decSvg);
+    }
+    on.forEach(function (h, n) {
+      var y = 18 + (n + 1) * (c + 6);
+      svg("text", { x: 0, y: y + c - 4, fill: colour(h) }, decSvg, "head " + h);
+      for (var k = k0; k < k0 + nk; k++)
+        if (k < t)
+          svg("rect", { x: 90 + (k - k0) * c, y: y, width: c - 1, height: c - 1,
+                        fill: seen(state.b, s, k) ? shade(W(state.b, h, s, k)) : hatchUrl },
+              decSvg).appendChild(svg("title", {}, null, "head " + h + ", key " + D.keys[k] +
+                                    ": " + fmt(W(state.b, h, s, k))));
+    });
+    svg("text", { x: 90, y: height - 8, fill: "#666" }, decSvg,
+        "orange: the key and value this step added; rows: the new query's weights");
+  }
+
+  function draw() {
+    drawThumb();
+    drawHeadView();
+    drawGrid();
+    drawDecoding();
+  }
+  draw();
+  drawDataflow();
+  document.body.setAttribute("data-ready", "1");
+})();
+//<

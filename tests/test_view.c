@@ -1,0 +1,303 @@
+//> full
+/* test_view.c: `mha view` and the page explorer.h writes.
+ *
+ *   - the README's case (B 2, Lq 4, Lk 6, D 100, 5 heads, valid_lens 3, 2)
+ *     writes one file under 1 MiB, says nothing, and the page holds the
+ *     sizes and, for each (example, query), the keys it sees;
+ *   - the weights in the page are those `mha forward --attention-out`
+ *     writes for the same .npy inputs (to the 6 digits the page keeps);
+ *   - d2l's inputs of ones give every query the same scores, so weights
+ *     1/3 on keys 0-2 of example 0 and 1/2 on keys 0-1 of example 1:
+ *     worked out by hand;
+ *   - labels and titles cannot close the page's elements;
+ *   - bad invocations: one line, exit status 2, the directory as it was.
+ *
+ * tools/test-view.py checks the page in Chromium. */
+#include "check.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "scratch.h"
+#include "mha_run.h"
+
+static void enter(void) { mha_enter("mha-view"); }
+
+/* The numbers of the page's "w": [...] array, into w (room for cap);
+ * returns how many. */
+static size_t page_weights(const char *page, double *w, size_t cap)
+{
+    const char *s = strstr(page, "\"w\": [");
+    cr_assert_not_null(s, "the page has no weights");
+    s += strlen("\"w\": [");
+    size_t n = 0;
+    while (*s != ']') {
+        char *end;
+        cr_assert_lt(n, cap);
+        w[n++] = strtod(s, &end);
+        cr_assert_neq(end, s, "not a number at %.20s", s);
+        s = end;
+        while (*s == ',' || *s == '\n')
+            s++;
+    }
+    return n;
+}
+
+/* The whole file at path; free() it. */
+static char *whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "fopen(%s): %s", path, strerror(errno));
+    char *text = read_all(f);
+    fclose(f);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    *size = (size_t)st.st_size;
+    return text;
+}
+
+Test(view, readme_case, .init = enter, .fini = leave_scratch)
+{
+    run r = mha("view|--batch|2|--queries|4|--kv|6|--hiddens|100|--heads|5|"
+                "--valid-lens|3,2|--html|v.html");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_assert_str_eq(r.out, "");
+    cr_assert_str_eq(r.err, "");
+    assert_names("v.html");
+    size_t size;
+    char *page = whole("v.html", &size);
+    cr_assert_lt(size, (size_t)1 << 20, "%zu bytes", size);
+    cr_assert_eq(strncmp(page, "<!DOCTYPE html>\n<html lang=\"en\">", 31), 0);
+    cr_assert_not_null(strstr(page, "\"B\": 2, \"h\": 5, \"G\": 5, \"Lq\": 4, "
+                                    "\"Lk\": 6, \"p\": 20, \"causal\": false"));
+    // example 0 sees keys 0-2, example 1 keys 0-1, every query
+    cr_assert_not_null(strstr(page, "\"lo\": [0, 0, 0, 0, 0, 0, 0, 0],\n"
+                                    "\"hi\": [3, 3, 3, 3, 2, 2, 2, 2]"));
+    // nothing from outside: no URL but the SVG namespace the script names
+    const char *s = page;
+    while ((s = strstr(s, "http")) != NULL) {
+        cr_assert_eq(strncmp(s, "http://www.w3.org/2000/svg", 26), 0,
+                     "the page names %.40s", s);
+        s++;
+    }
+    cr_assert_null(strstr(page, " src="));
+    cr_assert_null(strstr(page, "<link"));
+    static double w[2 * 5 * 4 * 6 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 5 * 4 * 6 + 1), 2 * 5 * 4 * 6);
+    // every row sums to 1 over the keys it sees, 0 on the others
+    for (size_t b = 0; b < 2; b++)
+        for (size_t i = 0; i < 5 * 4; i++) {
+            double sum = 0;
+            for (size_t k = 0; k < 6; k++) {
+                double v = w[(b * 20 + i) * 6 + k];
+                if (k >= (b ? 2u : 3u))
+                    cr_assert_eq(v, 0.0);
+                sum += v;
+            }
+            cr_assert_float_eq(sum, 1.0, 1e-5);
+        }
+    free(page);
+    run_free(&r);
+}
+
+/* d2l's example: queries and keys of ones, so every query scores every
+ * key alike and the weights are 1/valid_len on the keys it sees. */
+Test(view, d2l_inputs_give_uniform_weights, .init = enter, .fini = leave_scratch)
+{
+    run r = mha("view|--d2l|--valid-lens|3,2|--html|v.html|--title|d2l's example");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t size;
+    char *page = whole("v.html", &size);
+    cr_assert_not_null(strstr(page, "<title>d2l's example</title>"));
+    static double w[2 * 5 * 4 * 6 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 5 * 4 * 6 + 1), 240);
+    for (size_t b = 0; b < 2; b++)
+        for (size_t i = 0; i < 20; i++)
+            for (size_t k = 0; k < 6; k++) {
+                size_t len = b ? 2 : 3;
+                cr_assert_float_eq(w[(b * 20 + i) * 6 + k],
+                                   k < len ? 1.0 / (double)len : 0.0, 1e-6);
+            }
+    free(page);
+    run_free(&r);
+}
+
+/* The page's weights against mha forward's A, on the same .npy inputs. */
+Test(view, weights_are_mha_forward_s, .init = enter, .fini = leave_scratch)
+{
+    gsl_rng *g = mha_rng_new(5);
+    put_normal("q.npy", SHAPE(2, 3, 6), g, 1);
+    put_normal("k.npy", SHAPE(2, 5, 4), g, 1);
+    put_normal("wq.npy", SHAPE(8, 6), g, 0.5);
+    put_normal("wk.npy", SHAPE(4, 4), g, 0.5); // G 2 key-value heads of p 2
+    put_normal("wv.npy", SHAPE(4, 4), g, 0.5);
+    put_normal("wo.npy", SHAPE(8, 8), g, 0.5);
+    gsl_rng_free(g);
+#define FILES "--heads|4|--kv-heads|2|--queries|q.npy|--keys|k.npy|--values|" \
+              "k.npy|--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|"       \
+              "--valid-lens|4,2|--causal"
+    run r = mha("forward|" FILES "|--out|o.npy|--attention-out|a.npy");
+    cr_assert_eq(r.status, 0, "forward: %s", r.err);
+    run_free(&r);
+    r = mha("view|" FILES "|--labels|the,cat,sat,on,mat|--html|v.html");
+    cr_assert_eq(r.status, 0, "view: %s", r.err);
+    tensor *a;
+    OK(npy_read("a.npy", &a));
+    cr_assert_eq(a->ndim, 4);
+    size_t size;
+    char *page = whole("v.html", &size);
+    static double w[2 * 4 * 3 * 5 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 4 * 3 * 5 + 1), 120);
+    for (size_t n = 0; n < 120; n++)
+        cr_assert_float_eq(w[n], a->data[n], 1e-6 * (1 + fabs(a->data[n])),
+                           "weight %zu: %g in the page, %g from forward", n,
+                           w[n], a->data[n]);
+    cr_assert_not_null(strstr(page, "\"G\": 2, \"Lq\": 3, \"Lk\": 5, \"p\": 2, "
+                                    "\"causal\": true"));
+    // causal with Lq 3 < Lk 5: query i sees keys 0 .. i + 2, and example
+    // 1 only its first 2
+    cr_assert_not_null(strstr(page, "\"hi\": [3, 4, 4, 2, 2, 2]"));
+    cr_assert_not_null(strstr(page, "\"keys\": [\"the\", \"cat\", \"sat\", "
+                                    "\"on\", \"mat\"]"));
+    cr_assert_not_null(strstr(page, "\"queries\": [\"0\", \"1\", \"2\"]"));
+    tensor_free(a);
+    free(page);
+    run_free(&r);
+#undef FILES
+}
+
+/* A label or title holding markup stays text: the JSON writes < as
+ * \u003c, the title is escaped. */
+Test(view, labels_cannot_close_the_page, .init = enter, .fini = leave_scratch)
+{
+    tensor *w;
+    OK(tensor_alloc(SHAPE(1, 1, 2, 2), &w));
+    tensor_fill(w, 0.5);
+    const char *keys[] = {"</script><script>alert(1)</script>", "a\"b\\c"};
+    explorer_page page = {.title = "<b>&",
+                          .weights = w,
+                          .key_labels = keys,
+                          .query_labels = keys};
+    OK(explorer_save("p.html", &page));
+    size_t size;
+    char *text = whole("p.html", &size);
+    cr_assert_not_null(strstr(text, "<title>&lt;b&gt;&amp;</title>"));
+    cr_assert_not_null(strstr(text, "\"\\u003c/script>\\u003cscript>alert(1)"
+                                    "\\u003c/script>\", \"a\\\"b\\\\c\""));
+    // two scripts (the data and the code), each closed once
+    size_t opened = 0, closed = 0;
+    for (const char *s = text; (s = strstr(s, "<script")); s++)
+        opened++;
+    for (const char *s = text; (s = strstr(s, "</script>")); s++)
+        closed++;
+    cr_assert_eq(opened, 2);
+    cr_assert_eq(closed, 2);
+    free(text);
+    tensor_free(w);
+}
+
+Test(view, explorer_refuses_shapes, .init = enter, .fini = leave_scratch)
+{
+    tensor *w, *lens;
+    OK(tensor_alloc(SHAPE(2, 4, 3), &w));
+    explorer_page page = {.weights = w};
+    cr_assert_eq(explorer_save("p.html", &page), GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(), "explorer_write: the weights must be "
+                                       "(B, h, Lq, Lk), not 3-D");
+    tensor_free(w);
+    OK(tensor_alloc(SHAPE(2, 1, 3, 4), &w));
+    OK(tensor_alloc(SHAPE(3), &lens));
+    page = (explorer_page){.weights = w, .valid_lens = lens};
+    cr_assert_eq(explorer_save("p.html", &page), GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(), "explorer_write: valid_lens must be "
+                                       "(2,) or (2, 3) for weights with B = 2 "
+                                       "and Lq = 3");
+    page = (explorer_page){.weights = w, .kv_heads = 3};
+    cr_assert_eq(explorer_save("p.html", &page), GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(), "explorer_write: kv_heads 3 does not "
+                                       "divide the 1 heads");
+    assert_names("");
+    tensor_free(w);
+    tensor_free(lens);
+}
+
+/* One line, exit 2, and the directory as it was (old.html untouched). */
+static void refused(const char *args, const char *line)
+{
+    FILE *f = fopen("old.html", "w");
+    cr_assert_not_null(f);
+    fputs("an earlier page\n", f);
+    fclose(f);
+    cr_assert_eq(mkdir("dir", 0755), 0);
+    snapshot before = snapshot_of(".");
+    run r = mha(args);
+    cr_assert_eq(r.status, 2, "%s: exit %d", args, r.status);
+    cr_assert_str_eq(r.out, "");
+    cr_assert_str_eq(r.err, line, "%s", args);
+    cr_assert(snapshot_unchanged(&before, "."), "%s changed the directory", args);
+    free(before.data);
+    run_free(&r);
+    remove("old.html");
+    rmdir("dir");
+}
+
+Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
+{
+    refused("view|--queries|4", "mha view: --html is required: the page to "
+                                "write (see mha view --help)\n");
+    refused("view|--heads|3|--html|old.html",
+            "mha view: --heads 3 does not divide --hiddens 100\n");
+    refused("view|--labels|a,b|--html|old.html",
+            "mha view: --labels 'a,b' has 2 labels but there are 6 keys\n");
+    refused("view|--query-labels|x|--html|old.html",
+            "mha view: --query-labels 'x' has 1 label but there are 4 "
+            "queries\n");
+    refused("view|--seed|3|--d2l|--html|old.html",
+            "mha view: --seed and --d2l exclude each other: --d2l's inputs "
+            "are ones (the weights are drawn from seed 0)\n");
+    refused("view|--wq|wq.npy|--html|old.html",
+            "mha view: --wq names a file, but --queries (default 4) is a "
+            "number: give --queries Q.npy and the other inputs of mha "
+            "forward, or sizes alone\n");
+    refused("view|--queries|q.npy|--batch|2|--html|old.html",
+            "mha view: --batch goes with sizes, but --queries 'q.npy' is a "
+            "file: the inputs give the sizes\n");
+    refused("view|--batch|1|--queries|4096|--kv|4096|--hiddens|1|--heads|1|"
+            "--html|old.html",
+            "mha view: the page would hold 1 x 1 x 4096 x 4096 weights, more "
+            "than 4194304; choose smaller sizes\n");
+    refused("view|--hiddens|4096|--heads|1|--html|old.html",
+            "mha view: --hiddens 4096 is more than 2048, the most this draws "
+            "weights for (four (D, D) matrices); mha trace takes any size\n");
+    refused("view|--valid-lens|3,7|--html|old.html",
+            "mha view: --valid-lens '3,7': entry 2 (7) is larger than --kv 6\n");
+    refused("view|--causal|--queries|7|--html|old.html",
+            "mha view: multihead: causal: query 0 of example 0 sees no key "
+            "(valid_len 6, Lq 7, Lk 6: query i sees key j only when j <= i + "
+            "Lk - Lq)\n");
+}
+
+Test(view, html_must_be_a_regular_file, .init = enter, .fini = leave_scratch)
+{
+    cr_assert_eq(mkdir("dir", 0755), 0);
+    snapshot before = snapshot_of(".");
+    run r = mha("view|--html|dir");
+    cr_assert_eq(r.status, 2);
+    cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "mha view: --html"), "%s", r.err);
+    cr_assert(snapshot_unchanged(&before, "."));
+    free(before.data);
+    run_free(&r);
+}
+
+Test(view, help, .init = enter, .fini = leave_scratch)
+{
+    run r = mha("view|--help");
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(strncmp(r.out, "usage: mha view --html F", 24), 0, "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  --labels a,b,c   the keys' labels"));
+    cr_assert_str_eq(r.err, "");
+    run_free(&r);
+}
+//<

@@ -1,0 +1,608 @@
+#!/usr/bin/python3
+"""tools/test-view.py MHA: the pages `mha view` writes, checked as a file
+and in a real browser.
+
+As files (always):
+  - the README's case (B 2, Lq 4, Lk 6, D 100, 5 heads, valid_lens 3, 2)
+    writes one page under 1 MiB;
+  - every page is well formed (each element closed in order, one html,
+    head and body, nothing after </html>) and names nothing outside
+    itself: no src or href but a fragment, no url(...), no @import, no
+    <link>, <iframe>, <object> or <embed>.
+
+In Chromium (Debian's chromium, headless, driven through the DevTools
+protocol on a pipe, with every host name unresolvable), when it is
+installed (`make browser-test` installs it; --browser makes it required):
+  - the page loads with no console error and no uncaught exception, and
+    asks for nothing but itself;
+  - its screenshot is not blank;
+  - hovering a query in the head view keeps that query's lines alone and
+    shows its row: the weights `mha forward --attention-out` computes for
+    the same .npy inputs, to the 3 decimals shown, and "masked" for the
+    keys past its valid length;
+  - clicking a panel of the grid enlarges it; the grouped-query page
+    boxes its groups; the causal page's slider shows the cache growing;
+    a page of 100 positions shows 64 at a time and a thumbnail that
+    moves them;
+  - "save SVG" and "save PNG" download a well-formed SVG and a PNG that
+    is not blank.
+
+--screenshots DIR keeps a screenshot of each page at each step in DIR,
+to look at.
+
+Exit status 0 when every check passes, 1 otherwise.  Only the Python
+standard library: the .npy files are written and read by hand (float64,
+little-endian, C order).
+"""
+import html.parser
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import xml.dom.minidom
+import zlib
+
+FAILURES = []
+
+
+def check(ok, what):
+    if not ok:
+        FAILURES.append(what)
+        print("view-test: FAILED: " + what, file=sys.stderr)
+    return ok
+
+
+# --- .npy by hand -----------------------------------------------------
+
+def npy_write(path, shape, values):
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    pad = 64 - (10 + len(header) + 1) % 64
+    header += " " * pad + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)))
+        f.write(header.encode("latin1"))
+        f.write(struct.pack("<%dd" % len(values), *values))
+
+
+def npy_read(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:6] == b"\x93NUMPY"
+    hlen = struct.unpack("<H", data[8:10])[0] if data[6] == 1 else \
+        struct.unpack("<I", data[8:12])[0]
+    start = (10 if data[6] == 1 else 12) + hlen
+    header = data[start - hlen:start].decode("latin1")
+    assert "'<f8'" in header and "False" in header, header
+    shape = tuple(int(d) for d in re.search(r"\(([^)]*)\)", header).group(1)
+                  .split(",") if d.strip())
+    n = 1
+    for d in shape:
+        n *= d
+    return shape, struct.unpack("<%dd" % n, data[start:start + 8 * n])
+
+
+# --- a PNG by hand: is it blank? ----------------------------------------
+
+def png_colours(data):
+    """The number of distinct colours of an 8-bit RGB or RGBA PNG, and the
+    share of its pixels that are not white."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and ctype in (2, 6), (depth, ctype)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev = bytearray(stride)
+    colours, busy, i = set(), 0, 0
+    for _ in range(h):
+        f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+        i += 1 + stride
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 255
+            elif f == 2:
+                line[x] = (line[x] + b) & 255
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else
+                                      b if pb <= pc else c)) & 255
+        for x in range(0, stride, bpp):
+            px = bytes(line[x:x + 3])
+            colours.add(px)
+            busy += px != b"\xff\xff\xff"
+        prev = line
+    return len(colours), busy / float(w * h)
+
+
+# --- the page as a file ---------------------------------------------------
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "area", "base", "col",
+        "embed", "source", "track", "wbr"}
+
+
+class Shape(html.parser.HTMLParser):
+    """Each element closed in the order opened; what the page names."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.problems, self.counts, self.done = [], [], {}, False
+
+    def handle_starttag(self, tag, attrs):
+        if self.done:
+            self.problems.append("<%s> after </html>" % tag)
+        self.counts[tag] = self.counts.get(tag, 0) + 1
+        for name, value in attrs:
+            if name in ("src", "href", "action", "data", "poster") and \
+                    not (value or "").startswith("#"):
+                self.problems.append("<%s %s=%r> names something outside "
+                                     "the page" % (tag, name, value))
+        if tag in ("link", "iframe", "object", "embed", "base"):
+            self.problems.append("a <%s> element" % tag)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.problems.append("</%s> closes <%s>" % (
+                tag, self.stack[-1] if self.stack else "nothing"))
+            return
+        self.stack.pop()
+        if tag == "html":
+            self.done = True
+
+
+def check_file(path, what, limit=None):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    size = os.path.getsize(path)
+    if limit:
+        check(size < limit, "%s: %d bytes, not under %d" % (what, size, limit))
+    check(text.startswith("<!DOCTYPE html>\n"), what + ": no <!DOCTYPE html>")
+    p = Shape()
+    p.feed(text)
+    p.close()
+    check(not p.stack, "%s: left open: %s" % (what, p.stack))
+    for tag in ("html", "head", "body", "title"):
+        check(p.counts.get(tag) == 1, "%s: %s <%s> elements" %
+              (what, p.counts.get(tag, 0), tag))
+    for problem in p.problems:
+        check(False, "%s: %s" % (what, problem))
+    for pattern in (r"url\((?!#)", r"@import", r"https?:", r"\bimport\(",
+                    r"fetch\(", r"XMLHttpRequest", r"WebSocket"):
+        check(not re.search(pattern, text.replace(
+            "http://www.w3.org/2000/svg", "")),
+            "%s: names %s" % (what, pattern))
+    return size
+
+
+# --- Chromium through the DevTools protocol ---------------------------
+
+class Browser:
+    """Headless Chromium on --remote-debugging-pipe: JSON messages ending
+    in a NUL byte, written to its fd 3, read from its fd 4."""
+
+    def __init__(self, exe, scratch):
+        self.scratch = scratch
+        to_r, self.to_w = os.pipe()
+        self.from_r, from_w = os.pipe()
+
+        def fds():
+            # copies first: a pipe's own fd may already be 3 or 4, and
+            # dup2 onto itself would keep it closed on exec
+            a, b = os.dup(to_r), os.dup(from_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+        args = [exe, "--headless", "--remote-debugging-pipe",
+                "--user-data-dir=" + os.path.join(scratch, "profile"),
+                "--no-first-run", "--no-default-browser-check",
+                "--disable-gpu", "--disable-extensions",
+                "--disable-background-networking", "--disable-sync",
+                "--disable-component-update", "--no-proxy-server",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--window-size=1280,1000", "about:blank"]
+        # Chromium's sandbox refuses root and needs user namespaces, which
+        # containers often lack; the page is the project's own, offline
+        args.insert(1, "--no-sandbox")
+        self.proc = subprocess.Popen(args, preexec_fn=fds, close_fds=False,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        os.close(to_r)
+        os.close(from_w)
+        self.buf, self.next_id, self.events = b"", 0, []
+
+    def send(self, method, params=None, session=None, timeout=30):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self.to_w, json.dumps(msg).encode() + b"\0")
+        while True:
+            m = self.read(timeout)
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise RuntimeError("%s: %s" % (method, m["error"]))
+                return m["result"]
+
+    def read(self, timeout):
+        end = time.time() + timeout
+        while b"\0" not in self.buf:
+            import select
+            left = end - time.time()
+            if left <= 0 or not select.select([self.from_r], [], [], left)[0]:
+                raise RuntimeError("Chromium did not answer in %d s" % timeout)
+            chunk = os.read(self.from_r, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed the pipe")
+            self.buf += chunk
+        raw, self.buf = self.buf.split(b"\0", 1)
+        m = json.loads(raw)
+        if "method" in m:
+            self.events.append(m)
+        return m
+
+    def wait_event(self, method, timeout=30):
+        end = time.time() + timeout
+        while True:
+            for e in self.events:
+                if e["method"] == method:
+                    self.events.remove(e)
+                    return e
+            self.read(max(0.1, end - time.time()))
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.to_w)
+        os.close(self.from_r)
+
+
+class Page:
+    def __init__(self, browser, path, downloads):
+        self.b = browser
+        self.url = "file://" + os.path.abspath(path)
+        target = browser.send("Target.createTarget", {"url": "about:blank"})
+        self.s = browser.send("Target.attachToTarget",
+                              {"targetId": target["targetId"],
+                               "flatten": True})["sessionId"]
+        for m in ("Runtime.enable", "Log.enable", "Network.enable",
+                  "Page.enable"):
+            self.send(m)
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 1000, "deviceScaleFactor": 1,
+                   "mobile": False})
+        self.send("Browser.setDownloadBehavior",
+                  {"behavior": "allow", "downloadPath": downloads,
+                   "eventsEnabled": True}, session=False)
+        browser.events.clear()
+        self.send("Page.navigate", {"url": self.url})
+        browser.wait_event("Page.loadEventFired")
+
+    def send(self, method, params=None, session=True):
+        return self.b.send(method, params, self.s if session else None)
+
+    def js(self, expr):
+        r = self.send("Runtime.evaluate", {"expression": expr,
+                                           "returnByValue": True,
+                                           "awaitPromise": True})
+        if "exceptionDetails" in r:
+            raise RuntimeError("%s: %s" % (expr, r["exceptionDetails"]))
+        return r["result"].get("value")
+
+    def mouse(self, kind, x, y):
+        self.send("Input.dispatchMouseEvent",
+                  {"type": kind, "x": x, "y": y, "button": "left",
+                   "clickCount": 1 if kind != "mouseMoved" else 0})
+
+    def centre(self, selector):
+        r = self.js("(function(){var e=document.querySelector(%s);"
+                    "e.scrollIntoView({block:'center'});"
+                    "var r=e.getBoundingClientRect();"
+                    "return [r.left+r.width/2, r.top+r.height/2];})()"
+                    % json.dumps(selector))
+        return r
+
+    def hover(self, selector):
+        x, y = self.centre(selector)
+        self.mouse("mouseMoved", x, y)
+
+    def click(self, selector):
+        x, y = self.centre(selector)
+        self.mouse("mouseMoved", x, y)
+        self.mouse("mousePressed", x, y)
+        self.mouse("mouseReleased", x, y)
+
+    def problems(self):
+        """Console errors, exceptions and requests for anything else."""
+        out = []
+        for e in self.b.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                out.append("exception: %s" % p["exceptionDetails"].get(
+                    "exception", {}).get("description", p["exceptionDetails"]))
+            elif e["method"] == "Runtime.consoleAPICalled" and \
+                    p.get("type") in ("error", "assert", "warning"):
+                out.append("console %s: %s" % (p["type"], [
+                    a.get("value", a.get("description")) for a in p["args"]]))
+            elif e["method"] == "Log.entryAdded" and \
+                    p["entry"]["level"] in ("error", "warning"):
+                out.append("log: %s" % p["entry"]["text"])
+            elif e["method"] == "Network.requestWillBeSent":
+                u = p["request"]["url"]
+                if u != self.url and not u.startswith(("data:", "blob:")):
+                    out.append("asked for " + u)
+        return out
+
+
+SHOTS = None
+
+
+def shot(pg, name):
+    """With --screenshots DIR: the whole page as DIR/name.png."""
+    if not SHOTS:
+        return
+    import base64
+    height = pg.js("document.documentElement.scrollHeight")
+    pg.send("Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": height, "deviceScaleFactor": 1,
+             "mobile": False})
+    r = pg.send("Page.captureScreenshot", {"format": "png"})
+    pg.send("Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 1000, "deviceScaleFactor": 1,
+             "mobile": False})
+    with open(os.path.join(SHOTS, name + ".png"), "wb") as f:
+        f.write(base64.b64decode(r["data"]))
+
+
+def wait_file(path, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            time.sleep(0.2)
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def in_browser(exe, scratch, pages, a_path, lens):
+    downloads = os.path.join(scratch, "downloads")
+    os.mkdir(downloads)
+    b = Browser(exe, scratch)
+    try:
+        # the README's case, from sizes
+        pg = Page(b, pages["readme"], downloads)
+        check(pg.js("document.body.dataset.ready") == "1",
+              "readme: the script did not finish")
+        screen = pg.send("Page.captureScreenshot", {"format": "png"})
+        import base64
+        colours, busy = png_colours(base64.b64decode(screen["data"]))
+        check(colours > 20 and busy > 0.05,
+              "readme: the screenshot is blank (%d colours, %.1f%% not white)"
+              % (colours, 100 * busy))
+        print("view-test: readme page: screenshot %d colours, %.1f%% not "
+              "white" % (colours, 100 * busy))
+        # the grid: 2 examples x 5 heads, masked keys hatched
+        shot(pg, "1-readme")
+        pg.hover("#hv-svg .qlabel[data-q='1']")
+        shot(pg, "2-readme-hover-query-1")
+        check(pg.js("document.querySelectorAll('#grid-svg .panel').length")
+              == 10, "readme: the grid has not 10 panels")
+        masked = pg.js("document.querySelectorAll('#grid-svg .panel "
+                       "rect[fill^=\"url(\"]').length")
+        # keys past 3 (example 0) and 2 (example 1), every query and head
+        check(masked == 5 * 4 * (3 + 4), "readme: %s masked cells, not %d"
+              % (masked, 5 * 4 * 7))
+        pg.click("#grid-svg .panel[data-b='1'][data-head='3']")
+        check(pg.js("!document.getElementById('enlarged').hidden && "
+                    "document.querySelector('#enlarged-svg .panel')"
+                    ".getAttribute('data-head')") == "3",
+              "readme: a click on a panel did not enlarge it")
+        shot(pg, "3-readme-enlarged")
+        pg.click("#close")
+        # the dataflow: every step of the trace at depths 1-2
+        check(pg.js("document.querySelectorAll('#df-svg a.jump').length")
+              == 1, "readme: not one step linked to the weights")
+        steps = pg.js("document.querySelectorAll('#df-svg .step').length")
+        check(steps == 25, "readme: %s dataflow steps, not 25" % steps)
+        pg.hover("#df-svg .step[data-seq='18']")
+        detail = pg.js("document.getElementById('df-detail').textContent")
+        check("(10, 4, 20)" in detail and "(10, 6, 20)^T" in detail and
+              "(10, 4, 6)" in detail and "(B*h, Lq, Lk)" in detail,
+              "readme: hovering Q K^T shows %r" % detail)
+        shot(pg, "4-readme-dataflow-hover")
+        # save the head view: a well-formed SVG, a PNG not blank
+        pg.click("#head-view .save-svg")
+        svg_path = os.path.join(downloads, "head-view.svg")
+        if check(wait_file(svg_path), "readme: save SVG wrote nothing"):
+            doc = xml.dom.minidom.parse(svg_path)
+            check(len(doc.getElementsByTagName("line")) > 20,
+                  "readme: the saved SVG has no lines")
+        pg.click("#head-view .save-png")
+        png_path = os.path.join(downloads, "head-view.png")
+        if check(wait_file(png_path), "readme: save PNG wrote nothing"):
+            with open(png_path, "rb") as f:
+                colours, busy = png_colours(f.read())
+            check(colours > 5 and busy > 0.02,
+                  "readme: the saved PNG is blank")
+        for p in pg.problems():
+            check(False, "readme: " + p)
+
+        # files: hovering a query shows its row, the weights of mha forward
+        b.events.clear()
+        pg = Page(b, pages["files"], downloads)
+        shape, a = npy_read(a_path)
+        B, H, Lq, Lk = shape
+        for bq in range(B):
+            if bq:
+                pg.js("var s=document.getElementById('example');s.value='1';"
+                      "s.dispatchEvent(new Event('change'));0")
+            for q in range(Lq):
+                pg.hover("#hv-svg .qlabel[data-q='%d']" % q)
+                got = pg.js("""(function(){
+                    var s=document.getElementById('hv-svg');
+                    var other=0, mine=0;
+                    s.querySelectorAll('line.attn').forEach(function(l){
+                      var shown=getComputedStyle(l).display!=='none';
+                      if (l.getAttribute('data-q')==%d) mine+=shown; else other+=shown;});
+                    var rows=[].map.call(document.querySelectorAll('#hv-table tr[data-head]'),
+                      function(r){return [].map.call(r.querySelectorAll('td'),
+                        function(c){return c.textContent;});});
+                    return {query: s.getAttribute('data-query'), other: other,
+                            mine: mine, rows: rows};})()""" % q)
+                check(got["query"] == str(q) and got["other"] == 0 and
+                      got["mine"] > 0,
+                      "files: hovering query %d left %s" % (q, got))
+                want = [["%.3f" % a[((bq * H + h) * Lq + q) * Lk + k]
+                         if k < lens[bq] else "masked" for k in range(Lk)]
+                        for h in range(H)]
+                check(got["rows"] == want,
+                      "files: example %d query %d shows %s, not %s" %
+                      (bq, q, got["rows"], want))
+        shot(pg, "5-files-example-1-query-2")
+        for p in pg.problems():
+            check(False, "files: " + p)
+
+        # grouped-query and causal: groups boxed, the slider steps
+        b.events.clear()
+        pg = Page(b, pages["gqa"], downloads)
+        check(pg.js("document.querySelectorAll('#grid-svg rect"
+                    "[stroke-dasharray]').length") == 2 * 2,
+              "gqa: not 2 groups boxed in each of 2 examples")
+        # the softmax of (B*G, h/G*Lq, Lk) makes the weights: one link
+        links = pg.js("[].map.call(document.querySelectorAll('#df-svg a.jump'),"
+                      "function(a){return a.parentNode.querySelector('text')"
+                      ".textContent;})")
+        check(links == ["masked_softmax(scale 0.5, valid_lens (4, 16))"],
+              "gqa: the dataflow links %s to the weights" % links)
+        cached = []
+        for t in (0, 3, 7):
+            pg.js("var s=document.getElementById('step');s.value=%d;"
+                  "s.dispatchEvent(new Event('input'));0" % t)
+            cached.append(pg.js("document.querySelectorAll('#dec-svg rect"
+                                ".cached').length"))
+            shot(pg, "6-gqa-step-%d" % t)
+        check(cached == [1, 4, 8], "gqa: the cache held %s keys at steps "
+              "0, 3, 7, not [1, 4, 8]" % cached)
+        text = pg.js("document.getElementById('step-text').textContent")
+        check("(2, 2, 8, 4)" in text, "gqa: step 7 says %r" % text)
+        for p in pg.problems():
+            check(False, "gqa: " + p)
+
+        # long: 100 positions, 64 at a time, a thumbnail that moves them
+        b.events.clear()
+        pg = Page(b, pages["long"], downloads)
+        shot(pg, "7-long")
+        n = pg.js("document.querySelectorAll('#hv-svg .qlabel').length")
+        check(n == 64, "long: %s query labels, not 64" % n)
+        x, y = pg.centre("#thumb")
+        r = pg.js("(function(){var r=document.getElementById('thumb')"
+                  ".getBoundingClientRect();return [r.right-2, r.bottom-2];})()")
+        pg.mouse("mousePressed", r[0], r[1])
+        pg.mouse("mouseReleased", r[0], r[1])
+        first = pg.js("document.querySelector('#hv-svg .qlabel')"
+                      ".getAttribute('data-q')")
+        shot(pg, "7-long-moved")
+        check(first == "36", "long: after a click at the thumbnail's corner "
+              "the first query is %s, not 36" % first)
+        for p in pg.problems():
+            check(False, "long: " + p)
+    finally:
+        b.close()
+
+
+def main():
+    args = sys.argv[1:]
+    global SHOTS
+    need_browser = "--browser" in args
+    args = [a for a in args if a != "--browser"]
+    if "--screenshots" in args:
+        i = args.index("--screenshots")
+        SHOTS = os.path.abspath(args[i + 1])
+        os.makedirs(SHOTS, exist_ok=True)
+        del args[i:i + 2]
+    if len(args) != 1:
+        print("usage: tools/test-view.py [--browser] [--screenshots DIR] MHA", file=sys.stderr)
+        return 2
+    mha = os.path.abspath(args[0])
+    scratch = tempfile.mkdtemp(prefix="mha-view-test-")
+    try:
+        def run(*a):
+            subprocess.run([mha] + list(a), check=True, cwd=scratch)
+        pages = {k: os.path.join(scratch, k + ".html")
+                 for k in ("readme", "files", "gqa", "long")}
+        run("view", "--batch", "2", "--queries", "4", "--kv", "6",
+            "--hiddens", "100", "--heads", "5", "--valid-lens", "3,2",
+            "--html", pages["readme"])
+        # .npy inputs of B 2, Lq 3, Lk 5, D 8, 2 heads, a fixed pattern
+        B, Lq, Lk, D, lens = 2, 3, 5, 8, [4, 2]
+        vals = lambda n, s: [((i * 7919 + s) % 97) / 48.0 - 1 for i in range(n)]
+        npy_write(os.path.join(scratch, "q.npy"), (B, Lq, D), vals(B * Lq * D, 1))
+        npy_write(os.path.join(scratch, "k.npy"), (B, Lk, D), vals(B * Lk * D, 2))
+        for i, w in enumerate(("wq", "wk", "wv", "wo")):
+            npy_write(os.path.join(scratch, w + ".npy"), (D, D),
+                      [v / 2 for v in vals(D * D, 3 + i)])
+        common = ["--heads", "2", "--queries", "q.npy", "--keys", "k.npy",
+                  "--values", "k.npy", "--wq", "wq.npy", "--wk", "wk.npy",
+                  "--wv", "wv.npy", "--wo", "wo.npy", "--valid-lens", "4,2"]
+        run("forward", *common, "--out", "o.npy", "--attention-out", "a.npy")
+        run("view", *common, "--labels", "the,cat,sat,on,it",
+            "--query-labels", "x,y,z", "--html", pages["files"])
+        run("view", "--batch", "2", "--queries", "8", "--kv", "8",
+            "--hiddens", "16", "--heads", "4", "--kv-heads", "2", "--causal",
+            "--html", pages["gqa"])
+        run("view", "--batch", "1", "--queries", "100", "--kv", "100",
+            "--hiddens", "32", "--heads", "4", "--causal",
+            "--html", pages["long"])
+        size = check_file(pages["readme"], "readme", 1 << 20)
+        print("view-test: readme page: %d bytes" % size)
+        for k in ("files", "gqa", "long"):
+            check_file(pages[k], k)
+
+        exe = shutil.which("chromium")
+        if exe:
+            start = time.time()
+            in_browser(exe, scratch, pages, os.path.join(scratch, "a.npy"),
+                       lens)
+            print("view-test: in %s: %.1f s" % (exe, time.time() - start))
+        elif need_browser:
+            check(False, "no chromium on PATH (make browser-test installs it)")
+        else:
+            print("view-test: the browser checks skipped: no chromium "
+                  "(make browser-test installs it)")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if FAILURES:
+        print("view-test: %d check(s) failed" % len(FAILURES), file=sys.stderr)
+        return 1
+    print("view-test: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
