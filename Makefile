@@ -197,19 +197,19 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 #> 08
-# The explorer's page (src/explorer.c) carries its script and style:
-# src/explorer.js and src/explorer.css without their chapter marks, as
+# The explorer's page (src/plot/explorer.c) carries its script and style:
+# src/plot/explorer.js and src/plot/explorer.css without their chapter marks, as
 # the C arrays explorer_js and explorer_css that xxd -i writes.
 EXPLORER_GEN := $(BUILD)/gen
-$(EXPLORER_GEN)/explorer_assets.h: src/explorer.js src/explorer.css
+$(EXPLORER_GEN)/explorer_assets.h: src/plot/explorer.js src/plot/explorer.css
 	@mkdir -p $(@D)
-	grep -v -E '^[[:space:]]*//[<>]' src/explorer.js > $(@D)/explorer.js
-	grep -v -E '^[[:space:]]*//[<>]' src/explorer.css > $(@D)/explorer.css
+	grep -v -E '^[[:space:]]*//[<>]' src/plot/explorer.js > $(@D)/explorer.js
+	grep -v -E '^[[:space:]]*//[<>]' src/plot/explorer.css > $(@D)/explorer.css
 	cd $(@D) && xxd -i explorer.js > explorer_assets.h.tmp && \
 	    xxd -i explorer.css >> explorer_assets.h.tmp && \
 	    mv explorer_assets.h.tmp explorer_assets.h
-$(BUILD)/obj/explorer.o: $(EXPLORER_GEN)/explorer_assets.h
-$(BUILD)/obj/explorer.o: CPPFLAGS += -I$(EXPLORER_GEN)
+$(BUILD)/obj/plot/explorer.o: $(EXPLORER_GEN)/explorer_assets.h
+$(BUILD)/obj/plot/explorer.o: CPPFLAGS += -I$(EXPLORER_GEN)
 #<
 
 # A program of one source file (a chapter, a tool) linked with libmha.

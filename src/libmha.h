@@ -33,7 +33,7 @@
 #include "nn/multihead.h"
 //<
 //> 08
-#include "explorer.h"
+#include "plot/explorer.h"
 //<
 //> 11
 #include "nn/layernorm.h"

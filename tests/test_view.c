@@ -1,5 +1,5 @@
 //> full
-/* test_view.c: `mha view` and the page explorer.h writes.
+/* test_view.c: `mha view` and the page plot/explorer.h writes.
  *
  *   - the README's case (B 2, Lq 4, Lk 6, D 100, 5 heads, valid_lens 3, 2)
  *     writes one file under 1 MiB, says nothing, and the page holds the

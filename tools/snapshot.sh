@@ -51,7 +51,7 @@ take() {
 grading=
 [ -z "$handout" ] || grading="tools/grade.py"
 for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c tools/transcripts.sh chapters/lesson.h \
-         src/*.c src/*.h src/*.js src/*.css src/*/*.c src/*/*.h tests/*.c tests/*.h $grading; do
+         src/*.c src/*.h src/*/*.js src/*/*.css src/*/*.c src/*/*.h tests/*.c tests/*.h $grading; do
     [ -f "$f" ] && take "$f"
 done
 for f in chapters/[0-9][0-9]_*.c; do

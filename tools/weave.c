@@ -573,7 +573,7 @@ static void pictures(buf *page, const char *output)
                 sscanf(at + n, "%127[^.].png", base) == 1)
                 printf_(page, "\n![%s](pictures/%s.png)\n", base, base);
         }
-    // a page of mha's explorer (src/explorer.h): a link, since it is a
+    // a page of mha's explorer (src/plot/explorer.h): a link, since it is a
     // page to open, not a picture to show
     static const char explorer[] = "[explorer: plots/";
     for (const char *at = output; (at = strstr(at, explorer)); at++) {

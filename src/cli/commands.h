@@ -16,6 +16,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_quiz(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
+int cmd_view(int argc, char **argv);
 
 /* How mha trace shows the records. */
 typedef enum cmd_trace_show {

@@ -46,7 +46,6 @@
 #include "output.h"
 #include "paths.h"
 #include "quiz.h"
-#include "view.h"
 
 static const char usage_main[] =
     "usage: mha <command> [options]\n"
@@ -112,7 +111,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "view") == 0) {
         cli_set_command("mha view");
-        return exit_status(cli_view(argc - 2, argv + 2));
+        return exit_status(cmd_view(argc - 2, argv + 2));
     }
     return cli_error("unknown command '%s' (expected trace, quiz, forward, "
                      "heatmap or view; see mha --help)",

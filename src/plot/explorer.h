@@ -30,8 +30,8 @@
 
 #include <stdio.h>
 
-#include "tensor.h"
-#include "trace.h"
+#include "tensor/tensor.h"
+#include "trace/trace.h"
 
 typedef struct explorer_page {
     const char *title;        /* the page's heading */

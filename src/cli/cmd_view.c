@@ -1,5 +1,5 @@
 //> handout
-/* view.c: mha view, one HTML page to explore a forward pass in a browser
+/* cmd_view.c: mha view, one HTML page to explore a forward pass in a browser
  * (explorer.h).
  *
  * Two ways to give the case:
@@ -13,7 +13,7 @@
  * not at all.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "view.h"
+#include "commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@
  * this D. */
 #define VIEW_HIDDENS_MAX 2048
 
-const char cli_view_usage[] =
+static const char usage_view[] =
     "usage: mha view --html F [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
     "                [--seed S | --d2l] [--labels a,b,c] [--query-labels x,y]\n"
@@ -224,7 +224,7 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
     return status;
 }
 
-int cli_view(int argc, char **argv)
+int cmd_view(int argc, char **argv)
 {
     cli_option opts[] = {CLI_INPUT_OPTIONS,
                          {"--batch", 1, NULL},   {"--kv", 1, NULL},
@@ -235,7 +235,7 @@ int cli_view(int argc, char **argv)
     size_t nopts = NOPTS(opts);
     int status = cli_parse(argc, argv, opts, nopts);
     if (status == CLI_HELP) {
-        fputs(cli_view_usage, stdout);
+        fputs(usage_view, stdout);
         return mha_stdout_check() ? cli_error("%s", mha_last_error()) : CLI_OK;
     }
     if (status)

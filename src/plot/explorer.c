@@ -8,16 +8,16 @@
  * into explorer_assets.h with xxd -i).  The script draws everything; the
  * C side only writes numbers and names. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
-#include "explorer.h"
+#include "plot/explorer.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "explorer_assets.h"
-#include "fileset.h"
+#include "io/fileset.h"
 
 /* s as HTML text: & < > " escaped. */
 static void html_text(FILE *f, const char *s)
