@@ -2,7 +2,7 @@
 /* test_qkv.c: the rules every attention's queries, keys and values follow
  * (qkv.h), found by qkv_find_fault and worded by qkv_check; then the one
  * message each caller gives for each broken rule, under its own name and
- * in its own names for the inputs; and qkv_as_matrices.
+ * in its own names for the inputs.
  *
  * Shapes: the good inputs are queries (2, 3, 4), keys (2, 5, 4), values
  * (2, 5, 4); each case breaks one rule. */
@@ -305,48 +305,6 @@ ParameterizedTest(struct message_case *c, qkv, every_callers_messages)
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
-}
-
-/* --- batches of matrices --------------------------------------------- */
-
-/* A contiguous input is read in place; a permuted one whose last axis is
- * strided is copied once, and the trace says so. */
-Test(qkv, as_matrices_reads_in_place_or_packs_once)
-{
-    tensor *x, *p;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
-    tensor_fill_arange(x, 0, 1);
-    qkv_matrices m;
-    OK(qkv_as_matrices("keys", x, &m));
-    cr_assert_null(m.packed);
-    cr_assert_eq(m.data, x->data);
-    cr_assert_eq(m.batch_stride, 12);
-    cr_assert_eq(m.rows, 3);
-    cr_assert_eq(m.cols, 4);
-    cr_assert_eq(m.tda, 4);
-    gsl_matrix_const_view b1 = QKV_MATRIX(m, 1);
-    cr_assert_eq(gsl_matrix_get(&b1.matrix, 2, 3), 23.0);
-
-    OK(tensor_permute(x, SHAPE(0, 2, 1), &p)); /* (2, 4, 3), strides 12, 1, 4 */
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(qkv_as_matrices("keys", p, &m));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-                     "# keys (2, 4, 3) have strides (12, 1, 4), not "
-                     "row-major per example: one contiguous copy for dgemm\n"
-                     "contiguous()             copy  (2, 4, 3) -> (2, 4, 3)\n");
-    capture_free(&c);
-    cr_assert_not_null(m.packed);
-    cr_assert_eq(m.rows, 4);
-    cr_assert_eq(m.cols, 3);
-    cr_assert_eq(m.tda, 3);
-    gsl_matrix_const_view p1 = QKV_MATRIX(m, 1);
-    cr_assert_eq(gsl_matrix_get(&p1.matrix, 3, 2), 23.0);
-    tensor_free(m.packed);
-    tensor_free(x);
-    tensor_free(p);
 }
 //<
 //<

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "nn/qkv.h"
+#include "tensor/matrices.h"
 #include "nn/softmax.h"
 #include "tensor/tensor_trace.h"
 
@@ -55,8 +56,8 @@ static int weights_times_values(const char *who, const tensor *weights,
     *out = NULL;
     size_t B = weights->shape[0], Lq = weights->shape[1];
     size_t Lk = weights->shape[2], dv = values->shape[2];
-    qkv_matrices v;
-    int status = qkv_as_matrices("values", values, &v);
+    tensor_matrices v;
+    int status = tensor_as_matrices(values, "values", &v);
     if (status)
         return status;
     // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
@@ -69,7 +70,7 @@ static int weights_times_values(const char *who, const tensor *weights,
                   : tensor_alloc(SHAPE(B, Lq, dv), out);
 //<
     if (status) {
-        tensor_free(v.packed);
+        tensor_matrices_free(&v);
         return status;
     }
     memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
@@ -82,13 +83,13 @@ static int weights_times_values(const char *who, const tensor *weights,
 //<
         gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
             weights->data + b * Lq * Lk, Lq, Lk);
-        gsl_matrix_const_view v_b = QKV_MATRIX(v, b);
+        gsl_matrix_const_view v_b = TENSOR_MATRIX(v, b, 0);
         gsl_matrix_view out_b =
             gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
                                 &v_b.matrix, 0.0, &out_b.matrix);
     }
-    tensor_free(v.packed);
+    tensor_matrices_free(&v);
     if (status) {
         tensor_free(*out);
         *out = NULL;
@@ -260,11 +261,11 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
 //> handout
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
 //<
-    qkv_matrices q = {0}, k = {0};
+    tensor_matrices q = {0}, k = {0};
     tensor *scores = NULL;
-    status = qkv_as_matrices("queries", queries, &q);
+    status = tensor_as_matrices(queries, "queries", &q);
     if (status == GSL_SUCCESS)
-        status = qkv_as_matrices("keys", keys, &k);
+        status = tensor_as_matrices(keys, "keys", &k);
     // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
 /*< handout
     if (status == GSL_SUCCESS)
@@ -286,7 +287,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
 //> handout
     for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
 //<
-        gsl_matrix_const_view q_b = QKV_MATRIX(q, b), k_b = QKV_MATRIX(k, b);
+        gsl_matrix_const_view q_b = TENSOR_MATRIX(q, b, 0), k_b = TENSOR_MATRIX(k, b, 0);
         gsl_matrix_view scores_b =
             gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
         status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
@@ -305,8 +306,8 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           &a->weights, out);
 done:
     trace_end();
-    tensor_free(q.packed);
-    tensor_free(k.packed);
+    tensor_matrices_free(&q);
+    tensor_matrices_free(&k);
     tensor_free(scores);
     return status;
 }

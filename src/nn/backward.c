@@ -26,64 +26,8 @@
 //<
 #include "nn/qkv.h"
 #include "nn/softmax.h"
+#include "tensor/matrices.h"
 #include "tensor/tensor_trace.h"
-
-/* --- matrices for BLAS ---------------------------------------------- */
-
-/* A tensor read as B matrices of (rows, cols) for GSL: matrix b starts at
- * data + b*batch_stride and its rows are tda doubles apart.  A 2-D tensor
- * is one matrix; a tensor of any other ndim is read as one (numel / cols,
- * cols) matrix, cols its last size, as the Linear layer reads it. */
-typedef struct {
-    const double *data;
-    size_t batch, batch_stride, rows, cols, tda;
-    tensor *packed; /* the contiguous copy read instead, or NULL */
-} matrices;
-
-/* GSL wants unit steps along a row and rows at least a row apart; the
- * leading dimensions of a rows matrix must step evenly too.  A tensor
- * without that layout (a permuted view) is copied once, and the trace
- * shows the copy. */
-static int as_matrices(const tensor *x, int batched, matrices *m)
-{
-    size_t last = x->ndim - 1;
-    memset(m, 0, sizeof *m);
-    m->cols = x->shape[last];
-    int fits;
-    if (batched) { /* (B, rows, cols) */
-        m->batch = x->shape[0];
-        m->rows = x->shape[1];
-        m->batch_stride = x->strides[0];
-        m->tda = m->rows > 1 ? x->strides[1] : m->cols;
-        fits = (m->cols == 1 || x->strides[2] == 1) && m->tda >= m->cols;
-    } else if (x->ndim == 2) { /* (rows, cols): a weight, maybe narrowed */
-        m->batch = 1;
-        m->rows = x->shape[0];
-        m->tda = m->rows > 1 ? x->strides[0] : m->cols;
-        fits = (m->cols == 1 || x->strides[1] == 1) && m->tda >= m->cols;
-    } else { /* (..., cols) as (rows, cols): contiguous, or a copy */
-        m->batch = 1;
-        m->rows = tensor_numel(x) / m->cols;
-        m->tda = m->cols;
-        fits = tensor_is_contiguous(x);
-    }
-    if (!fits) {
-        int status = tensor_contiguous(x, &m->packed);
-        if (status)
-            return status;
-        x = m->packed;
-        m->batch_stride = batched ? m->rows * m->cols : 0;
-        m->tda = m->cols;
-    }
-    m->data = x->data;
-    return GSL_SUCCESS;
-}
-
-/* Matrix b of m as a GSL view (a macro: GSL's const view types cannot be
- * returned from a function without a warning). */
-#define SLICE(m, b)                                                           \
-    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
-                                         (m).rows, (m).cols, (m).tda)
 
 
 /* One traced product: op, "a @ b -> c" with "^T" where an operand is read
@@ -195,15 +139,15 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
                 l->name);
     // every allocation first, so that a failure leaves grad untouched
-    matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
-    status = as_matrices(dy, 0, &dym);
+    tensor_matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
+    status = tensor_as_rows(dy, &dym);
     if (!status && dx)
-        status = as_matrices(l->weight, 0, &wm);
+        status = tensor_as_rows(l->weight, &wm);
     if (!status && grad)
-        status = as_matrices(x, 0, &xm);
+        status = tensor_as_rows(x, &xm);
     if (!status && grad) {
         /* dW is written in place: it must be a matrix GSL can write */
-        status = as_matrices(grad->weight, 0, &gm);
+        status = tensor_as_rows(grad->weight, &gm);
         if (!status && gm.packed) {
             char gs[TRACE_SHAPE_MAX];
             status = mha_fail(GSL_EINVAL,
@@ -218,10 +162,10 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     if (status)
         goto done;
 
-    gsl_matrix_const_view dy_m = SLICE(dym, 0);
+    gsl_matrix_const_view dy_m = TENSOR_MATRIX(dym, 0, 0);
     if (dx) {
         // dx (rows, in) = dy (rows, out) @ W (out, in)
-        gsl_matrix_const_view w_m = SLICE(wm, 0);
+        gsl_matrix_const_view w_m = TENSOR_MATRIX(wm, 0, 0);
         gsl_matrix_view dx_m = gsl_matrix_view_array((*dx)->data, rows, in);
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &dy_m.matrix,
                                 &w_m.matrix, 0.0, &dx_m.matrix);
@@ -232,7 +176,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     if (grad) {
         // dW (out, in) += dy^T (out, rows) @ x (rows, in): every row of
         // every example adds its outer product dy_r x_r^T
-        gsl_matrix_const_view x_m = SLICE(xm, 0);
+        gsl_matrix_const_view x_m = TENSOR_MATRIX(xm, 0, 0);
         gsl_matrix_view dw_m = gsl_matrix_view_array_with_tda(
             grad->weight->data, out, in, gm.tda);
         status = gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, &dy_m.matrix,
@@ -261,10 +205,10 @@ blas_failed:
                       l->name, gsl_strerror(status));
 done:
     trace_end();
-    tensor_free(xm.packed);
-    tensor_free(dym.packed);
-    tensor_free(wm.packed);
-    tensor_free(gm.packed);
+    tensor_matrices_free(&xm);
+    tensor_matrices_free(&dym);
+    tensor_matrices_free(&wm);
+    tensor_matrices_free(&gm);
     if (status && dx) {
         tensor_free(*dx);
         *dx = NULL;
@@ -379,13 +323,14 @@ static int check_attention(const char *who, const tensor *q, const tensor *k,
 }
 
 /* c_b = op(a_b) @ op(b_b) for every b, into the contiguous tensor c. */
-static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const matrices *a,
-                         CBLAS_TRANSPOSE_t tb, const matrices *b, tensor *c)
+static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const tensor_matrices *a,
+                         CBLAS_TRANSPOSE_t tb, const tensor_matrices *b,
+                         tensor *c)
 {
     size_t rows = c->shape[1], cols = c->shape[2];
     int status = GSL_SUCCESS;
-    for (size_t i = 0; i < a->batch && status == GSL_SUCCESS; i++) {
-        gsl_matrix_const_view a_i = SLICE(*a, i), b_i = SLICE(*b, i);
+    for (size_t i = 0; i < a->count[0] && status == GSL_SUCCESS; i++) {
+        gsl_matrix_const_view a_i = TENSOR_MATRIX(*a, i, 0), b_i = TENSOR_MATRIX(*b, i, 0);
         gsl_matrix_view c_i =
             gsl_matrix_view_array(c->data + i * rows * cols, rows, cols);
         status = gsl_blas_dgemm(ta, tb, 1.0, &a_i.matrix, &b_i.matrix, 0.0,
@@ -427,14 +372,15 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     size_t Lk = keys->shape[1], d = queries->shape[2];
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
                 "dot_attention_backward(scale 1/sqrt(%zu))", d);
-    matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0}, dsm = {0};
+    tensor_matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0};
+    tensor_matrices dsm = {0};
     tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     // the names of the gradients: the inputs', or the lesson's
     const char *nB = weights->names[0], *nq = weights->names[1];
     const char *nk = weights->names[2];
-    status = as_matrices(weights, 1, &wm);
+    status = tensor_as_matrices(weights, NULL, &wm);
     if (!status)
-        status = as_matrices(dout, 1, &om);
+        status = tensor_as_matrices(dout, NULL, &om);
 
     // dV (B, Lk, dv) = w^T (B, Lk, Lq) @ dout (B, Lq, dv): value j gets
     // back the output gradient of every query, weighted as it was used
@@ -447,7 +393,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     }
     if (!status && (dqueries || dkeys)) {
         // dw (B, Lq, Lk) = dout (B, Lq, dv) @ V^T (B, dv, Lk)
-        status = as_matrices(values, 1, &vm);
+        status = tensor_as_matrices(values, NULL, &vm);
         if (!status)
             status = alloc3(B, Lq, Lk, nB, nq, nk, &dw);
         if (!status)
@@ -459,11 +405,11 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
             status = masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
                                              valid_lens, &ds);
         if (!status)
-            status = as_matrices(ds, 1, &dsm);
+            status = tensor_as_matrices(ds, NULL, &dsm);
     }
     // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d)
     if (!status && dqueries) {
-        status = as_matrices(keys, 1, &km);
+        status = tensor_as_matrices(keys, NULL, &km);
         if (!status)
             status = tensor_alloc_like(queries, &dq);
         if (!status)
@@ -473,7 +419,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     }
     // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
     if (!status && dkeys) {
-        status = as_matrices(queries, 1, &qm);
+        status = tensor_as_matrices(queries, NULL, &qm);
         if (!status)
             status = tensor_alloc_like(keys, &dk);
         if (!status)
@@ -482,12 +428,12 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
             trace_product("dK = ds^T Q", ds, 1, queries, 0, dk);
     }
     trace_end();
-    tensor_free(qm.packed);
-    tensor_free(km.packed);
-    tensor_free(vm.packed);
-    tensor_free(wm.packed);
-    tensor_free(om.packed);
-    tensor_free(dsm.packed);
+    tensor_matrices_free(&qm);
+    tensor_matrices_free(&km);
+    tensor_matrices_free(&vm);
+    tensor_matrices_free(&wm);
+    tensor_matrices_free(&om);
+    tensor_matrices_free(&dsm);
     tensor_free(dw);
     tensor_free(ds);
     return backward_hand_out(status, dq, dk, dv, dqueries, dkeys, dvalues);

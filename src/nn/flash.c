@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "nn/qkv.h"
+#include "tensor/matrices.h"
 #include "tensor/rowops.h"
 #include "nn/softmax.h"
 #include "base/threads.h"
@@ -49,15 +50,8 @@ double online_softmax_update(online_softmax *s, const double *x, size_t n)
 
 /* --- tiled attention ------------------------------------------------ */
 
-/* Rows r0 .. r0 + n - 1, all columns, of matrix b of s (a macro: GSL's
- * const view type cannot be a function's return type without a warning). */
-#define ROWS_OF(s, b, r0, n)                                                 \
-    gsl_matrix_const_view_array_with_tda(                                     \
-        (s)->data + (b) * (s)->batch_stride + (r0) * (s)->tda, (n),           \
-        (s)->cols, (s)->tda)
-
 typedef struct {
-    qkv_matrices q, k, v;
+    tensor_matrices q, k, v;
     const tensor *valid_lens;
     size_t Lq, Lk, d, dv, tq, tk;
     double scale;
@@ -76,7 +70,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     size_t Lk = j->Lk, dv = j->dv, tk = j->tk;
     double *o = j->out->data + (b * j->Lq + r0) * dv; // (n, dv), contiguous
     gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
-    gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n);
+    gsl_matrix_const_view q_m = TENSOR_MATRIX_ROWS(j->q, b, 0, r0, n);
     double last_seen = 0.0; // the most keys any row of the block sees
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
@@ -88,7 +82,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     for (size_t k0 = 0; (double)k0 < last_seen; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
         // pass 1: S = Q_rows K_tile^T, (n, kn)
-        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn);
+        gsl_matrix_const_view k_m = TENSOR_MATRIX_ROWS(j->k, b, 0, k0, kn);
         gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
         int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
                                     &k_m.matrix, 0.0, &s_m.matrix);
@@ -119,7 +113,7 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
             m[r] = m_new;
         }
         // pass 3: O += P V_tile
-        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn);
+        gsl_matrix_const_view v_m = TENSOR_MATRIX_ROWS(j->v, b, 0, k0, kn);
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
                                 &v_m.matrix, 1.0, &o_m.matrix);
         if (status)
@@ -184,11 +178,11 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     if (mha_mul_size(per_thread, (size_t)nthreads, &total, who))
         return GSL_EOVRFLW;
     double *scratch = NULL;
-    status = qkv_as_matrices("queries", queries, &j.q);
+    status = tensor_as_matrices(queries, "queries", &j.q);
     if (!status)
-        status = qkv_as_matrices("keys", keys, &j.k);
+        status = tensor_as_matrices(keys, "keys", &j.k);
     if (!status)
-        status = qkv_as_matrices("values", values, &j.v);
+        status = tensor_as_matrices(values, "values", &j.v);
     // out is (B, Lq, dv), zero: the running sums start there
     if (!status)
         status = tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out);
@@ -230,9 +224,9 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     if (!status)
         trace_flash(&j, queries, keys, values, valid_lens);
     free(scratch);
-    tensor_free(j.q.packed);
-    tensor_free(j.k.packed);
-    tensor_free(j.v.packed);
+    tensor_matrices_free(&j.q);
+    tensor_matrices_free(&j.k);
+    tensor_matrices_free(&j.v);
     if (status) {
         tensor_free(j.out);
         return status;

@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "nn/qkv.h"
 #include "nn/softmax.h"
+#include "tensor/matrices.h"
 #include "tensor/tensor_trace.h"
 
 /* --- making and initialising ---------------------------------------- */
@@ -230,19 +231,10 @@ static void set_name(tensor *t, size_t d, const char *name)
     snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
 }
 
-/* Block (i, b) of a head-major tensor x (h, B, L, d) as an (L, d) GSL
- * matrix: it starts at x->data + i*strides[0] + b*strides[1], its rows are
- * strides[2] = h*d doubles apart and its columns adjacent.  Every tensor
- * passed here is a view this file made of a row-major buffer, so its last
- * stride is 1 and its row stride at least d: GSL reads it as it is.  (A
- * macro: GSL's view types are const qualified, so a function returning
- * one draws a warning.) */
-#define BLOCK_TDA(x) ((x)->shape[2] > 1 ? (x)->strides[2] : (x)->shape[3])
-#define BLOCK_DATA(x, i, b) \
-    ((x)->data + (i) * (x)->strides[0] + (b) * (x)->strides[1])
-#define BLOCK(x, i, b)                                                      \
-    gsl_matrix_const_view_array_with_tda(BLOCK_DATA(x, i, b), (x)->shape[2], \
-                                         (x)->shape[3], BLOCK_TDA(x))
+/* Block (i, b) of a head-major tensor (h, B, L, d) is matrix (i, b) of its
+ * tensor_matrices (matrices.h): every tensor here is a view this file made
+ * of a row-major buffer, its last stride 1 and its row stride at least d,
+ * so GSL reads it in place. */
 
 static void trace_einsum(const char *op, const tensor *a, const tensor *b,
                          const tensor *c)
@@ -265,12 +257,17 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
         memcpy((*scores)->names[d], qh->names[d], TENSOR_NAME_MAX);
     memcpy((*scores)->names[3], kh->names[2], TENSOR_NAME_MAX);
     double scale = 1.0 / sqrt((double)dk);
+    tensor_matrices qm, km, sm;
+    status = tensor_matrices_in_place(qh, &qm);
+    if (!status)
+        status = tensor_matrices_in_place(kh, &km);
+    if (!status)
+        status = tensor_matrices_in_place(*scores, &sm);
     for (size_t i = 0; i < h && !status; i++)
         for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view q_ib = BLOCK(qh, i, b); // (Lq, d_k)
-            gsl_matrix_const_view k_ib = BLOCK(kh, i, b); // (Lk, d_k)
-            gsl_matrix_view s_ib = gsl_matrix_view_array(
-                BLOCK_DATA(*scores, i, b), Lq, Lk);       // (Lq, Lk)
+            gsl_matrix_const_view q_ib = TENSOR_MATRIX(qm, i, b); // (Lq, d_k)
+            gsl_matrix_const_view k_ib = TENSOR_MATRIX(km, i, b); // (Lk, d_k)
+            gsl_matrix_view s_ib = TENSOR_MATRIX_OUT(sm, i, b);   // (Lq, Lk)
             status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, scale,
                                     &q_ib.matrix, &k_ib.matrix, 0.0,
                                     &s_ib.matrix);
@@ -346,12 +343,17 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
     tensor_free(buf); // oh holds the buffer now
     if (status)
         return status;
+    tensor_matrices am, vm, om;
+    status = tensor_matrices_in_place(attn, &am);
+    if (!status)
+        status = tensor_matrices_in_place(vh, &vm);
+    if (!status)
+        status = tensor_matrices_in_place(*oh, &om);
     for (size_t i = 0; i < h && !status; i++)
         for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view a_ib = BLOCK(attn, i, b); // (Lq, Lk)
-            gsl_matrix_const_view v_ib = BLOCK(vh, i, b);   // (Lk, d_v)
-            gsl_matrix_view o_ib = gsl_matrix_view_array_with_tda(
-                BLOCK_DATA(*oh, i, b), Lq, dv, BLOCK_TDA(*oh)); // (Lq, d_v)
+            gsl_matrix_const_view a_ib = TENSOR_MATRIX(am, i, b); // (Lq, Lk)
+            gsl_matrix_const_view v_ib = TENSOR_MATRIX(vm, i, b); // (Lk, d_v)
+            gsl_matrix_view o_ib = TENSOR_MATRIX_OUT(om, i, b);   // (Lq, d_v)
             status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
                                     &a_ib.matrix, &v_ib.matrix, 0.0,
                                     &o_ib.matrix);

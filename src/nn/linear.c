@@ -8,6 +8,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "base/error.h"
+#include "tensor/matrices.h"
 #include "tensor/tensor_trace.h"
 
 static int init_params(linear *l, const char *name, size_t in_features,
@@ -127,29 +128,6 @@ static void trace_linear(const linear *l, const tensor *x, const tensor *y)
     tensor_trace_step(TRACE_NEW, x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
 }
 
-/* Can x be read as a (rows, in) matrix whose rows are `tda` doubles apart?
- * True when the last dimension has unit stride and the leading dimensions
- * step through memory evenly, as one dimension would. */
-static int rows_evenly_spaced(const tensor *x, size_t *tda)
-{
-    size_t last = x->ndim - 1;
-    if (x->shape[last] != 1 && x->strides[last] != 1)
-        return 0;
-    size_t step = 0; /* stride of the innermost leading dim of size > 1 */
-    size_t span = 0; /* what the next dim out must step to continue it */
-    for (size_t d = last; d-- > 0;) {
-        if (x->shape[d] == 1)
-            continue;
-        if (step == 0)
-            step = x->strides[d];
-        else if (x->strides[d] != span)
-            return 0;
-        span = x->strides[d] * x->shape[d];
-    }
-    *tda = step ? step : x->shape[last];
-    return *tda >= x->shape[last];
-}
-
 /* y = x W^T + b as a single dgemm: x's leading dimensions are read as the
  * rows of one (rows, in) matrix on x's own memory (copied only when those
  * rows are not evenly spaced), BLAS reads W transposed in place, and the
@@ -162,52 +140,32 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (status)
         return status;
 
-    /* xm views x as (rows, in); a copy only when its rows are uneven */
-    tensor *packed = NULL;
-    const tensor *src = x;
-    size_t tda;
-    if (!rows_evenly_spaced(x, &tda)) {
-        status = tensor_contiguous(x, &packed);
-        if (status)
-            return mha_fail_in(status, "linear_forward %s", l->name);
-        src = packed;
-        tda = x->shape[x->ndim - 1];
-    }
-    status = alloc_output(l, x, y);
+    /* x as one (rows, in) matrix and W as (out, in), each read in place
+     * when its rows are evenly spaced (a batch's view, rows of a bigger
+     * weight), else copied once (matrices.h) */
+    tensor_matrices xm, wm = {0};
+    status = tensor_as_rows(x, &xm);
+    if (!status)
+        status = tensor_as_rows(l->weight, &wm);
+    if (!status)
+        status = alloc_output(l, x, y);
     if (status) {
-        tensor_free(packed);
+        tensor_matrices_free(&xm);
+        tensor_matrices_free(&wm);
         return mha_fail_in(status, "linear_forward %s", l->name);
     }
-    size_t in = l->in_features, out = l->out_features;
-    size_t rows = tensor_numel(x) / in;
-    /* W may itself be a view (rows of a bigger weight): read it through
-     * its row stride; only a W with uneven columns needs packing */
-    tensor *wpacked = NULL;
-    const tensor *w = l->weight;
-    if (w->strides[1] != 1 && in > 1) {
-        status = tensor_contiguous(w, &wpacked);
-        if (status) {
-            tensor_free(packed);
-            tensor_free(*y);
-            *y = NULL;
-            return status;
-        }
-        w = wpacked;
-    }
+    size_t rows = xm.rows, out = l->out_features;
 //> handout
     if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
         // shapes alone: the same steps (the packing copies too), no product
-        tensor_free(packed);
-        tensor_free(wpacked);
+        tensor_matrices_free(&xm);
+        tensor_matrices_free(&wm);
         trace_linear(l, x, *y);
         return GSL_SUCCESS;
     }
 //<
-    size_t wtda = out > 1 ? w->strides[0] : in;
-    gsl_matrix_const_view xm =
-        gsl_matrix_const_view_array_with_tda(src->data, rows, in, tda);
-    gsl_matrix_const_view wm =
-        gsl_matrix_const_view_array_with_tda(w->data, out, in, wtda);
+    gsl_matrix_const_view xv = TENSOR_MATRIX(xm, 0, 0);
+    gsl_matrix_const_view wv = TENSOR_MATRIX(wm, 0, 0);
     gsl_matrix_view ym = gsl_matrix_view_array((*y)->data, rows, out);
 
     /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
@@ -223,10 +181,10 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
             memcpy(yd + r * out, yd, out * sizeof *yd);
         beta = 1.0;
     }
-    status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
-                            &wm.matrix, beta, &ym.matrix);
-    tensor_free(packed);
-    tensor_free(wpacked);
+    status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xv.matrix,
+                            &wv.matrix, beta, &ym.matrix);
+    tensor_matrices_free(&xm);
+    tensor_matrices_free(&wm);
     if (status) {
         tensor_free(*y);
         *y = NULL;

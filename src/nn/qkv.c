@@ -91,29 +91,4 @@ int qkv_check(const char *who, const qkv_names *names, const tensor *q,
         return GSL_SUCCESS;
     }
 }
-
-/* --- batches of matrices for BLAS ----------------------------------- */
-
-int qkv_as_matrices(const char *name, const tensor *x, qkv_matrices *m)
-{
-    size_t rows = x->shape[1], cols = x->shape[2];
-    size_t tda = rows > 1 ? x->strides[1] : cols;
-    m->packed = NULL;
-    if ((cols > 1 && x->strides[2] != 1) || tda < cols) {
-        tensor_trace_note("%s %T have strides %P, not row-major per example: "
-                   "one contiguous copy for dgemm",
-                   name, x, (size_t)3, x->strides);
-        int status = tensor_contiguous(x, &m->packed);
-        if (status)
-            return status;
-        x = m->packed;
-        tda = cols;
-    }
-    m->data = x->data;
-    m->batch_stride = x->strides[0];
-    m->rows = rows;
-    m->cols = cols;
-    m->tda = tda;
-    return GSL_SUCCESS;
-}
 //<

@@ -27,8 +27,6 @@
 
 #include <stddef.h>
 
-#include <gsl/gsl_matrix.h>
-
 #include "tensor/tensor.h"
 
 /* --- the rules ------------------------------------------------------ */
@@ -93,29 +91,6 @@ typedef struct qkv_shapes {
 int qkv_check(const char *who, const qkv_names *names, const tensor *queries,
               const tensor *keys, const tensor *values, int same_d,
               const char *more, qkv_shapes *shapes);
-
-/* --- batches of matrices for BLAS ----------------------------------- */
-
-/* A 3-D tensor (B, rows, cols) read as B matrices for GSL: matrix b
- * starts at data + b*batch_stride and its rows are tda doubles apart. */
-typedef struct qkv_matrices {
-    const double *data;
-    size_t batch_stride, rows, cols, tda;
-    tensor *packed; /* the contiguous copy read instead of x, or NULL:
-                       tensor_free it when done */
-} qkv_matrices;
-
-/* GSL wants unit steps along a row and rows at least a row apart.  A
- * permuted view may not have that (its last axis strided): then one
- * contiguous copy, traced and explained (name is "queries", "keys" or
- * "values" for the note), is read instead. */
-int qkv_as_matrices(const char *name, const tensor *x, qkv_matrices *m);
-
-/* Matrix b of m as a GSL view (a macro: GSL's view types are const
- * qualified, so a function cannot return one without a warning). */
-#define QKV_MATRIX(m, b)                                                      \
-    gsl_matrix_const_view_array_with_tda((m).data + (b) * (m).batch_stride,   \
-                                         (m).rows, (m).cols, (m).tda)
 
 #endif
 //<

@@ -1,0 +1,109 @@
+/* matrices.c: a tensor read as GSL matrices; see matrices.h. */
+#include "tensor/matrices.h"
+
+#include <string.h>
+
+#include "base/error.h"
+#include "tensor/tensor_trace.h"
+
+/* m's layout for x as it is; 1 when GSL can read it in place. */
+static int layout(const tensor *x, tensor_matrices *m)
+{
+    size_t nd = x->ndim, batch = nd - 2;
+    m->data = x->data;
+    m->rows = x->shape[nd - 2];
+    m->cols = x->shape[nd - 1];
+    m->tda = m->rows > 1 ? x->strides[nd - 2] : m->cols;
+    for (size_t d = 0; d < 2; d++) {
+        m->count[d] = d < batch ? x->shape[d] : 1;
+        m->step[d] = d < batch ? x->strides[d] : 0;
+    }
+    return (m->cols == 1 || x->strides[nd - 1] == 1) && m->tda >= m->cols;
+}
+
+static int check_dims(const char *who, const tensor *x)
+{
+    if (x->ndim >= 2 && x->ndim <= 4)
+        return GSL_SUCCESS;
+    char s[TRACE_SHAPE_MAX];
+    return mha_fail(GSL_EINVAL,
+                    "%s: a tensor of %zu dimensions %s cannot be read as "
+                    "matrices (2 to 4 dimensions)",
+                    who, x->ndim, tensor_shape_str(x, s, sizeof s));
+}
+
+int tensor_as_matrices(const tensor *x, const char *what, tensor_matrices *m)
+{
+    memset(m, 0, sizeof *m);
+    int status = check_dims("tensor_as_matrices", x);
+    if (status || layout(x, m))
+        return status;
+    if (what)
+        tensor_trace_note("%s %T have strides %P, not row-major per example: "
+                          "one contiguous copy for dgemm",
+                          what, x, x->ndim, x->strides);
+    status = tensor_contiguous(x, &m->packed);
+    if (status)
+        return status;
+    layout(m->packed, m);
+    return GSL_SUCCESS;
+}
+
+int tensor_matrices_in_place(const tensor *x, tensor_matrices *m)
+{
+    memset(m, 0, sizeof *m);
+    int status = check_dims("tensor_matrices_in_place", x);
+    if (status || layout(x, m))
+        return status;
+    char s[TRACE_SHAPE_MAX];
+    return mha_fail(GSL_EINVAL,
+                    "tensor_matrices_in_place: %s with strides %zu apart in "
+                    "its rows cannot be read by GSL in place",
+                    tensor_shape_str(x, s, sizeof s), x->strides[x->ndim - 1]);
+}
+
+/* Can x be read as a (rows, cols) matrix whose rows are `tda` doubles
+ * apart?  True when the last dimension has unit stride and the leading
+ * dimensions step through memory evenly, as one dimension would. */
+static int rows_evenly_spaced(const tensor *x, size_t *tda)
+{
+    size_t last = x->ndim - 1;
+    if (x->shape[last] != 1 && x->strides[last] != 1)
+        return 0;
+    size_t step = 0; /* stride of the innermost leading dim of size > 1 */
+    size_t span = 0; /* what the next dim out must step to continue it */
+    for (size_t d = last; d-- > 0;) {
+        if (x->shape[d] == 1)
+            continue;
+        if (step == 0)
+            step = x->strides[d];
+        else if (x->strides[d] != span)
+            return 0;
+        span = x->strides[d] * x->shape[d];
+    }
+    *tda = step ? step : x->shape[last];
+    return *tda >= x->shape[last];
+}
+
+int tensor_as_rows(const tensor *x, tensor_matrices *m)
+{
+    memset(m, 0, sizeof *m);
+    m->cols = x->shape[x->ndim - 1];
+    m->rows = tensor_numel(x) / m->cols;
+    m->count[0] = m->count[1] = 1;
+    if (!rows_evenly_spaced(x, &m->tda)) {
+        int status = tensor_contiguous(x, &m->packed);
+        if (status)
+            return status;
+        x = m->packed;
+        m->tda = m->cols;
+    }
+    m->data = x->data;
+    return GSL_SUCCESS;
+}
+
+void tensor_matrices_free(tensor_matrices *m)
+{
+    tensor_free(m->packed);
+    m->packed = NULL;
+}
