@@ -173,7 +173,7 @@ $(CHAPTER_STAMP):
 
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
-.PHONY: sanitize memcheck docs bench trace-cost handout handout-check \
+.PHONY: sanitize memcheck docs bench trace-cost handout handout-check test-grading \
         fuzz parity browser-test snapshot snapshots module-pictures \
         clean-tree fresh-root grade-class gradescope
 #<
@@ -429,6 +429,12 @@ grade:
 #> full
 handout-check: build
 	@tools/test-handout.sh
+
+# Grading where courses grade (tools/test-grading.sh): time-outs, crashes,
+# leaks under valgrind, the reports, Gradescope's zip, a class graded.
+# About a minute on its own handout, so it is CI's stage, not make test's.
+test-grading: build
+	@tools/test-grading.sh
 
 # Fuzzing (libFuzzer, clang): each harness in tools/fuzz/ runs for
 # FUZZ_SECONDS on its seed corpus; what it finds lands in build/fuzz/.

@@ -1,4 +1,4 @@
-//> 06
+//> 08
 /* multihead.c: the multi-head attention module and its forward pass; see
  * multihead.h for the steps (splitting into heads and joining them:
  * heads.c; the cache the backward pass reads: multihead_cache.c).
@@ -22,7 +22,6 @@
 #include "nn/posenc.h"
 //<
 
-//> 08
 /* --- the module ----------------------------------------------------- */
 
 int multihead_init(multihead *m, const multihead_config *cfg)
@@ -633,5 +632,4 @@ static int apply_head_mask(const tensor *mask, tensor **heads,
 }
 //<
 
-//<
 //<
