@@ -55,6 +55,26 @@ static inline void overflow_module(multihead *m)
 }
 //<
 
+/* Each allocation `call` makes (its status), failed in turn (error.h):
+ * every failure GSL_ENOMEM, then the checks that follow `call` (what a
+ * failure must leave: NULL outputs, state unchanged); the number of
+ * failures into `failures`; the loop ends when the call succeeds. */
+#define EACH_ALLOCATION_FAILS(failures, call, ...)                            \
+    do {                                                                      \
+        (failures) = 0;                                                       \
+        for (long k_ = 0;; k_++) {                                            \
+            mha_debug_fail_alloc_after(k_);                                   \
+            int status_ = (call);                                             \
+            mha_debug_fail_alloc_after(-1);                                   \
+            if (status_ == GSL_SUCCESS)                                       \
+                break;                                                        \
+            cr_assert_eq(status_, GSL_ENOMEM, "allocation %ld: %s", k_,       \
+                         mha_last_error());                                   \
+            __VA_ARGS__;                                                      \
+            (failures)++;                                                     \
+        }                                                                     \
+    } while (0)
+
 /* max |a - b| over max |b|: the normwise relative error of a against the
  * reference b (b all zero: the absolute error).  Shapes must agree. */
 static inline double rel_error(const tensor *a, const tensor *b)

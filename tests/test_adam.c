@@ -148,16 +148,9 @@ Test(adam, every_allocation_may_fail)
     OK(tensor_alloc(SHAPE(3), &g[1]));
     adam a;
     long failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = adam_init(&a, 2, p, g, 0.1);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM);
-        cr_assert_null(a.m);
-        failures++;
-    }
+    EACH_ALLOCATION_FAILS(failures,
+        adam_init(&a, 2, p, g, 0.1),
+        cr_assert_null(a.m));
     cr_assert_gt(failures, 8); /* 4 arrays, then m and v of 2 tensors */
     adam_free(&a);
     for (int i = 0; i < 2; i++) {

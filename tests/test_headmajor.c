@@ -764,18 +764,11 @@ Test(head_major, allocation_failures)
     headmajor m;
     headmajor_config cfg = {2, 4, 3, 2, 0.5};
     int failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = headmajor_init(&m, &cfg);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+    EACH_ALLOCATION_FAILS(failures,
+        headmajor_init(&m, &cfg),
         cr_assert_null(m.w_qs.weight);
         cr_assert_null(m.fc.bias);
-        cr_assert_null(m.layer_norm.gamma);
-        failures++;
-    }
+        cr_assert_null(m.layer_norm.gamma));
     cr_assert_eq(failures, 30); /* 10 tensors of 3 allocations each */
     gsl_rng *r = mha_rng_new(3);
     headmajor_reset(&m, r);
@@ -785,17 +778,10 @@ Test(head_major, allocation_failures)
     tensor_fill_normal(q, r, 0, 1);
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
     failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = headmajor_forward(&m, q, q, q, lens, &out, &attn);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
+    EACH_ALLOCATION_FAILS(failures,
+        headmajor_forward(&m, q, q, q, lens, &out, &attn),
         cr_assert_null(out);
-        cr_assert_null(attn);
-        failures++;
-    }
+        cr_assert_null(attn));
     cr_assert_gt(failures, 30);
     tensor_free(out);
     tensor_free(attn);

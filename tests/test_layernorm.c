@@ -247,31 +247,17 @@ Test(layer_norm, allocation_failures)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 3), &x));
     int failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = layernorm_apply(x, NULL, NULL, 1e-5, &y);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM);
-        cr_assert_null(y);
-        failures++;
-    }
+    EACH_ALLOCATION_FAILS(failures,
+        layernorm_apply(x, NULL, NULL, 1e-5, &y),
+        cr_assert_null(y));
     cr_assert_eq(failures, 3); /* buffer record, values, header */
     tensor_free(y);
     layernorm ln;
     failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = layernorm_init(&ln, 4, 1e-5);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM);
+    EACH_ALLOCATION_FAILS(failures,
+        layernorm_init(&ln, 4, 1e-5),
         cr_assert_null(ln.gamma);
-        cr_assert_null(ln.beta);
-        failures++;
-    }
+        cr_assert_null(ln.beta));
     cr_assert_eq(failures, 6);
     layernorm_free(&ln);
     tensor_free(x);

@@ -525,16 +525,9 @@ Test(heads, allocation_failures)
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
     int failures = 0;
-    for (long k = 0;; k++) {
-        mha_debug_fail_alloc_after(k);
-        int status = multihead_forward(&m, q, q, q, lens, &out);
-        mha_debug_fail_alloc_after(-1);
-        if (status == GSL_SUCCESS)
-            break;
-        cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
-        cr_assert_null(out);
-        failures++;
-    }
+    EACH_ALLOCATION_FAILS(failures,
+        multihead_forward(&m, q, q, q, lens, &out),
+        cr_assert_null(out));
     cr_assert_gt(failures, 10);
     tensor_free(out);
     multihead_free(&m);

@@ -261,18 +261,10 @@ Test(mha_fast, allocation_failures)
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
     for (int naive = 0; naive < 2; naive++) {
         int failures = 0;
-        for (long k = 0;; k++) {
-            mha_debug_fail_alloc_after(k);
-            int status = naive ? multihead_forward_naive(&m, q, q, q, lens, &out)
-                               : multihead_forward_fast(&m, q, q, q, lens, NULL,
-                                                        &out);
-            mha_debug_fail_alloc_after(-1);
-            if (status == GSL_SUCCESS)
-                break;
-            cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
-            cr_assert_null(out);
-            failures++;
-        }
+        EACH_ALLOCATION_FAILS(failures,
+            naive ? multihead_forward_naive(&m, q, q, q, lens, &out)
+                  : multihead_forward_fast(&m, q, q, q, lens, NULL, &out),
+            cr_assert_null(out));
         cr_assert_gt(failures, naive ? 4 : 10);
         tensor_free(out);
     }
