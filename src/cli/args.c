@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "trace/trace.h"
 
 static const char *command = "mha";
 
@@ -202,5 +203,26 @@ int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
             return CLI_OK;
         s += len + 1;
     }
+}
+
+int cli_sized_valid_lens(const cli_option *vl, size_t B, size_t Lk,
+                         double *lens)
+{
+    size_t n = 0;
+    if (!vl->value)
+        return CLI_OK;
+    if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
+        return CLI_USAGE;
+    if (n != B)
+        return cli_error("--valid-lens '%s' has %zu entr%s but --batch is %zu",
+                         vl->value, n, n == 1 ? "y" : "ies", B);
+    char v[TRACE_NUMBER_MAX];
+    for (size_t b = 0; b < B; b++)
+        if (lens[b] > (double)Lk)
+            return cli_error("--valid-lens '%s': entry %zu (%s) is larger "
+                             "than --kv %zu",
+                             vl->value, b + 1,
+                             trace_number_str(v, sizeof v, lens[b]), Lk);
+    return CLI_OK;
 }
 //<

@@ -83,5 +83,12 @@ int cli_parse_number_above(const cli_option *opt, double above, double *out);
 int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
                    size_t *n);
 
+/* --valid-lens for a run of sizes alone (mha trace, mha view): when vl is
+ * given, one whole length per example of the batch (B of them), none
+ * larger than Lk, into lens (CLI_LIST_MAX room); CLI_OK, or CLI_USAGE
+ * after one line naming the entry. */
+int cli_sized_valid_lens(const cli_option *vl, size_t B, size_t Lk,
+                         double *lens);
+
 #endif
 //<

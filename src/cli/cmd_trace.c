@@ -247,23 +247,9 @@ int cmd_trace(int argc, char **argv)
         return CLI_USAGE;
     int causal = opts[10].value != NULL;
     double lens[CLI_LIST_MAX];
-    size_t n = 0;
     const cli_option *vl = &opts[5];
-    if (vl->value) {
-        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
-        if (n != B)
-            return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
-                             "%zu",
-                             vl->value, n, n == 1 ? "y" : "ies", B);
-        char v[TRACE_NUMBER_MAX];
-        for (size_t b = 0; b < B; b++)
-            if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%s) is larger "
-                                 "than --kv %zu",
-                                 vl->value, b + 1,
-                                 trace_number_str(v, sizeof v, lens[b]), Lk);
-    }
+    if (cli_sized_valid_lens(vl, B, Lk, lens))
+        return CLI_USAGE;
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout
     if (causal && Lq > Lk)

@@ -183,20 +183,8 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
         return CLI_USAGE;
     const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
     double lens[CLI_LIST_MAX];
-    size_t n = 0;
-    if (vl->value) {
-        if (cli_parse_list(vl, lens, CLI_LIST_MAX, &n))
-            return CLI_USAGE;
-        if (n != B)
-            return cli_error("--valid-lens '%s' has %zu entr%s but --batch is "
-                             "%zu",
-                             vl->value, n, n == 1 ? "y" : "ies", B);
-        for (size_t b = 0; b < B; b++)
-            if (lens[b] > (double)Lk)
-                return cli_error("--valid-lens '%s': entry %zu (%.0f) is "
-                                 "larger than --kv %zu",
-                                 vl->value, b + 1, lens[b], Lk);
-    }
+    if (cli_sized_valid_lens(vl, B, Lk, lens))
+        return CLI_USAGE;
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h, .kv_heads = G,
                             .causal = cli_find(opts, nopts, "--causal")->value != NULL,
