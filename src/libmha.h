@@ -57,6 +57,9 @@
 //> 18
 #include "mask.h"
 //<
+//> 20
+#include "mla.h"
+//<
 //> handout
 #include "npy.h"
 //<
