@@ -96,6 +96,13 @@ int mla_init(mla *m, const mla_config *cfg)
     if (m->q_norm)
         tensor_fill(m->q_norm, 1);
     tensor_fill(m->kv_norm, 1);
+    // the names the trace gives each layer's output features
+    linear *layers[] = {&m->wq, &m->wq_a, &m->wq_b, &m->wkv_a, &m->wkv_b,
+                        &m->wo};
+    const char *out[] = {"h*(d_nope+d_r)", "d_q'", "h*(d_nope+d_r)",
+                         "d_c+d_r", "h*(d_nope+d_v)", "d_model"};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+        snprintf(layers[i]->out_name, TENSOR_NAME_MAX, "%s", out[i]);
     return GSL_SUCCESS;
 }
 
@@ -184,6 +191,22 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
 
 /* --- the steps both paths share ------------------------------------- */
 
+/* tensor_narrow, the part named `name` in the trace: dimension dim of
+ * x's indices start .. start+length-1, a view. */
+static int narrow_named(const tensor *x, size_t dim, size_t start,
+                        size_t length, const char *name, tensor **out)
+{
+    trace_quiet_begin();
+    int status = tensor_narrow(x, dim, start, length, out);
+    trace_quiet_end();
+    if (status)
+        return status;
+    snprintf((*out)->names[dim], TENSOR_NAME_MAX, "%s", name);
+    trace_step(TRACE_VIEW, x, *out, "narrow(%zu, %zu, %zu)", dim, start,
+               length);
+    return GSL_SUCCESS;
+}
+
 /* q (B, n, h, d_nope + d_r): projected (through the low rank and
  * q_norm when q_lora_rank > 0), the last d_r features of every head
  * turned to positions start .. start+n-1. */
@@ -211,7 +234,7 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
                                 "B, n, h, d_nope+d_r", q);
     // the rope part of every head: (B, n, h, d_r), turned as (B, n, h*d_r)
     if (!status)
-        status = tensor_narrow(*q, 3, dn, dr, &pe);
+        status = narrow_named(*q, 3, dn, dr, "d_r", &pe);
     if (!status)
         status = tensor_reshape(pe, DIMS((long)B, (long)n, -1), "B, n, h*d_r",
                                 &pe_flat);
@@ -245,17 +268,11 @@ static int project_latent(const mla *m, const tensor *x, size_t start,
     *c_kv = *k_pe = NULL;
     int status = linear_forward(&m->wkv_a, x, &kv);
     if (!status)
-        status = tensor_set_names(kv, "B, n, d_c+d_r");
-    if (!status)
-        status = tensor_narrow(kv, 2, 0, dc, &part);
-    if (!status)
-        status = tensor_set_names(part, "B, n, d_c");
+        status = narrow_named(kv, 2, 0, dc, "d_c", &part);
     if (!status)
         status = mla_rms_norm(part, m->kv_norm, c->eps, c_kv);
     if (!status)
-        status = tensor_narrow(kv, 2, dc, dr, &pe);
-    if (!status)
-        status = tensor_set_names(pe, "B, n, d_r");
+        status = narrow_named(kv, 2, dc, dr, "d_r", &pe);
     if (!status)
         status = rope_apply(pe, dr, (long)start, c->rope_base, k_pe);
     tensor_free(kv);
@@ -301,13 +318,13 @@ static int cat_last(const tensor *a, const tensor *b, const char *names,
     return GSL_SUCCESS;
 }
 
-/* *o (R, Lq, dv) = softmax(scale q k^T, causal) v, batch row by batch
+/* *o (R, Lq, dv) = softmax(q k^T / sqrt(dq), causal) v, batch row by batch
  * row, and *w (R, Lq, Lk) the weights.  Row i of batch row r is position
  * start + (i mod n) and sees keys 0 .. start + (i mod n): with the heads
  * folded into the rows (the absorbed path, Lq = h*n), every head's n
  * queries see the same keys. */
 static int attend(const char *who, const tensor *q, const tensor *k,
-                  const tensor *v, double scale, size_t n, size_t start,
+                  const tensor *v, size_t dq, size_t n, size_t start,
                   tensor **w, tensor **o)
 {
     size_t R = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
@@ -347,13 +364,13 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
                TRACE_INPUTS(TRACE_IN(q), TRACE_IN_T(k, 1)), "scores");
     trace_quiet_begin();
-    status = masked_softmax_scaled(scores, scale, lens, w);
+    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)dq), lens, w);
     trace_quiet_end();
     if (status)
         goto done;
     trace_emit(TRACE_NEW, TRACE_LIST, *w,
                TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
-               "causal softmax(scale %.6g)", scale);
+               "softmax(s / sqrt(%zu))", dq);
     for (size_t r = 0; r < R && !status; r++) {
         gsl_matrix_const_view w_r =
             gsl_matrix_const_view_array((*w)->data + r * Lq * Lk, Lq, Lk);
@@ -409,9 +426,9 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
         status = tensor_reshape(kv, DIMS((long)B, (long)t, (long)h, -1),
                                 "B, t, h, d_nope+d_v", &kv4);
     if (!status)
-        status = tensor_narrow(kv4, 3, 0, dn, &k_nope);
+        status = narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope);
     if (!status)
-        status = tensor_narrow(kv4, 3, dn, dv, &v4);
+        status = narrow_named(kv4, 3, dn, dv, "d_v", &v4);
     // 2. k = [k_nope | k_pe], k_pe the same for every head (an expand)
     if (!status)
         status = tensor_reshape(pe_all, DIMS((long)B, (long)t, 1, (long)dr),
@@ -457,8 +474,7 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
                                 "B*h, n, d_nope+d_r", &qh);
     // 4. attention, scaled by 1/sqrt(d_nope + d_r)
     if (!status)
-        status = attend("mla_forward", qh, kh, vh, 1.0 / sqrt((double)(dn + dr)),
-                        n, start, &w, &o);
+        status = attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o);
     // 5. the heads side by side: (B, n, h*d_v)
     if (!status)
         status = tensor_view(o, DIMS((long)B, (long)h, (long)n, (long)dv),
@@ -523,8 +539,8 @@ static int absorb_query(const mla *m, const tensor *q, tensor **q_lat)
     }
     tensor_set_names(*q_lat, "B, h*n, d_c+d_r");
     trace_emit(TRACE_NEW, TRACE_MATMUL, *q_lat,
-               TRACE_INPUTS(TRACE_IN(q), TRACE_NAMED(m->wkv_b.weight, "W_UK")),
-               "[q_nope W_UK | q_pe], heads into rows");
+               TRACE_INPUTS(TRACE_IN(q), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
+               "absorb W_UK");
     return GSL_SUCCESS;
 }
 
@@ -560,8 +576,8 @@ static int expand_values(const mla *m, const tensor *o, size_t n,
     }
     tensor_set_names(*heads, "B, n, h*d_v");
     trace_emit(TRACE_NEW, TRACE_MATMUL, *heads,
-               TRACE_INPUTS(TRACE_IN(o), TRACE_IN_T(m->wkv_b.weight, 1)),
-               "latent W_UV^T per head");
+               TRACE_INPUTS(TRACE_IN(o), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
+               "W_UV per head");
     return GSL_SUCCESS;
 }
 
@@ -585,7 +601,7 @@ static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
     // 3. attention on the latent, scaled by 1/sqrt(d_nope + d_r) as before
     if (!status)
         status = attend("mla_forward", q_lat, keys, c_all,
-                        1.0 / sqrt((double)dq), n, start, &w, &o);
+                        dq, n, start, &w, &o);
     // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
     if (!status)
         status = expand_values(m, o, n, heads);
