@@ -130,7 +130,8 @@ static void naive_path(mla *m, const tensor *x)
      *   $1/\sqrt{12}$, the values `(8, 5, 6)`, the heads joined to
      *   `(2, 5, 24)` and `wo` back to 32.
      *
-     * `rms_norm` is the published model's RMSNorm, LayerNorm without the
+     * `rms_norm` is the published model's *[RMSNorm](glossary.md)* ([Zhang
+     * and Sennrich 2019](https://arxiv.org/abs/1910.07467)), LayerNorm without the
      * mean: each row divided by its root mean square and scaled feature
      * by feature by a learned weight. It keeps the latent's size in
      * check whatever $x$ is:
@@ -307,7 +308,7 @@ static void cache_table(void)
     const double bytes = 2, context = 4096;
     printf("%-12s %-26s %9s %14s %14s\n", "model", "attention", "numbers",
            "per position", "4096 positions");
-    const char *labels[4];
+    const char *labels[4] = {"MHA", "GQA (G = 8)", "MQA", "MLA"};
     double kib[4];
     for (size_t i = 0; i < 2; i++) {
         double hd = models[i].head_size, L = models[i].layers;
@@ -324,14 +325,12 @@ static void cache_table(void)
             printf("%-12s %-26s %9.0f %14s %14s\n", r ? "" : models[i].model,
                    rows[r].what, rows[r].numbers, bytes_str(one, a, sizeof a),
                    bytes_str(one * context, b, sizeof b));
-            if (i == 0) {
-                labels[r] = rows[r].what;
+            if (i == 0)
                 kib[r] = one / 1024;
-            }
         }
     }
-    plot_options opt = {.title = "cache per position, DeepSeek-V2's shape "
-                                 "(60 layers, 128 heads of 128), 16-bit",
+    plot_options opt = {.title = "cache per position, DeepSeek-V2's shape, "
+                                 "16-bit",
                         .xlabel = "attention", .ylabel = "KiB"};
     printf("\n");
     announce_plot(plot_bars(labels, kib, 4, &opt, plot_base("20_cache_bytes"),
