@@ -60,6 +60,9 @@
 //> 20
 #include "mla.h"
 //<
+//> 21
+#include "paged.h"
+//<
 //> handout
 #include "npy.h"
 //<
