@@ -61,6 +61,7 @@
 #include "mla.h"
 //<
 //> 21
+#include "graphviz.h"
 #include "paged.h"
 //<
 //> handout

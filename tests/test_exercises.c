@@ -1093,6 +1093,66 @@ Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
     tensor_free(w);
 }
 //<
+//> 21
+/* --- ex_paged_slot (chapter 21) -------------------------------------- */
+
+#define H_SLOT                                                                \
+    "hint: chapter 21, section 1 (Blocks, block tables and the slot "        \
+    "mapping): the slot is table[pos / block_size] * block_size + pos % "    \
+    "block_size"
+#define H_SLOT_TABLE                                                          \
+    "hint: chapter 21, section 1: the table says which block holds the "     \
+    "position; the position alone is where a contiguous cache keeps it"
+#define H_SLOT_REFUSE                                                         \
+    "hint: the comment above paged_slot: block_size 0, or a position the "   \
+    "table does not cover, is refused with GSL_EINVAL naming them"
+
+/* Every position of a table: its slot, from the arithmetic here. */
+static void expect_slots(const size_t *table, size_t nblocks, size_t bs)
+{
+    for (size_t pos = 0; pos < nblocks * bs; pos++) {
+        size_t slot = 9999;
+        mha_clear_error();
+        int st = paged_slot(table, nblocks, bs, pos, &slot);
+        cr_assert_eq(st, GSL_SUCCESS,
+                     "paged_slot(pos %zu, block_size %zu): expected status 0 "
+                     "(GSL_SUCCESS), got %d: %s%s%s",
+                     pos, bs, st, mha_last_error(),
+                     st == GSL_EUNIMPL ? "" : "\n", st == GSL_EUNIMPL ? "" : H_SLOT);
+        size_t want = table[pos / bs] * bs + pos % bs;
+        cr_assert_eq(slot, want,
+                     "paged_slot(pos %zu, block_size %zu, block %zu of the "
+                     "table is %zu): expected slot %zu, got %zu\n%s",
+                     pos, bs, pos / bs, table[pos / bs], want, slot,
+                     slot == pos ? H_SLOT_TABLE : H_SLOT);
+    }
+}
+
+Test(ex_paged_slot, a_position_lives_in_its_block)
+{
+    expect_slots((size_t[]){5, 2, 7}, 3, 4);
+}
+
+Test(ex_paged_slot, blocks_anywhere_in_the_pool)
+{
+    expect_slots((size_t[]){3, 0, 1, 9, 4}, 5, 2);
+    expect_slots((size_t[]){6}, 1, 16);
+    expect_slots((size_t[]){4, 1, 0}, 3, 1); // one position a block
+}
+
+Test(ex_paged_slot, refuses_a_position_past_the_table)
+{
+    size_t slot = 77;
+    EX_REFUSED_CALL(paged_slot((size_t[]){5, 2, 7}, 3, 4, 12, &slot),
+                    "paged_slot(pos 12, 3 blocks of 4)", GSL_EINVAL,
+                    "paged_slot", H_SLOT_REFUSE, 12, 3, 4);
+    cr_assert_eq(slot, 77, "paged_slot wrote *slot though it refused\n%s",
+                 H_SLOT_REFUSE);
+    EX_REFUSED_CALL(paged_slot((size_t[]){5}, 1, 0, 0, &slot),
+                    "paged_slot(pos 0, block_size 0)", GSL_EINVAL,
+                    "paged_slot", H_SLOT_REFUSE, 0);
+}
+//<
 //> full
 /* --- the hints name sections that exist ----------------------------- */
 
@@ -1108,6 +1168,7 @@ static const char *const hints[] = {
     H_MADDS_CAUSAL, H_MADDS_REFUSE, H_GQA, H_GQA_ZERO, H_GQA_REFUSE,
     H_KPM, H_KPM_REFUSE, H_MEMORY,
     H_RMS, H_RMS_REFUSE,
+    H_SLOT, H_SLOT_TABLE, H_SLOT_REFUSE,
 };
 
 Test(exercise_hints, name_sections_that_exist)

@@ -28,7 +28,8 @@
  *     program to: every "## Title" line of the output starts a section,
  *     and it must match a section() call of the source;
  *   - the pictures the output announces: heatmaps ("[heatmap: plots/X.png
- *     ...]") and charts ("[plot: plots/X.png ...]"), in their order, shown
+ *     ...]"), charts ("[plot: plots/X.png ...]") and graphs ("[graph:
+ *     plots/X.png ...]", drawn by Graphviz), in their order, shown
  *     from OUT/pictures/X.png, the copies tools/docs-pictures.sh keeps
  *     (plots/ is the chapters' own, untracked).
  * Anything that does not fit (an @show that finds nothing, an output
@@ -566,7 +567,8 @@ static void weave_output(const chapter *c, const char *out, buf page[])
  * markdown images in the order they appear, from the book's pictures/. */
 static void pictures(buf *page, const char *output)
 {
-    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/"};
+    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/",
+                                          "[graph: plots/"};
     for (const char *at = output; (at = strchr(at, '[')); at++)
         for (size_t m = 0; m < sizeof markers / sizeof markers[0]; m++) {
             size_t n = strlen(markers[m]);
