@@ -171,9 +171,14 @@ static void ragged_batch(lesson *l)
      *
      * @show src/paged.c paged_attention
      *
-     * The slots come from `reserve`, which takes a block when a sequence
-     * starts one and copies a shared block before writing into it
-     * (section 3):
+     * The slots are planned before anything changes: `plan` writes down
+     * each sequence's table as it will be (a new block when the sequence
+     * starts one, a copy when its last block is shared, section 3) and
+     * looks every position up through it, so that a step that cannot
+     * finish leaves the cache as it was. Then `reserve` takes the blocks
+     * it planned:
+     *
+     * @show src/paged.c plan
      *
      * @show src/paged.c reserve
      */

@@ -172,9 +172,37 @@ static size_t blocks_needed(const paged_cache *c, const paged_seq *s)
     return c->refs[s->table[s->nblocks - 1]] > 1;
 }
 
-/* Room for sequence s's next position: a new block, or its shared last
- * block copied (the other tables keep the original); then *slot. */
-static void reserve(paged_cache *c, paged_seq *s, size_t *slot)
+/* Where sequence s's next position will go, before anything changes:
+ * its table as it will be (a new block, or a copy of its shared last
+ * block, taken from the free list at *next_free, counted down), every
+ * position 0 .. length looked up through it with paged_slot and found in
+ * the pool, and *slot the new one.  scratch has room for num_blocks
+ * entries. */
+static int plan(const paged_cache *c, const paged_seq *s, size_t *next_free,
+                size_t *scratch, size_t *slot)
+{
+    size_t bs = c->block_size, n = s->nblocks;
+    memcpy(scratch, s->table, n * sizeof *scratch);
+    if (s->length % bs == 0)
+        scratch[n++] = c->free_list[--*next_free];
+    else if (c->refs[s->table[n - 1]] > 1)
+        scratch[n - 1] = c->free_list[--*next_free];
+    for (size_t t = 0; t <= s->length; t++) {
+        int status = paged_slot(scratch, n, bs, t, slot);
+        if (status)
+            return mha_fail_in(status, "paged_decode_step");
+        if (*slot >= c->num_blocks * bs)
+            return mha_fail(GSL_EFAILED,
+                            "paged_decode_step: paged_slot put position %zu "
+                            "at slot %zu, past the pool's %zu",
+                            t, *slot, c->num_blocks * bs);
+    }
+    return GSL_SUCCESS;
+}
+
+/* Room for sequence s's next position, as plan foresaw: a new block, or
+ * its shared last block copied (the other tables keep the original). */
+static void reserve(paged_cache *c, paged_seq *s)
 {
     size_t bs = c->block_size, per_block = c->kv_heads * bs * c->head_size;
     if (s->length % bs == 0) {
@@ -191,7 +219,6 @@ static void reserve(paged_cache *c, paged_seq *s, size_t *slot)
         c->refs[b] = 1;
         s->table[s->nblocks - 1] = b;
     }
-    paged_slot(s->table, s->nblocks, bs, s->length, slot);
     s->length++;
 }
 
@@ -321,7 +348,13 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
         longest = start[b] + 1 > longest ? start[b] + 1 : longest;
     }
     double *scores = mha_malloc(longest, sizeof *scores, who);
-    status = start && scores ? GSL_SUCCESS : GSL_ENOMEM;
+    size_t *slot = mha_malloc(B, sizeof *slot, who);
+    size_t *scratch = mha_malloc(c->num_blocks, sizeof *scratch, who);
+    status = start && scores && slot && scratch ? GSL_SUCCESS : GSL_ENOMEM;
+    // 3. the slot mapping, planned before anything changes
+    size_t next_free = c->n_free;
+    for (size_t b = 0; b < B && !status; b++)
+        status = plan(c, &c->seqs[seqs[b]], &next_free, scratch, &slot[b]);
     // 1. project the new positions
     if (!status)
         status = linear_forward(&m->W_q, &x_in, &q);
@@ -345,13 +378,13 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     if (!status) {
         tensor_set_names(slots, "B");
         tensor_set_names(heads, "B, 1, d_model");
-        // 3. the slot mapping (nothing can fail from here: check_step
-        //    counted the blocks), and 4. K and V written at the slots
+        // 3. the blocks as planned (nothing fails from here), and 4. K
+        //    and V written at the slots
         for (size_t b = 0; b < B; b++) {
-            size_t slot;
-            reserve(c, &c->seqs[seqs[b]], &slot);
-            slots->data[b] = (double)slot;
-            size_t bs = c->block_size, at = ((slot / bs) * G) * bs + slot % bs;
+            reserve(c, &c->seqs[seqs[b]]);
+            slots->data[b] = (double)slot[b];
+            size_t bs = c->block_size;
+            size_t at = ((slot[b] / bs) * G) * bs + slot[b] % bs;
             for (size_t g = 0; g < G; g++) {
                 memcpy(c->keys->data + (at + g * bs) * p, k->data + (b * G + g) * p,
                        p * sizeof(double));
@@ -387,6 +420,8 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     }
     free(start);
     free(scores);
+    free(slot);
+    free(scratch);
     tensor *made[] = {q, k, v, slots, heads};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
