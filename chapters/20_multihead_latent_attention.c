@@ -125,10 +125,12 @@ static void naive_path(mla *m, const tensor *x)
      * - The keys: each head's 8 up-projected features beside the *same*
      *   $k_{pe}$, expanded over the heads with stride 0 (chapter 17's
      *   sharing, a view): `cat` makes `(2, 5, 4, 12)`.
-     * - From there it is chapter 08's attention with heads in the batch:
-     *   scores `(8, 5, 5)`, `(B*h, n, t)`, the causal softmax scaled by
-     *   $1/\sqrt{12}$, the values `(8, 5, 6)`, the heads joined to
-     *   `(2, 5, 24)` and `wo` back to 32.
+     * - From there it is chapter 08's attention: the keys, values and
+     *   queries, their heads side by side, go into the batch with chapter
+     *   06's `transpose_qkv`, `(8, 5, 12)` and `(8, 5, 6)`; the scores
+     *   are `(8, 5, 5)`, `(B*h, n, t)`, the causal softmax is scaled by
+     *   $1/\sqrt{12}$, the values give `(8, 5, 6)`, `transpose_output`
+     *   joins the heads to `(2, 5, 24)` and `wo` maps them back to 32.
      *
      * `rms_norm` is the published model's *[RMSNorm](glossary.md)* ([Zhang
      * and Sennrich 2019](https://arxiv.org/abs/1910.07467)), LayerNorm without the

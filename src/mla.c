@@ -21,6 +21,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "error.h"
+#include "multihead.h"
 #include "posenc.h"
 #include "qkv.h"
 #include "softmax.h"
@@ -162,24 +163,23 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
         return mha_fail(GSL_EINVAL,
                         "mla_rms_norm: eps %s must be a finite number > 0 (x %s)",
                         number_str(es, sizeof es, eps), xs);
+    // y starts as a contiguous copy of x: rows of d, normalised in place
     tensor *y;
-    int status = tensor_alloc(x->ndim, x->shape, &y);
     trace_quiet_begin();
-    if (!status)
-        status = tensor_copy_into(y, x); // y is x, contiguous: rows of d
+    int status = tensor_contiguous(x, &y);
     trace_quiet_end();
-    if (status) {
-        tensor_free(y);
+    if (status)
         return mha_fail_in(status, "mla_rms_norm");
-    }
-    memcpy(y->names, x->names, sizeof x->names);
     size_t rows = tensor_numel(y) / d;
     for (size_t r = 0; r < rows; r++) {
         double *y_r = y->data + r * d;
-        double sum = 0;
-        for (size_t j = 0; j < d; j++)
-            sum += y_r[j] * y_r[j];
-        double inv = 1.0 / sqrt(sum / (double)d + eps);
+        // the mean of the squares, then one factor for the row
+        double mean_square = 0;
+        for (size_t j = 0; j < d; j++) {
+            double v = y_r[j];
+            mean_square += v * v / (double)d;
+        }
+        double inv = 1.0 / sqrt(mean_square + eps);
         for (size_t j = 0; j < d; j++)
             y_r[j] *= inv * *TENSOR_AT(weight, j);
     }
@@ -418,7 +418,7 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     tensor *kv = NULL, *kv4 = NULL, *k_nope = NULL, *v4 = NULL;
     tensor *pe4 = NULL, *pe_h = NULL, *k = NULL, *slot = NULL;
     tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL, *qp = NULL;
-    tensor *qh = NULL, *w = NULL, *o = NULL, *o4 = NULL, *op = NULL;
+    tensor *qh = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
     // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
     int status = linear_forward(&m->wkv_b, c_all, &kv);
@@ -456,34 +456,29 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
                    TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)),
                    "cat(dim=-1)");
     }
-    // 3. heads into the batch: (B*h, t, .) and (B*h, n, d_nope + d_r)
+    // 3. heads into the batch, chapter 06's transpose_qkv on the heads
+    //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
     if (!status)
-        status = tensor_permute(k, SHAPE(0, 2, 1, 3), &kp);
+        status = tensor_reshape(k, DIMS((long)B, (long)t, -1),
+                                "B, t, h*(d_nope+d_r)", &kp);
     if (!status)
-        status = tensor_reshape(kp, DIMS(-1, (long)t, (long)(dn + dr)),
-                                "B*h, t, d_nope+d_r", &kh);
+        status = transpose_qkv(kp, h, &kh);
     if (!status)
-        status = tensor_permute(v4, SHAPE(0, 2, 1, 3), &vp);
+        status = tensor_reshape(v4, DIMS((long)B, (long)t, -1), "B, t, h*d_v",
+                                &vp);
     if (!status)
-        status = tensor_reshape(vp, DIMS(-1, (long)t, (long)dv), "B*h, t, d_v",
-                                &vh);
+        status = transpose_qkv(vp, h, &vh);
     if (!status)
-        status = tensor_permute(q, SHAPE(0, 2, 1, 3), &qp);
+        status = tensor_reshape(q, DIMS((long)B, (long)n, -1),
+                                "B, n, h*(d_nope+d_r)", &qp);
     if (!status)
-        status = tensor_reshape(qp, DIMS(-1, (long)n, (long)(dn + dr)),
-                                "B*h, n, d_nope+d_r", &qh);
+        status = transpose_qkv(qp, h, &qh);
     // 4. attention, scaled by 1/sqrt(d_nope + d_r)
     if (!status)
         status = attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o);
     // 5. the heads side by side: (B, n, h*d_v)
     if (!status)
-        status = tensor_view(o, DIMS((long)B, (long)h, (long)n, (long)dv),
-                             "B, h, n, d_v", &o4);
-    if (!status)
-        status = tensor_permute(o4, SHAPE(0, 2, 1, 3), &op);
-    if (!status)
-        status = tensor_reshape(op, DIMS((long)B, (long)n, -1), "B, n, h*d_v",
-                                heads);
+        status = transpose_output(o, h, heads);
     if (!status) {
         tensor_free(m->weights);
         trace_quiet_begin();
@@ -492,7 +487,7 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
         trace_quiet_end();
     }
     tensor *made[] = {kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh,
-                      vp, vh, qp, qh, w, o, o4, op};
+                      vp, vh, qp, qh, w, o};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     return status;
