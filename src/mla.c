@@ -179,9 +179,9 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
             double v = y_r[j];
             mean_square += v * v / (double)d;
         }
-        double inv = 1.0 / sqrt(mean_square + eps);
+        double root = sqrt(mean_square + eps); // never 0: eps > 0
         for (size_t j = 0; j < d; j++)
-            y_r[j] *= inv * *TENSOR_AT(weight, j);
+            y_r[j] = y_r[j] / root * *TENSOR_AT(weight, j);
     }
     trace_emit(TRACE_NEW, TRACE_LIST, y, TRACE_INPUTS(TRACE_IN(x)),
                "rms_norm(eps=%g)", eps);

@@ -162,30 +162,40 @@ int paged_slot(const size_t *table, size_t nblocks, size_t block_size,
 
 /* --- a decoding step ------------------------------------------------ */
 
-/* How many free blocks sequence s needs for its next position: one when
- * it starts a block, or when its last block is shared and partly filled
- * (copy on write), else none. */
-static size_t blocks_needed(const paged_cache *c, const paged_seq *s)
+/* What sequence s's next position takes from the free list: 0 nothing
+ * (it goes on in its own last block), 1 a new block (it starts one), 2
+ * a copy of its last block (another table holds that block too).
+ * released[b] counts the tables that stopped holding block b earlier in
+ * the same step (they copied it): a block shared by two is copied by the
+ * first that writes and then belongs to the other alone. */
+static int take(const paged_cache *c, const paged_seq *s, size_t *released)
 {
     if (s->length % c->block_size == 0)
         return 1;
-    return c->refs[s->table[s->nblocks - 1]] > 1;
+    size_t last = s->table[s->nblocks - 1];
+    if (c->refs[last] - released[last] > 1) {
+        released[last]++;
+        return 2;
+    }
+    return 0;
 }
 
 /* Where sequence s's next position will go, before anything changes:
  * its table as it will be (a new block, or a copy of its shared last
- * block, taken from the free list at *next_free, counted down), every
+ * block, take's answer with released, taken from the free list at
+ * *next_free, counted down), every
  * position 0 .. length looked up through it with paged_slot and found in
  * the pool, and *slot the new one.  scratch has room for num_blocks
  * entries. */
 static int plan(const paged_cache *c, const paged_seq *s, size_t *next_free,
-                size_t *scratch, size_t *slot)
+                size_t *released, size_t *scratch, size_t *slot)
 {
     size_t bs = c->block_size, n = s->nblocks;
     memcpy(scratch, s->table, n * sizeof *scratch);
-    if (s->length % bs == 0)
+    int kind = take(c, s, released);
+    if (kind == 1)
         scratch[n++] = c->free_list[--*next_free];
-    else if (c->refs[s->table[n - 1]] > 1)
+    else if (kind == 2)
         scratch[n - 1] = c->free_list[--*next_free];
     for (size_t t = 0; t <= s->length; t++) {
         int status = paged_slot(scratch, n, bs, t, slot);
@@ -248,7 +258,6 @@ static int check_step(const multihead *m, const paged_cache *c,
                         "%s: the pool holds G %zu heads of p %zu but the "
                         "module has G %zu, p %zu",
                         who, c->kv_heads, c->head_size, cfg->kv_heads, p);
-    size_t need = 0;
     for (size_t b = 0; b < B; b++) {
         int status = check_live(c, who, seqs[b]);
         if (status)
@@ -259,14 +268,7 @@ static int check_step(const multihead *m, const paged_cache *c,
                                 "%s: sequence %zu is given twice (rows %zu and "
                                 "%zu of x)",
                                 who, seqs[b], a, b);
-        need += blocks_needed(c, &c->seqs[seqs[b]]);
     }
-    if (need > c->n_free)
-        return mha_fail(GSL_ENOMEM,
-                        "%s: out of blocks: the step needs %zu free block%s, "
-                        "the pool has %zu of %zu",
-                        who, need, need == 1 ? "" : "s", c->n_free,
-                        c->num_blocks);
     return tensor_check_finite(x, who, "x");
 }
 
@@ -350,11 +352,26 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     double *scores = mha_malloc(longest, sizeof *scores, who);
     size_t *slot = mha_malloc(B, sizeof *slot, who);
     size_t *scratch = mha_malloc(c->num_blocks, sizeof *scratch, who);
-    status = start && scores && slot && scratch ? GSL_SUCCESS : GSL_ENOMEM;
-    // 3. the slot mapping, planned before anything changes
-    size_t next_free = c->n_free;
+    size_t *released = mha_calloc(c->num_blocks, sizeof *released, who);
+    status = start && scores && slot && scratch && released ? GSL_SUCCESS
+                                                            : GSL_ENOMEM;
+    // 3. the slot mapping, planned before anything changes: the blocks
+    //    the step takes, then every sequence's table as it will be
+    size_t need = 0;
     for (size_t b = 0; b < B && !status; b++)
-        status = plan(c, &c->seqs[seqs[b]], &next_free, scratch, &slot[b]);
+        need += take(c, &c->seqs[seqs[b]], released) != 0;
+    if (!status && need > c->n_free)
+        status = mha_fail(GSL_ENOMEM,
+                          "%s: out of blocks: the step needs %zu free block%s, "
+                          "the pool has %zu of %zu",
+                          who, need, need == 1 ? "" : "s", c->n_free,
+                          c->num_blocks);
+    size_t next_free = c->n_free;
+    if (released)
+        memset(released, 0, c->num_blocks * sizeof *released);
+    for (size_t b = 0; b < B && !status; b++)
+        status = plan(c, &c->seqs[seqs[b]], &next_free, released, scratch,
+                      &slot[b]);
     // 1. project the new positions
     if (!status)
         status = linear_forward(&m->W_q, &x_in, &q);
@@ -422,6 +439,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     free(scores);
     free(slot);
     free(scratch);
+    free(released);
     tensor *made[] = {q, k, v, slots, heads};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);

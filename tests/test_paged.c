@@ -223,6 +223,78 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     multihead_free(&m);
 }
 
+/* A ragged batch with shared prefixes: sequences 0 and 1 run, 2 is
+ * forked from 0 after 5 positions and 3 from 2 after 2 more, and from
+ * then on parent and children decode in the same steps (the first of
+ * them to write into a shared block copies it).  Each equals a
+ * contiguous cache fed its whole history, to 1e-12, and the blocks a
+ * sequence stopped sharing are never written by the other. */
+Test(paged, ragged_batches_with_shared_prefixes)
+{
+    multihead m;
+    make_module(&m, 2, 1, 13);
+    paged_cache c;
+    OK(paged_cache_init(&c, 40, 3, 2, P, 4));
+    kv_cache ref[4];
+    size_t id[4], fed[4] = {0}, hist[4][32], nhist[4] = {0};
+    for (size_t s = 0; s < 4; s++)
+        OK(kv_cache_init(&ref[s], 1, 2, P, 32));
+    OK(paged_seq_add(&c, &id[0]));
+    OK(paged_seq_add(&c, &id[1]));
+    int live[4] = {1, 1, 0, 0};
+    double worst = 0;
+    for (size_t step = 0; step < 14; step++) {
+        if (step == 5 || step == 7) { // fork: 2 from 0, then 3 from 2
+            size_t child = step == 5 ? 2 : 3, parent = child - (step == 5 ? 2 : 1);
+            OK(paged_seq_fork(&c, id[parent], &id[child]));
+            live[child] = 1;
+            // the child's reference is fed the parent's history
+            for (size_t t = 0; t < nhist[parent]; t++) {
+                tensor *x, *y;
+                OK(tensor_alloc(SHAPE(1, 1, D), &x));
+                token(x->data, hist[parent][t] / 100, hist[parent][t] % 100);
+                OK(multihead_decode_step(&m, &ref[child], x, &y));
+                tensor_free(x);
+                tensor_free(y);
+                hist[child][nhist[child]++] = hist[parent][t];
+            }
+            fed[child] = 0;
+        }
+        size_t batch[4], B = 0;
+        for (size_t s = 0; s < 4; s++)
+            if (live[s] && !(s == 1 && step % 3 == 2)) // 1 skips a step now and then
+                batch[B++] = s;
+        tensor *x, *y;
+        OK(tensor_alloc(SHAPE(B, 1, D), &x));
+        size_t seqs[4];
+        for (size_t b = 0; b < B; b++) {
+            size_t s = batch[b], tok = 10 + s; // a token stream of its own
+            token(x->data + b * D, tok, fed[s]);
+            hist[s][nhist[s]++] = tok * 100 + fed[s]++;
+            seqs[b] = id[s];
+        }
+        OK(paged_decode_step(&m, &c, seqs, B, x, &y));
+        for (size_t b = 0; b < B; b++) {
+            tensor *xb, *yb;
+            OK(tensor_narrow(x, 0, b, 1, &xb));
+            OK(multihead_decode_step(&m, &ref[batch[b]], xb, &yb));
+            for (size_t j = 0; j < D; j++)
+                worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
+            tensor_free(xb);
+            tensor_free(yb);
+        }
+        tensor_free(x);
+        tensor_free(y);
+    }
+    cr_assert_lt(worst, 1e-12);
+    // the first block of 0 is still held by 0, 2 and 3
+    cr_assert_eq(c.refs[c.seqs[id[0]].table[0]], 3);
+    for (size_t s = 0; s < 4; s++)
+        kv_cache_free(&ref[s]);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
 Test(paged, refusals_change_nothing)
 {
     multihead m;
