@@ -325,6 +325,7 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
           "mla_decode_step: the cache holds B 2, d_c 3, d_r 4 but x (2, 2, 8) "
           "and the module need B 2, d_c 4, d_r 4");
     cr_assert_eq(other.length, 0);
+    mla_cache_free(&other);
     FAILS(mla_cache_init(&other, 2, 3, 0, 6), GSL_EINVAL,
           "mla_cache_init: batch 2, kv_lora_rank 3, rope_dim 0 and capacity "
           "6 must all be >= 1");

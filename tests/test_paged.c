@@ -339,6 +339,7 @@ Test(paged, refusals_change_nothing)
           "paged_decode_step: the pool holds G 4 heads of p 4 but the module "
           "has G 2, p 4");
     cr_assert_null(y);
+    paged_cache_free(&other);
     FAILS(paged_cache_init(&other, 2, 0, 4, P, 1), GSL_EINVAL,
           "paged_cache_init: num_blocks 2, block_size 0, kv_heads 4, "
           "head_size 4 and max_seqs 1 must all be >= 1");
