@@ -9,7 +9,8 @@
 #   make ch06         run one chapter
 #   make test         every check (installs missing packages)
 #> full
-#   make parity       build/mha against PyTorch (installs python3-torch)
+#   make parity       build/mha against PyTorch (installs python3-torch), and
+#                     multi-head latent attention against a PyTorch reference
 #   make browser-test the pages of mha view in headless Chromium (installs it)
 #   make sanitize     the tests and chapters under AddressSanitizer + UBSan
 #   make memcheck     every chapter and the suite under valgrind: no errors, no leaks
@@ -240,6 +241,14 @@ $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
 #<
 
+#> full
+# mla-run: multi-head latent attention on .npy files, for tools/mla_parity.py.
+TOOL_BIN  += $(BUILD)/mla-run
+$(BUILD)/mla-run: tools/mla_run.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
+#<
+
 #> handout
 # The mha program: src/cli/ linked with libmha (and libzip for
 # --state-dict's .npz in the full build).
@@ -290,6 +299,9 @@ test: deps
 	else \
 	    echo "parity: skipped ($(PYTHON) cannot import numpy and torch; make parity installs them)"; \
 	fi
+	@if $(PYTHON) -c 'import numpy, torch' 2>/dev/null; then \
+	    $(PYTHON) tools/mla_parity.py --quiet --run $(BUILD)/mla-run || exit 1; \
+	fi
 #<
 #> handout
 else
@@ -323,6 +335,8 @@ parity:
 	@tools/deps.sh python3-numpy python3-torch
 	@$(MAKE) --no-print-directory $(CLI_BIN) $(BUILD)/mha-grad
 	@$(PYTHON) tools/parity.py --mha $(CLI_BIN) --grad $(BUILD)/mha-grad
+	@$(MAKE) --no-print-directory $(BUILD)/mla-run
+	@$(PYTHON) tools/mla_parity.py --run $(BUILD)/mla-run
 #<
 
 # ch01, ch02, ...: one target per chapter, named by its number.

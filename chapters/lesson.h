@@ -209,5 +209,20 @@ static inline void announce_plot(int status, const char *name)
 }
 
 //<
+//> 21
+/* Render plots/<name>.dot with Graphviz as plots/<name>.png and .svg and
+ * say so.  Without dot the .dot is kept and the lesson goes on. */
+static inline void announce_graph(const char *name)
+{
+    int status = graphviz_render("announce_graph", plot_base(name),
+                                 HEATMAP_PNG | HEATMAP_SVG);
+    if (status == GRAPHVIZ_MISSING) {
+        printf("%s\n", mha_last_error());
+        return;
+    }
+    lesson_check(status, "drawing the graph", __FILE__, __LINE__);
+    printf("[graph: plots/%s.png and plots/%s.svg]\n", name, name);
+}
+//<
 
 #endif

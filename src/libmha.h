@@ -62,6 +62,13 @@
 //> 18
 #include "nn/mask.h"
 //<
+//> 20
+#include "nn/mla.h"
+//<
+//> 21
+#include "plot/graphviz.h"
+#include "nn/paged.h"
+//<
 //> handout
 #include "io/npy.h"
 //<

@@ -323,6 +323,72 @@ Test(docs, the_contents_point_at_the_key_only_with_a_key)
     run(cmd);
 }
 
+//> 15
+/* The contents come in parts ("@part NN Title" after @chapters): a book
+ * of chapters 01 and 15 only has the first part and the third, with
+ * their headings, and no heading of the part that holds none of its
+ * chapters. */
+Test(docs, the_contents_come_in_parts)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    book_root(root, "src");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/chapters && cp chapters/01_shapes_strides_views.c "
+             "chapters/15_positional_encoding.c %s/chapters/",
+             root, root);
+    run(cmd);
+    char dir[64];
+    weave_into(root, dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    char *index = slurp_file(path);
+    cr_assert_not_null(index);
+    const char *one = strstr(index, "\n### Part 1: The module\n\n| # |");
+    const char *ch01 = strstr(index, "\n| 01 | [");
+    const char *three = strstr(index, "\n### Part 3: Attention in today's models\n");
+    const char *ch15 = strstr(index, "\n| 15 | [");
+    cr_assert(one && ch01 && three && ch15 && one < ch01 && ch01 < three &&
+              three < ch15, "%s", index);
+    cr_assert_null(strstr(index, "Part 2"), "%s", index);
+    cr_assert_null(strstr(index, "@part"), "%s", index);
+    free(index);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
+    run(cmd);
+}
+
+/* A part that does not start after the part before it stops the weaver,
+ * naming the line. */
+Test(docs, parts_out_of_order_stop_the_weaver)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    book_root(root, "src");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/chapters && cp chapters/01_shapes_strides_views.c "
+             "%s/chapters/ && sed -i 's/^@part 12 /@part 11 /; "
+             "s/^@part 15 /@part 09 /' %s/tools/book-index.md",
+             root, root, root);
+    run(cmd);
+    char dir[] = "/tmp/mha-docs-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, dir);
+    cr_assert_neq(system(cmd), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/err", dir);
+    char *err = slurp_file(path);
+    cr_assert_str_eq(err, "weave: tools/book-index.md: \"@part 09 Attention "
+                          "in today's models\" is not \"@part NN Title\" "
+                          "with NN above the part before it\n");
+    free(err);
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    struct stat st;
+    cr_assert_neq(stat(path, &st), 0, "a failed weave wrote %s", path);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
+    run(cmd);
+}
+//<
+
 /* Charts are pictures too: chapter 13 announces its loss curve as
  * "[plot: plots/13_loss.png ...]" and its page shows the book's copy,
  * docs/pictures/13_loss.png (plots/ is the chapters' own, untracked). */

@@ -984,6 +984,175 @@ Test(ex_mask_key_padding_from_lens, cleans_up_when_memory_runs_out)
 }
 
 //<
+//> 20
+/* --- ex_mla_rms_norm (chapter 20) ------------------------------------ */
+
+#define H_RMS                                                                 \
+    "hint: chapter 20, section 2 (The naive path): y[j] = x[j] / "           \
+    "sqrt(mean over the row of x^2 + eps) * weight[j]; no mean is "          \
+    "subtracted, no shift added"
+#define H_RMS_REFUSE                                                          \
+    "hint: the comment above mla_rms_norm: a weight that is not (d,), or "   \
+    "an eps that is not a finite number > 0, is refused naming them, and "  \
+    "nothing allocated"
+
+/* mla_rms_norm(x, w, eps) against the formula, row by row; x may be a
+ * view.  rows * d numbers of x in row-major order are xs. */
+static void expect_rms(const tensor *x, const double *w, double eps,
+                       const char *what)
+{
+    size_t d = x->shape[x->ndim - 1], rows = tensor_numel(x) / d;
+    tensor *wt, *y;
+    EX_OK(tensor_from_array(SHAPE(d), w, &wt));
+    EX_OK(mla_rms_norm(x, wt, eps, &y));
+    cr_assert_not_null(y, "%s: expected a tensor, got NULL\n%s", what, H_RMS);
+    cr_assert(tensor_same_shape(x, y), "%s: the output's shape is not x's\n%s",
+              what, H_RMS);
+    size_t idx[TENSOR_MAX_DIMS] = {0};
+    for (size_t r = 0; r < rows; r++) {
+        double xs[16], sum = 0;
+        for (size_t j = 0; j < d; j++) {
+            xs[j] = *tensor_at(x, idx);
+            sum += xs[j] * xs[j];
+            for (size_t k = x->ndim; k-- > 0;) { // the next index, row-major
+                if (++idx[k] < x->shape[k])
+                    break;
+                idx[k] = 0;
+            }
+        }
+        for (size_t j = 0; j < d; j++) {
+            double want = xs[j] / sqrt(sum / (double)d + eps) * w[j];
+            double got = y->data[r * d + j];
+            cr_assert(fabs(got - want) <= 1e-14 * fmax(1, fabs(want)),
+                      "%s: row %zu, feature %zu: expected %.17g, got %.17g\n%s",
+                      what, r, j, want, got,
+                      fabs(got - xs[j] / sqrt(sum / (double)d + eps)) < 1e-14
+                          ? "hint: the weight multiplies every feature" : H_RMS);
+        }
+    }
+    tensor_free(y);
+    tensor_free(wt);
+}
+
+Test(ex_mla_rms_norm, divides_each_row_by_its_root_mean_square)
+{
+    tensor *x;
+    EX_OK(tensor_alloc(SHAPE(2, 3, 4), &x));
+    tensor_fill_arange(x, -5, 0.75);
+    expect_rms(x, (double[]){1, 2, 0.5, -1}, 1e-6,
+               "mla_rms_norm(x (2, 3, 4) = -5, -4.25, ..., eps 1e-6)");
+    tensor_free(x);
+}
+
+Test(ex_mla_rms_norm, reads_a_view)
+{
+    tensor *base, *x;
+    EX_OK(tensor_alloc(SHAPE(3, 6), &base));
+    tensor_fill_arange(base, 1, 1);
+    EX_OK(tensor_narrow(base, 1, 2, 3, &x)); // columns 2..4: rows 6 apart
+    expect_rms(x, (double[]){1, 1, 3}, 1e-6,
+               "mla_rms_norm(x = columns 2..4 of a (3, 6) tensor, a view)");
+    tensor_free(x);
+    tensor_free(base);
+}
+
+Test(ex_mla_rms_norm, a_row_of_zeros_stays_zeros)
+{
+    tensor *x;
+    EX_OK(tensor_from_array(SHAPE(2, 2), (double[]){0, 0, 3, 4}, &x));
+    expect_rms(x, (double[]){2, 2}, 1e-6,
+               "mla_rms_norm(x [[0, 0], [3, 4]], eps 1e-6)");
+    tensor_free(x);
+}
+
+Test(ex_mla_rms_norm, refuses_a_weight_of_another_size)
+{
+    tensor *x, *w, *y;
+    EX_OK(tensor_alloc(SHAPE(2, 4), &x));
+    EX_OK(tensor_alloc(SHAPE(3), &w));
+    tensor_fill(x, 1);
+    tensor_fill(w, 1);
+    EX_REFUSED(mla_rms_norm(x, w, 1e-6, &y), y, GSL_EBADLEN, "mla_rms_norm",
+               H_RMS_REFUSE, 3, 4);
+    tensor_free(x);
+    tensor_free(w);
+}
+
+Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
+{
+    tensor *x, *w, *y;
+    EX_OK(tensor_alloc(SHAPE(2, 4), &x));
+    EX_OK(tensor_alloc(SHAPE(4), &w));
+    tensor_fill(x, 1);
+    tensor_fill(w, 1);
+    EX_REFUSED(mla_rms_norm(x, w, 0, &y), y, GSL_EINVAL, "mla_rms_norm",
+               H_RMS_REFUSE, 0);
+    EX_REFUSED(mla_rms_norm(x, w, -1, &y), y, GSL_EINVAL, "mla_rms_norm",
+               H_RMS_REFUSE, 1);
+    tensor_free(x);
+    tensor_free(w);
+}
+//<
+//> 21
+/* --- ex_paged_slot (chapter 21) -------------------------------------- */
+
+#define H_SLOT                                                                \
+    "hint: chapter 21, section 1 (Blocks, block tables and the slot "        \
+    "mapping): the slot is table[pos / block_size] * block_size + pos % "    \
+    "block_size"
+#define H_SLOT_TABLE                                                          \
+    "hint: chapter 21, section 1: the table says which block holds the "     \
+    "position; the position alone is where a contiguous cache keeps it"
+#define H_SLOT_REFUSE                                                         \
+    "hint: the comment above paged_slot: block_size 0, or a position the "   \
+    "table does not cover, is refused with GSL_EINVAL naming them"
+
+/* Every position of a table: its slot, from the arithmetic here. */
+static void expect_slots(const size_t *table, size_t nblocks, size_t bs)
+{
+    for (size_t pos = 0; pos < nblocks * bs; pos++) {
+        size_t slot = 9999;
+        mha_clear_error();
+        int st = paged_slot(table, nblocks, bs, pos, &slot);
+        cr_assert_eq(st, GSL_SUCCESS,
+                     "paged_slot(pos %zu, block_size %zu): expected status 0 "
+                     "(GSL_SUCCESS), got %d: %s%s%s",
+                     pos, bs, st, mha_last_error(),
+                     st == GSL_EUNIMPL ? "" : "\n", st == GSL_EUNIMPL ? "" : H_SLOT);
+        size_t want = table[pos / bs] * bs + pos % bs;
+        cr_assert_eq(slot, want,
+                     "paged_slot(pos %zu, block_size %zu, block %zu of the "
+                     "table is %zu): expected slot %zu, got %zu\n%s",
+                     pos, bs, pos / bs, table[pos / bs], want, slot,
+                     slot == pos ? H_SLOT_TABLE : H_SLOT);
+    }
+}
+
+Test(ex_paged_slot, a_position_lives_in_its_block)
+{
+    expect_slots((size_t[]){5, 2, 7}, 3, 4);
+}
+
+Test(ex_paged_slot, blocks_anywhere_in_the_pool)
+{
+    expect_slots((size_t[]){3, 0, 1, 9, 4}, 5, 2);
+    expect_slots((size_t[]){6}, 1, 16);
+    expect_slots((size_t[]){4, 1, 0}, 3, 1); // one position a block
+}
+
+Test(ex_paged_slot, refuses_a_position_past_the_table)
+{
+    size_t slot = 77;
+    EX_REFUSED_CALL(paged_slot((size_t[]){5, 2, 7}, 3, 4, 12, &slot),
+                    "paged_slot(pos 12, 3 blocks of 4)", GSL_EINVAL,
+                    "paged_slot", H_SLOT_REFUSE, 12, 3, 4);
+    cr_assert_eq(slot, 77, "paged_slot wrote *slot though it refused\n%s",
+                 H_SLOT_REFUSE);
+    EX_REFUSED_CALL(paged_slot((size_t[]){5}, 1, 0, 0, &slot),
+                    "paged_slot(pos 0, block_size 0)", GSL_EINVAL,
+                    "paged_slot", H_SLOT_REFUSE, 0);
+}
+//<
 //> full
 /* --- the hints name sections that exist ----------------------------- */
 
@@ -998,6 +1167,8 @@ static const char *const hints[] = {
     H_REPEAT_META, H_REPEAT_REFUSE, H_ROPE, H_ROPE_DIRECTION, H_MADDS,
     H_MADDS_CAUSAL, H_MADDS_REFUSE, H_GQA, H_GQA_ZERO, H_GQA_REFUSE,
     H_KPM, H_KPM_REFUSE, H_MEMORY,
+    H_RMS, H_RMS_REFUSE,
+    H_SLOT, H_SLOT_TABLE, H_SLOT_REFUSE,
 };
 
 Test(exercise_hints, name_sections_that_exist)

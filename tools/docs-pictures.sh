@@ -15,7 +15,8 @@
 # into BUILD/docs-pictures/ by running that chapter, and kept in
 # docs/pictures/ as NAME.png with NAME.dat and NAME.gp, the data and the
 # script it was drawn from (`gnuplot docs/pictures/NAME.gp` draws it
-# again).
+# again).  A graph ("[graph: plots/NAME.png ...]") is kept as NAME.png with
+# NAME.dot, the Graphviz source it was drawn from (`dot -Tpng`).
 #
 # The rule that keeps docs/ still when nothing changed: docs/pictures/NAME.*
 # are replaced only when the new NAME.dat or NAME.gp differs from the kept
@@ -34,7 +35,7 @@ rm -rf "$scratch"
 mkdir -p "$scratch" "$out"
 
 # "CHAPTER NAME" for each picture announced, in chapter order
-announced=$(grep -HoE '\[(heatmap|plot): plots/[^. ]*\.png' tests/expected/*.txt |
+announced=$(grep -HoE '\[(heatmap|plot|graph): plots/[^. ]*\.png' tests/expected/*.txt |
     sed 's|^tests/expected/\(.*\)\.txt:\[[a-z]*: plots/\(.*\)\.png$|\1 \2|')
 # and for each page of the explorer ("[explorer: plots/NAME.html]"), kept
 # as docs/pictures/NAME.html by the same rule: its numbers have 6 digits
@@ -56,19 +57,27 @@ names=" "
 for name in $(echo "$announced" | awk '{ print $2 }'); do
     names="$names$name "
     new=$scratch/$name
-    [ -f "$new.dat" ] && [ -f "$new.gp" ] || {
-        echo "docs-pictures: no $new.dat or $new.gp after running its chapter" >&2
-        exit 1
-    }
-    if [ -f "$out/$name.png" ] && same "$new.dat" "$out/$name.dat" &&
-        same "$new.gp" "$out/$name.gp"; then
-        continue
+    if [ -f "$new.dot" ]; then # a graph: its source is the picture's data
+        sources="$new.dot"
+        if [ -f "$out/$name.png" ] && cmp -s "$new.dot" "$out/$name.dot"; then
+            continue
+        fi
+    else
+        sources="$new.dat $new.gp"
+        [ -f "$new.dat" ] && [ -f "$new.gp" ] || {
+            echo "docs-pictures: no $new.dat or $new.gp after running its chapter" >&2
+            exit 1
+        }
+        if [ -f "$out/$name.png" ] && same "$new.dat" "$out/$name.dat" &&
+            same "$new.gp" "$out/$name.gp"; then
+            continue
+        fi
     fi
     [ -f "$new.png" ] || {
         echo "docs-pictures: $name changed but $new.png was not drawn (install gnuplot-nox)" >&2
         exit 1
     }
-    cp "$new.dat" "$new.gp" "$new.png" "$out/"
+    cp $sources "$new.png" "$out/"
     echo "docs-pictures: redrew $out/$name.png"
     changed=$((changed + 1))
 done

@@ -28,7 +28,8 @@
  *     program to: every "## Title" line of the output starts a section,
  *     and it must match a section() call of the source;
  *   - the pictures the output announces: heatmaps ("[heatmap: plots/X.png
- *     ...]") and charts ("[plot: plots/X.png ...]"), in their order, shown
+ *     ...]"), charts ("[plot: plots/X.png ...]") and graphs ("[graph:
+ *     plots/X.png ...]", drawn by Graphviz), in their order, shown
  *     from OUT/pictures/X.png, the copies tools/docs-pictures.sh keeps
  *     (plots/ is the chapters' own, untracked); and a link to each page of
  *     the explorer the output announces ("[explorer: plots/X.html]"),
@@ -36,6 +37,10 @@
  * Anything that does not fit (an @show that finds nothing, an output
  * section with no section() call) is an error: the book cannot drift
  * silently.
+ *
+ * The contents page, docs/README.md, is tools/book-index.md with the
+ * table of chapters at its "@chapters" line, one table per part when
+ * "@part NN Title" lines follow it (the part starts at chapter NN).
  *
  * The teacher's key, when ROOT/teacher exists (a student's handout has
  * none): OUT/teacher/NN_topic.md for every chapter, from the key program
@@ -564,7 +569,8 @@ static void weave_output(const chapter *c, const char *out, buf page[])
  * markdown images in the order they appear, from the book's pictures/. */
 static void pictures(buf *page, const char *output)
 {
-    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/"};
+    static const char *const markers[] = {"[heatmap: plots/", "[plot: plots/",
+                                          "[graph: plots/"};
     for (const char *at = output; (at = strchr(at, '[')); at++)
         for (size_t m = 0; m < sizeof markers / sizeof markers[0]; m++) {
             size_t n = strlen(markers[m]);
@@ -758,17 +764,63 @@ static void put_key_lines(buf *b, const char *text, int with_key)
     }
 }
 
-/* docs/README.md: tools/book-index.md with the chapter table at @chapters;
- * its "@key " lines only when with_key (a student's copy has no key). */
+/* The parts of the book: the lines "@part NN Title" right after the
+ * template's @chapters line, each the first chapter of a part and its
+ * title, in increasing order; *rest moves past them.  Returns how many
+ * (0: one table, no parts). */
+#define MAX_PARTS 16
+static int read_parts(const char **rest, int *first, char titles[][128])
+{
+    int n = 0;
+    while (strncmp(*rest, "@part ", 6) == 0) {
+        const char *p = *rest;
+        char *line = next_line(&p);
+        int ch = 0, used = 0;
+        if (sscanf(line + 6, "%2d %n", &ch, &used) < 1 || used == 0 ||
+            !line[6 + used] || ch < 1 || (n > 0 && ch <= first[n - 1]) ||
+            n == MAX_PARTS)
+            die("tools/book-index.md: \"%s\" is not \"@part NN Title\" "
+                "with NN above the part before it", line);
+        first[n] = ch;
+        snprintf(titles[n], 128, "%s", line + 6 + used);
+        n++;
+        free(line);
+        *rest = p;
+    }
+    return n;
+}
+
+/* docs/README.md: tools/book-index.md with the chapter table at @chapters,
+ * one table per part when the template names parts (read_parts; a part
+ * with no chapter in this book, as in a handout of the first chapters,
+ * is left out); its "@key " lines only when with_key (a student's copy
+ * has no key). */
 static void write_index(const chapter *all, int n, int with_key)
 {
     buf b = {0};
     const char *rest;
     char *tmpl = index_template("tools/book-index.md", &b, &rest);
-    puts_(&b, "| # | chapter |\n|---|---------|\n");
-    for (int i = 0; i < n; i++)
+    int first[MAX_PARTS];
+    char titles[MAX_PARTS][128];
+    int nparts = read_parts(&rest, first, titles);
+    if (nparts > 0 && n > 0 && atoi(all[0].number) < first[0])
+        die("tools/book-index.md: chapter %s comes before the first part, "
+            "which starts at %02d", all[0].number, first[0]);
+    int part = -1;
+    for (int i = 0; i < n; i++) {
+        int now = part;
+        while (now + 1 < nparts && atoi(all[i].number) >= first[now + 1])
+            now++;
+        if (i == 0 || now != part) {
+            if (now >= 0)
+                printf_(&b, "%s### Part %d: %s\n\n", i ? "\n" : "", now + 1,
+                        titles[now]);
+            puts_(&b, "| # | chapter |\n|---|---------|\n");
+            part = now;
+        }
         printf_(&b, "| %s | [%s](%s.md) |\n", all[i].number, all[i].title,
                 all[i].name);
+    }
     put_key_lines(&b, rest, with_key);
     keep_page("README.md", &b);
     free(tmpl);

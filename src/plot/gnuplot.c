@@ -317,8 +317,8 @@ static int child_attributes(posix_spawnattr_t *attr)
  * errno of a start that failed (ENOENT: no such program).  While it runs
  * it is registered with cleanup.h (child), so a signal that ends this
  * program ends it too. */
-static int spawn(char *const argv[], cleanup_entry *child, int *wstatus,
-                 char *tail, size_t tailn)
+int gnuplot_spawn(char *const argv[], cleanup_entry *child, int *wstatus,
+                  char *tail, size_t tailn)
 {
     tail[0] = '\0';
     *wstatus = -1;
@@ -431,7 +431,7 @@ int gnuplot_run(const char *who, const char *script, const char *fmt,
         free(script_arg);
         return GSL_ENOMEM;
     }
-    int e = spawn(argv, child, &wstatus, tail, sizeof tail);
+    int e = gnuplot_spawn(argv, child, &wstatus, tail, sizeof tail);
     cleanup_forget(child);
     free(setvars);
     free(script_arg);

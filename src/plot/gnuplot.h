@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/cleanup.h"
+
 /* Image formats, to be or-ed together (heatmap.h names them HEATMAP_PNG
  * and HEATMAP_SVG for its callers). */
 enum { GNUPLOT_PNG = 1, GNUPLOT_SVG = 2 };
@@ -112,6 +114,16 @@ int gnuplot_available(void);
  * and the last line it printed). */
 int gnuplot_run(const char *who, const char *script, const char *fmt,
                 const char *out, const char *image);
+
+/* Start argv[0] (looked up on PATH) with stdin from /dev/null and stdout
+ * and stderr into a pipe, keep the last tailn - 1 bytes it prints in
+ * tail, and wait for it.  Returns 0 and the wait status in *wstatus (-1
+ * if it was lost), or the errno of a start that failed (ENOENT: no such
+ * program).  While it runs it is registered with cleanup.h (child, from
+ * cleanup_add_child), so a signal that ends this program ends it too.
+ * gnuplot_run starts gnuplot with it, graphviz_render (graphviz.h) dot. */
+int gnuplot_spawn(char *const argv[], cleanup_entry *child, int *wstatus,
+                  char *tail, size_t tailn);
 
 /* Render base.gp to base.png and/or base.svg, all the formats asked for
  * or none (fileset.h): the same statuses as gnuplot_run, with

@@ -1,0 +1,629 @@
+//> 20
+/* mla.c: multi-head latent attention and its latent cache; see mla.h.
+ *
+ * Shapes: B batch, n new positions at start .. start+n-1, t positions
+ * attended (t = n for a forward, length + n for a decoding step), h heads.
+ *   q        (B, n, h, d_nope + d_r): per head [q_nope | q_pe rotated]
+ *   c_kv     (B, n, d_c) normed; k_pe (B, n, d_r) rotated; all t of each
+ *            as c_all (B, t, d_c) and pe_all (B, t, d_r)
+ *   naive    qh, kh (B*h, n or t, d_nope + d_r), vh (B*h, t, d_v)
+ *   absorbed q_lat (B, h*n, d_c + d_r), keys (B, t, d_c + d_r), values
+ *            c_all (B, t, d_c), latent out (B, h*n, d_c)
+ *   heads    (B, n, h*d_v); out (B, n, d_model)
+ * Tensors made here are contiguous; the weights of the layers are too.
+ */
+#include "nn/mla.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+
+#include "base/error.h"
+#include "nn/multihead.h"
+#include "nn/posenc.h"
+#include "nn/qkv.h"
+#include "nn/softmax.h"
+#include "tensor/matrices.h"
+#include "tensor/tensor_trace.h"
+
+/* --- the steps both paths share ------------------------------------- */
+
+/* tensor_narrow, the part named `name` in the trace: dimension dim of
+ * x's indices start .. start+length-1, a view. */
+static int narrow_named(const tensor *x, size_t dim, size_t start,
+                        size_t length, const char *name, tensor **out)
+{
+    trace_quiet_begin();
+    int status = tensor_narrow(x, dim, start, length, out);
+    trace_quiet_end();
+    if (status)
+        return status;
+    snprintf((*out)->names[dim], TENSOR_NAME_MAX, "%s", name);
+    tensor_trace_step(TRACE_VIEW, x, *out, "narrow(%zu, %zu, %zu)", dim, start,
+               length);
+    return GSL_SUCCESS;
+}
+
+/* q (B, n, h, d_nope + d_r): projected (through the low rank and
+ * q_norm when q_lora_rank > 0), the last d_r features of every head
+ * turned to positions start .. start+n-1. */
+static int project_queries(const mla *m, const tensor *x, size_t start,
+                           tensor **q)
+{
+    const mla_config *c = &m->cfg;
+    size_t B = x->shape[0], n = x->shape[1], h = c->num_heads;
+    size_t dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
+    tensor *flat = NULL, *low = NULL, *normed = NULL, *pe = NULL;
+    tensor *pe_flat = NULL, *turned = NULL, *back = NULL;
+    *q = NULL;
+    int status;
+    if (c->q_lora_rank == 0) {
+        status = linear_forward(&m->wq, x, &flat);
+    } else {
+        status = linear_forward(&m->wq_a, x, &low);
+        if (!status)
+            status = mla_rms_norm(low, m->q_norm, c->eps, &normed);
+        if (!status)
+            status = linear_forward(&m->wq_b, normed, &flat);
+    }
+    if (!status)
+        status = tensor_reshape(flat, DIMS((long)B, (long)n, (long)h, -1),
+                                "B, n, h, d_nope+d_r", q);
+    // the rope part of every head: (B, n, h, d_r), turned as (B, n, h*d_r)
+    if (!status)
+        status = narrow_named(*q, 3, dn, dr, "d_r", &pe);
+    if (!status)
+        status = tensor_reshape(pe, DIMS((long)B, (long)n, -1), "B, n, h*d_r",
+                                &pe_flat);
+    if (!status)
+        status = rope_apply(pe_flat, dr, (long)start, c->rope_base, &turned);
+    if (!status)
+        status = tensor_view(turned, DIMS((long)B, (long)n, (long)h, (long)dr),
+                             "B, n, h, d_r", &back);
+    trace_quiet_begin();
+    if (!status)
+        status = tensor_copy_into(pe, back); // q_pe back into q, turned
+    trace_quiet_end();
+    tensor *made[] = {flat, low, normed, pe, pe_flat, turned, back};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    if (status) {
+        tensor_free(*q);
+        *q = NULL;
+    }
+    return status;
+}
+
+/* c_kv (B, n, d_c), normed by kv_norm, and k_pe (B, n, d_r), turned to
+ * positions start .. start+n-1: the two parts of wkv_a's output. */
+static int project_latent(const mla *m, const tensor *x, size_t start,
+                          tensor **c_kv, tensor **k_pe)
+{
+    const mla_config *c = &m->cfg;
+    size_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    tensor *kv = NULL, *part = NULL, *pe = NULL;
+    *c_kv = *k_pe = NULL;
+    int status = linear_forward(&m->wkv_a, x, &kv);
+    if (!status)
+        status = narrow_named(kv, 2, 0, dc, "d_c", &part);
+    if (!status)
+        status = mla_rms_norm(part, m->kv_norm, c->eps, c_kv);
+    if (!status)
+        status = narrow_named(kv, 2, dc, dr, "d_r", &pe);
+    if (!status)
+        status = rope_apply(pe, dr, (long)start, c->rope_base, k_pe);
+    tensor_free(kv);
+    tensor_free(part);
+    tensor_free(pe);
+    if (status) {
+        tensor_free(*c_kv);
+        tensor_free(*k_pe);
+        *c_kv = *k_pe = NULL;
+    }
+    return status;
+}
+
+/* out (B, t, da + db): a and b (B, t, da) and (B, t, db) side by side. */
+static int cat_last(const tensor *a, const tensor *b, const char *names,
+                    tensor **out)
+{
+    size_t B = a->shape[0], t = a->shape[1], da = a->shape[2];
+    size_t db = b->shape[2];
+    tensor *left = NULL, *right = NULL;
+    int status = tensor_alloc(SHAPE(B, t, da + db), out);
+    trace_quiet_begin();
+    if (!status)
+        status = tensor_narrow(*out, 2, 0, da, &left);
+    if (!status)
+        status = tensor_copy_into(left, a);
+    if (!status)
+        status = tensor_narrow(*out, 2, da, db, &right);
+    if (!status)
+        status = tensor_copy_into(right, b);
+    trace_quiet_end();
+    tensor_free(left);
+    tensor_free(right);
+    if (!status)
+        status = tensor_set_names(*out, names);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return status;
+    }
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, *out,
+               TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)), "cat(dim=-1)");
+    return GSL_SUCCESS;
+}
+
+/* *o (R, Lq, dv) = softmax(q k^T / sqrt(dq), causal) v, batch row by batch
+ * row, and *w (R, Lq, Lk) the weights.  Row i of batch row r is position
+ * start + (i mod n) and sees keys 0 .. start + (i mod n): with the heads
+ * folded into the rows (the absorbed path, Lq = h*n), every head's n
+ * queries see the same keys. */
+static int attend(const char *who, const tensor *q, const tensor *k,
+                  const tensor *v, size_t dq, size_t n, size_t start,
+                  tensor **w, tensor **o)
+{
+    size_t R = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    size_t dv = v->shape[2];
+    tensor_matrices qm = {0}, km = {0}, vm = {0};
+    tensor *scores = NULL, *lens = NULL;
+    *w = *o = NULL;
+    int status = tensor_as_matrices(q, "queries", &qm);
+    if (!status)
+        status = tensor_as_matrices(k, "keys", &km);
+    if (!status)
+        status = tensor_as_matrices(v, "values", &vm);
+    if (!status)
+        status = tensor_alloc(SHAPE(R, Lq, Lk), &scores);
+    if (!status)
+        status = tensor_alloc(SHAPE(R, Lq), &lens);
+    if (!status)
+        status = tensor_alloc(SHAPE(R, Lq, dv), o);
+    if (status)
+        goto done;
+    for (size_t r = 0; r < R && !status; r++) {
+        gsl_matrix_const_view q_r = TENSOR_MATRIX(qm, r, 0), k_r = TENSOR_MATRIX(km, r, 0);
+        gsl_matrix_view s_r =
+            gsl_matrix_view_array(scores->data + r * Lq * Lk, Lq, Lk);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
+                                &k_r.matrix, 0.0, &s_r.matrix);
+        for (size_t i = 0; i < Lq; i++)
+            lens->data[r * Lq + i] = (double)(start + i % n + 1);
+    }
+    if (status) {
+        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                          gsl_strerror(status));
+        goto done;
+    }
+    memcpy(scores->names, q->names, 2 * TENSOR_NAME_MAX);
+    snprintf(scores->names[2], TENSOR_NAME_MAX, "t");
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_IN_T(k, 1)), "scores");
+    trace_quiet_begin();
+    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)dq), lens, w);
+    trace_quiet_end();
+    if (status)
+        goto done;
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *w,
+               TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
+               "softmax(s / sqrt(%zu))", dq);
+    for (size_t r = 0; r < R && !status; r++) {
+        gsl_matrix_const_view w_r =
+            gsl_matrix_const_view_array((*w)->data + r * Lq * Lk, Lq, Lk);
+        gsl_matrix_const_view v_r = TENSOR_MATRIX(vm, r, 0);
+        gsl_matrix_view o_r =
+            gsl_matrix_view_array((*o)->data + r * Lq * dv, Lq, dv);
+        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_r.matrix,
+                                &v_r.matrix, 0.0, &o_r.matrix);
+    }
+    if (status) {
+        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                          gsl_strerror(status));
+        goto done;
+    }
+    memcpy((*o)->names, q->names, 2 * TENSOR_NAME_MAX);
+    snprintf((*o)->names[2], TENSOR_NAME_MAX, "%s", v->names[2]);
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *o,
+               TRACE_INPUTS(TRACE_IN(*w), TRACE_IN(v)), "weights V");
+done:
+    tensor_matrices_free(&qm);
+    tensor_matrices_free(&km);
+    tensor_matrices_free(&vm);
+    tensor_free(scores);
+    tensor_free(lens);
+    if (status) {
+        tensor_free(*w);
+        tensor_free(*o);
+        *w = *o = NULL;
+    }
+    return status;
+}
+
+/* --- the naive path ------------------------------------------------- */
+
+/* heads (B, n, h*d_v) from q (B, n, h, d_nope + d_r) and the t latents:
+ * keys and values of every head up-projected from c_all by wkv_b, k_pe
+ * appended to every head's keys, and plain attention per head. */
+static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
+                        const tensor *pe_all, size_t start, tensor **heads)
+{
+    const mla_config *c = &m->cfg;
+    size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
+    size_t h = c->num_heads, dn = c->qk_nope_head_dim;
+    size_t dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    tensor *kv = NULL, *kv4 = NULL, *k_nope = NULL, *v4 = NULL;
+    tensor *pe4 = NULL, *pe_h = NULL, *k = NULL, *slot = NULL;
+    tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL, *qp = NULL;
+    tensor *qh = NULL, *w = NULL, *o = NULL;
+    *heads = NULL;
+    // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
+    int status = linear_forward(&m->wkv_b, c_all, &kv);
+    if (!status)
+        status = tensor_reshape(kv, DIMS((long)B, (long)t, (long)h, -1),
+                                "B, t, h, d_nope+d_v", &kv4);
+    if (!status)
+        status = narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope);
+    if (!status)
+        status = narrow_named(kv4, 3, dn, dv, "d_v", &v4);
+    // 2. k = [k_nope | k_pe], k_pe the same for every head (an expand)
+    if (!status)
+        status = tensor_reshape(pe_all, DIMS((long)B, (long)t, 1, (long)dr),
+                                "B, t, 1, d_r", &pe4);
+    if (!status)
+        status = tensor_expand(pe4, DIMS((long)B, (long)t, (long)h, (long)dr),
+                               "B, t, h, d_r", &pe_h);
+    if (!status)
+        status = tensor_alloc(SHAPE(B, t, h, dn + dr), &k);
+    trace_quiet_begin();
+    if (!status)
+        status = tensor_narrow(k, 3, 0, dn, &slot);
+    if (!status)
+        status = tensor_copy_into(slot, k_nope);
+    tensor_free(slot);
+    slot = NULL;
+    if (!status)
+        status = tensor_narrow(k, 3, dn, dr, &slot);
+    if (!status)
+        status = tensor_copy_into(slot, pe_h);
+    trace_quiet_end();
+    if (!status) {
+        tensor_set_names(k, "B, t, h, d_nope+d_r");
+        tensor_trace_emit(TRACE_COPY, TRACE_LIST, k,
+                   TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)),
+                   "cat(dim=-1)");
+    }
+    // 3. heads into the batch, chapter 06's transpose_qkv on the heads
+    //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
+    if (!status)
+        status = tensor_reshape(k, DIMS((long)B, (long)t, -1),
+                                "B, t, h*(d_nope+d_r)", &kp);
+    if (!status)
+        status = transpose_qkv(kp, h, &kh);
+    if (!status)
+        status = tensor_reshape(v4, DIMS((long)B, (long)t, -1), "B, t, h*d_v",
+                                &vp);
+    if (!status)
+        status = transpose_qkv(vp, h, &vh);
+    if (!status)
+        status = tensor_reshape(q, DIMS((long)B, (long)n, -1),
+                                "B, n, h*(d_nope+d_r)", &qp);
+    if (!status)
+        status = transpose_qkv(qp, h, &qh);
+    // 4. attention, scaled by 1/sqrt(d_nope + d_r)
+    if (!status)
+        status = attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o);
+    // 5. the heads side by side: (B, n, h*d_v)
+    if (!status)
+        status = transpose_output(o, h, heads);
+    if (!status) {
+        tensor_free(m->weights);
+        trace_quiet_begin();
+        status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
+                                "B, h, n, t", &m->weights);
+        trace_quiet_end();
+    }
+    tensor *made[] = {kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh,
+                      vp, vh, qp, qh, w, o};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    return status;
+}
+
+/* --- the absorbed path ---------------------------------------------- */
+
+/* q_lat (B, h*n, d_c + d_r): head j's rows j*n .. j*n + n-1 hold, for
+ * each query, q_nope W_UK_j (d_c features: the query moved into the
+ * latent's space) and its q_pe.  W_UK_j is rows j*(d_nope + d_v) ..
+ * + d_nope - 1 of wkv_b's weight, (d_nope, d_c). */
+static int absorb_query(const mla *m, const tensor *q, tensor **q_lat)
+{
+    const mla_config *c = &m->cfg;
+    size_t B = q->shape[0], n = q->shape[1], h = c->num_heads;
+    size_t dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
+    size_t dv = c->v_head_dim, dc = c->kv_lora_rank, dq = dn + dr;
+    int status = tensor_alloc(SHAPE(B, h * n, dc + dr), q_lat);
+    if (status)
+        return status;
+    const double *wkv_b = m->wkv_b.weight->data;
+    for (size_t b = 0; b < B && !status; b++)
+        for (size_t j = 0; j < h && !status; j++) {
+            // q_nope of head j, (n, d_nope): rows h*dq apart in q
+            gsl_matrix_const_view qn = gsl_matrix_const_view_array_with_tda(
+                q->data + (b * n * h + j) * dq, n, dn, h * dq);
+            gsl_matrix_const_view uk = gsl_matrix_const_view_array(
+                wkv_b + j * (dn + dv) * dc, dn, dc);
+            double *rows = (*q_lat)->data + (b * h + j) * n * (dc + dr);
+            gsl_matrix_view out =
+                gsl_matrix_view_array_with_tda(rows, n, dc, dc + dr);
+            status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
+                                    &qn.matrix, &uk.matrix, 0.0, &out.matrix);
+            for (size_t i = 0; i < n; i++)
+                memcpy(rows + i * (dc + dr) + dc,
+                       q->data + ((b * n + i) * h + j) * dq + dn,
+                       dr * sizeof *rows);
+        }
+    if (status) {
+        tensor_free(*q_lat);
+        *q_lat = NULL;
+        return mha_fail(status, "mla_forward: gsl_blas_dgemm failed (%s)",
+                        gsl_strerror(status));
+    }
+    tensor_set_names(*q_lat, "B, h*n, d_c+d_r");
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *q_lat,
+               TRACE_INPUTS(TRACE_IN(q), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
+               "absorb W_UK");
+    return GSL_SUCCESS;
+}
+
+/* heads (B, n, h*d_v): head j's latent outputs (rows j*n .. of o, each
+ * (d_c,)) times W_UV_j^T, W_UV_j the d_v rows of wkv_b's weight after
+ * W_UK_j, (d_v, d_c). */
+static int expand_values(const mla *m, const tensor *o, size_t n,
+                         tensor **heads)
+{
+    const mla_config *c = &m->cfg;
+    size_t B = o->shape[0], h = c->num_heads, dn = c->qk_nope_head_dim;
+    size_t dv = c->v_head_dim, dc = c->kv_lora_rank;
+    int status = tensor_alloc(SHAPE(B, n, h * dv), heads);
+    if (status)
+        return status;
+    const double *wkv_b = m->wkv_b.weight->data;
+    for (size_t b = 0; b < B && !status; b++)
+        for (size_t j = 0; j < h && !status; j++) {
+            gsl_matrix_const_view oj = gsl_matrix_const_view_array(
+                o->data + (b * h + j) * n * dc, n, dc);
+            gsl_matrix_const_view uv = gsl_matrix_const_view_array(
+                wkv_b + (j * (dn + dv) + dn) * dc, dv, dc);
+            gsl_matrix_view out = gsl_matrix_view_array_with_tda(
+                (*heads)->data + b * n * h * dv + j * dv, n, dv, h * dv);
+            status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &oj.matrix,
+                                    &uv.matrix, 0.0, &out.matrix);
+        }
+    if (status) {
+        tensor_free(*heads);
+        *heads = NULL;
+        return mha_fail(status, "mla_forward: gsl_blas_dgemm failed (%s)",
+                        gsl_strerror(status));
+    }
+    tensor_set_names(*heads, "B, n, h*d_v");
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *heads,
+               TRACE_INPUTS(TRACE_IN(o), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
+               "W_UV per head");
+    return GSL_SUCCESS;
+}
+
+/* heads (B, n, h*d_v), attending in the latent's space: scores of
+ * [q_nope W_UK | q_pe] against [c_kv | k_pe], a weighted sum of c_kv,
+ * then W_UV.  All h heads read the one latent, so they fold into the
+ * rows of one product per example, as multi-query attention's do. */
+static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
+                           const tensor *pe_all, size_t start, tensor **heads)
+{
+    const mla_config *c = &m->cfg;
+    size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
+    size_t h = c->num_heads, dq = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    tensor *q_lat = NULL, *keys = NULL, *w = NULL, *o = NULL;
+    *heads = NULL;
+    // 1. the query moved into the latent's space (W_UK absorbed)
+    int status = absorb_query(m, q, &q_lat);
+    // 2. the keys are the latent and k_pe side by side, the values the latent
+    if (!status)
+        status = cat_last(c_all, pe_all, "B, t, d_c+d_r", &keys);
+    // 3. attention on the latent, scaled by 1/sqrt(d_nope + d_r) as before
+    if (!status)
+        status = attend("mla_forward", q_lat, keys, c_all,
+                        dq, n, start, &w, &o);
+    // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
+    if (!status)
+        status = expand_values(m, o, n, heads);
+    if (!status) {
+        tensor_free(m->weights);
+        trace_quiet_begin();
+        status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
+                                "B, h, n, t", &m->weights);
+        trace_quiet_end();
+    }
+    tensor_free(q_lat);
+    tensor_free(keys);
+    tensor_free(w);
+    tensor_free(o);
+    return status;
+}
+
+/* --- forward and decoding ------------------------------------------- */
+
+static int check_x(const char *who, const mla *m, const tensor *x)
+{
+    if (!x)
+        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (x->ndim != 3 || x->shape[2] != m->cfg.dim)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: x has shape %s, expected (B, n, d_model) with "
+                        "d_model = dim %zu",
+                        who, xs, m->cfg.dim);
+    return tensor_check_finite(x, who, "x");
+}
+
+static const char *path_name(mla_path path)
+{
+    return path == MLA_NAIVE ? "naive" : "absorbed";
+}
+
+/* out (B, n, d_model) = wo(heads), heads by the path's attention of q
+ * to the t latents, with a check that nothing overflowed. */
+static int finish(mla *m, mla_path path, const char *who, const tensor *q,
+                  const tensor *c_all, const tensor *pe_all, size_t start,
+                  tensor **out)
+{
+    tensor *heads = NULL;
+    int status = path == MLA_NAIVE
+                     ? attend_naive(m, q, c_all, pe_all, start, &heads)
+                     : attend_absorbed(m, q, c_all, pe_all, start, &heads);
+    if (!status)
+        status = linear_forward(&m->wo, heads, out);
+    if (!status)
+        status = tensor_check_result(*out, who, "output", "out");
+    tensor_free(heads);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    }
+    return status;
+}
+
+int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out)
+{
+    const char *who = "mla_forward";
+    *out = NULL;
+    int status = check_x(who, m, x);
+    if (status)
+        return status;
+    tensor x_in = tensor_named(x, "B, n, d_model");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+                "mla_forward(%s, h=%zu, d_c=%zu, d_r=%zu)", path_name(path),
+                m->cfg.num_heads, m->cfg.kv_lora_rank,
+                m->cfg.qk_rope_head_dim);
+    tensor *q = NULL, *c_kv = NULL, *k_pe = NULL;
+    status = project_queries(m, &x_in, 0, &q);
+    if (!status)
+        status = project_latent(m, &x_in, 0, &c_kv, &k_pe);
+    if (!status)
+        status = finish(m, path, who, q, c_kv, k_pe, 0, out);
+    trace_end();
+    tensor_free(q);
+    tensor_free(c_kv);
+    tensor_free(k_pe);
+    return status;
+}
+
+int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
+                   size_t rope_dim, size_t capacity)
+{
+    memset(c, 0, sizeof *c);
+    if (batch == 0 || kv_lora_rank == 0 || rope_dim == 0 || capacity == 0)
+        return mha_fail(GSL_EINVAL,
+                        "mla_cache_init: batch %zu, kv_lora_rank %zu, "
+                        "rope_dim %zu and capacity %zu must all be >= 1",
+                        batch, kv_lora_rank, rope_dim, capacity);
+    int status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
+    if (!status)
+        status = tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe);
+    if (status) {
+        mla_cache_free(c);
+        return mha_fail_in(status, "mla_cache_init");
+    }
+    tensor_set_names(c->latent, "B, capacity, d_c");
+    tensor_set_names(c->pe, "B, capacity, d_r");
+    c->batch = batch;
+    c->kv_lora_rank = kv_lora_rank;
+    c->rope_dim = rope_dim;
+    c->capacity = capacity;
+    return GSL_SUCCESS;
+}
+
+void mla_cache_free(mla_cache *c)
+{
+    tensor_free(c->latent);
+    tensor_free(c->pe);
+    memset(c, 0, sizeof *c);
+}
+
+/* new (B, n, d) written at positions length .. length+n-1 of storage
+ * (B, capacity, d); *all the t = length + n filled positions, a view. */
+static int append(tensor *storage, const tensor *new, size_t length,
+                  const char *what, tensor **all)
+{
+    size_t n = new->shape[1], t = length + n;
+    tensor *slot = NULL;
+    *all = NULL;
+    trace_quiet_begin();
+    int status = tensor_narrow(storage, 1, length, n, &slot);
+    if (!status)
+        status = tensor_copy_into(slot, new);
+    if (!status)
+        status = tensor_narrow(storage, 1, 0, t, all);
+    trace_quiet_end();
+    tensor_free(slot);
+    if (status)
+        return status;
+    snprintf((*all)->names[1], TENSOR_NAME_MAX, "t");
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, *all, TRACE_INPUTS(TRACE_IN(new)),
+               "append %s at %zu..%zu", what, length, t - 1);
+    return GSL_SUCCESS;
+}
+
+int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
+                    tensor **out)
+{
+    const char *who = "mla_decode_step";
+    *out = NULL;
+    int status = check_x(who, m, x);
+    if (status)
+        return status;
+    if (!c || !c->latent)
+        return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
+                        who);
+    size_t B = x->shape[0], n = x->shape[1];
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (c->batch != B || c->kv_lora_rank != m->cfg.kv_lora_rank ||
+        c->rope_dim != m->cfg.qk_rope_head_dim)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: the cache holds B %zu, d_c %zu, d_r %zu but x %s "
+                        "and the module need B %zu, d_c %zu, d_r %zu",
+                        who, c->batch, c->kv_lora_rank, c->rope_dim, xs, B,
+                        m->cfg.kv_lora_rank, m->cfg.qk_rope_head_dim);
+    if (n > c->capacity - c->length)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: the cache is full: capacity %zu, length %zu, and "
+                        "x %s brings %zu new position%s",
+                        who, c->capacity, c->length, xs, n, n == 1 ? "" : "s");
+    size_t start = c->length;
+    tensor x_in = tensor_named(x, "B, n, d_model");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+                "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
+                start, start + n - 1);
+    tensor *q = NULL, *c_kv = NULL, *k_pe = NULL, *c_all = NULL, *pe_all = NULL;
+    status = project_queries(m, &x_in, start, &q);
+    if (!status)
+        status = project_latent(m, &x_in, start, &c_kv, &k_pe);
+    if (!status)
+        status = append(c->latent, c_kv, start, "c_kv", &c_all);
+    if (!status)
+        status = append(c->pe, k_pe, start, "k_pe", &pe_all);
+    if (!status)
+        status = finish(m, path, who, q, c_all, pe_all, start, out);
+    trace_end();
+    if (!status)
+        c->length = start + n;
+    tensor *made[] = {q, c_kv, k_pe, c_all, pe_all};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    return status;
+}
+//<

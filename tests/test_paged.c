@@ -1,0 +1,409 @@
+//> 21
+/* test_paged.c: the paged key-value cache against chapter 16's
+ * contiguous cache, sequence by sequence, over ragged batches (sequences
+ * that start at different steps and so have different lengths), with and
+ * without RoPE and with grouped key-value heads; a shared prefix and its
+ * copy on write, which leaves the other sequence's blocks as they were;
+ * the free list; the refusals, which change nothing; the picture.
+ *
+ * Shapes: x (B, 1, d_model) one position per sequence; out (B, 1,
+ * d_model); the reference's caches (1, G, capacity, p), one per sequence. */
+#include "check.h"
+
+enum { D = 16, H = 4, P = D / H };
+
+static void make_module(multihead *m, size_t G, int rope, unsigned long seed)
+{
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = H, .kv_heads = G,
+                            .rope = rope};
+    OK(multihead_init(m, &cfg));
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, seed);
+    multihead_reset_xavier(m, r);
+    gsl_rng_free(r);
+}
+
+/* Token t of sequence s: a fixed pseudo-random row. */
+static void token(double *row, size_t s, size_t t)
+{
+    for (size_t j = 0; j < D; j++)
+        row[j] = sin(1.0 + 0.7 * (double)s + 1.3 * (double)t + 0.37 * (double)j);
+}
+
+/* Sequence s starts at step start[s] and runs len[s] positions; every
+ * step decodes the sequences that are running as one ragged batch through
+ * the paged cache, and each alone through its own contiguous cache; their
+ * outputs agree to 1e-12.  Returns the largest difference. */
+static double ragged(size_t G, int rope, size_t block_size, size_t nseq,
+                     const size_t *start, const size_t *len)
+{
+    multihead m;
+    make_module(&m, G, rope, 11);
+    paged_cache c;
+    OK(paged_cache_init(&c, 64, block_size, G, P, nseq));
+    kv_cache ref[8];
+    size_t id[8], steps = 0;
+    for (size_t s = 0; s < nseq; s++) {
+        OK(paged_seq_add(&c, &id[s]));
+        OK(kv_cache_init(&ref[s], 1, G, P, len[s]));
+        steps = start[s] + len[s] > steps ? start[s] + len[s] : steps;
+    }
+    double worst = 0;
+    for (size_t step = 0; step < steps; step++) {
+        size_t batch[8], B = 0;
+        for (size_t s = 0; s < nseq; s++)
+            if (step >= start[s] && step < start[s] + len[s])
+                batch[B++] = s;
+        if (B == 0)
+            continue;
+        tensor *x, *y;
+        OK(tensor_alloc(SHAPE(B, 1, D), &x));
+        size_t seqs[8];
+        for (size_t b = 0; b < B; b++) {
+            token(x->data + b * D, batch[b], step - start[batch[b]]);
+            seqs[b] = id[batch[b]];
+        }
+        OK(paged_decode_step(&m, &c, seqs, B, x, &y));
+        for (size_t b = 0; b < B; b++) {
+            tensor *xb, *yb;
+            OK(tensor_narrow(x, 0, b, 1, &xb));
+            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb));
+            for (size_t j = 0; j < D; j++)
+                worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
+            tensor_free(xb);
+            tensor_free(yb);
+        }
+        tensor_free(x);
+        tensor_free(y);
+    }
+    for (size_t s = 0; s < nseq; s++) {
+        cr_assert_eq(c.seqs[id[s]].length, len[s]);
+        kv_cache_free(&ref[s]);
+    }
+    paged_cache_free(&c);
+    multihead_free(&m);
+    return worst;
+}
+
+Test(paged, a_ragged_batch_equals_the_contiguous_cache)
+{
+    size_t start[] = {0, 2, 3, 7}, len[] = {9, 5, 11, 2};
+    cr_assert_lt(ragged(4, 0, 4, 4, start, len), 1e-12);
+    cr_assert_lt(ragged(2, 0, 3, 4, start, len), 1e-12);
+    cr_assert_lt(ragged(1, 1, 4, 4, start, len), 1e-12);
+    cr_assert_lt(ragged(2, 1, 1, 4, start, len), 1e-12); // one position a block
+}
+
+/* Blocks are taken as needed: ceil(length / block_size) per sequence. */
+Test(paged, blocks_are_taken_as_sequences_reach_them)
+{
+    size_t start[] = {0}, len[] = {1};
+    cr_assert_lt(ragged(4, 0, 4, 1, start, len), 1e-12);
+    multihead m;
+    make_module(&m, 2, 0, 3);
+    paged_cache c;
+    OK(paged_cache_init(&c, 8, 4, 2, P, 2));
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    OK(paged_seq_add(&c, &b));
+    tensor *x, *y;
+    OK(tensor_alloc(SHAPE(2, 1, D), &x));
+    for (size_t t = 0; t < 5; t++) {
+        token(x->data, 0, t);
+        token(x->data + D, 1, t);
+        OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x, &y));
+        tensor_free(y);
+        // after t + 1 positions: ceil((t + 1) / 4) blocks each
+        cr_assert_eq(c.seqs[a].nblocks, t / 4 + 1);
+        cr_assert_eq(c.n_free, 8 - 2 * (t / 4 + 1));
+    }
+    // the blocks were taken in turn: a 0, b 1, then a 2, b 3
+    cr_assert(c.seqs[a].table[0] == 0 && c.seqs[b].table[0] == 1 &&
+              c.seqs[a].table[1] == 2 && c.seqs[b].table[1] == 3);
+    OK(paged_seq_release(&c, a));
+    cr_assert_eq(c.n_free, 6);
+    FAILS(paged_seq_release(&c, a), GSL_EINVAL,
+          "paged_seq_release: sequence 0 is not live (the cache holds 2)");
+    tensor_free(x);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
+/* Sequence A writes 6 positions (blocks of 4: one full, one with 2 rows);
+ * B is forked from it and both go on.  B's first write copies the shared
+ * half-full block; A's blocks keep their numbers, bit for bit; and each
+ * sequence's outputs equal a contiguous cache fed its whole history. */
+Test(paged, a_shared_prefix_is_copied_on_write)
+{
+    multihead m;
+    make_module(&m, 2, 1, 5);
+    paged_cache c;
+    OK(paged_cache_init(&c, 8, 4, 2, P, 2));
+    kv_cache ra, rb;
+    OK(kv_cache_init(&ra, 1, 2, P, 12));
+    OK(kv_cache_init(&rb, 1, 2, P, 12));
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    tensor *x1, *y, *yr;
+    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
+    for (size_t t = 0; t < 6; t++) { // the shared prompt
+        token(x1->data, 0, t);
+        OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
+        OK(kv_cache_decode_step(&m, &ra, x1, &yr));
+        tensor_free(yr);
+        OK(kv_cache_decode_step(&m, &rb, x1, &yr));
+        tensor_free(yr);
+        tensor_free(y);
+    }
+    OK(paged_seq_fork(&c, a, &b));
+    cr_assert_eq(c.seqs[b].length, 6);
+    size_t a0 = c.seqs[a].table[0], a1 = c.seqs[a].table[1];
+    cr_assert(c.seqs[b].table[0] == a0 && c.seqs[b].table[1] == a1);
+    cr_assert(c.refs[a0] == 2 && c.refs[a1] == 2);
+    cr_assert_eq(c.n_free, 6); // forking copies nothing
+    // A's blocks as they are now
+    size_t per_block = 2 * 4 * P;
+    double *before = malloc(2 * 2 * per_block * sizeof *before);
+    const size_t blocks[2] = {a0, a1};
+    for (size_t i = 0; i < 2; i++) {
+        memcpy(before + (2 * i) * per_block, c.keys->data + blocks[i] * per_block,
+               per_block * sizeof *before);
+        memcpy(before + (2 * i + 1) * per_block,
+               c.values->data + blocks[i] * per_block, per_block * sizeof *before);
+    }
+    // B goes on alone for 3 positions: its first write copies block a1
+    double worst = 0;
+    for (size_t t = 0; t < 3; t++) {
+        token(x1->data, 1, t);
+        OK(paged_decode_step(&m, &c, &b, 1, x1, &y));
+        OK(kv_cache_decode_step(&m, &rb, x1, &yr));
+        for (size_t j = 0; j < D; j++)
+            worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
+        tensor_free(y);
+        tensor_free(yr);
+    }
+    cr_assert_lt(worst, 1e-12);
+    cr_assert_eq(c.seqs[b].table[0], a0); // the full block is still shared
+    cr_assert_neq(c.seqs[b].table[1], a1); // the half-full one was copied
+    cr_assert(c.refs[a0] == 2 && c.refs[a1] == 1);
+    cr_assert(c.seqs[a].table[0] == a0 && c.seqs[a].table[1] == a1);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(memcmp(before + (2 * i) * per_block,
+                         c.keys->data + blocks[i] * per_block,
+                         per_block * sizeof *before) == 0,
+                  "the keys of A's block %zu changed", blocks[i]);
+        cr_assert(memcmp(before + (2 * i + 1) * per_block,
+                         c.values->data + blocks[i] * per_block,
+                         per_block * sizeof *before) == 0,
+                  "the values of A's block %zu changed", blocks[i]);
+    }
+    // A goes on: it writes into its own block a1 and matches its history
+    for (size_t t = 6; t < 9; t++) {
+        token(x1->data, 0, t);
+        OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
+        OK(kv_cache_decode_step(&m, &ra, x1, &yr));
+        for (size_t j = 0; j < D; j++)
+            worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
+        tensor_free(y);
+        tensor_free(yr);
+    }
+    cr_assert_lt(worst, 1e-12);
+    cr_assert_eq(c.seqs[a].table[1], a1);
+    // releasing A frees a1 and its third block, not the shared a0
+    size_t free_before = c.n_free;
+    OK(paged_seq_release(&c, a));
+    cr_assert_eq(c.n_free, free_before + 2);
+    cr_assert_eq(c.refs[a0], 1);
+    free(before);
+    tensor_free(x1);
+    kv_cache_free(&ra);
+    kv_cache_free(&rb);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
+/* A ragged batch with shared prefixes: sequences 0 and 1 run, 2 is
+ * forked from 0 after 5 positions and 3 from 2 after 2 more, and from
+ * then on parent and children decode in the same steps (the first of
+ * them to write into a shared block copies it).  Each equals a
+ * contiguous cache fed its whole history, to 1e-12, and the blocks a
+ * sequence stopped sharing are never written by the other. */
+Test(paged, ragged_batches_with_shared_prefixes)
+{
+    multihead m;
+    make_module(&m, 2, 1, 13);
+    paged_cache c;
+    OK(paged_cache_init(&c, 40, 3, 2, P, 4));
+    kv_cache ref[4];
+    size_t id[4], fed[4] = {0}, hist[4][32], nhist[4] = {0};
+    for (size_t s = 0; s < 4; s++)
+        OK(kv_cache_init(&ref[s], 1, 2, P, 32));
+    OK(paged_seq_add(&c, &id[0]));
+    OK(paged_seq_add(&c, &id[1]));
+    int live[4] = {1, 1, 0, 0};
+    double worst = 0;
+    for (size_t step = 0; step < 14; step++) {
+        if (step == 5 || step == 7) { // fork: 2 from 0, then 3 from 2
+            size_t child = step == 5 ? 2 : 3, parent = child - (step == 5 ? 2 : 1);
+            OK(paged_seq_fork(&c, id[parent], &id[child]));
+            live[child] = 1;
+            // the child's reference is fed the parent's history
+            for (size_t t = 0; t < nhist[parent]; t++) {
+                tensor *x, *y;
+                OK(tensor_alloc(SHAPE(1, 1, D), &x));
+                token(x->data, hist[parent][t] / 100, hist[parent][t] % 100);
+                OK(kv_cache_decode_step(&m, &ref[child], x, &y));
+                tensor_free(x);
+                tensor_free(y);
+                hist[child][nhist[child]++] = hist[parent][t];
+            }
+            fed[child] = 0;
+        }
+        size_t batch[4], B = 0;
+        for (size_t s = 0; s < 4; s++)
+            if (live[s] && !(s == 1 && step % 3 == 2)) // 1 skips a step now and then
+                batch[B++] = s;
+        tensor *x, *y;
+        OK(tensor_alloc(SHAPE(B, 1, D), &x));
+        size_t seqs[4];
+        for (size_t b = 0; b < B; b++) {
+            size_t s = batch[b], tok = 10 + s; // a token stream of its own
+            token(x->data + b * D, tok, fed[s]);
+            hist[s][nhist[s]++] = tok * 100 + fed[s]++;
+            seqs[b] = id[s];
+        }
+        OK(paged_decode_step(&m, &c, seqs, B, x, &y));
+        for (size_t b = 0; b < B; b++) {
+            tensor *xb, *yb;
+            OK(tensor_narrow(x, 0, b, 1, &xb));
+            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb));
+            for (size_t j = 0; j < D; j++)
+                worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
+            tensor_free(xb);
+            tensor_free(yb);
+        }
+        tensor_free(x);
+        tensor_free(y);
+    }
+    cr_assert_lt(worst, 1e-12);
+    // the first block of 0 is still held by 0, 2 and 3
+    cr_assert_eq(c.refs[c.seqs[id[0]].table[0]], 3);
+    for (size_t s = 0; s < 4; s++)
+        kv_cache_free(&ref[s]);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
+Test(paged, refusals_change_nothing)
+{
+    multihead m;
+    make_module(&m, 2, 0, 9);
+    paged_cache c;
+    OK(paged_cache_init(&c, 2, 2, 2, P, 3));
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    OK(paged_seq_add(&c, &b));
+    tensor *x2, *x1, *y = NULL;
+    OK(tensor_alloc(SHAPE(2, 1, D), &x2));
+    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
+    tensor_fill(x2, 0.5);
+    tensor_fill(x1, 0.25);
+    OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x2, &y)); // a block each
+    tensor_free(y);
+    y = NULL;
+    OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
+    tensor_free(y);
+    y = NULL;
+    // both blocks are in use, a's is full: a needs a third
+    double *pool = malloc(tensor_numel(c.keys) * sizeof *pool);
+    memcpy(pool, c.keys->data, tensor_numel(c.keys) * sizeof *pool);
+    FAILS(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x2, &y), GSL_ENOMEM,
+          "paged_decode_step: out of blocks: the step needs 1 free block, the "
+          "pool has 0 of 2");
+    cr_assert_null(y);
+    cr_assert(c.seqs[a].length == 2 && c.seqs[b].length == 1 && c.n_free == 0);
+    cr_assert(memcmp(pool, c.keys->data, tensor_numel(c.keys) * sizeof *pool) == 0);
+    FAILS(paged_decode_step(&m, &c, (size_t[]){a, a}, 2, x2, &y), GSL_EINVAL,
+          "paged_decode_step: sequence 0 is given twice (rows 0 and 1 of x)");
+    FAILS(paged_decode_step(&m, &c, (size_t[]){2}, 1, x1, &y), GSL_EINVAL,
+          "paged_decode_step: sequence 2 is not live (the cache holds 3)");
+    FAILS(paged_decode_step(&m, &c, &b, 1, x2, &y), GSL_EBADLEN,
+          "paged_decode_step: x is (2, 1, 16), expected (1, 1, 16): one new "
+          "position for each of the 1 sequences");
+    paged_cache other;
+    OK(paged_cache_init(&other, 2, 2, 4, P, 1));
+    size_t o;
+    OK(paged_seq_add(&other, &o));
+    FAILS(paged_decode_step(&m, &other, &o, 1, x1, &y), GSL_EBADLEN,
+          "paged_decode_step: the pool holds G 4 heads of p 4 but the module "
+          "has G 2, p 4");
+    cr_assert_null(y);
+    paged_cache_free(&other);
+    FAILS(paged_cache_init(&other, 2, 0, 4, P, 1), GSL_EINVAL,
+          "paged_cache_init: num_blocks 2, block_size 0, kv_heads 4, "
+          "head_size 4 and max_seqs 1 must all be >= 1");
+    size_t s3, s4;
+    OK(paged_seq_add(&c, &s3));
+    FAILS(paged_seq_add(&c, &s4), GSL_EINVAL,
+          "paged_seq_add: all 3 sequences are in use");
+    FAILS(paged_seq_fork(&c, a, &s4), GSL_EINVAL,
+          "paged_seq_fork: all 3 sequences are in use");
+    cr_assert_eq(c.refs[c.seqs[a].table[0]], 1); // the failed fork shared nothing
+    free(pool);
+    tensor_free(x1);
+    tensor_free(x2);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
+Test(paged, the_slot_mapping_in_the_trace_and_the_picture)
+{
+    multihead m;
+    make_module(&m, 2, 0, 9);
+    paged_cache c;
+    OK(paged_cache_init(&c, 6, 2, 2, P, 2));
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    tensor *x1, *x2, *y;
+    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
+    OK(tensor_alloc(SHAPE(2, 1, D), &x2));
+    tensor_fill(x1, 0.5);
+    tensor_fill(x2, 0.5);
+    for (int t = 0; t < 3; t++) { // a: blocks 0 (full) and 1 (one row)
+        OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
+        tensor_free(y);
+    }
+    OK(paged_seq_fork(&c, a, &b));
+    trace_log log;
+    trace_log_start(&log);
+    OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x2, &y));
+    trace_log_stop(&log);
+    // a writes row 1 of a copy of block 1 (block 2, slot 5); b then owns
+    // block 1 alone and writes its row 1 (slot 3)
+    cr_assert(c.seqs[a].table[1] == 2 && c.seqs[b].table[1] == 1);
+    int found = 0;
+    for (size_t i = 0; i < log.count; i++)
+        if (strcmp(log.records[i].op, "slot mapping") == 0)
+            found = 1;
+    cr_assert(found);
+    trace_log_free(&log);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    OK(paged_write_dot(f, &c));
+    fclose(f);
+    cr_assert_not_null(strstr(text, "seq0:e0 -> block0;\n  seq0:e1 -> block2;\n"
+                                    "  seq1:e0 -> block0;\n  seq1:e1 -> block1;\n"),
+                       "%s", text);
+    cr_assert_not_null(strstr(text, "label=\"block 0\\n2 of 2 rows, shared\""),
+                       "%s", text);
+    cr_assert_not_null(strstr(text, "label=\"block 2\\n2 of 2 rows\""), "%s", text);
+    free(text);
+    tensor_free(y);
+    tensor_free(x1);
+    tensor_free(x2);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+//<
