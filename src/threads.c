@@ -172,8 +172,71 @@ static void fit_blas_pool(int argc, char **argv, char **envp)
     munmap(env, (n + 2) * sizeof *env);
 }
 
+/* The entry quiet_blas_pool adds to the environment, NULL when it added
+ * none (OPENBLAS_THREAD_TIMEOUT was set already, or no room to add it). */
+static char *added_timeout;
+
+/* OpenBLAS's pool threads (Debian's pthread build), once a product is
+ * done, poll for the next one with sched_yield for 2^28 clock cycles
+ * (about 0.1 s) before they sleep; they do so when they start, too.  On
+ * a machine with as many cores as threads, they poll beside the OpenMP
+ * threads of a parallel loop, which then wait for a core: `mha forward`
+ * at B = 8, L = 512 spent more time in the kernel than in its own code.
+ * OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, its least) makes them sleep at
+ * once, to be woken by the next product that needs them: one thread pool
+ * runs at a time.  Set here, before OpenBLAS's constructor reads it (a
+ * value set by the user is kept); the C library is not set up yet, so
+ * the longer environment is mapped by hand.  remove_timeout takes the
+ * entry out again once OpenBLAS has read it, so that programs this one
+ * starts do not inherit it. */
+static void quiet_blas_pool(char **envp)
+{
+    static char setting[] = "OPENBLAS_THREAD_TIMEOUT=4";
+    if (!envp || envp != environ)
+        return;
+    for (char **e = envp; *e; e++)
+        if (strncmp(*e, "OPENBLAS_THREAD_TIMEOUT=", 24) == 0)
+            return;
+    size_t n = 0;
+    while (envp[n])
+        n++;
+    char **env = mmap(NULL, (n + 2) * sizeof *env, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (env == MAP_FAILED)
+        return;
+    memcpy(env, envp, n * sizeof *env);
+    env[n] = setting;
+    env[n + 1] = NULL;
+    environ = env;
+    added_timeout = setting;
+}
+
+/* After every shared library's constructor (OpenBLAS's among them):
+ * take out the entry quiet_blas_pool added. */
+__attribute__((constructor)) static void remove_timeout(void)
+{
+    if (!added_timeout)
+        return;
+    for (char **e = environ; e && *e; e++)
+        if (*e == added_timeout) {
+            do
+                e[0] = e[1];
+            while (*e++);
+            break;
+        }
+    added_timeout = NULL;
+}
+
+/* Before OpenBLAS starts: its pool fitted to a memory limit, and told to
+ * sleep when idle. */
+static void before_blas(int argc, char **argv, char **envp)
+{
+    fit_blas_pool(argc, argv, envp);
+    quiet_blas_pool(envp);
+}
+
 __attribute__((section(".preinit_array"), used)) static void (
-    *const fit_blas_pool_first)(int, char **, char **) = fit_blas_pool;
+    *const before_blas_first)(int, char **, char **) = before_blas;
 
 /* --- thread counts ------------------------------------------------------ */
 
