@@ -172,71 +172,39 @@ static void fit_blas_pool(int argc, char **argv, char **envp)
     munmap(env, (n + 2) * sizeof *env);
 }
 
-/* The entry quiet_blas_pool adds to the environment, NULL when it added
- * none (OPENBLAS_THREAD_TIMEOUT was set already, or no room to add it). */
-static char *added_timeout;
+/* OpenBLAS's own pool (Debian's pthread build) starts when it loads, and
+ * again whenever its thread count is set; while its threads wait for
+ * work they poll with sched_yield for 2^28 clock cycles (about 0.1 s)
+ * before they sleep, and inside a product they poll while they wait for
+ * each other.  Beside OpenMP's threads on as many cores, that polling
+ * took the cores from them (`mha forward` at B = 8, L = 512 spent as much
+ * time in the kernel as in its own code).  So OpenBLAS is confined to one
+ * thread, the caller's, and its pool stopped, once it has started it
+ * (this runs after every shared library's constructor), as OpenBLAS
+ * itself stops it before a fork: every parallel loop is OpenMP's.  Under
+ * a memory limit OpenBLAS is left as fit_blas_pool sized it: starting its
+ * pool again would take its buffers again. */
+static int blas_confined;
 
-/* OpenBLAS's pool threads (Debian's pthread build), once a product is
- * done, poll for the next one with sched_yield for 2^28 clock cycles
- * (about 0.1 s) before they sleep; they do so when they start, too.  On
- * a machine with as many cores as threads, they poll beside the OpenMP
- * threads of a parallel loop, which then wait for a core: `mha forward`
- * at B = 8, L = 512 spent more time in the kernel than in its own code.
- * OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, its least) makes them sleep at
- * once, to be woken by the next product that needs them: one thread pool
- * runs at a time.  Set here, before OpenBLAS's constructor reads it (a
- * value set by the user is kept); the C library is not set up yet, so
- * the longer environment is mapped by hand.  remove_timeout takes the
- * entry out again once OpenBLAS has read it, so that programs this one
- * starts do not inherit it. */
-static void quiet_blas_pool(char **envp)
+static void stop_blas_pool(void)
 {
-    static char setting[] = "OPENBLAS_THREAD_TIMEOUT=4";
-    if (!envp || envp != environ)
-        return;
-    for (char **e = envp; *e; e++)
-        if (strncmp(*e, "OPENBLAS_THREAD_TIMEOUT=", 24) == 0)
-            return;
-    size_t n = 0;
-    while (envp[n])
-        n++;
-    char **env = mmap(NULL, (n + 2) * sizeof *env, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (env == MAP_FAILED)
-        return;
-    memcpy(env, envp, n * sizeof *env);
-    env[n] = setting;
-    env[n + 1] = NULL;
-    environ = env;
-    added_timeout = setting;
+    void (*shutdown)(void) =
+        (void (*)(void))dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (shutdown)
+        shutdown();
 }
 
-/* After every shared library's constructor (OpenBLAS's among them):
- * take out the entry quiet_blas_pool added. */
-__attribute__((constructor)) static void remove_timeout(void)
+__attribute__((constructor)) static void confine_blas(void)
 {
-    if (!added_timeout)
+    if (memory_limit().bytes || !threads_blas())
         return;
-    for (char **e = environ; e && *e; e++)
-        if (*e == added_timeout) {
-            do
-                e[0] = e[1];
-            while (*e++);
-            break;
-        }
-    added_timeout = NULL;
-}
-
-/* Before OpenBLAS starts: its pool fitted to a memory limit, and told to
- * sleep when idle. */
-static void before_blas(int argc, char **argv, char **envp)
-{
-    fit_blas_pool(argc, argv, envp);
-    quiet_blas_pool(envp);
+    threads_set_blas(1);
+    stop_blas_pool();
+    blas_confined = 1;
 }
 
 __attribute__((section(".preinit_array"), used)) static void (
-    *const before_blas_first)(int, char **, char **) = before_blas;
+    *const fit_blas_pool_first)(int, char **, char **) = fit_blas_pool;
 
 /* --- thread counts ------------------------------------------------------ */
 
@@ -328,6 +296,24 @@ void threads_blas_restore(int saved)
 {
     if (saved > 1)
         threads_set_blas(saved);
+}
+
+int threads_blas_widen(void)
+{
+    int before = threads_blas(), n = threads_count();
+    if (!before || before >= n)
+        return 0;
+    threads_set_blas(n);
+    return before;
+}
+
+void threads_blas_narrow(int before)
+{
+    if (!before)
+        return;
+    threads_set_blas(before);
+    if (blas_confined)
+        stop_blas_pool();
 }
 
 int threads_blas_reserve(void)
