@@ -257,6 +257,38 @@ Test(kvcache, an_overflow_is_named_by_its_stage)
                              "finite inputs (heads (1, 1, 2))");
 }
 
+/* The module's weights are read for NaN and inf at the first step, into
+ * an empty cache, and not at the later steps: a NaN put into W_o after
+ * the first step is met as the output's, a stage of the step. */
+Test(kvcache, the_weights_are_checked_at_the_first_step)
+{
+    multihead m;
+    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
+                            .num_hiddens = 4, .num_heads = 2};
+    OK(multihead_init(&m, &cfg));
+    kv_cache cache;
+    OK(kv_cache_init(&cache, 1, 2, 2, 3));
+    tensor *x, *out;
+    OK(tensor_alloc(SHAPE(1, 1, 4), &x));
+    tensor_fill(x, 0.5);
+    m.W_k.weight->data[5] = NAN;
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_EDOM,
+          "multihead: W_k[1, 1] = nan; W_k must be finite (W_k (4, 4))");
+    cr_assert_eq(cache.length, 0);
+    m.W_k.weight->data[5] = 0.25;
+    OK(kv_cache_decode_step(&m, &cache, x, &out));
+    tensor_free(out);
+    m.W_o.weight->data[0] = NAN;
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_ERANGE,
+          "kv_cache_decode_step: the output overflowed: out[0, 0, 0] = nan "
+          "from finite inputs (out (1, 1, 4))");
+    cr_assert_null(out);
+    cr_assert_eq(cache.length, 1, "a refused step leaves the cache as it was");
+    kv_cache_free(&cache);
+    multihead_free(&m);
+    tensor_free(x);
+}
+
 //> 17
 /* Every allocation of a step may fail: GSL_ENOMEM, out NULL, the cache's
  * length as it was, nothing leaked (valgrind and ASan check that); the

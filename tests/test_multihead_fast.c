@@ -9,6 +9,8 @@
  * out (B, Lq, D_out). */
 #include "check.h"
 
+#include <omp.h>
+
 #include <criterion/parameterized.h>
 #include <float.h>
 
@@ -46,6 +48,7 @@ static struct fast_case fast_cases[] = {
     {4, 3, 5, 7, 7, 7, 20, 5, 3, 0, 2},
     {2, 33, 17, 24, 24, 24, 24, 4, 0, 1, 2}, // several query blocks
     {2, 17, 40, 32, 16, 8, 32, 8, 12, 1, 1},
+    {2, 300, 280, 12, 12, 12, 16, 4, 0, 1, 2}, // projections split by rows
 };
 
 ParameterizedTestParameters(mha_fast, equals_copy_path_and_loops)
@@ -137,6 +140,36 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
     tensor_free(v);
     tensor_free(lens);
     tensor_free(want);
+    gsl_rng_free(r);
+}
+
+/* The projections of B*L >= 512 rows are split into one block of rows
+ * per thread: one thread or several, the same numbers to the bit. */
+Test(mha_fast, projections_split_by_rows_give_the_same_bits)
+{
+    gsl_rng *r = mha_rng_new(5);
+    multihead m;
+    multihead_config cfg = {.query_size = 24, .key_size = 24,
+                            .value_size = 24, .num_hiddens = 24,
+                            .num_heads = 4, .bias = 1};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    random_biases(&m, r);
+    tensor *x = normal_tensor(SHAPE(3, 257, 24), r, 1.0);
+    int threads = omp_get_max_threads();
+    tensor *out[2];
+    for (int i = 0; i < 2; i++) {
+        omp_set_num_threads(i ? 2 : 1);
+        OK(multihead_forward_fast(&m, x, x, x, NULL, NULL, &out[i]));
+    }
+    omp_set_num_threads(threads);
+    cr_assert(memcmp(out[0]->data, out[1]->data,
+                     tensor_numel(out[0]) * sizeof(double)) == 0,
+              "one thread and two differ");
+    tensor_free(out[0]);
+    tensor_free(out[1]);
+    tensor_free(x);
+    multihead_free(&m);
     gsl_rng_free(r);
 }
 

@@ -1000,6 +1000,34 @@ Test(npy, round_trips_a_permuted_view, .init = enter_scratch,
     tensor_free(x);
 }
 
+/* A view of more numbers than the writer's 64 KiB buffer holds (8192)
+ * goes out through it in several blocks; a contiguous tensor in one: both
+ * read back number for number, in the view's row-major order. */
+Test(npy, round_trips_views_larger_than_the_buffer, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    tensor *x, *p, *y;
+    OK(tensor_alloc(SHAPE(3, 5000), &x));
+    tensor_fill_arange(x, 0, 1);
+    OK(tensor_permute(x, SHAPE(1, 0), &p)); /* (5000, 3), not contiguous */
+    OK(npy_write("big.npy", p));
+    OK(npy_read("big.npy", &y));
+    cr_assert_eq(y->ndim, 2);
+    cr_assert(y->shape[0] == 5000 && y->shape[1] == 3);
+    for (size_t i = 0; i < 5000; i++)
+        for (size_t j = 0; j < 3; j++)
+            cr_assert_eq(y->data[i * 3 + j], (double)(j * 5000 + i),
+                         "[%zu, %zu]", i, j);
+    tensor_free(y);
+    OK(npy_write("big.npy", x));
+    OK(npy_read("big.npy", &y));
+    cr_assert(y->shape[0] == 3 && y->shape[1] == 5000);
+    cr_assert(memcmp(y->data, x->data, 15000 * sizeof(double)) == 0);
+    tensor_free(y);
+    tensor_free(p);
+    tensor_free(x);
+}
+
 /* The preamble np.save writes for an array of `dict`'s shape: NumPy 1.24's
  * output, checked once with NumPy: magic, version 1.0, header length, the
  * dict, `spaces` spaces and a newline, 128 bytes in all. */

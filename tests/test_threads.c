@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <gsl/gsl_blas.h>
+
 /* OMP_NUM_THREADS far beyond the machine gives the cores; a loop of
  * fewer items than threads starts one thread per item, and none is
  * never asked for. */
@@ -64,9 +66,29 @@ Test(threads, no_room_for_the_blas_buffer_is_said)
     cr_assert_eq(threads_for(1000, 0), 1);
 }
 
-/* Room for the buffer: it is taken at once (a product then allocates
- * nothing more), and a loop gets a second thread only where the limit
- * leaves room for that thread's buffer, stack and scratch. */
+/* c = a a for (128, 128) matrices, large enough to need OpenBLAS's
+ * buffer, allocated before (their memory is not the product's). */
+static gsl_matrix *a128, *c128;
+
+static void product_matrices(void)
+{
+    a128 = gsl_matrix_calloc(128, 128);
+    c128 = gsl_matrix_calloc(128, 128);
+    cr_assert(a128 && c128);
+}
+
+static void one_product(void)
+{
+    if (!a128)
+        product_matrices();
+    OK(gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, a128, a128, 0.0, c128));
+}
+
+/* Room for the buffer: it is held once threads_blas_reserve returns (a
+ * product then maps nothing more; this process, started without a
+ * limit, stopped OpenBLAS's pool and may hold it from then on), and a
+ * loop gets a second thread only where the limit leaves room for that
+ * thread's buffer, stack and scratch. */
 Test(threads, the_blas_buffer_is_taken_while_there_is_room)
 {
 #ifdef __SANITIZE_ADDRESS__
@@ -76,16 +98,50 @@ Test(threads, the_blas_buffer_is_taken_while_there_is_room)
     if (!threads_blas())
         cr_skip_test("the CBLAS is not OpenBLAS");
     omp_set_num_threads(2);
-    size_t base = mapped();
-    limit_to(base + ((size_t)300 << 20));
+    product_matrices();
+    limit_to(mapped() + ((size_t)300 << 20));
     OK(threads_blas_reserve());
-    cr_assert_geq(mapped(), base + ((size_t)128 << 20), "no buffer taken");
+    size_t held = mapped();
+    one_product();
+    cr_assert_eq(mapped(), held, "the product mapped %zu more bytes",
+                 mapped() - held);
     OK(threads_blas_reserve()); // once is enough
-    // about 170 MiB left: not enough for a second thread's 200 MiB
+    // 170 MiB left: not enough for a second thread's 200 MiB
+    limit_to(held + ((size_t)170 << 20));
     cr_assert_eq(threads_for(1000, 0), 1);
     if (omp_get_num_procs() > 1) {
         limit_to(mapped() + ((size_t)400 << 20));
         cr_assert_eq(threads_for(1000, (size_t)300 << 20), 1, "scratch");
         cr_assert_eq(threads_for(1000, 0), 2);
     }
+}
+
+/* Started without a memory limit, a program runs OpenBLAS on one thread
+ * (OpenMP's loops use the cores); threads_blas_widen lends it
+ * threads_count() threads and threads_blas_narrow takes them back. */
+Test(threads, blas_is_one_thread_until_widened)
+{
+    if (!threads_blas())
+        cr_skip_test("the CBLAS is not OpenBLAS");
+    struct rlimit as, data;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &as), 0);
+    cr_assert_eq(getrlimit(RLIMIT_DATA, &data), 0);
+    if (as.rlim_cur != RLIM_INFINITY || data.rlim_cur != RLIM_INFINITY)
+        cr_skip_test("started under a memory limit");
+    omp_set_num_threads(omp_get_num_procs());
+    cr_assert_eq(threads_blas(), 1);
+    int before = threads_blas_widen();
+    if (threads_count() == 1) {
+        cr_assert_eq(before, 0); // nothing to lend
+        cr_assert_eq(threads_blas(), 1);
+        return;
+    }
+    cr_assert_eq(before, 1);
+    cr_assert_eq(threads_blas(), threads_count());
+    one_product(); // on the pool, started again
+    threads_blas_narrow(before);
+    cr_assert_eq(threads_blas(), 1);
+    one_product();
+    threads_blas_narrow(0); // nothing lent: nothing to do
+    cr_assert_eq(threads_blas(), 1);
 }

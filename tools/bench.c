@@ -38,6 +38,7 @@
  *   bench --child-memory exact|tiled|module L | --child-run ARGV...
  */
 #define _GNU_SOURCE /* wait4, getline */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,12 +156,16 @@ static void problem_free(problem *p)
     gsl_matrix_free(p->c);
 }
 
-/* One timed call of each kind, in seconds. */
+/* One timed call of each kind, in seconds.  The dgemm runs on OpenBLAS's
+ * own threads, as many as OpenMP's, started before the clock. */
 static double time_dgemm(problem *p)
 {
+    int lent = threads_blas_widen();
     double t0 = now();
     gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, p->a, p->w, 0.0, p->c);
-    return now() - t0;
+    double t = now() - t0;
+    threads_blas_narrow(lent);
+    return t;
 }
 
 enum { FAST, FAST_BLAS, COPY, NAIVE };
@@ -197,6 +202,7 @@ typedef struct {
     pid_t pid;
     FILE *to, *from;
     char version[256];
+    const char *script;
 } torch_child;
 
 static int torch_start(torch_child *t, const char *script, int threads)
@@ -220,6 +226,7 @@ static int torch_start(torch_child *t, const char *script, int threads)
     }
     close(in[0]);
     close(out[1]);
+    t->script = script;
     t->to = fdopen(in[1], "w");
     t->from = fdopen(out[0], "r");
     char line[256];
@@ -247,6 +254,29 @@ static double torch_time(torch_child *t, size_t L, int reps, char *path,
         sscanf(line, "%zu %lf %127s", &l, &ms, p) != 3 || l != L)
         return NAN;
     snprintf(path, n, "%s", p);
+    return ms;
+}
+
+/* torch's median time in ms for (batch, L, D) in a process of its own,
+ * the faster of its two paths (named into path), started while this
+ * process waits with its threads asleep: torch timed as someone timing it
+ * alone would.  NAN when it could not run. */
+static double torch_alone(const char *script, int threads, size_t batch,
+                          size_t L, int reps, char *path, size_t n)
+{
+    char cmd[1200], line[512], p[128];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' %d %zu %d %zu", script,
+             threads, L, reps, batch);
+    FILE *f = popen(cmd, "r");
+    double ms = NAN;
+    size_t l;
+    if (f && fgets(line, sizeof line, f) &&
+        sscanf(line, "%zu %lf %127s", &l, &ms, p) == 3 && l == L)
+        snprintf(path, n, "%s", p);
+    else
+        ms = NAN;
+    if (f)
+        pclose(f);
     return ms;
 }
 
@@ -289,6 +319,7 @@ static void render(const char *gp)
 
 typedef struct {
     double dgemm_gf, fast_ms, blas_ms, copy_ms, naive_ms, torch_ms;
+    double torch_beside_ms, torch_alone_ms; /* torch_ms: the faster */
     char torch_path[128];
 } row;
 
@@ -326,9 +357,21 @@ static void part_openblas(row *rows, torch_child *torch)
         r->blas_ms = 1e3 * median(tb, reps);
         r->copy_ms = copy ? 1e3 * median(tc, reps) : NAN;
         r->naive_ms = L <= 128 ? 1e3 * time_mha(&p, NAIVE) : NAN;
-        r->torch_ms = torch->pid ? torch_time(torch, L, reps, r->torch_path,
-                                              sizeof r->torch_path)
-                                 : NAN;
+        // torch two ways, the faster kept: the child waiting beside this
+        // process, and a process of its own
+        r->torch_ms = r->torch_beside_ms = r->torch_alone_ms = NAN;
+        if (torch->pid) {
+            char alone[128];
+            r->torch_ms = r->torch_beside_ms = torch_time(
+                torch, L, reps, r->torch_path, sizeof r->torch_path);
+            double ms = r->torch_alone_ms = torch_alone(
+                torch->script, threads_count(), B, L, reps, alone,
+                sizeof alone);
+            if (!(ms >= r->torch_ms)) { // also when the first is nan
+                r->torch_ms = ms;
+                snprintf(r->torch_path, sizeof r->torch_path, "%s", alone);
+            }
+        }
         double gf = mha_flops(L) / r->fast_ms / 1e6;
         say("%6zu %9.1f %10.1f %8.1f %6.2f %10.1f %10.1f %10.1f %10.1f %9.2f\n",
             L, r->dgemm_gf, r->fast_ms, gf, gf / r->dgemm_gf, r->blas_ms,
@@ -520,6 +563,10 @@ static double mem_available(void)
     return kib * 1024.0;
 }
 
+/* The CPU time, user and system, in seconds, of the last child that
+ * spawn_measured or run_child ran. */
+static double child_user, child_system;
+
 /* Run argv[0] with argv as a child process, stdout into out (its first
  * n - 1 bytes) and stderr to /dev/null; its wall time from fork to exit
  * and its peak resident memory (wait4).  0 when it did not exit with 0.
@@ -558,20 +605,24 @@ static int spawn_measured(char *const argv[], char *out, size_t n,
         return 0;
     *wall = now() - t0;
     *peak_mib = (double)ru.ru_maxrss / 1024.0; // ru_maxrss is in KiB
+    child_user = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec;
+    child_system = (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     return 1;
 }
 
 static const char *bench_self; /* this program, for run_child */
 
 /* `bench --child-run ARGV...`: run ARGV as spawn_measured does and print
- * "WALL_SECONDS PEAK_KIB" on a line, then the child's output. */
+ * "WALL_SECONDS PEAK_KIB USER_SECONDS SYSTEM_SECONDS" on a line, then the
+ * child's output. */
 static int child_run(char *const argv[])
 {
     char out[4096];
     double wall, peak_mib;
     if (!spawn_measured(argv, out, sizeof out, &wall, &peak_mib))
         return 1;
-    printf("%.6f %.0f\n%s", wall, peak_mib * 1024.0, out);
+    printf("%.6f %.0f %.6f %.6f\n%s", wall, peak_mib * 1024.0, child_user,
+           child_system, out);
     return 0;
 }
 
@@ -586,14 +637,16 @@ static int run_child(char *const argv[], char *out, size_t n, double *wall,
         argc++;
     char **relay = malloc((argc + 3) * sizeof *relay);
     char buf[4096];
-    double ignored, kib;
+    double ignored, kib, user, sys;
     if (!relay)
         return 0;
     relay[0] = (char *)bench_self;
     relay[1] = "--child-run";
     memcpy(relay + 2, argv, (argc + 1) * sizeof *relay);
     int ok = spawn_measured(relay, buf, sizeof buf, &ignored, &kib) &&
-             sscanf(buf, "%lf %lf", wall, &kib) == 2;
+             sscanf(buf, "%lf %lf %lf %lf", wall, &kib, &user, &sys) == 4;
+    child_user = user;
+    child_system = sys;
     free(relay);
     if (!ok)
         return 0;
@@ -730,17 +783,94 @@ static void child_module(size_t L)
     multihead_free(&m);
 }
 
+/* Part 5's first table: `mha forward` at B = 8 against torch alone and
+ * the fast path in process, by L, each a median over interleaved rounds. */
+static const size_t Lcli[] = {128, 512};
+#define NCLI (sizeof Lcli / sizeof Lcli[0])
+
 typedef struct {
-    double cli_ms;              /* B = 8, L = 512, whole process */
+    /* B = 8, by Lcli: whole process ms, its user and system CPU ms, torch
+     * alone ms, the fast path in process ms, and the medians of the
+     * rounds' ratios mha / torch and mha / fast */
+    double cli_ms[NCLI], user_ms[NCLI], sys_ms[NCLI], torch_ms[NCLI];
+    double fast_ms[NCLI], vs_torch[NCLI], vs_fast[NCLI];
+    char torch_path[NCLI][128];
+    int rounds;
     double t_cli[NMEM], m_cli[NMEM], t_copy[NMEM], m_copy[NMEM];
 } cli_result;
 
-static void part_cli(const char *mha, const char *self, const row *rows,
+/* Round after round: `mha forward` as a process, torch in a process of
+ * its own (bench_torch.py, the faster of its two paths), and the fast
+ * path in this process; each ratio is taken within a round, and the
+ * medians of the rounds are kept. */
+static void cli_against_torch(const char *mha, const char *dir,
+                              const char *torch, cli_result *c)
+{
+    int rounds = quick ? 1 : 3;
+    c->rounds = rounds;
+    say("B = %d, D = %d, h = %d: mha forward (whole process) against torch "
+        "alone (its own\nprocess, in-process time) and the fast path in this "
+        "process; %d interleaved\nrounds, medians\n\n", B, D, H, rounds);
+    say("%6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "L", "mha ms", "user ms",
+        "sys ms", "torch ms", "fast ms", "mha/", "mha/", "sys/");
+    say("%6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "", "", "", "", "", "",
+        "torch", "fast", "user");
+    for (size_t li = 0; li < NCLI; li++) {
+        size_t L = Lcli[li];
+        double tm[8], tu[8], ts[8], tt[8], tf[8], rt[8], rf[8], wall, mib;
+        write_cli_inputs(dir, B, L);
+        problem p;
+        problem_init(&p, L);
+        time_mha(&p, FAST); // warm-up: page in, start the threads
+        int ok = run_cli(mha, dir, &wall, &mib);
+        for (int r = 0; ok && r < rounds; r++) {
+            ok = run_cli(mha, dir, &wall, &mib);
+            tm[r] = 1e3 * wall;
+            tu[r] = 1e3 * child_user;
+            ts[r] = 1e3 * child_system;
+            tt[r] = torch ? torch_alone(torch, threads_count(), B, L,
+                                        L >= 512 ? 3 : 5, c->torch_path[li],
+                                        sizeof c->torch_path[li])
+                          : NAN;
+            double f[5];
+            for (int k = 0; k < 5; k++)
+                f[k] = time_mha(&p, FAST);
+            tf[r] = 1e3 * median(f, 5);
+            rt[r] = tm[r] / tt[r];
+            rf[r] = tm[r] / tf[r];
+        }
+        problem_free(&p);
+        remove_cli_files(dir);
+        if (!ok) {
+            say("(mha forward at L = %zu failed)\n", L);
+            continue;
+        }
+        c->cli_ms[li] = median(tm, rounds);
+        c->user_ms[li] = median(tu, rounds);
+        c->sys_ms[li] = median(ts, rounds);
+        c->torch_ms[li] = median(tt, rounds);
+        c->fast_ms[li] = median(tf, rounds);
+        c->vs_torch[li] = median(rt, rounds);
+        c->vs_fast[li] = median(rf, rounds);
+        say("%6zu %10.1f %9.1f %9.1f %10.1f %10.1f %9.2f %9.2f %8.2f\n", L,
+            c->cli_ms[li], c->user_ms[li], c->sys_ms[li], c->torch_ms[li],
+            c->fast_ms[li], c->vs_torch[li], c->vs_fast[li],
+            c->sys_ms[li] / c->user_ms[li]);
+    }
+    say("\n");
+}
+
+static void part_cli(const char *mha, const char *self, const char *torch,
                      cli_result *c)
 {
     say("\n## 5. mha forward, the whole program: read .npy, forward, write "
         ".npy\n\n");
-    c->cli_ms = NAN;
+    for (size_t i = 0; i < NCLI; i++) {
+        c->cli_ms[i] = c->user_ms[i] = c->sys_ms[i] = c->torch_ms[i] = NAN;
+        c->fast_ms[i] = c->vs_torch[i] = c->vs_fast[i] = NAN;
+        snprintf(c->torch_path[i], sizeof c->torch_path[i], "-");
+    }
+    c->rounds = 0;
     for (size_t i = 0; i < NMEM; i++)
         c->t_cli[i] = c->m_cli[i] = c->t_copy[i] = c->m_copy[i] = NAN;
     char dir[] = "/tmp/mha-bench.XXXXXX";
@@ -748,23 +878,7 @@ static void part_cli(const char *mha, const char *self, const row *rows,
         say("(no --mha program given, or no temporary directory: skipped)\n");
         return;
     }
-    size_t i512 = 0;
-    while (i512 + 1 < NL && Ls[i512] != 512)
-        i512++;
-    write_cli_inputs(dir, B, 512);
-    double wall, mib, t[5];
-    int reps = quick ? 1 : 3, ok = run_cli(mha, dir, &wall, &mib); // warm-up
-    for (int k = 0; ok && k < reps; k++)
-        ok = run_cli(mha, dir, &t[k], &mib);
-    if (ok)
-        c->cli_ms = 1e3 * median(t, reps);
-    const row *r = &rows[i512];
-    say("B = %d, L = 512, D = %d, h = %d: mha forward %.0f ms (median of %d "
-        "runs);\nin process, the fast path %.0f ms and torch %.0f ms "
-        "(part 1): mha forward / torch = %.2f\n\n",
-        B, D, H, c->cli_ms, reps, r->fast_ms, r->torch_ms,
-        c->cli_ms / r->torch_ms);
-    remove_cli_files(dir);
+    cli_against_torch(mha, dir, torch, c);
 
     say("B = 1, D = %d, h = %d, by L: mha forward (fast path, no "
         "--attention-out)\nagainst the copy-based module "
@@ -1031,6 +1145,15 @@ static void load_average(char *buf, size_t n)
         fclose(f);
 }
 
+/* The kernels OpenBLAS chose for this CPU (its DYNAMIC_ARCH build picks
+ * them when it loads; OPENBLAS_CORETYPE overrides the choice). */
+static const char *blas_kernels(void)
+{
+    char *(*corename)(void) =
+        (char *(*)(void))dlsym(RTLD_DEFAULT, "openblas_get_corename");
+    return corename ? corename() : "none (not OpenBLAS)";
+}
+
 static void cpu_model(char *buf, size_t n)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -1119,7 +1242,14 @@ static void write_markdown(const char *machine, const char *torch_version,
                 rows[i].naive_ms, rows[i].torch_ms,
                 rows[i].fast_ms / rows[i].torch_ms);
     }
-    fprintf(md, "\ntorch: %s\n\n", torch_version);
+    fprintf(md, "\ntorch: %s; torch ms is the faster of the child that "
+                "waits beside bench and a process of its own:\n\n"
+                "| L | torch beside bench ms | torch alone ms |\n"
+                "|---|---|---|\n", torch_version);
+    for (size_t i = 0; i < NL; i++)
+        fprintf(md, "| %zu | %.1f | %.1f |\n", Ls[i], rows[i].torch_beside_ms,
+                rows[i].torch_alone_ms);
+    fprintf(md, "\n");
     fprintf(md, "| L | dgemm GFLOP/s OpenBLAS | dgemm GFLOP/s GSL reference | "
                 "fast ms OpenBLAS | fast ms GSL reference | speed-up |\n"
                 "|---|---|---|---|---|---|\n");
@@ -1138,14 +1268,21 @@ static void write_markdown(const char *machine, const char *torch_version,
         fprintf(md, "| %zu | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f |\n",
                 Lmem[i], te[i], me[i], tt[i], mt[i], tt[i] / te[i],
                 4.0 * 8 * MEM_BH * Lmem[i] * MEM_DH / 1048576.0);
-    size_t i512 = 0;
-    while (i512 + 1 < NL && Ls[i512] != 512)
-        i512++;
     fprintf(md, "\n`mha forward` as a whole process (read .npy, forward, "
-                "write .npy), B = %d, L = 512: %.0f ms; torch in process "
-                "%.0f ms; mha forward / torch = %.2f.\n\n",
-            B, c->cli_ms, rows[i512].torch_ms,
-            c->cli_ms / rows[i512].torch_ms);
+                "write .npy), B = %d, D = %d, h = %d, against torch alone "
+                "(its own process, in-process time) and the fast path in "
+                "process: %d interleaved rounds, medians.\n\n"
+                "| L | mha forward ms | user ms | system ms | torch alone ms "
+                "| fast path ms | mha / torch | mha / fast | system / user "
+                "|\n|---|---|---|---|---|---|---|---|---|\n",
+            B, D, H, c->rounds);
+    for (size_t i = 0; i < NCLI; i++)
+        fprintf(md, "| %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f "
+                    "| %.2f |\n",
+                Lcli[i], c->cli_ms[i], c->user_ms[i], c->sys_ms[i],
+                c->torch_ms[i], c->fast_ms[i], c->vs_torch[i], c->vs_fast[i],
+                c->sys_ms[i] / c->user_ms[i]);
+    fprintf(md, "\n");
     fprintf(md, "| L | mha forward s | mha forward peak RSS MiB | copy-based "
                 "module s | copy-based peak RSS MiB | forward / copy time |\n"
                 "|---|---|---|---|---|---|\n");
@@ -1212,13 +1349,16 @@ int main(int argc, char **argv)
     cpu_model(cpu, sizeof cpu);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(machine, sizeof machine,
-             "%s, %ld cores; %s; %d OpenMP threads, %d OpenBLAS threads", cpu,
-             cores, mha_cblas_name(), threads_count(), threads_blas());
+             "%s, %ld cores; %s, kernels %s; %d OpenMP threads, OpenBLAS on "
+             "%d (%d in the BLAS-threads column)", cpu, cores,
+             mha_cblas_name(), blas_kernels(), threads_count(),
+             threads_blas(), threads_count());
     char load_start[64], load_end[64];
     load_average(load_start, sizeof load_start);
     say("# bench\n\nmachine: %s\nload average at the start: %s\n", machine,
         load_start);
     torch_child torch;
+    const char *torch_alone_script = torch_script; // part 5's
     if (!strchr(parts, '1'))
         torch_script = NULL;
     if (torch_start(&torch, torch_script, threads_count()))
@@ -1231,7 +1371,7 @@ int main(int argc, char **argv)
     double gsl_dgemm[3], gsl_fast[3], overhead[2];
     double te[NMEM], me[NMEM], tt[NMEM], mt[NMEM];
     for (size_t i = 0; i < NL; i++)
-        rows[i] = (row){NAN, NAN, NAN, NAN, NAN, NAN, "-"};
+        rows[i] = (row){NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, "-"};
     // parts left out (--parts) print nothing and leave nan in the tables
     if (strchr(parts, '1'))
         part_openblas(rows, &torch);
@@ -1247,7 +1387,7 @@ int main(int argc, char **argv)
     if (strchr(parts, '4'))
         part_memory(self, te, me, tt, mt);
     cli_result cli;
-    part_cli(strchr(parts, '5') ? mha : NULL, self, rows, &cli);
+    part_cli(strchr(parts, '5') ? mha : NULL, self, torch_alone_script, &cli);
     decode_result dec;
     for (size_t i = 0; i < NDEC; i++)
         dec.cached_ms[i] = dec.recomputed_ms[i] = NAN;

@@ -1,9 +1,15 @@
-"""tools/bench_torch.py THREADS: time PyTorch's float64 multi-head attention
-for tools/bench.c, on the same problem, in the same run.
+"""tools/bench_torch.py THREADS [L REPS [BATCH]]: time PyTorch's float64
+multi-head attention for tools/bench.c, on the same problem, in the same
+run.
 
-bench starts this script once and keeps it waiting on stdin, so that each
-of torch's measurements sits right next to ours in time (the machine's
-load drifts).  Protocol, one line each way:
+With L and REPS, one measurement in a process of its own, as someone
+timing torch alone would take it: both ways in (below) are timed and the
+faster is printed, "L MEDIAN_MS PATH", and the script ends.  bench runs
+it between its own measurements, while its threads sleep.
+
+Without them, bench starts this script once and keeps it waiting on
+stdin, so that each of torch's measurements sits right next to ours in
+time (the machine's load drifts).  Protocol, one line each way:
 
     bench -> torch:  "L REPS"
     torch -> bench:  "L MEDIAN_MS PATH"
@@ -40,12 +46,39 @@ def median_ms(fn, reps):
     return 1e3 * statistics.median(times)
 
 
+def paths_for(mha, batch, L):
+    """The two ways in, on X (batch, L, D) ~ N(0, 1)."""
+    x = torch.randn(batch, L, D, dtype=torch.float64)
+    xt = x.transpose(0, 1)  # (L, B, D): the functional form is length-first
+
+    def module():
+        return mha(x, x, x, need_weights=False)[0]
+
+    def functional():
+        return F.multi_head_attention_forward(
+            xt, xt, xt, D, H, mha.in_proj_weight, mha.in_proj_bias,
+            None, None, False, 0.0, mha.out_proj.weight,
+            mha.out_proj.bias, training=False, need_weights=False)[0]
+
+    return {"nn.MultiheadAttention": module,
+            "F.multi_head_attention_forward": functional}
+
+
 def main():
     threads = int(sys.argv[1])
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(D, H, bias=True, batch_first=True,
                                       dtype=torch.float64).eval()
+    if len(sys.argv) > 2:  # one measurement, this process alone
+        L, reps = int(sys.argv[2]), int(sys.argv[3])
+        batch = int(sys.argv[4]) if len(sys.argv) > 4 else B
+        with torch.inference_mode():
+            ms, name = min((median_ms(fn, reps), name)
+                           for name, fn in paths_for(mha, batch, L).items())
+        print(f"{L} {ms:.3f} {name} torch {torch.__version__} threads "
+              f"{torch.get_num_threads()}", flush=True)
+        return
     print(f"ready torch {torch.__version__} threads {torch.get_num_threads()}",
           flush=True)
     chosen = None
@@ -53,20 +86,7 @@ def main():
         if line.strip() in ("", "quit"):
             break
         L, reps = (int(w) for w in line.split())
-        x = torch.randn(B, L, D, dtype=torch.float64)
-        xt = x.transpose(0, 1)  # (L, B, D): the functional form is length-first
-
-        def module():
-            return mha(x, x, x, need_weights=False)[0]
-
-        def functional():
-            return F.multi_head_attention_forward(
-                xt, xt, xt, D, H, mha.in_proj_weight, mha.in_proj_bias,
-                None, None, False, 0.0, mha.out_proj.weight,
-                mha.out_proj.bias, training=False, need_weights=False)[0]
-
-        paths = {"nn.MultiheadAttention": module,
-                 "F.multi_head_attention_forward": functional}
+        paths = paths_for(mha, B, L)
         with torch.inference_mode():
             if chosen is None:
                 ms, chosen = min((median_ms(fn, reps), name)

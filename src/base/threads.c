@@ -172,6 +172,37 @@ static void fit_blas_pool(int argc, char **argv, char **envp)
     munmap(env, (n + 2) * sizeof *env);
 }
 
+/* OpenBLAS's own pool (Debian's pthread build) starts when it loads, and
+ * again whenever its thread count is set; while its threads wait for
+ * work they poll with sched_yield for 2^28 clock cycles (about 0.1 s)
+ * before they sleep, and inside a product they poll while they wait for
+ * each other.  Beside OpenMP's threads on as many cores, that polling
+ * took the cores from them (`mha forward` at B = 8, L = 512 spent as much
+ * time in the kernel as in its own code).  So OpenBLAS is confined to one
+ * thread, the caller's, and its pool stopped, once it has started it
+ * (this runs after every shared library's constructor), as OpenBLAS
+ * itself stops it before a fork: every parallel loop is OpenMP's.  Under
+ * a memory limit OpenBLAS is left as fit_blas_pool sized it: starting its
+ * pool again would take its buffers again. */
+static int blas_confined;
+
+static void stop_blas_pool(void)
+{
+    void (*shutdown)(void) =
+        (void (*)(void))dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (shutdown)
+        shutdown();
+}
+
+__attribute__((constructor)) static void confine_blas(void)
+{
+    if (memory_limit().bytes || !threads_blas())
+        return;
+    threads_set_blas(1);
+    stop_blas_pool();
+    blas_confined = 1;
+}
+
 __attribute__((section(".preinit_array"), used)) static void (
     *const fit_blas_pool_first)(int, char **, char **) = fit_blas_pool;
 
@@ -265,6 +296,24 @@ void threads_blas_restore(int saved)
 {
     if (saved > 1)
         threads_set_blas(saved);
+}
+
+int threads_blas_widen(void)
+{
+    int before = threads_blas(), n = threads_count();
+    if (!before || before >= n)
+        return 0;
+    threads_set_blas(n);
+    return before;
+}
+
+void threads_blas_narrow(int before)
+{
+    if (!before)
+        return;
+    threads_set_blas(before);
+    if (blas_confined)
+        stop_blas_pool();
 }
 
 int threads_blas_reserve(void)

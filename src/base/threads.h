@@ -7,10 +7,12 @@
  *   - a parallel loop over heads (OpenMP): T heads at once, each with a
  *     one-threaded OpenBLAS, softmax included.
  * Doing both at once would start T x T threads on T cores
- * (oversubscription: they take turns and thrash each other's caches), so
- * around a parallel loop OpenBLAS is set to one thread and restored
- * after.  The big projection products run outside the loop with all of
- * OpenBLAS's threads.
+ * (oversubscription: they take turns and thrash each other's caches).
+ * Even one after the other, OpenBLAS's idle threads poll for work beside
+ * OpenMP's.  So a program runs one pool of threads, OpenMP's: OpenBLAS
+ * is confined to one thread (threads_blas_widen lends it T for the BLAS
+ * threads way), and the big projection products are split by rows over
+ * OpenMP's threads too.
  *
  * T is OpenMP's thread count (OMP_NUM_THREADS, by default the number of
  * cores), never more than the cores: OMP_NUM_THREADS=100000 on 2 cores
@@ -69,6 +71,15 @@ void threads_set_blas(int n);
  * restore), so the two levels do not oversubscribe the cores. */
 int threads_blas_single(int parallel);
 void threads_blas_restore(int saved);
+
+/* OpenBLAS runs one-threaded in a program (its own pool stopped once it
+ * has started it; not under a memory limit, where it keeps the pool
+ * fit for the limit): OpenMP's loops use the cores.  Around code that
+ * wants OpenBLAS's threads in its products instead, threads_blas_widen
+ * gives it threads_count() (it returns what threads_blas_narrow puts
+ * back, and stops the pool again). */
+int threads_blas_widen(void);
+void threads_blas_narrow(int before);
 
 /* Under a memory limit, make OpenBLAS take this thread's buffer now (one
  * small product), after checking there is room for it: GSL_SUCCESS, or

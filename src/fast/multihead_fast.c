@@ -194,6 +194,8 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     int failed = 0;
     bad_score bad = {0};
     int blas_threads = threads_blas_single(parallel);
+    int lent = opt->threading == MULTIHEAD_THREADS_BLAS ? threads_blas_widen()
+                                                        : 0;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
     reduction(| : failed) if (parallel)
     for (size_t item = 0; item < items; item++) {
@@ -204,6 +206,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                                bi % h, r0, n, scale, s,
                                s + rows * Lk, &bad) != GSL_SUCCESS;
     }
+    threads_blas_narrow(lent);
     threads_blas_restore(blas_threads);
     free(scratch);
     if (bad.found)
@@ -236,6 +239,71 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
+/* A projection of many rows is cut into blocks of at least 256 rows (a
+ * block that tall keeps OpenBLAS's kernels as fast as one product over
+ * every row), and at most 8 blocks, each of which packs W once more. */
+#define PROJECT_BLOCK_ROWS 256
+#define PROJECT_BLOCKS_MAX 8
+
+/* y = x W^T + b, as linear_forward computes it, with the B*L rows cut
+ * into blocks that OpenMP's threads multiply at once, one-threaded
+ * OpenBLAS in each.  The whole forward then runs on one pool of threads
+ * (threads.h).  The blocks depend on the number of rows alone, not on
+ * the threads: OpenBLAS's kernels may round a row differently in another
+ * cut, so the numbers are the same for any thread count.  What is not a
+ * plain contiguous product (shapes alone, a trace being recorded, strided
+ * inputs or weights, or fewer than two blocks of rows) takes
+ * linear_forward itself. */
+static int project(const linear *l, const tensor *x, tensor **y)
+{
+    size_t in = l->in_features, out = l->out_features;
+    size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
+    size_t blocks = rows / PROJECT_BLOCK_ROWS;
+    if (blocks > PROJECT_BLOCKS_MAX)
+        blocks = PROJECT_BLOCKS_MAX;
+    if (blocks < 2 || trace_on() || tensor_is_meta(x) ||
+        tensor_is_meta(l->weight) || x->ndim != 3 || x->shape[2] != in ||
+        !tensor_is_contiguous(x) || !tensor_is_contiguous(l->weight) ||
+        (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != out ||
+                     l->bias->strides[0] != 1)))
+        return linear_forward(l, x, y);
+    int n = threads_for(blocks, 0);
+    int status = tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+    if (status)
+        return mha_fail_in(status, "linear_forward %s", l->name);
+    memcpy((*y)->names, x->names, sizeof x->names);
+    snprintf((*y)->names[2], TENSOR_NAME_MAX, "%s", l->out_name);
+    gsl_matrix_const_view wm =
+        gsl_matrix_const_view_array(l->weight->data, out, in);
+    int failed = 0;
+    int blas_threads = threads_blas_single(n > 1);
+#pragma omp parallel for num_threads(n) reduction(| : failed) if (n > 1)
+    for (size_t k = 0; k < blocks; k++) {
+        size_t r0 = rows * k / blocks, r1 = rows * (k + 1) / blocks;
+        double *yd = (*y)->data + r0 * out;
+        double beta = 0.0;
+        if (l->bias) { // the bias in every row first, as linear_forward
+            memcpy(yd, l->bias->data, out * sizeof *yd);
+            for (size_t r = 1; r < r1 - r0; r++)
+                memcpy(yd + r * out, yd, out * sizeof *yd);
+            beta = 1.0;
+        }
+        gsl_matrix_const_view xm =
+            gsl_matrix_const_view_array(x->data + r0 * in, r1 - r0, in);
+        gsl_matrix_view ym = gsl_matrix_view_array(yd, r1 - r0, out);
+        failed |= gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
+                                 &wm.matrix, beta, &ym.matrix) != 0;
+    }
+    threads_blas_restore(blas_threads);
+    if (failed) {
+        tensor_free(*y);
+        *y = NULL;
+        return mha_fail(GSL_EFAILED, "linear_forward %s: gsl_blas_dgemm "
+                                     "failed", l->name);
+    }
+    return GSL_SUCCESS;
+}
+
 /* x projected by l (one dgemm), checked finite (the inputs were, so a
  * NaN or inf is an overflow), turned by position when the module has
  * rope (rope_start: the first row's position; V passes rope 0), and seen
@@ -246,7 +314,7 @@ static int project_heads(const multihead *m, const linear *l,
                          tensor **heads)
 {
     const char *who = "multihead_forward_fast";
-    int status = linear_forward(l, x, proj);
+    int status = project(l, x, proj);
     if (!status)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
@@ -328,7 +396,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         trace_attention(qh, kh, vh, oh, lens);
     // 5. W_o mixes the heads
     if (!status)
-        status = linear_forward(&m->W_o, concat, out);
+        status = project(&m->W_o, concat, out);
     if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;

@@ -47,6 +47,15 @@ static void trace_product(const char *op, const tensor *a, int b_transposed,
                op);
 }
 
+//> full
+/* One query against this many keys or more is multiplied with dgemv,
+ * which reads the keys (or values) once, where dgemm first copies them
+ * into its packed layout: at a decoding step of 1024 positions that copy
+ * was most of the step.  Against fewer keys the copy costs nothing worth
+ * saving, and the lessons' small examples keep dgemm's rounding. */
+#define DGEMV_KEYS 64
+//<
+
 /* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
  * per example.  weights is contiguous (made here); values any layout. */
 static int weights_times_values(const char *who, const tensor *weights,
@@ -86,6 +95,17 @@ static int weights_times_values(const char *who, const tensor *weights,
         gsl_matrix_const_view v_b = TENSOR_MATRIX(v, b, 0);
         gsl_matrix_view out_b =
             gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
+//> full
+        // one query against many keys (a decoding step): V_b^T times its
+        // weights, reading V_b once, where dgemm would first copy all of
+        // it (DGEMV_KEYS)
+        if (Lq == 1 && Lk >= DGEMV_KEYS) {
+            gsl_vector_const_view w = gsl_matrix_const_row(&w_b.matrix, 0);
+            gsl_vector_view o = gsl_matrix_row(&out_b.matrix, 0);
+            status = gsl_blas_dgemv(CblasTrans, 1.0, &v_b.matrix, &w.vector,
+                                    0.0, &o.vector);
+        } else
+//<
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
                                 &v_b.matrix, 0.0, &out_b.matrix);
     }
@@ -290,6 +310,16 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
         gsl_matrix_const_view q_b = TENSOR_MATRIX(q, b, 0), k_b = TENSOR_MATRIX(k, b, 0);
         gsl_matrix_view scores_b =
             gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
+//> full
+        // one query against many keys (a decoding step): K_b times it,
+        // reading K_b once (DGEMV_KEYS)
+        if (Lq == 1 && Lk >= DGEMV_KEYS) {
+            gsl_vector_const_view q1 = gsl_matrix_const_row(&q_b.matrix, 0);
+            gsl_vector_view s1 = gsl_matrix_row(&scores_b.matrix, 0);
+            status = gsl_blas_dgemv(CblasNoTrans, 1.0, &k_b.matrix,
+                                    &q1.vector, 0.0, &s1.vector);
+        } else
+//<
         status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
                                 &k_b.matrix, 0.0, &scores_b.matrix);
     }

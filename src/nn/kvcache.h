@@ -37,7 +37,10 @@
  *      heads of a group sharing their key-value head as in multihead.h
  *   6. join the heads and apply W_o: out (B, n, D_out)
  * m->weights is then (B, h, n, t).  The cache's length grows by n only
- * when the step succeeds; a failed step leaves it as it was.
+ * when the step succeeds; a failed step leaves it as it was.  The
+ * module's weights and biases are checked for NaN and inf at the first
+ * step, into an empty cache, and not again at the later steps of the
+ * sequence; x and the output are checked at every step.
  *
  * Ownership: kv_cache_init allocates the storage, kv_cache_free releases
  * it.  Errors follow error.h: a status and one message naming the

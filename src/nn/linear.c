@@ -181,6 +181,16 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
             memcpy(yd + r * out, yd, out * sizeof *yd);
         beta = 1.0;
     }
+//> full
+    /* one row (a decoding step): W times it, which reads W once, where
+     * dgemm would first copy all of W into its packed layout */
+    if (rows == 1) {
+        gsl_vector_const_view x1 = gsl_matrix_const_row(&xv.matrix, 0);
+        gsl_vector_view y1 = gsl_matrix_row(&ym.matrix, 0);
+        status = gsl_blas_dgemv(CblasNoTrans, 1.0, &wv.matrix, &x1.vector,
+                                beta, &y1.vector);
+    } else
+//<
     status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xv.matrix,
                             &wv.matrix, beta, &ym.matrix);
     tensor_matrices_free(&xm);
