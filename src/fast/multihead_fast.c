@@ -21,6 +21,7 @@
 #include "tensor/rowops.h"
 #include "nn/softmax.h"
 #include "base/threads.h"
+#include "tensor/matrices.h"
 #include "tensor/tensor_trace.h"
 
 /* What both paths here do first: forget the weights of an earlier call
@@ -62,14 +63,11 @@ static int heads_view(const tensor *x, size_t h, tensor **out)
     return status;
 }
 
-/* Head (b, i) of a (B, h, L, p) view as a GSL matrix. */
-static gsl_matrix_view head(const tensor *x, size_t b, size_t i)
-{
-    size_t rows = x->shape[2], cols = x->shape[3];
-    size_t tda = rows > 1 ? x->strides[2] : cols;
-    return gsl_matrix_view_array_with_tda(
-        x->data + b * x->strides[0] + i * x->strides[1], rows, cols, tda);
-}
+/* The four (B, h or G, L, p) views as batches of GSL matrices
+ * (matrices.h): head (b, i) is matrix (b, i) of each, read in place. */
+typedef struct heads {
+    tensor_matrices q, k, v, o;
+} heads;
 
 /* Query rows per block: 2 MiB of (rows, Lk) scores, and from 64 to 256
  * rows.  Each block's first product packs all of K_bi (Lk, p) for BLAS,
@@ -115,18 +113,18 @@ static void note_bad_score(bad_score *bad, size_t b, size_t i, size_t r,
 /* One block of one head: rows r0 .. r0 + rows - 1 of head (b, i).
  *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
  *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
-static int attend_block(const tensor *qh, const tensor *kh, const tensor *vh,
-                        const tensor *oh, const tensor *valid_lens,
+static int attend_block(const heads *hm, const tensor *valid_lens,
                         const tensor *weights, size_t b, size_t i, size_t r0,
                         size_t rows, double scale, double *s, double *sums,
                         bad_score *bad)
 {
-    size_t Lk = kh->shape[2], p = oh->shape[3];
+    size_t Lk = hm->k.rows, p = hm->o.cols;
     // query head i reads key-value head i / (h/G): G = h, its own
-    size_t g = i / (qh->shape[1] / kh->shape[1]);
-    gsl_matrix_view q = head(qh, b, i), k = head(kh, b, g);
-    gsl_matrix_view v = head(vh, b, g), o = head(oh, b, i);
-    gsl_matrix_view q_r = gsl_matrix_submatrix(&q.matrix, r0, 0, rows, p);
+    size_t g = i / (hm->q.count[1] / hm->k.count[1]);
+    gsl_matrix_const_view q_r = TENSOR_MATRIX_ROWS(hm->q, b, i, r0, rows);
+    gsl_matrix_const_view k = TENSOR_MATRIX(hm->k, b, g);
+    gsl_matrix_const_view v = TENSOR_MATRIX(hm->v, b, g);
+    gsl_matrix_view o = TENSOR_MATRIX_OUT(hm->o, b, i);
     gsl_matrix_view o_r = gsl_matrix_submatrix(&o.matrix, r0, 0, rows, p);
     gsl_matrix_view s_r = gsl_matrix_view_array(s, rows, Lk);
     // pass 1: the scores, K read transposed by BLAS
@@ -175,6 +173,16 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (rows > Lq)
         rows = Lq;
     size_t blocks = (Lq + rows - 1) / rows, items = B * h * blocks;
+    heads hm;
+    int status = tensor_matrices_in_place(qh, &hm.q);
+    if (!status)
+        status = tensor_matrices_in_place(kh, &hm.k);
+    if (!status)
+        status = tensor_matrices_in_place(vh, &hm.v);
+    if (!status)
+        status = tensor_matrices_in_place(oh, &hm.o);
+    if (status)
+        return status;
 
     // scratch: per thread, s (rows, Lk) and sums (rows,)
     size_t per_thread, total;
@@ -202,9 +210,9 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;
         size_t n = Lq - r0 < rows ? Lq - r0 : rows;
-        failed |= attend_block(qh, kh, vh, oh, valid_lens, weights, bi / h,
-                               bi % h, r0, n, scale, s,
-                               s + rows * Lk, &bad) != GSL_SUCCESS;
+        failed |= attend_block(&hm, valid_lens, weights, bi / h, bi % h, r0,
+                               n, scale, s, s + rows * Lk,
+                               &bad) != GSL_SUCCESS;
     }
     threads_blas_narrow(lent);
     threads_blas_restore(blas_threads);
