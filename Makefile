@@ -130,7 +130,8 @@ CHAPTERS  := $(basename $(notdir $(wildcard chapters/[0-9][0-9]_*.c)))
 CH_BIN    := $(addprefix $(BUILD)/chapters/,$(CHAPTERS))
 TOOL_BIN  := $(BUILD)/cblas-info
 #> full
-TOOL_BIN  += $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad $(BUILD)/marks-filter
+TOOL_BIN  += $(BUILD)/weave $(BUILD)/bench $(BUILD)/mha-grad $(BUILD)/marks-filter \
+             $(BUILD)/mla-run
 #<
 #> handout
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -243,7 +244,6 @@ $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 
 #> full
 # mla-run: multi-head latent attention on .npy files, for tools/mla_parity.py.
-TOOL_BIN  += $(BUILD)/mla-run
 $(BUILD)/mla-run: tools/mla_run.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDLIBS) -o $@
