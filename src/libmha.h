@@ -57,6 +57,10 @@
 //> 18
 #include "mask.h"
 //<
+//> 19
+#include "window.h"
+#include "window_cache.h"
+//<
 //> handout
 #include "npy.h"
 //<

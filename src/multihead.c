@@ -18,6 +18,9 @@
 //> 15
 #include "posenc.h"
 //<
+//> 19
+#include "window.h"
+//<
 
 /* The first la characters of a, then sep and b when sep is not 0 ("B*h",
  * "d_model/h"), into buf (TENSOR_NAME_MAX); "" when a part is missing
@@ -322,6 +325,29 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     if (c->kv_heads < c->num_heads)
         kv_name = "G*d_model/h";
 //<
+//> 19
+    if (c->window)
+        m->cfg.causal = 1; // a window is causal, and shorter
+    if (c->alibi && !c->causal)
+        status = mha_fail(GSL_EINVAL,
+                          "multihead: alibi needs causal or a window (its bias "
+                          "-m_h (i' - j) grows with the distance to earlier "
+                          "keys)");
+    if (!status && c->keep_first && !c->window)
+        status = mha_fail(GSL_EINVAL,
+                          "multihead: keep_first %zu needs a window (every "
+                          "key is kept without one)",
+                          c->keep_first);
+    if (!status && c->alibi)
+        status = alibi_slopes(c->num_heads, &m->slopes);
+    if (!status && c->sinks && !(status = tensor_alloc(SHAPE(c->num_heads),
+                                                       &m->sinks)))
+        tensor_set_names(m->sinks, "h");
+    if (status) {
+        multihead_free(m);
+        return status;
+    }
+//<
     snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
@@ -338,6 +364,11 @@ void multihead_free(multihead *m)
     dot_attention_free(&m->attention);
     tensor_free(m->weights);
     m->weights = NULL;
+//> 19
+    tensor_free(m->slopes);
+    tensor_free(m->sinks);
+    m->slopes = m->sinks = NULL;
+//<
 }
 
 //> 15
@@ -423,6 +454,26 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
                         "j only when j <= i + Lk - Lq)",
                         i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk);
 //<
+//> 19
+    if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b,
+                                   &i) && !c->window)
+        return mha_fail(GSL_EINVAL,
+                        "multihead: query %zu of example %zu sees no key "
+                        "(valid_len 0), and a row's weights need one with "
+                        "alibi or sinks",
+                        i, b);
+    if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b, &i))
+        return mha_fail(GSL_EINVAL,
+                        "multihead: window: query %zu of example %zu sees no "
+                        "key (valid_len %zu, Lq %zu, Lk %zu, window %zu: query "
+                        "i sees key j only when i + Lk - Lq - %zu < j <= i + "
+                        "Lk - Lq)",
+                        i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk,
+                        c->window, c->window);
+    if (m->sinks && (status = tensor_check_finite(m->sinks, "multihead",
+                                                  "sinks")))
+        return status;
+//<
     /* NaN or inf anywhere would spread to whole rows of the output (a
      * single inf score makes inf - inf in the softmax): refuse them here,
      * naming the element, rather than return numbers that mean nothing */
@@ -473,8 +524,11 @@ static const char *options(const multihead *m, char *buf, size_t n)
         snprintf(buf + strlen(buf), n - strlen(buf), ", G=%zu", m->cfg.kv_heads);
 //<
 //> 16
-    if (m->cfg.causal)
+    if (m->cfg.causal && !m->cfg.window)
         snprintf(buf + strlen(buf), n - strlen(buf), ", causal");
+//<
+//> 19
+    multihead_window_options(m, buf + strlen(buf), n - strlen(buf));
 //<
     snprintf(buf + strlen(buf), n - strlen(buf), ")");
 //> 13
@@ -581,7 +635,7 @@ static void begin_trace(const multihead *m, const tensor *queries,
                         const tensor *keys, const tensor *values,
                         const tensor *valid_lens)
 {
-    char opt[64];
+    char opt[128];
     trace_begin(NULL,
                 TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
                              TRACE_NAMED(values, "v"),
@@ -800,6 +854,78 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
 }
 //<
 
+//> 19
+/* --- windows, ALiBi and sinks (window.h) ---------------------------- */
+
+int multihead_window_rule(const multihead *m, window_rule *r)
+{
+    const multihead_config *c = &m->cfg;
+    *r = (window_rule){.causal = c->causal, .window = c->window,
+                       .keep = c->window ? c->keep_first : 0,
+                       .slopes = m->slopes ? m->slopes->data : NULL,
+                       .sinks = m->sinks ? m->sinks->data : NULL};
+    return c->window || r->slopes || r->sinks;
+}
+
+void multihead_window_options(const multihead *m, char *buf, size_t n)
+{
+    const multihead_config *c = &m->cfg;
+    buf[0] = '\0';
+    if (c->window)
+        snprintf(buf, n, ", window %zu", c->window);
+    if (c->window && c->keep_first)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", keep %zu",
+                 c->keep_first);
+    if (c->alibi)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", alibi");
+    if (c->sinks)
+        snprintf(buf + strlen(buf), n - strlen(buf), ", sinks");
+}
+
+int multihead_empty_window_row(const multihead *m, const tensor *valid_lens,
+                               size_t B, size_t Lq, size_t Lk, size_t *b,
+                               size_t *i)
+{
+    window_rule r;
+    if (!multihead_window_rule(m, &r) || (valid_lens && tensor_is_meta(valid_lens)))
+        return 0;
+    // the visible keys are [0, keep) and (i' - W, i'], below the row's
+    // length: none when neither key 0 nor the last one is visible
+    for (*b = 0; *b < B; (*b)++)
+        for (*i = 0; *i < Lq; (*i)++) {
+            size_t len = softmax_row_len(valid_lens, r.causal, *b, *i, Lq, Lk);
+            long qpos = (long)(*i + Lk) - (long)Lq;
+            if (len == 0 || (!window_sees(&r, qpos, (long)len - 1) &&
+                             !window_sees(&r, qpos, 0)))
+                return 1;
+        }
+    return 0;
+}
+
+/* Step 4 by the rule: window_attend on every head, its weights kept as
+ * dot_attention's are, so that m->weights and the cache of the backward
+ * read them.  The tiled pass has its own (flash.h). */
+static int attend_window(multihead *m, const window_rule *r,
+                         const tensor *qh, const tensor *kh, const tensor *vh,
+                         const tensor *lens, tensor **heads)
+{
+    if (m->attention.training && m->attention.dropout > 0.0)
+        return mha_fail(GSL_EINVAL,
+                        "multihead: dropout %g in training with a window, "
+                        "alibi or sinks is not supported",
+                        m->attention.dropout);
+    long q0 = (long)kh->shape[1] - (long)qh->shape[1];
+    tensor *w = NULL;
+    int status = window_attend(r, m->cfg.num_heads, qh, kh, vh, lens, q0,
+                               NULL, &w, heads);
+    if (!status) {
+        tensor_free(m->attention.weights);
+        m->attention.weights = w;
+    }
+    return status;
+}
+//<
+
 int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
                      const tensor *vh, const tensor *lens, tensor **heads)
 {
@@ -809,8 +935,15 @@ int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
     int status = attend(m, qh, kh, vh, lens, heads);
 */
 //> 17
-    int status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
-                                     : attend(m, qh, kh, vh, lens, heads);
+    int status;
+//> 19
+    window_rule r;
+    if (multihead_window_rule(m, &r)) // every head at once, by the rule
+        status = attend_window(m, &r, qh, kh, vh, lens, heads);
+    else
+//<
+    status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
+                                 : attend(m, qh, kh, vh, lens, heads);
 //<
     if (!status && !m->tiled) // the per-head weights, (B, h, Lq, Lk)
         status = keep_weights(m, qh->shape[0] / h, qh->shape[1]);
