@@ -904,7 +904,7 @@ int multihead_empty_window_row(const multihead *m, const tensor *valid_lens,
 
 /* Step 4 by the rule: window_attend on every head, its weights kept as
  * dot_attention's are, so that m->weights and the cache of the backward
- * read them.  The tiled pass has its own (flash.h). */
+ * read them; or, in the tiled pass, tile by tile (flash.h). */
 static int attend_window(multihead *m, const window_rule *r,
                          const tensor *qh, const tensor *kh, const tensor *vh,
                          const tensor *lens, tensor **heads)
@@ -915,6 +915,10 @@ static int attend_window(multihead *m, const window_rule *r,
                         "alibi or sinks is not supported",
                         m->attention.dropout);
     long q0 = (long)kh->shape[1] - (long)qh->shape[1];
+    if (m->tiled) // tile by tile, no weights kept
+        return flash_attention_forward_window(qh, kh, vh, lens, r,
+                                              m->cfg.num_heads, q0, m->tile_q,
+                                              m->tile_k, heads);
     tensor *w = NULL;
     int status = window_attend(r, m->cfg.num_heads, qh, kh, vh, lens, q0,
                                NULL, &w, heads);

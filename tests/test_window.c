@@ -8,8 +8,8 @@
  * as d2l), its own scores (Press et al.: q.k/sqrt(p) + m_h (j - i')) and
  * gpt-oss's sink: the logits with the sink appended, one softmax over
  * them, the sink's column dropped.  It runs on plain arrays in plain
- * loops.  The module's copy path, fast path and plain loops are held to
- * it within 1e-12, and so is `mha forward` on 40 cases drawn from a fresh
+ * loops.  The module's copy path, fast path, tiled pass and plain loops
+ * are held to it within 1e-12, the backward pass to central differences, and so is `mha forward` on 40 cases drawn from a fresh
  * seed each run (printed when a case fails); decoding with a rolling
  * cache equals the windowed forward row by row, its memory constant.
  *
@@ -326,13 +326,15 @@ Test(window, every_path_equals_the_reference)
         module_of(&c, &a, &m);
         tensor *q, *k, *v, *vl, *y;
         inputs_of(&c, &a, &q, &k, &v, &vl);
-        const char *path[] = {"copy", "fast", "naive"};
-        for (int p = 0; p < 3; p++) {
+        const char *path[] = {"copy", "fast", "tiled", "naive"};
+        for (int p = 0; p < 4; p++) {
             multihead_fast_options keep = {.keep_weights = 1};
             if (p == 0)
                 OK(multihead_forward(&m, q, k, v, vl, &y));
             else if (p == 1)
                 OK(multihead_forward_fast(&m, q, k, v, vl, &keep, &y));
+            else if (p == 2) // tiles of 2 x 3: a window crosses them
+                OK(multihead_forward_tiled(&m, q, k, v, vl, 2, 3, &y));
             else
                 OK(multihead_forward_naive(&m, q, k, v, vl, &y));
             double e = normwise(y->data, out, no);
@@ -441,6 +443,67 @@ Test(window, refusals)
     multihead_free(&m);
     tensor_free(vl);
     tensor_free(x);
+}
+
+/* The backward pass reads the weights the forward kept: a hidden key's
+ * weight is 0, so its gradient is too, and the ALiBi bias is a constant.
+ * The gradient of sum(out * g) by the queries and by W_k against central
+ * differences, with a window, ALiBi and sinks, G < h. */
+Test(window, the_backward_pass_follows_the_rule)
+{
+    gsl_rng *r = mha_rng_new(23);
+    multihead m;
+    multihead_config cfg = {.query_size = 3, .key_size = 3, .value_size = 3,
+                            .num_hiddens = 8, .num_heads = 4, .kv_heads = 2,
+                            .window = 2, .keep_first = 1, .alibi = 1,
+                            .sinks = 1};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    tensor_fill_normal(m.sinks, r, 0, 1);
+    multihead grads;
+    OK(multihead_init(&grads, &cfg));
+    tensor *x, *g, *y, *dq = NULL, *dk = NULL, *dv = NULL;
+    OK(tensor_alloc(SHAPE(2, 5, 3), &x));
+    tensor_fill_normal(x, r, 0, 1);
+    OK(tensor_alloc(SHAPE(2, 5, 8), &g));
+    tensor_fill_normal(g, r, 0, 1);
+    multihead_cache cache = {0};
+    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &y));
+    OK(multihead_backward(&m, &cache, g, &grads, NULL, &dq, &dk, &dv));
+    // the loss as a function of one number
+    double *knob[] = {x->data + 7, x->data + 22, m.W_k.weight->data + 5,
+                      m.W_q.weight->data + 11};
+    double *grad[] = {NULL, NULL, grads.W_k.weight->data + 5,
+                      grads.W_q.weight->data + 11};
+    for (size_t t = 0; t < 4; t++) {
+        double keep = *knob[t], loss[2], h = 1e-6;
+        for (int side = 0; side < 2; side++) {
+            *knob[t] = keep + (side ? h : -h);
+            tensor *z;
+            OK(multihead_forward(&m, x, x, x, NULL, &z));
+            loss[side] = 0;
+            for (size_t j = 0; j < tensor_numel(z); j++)
+                loss[side] += z->data[j] * g->data[j];
+            tensor_free(z);
+        }
+        *knob[t] = keep;
+        double numeric = (loss[1] - loss[0]) / (2 * h);
+        // x is queries, keys and values at once: its gradient is the sum
+        double got = grad[t] ? *grad[t]
+                             : dq->data[knob[t] - x->data] +
+                                   dk->data[knob[t] - x->data] +
+                                   dv->data[knob[t] - x->data];
+        cr_assert(fabs(got - numeric) <= 1e-7 * (1 + fabs(numeric)),
+                  "number %zu: backward %.12g, differences %.12g", t, got,
+                  numeric);
+    }
+    multihead_cache_free(&cache);
+    tensor *all[] = {x, g, y, dq, dk, dv};
+    for (size_t i = 0; i < 6; i++)
+        tensor_free(all[i]);
+    multihead_free(&grads);
+    multihead_free(&m);
+    gsl_rng_free(r);
 }
 
 /* --- decoding with a rolling cache ------------------------------------ */
