@@ -20,26 +20,32 @@
 
 /* BLOOM's get_slopes, one head at a time.
  * What the tests check (ex_alibi_slope):
- * - n a power of two: head k has 2^(-8(k+1)/n) (n = 8: 1/2, 1/4 ...
+ * - n a power of two: head k has *m = 2^(-8(k+1)/n) (n = 8: 1/2, 1/4 ...
  *   1/256; n = 1: 1/256; n = 16: 2^-0.5, 2^-1 ... 2^-8);
  * - otherwise the P slopes of P = the largest power of two below n come
  *   first, then 2^(-8(k+1)/(2P)) for k = 0, 2, 4 ...: n = 12 ends with
  *   2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5;
- * - 0 for n = 0 or head >= n.
+ * - n = 0 or head >= n: GSL_EINVAL, *m left alone, and a message that
+ *   starts with "alibi_slope" and names the numbers refused.
  * The handout blanks this body:
  * @exercise alibi_slope (chapter 19): ALiBi's slope of one head. */
-double alibi_slope(size_t n, size_t head)
+int alibi_slope(size_t n, size_t head, double *m)
 {
-    if (n == 0 || head >= n)
-        return 0.0;
+    if (head >= n)
+        return mha_fail(GSL_EINVAL,
+                        "alibi_slope: head %zu is out of range for %zu heads",
+                        head, n);
     size_t P = 1; // the largest power of two <= n
     while (P * 2 <= n)
         P *= 2;
-    if (head < P) // the slopes of P heads: 2^(-8/P), its square ...
-        return pow(2.0, -8.0 * (double)(head + 1) / (double)P);
+    if (head < P) { // the slopes of P heads: 2^(-8/P), its square ...
+        *m = pow(2.0, -8.0 * (double)(head + 1) / (double)P);
+        return GSL_SUCCESS;
+    }
     // the rest: every other slope of 2P heads, k = 0, 2, 4 ...
     size_t k = 2 * (head - P);
-    return pow(2.0, -8.0 * (double)(k + 1) / (double)(2 * P));
+    *m = pow(2.0, -8.0 * (double)(k + 1) / (double)(2 * P));
+    return GSL_SUCCESS;
 }
 
 int alibi_slopes(size_t n, tensor **out)
@@ -48,10 +54,13 @@ int alibi_slopes(size_t n, tensor **out)
     if (n == 0)
         return mha_fail(GSL_EINVAL, "alibi_slopes: n is 0 (one slope per head)");
     int status = tensor_alloc(SHAPE(n), out);
-    if (status)
+    for (size_t k = 0; k < n && !status; k++)
+        status = alibi_slope(n, k, (*out)->data + k);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
         return status;
-    for (size_t k = 0; k < n; k++)
-        (*out)->data[k] = alibi_slope(n, k);
+    }
     tensor_set_names(*out, "h");
     trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL, "alibi_slopes(%zu)", n);
     return GSL_SUCCESS;

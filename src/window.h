@@ -45,14 +45,14 @@
 
 #include "tensor.h"
 
-/* ALiBi's slope of head `head` of n heads (BLOOM's get_slopes): for n a
- * power of two, m_k = 2^(-8(k+1)/n), k = 0 .. n-1 (n = 8: 1/2, 1/4 ...
- * 1/256).  Otherwise, with P the largest power of two below n, the P
- * slopes of P heads come first, then the n - P slopes of 2P heads with
- * an even index k = 0, 2, 4 ..., which fall between them (n = 12: the
- * eight of n = 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).  0 for n = 0 or
- * head >= n. */
-double alibi_slope(size_t n, size_t head);
+/* ALiBi's slope of head `head` of n heads into *m (BLOOM's get_slopes):
+ * for n a power of two, m_k = 2^(-8(k+1)/n), k = 0 .. n-1 (n = 8: 1/2,
+ * 1/4 ... 1/256).  Otherwise, with P the largest power of two below n,
+ * the P slopes of P heads come first, then the n - P slopes of 2P heads
+ * with an even index k = 0, 2, 4 ..., which fall between them (n = 12:
+ * the eight of n = 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).  GSL_EINVAL
+ * for head >= n (n = 0 included). */
+int alibi_slope(size_t n, size_t head, double *m);
 
 /* The slopes of n heads as a tensor (n,).  GSL_EINVAL for n = 0. */
 int alibi_slopes(size_t n, tensor **out);
