@@ -229,9 +229,9 @@ static void rolling(void)
      * cache needs $W$ slots only: position $t$ goes to slot $t \bmod W$,
      * over the position $W$ before it. With `keep` first positions kept,
      * they take the first slots for good and the window rolls in the
-     * rest:
+     * rest, slot $k + (t - k) \bmod W$ for position $t \ge k$:
      *
-     * @show src/window_cache.c window_cache_slot
+     * @show src/window_cache.c store
      *
      * Each step reads the filled slots and its new positions together,
      * knowing each slot's position, so the rule of section 1 picks the

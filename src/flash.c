@@ -126,8 +126,8 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
     gsl_matrix_const_view q_m = ROWS_OF(&j->q, b, r0, n);
     double last_seen = 0.0; // the most keys any row of the block sees
-    size_t kb = b; // the batch row of the keys and values
 //> 19
+    size_t kb = b; // the batch row of the keys and values
     size_t head = 0; // with a rule: this row's head, and its sink
     if (j->rule) {
         head = b % j->heads;
@@ -150,7 +150,12 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     for (size_t k0 = 0; (double)k0 < last_seen; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
         // pass 1: S = Q_rows K_tile^T, (n, kn)
+/*< 19
+        gsl_matrix_const_view k_m = ROWS_OF(&j->k, b, k0, kn);
+*/
+//> 19
         gsl_matrix_const_view k_m = ROWS_OF(&j->k, kb, k0, kn);
+//<
         gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
         int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
                                     &k_m.matrix, 0.0, &s_m.matrix);
@@ -188,7 +193,12 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
             m[r] = m_new;
         }
         // pass 3: O += P V_tile
+/*< 19
+        gsl_matrix_const_view v_m = ROWS_OF(&j->v, b, k0, kn);
+*/
+//> 19
         gsl_matrix_const_view v_m = ROWS_OF(&j->v, kb, k0, kn);
+//<
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
                                 &v_m.matrix, 1.0, &o_m.matrix);
         if (status)

@@ -925,6 +925,12 @@ static int attend_window(multihead *m, const window_rule *r,
     if (!status) {
         tensor_free(m->attention.weights);
         m->attention.weights = w;
+        status = keep_weights(m, qh->shape[0] / m->cfg.num_heads,
+                              qh->shape[1]);
+    }
+    if (status) {
+        tensor_free(*heads);
+        *heads = NULL;
     }
     return status;
 }
@@ -938,16 +944,14 @@ int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
 /*< 17
     int status = attend(m, qh, kh, vh, lens, heads);
 */
-//> 17
-    int status;
 //> 19
     window_rule r;
     if (multihead_window_rule(m, &r)) // every head at once, by the rule
-        status = attend_window(m, &r, qh, kh, vh, lens, heads);
-    else
+        return attend_window(m, &r, qh, kh, vh, lens, heads);
 //<
-    status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
-                                 : attend(m, qh, kh, vh, lens, heads);
+//> 17
+    int status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
+                                     : attend(m, qh, kh, vh, lens, heads);
 //<
     if (!status && !m->tiled) // the per-head weights, (B, h, Lq, Lk)
         status = keep_weights(m, qh->shape[0] / h, qh->shape[1]);
