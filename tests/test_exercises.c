@@ -991,10 +991,8 @@ Test(ex_mask_key_padding_from_lens, cleans_up_when_memory_runs_out)
     "hint: chapter 19, section 2 (ALiBi: a penalty by distance): for n a "   \
     "power of two, head k has 2^(-8(k+1)/n): n = 8 gives 1/2, 1/4 ... 1/256"
 #define H_ALIBI_REST                                                          \
-    "hint: chapter 19, section 2: for n not a power of two, the P slopes "   \
-    "of the largest power of two P below n, then every other slope of 2P "   \
-    "heads, 2^(-8(k+1)/(2P)) for k = 0, 2, 4 ...: 12 heads end with "        \
-    "2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5"
+    "hint: chapter 19, section 2: otherwise the slopes of P heads, P the "   \
+    "largest power of two below n, then every other one of 2P heads"
 #define H_ALIBI_REFUSE                                                        \
     "hint: the comment above alibi_slope: a head at or past n is refused "  \
     "with GSL_EINVAL and a message naming both"
