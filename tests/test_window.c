@@ -11,7 +11,8 @@
  * loops.  The module's copy path, fast path, tiled pass and plain loops
  * are held to it within 1e-12, the backward pass to central differences, and so is `mha forward` on 40 cases drawn from a fresh
  * seed each run (printed when a case fails); decoding with a rolling
- * cache equals the windowed forward row by row, its memory constant.
+ * cache equals the windowed forward row by row, its memory constant, and
+ * so does chapter 16's growing cache under the same rule.
  *
  * Shapes: queries (B, Lq, dq), keys and values (B, Lk, dk), (B, Lk, dv);
  * W_q (D, dq), W_k and W_v (G*p, .), W_o (Do, D); A (B, h, Lq, Lk).
@@ -549,12 +550,19 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
     size_t p = c->D / c->h;
     OK(window_cache_init(&cache, c->B, c->G, p, c->W, c->keep));
     tensor *keys0 = cache.keys; // the storage is never reallocated
+    kv_cache grown; // chapter 16's cache, all T positions, by the same rule
+    OK(kv_cache_init(&grown, c->B, c->G, p, c->T));
     size_t s = 0;
     for (size_t step = 0; s < c->T; step++) {
         size_t n = c->chunks[step];
         tensor *xs, *y;
         OK(tensor_narrow(x, 1, s, n, &xs));
+        tensor *y16;
+        OK(multihead_decode_step(&m, &grown, xs, &y16));
         OK(multihead_decode_window(&m, &cache, xs, &y));
+        cr_assert_leq(rel_error(y16, y), 1e-12, "step %zu: the growing cache "
+                      "differs", step);
+        tensor_free(y16);
         for (size_t b = 0; b < c->B; b++)
             for (size_t i = 0; i < n; i++)
                 for (size_t o = 0; o < c->D; o++) {
@@ -573,6 +581,7 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
         tensor_free(y);
     }
     window_cache_free(&cache);
+    kv_cache_free(&grown);
     tensor_free(x);
     tensor_free(full);
     multihead_free(&m);
