@@ -524,7 +524,12 @@ static const char *options(const multihead *m, char *buf, size_t n)
         snprintf(buf + strlen(buf), n - strlen(buf), ", G=%zu", m->cfg.kv_heads);
 //<
 //> 16
-    if (m->cfg.causal && !m->cfg.window)
+/*< 19
+    if (m->cfg.causal)
+*/
+//> 19
+    if (m->cfg.causal && !m->cfg.window) // a window says so itself
+//<
         snprintf(buf + strlen(buf), n - strlen(buf), ", causal");
 //<
 //> 19

@@ -66,7 +66,9 @@ static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
     "                 [--rope [--rope-base B]] [PyTorch's options]\n"
+//> 19
     "                 [--window W [--keep-first K]] [--alibi] [--sinks]\n"
+//<
     "                 [--quiz [--no-answers] | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
@@ -87,8 +89,10 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
+//> 19
     "  --window W, --keep-first K, --alibi  see mha forward --help\n"
     "  --sinks          a sink logit per head (zeros: shapes only here)\n"
+//<
     "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
     "  --average-attn-weights  PyTorch's options (see mha forward --help):\n"
     "                   the mask merge, Lk growing by one for each added key\n"
@@ -159,7 +163,9 @@ static const char usage_forward[] =
     "                   [--kv-heads G] [--causal]\n"
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
     "                   [--rope [--rope-base B]]\n"
+//> 19
     "                   [--window W [--keep-first K]] [--alibi] [--sinks S.npy]\n"
+//<
     "                   [PyTorch's options, below]\n"
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
@@ -190,6 +196,7 @@ static const char usage_forward[] =
     "      position * B^(-2k/p), keys at positions 0 .. Lk-1 and queries at\n"
     "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
     "      number > 1 (default 10000)\n"
+//> 19
     "  --window W: a sliding window (Mistral): causal, and query i sees key\n"
     "      j only when i' - W < j <= i', i' = i + Lk - Lq, with valid_lens\n"
     "      too.  --keep-first K: the first K keys stay visible as well\n"
@@ -201,6 +208,7 @@ static const char usage_forward[] =
     "      softmax and is dropped after it: a row's weights in A then sum\n"
     "      to less than 1\n"
     "  A query whose window leaves it no key is refused before any work\n"
+//<
     "\n"
     "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
     "  --attn-mask M.npy (Lq, Lk) or (B*h, Lq, Lk); --key-padding-mask P.npy\n"
@@ -297,8 +305,10 @@ typedef struct trace_case {
     double rope_base; /* their base, 10000 unless --rope-base */
     int torch;        /* PyTorch's options (torch.h), shapes alone: */
     cli_torch masks;
+//> 19
     size_t window, keep; /* --window, --keep-first (window.h) */
     int alibi, sinks;    /* --alibi, --sinks */
+//<
 } trace_case;
 
 /* "queries (1, 2, 16), keys and values (1, 6, 16): 8 heads of 2 features,
@@ -315,8 +325,14 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
             D / h == 1 ? "" : "s");
     if (ts->G < h)
         fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
-    if (ts->causal && !ts->window)
+/*< 19
+    if (ts->causal)
+*/
+//> 19
+    if (ts->causal && !ts->window) // a window says so itself
+//<
         fprintf(f, "causal, ");
+//> 19
     if (ts->window)
         fprintf(f, "window %zu, ", ts->window);
     if (ts->keep)
@@ -325,6 +341,7 @@ static void describe_trace(FILE *f, const trace_case *ts, const double *lens)
         fprintf(f, "alibi, ");
     if (ts->sinks)
         fprintf(f, "sinks, ");
+//<
     cli_torch_describe(f, &ts->masks);
     if (!lens) {
         fprintf(f, "no valid_lens\n");
@@ -361,9 +378,13 @@ static int run_trace(const trace_case *ts, const double *lens,
                             .num_hiddens = D, .num_heads = h,
                             .shape_only = 1, .kv_heads = ts->G,
                             .causal = ts->causal, .rope = ts->rope,
-                            .rope_base = ts->rope_base, .window = ts->window,
-                            .keep_first = ts->keep, .alibi = ts->alibi,
-                            .sinks = ts->sinks};
+                            .rope_base = ts->rope_base};
+//> 19
+    cfg.window = ts->window;
+    cfg.keep_first = ts->keep;
+    cfg.alibi = ts->alibi;
+    cfg.sinks = ts->sinks;
+//<
     if (multihead_init(&m, &cfg))
         status = cli_error("%s", mha_last_error());
     else
@@ -445,7 +466,10 @@ static int cmd_trace(int argc, char **argv)
                          {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
                          {"--causal", 0, NULL},  {"--no-answers", 0, NULL},
                          CLI_ROPE_OPTIONS,       CLI_TORCH_TRACE_OPTIONS,
-                         CLI_WINDOW_OPTIONS,     {"--sinks", 0, NULL}};
+//> 19
+                         CLI_WINDOW_OPTIONS,     {"--sinks", 0, NULL},
+//<
+    };
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -477,9 +501,11 @@ static int cmd_trace(int argc, char **argv)
     size_t G; // key-value heads
     if (cli_kv_heads_option(&opts[9], h, &G))
         return CLI_USAGE;
+    int causal = opts[10].value != NULL;
+//> 19
     // a window is causal too (window.h)
-    int causal = opts[10].value != NULL ||
-                 cli_find(opts, NOPTS(opts), "--window")->value;
+    causal = causal || cli_find(opts, NOPTS(opts), "--window")->value;
+//<
     double lens[CLI_LIST_MAX];
     size_t n = 0;
     const cli_option *vl = &opts[5];
@@ -522,11 +548,13 @@ static int cmd_trace(int argc, char **argv)
         if (rope)
             return cli_error("--quiz asks the module without rotary "
                              "embeddings; leave out --rope");
+//> 19
         if (cli_find(opts, NOPTS(opts), "--window")->value ||
             cli_find(opts, NOPTS(opts), "--alibi")->value ||
             cli_find(opts, NOPTS(opts), "--sinks")->value)
             return cli_error("--quiz asks the module without --window, "
                              "--alibi or --sinks; leave them out");
+//<
         quiz_case c = {.B = B, .Lq = Lq, .Lk = Lk, .D = D, .h = h, .G = G,
                        .causal = causal, .has_lens = vl->value != NULL};
         for (size_t b = 0; b < B && b < QUIZ_LENS_MAX && vl->value; b++)
@@ -535,6 +563,11 @@ static int cmd_trace(int argc, char **argv)
         quiz_build(&c, &z);
         return flush_stdout(print_worksheet(&z, !no_answers));
     }
+/*< 19
+    trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
+                        rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
+*/
+//> 19
     trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
                         rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0},
                         0, 0, 0, 0};
@@ -542,15 +575,18 @@ static int cmd_trace(int argc, char **argv)
                            &shape.keep, &shape.alibi))
         return CLI_USAGE;
     shape.sinks = cli_find(opts, NOPTS(opts), "--sinks")->value != NULL;
+//<
     if (cli_torch_trace_options(opts, NOPTS(opts), B, h, Lq, Lk, G * (D / h),
                                 &shape.torch, &shape.masks)) {
         cli_torch_free(&shape.masks);
         return CLI_USAGE;
     }
+//> 19
     if (shape.torch && (shape.window || shape.alibi || shape.sinks)) {
         cli_torch_free(&shape.masks);
         return cli_error(CLI_WINDOW_NOT_TORCH);
     }
+//<
     status = run_trace(&shape, vl->value ? lens : NULL, show);
     cli_torch_free(&shape.masks);
     return flush_stdout(status);
@@ -1281,8 +1317,14 @@ static int cmd_quiz(int argc, char **argv)
     quiz_build(&c, &z);
     if (mode == &opts[3]) {
         // the module's own trace of the case, as mha trace --json prints it
+/*< 19
+        trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
+                         ROPE_DEFAULT_BASE, 0, {0}};
+*/
+//> 19
         trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
                          ROPE_DEFAULT_BASE, 0, {0}, 0, 0, 0, 0};
+//<
         status = run_trace(&tc, c.lens, SHOW_JSON);
     } else if (mode == &opts[2]) {
         quiz_solution(&z);
@@ -1306,7 +1348,10 @@ static int blas_ready(void)
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
-    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file", "--sinks",
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file",
+//> 19
+    "--sinks",
+//<
     CLI_TORCH_FILES};
 
 /* The outputs regular files (or new), each with one name, none an input
