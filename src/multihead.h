@@ -98,6 +98,23 @@
  */
 //<
 
+//> 19
+/* Where a query may look (window.h): cfg.window, keep_first, alibi and
+ * sinks change step 4 alone.  A sliding window hides the keys more than
+ * W - 1 positions back (the first keep_first stay), ALiBi adds -m_h
+ * (i' - j) to the scaled scores, and a sink logit per head, m->sinks,
+ * joins each row's softmax and is dropped after it.  Every path follows
+ * the one rule (multihead_window_rule): the copy-based pass, the tiled
+ * pass, the fast path, the plain loops and the decoders, and the backward
+ * pass reads the weights the forward kept.  A query the window leaves
+ * with no key is refused before any work, GSL_EINVAL:
+ *   multihead: window: query 2 of example 0 sees no key (valid_len 1,
+ *   Lq 4, Lk 4, window 2: query i sees key j only when i + Lk - Lq - 2 <
+ *   j <= i + Lk - Lq)
+ * The sink logits' own gradient is not computed.
+ */
+//<
+
 #include <gsl/gsl_rng.h>
 
 #include "attention.h"
