@@ -90,7 +90,7 @@ static const char usage_trace[] =
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
 //> 19
-    "  --window W, --keep-first K, --alibi  see mha forward --help\n"
+    "  --window W, --keep-first K, --alibi  see README.md, chapter 19\n"
     "  --sinks          a sink logit per head (zeros: shapes only here)\n"
 //<
     "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
@@ -160,11 +160,18 @@ static const char usage_forward[] =
     "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
     "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
+/*< 19
     "                   [--kv-heads G] [--causal]\n"
-    "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
-    "                   [--rope [--rope-base B]]\n"
+*/
 //> 19
-    "                   [--window W [--keep-first K]] [--alibi] [--sinks S.npy]\n"
+    "                   [--kv-heads G] [--causal] [--window W [--keep-first K]]\n"
+//<
+    "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
+/*< 19
+    "                   [--rope [--rope-base B]]\n"
+*/
+//> 19
+    "                   [--rope [--rope-base B]] [--alibi] [--sinks S.npy]\n"
 //<
     "                   [PyTorch's options, below]\n"
     "\n"
@@ -197,17 +204,7 @@ static const char usage_forward[] =
     "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
     "      number > 1 (default 10000)\n"
 //> 19
-    "  --window W: a sliding window (Mistral): causal, and query i sees key\n"
-    "      j only when i' - W < j <= i', i' = i + Lk - Lq, with valid_lens\n"
-    "      too.  --keep-first K: the first K keys stay visible as well\n"
-    "      (StreamingLLM's attention sinks)\n"
-    "  --alibi: ALiBi (Press et al.): score - m_h (i' - j), one slope per\n"
-    "      head, 2^(-8(k+1)/h) for h a power of two (BLOOM's interleaved\n"
-    "      slopes otherwise); needs --causal or --window\n"
-    "  --sinks S.npy (h,): a sink logit per head (gpt-oss) joins each row's\n"
-    "      softmax and is dropped after it: a row's weights in A then sum\n"
-    "      to less than 1\n"
-    "  A query whose window leaves it no key is refused before any work\n"
+    "  --window --keep-first --alibi --sinks: chapter 19\n"
 //<
     "\n"
     "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
