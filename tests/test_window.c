@@ -764,6 +764,9 @@ Test(window, mha_refuses_bad_options, .init = enter_scratch,
             "mha forward: multihead: window: query 1 of example 0 sees no key "
             "(valid_len 1, Lq 4, Lk 4, window 1: query i sees key j only when "
             "i + Lk - Lq - 1 < j <= i + Lk - Lq)\n");
+    refused("trace|--window|2|--queries|5|--kv|3",
+            "mha trace: --window with --queries 5 > --kv 3: query 0 would see "
+            "no key (query i sees key j only when j <= i + Lk - Lq)\n");
     refused("trace|--window|2|--quiz",
             "mha trace: --quiz asks the module without --window, --alibi or "
             "--sinks; leave them out\n");

@@ -523,16 +523,21 @@ static int cmd_trace(int argc, char **argv)
     }
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout
+    const char *rule = "--causal"; // the option that asked for the rule
+//> 19
+    if (!opts[10].value)
+        rule = "--window";
+//<
     if (causal && Lq > Lk)
-        return cli_error("--causal with --queries %zu > --kv %zu: query 0 "
+        return cli_error("%s with --queries %zu > --kv %zu: query 0 "
                          "would see no key (query i sees key j only when "
                          "j <= i + Lk - Lq)",
-                         Lq, Lk);
+                         rule, Lq, Lk);
     for (size_t b = 0; causal && vl->value && b < B; b++)
         if (lens[b] == 0)
-            return cli_error("--causal with --valid-lens '%s': entry %zu is 0, "
+            return cli_error("%s with --valid-lens '%s': entry %zu is 0, "
                              "so its queries would see no key",
-                             vl->value, b + 1);
+                             rule, vl->value, b + 1);
     if (too_large("the queries", 3, (size_t[]){B, Lq, D}) ||
         too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
