@@ -7,6 +7,11 @@
  * holds all a query can see.  Memory stays 2 B G (keep + W) p doubles
  * however long the sequence grows, where kvcache.h's grows with it.
  *
+ * kvcache.h's multihead_decode_step follows the module's window, ALiBi
+ * and sinks too (its attention is the module's step 4), but keeps every
+ * position; the tests hold the two decoders and the windowed forward pass
+ * equal, row by row.
+ *
  * Shapes: B batch, G key-value heads, p = d_model/h; storage (B, G,
  * keep + W, p) for the keys and for the values; x (B, n, d_q) the n new
  * positions of a step; out (B, n, D_out).
