@@ -69,6 +69,10 @@
 #include "plot/graphviz.h"
 #include "nn/paged.h"
 //<
+//> 19
+#include "nn/window.h"
+#include "nn/window_cache.h"
+//<
 //> handout
 #include "io/npy.h"
 //<

@@ -984,6 +984,68 @@ Test(ex_mask_key_padding_from_lens, cleans_up_when_memory_runs_out)
 }
 
 //<
+//> 19
+/* --- ex_alibi_slope (chapter 19) ------------------------------------- */
+
+#define H_ALIBI                                                               \
+    "hint: chapter 19, section 2 (ALiBi: a penalty by distance): for n a "   \
+    "power of two, head k has 2^(-8(k+1)/n): n = 8 gives 1/2, 1/4 ... 1/256"
+#define H_ALIBI_REST                                                          \
+    "hint: chapter 19, section 2: otherwise the slopes of P heads, P the "   \
+    "largest power of two below n, then every other one of 2P heads"
+#define H_ALIBI_REFUSE                                                        \
+    "hint: the comment above alibi_slope: a head at or past n is refused "  \
+    "with GSL_EINVAL and a message naming both"
+
+/* The slopes of n heads, from the closed forms written out here. */
+static void expect_slopes(size_t n)
+{
+    size_t P = 1;
+    while (2 * P <= n)
+        P *= 2;
+    for (size_t k = 0; k < n; k++) {
+        double want = k < P ? exp2(-8.0 * (double)(k + 1) / (double)P)
+                            : exp2(-4.0 * (double)(2 * (k - P) + 1) / (double)P);
+        double got = -1;
+        mha_clear_error();
+        int st = alibi_slope(n, k, &got);
+        cr_assert_eq(st, GSL_SUCCESS,
+                     "alibi_slope(n %zu, head %zu): expected status 0 "
+                     "(GSL_SUCCESS), got %d: %s%s%s",
+                     n, k, st, mha_last_error(), st == GSL_EUNIMPL ? "" : "\n",
+                     st == GSL_EUNIMPL ? "" : H_ALIBI);
+        cr_assert(fabs(got - want) <= 1e-15 * want,
+                  "alibi_slope(n %zu, head %zu): expected %.17g, got %.17g\n%s",
+                  n, k, want, got, k < P ? H_ALIBI : H_ALIBI_REST);
+    }
+}
+
+Test(ex_alibi_slope, a_power_of_two_halves_geometrically)
+{
+    expect_slopes(8);
+    expect_slopes(1);
+    expect_slopes(16);
+}
+
+Test(ex_alibi_slope, other_counts_interleave_the_slopes_of_twice_as_many)
+{
+    expect_slopes(12);
+    expect_slopes(3);
+    expect_slopes(6);
+    expect_slopes(20);
+}
+
+Test(ex_alibi_slope, refuses_a_head_out_of_range)
+{
+    double m = 7;
+    EX_REFUSED_CALL(alibi_slope(8, 8, &m), "alibi_slope(n 8, head 8)",
+                    GSL_EINVAL, "alibi_slope", H_ALIBI_REFUSE, 8, 8);
+    cr_assert_eq(m, 7, "alibi_slope(n 8, head 8): *m changed to %g\n%s", m,
+                 H_ALIBI_REFUSE);
+    EX_REFUSED_CALL(alibi_slope(0, 0, &m), "alibi_slope(n 0, head 0)",
+                    GSL_EINVAL, "alibi_slope", H_ALIBI_REFUSE, 0);
+}
+
 //> 20
 /* --- ex_mla_rms_norm (chapter 20) ------------------------------------ */
 
@@ -1166,7 +1228,7 @@ static const char *const hints[] = {
     H_OUT_REFUSE, H_OUT_INVALID, H_REPEAT, H_REPEAT_TILE, H_REPEAT_ROWS,
     H_REPEAT_META, H_REPEAT_REFUSE, H_ROPE, H_ROPE_DIRECTION, H_MADDS,
     H_MADDS_CAUSAL, H_MADDS_REFUSE, H_GQA, H_GQA_ZERO, H_GQA_REFUSE,
-    H_KPM, H_KPM_REFUSE, H_MEMORY,
+    H_KPM, H_KPM_REFUSE, H_ALIBI, H_ALIBI_REST, H_ALIBI_REFUSE, H_MEMORY,
     H_RMS, H_RMS_REFUSE,
     H_SLOT, H_SLOT_TABLE, H_SLOT_REFUSE,
 };

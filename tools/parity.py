@@ -2,8 +2,8 @@
 """tools/parity.py: build/mha forward against PyTorch, case by case.
 
     /usr/bin/python3 tools/parity.py [--mha build/mha] [--cases 60]
-        [--gqa-cases 40] [--rope-cases 32] [--torch-cases 48] [--seed S]
-        [--quiet]
+        [--gqa-cases 40] [--rope-cases 32] [--torch-cases 48]
+        [--window-cases 40] [--seed S] [--quiet]
         [--grad build/mha-grad]
 
 Draws random shapes and weights from a seed (drawn at random and printed
@@ -63,6 +63,16 @@ torch_options_reference).  OUT and A must agree to 1e-12, relative and
 absolute.  Every row keeps key 0 visible: torch gives NaN for a row with
 none, which mha refuses.
 
+Then --window-cases cases (40) of where a query may look, `mha forward`
+--window, --keep-first, --alibi and --sinks in every combination, with
+grouped key-value heads, valid_lens (raised where a window would leave a
+row no key, which mha refuses), biases and self-attention drawn as in
+the grouped-query cases, against torch_window: the module in torch
+operations written from the papers (Mistral's window, StreamingLLM's
+kept first keys, ALiBi's bias with BLOOM's get_slopes, gpt-oss's sink
+logit appended to each row and dropped after the softmax).  OUT and A
+must agree to 1e-12; the gradients are not compared there.
+
 How the PyTorch side is set up, and why:
 
 - Layout.  torch's functional form is sequence-first, (L, B, E); the
@@ -92,6 +102,7 @@ How the PyTorch side is set up, and why:
   1/Lk.  So every drawn valid_len is at least 1.
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -797,6 +808,174 @@ def run_torch_options_block(args, tmp, count):
     return passed, failed, worst, worst_abs
 
 
+# --- where a query may look: --window, --keep-first, --alibi, --sinks --
+
+WINDOW_TOLERANCE = 1e-12
+
+
+def bloom_slopes(n):
+    """ALiBi's slopes as BLOOM's get_slopes computes them (Press et al.'s
+    geometric sequence; for n not a power of two, the slopes of the
+    closest power of two below it, then every other slope of twice as
+    many)."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + bloom_slopes(2 * closest)[0::2][:n - closest]
+
+
+def draw_window_case(rng, index):
+    """A case of a window, ALiBi and sinks: the index cycles through their
+    7 combinations (bit 0 a window, 1 ALiBi, 2 sinks), the first keys kept
+    in every other case with a window, with grouped key-value heads,
+    valid_lens and self-attention as in the grouped-query cases; causal
+    always with a window or ALiBi, in every other case otherwise."""
+    combo = 1 + index % 7
+    h = int(rng.integers(1, 13))
+    p = int(rng.integers(1, 9))
+    divisors = [g for g in range(1, h + 1) if h % g == 0]
+    Lq = int(rng.integers(1, 25))
+    window = int(rng.integers(1, 9)) if combo & 1 else 0
+    alibi = bool(combo & 2)
+    case = {
+        "B": int(rng.integers(1, 5)), "Lq": Lq,
+        "Lk": Lq + int(rng.integers(0, 9)),
+        "h": h, "G": int(rng.choice(divisors)), "D": h * p,
+        "Dq": int(rng.integers(1, 25)), "Dk": int(rng.integers(1, 25)),
+        "Dv": int(rng.integers(1, 25)), "D_out": int(rng.integers(1, 25)),
+        "bias": index % 4 in (1, 2),
+        "lens": ["none", "list", "file1", "file2i", "file2f"][index % 5],
+        "self": index % 3 == 0,
+        "causal": bool(window or alibi or index % 2),
+        "window": window,
+        "keep": int(rng.integers(1, 4)) if window and index % 14 >= 7 else 0,
+        "alibi": alibi, "sinks": bool(combo & 4),
+    }
+    if case["self"]:
+        case["Lk"] = case["Lq"]
+        case["Dk"] = case["Dv"] = case["Dq"]
+    return case
+
+
+def window_lens(c, arr):
+    """Raise the drawn valid lengths so that every row sees a key: a row
+    at position i' with a window and no kept key needs i' - W + 2."""
+    if "lens" not in arr or not c["window"] or c["keep"]:
+        return
+    Lq, Lk, W = c["Lq"], c["Lk"], c["window"]
+    need = np.maximum(1, np.arange(Lq) + Lk - Lq - W + 2)  # per row
+    if arr["lens"].ndim == 1:
+        arr["lens"] = np.maximum(arr["lens"], need.max())
+    else:
+        arr["lens"] = np.maximum(arr["lens"], need[None, :])
+
+
+def window_options(c, tmp, arr):
+    """mha's options of the case; --sinks writes its file."""
+    flags = []
+    if c["window"]:
+        flags += ["--window", str(c["window"])]
+    if c["keep"]:
+        flags += ["--keep-first", str(c["keep"])]
+    if c["alibi"]:
+        flags.append("--alibi")
+    if c["sinks"]:
+        path = os.path.join(tmp, "sinks.npy")
+        np.save(path, arr["sinks"])
+        flags += ["--sinks", path]
+    return flags
+
+
+def torch_window(c, arr):
+    """The module with the case's window, ALiBi and sinks in torch
+    operations, from the papers: Mistral's window (key j seen when
+    i' - W < j <= i'), StreamingLLM's kept first keys, ALiBi's
+    m_h (j - i') added to the scaled scores, gpt-oss's sink appended to
+    each row's logits and dropped after the softmax.  out (B, Lq, D_out),
+    weights (B, h, Lq, Lk)."""
+    h, G, D = c["h"], c["G"], c["D"]
+    p = D // h
+    t = lambda a: torch.tensor(a, dtype=torch.float64)
+
+    def lin(x, w, b):
+        y = t(x) @ t(arr[w]).T
+        return y + t(arr[b]) if c["bias"] else y
+
+    B, Lq, Lk = arr["q"].shape[0], arr["q"].shape[1], arr["k"].shape[1]
+    Q = lin(arr["q"], "wq", "bq").reshape(B, Lq, h, p).transpose(1, 2)
+    K = lin(arr["k"], "wk", "bk").reshape(B, Lk, G, p).transpose(1, 2)
+    V = lin(arr["v"], "wv", "bv").reshape(B, Lk, G, p).transpose(1, 2)
+    K = K.repeat_interleave(h // G, dim=1)
+    V = V.repeat_interleave(h // G, dim=1)
+    scores = Q @ K.transpose(-2, -1) / np.sqrt(p)           # (B, h, Lq, Lk)
+    key = torch.arange(Lk)[None, None, :]
+    query = (torch.arange(Lq) + Lk - Lq)[None, :, None]      # i'
+    hidden = torch.zeros(B, Lq, Lk, dtype=torch.bool)
+    if c["lens"] != "none":
+        lens = torch.tensor(arr["lens"])
+        lens = lens[:, None] if lens.dim() == 1 else lens
+        hidden |= key >= lens[:, :, None]
+    if c["causal"]:
+        hidden |= key > query
+    if c["window"]:
+        hidden |= (key <= query - c["window"]) & (key >= c["keep"])
+    if c["alibi"]:
+        m = t(bloom_slopes(h))[None, :, None, None]
+        scores = scores + m * (key - query)[:, None].double()
+    scores = scores.masked_fill(hidden[:, None], float("-inf"))
+    if c["sinks"]:
+        sink = t(arr["sinks"])[None, :, None, None].expand(B, h, Lq, 1)
+        weights = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        weights = torch.softmax(scores, dim=-1)
+    out = lin((weights @ V).transpose(1, 2).reshape(B, Lq, D).numpy(), "wo", "bo")
+    return out.numpy(), weights.numpy()
+
+
+def window_label(c, arr, i):
+    what = " ".join(x for x in (
+        f"window {c['window']}" if c["window"] else "",
+        f"keep {c['keep']}" if c["keep"] else "",
+        "alibi" if c["alibi"] else "", "sinks" if c["sinks"] else "",
+        "causal" if c["causal"] and not c["window"] else "") if x)
+    return (f"window {i + 1:2d}: B {c['B']} Lq {c['Lq']:2d} "
+            f"Lk {arr['k'].shape[1]:2d} h {c['h']:2d} G {c['G']:2d} "
+            f"lens {c['lens']:6s} {what}")
+
+
+def run_window_block(args, tmp, count):
+    """count cases of draw_window_case from their own generator, through
+    mha forward and torch_window.  Returns (passed, failed, largest
+    error of OUT and A)."""
+    rng = np.random.default_rng([args.seed, 19])
+    passed = failed = 0
+    worst = 0.0
+    for i in range(count):
+        c = draw_window_case(rng, i)
+        arr = make_arrays(rng, c)
+        arr["sinks"] = rng.standard_normal(c["h"])
+        window_lens(c, arr)
+        try:
+            out, a = run_mha(args.mha, tmp, c, arr,
+                             window_options(c, tmp, arr))
+            t_out, t_a = torch_window(c, arr)
+            e_out, e_a = rel_error(out, t_out), rel_error(a, t_a)
+            ok = e_out <= WINDOW_TOLERANCE and e_a <= WINDOW_TOLERANCE
+            worst = max(worst, e_out, e_a)
+            note = f"out {e_out:.1e}  A {e_a:.1e}"
+        except Exception as e:  # report the case, go on with the rest
+            ok, note = False, f"error: {e}"
+        passed += ok
+        failed += not ok
+        if not ok or not args.quiet:
+            print(f"{window_label(c, arr, i)}  {note}  {'ok' if ok else 'FAILED'}",
+                  flush=True)
+    return passed, failed, worst
+
+
 def run_block(args, tmp, block, count, draw, label, extra, reference,
               tolerance):
     """count cases drawn by draw(rng, i) from the block's own generator, each
@@ -876,6 +1055,10 @@ def main():
                     help="cases of PyTorch's own options: masks, packed "
                          "projections, a state dict, bias_kv, zero_attn, "
                          "averaged weights (default 48)")
+    ap.add_argument("--window-cases", type=int, default=40,
+                    help="cases of --window, --keep-first, --alibi and "
+                         "--sinks against a reference from the papers "
+                         "(default 40)")
     ap.add_argument("--grad", metavar="MHA_GRAD",
                     help="also compare every gradient that MHA_GRAD "
                          "(build/mha-grad) computes with torch's autograd")
@@ -904,8 +1087,10 @@ def main():
         ]
         t_pass, t_fail, t_worst, t_abs = run_torch_options_block(
             args, tmp, args.torch_cases)
-    passed = sum(r[0] for r in results) + t_pass
-    failed = sum(r[1] for r in results) + t_fail
+        w_pass, w_fail, w_worst = run_window_block(args, tmp,
+                                                   args.window_cases)
+    passed = sum(r[0] for r in results) + t_pass + w_pass
+    failed = sum(r[1] for r in results) + t_fail + w_fail
     worst_grad = max(r[3] for r in results)
     (_, _, worst, _), (_, _, g_worst, _), (_, _, r_worst, r_grad) = results
     print(f"largest relative error {worst:.1e} (tolerance {TOLERANCE:.0e}); "
@@ -920,6 +1105,8 @@ def main():
     print(f"PyTorch's options: {args.torch_cases} cases, largest relative "
           f"error {t_worst:.1e}, largest difference {t_abs:.1e} (tolerance "
           f"{TORCH_TOLERANCE:.0e})")
+    print(f"windows, ALiBi and sinks: {args.window_cases} cases, largest "
+          f"relative error {w_worst:.1e} (tolerance {WINDOW_TOLERANCE:.0e})")
     print(f"parity: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

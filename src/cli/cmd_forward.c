@@ -27,9 +27,19 @@ static const char usage_forward[] =
     "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
     "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
+/*< 19
     "                   [--kv-heads G] [--causal]\n"
+*/
+//> 19
+    "                   [--kv-heads G] [--causal] [--window W [--keep-first K]]\n"
+//<
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
+/*< 19
     "                   [--rope [--rope-base B]]\n"
+*/
+//> 19
+    "                   [--rope [--rope-base B]] [--alibi] [--sinks S.npy]\n"
+//<
     "                   [PyTorch's options, below]\n"
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
@@ -60,6 +70,9 @@ static const char usage_forward[] =
     "      position * B^(-2k/p), keys at positions 0 .. Lk-1 and queries at\n"
     "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
     "      number > 1 (default 10000)\n"
+//> 19
+    "  --window --keep-first --alibi --sinks: chapter 19\n"
+//<
     "\n"
     "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
     "  --attn-mask M.npy (Lq, Lk) or (B*h, Lq, Lk); --key-padding-mask P.npy\n"
@@ -121,7 +134,11 @@ static int blas_ready(void)
 /* The input files both commands read, for cli_check_paths. */
 static const char *const input_files[] = {
     "--queries", "--keys", "--values", "--wq", "--wk", "--wv", "--wo",
-    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
+    "--bq", "--bk", "--bv", "--bo", "--valid-lens-file",
+//> 19
+    "--sinks",
+//<
+    CLI_TORCH_FILES};
 
 /* The outputs regular files (or new), each with one name, none an input
  * (paths.h): checked before anything is read. */

@@ -604,8 +604,14 @@ int cmd_quiz(int argc, char **argv)
     quiz_build(&c, &z);
     if (mode == &opts[3]) {
         // the module's own trace of the case, as mha trace --json prints it
+/*< 19
         cmd_trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
-                         ROPE_DEFAULT_BASE, 0, {0}};
+                             ROPE_DEFAULT_BASE, 0, {0}};
+*/
+//> 19
+        cmd_trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
+                             ROPE_DEFAULT_BASE, 0, {0}, 0, 0, 0, 0};
+//<
         status = cmd_run_trace(&tc, c.lens, SHOW_JSON);
     } else if (mode == &opts[2]) {
         quiz_solution(&z);

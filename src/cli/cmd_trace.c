@@ -26,6 +26,9 @@ static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
     "                 [--rope [--rope-base B]] [PyTorch's options]\n"
+//> 19
+    "                 [--window W [--keep-first K]] [--alibi] [--sinks]\n"
+//<
     "                 [--quiz [--no-answers] | --json | --dot]\n"
     "\n"
     "Run the multi-head attention module once and print every shape step:\n"
@@ -46,6 +49,10 @@ static const char usage_trace[] =
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
+//> 19
+    "  --window W, --keep-first K, --alibi  see README.md, chapter 19\n"
+    "  --sinks          a sink logit per head (zeros: shapes only here)\n"
+//<
     "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
     "  --average-attn-weights  PyTorch's options (see mha forward --help):\n"
     "                   the mask merge, Lk growing by one for each added key\n"
@@ -98,8 +105,23 @@ static void describe_trace(FILE *f, const cmd_trace_case *ts, const double *lens
             D / h == 1 ? "" : "s");
     if (ts->G < h)
         fprintf(f, "%zu key-value head%s, ", ts->G, ts->G == 1 ? "" : "s");
+/*< 19
     if (ts->causal)
+*/
+//> 19
+    if (ts->causal && !ts->window) // a window says so itself
+//<
         fprintf(f, "causal, ");
+//> 19
+    if (ts->window)
+        fprintf(f, "window %zu, ", ts->window);
+    if (ts->keep)
+        fprintf(f, "the first %zu kept, ", ts->keep);
+    if (ts->alibi)
+        fprintf(f, "alibi, ");
+    if (ts->sinks)
+        fprintf(f, "sinks, ");
+//<
     cli_torch_describe(f, &ts->masks);
     if (!lens) {
         fprintf(f, "no valid_lens\n");
@@ -133,6 +155,12 @@ int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
                             .shape_only = 1, .kv_heads = ts->G,
                             .causal = ts->causal, .rope = ts->rope,
                             .rope_base = ts->rope_base};
+//> 19
+    cfg.window = ts->window;
+    cfg.keep_first = ts->keep;
+    cfg.alibi = ts->alibi;
+    cfg.sinks = ts->sinks;
+//<
     if (multihead_init(&m, &cfg))
         status = cli_error("%s", mha_last_error());
     else
@@ -213,7 +241,11 @@ int cmd_trace(int argc, char **argv)
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
                          {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
                          {"--causal", 0, NULL},  {"--no-answers", 0, NULL},
-                         CLI_ROPE_OPTIONS,       CLI_TORCH_TRACE_OPTIONS};
+                         CLI_ROPE_OPTIONS,       CLI_TORCH_TRACE_OPTIONS,
+//> 19
+                         CLI_WINDOW_OPTIONS,     {"--sinks", 0, NULL},
+//<
+    };
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP) {
         fputs(usage_trace, stdout);
@@ -246,22 +278,31 @@ int cmd_trace(int argc, char **argv)
     if (cli_kv_heads_option(&opts[9], h, &G))
         return CLI_USAGE;
     int causal = opts[10].value != NULL;
+//> 19
+    // a window is causal too (window.h)
+    causal = causal || cli_find(opts, NOPTS(opts), "--window")->value;
+//<
     double lens[CLI_LIST_MAX];
     const cli_option *vl = &opts[5];
     if (cli_sized_valid_lens(vl, B, Lk, lens))
         return CLI_USAGE;
     // causal: every query must see a key (multihead.h); said before the
     // description, so a refused trace prints nothing on stdout
+    const char *rule = "--causal"; // the option that asked for the rule
+//> 19
+    if (!opts[10].value)
+        rule = "--window";
+//<
     if (causal && Lq > Lk)
-        return cli_error("--causal with --queries %zu > --kv %zu: query 0 "
+        return cli_error("%s with --queries %zu > --kv %zu: query 0 "
                          "would see no key (query i sees key j only when "
                          "j <= i + Lk - Lq)",
-                         Lq, Lk);
+                         rule, Lq, Lk);
     for (size_t b = 0; causal && vl->value && b < B; b++)
         if (lens[b] == 0)
-            return cli_error("--causal with --valid-lens '%s': entry %zu is 0, "
+            return cli_error("%s with --valid-lens '%s': entry %zu is 0, "
                              "so its queries would see no key",
-                             vl->value, b + 1);
+                             rule, vl->value, b + 1);
     if (too_large("the queries", 3, (size_t[]){B, Lq, D}) ||
         too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
@@ -274,6 +315,13 @@ int cmd_trace(int argc, char **argv)
         if (rope)
             return cli_error("--quiz asks the module without rotary "
                              "embeddings; leave out --rope");
+//> 19
+        if (cli_find(opts, NOPTS(opts), "--window")->value ||
+            cli_find(opts, NOPTS(opts), "--alibi")->value ||
+            cli_find(opts, NOPTS(opts), "--sinks")->value)
+            return cli_error("--quiz asks the module without --window, "
+                             "--alibi or --sinks; leave them out");
+//<
         quiz_case c = {.B = B, .Lq = Lq, .Lk = Lk, .D = D, .h = h, .G = G,
                        .causal = causal, .has_lens = vl->value != NULL};
         for (size_t b = 0; b < B && b < QUIZ_LENS_MAX && vl->value; b++)
@@ -282,13 +330,30 @@ int cmd_trace(int argc, char **argv)
         quiz_build(&c, &z);
         return cli_flush_stdout(quiz_print_worksheet(&z, !no_answers));
     }
+/*< 19
     cmd_trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
-                        rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
+                            rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
+*/
+//> 19
+    cmd_trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
+                            rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0},
+                            0, 0, 0, 0};
+    if (cli_window_options(opts, NOPTS(opts), causal, &shape.window,
+                           &shape.keep, &shape.alibi))
+        return CLI_USAGE;
+    shape.sinks = cli_find(opts, NOPTS(opts), "--sinks")->value != NULL;
+//<
     if (cli_torch_trace_options(opts, NOPTS(opts), B, h, Lq, Lk, G * (D / h),
                                 &shape.torch, &shape.masks)) {
         cli_torch_free(&shape.masks);
         return CLI_USAGE;
     }
+//> 19
+    if (shape.torch && (shape.window || shape.alibi || shape.sinks)) {
+        cli_torch_free(&shape.masks);
+        return cli_error(CLI_WINDOW_NOT_TORCH);
+    }
+//<
     status = cmd_run_trace(&shape, vl->value ? lens : NULL, show);
     cli_torch_free(&shape.masks);
     return cli_flush_stdout(status);

@@ -35,6 +35,10 @@ typedef struct cmd_trace_case {
     double rope_base; /* their base, 10000 unless --rope-base */
     int torch;        /* PyTorch's options (torch.h), shapes alone: */
     cli_torch masks;
+//> 19
+    size_t window, keep; /* --window, --keep-first (window.h) */
+    int alibi, sinks;    /* --alibi, --sinks */
+//<
 } cmd_trace_case;
 
 /* The module on the shapes of ts alone (mha trace; mha quiz --trace),

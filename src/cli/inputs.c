@@ -55,6 +55,29 @@ int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base)
     return cli_parse_number_above(b, 1, base);
 }
 
+//> 19
+int cli_window_options(cli_option *opts, size_t nopts, int causal,
+                       size_t *window, size_t *keep, int *alibi)
+{
+    const cli_option *w = cli_find(opts, nopts, "--window");
+    const cli_option *k = cli_find(opts, nopts, "--keep-first");
+    *window = *keep = 0;
+    *alibi = value_of(opts, nopts, "--alibi") != NULL;
+    if (cli_parse_count(w, CLI_COUNT_MAX, window))
+        return CLI_USAGE;
+    if (k->value && !w->value)
+        return cli_error("--keep-first '%s' needs --window (without one "
+                         "every earlier key is seen)",
+                         k->value);
+    if (cli_parse_count(k, CLI_COUNT_MAX, keep))
+        return CLI_USAGE;
+    if (*alibi && !causal && !w->value)
+        return cli_error("--alibi needs --causal or --window (its bias "
+                         "-m_h (i' - j) counts the distance to earlier keys)");
+    return CLI_OK;
+}
+//<
+
 int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads)
 {
     *kv_heads = heads;
@@ -99,6 +122,16 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
     double base;
     if (cli_rope_options(opts, nopts, &rope, &base))
         return CLI_USAGE;
+//> 19
+    size_t window, keep;
+    int alibi;
+    if (cli_window_options(opts, nopts, value_of(opts, nopts, "--causal") != NULL,
+                           &window, &keep, &alibi))
+        return CLI_USAGE;
+    if ((window || alibi || value_of(opts, nopts, "--sinks")) &&
+        cli_torch_wanted(opts, nopts))
+        return cli_error(CLI_WINDOW_NOT_TORCH);
+//<
     double lens[CLI_LIST_MAX];
     size_t n;
     return parse_lens(opts, nopts, lens, &n);
@@ -323,6 +356,12 @@ static int build_module(tensor *const *f, size_t heads,
         .num_heads = heads, .out_size = f[WO]->shape[0],
         .bias = f[BQ] || f[BK] || f[BV] || f[BO], .kv_heads = opt->kv_heads,
         .causal = opt->causal, .rope = opt->rope, .rope_base = opt->rope_base};
+//> 19
+    cfg.window = opt->window;
+    cfg.keep_first = opt->keep_first;
+    cfg.alibi = opt->alibi;
+    cfg.sinks = opt->sinks;
+//<
     int status = multihead_init(&in->m, &cfg);
     if (status)
         return cli_error("%s", mha_last_error());
@@ -478,8 +517,31 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
     }
     if (!status)
         status = cli_rope_options(opts, nopts, &opt.rope, &opt.rope_base);
+//> 19
+    tensor *sinks = NULL; // (h,)
+    const char *sinks_path = value_of(opts, nopts, "--sinks");
+    if (!status)
+        status = cli_window_options(opts, nopts, opt.causal, &opt.window,
+                                    &opt.keep_first, &opt.alibi);
+    if (!status && sinks_path) {
+        opt.sinks = 1;
+        if (npy_read(sinks_path, &sinks))
+            status = cli_error("--sinks: %s", mha_last_error());
+        char ss[TRACE_SHAPE_MAX];
+        if (!status && (sinks->ndim != 1 || sinks->shape[0] != heads))
+            status = cli_error("--sinks %s has shape %s but --heads %zu needs "
+                               "(%zu,): one sink logit per head",
+                               sinks_path, tensor_shape_str(sinks, ss, sizeof ss),
+                               heads, heads);
+    }
+//<
     if (!status)
         status = build_module(f, heads, &opt, in);
+//> 19
+    if (!status && sinks && tensor_copy_into(in->m.sinks, sinks))
+        status = cli_error("--sinks: %s", mha_last_error());
+    tensor_free(sinks);
+//<
     if (!status && cli_torch_wanted(opts, nopts)) {
         in->has_torch = 1;
         size_t p = in->m.cfg.num_hiddens / heads;

@@ -35,10 +35,37 @@
     {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
     {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL},             \
     {"--kv-heads", 1, NULL}, {"--causal", 0, NULL}, CLI_ROPE_OPTIONS,      \
-    CLI_TORCH_OPTIONS
+    CLI_WINDOW_INPUT_OPTIONS CLI_TORCH_OPTIONS
 
 /* Rotary embeddings on Q and K (posenc.h): mha forward, heatmap and trace. */
 #define CLI_ROPE_OPTIONS {"--rope", 0, NULL}, {"--rope-base", 1, NULL}
+
+//> 19
+/* Where attention may look (window.h): --window W, --keep-first K and
+ * --alibi, for mha forward, heatmap and trace; forward and heatmap read
+ * --sinks S.npy (h,), trace takes --sinks alone (shapes only). */
+#define CLI_WINDOW_OPTIONS                                                    \
+    {"--window", 1, NULL}, {"--keep-first", 1, NULL}, {"--alibi", 0, NULL}
+
+/* What mha says to --window, --alibi or --sinks beside PyTorch's options,
+ * which have masks of their own (torch.h). */
+#define CLI_WINDOW_NOT_TORCH                                                  \
+    "--window, --alibi and --sinks do not combine with PyTorch's options "    \
+    "(--attn-mask and the others)"
+
+/* --window, --keep-first and --alibi from opts (which must hold
+ * CLI_WINDOW_OPTIONS) into *window, *keep (0 when absent) and *alibi.
+ * CLI_USAGE after one line for a count that is not a whole number >= 1,
+ * --keep-first without --window, or --alibi with neither causal nor
+ * --window. */
+int cli_window_options(cli_option *opts, size_t nopts, int causal,
+                       size_t *window, size_t *keep, int *alibi);
+/* Forward's and heatmap's share of them, --sinks with its file. */
+#define CLI_WINDOW_INPUT_OPTIONS CLI_WINDOW_OPTIONS, {"--sinks", 1, NULL},
+//<
+/*< 19
+#define CLI_WINDOW_INPUT_OPTIONS
+*/
 
 typedef struct cli_inputs {
     tensor *queries;    /* (B, Lq, Dq) */

@@ -18,10 +18,11 @@
 #include <gsl/gsl_blas.h>
 
 #include "base/error.h"
-#include "tensor/rowops.h"
-#include "nn/softmax.h"
 #include "base/threads.h"
+#include "nn/softmax.h"
+#include "nn/window.h"
 #include "tensor/matrices.h"
+#include "tensor/rowops.h"
 #include "tensor/tensor_trace.h"
 
 /* What both paths here do first: forget the weights of an earlier call
@@ -114,9 +115,9 @@ static void note_bad_score(bad_score *bad, size_t b, size_t i, size_t r,
  *   s (rows, Lk) = Q_bi[r0:] K_bi^T, then its unnormalised softmax
  *   O_bi[r0:] (rows, p) = s V_bi, then each row divided by its sum */
 static int attend_block(const heads *hm, const tensor *valid_lens,
-                        const tensor *weights, size_t b, size_t i, size_t r0,
-                        size_t rows, double scale, double *s, double *sums,
-                        bad_score *bad)
+                        const tensor *weights, const window_rule *rule,
+                        size_t b, size_t i, size_t r0, size_t rows,
+                        double scale, double *s, double *sums, bad_score *bad)
 {
     size_t Lk = hm->k.rows, p = hm->o.cols;
     // query head i reads key-value head i / (h/G): G = h, its own
@@ -144,7 +145,12 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
             status = GSL_ERANGE;
             break;
         }
-        sums[r] = rowops_softmax_unnormalized(s_row, Lk, scale, len, s_row, NULL);
+        // a window, alibi or sinks (window.h): query r0 + r at its position
+        long qpos = (long)Lk - (long)hm->q.rows + (long)(r0 + r);
+        sums[r] = rule ? window_softmax_row(rule, i, s_row, Lk, scale, qpos,
+                                            NULL, len, s_row, NULL)
+                       : rowops_softmax_unnormalized(s_row, Lk, scale, len,
+                                                     s_row, NULL);
     }
     // the weights, when they are kept: (B, h, Lq, Lk), contiguous
     for (size_t r = 0; weights && r < rows && !status; r++) {
@@ -165,7 +171,8 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
 /* Every head of every example: B*h*ceil(Lq/rows) independent blocks. */
 static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                       const tensor *oh, const tensor *valid_lens,
-                      const tensor *weights, const multihead_fast_options *opt)
+                      const tensor *weights, const window_rule *rule,
+                      const multihead_fast_options *opt)
 {
     size_t B = qh->shape[0], h = qh->shape[1], Lq = qh->shape[2];
     size_t Lk = kh->shape[2], p = qh->shape[3];
@@ -210,8 +217,8 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;
         size_t n = Lq - r0 < rows ? Lq - r0 : rows;
-        failed |= attend_block(&hm, valid_lens, weights, bi / h, bi % h, r0,
-                               n, scale, s, s + rows * Lk,
+        failed |= attend_block(&hm, valid_lens, weights, rule, bi / h, bi % h,
+                               r0, n, scale, s, s + rows * Lk,
                                &bad) != GSL_SUCCESS;
     }
     threads_blas_narrow(lent);
@@ -351,13 +358,16 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     tensor k_in = tensor_named(keys, "B, Lk, d_k");
     tensor v_in = tensor_named(values, "B, Lk, d_v");
 
-    char kv[48] = "";
+    char kv[48] = "", rule_opts[96];
     if (G < h)
         snprintf(kv, sizeof kv, ", G=%zu", G);
+    window_rule rule; // a window, alibi or sinks (window.h)
+    int ruled = multihead_window_rule(m, &rule);
+    multihead_window_options(m, rule_opts, sizeof rule_opts);
     tensor_trace_begin(NULL,
                 TRACE_QKV(queries, keys, values),
-                "multihead_fast(h=%zu%s%s)", h, kv,
-                m->cfg.causal ? ", causal" : "");
+                "multihead_fast(h=%zu%s%s%s)", h, kv,
+                m->cfg.causal && !m->cfg.window ? ", causal" : "", rule_opts);
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D), (B, Lk, G*p)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, Lq, p), (B, G, Lk, p)
     tensor *rows = NULL; // causal: (B, Lq) lengths, valid_lens folded in
@@ -396,7 +406,8 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     }
     // 4. every head, in parallel, straight into concat
     if (!status)
-        status = attend_all(qh, kh, vh, oh, lens, weights, opt);
+        status = attend_all(qh, kh, vh, oh, lens, weights, ruled ? &rule : NULL,
+                            opt);
     if (!status)
         status = tensor_check_result(concat, who, "weighted sum of the values",
                                      "heads");
@@ -487,6 +498,8 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
     }
     double scale = 1.0 / sqrt((double)p);
     int rope = m->cfg.rope;
+    window_rule rule; // a window, alibi or sinks (window.h)
+    int ruled = multihead_window_rule(m, &rule);
     for (size_t b = 0; b < B; b++) {
         // query i sits at position Lk - Lq + i, key t at position t
         for (size_t i = 0; i < Lq; i++) {
@@ -516,15 +529,26 @@ int multihead_forward_naive(multihead *m, const tensor *queries,
                 // a row of valid length 0 sees every key at score 0
                 size_t seen = len ? len : Lk;
                 double mx = -INFINITY;
+                // with a window, alibi or sinks: query i at position
+                // pos, key t seen when the rule says so, its score less
+                // slope * (pos - t), and the sink in the max and the sum
+                long pos = (long)Lk - (long)Lq + (long)i;
+                double slope = rule.slopes ? rule.slopes[hd] : 0.0;
+                if (ruled && rule.sinks)
+                    mx = rule.sinks[hd];
                 for (size_t t = 0; t < seen; t++) {
                     const double *k_t = kp + t * Dkv + kv;
                     double dot = 0.0;
                     for (size_t j = 0; j < p; j++)
                         dot += q_i[j] * k_t[j];
                     s[t] = len ? scale * dot : 0.0;
+                    s[t] -= slope * (double)(pos - (long)t);
+                    if (ruled && !window_sees(&rule, pos, (long)t))
+                        s[t] = -INFINITY;
                     mx = s[t] > mx ? s[t] : mx;
                 }
-                double sum = 0.0;
+                double sum = ruled && rule.sinks ? exp(rule.sinks[hd] - mx)
+                                                 : 0.0;
                 for (size_t t = 0; t < seen; t++)
                     sum += s[t] = exp(s[t] - mx);
                 // the head's p outputs: the weighted average of the values

@@ -18,11 +18,14 @@
 #include <gsl/gsl_blas.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "nn/qkv.h"
+#include "nn/softmax.h"
+//> 19
+#include "nn/window.h"
+//<
 #include "tensor/matrices.h"
 #include "tensor/rowops.h"
-#include "nn/softmax.h"
-#include "base/threads.h"
 #include "tensor/tensor_trace.h"
 
 /* --- online softmax ------------------------------------------------- */
@@ -56,7 +59,52 @@ typedef struct {
     size_t Lq, Lk, d, dv, tq, tk;
     double scale;
     tensor *out;
+//> 19
+    const window_rule *rule; /* a window, alibi or sinks, or NULL */
+    size_t heads, group;     /* h, h/G: row b of q is head b % h, and
+                                reads key-value batch row (b/h)*G + ... */
+    long q0;                 /* the position of query 0 */
+//<
 } flash_job;
+
+//> 19
+/* One tile of row `row` under the rule (window.h): the scores s (kn,)
+ * of keys k0 .. k0 + kn - 1, the first `valid` of them within the row's
+ * length, become a_j (scaled, less the ALiBi bias) for the keys the rule
+ * shows, then exp(a_j - m') (0.0 for the others); m, l and the row's
+ * output o (dv,) are carried over as the online softmax does. */
+static void rule_tile(const flash_job *j, size_t head, size_t row, size_t k0,
+                      size_t kn, size_t valid, double *s, double *m,
+                      double *l, double *o)
+{
+    const window_rule *r = j->rule;
+    long qpos = j->q0 + (long)row;
+    double slope = r->slopes ? r->slopes[head] : 0.0, tile_max = -INFINITY;
+    for (size_t t = 0; t < kn; t++) {
+        long key = (long)(k0 + t);
+        if (t >= valid || !window_sees(r, qpos, key)) {
+            s[t] = -INFINITY;
+            continue;
+        }
+        s[t] = j->scale * s[t] - slope * (double)(qpos - key);
+        tile_max = s[t] > tile_max ? s[t] : tile_max;
+    }
+    if (tile_max == -INFINITY) { // nothing seen here: adds exactly nothing
+        rowops_fill(s, kn, 0.0);
+        return;
+    }
+    double m_new = *m > tile_max ? *m : tile_max;
+    double alpha = exp(*m - m_new), sum = 0.0;
+    for (size_t t = 0; t < kn; t++) {
+        s[t] = s[t] == -INFINITY ? 0.0 : exp(s[t] - m_new);
+        sum += s[t];
+    }
+    *l = alpha * *l + sum;
+    if (alpha != 1.0)
+        rowops_scale(o, j->dv, alpha);
+    *m = m_new;
+}
+//<
 
 /* Query rows r0 .. r0 + n - 1 of example b, every key tile.  s, m, l, see
  * are this thread's scratch.  Row r sees keys 0 .. see[r] - 1 (its valid
@@ -72,9 +120,23 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     gsl_matrix_view o_m = gsl_matrix_view_array(o, n, dv);
     gsl_matrix_const_view q_m = TENSOR_MATRIX_ROWS(j->q, b, 0, r0, n);
     double last_seen = 0.0; // the most keys any row of the block sees
+//> 19
+    size_t kb = b; // the batch row of the keys and values
+    size_t head = 0; // with a rule: this row's head, and its sink
+    if (j->rule) {
+        head = b % j->heads;
+        kb = (b / j->heads) * (j->heads / j->group) + head / j->group;
+    }
+//<
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0;
+//> 19
+        if (j->rule && j->rule->sinks) { // the sink's term, exp(s - s)
+            m[r] = j->rule->sinks[head];
+            l[r] = 1.0;
+        }
+//<
         size_t len = softmax_valid_len(j->valid_lens, b, r0 + r, Lk);
         see[r] = len ? (double)len : -(double)Lk; // negative: uniform row
         last_seen = fabs(see[r]) > last_seen ? fabs(see[r]) : last_seen;
@@ -82,7 +144,12 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
     for (size_t k0 = 0; (double)k0 < last_seen; k0 += tk) {
         size_t kn = Lk - k0 < tk ? Lk - k0 : tk;
         // pass 1: S = Q_rows K_tile^T, (n, kn)
+/*< 19
         gsl_matrix_const_view k_m = TENSOR_MATRIX_ROWS(j->k, b, 0, k0, kn);
+*/
+//> 19
+        gsl_matrix_const_view k_m = TENSOR_MATRIX_ROWS(j->k, kb, 0, k0, kn);
+//<
         gsl_matrix_view s_m = gsl_matrix_view_array(s, n, kn);
         int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_m.matrix,
                                     &k_m.matrix, 0.0, &s_m.matrix);
@@ -100,6 +167,13 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
                 rowops_fill(s_r, kn, 0.0); // adds exactly nothing
                 continue;
             }
+//> 19
+            if (j->rule) {
+                rule_tile(j, head, r0 + r, k0, kn, valid, s_r, &m[r], &l[r],
+                          o + r * dv);
+                continue;
+            }
+//<
             if (see[r] < 0)
                 rowops_fill(s_r, kn, 0.0); // the uniform row: equal scores
             double tile_max = j->scale * rowops_max(s_r, valid);
@@ -113,7 +187,12 @@ static int flash_block(const flash_job *j, size_t b, size_t r0, size_t n,
             m[r] = m_new;
         }
         // pass 3: O += P V_tile
+/*< 19
         gsl_matrix_const_view v_m = TENSOR_MATRIX_ROWS(j->v, b, 0, k0, kn);
+*/
+//> 19
+        gsl_matrix_const_view v_m = TENSOR_MATRIX_ROWS(j->v, kb, 0, k0, kn);
+//<
         status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &s_m.matrix,
                                 &v_m.matrix, 1.0, &o_m.matrix);
         if (status)
@@ -141,6 +220,10 @@ static void set_name(tensor *t, size_t d, const tensor *from, size_t fd,
              from->names[fd][0] ? from->names[fd] : lesson);
 }
 
+static int flash_run(flash_job *jp, const tensor *queries, const tensor *keys,
+                     const tensor *values, const tensor *valid_lens,
+                     size_t tile_q, size_t tile_k, tensor **out);
+
 int flash_attention_forward(const tensor *queries, const tensor *keys,
                             const tensor *values, const tensor *valid_lens,
                             size_t tile_q, size_t tile_k, tensor **out)
@@ -157,6 +240,18 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     if (status)
         return status;
     flash_job j = {.valid_lens = valid_lens};
+    return flash_run(&j, queries, keys, values, valid_lens, tile_q, tile_k,
+                     out);
+}
+
+/* The tiles of job j (valid_lens and, with chapter 19, the rule set). */
+static int flash_run(flash_job *jp, const tensor *queries, const tensor *keys,
+                     const tensor *values, const tensor *valid_lens,
+                     size_t tile_q, size_t tile_k, tensor **out)
+{
+    const char *who = "flash_attention_forward";
+    int status = GSL_SUCCESS;
+    flash_job j = *jp;
     size_t B = queries->shape[0];
     j.Lq = queries->shape[1];
     j.Lk = keys->shape[1];
@@ -234,4 +329,24 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     *out = j.out;
     return GSL_SUCCESS;
 }
+//> 19
+int flash_attention_forward_window(const tensor *queries, const tensor *keys,
+                                   const tensor *values,
+                                   const tensor *valid_lens,
+                                   const window_rule *r, size_t h, long q0,
+                                   size_t tile_q, size_t tile_k, tensor **out)
+{
+    *out = NULL;
+    size_t BH = queries->shape[0], BG = keys->shape[0];
+    if (h == 0 || BH % h || BG % (BH / h) || h % (BG / (BH / h)))
+        return mha_fail(GSL_EBADLEN,
+                        "flash_attention_forward_window: queries of %zu heads "
+                        "and keys of %zu do not fit h %zu",
+                        BH, BG, h);
+    flash_job j = {.valid_lens = valid_lens, .rule = r, .heads = h,
+                   .group = h / (BG / (BH / h)), .q0 = q0};
+    return flash_run(&j, queries, keys, values, valid_lens, tile_q, tile_k,
+                     out);
+}
+//<
 //<

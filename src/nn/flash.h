@@ -83,5 +83,21 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
                             const tensor *values, const tensor *valid_lens,
                             size_t tile_q, size_t tile_k, tensor **out);
 
+//> 19
+/* The same under a window, ALiBi or sinks (window.h): queries (B*h, Lq,
+ * d), row b*h + i head i of example b, against keys and values (B*G, Lk,
+ * d), key-value head b*G + i/(h/G); query r at position q0 + r, key j at
+ * j.  A tile adds the keys the rule shows, each row's max and sum start at
+ * the sink's s_h and 1 when there are sinks.  The module's checks come
+ * first: only the batch sizes are checked here. */
+struct window_rule;
+int flash_attention_forward_window(const tensor *queries, const tensor *keys,
+                                   const tensor *values,
+                                   const tensor *valid_lens,
+                                   const struct window_rule *r, size_t h,
+                                   long q0, size_t tile_q, size_t tile_k,
+                                   tensor **out);
+//<
+
 #endif
 //<

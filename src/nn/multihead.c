@@ -21,6 +21,9 @@
 //> 15
 #include "nn/posenc.h"
 //<
+//> 19
+#include "nn/window.h"
+//<
 
 /* --- the module ----------------------------------------------------- */
 
@@ -98,6 +101,29 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     if (c->kv_heads < c->num_heads)
         kv_name = "G*d_model/h";
 //<
+//> 19
+    if (c->window)
+        m->cfg.causal = 1; // a window is causal, and shorter
+    if (c->alibi && !c->causal)
+        status = mha_fail(GSL_EINVAL,
+                          "multihead: alibi needs causal or a window (its bias "
+                          "-m_h (i' - j) grows with the distance to earlier "
+                          "keys)");
+    if (!status && c->keep_first && !c->window)
+        status = mha_fail(GSL_EINVAL,
+                          "multihead: keep_first %zu needs a window (every "
+                          "key is kept without one)",
+                          c->keep_first);
+    if (!status && c->alibi)
+        status = alibi_slopes(c->num_heads, &m->slopes);
+    if (!status && c->sinks && !(status = tensor_alloc(SHAPE(c->num_heads),
+                                                       &m->sinks)))
+        tensor_set_names(m->sinks, "h");
+    if (status) {
+        multihead_free(m);
+        return status;
+    }
+//<
     snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
@@ -114,6 +140,11 @@ void multihead_free(multihead *m)
     dot_attention_free(&m->attention);
     tensor_free(m->weights);
     m->weights = NULL;
+//> 19
+    tensor_free(m->slopes);
+    tensor_free(m->sinks);
+    m->slopes = m->sinks = NULL;
+//<
 }
 
 //> 15
@@ -199,6 +230,26 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
                         "j only when j <= i + Lk - Lq)",
                         i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk);
 //<
+//> 19
+    if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b,
+                                   &i) && !c->window)
+        return mha_fail(GSL_EINVAL,
+                        "multihead: query %zu of example %zu sees no key "
+                        "(valid_len 0), and a row's weights need one with "
+                        "alibi or sinks",
+                        i, b);
+    if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b, &i))
+        return mha_fail(GSL_EINVAL,
+                        "multihead: window: query %zu of example %zu sees no "
+                        "key (valid_len %zu, Lq %zu, Lk %zu, window %zu: query "
+                        "i sees key j only when i + Lk - Lq - %zu < j <= i + "
+                        "Lk - Lq)",
+                        i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk,
+                        c->window, c->window);
+    if (m->sinks && (status = tensor_check_finite(m->sinks, "multihead",
+                                                  "sinks")))
+        return status;
+//<
     /* NaN or inf anywhere would spread to whole rows of the output (a
      * single inf score makes inf - inf in the softmax): refuse them here,
      * naming the element, rather than return numbers that mean nothing */
@@ -238,8 +289,16 @@ static const char *options(const multihead *m, char *buf, size_t n)
         snprintf(buf + strlen(buf), n - strlen(buf), ", G=%zu", m->cfg.kv_heads);
 //<
 //> 16
+/*< 19
     if (m->cfg.causal)
+*/
+//> 19
+    if (m->cfg.causal && !m->cfg.window) // a window says so itself
+//<
         snprintf(buf + strlen(buf), n - strlen(buf), ", causal");
+//<
+//> 19
+    multihead_window_options(m, buf + strlen(buf), n - strlen(buf));
 //<
     snprintf(buf + strlen(buf), n - strlen(buf), ")");
 //> 13
@@ -292,7 +351,7 @@ static int check_overflow(const multihead *m, const steps *s,
  * 4 was computed), kept in m as (B, h, Lq, Lk): a view, made untraced,
  * since keeping is no step of the pass.  m's earlier weights go only
  * once the new ones are there. */
-static int keep_weights(multihead *m, size_t batch, size_t Lq)
+int multihead_keep_weights(multihead *m, size_t batch, size_t Lq)
 {
     trace_quiet_begin();
     tensor *w = NULL;
@@ -342,7 +401,7 @@ static void begin_trace(const multihead *m, const tensor *queries,
                         const tensor *keys, const tensor *values,
                         const tensor *valid_lens)
 {
-    char opt[64];
+    char opt[128];
     tensor_trace_begin(NULL,
                 TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
                              TRACE_NAMED(values, "v"),
@@ -434,7 +493,8 @@ done:
         status = check_overflow(m, &s, *out);
 /*< 12
     if (!status) // the per-head weights, (B, h, Lq, Lk)
-        status = keep_weights(m, queries->shape[0], queries->shape[1]);
+        status = multihead_keep_weights(m, queries->shape[0],
+                                        queries->shape[1]);
 */
 //> 13
     if (!status && m->cache) // what the backward pass reads
@@ -569,12 +629,17 @@ int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
 /*< 17
     int status = attend(m, qh, kh, vh, lens, heads);
 */
+//> 19
+    window_rule r;
+    if (multihead_window_rule(m, &r)) // every head at once, by the rule
+        return multihead_attend_window(m, &r, qh, kh, vh, lens, heads);
+//<
 //> 17
     int status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
                                      : attend(m, qh, kh, vh, lens, heads);
 //<
     if (!status && !m->tiled) // the per-head weights, (B, h, Lq, Lk)
-        status = keep_weights(m, qh->shape[0] / h, qh->shape[1]);
+        status = multihead_keep_weights(m, qh->shape[0] / h, qh->shape[1]);
     if (status) {
         tensor_free(*heads);
         *heads = NULL;

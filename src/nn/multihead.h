@@ -98,6 +98,23 @@
  */
 //<
 
+//> 19
+/* Where a query may look (window.h): cfg.window, keep_first, alibi and
+ * sinks change step 4 alone.  A sliding window hides the keys more than
+ * W - 1 positions back (the first keep_first stay), ALiBi adds -m_h
+ * (i' - j) to the scaled scores, and a sink logit per head, m->sinks,
+ * joins each row's softmax and is dropped after it.  Every path follows
+ * the one rule (multihead_window_rule): the copy-based pass, the tiled
+ * pass, the fast path, the plain loops and the decoders, and the backward
+ * pass reads the weights the forward kept.  A query the window leaves
+ * with no key is refused before any work, GSL_EINVAL:
+ *   multihead: window: query 2 of example 0 sees no key (valid_len 1,
+ *   Lq 4, Lk 4, window 2: query i sees key j only when i + Lk - Lq - 2 <
+ *   j <= i + Lk - Lq)
+ * The sink logits' own gradient is not computed.
+ */
+//<
+
 #include <gsl/gsl_rng.h>
 
 #include "nn/attention.h"
@@ -165,6 +182,14 @@ typedef struct multihead_config {
 //> 16
     int causal;      /* 1: query i sees key j only when j <= i + Lk - Lq */
 //<
+//> 19
+    size_t window;     /* W: causal, and key j only when j > i' - W (or j <
+                          keep_first); 0: no window (window.h) */
+    size_t keep_first; /* with a window, the first positions every query
+                          sees (StreamingLLM's sinks) */
+    int alibi;         /* 1: score += -m_h (i' - j); needs causal or a window */
+    int sinks;         /* 1: a sink logit per head, m->sinks (h,), zero */
+//<
 } multihead_config;
 
 //> 13
@@ -190,6 +215,11 @@ typedef struct multihead {
 //> 14
     const tensor *head_mask; /* (h,): head i's output times head_mask[i] */
 //<
+//> 19
+    tensor *slopes;          /* (h,): ALiBi's slopes, with cfg.alibi */
+    tensor *sinks;           /* (h,): the sink logits, with cfg.sinks; set
+                                them as the layers' weights are set */
+//<
 } multihead;
 
 /* Allocate the four layers (zero weights; see multihead_reset_xavier).
@@ -197,6 +227,10 @@ typedef struct multihead {
  * divisible by num_heads. */
 //> 17
 /* GSL_EBADLEN when kv_heads does not divide num_heads. */
+//<
+//> 19
+/* With a window, m->cfg.causal is 1.  GSL_EINVAL for alibi with neither
+ * causal nor a window, or keep_first without a window. */
 //<
 //> 15
 /* With rope: GSL_EBADLEN for an odd head size p (RoPE turns pairs of
@@ -319,6 +353,26 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                              const tensor *valid_lens,
                              const tensor *head_mask, multihead_cache *c,
                              tensor **out);
+//<
+
+//> 19
+/* --- windows, ALiBi and sinks (window.h) ---------------------------- */
+
+/* The module's rule (cfg.window, keep_first, alibi, sinks; m->slopes,
+ * m->sinks): 1 with *r filled when any of them is on, else 0.  Every
+ * forward path asks it before step 4. */
+struct window_rule;
+int multihead_window_rule(const multihead *m, struct window_rule *r);
+
+/* The options of the rule as the trace's header shows them: ", window 3,
+ * alibi, sinks" ("" with none). */
+void multihead_window_options(const multihead *m, char *buf, size_t n);
+
+/* The first row (b, i) of a forward pass of valid_lens (B,), (B, Lq) or
+ * NULL that sees no key under the rule: 1 and *b, *i set, else 0. */
+int multihead_empty_window_row(const multihead *m, const tensor *valid_lens,
+                               size_t B, size_t Lq, size_t Lk, size_t *b,
+                               size_t *i);
 //<
 
 //> 12

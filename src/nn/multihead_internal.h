@@ -5,6 +5,9 @@
 #define MHA_MULTIHEAD_INTERNAL_H
 
 #include "nn/multihead.h"
+//> 19
+#include "nn/window.h"
+//<
 
 /* What the steps make, in their order, all freed when the pass ends. */
 typedef struct steps {
@@ -24,6 +27,20 @@ typedef struct steps {
  * (B*h, Lq, Lk). */
 int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
                          const tensor *keys, const tensor *values);
+//<
+
+/* The attention's weights, (B*h, Lq, Lk), kept in m as (B, h, Lq, Lk): a
+ * view, made untraced; m's earlier weights go once the new ones are
+ * there. */
+int multihead_keep_weights(multihead *m, size_t batch, size_t Lq);
+//> 19
+
+/* Step 4 under a window, ALiBi or sinks (window.h): every head by the
+ * rule r, the weights kept as dot_attention's are (multihead_window.c). */
+int multihead_attend_window(multihead *m, const window_rule *r,
+                            const tensor *qh, const tensor *kh,
+                            const tensor *vh, const tensor *lens,
+                            tensor **heads);
 //<
 
 #endif

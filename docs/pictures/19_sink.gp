@@ -1,0 +1,51 @@
+# Attention weights: a 1 x 1 grid of (6, 7) panels from 19_sink.dat,
+# drawn on one colour scale.  Render beside this script with
+#     gnuplot -e "fmt='png'" 19_sink.gp    (fmt: 'png' or 'svg')
+if (!exists("fmt")) fmt = 'png'
+# the data and the image live beside this script, wherever gnuplot runs:
+# ARG0 is the script's path as gnuplot was given it
+here = ''
+do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq '/') { here = ARG0[1:i] } }
+data = here . '19_sink.dat'
+if (!exists("out")) out = here . '19_sink.' . fmt
+if (fmt eq 'svg') {
+    set terminal svg size 420,306 font 'sans,11' noenhanced background '#ffffff'
+} else { if (fmt eq 'png') {
+    set terminal pngcairo size 420,306 font 'sans,11' noenhanced background '#ffffff'
+} else {
+    exit error sprintf("fmt must be 'png' or 'svg', not '%s'", fmt)
+} }
+set output out
+# a PNG gets each panel as one bitmap, scaled without smoothing;
+# an SVG a rectangle per cell, since SVG viewers smooth bitmaps
+cells = fmt eq 'svg' ? 'image pixels' : 'image'
+
+# white to dark red (matplotlib's 'Reds')
+set palette defined (0 '#ffffff', 0.125 '#fee0d2', 0.25 '#fcbba1', 0.375 '#fc9272', 0.5 '#fb6a4a', 0.625 '#ef3b2c', 0.75 '#cb181d', 0.875 '#a50f15', 1 '#67000d')
+# one colour scale for every panel: from 0 (white, exactly 0) to the
+# largest weight
+set cbrange [0:0.8]
+# cell (k, q) is the unit square centred on key k, query q; query 0 on top,
+# as in the matrix
+set xrange [-0.5:6.5]
+set yrange [5.5:-0.5]
+set xtics 0, 1, 6
+set ytics 0, 1, 5
+set tics out nomirror scale 0.5
+set format cb '%g'
+unset key
+
+set multiplot layout 1,1 \
+    margins screen 0.190476, 0.761905, 0.203548, 0.875817 \
+    spacing screen 0.038095, 0.137255
+
+# panel (0, 0)
+set title 'window 3, sink log 4'
+set format x '%g'; set xlabel 'Keys (the last column: the sink)'
+set format y '%g'; set ylabel 'Queries'
+# the last panel draws the one colour box, right of the grid
+set colorbox user origin screen 0.804762, 0.203548 size screen 0.042857, 0.672269
+plot data index 0 matrix with @cells
+
+unset multiplot
+unset output

@@ -1,0 +1,250 @@
+//> 19
+/* window_cache.c: decoding with a window in keep + W slots; see
+ * window_cache.h.
+ *
+ * Shapes: storage (B, G, S, p), S = keep + W slots; x (B, n, d_q);
+ * Q (B, n, d_model), K and V (B, n, G*p); qh (B*h, n, p); the keys a
+ * step reads, the f filled slots and the n new positions, (B*G, f+n, p).
+ */
+#include "nn/window_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tensor/tensor_trace.h"
+#include "nn/window.h"
+
+int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
+                      size_t head_size, size_t window, size_t keep)
+{
+    memset(c, 0, sizeof *c);
+    if (!batch || !kv_heads || !head_size || !window)
+        return mha_fail(GSL_EINVAL,
+                        "window_cache_init: batch %zu, kv_heads %zu, "
+                        "head_size %zu and window %zu must all be >= 1",
+                        batch, kv_heads, head_size, window);
+    size_t slots = keep + window;
+    int status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
+                              &c->keys);
+    if (!status)
+        status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
+                              &c->values);
+    if (!status && !(c->pos = mha_malloc(slots, sizeof *c->pos,
+                                         "window_cache_init")))
+        status = GSL_ENOMEM;
+    if (status) {
+        window_cache_free(c);
+        return status;
+    }
+    for (size_t s = 0; s < slots; s++)
+        c->pos[s] = -1; // empty
+    c->batch = batch;
+    c->kv_heads = kv_heads;
+    c->head_size = head_size;
+    c->window = window;
+    c->keep = keep;
+    c->slots = slots;
+    return GSL_SUCCESS;
+}
+
+void window_cache_free(window_cache *c)
+{
+    tensor_free(c->keys);
+    tensor_free(c->values);
+    free(c->pos);
+    memset(c, 0, sizeof *c);
+}
+
+size_t window_cache_slot(const window_cache *c, size_t t)
+{
+    return t < c->keep ? t : c->keep + (t - c->keep) % c->window;
+}
+
+static int check_step(const multihead *m, const window_cache *c,
+                      const tensor *x)
+{
+    const char *who = "multihead_decode_window";
+    const multihead_config *cfg = &m->cfg;
+    if (!c || !c->keys)
+        return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
+                        who);
+    if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
+        return mha_fail(GSL_EINVAL,
+                        "%s: decoding is self-attention, but the module has "
+                        "query_size %zu, key_size %zu, value_size %zu",
+                        who, cfg->query_size, cfg->key_size, cfg->value_size);
+    if (cfg->window != c->window || cfg->keep_first != c->keep)
+        return mha_fail(GSL_EINVAL,
+                        "%s: the module has window %zu, keep_first %zu but "
+                        "the cache window %zu, keep %zu",
+                        who, cfg->window, cfg->keep_first, c->window, c->keep);
+    int status = multihead_check_inputs(m, x, x, x, NULL);
+    if (status)
+        return status;
+    size_t B = x->shape[0], G = cfg->kv_heads;
+    size_t p = cfg->num_hiddens / cfg->num_heads;
+    char xs[TRACE_SHAPE_MAX];
+    if (c->batch != B || c->kv_heads != G || c->head_size != p)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: the cache is (B, G, slots, p) = (%zu, %zu, %zu, "
+                        "%zu) but x %s and the module (h %zu, G %zu, p %zu) "
+                        "need (%zu, %zu, slots, %zu)",
+                        who, c->batch, c->kv_heads, c->slots, c->head_size,
+                        tensor_shape_str(x, xs, sizeof xs), cfg->num_heads, G,
+                        p, B, G, p);
+    return GSL_SUCCESS;
+}
+
+/* The keys (or values) a step reads: the f filled slots of storage in
+ * slot order, then the new heads (B*G, n, p): (B*G, f+n, p), new. */
+static int gather(const tensor *storage, size_t f, const tensor *heads,
+                  tensor **out)
+{
+    size_t BG = heads->shape[0], n = heads->shape[1], p = heads->shape[2];
+    size_t S = storage->shape[2];
+    int status = tensor_alloc(SHAPE(BG, f + n, p), out);
+    if (status)
+        return status;
+    const tensor *hc = heads;
+    tensor *copy = NULL;
+    if (!tensor_is_contiguous(heads)) {
+        trace_quiet_begin();
+        status = tensor_contiguous(heads, &copy);
+        trace_quiet_end();
+        hc = copy;
+    }
+    for (size_t g = 0; !status && g < BG; g++) {
+        double *o = (*out)->data + g * (f + n) * p;
+        memcpy(o, storage->data + g * S * p, f * p * sizeof *o);
+        memcpy(o + f * p, hc->data + g * n * p, n * p * sizeof *o);
+    }
+    tensor_free(copy);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return status;
+    }
+    tensor_set_names(*out, "B*G, f+n, d_model/h");
+    return GSL_SUCCESS;
+}
+
+/* The new positions length .. length+n-1 into their slots, keys and
+ * values; a slot taken twice in one step keeps the later position. */
+static void store(window_cache *c, const tensor *kh, const tensor *vh)
+{
+    size_t BG = kh->shape[0], n = kh->shape[1], p = c->head_size;
+    for (size_t t = 0; t < n; t++) {
+        size_t pos = c->length + t, s = window_cache_slot(c, pos);
+        for (size_t g = 0; g < BG; g++) {
+            memcpy(c->keys->data + (g * c->slots + s) * p,
+                   TENSOR_AT(kh, g, t, 0), p * sizeof(double));
+            memcpy(c->values->data + (g * c->slots + s) * p,
+                   TENSOR_AT(vh, g, t, 0), p * sizeof(double));
+        }
+        c->pos[s] = (long)pos;
+    }
+    tensor_trace_note("positions %zu..%zu into slots %zu..: slot of t = t for t < "
+               "%zu, else %zu + (t - %zu) mod %zu",
+               c->length, c->length + n - 1,
+               window_cache_slot(c, c->length), c->keep, c->keep, c->keep,
+               c->window);
+}
+
+int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
+                            tensor **out)
+{
+    const char *who = "multihead_decode_window";
+    *out = NULL;
+    if (!x)
+        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
+    int status = check_step(m, c, x);
+    if (status)
+        return status;
+    size_t B = x->shape[0], n = x->shape[1], h = m->cfg.num_heads;
+    size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
+    tensor_free(m->weights);
+    m->weights = NULL;
+    tensor x_in = tensor_named(x, "B, n, d_q");
+    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+                "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
+                "%zu, positions %zu..%zu)",
+                h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
+                c->length + n - 1);
+    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, n, d_model), (B, n, G*p)
+    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B*h, n, p), (B*G, n, p)
+    tensor *keys = NULL, *values = NULL;       // (B*G, f+n, p)
+    tensor *w = NULL, *heads = NULL, *concat = NULL;
+    long *kpos = mha_malloc(f + n, sizeof *kpos, who);
+    if (!kpos)
+        status = GSL_ENOMEM;
+    // 1-3. project the new positions, turn Q and K by position, split
+    if (!status)
+        status = linear_forward(&m->W_q, &x_in, &q);
+    if (!status)
+        status = linear_forward(&m->W_k, &x_in, &k);
+    if (!status)
+        status = linear_forward(&m->W_v, &x_in, &v);
+    if (!status)
+        status = multihead_rope(m, &q, (long)c->length, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &k, (long)c->length, who, "K");
+    if (!status)
+        status = transpose_qkv(q, h, &qh);
+    if (!status)
+        status = multihead_split_kv(m, k, "K", &kh);
+    if (!status)
+        status = multihead_split_kv(m, v, "V", &vh);
+    // 4. the keys the queries may see: the filled slots, then the new
+    if (!status)
+        status = gather(c->keys, f, kh, &keys);
+    if (!status)
+        status = gather(c->values, f, vh, &values);
+    if (!status) {
+        tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
+                   TRACE_INPUTS(TRACE_IN(kh)),
+                   "keys: %zu slots + %zu new", f, n);
+        tensor_trace_emit(TRACE_COPY, TRACE_LIST, values,
+                   TRACE_INPUTS(TRACE_IN(vh)),
+                   "values: %zu slots + %zu new", f, n);
+        for (size_t s = 0; s < f; s++)
+            kpos[s] = c->pos[s];
+        for (size_t t = 0; t < n; t++)
+            kpos[f + t] = (long)(c->length + t);
+    }
+    // 5. attend by the rule: query i at position length + i
+    window_rule r;
+    multihead_window_rule(m, &r);
+    if (!status)
+        status = window_attend(&r, h, qh, keys, values, NULL, (long)c->length,
+                               kpos, &w, &heads);
+    // 6. join the heads, W_o
+    if (!status)
+        status = transpose_output(heads, h, &concat);
+    if (!status)
+        status = linear_forward(&m->W_o, concat, out);
+    // 7. the new positions into their slots, over the ones W before
+    if (!status)
+        status = multihead_find_overflow(who, *out, NULL, 0);
+    if (!status) {
+        trace_quiet_begin();
+        status = tensor_view(w, DIMS((long)B, (long)h, (long)n, (long)(f + n)),
+                             "B, h, n, f+n", &m->weights);
+        trace_quiet_end();
+    }
+    if (!status)
+        store(c, kh, vh);
+    trace_end();
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    } else {
+        c->length += n;
+    }
+    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, w, heads, concat};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    free(kpos);
+    return status;
+}
+//<
