@@ -1045,6 +1045,7 @@ Test(ex_alibi_slope, refuses_a_head_out_of_range)
     EX_REFUSED_CALL(alibi_slope(0, 0, &m), "alibi_slope(n 0, head 0)",
                     GSL_EINVAL, "alibi_slope", H_ALIBI_REFUSE, 0);
 }
+//<
 
 //> 20
 /* --- ex_mla_rms_norm (chapter 20) ------------------------------------ */
