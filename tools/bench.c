@@ -637,7 +637,7 @@ static int run_child(char *const argv[], char *out, size_t n, double *wall,
         argc++;
     char **relay = malloc((argc + 3) * sizeof *relay);
     char buf[4096];
-    double ignored, kib, user, sys;
+    double ignored, kib, user = 0, sys = 0;
     if (!relay)
         return 0;
     relay[0] = (char *)bench_self;
@@ -645,11 +645,11 @@ static int run_child(char *const argv[], char *out, size_t n, double *wall,
     memcpy(relay + 2, argv, (argc + 1) * sizeof *relay);
     int ok = spawn_measured(relay, buf, sizeof buf, &ignored, &kib) &&
              sscanf(buf, "%lf %lf %lf %lf", wall, &kib, &user, &sys) == 4;
-    child_user = user;
-    child_system = sys;
     free(relay);
     if (!ok)
         return 0;
+    child_user = user;
+    child_system = sys;
     const char *rest = strchr(buf, '\n');
     snprintf(out, n, "%s", rest ? rest + 1 : "");
     *peak_mib = kib / 1024.0;
