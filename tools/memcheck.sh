@@ -35,7 +35,7 @@ done
 # The suite, two tests at a time; children that are not ours (the shell
 # behind popen, gnuplot) run natively.
 MHA_MEMCHECK=1 $vg --trace-children=yes \
-    --trace-children-skip='*/sh,*/bash,*/dash,*/gnuplot*,*/rm,*/python3*,*/env' \
+    --trace-children-skip='*/sh,*/bash,*/dash,*/gnuplot*,*/dot,*/rm,*/python3*,*/env' \
     --log-file="$logs/tests.%p" \
     "$build"/tests/run_tests --jobs 2 > "$logs/tests.out" 2>&1 || {
     tail -20 "$logs/tests.out"
