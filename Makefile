@@ -461,6 +461,9 @@ FUZZERS   := $(patsubst tools/fuzz/%.c,build/fuzz/%,$(wildcard tools/fuzz/fuzz_*
 FUZZ_CLI  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(filter-out src/cli/mha.c,$(CLI_SRC)))
 
 .SECONDARY: $(FUZZ_OBJ) $(FUZZ_CLI)
+# the explorer's page carries its script and style (see above)
+build/fuzz/obj/plot/explorer.o: $(EXPLORER_GEN)/explorer_assets.h
+build/fuzz/obj/plot/explorer.o: CPPFLAGS += -I$(EXPLORER_GEN)
 build/fuzz/obj/%.o: src/%.c
 	@mkdir -p $(@D)
 	clang $(CPPFLAGS) -std=c11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(DEPFLAGS) -c $< -o $@
