@@ -777,7 +777,6 @@ Test(head_major, allocation_failures)
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     tensor_fill_normal(q, r, 0, 1);
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
-    failures = 0;
     EACH_ALLOCATION_FAILS(failures,
         headmajor_forward(&m, q, q, q, lens, &out, &attn),
         cr_assert_null(out);
