@@ -153,21 +153,18 @@ static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
 }
 
 /* The module on the loaded inputs: the fast path, with no copies of the
- * heads, keeping the weights (B, h, Lq, Lk) in in->m.weights only when
- * asked for, so that memory stays linear in the lengths.  A student's
- * copy has no fast path: there it is the lesson's multihead_forward,
- * which always keeps them. */
-static int module_forward(cli_inputs *in, int keep_weights, tensor **out)
+ * heads, making the weights (B, h, Lq, Lk) only when asked for (weights
+ * not NULL), so that memory stays linear in the lengths.  A student's
+ * copy has no fast path: there it is the lesson's multihead_forward. */
+static int module_forward(cli_inputs *in, tensor **out, tensor **weights)
 {
 /*< full
-    (void)keep_weights;
     return multihead_forward(&in->m, in->queries, in->keys, in->values,
-                             in->valid_lens, out);
+                             in->valid_lens, out, weights);
 */
 //> full
-    multihead_fast_options fast = {.keep_weights = keep_weights};
     return multihead_forward_fast(&in->m, in->queries, in->keys, in->values,
-                                  in->valid_lens, &fast, out);
+                                  in->valid_lens, NULL, out, weights);
 //<
 }
 
@@ -202,7 +199,7 @@ int cmd_forward(int argc, char **argv)
 
     cli_inputs in;
     status = cli_inputs_load(opts, NOPTS(opts), &in);
-    tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A with PyTorch's options
+    tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A (B, h, Lq, Lk)
     if (!status) {
         if (trace)
             trace_to(stdout);
@@ -210,14 +207,13 @@ int cmd_forward(int argc, char **argv)
             status = cli_torch_forward(&in.m, in.queries, in.keys, in.values,
                                        in.valid_lens, &in.torch, &out,
                                        a_path ? &a : NULL);
-        else if (module_forward(&in, a_path != NULL, &out))
+        else if (module_forward(&in, &out, a_path ? &a : NULL))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
     }
     cli_output outs[2] = {
         {.option = "--out", .path = out_path, .npy = out},
-        {.option = "--attention-out", .path = a_path,
-         .npy = in.has_torch ? a : in.m.weights},
+        {.option = "--attention-out", .path = a_path, .npy = a},
     };
     cli_staged staged = {0};
     if (!status)
@@ -270,10 +266,8 @@ int cmd_heatmap(int argc, char **argv)
         status = cli_torch_heatmap_weights(&in.m, in.queries, in.keys,
                                            in.values, in.valid_lens,
                                            &in.torch, &out, &a, &w);
-    else if (!status && module_forward(&in, 1, &out))
+    else if (!status && module_forward(&in, &out, &w))
         status = cli_error("%s", mha_last_error());
-    if (!status && !in.has_torch)
-        w = in.m.weights;
     // one title per panel: rows are examples, columns heads (one panel,
     // the mean, with --average-attn-weights)
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
@@ -318,8 +312,7 @@ int cmd_heatmap(int argc, char **argv)
     free(titles);
     free(tp);
     tensor_free(out);
-    if (in.has_torch)
-        tensor_free(w);
+    tensor_free(w);
     tensor_free(a);
     cli_inputs_free(&in);
     return status;

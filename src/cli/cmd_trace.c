@@ -198,7 +198,7 @@ int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
             trace_to_json(hold);
         if (ts->torch)
             status = cli_torch_forward(&m, x, y, y, vl, &ts->masks, &out, &a);
-        else if (multihead_forward(&m, x, y, y, vl, &out))
+        else if (multihead_forward(&m, x, y, y, vl, &out, &a))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
         trace_to_json(NULL);
@@ -217,7 +217,7 @@ int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
         char os[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
         printf("\noutput %s, attention weights %s\n",
                tensor_shape_str(out, os, sizeof os),
-               tensor_shape_str(ts->torch ? a : m.weights, ws, sizeof ws));
+               tensor_shape_str(a, ws, sizeof ws));
     }
     if (!status && show == SHOW_DOT)
         trace_write_dot(stdout, &log, 1);

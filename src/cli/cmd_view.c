@@ -315,11 +315,11 @@ int cmd_view(int argc, char **argv)
 
     trace_log log;
     int logged = 0;
-    tensor *o = NULL;
+    tensor *o = NULL, *w = NULL; // (B, Lq, D_out), (B, h, Lq, Lk)
     if (!status) {
         trace_log_start(&log);
         logged = 1;
-        if (multihead_forward(m, x, k, v, lens, &o))
+        if (multihead_forward(m, x, k, v, lens, &o, &w))
             status = cli_error("%s", mha_last_error());
         trace_log_stop(&log);
         if (!status && log.failed)
@@ -331,14 +331,14 @@ int cmd_view(int argc, char **argv)
         if (!t) {
             char ws[TRACE_SHAPE_MAX];
             snprintf(title, sizeof title, "Attention weights %s, %s",
-                     tensor_shape_str(m->weights, ws, sizeof ws),
+                     tensor_shape_str(w, ws, sizeof ws),
                      !sizes ? q
                      : cli_find(opts, nopts, "--d2l")->value
                          ? "d2l's inputs (ones)"
                          : "random inputs");
             t = title;
         }
-        explorer_page page = {.title = t, .weights = m->weights,
+        explorer_page page = {.title = t, .weights = w,
                               .valid_lens = lens,
                               .head_size = m->cfg.num_hiddens / m->cfg.num_heads,
                               .query_labels = qlabels, .key_labels = klabels,
@@ -350,6 +350,7 @@ int cmd_view(int argc, char **argv)
     if (logged)
         trace_log_free(&log);
     tensor_free(o);
+    tensor_free(w);
     free(kbuf);
     free(qbuf);
     free(klabels);

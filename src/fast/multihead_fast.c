@@ -25,16 +25,14 @@
 #include "tensor/rowops.h"
 #include "tensor/tensor_trace.h"
 
-/* What both paths here do first: forget the weights of an earlier call
- * (neither keeps any), check the inputs as multihead_forward does, and
- * refuse the one thing it does that they do not, dropout in training. */
+/* What both paths here do first: check the inputs as multihead_forward
+ * does, and refuse the one thing it does that they do not, dropout in
+ * training. */
 static int start(multihead *m, const tensor *queries, const tensor *keys,
                  const tensor *values, const tensor *valid_lens,
                  const char *who, tensor **out)
 {
     *out = NULL;
-    tensor_free(m->weights);
-    m->weights = NULL;
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
@@ -342,13 +340,16 @@ static int project_heads(const multihead *m, const linear *l,
 int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens,
-                           const multihead_fast_options *opt, tensor **out)
+                           const multihead_fast_options *opt, tensor **out,
+                           tensor **weights)
 {
+    if (weights)
+        *weights = NULL;
     int status = start(m, queries, keys, values, valid_lens,
                        "multihead_forward_fast", out);
     if (status)
         return status;
-    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0, 0};
+    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0};
     if (!opt)
         opt = &defaults;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -397,16 +398,16 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         tensor_set_names(concat, "B, Lq, d_model");
         status = heads_view(concat, h, &oh);
     }
-    // the weights (B, h, Lq, Lk), when they are kept
-    tensor *weights = NULL;
-    if (!status && opt->keep_weights) {
-        status = tensor_alloc(SHAPE(B, h, Lq, keys->shape[1]), &weights);
+    // the weights (B, h, Lq, Lk), only when the caller wants them
+    tensor *w = NULL;
+    if (!status && weights) {
+        status = tensor_alloc(SHAPE(B, h, Lq, keys->shape[1]), &w);
         if (!status)
-            tensor_set_names(weights, "B, h, Lq, Lk");
+            tensor_set_names(w, "B, h, Lq, Lk");
     }
     // 4. every head, in parallel, straight into concat
     if (!status)
-        status = attend_all(qh, kh, vh, oh, lens, weights, ruled ? &rule : NULL,
+        status = attend_all(qh, kh, vh, oh, lens, w, ruled ? &rule : NULL,
                             opt);
     if (!status)
         status = tensor_check_result(concat, who, "weighted sum of the values",
@@ -421,10 +422,10 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         *out = NULL;
     }
     trace_end();
-    if (!status)
-        m->weights = weights;
+    if (!status && weights)
+        *weights = w;
     else
-        tensor_free(weights);
+        tensor_free(w);
     tensor_free(rows);
     tensor_free(q);
     tensor_free(k);

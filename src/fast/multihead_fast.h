@@ -41,9 +41,10 @@
  *
  * The result equals multihead_forward's to rounding (the tests hold it
  * to 1e-12 relative, and to the plain loops of multihead_forward_naive).
- * It keeps no attention weights unless asked (keep_weights below): then
- * m->weights is (B, h, Lq, Lk), as multihead_forward leaves it, else it
- * is freed and left NULL and memory stays linear in the lengths.  Dropout in training mode is not
+ * It makes no attention weights unless asked (weights not NULL): then
+ * *weights is (B, h, Lq, Lk), as multihead_forward gives them, each
+ * block's weights written there as they are made (memory then grows with
+ * Lq * Lk); else memory stays linear in the lengths.  Dropout in training mode is not
  * supported here (GSL_EINVAL): the copy-based path has it.
  *
  * The trace shows the steps above: the three projections, the views that
@@ -64,9 +65,6 @@ typedef enum {
 typedef struct multihead_fast_options {
     multihead_threading threading;
     size_t block_rows; /* query rows per block; 0: chosen from Lk */
-    int keep_weights;  /* 1: m->weights (B, h, Lq, Lk) as multihead_forward
-                          keeps them, each block's weights written there as
-                          they are made (memory then grows with Lq * Lk) */
 } multihead_fast_options;
 
 /* The forward pass of multihead.h, computed as above.  opt may be NULL
@@ -80,12 +78,13 @@ typedef struct multihead_fast_options {
 int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens,
-                           const multihead_fast_options *opt, tensor **out);
+                           const multihead_fast_options *opt, tensor **out,
+                           tensor **weights);
 
 /* The same numbers from plain loops, one query, head and key at a time,
  * straight from the formulas: no BLAS, no views, no copies (with rope,
  * each head's pairs turned by angles computed on the spot).  Slow (it is
- * the reference, and the benchmark's floor).  Keeps no weights either. */
+ * the reference, and the benchmark's floor).  It makes no weights. */
 int multihead_forward_naive(multihead *m, const tensor *queries,
                             const tensor *keys, const tensor *values,
                             const tensor *valid_lens, tensor **out);

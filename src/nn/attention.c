@@ -190,17 +190,13 @@ static tensor pooled_shape(const tensor *q, const tensor *v)
 
 /* --- the steps both poolings share --------------------------------- */
 
-/* What a pooling does first: forget the weights of an earlier call (a
- * failed forward leaves none), then check the dropout settings and the
- * inputs (qkv.h; same_d for the dot product, whose queries and keys must
- * share d). */
-static int start_pooling(const char *who, tensor **kept, double p,
-                         int training, const gsl_rng *rng, const tensor *q,
-                         const tensor *k, const tensor *v, int same_d,
-                         qkv_shapes *shapes)
+/* What a pooling does first: check the dropout settings and the inputs
+ * (qkv.h; same_d for the dot product, whose queries and keys must share
+ * d). */
+static int start_pooling(const char *who, double p, int training,
+                         const gsl_rng *rng, const tensor *q, const tensor *k,
+                         const tensor *v, int same_d, qkv_shapes *shapes)
 {
-    tensor_free(*kept);
-    *kept = NULL;
     int status = attention_check_dropout(who, p, training, rng);
     if (status == GSL_SUCCESS)
         status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
@@ -209,9 +205,8 @@ static int start_pooling(const char *who, tensor **kept, double p,
 }
 
 /* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
- * masked softmax over the keys of scale * scores (kept by the caller for
- * the heatmaps; NULL on failure), dropped out in training, and out
- * (B, Lq, dv) = weights @ values. */
+ * masked softmax over the keys of scale * scores (NULL on failure),
+ * dropped out in training, and out (B, Lq, dv) = weights @ values. */
 static int weigh_values(const char *who, const tensor *scores, double scale,
                         const tensor *valid_lens, double p, int training,
                         gsl_rng *rng, const tensor *values, tensor **weights,
@@ -234,6 +229,16 @@ static int weigh_values(const char *who, const tensor *scores, double scale,
     return status;
 }
 
+/* The weights w of a forward (NULL when it failed) to the caller who
+ * asked for them, or freed. */
+static void give_weights(tensor *w, tensor **weights)
+{
+    if (weights)
+        *weights = w;
+    else
+        tensor_free(w);
+}
+
 /* --- scaled dot-product attention ----------------------------------- */
 
 int dot_attention_init(dot_attention *a, double dropout)
@@ -247,25 +252,29 @@ int dot_attention_init(dot_attention *a, double dropout)
     return GSL_SUCCESS;
 }
 
+/* Nothing to release: the module holds settings only (the weights are
+ * an output, the rng the caller's); init and free still come in pairs. */
 void dot_attention_free(dot_attention *a)
 {
-    tensor_free(a->weights);
-    a->weights = NULL;
+    (void)a;
 }
 
 /* Per example b: scores_b = Q_b K_b^T (one dgemm, K read transposed by
  * BLAS), weights = masked softmax of scores / sqrt(d), dropout when
  * training, out_b = weights_b V_b (a second dgemm).  The weights before
- * dropout are kept in a->weights for the heatmaps. */
+ * dropout go to *weights when the caller wants them, for the heatmaps. */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
-                          const tensor *valid_lens, tensor **out)
+                          const tensor *valid_lens, tensor **out,
+                          tensor **weights)
 {
     const char *who = "dot_attention_forward";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     qkv_shapes shapes;
-    int status = start_pooling(who, &a->weights, a->dropout, a->training,
-                               a->rng, queries, keys, values, 1, &shapes);
+    int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
+                               keys, values, 1, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -282,7 +291,7 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
     int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
 //<
     tensor_matrices q = {0}, k = {0};
-    tensor *scores = NULL;
+    tensor *scores = NULL, *w = NULL;
     status = tensor_as_matrices(queries, "queries", &q);
     if (status == GSL_SUCCESS)
         status = tensor_as_matrices(keys, "keys", &k);
@@ -332,13 +341,13 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
 
     // the weights, softmax over the keys of Q K^T / sqrt(d), and out
     status = weigh_values(who, scores, 1.0 / sqrt((double)d), valid_lens,
-                          a->dropout, a->training, a->rng, values,
-                          &a->weights, out);
+                          a->dropout, a->training, a->rng, values, &w, out);
 done:
     trace_end();
     tensor_matrices_free(&q);
     tensor_matrices_free(&k);
     tensor_free(scores);
+    give_weights(w, weights);
     return status;
 }
 
@@ -372,8 +381,6 @@ void additive_attention_free(additive_attention *a)
     linear_free(&a->W_q);
     linear_free(&a->W_k);
     linear_free(&a->w_v);
-    tensor_free(a->weights);
-    a->weights = NULL;
 }
 
 /* features (B, Lq, Lk, H) = tanh(q (B, Lq, H) + k (B, Lk, H)), q and k
@@ -412,13 +419,16 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
  * product. */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
-                               const tensor *valid_lens, tensor **out)
+                               const tensor *valid_lens, tensor **out,
+                               tensor **weights)
 {
     const char *who = "additive_attention_forward";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     qkv_shapes shapes;
-    int status = start_pooling(who, &a->weights, a->dropout, a->training,
-                               a->rng, queries, keys, values, 0, &shapes);
+    int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
+                               keys, values, 0, &shapes);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -442,7 +452,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
-    tensor *scores = NULL;
+    tensor *scores = NULL, *w = NULL;
     // q is (B, Lq, H), k is (B, Lk, H)
     status = linear_forward(&a->W_q, queries, &q);
     if (status == GSL_SUCCESS)
@@ -459,13 +469,14 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     // the weights, softmax over the keys of the scores, and out
     if (status == GSL_SUCCESS)
         status = weigh_values(who, scores, 1.0, valid_lens, a->dropout,
-                              a->training, a->rng, values, &a->weights, out);
+                              a->training, a->rng, values, &w, out);
     trace_end();
     tensor_free(q);
     tensor_free(k);
     tensor_free(features);
     tensor_free(scores4);
     tensor_free(scores);
+    give_weights(w, weights);
     return status;
 }
 //<

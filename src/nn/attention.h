@@ -29,10 +29,13 @@
  * dropout does nothing and draws nothing.  dropout must be in [0, 1);
  * training with dropout > 0 and no rng is an error.
  *
- * The kept weights are the softmax output before dropout, the numbers
- * d2l plots.  They belong to the struct: each forward replaces them (and
- * a failed forward leaves NULL, never the weights of an earlier call);
- * *_free releases them.  rng belongs to the caller, who frees it.
+ * The weights are an output, as PyTorch's MultiheadAttention returns
+ * them when need_weights: pass &weights to get the softmax output before
+ * dropout, the numbers d2l plots, as a new tensor you tensor_free; pass
+ * NULL when you do not want them (they are made to weigh the values all
+ * the same, and freed).  A failed forward leaves *weights NULL.  The
+ * struct keeps nothing of a forward pass.  rng belongs to the caller, who
+ * frees it.
  *
  * Every forward checks its inputs by the rules all attentions share
  * (qkv.h) before it computes anything, traces a header line and one line
@@ -61,15 +64,14 @@ typedef struct dot_attention {
     double dropout;  /* probability of zeroing a weight in training */
     int training;    /* 0: evaluation (default), 1: training */
     gsl_rng *rng;    /* dropout's random numbers; the caller's */
-    tensor *weights; /* (B, Lq, Lk) of the last forward, or NULL */
 } dot_attention;
 
-/* Evaluation mode, no rng, no weights yet.  GSL_EINVAL when dropout is
- * not in [0, 1). */
+/* Evaluation mode, no rng.  GSL_EINVAL when dropout is not in [0, 1). */
 int dot_attention_init(dot_attention *a, double dropout);
 void dot_attention_free(dot_attention *a);
 
-/* out = softmax(Q K^T / sqrt(d), masked by valid_lens) V.
+/* out = softmax(Q K^T / sqrt(d), masked by valid_lens) V, and weights
+ * (B, Lq, Lk) the softmax (NULL: not wanted).
  *
  * Per example b, two gsl_blas_dgemm calls on GSL views of the tensor data:
  * scores_b = Q_b K_b^T (K read transposed by BLAS, never copied) and
@@ -83,7 +85,8 @@ void dot_attention_free(dot_attention *a);
  * bad valid_lens values or dropout settings, GSL_ENOMEM. */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
-                          const tensor *valid_lens, tensor **out);
+                          const tensor *valid_lens, tensor **out,
+                          tensor **weights);
 
 /* --- additive attention --------------------------------------------- */
 
@@ -94,7 +97,6 @@ typedef struct additive_attention {
     double dropout;  /* as in dot_attention */
     int training;
     gsl_rng *rng;
-    tensor *weights; /* (B, Lq, Lk) of the last forward, or NULL */
 } additive_attention;
 
 /* The three layers with zero weights: set them with linear_reset_* (see
@@ -105,7 +107,8 @@ int additive_attention_init(additive_attention *a, size_t key_size,
                             double dropout);
 void additive_attention_free(additive_attention *a);
 
-/* out = softmax(tanh(q W_q^T + k W_k^T) w_v^T, masked by valid_lens) V.
+/* out = softmax(tanh(q W_q^T + k W_k^T) w_v^T, masked by valid_lens) V,
+ * and weights (B, Lq, Lk) the softmax (NULL: not wanted).
  *
  * queries (B, Lq, q_size) and keys (B, Lk, k_size) are projected to
  * num_hiddens features each; every query is added to every key by
@@ -116,7 +119,8 @@ void additive_attention_free(additive_attention *a);
  * checked against W_q and W_k. */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
-                               const tensor *valid_lens, tensor **out);
+                               const tensor *valid_lens, tensor **out,
+                               tensor **weights);
 
 #endif
 //<

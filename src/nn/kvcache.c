@@ -165,10 +165,12 @@ static int append(tensor *storage, const tensor *heads, size_t length,
 }
 
 int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
-                          tensor **out)
+                          tensor **out, tensor **weights)
 {
     const char *who = "kv_cache_decode_step";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
@@ -188,6 +190,7 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     tensor *keys = NULL, *values = NULL;         // (B*G, t, p), the cache
     tensor *rows = NULL, *lens = NULL;           // (B, n), (B*h, n)
     tensor *heads = NULL, *concat = NULL;        // (B*h, n, p), (B, n, d_model)
+    tensor *w = NULL; // (B*h, n, t): the weights, when the caller wants them
     // 1. project the new positions
     status = linear_forward(&m->W_q, &x_in, &q);
     if (!status)
@@ -227,7 +230,8 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     if (!status)
         status = repeat_valid_lens(rows, h, &lens);
     if (!status)
-        status = multihead_attend(m, qh, keys, values, lens, &heads);
+        status = multihead_attend(m, qh, keys, values, lens, &heads,
+                                  weights ? &w : NULL);
     // 6. the heads side by side, mixed by W_o
     if (!status)
         status = transpose_output(heads, h, &concat);
@@ -242,14 +246,16 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     if (!status)
         status = multihead_find_overflow(who, *out, stages,
                                          sizeof stages / sizeof stages[0]);
+    if (!status && weights) // per head: (B, h, n, t)
+        status = multihead_head_weights(m, w, B, n, weights);
     if (status) {
         tensor_free(*out);
         *out = NULL;
     } else {
         c->length = t;
     }
-    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, rows, lens, heads,
-                      concat};
+    tensor *made[] = {q,    k,    v,     concat, qh,   kh, vh,
+                      keys, values, rows, lens, heads, w};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     return status;

@@ -248,7 +248,8 @@ done:
  * keys and values of every head up-projected from c_all by wkv_b, k_pe
  * appended to every head's keys, and plain attention per head. */
 static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
-                        const tensor *pe_all, size_t start, tensor **heads)
+                        const tensor *pe_all, size_t start, tensor **heads,
+                        tensor **weights)
 {
     const mla_config *c = &m->cfg;
     size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
@@ -318,11 +319,10 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     // 5. the heads side by side: (B, n, h*d_v)
     if (!status)
         status = transpose_output(o, h, heads);
-    if (!status) {
-        tensor_free(m->weights);
+    if (!status && weights) { // per head: (B, h, n, t)
         trace_quiet_begin();
         status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
-                                "B, h, n, t", &m->weights);
+                                "B, h, n, t", weights);
         trace_quiet_end();
     }
     tensor *made[] = {kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh,
@@ -420,7 +420,8 @@ static int expand_values(const mla *m, const tensor *o, size_t n,
  * then W_UV.  All h heads read the one latent, so they fold into the
  * rows of one product per example, as multi-query attention's do. */
 static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
-                           const tensor *pe_all, size_t start, tensor **heads)
+                           const tensor *pe_all, size_t start, tensor **heads,
+                           tensor **weights)
 {
     const mla_config *c = &m->cfg;
     size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
@@ -439,11 +440,10 @@ static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
     // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
     if (!status)
         status = expand_values(m, o, n, heads);
-    if (!status) {
-        tensor_free(m->weights);
+    if (!status && weights) { // per head: (B, h, n, t)
         trace_quiet_begin();
         status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
-                                "B, h, n, t", &m->weights);
+                                "B, h, n, t", weights);
         trace_quiet_end();
     }
     tensor_free(q_lat);
@@ -475,15 +475,17 @@ static const char *path_name(mla_path path)
 }
 
 /* out (B, n, d_model) = wo(heads), heads by the path's attention of q
- * to the t latents, with a check that nothing overflowed. */
+ * to the t latents, with a check that nothing overflowed; its weights
+ * (B, h, n, t) when weights is not NULL. */
 static int finish(mla *m, mla_path path, const char *who, const tensor *q,
                   const tensor *c_all, const tensor *pe_all, size_t start,
-                  tensor **out)
+                  tensor **out, tensor **weights)
 {
     tensor *heads = NULL;
-    int status = path == MLA_NAIVE
-                     ? attend_naive(m, q, c_all, pe_all, start, &heads)
-                     : attend_absorbed(m, q, c_all, pe_all, start, &heads);
+    int status =
+        path == MLA_NAIVE
+            ? attend_naive(m, q, c_all, pe_all, start, &heads, weights)
+            : attend_absorbed(m, q, c_all, pe_all, start, &heads, weights);
     if (!status)
         status = linear_forward(&m->wo, heads, out);
     if (!status)
@@ -492,14 +494,21 @@ static int finish(mla *m, mla_path path, const char *who, const tensor *q,
     if (status) {
         tensor_free(*out);
         *out = NULL;
+        if (weights) {
+            tensor_free(*weights);
+            *weights = NULL;
+        }
     }
     return status;
 }
 
-int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out)
+int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
+                tensor **weights)
 {
     const char *who = "mla_forward";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     int status = check_x(who, m, x);
     if (status)
         return status;
@@ -513,7 +522,7 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out)
     if (!status)
         status = project_latent(m, &x_in, 0, &c_kv, &k_pe);
     if (!status)
-        status = finish(m, path, who, q, c_kv, k_pe, 0, out);
+        status = finish(m, path, who, q, c_kv, k_pe, 0, out, weights);
     trace_end();
     tensor_free(q);
     tensor_free(c_kv);
@@ -578,10 +587,12 @@ static int append(tensor *storage, const tensor *new, size_t length,
 }
 
 int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
-                    tensor **out)
+                    tensor **out, tensor **weights)
 {
     const char *who = "mla_decode_step";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     int status = check_x(who, m, x);
     if (status)
         return status;
@@ -617,7 +628,7 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
     if (!status)
         status = append(c->pe, k_pe, start, "k_pe", &pe_all);
     if (!status)
-        status = finish(m, path, who, q, c_all, pe_all, start, out);
+        status = finish(m, path, who, q, c_all, pe_all, start, out, weights);
     trace_end();
     if (!status)
         c->length = start + n;

@@ -79,7 +79,6 @@ typedef struct mla {
     tensor *kv_norm; /* (d_c,) */
     linear wkv_b;    /* (h*(d_nope+d_v), d_c) */
     linear wo;       /* (d_model, h*d_v) */
-    tensor *weights; /* (B, h, n, t) of the last forward or step, or NULL */
 } mla;
 
 /* Zero weights, norms of ones.  GSL_EINVAL when dim, num_heads,
@@ -98,9 +97,11 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
                  tensor **out);
 
 /* Causal self-attention over the n positions of x (B, n, d_model), at
- * positions 0 .. n-1, by either path: out (B, n, d_model); m->weights
- * (B, h, n, n).  GSL_EBADLEN when x is not (B, n, d_model). */
-int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out);
+ * positions 0 .. n-1, by either path: out (B, n, d_model); weights
+ * (B, h, n, n) (NULL: not wanted; *weights NULL on failure).  GSL_EBADLEN
+ * when x is not (B, n, d_model). */
+int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
+                tensor **weights);
 
 /* The latent cache: what MLA keeps per position. */
 typedef struct mla_cache {
@@ -118,12 +119,13 @@ void mla_cache_free(mla_cache *c);
 /* One step of decoding: x (B, n, d_model) the next n >= 1 positions
  * length .. length+n-1; their c_kv and k_pe are appended to the cache and
  * their queries attend to all t = length + n positions it holds, by
- * either path: out (B, n, d_model), m->weights (B, h, n, t).  Equal, row
+ * either path: out (B, n, d_model), weights (B, h, n, t) (NULL: not
+ * wanted).  Equal, row
  * by row, to mla_forward over all t positions.  GSL_EBADLEN when the
  * cache's B, d_c or d_r differ from x's and m's or it has no room for n
  * more; the cache grows only when the step succeeds. */
 int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
-                    tensor **out);
+                    tensor **out, tensor **weights);
 
 #endif
 //<

@@ -101,7 +101,6 @@ void mla_free(mla *m)
             linear_free(layers[i]);
     tensor_free(m->q_norm);
     tensor_free(m->kv_norm);
-    tensor_free(m->weights);
     memset(m, 0, sizeof *m);
 }
 

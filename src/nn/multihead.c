@@ -138,8 +138,6 @@ void multihead_free(multihead *m)
     linear_free(&m->W_v);
     linear_free(&m->W_o);
     dot_attention_free(&m->attention);
-    tensor_free(m->weights);
-    m->weights = NULL;
 //> 19
     tensor_free(m->slopes);
     tensor_free(m->sinks);
@@ -271,8 +269,8 @@ int multihead_check_inputs(const multihead *m, const tensor *q,
 
 static void steps_free(steps *s)
 {
-    tensor *all[] = {s->q,     s->k,    s->v,     s->qh, s->kh,
-                     s->vh,    s->lens, s->heads, s->concat};
+    tensor *all[] = {s->q,    s->k,     s->v,      s->qh,     s->kh,
+                     s->vh,   s->lens,  s->heads,  s->concat, s->weights};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
 //> 14
@@ -327,44 +325,34 @@ int multihead_find_overflow(const char *who, const tensor *out,
 
 /* The forward pass's stages for multihead_find_overflow: the
  * projections, the weights when they were made (an overflowing score
- * makes its row NaN), the heads. */
-static int check_overflow(const multihead *m, const steps *s,
-                          const tensor *out)
+ * makes its row NaN; tile by tile none are), the heads. */
+static int check_overflow(const steps *s, const tensor *out)
 {
-    const tensor *weights = m->attention.weights;
-//> 12
-    if (m->tiled)
-        weights = NULL; // tile by tile: no weights were made
-//<
     multihead_stage stages[] = {
         {s->q, "projection", "Q"},
         {s->k, "projection", "K"},
         {s->v, "projection", "V"},
-        {weights, "scores' softmax", "weights"},
+        {s->weights, "scores' softmax", "weights"},
         {s->heads, "weighted sum of the values", "heads"},
     };
     return multihead_find_overflow("multihead_forward", out, stages,
                                    sizeof stages / sizeof stages[0]);
 }
 
-/* The attention's weights, (B*h, Lq, Lk) (the same numbers however step
- * 4 was computed), kept in m as (B, h, Lq, Lk): a view, made untraced,
- * since keeping is no step of the pass.  m's earlier weights go only
- * once the new ones are there. */
-int multihead_keep_weights(multihead *m, size_t batch, size_t Lq)
+/* A view made untraced, since handing the weights out is no step of the
+ * pass: the numbers are the same however step 4 laid out its rows. */
+int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
+                           size_t Lq, tensor **out)
 {
+    *out = NULL;
+    if (!w)
+        return GSL_SUCCESS;
+    long h = (long)m->cfg.num_heads, Lk = (long)w->shape[w->ndim - 1];
     trace_quiet_begin();
-    tensor *w = NULL;
-    const tensor *aw = m->attention.weights;
-    long h = (long)m->cfg.num_heads, Lk = (long)aw->shape[2];
-    int status = tensor_view(aw, DIMS((long)batch, h, (long)Lq, Lk),
-                             "B, h, Lq, Lk", &w);
+    int status = tensor_view(w, DIMS((long)batch, h, (long)Lq, Lk),
+                             "B, h, Lq, Lk", out);
     trace_quiet_end();
-    if (status)
-        return status;
-    tensor_free(m->weights);
-    m->weights = w;
-    return GSL_SUCCESS;
+    return status;
 }
 
 //> 14
@@ -418,13 +406,16 @@ static void begin_trace(const multihead *m, const tensor *queries,
 
 /* The six steps of multihead.h, each one call, with the shape it makes.
  * The inputs are checked first (finite, shapes that agree), and the
- * result once at the end (check_overflow).  The per-head weights stay
- * in m->weights as (B, h, Lq, Lk). */
+ * result once at the end (check_overflow).  The per-head weights go to
+ * the caller who asks for them, as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
-                      const tensor *valid_lens, tensor **out)
+                      const tensor *valid_lens, tensor **out,
+                      tensor **weights)
 {
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
@@ -471,13 +462,14 @@ int multihead_forward(multihead *m, const tensor *queries,
     STEP(head_lens(m, valid_lens ? &in.lens : NULL, queries->shape[0],
                    queries->shape[1], keys->shape[1], &s.lens)); // causal too
 //<
-    // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h)
+    // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h), and
+    //    their weights (B*h, Lq, Lk)
 /*< 12
     STEP(dot_attention_forward(&m->attention, s.qh, s.kh, s.vh, s.lens,
-                               &s.heads));
+                               &s.heads, &s.weights));
 */
 //> 12
-    STEP(multihead_attend(m, s.qh, s.kh, s.vh, s.lens, &s.heads));
+    STEP(multihead_attend(m, s.qh, s.kh, s.vh, s.lens, &s.heads, &s.weights));
 //<
 //> 14
     if (m->head_mask) // head i's outputs times head_mask[i]
@@ -490,16 +482,14 @@ int multihead_forward(multihead *m, const tensor *queries,
 done:
     trace_end();
     if (!status)
-        status = check_overflow(m, &s, *out);
-/*< 12
-    if (!status) // the per-head weights, (B, h, Lq, Lk)
-        status = multihead_keep_weights(m, queries->shape[0],
-                                        queries->shape[1]);
-*/
+        status = check_overflow(&s, *out);
 //> 13
     if (!status && m->cache) // what the backward pass reads
         status = multihead_keep_steps(m, &s, queries, keys, values);
 //<
+    if (!status && weights) // the per-head weights, (B, h, Lq, Lk)
+        status = multihead_head_weights(m, s.weights, queries->shape[0],
+                                        queries->shape[1], weights);
     steps_free(&s);
     if (status) {
         tensor_free(*out);
@@ -568,24 +558,30 @@ static int share_heads(const tensor *x, size_t group)
 //<
 
 //> 12
-/* Step 4 as the module asks for it: exactly, with the weights kept, or
- * tile by tile (flash.h). */
+/* Step 4 as the module asks for it: exactly, with its weights *w when
+ * w is not NULL, or tile by tile (flash.h), with none (*w NULL). */
 static int attend(multihead *m, const tensor *q, const tensor *k,
-                  const tensor *v, const tensor *lens, tensor **out)
+                  const tensor *v, const tensor *lens, tensor **out,
+                  tensor **w)
 {
+    if (w)
+        *w = NULL;
     if (m->tiled)
         return flash_attention_forward(q, k, v, lens, m->tile_q, m->tile_k,
                                        out);
-    return dot_attention_forward(&m->attention, q, k, v, lens, out);
+    return dot_attention_forward(&m->attention, q, k, v, lens, out, w);
 }
 
 //> 17
 /* Steps 4a-4d of multihead.h: each key-value head read by its group's
- * h/G query heads, which are folded into the rows of one attention. */
+ * h/G query heads, which are folded into the rows of one attention; *w
+ * its weights (B*G, h/G*Lq, Lk) when w is not NULL. */
 static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
                          const tensor *vh, const tensor *lens,
-                         tensor **heads)
+                         tensor **heads, tensor **w)
 {
+    if (w)
+        *w = NULL;
     size_t h = m->cfg.num_heads, G = m->cfg.kv_heads, group = h / G;
     long BG = (long)kh->shape[0], Lq = (long)qh->shape[1];
     long p = (long)qh->shape[2];
@@ -608,7 +604,7 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
                              &lg);
     // 4c. attention on the B*G groups, the key-value heads as they are
     if (!status)
-        status = attend(m, qg, kh, vh, lg, &hg);
+        status = attend(m, qg, kh, vh, lg, &hg, w);
     // 4d. the heads back as (B*h, Lq, p)
     if (!status)
         status = tensor_view(hg, DIMS((long)h * (BG / (long)G), Lq, p),
@@ -617,34 +613,33 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
     tensor_free(qg);
     tensor_free(lg);
     tensor_free(hg);
+    if (status && w) {
+        tensor_free(*w);
+        *w = NULL;
+    }
     return status;
 }
 //<
 
 int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
-                     const tensor *vh, const tensor *lens, tensor **heads)
+                     const tensor *vh, const tensor *lens, tensor **heads,
+                     tensor **weights)
 {
     *heads = NULL;
-    size_t h = m->cfg.num_heads;
 /*< 17
-    int status = attend(m, qh, kh, vh, lens, heads);
+    return attend(m, qh, kh, vh, lens, heads, weights);
 */
 //> 19
     window_rule r;
     if (multihead_window_rule(m, &r)) // every head at once, by the rule
-        return multihead_attend_window(m, &r, qh, kh, vh, lens, heads);
+        return multihead_attend_window(m, &r, qh, kh, vh, lens, heads,
+                                       weights);
 //<
 //> 17
-    int status = m->cfg.kv_heads < h ? attend_groups(m, qh, kh, vh, lens, heads)
-                                     : attend(m, qh, kh, vh, lens, heads);
+    if (m->cfg.kv_heads < m->cfg.num_heads)
+        return attend_groups(m, qh, kh, vh, lens, heads, weights);
+    return attend(m, qh, kh, vh, lens, heads, weights);
 //<
-    if (!status && !m->tiled) // the per-head weights, (B, h, Lq, Lk)
-        status = multihead_keep_weights(m, qh->shape[0] / h, qh->shape[1]);
-    if (status) {
-        tensor_free(*heads);
-        *heads = NULL;
-    }
-    return status;
 }
 
 int multihead_forward_tiled(multihead *m, const tensor *queries,
@@ -653,8 +648,6 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
                             size_t tile_k, tensor **out)
 {
     *out = NULL;
-    tensor_free(m->weights);
-    m->weights = NULL;
     if (m->attention.training && m->attention.dropout > 0.0)
         return mha_fail(GSL_EINVAL,
                         "multihead_forward_tiled: training with dropout %g is "
@@ -663,7 +656,8 @@ int multihead_forward_tiled(multihead *m, const tensor *queries,
     m->tiled = 1;
     m->tile_q = tile_q;
     m->tile_k = tile_k;
-    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
+    int status = multihead_forward(m, queries, keys, values, valid_lens, out,
+                                   NULL);
     m->tiled = 0;
     return status;
 }

@@ -34,15 +34,15 @@
  * and its result once after them.
  *
  * Ownership: multihead_init allocates the layers inside the struct you
- * pass; multihead_free releases them and the kept weights.  Outputs are
- * new tensors you tensor_free.
+ * pass; multihead_free releases them.  Outputs are new tensors you
+ * tensor_free; the module keeps nothing of a forward pass.
  */
 #ifndef MHA_MULTIHEAD_H
 #define MHA_MULTIHEAD_H
 
 //> 12
 /* The tiled pass, multihead_forward_tiled: step 4 tile by tile
- * (flash.h), no (B*h, Lq, Lk) weights made. */
+ * (flash.h), no (B*h, Lq, Lk) weights made, none to hand out. */
 //<
 //> 13
 /* The cache, multihead_forward_cached: the forward keeps the inputs of
@@ -106,7 +106,7 @@
  * joins each row's softmax and is dropped after it.  Every path follows
  * the one rule (multihead_window_rule): the copy-based pass, the tiled
  * pass, the fast path, the plain loops and the decoders, and the backward
- * pass reads the weights the forward kept.  A query the window leaves
+ * pass reads the weights its forward saved (multihead_cache).  A query the window leaves
  * with no key is refused before any work, GSL_EINVAL:
  *   multihead: window: query 2 of example 0 sees no key (valid_len 1,
  *   Lq 4, Lk 4, window 2: query i sees key j only when i + Lk - Lq - 2 <
@@ -202,7 +202,6 @@ typedef struct multihead {
     linear W_k, W_v;      /* (G*p, d_k), (G*p, d_v): (d_model, ...) for G = h */
     linear W_o;           /* (D_out, d_model) */
     dot_attention attention;
-    tensor *weights;      /* (B, h, Lq, Lk) of the last forward, or NULL */
     /* options of one forward pass, set by the functions that ask for
      * them (0 and NULL otherwise): */
 //> 12
@@ -285,8 +284,11 @@ int multihead_check_inputs(const multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens);
 
-/* The forward pass above; out is (B, Lq, D_out), and m->weights (B, h,
- * Lq, Lk) the per-head weights.  Inputs, weights and biases must be
+/* The forward pass above; out is (B, Lq, D_out), and weights the per-head
+ * weights (B, h, Lq, Lk), as PyTorch's MultiheadAttention returns them
+ * with need_weights (and average_attn_weights=False): weights[b, i] is
+ * head i of example b.  Pass NULL for weights when you do not want them;
+ * a failed forward leaves *weights NULL.  Inputs, weights and biases must be
  * finite: a NaN or an infinity is refused with GSL_EDOM and a message
  * naming the element (the building blocks below, softmax and attention,
  * follow IEEE arithmetic and let them through).  Finite numbers can still
@@ -296,7 +298,15 @@ int multihead_check_inputs(const multihead *m, const tensor *queries,
  * (tensor_check_result), so no output is ever NaN from finite input. */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
-                      const tensor *valid_lens, tensor **out);
+                      const tensor *valid_lens, tensor **out,
+                      tensor **weights);
+
+/* The weights w of step 4 (B*h, Lq, Lk), as dot_attention_forward (or
+ * multihead_attend) made them, viewed per head as (B, h, Lq, Lk) for
+ * batch B and Lq queries: *out shares w's numbers (tensor_free both).
+ * w NULL (the tiled pass made none) gives *out NULL. */
+int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
+                           size_t Lq, tensor **out);
 
 /* One stage of a forward path, for the overflow search below: its result
  * (NULL: skipped), what it is ("projection") and its name ("Q"). */
@@ -317,7 +327,9 @@ int multihead_find_overflow(const char *who, const tensor *out,
 /* --- the options: a head mask, a cache for the backward ------------- */
 
 /* What multihead_backward (backward.h) needs from the forward: the inputs
- * of its steps.  Zero-initialise it (multihead_cache c = {0};); each
+ * of its steps, saved for the backward (as PyTorch's autograd saves
+ * tensors), the attention weights among them; nothing else keeps them,
+ * and the forward's weights output is a separate choice.  Zero-initialise it (multihead_cache c = {0};); each
  * forward given it replaces its contents (and leaves it empty when it
  * fails); multihead_cache_free releases them. */
 struct multihead_cache {
@@ -336,7 +348,7 @@ struct multihead_cache {
 void multihead_cache_free(multihead_cache *c);
 
 /* The forward pass with its two options, each NULL when not wanted (with
- * both NULL it is multihead_forward):
+ * both NULL it is multihead_forward; out and weights as there):
  *   head_mask  (h,): multiplies head i's output by head_mask[i] between
  *              steps 4 and 5, before W_o mixes the heads; 1 keeps a head,
  *              0 silences it (chapter 14 measures how much each matters)
@@ -352,7 +364,7 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                              const tensor *keys, const tensor *values,
                              const tensor *valid_lens,
                              const tensor *head_mask, multihead_cache *c,
-                             tensor **out);
+                             tensor **out, tensor **weights);
 //<
 
 //> 19
@@ -379,16 +391,20 @@ int multihead_empty_window_row(const multihead *m, const tensor *valid_lens,
 /* Step 4 alone, on heads already split: qh (B*h, Lq, p) against kh and
  * vh (B*G, Lk, p), each key-value head shared by h/G query heads (steps
  * 4a-4d above when G < h), lens (B*h,) or (B*h, Lq) or NULL; heads
- * (B*h, Lq, p), and m->weights (B, h, Lq, Lk).  Unchecked beyond what
+ * (B*h, Lq, p), and weights (NULL: not wanted) the weights as step 4
+ * made them, (B*h, Lq, Lk) (with G < h the same numbers in the folded
+ * rows, (B*G, h/G*Lq, Lk); multihead_head_weights views either per
+ * head), NULL in the tiled pass.  Unchecked beyond what
  * dot_attention_forward checks: the module's passes (and the decoder of
  * kvcache.h) call it after their own checks. */
 int multihead_attend(multihead *m, const tensor *qh, const tensor *kh,
-                     const tensor *vh, const tensor *lens, tensor **heads);
+                     const tensor *vh, const tensor *lens, tensor **heads,
+                     tensor **weights);
 
 /* The steps of multihead_forward with step 4 (4c for G < h) done tile by
  * tile (flash_attention_forward, flash.h; tile_q, tile_k as there, 0 for
  * its defaults) on the split (and folded) heads, so no (B*h, Lq, Lk)
- * tensor is made.  Keeps no weights (m->weights is left NULL).  Errors
+ * tensor is made, so it has no weights to give.  Errors
  * as multihead_forward, plus GSL_EINVAL in training mode with dropout
  * > 0.  The tests hold it equal to the copy path and the fast path. */
 int multihead_forward_tiled(multihead *m, const tensor *queries,

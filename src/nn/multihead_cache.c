@@ -29,11 +29,11 @@ int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
                          const tensor *keys, const tensor *values)
 {
     multihead_cache *c = m->cache;
-    const tensor *aw = m->attention.weights;
+    const tensor *w = s->weights; // (B*h, Lq, Lk), folded with G < h
+    long rows = (long)s->qh->shape[0], Lq = (long)s->qh->shape[1];
     trace_quiet_begin();
-    int status = tensor_view(aw, DIMS((long)aw->shape[0], (long)aw->shape[1],
-                                      (long)aw->shape[2]),
-                             NULL, &c->weights);
+    int status = tensor_view(w, DIMS(rows, Lq, (long)w->shape[2]), NULL,
+                             &c->weights);
     trace_quiet_end();
 //> 14
     if (!status && m->head_mask) {
@@ -70,10 +70,12 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
                              const tensor *keys, const tensor *values,
                              const tensor *valid_lens,
                              const tensor *head_mask, multihead_cache *c,
-                             tensor **out)
+                             tensor **out, tensor **weights)
 {
     const char *who = "multihead_forward_cached";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     if (c)
         multihead_cache_free(c);
     if (c && m->attention.training && m->attention.dropout > 0)
@@ -102,7 +104,8 @@ int multihead_forward_cached(multihead *m, const tensor *queries,
     m->head_mask = head_mask;
 //<
     m->cache = c;
-    int status = multihead_forward(m, queries, keys, values, valid_lens, out);
+    int status = multihead_forward(m, queries, keys, values, valid_lens, out,
+                                   weights);
     m->cache = NULL;
 //> 14
     m->head_mask = NULL;

@@ -16,6 +16,8 @@ typedef struct steps {
     tensor *lens;         /* (B*h,) or (B*h, Lq), or NULL: no mask */
     tensor *heads;        /* (B*h, Lq, d_model/h) */
     tensor *concat;       /* (B, Lq, d_model) */
+    tensor *weights;      /* step 4's, (B*h, Lq, Lk) (with G < h the folded
+                             (B*G, h/G*Lq, Lk)), or NULL: tile by tile */
 //> 14
     tensor *unmasked;     /* the heads before the head mask, or NULL */
 //<
@@ -23,24 +25,20 @@ typedef struct steps {
 //> 13
 
 /* The steps' tensors the backward pass reads, handed over to m->cache
- * (taken out of s, so the pass does not free them), and the weights as
- * (B*h, Lq, Lk). */
+ * (taken out of s, so the pass does not free them), and a view of the
+ * weights as (B*h, Lq, Lk). */
 int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
                          const tensor *keys, const tensor *values);
 //<
-
-/* The attention's weights, (B*h, Lq, Lk), kept in m as (B, h, Lq, Lk): a
- * view, made untraced; m's earlier weights go once the new ones are
- * there. */
-int multihead_keep_weights(multihead *m, size_t batch, size_t Lq);
 //> 19
 
 /* Step 4 under a window, ALiBi or sinks (window.h): every head by the
- * rule r, the weights kept as dot_attention's are (multihead_window.c). */
+ * rule r, its weights (B*h, Lq, Lk) to *weights as dot_attention's are
+ * (weights NULL: not wanted; none tile by tile) (multihead_window.c). */
 int multihead_attend_window(multihead *m, const window_rule *r,
                             const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *lens,
-                            tensor **heads);
+                            tensor **heads, tensor **weights);
 //<
 
 #endif

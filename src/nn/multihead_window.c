@@ -60,14 +60,16 @@ int multihead_empty_window_row(const multihead *m, const tensor *valid_lens,
     return 0;
 }
 
-/* Step 4 by the rule: window_attend on every head, its weights kept as
- * dot_attention's are, so that m->weights and the cache of the backward
- * read them; or, in the tiled pass, tile by tile (flash.h). */
+/* Step 4 by the rule: window_attend on every head, its weights handed
+ * out as dot_attention's are, for the caller and the cache of the
+ * backward; or, in the tiled pass, tile by tile (flash.h), with none. */
 int multihead_attend_window(multihead *m, const window_rule *r,
                             const tensor *qh, const tensor *kh,
                             const tensor *vh, const tensor *lens,
-                            tensor **heads)
+                            tensor **heads, tensor **weights)
 {
+    if (weights)
+        *weights = NULL;
     if (m->attention.training && m->attention.dropout > 0.0)
         return mha_fail(GSL_EINVAL,
                         "multihead: dropout %g in training with a window, "
@@ -81,16 +83,10 @@ int multihead_attend_window(multihead *m, const window_rule *r,
     tensor *w = NULL;
     int status = window_attend(r, m->cfg.num_heads, qh, kh, vh, lens, q0,
                                NULL, &w, heads);
-    if (!status) {
-        tensor_free(m->attention.weights);
-        m->attention.weights = w;
-        status = multihead_keep_weights(m, qh->shape[0] / m->cfg.num_heads,
-                              qh->shape[1]);
-    }
-    if (status) {
-        tensor_free(*heads);
-        *heads = NULL;
-    }
+    if (!status && weights)
+        *weights = w;
+    else
+        tensor_free(w);
     return status;
 }
 //<

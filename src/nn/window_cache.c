@@ -152,10 +152,12 @@ static void store(window_cache *c, const tensor *kh, const tensor *vh)
 }
 
 int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
-                            tensor **out)
+                            tensor **out, tensor **weights)
 {
     const char *who = "multihead_decode_window";
     *out = NULL;
+    if (weights)
+        *weights = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
@@ -163,8 +165,6 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         return status;
     size_t B = x->shape[0], n = x->shape[1], h = m->cfg.num_heads;
     size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
-    tensor_free(m->weights);
-    m->weights = NULL;
     tensor x_in = tensor_named(x, "B, n, d_q");
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
@@ -226,10 +226,10 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     // 7. the new positions into their slots, over the ones W before
     if (!status)
         status = multihead_find_overflow(who, *out, NULL, 0);
-    if (!status) {
+    if (!status && weights) {
         trace_quiet_begin();
         status = tensor_view(w, DIMS((long)B, (long)h, (long)n, (long)(f + n)),
-                             "B, h, n, f+n", &m->weights);
+                             "B, h, n, f+n", weights);
         trace_quiet_end();
     }
     if (!status)

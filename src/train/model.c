@@ -169,11 +169,12 @@ static int check_targets(const char *who, const model *m,
 }
 
 /* The forward pass: x (B, L, D) = embed[tokens] + pos, a (B, L, D) the
- * attention layer's output (cache filled for the backward), logits (B, L,
- * 2V).  On failure every output is NULL and the cache empty. */
+ * attention layer's output (cache, when given, filled for the backward;
+ * weights, when not NULL, its weights (B, h, L, L)), logits (B, L, 2V).
+ * On failure every output is NULL and the cache empty. */
 static int forward(model *m, const tensor *tokens, const tensor *head_mask,
                    multihead_cache *cache, tensor **x, tensor **a,
-                   tensor **logits)
+                   tensor **logits, tensor **weights)
 {
     size_t B = tokens->shape[0], L = m->cfg.seq_len, D = m->cfg.d_model;
     tensor *lens = NULL;
@@ -197,13 +198,18 @@ static int forward(model *m, const tensor *tokens, const tensor *head_mask,
         status = causal_valid_lens(B, L, &lens);
     if (!status)
         status = multihead_forward_cached(&m->attn, *x, *x, *x, lens,
-                                          head_mask, cache, a);
+                                          head_mask, cache, a, weights);
     // logits (B, L, 2V): V scores for each answer
     if (!status)
         status = linear_forward(&m->out, *a, logits);
     tensor_free(lens);
     if (status) {
-        multihead_cache_free(cache);
+        if (cache)
+            multihead_cache_free(cache);
+        if (weights) {
+            tensor_free(*weights);
+            *weights = NULL;
+        }
         tensor_free(*x);
         tensor_free(*a);
         *x = *a = NULL;
@@ -257,7 +263,7 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
     tensor *x = NULL, *a = NULL, *logits = NULL, *dlogits = NULL;
     tensor *da = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     multihead_cache cache = {0}; // borrows x: freed before x is
-    status = forward(m, tokens, head_mask, &cache, &x, &a, &logits);
+    status = forward(m, tokens, head_mask, &cache, &x, &a, &logits, NULL);
     if (!status && grads)
         status = tensor_alloc(logits->ndim, logits->shape, &dlogits);
     if (status)
@@ -322,16 +328,18 @@ done:
     return status;
 }
 
-int model_predict(model *m, const tensor *tokens, tensor **answers)
+int model_predict(model *m, const tensor *tokens, tensor **answers,
+                  tensor **weights)
 {
     *answers = NULL;
+    if (weights)
+        *weights = NULL;
     int status = check_input("model_predict", m, tokens);
     if (status)
         return status;
     size_t B = tokens->shape[0], L = m->cfg.seq_len, V = m->cfg.vocab;
     tensor *x, *a, *logits;
-    multihead_cache cache = {0};
-    status = forward(m, tokens, NULL, &cache, &x, &a, &logits);
+    status = forward(m, tokens, NULL, NULL, &x, &a, &logits, weights);
     // answers (B, L, 2): the token with the largest score (the first, in a
     // tie), for each answer
     if (!status)
@@ -345,7 +353,10 @@ int model_predict(model *m, const tensor *tokens, tensor **answers)
                     best = j;
             (*answers)->data[row] = (double)best;
         }
-    multihead_cache_free(&cache);
+    if (status && weights) {
+        tensor_free(*weights);
+        *weights = NULL;
+    }
     tensor_free(x);
     tensor_free(a);
     tensor_free(logits);

@@ -21,8 +21,8 @@
  *
  * Training is model_loss with a gradient model (a second model of the same
  * configuration, whose tensors hold the gradients) and an Adam step over
- * model_params.  model_loss keeps the attention weights of its last call
- * in m->attn.weights, (B, h, L, L).
+ * model_params.  model_predict hands out the attention weights, (B, h,
+ * L, L), when asked.
  *
  * Ownership: model_init allocates every tensor inside the struct you pass;
  * model_free releases them.  Batches are new tensors you free.
@@ -100,9 +100,11 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
                model_score *score);
 
 /* The model's answers for tokens (B, L): answers (B, L, 2), at each
- * position the token with the largest score for each answer.  Keeps the
- * attention weights in m->attn.weights like model_loss. */
-int model_predict(model *m, const tensor *tokens, tensor **answers);
+ * position the token with the largest score for each answer, and weights
+ * (B, h, L, L) the attention's weights (NULL: not wanted; *weights NULL
+ * on failure). */
+int model_predict(model *m, const tensor *tokens, tensor **answers,
+                  tensor **weights);
 
 //> 14
 /* A copy of m that keeps only the heads keep[0 .. nkeep-1] (distinct,
