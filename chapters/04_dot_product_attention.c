@@ -161,7 +161,7 @@ static void d2l_toy(gsl_rng *rng)
      * ones for example 1, and nothing past them. The lighter shade is the
      * point: the same total weight 1 spread over more keys.
      */
-    tensor *q, *k, *v, *lens, *out, *grid;
+    tensor *q, *k, *v, *lens, *out, *weights, *grid;
     d2l_toy_inputs(rng, 2, "B, Lq, d", "B, Lk, d", &q, &k, &v, &lens);
     printf("queries:\n");
     tensor_print(stdout, q, 4);
@@ -170,14 +170,14 @@ static void d2l_toy(gsl_rng *rng)
     CHECK(dot_attention_init(&attn, 0.5)); // dropout 0.5, evaluation mode
     printf("\n");
     trace_to(stdout);
-    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out, &weights));
     trace_to(NULL);
     printf("\nout (2, 1, 4):\n");
     tensor_print(stdout, out, 4);
     printf("\nweights (2, 1, 10):\n");
-    tensor_print(stdout, attn.weights, 4);
+    tensor_print(stdout, weights, 4);
     printf("\n");
-    CHECK(tensor_reshape(attn.weights, DIMS(1, 2, 1, 10), NULL, &grid));
+    CHECK(tensor_reshape(weights, DIMS(1, 2, 1, 10), NULL, &grid));
     const char *titles[] = {"example 0, valid_len 2", "example 1, valid_len 6"};
     heatmap_options opt = {.titles = titles, .ntitles = 2};
     CHECK(heatmap_terminal(stdout, grid, &opt));
@@ -189,6 +189,7 @@ static void d2l_toy(gsl_rng *rng)
     tensor_free(v);
     tensor_free(lens);
     tensor_free(out);
+    tensor_free(weights);
     tensor_free(grid);
     dot_attention_free(&attn);
 }
@@ -232,7 +233,7 @@ static void dropout_and_evaluation(void)
     d2l_toy_inputs(rng, 2, "B, Lq, d", "B, Lk, d", &q, &k, &v, &lens);
     dot_attention attn;
     CHECK(dot_attention_init(&attn, 0.5));
-    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out, NULL));
     printf("evaluation (training = 0), out:\n");
     tensor_print(stdout, out, 4);
     tensor_free(out);
@@ -240,7 +241,7 @@ static void dropout_and_evaluation(void)
     attn.training = 1;
     attn.rng = rng;
     for (int run = 1; run <= 2; run++) {
-        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out, NULL));
         printf("training run %d, out:\n", run);
         tensor_print(stdout, out, 4);
         tensor_free(out);
@@ -248,7 +249,7 @@ static void dropout_and_evaluation(void)
     const int runs = 10000;
     double mean[2][4] = {{0}};
     for (int run = 0; run < runs; run++) {
-        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
+        CHECK(dot_attention_forward(&attn, q, k, v, lens, &out, NULL));
         for (size_t b = 0; b < 2; b++)
             for (size_t j = 0; j < 4; j++)
                 mean[b][j] += *TENSOR_AT(out, b, 0, j) / runs;
@@ -319,8 +320,9 @@ static void cost(void)
      * $V$ another $B L_q L_k d_v$ multiply-adds: $2 B L_q L_k (d + d_v)$
      * flops. For the toy that is 240 flops and 20 weights. Both products are
      * one dgemm per example on views of the inputs; $K$ is read transposed by
-     * BLAS, never copied. The `(B, Lq, Lk)` weights are kept in the struct for
-     * the heatmaps.
+     * BLAS, never copied. The `(B, Lq, Lk)` weights are a second output, for
+     * the heatmaps: `&weights` asks for them, `NULL` says they are not wanted,
+     * and the struct keeps nothing of the pass.
      *
      * The formula is the important part: with $L_q = L_k = L$, time and memory
      * grow as $L^2$. One head over $L = 4096$ positions has a

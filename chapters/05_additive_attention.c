@@ -87,24 +87,25 @@ static void d2l_toy(void)
     gsl_rng *rng = mha_rng_new(5);
     if (!rng)
         exit(1);
-    tensor *q, *k, *v, *lens, *out;
+    tensor *q, *k, *v, *lens, *out, *weights;
     d2l_toy_inputs(rng, 20, "B, Lq, q_size", "B, Lk, k_size", &q, &k,
                    &v, &lens);
     additive_attention add;
     additive_init(&add, 2, 20, rng);
     trace_to(stdout);
-    CHECK(additive_attention_forward(&add, q, k, v, lens, &out));
+    CHECK(additive_attention_forward(&add, q, k, v, lens, &out, &weights));
     trace_to(NULL);
     printf("\nout (2, 1, 4):\n");
     tensor_print(stdout, out, 4);
     printf("\nweights (2, 1, 10):\n");
-    tensor_print(stdout, add.weights, 4);
+    tensor_print(stdout, weights, 4);
 
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
     tensor_free(lens);
     tensor_free(out);
+    tensor_free(weights);
     additive_attention_free(&add);
     gsl_rng_free(rng);
 }
@@ -137,7 +138,7 @@ static void the_poolings_disagree(void)
     gsl_rng *rng = mha_rng_new(5);
     if (!rng)
         exit(1);
-    tensor *q, *k, *v, *lens, *k20, *out_add, *out_dot;
+    tensor *q, *k, *v, *lens, *k20, *out_add, *out_dot, *w_add, *w_dot;
     d2l_toy_inputs(rng, 20, "B, Lq, q_size", "B, Lk, k_size", &q, &k,
                    &v, &lens);
     CHECK(tensor_alloc(SHAPE(2, 10, 20), &k20)); // (B, Lk, k_size)
@@ -146,25 +147,25 @@ static void the_poolings_disagree(void)
     additive_init(&add, 20, 20, rng);
     dot_attention dot;
     CHECK(dot_attention_init(&dot, 0));
-    CHECK(additive_attention_forward(&add, q, k20, v, lens, &out_add));
-    CHECK(dot_attention_forward(&dot, q, k20, v, lens, &out_dot));
+    CHECK(additive_attention_forward(&add, q, k20, v, lens, &out_add, &w_add));
+    CHECK(dot_attention_forward(&dot, q, k20, v, lens, &out_dot, &w_dot));
     printf("additive weights:\n");
-    tensor_print(stdout, add.weights, 4);
+    tensor_print(stdout, w_add, 4);
     printf("dot-product weights:\n");
-    tensor_print(stdout, dot.weights, 4);
+    tensor_print(stdout, w_dot, 4);
     double most = 0;
     for (size_t t = 0; t < 10; t++)
-        most = fmax(most, *TENSOR_AT(add.weights, 1, 0, t));
+        most = fmax(most, *TENSOR_AT(w_add, 1, 0, t));
     printf("\nlargest difference between the two sets of weights: %.4f\n",
-           largest_abs_diff(add.weights, dot.weights));
+           largest_abs_diff(w_add, w_dot));
     printf("largest additive weight in example 1: %.4f\n\n", most);
 
     tensor *both;
     CHECK(tensor_alloc(SHAPE(2, 2, 1, 10), &both)); // (pooling, B, Lq, Lk)
     for (size_t b = 0; b < 2; b++)
         for (size_t t = 0; t < 10; t++) {
-            *TENSOR_AT(both, 0, b, 0, t) = *TENSOR_AT(add.weights, b, 0, t);
-            *TENSOR_AT(both, 1, b, 0, t) = *TENSOR_AT(dot.weights, b, 0, t);
+            *TENSOR_AT(both, 0, b, 0, t) = *TENSOR_AT(w_add, b, 0, t);
+            *TENSOR_AT(both, 1, b, 0, t) = *TENSOR_AT(w_dot, b, 0, t);
         }
     const char *titles[] = {"additive, example 0", "additive, example 1",
                             "dot product, example 0", "dot product, example 1"};
@@ -180,6 +181,8 @@ static void the_poolings_disagree(void)
     tensor_free(k20);
     tensor_free(out_add);
     tensor_free(out_dot);
+    tensor_free(w_add);
+    tensor_free(w_dot);
     tensor_free(both);
     additive_attention_free(&add);
     dot_attention_free(&dot);

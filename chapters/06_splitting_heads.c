@@ -145,7 +145,7 @@ static void attend_split(const tensor *x, size_t h, int split, tensor **out)
     else
         CHECK(tensor_reshape(x, DIMS((long)(B * h), (long)n, (long)p), NULL,
                              &heads));
-    CHECK(dot_attention_forward(&attn, heads, heads, heads, NULL, &o));
+    CHECK(dot_attention_forward(&attn, heads, heads, heads, NULL, &o, NULL));
     if (split)
         CHECK(transpose_output(o, h, out));
     else

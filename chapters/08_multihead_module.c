@@ -60,11 +60,13 @@
  * features in H heads of D / H. */
 enum { B = 2, Lq = 4, Lk = 6, D = 100, H = 5 };
 
-/* What the sections share: the module, and the random stream that made
- * its weights and goes on to make section 3's inputs. */
+/* What the sections share: the module, the random stream that made its
+ * weights and goes on to make section 3's inputs, and the attention
+ * weights of section 1's run, which section 2 reads. */
 typedef struct {
     multihead m;
     gsl_rng *rng;
+    tensor *weights; // (B, h, Lq, Lk)
 } lesson;
 
 /* The module's weights, drawn as section 1 explains. */
@@ -169,7 +171,7 @@ static void whole_trace(lesson *l)
     tensor_fill(y, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     trace_to(stdout);
-    CHECK(multihead_forward(&l->m, x, y, y, lens, &out));
+    CHECK(multihead_forward(&l->m, x, y, y, lens, &out, &l->weights));
     trace_to(NULL);
     char s[TRACE_SHAPE_MAX];
     printf("\noutput shape: %s\n", tensor_shape_str(out, s, sizeof s));
@@ -190,14 +192,16 @@ static void equal_inputs(const lesson *l)
      * input only shows that the shapes and the mask are right; to see the heads
      * do something different, they need different inputs.
      *
-     * `m.weights` is `(B, h, Lq, Lk)`: the module keeps the attention's
-     * `(B*h, Lq, Lk)` weights of section 1's run and views them with B and h
-     * separated again, so `m.weights[b, i]` is head $i$ of example $b$.
+     * `weights`, the forward's second output, is `(B, h, Lq, Lk)`: the
+     * attention's `(B*h, Lq, Lk)` weights of section 1's run, viewed with B
+     * and h separated again, so `weights[b, i]` is head $i$ of example $b$.
+     * Like PyTorch's `need_weights`, passing `NULL` instead says they are not
+     * wanted; the module itself keeps nothing of the pass.
      */
     for (size_t b = 0; b < B; b++) {
         printf("example %zu, head 0, query 0:", b);
         for (size_t t = 0; t < Lk; t++)
-            printf(" %.4f", *TENSOR_AT(l->m.weights, b, 0, 0, t));
+            printf(" %.4f", *TENSOR_AT(l->weights, b, 0, 0, t));
         printf("\n");
     }
 }
@@ -253,7 +257,8 @@ static void varied_inputs(lesson *l)
     tensor_fill_normal(xk, l->rng, 0, 2);
     trace_log log; // the steps, for the page's dataflow
     trace_log_start(&log);
-    CHECK(multihead_forward(&l->m, xq, xk, xk, lens, &out));
+    tensor *weights; // (B, h, Lq, Lk)
+    CHECK(multihead_forward(&l->m, xq, xk, xk, lens, &out, &weights));
     trace_log_stop(&log);
     char titles[B * H][32];
     const char *tp[B * H];
@@ -264,11 +269,11 @@ static void varied_inputs(lesson *l)
             tp[b * H + i] = titles[b * H + i];
         }
     heatmap_options opt = {.titles = tp, .ntitles = B * H};
-    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
+    CHECK(heatmap_terminal(stdout, weights, &opt));
     printf("\n");
-    draw_heatmap(l->m.weights, &opt, "08_heads");
+    draw_heatmap(weights, &opt, "08_heads");
     explorer_page page = {.title = "Chapter 08: the heads of d2l's example",
-                          .weights = l->m.weights, .valid_lens = lens,
+                          .weights = weights, .valid_lens = lens,
                           .head_size = D / H, .trace = &log};
     draw_explorer(&page, "08_view");
     trace_log_free(&log);
@@ -278,10 +283,10 @@ static void varied_inputs(lesson *l)
         for (size_t r = 0; r < Lq; r++) {
             size_t best = 0;
             for (size_t t = 1; t < Lk; t++)
-                if (*TENSOR_AT(l->m.weights, 0, i, r, t) >
-                    *TENSOR_AT(l->m.weights, 0, i, r, best))
+                if (*TENSOR_AT(weights, 0, i, r, t) >
+                    *TENSOR_AT(weights, 0, i, r, best))
                     best = t;
-            printf("  %zu (%.3f)", best, *TENSOR_AT(l->m.weights, 0, i, r, best));
+            printf("  %zu (%.3f)", best, *TENSOR_AT(weights, 0, i, r, best));
         }
         printf("\n");
     }
@@ -289,6 +294,7 @@ static void varied_inputs(lesson *l)
     tensor_free(xq);
     tensor_free(xk);
     tensor_free(out);
+    tensor_free(weights);
 }
 
 static void cost(void)
@@ -339,6 +345,7 @@ int main(void)
     varied_inputs(&l);
     cost();
     multihead_free(&l.m);
+    tensor_free(l.weights);
     gsl_rng_free(l.rng);
     return 0;
 }

@@ -44,11 +44,13 @@
 enum { B = 2, Lq = 4, Lk = 6, D = 100, H = 5, P = D / H };
 
 /* What the sections share: the module and its inputs (section 1), the
- * batched output (section 1) and the heads side by side (section 2). */
+ * batched output and weights (section 1) and the heads side by side
+ * (section 2). */
 typedef struct {
     multihead m;
     tensor *q, *kv, *lens; // (B, Lq, D), (B, Lk, D), (B,)
     tensor *out;           // (B, Lq, D), the batched module's
+    tensor *weights;       // (B, h, Lq, Lk), the batched module's
     tensor *concat;        // (B, Lq, H*P), the heads one at a time
 } lesson;
 
@@ -101,7 +103,8 @@ static void batched(lesson *l)
     tensor_fill_normal(l->q, rng, 0, 1);
     tensor_fill_normal(l->kv, rng, 0, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &l->lens));
-    CHECK(multihead_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out));
+    CHECK(multihead_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out,
+                            &l->weights));
     char s[TRACE_SHAPE_MAX];
     printf("out %s\n", tensor_shape_str(l->out, s, sizeof s));
     gsl_rng_free(rng);
@@ -123,12 +126,12 @@ static void one_head_at_a_time(lesson *l)
      *
      * Each head is then an ordinary single-head attention (chapter 04) with
      * $d = 20$: project Q, K and V with the sliced layers to `(B, L, 20)`, and
-     * attend. The per-head weights are compared with `m.weights[:, i]` from the
+     * attend. The per-head weights are compared with `weights[:, i]` from the
      * module, and all five agree below 1e-12. The favourite keys differ from
      * head to head: query 0 of example 0 prefers key 0 in head 0 (0.4076), key
      * 2 in heads 1 to 3 (0.5710, 0.4220, 0.5896), and key 1 in head 4 (0.4941).
      * The picture draws the weights of the five sliced heads, one row of
-     * panels per example: the module's `m.weights` drawn from the loop,
+     * panels per example: the module's `weights` drawn from the loop,
      * padding keys blank (keys 3-5 of example 0, 2-5 of example 1).
      *
      * Cost: the loop makes 15 projections of `(B*L, 100)` by `(20, 100)`
@@ -149,11 +152,11 @@ static void one_head_at_a_time(lesson *l)
         slice_rows(&l->m.W_q, i * P, P, "W_q_i", &wq);
         slice_rows(&l->m.W_k, i * P, P, "W_k_i", &wk);
         slice_rows(&l->m.W_v, i * P, P, "W_v_i", &wv);
-        tensor *qi, *ki, *vi, *head;
+        tensor *qi, *ki, *vi, *head, *w; // w (B, Lq, Lk): head i's weights
         CHECK(linear_forward(&wq, l->q, &qi));  // (B, Lq, p)
         CHECK(linear_forward(&wk, l->kv, &ki)); // (B, Lk, p)
         CHECK(linear_forward(&wv, l->kv, &vi)); // (B, Lk, p)
-        CHECK(dot_attention_forward(&attn, qi, ki, vi, l->lens, &head));
+        CHECK(dot_attention_forward(&attn, qi, ki, vi, l->lens, &head, &w));
         for (size_t b = 0; b < B; b++)
             for (size_t t = 0; t < Lq; t++)
                 for (size_t j = 0; j < P; j++)
@@ -161,25 +164,26 @@ static void one_head_at_a_time(lesson *l)
         for (size_t b = 0; b < B; b++)
             for (size_t r = 0; r < Lq; r++)
                 for (size_t t = 0; t < Lk; t++)
-                    *TENSOR_AT(sliced, b, i, r, t) = *TENSOR_AT(attn.weights, b, r, t);
-        /* the same head inside the batched module: m.weights[:, i] */
+                    *TENSOR_AT(sliced, b, i, r, t) = *TENSOR_AT(w, b, r, t);
+        /* the same head inside the batched module: weights[:, i] */
         size_t best = 0;
         double agree = 0;
         for (size_t t = 0; t < Lk; t++) {
-            if (*TENSOR_AT(attn.weights, 0, 0, t) > *TENSOR_AT(attn.weights, 0, 0, best))
+            if (*TENSOR_AT(w, 0, 0, t) > *TENSOR_AT(w, 0, 0, best))
                 best = t;
             for (size_t b = 0; b < B; b++)
                 for (size_t r = 0; r < Lq; r++)
-                    agree = fmax(agree, fabs(*TENSOR_AT(attn.weights, b, r, t) -
-                                             *TENSOR_AT(l->m.weights, b, i, r, t)));
+                    agree = fmax(agree, fabs(*TENSOR_AT(w, b, r, t) -
+                                             *TENSOR_AT(l->weights, b, i, r, t)));
         }
         printf("head %zu (rows %2zu-%2zu): key %zu (%.4f); same weights: %s\n", i,
                i * P, i * P + P - 1, best,
-               *TENSOR_AT(attn.weights, 0, 0, best), yes_no(agree < 1e-12));
+               *TENSOR_AT(w, 0, 0, best), yes_no(agree < 1e-12));
         tensor_free(qi);
         tensor_free(ki);
         tensor_free(vi);
         tensor_free(head);
+        tensor_free(w);
         linear_free(&wq);
         linear_free(&wk);
         linear_free(&wv);
@@ -272,6 +276,7 @@ int main(void)
     tensor_free(l.kv);
     tensor_free(l.lens);
     tensor_free(l.out);
+    tensor_free(l.weights);
     tensor_free(l.concat);
     multihead_free(&l.m);
     return 0;

@@ -85,13 +85,13 @@ static void attends_to_itself(lesson *l)
                             .num_hiddens = D, .num_heads = H};
     CHECK(multihead_init(&l->m, &cfg));
     multihead_reset_xavier(&l->m, rng);
-    tensor *lens, *y;
+    tensor *lens, *y, *weights; // weights (B, h, n, n)
     CHECK(tensor_alloc(SHAPE(B, N, D), &l->x)); // (B, n, d_model)
     CHECK(tensor_set_names(l->x, "B, n, d_model"));
     tensor_fill_normal(l->x, rng, 0, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     trace_to(stdout);
-    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, lens, &y));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, lens, &y, &weights));
     trace_to(NULL);
     char s[TRACE_SHAPE_MAX], t[TRACE_SHAPE_MAX];
     printf("\nX %s -> Y %s\n\n", tensor_shape_str(l->x, s, sizeof s),
@@ -105,15 +105,16 @@ static void attends_to_itself(lesson *l)
             tp[b * H + i] = titles[b * H + i];
         }
     heatmap_options opt = {.titles = tp, .ntitles = B * H};
-    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
+    CHECK(heatmap_terminal(stdout, weights, &opt));
     printf("\n");
-    draw_heatmap(l->m.weights, &opt, "10_self_attention");
+    draw_heatmap(weights, &opt, "10_self_attention");
     printf("\nexample 0, head 0, query 1:");
     for (size_t j = 0; j < N; j++)
-        printf(" %.4f", *TENSOR_AT(l->m.weights, 0, 0, 1, j));
+        printf(" %.4f", *TENSOR_AT(weights, 0, 0, 1, j));
     printf("\n");
     tensor_free(lens);
     tensor_free(y);
+    tensor_free(weights);
     gsl_rng_free(rng);
 }
 
@@ -141,14 +142,14 @@ static void order(lesson *l)
      * vector that depends on the position, before the first layer.
      */
     tensor *y_plain, *xs, *y_swapped;
-    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &y_plain));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &y_plain, NULL));
     CHECK(tensor_contiguous(l->x, &xs));
     for (size_t j = 0; j < D; j++) {
         double t = *TENSOR_AT(xs, 0, 0, j);
         *TENSOR_AT(xs, 0, 0, j) = *TENSOR_AT(xs, 0, 2, j);
         *TENSOR_AT(xs, 0, 2, j) = t;
     }
-    CHECK(multihead_forward(&l->m, xs, xs, xs, NULL, &y_swapped));
+    CHECK(multihead_forward(&l->m, xs, xs, xs, NULL, &y_swapped, NULL));
     size_t perm[N] = {2, 1, 0, 3};
     double worst = 0;
     for (size_t i = 0; i < N; i++)

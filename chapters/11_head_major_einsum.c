@@ -382,15 +382,17 @@ static void agrees(pair *p)
     printf("below 1e-12, attn.permute(1, 0, 2, 3) against the weights:\n\n"
            "  mask                outputs agree   weights agree\n");
     for (size_t c = 0; c < 3; c++) {
-        tensor *out_m, *out_h, *attn_h, *swapped;
-        CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, masks[c], &out_m));
+        tensor *out_m, *w_m, *out_h, *attn_h, *swapped;
+        CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, masks[c], &out_m,
+                                &w_m));
         CHECK(headmajor_forward(&p->hm, p->xq, p->xk, p->xk, masks[c], &out_h,
                                 &attn_h));
         CHECK(tensor_permute(attn_h, SHAPE(1, 0, 2, 3), &swapped));
         printf("  %-19s %-15s %s\n", mask_names[c],
                yes_no(largest_abs_diff(out_h, out_m) < 1e-12),
-               yes_no(largest_abs_diff(swapped, p->mh.weights) < 1e-12));
+               yes_no(largest_abs_diff(swapped, w_m) < 1e-12));
         tensor_free(out_m);
+        tensor_free(w_m);
         tensor_free(out_h);
         tensor_free(attn_h);
         tensor_free(swapped);
@@ -418,13 +420,13 @@ static void differs(pair *p)
      * outputs are no longer chapter 08's: each position is chapter 08's
      * output plus the query, normalised to mean 0 and variance 1.
      */
-    tensor *lens0, *out0, *out1 = NULL;
+    tensor *lens0, *out0, *w0, *out1 = NULL;
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 0}, &lens0));
-    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, lens0, &out0));
+    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, lens0, &out0, &w0));
     printf("valid_lens [3, 0], chapter 08's module, example 1, head 0,\n"
            "query 0:");
     for (size_t k = 0; k < Lk8; k++)
-        printf(" %.4f", *TENSOR_AT(p->mh.weights, 1, 0, 0, k));
+        printf(" %.4f", *TENSOR_AT(w0, 1, 0, 0, k));
     printf("\n\nthe head-major module:\n");
     int status = headmajor_forward(&p->hm, p->xq, p->xk, p->xk, lens0, &out1,
                                    NULL);
@@ -438,7 +440,7 @@ static void differs(pair *p)
 
     tensor *out_m, *out_h;
     p->hm.residual_norm = 1;
-    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, p->lens, &out_m));
+    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, p->lens, &out_m, NULL));
     CHECK(headmajor_forward(&p->hm, p->xq, p->xk, p->xk, p->lens, &out_h, NULL));
     p->hm.residual_norm = 0;
     double mean, var, mean08, var08;
@@ -452,6 +454,7 @@ static void differs(pair *p)
            yes_no(fabs(mean) < 1e-12), var);
     tensor_free(lens0);
     tensor_free(out0);
+    tensor_free(w0);
     tensor_free(out_m);
     tensor_free(out_h);
 }

@@ -185,7 +185,7 @@ static void carrying(void)
     CHECK(tensor_from_array(SHAPE(1, 6, 2), kv, &k1));
     CHECK(tensor_from_array(SHAPE(1, 6, 2), vv, &v1));
     CHECK(dot_attention_init(&att, 0));
-    CHECK(dot_attention_forward(&att, q1, k1, v1, NULL, &exact));
+    CHECK(dot_attention_forward(&att, q1, k1, v1, NULL, &exact, NULL));
     printf("exact attention (chapter 04) gives (%.4f, %.4f)\n",
            exact->data[0], exact->data[1]);
     tensor_free(q1);
@@ -249,7 +249,7 @@ static void tiled(void)
     trace_to(NULL);
     dot_attention att;
     CHECK(dot_attention_init(&att, 0));
-    CHECK(dot_attention_forward(&att, q, k, v, lens, &full));
+    CHECK(dot_attention_forward(&att, q, k, v, lens, &full, NULL));
     double err = 0, ref = 0;
     for (size_t i = 0; i < tensor_numel(full); i++) {
         err = fmax(err, fabs(tiles->data[i] - full->data[i]));

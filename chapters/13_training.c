@@ -202,7 +202,7 @@ static void backward_traced(lesson *l)
     CHECK(causal_valid_lens(2, L, &lens));
     multihead_cache cache = {0};
     CHECK(multihead_forward_cached(&l->m.attn, x, x, x, lens, NULL, &cache,
-                                   &out));
+                                   &out, NULL));
     trace_to(stdout);
     CHECK(multihead_backward(&l->m.attn, &cache, g, &l->grads.attn, NULL, &dx_q,
                              &dx_k, &dx_v));
@@ -380,7 +380,7 @@ static void held_out(lesson *l)
            s.sequences_correct, s.sequences);
     printf("more than 99%% right, as stated: %s\n\n", yes_no(accuracy > 0.99));
     tensor *answers;
-    CHECK(model_predict(&l->m, l->test_tok, &answers));
+    CHECK(model_predict(&l->m, l->test_tok, &answers, NULL));
     printf("The first held-out sequence and the model's answers:\n\n");
     printf("position  ");
     for (size_t i = 0; i < L; i++)
@@ -412,8 +412,8 @@ static void heads_learned(lesson *l)
      * fetch it.
      */
     size_t n_test = l->n_test;
-    CHECK(model_loss(&l->m, l->test_tok, l->test_tgt, NULL, NULL, NULL, NULL));
-    const tensor *w = l->m.attn.weights; // (n_test, h, L, L)
+    tensor *w; // (n_test, h, L, L): the attention's weights, no answers
+    CHECK(model_predict(&l->m, l->test_tok, NULL, &w));
     tensor *grid; // (2, h, L, L): one sequence, the mean
     CHECK(tensor_alloc(SHAPE(2, HEADS, L, L), &grid));
     for (size_t hd = 0; hd < HEADS; hd++)
@@ -465,6 +465,7 @@ static void heads_learned(lesson *l)
     }
     tensor_free(grid);
     tensor_free(mean);
+    tensor_free(w);
 }
 
 int main(void)

@@ -162,8 +162,8 @@ static double swap_check(multihead *m, const tensor *x, int add_p)
         CHECK(tensor_contiguous(x, &in));
         CHECK(tensor_contiguous(xs, &ins));
     }
-    CHECK(multihead_forward(m, in, in, in, NULL, &y));
-    CHECK(multihead_forward(m, ins, ins, ins, NULL, &ys));
+    CHECK(multihead_forward(m, in, in, in, NULL, &y, NULL));
+    CHECK(multihead_forward(m, ins, ins, ins, NULL, &ys, NULL));
     size_t perm[N] = {2, 1, 0, 3, 4, 5};
     double worst = 0;
     for (size_t i = 0; i < N; i++)
@@ -373,9 +373,9 @@ static void module(lesson *l)
     CHECK(multihead_init(&l->m, &cfg));
     multihead_reset_xavier(&l->m, rng);
     gsl_rng_free(rng);
-    tensor *y;
+    tensor *y, *weights; // weights (B, h, n, n)
     trace_to(stdout);
-    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &y));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &y, &weights));
     trace_to(NULL);
     printf("\nwith rope, positions 0 and 2 swapped, do the outputs only swap "
            "too? %s\n\n",
@@ -387,10 +387,11 @@ static void module(lesson *l)
         tp[i] = titles[i];
     }
     heatmap_options opt = {.titles = tp, .ntitles = H};
-    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
+    CHECK(heatmap_terminal(stdout, weights, &opt));
     printf("\n");
-    draw_heatmap(l->m.weights, &opt, "15_rope_heads");
+    draw_heatmap(weights, &opt, "15_rope_heads");
     tensor_free(y);
+    tensor_free(weights);
 }
 
 int main(void)

@@ -88,22 +88,24 @@ static void causal(lesson *l)
     tensor_fill_normal(l->x, rng, 0, 1);
     trace_log log; // the steps, for the page's dataflow
     trace_log_start(&log);
-    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &l->full));
+    tensor *weights; // (B, h, n, n)
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &l->full, &weights));
     trace_log_stop(&log);
     const char *titles[H] = {"head 0", "head 1"};
     heatmap_options opt = {.titles = titles, .ntitles = H};
-    CHECK(heatmap_terminal(stdout, l->m.weights, &opt));
+    CHECK(heatmap_terminal(stdout, weights, &opt));
     printf("\n");
-    draw_heatmap(l->m.weights, &opt, "16_causal");
+    draw_heatmap(weights, &opt, "16_causal");
     explorer_page page = {.title = "Chapter 16: causal self-attention",
-                          .weights = l->m.weights, .head_size = D / H,
+                          .weights = weights, .head_size = D / H,
                           .trace = &log, .causal = 1};
     draw_explorer(&page, "16_view");
     trace_log_free(&log);
     printf("\nhead 0, query 3:");
     for (size_t j = 0; j < N; j++)
-        printf(" %.4f", *TENSOR_AT(l->m.weights, 0, 0, 3, j));
+        printf(" %.4f", *TENSOR_AT(weights, 0, 0, 3, j));
     printf("\n");
+    tensor_free(weights);
     gsl_rng_free(rng);
 }
 
@@ -167,7 +169,7 @@ static void decoding(lesson *l)
                    t + n - 1);
             trace_to(stdout);
         }
-        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt));
+        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt, NULL));
         trace_to(NULL);
         if (t <= PREFILL)
             printf("\n");

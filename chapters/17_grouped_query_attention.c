@@ -171,7 +171,7 @@ static void shared_in_the_trace(lesson *l)
     tensor *y;
     multihead *m = &l->m[1];
     trace_to(stdout);
-    CHECK(multihead_forward(m, l->x, l->x, l->x, NULL, &y));
+    CHECK(multihead_forward(m, l->x, l->x, l->x, NULL, &y, NULL));
     trace_to(NULL);
     printf("\nweights by G (out features, in features):\n");
     for (size_t g = 0; g < NG; g++) {
@@ -221,8 +221,8 @@ static void same_as_repeated(lesson *l)
         CHECK(tensor_copy_into(rep.W_k.weight, wk));
         CHECK(tensor_copy_into(rep.W_v.weight, wv));
         CHECK(tensor_copy_into(rep.W_o.weight, m->W_o.weight));
-        CHECK(multihead_forward(m, l->x, l->x, l->x, NULL, &y_gqa));
-        CHECK(multihead_forward(&rep, l->x, l->x, l->x, NULL, &y_rep));
+        CHECK(multihead_forward(m, l->x, l->x, l->x, NULL, &y_gqa, NULL));
+        CHECK(multihead_forward(&rep, l->x, l->x, l->x, NULL, &y_rep, NULL));
         double diff = largest_abs_diff(y_gqa, y_rep);
         char s[TRACE_SHAPE_MAX];
         printf("G = %zu: W_k %s repeated to ", Gs[g],
@@ -285,11 +285,12 @@ static void heads_of_a_group(lesson *l)
     printf("%-8s %14s %18s\n", "", "one group", "different groups");
     trace_log log; // the steps of G = 2, for the page's dataflow
     size_t g2 = 1;  // Gs[1] = 2
+    tensor *w_g2;   // (B, h, n, n): the weights of G = 2, for the page
     for (size_t g = 0; g < NG; g++) {
-        tensor *y;
+        tensor *y, *w; // w (B, h, n, n)
         if (g == g2)
             trace_log_start(&log);
-        CHECK(multihead_forward(&l->m[g], l->x, l->x, l->x, NULL, &y));
+        CHECK(multihead_forward(&l->m[g], l->x, l->x, l->x, NULL, &y, &w));
         if (g == g2)
             trace_log_stop(&log);
         for (size_t i = 0; i < H; i++) {
@@ -301,7 +302,7 @@ static void heads_of_a_group(lesson *l)
             for (size_t q = 0; q < N; q++)
                 for (size_t k = 0; k < N; k++)
                     *TENSOR_AT(all, g, i, q, k) =
-                        *TENSOR_AT(l->m[g].weights, 0, i, q, k);
+                        *TENSOR_AT(w, 0, i, q, k);
         }
         // [0]: pairs in one group, [1]: pairs in different groups
         double sum[2] = {0, 0};
@@ -328,6 +329,10 @@ static void heads_of_a_group(lesson *l)
         }
         printf("\n");
         tensor_free(y);
+        if (g == g2)
+            w_g2 = w;
+        else
+            tensor_free(w);
     }
     opt.titles = tp;
     opt.ntitles = NG * H;
@@ -335,10 +340,11 @@ static void heads_of_a_group(lesson *l)
     draw_heatmap(all, &opt, "17_heads");
     explorer_page page = {.title = "Chapter 17: 8 query heads over 2 "
                                    "key-value heads",
-                          .weights = l->m[g2].weights, .head_size = D / H,
+                          .weights = w_g2, .head_size = D / H,
                           .trace = &log, .kv_heads = Gs[g2]};
     draw_explorer(&page, "17_view");
     trace_log_free(&log);
+    tensor_free(w_g2);
     tensor_free(all);
 }
 

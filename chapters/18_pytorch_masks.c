@@ -146,17 +146,17 @@ static void one_module(lesson *l, const tensor *kpm_additive,
             for (size_t j = 0; j < LK; j++)
                 *TENSOR_AT(am3, b, i, j) = *TENSOR_AT(kpm_additive, b, j);
     mask_options by_attn = {.attn_mask = am3};
-    tensor *w_pad, *w_attn, *out08;
+    tensor *w_pad, *w_attn, *out08, *w08;
     run(l, &by_lens, w_lens);
     run(l, &by_padding, &w_pad);
     run(l, &by_attn, &w_attn);
-    CHECK(multihead_forward(&l->m, l->q, l->k, l->k, l->lens, &out08));
+    CHECK(multihead_forward(&l->m, l->q, l->k, l->k, l->lens, &out08, &w08));
     show("weights with valid_lens (B, h, Lq, Lk)", *w_lens);
     printf("largest |difference| from them:\n");
     printf("  key_padding_mask          %g\n", largest_abs_diff(*w_lens, w_pad));
     printf("  attn_mask (B*h, Lq, Lk)   %g\n", largest_abs_diff(*w_lens, w_attn));
     printf("  chapter 08's module       %g\n\n",
-           largest_abs_diff(*w_lens, l->m.weights));
+           largest_abs_diff(*w_lens, w08));
     tensor *wrong, *w_wrong; // 0 and -inf swapped: the keys kept are hidden
     CHECK(tensor_alloc(SHAPE(B, LK), &wrong));
     for (size_t e = 0; e < B * LK; e++)
@@ -164,7 +164,7 @@ static void one_module(lesson *l, const tensor *kpm_additive,
     mask_options by_wrong = {.key_padding = wrong};
     run(l, &by_wrong, &w_wrong);
     show("weights with the mask read the wrong way", w_wrong);
-    tensor *all[] = {am3, w_pad, w_attn, out08, wrong, w_wrong};
+    tensor *all[] = {am3, w_pad, w_attn, out08, w08, wrong, w_wrong};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
 }

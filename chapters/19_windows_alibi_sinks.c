@@ -186,16 +186,16 @@ static void sinks(void)
             for (size_t c = 0; c < 2; c++)
                 *TENSOR_AT(layers[i]->weight, r, c) = i > 0 && r == c;
     m.sinks->data[0] = log(4.0);
-    tensor *x, *out;
+    tensor *x, *out, *weights; // weights (1, 1, 6, 6)
     CHECK(tensor_alloc(SHAPE(1, 6, 2), &x));
     tensor_fill(x, 1.0); // every value (1, 1)
-    CHECK(multihead_forward(&m, x, x, x, NULL, &out));
+    CHECK(multihead_forward(&m, x, x, x, NULL, &out, &weights));
     printf("weights (Lq 6, Lk 6), the sink's share and the output:\n");
     for (size_t i = 0; i < 6; i++) {
         double sum = 0;
         printf("  ");
         for (size_t j = 0; j < 6; j++) {
-            double w = *TENSOR_AT(m.weights, 0, 0, i, j);
+            double w = *TENSOR_AT(weights, 0, 0, i, j);
             sum += w;
             printf(" %.4f", w);
         }
@@ -207,7 +207,7 @@ static void sinks(void)
     for (size_t i = 0; i < 6; i++) {
         double sum = 0;
         for (size_t j = 0; j < 6; j++)
-            sum += *TENSOR_AT(grid, 0, 0, i, j) = *TENSOR_AT(m.weights, 0, 0, i, j);
+            sum += *TENSOR_AT(grid, 0, 0, i, j) = *TENSOR_AT(weights, 0, 0, i, j);
         *TENSOR_AT(grid, 0, 0, i, 6) = 1 - sum;
     }
     const char *title[] = {"window 3, sink log 4"};
@@ -217,6 +217,7 @@ static void sinks(void)
     tensor_free(grid);
     tensor_free(x);
     tensor_free(out);
+    tensor_free(weights);
     multihead_free(&m);
 }
 
@@ -254,7 +255,7 @@ static void rolling(void)
     CHECK(tensor_alloc(SHAPE(1, L, 4), &x));
     CHECK(tensor_set_names(x, "B, n, d"));
     tensor_fill_normal(x, r, 0, 1);
-    CHECK(multihead_forward(&m, x, x, x, NULL, &full));
+    CHECK(multihead_forward(&m, x, x, x, NULL, &full, NULL));
     window_cache c;
     CHECK(window_cache_init(&c, 1, 2, 2, W, 1));
     double worst = 0;
@@ -263,7 +264,7 @@ static void rolling(void)
         CHECK(tensor_narrow(x, 1, t, 1, &xt));
         if (t == L - 1)
             trace_to(stdout);
-        CHECK(multihead_decode_window(&m, &c, xt, &y));
+        CHECK(multihead_decode_window(&m, &c, xt, &y, NULL));
         trace_to(NULL);
         if (t == L - 1)
             printf("\n");

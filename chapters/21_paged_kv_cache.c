@@ -88,7 +88,7 @@ static double step(lesson *l, const size_t *seqs, size_t B)
         tensor *xb, *yb, *pb;
         CHECK(tensor_narrow(x, 0, b, 1, &xb));
         CHECK(tensor_narrow(y, 0, b, 1, &pb));
-        CHECK(kv_cache_decode_step(&l->m, &l->ref[seqs[b]], xb, &yb));
+        CHECK(kv_cache_decode_step(&l->m, &l->ref[seqs[b]], xb, &yb, NULL));
         worst = fmax(worst, largest_abs_diff(pb, yb));
         tensor_free(xb);
         tensor_free(yb);
@@ -217,7 +217,7 @@ static void shared_prefix(lesson *l)
         tensor *x, *y;
         CHECK(tensor_alloc(SHAPE(1, 1, D), &x));
         token(x->data, 0, t);
-        CHECK(kv_cache_decode_step(&l->m, &l->ref[3], x, &y));
+        CHECK(kv_cache_decode_step(&l->m, &l->ref[3], x, &y, NULL));
         tensor_free(x);
         tensor_free(y);
     }

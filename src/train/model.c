@@ -331,7 +331,8 @@ done:
 int model_predict(model *m, const tensor *tokens, tensor **answers,
                   tensor **weights)
 {
-    *answers = NULL;
+    if (answers)
+        *answers = NULL;
     if (weights)
         *weights = NULL;
     int status = check_input("model_predict", m, tokens);
@@ -342,9 +343,9 @@ int model_predict(model *m, const tensor *tokens, tensor **answers,
     status = forward(m, tokens, NULL, NULL, &x, &a, &logits, weights);
     // answers (B, L, 2): the token with the largest score (the first, in a
     // tie), for each answer
-    if (!status)
+    if (!status && answers)
         status = tensor_alloc(SHAPE(B, L, MODEL_ANSWERS), answers);
-    if (!status)
+    if (!status && answers)
         for (size_t row = 0; row < B * L * MODEL_ANSWERS; row++) {
             const double *z = logits->data + row * V;
             size_t best = 0;

@@ -101,8 +101,8 @@ int model_loss(model *m, const tensor *tokens, const tensor *targets,
 
 /* The model's answers for tokens (B, L): answers (B, L, 2), at each
  * position the token with the largest score for each answer, and weights
- * (B, h, L, L) the attention's weights (NULL: not wanted; *weights NULL
- * on failure). */
+ * (B, h, L, L) the attention's weights.  Either may be NULL when not
+ * wanted; on failure both are left NULL. */
 int model_predict(model *m, const tensor *tokens, tensor **answers,
                   tensor **weights);
 
