@@ -88,7 +88,7 @@ static void exercise2(void)
     gsl_rng *rng = mha_rng_new(4);
     if (!rng)
         exit(1);
-    tensor *q, *k, *v, *lens, *out;
+    tensor *q, *k, *v, *lens, *out, *w;
     d2l_toy_inputs(rng, 2, "B, Lq, d", "B, Lk, d", &q, &k, &v, &lens);
     *TENSOR_AT(k, 0, 1, 0) = 0;
     *TENSOR_AT(k, 0, 1, 1) = 0;
@@ -99,14 +99,15 @@ static void exercise2(void)
            (-2.7993 + 1.1746) / sqrt(2));
     dot_attention attn;
     CHECK(dot_attention_init(&attn, 0));
-    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out));
-    printf("weights of example 0: %.4f %.4f\n", *TENSOR_AT(attn.weights, 0, 0, 0),
-           *TENSOR_AT(attn.weights, 0, 0, 1));
+    CHECK(dot_attention_forward(&attn, q, k, v, lens, &out, &w));
+    printf("weights of example 0: %.4f %.4f\n", *TENSOR_AT(w, 0, 0, 0),
+           *TENSOR_AT(w, 0, 0, 1));
     printf("output of example 0: %.4f %.4f %.4f %.4f\n", *TENSOR_AT(out, 0, 0, 0),
            *TENSOR_AT(out, 0, 0, 1), *TENSOR_AT(out, 0, 0, 2),
            *TENSOR_AT(out, 0, 0, 3));
     dot_attention_free(&attn);
     tensor_free(out);
+    tensor_free(w);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);

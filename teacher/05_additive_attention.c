@@ -52,9 +52,10 @@ static void exercise2(void)
     linear_reset_pytorch(&add.w_v, rng);
     tensor_fill(add.W_q.weight, 0);
     tensor_fill(add.W_k.weight, 0);
-    CHECK(additive_attention_forward(&add, q, k20, v, lens, &out));
+    tensor *w;
+    CHECK(additive_attention_forward(&add, q, k20, v, lens, &out, &w));
     printf("weights:\n");
-    tensor_print(stdout, add.weights, 4);
+    tensor_print(stdout, w, 4);
     printf("out:\n");
     tensor_print(stdout, out, 4);
     tensor_free(q);
@@ -63,6 +64,7 @@ static void exercise2(void)
     tensor_free(lens);
     tensor_free(k20);
     tensor_free(out);
+    tensor_free(w);
     additive_attention_free(&add);
     gsl_rng_free(rng);
 }

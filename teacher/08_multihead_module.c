@@ -42,13 +42,13 @@ static void sharpness(double sd)
                             .num_hiddens = D, .num_heads = H, .dropout = 0.5};
     CHECK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, rng);
-    tensor *lens, *xq, *xk, *out;
+    tensor *lens, *xq, *xk, *out, *w; // w (B, h, Lq, Lk)
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
     CHECK(tensor_alloc(SHAPE(B, Lq, D), &xq));
     CHECK(tensor_alloc(SHAPE(B, Lk, D), &xk));
     tensor_fill_normal(xq, rng, 0, sd);
     tensor_fill_normal(xk, rng, 0, sd);
-    CHECK(multihead_forward(&m, xq, xk, xk, lens, &out));
+    CHECK(multihead_forward(&m, xq, xk, xk, lens, &out, &w));
     double sum = 0;
     int sharp = 0;
     for (size_t b = 0; b < B; b++)
@@ -56,7 +56,7 @@ static void sharpness(double sd)
             for (size_t r = 0; r < Lq; r++) {
                 double best = 0;
                 for (size_t t = 0; t < Lk; t++)
-                    best = fmax(best, *TENSOR_AT(m.weights, b, i, r, t));
+                    best = fmax(best, *TENSOR_AT(w, b, i, r, t));
                 sum += best;
                 sharp += best > 0.75;
             }
@@ -67,6 +67,7 @@ static void sharpness(double sd)
     tensor_free(xq);
     tensor_free(xk);
     tensor_free(out);
+    tensor_free(w);
     multihead_free(&m);
     gsl_rng_free(rng);
 }

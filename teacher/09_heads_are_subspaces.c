@@ -31,7 +31,7 @@ static void section1(lesson *l)
     tensor_fill_normal(l->q, rng, 0, 1);
     tensor_fill_normal(l->kv, rng, 0, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &l->lens));
-    CHECK(multihead_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out));
+    CHECK(multihead_forward(&l->m, l->q, l->kv, l->kv, l->lens, &l->out, NULL));
     gsl_rng_free(rng);
 }
 
@@ -121,12 +121,12 @@ static void exercise2(void)
         swap_blocks(in[k]->bias, 0);
     }
     tensor *out;
-    CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out));
+    CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out, NULL));
     printf("heads 0 and 1 swapped in W_q, W_k, W_v only: relative change %.3f\n",
            relative_diff(out, l.out));
     tensor_free(out);
     swap_blocks(l.m.W_o.weight, 1);
-    CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out));
+    CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out, NULL));
     printf("and columns 0-19 and 20-39 of W_o swapped: relative change below "
            "1e-12: %s\n", yes_no(relative_diff(out, l.out) < 1e-12));
     tensor_free(out);
@@ -157,7 +157,7 @@ static void exercise3(void)
             for (size_t c = i * P; c < (i + 1) * P; c++)
                 *TENSOR_AT(l.m.W_o.weight, r, c) = 0;
         tensor *out;
-        CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out));
+        CHECK(multihead_forward(&l.m, l.q, l.kv, l.kv, l.lens, &out, NULL));
         printf("without head %zu: largest change / largest |out| = %.3f\n", i,
                relative_diff(out, l.out));
         tensor_free(out);

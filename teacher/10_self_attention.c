@@ -73,8 +73,8 @@ static double order_check(lesson *l, const tensor *lens, double pos)
                 *TENSOR_AT(xp, b, i, j) += pos * (double)i;
                 *TENSOR_AT(xs, b, i, j) += pos * (double)i;
             }
-    CHECK(multihead_forward(&l->m, xp, xp, xp, lens, &y_plain));
-    CHECK(multihead_forward(&l->m, xs, xs, xs, lens, &y_swapped));
+    CHECK(multihead_forward(&l->m, xp, xp, xp, lens, &y_plain, NULL));
+    CHECK(multihead_forward(&l->m, xs, xs, xs, lens, &y_swapped, NULL));
     size_t perm[N] = {2, 1, 0, 3};
     double worst = 0;
     for (size_t i = 0; i < N; i++)

@@ -92,9 +92,8 @@ static void train(const run_config *rc, model *m, tensor **test_tok,
  * section 8). */
 static void heads_look_at(model *m, const tensor *tok)
 {
-    tensor *answers;
-    CHECK(model_predict(m, tok, &answers));
-    const tensor *w = m->attn.weights; // (n, h, L, L)
+    tensor *w; // (n, h, L, L)
+    CHECK(model_predict(m, tok, NULL, &w));
     for (size_t hd = 0; hd < w->shape[1]; hd++) {
         double prev = 0, first = 0, self = 0;
         size_t n = 0;
@@ -108,14 +107,14 @@ static void heads_look_at(model *m, const tensor *tok)
                "first, %.3f on itself\n", hd, prev / (double)n,
                first / (double)n, self / (double)n);
     }
-    tensor_free(answers);
+    tensor_free(w);
 }
 
 /* The share of right answers of each kind at each position. */
 static void by_position(model *m, const tensor *tok, const tensor *tgt)
 {
     tensor *answers;
-    CHECK(model_predict(m, tok, &answers));
+    CHECK(model_predict(m, tok, &answers, NULL));
     for (size_t a = 0; a < 2; a++) {
         printf("  %-9s", a ? "first" : "previous");
         for (size_t i = 0; i < L; i++) {

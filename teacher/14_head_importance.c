@@ -163,9 +163,8 @@ static void exercise2(lesson *l)
     CHECK(model_loss(&pruned, l->tok, l->tgt, NULL, NULL, NULL, &s));
     printf("after 100 more steps:\n");
     print_score("0 3", s);
-    tensor *answers;
-    CHECK(model_predict(&pruned, l->tok, &answers));
-    const tensor *w = pruned.attn.weights;
+    tensor *w; // (B, 2, L, L): the two heads kept
+    CHECK(model_predict(&pruned, l->tok, NULL, &w));
     const size_t was[2] = {0, 3};
     for (size_t hd = 0; hd < 2; hd++) {
         double prev = 0, first = 0;
@@ -178,7 +177,7 @@ static void exercise2(lesson *l)
         printf("  head %zu puts %.3f on the previous position, %.3f on the first\n",
                was[hd], prev / (double)n, first / (double)n);
     }
-    tensor_free(answers);
+    tensor_free(w);
     model_free(&pruned);
 }
 

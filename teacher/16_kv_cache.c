@@ -49,7 +49,7 @@ static void section1(lesson *l)
     multihead_reset_xavier(&l->m, rng);
     CHECK(tensor_alloc(SHAPE(B, N, D), &l->x));
     tensor_fill_normal(l->x, rng, 0, 1);
-    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &l->full));
+    CHECK(multihead_forward(&l->m, l->x, l->x, l->x, NULL, &l->full, NULL));
     gsl_rng_free(rng);
 }
 
@@ -71,16 +71,17 @@ static void decode(lesson *l, size_t prefill)
     size_t rows = 0;
     for (size_t t = 0; t < N;) {
         size_t n = t == 0 ? prefill : 1;
-        tensor *xt, *yt;
+        tensor *xt, *yt, *wt; // wt (B, h, n, t + n)
         CHECK(tensor_narrow(l->x, 1, t, n, &xt));
-        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt));
+        CHECK(kv_cache_decode_step(&l->m, &c, xt, &yt, &wt));
         if (t == 0)
-            rows = l->m.weights->shape[2];
+            rows = wt->shape[2];
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < D; j++)
                 *TENSOR_AT(decoded, 0, t + i, j) = *TENSOR_AT(yt, 0, i, j);
         tensor_free(xt);
         tensor_free(yt);
+        tensor_free(wt);
         t += n;
     }
     printf("prefill of %zu: rows of the prefill's scores per head %zu; equal "
@@ -135,11 +136,11 @@ static void exercise3(void)
     kv_cache c;
     tensor *y;
     CHECK(kv_cache_init(&c, B, H, P, N));
-    CHECK(kv_cache_decode_step(&l.m, &c, l.x, &y));
+    CHECK(kv_cache_decode_step(&l.m, &c, l.x, &y, NULL));
     tensor_free(y);
     tensor *xt;
     CHECK(tensor_narrow(l.x, 1, 0, 1, &xt));
-    int status = kv_cache_decode_step(&l.m, &c, xt, &y);
+    int status = kv_cache_decode_step(&l.m, &c, xt, &y, NULL);
     printf("one more step after %zu of %zu positions: status %d (%s)\n  %s\n",
            c.length, c.capacity, status, gsl_strerror(status), mha_last_error());
     printf("cache length afterwards: %zu\n", c.length);

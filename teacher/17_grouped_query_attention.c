@@ -121,8 +121,8 @@ static void exercise1(void)
                 }
         }
         tensor *y_gqa, *y_rep;
-        CHECK(multihead_forward(m, l.x, l.x, l.x, NULL, &y_gqa));
-        CHECK(multihead_forward(&rep, l.x, l.x, l.x, NULL, &y_rep));
+        CHECK(multihead_forward(m, l.x, l.x, l.x, NULL, &y_gqa, NULL));
+        CHECK(multihead_forward(&rep, l.x, l.x, l.x, NULL, &y_rep, NULL));
         printf("G = %zu, head i reads i mod G: equal (largest difference below "
                "1e-12): %s\n", Gs[g], yes_no(largest_abs_diff(y_gqa, y_rep) < 1e-12));
         tensor_free(y_gqa);
@@ -210,9 +210,8 @@ static void group_table(lesson *l)
 {
     printf("          one group   different groups\n");
     for (size_t g = 0; g < NG; g++) {
-        tensor *y;
-        CHECK(multihead_forward(&l->m[g], l->x, l->x, l->x, NULL, &y));
-        const tensor *w = l->m[g].weights;
+        tensor *y, *w; // w (B, h, n, n)
+        CHECK(multihead_forward(&l->m[g], l->x, l->x, l->x, NULL, &y, &w));
         double sum[2] = {0, 0};
         size_t pairs[2] = {0, 0};
         for (size_t a = 0; a < H; a++)
@@ -236,6 +235,7 @@ static void group_table(lesson *l)
         }
         printf("\n");
         tensor_free(y);
+        tensor_free(w);
     }
 }
 

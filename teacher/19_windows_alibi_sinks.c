@@ -110,17 +110,18 @@ static void exercise5(void)
     CHECK(multihead_init(&m, &cfg));
     window_cache c;
     CHECK(window_cache_init(&c, 1, 1, 2, 3, 0));
-    tensor *x, *y;
+    tensor *x, *y, *w;
     CHECK(tensor_alloc(SHAPE(1, 5, 2), &x));
-    CHECK(multihead_decode_window(&m, &c, x, &y));
+    CHECK(multihead_decode_window(&m, &c, x, &y, &w));
     printf("slots after a prompt of 5:");
     for (size_t s = 0; s < c.slots; s++)
         printf(" %ld", c.pos[s]);
     char ws[TRACE_SHAPE_MAX];
     printf("\nweights of the step: %s\n",
-           tensor_shape_str(m.weights, ws, sizeof ws));
+           tensor_shape_str(w, ws, sizeof ws));
     tensor_free(x);
     tensor_free(y);
+    tensor_free(w);
     window_cache_free(&c);
     multihead_free(&m);
 }

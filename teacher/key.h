@@ -23,7 +23,7 @@ static inline void shape_trace(size_t B, size_t Lq, size_t Lk, size_t D,
     if (lens)
         CHECK(tensor_from_array(SHAPE(B), lens, &vl));
     trace_to(stdout);
-    CHECK(multihead_forward(&m, x, y ? y : x, y ? y : x, vl, &out));
+    CHECK(multihead_forward(&m, x, y ? y : x, y ? y : x, vl, &out, NULL));
     trace_to(NULL);
     tensor_free(x);
     tensor_free(y);
