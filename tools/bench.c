@@ -173,26 +173,23 @@ enum { FAST, FAST_BLAS, COPY, NAIVE };
 static double time_mha(problem *p, int kind)
 {
     tensor *out = NULL;
-    multihead_fast_options blas = {MULTIHEAD_THREADS_BLAS, 0, 0};
+    multihead_fast_options blas = {MULTIHEAD_THREADS_BLAS, 0};
     double t0 = now();
     switch (kind) {
     case FAST:
-        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, NULL, &out));
+        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, NULL, &out, NULL));
         break;
     case FAST_BLAS:
-        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, &blas, &out));
+        CHECK(multihead_forward_fast(&p->m, p->x, p->x, p->x, NULL, &blas, &out, NULL));
         break;
     case COPY:
-        CHECK(multihead_forward(&p->m, p->x, p->x, p->x, NULL, &out));
+        CHECK(multihead_forward(&p->m, p->x, p->x, p->x, NULL, &out, NULL));
         break;
     default:
         CHECK(multihead_forward_naive(&p->m, p->x, p->x, p->x, NULL, &out));
     }
     double t = now() - t0;
     tensor_free(out);
-    // the copy path keeps (B, h, L, L) weights: drop them before timing on
-    tensor_free(p->m.weights);
-    p->m.weights = NULL;
     return t;
 }
 
@@ -536,7 +533,7 @@ static void child_memory(const char *kind, size_t L)
     for (int i = 0; i < reps; i++) {
         double t0 = now();
         if (exact)
-            CHECK(dot_attention_forward(&a, q, k, v, NULL, &out));
+            CHECK(dot_attention_forward(&a, q, k, v, NULL, &out, NULL));
         else
             CHECK(flash_attention_forward(q, k, v, NULL, 0, 0, &out));
         t[i] = now() - t0;
@@ -776,7 +773,7 @@ static void child_module(size_t L)
     multihead m;
     tensor *x, *out;
     gsl_rng_free(make_module(1, L, &m, &x));
-    CHECK(multihead_forward(&m, x, x, x, NULL, &out));
+    CHECK(multihead_forward(&m, x, x, x, NULL, &out, NULL));
     printf("done\n");
     tensor_free(out);
     tensor_free(x);
@@ -947,13 +944,11 @@ static void part_decode(decode_result *d)
             tensor *xt, *out;
             CHECK(tensor_narrow(x, 1, k, 1, &xt));
             double t0 = now();
-            CHECK(kv_cache_decode_step(&m, &c, xt, &out));
+            CHECK(kv_cache_decode_step(&m, &c, xt, &out, NULL));
             steps[(size_t)r * T + k] = now() - t0;
             tensor_free(out);
             tensor_free(xt);
         }
-        tensor_free(m.weights);
-        m.weights = NULL;
         kv_cache_free(&c);
     }
     say("%7s %14s %16s %12s\n", "t", "cached ms", "recomputed ms",
@@ -974,12 +969,10 @@ static void part_decode(decode_result *d)
         double tr[8];
         for (int r = 0; r <= reps; r++) {
             double t0 = now();
-            CHECK(multihead_forward(&m, xt, xt, xt, NULL, &out));
+            CHECK(multihead_forward(&m, xt, xt, xt, NULL, &out, NULL));
             if (r > 0)
                 tr[r - 1] = now() - t0;
             tensor_free(out);
-            tensor_free(m.weights);
-            m.weights = NULL;
         }
         tensor_free(xt);
         d->recomputed_ms[i] = 1e3 * median(tr, (size_t)reps);

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
         status = cli_error("--grad-out %s", mha_last_error());
     if (!status && (multihead_forward_cached(&in.m, in.queries, in.keys,
                                              in.values, in.valid_lens, NULL,
-                                             &cache, &out) ||
+                                             &cache, &out, NULL) ||
                     multihead_init(&grads, &in.m.cfg) ||
                     (has_grads = 1, multihead_backward(&in.m, &cache, dout,
                                                        &grads, NULL, &dq, &dk,

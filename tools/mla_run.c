@@ -102,6 +102,7 @@ int main(int argc, char **argv)
     mla m = {0};
     mla_cache c = {0};
     tensor *naive = NULL, *absorbed = NULL, *decoded = NULL, *step = NULL;
+    tensor *weights = NULL; // (B, h, n, n), the absorbed path's
     if (!rc) {
         if (in[X]->ndim != 3 || in[WKV_A]->ndim != 2 || in[WKV_B]->ndim != 2) {
             fprintf(stderr, "mla-run: x must be 3-D, wkv_a and wkv_b 2-D\n");
@@ -127,12 +128,12 @@ int main(int argc, char **argv)
                 set_weight(sets[i].into, in[sets[i].from], names[sets[i].from]))
                 rc = fail(names[sets[i].from]);
     }
-    if (!rc && mla_forward(&m, in[X], MLA_NAIVE, &naive))
+    if (!rc && mla_forward(&m, in[X], MLA_NAIVE, &naive, NULL))
         rc = fail("naive");
-    if (!rc && mla_forward(&m, in[X], MLA_ABSORBED, &absorbed))
+    if (!rc && mla_forward(&m, in[X], MLA_ABSORBED, &absorbed, &weights))
         rc = fail("absorbed");
     if (!rc && (save(dir, "naive", naive) || save(dir, "absorbed", absorbed) ||
-                save(dir, "weights", m.weights)))
+                save(dir, "weights", weights)))
         rc = fail("writing");
     size_t B = in[X] ? in[X]->shape[0] : 0, n = in[X] ? in[X]->shape[1] : 0;
     if (!rc && prefill > n) {
@@ -148,7 +149,7 @@ int main(int argc, char **argv)
         size_t len = at == 0 ? prefill : 1;
         tensor *xs = NULL, *slot = NULL;
         if (tensor_narrow(in[X], 1, at, len, &xs) ||
-            mla_decode_step(&m, &c, xs, MLA_ABSORBED, &step) ||
+            mla_decode_step(&m, &c, xs, MLA_ABSORBED, &step, NULL) ||
             tensor_narrow(decoded, 1, at, len, &slot) ||
             tensor_copy_into(slot, step))
             rc = fail("decoding");
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
         tensor_free(in[i]);
     tensor_free(naive);
     tensor_free(absorbed);
+    tensor_free(weights);
     tensor_free(decoded);
     mla_cache_free(&c);
     mla_free(&m);

@@ -31,8 +31,8 @@ int main(int argc, char **argv)
     }
     multihead_reset_xavier(&m, r);
     tensor_fill_normal(x, r, 0, 1);
-    int status = fast ? multihead_forward_fast(&m, x, x, x, lens, NULL, &out)
-                      : multihead_forward(&m, x, x, x, lens, &out);
+    int status = fast ? multihead_forward_fast(&m, x, x, x, lens, NULL, &out, NULL)
+                      : multihead_forward(&m, x, x, x, lens, &out, NULL);
     if (status) {
         fprintf(stderr, "trace-cost: %s\n", mha_last_error());
         return 1;
