@@ -214,25 +214,25 @@ ParameterizedTest(shape_case *c, attention_shapes, match_the_naive_loops)
     tensor *k_add = random_tensor(SHAPE(c->B, c->Lk, c->k_size), seed + 2);
     tensor *v = random_tensor(SHAPE(c->B, c->Lk, c->dv), seed + 3);
     tensor *vl = random_valid_lens(c->valid_kind, c->B, c->Lq, c->Lk, seed);
-    tensor *out, *ref, *ref_w;
+    tensor *out, *w, *ref, *ref_w;
 
     dot_attention dot;
     OK(dot_attention_init(&dot, 0.0));
-    OK(dot_attention_forward(&dot, q, k, v, vl, &out));
+    OK(dot_attention_forward(&dot, q, k, v, vl, &out, &w));
     naive_dot_attention(q, k, v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "dot: %g", rel_error(out, ref));
-    cr_assert_leq(rel_error(dot.weights, ref_w), 1e-13);
-    FREE_ALL(out, ref, ref_w);
+    cr_assert_leq(rel_error(w, ref_w), 1e-13);
+    FREE_ALL(out, w, ref, ref_w);
     dot_attention_free(&dot);
 
     additive_attention add;
     additive_with_weights(&add, c->k_size, c->d, c->H, 0.0, seed);
-    OK(additive_attention_forward(&add, q, k_add, v, vl, &out));
+    OK(additive_attention_forward(&add, q, k_add, v, vl, &out, &w));
     naive_additive_attention(&add, q, k_add, v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "additive: %g",
                   rel_error(out, ref));
-    cr_assert_leq(rel_error(add.weights, ref_w), 1e-13);
-    FREE_ALL(out, ref, ref_w);
+    cr_assert_leq(rel_error(w, ref_w), 1e-13);
+    FREE_ALL(out, w, ref, ref_w);
     additive_attention_free(&add);
 
     FREE_ALL(q, k, k_add, v, vl);
@@ -277,29 +277,28 @@ static void check_d2l_toy_output(const tensor *out, const tensor *weights)
 
 Test(dot_attention, d2l_toy_by_hand)
 {
-    tensor *q, *k, *v, *vl, *out;
+    tensor *q, *k, *v, *vl, *out, *w;
     d2l_toy(&q, &k, &v, &vl);
     dot_attention a;
     OK(dot_attention_init(&a, 0.5)); /* evaluation mode: no dropout */
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
-    check_d2l_toy_output(out, a.weights);
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, &w));
+    check_d2l_toy_output(out, w);
     dot_attention_free(&a);
-    cr_assert_null(a.weights);
-    FREE_ALL(q, k, v, vl, out);
+    FREE_ALL(q, k, v, vl, out, w);
 }
 
 Test(additive_attention, d2l_toy_by_hand)
 {
     // whatever W_q, W_k and w_v are, identical keys score identically
-    tensor *q, *k, *v, *vl, *out;
+    tensor *q, *k, *v, *vl, *out, *w;
     d2l_toy(&q, &k, &v, &vl);
     tensor *q20 = random_tensor(SHAPE(2, 1, 20), 43); /* d2l: q_size 20 */
     additive_attention a;
     additive_with_weights(&a, 2, 20, 8, 0.1, 44);
-    OK(additive_attention_forward(&a, q20, k, v, vl, &out));
-    check_d2l_toy_output(out, a.weights);
+    OK(additive_attention_forward(&a, q20, k, v, vl, &out, &w));
+    check_d2l_toy_output(out, w);
     additive_attention_free(&a);
-    FREE_ALL(q, q20, k, v, vl, out);
+    FREE_ALL(q, q20, k, v, vl, out, w);
 }
 
 Test(additive_attention, zero_weights_average_the_valid_values)
@@ -311,7 +310,7 @@ Test(additive_attention, zero_weights_average_the_valid_values)
     tensor *vl = make(SHAPE(1, 2), ((const double[]){3, 4}));
     additive_attention a;
     OK(additive_attention_init(&a, 5, 3, 6, 0.0));
-    OK(additive_attention_forward(&a, q, k, v, vl, &out));
+    OK(additive_attention_forward(&a, q, k, v, vl, &out, NULL));
     cr_assert(fabs(out->data[0] - 7.0 / 3) <= 2 * DBL_EPSILON * 7 / 3);
     cr_assert(fabs(out->data[1] - 15.0 / 4) <= 2 * DBL_EPSILON * 15 / 4);
     additive_attention_free(&a);
@@ -337,7 +336,7 @@ Test(dot_attention, strided_inputs)
     capture_start(&c);
     trace_to(c.f);
     tensor *out, *ref, *ref_w;
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
     trace_to(NULL);
     const char *text = capture_end(&c);
     cr_assert(strstr(text, "  # keys (3, 5, 6) have strides (30, 1, 5), not "
@@ -365,7 +364,7 @@ Test(additive_attention, strided_inputs)
     additive_attention a;
     additive_with_weights(&a, 5, 2, 4, 0.0, 56);
     tensor *out, *ref, *ref_w;
-    OK(additive_attention_forward(&a, q, k, v, NULL, &out));
+    OK(additive_attention_forward(&a, q, k, v, NULL, &out, NULL));
     naive_additive_attention(&a, q, k, v, NULL, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13);
     additive_attention_free(&a);
@@ -383,11 +382,11 @@ Test(dot_attention, inputs_are_not_modified)
         OK(tensor_contiguous(in[n], &before[n]));
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
     tensor_free(out);
     additive_attention add;
     additive_with_weights(&add, 4, 4, 3, 0.0, 63);
-    OK(additive_attention_forward(&add, q, k, v, vl, &out));
+    OK(additive_attention_forward(&add, q, k, v, vl, &out, NULL));
     for (int n = 0; n < 4; n++) {
         cr_assert_eq(rel_error(in[n], before[n]), 0.0, "input %d changed", n);
         tensor_free(before[n]);
@@ -397,30 +396,51 @@ Test(dot_attention, inputs_are_not_modified)
     FREE_ALL(q, k, v, vl, out);
 }
 
-Test(dot_attention, weights_are_replaced_by_each_forward)
+Test(dot_attention, weights_are_an_output_of_each_forward)
 {
-    tensor *q, *k, *v, *vl, *out;
+    tensor *q, *k, *v, *vl, *out, *w, *w2, *out2;
     d2l_toy(&q, &k, &v, &vl);
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
-    tensor_free(out);
-    cr_assert_eq(*TENSOR_AT(a.weights, 0, 0, 2), 0.0);
-    // no mask now: every key of the toy weighs 1/10
-    OK(dot_attention_forward(&a, q, k, v, NULL, &out));
-    cr_assert(fabs(*TENSOR_AT(a.weights, 0, 0, 2) - 0.1) <= 1e-16);
-    tensor_free(out);
-    // a failed forward leaves no weights behind, and no output
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, &w));
+    cr_assert_eq(*TENSOR_AT(w, 0, 0, 2), 0.0);
+    // no mask now: every key of the toy weighs 1/10, in new weights; the
+    // first call's are the caller's and stay as they were
+    OK(dot_attention_forward(&a, q, k, v, NULL, &out2, &w2));
+    cr_assert_neq(w2, w);
+    cr_assert(fabs(*TENSOR_AT(w2, 0, 0, 2) - 0.1) <= 1e-16);
+    cr_assert_eq(*TENSOR_AT(w, 0, 0, 2), 0.0);
+    FREE_ALL(out2, w2);
+    // NULL: not wanted, and the output is the same to the bit
+    OK(dot_attention_forward(&a, q, k, v, vl, &out2, NULL));
+    cr_assert_eq(rel_error(out2, out), 0.0);
+    FREE_ALL(out, out2, w);
+    // a failed forward leaves no weights, and no output
     tensor *bad = make(SHAPE(2), ((const double[]){2, 11}));
-    out = q;
-    FAILS(dot_attention_forward(&a, q, k, v, bad, &out), GSL_EINVAL,
+    out = w = q;
+    FAILS(dot_attention_forward(&a, q, k, v, bad, &out, &w), GSL_EINVAL,
           "dot_attention_forward: valid_lens[1] = 11 is larger than the "
           "number of keys 10 (queries (2, 1, 2), keys (2, 10, 2), "
           "valid_lens (2,))");
     cr_assert_null(out);
-    cr_assert_null(a.weights);
+    cr_assert_null(w);
     dot_attention_free(&a);
     FREE_ALL(q, k, v, vl, bad);
+}
+
+Test(additive_attention, weights_null_means_not_wanted)
+{
+    tensor *q, *k, *v, *vl, *out, *w, *out2;
+    d2l_toy(&q, &k, &v, &vl);
+    tensor *q20 = random_tensor(SHAPE(2, 1, 20), 47);
+    additive_attention a;
+    additive_with_weights(&a, 2, 20, 8, 0.0, 48);
+    OK(additive_attention_forward(&a, q20, k, v, vl, &out, &w));
+    OK(additive_attention_forward(&a, q20, k, v, vl, &out2, NULL));
+    cr_assert_eq(rel_error(out2, out), 0.0);
+    check_d2l_toy_output(out, w);
+    additive_attention_free(&a);
+    FREE_ALL(q, q20, k, v, vl, out, out2, w);
 }
 
 Test(dot_attention, names_follow_the_inputs)
@@ -428,20 +448,19 @@ Test(dot_attention, names_follow_the_inputs)
     // heads folded into the batch, as the multi-head module will pass them
     tensor *q = random_tensor(SHAPE(4, 2, 3), 64);
     tensor *k = random_tensor(SHAPE(4, 5, 3), 65);
-    tensor *v = random_tensor(SHAPE(4, 5, 3), 66), *out;
+    tensor *v = random_tensor(SHAPE(4, 5, 3), 66), *out, *w;
     OK(tensor_set_names(q, "B*h, n, d_model/h"));
     OK(tensor_set_names(k, "B*h, m, d_model/h"));
     OK(tensor_set_names(v, "B*h, m, d_model/h"));
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    OK(dot_attention_forward(&a, q, k, v, NULL, &out));
+    OK(dot_attention_forward(&a, q, k, v, NULL, &out, &w));
     char sym[TRACE_SHAPE_MAX];
-    cr_assert_str_eq(tensor_sym_str(a.weights, sym, sizeof sym),
-                     "(B*h, n, m)");
+    cr_assert_str_eq(tensor_sym_str(w, sym, sizeof sym), "(B*h, n, m)");
     cr_assert_str_eq(tensor_sym_str(out, sym, sizeof sym),
                      "(B*h, n, d_model/h)");
     dot_attention_free(&a);
-    FREE_ALL(q, k, v, out);
+    FREE_ALL(q, k, v, out, w);
 }
 
 /* --- dropout -------------------------------------------------------- */
@@ -456,9 +475,9 @@ Test(dropout, evaluation_mode_is_deterministic_and_draws_nothing)
     OK(dot_attention_init(&none, 0.0));
     cr_assert_eq(a.training, 0);
     a.rng = mha_rng_new(7);
-    OK(dot_attention_forward(&a, q, k, v, NULL, &out1));
-    OK(dot_attention_forward(&a, q, k, v, NULL, &out2));
-    OK(dot_attention_forward(&none, q, k, v, NULL, &plain));
+    OK(dot_attention_forward(&a, q, k, v, NULL, &out1, NULL));
+    OK(dot_attention_forward(&a, q, k, v, NULL, &out2, NULL));
+    OK(dot_attention_forward(&none, q, k, v, NULL, &plain, NULL));
     cr_assert_eq(rel_error(out1, out2), 0.0);
     cr_assert_eq(rel_error(out1, plain), 0.0);
     gsl_rng *fresh = mha_rng_new(7);
@@ -472,7 +491,7 @@ Test(dropout, evaluation_mode_is_deterministic_and_draws_nothing)
 
 /* Training with dropout p: values (B, Lk, Lk) are identity matrices, so
  * out = the dropped-out weights themselves.  Each must be 0 or the kept
- * weight (a->weights, before dropout) divided by 1 - p; about p of them
+ * weight (the weights output, before dropout) divided by 1 - p; about p of them
  * are 0.  Returns the output. */
 static tensor *check_dropout_pattern(int additive, double p,
                                      unsigned long seed)
@@ -487,19 +506,17 @@ static tensor *check_dropout_pattern(int additive, double p,
     gsl_rng *r = mha_rng_new(seed);
     dot_attention dot;
     additive_attention add;
-    const tensor *weights;
+    tensor *weights;
     if (additive) {
         additive_with_weights(&add, 3, 3, 4, p, 75);
         add.training = 1;
         add.rng = r;
-        OK(additive_attention_forward(&add, q, k, v, NULL, &out));
-        weights = add.weights;
+        OK(additive_attention_forward(&add, q, k, v, NULL, &out, &weights));
     } else {
         OK(dot_attention_init(&dot, p));
         dot.training = 1;
         dot.rng = r;
-        OK(dot_attention_forward(&dot, q, k, v, NULL, &out));
-        weights = dot.weights;
+        OK(dot_attention_forward(&dot, q, k, v, NULL, &out, &weights));
     }
     size_t zeros = 0;
     for (size_t m = 0; m < n; m++) {
@@ -527,7 +544,7 @@ static tensor *check_dropout_pattern(int additive, double p,
     else
         dot_attention_free(&dot);
     gsl_rng_free(r);
-    FREE_ALL(q, k, v);
+    FREE_ALL(q, k, v, weights);
     return out;
 }
 
@@ -551,15 +568,15 @@ Test(dropout, training_with_a_fixed_seed_repeats)
 
 Test(dropout, training_with_p_zero_needs_no_rng)
 {
-    tensor *q, *k, *v, *vl, *out;
+    tensor *q, *k, *v, *vl, *out, *w;
     d2l_toy(&q, &k, &v, &vl);
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
     a.training = 1;
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
-    check_d2l_toy_output(out, a.weights);
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, &w));
+    check_d2l_toy_output(out, w);
     dot_attention_free(&a);
-    FREE_ALL(q, k, v, vl, out);
+    FREE_ALL(q, k, v, vl, out, w);
 }
 
 /* --- errors --------------------------------------------------------- */
@@ -571,16 +588,16 @@ static void dot_fails(const size_t *qs, const size_t *ks, const size_t *vs,
                       size_t qdim, const tensor *vl, int status,
                       const char *msg)
 {
-    tensor *q, *k, *v, *out = NULL;
+    tensor *q, *k, *v, *out = NULL, *w;
     OK(tensor_alloc(qdim, qs, &q));
     OK(tensor_alloc(3, ks, &k));
     OK(tensor_alloc(3, vs, &v));
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    out = q;
-    FAILS(dot_attention_forward(&a, q, k, v, vl, &out), status, msg);
+    out = w = q;
+    FAILS(dot_attention_forward(&a, q, k, v, vl, &out, &w), status, msg);
     cr_assert_null(out);
-    cr_assert_null(a.weights);
+    cr_assert_null(w);
     dot_attention_free(&a);
     FREE_ALL(q, k, v);
 }
@@ -652,9 +669,9 @@ Test(dot_attention_errors, null_inputs)
     OK(tensor_alloc(SHAPE(1, 1, 1), &k));
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    FAILS(dot_attention_forward(&a, NULL, k, k, NULL, &out), GSL_EINVAL,
+    FAILS(dot_attention_forward(&a, NULL, k, k, NULL, &out, NULL), GSL_EINVAL,
           "dot_attention_forward: queries is NULL");
-    FAILS(dot_attention_forward(&a, k, k, NULL, NULL, &out), GSL_EINVAL,
+    FAILS(dot_attention_forward(&a, k, k, NULL, NULL, &out, NULL), GSL_EINVAL,
           "dot_attention_forward: values is NULL");
     cr_assert_null(out);
     dot_attention_free(&a);
@@ -676,12 +693,12 @@ Test(dot_attention_errors, dropout_settings)
     d2l_toy(&q, &k, &v, &vl);
     OK(dot_attention_init(&a, 0.5));
     a.training = 1;
-    FAILS(dot_attention_forward(&a, q, k, v, vl, &out), GSL_EINVAL,
+    FAILS(dot_attention_forward(&a, q, k, v, vl, &out, NULL), GSL_EINVAL,
           "dot_attention_forward: training with dropout 0.5 needs a random "
           "generator (rng is NULL)");
     cr_assert_null(out);
     a.dropout = 1.5;
-    FAILS(dot_attention_forward(&a, q, k, v, vl, &out), GSL_EINVAL,
+    FAILS(dot_attention_forward(&a, q, k, v, vl, &out, NULL), GSL_EINVAL,
           "dot_attention_forward: dropout 1.5 is outside [0, 1)");
     dot_attention_free(&a);
     FREE_ALL(q, k, v, vl);
@@ -689,24 +706,25 @@ Test(dot_attention_errors, dropout_settings)
 
 Test(additive_attention_errors, feature_sizes_against_the_layers)
 {
-    tensor *q, *k, *v, *out;
+    tensor *q, *k, *v, *out, *w;
     OK(tensor_alloc(SHAPE(2, 1, 20), &q));
     OK(tensor_alloc(SHAPE(2, 10, 2), &k));
     OK(tensor_alloc(SHAPE(2, 10, 4), &v));
     additive_attention a;
     OK(additive_attention_init(&a, 3, 20, 8, 0.0)); /* keys of size 3 */
-    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out), GSL_EBADLEN,
+    w = q;
+    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out, &w), GSL_EBADLEN,
           "additive_attention_forward: keys have 2 features, W_k takes "
           "key_size 3 (queries (2, 1, 20), keys (2, 10, 2), values (2, 10, 4))");
     cr_assert_null(out);
-    cr_assert_null(a.weights);
+    cr_assert_null(w);
     additive_attention_free(&a);
     OK(additive_attention_init(&a, 2, 16, 8, 0.0)); /* queries of size 16 */
-    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out), GSL_EBADLEN,
+    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out, NULL), GSL_EBADLEN,
           "additive_attention_forward: queries have 20 features, W_q takes "
           "query_size 16 (queries (2, 1, 20), keys (2, 10, 2), "
           "values (2, 10, 4))");
-    FAILS(additive_attention_forward(&a, q, k, q, NULL, &out), GSL_EBADLEN,
+    FAILS(additive_attention_forward(&a, q, k, q, NULL, &out, NULL), GSL_EBADLEN,
           "additive_attention_forward: keys have Lk = 10 but values have "
           "Lk = 1 (queries (2, 1, 20), keys (2, 10, 2), values (2, 1, 20))");
     additive_attention_free(&a);
@@ -734,12 +752,12 @@ Test(additive_attention_errors, valid_lens_and_dropout)
     tensor *vl = make(SHAPE(2, 3), ((const double[]){1, 2, 3, 4, 5, 6}));
     additive_attention a;
     OK(additive_attention_init(&a, 4, 4, 2, 0.2));
-    FAILS(additive_attention_forward(&a, q, k, v, vl, &out), GSL_EINVAL,
+    FAILS(additive_attention_forward(&a, q, k, v, vl, &out, NULL), GSL_EINVAL,
           "additive_attention_forward: valid_lens[1, 2] = 6 is larger than "
           "the number of keys 5 (queries (2, 3, 4), keys (2, 5, 4), "
           "valid_lens (2, 3))");
     a.training = 1;
-    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out), GSL_EINVAL,
+    FAILS(additive_attention_forward(&a, q, k, v, NULL, &out, NULL), GSL_EINVAL,
           "additive_attention_forward: training with dropout 0.2 needs a "
           "random generator (rng is NULL)");
     additive_attention_free(&a);
@@ -749,7 +767,7 @@ Test(additive_attention_errors, valid_lens_and_dropout)
 /* --- out of memory -------------------------------------------------- */
 
 /* Fail allocation k = 0, 1, ... of `call` until it succeeds; each failure
- * must be GSL_ENOMEM with out and the kept weights NULL, and must close
+ * must be GSL_ENOMEM with out and the weights output NULL, and must close
  * every trace_begin it opened (the trace goes to a memory stream), so a
  * line traced afterwards is not indented.  Leaks: valgrind and ASan. */
 #define EVERY_ALLOCATION_FAILS(call, out, weights)                            \
@@ -780,14 +798,15 @@ Test(additive_attention_errors, valid_lens_and_dropout)
         cr_assert_eq(status_, GSL_SUCCESS);                                   \
         cr_assert_gt(k_, 5, "only %ld allocations", k_);                      \
         tensor_free(out);                                                     \
-        out = NULL;                                                           \
+        tensor_free(weights);                                                 \
+        out = weights = NULL;                                                 \
     } while (0)
 
 Test(attention_memory, every_allocation_may_fail)
 {
     // keys strided (one copy), 2-D valid_lens, training with dropout: every
     // allocation the forward passes can make
-    tensor *q = random_tensor(SHAPE(2, 3, 4), 80), *k, *out = NULL;
+    tensor *q = random_tensor(SHAPE(2, 3, 4), 80), *k, *out = NULL, *w = NULL;
     tensor *k_base = random_tensor(SHAPE(2, 4, 5), 81);
     tensor *v = random_tensor(SHAPE(2, 5, 2), 82);
     OK(tensor_permute(k_base, SHAPE(0, 2, 1), &k));
@@ -797,8 +816,8 @@ Test(attention_memory, every_allocation_may_fail)
     OK(dot_attention_init(&dot, 0.5));
     dot.training = 1;
     dot.rng = mha_rng_new(1);
-    EVERY_ALLOCATION_FAILS(dot_attention_forward(&dot, q, k, v, vl, &out), out,
-                           dot.weights);
+    EVERY_ALLOCATION_FAILS(dot_attention_forward(&dot, q, k, v, vl, &out, &w),
+                           out, w);
     gsl_rng_free(dot.rng);
     dot_attention_free(&dot);
 
@@ -807,7 +826,7 @@ Test(attention_memory, every_allocation_may_fail)
     add.training = 1;
     add.rng = mha_rng_new(2);
     EVERY_ALLOCATION_FAILS(
-        additive_attention_forward(&add, q, k, v, vl, &out), out, add.weights);
+        additive_attention_forward(&add, q, k, v, vl, &out, &w), out, w);
     gsl_rng_free(add.rng);
     additive_attention_free(&add);
 
@@ -841,7 +860,7 @@ Test(attention_trace, one_small_dot_product_attention)
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(dot_attention_forward(&a, q, k, v, vl, &out));
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
     trace_to(NULL);
     cr_assert_str_eq(
         capture_end(&c),
@@ -869,7 +888,7 @@ Test(attention_trace, additive_attention_with_dropout)
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(additive_attention_forward(&a, q, k, v, vl, &out));
+    OK(additive_attention_forward(&a, q, k, v, vl, &out, NULL));
     trace_to(NULL);
     cr_assert_str_eq(
         capture_end(&c),

@@ -361,7 +361,7 @@ static double attention_loss(void *p)
 {
     struct attention_ctx *c = p;
     tensor *out;
-    OK(dot_attention_forward(c->a, c->q, c->k, c->v, c->lens, &out));
+    OK(dot_attention_forward(c->a, c->q, c->k, c->v, c->lens, &out, NULL));
     double s = dot_all(out, c->g);
     tensor_free(out);
     return s;
@@ -395,9 +395,10 @@ ParameterizedTest(struct attention_case *ac, backward, attention_gradcheck)
     tensor *lens = make_lens(ac->mask, ac->B, ac->Lq, ac->Lk);
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    tensor *out, *dq, *dk, *dv;
-    OK(dot_attention_forward(&a, q, k, v, lens, &out));
-    OK(dot_attention_backward(q, k, v, lens, a.weights, g, &dq, &dk, &dv));
+    tensor *out, *w, *dq, *dk, *dv;
+    OK(dot_attention_forward(&a, q, k, v, lens, &out, &w));
+    OK(dot_attention_backward(q, k, v, lens, w, g, &dq, &dk, &dv));
+    tensor_free(w);
     struct attention_ctx c = {&a, q, k, v, lens, g};
     double err = check_grad("dqueries", attention_loss, &c, q, dq);
     err = worse(err, check_grad("dkeys", attention_loss, &c, k, dk));
@@ -426,12 +427,12 @@ Test(backward, attention_all_masked_row)
     gsl_rng *r = rng_for_test(15);
     tensor *q = normal3(r, 1, 1, 2), *k = normal3(r, 1, 4, 2);
     tensor *v = normal3(r, 1, 4, 3), *g = normal3(r, 1, 1, 3);
-    tensor *lens, *out, *dq, *dk, *dv;
+    tensor *lens, *out, *w, *dq, *dk, *dv;
     OK(tensor_from_array(SHAPE(1), (double[]){0}, &lens));
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    OK(dot_attention_forward(&a, q, k, v, lens, &out));
-    OK(dot_attention_backward(q, k, v, lens, a.weights, g, &dq, &dk, &dv));
+    OK(dot_attention_forward(&a, q, k, v, lens, &out, &w));
+    OK(dot_attention_backward(q, k, v, lens, w, g, &dq, &dk, &dv));
     for (size_t f = 0; f < 2; f++)
         cr_assert_eq(dq->data[f], 0.0);
     for (size_t j = 0; j < 8; j++)
@@ -439,7 +440,7 @@ Test(backward, attention_all_masked_row)
     for (size_t j = 0; j < 4; j++)
         for (size_t f = 0; f < 3; f++)
             cr_assert_float_eq(*TENSOR_AT(dv, 0, j, f), g->data[f] / 4, 1e-15);
-    tensor *all[] = {q, k, v, g, lens, out, dq, dk, dv};
+    tensor *all[] = {q, k, v, g, lens, out, w, dq, dk, dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
     dot_attention_free(&a);
@@ -452,15 +453,14 @@ Test(backward, attention_partial_outputs)
     gsl_rng *r = rng_for_test(16);
     tensor *q = normal3(r, 2, 3, 2), *k = normal3(r, 2, 4, 2);
     tensor *v = normal3(r, 2, 4, 3), *g = normal3(r, 2, 3, 3);
-    tensor *out, *dv_only, *dq, *dk, *dv;
+    tensor *out, *w, *dv_only, *dq, *dk, *dv;
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
-    OK(dot_attention_forward(&a, q, k, v, NULL, &out));
-    OK(dot_attention_backward(q, k, v, NULL, a.weights, g, &dq, &dk, &dv));
-    OK(dot_attention_backward(q, k, v, NULL, a.weights, g, NULL, NULL,
-                              &dv_only));
+    OK(dot_attention_forward(&a, q, k, v, NULL, &out, &w));
+    OK(dot_attention_backward(q, k, v, NULL, w, g, &dq, &dk, &dv));
+    OK(dot_attention_backward(q, k, v, NULL, w, g, NULL, NULL, &dv_only));
     cr_assert_eq(rel_error(dv_only, dv), 0.0);
-    tensor *all[] = {q, k, v, g, out, dv_only, dq, dk, dv};
+    tensor *all[] = {q, k, v, g, out, w, dv_only, dq, dk, dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
     dot_attention_free(&a);
@@ -504,10 +504,10 @@ static double mh_loss(void *p)
     if (c->mask) {
         multihead_cache cache = {0};
         OK(multihead_forward_cached(c->m, c->q, c->k, c->v, c->lens, c->mask,
-                                    &cache, &out));
+                                    &cache, &out, NULL));
         multihead_cache_free(&cache);
     } else {
-        OK(multihead_forward(c->m, c->q, c->k, c->v, c->lens, &out));
+        OK(multihead_forward(c->m, c->q, c->k, c->v, c->lens, &out, NULL));
     }
     double s = dot_all(out, c->g);
     tensor_free(out);
@@ -552,7 +552,7 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
     }
     multihead_cache cache = {0};
     tensor *out, *dq, *dk, *dv;
-    OK(multihead_forward_cached(&m, q, k, v, lens, mask, &cache, &out));
+    OK(multihead_forward_cached(&m, q, k, v, lens, mask, &cache, &out, NULL));
     OK(multihead_backward(&m, &cache, g, &grads, dmask, &dq, &dk, &dv));
 
     struct mh_ctx c = {&m, q, k, v, lens, mask, g};
@@ -595,7 +595,7 @@ static double self_loss(void *p)
 {
     struct self_ctx *c = p;
     tensor *out;
-    OK(multihead_forward(c->m, c->x, c->x, c->x, c->lens, &out));
+    OK(multihead_forward(c->m, c->x, c->x, c->x, c->lens, &out, NULL));
     double s = dot_all(out, c->g);
     tensor_free(out);
     return s;
@@ -613,7 +613,7 @@ Test(backward, multihead_self_attention)
     OK(causal_valid_lens(2, 3, &lens));
     multihead_cache cache = {0};
     tensor *out, *dq, *dk, *dv;
-    OK(multihead_forward_cached(&m, x, x, x, lens, NULL, &cache, &out));
+    OK(multihead_forward_cached(&m, x, x, x, lens, NULL, &cache, &out, NULL));
     OK(multihead_backward(&m, &cache, g, NULL, NULL, &dq, &dk, &dv));
     for (size_t i = 0; i < tensor_numel(dq); i++)
         dq->data[i] += dk->data[i] + dv->data[i];
@@ -628,7 +628,8 @@ Test(backward, multihead_self_attention)
 }
 
 /* The cached forward computes what multihead_forward computes, to the
- * bit, keeps the same weights, and a mask of ones changes nothing. */
+ * bit, gives and saves the same weights, and a mask of ones changes
+ * nothing. */
 Test(backward, forward_cached_equals_forward)
 {
     gsl_rng *r = rng_for_test(19);
@@ -639,18 +640,22 @@ Test(backward, forward_cached_equals_forward)
     multihead_reset_xavier(&m, r);
     tensor *q = normal3(r, 2, 4, 3), *k = normal3(r, 2, 5, 5);
     tensor *v = normal3(r, 2, 5, 2), *lens = make_lens(PER_QUERY, 2, 4, 5);
-    tensor *ones = NULL, *out, *cached, *masked = NULL, *w;
-    OK(multihead_forward(&m, q, k, v, lens, &out));
-    OK(tensor_contiguous(m.weights, &w));
+    tensor *ones = NULL, *out, *cached, *masked = NULL, *w, *cw, *saved;
+    OK(multihead_forward(&m, q, k, v, lens, &out, &w));
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, q, k, v, lens, NULL, &cache, &cached));
+    OK(multihead_forward_cached(&m, q, k, v, lens, NULL, &cache, &cached, &cw));
     cr_assert_eq(rel_error(cached, out), 0.0);
-    cr_assert_eq(rel_error(m.weights, w), 0.0);
+    cr_assert_eq(rel_error(cw, w), 0.0);
+    // the saved weights (B*h, Lq, Lk) are the same numbers
+    OK(tensor_reshape(w, DIMS(6, 4, 5), NULL, &saved));
+    cr_assert_eq(rel_error(cache.weights, saved), 0.0);
+    tensor_free(saved);
+    tensor_free(cw);
 //> 14
     // a mask of ones changes nothing
     OK(tensor_alloc(SHAPE(3), &ones));
     tensor_fill(ones, 1);
-    OK(multihead_forward_cached(&m, q, k, v, lens, ones, &cache, &masked));
+    OK(multihead_forward_cached(&m, q, k, v, lens, ones, &cache, &masked, NULL));
     cr_assert_eq(rel_error(masked, out), 0.0);
     cr_assert_not_null(cache.head_mask);
 //<
@@ -678,11 +683,11 @@ Test(backward, head_mask_zero_removes_the_head)
     tensor *x = normal3(r, 2, 3, 4), *mask, *out_masked, *out_zeroed;
     OK(tensor_from_array(SHAPE(3), (double[]){1, 0, 1}, &mask));
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, x, x, x, NULL, mask, &cache, &out_masked));
+    OK(multihead_forward_cached(&m, x, x, x, NULL, mask, &cache, &out_masked, NULL));
     for (size_t o = 0; o < 6; o++)
         for (size_t j = 2; j < 4; j++) /* head 1 is features 2..3 */
             *TENSOR_AT(m.W_o.weight, o, j) = 0;
-    OK(multihead_forward(&m, x, x, x, NULL, &out_zeroed));
+    OK(multihead_forward(&m, x, x, x, NULL, &out_zeroed, NULL));
     cr_assert_leq(rel_error(out_masked, out_zeroed), 1e-15);
     tensor_free(x);
     tensor_free(mask);
@@ -709,7 +714,7 @@ Test(backward, multihead_gradients_accumulate)
     multihead_reset_xavier(&m, r);
     tensor *x = normal3(r, 1, 3, 2), *g = normal3(r, 1, 3, 4), *out;
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out));
+    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out, NULL));
     OK(multihead_backward(&m, &cache, g, &once, NULL, NULL, NULL, NULL));
     OK(multihead_backward(&m, &cache, g, &twice, NULL, NULL, NULL, NULL));
     OK(multihead_backward(&m, &cache, g, &twice, NULL, NULL, NULL, NULL));
@@ -750,7 +755,7 @@ Test(backward, key_bias_gets_no_gradient)
     tensor_fill_normal(m.W_k.bias, r, 0, 1);
     tensor *x = normal3(r, 2, 4, 3), *g = normal3(r, 2, 4, 4), *out;
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out));
+    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out, NULL));
     OK(multihead_backward(&m, &cache, g, &grads, NULL, NULL, NULL, NULL));
     cr_assert_leq(max_abs(grads.W_k.bias), 1e-15);
     cr_assert_gt(max_abs(grads.W_k.weight), 1e-3);
@@ -782,7 +787,7 @@ Test(backward_trace, one_small_module)
     OK(tensor_from_array(SHAPE(2), (double[]){1, 0.5}, &mask));
     OK(tensor_alloc(SHAPE(2), &dmask));
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, q, k, k, lens, mask, &cache, &out));
+    OK(multihead_forward_cached(&m, q, k, k, lens, mask, &cache, &out, NULL));
     capture c;
     capture_start(&c);
     trace_to(c.f);
@@ -979,7 +984,7 @@ Test(backward_errors, module)
           "multihead_backward: the cache is empty; run "
           "multihead_forward_cached first");
     multihead_train(&m, 1, r);
-    FAILS(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out),
+    FAILS(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out, NULL),
           GSL_EINVAL,
           "multihead_forward_cached: dropout 0.5 in training mode: the "
           "backward pass needs the dropped weights, which are not kept; "
@@ -987,7 +992,7 @@ Test(backward_errors, module)
     cr_assert_null(out);
     multihead_train(&m, 0, NULL);
 //> 14
-    FAILS(multihead_forward_cached(&m, x, x, x, NULL, mask3, &cache, &out),
+    FAILS(multihead_forward_cached(&m, x, x, x, NULL, mask3, &cache, &out, NULL),
           GSL_EBADLEN,
           "multihead_forward_cached: head_mask has shape (3,), expected (2,) "
           "for num_heads 2");
@@ -995,13 +1000,13 @@ Test(backward_errors, module)
 //<
     /* the shapes are checked as multihead_forward checks them */
     tensor *x4 = normal3(r, 2, 3, 4);
-    FAILS(multihead_forward_cached(&m, x, x4, x, NULL, NULL, &cache, &out),
+    FAILS(multihead_forward_cached(&m, x, x4, x, NULL, NULL, &cache, &out, NULL),
           GSL_EBADLEN,
           "multihead: feature sizes queries (2, 3, 3), keys (2, 3, 4), "
           "values (2, 3, 3) do not match the layers' query_size 3, "
           "key_size 3, value_size 3");
     tensor_free(x4);
-    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out));
+    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &out, NULL));
     tensor *dq = (tensor *)1;
     FAILS(multihead_backward(&m, &cache, x, NULL, NULL, &dq, NULL, NULL),
           GSL_EBADLEN,
@@ -1055,7 +1060,7 @@ Test(backward_memory, every_allocation_may_fail)
     tensor *out = NULL;
     long failures = 0;
     EACH_ALLOCATION_FAILS(failures,
-        multihead_forward_cached(&m, x, x, x, lens, mask, &cache, &out),
+        multihead_forward_cached(&m, x, x, x, lens, mask, &cache, &out, NULL),
         cr_assert_null(out);
         cr_assert_null(cache.concat);
         cr_assert_null(cache.weights));

@@ -125,7 +125,7 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
     dot_attention a;
     OK(dot_attention_init(&a, 0));
     tensor *exact, *loops, *tiled;
-    OK(dot_attention_forward(&a, q, k, v, lens, &exact));
+    OK(dot_attention_forward(&a, q, k, v, lens, &exact, NULL));
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->dv), &loops));
     naive_attention(q, k, v, lens, loops);
     cr_assert(rel_error(exact, loops) <= 1e-12);
@@ -171,7 +171,7 @@ Test(flash, masked_keys_get_nothing_when_valid_scores_are_below_minus_1e6)
     OK(tensor_from_array(SHAPE(B, Lq), (double[]){2, 4, 0}, &lens));
     dot_attention a;
     OK(dot_attention_init(&a, 0));
-    OK(dot_attention_forward(&a, q, k, v, lens, &exact));
+    OK(dot_attention_forward(&a, q, k, v, lens, &exact, NULL));
     const double want[3][2] = {{0, 1}, {0, 1}, {8, 9}};
     for (size_t i = 0; i < 3; i++)
         for (size_t j = 0; j < 2; j++)
@@ -205,7 +205,7 @@ Test(flash, strided_inputs_and_trace)
     OK(tensor_from_array(SHAPE(2), (double[]){6, 3}, &lens));
     dot_attention a;
     OK(dot_attention_init(&a, 0));
-    OK(dot_attention_forward(&a, q, kc, v, lens, &exact));
+    OK(dot_attention_forward(&a, q, kc, v, lens, &exact, NULL));
     capture c;
     capture_start(&c);
     trace_to(c.f);

@@ -271,15 +271,16 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     loop_gqa(&m, c->B, c->Lq, c->Lk, q->data, k->data, v->data,
              lens ? lens->data : NULL, c->lens == 2, want->data, want_w->data);
 
-    OK(multihead_forward(&m, q, k, v, lens, &copy));
+    tensor *w; // (B, h, Lq, Lk)
+    OK(multihead_forward(&m, q, k, v, lens, &copy, &w));
     double err = rel_error(copy, want);
     cr_assert(err <= 1e-12, "copy path vs loops: %g", err);
-    cr_assert(tensor_same_shape(m.weights, want_w));
-    err = rel_error(m.weights, want_w);
+    cr_assert(tensor_same_shape(w, want_w));
+    err = rel_error(w, want_w);
     cr_assert(err <= 1e-12, "weights vs loops: %g", err);
+    tensor_free(w);
 
     OK(multihead_forward_tiled(&m, q, k, v, lens, 4, 8, &tiled));
-    cr_assert_null(m.weights);
     err = rel_error(tiled, copy);
     cr_assert(err <= 1e-12, "tiled vs copy path: %g", err);
     tensor_free(tiled);
@@ -288,14 +289,15 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     cr_assert(err <= 1e-12, "tiled (default tiles) vs copy path: %g", err);
 
 //> full
-    multihead_fast_options opt = {MULTIHEAD_THREADS_HEADS, 3, 1};
-    OK(multihead_forward_fast(&m, q, k, v, lens, &opt, &fast));
+    multihead_fast_options opt = {MULTIHEAD_THREADS_HEADS, 3};
+    OK(multihead_forward_fast(&m, q, k, v, lens, &opt, &fast, &w));
     err = rel_error(fast, copy);
     cr_assert(err <= 1e-12, "fast vs copy path: %g", err);
-    err = rel_error(m.weights, want_w);
+    err = rel_error(w, want_w);
     cr_assert(err <= 1e-12, "fast weights vs loops: %g", err);
     tensor_free(fast);
-    OK(multihead_forward_fast(&m, q, k, v, lens, NULL, &fast));
+    tensor_free(w);
+    OK(multihead_forward_fast(&m, q, k, v, lens, NULL, &fast, NULL));
     err = rel_error(fast, copy);
     cr_assert(err <= 1e-12, "fast (default) vs copy path: %g", err);
     OK(multihead_forward_naive(&m, q, k, v, lens, &naive));
@@ -328,7 +330,7 @@ Test(gqa, folding_equals_repeat_interleave)
     tensor *rows, *lens, *heads, *k4, *ke, *kr, *v4, *ve, *vr, *ref;
     OK(valid_lens_per_row(NULL, 1, B, Lq, Lk, 0, &rows));
     OK(repeat_valid_lens(rows, h, &lens));
-    OK(multihead_attend(&m, qh, kh, vh, lens, &heads));
+    OK(multihead_attend(&m, qh, kh, vh, lens, &heads, NULL));
     // repeat_interleave by expand + reshape: the reshape copies
     OK(tensor_view(kh, DIMS(B * G, 1, Lk, p), NULL, &k4));
     OK(tensor_expand(k4, DIMS(-1, group, -1, -1), NULL, &ke));
@@ -339,7 +341,7 @@ Test(gqa, folding_equals_repeat_interleave)
     cr_assert(!tensor_shares_buffer(kr, kh), "repeat_interleave copies");
     dot_attention a;
     OK(dot_attention_init(&a, 0));
-    OK(dot_attention_forward(&a, qh, kr, vr, lens, &ref));
+    OK(dot_attention_forward(&a, qh, kr, vr, lens, &ref, NULL));
     double err = rel_error(heads, ref);
     cr_assert(err <= 1e-14, "folded vs repeated: %g", err);
     // query head i of example b read key head b*G + i/(h/G)
@@ -382,16 +384,16 @@ Test(gqa, config_and_empty_row_errors)
     tensor *q, *k, *vl, *out;
     OK(tensor_alloc(SHAPE(2, 5, 8), &q));
     OK(tensor_alloc(SHAPE(2, 3, 8), &k));
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EINVAL,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_EINVAL,
           "multihead: causal: query 0 of example 0 sees no key (valid_len 3, "
           "Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
     cr_assert_null(out);
     OK(tensor_from_array(SHAPE(2), (double[]){3, 0}, &vl));
-    FAILS(multihead_forward(&m, k, k, k, vl, &out), GSL_EINVAL,
+    FAILS(multihead_forward(&m, k, k, k, vl, &out, NULL), GSL_EINVAL,
           "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
 //> full
-    FAILS(multihead_forward_fast(&m, k, k, k, vl, NULL, &out), GSL_EINVAL,
+    FAILS(multihead_forward_fast(&m, k, k, k, vl, NULL, &out, NULL), GSL_EINVAL,
           "multihead: causal: query 0 of example 1 sees no key (valid_len 0, "
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
 //<
@@ -400,10 +402,12 @@ Test(gqa, config_and_empty_row_errors)
           "Lq 3, Lk 3: query i sees key j only when j <= i + Lk - Lq)");
     // without causal, valid_len 0 is d2l's uniform row, as ever
     m.cfg.causal = 0;
-    OK(multihead_forward(&m, k, k, k, vl, &out));
+    tensor *w;
+    OK(multihead_forward(&m, k, k, k, vl, &out, &w));
     for (size_t j = 0; j < 3; j++)
-        cr_assert_float_eq(*TENSOR_AT(m.weights, 1, 3, 0, j), 1.0 / 3, 1e-15);
+        cr_assert_float_eq(*TENSOR_AT(w, 1, 3, 0, j), 1.0 / 3, 1e-15);
     tensor_free(out);
+    tensor_free(w);
     multihead_free(&m);
     tensor_free(q);
     tensor_free(k);
@@ -454,8 +458,8 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     tensor *lens, *gout, *fout, *gdq, *gdk, *gdv, *fdq, *fdk, *fdv;
     OK(tensor_from_array(SHAPE(B, Lq), (double[]){2, 6, 4, 5, 6, 1, 3, 6}, &lens));
     multihead_cache gc = {0}, fc = {0};
-    OK(multihead_forward_cached(&gm, q, k, v, lens, NULL, &gc, &gout));
-    OK(multihead_forward_cached(&fm, q, k, v, lens, NULL, &fc, &fout));
+    OK(multihead_forward_cached(&gm, q, k, v, lens, NULL, &gc, &gout, NULL));
+    OK(multihead_forward_cached(&fm, q, k, v, lens, NULL, &fc, &fout, NULL));
     double err = rel_error(gout, fout);
     cr_assert(err <= 1e-13, "forward: %g", err);
     OK(multihead_backward(&gm, &gc, dout, &gg, NULL, &gdq, &gdk, &gdv));

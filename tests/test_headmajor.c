@@ -281,13 +281,15 @@ ParameterizedTest(struct agree_case *c, head_major, agrees_with_multihead)
     if (lens)
         for (size_t i = 0; i < tensor_numel(lens); i++)
             lens->data[i] = (double)(1 + (i * 5 + 2) % c->Lk);
-    OK(multihead_forward(&mh, q, k, v, lens, &out_m));
+    tensor *w_m; // (B, h, Lq, Lk)
+    OK(multihead_forward(&mh, q, k, v, lens, &out_m, &w_m));
     OK(headmajor_forward(&hm, q, k, v, lens, &out_h, &attn));
     double err = rel_error(out_h, out_m);
     cr_assert(err <= 1e-12, "outputs differ by %g", err);
     tensor *swapped;
     OK(tensor_permute(attn, SHAPE(1, 0, 2, 3), &swapped));
-    err = rel_error(swapped, mh.weights);
+    err = rel_error(swapped, w_m);
+    tensor_free(w_m);
     cr_assert(err <= 1e-12, "weights differ by %g", err);
     multihead_free(&mh);
     headmajor_free(&hm);
@@ -324,9 +326,11 @@ Test(head_major, differs_from_multihead)
     OK(tensor_alloc(SHAPE(2, 3, 8), &x));
     tensor_fill_normal(x, r, 0, 1);
     OK(tensor_from_array(SHAPE(2), (double[]){2, 0}, &lens));
-    OK(multihead_forward(&mh, x, x, x, lens, &out_m));
+    tensor *w_m;
+    OK(multihead_forward(&mh, x, x, x, lens, &out_m, &w_m));
     for (size_t t = 0; t < 3; t++)
-        cr_assert_float_eq(*TENSOR_AT(mh.weights, 1, 0, 0, t), 1.0 / 3, 1e-15);
+        cr_assert_float_eq(*TENSOR_AT(w_m, 1, 0, 0, t), 1.0 / 3, 1e-15);
+    tensor_free(w_m);
     FAILS(headmajor_forward(&hm, x, x, x, lens, &out_h, &attn), GSL_EINVAL,
           "headmajor_forward: valid_lens[1] = 0 masks every key: softmax of a "
           "row of -inf is 0/0 = NaN (masked_softmax would give each key 1/3) "
@@ -337,7 +341,7 @@ Test(head_major, differs_from_multihead)
 
     /* residual + LayerNorm on (the default) */
     lens->data[1] = 3;
-    OK(multihead_forward(&mh, x, x, x, lens, &out_m));
+    OK(multihead_forward(&mh, x, x, x, lens, &out_m, NULL));
     OK(headmajor_forward(&hm, x, x, x, lens, &out_h, NULL));
     cr_assert_gt(rel_error(out_h, out_m), 0.1);
     for (size_t b = 0; b < 2; b++)

@@ -63,8 +63,8 @@ ParameterizedTest(struct decode_case *c, kvcache,
     tensor *x, *full, *full_w;
     OK(tensor_alloc(SHAPE(c->B, c->T, c->d), &x));
     tensor_fill_normal(x, r, 0, 1);
-    OK(multihead_forward(&m, x, x, x, NULL, &full)); // (B, T, D_out)
-    OK(tensor_contiguous(m.weights, &full_w));       // (B, h, T, T)
+    OK(multihead_forward(&m, x, x, x, NULL, &full, &full_w)); // (B, T, D_out),
+                                                             // (B, h, T, T)
 
     kv_cache cache;
     size_t p = c->D / c->h;
@@ -72,9 +72,9 @@ ParameterizedTest(struct decode_case *c, kvcache,
     size_t start = 0;
     for (size_t s = 0; s < 6 && c->chunks[s]; s++) {
         size_t n = c->chunks[s];
-        tensor *rows, *out, *want, *want_w, *w_cols;
+        tensor *rows, *out, *w, *want, *want_w, *w_cols;
         OK(tensor_narrow(x, 1, start, n, &rows));
-        OK(kv_cache_decode_step(&m, &cache, rows, &out));
+        OK(kv_cache_decode_step(&m, &cache, rows, &out, &w));
         cr_assert_eq(cache.length, start + n);
         OK(tensor_narrow(full, 1, start, n, &want));
         double err = rel_error(out, want);
@@ -82,10 +82,11 @@ ParameterizedTest(struct decode_case *c, kvcache,
         // the weights (B, h, n, t): the full pass's rows, first t columns
         OK(tensor_narrow(full_w, 2, start, n, &want_w));
         OK(tensor_narrow(want_w, 3, 0, start + n, &w_cols));
-        err = rel_error(m.weights, w_cols);
+        err = rel_error(w, w_cols);
         cr_assert(err <= 1e-12, "weights at %zu: %g", start, err);
         tensor_free(rows);
         tensor_free(out);
+        tensor_free(w);
         tensor_free(want);
         tensor_free(want_w);
         tensor_free(w_cols);
@@ -139,12 +140,12 @@ Test(kvcache, the_trace_shows_the_cache_growing)
     OK(kv_cache_init(&cache, 2, 1, 2, 4));
     tensor *x, *out;
     OK(tensor_alloc(SHAPE(2, 1, 4), &x));
-    OK(kv_cache_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out, NULL));
     tensor_free(out);
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(kv_cache_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out, NULL));
     trace_to(NULL);
     const char *text = capture_end(&c);
     // the header, then the append: the new position's keys (B, G, n, p)
@@ -193,19 +194,19 @@ Test(kvcache, errors)
     tensor *x, *x3, *out;
     OK(tensor_alloc(SHAPE(2, 2, 4), &x));
     OK(tensor_alloc(SHAPE(3, 1, 4), &x3));
-    OK(kv_cache_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out, NULL));
     tensor_free(out);
-    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_EBADLEN,
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out, NULL), GSL_EBADLEN,
           "kv_cache_decode_step: the cache is full: capacity 3, length 2, "
           "and x (2, 2, 4) brings 2 new positions");
     cr_assert_null(out);
     cr_assert_eq(cache.length, 2, "a failed step leaves the cache as it was");
-    FAILS(kv_cache_decode_step(&m, &cache, x3, &out), GSL_EBADLEN,
+    FAILS(kv_cache_decode_step(&m, &cache, x3, &out, NULL), GSL_EBADLEN,
           "kv_cache_decode_step: the cache is (B, G, capacity, p) = (2, 1, "
           "3, 2) but x (3, 1, 4) and the module (h 2, G 1, p 2) need (3, 1, "
           "capacity, 2)");
     OK(kv_cache_init(&wrong, 2, 2, 2, 3));
-    FAILS(kv_cache_decode_step(&m, &wrong, x, &out), GSL_EBADLEN,
+    FAILS(kv_cache_decode_step(&m, &wrong, x, &out, NULL), GSL_EBADLEN,
           "kv_cache_decode_step: the cache is (B, G, capacity, p) = (2, 2, "
           "3, 2) but x (2, 2, 4) and the module (h 2, G 1, p 2) need (2, 1, "
           "capacity, 2)");
@@ -213,7 +214,7 @@ Test(kvcache, errors)
     multihead_config ccfg = {.query_size = 4, .key_size = 3, .value_size = 4,
                              .num_hiddens = 4, .num_heads = 2};
     OK(multihead_init(&cross, &ccfg));
-    FAILS(kv_cache_decode_step(&cross, &wrong, x, &out), GSL_EINVAL,
+    FAILS(kv_cache_decode_step(&cross, &wrong, x, &out, NULL), GSL_EINVAL,
           "kv_cache_decode_step: decoding is self-attention, but the module "
           "has query_size 4, key_size 3, value_size 4");
     multihead_free(&cross);
@@ -237,7 +238,7 @@ static void decode_overflow(double x0, const char *message)
     tensor *x, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(1, 1, 2), &x));
     tensor_fill(x, x0);
-    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_ERANGE, message);
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out, NULL), GSL_ERANGE, message);
     cr_assert_null(out);
     cr_assert_eq(cache.length, 0, "a refused step leaves the cache empty");
     tensor_free(x);
@@ -272,14 +273,14 @@ Test(kvcache, the_weights_are_checked_at_the_first_step)
     OK(tensor_alloc(SHAPE(1, 1, 4), &x));
     tensor_fill(x, 0.5);
     m.W_k.weight->data[5] = NAN;
-    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_EDOM,
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out, NULL), GSL_EDOM,
           "multihead: W_k[1, 1] = nan; W_k must be finite (W_k (4, 4))");
     cr_assert_eq(cache.length, 0);
     m.W_k.weight->data[5] = 0.25;
-    OK(kv_cache_decode_step(&m, &cache, x, &out));
+    OK(kv_cache_decode_step(&m, &cache, x, &out, NULL));
     tensor_free(out);
     m.W_o.weight->data[0] = NAN;
-    FAILS(kv_cache_decode_step(&m, &cache, x, &out), GSL_ERANGE,
+    FAILS(kv_cache_decode_step(&m, &cache, x, &out, NULL), GSL_ERANGE,
           "kv_cache_decode_step: the output overflowed: out[0, 0, 0] = nan "
           "from finite inputs (out (1, 1, 4))");
     cr_assert_null(out);
@@ -305,19 +306,23 @@ Test(kvcache, allocation_failures)
     tensor *x, *out;
     OK(tensor_alloc(SHAPE(2, 2, 4), &x));
     tensor_fill_arange(x, -1, 0.125);
-    OK(kv_cache_decode_step(&m, &cache, x, &out)); // length 2
+    OK(kv_cache_decode_step(&m, &cache, x, &out, NULL)); // length 2
     tensor_free(out);
     int failures = 0;
+    tensor *w; // (B, h, n, t)
     EACH_ALLOCATION_FAILS(failures,
-        kv_cache_decode_step(&m, &cache, x, &out),
+        kv_cache_decode_step(&m, &cache, x, &out, &w),
         cr_assert_null(out);
+        cr_assert_null(w);
         cr_assert_eq(cache.length, 2));
     cr_assert_eq(cache.length, 4);
     cr_assert_gt(failures, 10);
+    cr_assert_eq(w->shape[3], 4);
     tensor_free(out);
+    tensor_free(w);
     for (long k = 0;; k++) {
         mha_debug_fail_alloc_after(k);
-        int status = multihead_forward(&m, x, x, x, NULL, &out);
+        int status = multihead_forward(&m, x, x, x, NULL, &out, NULL);
         mha_debug_fail_alloc_after(-1);
         if (status == GSL_SUCCESS)
             break;

@@ -176,21 +176,24 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
     draw_inputs(c, r, negative, &q, &k, &v);
     reference(c, q, k, v, lens, &w, &want);
 
-    OK(multihead_forward(&m, q, k, v, lens, &out));
+    tensor *got_w; // (B, h, Lq, Lk)
+    OK(multihead_forward(&m, q, k, v, lens, &out, &got_w));
     check_out(c, out, want, "copy path");
-    check_weights(c, m.weights, w, "copy path");
+    check_weights(c, got_w, w, "copy path");
     tensor_free(out);
+    tensor_free(got_w);
 
 //> full
     multihead_fast_options opts[] = {
-        {.threading = MULTIHEAD_THREADS_HEADS, .keep_weights = 1},
-        {.threading = MULTIHEAD_THREADS_BLAS, .block_rows = 1, .keep_weights = 1},
+        {.threading = MULTIHEAD_THREADS_HEADS},
+        {.threading = MULTIHEAD_THREADS_BLAS, .block_rows = 1},
     };
     for (size_t o = 0; o < 2; o++) {
-        OK(multihead_forward_fast(&m, q, k, v, lens, &opts[o], &out));
+        OK(multihead_forward_fast(&m, q, k, v, lens, &opts[o], &out, &got_w));
         check_out(c, out, want, "fast path");
-        check_weights(c, m.weights, w, "fast path");
+        check_weights(c, got_w, w, "fast path");
         tensor_free(out);
+        tensor_free(got_w);
     }
 
 //<
@@ -212,7 +215,7 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
     // dV is the weights' transpose times dout (W_o, W_v identities)
     multihead_cache cache = {0};
     tensor *dout, *dk, *dv;
-    OK(multihead_forward_cached(&m, q, k, v, lens, NULL, &cache, &out));
+    OK(multihead_forward_cached(&m, q, k, v, lens, NULL, &cache, &out, NULL));
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->h * c->p), &dout));
     tensor_fill_uniform(dout, r, -1, 1);
     OK(multihead_backward(&m, &cache, dout, NULL, NULL, NULL, &dk, &dv));
@@ -296,7 +299,7 @@ Test(masking, decode_step_at_extreme_scores)
             for (size_t t0 = 0; t0 < L; t0 += step) {
                 tensor *xs;
                 OK(tensor_narrow(x, 1, t0, step, &xs));
-                OK(kv_cache_decode_step(&m, &cache, xs, &out));
+                OK(kv_cache_decode_step(&m, &cache, xs, &out, NULL));
                 tensor_free(xs);
                 for (size_t b = 0; b < c.B; b++)
                     for (size_t i = 0; i < step; i++)

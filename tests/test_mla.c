@@ -155,21 +155,26 @@ ParameterizedTest(mla_case *k, mla, both_paths_equal_the_loops)
     loop_mla(&m, x, want, ww);
     mla_path paths[] = {MLA_NAIVE, MLA_ABSORBED};
     for (int p = 0; p < 2; p++) {
-        tensor *y;
-        OK(mla_forward(&m, x, paths[p], &y));
+        tensor *y, *w, *y2;
+        OK(mla_forward(&m, x, paths[p], &y, &w));
         cr_assert_eq(y->ndim, 3);
         cr_assert(y->shape[0] == B && y->shape[1] == n && y->shape[2] == D);
         for (size_t e = 0; e < B * n * D; e++)
             cr_assert(fabs(y->data[e] - want[e]) < 1e-12,
                       "path %d, element %zu: %.17g, loops %.17g", p, e,
                       y->data[e], want[e]);
-        cr_assert(m.weights->shape[0] == B && m.weights->shape[1] == h &&
-                  m.weights->shape[2] == n && m.weights->shape[3] == n);
+        cr_assert(w->shape[0] == B && w->shape[1] == h &&
+                  w->shape[2] == n && w->shape[3] == n);
         for (size_t e = 0; e < B * h * n * n; e++)
-            cr_assert(fabs(m.weights->data[e] - ww[e]) < 1e-12,
+            cr_assert(fabs(w->data[e] - ww[e]) < 1e-12,
                       "path %d, weight %zu: %.17g, loops %.17g", p, e,
-                      m.weights->data[e], ww[e]);
+                      w->data[e], ww[e]);
+        // weights not wanted: the same output, to the bit
+        OK(mla_forward(&m, x, paths[p], &y2, NULL));
+        cr_assert_eq(rel_error(y2, y), 0.0);
         tensor_free(y);
+        tensor_free(y2);
+        tensor_free(w);
     }
     free(want);
     free(ww);
@@ -183,19 +188,29 @@ static void decode_in_pieces(const mla_case *k, const size_t *sizes,
                              size_t count, mla_path path)
 {
     mla m;
-    tensor *x, *full;
+    tensor *x, *full, *full_w; // (B, n, d_model), (B, h, n, n)
     make_module(k, &m, &x, 7);
-    OK(mla_forward(&m, x, MLA_NAIVE, &full));
+    OK(mla_forward(&m, x, MLA_NAIVE, &full, &full_w));
     mla_cache c;
     OK(mla_cache_init(&c, k->B, k->dc, k->dr, k->n));
     size_t at = 0;
     for (size_t s = 0; s < count; s++) {
-        tensor *piece, *y;
+        tensor *piece, *y, *w;
         OK(tensor_narrow(x, 1, at, sizes[s], &piece));
-        OK(mla_decode_step(&m, &c, piece, path, &y));
+        OK(mla_decode_step(&m, &c, piece, path, &y, &w));
         cr_assert_eq(c.length, at + sizes[s]);
-        cr_assert_eq(m.weights->shape[2], sizes[s]);
-        cr_assert_eq(m.weights->shape[3], at + sizes[s]);
+        cr_assert_eq(w->shape[2], sizes[s]);
+        cr_assert_eq(w->shape[3], at + sizes[s]);
+        // the forward's rows at .. at+len-1, their first t columns
+        for (size_t e = 0; e < tensor_numel(w); e++) {
+            size_t t = at + sizes[s], j = e % t, i = e / t % sizes[s];
+            size_t bh = e / (t * sizes[s]);
+            double want = full_w->data[(bh * k->n + at + i) * k->n + j];
+            cr_assert(fabs(w->data[e] - want) < 1e-12,
+                      "path %d, weight %zu: %.17g, forward %.17g", (int)path,
+                      e, w->data[e], want);
+        }
+        tensor_free(w);
         for (size_t b = 0; b < k->B; b++)
             for (size_t i = 0; i < sizes[s]; i++)
                 for (size_t f = 0; f < k->dim; f++) {
@@ -211,6 +226,7 @@ static void decode_in_pieces(const mla_case *k, const size_t *sizes,
     }
     mla_cache_free(&c);
     tensor_free(full);
+    tensor_free(full_w);
     tensor_free(x);
     mla_free(&m);
 }
@@ -238,7 +254,7 @@ Test(mla, the_cache_holds_the_normed_latent_and_the_turned_key)
     make_module(&k, &m, &x, 3);
     mla_cache c;
     OK(mla_cache_init(&c, k.B, k.dc, k.dr, k.n));
-    OK(mla_decode_step(&m, &c, x, MLA_ABSORBED, &y));
+    OK(mla_decode_step(&m, &c, x, MLA_ABSORBED, &y, NULL));
     // position 3 of example 1, from the loops' steps
     const double *x13 = x->data + (1 * k.n + 3) * k.dim;
     double ckv[32];
@@ -304,7 +320,7 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
     make_module(&k, &m, &x, 5);
     OK(tensor_alloc(SHAPE(2, 5, 7), &bad));
     tensor_fill(bad, 0);
-    FAILS(mla_forward(&m, bad, MLA_NAIVE, &y), GSL_EBADLEN,
+    FAILS(mla_forward(&m, bad, MLA_NAIVE, &y, NULL), GSL_EBADLEN,
           "mla_forward: x has shape (2, 5, 7), expected (B, n, d_model) with "
           "d_model = dim 8");
     cr_assert_null(y);
@@ -312,16 +328,16 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
     OK(mla_cache_init(&c, 2, 4, 4, 6));
     tensor *first;
     OK(tensor_narrow(x, 1, 0, 2, &first));
-    OK(mla_decode_step(&m, &c, first, MLA_ABSORBED, &y));
+    OK(mla_decode_step(&m, &c, first, MLA_ABSORBED, &y, NULL));
     tensor_free(y);
-    FAILS(mla_decode_step(&m, &c, x, MLA_ABSORBED, &y), GSL_EBADLEN,
+    FAILS(mla_decode_step(&m, &c, x, MLA_ABSORBED, &y, NULL), GSL_EBADLEN,
           "mla_decode_step: the cache is full: capacity 6, length 2, and x "
           "(2, 5, 8) brings 5 new positions");
     cr_assert_null(y);
     cr_assert_eq(c.length, 2);
     mla_cache other;
     OK(mla_cache_init(&other, 2, 3, 4, 6));
-    FAILS(mla_decode_step(&m, &other, first, MLA_NAIVE, &y), GSL_EBADLEN,
+    FAILS(mla_decode_step(&m, &other, first, MLA_NAIVE, &y, NULL), GSL_EBADLEN,
           "mla_decode_step: the cache holds B 2, d_c 3, d_r 4 but x (2, 2, 8) "
           "and the module need B 2, d_c 4, d_r 4");
     cr_assert_eq(other.length, 0);
@@ -363,7 +379,7 @@ Test(mla, the_trace_of_each_path)
     trace_log log;
     char steps[2048], shape[TRACE_SHAPE_MAX];
     trace_log_start(&log);
-    OK(mla_forward(&m, x, MLA_ABSORBED, &y));
+    OK(mla_forward(&m, x, MLA_ABSORBED, &y, NULL));
     trace_log_stop(&log);
     top_steps(&log, steps, sizeof steps);
     // the scores meet the latent: (B, h*n, t) = (2, 10, 5)
@@ -381,7 +397,7 @@ Test(mla, the_trace_of_each_path)
     trace_log_free(&log);
     tensor_free(y);
     trace_log_start(&log);
-    OK(mla_forward(&m, x, MLA_NAIVE, &y));
+    OK(mla_forward(&m, x, MLA_NAIVE, &y, NULL));
     trace_log_stop(&log);
     found = 0;
     for (size_t i = 0; i < log.count; i++)

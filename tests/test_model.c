@@ -72,11 +72,14 @@ Test(model, zero_model_loss_is_log_v)
     cr_assert_eq(s.per_answer_correct[1], 4);
     cr_assert_eq(s.sequences, 1);
     cr_assert_eq(s.sequences_correct, 0);
-    /* the kept weights: causal, so query 0 sees only key 0 */
-    cr_assert_eq(m.attn.weights->shape[1], 3);
-    cr_assert_eq(*TENSOR_AT(m.attn.weights, 0, 2, 0, 0), 1.0);
-    cr_assert_eq(*TENSOR_AT(m.attn.weights, 0, 2, 0, 1), 0.0);
-    cr_assert_float_eq(*TENSOR_AT(m.attn.weights, 0, 1, 3, 2), 0.25, 1e-15);
+    /* the weights model_predict gives: causal, so query 0 sees only key 0 */
+    tensor *w;
+    OK(model_predict(&m, tok, NULL, &w));
+    cr_assert_eq(w->shape[1], 3);
+    cr_assert_eq(*TENSOR_AT(w, 0, 2, 0, 0), 1.0);
+    cr_assert_eq(*TENSOR_AT(w, 0, 2, 0, 1), 0.0);
+    cr_assert_float_eq(*TENSOR_AT(w, 0, 1, 3, 2), 0.25, 1e-15);
+    tensor_free(w);
     tensor_free(tok);
     tensor_free(tgt);
     model_free(&m);
@@ -318,7 +321,7 @@ Test(model, predictions_agree_with_the_score)
     OK(model_make_batch(&m.cfg, 20, r, &tok, &tgt));
     model_score s;
     OK(model_loss(&m, tok, tgt, NULL, NULL, NULL, &s));
-    OK(model_predict(&m, tok, &ans));
+    OK(model_predict(&m, tok, &ans, NULL));
     cr_assert_eq(ans->ndim, 3);
     cr_assert_eq(ans->shape[0], 20);
     cr_assert_eq(ans->shape[2], 2);
@@ -328,17 +331,38 @@ Test(model, predictions_agree_with_the_score)
     cr_assert_eq(right, s.correct);
     cr_assert_gt(right, 0);
     cr_assert_lt(right, s.answers, "an untrained model is not always right");
-    tensor_free(ans);
+    // the weights too: the multi-head layer's on embed[tok] + pos, causal,
+    // (B, h, L, L); the answers are the same with them
+    tensor *ans2, *w, *x, *lens, *a, *want_w;
+    OK(model_predict(&m, tok, &ans2, &w));
+    cr_assert_eq(rel_error(ans2, ans), 0.0);
+    size_t B = 20, L = m.cfg.seq_len, D = m.cfg.d_model;
+    OK(tensor_alloc(SHAPE(B, L, D), &x));
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < D; j++)
+                *TENSOR_AT(x, b, i, j) =
+                    *TENSOR_AT(m.embed, (size_t)*TENSOR_AT(tok, b, i), j) +
+                    *TENSOR_AT(m.pos, i, j);
+    OK(causal_valid_lens(B, L, &lens));
+    OK(multihead_forward(&m.attn, x, x, x, lens, &a, &want_w));
+    cr_assert_eq(rel_error(w, want_w), 0.0);
+    tensor *made[] = {ans2, ans, x, lens, a, want_w};
+    for (size_t i = 0; i < 6; i++)
+        tensor_free(made[i]);
     for (long k = 0;; k++) {
         mha_debug_fail_alloc_after(k);
-        int status = model_predict(&m, tok, &ans);
+        int status = model_predict(&m, tok, &ans, &ans2);
         mha_debug_fail_alloc_after(-1);
         if (status == GSL_SUCCESS)
             break;
         cr_assert_eq(status, GSL_ENOMEM);
         cr_assert_null(ans);
+        cr_assert_null(ans2);
     }
     tensor_free(ans);
+    tensor_free(ans2);
+    tensor_free(w);
     tensor_free(tok);
     tensor_free(tgt);
     model_free(&m);

@@ -179,7 +179,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
 
     OK(transpose_qkv(v, 2, &vh));
     OK(transpose_qkv(k, 2, &kh));
-    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o));
+    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o, NULL));
     OK(transpose_output(o, 2, &out));
     const double want_right[] = {3, 4, 5, 6, 3, 4, 5, 6};
     for (size_t i = 0; i < 8; i++)
@@ -192,7 +192,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
 
     OK(tensor_reshape(v, DIMS(2, 2, 2), NULL, &vh));
     OK(tensor_reshape(k, DIMS(2, 2, 2), NULL, &kh));
-    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o));
+    OK(dot_attention_forward(&attn, vh, kh, vh, NULL, &o, NULL));
     OK(tensor_reshape(o, DIMS(1, 2, 4), NULL, &out));
     const double want_wrong[] = {2, 3, 2, 3, 6, 7, 6, 7};
     for (size_t i = 0; i < 8; i++)
@@ -379,7 +379,8 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
         for (size_t i = 0; i < tensor_numel(lens); i++)
             lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
 
-    OK(multihead_forward(&m, q, k, v, lens, &out));
+    tensor *w;
+    OK(multihead_forward(&m, q, k, v, lens, &out, &w));
     size_t dout = m.cfg.out_size;
     cr_assert_eq(out->ndim, 3);
     cr_assert_eq(out->shape[0], c->B);
@@ -394,9 +395,15 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
                     want_w->data);
     double err = rel_error(out, want);
     cr_assert(err <= 1e-12, "output relative error %g", err);
-    cr_assert_not_null(m.weights);
-    err = rel_error(m.weights, want_w);
+    cr_assert_not_null(w);
+    err = rel_error(w, want_w);
     cr_assert(err <= 1e-12, "weights relative error %g", err);
+    // weights not wanted: the same output, to the bit
+    tensor *out2;
+    OK(multihead_forward(&m, q, k, v, lens, &out2, NULL));
+    cr_assert_eq(rel_error(out2, out), 0.0);
+    tensor_free(out2);
+    tensor_free(w);
 
     multihead_free(&m);
     tensor_free(q);
@@ -420,13 +427,15 @@ Test(heads, d2l_example_shape_and_uniform_weights)
                             .num_heads = 5, .dropout = 0.5};
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    tensor *x, *y, *lens, *out;
+    tensor *x, *y, *lens, *out, *w;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
     OK(tensor_alloc(SHAPE(2, 6, 100), &y));
     tensor_fill(x, 1);
     tensor_fill(y, 1);
     OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
-    OK(multihead_forward(&m, x, y, y, lens, &out));
+    OK(multihead_forward(&m, x, y, y, lens, &out, &w));
+    char sym[TRACE_SHAPE_MAX];
+    cr_assert_str_eq(tensor_sym_str(w, sym, sizeof sym), "(B, h, Lq, Lk)");
     cr_assert_eq(out->shape[0], 2);
     cr_assert_eq(out->shape[1], 4);
     cr_assert_eq(out->shape[2], 100);
@@ -435,9 +444,10 @@ Test(heads, d2l_example_shape_and_uniform_weights)
             for (size_t i = 0; i < 4; i++)
                 for (size_t t = 0; t < 6; t++) {
                     double want = t < (b ? 2u : 3u) ? 1.0 / (b ? 2 : 3) : 0.0;
-                    cr_assert(fabs(*TENSOR_AT(m.weights, b, hd, i, t) - want) <= 1e-15);
+                    cr_assert(fabs(*TENSOR_AT(w, b, hd, i, t) - want) <= 1e-15);
                 }
     multihead_free(&m);
+    tensor_free(w);
     tensor_free(x);
     tensor_free(y);
     tensor_free(lens);
@@ -474,31 +484,31 @@ Test(heads, input_errors)
     OK(tensor_from_array(SHAPE(3), (double[]){1, 2, 3}, &lens_bad));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 6}, &lens_big));
     OK(tensor_alloc(SHAPE(2, 4), &lens_2d));
-    FAILS(multihead_forward(&m, k, k, v, NULL, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, k, k, v, NULL, &out, NULL), GSL_EBADLEN,
           "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
           "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
           "value_size 8");
-    FAILS(multihead_forward(&m, q, k, v_short, NULL, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, q, k, v_short, NULL, &out, NULL), GSL_EBADLEN,
           "multihead: keys have Lk = 5 but values have Lk = 4 (queries "
           "(2, 3, 4), keys (2, 5, 6), values (2, 4, 8))");
-    FAILS(multihead_forward(&m, q2, k, v, NULL, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, q2, k, v, NULL, &out, NULL), GSL_EBADLEN,
           "multihead: batch sizes differ (queries (3, 3, 4), keys (2, 5, 6), "
           "values (2, 5, 8))");
-    FAILS(multihead_forward(&m, q, k, v, lens_bad, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, q, k, v, lens_bad, &out, NULL), GSL_EBADLEN,
           "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
           "(queries (2, 3, 4), keys (2, 5, 6))");
-    FAILS(multihead_forward(&m, q, k, v, lens_2d, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, q, k, v, lens_2d, &out, NULL), GSL_EBADLEN,
           "multihead: valid_lens has shape (2, 4), expected (2,) or (2, 3) "
           "(queries (2, 3, 4), keys (2, 5, 6))");
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
           "multihead: valid_lens[1] = 6 is larger than the number of keys 5 "
           "(queries (2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
     lens_big->data[1] = -1;
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
           "multihead: valid_lens[1] = -1 is negative (queries (2, 3, 4), keys "
           "(2, 5, 6), valid_lens (2,))");
     lens_big->data[1] = 2.5;
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out), GSL_EINVAL,
+    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
           "multihead: valid_lens[1] = 2.5 is not a whole number (queries "
           "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
     cr_assert_null(out);
@@ -514,21 +524,31 @@ Test(heads, input_errors)
 }
 
 /* Every allocation of a forward pass may fail: each failure is reported
- * as GSL_ENOMEM and leaks nothing (checked under valgrind and ASan). */
+ * as GSL_ENOMEM, leaves out and the weights NULL, and leaks nothing
+ * (checked under valgrind and ASan). */
 Test(heads, allocation_failures)
 {
     multihead m;
     multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
                             .num_hiddens = 4, .num_heads = 2, .bias = 1};
     OK(multihead_init(&m, &cfg));
-    tensor *q, *lens, *out;
+    tensor *q, *lens, *out, *w;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
     int failures = 0;
     EACH_ALLOCATION_FAILS(failures,
-        multihead_forward(&m, q, q, q, lens, &out),
-        cr_assert_null(out));
+        multihead_forward(&m, q, q, q, lens, &out, &w),
+        cr_assert_null(out);
+        cr_assert_null(w));
     cr_assert_gt(failures, 10);
+    tensor_free(out);
+    tensor_free(w);
+    // without the weights, one allocation fewer can fail: the view
+    int without = 0;
+    EACH_ALLOCATION_FAILS(without,
+        multihead_forward(&m, q, q, q, lens, &out, NULL),
+        cr_assert_null(out));
+    cr_assert_eq(without, failures - 1);
     tensor_free(out);
     multihead_free(&m);
     tensor_free(q);
@@ -560,7 +580,7 @@ Test(heads, separate_heads_equal_the_module)
     tensor_fill_normal(v, r, 0, 1);
     OK(tensor_from_array(SHAPE(B, Lq), (double[]){1, 2, 3, 4, 5, 4, 3, 2, 1, 1, 5, 5},
                          &lens));
-    OK(multihead_forward(&m, q, k, v, lens, &out));
+    OK(multihead_forward(&m, q, k, v, lens, &out, NULL));
 
     OK(tensor_alloc(SHAPE(B, Lq, D), &concat));
     dot_attention a;
@@ -579,7 +599,7 @@ Test(heads, separate_heads_equal_the_module)
             OK(linear_forward(&small, in[w], &proj[w])); // (B, L, p)
             linear_free(&small);
         }
-        OK(dot_attention_forward(&a, proj[0], proj[1], proj[2], lens, &head));
+        OK(dot_attention_forward(&a, proj[0], proj[1], proj[2], lens, &head, NULL));
         for (size_t b = 0; b < B; b++)
             for (size_t t = 0; t < Lq; t++)
                 for (size_t j = 0; j < p; j++)
@@ -621,7 +641,7 @@ Test(heads, module_trace_shapes)
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(multihead_forward(&m, x, y, y, lens, &out));
+    OK(multihead_forward(&m, x, y, y, lens, &out, NULL));
     trace_to(NULL);
     const char *text = capture_end(&c);
     const char *want[] = {
@@ -660,27 +680,27 @@ Test(heads, non_finite_inputs_are_refused)
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 4), &k));
     *TENSOR_AT(q, 1, 2, 3) = NAN;
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_EDOM,
           "multihead: queries[1, 2, 3] = nan; queries must be finite "
           "(queries (2, 3, 4))");
     cr_assert_null(out);
     *TENSOR_AT(q, 1, 2, 3) = 0;
     *TENSOR_AT(k, 0, 4, 0) = -INFINITY;
-    FAILS(multihead_forward(&m, q, k, q, NULL, &out), GSL_EBADLEN,
+    FAILS(multihead_forward(&m, q, k, q, NULL, &out, NULL), GSL_EBADLEN,
           "multihead: keys have Lk = 5 but values have Lk = 3 (queries "
           "(2, 3, 4), keys (2, 5, 4), values (2, 3, 4))");
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_EDOM,
           "multihead: keys[0, 4, 0] = -inf; keys must be finite (keys (2, 5, 4))");
     *TENSOR_AT(k, 0, 4, 0) = 0;
     *TENSOR_AT(m.W_o.weight, 3, 1) = INFINITY;
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_EDOM,
           "multihead: W_o[3, 1] = inf; W_o must be finite (W_o (4, 4))");
     *TENSOR_AT(m.W_o.weight, 3, 1) = 0;
     m.W_v.bias->data[2] = NAN;
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_EDOM,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_EDOM,
           "multihead: b_v[2] = nan; b_v must be finite (b_v (4,))");
     m.W_v.bias->data[2] = 0;
-    OK(multihead_forward(&m, q, k, k, NULL, &out));
+    OK(multihead_forward(&m, q, k, k, NULL, &out, NULL));
     tensor_free(out);
     tensor_free(q);
     tensor_free(k);
@@ -701,16 +721,17 @@ Test(heads, huge_finite_inputs_give_finite_outputs)
     memcpy(m.W_k.weight->data, eye, sizeof eye);
     memcpy(m.W_v.weight->data, eye, sizeof eye);
     memcpy(m.W_o.weight->data, eye, sizeof eye);
-    tensor *q, *k, *v, *out;
+    tensor *q, *k, *v, *out, *w;
     OK(tensor_from_array(SHAPE(1, 1, 2), (double[]){1e150, 0}, &q));
     OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1e150, 0, -1e150, 0, 0, 1}, &k));
     OK(tensor_from_array(SHAPE(1, 3, 2), (double[]){1, 2, 3, 4, 5, 6}, &v));
-    OK(multihead_forward(&m, q, k, v, NULL, &out));
+    OK(multihead_forward(&m, q, k, v, NULL, &out, &w));
     /* score of key 0 is 1e300/sqrt(2), the others far below: all weight
      * on key 0, so out = v[0] exactly */
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 0), 1.0);
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 1), 2.0);
-    cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 0, 1), 0.0);
+    cr_assert_eq(*TENSOR_AT(w, 0, 0, 0, 1), 0.0);
+    tensor_free(w);
     tensor_free(q);
     tensor_free(k);
     tensor_free(v);
@@ -844,8 +865,8 @@ Test(heads, the_cache_holds_each_steps_inputs)
     size_t B = 2, Lq = 3, Lk = 4, D = 6, h = 3, p = 2;
     steps st = naive_steps(&s, NULL);
     multihead_cache c = {0};
-    tensor *out;
-    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, NULL, &c, &out));
+    tensor *out, *w;
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, NULL, &c, &out, &w));
     assert_close("out", out, st.out);
     cr_assert_eq(c.queries, s.q);
     cr_assert_eq(c.keys, s.k);
@@ -892,17 +913,21 @@ Test(heads, the_cache_holds_each_steps_inputs)
                         st.heads[((b * h + i) * Lq + l) * p + j];
     assert_close("concat", c.concat, want);
     free(want);
-    // the module keeps its weights as multihead_forward does
-    cr_assert_eq(s.m.weights->ndim, 4);
-    assert_close("m.weights", s.m.weights, st.weights);
+    // the weights output is multihead_forward's, (B, h, Lq, Lk); the
+    // cache's are the same numbers, its own reference (the caller may free
+    // either first)
+    cr_assert_eq(w->ndim, 4);
+    assert_close("weights", w, st.weights);
+    tensor_free(w);
+    assert_close("the cache's weights", c.weights, st.weights);
     // a second forward replaces the cache's contents; a failed one
     // empties it
     tensor *again;
-    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, &c, &again));
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, &c, &again, NULL));
     cr_assert_null(c.lens);
     cr_assert_gt(rel_error(again, out), 0); /* no valid_lens now */
     tensor_free(again);
-    FAILS(multihead_forward_cached(&s.m, s.q, s.q, s.v, NULL, NULL, &c, &again),
+    FAILS(multihead_forward_cached(&s.m, s.q, s.q, s.v, NULL, NULL, &c, &again, NULL),
           GSL_EBADLEN,
           "multihead: keys have Lk = 3 but values have Lk = 4 (queries "
           "(2, 3, 5), keys (2, 3, 5), values (2, 4, 4))");
@@ -931,7 +956,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
     tensor *mask, *out, *cached;
     OK(tensor_from_array(SHAPE(3), m3, &mask));
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, mask, NULL,
-                                &out));
+                                &out, NULL));
     assert_close("out", out, st.out);
     /* removing head 1's columns from W_o removes the same contribution */
     steps plain = naive_steps(&s, NULL);
@@ -950,7 +975,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
     /* with a cache: the same output, the heads before the mask */
     multihead_cache c = {0};
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, mask, &c,
-                                &cached));
+                                &cached, NULL));
     cr_assert_eq(rel_error(cached, out), 0.0);
     assert_close("heads", c.heads, st.heads);
     cr_assert_not_null(c.head_mask);
@@ -982,12 +1007,12 @@ Test(heads, no_options_is_the_plain_forward)
     opt_setup s;
     opt_setup_init(&s);
     tensor *plain, *none, *ones, *masked;
-    OK(multihead_forward(&s.m, s.q, s.k, s.v, s.lens, &plain));
+    OK(multihead_forward(&s.m, s.q, s.k, s.v, s.lens, &plain, NULL));
     capture cap;
     capture_start(&cap);
     trace_to(cap.f);
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, NULL, NULL,
-                                &none));
+                                &none, NULL));
     trace_to(NULL);
     cr_assert_eq(rel_error(none, plain), 0.0);
     cr_assert(strncmp(capture_end(&cap), "multihead(h=3)    ", 18) == 0);
@@ -998,7 +1023,7 @@ Test(heads, no_options_is_the_plain_forward)
     capture_start(&cap);
     trace_to(cap.f);
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, s.lens, ones, &c,
-                                &masked));
+                                &masked, NULL));
     trace_to(NULL);
     const char *text = capture_end(&cap);
     cr_assert_eq(rel_error(masked, plain), 0.0);
@@ -1027,7 +1052,7 @@ Test(heads, options_without_a_cache)
     tensor *mask2, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2), &mask2));
     FAILS(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, mask2, NULL,
-                                   &out),
+                                   &out, NULL),
           GSL_EBADLEN,
           "multihead_forward_cached: head_mask has shape (2,), expected (3,) "
           "for num_heads 3");
@@ -1035,7 +1060,7 @@ Test(heads, options_without_a_cache)
     gsl_rng *r = mha_rng_new(3);
     s.m.attention.dropout = 0.25;
     multihead_train(&s.m, 1, r);
-    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, NULL, &out));
+    OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, NULL, &out, NULL));
     tensor_free(out);
     tensor_free(mask2);
     gsl_rng_free(r);

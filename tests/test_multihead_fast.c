@@ -63,41 +63,43 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
                         const tensor *want)
 {
     tensor *copy, *fast, *naive;
-    OK(multihead_forward(m, q, k, v, lens, &copy));
-    tensor *copy_weights = NULL; // (B, h, Lq, Lk), as the copy path kept them
-    OK(tensor_contiguous(m->weights, &copy_weights));
+    tensor *copy_weights; // (B, h, Lq, Lk), the copy path's
+    OK(multihead_forward(m, q, k, v, lens, &copy, &copy_weights));
     double err = rel_error(copy, want);
     cr_assert(err <= 1e-12, "copy path vs loops: %g", err);
     OK(multihead_forward_naive(m, q, k, v, lens, &naive));
     err = rel_error(naive, want);
     cr_assert(err <= 1e-12, "multihead_forward_naive vs loops: %g", err);
-    cr_assert_null(m->weights);
-    const multihead_fast_options opts[] = {
-        {MULTIHEAD_THREADS_HEADS, 0, 0}, {MULTIHEAD_THREADS_BLAS, 0, 0},
-        {MULTIHEAD_THREADS_HEADS, 1, 1}, {MULTIHEAD_THREADS_HEADS, 3, 0},
-        {MULTIHEAD_THREADS_BLAS, 5, 1},
+    const struct {
+        multihead_fast_options opt;
+        int weights; // ask for the weights
+    } runs[] = {
+        {{MULTIHEAD_THREADS_HEADS, 0}, 0}, {{MULTIHEAD_THREADS_BLAS, 0}, 0},
+        {{MULTIHEAD_THREADS_HEADS, 1}, 1}, {{MULTIHEAD_THREADS_HEADS, 3}, 0},
+        {{MULTIHEAD_THREADS_BLAS, 5}, 1},
     };
-    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
-        OK(multihead_forward_fast(m, q, k, v, lens, &opts[o], &fast));
+    for (size_t o = 0; o < sizeof runs / sizeof runs[0]; o++) {
+        const multihead_fast_options *opt = &runs[o].opt;
+        tensor *w = NULL;
+        OK(multihead_forward_fast(m, q, k, v, lens, opt, &fast,
+                                  runs[o].weights ? &w : NULL));
         cr_assert(tensor_same_shape(fast, want));
         err = rel_error(fast, copy);
         cr_assert(err <= 1e-12, "fast (threading %d, rows %zu) vs copy path: %g",
-                  opts[o].threading, opts[o].block_rows, err);
+                  opt->threading, opt->block_rows, err);
         err = rel_error(fast, want);
         cr_assert(err <= 1e-12, "fast vs loops: %g", err);
-        if (opts[o].keep_weights) {
-            cr_assert_not_null(m->weights);
-            cr_assert(tensor_same_shape(m->weights, copy_weights));
-            cr_assert_str_eq(m->weights->names[1], "h");
-            err = rel_error(m->weights, copy_weights);
-            cr_assert(err <= 1e-12, "kept weights vs copy path's: %g", err);
-        } else {
-            cr_assert_null(m->weights, "the fast path keeps no weights "
-                                       "unless asked");
+        if (runs[o].weights) {
+            cr_assert_not_null(w);
+            cr_assert(tensor_same_shape(w, copy_weights));
+            cr_assert_str_eq(w->names[1], "h");
+            err = rel_error(w, copy_weights);
+            cr_assert(err <= 1e-12, "weights vs the copy path's: %g", err);
         }
         tensor_free(fast);
+        tensor_free(w);
     }
-    OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast));
+    OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast, NULL));
     cr_assert(rel_error(fast, copy) <= 1e-12);
     tensor_free(fast);
     tensor_free(copy);
@@ -160,7 +162,7 @@ Test(mha_fast, projections_split_by_rows_give_the_same_bits)
     tensor *out[2];
     for (int i = 0; i < 2; i++) {
         omp_set_num_threads(i ? 2 : 1);
-        OK(multihead_forward_fast(&m, x, x, x, NULL, NULL, &out[i]));
+        OK(multihead_forward_fast(&m, x, x, x, NULL, NULL, &out[i], NULL));
     }
     omp_set_num_threads(threads);
     cr_assert(memcmp(out[0]->data, out[1]->data,
@@ -221,7 +223,7 @@ Test(mha_fast, trace)
     capture c;
     capture_start(&c);
     trace_to(c.f);
-    OK(multihead_forward_fast(&m, q, kv, kv, lens, NULL, &out));
+    OK(multihead_forward_fast(&m, q, kv, kv, lens, NULL, &out, NULL));
     trace_to(NULL);
     const char *text = capture_end(&c);
     cr_assert_str_eq(text,
@@ -257,14 +259,14 @@ Test(mha_fast, errors)
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 6), &k));
     OK(tensor_alloc(SHAPE(2, 5, 8), &v));
-    FAILS(multihead_forward_fast(&m, k, k, v, NULL, NULL, &out), GSL_EBADLEN,
+    FAILS(multihead_forward_fast(&m, k, k, v, NULL, NULL, &out, NULL), GSL_EBADLEN,
           "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
           "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
           "value_size 8");
     cr_assert_null(out);
     gsl_rng *r = mha_rng_new(1);
     multihead_train(&m, 1, r);
-    FAILS(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out), GSL_EINVAL,
+    FAILS(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out, NULL), GSL_EINVAL,
           "multihead_forward_fast: training with dropout 0.5 is not "
           "supported here (multihead_forward has it)");
     FAILS(multihead_forward_naive(&m, q, k, v, NULL, &out), GSL_EINVAL,
@@ -272,7 +274,7 @@ Test(mha_fast, errors)
           "supported here (multihead_forward has it)");
     cr_assert_null(out);
     multihead_train(&m, 0, NULL);
-    OK(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out));
+    OK(multihead_forward_fast(&m, q, k, v, NULL, NULL, &out, NULL));
     tensor_free(out);
     gsl_rng_free(r);
     multihead_free(&m);
@@ -289,17 +291,20 @@ Test(mha_fast, allocation_failures)
     multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
                             .num_hiddens = 4, .num_heads = 2, .bias = 1};
     OK(multihead_init(&m, &cfg));
-    tensor *q, *lens, *out;
+    tensor *q, *lens, *out, *w = NULL;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
     for (int naive = 0; naive < 2; naive++) {
         int failures = 0;
         EACH_ALLOCATION_FAILS(failures,
             naive ? multihead_forward_naive(&m, q, q, q, lens, &out)
-                  : multihead_forward_fast(&m, q, q, q, lens, NULL, &out),
-            cr_assert_null(out));
+                  : multihead_forward_fast(&m, q, q, q, lens, NULL, &out, &w),
+            cr_assert_null(out);
+            cr_assert_null(w));
         cr_assert_gt(failures, naive ? 4 : 10);
         tensor_free(out);
+        tensor_free(w);
+        w = NULL;
     }
     multihead_free(&m);
     tensor_free(q);
@@ -322,16 +327,18 @@ static void overflow_case(double q, double k, double v, const char *fast,
     tensor_fill(tq, q);
     tensor_fill(tk, k);
     tensor_fill(tv, v);
-    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, NULL, &out),
+    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, NULL, &out, NULL),
           GSL_ERANGE, fast);
     cr_assert_null(out);
-    multihead_fast_options keep = {.keep_weights = 1};
-    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, &keep, &out),
+    tensor *w = tq;
+    FAILS(multihead_forward_fast(&m, tq, tk, tv, NULL, NULL, &out, &w),
           GSL_ERANGE, fast);
     cr_assert_null(out);
-    cr_assert_null(m.weights);
-    FAILS(multihead_forward(&m, tq, tk, tv, NULL, &out), GSL_ERANGE, copy);
+    cr_assert_null(w);
+    w = tq;
+    FAILS(multihead_forward(&m, tq, tk, tv, NULL, &out, &w), GSL_ERANGE, copy);
     cr_assert_null(out);
+    cr_assert_null(w);
     tensor_free(tq);
     tensor_free(tk);
     tensor_free(tv);

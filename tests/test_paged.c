@@ -68,7 +68,7 @@ static double ragged(size_t G, int rope, size_t block_size, size_t nseq,
         for (size_t b = 0; b < B; b++) {
             tensor *xb, *yb;
             OK(tensor_narrow(x, 0, b, 1, &xb));
-            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb));
+            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
             for (size_t j = 0; j < D; j++)
                 worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
             tensor_free(xb);
@@ -150,9 +150,9 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     for (size_t t = 0; t < 6; t++) { // the shared prompt
         token(x1->data, 0, t);
         OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
-        OK(kv_cache_decode_step(&m, &ra, x1, &yr));
+        OK(kv_cache_decode_step(&m, &ra, x1, &yr, NULL));
         tensor_free(yr);
-        OK(kv_cache_decode_step(&m, &rb, x1, &yr));
+        OK(kv_cache_decode_step(&m, &rb, x1, &yr, NULL));
         tensor_free(yr);
         tensor_free(y);
     }
@@ -177,7 +177,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     for (size_t t = 0; t < 3; t++) {
         token(x1->data, 1, t);
         OK(paged_decode_step(&m, &c, &b, 1, x1, &y));
-        OK(kv_cache_decode_step(&m, &rb, x1, &yr));
+        OK(kv_cache_decode_step(&m, &rb, x1, &yr, NULL));
         for (size_t j = 0; j < D; j++)
             worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
         tensor_free(y);
@@ -202,7 +202,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     for (size_t t = 6; t < 9; t++) {
         token(x1->data, 0, t);
         OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
-        OK(kv_cache_decode_step(&m, &ra, x1, &yr));
+        OK(kv_cache_decode_step(&m, &ra, x1, &yr, NULL));
         for (size_t j = 0; j < D; j++)
             worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
         tensor_free(y);
@@ -253,7 +253,7 @@ Test(paged, ragged_batches_with_shared_prefixes)
                 tensor *x, *y;
                 OK(tensor_alloc(SHAPE(1, 1, D), &x));
                 token(x->data, hist[parent][t] / 100, hist[parent][t] % 100);
-                OK(kv_cache_decode_step(&m, &ref[child], x, &y));
+                OK(kv_cache_decode_step(&m, &ref[child], x, &y, NULL));
                 tensor_free(x);
                 tensor_free(y);
                 hist[child][nhist[child]++] = hist[parent][t];
@@ -277,7 +277,7 @@ Test(paged, ragged_batches_with_shared_prefixes)
         for (size_t b = 0; b < B; b++) {
             tensor *xb, *yb;
             OK(tensor_narrow(x, 0, b, 1, &xb));
-            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb));
+            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
             for (size_t j = 0; j < D; j++)
                 worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
             tensor_free(xb);

@@ -357,16 +357,16 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
             lens->data[i] = fmin(lens->data[i], (double)Lk);
     }
     tensor *copy, *plain, *fast = NULL, *naive = NULL;
-    OK(multihead_forward(&m, q, k, v, lens, &copy));
+    OK(multihead_forward(&m, q, k, v, lens, &copy, NULL));
 //> full
     // the fast path and the plain loops, which turn the pairs their own way
-    OK(multihead_forward_fast(&m, q, k, v, lens, NULL, &fast));
+    OK(multihead_forward_fast(&m, q, k, v, lens, NULL, &fast, NULL));
     OK(multihead_forward_naive(&m, q, k, v, lens, &naive));
     cr_assert_leq(rel_error(copy, naive), 1e-12, "copy %g", rel_error(copy, naive));
     cr_assert_leq(rel_error(fast, naive), 1e-12, "fast %g", rel_error(fast, naive));
 //<
     m.cfg.rope = 0;
-    OK(multihead_forward(&m, q, k, v, lens, &plain));
+    OK(multihead_forward(&m, q, k, v, lens, &plain, NULL));
     cr_assert_gt(rel_error(plain, copy), 1e-6, "case B %zu Lq %zu: %g", rc->B, rc->Lq, rel_error(plain, copy));
     tensor *all[] = {copy, fast, naive, plain, lens, q};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -396,12 +396,12 @@ Test(rope, an_overflowing_projection_is_named_before_its_rotation)
     OK(tensor_alloc(SHAPE(1, 2, 2), &k));
     tensor_fill(q, 1e308); // W_q doubles it: inf
     tensor_fill(k, 1);
-    FAILS(multihead_forward(&m, q, k, k, NULL, &out), GSL_ERANGE,
+    FAILS(multihead_forward(&m, q, k, k, NULL, &out, NULL), GSL_ERANGE,
           "multihead_forward: the projection overflowed: Q[0, 0, 0] = inf "
           "from finite inputs (Q (1, 2, 2))");
     cr_assert_null(out);
 //> full
-    FAILS(multihead_forward_fast(&m, q, k, k, NULL, NULL, &out), GSL_ERANGE,
+    FAILS(multihead_forward_fast(&m, q, k, k, NULL, NULL, &out, NULL), GSL_ERANGE,
           "multihead_forward_fast: the projection overflowed: Q[0, 0, 0] = "
           "inf from finite inputs (Q (1, 2, 2))");
     cr_assert_null(out);
@@ -424,12 +424,12 @@ Test(rope, module_weights_by_hand)
     multihead m;
     OK(multihead_init(&m, &cfg));
     multihead_reset_xavier(&m, r);
-    tensor *q, *k, *out;
+    tensor *q, *k, *out, *w;
     OK(tensor_alloc(SHAPE(1, 1, D), &q));
     OK(tensor_alloc(SHAPE(1, LK, D), &k));
     tensor_fill_normal(q, r, 0, 1);
     tensor_fill_normal(k, r, 0, 1);
-    OK(multihead_forward(&m, q, k, k, NULL, &out));
+    OK(multihead_forward(&m, q, k, k, NULL, &out, &w));
     double qp[D], kp[LK][D], s[LK], mx = -INFINITY, sum = 0;
     for (size_t o = 0; o < D; o++) {
         qp[o] = 0;
@@ -457,11 +457,12 @@ Test(rope, module_weights_by_hand)
     for (size_t t = 0; t < LK; t++)
         sum += exp(s[t] - mx);
     for (size_t t = 0; t < LK; t++)
-        cr_assert_float_eq(*TENSOR_AT(m.weights, 0, 0, 0, t),
+        cr_assert_float_eq(*TENSOR_AT(w, 0, 0, 0, t),
                            exp(s[t] - mx) / sum, 1e-14, "weight %zu", t);
     tensor_free(q);
     tensor_free(k);
     tensor_free(out);
+    tensor_free(w);
     multihead_free(&m);
     gsl_rng_free(r);
 }
@@ -507,7 +508,7 @@ Test(rope, module_trace_shapes_alone)
     OK(tensor_alloc_meta(SHAPE(1, 5, 8), &k));
     trace_log log;
     trace_log_start(&log);
-    OK(multihead_forward(&m, q, k, k, NULL, &out));
+    OK(multihead_forward(&m, q, k, k, NULL, &out, NULL));
     trace_log_stop(&log);
     char line[512];
     cr_assert_str_eq(trace_format_text(&log.records[1], line, sizeof line),

@@ -121,12 +121,12 @@ static int run_module(int caller, const tensor *q, const tensor *k,
     multihead_cache c = {0};
     tensor *out = (tensor *)1;
     int status =
-        caller == MODULE ? multihead_forward(&m, q, k, v, NULL, &out)
+        caller == MODULE ? multihead_forward(&m, q, k, v, NULL, &out, NULL)
         : caller == MODULE_FAST
-            ? multihead_forward_fast(&m, q, k, v, NULL, NULL, &out)
+            ? multihead_forward_fast(&m, q, k, v, NULL, NULL, &out, NULL)
         : caller == MODULE_NAIVE
             ? multihead_forward_naive(&m, q, k, v, NULL, &out)
-            : multihead_forward_cached(&m, q, k, v, NULL, NULL, &c, &out);
+            : multihead_forward_cached(&m, q, k, v, NULL, NULL, &c, &out, NULL);
     cr_assert_null(out);
     cr_assert_null(c.concat);
     multihead_free(&m);
@@ -147,12 +147,12 @@ static int run_caller(int caller, const tensor *q, const tensor *k,
     switch (caller) {
     case DOT:
         OK(dot_attention_init(&dot, 0.0));
-        status = dot_attention_forward(&dot, q, k, v, NULL, &out);
+        status = dot_attention_forward(&dot, q, k, v, NULL, &out, NULL);
         dot_attention_free(&dot);
         break;
     case ADDITIVE:
         OK(additive_attention_init(&add, 4, 4, 3, 0.0));
-        status = additive_attention_forward(&add, q, k, v, NULL, &out);
+        status = additive_attention_forward(&add, q, k, v, NULL, &out, NULL);
         additive_attention_free(&add);
         break;
     case FLASH:

@@ -699,7 +699,7 @@ Test(trace, every_step_of_the_module_is_a_record)
     tensor_fill(y, 1);
     trace_log log;
     trace_log_start(&log);
-    OK(multihead_forward(&m, x, y, y, vl, &out));
+    OK(multihead_forward(&m, x, y, y, vl, &out, NULL));
     trace_log_stop(&log);
     /* the trace of chapter 08's first section, as its transcript has it */
     FILE *f = fopen("tests/expected/08_multihead_module.txt", "r");
@@ -777,24 +777,25 @@ Test(trace, a_shape_only_module_of_any_size)
                             .value_size = 12288, .num_hiddens = 12288,
                             .num_heads = 96, .shape_only = 1};
     OK(multihead_init(&m, &cfg));
-    tensor *x = NULL, *out = NULL;
+    tensor *x = NULL, *out = NULL, *w = NULL;
     OK(tensor_alloc_meta(SHAPE(8, 4096, 12288), &x));
     trace_log log;
     trace_log_start(&log);
-    OK(multihead_forward(&m, x, x, x, NULL, &out));
+    OK(multihead_forward(&m, x, x, x, NULL, &out, &w));
     trace_log_stop(&log);
     cr_assert(tensor_is_meta(out));
     cr_assert_eq(out->shape[0], 8);
     cr_assert_eq(out->shape[1], 4096);
     cr_assert_eq(out->shape[2], 12288);
-    cr_assert(tensor_is_meta(m.weights));
-    cr_assert_eq(m.weights->shape[1], 96);
+    cr_assert(tensor_is_meta(w));
+    cr_assert_eq(w->shape[1], 96);
     cr_assert_eq(log.count, 25); /* 26 less the repeat of valid_lens */
     char line[512];
     cr_assert_str_eq(trace_format_text(&log.records[5], line, sizeof line),
         "    reshape(-1, 4096, 128) copy  (8, 96, 4096, 128) -> (768, 4096, 128)  (B*h, Lq, d_model/h)");
     trace_log_free(&log);
     tensor_free(out);
+    tensor_free(w);
     tensor_free(x);
     multihead_free(&m);
 }
@@ -903,7 +904,7 @@ static void run_case(const meta_case *c, int meta, int meta_lens,
         }
     }
     trace_log_start(log);
-    OK(multihead_forward(&m, q, c->self ? q : k, c->self ? q : v, lens, &out));
+    OK(multihead_forward(&m, q, c->self ? q : k, c->self ? q : v, lens, &out, NULL));
     trace_log_stop(log);
     cr_assert_not(log->failed);
     cr_assert_eq(tensor_is_meta(out), meta);
@@ -1191,7 +1192,7 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
         }
         trace_log log;
         trace_log_start(&log);
-        OK(multihead_forward(&m, x, y, y, vl, &out));
+        OK(multihead_forward(&m, x, y, y, vl, &out, NULL));
         trace_log_stop(&log);
 
         named_steps e;
@@ -1271,7 +1272,7 @@ static char *d2l_graph(int self, int depth)
     trace_log log;
     trace_log_start(&log);
     OK(multihead_forward(&m, q, self ? q : kv, self ? q : kv,
-                         self ? NULL : lens, &out));
+                         self ? NULL : lens, &out, NULL));
     trace_log_stop(&log);
     capture c;
     capture_start(&c);
@@ -1453,7 +1454,7 @@ Test(trace, dot_names_an_input_once)
         OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
         trace_log log;
         trace_log_start(&log);
-        OK(multihead_forward(&m, q, kv, kv, lens, &out));
+        OK(multihead_forward(&m, q, kv, kv, lens, &out, NULL));
         trace_log_stop(&log);
         capture c;
         capture_start(&c);

@@ -325,14 +325,14 @@ Test(window, every_path_equals_the_reference)
         paths = 4;
 //<
         for (int p = 0; p < paths; p++) {
+            tensor *w = NULL; // (B, h, Lq, Lk), from the paths that make it
             if (p == 0)
-                OK(multihead_forward(&m, q, k, v, vl, &y));
+                OK(multihead_forward(&m, q, k, v, vl, &y, &w));
             else if (p == 1) // tiles of 2 x 3: a window crosses them
                 OK(multihead_forward_tiled(&m, q, k, v, vl, 2, 3, &y));
 //> full
-            multihead_fast_options keep = {.keep_weights = 1};
             if (p == 2)
-                OK(multihead_forward_fast(&m, q, k, v, vl, &keep, &y));
+                OK(multihead_forward_fast(&m, q, k, v, vl, NULL, &y, &w));
             else if (p == 3)
                 OK(multihead_forward_naive(&m, q, k, v, vl, &y));
 //<
@@ -343,16 +343,17 @@ Test(window, every_path_equals_the_reference)
                           "%d alibi %d sinks %d lens %d)",
                           t, path[p], e, c.B, c.Lq, c.Lk, c.h, c.G, c.p,
                           c.window, c.keep, c.causal, c.alibi, c.sinks, c.lens);
-            if (p == 0 || p == 2) { // the paths that keep the weights
-                e = normwise(m.weights->data, A, na);
+            if (p == 0 || p == 2) { // the paths that make the weights
+                e = normwise(w->data, A, na);
                 cr_assert_leq(e, 1e-12, "case %d (%s path): A by %.1e", t,
                               path[p], e);
                 for (size_t j = 0; j < na; j++) // hidden keys: exactly 0
-                    cr_assert(A[j] != 0 || m.weights->data[j] == 0.0,
+                    cr_assert(A[j] != 0 || w->data[j] == 0.0,
                               "case %d (%s): weight %zu is %g, not 0", t,
-                              path[p], j, m.weights->data[j]);
+                              path[p], j, w->data[j]);
             }
             tensor_free(y);
+            tensor_free(w);
         }
         tensor_free(q);
         tensor_free(k);
@@ -378,18 +379,19 @@ Test(window, the_window_and_the_sink_by_hand)
     OK(multihead_init(&m, &cfg));
     cr_assert_eq(m.cfg.causal, 1, "a window is causal");
     m.sinks->data[0] = log(2.0);
-    tensor *x, *y;
+    tensor *x, *y, *w;
     OK(tensor_alloc(SHAPE(1, 4, 2), &x));
-    OK(multihead_forward(&m, x, x, x, NULL, &y));
+    OK(multihead_forward(&m, x, x, x, NULL, &y, &w));
     double want[4][4] = {{1.0 / 3, 0, 0, 0},
                          {0.25, 0.25, 0, 0},
                          {0, 0.25, 0.25, 0},
                          {0, 0, 0.25, 0.25}};
     for (size_t i = 0; i < 4; i++)
         for (size_t j = 0; j < 4; j++)
-            cr_assert_float_eq(*TENSOR_AT(m.weights, 0, 0, i, j), want[i][j],
+            cr_assert_float_eq(*TENSOR_AT(w, 0, 0, i, j), want[i][j],
                                1e-15, "weight (%zu, %zu)", i, j);
     tensor_free(y);
+    tensor_free(w);
     tensor_free(x);
     multihead_free(&m);
 }
@@ -414,7 +416,7 @@ Test(window, refusals)
     tensor *x, *vl, *y;
     OK(tensor_alloc(SHAPE(1, 4, 2), &x));
     OK(tensor_from_array(SHAPE(1), (double[]){1}, &vl));
-    FAILS(multihead_forward(&m, x, x, x, vl, &y), GSL_EINVAL,
+    FAILS(multihead_forward(&m, x, x, x, vl, &y, NULL), GSL_EINVAL,
           "multihead: window: query 2 of example 0 sees no key (valid_len 1, "
           "Lq 4, Lk 4, window 2: query i sees key j only when i + Lk - Lq - "
           "2 < j <= i + Lk - Lq)");
@@ -423,21 +425,23 @@ Test(window, refusals)
     // with the first key kept, every row sees key 0
     cfg.keep_first = 1;
     OK(multihead_init(&m, &cfg));
-    OK(multihead_forward(&m, x, x, x, vl, &y));
-    cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 3, 0), 1.0);
+    tensor *w;
+    OK(multihead_forward(&m, x, x, x, vl, &y, &w));
+    cr_assert_eq(*TENSOR_AT(w, 0, 0, 3, 0), 1.0);
     tensor_free(y);
+    tensor_free(w);
     multihead_free(&m);
     // a sink alone and a row of valid_len 0
     cfg = (multihead_config){.query_size = 2, .key_size = 2, .value_size = 2,
                              .num_hiddens = 2, .num_heads = 1, .sinks = 1};
     OK(multihead_init(&m, &cfg));
     vl->data[0] = 0;
-    FAILS(multihead_forward(&m, x, x, x, vl, &y), GSL_EINVAL,
+    FAILS(multihead_forward(&m, x, x, x, vl, &y, NULL), GSL_EINVAL,
           "multihead: query 0 of example 0 sees no key (valid_len 0), and a "
           "row's weights need one with alibi or sinks");
     m.sinks->data[0] = NAN;
     vl->data[0] = 1;
-    FAILS(multihead_forward(&m, x, x, x, vl, &y), GSL_EDOM,
+    FAILS(multihead_forward(&m, x, x, x, vl, &y, NULL), GSL_EDOM,
           "multihead: sinks[0] = nan; sinks must be finite (sinks (1,))");
     multihead_free(&m);
     tensor_free(vl);
@@ -467,7 +471,7 @@ Test(window, the_backward_pass_follows_the_rule)
     OK(tensor_alloc(SHAPE(2, 5, 8), &g));
     tensor_fill_normal(g, r, 0, 1);
     multihead_cache cache = {0};
-    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &y));
+    OK(multihead_forward_cached(&m, x, x, x, NULL, NULL, &cache, &y, NULL));
     OK(multihead_backward(&m, &cache, g, &grads, NULL, &dq, &dk, &dv));
     // the loss as a function of one number
     double *knob[] = {x->data + 7, x->data + 22, m.W_k.weight->data + 5,
@@ -479,7 +483,7 @@ Test(window, the_backward_pass_follows_the_rule)
         for (int side = 0; side < 2; side++) {
             *knob[t] = keep + (side ? h : -h);
             tensor *z;
-            OK(multihead_forward(&m, x, x, x, NULL, &z));
+            OK(multihead_forward(&m, x, x, x, NULL, &z, NULL));
             loss[side] = 0;
             for (size_t j = 0; j < tensor_numel(z); j++)
                 loss[side] += z->data[j] * g->data[j];
@@ -545,7 +549,7 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
     tensor *x, *full;
     OK(tensor_alloc(SHAPE(c->B, c->T, c->d), &x));
     tensor_fill_normal(x, r, 0, 1);
-    OK(multihead_forward(&m, x, x, x, NULL, &full));
+    OK(multihead_forward(&m, x, x, x, NULL, &full, NULL));
     window_cache cache;
     size_t p = c->D / c->h;
     OK(window_cache_init(&cache, c->B, c->G, p, c->W, c->keep));
@@ -558,8 +562,8 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
         tensor *xs, *y;
         OK(tensor_narrow(x, 1, s, n, &xs));
         tensor *y16;
-        OK(kv_cache_decode_step(&m, &grown, xs, &y16));
-        OK(multihead_decode_window(&m, &cache, xs, &y));
+        OK(kv_cache_decode_step(&m, &grown, xs, &y16, NULL));
+        OK(multihead_decode_window(&m, &cache, xs, &y, NULL));
         cr_assert_leq(rel_error(y16, y), 1e-12, "step %zu: the growing cache "
                       "differs", step);
         tensor_free(y16);
@@ -599,7 +603,7 @@ Test(window, the_trace_shows_the_slots)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(1, 1, 4), &x));
     for (int t = 0; t < 3; t++) {
-        OK(multihead_decode_window(&m, &c, x, &y));
+        OK(multihead_decode_window(&m, &c, x, &y, NULL));
         tensor_free(y);
     }
     cr_assert_eq(c.pos[0], 2, "position 2 overwrote position 0");
@@ -608,7 +612,8 @@ Test(window, the_trace_shows_the_slots)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     trace_to(f);
-    OK(multihead_decode_window(&m, &c, x, &y));
+    tensor *w; // (B, h, n, f+n)
+    OK(multihead_decode_window(&m, &c, x, &y, &w));
     trace_to(NULL);
     fclose(f);
     cr_assert_not_null(strstr(buf, "decode_window(h=2, G=2, window 2, keep 0, "
@@ -617,11 +622,12 @@ Test(window, the_trace_shows_the_slots)
     cr_assert_not_null(strstr(buf, "positions 3..3 into slots 1..: slot of t "
                                    "= t for t < 0, else 0 + (t - 0) mod 2"),
                        "%s", buf);
-    cr_assert_eq(m.weights->shape[3], 3);
-    cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 0, 1), 0.0,
+    cr_assert_eq(w->shape[3], 3);
+    cr_assert_eq(*TENSOR_AT(w, 0, 0, 0, 1), 0.0,
                  "slot 1 holds position 1, outside the window of 3");
     free(buf);
     tensor_free(y);
+    tensor_free(w);
     tensor_free(x);
     window_cache_free(&c);
     multihead_free(&m);
