@@ -528,7 +528,7 @@ static tensor *check_dropout_pattern(int additive, double p,
             cr_assert(fabs(o - w / (1 - p)) <= 2 * DBL_EPSILON * o,
                       "weight %zu: %.17g kept as %.17g", m, w, o);
     }
-    // the kept weights are the softmax's, before dropout: rows sum to 1
+    // the weights output is the softmax's, before dropout: rows sum to 1
     for (size_t row = 0; row < B * Lq; row++) {
         double sum = 0;
         for (size_t j = 0; j < Lk; j++)

@@ -1939,8 +1939,8 @@ Test(cli, quiz_answer_files_forgiven, .init = enter_scratch,
     // every answer after the fifth is one early: each is wrong, and the
     // last question has none
     cr_assert(strstr(r.out, "question 21 (step 0, the attention weights") == NULL);
-    cr_assert(strstr(r.out, "question 21 (the attention weights the module "
-                            "keeps: their shape): no answer (the answers end "
+    cr_assert(strstr(r.out, "question 21 (the attention weights the forward "
+                            "returns: their shape): no answer (the answers end "
                             "before it); right: (3, 3, 4, 5), that is (B, h, "
                             "Lq, Lk)\n"),
               "%s", r.out);
@@ -1994,8 +1994,8 @@ Test(cli, quiz_grade_dir_grades_a_class, .init = enter_scratch,
     static const char *const want[] = {
         "bob, jr.txt: question 4 (line 5, step 3, its shape): no answer (a "
         "blank line); right: (3, 3, 4, 4), that is (B, h, Lq, d_model/h)",
-        "cy.txt: question 21 (the attention weights the module keeps: their "
-        "shape): no answer (the answers end before it); right: (3, 3, 4, 5), "
+        "cy.txt: question 21 (the attention weights the forward returns: "
+        "their shape): no answer (the answers end before it); right: (3, 3, 4, 5), "
         "that is (B, h, Lq, Lk)",
         "mha quiz: class/eve.txt: its first line names no seed (\"# mha quiz "
         "--seed 17\"); not graded",

@@ -448,7 +448,7 @@ Test(window, refusals)
     tensor_free(x);
 }
 
-/* The backward pass reads the weights the forward kept: a hidden key's
+/* The backward pass reads the weights the forward saved: a hidden key's
  * weight is 0, so its gradient is too, and the ALiBi bias is a constant.
  * The gradient of sum(out * g) by the queries and by W_k against central
  * differences, with a window, ALiBi and sinks, G < h. */

@@ -530,7 +530,7 @@ void quiz_build(const quiz_case *c, quiz *z)
     // about the case as a whole
     heading(b, 0, "and about this case:");
     qt w = fresh(4, (size_t[]){B, h, Lq, Lk}, (const char *[]){"B", "h", "Lq", "Lk"});
-    ask_shape(b, &w, "the attention weights the module keeps: their shape");
+    ask_shape(b, &w, "the attention weights the forward returns: their shape");
     if (grouped) {
         // heads in order, per to a group: count the groups before head i
         // which head: one the sizes pick, so mha trace asks the same

@@ -57,10 +57,12 @@
  * the per-row lengths the forward kept, so masked keys get 0 as above.
  *
  * What the backward needs from the forward: the inputs of each step (x
- * for a Linear layer, Q, K, V and the weights for the attention).  The
- * forward pass keeps them in a multihead_cache when given one
- * (multihead_forward_cached, multihead.h); multihead_backward reads them
- * there.
+ * for a Linear layer, Q, K, V and the weights for the attention).  They
+ * are passed explicitly, never read from a module: the functions below
+ * take them as arguments, and the forward pass saves them for
+ * multihead_backward in a multihead_cache when given one
+ * (multihead_forward_cached, multihead.h), as PyTorch's autograd saves
+ * tensors for backward; no cache, nothing saved.
  *
  * The forward's head mask (h,), optional, multiplies head i's output by
  * mask[i] before W_o.  Its gradient is
@@ -116,8 +118,8 @@ int masked_softmax_backward(const tensor *weights, const tensor *dweights,
 /* --- scaled dot-product attention ----------------------------------- */
 
 /* The inputs and valid_lens of a dot_attention_forward in evaluation mode,
- * the weights it kept (a->weights) and dout (B, Lq, dv); any of dqueries,
- * dkeys, dvalues may be NULL. */
+ * the weights it gave (its weights output) and dout (B, Lq, dv); any of
+ * dqueries, dkeys, dvalues may be NULL. */
 int dot_attention_backward(const tensor *queries, const tensor *keys,
                            const tensor *values, const tensor *valid_lens,
                            const tensor *weights, const tensor *dout,
