@@ -440,7 +440,8 @@ static void differs(pair *p)
 
     tensor *out_m, *out_h;
     p->hm.residual_norm = 1;
-    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, p->lens, &out_m, NULL));
+    CHECK(multihead_forward(&p->mh, p->xq, p->xk, p->xk, p->lens, &out_m,
+                            NULL));
     CHECK(headmajor_forward(&p->hm, p->xq, p->xk, p->xk, p->lens, &out_h, NULL));
     p->hm.residual_norm = 0;
     double mean, var, mean08, var08;

@@ -207,7 +207,8 @@ static void sinks(void)
     for (size_t i = 0; i < 6; i++) {
         double sum = 0;
         for (size_t j = 0; j < 6; j++)
-            sum += *TENSOR_AT(grid, 0, 0, i, j) = *TENSOR_AT(weights, 0, 0, i, j);
+            sum += *TENSOR_AT(grid, 0, 0, i, j) =
+                *TENSOR_AT(weights, 0, 0, i, j);
         *TENSOR_AT(grid, 0, 0, i, 6) = 1 - sum;
     }
     const char *title[] = {"window 3, sink log 4"};

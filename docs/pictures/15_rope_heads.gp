@@ -24,7 +24,7 @@ cells = fmt eq 'svg' ? 'image pixels' : 'image'
 set palette defined (0 '#ffffff', 0.125 '#fee0d2', 0.25 '#fcbba1', 0.375 '#fc9272', 0.5 '#fb6a4a', 0.625 '#ef3b2c', 0.75 '#cb181d', 0.875 '#a50f15', 1 '#67000d')
 # one colour scale for every panel: from 0 (white, exactly 0) to the
 # largest weight
-set cbrange [0:0.632192919128446]
+set cbrange [0:0.6405445221953828]
 # cell (k, q) is the unit square centred on key k, query q; query 0 on top,
 # as in the matrix
 set xrange [-0.5:5.5]

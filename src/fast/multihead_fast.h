@@ -44,8 +44,9 @@
  * It makes no attention weights unless asked (weights not NULL): then
  * *weights is (B, h, Lq, Lk), as multihead_forward gives them, each
  * block's weights written there as they are made (memory then grows with
- * Lq * Lk); else memory stays linear in the lengths.  Dropout in training mode is not
- * supported here (GSL_EINVAL): the copy-based path has it.
+ * Lq * Lk); else memory stays linear in the lengths.  Dropout in
+ * training mode is not supported here (GSL_EINVAL): the copy-based path
+ * has it.
  *
  * The trace shows the steps above: the three projections, the views that
  * split Q, K, V and concat into heads, one summary line for all the

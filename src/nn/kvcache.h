@@ -36,8 +36,9 @@
  *      at the end (query i sees positions 0 .. length + i), the query
  *      heads of a group sharing their key-value head as in multihead.h
  *   6. join the heads and apply W_o: out (B, n, D_out)
- * The weights, when asked for, are (B, h, n, t).  The cache's length grows by n only
- * when the step succeeds; a failed step leaves it as it was.  The
+ * The weights, when asked for, are (B, h, n, t).  The cache's length
+ * grows by n only when the step succeeds; a failed step leaves it as it
+ * was.  The
  * module's weights and biases are checked for NaN and inf at the first
  * step, into an empty cache, and not again at the later steps of the
  * sequence; x and the output are checked at every step.
@@ -77,8 +78,9 @@ int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values);
 
 /* One step of decoding (above): x (B, n, d_q) the new positions, out
  * (B, n, D_out) their outputs, weights (B, h, n, t) their attention over
- * the t cached positions (NULL: not wanted; *weights NULL on failure).  m must be self-attention (d_q = d_k =
- * d_v); its cfg.causal does not matter (decoding is causal).  GSL_EBADLEN
+ * the t cached positions (NULL: not wanted; *weights NULL on failure).
+ * m must be self-attention (d_q = d_k = d_v); its cfg.causal does not
+ * matter (decoding is causal).  GSL_EBADLEN
  * when the cache's B, G or p differ from x's batch and m's heads, or when
  * it has no room for n more positions (the message names capacity,
  * length and n); GSL_EINVAL for a module that is not self-attention;

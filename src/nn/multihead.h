@@ -106,8 +106,8 @@
  * joins each row's softmax and is dropped after it.  Every path follows
  * the one rule (multihead_window_rule): the copy-based pass, the tiled
  * pass, the fast path, the plain loops and the decoders, and the backward
- * pass reads the weights its forward saved (multihead_cache).  A query the window leaves
- * with no key is refused before any work, GSL_EINVAL:
+ * pass reads the weights its forward saved (multihead_cache).  A query
+ * the window leaves with no key is refused before any work, GSL_EINVAL:
  *   multihead: window: query 2 of example 0 sees no key (valid_len 1,
  *   Lq 4, Lk 4, window 2: query i sees key j only when i + Lk - Lq - 2 <
  *   j <= i + Lk - Lq)
@@ -329,9 +329,10 @@ int multihead_find_overflow(const char *who, const tensor *out,
 /* What multihead_backward (backward.h) needs from the forward: the inputs
  * of its steps, saved for the backward (as PyTorch's autograd saves
  * tensors), the attention weights among them; nothing else keeps them,
- * and the forward's weights output is a separate choice.  Zero-initialise it (multihead_cache c = {0};); each
- * forward given it replaces its contents (and leaves it empty when it
- * fails); multihead_cache_free releases them. */
+ * and the forward's weights output is a separate choice.
+ * Zero-initialise it (multihead_cache c = {0};); each forward given it
+ * replaces its contents (and leaves it empty when it fails);
+ * multihead_cache_free releases them. */
 struct multihead_cache {
     const tensor *queries, *keys, *values; /* the inputs, borrowed: keep
                                               them alive and unchanged

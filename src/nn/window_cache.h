@@ -51,7 +51,8 @@ size_t window_cache_slot(const window_cache *c, size_t t);
  * new positions (window.h's rule picks the visible ones), then the new
  * positions are written into their slots.  weights (NULL: not wanted) is
  * (B, h, n, f+n), f = the slots filled before the step, in slot order
- * then the new positions.  The numbers are the windowed causal forward's, row by row.
+ * then the new positions.  The numbers are the windowed causal
+ * forward's, row by row.
  * Errors as kv_cache_decode_step (kvcache.h); GSL_EINVAL when the
  * module's window or keep differ from the cache's. */
 int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
