@@ -285,7 +285,7 @@ static void heads_of_a_group(lesson *l)
     printf("%-8s %14s %18s\n", "", "one group", "different groups");
     trace_log log; // the steps of G = 2, for the page's dataflow
     size_t g2 = 1;  // Gs[1] = 2
-    tensor *w_g2;   // (B, h, n, n): the weights of G = 2, for the page
+    tensor *w_g2 = NULL; // (B, h, n, n): the weights of G = 2, for the page
     for (size_t g = 0; g < NG; g++) {
         tensor *y, *w; // w (B, h, n, n)
         if (g == g2)
