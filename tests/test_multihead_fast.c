@@ -294,6 +294,7 @@ Test(mha_fast, allocation_failures)
     tensor *q, *lens, *out, *w = NULL;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
+    int with_weights = 0;
     for (int naive = 0; naive < 2; naive++) {
         int failures = 0;
         EACH_ALLOCATION_FAILS(failures,
@@ -302,10 +303,24 @@ Test(mha_fast, allocation_failures)
             cr_assert_null(out);
             cr_assert_null(w));
         cr_assert_gt(failures, naive ? 4 : 10);
+        if (!naive)
+            with_weights = failures;
         tensor_free(out);
         tensor_free(w);
         w = NULL;
     }
+    // weights not wanted: the (B, h, Lq, Lk) tensor is never allocated,
+    // so the allocations of one tensor_alloc fewer can fail
+    int one_tensor = 0, without = 0;
+    EACH_ALLOCATION_FAILS(one_tensor, tensor_alloc(SHAPE(2, 2, 3, 3), &w),
+                          cr_assert_null(w));
+    tensor_free(w);
+    EACH_ALLOCATION_FAILS(without,
+        multihead_forward_fast(&m, q, q, q, lens, NULL, &out, NULL),
+        cr_assert_null(out));
+    cr_assert_eq(without, with_weights - one_tensor, "%d, %d, %d", without,
+                 with_weights, one_tensor);
+    tensor_free(out);
     multihead_free(&m);
     tensor_free(q);
     tensor_free(lens);
