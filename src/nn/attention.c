@@ -190,17 +190,25 @@ static tensor pooled_shape(const tensor *q, const tensor *v)
 
 /* --- the steps both poolings share --------------------------------- */
 
-/* What a pooling does first: check the dropout settings and the inputs
- * (qkv.h; same_d for the dot product, whose queries and keys must share
- * d). */
+/* What a pooling does first: no outputs yet (*out, and *weights when
+ * wanted, NULL), then the checks: the dropout settings, the inputs (qkv.h;
+ * same_d for the dot product, whose queries and keys must share d) and
+ * valid_lens against them. */
 static int start_pooling(const char *who, double p, int training,
                          const gsl_rng *rng, const tensor *q, const tensor *k,
-                         const tensor *v, int same_d, qkv_shapes *shapes)
+                         const tensor *v, const tensor *valid_lens, int same_d,
+                         qkv_shapes *shapes, tensor **out, tensor **weights)
 {
+    *out = NULL;
+    if (weights)
+        *weights = NULL;
     int status = attention_check_dropout(who, p, training, rng);
     if (status == GSL_SUCCESS)
         status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
                            shapes);
+    if (status == GSL_SUCCESS)
+        status = softmax_check_valid_lens(who, shapes->qk, q->shape[0],
+                                          q->shape[1], k->shape[1], valid_lens);
     return status;
 }
 
@@ -269,19 +277,14 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           tensor **weights)
 {
     const char *who = "dot_attention_forward";
-    *out = NULL;
-    if (weights)
-        *weights = NULL;
     qkv_shapes shapes;
     int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
-                               keys, values, 1, &shapes);
+                               keys, values, valid_lens, 1, &shapes, out,
+                               weights);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], d = queries->shape[2];
-    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
-    if (status)
-        return status;
 
     tensor pooled = pooled_shape(queries, values);
     tensor_trace_begin(&pooled,
@@ -423,12 +426,10 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                tensor **weights)
 {
     const char *who = "additive_attention_forward";
-    *out = NULL;
-    if (weights)
-        *weights = NULL;
     qkv_shapes shapes;
     int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
-                               keys, values, 0, &shapes);
+                               keys, values, valid_lens, 0, &shapes, out,
+                               weights);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
@@ -443,9 +444,6 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                         "%s: keys have %zu features, W_k takes key_size %zu "
                         "(%s)",
                         who, keys->shape[2], a->W_k.in_features, shapes.all);
-    status = softmax_check_valid_lens(who, shapes.qk, B, Lq, Lk, valid_lens);
-    if (status)
-        return status;
 
     tensor pooled = pooled_shape(queries, values);
     tensor_trace_begin(&pooled,
