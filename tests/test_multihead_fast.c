@@ -281,6 +281,69 @@ Test(mha_fast, errors)
     tensor_free(v);
 }
 
+/* Buffers of a MiB or more (here Q, K, V and concat, (2, 300, 256)) are
+ * kept from one call for the next of the same shapes: each call's
+ * numbers are its own inputs' (against the plain loops), an earlier
+ * output is not written over, and a call after multihead_fast_release,
+ * or with other shapes, is right too.  Masks per query row (lengths 0 to
+ * Lk) and blocks of 7 query rows, which do not divide Lq. */
+Test(mha_fast, big_buffers_kept_between_calls)
+{
+    gsl_rng *r = mha_rng_new(29);
+    multihead m;
+    multihead_config cfg = {.query_size = 256, .key_size = 256,
+                            .value_size = 256, .num_hiddens = 256,
+                            .num_heads = 4, .bias = 1};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    random_biases(&m, r);
+    const multihead_fast_options opts[] = {
+        {MULTIHEAD_THREADS_HEADS, 0, 0}, {MULTIHEAD_THREADS_HEADS, 7, 1}};
+    tensor *first = NULL, *first_copy = NULL;
+    // rounds: new inputs; new inputs, same shapes; after release; Lq 301
+    for (int round = 0; round < 4; round++) {
+        if (round == 2)
+            multihead_fast_release();
+        size_t Lq = round == 3 ? 301 : 300, Lk = 300;
+        tensor *q = normal_tensor(SHAPE(2, Lq, 256), r, 1.0);
+        tensor *k = normal_tensor(SHAPE(2, Lk, 256), r, 1.0);
+        tensor *v = normal_tensor(SHAPE(2, Lk, 256), r, 1.0);
+        tensor *lens;
+        OK(tensor_alloc(SHAPE(2, Lq), &lens));
+        for (size_t i = 0; i < 2 * Lq; i++)
+            lens->data[i] = (double)((i * 37 + round) % (Lk + 1));
+        tensor *want, *fast;
+        OK(multihead_forward_naive(&m, q, k, v, lens, &want));
+        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+            OK(multihead_forward_fast(&m, q, k, v, lens, &opts[o], &fast));
+            double err = rel_error(fast, want);
+            cr_assert(err <= 1e-12, "round %d, rows %zu: fast vs loops: %g",
+                      round, opts[o].block_rows, err);
+            if (round == 0 && o == 0) {
+                first = fast;
+                OK(tensor_contiguous(fast, &first_copy));
+                // a copy of its own, not first's buffer
+                cr_assert_not(tensor_shares_buffer(first, first_copy));
+            } else {
+                tensor_free(fast);
+            }
+        }
+        tensor_free(want);
+        tensor_free(q);
+        tensor_free(k);
+        tensor_free(v);
+        tensor_free(lens);
+    }
+    cr_assert(memcmp(first->data, first_copy->data,
+                     tensor_numel(first) * sizeof(double)) == 0,
+              "a later call wrote over an earlier output");
+    tensor_free(first);
+    tensor_free(first_copy);
+    multihead_fast_release();
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
 /* Each allocation of either path may fail: GSL_ENOMEM, NULL out, no
  * leak (valgrind and ASan watch). */
 Test(mha_fast, allocation_failures)

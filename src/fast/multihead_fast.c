@@ -254,6 +254,56 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
+/* The big buffers of a call (Q, K, V and concat, each (B, L, D)) are
+ * kept for the next call of the same shapes rather than freed: a new
+ * buffer of a MiB or more comes from the kernel as fresh pages, which it
+ * must fault in and zero on the first touch (malloc hands big blocks
+ * back to the kernel when they are freed), and when it hands out huge
+ * pages it may first compact memory to find them.  That cost 2-10% of a
+ * forward pass (L = 64-2048, B = 8, D = 512), and at times more than
+ * the whole pass (L = 128).  One spare per slot, taken and put back with
+ * an atomic exchange, so that calls from several threads each get a
+ * buffer of their own; smaller buffers, meta tensors and calls while a
+ * trace is recorded (which numbers every tensor) go the plain way.
+ * multihead_fast_release frees the spares. */
+enum { SPARE_Q, SPARE_K, SPARE_V, SPARE_CONCAT, SPARES };
+#define SPARE_MIN_BYTES ((size_t)1 << 20)
+static tensor *spares[SPARES];
+
+/* A contiguous (d0, d1, d2) tensor of unspecified numbers: the spare of
+ * that slot when it has that shape, else a new one. */
+static int spare_take(int slot, size_t d0, size_t d1, size_t d2,
+                      tensor **out)
+{
+    tensor *t = __atomic_exchange_n(&spares[slot], NULL, __ATOMIC_ACQ_REL);
+    if (t && t->shape[0] == d0 && t->shape[1] == d1 && t->shape[2] == d2) {
+        *out = t;
+        return GSL_SUCCESS;
+    }
+    tensor_free(t);
+    return tensor_alloc(SHAPE(d0, d1, d2), out);
+}
+
+/* t (owned, its views freed) kept as the spare of slot when it is worth
+ * keeping, else freed. */
+static void spare_keep(int slot, tensor *t)
+{
+    if (!t || trace_on() || tensor_is_meta(t) || t->ndim != 3 ||
+        !tensor_is_contiguous(t) ||
+        tensor_numel(t) < SPARE_MIN_BYTES / sizeof(double)) {
+        tensor_free(t);
+        return;
+    }
+    tensor_free(__atomic_exchange_n(&spares[slot], t, __ATOMIC_ACQ_REL));
+}
+
+void multihead_fast_release(void)
+{
+    for (int slot = 0; slot < SPARES; slot++)
+        tensor_free(__atomic_exchange_n(&spares[slot], NULL,
+                                        __ATOMIC_ACQ_REL));
+}
+
 /* A projection of many rows is cut into blocks of at least 256 rows (a
  * block that tall keeps OpenBLAS's kernels as fast as one product over
  * every row), and at most 8 blocks, each of which packs W once more. */
@@ -265,11 +315,12 @@ static void trace_attention(const tensor *qh, const tensor *kh,
  * OpenBLAS in each.  The whole forward then runs on one pool of threads
  * (threads.h).  The blocks depend on the number of rows alone, not on
  * the threads: OpenBLAS's kernels may round a row differently in another
- * cut, so the numbers are the same for any thread count.  What is not a
- * plain contiguous product (shapes alone, a trace being recorded, strided
- * inputs or weights, or fewer than two blocks of rows) takes
- * linear_forward itself. */
-static int project(const linear *l, const tensor *x, tensor **y)
+ * cut, so the numbers are the same for any thread count.  y is the
+ * spare of slot (SPARES: a new tensor), every number of it written.
+ * What is not a plain contiguous product (shapes alone, a trace being
+ * recorded, strided inputs or weights, or fewer than two blocks of rows)
+ * takes linear_forward itself. */
+static int project(const linear *l, const tensor *x, int slot, tensor **y)
 {
     size_t in = l->in_features, out = l->out_features;
     size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
@@ -283,7 +334,9 @@ static int project(const linear *l, const tensor *x, tensor **y)
                      l->bias->strides[0] != 1)))
         return linear_forward(l, x, y);
     int n = threads_for(blocks, 0);
-    int status = tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+    int status = slot < SPARES
+                     ? spare_take(slot, x->shape[0], x->shape[1], out, y)
+                     : tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
     if (status)
         return mha_fail_in(status, "linear_forward %s", l->name);
     memcpy((*y)->names, x->names, sizeof x->names);
@@ -325,11 +378,11 @@ static int project(const linear *l, const tensor *x, tensor **y)
  * as heads: (B, L, D) and its (B, h, L, p) view. */
 static int project_heads(const multihead *m, const linear *l,
                          const tensor *x, size_t heads_count, int rope,
-                         long rope_start, const char *name, tensor **proj,
-                         tensor **heads)
+                         long rope_start, const char *name, int slot,
+                         tensor **proj, tensor **heads)
 {
     const char *who = "multihead_forward_fast";
-    int status = project(l, x, proj);
+    int status = project(l, x, slot, proj);
     if (!status)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
@@ -380,19 +433,22 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // aligned at the end, Lk-Lq .. Lk-1)
     long Lk = (long)keys->shape[1];
     status = project_heads(m, &m->W_q, &q_in, h, 1, Lk - (long)Lq, "Q",
-                           &q, &qh);
+                           SPARE_Q, &q, &qh);
     if (!status)
-        status = project_heads(m, &m->W_k, &k_in, G, 1, 0, "K", &k, &kh);
+        status = project_heads(m, &m->W_k, &k_in, G, 1, 0, "K", SPARE_K, &k,
+                               &kh);
     if (!status)
-        status = project_heads(m, &m->W_v, &v_in, G, 0, 0, "V", &v, &vh);
+        status = project_heads(m, &m->W_v, &v_in, G, 0, 0, "V", SPARE_V, &v,
+                               &vh);
     // causal: one length per query row, min(valid_len, i + Lk - Lq + 1)
     if (!status && m->cfg.causal)
         status = valid_lens_per_row(valid_lens, 1, B, Lq, keys->shape[1], 0,
                                     &rows);
     const tensor *lens = rows ? rows : valid_lens;
-    // 3. the output buffer, seen per head
+    // 3. the output buffer, seen per head (every number of it written)
     if (!status)
-        status = tensor_alloc(SHAPE(B, Lq, D), &concat);
+        status = trace_on() ? tensor_alloc(SHAPE(B, Lq, D), &concat)
+                            : spare_take(SPARE_CONCAT, B, Lq, D, &concat);
     if (!status) {
         tensor_set_names(concat, "B, Lq, d_model");
         status = heads_view(concat, h, &oh);
@@ -415,7 +471,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         trace_attention(qh, kh, vh, oh, lens);
     // 5. W_o mixes the heads
     if (!status)
-        status = project(&m->W_o, concat, out);
+        status = project(&m->W_o, concat, SPARES, out);
     if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;
@@ -426,14 +482,14 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     else
         tensor_free(weights);
     tensor_free(rows);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
     tensor_free(qh);
     tensor_free(kh);
     tensor_free(vh);
     tensor_free(oh);
-    tensor_free(concat);
+    spare_keep(SPARE_Q, q);
+    spare_keep(SPARE_K, k);
+    spare_keep(SPARE_V, v);
+    spare_keep(SPARE_CONCAT, concat);
     return status;
 }
 

@@ -82,6 +82,12 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *valid_lens,
                            const multihead_fast_options *opt, tensor **out);
 
+/* multihead_forward_fast keeps its big buffers (Q, K, V and concat, when
+ * each is a MiB or more) for the next call of the same shapes, since new
+ * ones cost page faults on every call; this frees them (at most one set,
+ * the last call's).  Optional: the next call allocates again. */
+void multihead_fast_release(void);
+
 /* The same numbers from plain loops, one query, head and key at a time,
  * straight from the formulas: no BLAS, no views, no copies (with rope,
  * each head's pairs turned by angles computed on the spot).  Slow (it is
