@@ -6,7 +6,7 @@
  * D, h heads of p = D/h features, D_out output features.
  *   Q (B, Lq, D), K and V (B, Lk, D)  projections, contiguous
  *   qh (B, h, Lq, p), kh and vh (B, h, Lk, p)  views of Q, K, V
- *   concat (B, Lq, D), oh (B, h, Lq, p) a view of it
+ *   concat (B, Lq, D), Q's buffer, oh (B, h, Lq, p) a view of it
  *   scratch per thread: s (rows, Lk) scores, then weights; sums (rows,)
  */
 #include "fast/multihead_fast.h"
@@ -254,7 +254,7 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
-/* The big buffers of a call (Q, K, V and concat, each (B, L, D)) are
+/* The big buffers of a call (Q, K and V, each (B, L, D)) are
  * kept for the next call of the same shapes rather than freed: a new
  * buffer of a MiB or more comes from the kernel as fresh pages, which it
  * must fault in and zero on the first touch (malloc hands big blocks
@@ -266,7 +266,7 @@ static void trace_attention(const tensor *qh, const tensor *kh,
  * buffer of their own; smaller buffers, meta tensors and calls while a
  * trace is recorded (which numbers every tensor) go the plain way.
  * multihead_fast_release frees the spares. */
-enum { SPARE_Q, SPARE_K, SPARE_V, SPARE_CONCAT, SPARES };
+enum { SPARE_Q, SPARE_K, SPARE_V, SPARES };
 #define SPARE_MIN_BYTES ((size_t)1 << 20)
 static tensor *spares[SPARES];
 
@@ -445,10 +445,16 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         status = valid_lens_per_row(valid_lens, 1, B, Lq, keys->shape[1], 0,
                                     &rows);
     const tensor *lens = rows ? rows : valid_lens;
-    // 3. the output buffer, seen per head (every number of it written)
-    if (!status)
-        status = trace_on() ? tensor_alloc(SHAPE(B, Lq, D), &concat)
-                            : spare_take(SPARE_CONCAT, B, Lq, D, &concat);
+    // 3. the output buffer, seen per head: Q's own, (B, Lq, D) as well.
+    // The block of rows r0.. of head (b, i) is the only one to read those
+    // rows of Q_bi, in its first product, and then writes its rows of
+    // O_bi in the same place; a new buffer while a trace is recorded
+    if (!status && trace_on()) {
+        status = tensor_alloc(SHAPE(B, Lq, D), &concat);
+    } else if (!status) {
+        concat = q;
+        q = NULL;
+    }
     if (!status) {
         tensor_set_names(concat, "B, Lq, d_model");
         status = heads_view(concat, h, &oh);
@@ -486,10 +492,11 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     tensor_free(kh);
     tensor_free(vh);
     tensor_free(oh);
-    spare_keep(SPARE_Q, q);
+    spare_keep(SPARE_Q, q ? q : concat); // concat is Q's when q is NULL
     spare_keep(SPARE_K, k);
     spare_keep(SPARE_V, v);
-    spare_keep(SPARE_CONCAT, concat);
+    if (q)
+        tensor_free(concat);
     return status;
 }
 
