@@ -315,12 +315,14 @@ void multihead_fast_release(void)
  * OpenBLAS in each.  The whole forward then runs on one pool of threads
  * (threads.h).  The blocks depend on the number of rows alone, not on
  * the threads: OpenBLAS's kernels may round a row differently in another
- * cut, so the numbers are the same for any thread count.  y is the
- * spare of slot (SPARES: a new tensor), every number of it written.
+ * cut, so the numbers are the same for any thread count.  y is into
+ * (owned; NULL: none) when it is a contiguous tensor of y's shape, else
+ * the spare of slot (SPARES: a new tensor), every number of it written.
  * What is not a plain contiguous product (shapes alone, a trace being
  * recorded, strided inputs or weights, or fewer than two blocks of rows)
  * takes linear_forward itself. */
-static int project(const linear *l, const tensor *x, int slot, tensor **y)
+static int project(const linear *l, const tensor *x, int slot, tensor *into,
+                   tensor **y)
 {
     size_t in = l->in_features, out = l->out_features;
     size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
@@ -331,12 +333,22 @@ static int project(const linear *l, const tensor *x, int slot, tensor **y)
         tensor_is_meta(l->weight) || x->ndim != 3 || x->shape[2] != in ||
         !tensor_is_contiguous(x) || !tensor_is_contiguous(l->weight) ||
         (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != out ||
-                     l->bias->strides[0] != 1)))
+                     l->bias->strides[0] != 1))) {
+        tensor_free(into);
         return linear_forward(l, x, y);
+    }
     int n = threads_for(blocks, 0);
-    int status = slot < SPARES
+    int status = GSL_SUCCESS;
+    if (into && into->ndim == 3 && tensor_is_contiguous(into) &&
+        into->shape[0] == x->shape[0] && into->shape[1] == x->shape[1] &&
+        into->shape[2] == out) {
+        *y = into;
+    } else {
+        tensor_free(into);
+        status = slot < SPARES
                      ? spare_take(slot, x->shape[0], x->shape[1], out, y)
                      : tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+    }
     if (status)
         return mha_fail_in(status, "linear_forward %s", l->name);
     memcpy((*y)->names, x->names, sizeof x->names);
@@ -382,7 +394,7 @@ static int project_heads(const multihead *m, const linear *l,
                          tensor **proj, tensor **heads)
 {
     const char *who = "multihead_forward_fast";
-    int status = project(l, x, slot, proj);
+    int status = project(l, x, slot, NULL, proj);
     if (!status)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
@@ -475,9 +487,17 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                                      "heads");
     if (!status)
         trace_attention(qh, kh, vh, oh, lens);
-    // 5. W_o mixes the heads
-    if (!status)
-        status = project(&m->W_o, concat, SPARES, out);
+    // 5. W_o mixes the heads, into K's buffer when it has out's shape
+    // (self-attention with d_model outputs): K is not read any more
+    if (!status) {
+        tensor *into = !trace_on() && k->shape[1] == Lq &&
+                               k->shape[2] == m->W_o.out_features
+                           ? k
+                           : NULL;
+        if (into)
+            k = NULL;
+        status = project(&m->W_o, concat, SPARES, into, out);
+    }
     if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;

@@ -32,7 +32,9 @@
  *        O_bi row r /= sum_r        the normalisation, on p numbers per
  *                                   row instead of Lk
  *      The heads run in parallel (threads.h), one-threaded BLAS inside.
- *   5. out = concat W_o^T (+ b_o): one dgemm.
+ *   5. out = concat W_o^T (+ b_o): one dgemm, written over K's buffer
+ *      when it has out's shape (self-attention, D_out = d_model), as
+ *      nothing reads K any more.
  * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
  *
  * Grouped-query attention (cfg.kv_heads = G < h, multihead.h): K and V
