@@ -425,3 +425,57 @@ Test(mha_fast, overflow_from_finite_inputs_is_refused)
                   "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))");
 }
 //<
+
+/* The same refusals at B*L = 600 rows, where each thread checks the
+ * blocks of rows it wrote (projections, heads, output) and the first bad
+ * element is then found in the whole tensor: the message names it, not
+ * the first of its block.  overflow_module (1 head, d = 2, W_q, W_k, W_v
+ * all ones, W_o all fours), inputs 0 except as said, so every score is
+ * 0; per-row lengths choose the keys each query sees. */
+static void overflow_rows_case(size_t q_row, double q, double v0, double v1,
+                               size_t split, double len_a, double len_b,
+                               const char *message)
+{
+    multihead m;
+    overflow_module(&m);
+    tensor *tq, *tv, *lens, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 600, 2), &tq));
+    OK(tensor_alloc(SHAPE(1, 600, 2), &tv));
+    OK(tensor_alloc(SHAPE(1, 600), &lens));
+    tq->data[2 * q_row] = tq->data[2 * q_row + 1] = q;
+    for (size_t j = 0; j < 600; j++) {
+        tv->data[2 * j] = tv->data[2 * j + 1] = j == 0 ? v0 : v1;
+        lens->data[j] = j < split ? len_a : len_b; // keys row j sees
+    }
+    FAILS(multihead_forward_fast(&m, tq, tq, tv, lens, NULL, &out),
+          GSL_ERANGE, message);
+    cr_assert_null(out);
+    tensor_free(tq);
+    tensor_free(tv);
+    tensor_free(lens);
+    multihead_free(&m);
+}
+
+Test(mha_fast, overflow_found_in_blocks_of_rows)
+{
+    // the projection: query row 450 (the second block of rows) 1e308,
+    // Q's row 2e308 (and K's, which is never reached)
+    overflow_rows_case(450, 1e308, 0, 0, 0, 600, 600,
+                       "multihead_forward_fast: the projection overflowed: "
+                       "Q[0, 450, 0] = inf from finite inputs "
+                       "(Q (1, 600, 2))");
+    // the weighted sum: rows 0-399 see value 0 alone (0.4e308 after W_v),
+    // rows 400- all 600 values, 599 of them 0.4e308 too, summed (times
+    // exp(0) = 1) before the division
+    overflow_rows_case(0, 0, 0.2e308, 0.2e308, 400, 1, 600,
+                       "multihead_forward_fast: the weighted sum of the "
+                       "values overflowed: heads[0, 400, 0] = inf from "
+                       "finite inputs (heads (1, 600, 2))");
+    // the output: rows 0-99 see values 0 and 1 (0.4e308 and 0 after
+    // W_v), their mean 0.2e308, out 4 * 2 * 0.2e308 = 1.6e308; rows 100-
+    // see value 0 alone, out 3.2e308
+    overflow_rows_case(0, 0, 0.2e308, 0, 100, 2, 1,
+                       "multihead_forward_fast: the output overflowed: "
+                       "out[0, 100, 0] = inf from finite inputs "
+                       "(out (1, 600, 2))");
+}

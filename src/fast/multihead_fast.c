@@ -168,12 +168,29 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
     return status;
 }
 
-/* Every head of every example: B*h*ceil(Lq/rows) independent blocks. */
+/* Are rows r0 .. r0 + rows - 1 of head (b, i)'s output all finite?
+ * Checked by the thread that wrote them, while they are in its cache,
+ * rather than by one thread over all of concat afterwards. */
+static int block_finite(const heads *hm, size_t b, size_t i, size_t r0,
+                        size_t rows)
+{
+    gsl_matrix_view o = TENSOR_MATRIX_OUT(hm->o, b, i);
+    int all = 1;
+    for (size_t r = r0; r < r0 + rows; r++)
+        all &= rowops_all_finite(o.matrix.data + r * o.matrix.tda,
+                                 o.matrix.size2);
+    return all;
+}
+
+/* Every head of every example: B*h*ceil(Lq/rows) independent blocks.
+ * *finite: 1 when every output written is finite (0 tells the caller to
+ * look for the first that is not). */
 static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                       const tensor *oh, const tensor *valid_lens,
                       const tensor *weights, const window_rule *rule,
-                      const multihead_fast_options *opt)
+                      const multihead_fast_options *opt, int *finite)
 {
+    *finite = 0;
     size_t B = qh->shape[0], h = qh->shape[1], Lq = qh->shape[2];
     size_t Lk = kh->shape[2], p = qh->shape[3];
     size_t rows = opt->block_rows ? opt->block_rows : auto_block_rows(Lq, Lk);
@@ -206,13 +223,13 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (!scratch)
         return GSL_ENOMEM;
     double scale = 1.0 / sqrt((double)p);
-    int failed = 0;
+    int failed = 0, unfinished = 0;
     bad_score bad = {0};
     int blas_threads = threads_blas_single(parallel);
     int lent = opt->threading == MULTIHEAD_THREADS_BLAS ? threads_blas_widen()
                                                         : 0;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
-    reduction(| : failed) if (parallel)
+    reduction(| : failed, unfinished) if (parallel)
     for (size_t item = 0; item < items; item++) {
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;
@@ -220,7 +237,9 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         failed |= attend_block(&hm, valid_lens, weights, rule, bi / h, bi % h,
                                r0, n, scale, s, s + rows * Lk,
                                &bad) != GSL_SUCCESS;
+        unfinished |= !failed && !block_finite(&hm, bi / h, bi % h, r0, n);
     }
+    *finite = !unfinished;
     threads_blas_narrow(lent);
     threads_blas_restore(blas_threads);
     free(scratch);
@@ -322,8 +341,9 @@ void multihead_fast_release(void)
  * recorded, strided inputs or weights, or fewer than two blocks of rows)
  * takes linear_forward itself. */
 static int project(const linear *l, const tensor *x, int slot, tensor *into,
-                   tensor **y)
+                   tensor **y, int *finite)
 {
+    *finite = 0;
     size_t in = l->in_features, out = l->out_features;
     size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
     size_t blocks = rows / PROJECT_BLOCK_ROWS;
@@ -355,9 +375,10 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
     snprintf((*y)->names[2], TENSOR_NAME_MAX, "%s", l->out_name);
     gsl_matrix_const_view wm =
         gsl_matrix_const_view_array(l->weight->data, out, in);
-    int failed = 0;
+    int failed = 0, unfinished = 0;
     int blas_threads = threads_blas_single(n > 1);
-#pragma omp parallel for num_threads(n) reduction(| : failed) if (n > 1)
+#pragma omp parallel for num_threads(n) reduction(| : failed, unfinished) \
+    if (n > 1)
     for (size_t k = 0; k < blocks; k++) {
         size_t r0 = rows * k / blocks, r1 = rows * (k + 1) / blocks;
         double *yd = (*y)->data + r0 * out;
@@ -373,6 +394,8 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
         gsl_matrix_view ym = gsl_matrix_view_array(yd, r1 - r0, out);
         failed |= gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
                                  &wm.matrix, beta, &ym.matrix) != 0;
+        // checked here, while in this thread's cache
+        unfinished |= !rowops_all_finite(yd, (r1 - r0) * out);
     }
     threads_blas_restore(blas_threads);
     if (failed) {
@@ -381,6 +404,7 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
         return mha_fail(GSL_EFAILED, "linear_forward %s: gsl_blas_dgemm "
                                      "failed", l->name);
     }
+    *finite = !unfinished;
     return GSL_SUCCESS;
 }
 
@@ -394,8 +418,9 @@ static int project_heads(const multihead *m, const linear *l,
                          tensor **proj, tensor **heads)
 {
     const char *who = "multihead_forward_fast";
-    int status = project(l, x, slot, NULL, proj);
-    if (!status)
+    int finite;
+    int status = project(l, x, slot, NULL, proj, &finite);
+    if (!status && !finite)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
         status = multihead_rope(m, proj, rope_start, who, name);
@@ -478,11 +503,13 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         if (!status)
             tensor_set_names(weights, "B, h, Lq, Lk");
     }
-    // 4. every head, in parallel, straight into concat
+    // 4. every head, in parallel, straight into concat (each block
+    // checked finite as it is written; the first that is not found here)
+    int finite = 0;
     if (!status)
         status = attend_all(qh, kh, vh, oh, lens, weights, ruled ? &rule : NULL,
-                            opt);
-    if (!status)
+                            opt, &finite);
+    if (!status && !finite)
         status = tensor_check_result(concat, who, "weighted sum of the values",
                                      "heads");
     if (!status)
@@ -496,9 +523,10 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                            : NULL;
         if (into)
             k = NULL;
-        status = project(&m->W_o, concat, SPARES, into, out);
+        status = project(&m->W_o, concat, SPARES, into, out, &finite);
     }
-    if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
+    if (!status && !finite &&
+        (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;
     }
