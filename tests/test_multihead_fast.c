@@ -424,7 +424,6 @@ Test(mha_fast, overflow_from_finite_inputs_is_refused)
                   "multihead_forward: the output overflowed: "
                   "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))");
 }
-//<
 
 /* The same refusals at B*L = 600 rows, where each thread checks the
  * blocks of rows it wrote (projections, heads, output) and the first bad
@@ -479,3 +478,4 @@ Test(mha_fast, overflow_found_in_blocks_of_rows)
                        "out[0, 100, 0] = inf from finite inputs "
                        "(out (1, 600, 2))");
 }
+//<
