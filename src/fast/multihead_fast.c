@@ -273,17 +273,17 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
-/* The big buffers of a call (Q, K and V, each (B, L, D)) are kept for
- * the next call of the same shapes rather than freed: a new
- * buffer of a MiB or more comes from the kernel as fresh pages, which it
- * must fault in and zero on the first touch (malloc hands big blocks
- * back to the kernel when they are freed), and when it hands out huge
- * pages it may first compact memory to find them.  That cost 2-10% of a
- * forward pass (L = 64-2048, B = 8, D = 512), and at times as long again
- * as the pass itself (L = 128).  One spare per slot, taken and put back with
- * an atomic exchange, so that calls from several threads each get a
- * buffer of their own; smaller buffers, meta tensors and calls while a
- * trace is recorded (which numbers every tensor) go the plain way.
+/* The big buffers of a call (Q, K and V, each (B, L, D)) are kept for the
+ * next call of the same shapes rather than freed: a new buffer of a MiB
+ * or more comes from the kernel as fresh pages, which it must fault in
+ * and zero on the first touch (malloc hands big blocks back to the kernel
+ * when they are freed), and when it hands out huge pages it may first
+ * compact memory to find them.  That cost 2-10% of a forward pass
+ * (L = 64-2048, B = 8, D = 512), and at times as long again as the pass
+ * itself (L = 128).  One spare per slot, taken and put back with an
+ * atomic exchange, so that calls from several threads each get a buffer
+ * of their own; smaller buffers, meta tensors and calls while a trace is
+ * recorded (which numbers every tensor) go the plain way.
  * multihead_fast_release frees the spares. */
 enum { SPARE_Q, SPARE_K, SPARE_V, SPARES };
 #define SPARE_MIN_BYTES ((size_t)1 << 20)
