@@ -283,6 +283,73 @@ Test(mha_fast, errors)
     tensor_free(v);
 }
 
+/* Buffers of a MiB or more (here Q, K, V and concat, (2, 300, 256)) are
+ * kept from one call for the next of the same shapes: each call's
+ * numbers are its own inputs' (against the plain loops), an earlier
+ * output is not written over, and a call after multihead_fast_release,
+ * or with other shapes, is right too.  Masks per query row (lengths 0 to
+ * Lk) and blocks of 7 query rows, which do not divide Lq. */
+Test(mha_fast, big_buffers_kept_between_calls)
+{
+    gsl_rng *r = mha_rng_new(29);
+    multihead m;
+    multihead_config cfg = {.query_size = 256, .key_size = 256,
+                            .value_size = 256, .num_hiddens = 256,
+                            .num_heads = 4, .bias = 1};
+    OK(multihead_init(&m, &cfg));
+    multihead_reset_xavier(&m, r);
+    random_biases(&m, r);
+    const multihead_fast_options opts[] = {
+        {MULTIHEAD_THREADS_HEADS, 0}, {MULTIHEAD_THREADS_HEADS, 7}};
+    tensor *first = NULL, *first_copy = NULL;
+    // rounds: new inputs; new inputs, same shapes; after release; Lq 301
+    for (int round = 0; round < 4; round++) {
+        if (round == 2)
+            multihead_fast_release();
+        size_t Lq = round == 3 ? 301 : 300, Lk = 300;
+        tensor *q = normal_tensor(SHAPE(2, Lq, 256), r, 1.0);
+        tensor *k = normal_tensor(SHAPE(2, Lk, 256), r, 1.0);
+        tensor *v = normal_tensor(SHAPE(2, Lk, 256), r, 1.0);
+        tensor *lens;
+        OK(tensor_alloc(SHAPE(2, Lq), &lens));
+        for (size_t i = 0; i < 2 * Lq; i++)
+            lens->data[i] = (double)((i * 37 + round) % (Lk + 1));
+        tensor *want, *fast;
+        OK(multihead_forward_naive(&m, q, k, v, lens, &want));
+        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+            tensor *w = NULL; // the weights too, in the second cut
+            OK(multihead_forward_fast(&m, q, k, v, lens, &opts[o], &fast,
+                                      o ? &w : NULL));
+            cr_assert_eq(w != NULL, o == 1);
+            tensor_free(w);
+            double err = rel_error(fast, want);
+            cr_assert(err <= 1e-12, "round %d, rows %zu: fast vs loops: %g",
+                      round, opts[o].block_rows, err);
+            if (round == 0 && o == 0) {
+                first = fast;
+                OK(tensor_contiguous(fast, &first_copy));
+                // a copy of its own, not first's buffer
+                cr_assert_not(tensor_shares_buffer(first, first_copy));
+            } else {
+                tensor_free(fast);
+            }
+        }
+        tensor_free(want);
+        tensor_free(q);
+        tensor_free(k);
+        tensor_free(v);
+        tensor_free(lens);
+    }
+    cr_assert(memcmp(first->data, first_copy->data,
+                     tensor_numel(first) * sizeof(double)) == 0,
+              "a later call wrote over an earlier output");
+    tensor_free(first);
+    tensor_free(first_copy);
+    multihead_fast_release();
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
 /* Each allocation of either path may fail: GSL_ENOMEM, NULL out, no
  * leak (valgrind and ASan watch). */
 Test(mha_fast, allocation_failures)
@@ -382,5 +449,59 @@ Test(mha_fast, overflow_from_finite_inputs_is_refused)
                   "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))",
                   "multihead_forward: the output overflowed: "
                   "out[0, 0, 0] = inf from finite inputs (out (1, 2, 2))");
+}
+
+/* The same refusals at B*L = 600 rows, where each thread checks the
+ * blocks of rows it wrote (projections, heads, output) and the first bad
+ * element is then found in the whole tensor: the message names it, not
+ * the first of its block.  overflow_module (1 head, d = 2, W_q, W_k, W_v
+ * all ones, W_o all fours), inputs 0 except as said, so every score is
+ * 0; per-row lengths choose the keys each query sees. */
+static void overflow_rows_case(size_t q_row, double q, double v0, double v1,
+                               size_t split, double len_a, double len_b,
+                               const char *message)
+{
+    multihead m;
+    overflow_module(&m);
+    tensor *tq, *tv, *lens, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(1, 600, 2), &tq));
+    OK(tensor_alloc(SHAPE(1, 600, 2), &tv));
+    OK(tensor_alloc(SHAPE(1, 600), &lens));
+    tq->data[2 * q_row] = tq->data[2 * q_row + 1] = q;
+    for (size_t j = 0; j < 600; j++) {
+        tv->data[2 * j] = tv->data[2 * j + 1] = j == 0 ? v0 : v1;
+        lens->data[j] = j < split ? len_a : len_b; // keys row j sees
+    }
+    FAILS(multihead_forward_fast(&m, tq, tq, tv, lens, NULL, &out, NULL),
+          GSL_ERANGE, message);
+    cr_assert_null(out);
+    tensor_free(tq);
+    tensor_free(tv);
+    tensor_free(lens);
+    multihead_free(&m);
+}
+
+Test(mha_fast, overflow_found_in_blocks_of_rows)
+{
+    // the projection: query row 450 (the second block of rows) 1e308,
+    // Q's row 2e308 (and K's, which is never reached)
+    overflow_rows_case(450, 1e308, 0, 0, 0, 600, 600,
+                       "multihead_forward_fast: the projection overflowed: "
+                       "Q[0, 450, 0] = inf from finite inputs "
+                       "(Q (1, 600, 2))");
+    // the weighted sum: rows 0-399 see value 0 alone (0.4e308 after W_v),
+    // rows 400- all 600 values, 599 of them 0.4e308 too, summed (times
+    // exp(0) = 1) before the division
+    overflow_rows_case(0, 0, 0.2e308, 0.2e308, 400, 1, 600,
+                       "multihead_forward_fast: the weighted sum of the "
+                       "values overflowed: heads[0, 400, 0] = inf from "
+                       "finite inputs (heads (1, 600, 2))");
+    // the output: rows 0-99 see values 0 and 1 (0.4e308 and 0 after
+    // W_v), their mean 0.2e308, out 4 * 2 * 0.2e308 = 1.6e308; rows 100-
+    // see value 0 alone, out 3.2e308
+    overflow_rows_case(0, 0, 0.2e308, 0, 100, 2, 1,
+                       "multihead_forward_fast: the output overflowed: "
+                       "out[0, 100, 0] = inf from finite inputs "
+                       "(out (1, 600, 2))");
 }
 //<

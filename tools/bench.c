@@ -149,6 +149,7 @@ static void problem_init(problem *p, size_t L)
 
 static void problem_free(problem *p)
 {
+    multihead_fast_release(); // the fast path's buffers kept for this L
     multihead_free(&p->m);
     tensor_free(p->x);
     gsl_matrix_free(p->a);

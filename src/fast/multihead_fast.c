@@ -6,7 +6,7 @@
  * D, h heads of p = D/h features, D_out output features.
  *   Q (B, Lq, D), K and V (B, Lk, D)  projections, contiguous
  *   qh (B, h, Lq, p), kh and vh (B, h, Lk, p)  views of Q, K, V
- *   concat (B, Lq, D), oh (B, h, Lq, p) a view of it
+ *   concat (B, Lq, D), Q's buffer, oh (B, h, Lq, p) a view of it
  *   scratch per thread: s (rows, Lk) scores, then weights; sums (rows,)
  */
 #include "fast/multihead_fast.h"
@@ -166,12 +166,29 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
     return status;
 }
 
-/* Every head of every example: B*h*ceil(Lq/rows) independent blocks. */
+/* Are rows r0 .. r0 + rows - 1 of head (b, i)'s output all finite?
+ * Checked by the thread that wrote them, while they are in its cache,
+ * rather than by one thread over all of concat afterwards. */
+static int block_finite(const heads *hm, size_t b, size_t i, size_t r0,
+                        size_t rows)
+{
+    gsl_matrix_view o = TENSOR_MATRIX_OUT(hm->o, b, i);
+    int all = 1;
+    for (size_t r = r0; r < r0 + rows; r++)
+        all &= rowops_all_finite(o.matrix.data + r * o.matrix.tda,
+                                 o.matrix.size2);
+    return all;
+}
+
+/* Every head of every example: B*h*ceil(Lq/rows) independent blocks.
+ * *finite: 1 when every output written is finite (0 tells the caller to
+ * look for the first that is not). */
 static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                       const tensor *oh, const tensor *valid_lens,
                       const tensor *weights, const window_rule *rule,
-                      const multihead_fast_options *opt)
+                      const multihead_fast_options *opt, int *finite)
 {
+    *finite = 0;
     size_t B = qh->shape[0], h = qh->shape[1], Lq = qh->shape[2];
     size_t Lk = kh->shape[2], p = qh->shape[3];
     size_t rows = opt->block_rows ? opt->block_rows : auto_block_rows(Lq, Lk);
@@ -204,13 +221,13 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (!scratch)
         return GSL_ENOMEM;
     double scale = 1.0 / sqrt((double)p);
-    int failed = 0;
+    int failed = 0, unfinished = 0;
     bad_score bad = {0};
     int blas_threads = threads_blas_single(parallel);
     int lent = opt->threading == MULTIHEAD_THREADS_BLAS ? threads_blas_widen()
                                                         : 0;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
-    reduction(| : failed) if (parallel)
+    reduction(| : failed, unfinished) if (parallel)
     for (size_t item = 0; item < items; item++) {
         size_t bi = item / blocks, r0 = (item % blocks) * rows;
         double *s = scratch + (size_t)threads_index() * per_thread;
@@ -218,7 +235,9 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
         failed |= attend_block(&hm, valid_lens, weights, rule, bi / h, bi % h,
                                r0, n, scale, s, s + rows * Lk,
                                &bad) != GSL_SUCCESS;
+        unfinished |= !failed && !block_finite(&hm, bi / h, bi % h, r0, n);
     }
+    *finite = !unfinished;
     threads_blas_narrow(lent);
     threads_blas_restore(blas_threads);
     free(scratch);
@@ -252,6 +271,56 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
+/* The big buffers of a call (Q, K and V, each (B, L, D)) are kept for the
+ * next call of the same shapes rather than freed: a new buffer of a MiB
+ * or more comes from the kernel as fresh pages, which it must fault in
+ * and zero on the first touch (malloc hands big blocks back to the kernel
+ * when they are freed), and when it hands out huge pages it may first
+ * compact memory to find them.  That cost 2-10% of a forward pass
+ * (L = 64-2048, B = 8, D = 512), and at times as long again as the pass
+ * itself (L = 128).  One spare per slot, taken and put back with an
+ * atomic exchange, so that calls from several threads each get a buffer
+ * of their own; smaller buffers, meta tensors and calls while a trace is
+ * recorded (which numbers every tensor) go the plain way.
+ * multihead_fast_release frees the spares. */
+enum { SPARE_Q, SPARE_K, SPARE_V, SPARES };
+#define SPARE_MIN_BYTES ((size_t)1 << 20)
+static tensor *spares[SPARES];
+
+/* A contiguous (d0, d1, d2) tensor of unspecified numbers: the spare of
+ * that slot when it has that shape, else a new one. */
+static int spare_take(int slot, size_t d0, size_t d1, size_t d2,
+                      tensor **out)
+{
+    tensor *t = __atomic_exchange_n(&spares[slot], NULL, __ATOMIC_ACQ_REL);
+    if (t && t->shape[0] == d0 && t->shape[1] == d1 && t->shape[2] == d2) {
+        *out = t;
+        return GSL_SUCCESS;
+    }
+    tensor_free(t);
+    return tensor_alloc(SHAPE(d0, d1, d2), out);
+}
+
+/* t (owned, its views freed) kept as the spare of slot when it is worth
+ * keeping, else freed. */
+static void spare_keep(int slot, tensor *t)
+{
+    if (!t || trace_on() || tensor_is_meta(t) || t->ndim != 3 ||
+        !tensor_is_contiguous(t) ||
+        tensor_numel(t) < SPARE_MIN_BYTES / sizeof(double)) {
+        tensor_free(t);
+        return;
+    }
+    tensor_free(__atomic_exchange_n(&spares[slot], t, __ATOMIC_ACQ_REL));
+}
+
+void multihead_fast_release(void)
+{
+    for (int slot = 0; slot < SPARES; slot++)
+        tensor_free(__atomic_exchange_n(&spares[slot], NULL,
+                                        __ATOMIC_ACQ_REL));
+}
+
 /* A projection of many rows is cut into blocks of at least 256 rows (a
  * block that tall keeps OpenBLAS's kernels as fast as one product over
  * every row), and at most 8 blocks, each of which packs W once more. */
@@ -263,12 +332,16 @@ static void trace_attention(const tensor *qh, const tensor *kh,
  * OpenBLAS in each.  The whole forward then runs on one pool of threads
  * (threads.h).  The blocks depend on the number of rows alone, not on
  * the threads: OpenBLAS's kernels may round a row differently in another
- * cut, so the numbers are the same for any thread count.  What is not a
- * plain contiguous product (shapes alone, a trace being recorded, strided
- * inputs or weights, or fewer than two blocks of rows) takes
- * linear_forward itself. */
-static int project(const linear *l, const tensor *x, tensor **y)
+ * cut, so the numbers are the same for any thread count.  y is into
+ * (owned; NULL: none) when it is a contiguous tensor of y's shape, else
+ * the spare of slot (SPARES: a new tensor), every number of it written.
+ * What is not a plain contiguous product (shapes alone, a trace being
+ * recorded, strided inputs or weights, or fewer than two blocks of rows)
+ * takes linear_forward itself. */
+static int project(const linear *l, const tensor *x, int slot, tensor *into,
+                   tensor **y, int *finite)
 {
+    *finite = 0;
     size_t in = l->in_features, out = l->out_features;
     size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
     size_t blocks = rows / PROJECT_BLOCK_ROWS;
@@ -278,19 +351,32 @@ static int project(const linear *l, const tensor *x, tensor **y)
         tensor_is_meta(l->weight) || x->ndim != 3 || x->shape[2] != in ||
         !tensor_is_contiguous(x) || !tensor_is_contiguous(l->weight) ||
         (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != out ||
-                     l->bias->strides[0] != 1)))
+                     l->bias->strides[0] != 1))) {
+        tensor_free(into);
         return linear_forward(l, x, y);
+    }
     int n = threads_for(blocks, 0);
-    int status = tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+    int status = GSL_SUCCESS;
+    if (into && into->ndim == 3 && tensor_is_contiguous(into) &&
+        into->shape[0] == x->shape[0] && into->shape[1] == x->shape[1] &&
+        into->shape[2] == out) {
+        *y = into;
+    } else {
+        tensor_free(into);
+        status = slot < SPARES
+                     ? spare_take(slot, x->shape[0], x->shape[1], out, y)
+                     : tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+    }
     if (status)
         return mha_fail_in(status, "linear_forward %s", l->name);
     memcpy((*y)->names, x->names, sizeof x->names);
     snprintf((*y)->names[2], TENSOR_NAME_MAX, "%s", l->out_name);
     gsl_matrix_const_view wm =
         gsl_matrix_const_view_array(l->weight->data, out, in);
-    int failed = 0;
+    int failed = 0, unfinished = 0;
     int blas_threads = threads_blas_single(n > 1);
-#pragma omp parallel for num_threads(n) reduction(| : failed) if (n > 1)
+#pragma omp parallel for num_threads(n) reduction(| : failed, unfinished) \
+    if (n > 1)
     for (size_t k = 0; k < blocks; k++) {
         size_t r0 = rows * k / blocks, r1 = rows * (k + 1) / blocks;
         double *yd = (*y)->data + r0 * out;
@@ -306,6 +392,8 @@ static int project(const linear *l, const tensor *x, tensor **y)
         gsl_matrix_view ym = gsl_matrix_view_array(yd, r1 - r0, out);
         failed |= gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
                                  &wm.matrix, beta, &ym.matrix) != 0;
+        // checked here, while in this thread's cache
+        unfinished |= !rowops_all_finite(yd, (r1 - r0) * out);
     }
     threads_blas_restore(blas_threads);
     if (failed) {
@@ -314,6 +402,7 @@ static int project(const linear *l, const tensor *x, tensor **y)
         return mha_fail(GSL_EFAILED, "linear_forward %s: gsl_blas_dgemm "
                                      "failed", l->name);
     }
+    *finite = !unfinished;
     return GSL_SUCCESS;
 }
 
@@ -323,12 +412,13 @@ static int project(const linear *l, const tensor *x, tensor **y)
  * as heads: (B, L, D) and its (B, h, L, p) view. */
 static int project_heads(const multihead *m, const linear *l,
                          const tensor *x, size_t heads_count, int rope,
-                         long rope_start, const char *name, tensor **proj,
-                         tensor **heads)
+                         long rope_start, const char *name, int slot,
+                         tensor **proj, tensor **heads)
 {
     const char *who = "multihead_forward_fast";
-    int status = project(l, x, proj);
-    if (!status)
+    int finite;
+    int status = project(l, x, slot, NULL, proj, &finite);
+    if (!status && !finite)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
         status = multihead_rope(m, proj, rope_start, who, name);
@@ -381,19 +471,28 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // aligned at the end, Lk-Lq .. Lk-1)
     long Lk = (long)keys->shape[1];
     status = project_heads(m, &m->W_q, &q_in, h, 1, Lk - (long)Lq, "Q",
-                           &q, &qh);
+                           SPARE_Q, &q, &qh);
     if (!status)
-        status = project_heads(m, &m->W_k, &k_in, G, 1, 0, "K", &k, &kh);
+        status = project_heads(m, &m->W_k, &k_in, G, 1, 0, "K", SPARE_K, &k,
+                               &kh);
     if (!status)
-        status = project_heads(m, &m->W_v, &v_in, G, 0, 0, "V", &v, &vh);
+        status = project_heads(m, &m->W_v, &v_in, G, 0, 0, "V", SPARE_V, &v,
+                               &vh);
     // causal: one length per query row, min(valid_len, i + Lk - Lq + 1)
     if (!status && m->cfg.causal)
         status = valid_lens_per_row(valid_lens, 1, B, Lq, keys->shape[1], 0,
                                     &rows);
     const tensor *lens = rows ? rows : valid_lens;
-    // 3. the output buffer, seen per head
-    if (!status)
+    // 3. the output buffer, seen per head: Q's own, (B, Lq, D) as well.
+    // The block of rows r0.. of head (b, i) is the only one to read those
+    // rows of Q_bi, in its first product, and then writes its rows of
+    // O_bi in the same place; a new buffer while a trace is recorded
+    if (!status && trace_on()) {
         status = tensor_alloc(SHAPE(B, Lq, D), &concat);
+    } else if (!status) {
+        concat = q;
+        q = NULL;
+    }
     if (!status) {
         tensor_set_names(concat, "B, Lq, d_model");
         status = heads_view(concat, h, &oh);
@@ -405,19 +504,30 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         if (!status)
             tensor_set_names(w, "B, h, Lq, Lk");
     }
-    // 4. every head, in parallel, straight into concat
+    // 4. every head, in parallel, straight into concat (each block
+    // checked finite as it is written; the first that is not found here)
+    int finite = 0;
     if (!status)
         status = attend_all(qh, kh, vh, oh, lens, w, ruled ? &rule : NULL,
-                            opt);
-    if (!status)
+                            opt, &finite);
+    if (!status && !finite)
         status = tensor_check_result(concat, who, "weighted sum of the values",
                                      "heads");
     if (!status)
         trace_attention(qh, kh, vh, oh, lens);
-    // 5. W_o mixes the heads
-    if (!status)
-        status = project(&m->W_o, concat, out);
-    if (!status && (status = tensor_check_result(*out, who, "output", "out"))) {
+    // 5. W_o mixes the heads, into K's buffer when it has out's shape
+    // (self-attention with d_model outputs): K is not read any more
+    if (!status) {
+        tensor *into = !trace_on() && k->shape[1] == Lq &&
+                               k->shape[2] == m->W_o.out_features
+                           ? k
+                           : NULL;
+        if (into)
+            k = NULL;
+        status = project(&m->W_o, concat, SPARES, into, out, &finite);
+    }
+    if (!status && !finite &&
+        (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;
     }
@@ -427,14 +537,15 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     else
         tensor_free(w);
     tensor_free(rows);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
     tensor_free(qh);
     tensor_free(kh);
     tensor_free(vh);
     tensor_free(oh);
-    tensor_free(concat);
+    spare_keep(SPARE_Q, q ? q : concat); // concat is Q's when q is NULL
+    spare_keep(SPARE_K, k);
+    spare_keep(SPARE_V, v);
+    if (q)
+        tensor_free(concat);
     return status;
 }
 

@@ -20,9 +20,11 @@
  *   2. heads as views: (B, L, d_model) -reshape-> (B, L, h, p)
  *      -permute-> (B, h, L, p), no copy; head (b, i) is a (L, p) matrix
  *      with tda d_model.
- *   3. concat (B, Lq, d_model) is allocated once, and viewed the same way
- *      as (B, h, Lq, p): each head writes its output straight into its
- *      columns, so there is nothing to transpose back.
+ *   3. concat (B, Lq, d_model) is Q's buffer itself (while a trace is
+ *      recorded, a new one), viewed the same way as (B, h, Lq, p): each
+ *      block of query rows of a head reads its rows of Q_bi in its first
+ *      product and writes its output over them, so nothing is
+ *      transposed back and no (B, Lq, d_model) buffer is added.
  *   4. per head (b, i), a block of query rows at a time:
  *        S = Q_bi K_bi^T            one dgemm, (rows, Lk), scratch
  *        P = exp(S/sqrt(p) - max)   fused scale + mask + exp (rowops.h)
@@ -30,7 +32,9 @@
  *        O_bi row r /= sum_r        the normalisation, on p numbers per
  *                                   row instead of Lk
  *      The heads run in parallel (threads.h), one-threaded BLAS inside.
- *   5. out = concat W_o^T (+ b_o): one dgemm.
+ *   5. out = concat W_o^T (+ b_o): one dgemm, written over K's buffer
+ *      when it has out's shape (self-attention, D_out = d_model), as
+ *      nothing reads K any more.
  * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
  *
  * Grouped-query attention (cfg.kv_heads = G < h, multihead.h): K and V
@@ -81,6 +85,13 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                            const tensor *valid_lens,
                            const multihead_fast_options *opt, tensor **out,
                            tensor **weights);
+
+/* multihead_forward_fast keeps its big buffers (Q, which concat shares,
+ * K and V, when each is a MiB or more) for the next call of the same
+ * shapes, since new ones cost page faults on every call; this frees them
+ * (at most one set, the last call's).  Optional: the next call allocates
+ * again. */
+void multihead_fast_release(void);
 
 /* The same numbers from plain loops, one query, head and key at a time,
  * straight from the formulas: no BLAS, no views, no copies (with rope,
