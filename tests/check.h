@@ -30,6 +30,16 @@
         cr_assert_str_eq(mha_last_error(), (message));                        \
     } while (0)
 
+/* Free every tensor named: FREE_ALL(q, k, v, out). */
+static inline void free_all(tensor **t, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        tensor_free(t[k]);
+}
+#define FREE_ALL(...)                                                         \
+    free_all((tensor *[]){__VA_ARGS__},                                       \
+             sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
+
 //> 08
 /* Biases drawn uniform in (-0.5, 0.5) on all four layers, W_q, W_k, W_v,
  * W_o in that order (Xavier leaves them at zero: this makes them count). */

@@ -173,15 +173,6 @@ static void additive_with_weights(additive_attention *a, size_t k_size,
     gsl_rng_free(r);
 }
 
-static void free_all(tensor **t, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        tensor_free(t[k]);
-}
-#define FREE_ALL(...)                                                         \
-    free_all((tensor *[]){__VA_ARGS__},                                       \
-             sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
-
 /* --- both poolings against the naive loops, over a table of shapes -- */
 
 typedef struct {

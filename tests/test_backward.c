@@ -159,9 +159,7 @@ ParameterizedTest(struct linear_case *lc, backward, linear_gradcheck)
     if (lc->bias)
         err = worse(err, check_grad("db", linear_loss, &c, l.bias, grad.bias));
     cr_log_info("linear %zu-D: worst relative error %.3g", lc->ndim, err);
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(dx);
+    FREE_ALL(x, g, dx);
     linear_free(&l);
     linear_free(&grad);
     gsl_rng_free(r);
@@ -214,11 +212,7 @@ Test(backward, linear_views_and_accumulation)
             cr_assert_float_eq(*TENSOR_AT(grad.weight, o, i), 2 * dw, 1e-13);
         }
     }
-    tensor_free(dx);
-    tensor_free(big);
-    tensor_free(xt);
-    tensor_free(x);
-    tensor_free(g);
+    FREE_ALL(dx, big, xt, x, g);
     linear_free(&l);
     linear_free(&grad);
     gsl_rng_free(r);
@@ -269,13 +263,9 @@ Test(backward, masked_softmax_gradcheck)
                 for (size_t j = valid; j < 5; j++)
                     cr_assert_eq(*TENSOR_AT(ds, b, i, j), 0.0);
             }
-        tensor_free(s);
-        tensor_free(g);
-        tensor_free(w);
-        tensor_free(ds);
+        FREE_ALL(s, g, w, ds);
     }
-    tensor_free(lens1);
-    tensor_free(lens2);
+    FREE_ALL(lens1, lens2);
     gsl_rng_free(r);
 }
 
@@ -292,10 +282,7 @@ Test(backward, masked_softmax_by_hand)
     cr_assert_eq(ds->data[0], 0.5);
     cr_assert_eq(ds->data[1], -0.5);
     cr_assert_eq(ds->data[2], 0.0);
-    tensor_free(w);
-    tensor_free(dw);
-    tensor_free(ds);
-    tensor_free(lens);
+    FREE_ALL(w, dw, ds, lens);
 }
 
 /* --- scaled dot-product attention ----------------------------------- */
@@ -406,15 +393,7 @@ ParameterizedTest(struct attention_case *ac, backward, attention_gradcheck)
                 ac->Lq, ac->Lk, err);
     assert_masked_rows_zero("dkeys", dk, lens, ac->Lq);
     assert_masked_rows_zero("dvalues", dv, lens, ac->Lq);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(g);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(dq);
-    tensor_free(dk);
-    tensor_free(dv);
+    FREE_ALL(q, k, v, g, lens, out, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -439,9 +418,7 @@ Test(backward, attention_all_masked_row)
     for (size_t j = 0; j < 4; j++)
         for (size_t f = 0; f < 3; f++)
             cr_assert_float_eq(*TENSOR_AT(dv, 0, j, f), g->data[f] / 4, 1e-15);
-    tensor *all[] = {q, k, v, g, lens, out, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, lens, out, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -460,9 +437,7 @@ Test(backward, attention_partial_outputs)
     OK(dot_attention_backward(q, k, v, NULL, a.weights, g, NULL, NULL,
                               &dv_only));
     cr_assert_eq(rel_error(dv_only, dv), 0.0);
-    tensor *all[] = {q, k, v, g, out, dv_only, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, out, dv_only, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -575,9 +550,7 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
     assert_masked_rows_zero("dkeys", dk, lens, mc->Lq);
     assert_masked_rows_zero("dvalues", dv, lens, mc->Lq);
 
-    tensor *all[] = {q, k, v, g, lens, mask, dmask, out, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, lens, mask, dmask, out, dq, dk, dv);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -619,9 +592,7 @@ Test(backward, multihead_self_attention)
         dq->data[i] += dk->data[i] + dv->data[i];
     struct self_ctx c = {&m, x, lens, g};
     check_grad("dX", self_loss, &c, x, dq);
-    tensor *all[] = {x, g, lens, out, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, g, lens, out, dq, dk, dv);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -655,9 +626,7 @@ Test(backward, forward_cached_equals_forward)
     cr_assert_not_null(cache.head_mask);
 //<
     cr_assert_eq(cache.queries, q);
-    tensor *all[] = {q, k, v, lens, ones, out, cached, masked, w};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, lens, ones, out, cached, masked, w);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -684,10 +653,7 @@ Test(backward, head_mask_zero_removes_the_head)
             *TENSOR_AT(m.W_o.weight, o, j) = 0;
     OK(multihead_forward(&m, x, x, x, NULL, &out_zeroed));
     cr_assert_leq(rel_error(out_masked, out_zeroed), 1e-15);
-    tensor_free(x);
-    tensor_free(mask);
-    tensor_free(out_masked);
-    tensor_free(out_zeroed);
+    FREE_ALL(x, mask, out_masked, out_zeroed);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -724,9 +690,7 @@ Test(backward, multihead_gradients_accumulate)
             cr_assert_float_eq(b[i]->bias->data[j], 2 * a[i]->bias->data[j],
                                1e-14);
     }
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(out);
+    FREE_ALL(x, g, out);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&once);
@@ -755,9 +719,7 @@ Test(backward, key_bias_gets_no_gradient)
     cr_assert_leq(max_abs(grads.W_k.bias), 1e-15);
     cr_assert_gt(max_abs(grads.W_k.weight), 1e-3);
     cr_assert_gt(max_abs(grads.W_q.bias), 1e-3);
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(out);
+    FREE_ALL(x, g, out);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -837,9 +799,7 @@ Test(backward_trace, one_small_module)
         "    dW += dy^T x         new   (6, 4)^T @ (6, 3) -> (4, 3)\n"
         "    db += sum(dy, rows)  new   (6, 4) -> (4,)\n");
     capture_free(&c);
-    tensor *all[] = {q, k, g, lens, mask, dmask, out, dq};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, g, lens, mask, dmask, out, dq);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -864,9 +824,7 @@ Test(backward_trace, masked_softmax_without_mask)
     cr_assert_eq(ds->data[0], 0.0);
     cr_assert_eq(ds->data[1], 0.0);
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(dw);
-    tensor_free(ds);
+    FREE_ALL(w, dw, ds);
 }
 
 /* --- errors --------------------------------------------------------- */
@@ -897,10 +855,7 @@ Test(backward_errors, linear)
           "none");
     FAILS(linear_backward(&l, NULL, dy, NULL, &dx), GSL_EINVAL,
           "linear_backward W_q: x is NULL");
-    tensor_free(x);
-    tensor_free(x5);
-    tensor_free(dy);
-    tensor_free(dy5);
+    FREE_ALL(x, x5, dy, dy5);
     linear_free(&l);
     linear_free(&g_small);
     linear_free(&g_nobias);
@@ -922,9 +877,7 @@ Test(backward_errors, masked_softmax)
     FAILS(masked_softmax_backward(w, w, 1.0, lens, &out), GSL_EINVAL,
           "masked_softmax_backward: valid_lens[1] = 5 is larger than the "
           "number of keys 4 (weights (2, 3, 4), valid_lens (2,))");
-    tensor_free(w);
-    tensor_free(w2);
-    tensor_free(lens);
+    FREE_ALL(w, w2, lens);
 }
 
 Test(backward_errors, attention)
@@ -954,9 +907,7 @@ Test(backward_errors, attention)
           "(2, 3, 5), dout (2, 3, 5))");
     FAILS(dot_attention_backward(q, k, v, NULL, NULL, dout, &dq, NULL, NULL),
           GSL_EINVAL, "dot_attention_backward: weights is NULL");
-    tensor *all[] = {q, k, v, w, dout, q3};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, w, dout, q3);
 }
 
 Test(backward_errors, module)
@@ -1020,9 +971,7 @@ Test(backward_errors, module)
           "multihead_backward: dhead_mask asked for, but the forward had no "
           "head mask");
 //<
-    tensor *all[] = {x, mask3, mask2, d2, out, g};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, mask3, mask2, d2, out, g);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&g_other);
@@ -1068,9 +1017,7 @@ Test(backward_memory, every_allocation_may_fail)
                                         &dv);
         mha_debug_fail_alloc_after(-1);
         if (status == GSL_SUCCESS) {
-            tensor_free(dq);
-            tensor_free(dk);
-            tensor_free(dv);
+            FREE_ALL(dq, dk, dv);
             break;
         }
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
@@ -1105,9 +1052,7 @@ Test(backward_memory, every_allocation_may_fail)
     }
     cr_assert_gt(failures, 0);
     cr_assert_gt(max_abs(lg.weight), 0.0);
-    tensor *all[] = {x, g, lens, mask, dmask, out, xt, xp, dy};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, g, lens, mask, dmask, out, xt, xp, dy);
     linear_free(&lg);
     multihead_cache_free(&cache);
     multihead_free(&m);

@@ -258,10 +258,7 @@ static void assert_matches(size_t heads, const char *k, const char *v,
         cr_assert_eq(got_a->shape[d], a_shape[d]);
     cr_assert_leq(rel_error(got_out, want_out), 1e-13);
     cr_assert_leq(rel_error(got_a, want_a), 1e-13);
-    tensor_free(want_out);
-    tensor_free(want_a);
-    tensor_free(got_out);
-    tensor_free(got_a);
+    FREE_ALL(want_out, want_a, got_out, got_a);
 }
 
 #define INPUTS                                                                \
@@ -533,10 +530,7 @@ static void trace_in_process(size_t B, size_t Lq, size_t Lk, size_t D,
     OK(multihead_forward(&m, x, y, y, vl, &out));
     trace_log_stop(log);
     cr_assert_not(log->failed);
-    tensor_free(out);
-    tensor_free(vl);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(out, vl, y, x);
     multihead_free(&m);
 }
 
@@ -788,9 +782,7 @@ Test(cli, forward_with_biases, .init = enter_scratch, .fini = leave_scratch)
     tensor *with = load("out.npy"), *without, *w;
     reference(2, "q.npy", "k.npy", "v.npy", 0, NULL, &without, &w);
     cr_assert_gt(rel_error(with, without), 1e-3);
-    tensor_free(with);
-    tensor_free(without);
-    tensor_free(w);
+    FREE_ALL(with, without, w);
     run_free(&r);
 }
 
@@ -872,8 +864,7 @@ Test(cli, forward_valid_lens_from_the_command_line_and_from_files,
         tensor_free(a);
         run_free(&r);
     }
-    tensor_free(one);
-    tensor_free(two);
+    FREE_ALL(one, two);
 }
 
 /* Equal keys score equally: every head gives each valid key 1/valid_len,
@@ -904,9 +895,7 @@ Test(cli, attention_out_holds_the_weights_by_hand, .init = enter_scratch,
                     cr_assert_float_eq(*TENSOR_AT(a, b, h, q, t), want, 1e-15,
                                        "A[%zu, %zu, %zu, %zu]", b, h, q, t);
                 }
-    tensor_free(a);
-    tensor_free(k);
-    tensor_free(row);
+    FREE_ALL(a, k, row);
     run_free(&r);
 }
 
@@ -966,8 +955,7 @@ Test(cli, forward_rope, .init = enter_scratch, .fini = leave_scratch)
     assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
                    SHAPE(2, 2, 4, 6));
     reference_rope_base = 0;
-    tensor_free(plain_out);
-    tensor_free(plain_a);
+    FREE_ALL(plain_out, plain_a);
 }
 
 /* mha trace --rope: the rope steps on shapes alone, and the line that
@@ -1055,9 +1043,7 @@ Test(cli, heatmap_terminal_is_heatmap_terminal, .init = enter_scratch,
     cr_assert_str_eq(r.out, capture_end(&c));
     cr_assert_not_null(strstr(r.out, "example 1, head 1"));
     capture_free(&c);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(w);
+    FREE_ALL(lens, out, w);
     run_free(&r);
 }
 
@@ -1444,8 +1430,7 @@ Test(cli, failed_attention_out_leaves_out_alone, .init = enter_scratch,
     tensor *now = load("out.npy");
     cr_assert(tensor_same_shape(now, old));
     cr_assert_eq(rel_error(now, old), 0.0);
-    tensor_free(now);
-    tensor_free(old);
+    FREE_ALL(now, old);
     run_free(&r);
 }
 
@@ -2421,9 +2406,7 @@ Test(cli, forward_grouped_and_causal, .init = enter_scratch,
                               b, hd, i, j, w);
                 }
     multihead_free(&m);
-    tensor *all[] = {q, k, v, vl, want, got, a};
-    for (size_t i = 0; i < 7; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, vl, want, got, a);
 }
 
 Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
@@ -2629,8 +2612,7 @@ static void assert_weights_and_out(const double *want_a, const double *want_out,
                      "= %.17g", what, i, *TENSOR_AT(out, 0, i, 0));
         cr_assert_eq(*TENSOR_AT(out, 0, i, 1), 0.0);
     }
-    tensor_free(a);
-    tensor_free(out);
+    FREE_ALL(a, out);
 }
 
 Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,

@@ -131,8 +131,7 @@ static void assert_close(const char *a, const char *b, double tol)
         cr_assert(fabs(x->data[e] - y->data[e]) <= tol,
                   "%s and %s differ at %zu: %.17g, %.17g", a, b, e,
                   x->data[e], y->data[e]);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
 }
 
 static void write_inputs(void)
@@ -302,11 +301,9 @@ Test(cli_torch, zero_attn_and_bias_kv_add_a_key_each, .init = enter,
                     cr_assert_float_eq(*TENSOR_AT(o, b, i, f),
                                        sum / (double)keys, 1e-14);
                 }
-        tensor_free(a);
-        tensor_free(o);
+        FREE_ALL(a, o);
     }
-    tensor_free(v);
-    tensor_free(bv);
+    FREE_ALL(v, bv);
 }
 
 /* A row whose every key is hidden is refused, naming it; the zero key of
@@ -369,8 +366,7 @@ Test(cli_torch, average_attn_weights_is_the_mean_of_the_heads, .init = enter,
                                    (*TENSOR_AT(a, b, 0, i, j) +
                                     *TENSOR_AT(a, b, 1, i, j)) / 2,
                                    1e-16);
-    tensor_free(a);
-    tensor_free(m);
+    FREE_ALL(a, m);
 }
 
 /* The packed in_proj_weight and in_proj_bias, and a .npz state dict of

@@ -222,8 +222,7 @@ Test(ex_linear_forward_naive, one_row_by_hand)
     /* [1, 2, 3] -> [1 - 3 + 0.5, 2 + 2 - 1] */
     expect_linear(y, what, (double[]){1, 2, 3}, 1, 3, 2, lin_w, lin_b,
                   H_LINEAR);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     linear_free(&l);
 }
 
@@ -240,8 +239,7 @@ Test(ex_linear_forward_naive, every_row_of_a_batch)
     const char *what = "linear_forward_naive(W (2, 3), b (2,), x (2, 2, 3))";
     EX_SHAPE(y, what, H_LINEAR, 2, 2, 2);
     expect_linear(y, what, xs, 4, 3, 2, lin_w, lin_b, H_LINEAR);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     linear_free(&l);
 }
 
@@ -257,8 +255,7 @@ Test(ex_linear_forward_naive, without_a_bias)
     const char *what = "linear_forward_naive(W (2, 3), no bias, x (2, 3))";
     EX_SHAPE(y, what, H_LINEAR_NO_BIAS, 2, 2);
     expect_linear(y, what, xs, 2, 3, 2, lin_w, NULL, H_LINEAR_NO_BIAS);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     linear_free(&l);
 }
 
@@ -278,9 +275,7 @@ Test(ex_linear_forward_naive, reads_x_through_its_strides)
     EX_SHAPE(y, what, H_LINEAR_STRIDES, 2, 2);
     double xs[] = {1, 2, 3, -1, 0, 4}; /* x's rows, in order */
     expect_linear(y, what, xs, 2, 3, 2, lin_w, lin_b, H_LINEAR_STRIDES);
-    tensor_free(base);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(base, x, y);
     linear_free(&l);
 }
 
@@ -414,8 +409,7 @@ static void expect_heads(size_t B, size_t n, size_t d, size_t h)
                           what, r, i, k, b, i, j, want, got,
                           got == straight ? H_QKV_STRAIGHT : H_QKV);
             }
-    tensor_free(x);
-    tensor_free(heads);
+    FREE_ALL(x, heads);
 }
 
 Test(ex_transpose_qkv, shape_is_batch_times_heads)
@@ -425,8 +419,7 @@ Test(ex_transpose_qkv, shape_is_batch_times_heads)
     EX_OK(transpose_qkv(x, 4, &heads));
     EX_SHAPE(heads, "transpose_qkv(x (2, 3, 12), 4 heads)", H_QKV_SHAPE, 8, 3,
              3);
-    tensor_free(x);
-    tensor_free(heads);
+    FREE_ALL(x, heads);
 }
 
 /* d2l's example of section 1: one example, each head a strip of features */
@@ -517,8 +510,7 @@ static void expect_joined(size_t B, size_t n, size_t h, size_t p)
                           what, b, i, f, r, i, j, r % h, b, want, got,
                           got == straight ? H_OUT_STRAIGHT : H_OUT);
             }
-    tensor_free(heads);
-    tensor_free(joined);
+    FREE_ALL(heads, joined);
 }
 
 Test(ex_transpose_output, shape_is_batch_by_d_model)
@@ -528,8 +520,7 @@ Test(ex_transpose_output, shape_is_batch_by_d_model)
     EX_OK(transpose_output(heads, 4, &joined));
     EX_SHAPE(joined, "transpose_output(heads (8, 3, 3), 4 heads)",
              H_OUT_SHAPE, 2, 3, 12);
-    tensor_free(heads);
-    tensor_free(joined);
+    FREE_ALL(heads, joined);
 }
 
 Test(ex_transpose_output, one_example_from_eight_heads)
@@ -648,8 +639,7 @@ Test(ex_repeat_valid_lens, shapes_alone_for_a_meta_input)
     cr_assert(tensor_is_meta(out),
               "%s: expected a meta tensor (no numbers), got one with numbers"
               "\n%s", what, H_REPEAT_META);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(lens, out);
 }
 
 Test(ex_repeat_valid_lens, refuses_zero_heads_and_other_shapes)
@@ -939,8 +929,7 @@ static void expect_padding(size_t B, const double *lens, size_t Lk)
                       "length %g): expected %g, got %g\n%s",
                       what, b, j, j, b, lens[b], want, got, H_KPM);
         }
-    tensor_free(kpm);
-    tensor_free(vl);
+    FREE_ALL(kpm, vl);
 }
 
 Test(ex_mask_key_padding_from_lens, true_at_and_past_the_length)
@@ -1093,8 +1082,7 @@ static void expect_rms(const tensor *x, const double *w, double eps,
                           ? "hint: the weight multiplies every feature" : H_RMS);
         }
     }
-    tensor_free(y);
-    tensor_free(wt);
+    FREE_ALL(y, wt);
 }
 
 Test(ex_mla_rms_norm, divides_each_row_by_its_root_mean_square)
@@ -1115,8 +1103,7 @@ Test(ex_mla_rms_norm, reads_a_view)
     EX_OK(tensor_narrow(base, 1, 2, 3, &x)); // columns 2..4: rows 6 apart
     expect_rms(x, (double[]){1, 1, 3}, 1e-6,
                "mla_rms_norm(x = columns 2..4 of a (3, 6) tensor, a view)");
-    tensor_free(x);
-    tensor_free(base);
+    FREE_ALL(x, base);
 }
 
 Test(ex_mla_rms_norm, a_row_of_zeros_stays_zeros)
@@ -1137,8 +1124,7 @@ Test(ex_mla_rms_norm, refuses_a_weight_of_another_size)
     tensor_fill(w, 1);
     EX_REFUSED(mla_rms_norm(x, w, 1e-6, &y), y, GSL_EBADLEN, "mla_rms_norm",
                H_RMS_REFUSE, 3, 4);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(x, w);
 }
 
 Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
@@ -1152,8 +1138,7 @@ Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
                H_RMS_REFUSE, 0);
     EX_REFUSED(mla_rms_norm(x, w, -1, &y), y, GSL_EINVAL, "mla_rms_norm",
                H_RMS_REFUSE, 1);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(x, w);
 }
 //<
 //> 21

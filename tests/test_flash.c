@@ -142,12 +142,7 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
         tensor_free(tiled);
     }
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(exact);
-    tensor_free(loops);
+    FREE_ALL(q, k, v, lens, exact, loops);
     gsl_rng_free(r);
 }
 
@@ -184,11 +179,7 @@ Test(flash, masked_keys_get_nothing_when_valid_scores_are_below_minus_1e6)
         tensor_free(tiled);
     }
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(exact);
+    FREE_ALL(q, k, v, lens, exact);
 }
 
 /* Keys read through a permuted view are copied once, and the trace says
@@ -221,14 +212,7 @@ Test(flash, strided_inputs_and_trace)
     cr_assert(rel_error(tiled, exact) <= 1e-12);
     capture_free(&c);
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(kt);
-    tensor_free(v);
-    tensor_free(k);
-    tensor_free(kc);
-    tensor_free(lens);
-    tensor_free(exact);
-    tensor_free(tiled);
+    FREE_ALL(q, kt, v, k, kc, lens, exact, tiled);
     gsl_rng_free(r);
 }
 
@@ -255,12 +239,7 @@ Test(flash, errors)
           "number of keys 5 (queries (2, 3, 4), keys (2, 5, 4), valid_lens "
           "(2,))");
     cr_assert_null(out);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(k3);
-    tensor_free(lens);
+    FREE_ALL(q, k, v, v_short, k3, lens);
 }
 
 Test(flash, allocation_failures)
@@ -282,10 +261,7 @@ Test(flash, allocation_failures)
         failures++;
     }
     cr_assert_geq(failures, 4);
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(kt);
-    tensor_free(k);
+    FREE_ALL(out, q, kt, k);
     gsl_rng_free(r);
 }
 
@@ -305,8 +281,6 @@ Test(flash, overflow_from_finite_inputs_is_refused)
     tensor_fill(q, NAN);
     OK(flash_attention_forward(q, q, v, NULL, 0, 0, &out));
     cr_assert(isnan(out->data[0]));
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(v);
+    FREE_ALL(out, q, v);
 }
 //<

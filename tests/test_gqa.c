@@ -123,8 +123,7 @@ Test(gqa, row_len_is_aligned_at_the_end)
     double plain[6] = {2, 2, 2, 5, 5, 5};
     for (size_t j = 0; j < 6; j++)
         cr_assert_eq(rows->data[j], plain[j], "entry %zu", j);
-    tensor_free(rows);
-    tensor_free(vl);
+    FREE_ALL(rows, vl);
 }
 
 Test(gqa, empty_rows_are_found)
@@ -177,10 +176,7 @@ Test(gqa, expand_reads_one_head_for_the_whole_group)
             for (size_t e = 0; e < 2; e++)
                 cr_assert_eq(*TENSOR_AT(copied, r, t, e),
                              (double)((r / 3) * 6 + t * 2 + e));
-    tensor_free(kh);
-    tensor_free(one);
-    tensor_free(shared);
-    tensor_free(copied);
+    FREE_ALL(kh, one, shared, copied);
 }
 
 Test(gqa, expand_trace_new_dims_and_errors)
@@ -304,9 +300,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
 //<
 
     multihead_free(&m);
-    tensor *all[] = {q, k, v, lens, want, want_w, copy, tiled, fast, naive};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, lens, want, want_w, copy, tiled, fast, naive);
     gsl_rng_free(r);
 }
 
@@ -347,9 +341,7 @@ Test(gqa, folding_equals_repeat_interleave)
         cr_assert_eq(*TENSOR_AT(kr, i, 4, 1),
                      *TENSOR_AT(kh, (i / h) * G + (i % h) / group, 4, 1));
     dot_attention_free(&a);
-    tensor *all[] = {qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref);
     multihead_free(&m);
     gsl_rng_free(r);
 }
@@ -405,9 +397,7 @@ Test(gqa, config_and_empty_row_errors)
         cr_assert_float_eq(*TENSOR_AT(m.weights, 1, 3, 0, j), 1.0 / 3, 1e-15);
     tensor_free(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(vl);
+    FREE_ALL(q, k, vl);
 }
 
 /* --- the backward pass -------------------------------------------------- */
@@ -495,10 +485,8 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     multihead *mods[] = {&gm, &fm, &gg, &fg};
     for (size_t i = 0; i < 4; i++)
         multihead_free(mods[i]);
-    tensor *all[] = {q, k, v, dout, lens, gout, fout, gdq, gdk, gdv, fdq, fdk,
-                     fdv, sum_k, sum_v, sum_bk, sum_bv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, dout, lens, gout, fout, gdq, gdk, gdv, fdq, fdk, fdv,
+             sum_k, sum_v, sum_bk, sum_bv);
     gsl_rng_free(r);
 }
 //<

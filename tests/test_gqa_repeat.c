@@ -35,9 +35,7 @@ Test(gqa_repeat, repeat_copies_each_block_to_its_group)
     cr_assert_eq(out->shape[0], 12);
     for (size_t r = 0; r < 12; r++)
         cr_assert_eq(*TENSOR_AT(out, r, 0), (double)((r % 4) * 3));
-    tensor_free(out);
-    tensor_free(view);
-    tensor_free(wt);
+    FREE_ALL(out, view, wt);
 }
 
 Test(gqa_repeat, repeat_refuses_rows_that_do_not_split)

@@ -173,14 +173,7 @@ ParameterizedTest(struct hm_case *c, head_major, equals_loops)
                 }
 
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(attn);
-    tensor_free(want);
-    tensor_free(want_attn);
+    FREE_ALL(q, k, v, lens, out, attn, want, want_attn);
     gsl_rng_free(r);
 }
 
@@ -207,16 +200,7 @@ Test(head_major, strided_inputs)
     cr_assert(rel_error(out1, out2) <= 1e-14);
     cr_assert(rel_error(a1, a2) <= 1e-14);
     headmajor_free(&m);
-    tensor_free(qt);
-    tensor_free(q);
-    tensor_free(qc);
-    tensor_free(kbig);
-    tensor_free(k);
-    tensor_free(kc);
-    tensor_free(out1);
-    tensor_free(out2);
-    tensor_free(a1);
-    tensor_free(a2);
+    FREE_ALL(qt, q, qc, kbig, k, kc, out1, out2, a1, a2);
     gsl_rng_free(r);
 }
 
@@ -291,14 +275,7 @@ ParameterizedTest(struct agree_case *c, head_major, agrees_with_multihead)
     cr_assert(err <= 1e-12, "weights differ by %g", err);
     multihead_free(&mh);
     headmajor_free(&hm);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out_m);
-    tensor_free(out_h);
-    tensor_free(attn);
-    tensor_free(swapped);
+    FREE_ALL(q, k, v, lens, out_m, out_h, attn, swapped);
     gsl_rng_free(r);
 }
 
@@ -358,10 +335,7 @@ Test(head_major, differs_from_multihead)
         }
     multihead_free(&mh);
     headmajor_free(&hm);
-    tensor_free(x);
-    tensor_free(lens);
-    tensor_free(out_m);
-    tensor_free(out_h);
+    FREE_ALL(x, lens, out_m, out_h);
     gsl_rng_free(r);
 }
 
@@ -400,11 +374,7 @@ Test(head_major, split_and_join_are_views)
     OK(headmajor_join_heads(packed, &joined));
     cr_assert(!tensor_shares_buffer(joined, packed));
     cr_assert_eq(rel_error(joined, x), 0.0);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
-    tensor_free(packed);
-    tensor_free(joined);
+    FREE_ALL(x, heads, back, packed, joined);
 }
 
 Test(head_major, split_join_errors)
@@ -424,8 +394,7 @@ Test(head_major, split_join_errors)
     FAILS(headmajor_join_heads(x, &out), GSL_EINVAL,
           "headmajor_join_heads: input shape (1, 2, 16) has 3 dimensions, "
           "expected 4 (h, B, L, d)");
-    tensor_free(x);
-    tensor_free(x2);
+    FREE_ALL(x, x2);
 }
 
 /* --- initialisation -------------------------------------------------- */
@@ -559,15 +528,8 @@ Test(head_major, dropout_train_and_eval)
     cr_assert_gt(rel_error(normed_t, normed_e), 0.01);
 
     headmajor_free(&m);
-    tensor_free(x);
-    tensor_free(eval);
-    tensor_free(eval2);
-    tensor_free(train);
-    tensor_free(train2);
-    tensor_free(attn_e);
-    tensor_free(attn_t);
-    tensor_free(normed_e);
-    tensor_free(normed_t);
+    FREE_ALL(x, eval, eval2, train, train2, attn_e, attn_t, normed_e,
+             normed_t);
     gsl_rng_free(r);
     gsl_rng_free(drop);
     gsl_rng_free(replay);
@@ -635,12 +597,7 @@ Test(head_major, trace_of_a_small_call)
     cr_assert_not_null(strstr(text, "  fc: x W^T + b"));
     capture_free(&c);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(out2);
-    tensor_free(attn);
+    FREE_ALL(q, k, lens, out, out2, attn);
     gsl_rng_free(drop);
 }
 
@@ -743,16 +700,7 @@ Test(head_major, input_errors)
     cr_assert_null(out);
     cr_assert_null(attn);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(q5);
-    tensor_free(q2d);
-    tensor_free(kb);
-    tensor_free(lens_bad);
-    tensor_free(lens);
-    tensor_free(lens2);
+    FREE_ALL(q, k, v, v_short, q5, q2d, kb, lens_bad, lens, lens2);
 }
 
 /* --- allocation failures --------------------------------------------- */
@@ -782,11 +730,9 @@ Test(head_major, allocation_failures)
         cr_assert_null(out);
         cr_assert_null(attn));
     cr_assert_gt(failures, 30);
-    tensor_free(out);
-    tensor_free(attn);
+    FREE_ALL(out, attn);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
     gsl_rng_free(r);
 }
 //<

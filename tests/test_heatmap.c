@@ -225,9 +225,7 @@ Test(heatmap, dat_is_the_same_for_any_strides)
               "%s", from_view);
     free(from_view);
     free(from_copy);
-    tensor_free(copy);
-    tensor_free(view);
-    tensor_free(base_t);
+    FREE_ALL(copy, view, base_t);
 }
 
 Test(heatmap, two_and_three_dimensional_weights)
@@ -265,8 +263,7 @@ Test(heatmap, two_and_three_dimensional_weights)
     cr_assert(strstr(gp, "set cbrange [0:11]\n"));
     free(dat);
     free(gp);
-    tensor_free(row);
-    tensor_free(one);
+    FREE_ALL(row, one);
 }
 
 /* --- base.gp -------------------------------------------------------------- */
@@ -375,8 +372,7 @@ Test(heatmap, options_reach_the_script)
     gp = slurp(path, NULL);
     cr_assert(strstr(gp, "set terminal pngcairo size 420,316 "), "%s", gp);
     free(gp);
-    tensor_free(one);
-    tensor_free(t);
+    FREE_ALL(one, t);
 }
 
 /* Weights that are all above 0 still get a scale from 0, so that white

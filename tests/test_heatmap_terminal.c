@@ -81,8 +81,7 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
                      "   Keys\n"
                      "every weight is 0.25, drawn as [▒▒]\n");
     free(text);
-    tensor_free(small);
-    tensor_free(t);
+    FREE_ALL(small, t);
 }
 
 Test(heatmap_terminal, terminal_view_wraps_wide_rows)

@@ -84,11 +84,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
         OK(tensor_narrow(want_w, 3, 0, start + n, &w_cols));
         err = rel_error(m.weights, w_cols);
         cr_assert(err <= 1e-12, "weights at %zu: %g", start, err);
-        tensor_free(rows);
-        tensor_free(out);
-        tensor_free(want);
-        tensor_free(want_w);
-        tensor_free(w_cols);
+        FREE_ALL(rows, out, want, want_w, w_cols);
         start += n;
     }
     cr_assert_eq(start, c->T);
@@ -121,9 +117,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
         }
     kv_cache_free(&cache);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(full);
-    tensor_free(full_w);
+    FREE_ALL(x, full, full_w);
     gsl_rng_free(r);
 }
 
@@ -167,8 +161,7 @@ Test(kvcache, the_trace_shows_the_cache_growing)
                            want[i], text);
     cr_assert_eq(strncmp(text, want[0], strlen(want[0])), 0);
     capture_free(&c);
-    tensor_free(out);
-    tensor_free(x);
+    FREE_ALL(out, x);
     kv_cache_free(&cache);
     multihead_free(&m);
 }
@@ -220,8 +213,7 @@ Test(kvcache, errors)
     kv_cache_free(&wrong);
     kv_cache_free(&cache);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(x3);
+    FREE_ALL(x, x3);
 }
 //<
 
@@ -324,8 +316,7 @@ Test(kvcache, allocation_failures)
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
         cr_assert_null(out);
     }
-    tensor_free(out);
-    tensor_free(x);
+    FREE_ALL(out, x);
     kv_cache_free(&cache);
     multihead_free(&m);
 }

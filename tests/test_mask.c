@@ -77,10 +77,7 @@ Test(mask, merge_adds_with_broadcasting)
     OK(mask_merge(NULL, NULL, B, h, Lq, Lk, &m)); // nothing hidden
     for (size_t e = 0; e < B * h * Lq * Lk; e++)
         cr_assert_eq(m->data[e], 0.0);
-    tensor_free(m);
-    tensor_free(am);
-    tensor_free(kp);
-    tensor_free(am3);
+    FREE_ALL(m, am, kp, am3);
 }
 
 Test(mask, merge_refuses_shapes_that_do_not_fit)
@@ -93,8 +90,7 @@ Test(mask, merge_refuses_shapes_that_do_not_fit)
           "Lq, Lk) = (2, 2, 3)");
     FAILS(mask_merge(NULL, kp, 2, 1, 2, 3, &m), GSL_EBADLEN,
           "mask_merge: key_padding_mask (2, 4) must be (B, Lk) = (2, 3)");
-    tensor_free(am);
-    tensor_free(kp);
+    FREE_ALL(am, kp);
 }
 
 Test(mask, grow_adds_a_visible_key_and_empty_rows_are_found)
@@ -112,8 +108,7 @@ Test(mask, grow_adds_a_visible_key_and_empty_rows_are_found)
     for (size_t e = 0; e < 6; e++)
         cr_assert_eq(g->data[e], want[e]);
     cr_assert_eq(mask_find_empty_row(g, &n, &i), 0);
-    tensor_free(m);
-    tensor_free(g);
+    FREE_ALL(m, g);
 }
 
 /* --- the module ------------------------------------------------------ */
@@ -230,15 +225,10 @@ Test(mask, module_equals_multihead_forward_where_both_apply)
         OK(multihead_forward(&m, q, k, v, lens, &want));
         assert_near(out->data, want->data, tensor_numel(want), 1e-12, "out");
         assert_near(w->data, m.weights->data, tensor_numel(w), 1e-14, "A");
-        tensor_free(out);
-        tensor_free(w);
-        tensor_free(want);
+        FREE_ALL(out, w, want);
         multihead_free(&m);
     }
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
+    FREE_ALL(q, k, v, lens);
     gsl_rng_free(r);
 }
 
@@ -281,8 +271,7 @@ Test(mask, module_equals_plain_loops_with_every_option)
         cr_assert_eq(w->shape[3], Lk2);
         assert_near(out->data, want_out, NB * NQ * 6, 1e-12, "out");
         assert_near(w->data, want_w, NB * NH * NQ * Lk2, 1e-14, "A");
-        tensor_free(out);
-        tensor_free(w);
+        FREE_ALL(out, w);
         // averaged: the mean of the heads
         opt.average_weights = 1;
         OK(multihead_forward_masked(&m, q, k, v, &opt, &out, &w));
@@ -295,17 +284,10 @@ Test(mask, module_equals_plain_loops_with_every_option)
                         mean += want_w[((b * NH + hd) * NQ + i) * Lk2 + j] / NH;
                     cr_assert_float_eq(*TENSOR_AT(w, b, i, j), mean, 1e-14);
                 }
-        tensor_free(out);
-        tensor_free(w);
-        tensor_free(am);
-        tensor_free(kp);
-        tensor_free(bk);
-        tensor_free(bv);
+        FREE_ALL(out, w, am, kp, bk, bv);
         multihead_free(&m);
     }
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
     gsl_rng_free(r);
 }
 
@@ -340,12 +322,7 @@ Test(mask, an_empty_row_is_refused_before_any_product)
     for (size_t n = 0; n < NB; n++)
         for (size_t hd = 0; hd < NH; hd++)
             cr_assert_eq(*TENSOR_AT(w, n, hd, 2, NK), 1.0);
-    tensor_free(out);
-    tensor_free(w);
-    tensor_free(am);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(out, w, am, q, k, v);
     multihead_free(&m);
     gsl_rng_free(r);
 }

@@ -205,13 +205,11 @@ static void decode_in_pieces(const mla_case *k, const size_t *sizes,
                               "path %d, position %zu, feature %zu: %.17g, "
                               "forward %.17g", (int)path, at + i, f, got, want);
                 }
-        tensor_free(piece);
-        tensor_free(y);
+        FREE_ALL(piece, y);
         at += sizes[s];
     }
     mla_cache_free(&c);
-    tensor_free(full);
-    tensor_free(x);
+    FREE_ALL(full, x);
     mla_free(&m);
 }
 
@@ -249,8 +247,7 @@ Test(mla, the_cache_holds_the_normed_latent_and_the_turned_key)
         cr_assert(fabs(*TENSOR_AT(c.latent, 1, 3, e) - ckv[e]) < 1e-14);
     for (size_t e = 0; e < k.dr; e++)
         cr_assert(fabs(*TENSOR_AT(c.pe, 1, 3, e) - ckv[k.dc + e]) < 1e-14);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     mla_cache_free(&c);
     mla_free(&m);
 }
@@ -266,9 +263,7 @@ Test(mla, rms_norm_values)
     cr_assert(fabs(y->data[0] - 3 / r) < 1e-15);
     cr_assert(fabs(y->data[1] - 8 / r) < 1e-15);
     cr_assert(y->data[2] == 0 && y->data[3] == 0);
-    tensor_free(y);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(y, x, w);
 }
 
 Test(mla, refuses_bad_configurations)
@@ -333,10 +328,7 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
     OK(tensor_alloc(SHAPE(3), &w3));
     FAILS(mla_rms_norm(x, w3, 1e-6, &y), GSL_EBADLEN,
           "mla_rms_norm: weight (3,), expected (8,) for x (2, 5, 8)");
-    tensor_free(w3);
-    tensor_free(first);
-    tensor_free(bad);
-    tensor_free(x);
+    FREE_ALL(w3, first, bad, x);
     mla_cache_free(&c);
     mla_free(&m);
 }
@@ -394,8 +386,7 @@ Test(mla, the_trace_of_each_path)
         }
     cr_assert(found);
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     mla_free(&m);
 }
 //<

@@ -46,8 +46,7 @@ Test(model, batch_targets)
     for (int v = 0; v < 7; v++)
         kinds += seen[v];
     cr_assert_geq(kinds, 5, "30 draws from 7 tokens show most of them");
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(tok, tgt);
     gsl_rng_free(r);
 }
 
@@ -77,8 +76,7 @@ Test(model, zero_model_loss_is_log_v)
     cr_assert_eq(*TENSOR_AT(m.attn.weights, 0, 2, 0, 0), 1.0);
     cr_assert_eq(*TENSOR_AT(m.attn.weights, 0, 2, 0, 1), 0.0);
     cr_assert_float_eq(*TENSOR_AT(m.attn.weights, 0, 1, 3, 2), 0.25, 1e-15);
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(tok, tgt);
     model_free(&m);
 }
 
@@ -145,10 +143,7 @@ Test(model, gradcheck_every_parameter)
         tensor_free(num);
     }
     cr_log_info("model: worst relative error %.3g", worst);
-    tensor_free(tok);
-    tensor_free(tgt);
-    tensor_free(mask);
-    tensor_free(dmask);
+    FREE_ALL(tok, tgt, mask, dmask);
     model_free(&m);
     model_free(&g);
     gsl_rng_free(r);
@@ -186,9 +181,7 @@ Test(model, pruning_equals_masking)
           "model_prune_heads: head 4 (keep[0]) is not a head of the model");
     FAILS(model_prune_heads(&m, NULL, 0, &pruned), GSL_EINVAL,
           "model_prune_heads: keeping 0 of 4 heads; keep 1 to 4");
-    tensor_free(tok);
-    tensor_free(tgt);
-    tensor_free(mask);
+    FREE_ALL(tok, tgt, mask);
     model_free(&m);
     gsl_rng_free(r);
 }
@@ -249,9 +242,7 @@ Test(model, errors)
           "model_make_batch: batch is 0");
     cr_assert_null(t1);
     cr_assert_null(t2);
-    tensor *all[] = {tok, tgt, tok4, bad_tok};
-    for (size_t i = 0; i < 4; i++)
-        tensor_free(all[i]);
+    FREE_ALL(tok, tgt, tok4, bad_tok);
     model_free(&m);
     model_free(&other);
     gsl_rng_free(r);
@@ -301,8 +292,7 @@ Test(model, every_allocation_may_fail)
         }
         cr_assert_eq(status, GSL_ENOMEM);
     }
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(tok, tgt);
     model_free(&m);
     model_free(&g);
     gsl_rng_free(r);
@@ -338,9 +328,7 @@ Test(model, predictions_agree_with_the_score)
         cr_assert_eq(status, GSL_ENOMEM);
         cr_assert_null(ans);
     }
-    tensor_free(ans);
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(ans, tok, tgt);
     model_free(&m);
     gsl_rng_free(r);
 }

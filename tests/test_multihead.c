@@ -44,9 +44,7 @@ ParameterizedTest(struct split_case *c, heads, transpose_index_map)
     OK(transpose_output(heads, c->h, &back));
     cr_assert(tensor_same_shape(back, x));
     cr_assert_eq(rel_error(back, x), 0.0);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
+    FREE_ALL(x, heads, back);
 }
 
 /* With B = 1 the whole split is views; with B > 1 the last reshape copies
@@ -60,10 +58,7 @@ Test(heads, transpose_qkv_views_and_copies)
     OK(transpose_qkv(x2, 8, &h2));
     cr_assert(tensor_shares_buffer(h1, x1));
     cr_assert(!tensor_shares_buffer(h2, x2));
-    tensor_free(x1);
-    tensor_free(x2);
-    tensor_free(h1);
-    tensor_free(h2);
+    FREE_ALL(x1, x2, h1, h2);
 }
 
 /* d2l's walk, (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2)
@@ -102,11 +97,7 @@ Test(heads, transpose_trace_of_the_seeds)
     cr_assert(!tensor_shares_buffer(joined, fresh));
     cr_assert_eq(rel_error(joined, x), 0.0);
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
-    tensor_free(fresh);
-    tensor_free(joined);
+    FREE_ALL(x, heads, back, fresh, joined);
 }
 
 Test(heads, transpose_errors)
@@ -129,8 +120,7 @@ Test(heads, transpose_errors)
     FAILS(transpose_output(x2, 2, &out), GSL_EINVAL,
           "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
           "(B*h, n, p)");
-    tensor_free(x);
-    tensor_free(x2);
+    FREE_ALL(x, x2);
 }
 
 /* Chapter 06's wrong turn, by hand.  x is (B, n, d_model) = (1, 2, 4),
@@ -157,9 +147,7 @@ Test(heads, straight_reshape_puts_one_position_in_a_head)
                 cr_expect_eq(*TENSOR_AT(wrong, r, i, j), want_wrong[k],
                              "straight reshape [%zu, %zu, %zu]", r, i, j);
             }
-    tensor_free(x);
-    tensor_free(right);
-    tensor_free(wrong);
+    FREE_ALL(x, right, wrong);
 }
 
 /* The same values attended with keys all zero: every weight is 1/2, so
@@ -185,10 +173,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
     for (size_t i = 0; i < 8; i++)
         cr_expect_float_eq(out->data[i], want_right[i], 1e-12, "right [%zu]",
                            i);
-    tensor_free(vh);
-    tensor_free(kh);
-    tensor_free(o);
-    tensor_free(out);
+    FREE_ALL(vh, kh, o, out);
 
     OK(tensor_reshape(v, DIMS(2, 2, 2), NULL, &vh));
     OK(tensor_reshape(k, DIMS(2, 2, 2), NULL, &kh));
@@ -198,12 +183,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
     for (size_t i = 0; i < 8; i++)
         cr_expect_float_eq(out->data[i], want_wrong[i], 1e-12, "wrong [%zu]",
                            i);
-    tensor_free(vh);
-    tensor_free(kh);
-    tensor_free(o);
-    tensor_free(out);
-    tensor_free(v);
-    tensor_free(k);
+    FREE_ALL(vh, kh, o, out, v, k);
     dot_attention_free(&attn);
 }
 
@@ -220,8 +200,7 @@ Test(heads, repeat_interleave_order_1d)
     double want[] = {3, 3, 2, 2, 5, 5};
     for (size_t r = 0; r < 6; r++)
         cr_assert_eq(out->data[r], want[r], "row %zu", r);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(lens, out);
 }
 
 Test(heads, repeat_interleave_order_2d)
@@ -238,8 +217,7 @@ Test(heads, repeat_interleave_order_2d)
             for (size_t j = 0; j < 3; j++)
                 cr_assert_eq(*TENSOR_AT(out, b * 3 + i, j),
                              (double)(b * 3 + j + 1));
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(lens, out);
 }
 
 Test(heads, repeat_errors)
@@ -399,13 +377,7 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
     cr_assert(err <= 1e-12, "weights relative error %g", err);
 
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(want);
-    tensor_free(want_w);
+    FREE_ALL(q, k, v, lens, out, want, want_w);
     gsl_rng_free(r);
 }
 
@@ -438,10 +410,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
                     cr_assert(fabs(*TENSOR_AT(m.weights, b, hd, i, t) - want) <= 1e-15);
                 }
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(x, y, lens, out);
     gsl_rng_free(r);
 }
 
@@ -503,14 +472,7 @@ Test(heads, input_errors)
           "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
     cr_assert_null(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(q2);
-    tensor_free(lens_bad);
-    tensor_free(lens_big);
-    tensor_free(lens_2d);
+    FREE_ALL(q, k, v, v_short, q2, lens_bad, lens_big, lens_2d);
 }
 
 /* Every allocation of a forward pass may fail: each failure is reported
@@ -531,8 +493,7 @@ Test(heads, allocation_failures)
     cr_assert_gt(failures, 10);
     tensor_free(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
 }
 
 /* Chapter 09's claim: h separate heads whose projections are rows
@@ -594,13 +555,7 @@ Test(heads, separate_heads_equal_the_module)
 
     dot_attention_free(&a);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(concat);
-    tensor_free(joined);
+    FREE_ALL(q, k, v, lens, out, concat, joined);
     gsl_rng_free(r);
 }
 
@@ -642,10 +597,7 @@ Test(heads, module_trace_shapes)
     }
     capture_free(&c);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(x, y, lens, out);
 }
 
 /* NaN and infinity are refused at the module's door, naming the element;
@@ -681,9 +633,7 @@ Test(heads, non_finite_inputs_are_refused)
           "multihead: b_v[2] = nan; b_v must be finite (b_v (4,))");
     m.W_v.bias->data[2] = 0;
     OK(multihead_forward(&m, q, k, k, NULL, &out));
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(out, q, k);
     multihead_free(&m);
 }
 
@@ -711,10 +661,7 @@ Test(heads, huge_finite_inputs_give_finite_outputs)
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 0), 1.0);
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 1), 2.0);
     cr_assert_eq(*TENSOR_AT(m.weights, 0, 0, 0, 1), 0.0);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(out);
+    FREE_ALL(q, k, v, out);
     multihead_free(&m);
 }
 //<
@@ -754,9 +701,7 @@ static void opt_setup_init(opt_setup *s)
 
 static void opt_setup_free(opt_setup *s)
 {
-    tensor *all[] = {s->q, s->k, s->v, s->lens};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(s->q, s->k, s->v, s->lens);
     multihead_free(&s->m);
 }
 
@@ -962,9 +907,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
                 cr_assert_eq(*TENSOR_AT(c.concat, b, l, j),
                              m3[j / p] * *TENSOR_AT(c.heads, b * h + j / p,
                                                     l, j % p));
-    tensor_free(mask);
-    tensor_free(out);
-    tensor_free(cached);
+    FREE_ALL(mask, out, cached);
     steps_free(&st);
     steps_free(&plain);
     multihead_cache_free(&c);
@@ -1008,9 +951,7 @@ Test(heads, no_options_is_the_plain_forward)
     cr_assert_not_null(line, "%s", text);
     cr_assert_not_null(strstr(line, "\n  transpose_output(h=3)"), "%s", text);
     capture_free(&cap);
-    tensor *all[] = {plain, none, ones, masked};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(plain, none, ones, masked);
     multihead_cache_free(&c);
     opt_setup_free(&s);
 }
@@ -1036,8 +977,7 @@ Test(heads, options_without_a_cache)
     s.m.attention.dropout = 0.25;
     multihead_train(&s.m, 1, r);
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, NULL, &out));
-    tensor_free(out);
-    tensor_free(mask2);
+    FREE_ALL(out, mask2);
     gsl_rng_free(r);
     opt_setup_free(&s);
 }

@@ -99,10 +99,7 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
     }
     OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast));
     cr_assert(rel_error(fast, copy) <= 1e-12);
-    tensor_free(fast);
-    tensor_free(copy);
-    tensor_free(copy_weights);
-    tensor_free(naive);
+    FREE_ALL(fast, copy, copy_weights, naive);
 }
 
 ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
@@ -135,11 +132,7 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
                     lens ? lens->data : NULL, c->lens == 2, want->data, NULL);
     check_paths(&m, q, k, v, lens, want);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(want);
+    FREE_ALL(q, k, v, lens, want);
     gsl_rng_free(r);
 }
 
@@ -196,13 +189,7 @@ Test(mha_fast, strided_inputs)
                     want->data, NULL);
     check_paths(&m, x, k, k, NULL, want);
     multihead_free(&m);
-    tensor_free(big);
-    tensor_free(x);
-    tensor_free(t);
-    tensor_free(kt);
-    tensor_free(xc);
-    tensor_free(kc);
-    tensor_free(want);
+    FREE_ALL(big, x, t, kt, xc, kc, want);
     gsl_rng_free(r);
 }
 
@@ -241,10 +228,7 @@ Test(mha_fast, trace)
         "  W_o: x W^T + b         new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, d_model)\n");
     capture_free(&c);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(kv);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(q, kv, lens, out);
 }
 
 Test(mha_fast, errors)
@@ -276,9 +260,7 @@ Test(mha_fast, errors)
     tensor_free(out);
     gsl_rng_free(r);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
 }
 
 /* Each allocation of either path may fail: GSL_ENOMEM, NULL out, no
@@ -302,8 +284,7 @@ Test(mha_fast, allocation_failures)
         tensor_free(out);
     }
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
 }
 
 /* Finite inputs whose arithmetic overflows: refused with GSL_ERANGE and
@@ -332,9 +313,7 @@ static void overflow_case(double q, double k, double v, const char *fast,
     cr_assert_null(m.weights);
     FAILS(multihead_forward(&m, tq, tk, tv, NULL, &out), GSL_ERANGE, copy);
     cr_assert_null(out);
-    tensor_free(tq);
-    tensor_free(tk);
-    tensor_free(tv);
+    FREE_ALL(tq, tk, tv);
     multihead_free(&m);
 }
 

@@ -97,8 +97,7 @@ Test(posenc, add_to_every_example)
     OK(tensor_alloc(SHAPE(3, 4), &flat));
     FAILS(posenc_add(flat, &y), GSL_EINVAL,
           "posenc_add: x has shape (3, 4), expected 3 dimensions (B, L, d)");
-    tensor_free(flat);
-    tensor_free(x);
+    FREE_ALL(flat, x);
 }
 
 /* --- rotary embeddings ---------------------------------------------- */
@@ -137,9 +136,7 @@ Test(rope, apply_by_hand)
     tensor *back;
     OK(rope_apply_inverse(y, 4, 5, 10000, &back));
     cr_assert_leq(rel_error(back, x), 1e-15);
-    tensor_free(back);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(back, y, x);
 }
 
 /* The scores of turned vectors depend on the distance between their
@@ -166,8 +163,7 @@ Test(rope, scores_see_relative_positions)
             first = s;
         cr_assert_float_eq(s, first, 1e-12, "m %ld n %ld: %.17g vs %.17g",
                            pairs[t][0], pairs[t][1], s, first);
-        tensor_free(qr);
-        tensor_free(kr);
+        FREE_ALL(qr, kr);
     }
     /* and a different distance gives a different score */
     tensor *qr, *kr;
@@ -177,10 +173,7 @@ Test(rope, scores_see_relative_positions)
     for (size_t j = 0; j < p; j++)
         s += qr->data[j] * kr->data[j];
     cr_assert_gt(fabs(s - first), 1e-3);
-    tensor_free(qr);
-    tensor_free(kr);
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(qr, kr, q, k);
     gsl_rng_free(r);
 }
 
@@ -214,8 +207,7 @@ Test(rope, halves_are_interleaved_permuted)
                                1e-14);
         }
     }
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     gsl_rng_free(r);
 }
 
@@ -231,9 +223,7 @@ Test(rope, reads_any_strides)
     OK(rope_apply(xt, 2, 1, 100, &a));
     OK(rope_apply(xc, 2, 1, 100, &b));
     cr_assert_eq(rel_error(a, b), 0.0);
-    tensor *all[] = {x, xt, xc, a, b};
-    for (size_t i = 0; i < 5; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, xt, xc, a, b);
     gsl_rng_free(r);
 }
 
@@ -262,8 +252,7 @@ Test(rope, errors)
           "(x (2, 3, 6))");
     FAILS(rope_apply(flat, 2, 0, 10000, &y), GSL_EINVAL,
           "rope_apply: x has shape (3, 6), expected 3 dimensions (B, L, n*p)");
-    tensor_free(x);
-    tensor_free(flat);
+    FREE_ALL(x, flat);
 }
 
 //> full
@@ -283,8 +272,7 @@ Test(rope, trace_and_shapes_alone)
                      "              (B, Lq, d_model)\n");
     capture_free(&c);
     cr_assert(tensor_is_meta(y));
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
 }
 //<
 
@@ -295,8 +283,7 @@ Test(rope, every_allocation_may_fail)
     size_t allocs;
     OK_AFTER_ENOMEM(rope_apply(x, 2, 0, 10000, &y), y, "rope_apply: ", allocs);
     cr_assert_geq(allocs, 2); // out, theta
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* --- the module's rope option --------------------------------------- */
@@ -368,12 +355,9 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
     m.cfg.rope = 0;
     OK(multihead_forward(&m, q, k, v, lens, &plain));
     cr_assert_gt(rel_error(plain, copy), 1e-6, "case B %zu Lq %zu: %g", rc->B, rc->Lq, rel_error(plain, copy));
-    tensor *all[] = {copy, fast, naive, plain, lens, q};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(copy, fast, naive, plain, lens, q);
     if (!rc->self) {
-        tensor_free(k);
-        tensor_free(v);
+        FREE_ALL(k, v);
     }
     multihead_free(&m);
     gsl_rng_free(r);
@@ -406,8 +390,7 @@ Test(rope, an_overflowing_projection_is_named_before_its_rotation)
           "inf from finite inputs (Q (1, 2, 2))");
     cr_assert_null(out);
 //<
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(q, k);
     multihead_free(&m);
 }
 
@@ -459,9 +442,7 @@ Test(rope, module_weights_by_hand)
     for (size_t t = 0; t < LK; t++)
         cr_assert_float_eq(*TENSOR_AT(m.weights, 0, 0, 0, t),
                            exp(s[t] - mx) / sum, 1e-14, "weight %zu", t);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(out);
+    FREE_ALL(q, k, out);
     multihead_free(&m);
     gsl_rng_free(r);
 }
@@ -524,9 +505,7 @@ Test(rope, module_trace_shapes_alone)
     cr_assert_str_eq(log.records[found - 1].op, "W_k: x W^T");
     cr_assert(tensor_is_meta(out));
     trace_log_free(&log);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(out);
+    FREE_ALL(q, k, out);
     multihead_free(&m);
 }
 //<

@@ -70,9 +70,7 @@ Test(trace, transpose_qkv_and_back)
     cr_assert_eq(f->data, x->data);
     for (size_t k = 0; k < 32; k++)
         cr_assert_eq(*TENSOR_AT(f, 0, k / 16, k % 16), (double)k);
-    tensor_free(f);
-    tensor_free(q);
-    tensor_free(x);
+    FREE_ALL(f, q, x);
 }
 //<
 
@@ -101,8 +99,7 @@ Test(trace, transpose_output_of_new_numbers)
             for (size_t k = 0; k < 2; k++)
                 cr_assert_eq(*TENSOR_AT(f, 0, i, 2 * j + k),
                              (double)(4 * j + 2 * i + k));
-    tensor_free(f);
-    tensor_free(o);
+    FREE_ALL(f, o);
 }
 //<
 
@@ -123,8 +120,7 @@ Test(trace, transpose_qkv_batch_of_two)
         "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
         "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
     capture_free(&c);
-    tensor_free(q);
-    tensor_free(x);
+    FREE_ALL(q, x);
 }
 //<
 
@@ -143,10 +139,7 @@ Test(trace, contiguous_and_view)
         "contiguous()             copy  (3, 2) -> (3, 2)                    (d, n)\n"
         "view(-1)                 view  (3, 2) -> (6,)                      (d*n,)\n");
     capture_free(&c);
-    tensor_free(v);
-    tensor_free(y);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(v, y, t, x);
 }
 
 /* Each thread has its own trace: a step another thread runs reaches
@@ -161,8 +154,7 @@ static void *reshape_in_a_thread(void *arg)
     OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
     /* left open: only this thread's depth is 1 */
     trace_log_stop(log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     return NULL;
 }
 
@@ -185,8 +177,7 @@ Test(trace, each_thread_has_its_own)
     cr_assert_eq(mine.records[0].seq, 0);
     trace_log_free(&mine);
     trace_log_free(&theirs);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* Unnamed tensors have no symbolic column, and 1-D shapes keep their
@@ -206,10 +197,7 @@ Test(trace, unnamed_and_one_dimensional)
         "permute(0)               view  (8,) -> (8,)\n"
         "reshape(4, 2)            view  (8,) -> (4, 2)\n");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 //> 02
@@ -232,9 +220,7 @@ Test(trace, linear_layer)
         "W_q: x W^T + b           new   (2, 3, 4) -> (2, 3, 6)              (B, n, d_model)\n"
         "W_o: x W^T               new   (2, 3, 4) -> (2, 3, 6)              (B, n, 6)\n");
     capture_free(&c);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(z, y, x);
     linear_free(&l);
 }
 //<
@@ -303,8 +289,7 @@ Test(trace, library_steps_in_a_block)
         "transpose_qkv(h=8)             (1, 2, 16) -> (8, 2, 2)\n"
         "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)\n");
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -396,10 +381,7 @@ Test(trace, off_writes_nothing)
     trace_end();
     cr_assert_str_eq(capture_end(&c), "");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 /* Switching off inside a block and back on keeps the depth: blocks opened
@@ -517,8 +499,7 @@ Test(trace, records_hold_the_steps)
     cr_assert_str_eq(r[3].output.names[0], "B*h");
     cr_assert_str_eq(r[3].output.names[2], "d_model/h");
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -551,8 +532,7 @@ Test(trace, text_is_one_line_per_record)
         "  reshape(-1, 4, 2)      copy  (2, 3, 4, 2) -> (6, 4, 2)\n");
     trace_log_free(&log);
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -585,8 +565,7 @@ Test(trace, json_lines)
         x->id, y->id);
     cr_assert_str_eq(capture_end(&c), expect);
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* Steps inside a quiet scope are not shown, nested scopes included, and
@@ -616,10 +595,7 @@ Test(trace, quiet_scopes)
         "  contiguous()           copy  (3, 2) -> (3, 2)\n"
         "# shown\n");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 /* The op text: printf's conversions and the trace's own three. */
@@ -723,10 +699,7 @@ Test(trace, every_step_of_the_module_is_a_record)
     cr_assert_eq(i, log.count, "%zu lines, %zu records", i, log.count);
     cr_assert_eq(log.count, 26);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(vl);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(out, vl, y, x);
     multihead_free(&m);
 }
 //<
@@ -758,11 +731,7 @@ Test(trace, meta_tensors_have_no_numbers)
     tensor_print(c.f, x, 4);
     cr_assert_str_eq(capture_end(&c), "tensor(..., size=(2, 3, 4), device='meta')\n");
     capture_free(&c);
-    tensor_free(n);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(n, w, z, y, x);
 }
 //<
 
@@ -794,8 +763,7 @@ Test(trace, a_shape_only_module_of_any_size)
     cr_assert_str_eq(trace_format_text(&log.records[5], line, sizeof line),
         "    reshape(-1, 4096, 128) copy  (8, 96, 4096, 128) -> (768, 4096, 128)  (B*h, Lq, d_model/h)");
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(x);
+    FREE_ALL(out, x);
     multihead_free(&m);
 }
 //<
@@ -836,9 +804,7 @@ Test(trace, side_inputs_stay_out_of_the_text_line)
                        "%s", json);
     capture_free(&c);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(scores);
+    FREE_ALL(out, lens, scores);
 }
 //<
 
@@ -907,11 +873,7 @@ static void run_case(const meta_case *c, int meta, int meta_lens,
     trace_log_stop(log);
     cr_assert_not(log->failed);
     cr_assert_eq(tensor_is_meta(out), meta);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(v);
-    tensor_free(k);
-    tensor_free(q);
+    FREE_ALL(out, lens, v, k, q);
     multihead_free(&m);
 }
 //<
@@ -1245,10 +1207,7 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
                      "variant %d: %zu steps of %zu", c->B, c->Lq, c->Lk,
                      c->D, c->h, c->G, variant, k, e.n);
         trace_log_free(&log);
-        tensor_free(out);
-        tensor_free(vl);
-        tensor_free(y);
-        tensor_free(x);
+        FREE_ALL(out, vl, y, x);
         multihead_free(&m);
     }
 }
@@ -1278,10 +1237,7 @@ static char *d2l_graph(int self, int depth)
     trace_write_dot(c.f, &log, depth);
     capture_end(&c);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(kv);
-    tensor_free(q);
+    FREE_ALL(out, lens, kv, q);
     multihead_free(&m);
     return c.text;
 }
@@ -1407,10 +1363,7 @@ Test(trace, dot_kinds_of_steps_made_of_steps)
         "}\n");
     capture_free(&cap);
     trace_log_free(&log);
-    tensor_free(c);
-    tensor_free(b);
-    tensor_free(a);
-    tensor_free(x);
+    FREE_ALL(c, b, a, x);
 }
 
 /* Quotes and backslashes in an op are escaped for dot. */
@@ -1431,8 +1384,7 @@ Test(trace, dot_escapes_labels)
                        "%s", cap.text);
     capture_free(&cap);
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* An input read under one name by the module and again by a step inside
@@ -1470,10 +1422,7 @@ Test(trace, dot_names_an_input_once)
         cr_assert_not_null(strstr(dot, "  in2 -> s6 [label=\"(2,)\"];\n"), "%s", dot);
         capture_free(&c);
         trace_log_free(&log);
-        tensor_free(out);
-        tensor_free(lens);
-        tensor_free(kv);
-        tensor_free(q);
+        FREE_ALL(out, lens, kv, q);
         multihead_free(&m);
     }
 }
