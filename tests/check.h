@@ -41,6 +41,15 @@ static inline void free_all(tensor **t, size_t n)
              sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
 
 //> 08
+/* Initialise *m for self-attention: queries, keys and values of `size`
+ * features, the configuration's other fields as named after it:
+ * SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1). */
+#define SELF_MODULE(m, size, ...)                                             \
+    OK(multihead_init((m), &(multihead_config){.query_size = (size),          \
+                                               .key_size = (size),            \
+                                               .value_size = (size),          \
+                                               __VA_ARGS__}))
+
 /* Biases drawn uniform in (-0.5, 0.5) on all four layers, W_q, W_k, W_v,
  * W_o in that order (Xavier leaves them at zero: this makes them count). */
 static inline void random_biases(multihead *m, gsl_rng *r)

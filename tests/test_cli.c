@@ -517,10 +517,7 @@ static void trace_in_process(size_t B, size_t Lq, size_t Lk, size_t D,
                              size_t h, const double *lens, trace_log *log)
 {
     multihead m;
-    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h,
-                            .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, D, .num_hiddens = D, .num_heads = h, .shape_only = 1);
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
     OK(tensor_alloc_meta(SHAPE(B, Lq, D), &x));
     OK(tensor_alloc_meta(SHAPE(B, Lk, D), &y));

@@ -312,10 +312,8 @@ Test(gqa, folding_equals_repeat_interleave)
     const size_t B = 2, Lq = 3, Lk = 5, h = 6, G = 2, p = 2, group = h / G;
     gsl_rng *r = mha_rng_new(8);
     multihead m;
-    multihead_config cfg = {.query_size = 12, .key_size = 12, .value_size = 12,
-                            .num_hiddens = h * p, .num_heads = h,
-                            .kv_heads = G, .causal = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 12, .num_hiddens = h * p, .num_heads = h, .kv_heads = G,
+                    .causal = 1);
     tensor *qh = normal(SHAPE(B * h, Lq, p), r);
     tensor *kh = normal(SHAPE(B * G, Lk, p), r);
     tensor *vh = normal(SHAPE(B * G, Lk, p), r);

@@ -126,9 +126,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
 Test(kvcache, the_trace_shows_the_cache_growing)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1);
     kv_cache cache;
     OK(kv_cache_init(&cache, 2, 1, 2, 4));
     tensor *x, *out;
@@ -171,9 +169,7 @@ Test(kvcache, the_trace_shows_the_cache_growing)
 Test(kvcache, errors)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1);
     kv_cache cache, wrong;
     FAILS(kv_cache_init(&cache, 2, 0, 2, 4), GSL_EINVAL,
           "kv_cache_init: batch 2, kv_heads 0, head_size 2 and capacity 4 "
@@ -255,9 +251,7 @@ Test(kvcache, an_overflow_is_named_by_its_stage)
 Test(kvcache, the_weights_are_checked_at_the_first_step)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2);
     kv_cache cache;
     OK(kv_cache_init(&cache, 1, 2, 2, 3));
     tensor *x, *out;
@@ -288,10 +282,8 @@ Test(kvcache, the_weights_are_checked_at_the_first_step)
 Test(kvcache, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1,
-                            .causal = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1,
+                    .causal = 1);
     kv_cache cache;
     OK(kv_cache_init(&cache, 2, 1, 2, 8));
     tensor *x, *out;

@@ -480,9 +480,7 @@ Test(heads, input_errors)
 Test(heads, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
@@ -605,9 +603,7 @@ Test(heads, module_trace_shapes)
 Test(heads, non_finite_inputs_are_refused)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *k, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 4), &k));
@@ -642,9 +638,7 @@ Test(heads, non_finite_inputs_are_refused)
 Test(heads, huge_finite_inputs_give_finite_outputs)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 2, .num_hiddens = 2, .num_heads = 1);
     /* identity projections: scores are q . k / sqrt(2) */
     double eye[] = {1, 0, 0, 1};
     memcpy(m.W_q.weight->data, eye, sizeof eye);

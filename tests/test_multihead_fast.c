@@ -172,9 +172,7 @@ Test(mha_fast, strided_inputs)
 {
     gsl_rng *r = mha_rng_new(5);
     multihead m;
-    multihead_config cfg = {.query_size = 8, .key_size = 8, .value_size = 8,
-                            .num_hiddens = 8, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 2, .bias = 1);
     multihead_reset_xavier(&m, r);
     tensor *big = normal_tensor(SHAPE(2, 10, 8), r, 1.0);
     tensor *x, *kt, *k, *xc, *kc, *want;
@@ -198,9 +196,7 @@ Test(mha_fast, strided_inputs)
 Test(mha_fast, trace)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *kv, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 4), &kv));
@@ -268,9 +264,7 @@ Test(mha_fast, errors)
 Test(mha_fast, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));

@@ -368,9 +368,7 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
 Test(rope, an_overflowing_projection_is_named_before_its_rotation)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1, .rope = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 2, .num_hiddens = 2, .num_heads = 1, .rope = 1);
     tensor_fill(m.W_q.weight, 1);
     tensor_fill(m.W_k.weight, 1);
     tensor_fill(m.W_v.weight, 1);
@@ -479,10 +477,8 @@ Test(rope, module_refuses)
 Test(rope, module_trace_shapes_alone)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 8, .key_size = 8, .value_size = 8,
-                            .num_hiddens = 8, .num_heads = 2, .rope = 1,
-                            .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 2, .rope = 1,
+                    .shape_only = 1);
     tensor *q, *k, *out;
     OK(tensor_alloc_meta(SHAPE(1, 2, 8), &q));
     OK(tensor_alloc_meta(SHAPE(1, 5, 8), &k));

@@ -113,9 +113,7 @@ static int run_module(int caller, const tensor *q, const tensor *k,
                       const tensor *v)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     multihead_cache c = {0};
     tensor *out = (tensor *)1;
     int status =

@@ -582,9 +582,7 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
 Test(window, the_trace_shows_the_slots)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .window = 2};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .window = 2);
     window_cache c;
     OK(window_cache_init(&c, 1, 2, 2, 2, 0));
     tensor *x, *y;
