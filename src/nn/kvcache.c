@@ -28,21 +28,31 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                         "kv_cache_init: batch %zu, kv_heads %zu, head_size "
                         "%zu and capacity %zu must all be >= 1",
                         batch, kv_heads, head_size, capacity);
-    int status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
-                              &c->keys);
+    *c = (kv_cache){.batch = batch, .kv_heads = kv_heads,
+                    .head_size = head_size, .capacity = capacity};
+    int status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
+                                  "B, G, capacity, d_model/h", &c->keys,
+                                  &c->values);
+    if (status)
+        memset(c, 0, sizeof *c);
+    return status;
+}
+
+int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
+                     size_t head_size, const char *names, tensor **keys,
+                     tensor **values)
+{
+    *values = NULL;
+    int status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), keys);
     if (!status)
-        status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
-                              &c->values);
+        status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), values);
     if (status) {
-        kv_cache_free(c);
+        tensor_free(*keys);
+        *keys = NULL;
         return status;
     }
-    tensor_set_names(c->keys, "B, G, capacity, d_model/h");
-    tensor_set_names(c->values, "B, G, capacity, d_model/h");
-    c->batch = batch;
-    c->kv_heads = kv_heads;
-    c->head_size = head_size;
-    c->capacity = capacity;
+    tensor_set_names(*keys, names);
+    tensor_set_names(*values, names);
     return GSL_SUCCESS;
 }
 

@@ -67,6 +67,14 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                   size_t head_size, size_t capacity);
 void kv_cache_free(kv_cache *c);
 
+/* The storage of a key-value cache, here and in the window and paged
+ * caches: *keys and *values, each (rows, G, cols, p), zero, their axes
+ * named `names`.  On failure neither is allocated (both NULL).
+ * GSL_ENOMEM. */
+int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
+                     size_t head_size, const char *names, tensor **keys,
+                     tensor **values);
+
 /* Headers of views (B, G, length, p) of the filled positions of the
  * storage, written into *keys and *values (each may be NULL).  Like
  * tensor_named's, they share the storage without a count of their own:

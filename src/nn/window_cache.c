@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "tensor/tensor_trace.h"
+#include "nn/kvcache.h"
 #include "nn/window.h"
 
 int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
@@ -25,11 +26,11 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
                         "head_size %zu and window %zu must all be >= 1",
                         batch, kv_heads, head_size, window);
     size_t slots = keep + window;
-    int status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
-                              &c->keys);
-    if (!status)
-        status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
-                              &c->values);
+    *c = (window_cache){.batch = batch, .kv_heads = kv_heads,
+                        .head_size = head_size, .window = window,
+                        .keep = keep, .slots = slots};
+    int status = kv_storage_alloc(batch, kv_heads, slots, head_size, NULL,
+                                  &c->keys, &c->values);
     if (!status && !(c->pos = mha_malloc(slots, sizeof *c->pos,
                                          "window_cache_init")))
         status = GSL_ENOMEM;
@@ -39,12 +40,6 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
     }
     for (size_t s = 0; s < slots; s++)
         c->pos[s] = -1; // empty
-    c->batch = batch;
-    c->kv_heads = kv_heads;
-    c->head_size = head_size;
-    c->window = window;
-    c->keep = keep;
-    c->slots = slots;
     return GSL_SUCCESS;
 }
 
