@@ -174,6 +174,49 @@ static int append(tensor *storage, const tensor *heads, size_t length,
     return status;
 }
 
+int kv_step_project(multihead *m, const tensor *x, size_t start,
+                    const char *who, kv_step *s)
+{
+    tensor x_in = tensor_named(x, "B, n, d_q");
+    // 1. project the new positions
+    int status = linear_forward(&m->W_q, &x_in, &s->q);
+    if (!status)
+        status = linear_forward(&m->W_k, &x_in, &s->k);
+    if (!status)
+        status = linear_forward(&m->W_v, &x_in, &s->v);
+    // 2. with rope, q and k turned by position: the new rows are positions
+    //    start .. start+n-1, the same angles the whole-sequence forward
+    //    gives them (multihead_rope)
+    if (!status)
+        status = multihead_rope(m, &s->q, (long)start, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &s->k, (long)start, who, "K");
+    // 3. split: h query heads, G key-value heads
+    if (!status)
+        status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
+/*< 17
+    if (!status)
+        status = transpose_qkv(s->k, m->cfg.num_heads, &s->kh);
+    if (!status)
+        status = transpose_qkv(s->v, m->cfg.num_heads, &s->vh);
+*/
+//> 17
+    if (!status)
+        status = multihead_split_kv(m, s->k, "K", &s->kh);
+    if (!status)
+        status = multihead_split_kv(m, s->v, "V", &s->vh);
+//<
+    return status;
+}
+
+void kv_step_free(kv_step *s)
+{
+    tensor *made[] = {s->q, s->k, s->v, s->qh, s->kh, s->vh};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    memset(s, 0, sizeof *s);
+}
+
 int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
                           tensor **out)
 {
@@ -189,55 +232,27 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
 //> 17
     G = m->cfg.kv_heads;
 //<
-    tensor x_in = tensor_named(x, "B, n, d_q");
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
                 c->length, t - 1);
-    tensor *q = NULL, *k = NULL, *v = NULL;      // (B, n, d_model), (B, n, G*p)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, n, p), (B*G, n, p)
+    kv_step s = {0};                             // the new positions' heads
     tensor *keys = NULL, *values = NULL;         // (B*G, t, p), the cache
     tensor *rows = NULL, *lens = NULL;           // (B, n), (B*h, n)
     tensor *heads = NULL, *concat = NULL;        // (B*h, n, p), (B, n, d_model)
-    // 1. project the new positions
-    status = linear_forward(&m->W_q, &x_in, &q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &v);
-    // 2. with rope, q and k turned by position: the new rows are positions
-    //    c->length .. t-1, the same angles the whole-sequence forward gives
-    //    them (multihead_rope)
-    if (!status)
-        status = multihead_rope(m, &q, (long)c->length, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &k, (long)c->length, who, "K");
-    // 3. split: h query heads, G key-value heads
-    if (!status)
-        status = transpose_qkv(q, h, &qh);
-/*< 17
-    if (!status)
-        status = transpose_qkv(k, h, &kh);
-    if (!status)
-        status = transpose_qkv(v, h, &vh);
-*/
-//> 17
-    if (!status)
-        status = multihead_split_kv(m, k, "K", &kh);
-    if (!status)
-        status = multihead_split_kv(m, v, "V", &vh);
-//<
+    // 1-3. project the new positions, turn them by position, split heads
+    status = kv_step_project(m, x, c->length, who, &s);
     // 4. the cache grows to t positions
     if (!status)
-        status = append(c->keys, kh, c->length, "keys", &keys);
+        status = append(c->keys, s.kh, c->length, "keys", &keys);
     if (!status)
-        status = append(c->values, vh, c->length, "values", &values);
+        status = append(c->values, s.vh, c->length, "values", &values);
     // 5. query i (position length + i) sees positions 0 .. length + i
     if (!status)
         status = valid_lens_per_row(NULL, 1, B, n, t, 0, &rows);
     if (!status)
         status = repeat_valid_lens(rows, h, &lens);
     if (!status)
-        status = multihead_attend(m, qh, keys, values, lens, &heads);
+        status = multihead_attend(m, s.qh, keys, values, lens, &heads);
     // 6. the heads side by side, mixed by W_o
     if (!status)
         status = transpose_output(heads, h, &concat);
@@ -245,9 +260,9 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
         status = linear_forward(&m->W_o, concat, out);
     trace_end();
     // once after the steps: a non-finite output is traced to its stage
-    multihead_stage stages[] = {{q, "projection", "Q"},
-                                {k, "projection", "K"},
-                                {v, "projection", "V"},
+    multihead_stage stages[] = {{s.q, "projection", "Q"},
+                                {s.k, "projection", "K"},
+                                {s.v, "projection", "V"},
                                 {heads, "weighted sum of the values", "heads"}};
     if (!status)
         status = multihead_find_overflow(who, *out, stages,
@@ -258,8 +273,8 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     } else {
         c->length = t;
     }
-    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, rows, lens, heads,
-                      concat};
+    kv_step_free(&s);
+    tensor *made[] = {keys, values, rows, lens, heads, concat};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     return status;

@@ -160,14 +160,12 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
     tensor_free(m->weights);
     m->weights = NULL;
-    tensor x_in = tensor_named(x, "B, n, d_q");
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
                 "%zu, positions %zu..%zu)",
                 h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
                 c->length + n - 1);
-    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, n, d_model), (B, n, G*p)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B*h, n, p), (B*G, n, p)
+    kv_step s = {0};                           // the new positions' heads
     tensor *keys = NULL, *values = NULL;       // (B*G, f+n, p)
     tensor *w = NULL, *heads = NULL, *concat = NULL;
     long *kpos = mha_malloc(f + n, sizeof *kpos, who);
@@ -175,32 +173,18 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         status = GSL_ENOMEM;
     // 1-3. project the new positions, turn Q and K by position, split
     if (!status)
-        status = linear_forward(&m->W_q, &x_in, &q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &v);
-    if (!status)
-        status = multihead_rope(m, &q, (long)c->length, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &k, (long)c->length, who, "K");
-    if (!status)
-        status = transpose_qkv(q, h, &qh);
-    if (!status)
-        status = multihead_split_kv(m, k, "K", &kh);
-    if (!status)
-        status = multihead_split_kv(m, v, "V", &vh);
+        status = kv_step_project(m, x, c->length, who, &s);
     // 4. the keys the queries may see: the filled slots, then the new
     if (!status)
-        status = gather(c->keys, f, kh, &keys);
+        status = gather(c->keys, f, s.kh, &keys);
     if (!status)
-        status = gather(c->values, f, vh, &values);
+        status = gather(c->values, f, s.vh, &values);
     if (!status) {
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
-                   TRACE_INPUTS(TRACE_IN(kh)),
+                   TRACE_INPUTS(TRACE_IN(s.kh)),
                    "keys: %zu slots + %zu new", f, n);
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, values,
-                   TRACE_INPUTS(TRACE_IN(vh)),
+                   TRACE_INPUTS(TRACE_IN(s.vh)),
                    "values: %zu slots + %zu new", f, n);
         for (size_t s = 0; s < f; s++)
             kpos[s] = c->pos[s];
@@ -211,7 +195,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     window_rule r;
     multihead_window_rule(m, &r);
     if (!status)
-        status = window_attend(&r, h, qh, keys, values, NULL, (long)c->length,
+        status = window_attend(&r, h, s.qh, keys, values, NULL, (long)c->length,
                                kpos, &w, &heads);
     // 6. join the heads, W_o
     if (!status)
@@ -228,7 +212,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         trace_quiet_end();
     }
     if (!status)
-        store(c, kh, vh);
+        store(c, s.kh, s.vh);
     trace_end();
     if (status) {
         tensor_free(*out);
@@ -236,7 +220,8 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     } else {
         c->length += n;
     }
-    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, w, heads, concat};
+    kv_step_free(&s);
+    tensor *made[] = {keys, values, w, heads, concat};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     free(kpos);
