@@ -90,12 +90,13 @@ int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values)
     return GSL_SUCCESS;
 }
 
-/* The step's inputs against the module and the cache, before any work. */
-static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
+int kv_check_decoding(const multihead *m, const tensor *keys,
+                      const tensor *x, const char *who)
 {
-    const char *who = "kv_cache_decode_step";
     const multihead_config *cfg = &m->cfg;
-    if (!c || !c->keys)
+    if (!x)
+        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
+    if (!keys)
         return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
                         who);
     if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
@@ -103,6 +104,17 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
                         "%s: decoding is self-attention, but the module has "
                         "query_size %zu, key_size %zu, value_size %zu",
                         who, cfg->query_size, cfg->key_size, cfg->value_size);
+    return GSL_SUCCESS;
+}
+
+/* The step's inputs against the module and the cache, before any work. */
+static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
+{
+    const char *who = "kv_cache_decode_step";
+    const multihead_config *cfg = &m->cfg;
+    int status = kv_check_decoding(m, c ? c->keys : NULL, x, who);
+    if (status)
+        return status;
     // the weights are read for non-finite numbers at the first step, into
     // an empty cache; later steps check x alone (a module seen without
     // its weights): reading all four every step cost as much as the
@@ -114,7 +126,7 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
         for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
             layers[i]->weight = layers[i]->bias = NULL;
     }
-    int status = multihead_check_inputs(&unweighted, x, x, x, NULL);
+    status = multihead_check_inputs(&unweighted, x, x, x, NULL);
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1];
@@ -222,8 +234,6 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
 {
     const char *who = "kv_cache_decode_step";
     *out = NULL;
-    if (!x)
-        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
     if (status)
         return status;

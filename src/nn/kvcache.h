@@ -75,6 +75,12 @@ int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
                      size_t head_size, const char *names, tensor **keys,
                      tensor **values);
 
+/* What a decoding step checks first, here and in the window cache: new
+ * positions x, a cache whose storage is there (keys not NULL), a module
+ * for self-attention.  GSL_EINVAL naming `who`. */
+int kv_check_decoding(const multihead *m, const tensor *keys,
+                      const tensor *x, const char *who);
+
 /* Steps 1-3 of a decoding step, here and in the window cache: the new
  * positions x (B, n, d_q), positions start .. start+n-1, projected,
  * turned by position (with rope) and split into heads.  On failure what

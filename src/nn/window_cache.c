@@ -61,20 +61,15 @@ static int check_step(const multihead *m, const window_cache *c,
 {
     const char *who = "multihead_decode_window";
     const multihead_config *cfg = &m->cfg;
-    if (!c || !c->keys)
-        return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
-                        who);
-    if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
-        return mha_fail(GSL_EINVAL,
-                        "%s: decoding is self-attention, but the module has "
-                        "query_size %zu, key_size %zu, value_size %zu",
-                        who, cfg->query_size, cfg->key_size, cfg->value_size);
+    int status = kv_check_decoding(m, c ? c->keys : NULL, x, who);
+    if (status)
+        return status;
     if (cfg->window != c->window || cfg->keep_first != c->keep)
         return mha_fail(GSL_EINVAL,
                         "%s: the module has window %zu, keep_first %zu but "
                         "the cache window %zu, keep %zu",
                         who, cfg->window, cfg->keep_first, c->window, c->keep);
-    int status = multihead_check_inputs(m, x, x, x, NULL);
+    status = multihead_check_inputs(m, x, x, x, NULL);
     if (status)
         return status;
     size_t B = x->shape[0], G = cfg->kv_heads;
@@ -151,8 +146,6 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
 {
     const char *who = "multihead_decode_window";
     *out = NULL;
-    if (!x)
-        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
     if (status)
         return status;
