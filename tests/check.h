@@ -30,6 +30,33 @@
         cr_assert_str_eq(mha_last_error(), (message));                        \
     } while (0)
 
+/* A new tensor holding `values` (row-major). */
+static inline tensor *make(size_t ndim, const size_t *shape,
+                           const double *values)
+{
+    tensor *t;
+    OK(tensor_from_array(ndim, shape, values, &t));
+    return t;
+}
+
+/* A new tensor of normal draws, mean 0, standard deviation sd. */
+static inline tensor *normal_tensor(size_t ndim, const size_t *shape,
+                                    gsl_rng *r, double sd)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_normal(t, r, 0, sd);
+    return t;
+}
+
+/* The generator a test draws from, seeded. */
+static inline gsl_rng *rng_for_test(unsigned long seed)
+{
+    gsl_rng *r = mha_rng_new(seed);
+    cr_assert_not_null(r);
+    return r;
+}
+
 /* Free every tensor named: FREE_ALL(q, k, v, out). */
 static inline void free_all(tensor **t, size_t n)
 {
@@ -49,6 +76,22 @@ static inline void free_all(tensor **t, size_t n)
                                                .key_size = (size),            \
                                                .value_size = (size),          \
                                                __VA_ARGS__}))
+
+/* The valid lengths a case table asks for: kind 0 none (NULL), 1 one
+ * per example (B,), 2 one per query (B, Lq); they run through every
+ * length from 0 to Lk, 0 included: (5 i + first) mod (Lk + 1). */
+static inline tensor *case_lens(int kind, size_t B, size_t Lq, size_t Lk,
+                                size_t first)
+{
+    tensor *lens = NULL;
+    if (kind == 1)
+        OK(tensor_alloc(SHAPE(B), &lens));
+    else if (kind == 2)
+        OK(tensor_alloc(SHAPE(B, Lq), &lens));
+    for (size_t i = 0; lens && i < tensor_numel(lens); i++)
+        lens->data[i] = (double)((i * 5 + first) % (Lk + 1));
+    return lens;
+}
 
 /* Biases drawn uniform in (-0.5, 0.5) on all four layers, W_q, W_k, W_v,
  * W_o in that order (Xavier leaves them at zero: this makes them count). */

@@ -17,13 +17,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static tensor *make(size_t ndim, const size_t *shape, const double *values)
-{
-    tensor *t;
-    OK(tensor_from_array(ndim, shape, values, &t));
-    return t;
-}
-
 static tensor *random_tensor(size_t ndim, const size_t *shape,
                              unsigned long seed)
 {

@@ -21,13 +21,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static gsl_rng *rng_for_test(unsigned long seed)
-{
-    gsl_rng *r = mha_rng_new(seed);
-    cr_assert_not_null(r);
-    return r;
-}
-
 static tensor *normal3(gsl_rng *r, size_t a, size_t b, size_t c)
 {
     tensor *t;

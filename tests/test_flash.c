@@ -12,15 +12,6 @@
 #include <criterion/parameterized.h>
 #include <float.h>
 
-static tensor *normal_tensor(size_t ndim, const size_t *shape, gsl_rng *r,
-                             double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    return t;
-}
-
 /* --- online softmax and tiled attention ------------------------------ */
 
 /* x = 1, 3 | 2, 5 in tiles of two.  Tile 1: m = 3, l = e^-2 + 1.  Tile 2
@@ -108,14 +99,7 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
     tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->d), r, 2.0);
     tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->d), r, 2.0);
     tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
-    tensor *lens = NULL;
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 2) % (c->Lk + 1));
+    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 2);
     if (c->lens == 3) { /* query i sees keys 0 .. i */
         OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
         for (size_t b = 0; b < c->B; b++)

@@ -83,14 +83,6 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
     free(s);
 }
 
-static tensor *normal(size_t ndim, const size_t *shape, gsl_rng *r)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, 1);
-    return t;
-}
-
 /* --- the lengths a row sees ----------------------------------------- */
 
 Test(gqa, row_len_is_aligned_at_the_end)
@@ -250,9 +242,9 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     multihead_reset_xavier(&m, r);
     if (c->bias)
         random_biases(&m, r);
-    tensor *q = normal(SHAPE(c->B, c->Lq, c->dq), r);
-    tensor *k = normal(SHAPE(c->B, c->Lk, c->dk), r);
-    tensor *v = normal(SHAPE(c->B, c->Lk, c->dv), r);
+    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1);
+    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1);
+    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
     tensor *lens = NULL;
     if (c->lens == 1)
         OK(tensor_alloc(SHAPE(c->B), &lens));
@@ -314,9 +306,9 @@ Test(gqa, folding_equals_repeat_interleave)
     multihead m;
     SELF_MODULE(&m, 12, .num_hiddens = h * p, .num_heads = h, .kv_heads = G,
                     .causal = 1);
-    tensor *qh = normal(SHAPE(B * h, Lq, p), r);
-    tensor *kh = normal(SHAPE(B * G, Lk, p), r);
-    tensor *vh = normal(SHAPE(B * G, Lk, p), r);
+    tensor *qh = normal_tensor(SHAPE(B * h, Lq, p), r, 1);
+    tensor *kh = normal_tensor(SHAPE(B * G, Lk, p), r, 1);
+    tensor *vh = normal_tensor(SHAPE(B * G, Lk, p), r, 1);
     tensor *rows, *lens, *heads, *k4, *ke, *kr, *v4, *ve, *vr, *ref;
     OK(valid_lens_per_row(NULL, 1, B, Lq, Lk, 0, &rows));
     OK(repeat_valid_lens(rows, h, &lens));
@@ -437,8 +429,8 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
             fm.W_k.bias->data[fr] = gm.W_k.bias->data[gr];
             fm.W_v.bias->data[fr] = gm.W_v.bias->data[gr];
         }
-    tensor *q = normal(SHAPE(B, Lq, d), r), *k = normal(SHAPE(B, Lk, d), r);
-    tensor *v = normal(SHAPE(B, Lk, d), r), *dout = normal(SHAPE(B, Lq, D), r);
+    tensor *q = normal_tensor(SHAPE(B, Lq, d), r, 1), *k = normal_tensor(SHAPE(B, Lk, d), r, 1);
+    tensor *v = normal_tensor(SHAPE(B, Lk, d), r, 1), *dout = normal_tensor(SHAPE(B, Lq, D), r, 1);
     tensor *lens, *gout, *fout, *gdq, *gdk, *gdv, *fdq, *fdk, *fdv;
     OK(tensor_from_array(SHAPE(B, Lq), (double[]){2, 6, 4, 5, 6, 1, 3, 6}, &lens));
     multihead_cache gc = {0}, fc = {0};

@@ -127,14 +127,6 @@ static void random_module(multihead *m, size_t kv_heads, int causal,
     random_biases(m, r);
 }
 
-static tensor *normal(size_t ndim, const size_t *shape, gsl_rng *r)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, 1);
-    return t;
-}
-
 /* y (rows, out) = x (rows, in) W^T + b, plain loops */
 static void plain_linear(const linear *l, const double *x, size_t rows,
                          double *y)
@@ -212,8 +204,8 @@ static void assert_near(const double *got, const double *want, size_t n,
 Test(mask, module_equals_multihead_forward_where_both_apply)
 {
     gsl_rng *r = mha_rng_new(18);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r), *lens;
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1), *lens;
     OK(tensor_from_array(SHAPE(NB, NQ), (double[]){5, 4, 3, 2, 1, 5}, &lens));
     size_t groups[] = {4, 2, 1};
     for (size_t c = 0; c < 12; c++) {
@@ -236,23 +228,23 @@ Test(mask, module_equals_multihead_forward_where_both_apply)
 Test(mask, module_equals_plain_loops_with_every_option)
 {
     gsl_rng *r = mha_rng_new(29);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r);
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1);
     for (size_t c = 0; c < 8; c++) {
         size_t G = c % 2 ? 2 : 4;
         multihead m;
         random_module(&m, G, 0, r);
         int bias_kv = c & 2, zero = c & 4;
         size_t Lk2 = NK + (bias_kv != 0) + (zero != 0);
-        tensor *am = normal(SHAPE(NQ, NK), r), *kp, *bk = NULL, *bv = NULL;
+        tensor *am = normal_tensor(SHAPE(NQ, NK), r, 1), *kp, *bk = NULL, *bv = NULL;
         OK(tensor_from_array(SHAPE(NB, NK),
                              (double[]){0, -INFINITY, 0, 0, -INFINITY,
                                         -INFINITY, 0, -INFINITY, 0.5, 0},
                              &kp));
         am->data[1] = -INFINITY; // query 0 never sees key 1
         if (bias_kv) {
-            bk = normal(SHAPE(1, 1, G * NP), r);
-            bv = normal(SHAPE(1, 1, G * NP), r);
+            bk = normal_tensor(SHAPE(1, 1, G * NP), r, 1);
+            bv = normal_tensor(SHAPE(1, 1, G * NP), r, 1);
         }
         double mask[NB * NH * NQ * (NK + 2)];
         for (size_t n = 0; n < NB * NH; n++)
@@ -294,8 +286,8 @@ Test(mask, module_equals_plain_loops_with_every_option)
 Test(mask, an_empty_row_is_refused_before_any_product)
 {
     gsl_rng *r = mha_rng_new(3);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r), *am;
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1), *am;
     multihead m;
     random_module(&m, 4, 0, r);
     OK(tensor_alloc(SHAPE(NQ, NK), &am));

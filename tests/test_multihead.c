@@ -342,20 +342,10 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
     multihead_reset_xavier(&m, r);
     if (c->bias) /* Xavier leaves biases at zero: make them count */
         random_biases(&m, r);
-    tensor *q, *k, *v, *lens = NULL, *out;
-    OK(tensor_alloc(SHAPE(c->B, c->Lq, c->dq), &q));
-    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dk), &k));
-    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dv), &v));
-    tensor_fill_normal(q, r, 0, 1);
-    tensor_fill_normal(k, r, 0, 1);
-    tensor_fill_normal(v, r, 0, 1);
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1);
+    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1);
+    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
+    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1), *out;
 
     OK(multihead_forward(&m, q, k, v, lens, &out));
     size_t dout = m.cfg.out_size;

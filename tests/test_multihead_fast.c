@@ -20,15 +20,6 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
                      const double *valid, int per_query, double *out,
                      double *weights);
 
-static tensor *normal_tensor(size_t ndim, const size_t *shape, gsl_rng *r,
-                             double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    return t;
-}
-
 /* --- the fast module -------------------------------------------------- */
 
 struct fast_case {
@@ -117,14 +108,7 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
     tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1.5);
     tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1.5);
     tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
-    tensor *lens = NULL;
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1);
     size_t dout = m.cfg.out_size;
     tensor *want;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));

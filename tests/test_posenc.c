@@ -11,13 +11,6 @@
 
 #include <criterion/parameterized.h>
 
-static gsl_rng *rng_for_test(unsigned long seed)
-{
-    gsl_rng *r = mha_rng_new(seed);
-    cr_assert_not_null(r);
-    return r;
-}
-
 /* --- the sinusoidal table ------------------------------------------- */
 
 /* d = 4: w_0 = 1 and w_1 = 10000^(-2/4) = 1/100. */
