@@ -260,4 +260,27 @@ static inline void read_until_eof(int fd, char *buf, size_t n)
     close(fd);
 }
 
+/* fork() with the child's stderr on a pipe: the pid, 0 in the child,
+ * whose fd 2 is then the pipe (it exits 126 where that fails); in the
+ * parent *err is the pipe's reading end (read it with read_until_eof). */
+static inline pid_t fork_capturing_stderr(int *err)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (dup2(fds[1], 2) < 0)
+            _exit(126);
+        close(fds[0]);
+        close(fds[1]);
+        return 0;
+    }
+    close(fds[1]);
+    *err = fds[0];
+    return pid;
+}
+
 #endif

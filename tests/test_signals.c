@@ -160,16 +160,11 @@ static child start(const setup *s, char *const args[])
     char pid_file[4200], plot[4200];
     snprintf(pid_file, sizeof pid_file, "%s/aux/gnuplot.pid", scratch_dir);
     snprintf(plot, sizeof plot, "%s/aux/gnuplot", scratch_dir);
-    int err[2];
-    cr_assert_eq(pipe(err), 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    int err;
+    pid_t pid = fork_capturing_stderr(&err);
     if (pid == 0) {
         int out = s->out >= 0 ? s->out : open("/dev/null", O_WRONLY);
-        if (out < 0 || dup2(out, 1) < 0 || dup2(err[1], 2) < 0 ||
-            chdir("work") != 0)
+        if (out < 0 || dup2(out, 1) < 0 || chdir("work") != 0)
             _exit(126);
         static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
@@ -191,8 +186,7 @@ static child start(const setup *s, char *const args[])
         execv(mha_path, argv);
         _exit(127);
     }
-    close(err[1]);
-    return (child){pid, err[0]};
+    return (child){pid, err};
 }
 
 static double now(void)
