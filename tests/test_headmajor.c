@@ -605,27 +605,28 @@ Test(head_major, trace_of_a_small_call)
 
 Test(head_major, config_errors)
 {
+    static const struct {
+        headmajor_config cfg; /* n_head, d_model, d_k, d_v, dropout */
+        int status;
+        const char *message;
+    } refused[] = {
+        {{0, 8, 2, 2, 0.1}, GSL_EINVAL,
+         "headmajor_init: sizes must be >= 1 (n_head 0, d_model 8, d_k 2, "
+         "d_v 2)"},
+        {{2, 8, 2, 0, 0.1}, GSL_EINVAL,
+         "headmajor_init: sizes must be >= 1 (n_head 2, d_model 8, d_k 2, "
+         "d_v 0)"},
+        {{2, 8, 2, 2, 1}, GSL_EINVAL,
+         "headmajor_init: dropout 1 is outside [0, 1)"},
+        {{2, 8, 2, 2, -0.1}, GSL_EINVAL,
+         "headmajor_init: dropout -0.1 is outside [0, 1)"},
+        {{2, 8, SIZE_MAX / 2 + 1, 2, 0}, GSL_EOVRFLW,
+         "headmajor_init: size 2 x 9223372036854775808 overflows size_t"},
+    };
     headmajor m;
-    headmajor_config cfg = {0, 8, 2, 2, 0.1};
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: sizes must be >= 1 (n_head 0, d_model 8, d_k 2, "
-          "d_v 2)");
-    cfg.n_head = 2;
-    cfg.d_v = 0;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: sizes must be >= 1 (n_head 2, d_model 8, d_k 2, "
-          "d_v 0)");
-    cfg.d_v = 2;
-    cfg.dropout = 1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: dropout 1 is outside [0, 1)");
-    cfg.dropout = -0.1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: dropout -0.1 is outside [0, 1)");
-    cfg.dropout = 0;
-    cfg.d_k = SIZE_MAX / 2 + 1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EOVRFLW,
-          "headmajor_init: size 2 x 9223372036854775808 overflows size_t");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        FAILS(headmajor_init(&m, &refused[i].cfg), refused[i].status,
+              refused[i].message);
     cr_assert_null(m.w_qs.weight);
 }
 

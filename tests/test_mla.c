@@ -268,23 +268,30 @@ Test(mla, rms_norm_values)
 
 Test(mla, refuses_bad_configurations)
 {
+    static const struct {
+        size_t kv_lora_rank, qk_rope_head_dim;
+        double eps;
+        const char *message; /* every one GSL_EINVAL */
+    } refused[] = {
+        {4, 3, 0,
+         "mla_init: qk_rope_head_dim 3 must be even (RoPE turns pairs of "
+         "features)"},
+        {0, 2, 0,
+         "mla_init: dim 8, num_heads 2, kv_lora_rank 0, qk_nope_head_dim 2, "
+         "qk_rope_head_dim 2 and v_head_dim 2 must all be >= 1"},
+        {4, 2, -1,
+         "mla_init: rope_base 0 must be 0 (the default) or a finite number "
+         "> 1, and eps -1 0 (the default) or a finite number > 0"},
+    };
     mla m;
-    mla_config cfg = {.dim = 8, .num_heads = 2, .kv_lora_rank = 4,
-                      .qk_nope_head_dim = 2, .qk_rope_head_dim = 3,
+    mla_config cfg = {.dim = 8, .num_heads = 2, .qk_nope_head_dim = 2,
                       .v_head_dim = 2};
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: qk_rope_head_dim 3 must be even (RoPE turns pairs of "
-          "features)");
-    cfg.qk_rope_head_dim = 2;
-    cfg.kv_lora_rank = 0;
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: dim 8, num_heads 2, kv_lora_rank 0, qk_nope_head_dim 2, "
-          "qk_rope_head_dim 2 and v_head_dim 2 must all be >= 1");
-    cfg.kv_lora_rank = 4;
-    cfg.eps = -1;
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: rope_base 0 must be 0 (the default) or a finite number "
-          "> 1, and eps -1 0 (the default) or a finite number > 0");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cfg.kv_lora_rank = refused[i].kv_lora_rank;
+        cfg.qk_rope_head_dim = refused[i].qk_rope_head_dim;
+        cfg.eps = refused[i].eps;
+        FAILS(mla_init(&m, &cfg), GSL_EINVAL, refused[i].message);
+    }
     cfg.eps = 0;
     OK(mla_init(&m, &cfg));
     cr_assert(m.cfg.eps == MLA_DEFAULT_EPS && m.cfg.rope_base == ROPE_DEFAULT_BASE);

@@ -440,23 +440,30 @@ Test(rope, module_weights_by_hand)
 
 Test(rope, module_refuses)
 {
+    static const struct {
+        size_t num_heads;
+        double rope_base;
+        int status;
+        const char *message;
+    } refused[] = {
+        {2, 0, GSL_EBADLEN,
+         "multihead: rope turns pairs of features, but the head size "
+         "p = d_model/h = 10/2 = 5 is odd"},
+        {5, 0.5, GSL_EINVAL,
+         "multihead: rope_base 0.5 must be a finite number > 1"},
+        {5, INFINITY, GSL_EINVAL,
+         "multihead: rope_base inf must be a finite number > 1"},
+        {5, 1.0 - 0x1p-53, GSL_EINVAL, /* just below 1, not "1" */
+         "multihead: rope_base 0.9999999999999999 must be a finite number > 1"},
+    };
     multihead m;
     multihead_config cfg = {.query_size = 10, .key_size = 10,
-                            .value_size = 10, .num_hiddens = 10,
-                            .num_heads = 2, .rope = 1};
-    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
-          "multihead: rope turns pairs of features, but the head size "
-          "p = d_model/h = 10/2 = 5 is odd");
-    cfg.num_heads = 5;
-    cfg.rope_base = 0.5;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base 0.5 must be a finite number > 1");
-    cfg.rope_base = INFINITY;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base inf must be a finite number > 1");
-    cfg.rope_base = 1.0 - 0x1p-53; /* just below 1, not "1" */
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base 0.9999999999999999 must be a finite number > 1");
+                            .value_size = 10, .num_hiddens = 10, .rope = 1};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cfg.num_heads = refused[i].num_heads;
+        cfg.rope_base = refused[i].rope_base;
+        FAILS(multihead_init(&m, &cfg), refused[i].status, refused[i].message);
+    }
     /* without rope, an odd head size is fine and the base is not read */
     cfg.rope = 0;
     cfg.num_heads = 2;
