@@ -67,6 +67,22 @@ static inline void free_all(tensor **t, size_t n)
     free_all((tensor *[]){__VA_ARGS__},                                       \
              sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
 
+//> 06
+/* The trace of d2l's walk: transpose_qkv of X (1, 2, 16) named
+ * "B, n, d_model", h = 8, then transpose_output of its result.  Columns:
+ *   0         1         2         3         4         5         6         7
+ *   0123456789012345678901234567890123456789012345678901234567890123456789 */
+#define SEED_WALK_TRACE \
+    "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n" \
+    "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n" \
+    "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n" \
+    "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n" \
+    "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n" \
+    "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n" \
+    "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n" \
+    "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n"
+//<
+
 //> 08
 /* Initialise *m for self-attention: queries, keys and values of `size`
  * features, the configuration's other fields as named after it:

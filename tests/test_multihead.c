@@ -80,14 +80,7 @@ Test(heads, transpose_trace_of_the_seeds)
     trace_to(NULL);
     const char *text = capture_end(&c);
     cr_assert_str_eq(text,
-        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n"
-        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
-        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
-        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n"
+        SEED_WALK_TRACE
         "contiguous()             copy  (8, 2, 2) -> (8, 2, 2)              (B*h, n, d_model/h)\n"
         "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
         "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
