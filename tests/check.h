@@ -254,6 +254,18 @@ static inline const char *capture_end(capture *c)
 
 static inline void capture_free(capture *c) { free(c->text); }
 
+/* `call` must succeed and trace exactly `expected`. */
+#define TRACES(call, expected)                                                \
+    do {                                                                      \
+        capture traces_;                                                      \
+        capture_start(&traces_);                                              \
+        trace_to(traces_.f);                                                  \
+        OK(call);                                                             \
+        trace_to(NULL);                                                       \
+        cr_assert_str_eq(capture_end(&traces_), (expected));                  \
+        capture_free(&traces_);                                               \
+    } while (0)
+
 /* Tests of process plumbing (what a child process inherits, how it is
  * started) cannot run under valgrind, which holds descriptors of its own
  * and starts every child itself; tools/memcheck.sh sets MHA_MEMCHECK, and

@@ -155,14 +155,8 @@ Test(gqa, expand_reads_one_head_for_the_whole_group)
                              TENSOR_AT(kh, g, t, 1));
     // flattening the group into the batch cannot be a view: it copies,
     // and the copy is repeat_interleave(kh, 3, dim=0)
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
-    capture_free(&c);
+    TRACES(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied),
+           "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
     for (size_t r = 0; r < 12; r++)
         for (size_t t = 0; t < 3; t++)
             for (size_t e = 0; e < 2; e++)
@@ -176,14 +170,8 @@ Test(gqa, expand_trace_new_dims_and_errors)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 1), &x));
     tensor_set_names(x, "B, one");
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_expand(x, DIMS(3, -1, 5), NULL, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
-    capture_free(&c);
+    TRACES(tensor_expand(x, DIMS(3, -1, 5), NULL, &y),
+           "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
     cr_assert_eq(y->strides[0], 0);
     cr_assert_eq(y->strides[2], 0);
     tensor_free(y);

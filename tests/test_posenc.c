@@ -255,15 +255,9 @@ Test(rope, trace_and_shapes_alone)
     tensor *x, *y;
     OK(tensor_alloc_meta(SHAPE(2, 4, 6), &x));
     OK(tensor_set_names(x, "B, Lq, d_model"));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(rope_apply(x, 2, 2, 10000, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-                     "rope(p=2, pos 2..5)      new   (2, 4, 6) -> (2, 4, 6)"
-                     "              (B, Lq, d_model)\n");
-    capture_free(&c);
+    TRACES(rope_apply(x, 2, 2, 10000, &y),
+           "rope(p=2, pos 2..5)      new   (2, 4, 6) -> (2, 4, 6)"
+           "              (B, Lq, d_model)\n");
     cr_assert(tensor_is_meta(y));
     FREE_ALL(x, y);
 }

@@ -1632,15 +1632,9 @@ Test(tensor, narrow_trace_and_errors)
     tensor *x, *y = (tensor *)1;
     OK(tensor_alloc(SHAPE(100, 100), &x));
     OK(tensor_set_names(x, "d_model, d_q"));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_narrow(x, 0, 20, 20, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-                     "narrow(0, 20, 20)        view  (100, 100) -> (20, 100)"
-                     "             (d_model, d_q)\n");
-    capture_free(&c);
+    TRACES(tensor_narrow(x, 0, 20, 20, &y),
+           "narrow(0, 20, 20)        view  (100, 100) -> (20, 100)"
+           "             (d_model, d_q)\n");
     tensor_free(y);
     FAILS(tensor_narrow(x, 2, 0, 1, &y), GSL_EINVAL,
           "tensor_narrow: dimension 2 does not exist in shape (100, 100)");

@@ -70,19 +70,13 @@ Test(trace, transpose_qkv_and_back)
  * next to each other in memory, so merging them copies. */
 Test(trace, transpose_output_of_new_numbers)
 {
-    capture c;
     tensor *o = arange(SHAPE(8, 2, 2)), *f = NULL;
     OK(tensor_set_names(o, "B*h, n, d_model/h"));
-    capture_start(&c);
-    trace_to(c.f);
-    OK(transpose_output(o, 8, &f));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
-        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
-    capture_free(&c);
+    TRACES(transpose_output(o, 8, &f),
+           "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+           "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+           "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+           "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
     /* out[0][i][2 j + k] = o[j][i][k] = 4 j + 2 i + k */
     for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < 8; j++)
@@ -97,19 +91,13 @@ Test(trace, transpose_output_of_new_numbers)
 /* With B = 2 the last reshape of transpose_qkv has to copy. */
 Test(trace, transpose_qkv_batch_of_two)
 {
-    capture c;
     tensor *x = arange(SHAPE(2, 2, 16)), *q = NULL;
     OK(tensor_set_names(x, "B, n, d_model"));
-    capture_start(&c);
-    trace_to(c.f);
-    OK(transpose_qkv(x, 8, &q));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "transpose_qkv(h=8)             (2, 2, 16)                          (B, n, d_model)\n"
-        "  reshape(2, 2, 8, -1)   view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
-    capture_free(&c);
+    TRACES(transpose_qkv(x, 8, &q),
+           "transpose_qkv(h=8)             (2, 2, 16)                          (B, n, d_model)\n"
+           "  reshape(2, 2, 8, -1)   view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
+           "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
+           "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
     FREE_ALL(q, x);
 }
 //<
