@@ -131,6 +131,36 @@ static inline void overflow_module(multihead *m)
     tensor_fill(m->W_v.weight, 1);
     tensor_fill(m->W_o.weight, 4);
 }
+
+/* A case of the module against its loops: sizes (dq, dk, dv the inputs'
+ * features, D num_hiddens, h heads, out out_size), biases or not, and
+ * the kind of valid lengths (case_lens). */
+typedef struct module_case {
+    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
+    int bias;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+} module_case;
+
+/* The case's module, Xavier weights and (with bias) random biases, and
+ * its inputs drawn from r in that order: q and k normal with standard
+ * deviation sd, v with 1, the lengths case_lens(c->lens, ..., 1). */
+static inline void case_module(const module_case *c, gsl_rng *r, double sd,
+                               multihead *m, tensor **q, tensor **k,
+                               tensor **v, tensor **lens)
+{
+    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
+                            .value_size = c->dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .out_size = c->out,
+                            .bias = c->bias};
+    OK(multihead_init(m, &cfg));
+    multihead_reset_xavier(m, r);
+    if (c->bias) /* Xavier leaves biases at zero: make them count */
+        random_biases(m, r);
+    *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, sd);
+    *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, sd);
+    *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
+    *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1);
+}
 //<
 
 /* Each allocation `call` makes (its status), failed in turn (error.h):

@@ -300,13 +300,7 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
     free(s);
 }
 
-struct module_case {
-    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
-    int bias;
-    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
-};
-
-static struct module_case module_cases[] = {
+static module_case module_cases[] = {
     {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
     {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1},
     {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
@@ -319,26 +313,16 @@ static struct module_case module_cases[] = {
 
 ParameterizedTestParameters(heads, module_equals_loops)
 {
-    return cr_make_param_array(struct module_case, module_cases,
+    return cr_make_param_array(module_case, module_cases,
                                sizeof module_cases / sizeof module_cases[0]);
 }
 
-ParameterizedTest(struct module_case *c, heads, module_equals_loops)
+ParameterizedTest(module_case *c, heads, module_equals_loops)
 {
     gsl_rng *r = mha_rng_new(7 + c->B * 13 + c->Lq * 31 + c->D);
     multihead m;
-    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
-                            .value_size = c->dv, .num_hiddens = c->D,
-                            .num_heads = c->h, .out_size = c->out,
-                            .bias = c->bias};
-    OK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, r);
-    if (c->bias) /* Xavier leaves biases at zero: make them count */
-        random_biases(&m, r);
-    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1);
-    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1);
-    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
-    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1), *out;
+    tensor *q, *k, *v, *lens, *out;
+    case_module(c, r, 1, &m, &q, &k, &v, &lens);
 
     OK(multihead_forward(&m, q, k, v, lens, &out));
     size_t dout = m.cfg.out_size;

@@ -22,13 +22,7 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
 
 /* --- the fast module -------------------------------------------------- */
 
-struct fast_case {
-    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
-    int bias;
-    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
-};
-
-static struct fast_case fast_cases[] = {
+static module_case fast_cases[] = {
     {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1}, // d2l's example
     {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
     {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
@@ -44,7 +38,7 @@ static struct fast_case fast_cases[] = {
 
 ParameterizedTestParameters(mha_fast, equals_copy_path_and_loops)
 {
-    return cr_make_param_array(struct fast_case, fast_cases,
+    return cr_make_param_array(module_case, fast_cases,
                                sizeof fast_cases / sizeof fast_cases[0]);
 }
 
@@ -93,22 +87,12 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
     FREE_ALL(fast, copy, copy_weights, naive);
 }
 
-ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
+ParameterizedTest(module_case *c, mha_fast, equals_copy_path_and_loops)
 {
     gsl_rng *r = mha_rng_new(11 + c->B * 7 + c->Lq * 3 + c->D);
     multihead m;
-    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
-                            .value_size = c->dv, .num_hiddens = c->D,
-                            .num_heads = c->h, .out_size = c->out,
-                            .bias = c->bias};
-    OK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, r);
-    if (c->bias)
-        random_biases(&m, r);
-    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1.5);
-    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1.5);
-    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
-    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1);
+    tensor *q, *k, *v, *lens;
+    case_module(c, r, 1.5, &m, &q, &k, &v, &lens);
     size_t dout = m.cfg.out_size;
     tensor *want;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
