@@ -105,34 +105,16 @@ static tensor *ramp(size_t ndim, const size_t *shape, double start,
 static void put_int64(const char *path, size_t ndim, const size_t *shape,
                       const int64_t *values)
 {
-    char dims[64] = "", header[128];
-    for (size_t d = 0; d < ndim; d++)
-        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu%s",
-                 shape[d], ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
-    int len = snprintf(header, sizeof header,
-                       "{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }",
-                       dims);
-    // pad with spaces and a newline so the data starts at byte 64
-    while ((10 + len + 1) % 64)
-        header[len++] = ' ';
-    header[len++] = '\n';
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                             (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
-    cr_assert_eq(fwrite(pre, 1, 10, f), 10);
-    cr_assert_eq(fwrite(header, 1, (size_t)len, f), (size_t)len);
     size_t numel = 1;
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];
-    for (size_t i = 0; i < numel; i++) {
-        uint64_t u = (uint64_t)values[i];
-        unsigned char b[8];
-        for (int k = 0; k < 8; k++)
-            b[k] = (unsigned char)(u >> (8 * k));
-        cr_assert_eq(fwrite(b, 1, 8, f), 8);
-    }
-    cr_assert_eq(fclose(f), 0);
+    unsigned char *bytes = malloc(8 * numel);
+    cr_assert_not_null(bytes);
+    for (size_t i = 0; i < numel; i++)
+        for (int k = 0; k < 8; k++) // little-endian
+            bytes[8 * i + k] = (unsigned char)((uint64_t)values[i] >> (8 * k));
+    put_npy(path, "<i8", ndim, shape, bytes, 8 * numel);
+    free(bytes);
 }
 
 /* The scratch directory's state (scratch.h's snapshot). */

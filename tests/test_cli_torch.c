@@ -71,30 +71,10 @@ static void assert_refused(const char *args, const char *message)
 static void put_bool(const char *path, size_t ndim, const size_t *shape,
                      const unsigned char *bits)
 {
-    char dims[128] = "", header[256];
     size_t n = 1;
-    for (size_t d = 0; d < ndim; d++) {
-        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu,%s",
-                 shape[d], d + 1 < ndim ? " " : "");
+    for (size_t d = 0; d < ndim; d++)
         n *= shape[d];
-    }
-    if (ndim > 1) // (2, 4), not (2, 4,)
-        dims[strlen(dims) - 1] = '\0';
-    int len = snprintf(header, sizeof header,
-                       "{'descr': '|b1', 'fortran_order': False, 'shape': "
-                       "(%s), }",
-                       dims);
-    while ((10 + len + 1) % 64)
-        header[len++] = ' ';
-    header[len++] = '\n';
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-    fputc(len & 0xff, f);
-    fputc(len >> 8, f);
-    fwrite(header, 1, (size_t)len, f);
-    fwrite(bits, 1, n, f);
-    cr_assert_eq(fclose(f), 0);
+    put_npy(path, "|b1", ndim, shape, bits, n);
 }
 
 /* A .npz as numpy.savez writes one: each .npy file given as a member
