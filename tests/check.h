@@ -183,6 +183,17 @@ static inline void case_module(const module_case *c, gsl_rng *r, double sd,
         }                                                                     \
     } while (0)
 
+/* t has exactly the shape given, assert_shape(t, SHAPE(2, 4, 100)), and
+ * zeros past its ndim (tensor.h). */
+static inline void assert_shape(const tensor *t, size_t ndim,
+                                const size_t *shape)
+{
+    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
+    for (size_t d = 0; d < TENSOR_MAX_DIMS; d++)
+        cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
+                     "shape[%zu] = %zu", d, t->shape[d]);
+}
+
 /* max |a - b| over max |b|: the normwise relative error of a against the
  * reference b (b all zero: the absolute error).  Shapes must agree. */
 static inline double rel_error(const tensor *a, const tensor *b)

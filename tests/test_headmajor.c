@@ -141,15 +141,8 @@ ParameterizedTest(struct hm_case *c, head_major, equals_loops)
             lens->data[i] = (double)(1 + (i * 3) % c->Lk);
 
     OK(headmajor_forward(&m, q, k, v, lens, &out, &attn));
-    cr_assert_eq(out->ndim, 3);
-    cr_assert_eq(out->shape[0], c->B);
-    cr_assert_eq(out->shape[1], c->Lq);
-    cr_assert_eq(out->shape[2], c->D);
-    cr_assert_eq(attn->ndim, 4);
-    cr_assert_eq(attn->shape[0], c->h);
-    cr_assert_eq(attn->shape[1], c->B);
-    cr_assert_eq(attn->shape[2], c->Lq);
-    cr_assert_eq(attn->shape[3], c->Lk);
+    assert_shape(out, SHAPE(c->B, c->Lq, c->D));
+    assert_shape(attn, SHAPE(c->h, c->B, c->Lq, c->Lk));
 
     tensor *want, *want_attn;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->D), &want));
@@ -349,10 +342,7 @@ Test(head_major, split_and_join_are_views)
     OK(tensor_alloc(SHAPE(2, 3, 12), &x));
     tensor_fill_arange(x, 0, 1);
     OK(headmajor_split_heads(x, 4, &heads));
-    cr_assert_eq(heads->shape[0], 4);
-    cr_assert_eq(heads->shape[1], 2);
-    cr_assert_eq(heads->shape[2], 3);
-    cr_assert_eq(heads->shape[3], 3);
+    assert_shape(heads, SHAPE(4, 2, 3, 3));
     /* strides (d, L*h*d, h*d, 1): the head-major layout */
     cr_assert_eq(heads->strides[0], 3);
     cr_assert_eq(heads->strides[1], 36);

@@ -29,8 +29,7 @@ Test(model, batch_targets)
     gsl_rng *r = mha_rng_new(41);
     tensor *tok, *tgt;
     OK(model_make_batch(&cfg, 6, r, &tok, &tgt));
-    cr_assert_eq(tok->shape[0], 6);
-    cr_assert_eq(tok->shape[1], 5);
+    assert_shape(tok, SHAPE(6, 5));
     cr_assert_eq(tgt->shape[2], 2);
     int seen[7] = {0};
     for (size_t b = 0; b < 6; b++)

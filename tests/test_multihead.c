@@ -32,10 +32,7 @@ ParameterizedTest(struct split_case *c, heads, transpose_index_map)
     OK(tensor_alloc(SHAPE(c->B, c->n, c->d), &x));
     tensor_fill_arange(x, 1, 1);
     OK(transpose_qkv(x, c->h, &heads));
-    cr_assert_eq(heads->ndim, 3);
-    cr_assert_eq(heads->shape[0], c->B * c->h);
-    cr_assert_eq(heads->shape[1], c->n);
-    cr_assert_eq(heads->shape[2], p);
+    assert_shape(heads, SHAPE(c->B * c->h, c->n, p));
     for (size_t b = 0; b < c->B; b++)
         for (size_t i = 0; i < c->n; i++)
             for (size_t j = 0; j < c->d; j++)
@@ -201,9 +198,7 @@ Test(heads, repeat_interleave_order_2d)
     tensor *lens, *out;
     OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6}, &lens));
     OK(repeat_valid_lens(lens, 3, &out));
-    cr_assert_eq(out->ndim, 2);
-    cr_assert_eq(out->shape[0], 6);
-    cr_assert_eq(out->shape[1], 3);
+    assert_shape(out, SHAPE(6, 3));
     /* row b*h + i is example b's row, whatever the head i */
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 3; i++)
@@ -326,10 +321,7 @@ ParameterizedTest(module_case *c, heads, module_equals_loops)
 
     OK(multihead_forward(&m, q, k, v, lens, &out));
     size_t dout = m.cfg.out_size;
-    cr_assert_eq(out->ndim, 3);
-    cr_assert_eq(out->shape[0], c->B);
-    cr_assert_eq(out->shape[1], c->Lq);
-    cr_assert_eq(out->shape[2], dout);
+    assert_shape(out, SHAPE(c->B, c->Lq, dout));
 
     tensor *want, *want_w;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
@@ -366,9 +358,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
     tensor_fill(y, 1);
     OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
     OK(multihead_forward(&m, x, y, y, lens, &out));
-    cr_assert_eq(out->shape[0], 2);
-    cr_assert_eq(out->shape[1], 4);
-    cr_assert_eq(out->shape[2], 100);
+    assert_shape(out, SHAPE(2, 4, 100));
     for (size_t b = 0; b < 2; b++)
         for (size_t hd = 0; hd < 5; hd++)
             for (size_t i = 0; i < 4; i++)

@@ -18,9 +18,7 @@ Test(posenc, sinusoid_by_hand)
 {
     tensor *P;
     OK(posenc_sinusoid(3, 4, &P));
-    cr_assert_eq(P->ndim, 2);
-    cr_assert_eq(P->shape[0], 3);
-    cr_assert_eq(P->shape[1], 4);
+    assert_shape(P, SHAPE(3, 4));
     double want[3][4] = {{0, 1, 0, 1},
                          {sin(1.0), cos(1.0), sin(0.01), cos(0.01)},
                          {sin(2.0), cos(2.0), sin(0.02), cos(0.02)}};

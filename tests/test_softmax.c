@@ -460,9 +460,7 @@ Test(causal_valid_lens, rows_count_one_to_len)
 {
     tensor *vl;
     OK(causal_valid_lens(2, 4, &vl));
-    cr_assert_eq(vl->ndim, 2);
-    cr_assert_eq(vl->shape[0], 2);
-    cr_assert_eq(vl->shape[1], 4);
+    assert_shape(vl, SHAPE(2, 4));
     const double want[] = {1, 2, 3, 4, 1, 2, 3, 4};
     for (size_t k = 0; k < 8; k++)
         cr_assert_eq(vl->data[k], want[k]);

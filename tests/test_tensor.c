@@ -86,14 +86,6 @@ static int next_permutation(size_t n, size_t *p)
     return 1;
 }
 
-static void assert_shape(const tensor *t, size_t ndim, const size_t *shape)
-{
-    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
-    for (size_t d = 0; d < MAXD; d++)
-        cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
-                     "shape[%zu] = %zu", d, t->shape[d]);
-}
-
 /* --- alloc and from_array ------------------------------------------- */
 
 typedef struct {
@@ -1610,9 +1602,7 @@ Test(tensor, narrow_is_a_view_of_the_right_indices)
     tensor_fill_arange(x, 0, 1);
     OK(tensor_narrow(x, 1, 2, 3, &rows)); // (4, 3, 6)
     OK(tensor_narrow(rows, 2, 1, 4, &cols)); // (4, 3, 4)
-    cr_assert_eq(cols->shape[0], 4);
-    cr_assert_eq(cols->shape[1], 3);
-    cr_assert_eq(cols->shape[2], 4);
+    assert_shape(cols, SHAPE(4, 3, 4));
     cr_assert(tensor_shares_buffer(cols, x));
     for (size_t a = 0; a < 4; a++)
         for (size_t b = 0; b < 3; b++)

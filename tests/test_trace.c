@@ -731,9 +731,7 @@ Test(trace, a_shape_only_module_of_any_size)
     OK(multihead_forward(&m, x, x, x, NULL, &out));
     trace_log_stop(&log);
     cr_assert(tensor_is_meta(out));
-    cr_assert_eq(out->shape[0], 8);
-    cr_assert_eq(out->shape[1], 4096);
-    cr_assert_eq(out->shape[2], 12288);
+    assert_shape(out, SHAPE(8, 4096, 12288));
     cr_assert(tensor_is_meta(m.weights));
     cr_assert_eq(m.weights->shape[1], 96);
     cr_assert_eq(log.count, 25); /* 26 less the repeat of valid_lens */
