@@ -346,10 +346,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 {
     gsl_rng *r = mha_rng_new(0);
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5, .dropout = 0.5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5, .dropout = 0.5);
     multihead_reset_xavier(&m, r);
     tensor *x, *y, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
@@ -520,10 +517,7 @@ Test(heads, separate_heads_equal_the_module)
 Test(heads, module_trace_shapes)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5);
     tensor *x, *y, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
     OK(tensor_alloc(SHAPE(2, 6, 100), &y));

@@ -110,10 +110,7 @@ Test(mha_fast, projections_split_by_rows_give_the_same_bits)
 {
     gsl_rng *r = mha_rng_new(5);
     multihead m;
-    multihead_config cfg = {.query_size = 24, .key_size = 24,
-                            .value_size = 24, .num_hiddens = 24,
-                            .num_heads = 4, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 24, .num_hiddens = 24, .num_heads = 4, .bias = 1);
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     tensor *x = normal_tensor(SHAPE(3, 257, 24), r, 1.0);

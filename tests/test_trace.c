@@ -641,10 +641,7 @@ Test(trace, number_str)
 Test(trace, every_step_of_the_module_is_a_record)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5);
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
     OK(tensor_alloc(SHAPE(2, 6, 100), &y));
@@ -720,10 +717,8 @@ Test(trace, meta_tensors_have_no_numbers)
 Test(trace, a_shape_only_module_of_any_size)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 12288, .key_size = 12288,
-                            .value_size = 12288, .num_hiddens = 12288,
-                            .num_heads = 96, .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 12288, .num_hiddens = 12288, .num_heads = 96,
+                    .shape_only = 1);
     tensor *x = NULL, *out = NULL;
     OK(tensor_alloc_meta(SHAPE(8, 4096, 12288), &x));
     trace_log log;
@@ -1114,12 +1109,9 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
         if ((causal && c->Lq > c->Lk) || (rope && p % 2))
             continue;
         multihead m;
-        multihead_config cfg = {.query_size = c->D, .key_size = c->D,
-                                .value_size = c->D, .num_hiddens = c->D,
-                                .num_heads = c->h, .kv_heads = c->G,
-                                .causal = causal, .rope = rope,
-                                .shape_only = 1};
-        OK(multihead_init(&m, &cfg));
+        SELF_MODULE(&m, c->D, .num_hiddens = c->D, .num_heads = c->h,
+                        .kv_heads = c->G, .causal = causal, .rope = rope,
+                        .shape_only = 1);
         tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
         OK(tensor_alloc_meta(SHAPE(c->B, c->Lq, c->D), &x));
         OK(tensor_alloc_meta(SHAPE(c->B, c->Lk, c->D), &y));
@@ -1195,10 +1187,7 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
 static char *d2l_graph(int self, int depth)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5, .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5, .shape_only = 1);
     tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
     OK(tensor_alloc_meta(SHAPE(2, 4, 100), &q));
     OK(tensor_alloc_meta(SHAPE(2, 6, 100), &kv));
@@ -1370,11 +1359,9 @@ Test(trace, dot_names_an_input_once)
 {
     for (int grouped = 0; grouped < 2; grouped++) {
         multihead m;
-        multihead_config cfg = {.query_size = 8, .key_size = 8,
-                                .value_size = 8, .num_hiddens = 8,
-                                .num_heads = 4, .kv_heads = grouped ? 2 : 4,
-                                .causal = !grouped, .shape_only = 1};
-        OK(multihead_init(&m, &cfg));
+        SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 4,
+                        .kv_heads = grouped ? 2 : 4, .causal = !grouped,
+                        .shape_only = 1);
         tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
         OK(tensor_alloc_meta(SHAPE(2, 4, 8), &q));
         OK(tensor_alloc_meta(SHAPE(2, 6, 8), &kv));

@@ -524,13 +524,10 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
 {
     gsl_rng *r = mha_rng_new(7 + c->T);
     multihead m;
-    multihead_config cfg = {.query_size = c->d, .key_size = c->d,
-                            .value_size = c->d, .num_hiddens = c->D,
-                            .num_heads = c->h, .kv_heads = c->G, .bias = 1,
-                            .window = c->W, .keep_first = c->keep,
-                            .alibi = c->alibi, .sinks = c->sinks,
-                            .rope = c->rope};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, c->d, .num_hiddens = c->D, .num_heads = c->h,
+                    .kv_heads = c->G, .bias = 1, .window = c->W,
+                    .keep_first = c->keep, .alibi = c->alibi,
+                    .sinks = c->sinks, .rope = c->rope);
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     if (m.sinks)
