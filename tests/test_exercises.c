@@ -222,7 +222,8 @@ Test(ex_linear_forward_naive, one_row_by_hand)
     /* [1, 2, 3] -> [1 - 3 + 0.5, 2 + 2 - 1] */
     expect_linear(y, what, (double[]){1, 2, 3}, 1, 3, 2, lin_w, lin_b,
                   H_LINEAR);
-    FREE_ALL(x, y);
+    tensor_free(x);
+    tensor_free(y);
     linear_free(&l);
 }
 
@@ -239,7 +240,8 @@ Test(ex_linear_forward_naive, every_row_of_a_batch)
     const char *what = "linear_forward_naive(W (2, 3), b (2,), x (2, 2, 3))";
     EX_SHAPE(y, what, H_LINEAR, 2, 2, 2);
     expect_linear(y, what, xs, 4, 3, 2, lin_w, lin_b, H_LINEAR);
-    FREE_ALL(x, y);
+    tensor_free(x);
+    tensor_free(y);
     linear_free(&l);
 }
 
@@ -255,7 +257,8 @@ Test(ex_linear_forward_naive, without_a_bias)
     const char *what = "linear_forward_naive(W (2, 3), no bias, x (2, 3))";
     EX_SHAPE(y, what, H_LINEAR_NO_BIAS, 2, 2);
     expect_linear(y, what, xs, 2, 3, 2, lin_w, NULL, H_LINEAR_NO_BIAS);
-    FREE_ALL(x, y);
+    tensor_free(x);
+    tensor_free(y);
     linear_free(&l);
 }
 
@@ -275,7 +278,9 @@ Test(ex_linear_forward_naive, reads_x_through_its_strides)
     EX_SHAPE(y, what, H_LINEAR_STRIDES, 2, 2);
     double xs[] = {1, 2, 3, -1, 0, 4}; /* x's rows, in order */
     expect_linear(y, what, xs, 2, 3, 2, lin_w, lin_b, H_LINEAR_STRIDES);
-    FREE_ALL(base, x, y);
+    tensor_free(base);
+    tensor_free(x);
+    tensor_free(y);
     linear_free(&l);
 }
 
@@ -409,7 +414,8 @@ static void expect_heads(size_t B, size_t n, size_t d, size_t h)
                           what, r, i, k, b, i, j, want, got,
                           got == straight ? H_QKV_STRAIGHT : H_QKV);
             }
-    FREE_ALL(x, heads);
+    tensor_free(x);
+    tensor_free(heads);
 }
 
 Test(ex_transpose_qkv, shape_is_batch_times_heads)
@@ -419,7 +425,8 @@ Test(ex_transpose_qkv, shape_is_batch_times_heads)
     EX_OK(transpose_qkv(x, 4, &heads));
     EX_SHAPE(heads, "transpose_qkv(x (2, 3, 12), 4 heads)", H_QKV_SHAPE, 8, 3,
              3);
-    FREE_ALL(x, heads);
+    tensor_free(x);
+    tensor_free(heads);
 }
 
 /* d2l's example of section 1: one example, each head a strip of features */
@@ -510,7 +517,8 @@ static void expect_joined(size_t B, size_t n, size_t h, size_t p)
                           what, b, i, f, r, i, j, r % h, b, want, got,
                           got == straight ? H_OUT_STRAIGHT : H_OUT);
             }
-    FREE_ALL(heads, joined);
+    tensor_free(heads);
+    tensor_free(joined);
 }
 
 Test(ex_transpose_output, shape_is_batch_by_d_model)
@@ -520,7 +528,8 @@ Test(ex_transpose_output, shape_is_batch_by_d_model)
     EX_OK(transpose_output(heads, 4, &joined));
     EX_SHAPE(joined, "transpose_output(heads (8, 3, 3), 4 heads)",
              H_OUT_SHAPE, 2, 3, 12);
-    FREE_ALL(heads, joined);
+    tensor_free(heads);
+    tensor_free(joined);
 }
 
 Test(ex_transpose_output, one_example_from_eight_heads)
@@ -639,7 +648,8 @@ Test(ex_repeat_valid_lens, shapes_alone_for_a_meta_input)
     cr_assert(tensor_is_meta(out),
               "%s: expected a meta tensor (no numbers), got one with numbers"
               "\n%s", what, H_REPEAT_META);
-    FREE_ALL(lens, out);
+    tensor_free(lens);
+    tensor_free(out);
 }
 
 Test(ex_repeat_valid_lens, refuses_zero_heads_and_other_shapes)
@@ -929,7 +939,8 @@ static void expect_padding(size_t B, const double *lens, size_t Lk)
                       "length %g): expected %g, got %g\n%s",
                       what, b, j, j, b, lens[b], want, got, H_KPM);
         }
-    FREE_ALL(kpm, vl);
+    tensor_free(kpm);
+    tensor_free(vl);
 }
 
 Test(ex_mask_key_padding_from_lens, true_at_and_past_the_length)
@@ -1082,7 +1093,8 @@ static void expect_rms(const tensor *x, const double *w, double eps,
                           ? "hint: the weight multiplies every feature" : H_RMS);
         }
     }
-    FREE_ALL(y, wt);
+    tensor_free(y);
+    tensor_free(wt);
 }
 
 Test(ex_mla_rms_norm, divides_each_row_by_its_root_mean_square)
@@ -1103,7 +1115,8 @@ Test(ex_mla_rms_norm, reads_a_view)
     EX_OK(tensor_narrow(base, 1, 2, 3, &x)); // columns 2..4: rows 6 apart
     expect_rms(x, (double[]){1, 1, 3}, 1e-6,
                "mla_rms_norm(x = columns 2..4 of a (3, 6) tensor, a view)");
-    FREE_ALL(x, base);
+    tensor_free(x);
+    tensor_free(base);
 }
 
 Test(ex_mla_rms_norm, a_row_of_zeros_stays_zeros)
@@ -1124,7 +1137,8 @@ Test(ex_mla_rms_norm, refuses_a_weight_of_another_size)
     tensor_fill(w, 1);
     EX_REFUSED(mla_rms_norm(x, w, 1e-6, &y), y, GSL_EBADLEN, "mla_rms_norm",
                H_RMS_REFUSE, 3, 4);
-    FREE_ALL(x, w);
+    tensor_free(x);
+    tensor_free(w);
 }
 
 Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
@@ -1138,7 +1152,8 @@ Test(ex_mla_rms_norm, refuses_an_eps_that_is_not_positive)
                H_RMS_REFUSE, 0);
     EX_REFUSED(mla_rms_norm(x, w, -1, &y), y, GSL_EINVAL, "mla_rms_norm",
                H_RMS_REFUSE, 1);
-    FREE_ALL(x, w);
+    tensor_free(x);
+    tensor_free(w);
 }
 //<
 //> 21
