@@ -129,6 +129,11 @@ static void decoding(lesson *l)
      *
      * @show src/nn/kvcache.c kv_cache_decode_step
      *
+     * Its steps 1 to 3, the new positions' own work, are a function of
+     * their own, which the window cache of chapter 19 calls too:
+     *
+     * @show src/nn/kvcache.c kv_step_project
+     *
      * The causal mask enters the module's forward pass at step 3, as one
      * length per query row (`head_lens`):
      *

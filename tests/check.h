@@ -30,7 +30,85 @@
         cr_assert_str_eq(mha_last_error(), (message));                        \
     } while (0)
 
+/* A new tensor holding `values` (row-major). */
+static inline tensor *make(size_t ndim, const size_t *shape,
+                           const double *values)
+{
+    tensor *t;
+    OK(tensor_from_array(ndim, shape, values, &t));
+    return t;
+}
+
+/* A new tensor of normal draws, mean 0, standard deviation sd. */
+static inline tensor *normal_tensor(size_t ndim, const size_t *shape,
+                                    gsl_rng *r, double sd)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_normal(t, r, 0, sd);
+    return t;
+}
+
+/* The generator a test draws from, seeded. */
+static inline gsl_rng *rng_for_test(unsigned long seed)
+{
+    gsl_rng *r = mha_rng_new(seed);
+    cr_assert_not_null(r);
+    return r;
+}
+
+/* Free every tensor named: FREE_ALL(q, k, v, out). */
+static inline void free_all(tensor **t, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        tensor_free(t[k]);
+}
+#define FREE_ALL(...)                                                         \
+    free_all((tensor *[]){__VA_ARGS__},                                       \
+             sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
+
+//> 06
+/* The trace of d2l's walk: transpose_qkv of X (1, 2, 16) named
+ * "B, n, d_model", h = 8, then transpose_output of its result.  Columns:
+ *   0         1         2         3         4         5         6         7
+ *   0123456789012345678901234567890123456789012345678901234567890123456789 */
+#define SEED_WALK_TRACE \
+    "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n" \
+    "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n" \
+    "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n" \
+    "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n" \
+    "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n" \
+    "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n" \
+    "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n" \
+    "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n"
+//<
+
 //> 08
+/* Initialise *m for self-attention: queries, keys and values of `size`
+ * features, the configuration's other fields as named after it:
+ * SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1). */
+#define SELF_MODULE(m, size, ...)                                             \
+    OK(multihead_init((m), &(multihead_config){.query_size = (size),          \
+                                               .key_size = (size),            \
+                                               .value_size = (size),          \
+                                               __VA_ARGS__}))
+
+/* The valid lengths a case table asks for: kind 0 none (NULL), 1 one
+ * per example (B,), 2 one per query (B, Lq); they run through every
+ * length from 0 to Lk, 0 included: (5 i + first) mod (Lk + 1). */
+static inline tensor *case_lens(int kind, size_t B, size_t Lq, size_t Lk,
+                                size_t first)
+{
+    tensor *lens = NULL;
+    if (kind == 1)
+        OK(tensor_alloc(SHAPE(B), &lens));
+    else if (kind == 2)
+        OK(tensor_alloc(SHAPE(B, Lq), &lens));
+    for (size_t i = 0; lens && i < tensor_numel(lens); i++)
+        lens->data[i] = (double)((i * 5 + first) % (Lk + 1));
+    return lens;
+}
+
 /* Biases drawn uniform in (-0.5, 0.5) on all four layers, W_q, W_k, W_v,
  * W_o in that order (Xavier leaves them at zero: this makes them count). */
 static inline void random_biases(multihead *m, gsl_rng *r)
@@ -53,6 +131,36 @@ static inline void overflow_module(multihead *m)
     tensor_fill(m->W_v.weight, 1);
     tensor_fill(m->W_o.weight, 4);
 }
+
+/* A case of the module against its loops: sizes (dq, dk, dv the inputs'
+ * features, D num_hiddens, h heads, out out_size), biases or not, and
+ * the kind of valid lengths (case_lens). */
+typedef struct module_case {
+    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
+    int bias;
+    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
+} module_case;
+
+/* The case's module, Xavier weights and (with bias) random biases, and
+ * its inputs drawn from r in that order: q and k normal with standard
+ * deviation sd, v with 1, the lengths case_lens(c->lens, ..., 1). */
+static inline void case_module(const module_case *c, gsl_rng *r, double sd,
+                               multihead *m, tensor **q, tensor **k,
+                               tensor **v, tensor **lens)
+{
+    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
+                            .value_size = c->dv, .num_hiddens = c->D,
+                            .num_heads = c->h, .out_size = c->out,
+                            .bias = c->bias};
+    OK(multihead_init(m, &cfg));
+    multihead_reset_xavier(m, r);
+    if (c->bias) /* Xavier leaves biases at zero: make them count */
+        random_biases(m, r);
+    *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, sd);
+    *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, sd);
+    *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
+    *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 1);
+}
 //<
 
 /* Each allocation `call` makes (its status), failed in turn (error.h):
@@ -74,6 +182,17 @@ static inline void overflow_module(multihead *m)
             (failures)++;                                                     \
         }                                                                     \
     } while (0)
+
+/* t has exactly the shape given, assert_shape(t, SHAPE(2, 4, 100)), and
+ * zeros past its ndim (tensor.h). */
+static inline void assert_shape(const tensor *t, size_t ndim,
+                                const size_t *shape)
+{
+    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
+    for (size_t d = 0; d < TENSOR_MAX_DIMS; d++)
+        cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
+                     "shape[%zu] = %zu", d, t->shape[d]);
+}
 
 /* max |a - b| over max |b|: the normwise relative error of a against the
  * reference b (b all zero: the absolute error).  Shapes must agree. */
@@ -176,6 +295,18 @@ static inline const char *capture_end(capture *c)
 
 static inline void capture_free(capture *c) { free(c->text); }
 
+/* `call` must succeed and trace exactly `expected`. */
+#define TRACES(call, expected)                                                \
+    do {                                                                      \
+        capture traces_;                                                      \
+        capture_start(&traces_);                                              \
+        trace_to(traces_.f);                                                  \
+        OK(call);                                                             \
+        trace_to(NULL);                                                       \
+        cr_assert_str_eq(capture_end(&traces_), (expected));                  \
+        capture_free(&traces_);                                               \
+    } while (0)
+
 /* Tests of process plumbing (what a child process inherits, how it is
  * started) cannot run under valgrind, which holds descriptors of its own
  * and starts every child itself; tools/memcheck.sh sets MHA_MEMCHECK, and
@@ -196,6 +327,29 @@ static inline void read_until_eof(int fd, char *buf, size_t n)
         used += (size_t)got;
     buf[used] = '\0';
     close(fd);
+}
+
+/* fork() with the child's stderr on a pipe: the pid, 0 in the child,
+ * whose fd 2 is then the pipe (it exits 126 where that fails); in the
+ * parent *err is the pipe's reading end (read it with read_until_eof). */
+static inline pid_t fork_capturing_stderr(int *err)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (dup2(fds[1], 2) < 0)
+            _exit(126);
+        close(fds[0]);
+        close(fds[1]);
+        return 0;
+    }
+    close(fds[1]);
+    *err = fds[0];
+    return pid;
 }
 
 #endif

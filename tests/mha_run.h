@@ -185,5 +185,33 @@ static inline void put_values(const char *path, size_t ndim, const size_t *shape
     tensor_free(t);
 }
 
+/* A .npy file of any dtype, as np.save writes it (npy_write writes
+ * float64 only): version 1.0, the header padded so the data starts at
+ * byte 64, then `bytes`, n of them, as given. */
+static inline void put_npy(const char *path, const char *descr, size_t ndim,
+                           const size_t *shape, const void *bytes, size_t n)
+{
+    char dims[128] = "", header[256];
+    for (size_t d = 0; d < ndim; d++) // (4,) and (2, 4)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu%s",
+                 shape[d], ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
+    int len = snprintf(header, sizeof header,
+                       "{'descr': '%s', 'fortran_order': False, 'shape': "
+                       "(%s), }",
+                       descr, dims);
+    while ((10 + len + 1) % 64)
+        header[len++] = ' ';
+    header[len++] = '\n';
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                             (unsigned char)(len & 0xff),
+                             (unsigned char)(len >> 8)};
+    cr_assert_eq(fwrite(pre, 1, 10, f), 10);
+    cr_assert_eq(fwrite(header, 1, (size_t)len, f), (size_t)len);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
 #endif
 //<

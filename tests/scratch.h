@@ -20,13 +20,20 @@
 static char scratch_home[4096]; /* where the test started: the repository */
 static char scratch_dir[64];    /* the scratch directory, absolute */
 
-/* Make /tmp/<prefix>-XXXXXX and enter it. */
-static inline void scratch_enter(const char *prefix)
+/* Make /tmp/<prefix>-XXXXXX (a suite whose paths name it stays where it
+ * started). */
+static inline void scratch_make(const char *prefix)
 {
     cr_assert_not_null(getcwd(scratch_home, sizeof scratch_home));
     snprintf(scratch_dir, sizeof scratch_dir, "/tmp/%s-XXXXXX", prefix);
     cr_assert_not_null(mkdtemp(scratch_dir), "mkdtemp(%s): %s", scratch_dir,
                        strerror(errno));
+}
+
+/* Make /tmp/<prefix>-XXXXXX and enter it. */
+static inline void scratch_enter(const char *prefix)
+{
+    scratch_make(prefix);
     cr_assert_eq(chdir(scratch_dir), 0);
 }
 

@@ -30,8 +30,7 @@ Test(adam, two_steps_by_hand)
                        1e-14);
     cr_assert_eq(a.steps, 2);
     adam_free(&a);
-    tensor_free(p);
-    tensor_free(g);
+    FREE_ALL(p, g);
 }
 
 /* Twenty steps on three tensors with gradients that change every step,
@@ -98,8 +97,7 @@ Test(adam, finds_a_minimum)
     cr_assert_float_eq(p->data[0], 3.0, 1e-3);
     cr_assert_float_eq(p->data[1], -1.0, 1e-3);
     adam_free(&a);
-    tensor_free(p);
-    tensor_free(g);
+    FREE_ALL(p, g);
 }
 
 Test(adam, errors)
@@ -134,9 +132,7 @@ Test(adam, errors)
           "adam_step: eps 0 must be positive and finite");
     cr_assert_eq(a.steps, 0);
     adam_free(&a);
-    tensor *all[] = {p, g3, big, col};
-    for (size_t i = 0; i < 4; i++)
-        tensor_free(all[i]);
+    FREE_ALL(p, g3, big, col);
 }
 
 Test(adam, every_allocation_may_fail)

@@ -17,13 +17,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static tensor *make(size_t ndim, const size_t *shape, const double *values)
-{
-    tensor *t;
-    OK(tensor_from_array(ndim, shape, values, &t));
-    return t;
-}
-
 static tensor *random_tensor(size_t ndim, const size_t *shape,
                              unsigned long seed)
 {
@@ -172,15 +165,6 @@ static void additive_with_weights(additive_attention *a, size_t k_size,
     linear_reset_xavier_uniform(&a->w_v, r);
     gsl_rng_free(r);
 }
-
-static void free_all(tensor **t, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        tensor_free(t[k]);
-}
-#define FREE_ALL(...)                                                         \
-    free_all((tensor *[]){__VA_ARGS__},                                       \
-             sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *))
 
 /* --- both poolings against the naive loops, over a table of shapes -- */
 

@@ -21,13 +21,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static gsl_rng *rng_for_test(unsigned long seed)
-{
-    gsl_rng *r = mha_rng_new(seed);
-    cr_assert_not_null(r);
-    return r;
-}
-
 static tensor *normal3(gsl_rng *r, size_t a, size_t b, size_t c)
 {
     tensor *t;
@@ -159,9 +152,7 @@ ParameterizedTest(struct linear_case *lc, backward, linear_gradcheck)
     if (lc->bias)
         err = worse(err, check_grad("db", linear_loss, &c, l.bias, grad.bias));
     cr_log_info("linear %zu-D: worst relative error %.3g", lc->ndim, err);
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(dx);
+    FREE_ALL(x, g, dx);
     linear_free(&l);
     linear_free(&grad);
     gsl_rng_free(r);
@@ -214,11 +205,7 @@ Test(backward, linear_views_and_accumulation)
             cr_assert_float_eq(*TENSOR_AT(grad.weight, o, i), 2 * dw, 1e-13);
         }
     }
-    tensor_free(dx);
-    tensor_free(big);
-    tensor_free(xt);
-    tensor_free(x);
-    tensor_free(g);
+    FREE_ALL(dx, big, xt, x, g);
     linear_free(&l);
     linear_free(&grad);
     gsl_rng_free(r);
@@ -269,13 +256,9 @@ Test(backward, masked_softmax_gradcheck)
                 for (size_t j = valid; j < 5; j++)
                     cr_assert_eq(*TENSOR_AT(ds, b, i, j), 0.0);
             }
-        tensor_free(s);
-        tensor_free(g);
-        tensor_free(w);
-        tensor_free(ds);
+        FREE_ALL(s, g, w, ds);
     }
-    tensor_free(lens1);
-    tensor_free(lens2);
+    FREE_ALL(lens1, lens2);
     gsl_rng_free(r);
 }
 
@@ -292,10 +275,7 @@ Test(backward, masked_softmax_by_hand)
     cr_assert_eq(ds->data[0], 0.5);
     cr_assert_eq(ds->data[1], -0.5);
     cr_assert_eq(ds->data[2], 0.0);
-    tensor_free(w);
-    tensor_free(dw);
-    tensor_free(ds);
-    tensor_free(lens);
+    FREE_ALL(w, dw, ds, lens);
 }
 
 /* --- scaled dot-product attention ----------------------------------- */
@@ -407,15 +387,7 @@ ParameterizedTest(struct attention_case *ac, backward, attention_gradcheck)
                 ac->Lq, ac->Lk, err);
     assert_masked_rows_zero("dkeys", dk, lens, ac->Lq);
     assert_masked_rows_zero("dvalues", dv, lens, ac->Lq);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(g);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(dq);
-    tensor_free(dk);
-    tensor_free(dv);
+    FREE_ALL(q, k, v, g, lens, out, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -440,9 +412,7 @@ Test(backward, attention_all_masked_row)
     for (size_t j = 0; j < 4; j++)
         for (size_t f = 0; f < 3; f++)
             cr_assert_float_eq(*TENSOR_AT(dv, 0, j, f), g->data[f] / 4, 1e-15);
-    tensor *all[] = {q, k, v, g, lens, out, w, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, lens, out, w, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -460,9 +430,7 @@ Test(backward, attention_partial_outputs)
     OK(dot_attention_backward(q, k, v, NULL, w, g, &dq, &dk, &dv));
     OK(dot_attention_backward(q, k, v, NULL, w, g, NULL, NULL, &dv_only));
     cr_assert_eq(rel_error(dv_only, dv), 0.0);
-    tensor *all[] = {q, k, v, g, out, w, dv_only, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, out, w, dv_only, dq, dk, dv);
     dot_attention_free(&a);
     gsl_rng_free(r);
 }
@@ -575,9 +543,7 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
     assert_masked_rows_zero("dkeys", dk, lens, mc->Lq);
     assert_masked_rows_zero("dvalues", dv, lens, mc->Lq);
 
-    tensor *all[] = {q, k, v, g, lens, mask, dmask, out, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, g, lens, mask, dmask, out, dq, dk, dv);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -619,9 +585,7 @@ Test(backward, multihead_self_attention)
         dq->data[i] += dk->data[i] + dv->data[i];
     struct self_ctx c = {&m, x, lens, g};
     check_grad("dX", self_loss, &c, x, dq);
-    tensor *all[] = {x, g, lens, out, dq, dk, dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, g, lens, out, dq, dk, dv);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -660,9 +624,7 @@ Test(backward, forward_cached_equals_forward)
     cr_assert_not_null(cache.head_mask);
 //<
     cr_assert_eq(cache.queries, q);
-    tensor *all[] = {q, k, v, lens, ones, out, cached, masked, w};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, lens, ones, out, cached, masked, w);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -689,10 +651,7 @@ Test(backward, head_mask_zero_removes_the_head)
             *TENSOR_AT(m.W_o.weight, o, j) = 0;
     OK(multihead_forward(&m, x, x, x, NULL, &out_zeroed, NULL));
     cr_assert_leq(rel_error(out_masked, out_zeroed), 1e-15);
-    tensor_free(x);
-    tensor_free(mask);
-    tensor_free(out_masked);
-    tensor_free(out_zeroed);
+    FREE_ALL(x, mask, out_masked, out_zeroed);
     multihead_cache_free(&cache);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -729,9 +688,7 @@ Test(backward, multihead_gradients_accumulate)
             cr_assert_float_eq(b[i]->bias->data[j], 2 * a[i]->bias->data[j],
                                1e-14);
     }
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(out);
+    FREE_ALL(x, g, out);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&once);
@@ -760,9 +717,7 @@ Test(backward, key_bias_gets_no_gradient)
     cr_assert_leq(max_abs(grads.W_k.bias), 1e-15);
     cr_assert_gt(max_abs(grads.W_k.weight), 1e-3);
     cr_assert_gt(max_abs(grads.W_q.bias), 1e-3);
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(out);
+    FREE_ALL(x, g, out);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -788,63 +743,55 @@ Test(backward_trace, one_small_module)
     OK(tensor_alloc(SHAPE(2), &dmask));
     multihead_cache cache = {0};
     OK(multihead_forward_cached(&m, q, k, k, lens, mask, &cache, &out, NULL));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(multihead_backward(&m, &cache, g, &grads, dmask, &dq, NULL, NULL));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "multihead_backward(h=2)        dout (2, 2, 4)                      (B, Lq, d_model)\n"
-        "  # the joined heads' gradient, through W_o\n"
-        "  W_o backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
-        "    dx = dy W            new   (2, 2, 4) @ (4, 4) -> (2, 2, 4)     (B, Lq, d_model)\n"
-        "  transpose_qkv(h=2)           (2, 2, 4)                           (B, Lq, d_model)\n"
-        "    reshape(2, 2, 2, -1) view  (2, 2, 4) -> (2, 2, 2, 2)           (B, Lq, h, d_model/h)\n"
-        "    permute(0, 2, 1, 3)  view  (2, 2, 2, 2) -> (2, 2, 2, 2)        (B, h, Lq, d_model/h)\n"
-        "    reshape(-1, 2, 2)    copy  (2, 2, 2, 2) -> (4, 2, 2)           (B*h, Lq, d_model/h)\n"
-        "  head_mask backward     new   (4, 2, 2) -> (4, 2, 2)              (B*h, Lq, d_model/h)\n"
-        "  dmask += sum(dy * heads) new   (4, 2, 2), (4, 2, 2) -> (2,)\n"
-        "  dot_attention_backward(scale 1/sqrt(2))       dout (4, 2, 2)                      (B*h, Lq, d_model/h)\n"
-        "    dV = w^T dout        new   (4, 2, 3)^T @ (4, 2, 2) -> (4, 3, 2)  (B*h, Lk, d_model/h)\n"
-        "    dw = dout V^T        new   (4, 2, 2) @ (4, 3, 2)^T -> (4, 2, 3)  (B*h, Lq, Lk)\n"
-        "    masked_softmax_backward(scale 0.707107, valid_lens (4,)) new   (4, 2, 3) -> (4, 2, 3)              (B*h, Lq, Lk)\n"
-        "    dQ = ds K            new   (4, 2, 3) @ (4, 3, 2) -> (4, 2, 2)  (B*h, Lq, d_model/h)\n"
-        "    dK = ds^T Q          new   (4, 2, 3)^T @ (4, 2, 2) -> (4, 3, 2)  (B*h, Lk, d_model/h)\n"
-        "  # dQ: the query heads' gradients side by side\n"
-        "  transpose_output(h=2)        (4, 2, 2)                           (B*h, Lq, d_model/h)\n"
-        "    reshape(-1, 2, 2, 2) view  (4, 2, 2) -> (2, 2, 2, 2)           (B, h, Lq, d_model/h)\n"
-        "    permute(0, 2, 1, 3)  view  (2, 2, 2, 2) -> (2, 2, 2, 2)        (B, Lq, h, d_model/h)\n"
-        "    reshape(2, 2, -1)    copy  (2, 2, 2, 2) -> (2, 2, 4)           (B, Lq, d_model)\n"
-        "  # dK: the key heads' gradients side by side\n"
-        "  transpose_output(h=2)        (4, 3, 2)                           (B*h, Lk, d_model/h)\n"
-        "    reshape(-1, 2, 3, 2) view  (4, 3, 2) -> (2, 2, 3, 2)           (B, h, Lk, d_model/h)\n"
-        "    permute(0, 2, 1, 3)  view  (2, 2, 3, 2) -> (2, 3, 2, 2)        (B, Lk, h, d_model/h)\n"
-        "    reshape(2, 3, -1)    copy  (2, 3, 2, 2) -> (2, 3, 4)           (B, Lk, d_model)\n"
-        "  # dV: the value heads' gradients side by side\n"
-        "  transpose_output(h=2)        (4, 3, 2)                           (B*h, Lk, d_model/h)\n"
-        "    reshape(-1, 2, 3, 2) view  (4, 3, 2) -> (2, 2, 3, 2)           (B, h, Lk, d_model/h)\n"
-        "    permute(0, 2, 1, 3)  view  (2, 2, 3, 2) -> (2, 3, 2, 2)        (B, Lk, h, d_model/h)\n"
-        "    reshape(2, 3, -1)    copy  (2, 3, 2, 2) -> (2, 3, 4)           (B, Lk, d_model)\n"
-        "  # the inputs' gradients, through W_q, W_k and W_v\n"
-        "  W_q backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
-        "    dx = dy W            new   (2, 2, 4) @ (4, 3) -> (2, 2, 3)     (B, Lq, d_q)\n"
-        "  # the layers' own gradients: W_o's from dout, the others from dQ, dK, dV\n"
-        "  W_o backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
-        "    dW += dy^T x         new   (4, 4)^T @ (4, 4) -> (4, 4)\n"
-        "    db += sum(dy, rows)  new   (4, 4) -> (4,)\n"
-        "  W_q backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
-        "    dW += dy^T x         new   (4, 4)^T @ (4, 3) -> (4, 3)\n"
-        "    db += sum(dy, rows)  new   (4, 4) -> (4,)\n"
-        "  W_k backward                 dy (2, 3, 4)                        (B, Lk, d_model)\n"
-        "    dW += dy^T x         new   (6, 4)^T @ (6, 3) -> (4, 3)\n"
-        "    db += sum(dy, rows)  new   (6, 4) -> (4,)\n"
-        "  W_v backward                 dy (2, 3, 4)                        (B, Lk, d_model)\n"
-        "    dW += dy^T x         new   (6, 4)^T @ (6, 3) -> (4, 3)\n"
-        "    db += sum(dy, rows)  new   (6, 4) -> (4,)\n");
-    capture_free(&c);
-    tensor *all[] = {q, k, g, lens, mask, dmask, out, dq};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    TRACES(multihead_backward(&m, &cache, g, &grads, dmask, &dq, NULL, NULL),
+           "multihead_backward(h=2)        dout (2, 2, 4)                      (B, Lq, d_model)\n"
+           "  # the joined heads' gradient, through W_o\n"
+           "  W_o backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
+           "    dx = dy W            new   (2, 2, 4) @ (4, 4) -> (2, 2, 4)     (B, Lq, d_model)\n"
+           "  transpose_qkv(h=2)           (2, 2, 4)                           (B, Lq, d_model)\n"
+           "    reshape(2, 2, 2, -1) view  (2, 2, 4) -> (2, 2, 2, 2)           (B, Lq, h, d_model/h)\n"
+           "    permute(0, 2, 1, 3)  view  (2, 2, 2, 2) -> (2, 2, 2, 2)        (B, h, Lq, d_model/h)\n"
+           "    reshape(-1, 2, 2)    copy  (2, 2, 2, 2) -> (4, 2, 2)           (B*h, Lq, d_model/h)\n"
+           "  head_mask backward     new   (4, 2, 2) -> (4, 2, 2)              (B*h, Lq, d_model/h)\n"
+           "  dmask += sum(dy * heads) new   (4, 2, 2), (4, 2, 2) -> (2,)\n"
+           "  dot_attention_backward(scale 1/sqrt(2))       dout (4, 2, 2)                      (B*h, Lq, d_model/h)\n"
+           "    dV = w^T dout        new   (4, 2, 3)^T @ (4, 2, 2) -> (4, 3, 2)  (B*h, Lk, d_model/h)\n"
+           "    dw = dout V^T        new   (4, 2, 2) @ (4, 3, 2)^T -> (4, 2, 3)  (B*h, Lq, Lk)\n"
+           "    masked_softmax_backward(scale 0.707107, valid_lens (4,)) new   (4, 2, 3) -> (4, 2, 3)              (B*h, Lq, Lk)\n"
+           "    dQ = ds K            new   (4, 2, 3) @ (4, 3, 2) -> (4, 2, 2)  (B*h, Lq, d_model/h)\n"
+           "    dK = ds^T Q          new   (4, 2, 3)^T @ (4, 2, 2) -> (4, 3, 2)  (B*h, Lk, d_model/h)\n"
+           "  # dQ: the query heads' gradients side by side\n"
+           "  transpose_output(h=2)        (4, 2, 2)                           (B*h, Lq, d_model/h)\n"
+           "    reshape(-1, 2, 2, 2) view  (4, 2, 2) -> (2, 2, 2, 2)           (B, h, Lq, d_model/h)\n"
+           "    permute(0, 2, 1, 3)  view  (2, 2, 2, 2) -> (2, 2, 2, 2)        (B, Lq, h, d_model/h)\n"
+           "    reshape(2, 2, -1)    copy  (2, 2, 2, 2) -> (2, 2, 4)           (B, Lq, d_model)\n"
+           "  # dK: the key heads' gradients side by side\n"
+           "  transpose_output(h=2)        (4, 3, 2)                           (B*h, Lk, d_model/h)\n"
+           "    reshape(-1, 2, 3, 2) view  (4, 3, 2) -> (2, 2, 3, 2)           (B, h, Lk, d_model/h)\n"
+           "    permute(0, 2, 1, 3)  view  (2, 2, 3, 2) -> (2, 3, 2, 2)        (B, Lk, h, d_model/h)\n"
+           "    reshape(2, 3, -1)    copy  (2, 3, 2, 2) -> (2, 3, 4)           (B, Lk, d_model)\n"
+           "  # dV: the value heads' gradients side by side\n"
+           "  transpose_output(h=2)        (4, 3, 2)                           (B*h, Lk, d_model/h)\n"
+           "    reshape(-1, 2, 3, 2) view  (4, 3, 2) -> (2, 2, 3, 2)           (B, h, Lk, d_model/h)\n"
+           "    permute(0, 2, 1, 3)  view  (2, 2, 3, 2) -> (2, 3, 2, 2)        (B, Lk, h, d_model/h)\n"
+           "    reshape(2, 3, -1)    copy  (2, 3, 2, 2) -> (2, 3, 4)           (B, Lk, d_model)\n"
+           "  # the inputs' gradients, through W_q, W_k and W_v\n"
+           "  W_q backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
+           "    dx = dy W            new   (2, 2, 4) @ (4, 3) -> (2, 2, 3)     (B, Lq, d_q)\n"
+           "  # the layers' own gradients: W_o's from dout, the others from dQ, dK, dV\n"
+           "  W_o backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
+           "    dW += dy^T x         new   (4, 4)^T @ (4, 4) -> (4, 4)\n"
+           "    db += sum(dy, rows)  new   (4, 4) -> (4,)\n"
+           "  W_q backward                 dy (2, 2, 4)                        (B, Lq, d_model)\n"
+           "    dW += dy^T x         new   (4, 4)^T @ (4, 3) -> (4, 3)\n"
+           "    db += sum(dy, rows)  new   (4, 4) -> (4,)\n"
+           "  W_k backward                 dy (2, 3, 4)                        (B, Lk, d_model)\n"
+           "    dW += dy^T x         new   (6, 4)^T @ (6, 3) -> (4, 3)\n"
+           "    db += sum(dy, rows)  new   (6, 4) -> (4,)\n"
+           "  W_v backward                 dy (2, 3, 4)                        (B, Lk, d_model)\n"
+           "    dW += dy^T x         new   (6, 4)^T @ (6, 3) -> (4, 3)\n"
+           "    db += sum(dy, rows)  new   (6, 4) -> (4,)\n");
+    FREE_ALL(q, k, g, lens, mask, dmask, out, dq);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&grads);
@@ -869,9 +816,7 @@ Test(backward_trace, masked_softmax_without_mask)
     cr_assert_eq(ds->data[0], 0.0);
     cr_assert_eq(ds->data[1], 0.0);
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(dw);
-    tensor_free(ds);
+    FREE_ALL(w, dw, ds);
 }
 
 /* --- errors --------------------------------------------------------- */
@@ -902,10 +847,7 @@ Test(backward_errors, linear)
           "none");
     FAILS(linear_backward(&l, NULL, dy, NULL, &dx), GSL_EINVAL,
           "linear_backward W_q: x is NULL");
-    tensor_free(x);
-    tensor_free(x5);
-    tensor_free(dy);
-    tensor_free(dy5);
+    FREE_ALL(x, x5, dy, dy5);
     linear_free(&l);
     linear_free(&g_small);
     linear_free(&g_nobias);
@@ -927,9 +869,7 @@ Test(backward_errors, masked_softmax)
     FAILS(masked_softmax_backward(w, w, 1.0, lens, &out), GSL_EINVAL,
           "masked_softmax_backward: valid_lens[1] = 5 is larger than the "
           "number of keys 4 (weights (2, 3, 4), valid_lens (2,))");
-    tensor_free(w);
-    tensor_free(w2);
-    tensor_free(lens);
+    FREE_ALL(w, w2, lens);
 }
 
 Test(backward_errors, attention)
@@ -959,9 +899,7 @@ Test(backward_errors, attention)
           "(2, 3, 5), dout (2, 3, 5))");
     FAILS(dot_attention_backward(q, k, v, NULL, NULL, dout, &dq, NULL, NULL),
           GSL_EINVAL, "dot_attention_backward: weights is NULL");
-    tensor *all[] = {q, k, v, w, dout, q3};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, w, dout, q3);
 }
 
 Test(backward_errors, module)
@@ -1025,9 +963,7 @@ Test(backward_errors, module)
           "multihead_backward: dhead_mask asked for, but the forward had no "
           "head mask");
 //<
-    tensor *all[] = {x, mask3, mask2, d2, out, g};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, mask3, mask2, d2, out, g);
     multihead_cache_free(&cache);
     multihead_free(&m);
     multihead_free(&g_other);
@@ -1073,9 +1009,7 @@ Test(backward_memory, every_allocation_may_fail)
                                         &dv);
         mha_debug_fail_alloc_after(-1);
         if (status == GSL_SUCCESS) {
-            tensor_free(dq);
-            tensor_free(dk);
-            tensor_free(dv);
+            FREE_ALL(dq, dk, dv);
             break;
         }
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
@@ -1110,9 +1044,7 @@ Test(backward_memory, every_allocation_may_fail)
     }
     cr_assert_gt(failures, 0);
     cr_assert_gt(max_abs(lg.weight), 0.0);
-    tensor *all[] = {x, g, lens, mask, dmask, out, xt, xp, dy};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, g, lens, mask, dmask, out, xt, xp, dy);
     linear_free(&lg);
     multihead_cache_free(&cache);
     multihead_free(&m);

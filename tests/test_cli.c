@@ -105,34 +105,16 @@ static tensor *ramp(size_t ndim, const size_t *shape, double start,
 static void put_int64(const char *path, size_t ndim, const size_t *shape,
                       const int64_t *values)
 {
-    char dims[64] = "", header[128];
-    for (size_t d = 0; d < ndim; d++)
-        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu%s",
-                 shape[d], ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
-    int len = snprintf(header, sizeof header,
-                       "{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }",
-                       dims);
-    // pad with spaces and a newline so the data starts at byte 64
-    while ((10 + len + 1) % 64)
-        header[len++] = ' ';
-    header[len++] = '\n';
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                             (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
-    cr_assert_eq(fwrite(pre, 1, 10, f), 10);
-    cr_assert_eq(fwrite(header, 1, (size_t)len, f), (size_t)len);
     size_t numel = 1;
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];
-    for (size_t i = 0; i < numel; i++) {
-        uint64_t u = (uint64_t)values[i];
-        unsigned char b[8];
-        for (int k = 0; k < 8; k++)
-            b[k] = (unsigned char)(u >> (8 * k));
-        cr_assert_eq(fwrite(b, 1, 8, f), 8);
-    }
-    cr_assert_eq(fclose(f), 0);
+    unsigned char *bytes = malloc(8 * numel);
+    cr_assert_not_null(bytes);
+    for (size_t i = 0; i < numel; i++)
+        for (int k = 0; k < 8; k++) // little-endian
+            bytes[8 * i + k] = (unsigned char)((uint64_t)values[i] >> (8 * k));
+    put_npy(path, "<i8", ndim, shape, bytes, 8 * numel);
+    free(bytes);
 }
 
 /* The scratch directory's state (scratch.h's snapshot). */
@@ -257,10 +239,7 @@ static void assert_matches(size_t heads, const char *k, const char *v,
         cr_assert_eq(got_a->shape[d], a_shape[d]);
     cr_assert_leq(rel_error(got_out, want_out), 1e-13);
     cr_assert_leq(rel_error(got_a, want_a), 1e-13);
-    tensor_free(want_out);
-    tensor_free(want_a);
-    tensor_free(got_out);
-    tensor_free(got_a);
+    FREE_ALL(want_out, want_a, got_out, got_a);
 }
 
 #define INPUTS                                                                \
@@ -519,10 +498,7 @@ static void trace_in_process(size_t B, size_t Lq, size_t Lk, size_t D,
                              size_t h, const double *lens, trace_log *log)
 {
     multihead m;
-    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h,
-                            .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, D, .num_hiddens = D, .num_heads = h, .shape_only = 1);
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
     OK(tensor_alloc_meta(SHAPE(B, Lq, D), &x));
     OK(tensor_alloc_meta(SHAPE(B, Lk, D), &y));
@@ -532,10 +508,7 @@ static void trace_in_process(size_t B, size_t Lq, size_t Lk, size_t D,
     OK(multihead_forward(&m, x, y, y, vl, &out, NULL));
     trace_log_stop(log);
     cr_assert_not(log->failed);
-    tensor_free(out);
-    tensor_free(vl);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(out, vl, y, x);
     multihead_free(&m);
 }
 
@@ -787,9 +760,7 @@ Test(cli, forward_with_biases, .init = enter_scratch, .fini = leave_scratch)
     tensor *with = load("out.npy"), *without, *w;
     reference(2, "q.npy", "k.npy", "v.npy", 0, NULL, &without, &w);
     cr_assert_gt(rel_error(with, without), 1e-3);
-    tensor_free(with);
-    tensor_free(without);
-    tensor_free(w);
+    FREE_ALL(with, without, w);
     run_free(&r);
 }
 
@@ -871,8 +842,7 @@ Test(cli, forward_valid_lens_from_the_command_line_and_from_files,
         tensor_free(a);
         run_free(&r);
     }
-    tensor_free(one);
-    tensor_free(two);
+    FREE_ALL(one, two);
 }
 
 /* Equal keys score equally: every head gives each valid key 1/valid_len,
@@ -903,9 +873,7 @@ Test(cli, attention_out_holds_the_weights_by_hand, .init = enter_scratch,
                     cr_assert_float_eq(*TENSOR_AT(a, b, h, q, t), want, 1e-15,
                                        "A[%zu, %zu, %zu, %zu]", b, h, q, t);
                 }
-    tensor_free(a);
-    tensor_free(k);
-    tensor_free(row);
+    FREE_ALL(a, k, row);
     run_free(&r);
 }
 
@@ -965,8 +933,7 @@ Test(cli, forward_rope, .init = enter_scratch, .fini = leave_scratch)
     assert_matches(2, "k.npy", "v.npy", 0, NULL, SHAPE(2, 4, 6),
                    SHAPE(2, 2, 4, 6));
     reference_rope_base = 0;
-    tensor_free(plain_out);
-    tensor_free(plain_a);
+    FREE_ALL(plain_out, plain_a);
 }
 
 /* mha trace --rope: the rope steps on shapes alone, and the line that
@@ -1054,9 +1021,7 @@ Test(cli, heatmap_terminal_is_heatmap_terminal, .init = enter_scratch,
     cr_assert_str_eq(r.out, capture_end(&c));
     cr_assert_not_null(strstr(r.out, "example 1, head 1"));
     capture_free(&c);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(w);
+    FREE_ALL(lens, out, w);
     run_free(&r);
 }
 
@@ -1443,8 +1408,7 @@ Test(cli, failed_attention_out_leaves_out_alone, .init = enter_scratch,
     tensor *now = load("out.npy");
     cr_assert(tensor_same_shape(now, old));
     cr_assert_eq(rel_error(now, old), 0.0);
-    tensor_free(now);
-    tensor_free(old);
+    FREE_ALL(now, old);
     run_free(&r);
 }
 
@@ -2420,9 +2384,7 @@ Test(cli, forward_grouped_and_causal, .init = enter_scratch,
                               b, hd, i, j, w);
                 }
     multihead_free(&m);
-    tensor *all[] = {q, k, v, vl, want, want_a, got, a};
-    for (size_t i = 0; i < 8; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, vl, want, want_a, got, a);
 }
 
 Test(cli, trace_of_grouped_heads, .init = enter_scratch, .fini = leave_scratch)
@@ -2628,8 +2590,7 @@ static void assert_weights_and_out(const double *want_a, const double *want_out,
                      "= %.17g", what, i, *TENSOR_AT(out, 0, i, 0));
         cr_assert_eq(*TENSOR_AT(out, 0, i, 1), 0.0);
     }
-    tensor_free(a);
-    tensor_free(out);
+    FREE_ALL(a, out);
 }
 
 Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,

@@ -71,30 +71,10 @@ static void assert_refused(const char *args, const char *message)
 static void put_bool(const char *path, size_t ndim, const size_t *shape,
                      const unsigned char *bits)
 {
-    char dims[128] = "", header[256];
     size_t n = 1;
-    for (size_t d = 0; d < ndim; d++) {
-        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%zu,%s",
-                 shape[d], d + 1 < ndim ? " " : "");
+    for (size_t d = 0; d < ndim; d++)
         n *= shape[d];
-    }
-    if (ndim > 1) // (2, 4), not (2, 4,)
-        dims[strlen(dims) - 1] = '\0';
-    int len = snprintf(header, sizeof header,
-                       "{'descr': '|b1', 'fortran_order': False, 'shape': "
-                       "(%s), }",
-                       dims);
-    while ((10 + len + 1) % 64)
-        header[len++] = ' ';
-    header[len++] = '\n';
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-    fputc(len & 0xff, f);
-    fputc(len >> 8, f);
-    fwrite(header, 1, (size_t)len, f);
-    fwrite(bits, 1, n, f);
-    cr_assert_eq(fclose(f), 0);
+    put_npy(path, "|b1", ndim, shape, bits, n);
 }
 
 /* A .npz as numpy.savez writes one: each .npy file given as a member
@@ -131,8 +111,7 @@ static void assert_close(const char *a, const char *b, double tol)
         cr_assert(fabs(x->data[e] - y->data[e]) <= tol,
                   "%s and %s differ at %zu: %.17g, %.17g", a, b, e,
                   x->data[e], y->data[e]);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
 }
 
 static void write_inputs(void)
@@ -302,11 +281,9 @@ Test(cli_torch, zero_attn_and_bias_kv_add_a_key_each, .init = enter,
                     cr_assert_float_eq(*TENSOR_AT(o, b, i, f),
                                        sum / (double)keys, 1e-14);
                 }
-        tensor_free(a);
-        tensor_free(o);
+        FREE_ALL(a, o);
     }
-    tensor_free(v);
-    tensor_free(bv);
+    FREE_ALL(v, bv);
 }
 
 /* A row whose every key is hidden is refused, naming it; the zero key of
@@ -369,8 +346,7 @@ Test(cli_torch, average_attn_weights_is_the_mean_of_the_heads, .init = enter,
                                    (*TENSOR_AT(a, b, 0, i, j) +
                                     *TENSOR_AT(a, b, 1, i, j)) / 2,
                                    1e-16);
-    tensor_free(a);
-    tensor_free(m);
+    FREE_ALL(a, m);
 }
 
 /* The packed in_proj_weight and in_proj_bias, and a .npz state dict of

@@ -12,15 +12,6 @@
 #include <criterion/parameterized.h>
 #include <float.h>
 
-static tensor *normal_tensor(size_t ndim, const size_t *shape, gsl_rng *r,
-                             double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    return t;
-}
-
 /* --- online softmax and tiled attention ------------------------------ */
 
 /* x = 1, 3 | 2, 5 in tiles of two.  Tile 1: m = 3, l = e^-2 + 1.  Tile 2
@@ -108,14 +99,7 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
     tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->d), r, 2.0);
     tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->d), r, 2.0);
     tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
-    tensor *lens = NULL;
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 2) % (c->Lk + 1));
+    tensor *lens = case_lens(c->lens, c->B, c->Lq, c->Lk, 2);
     if (c->lens == 3) { /* query i sees keys 0 .. i */
         OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
         for (size_t b = 0; b < c->B; b++)
@@ -142,12 +126,7 @@ ParameterizedTest(struct flash_case *c, flash, tiled_equals_exact)
         tensor_free(tiled);
     }
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(exact);
-    tensor_free(loops);
+    FREE_ALL(q, k, v, lens, exact, loops);
     gsl_rng_free(r);
 }
 
@@ -184,11 +163,7 @@ Test(flash, masked_keys_get_nothing_when_valid_scores_are_below_minus_1e6)
         tensor_free(tiled);
     }
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(exact);
+    FREE_ALL(q, k, v, lens, exact);
 }
 
 /* Keys read through a permuted view are copied once, and the trace says
@@ -221,14 +196,7 @@ Test(flash, strided_inputs_and_trace)
     cr_assert(rel_error(tiled, exact) <= 1e-12);
     capture_free(&c);
     dot_attention_free(&a);
-    tensor_free(q);
-    tensor_free(kt);
-    tensor_free(v);
-    tensor_free(k);
-    tensor_free(kc);
-    tensor_free(lens);
-    tensor_free(exact);
-    tensor_free(tiled);
+    FREE_ALL(q, kt, v, k, kc, lens, exact, tiled);
     gsl_rng_free(r);
 }
 
@@ -255,12 +223,7 @@ Test(flash, errors)
           "number of keys 5 (queries (2, 3, 4), keys (2, 5, 4), valid_lens "
           "(2,))");
     cr_assert_null(out);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(k3);
-    tensor_free(lens);
+    FREE_ALL(q, k, v, v_short, k3, lens);
 }
 
 Test(flash, allocation_failures)
@@ -282,10 +245,7 @@ Test(flash, allocation_failures)
         failures++;
     }
     cr_assert_geq(failures, 4);
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(kt);
-    tensor_free(k);
+    FREE_ALL(out, q, kt, k);
     gsl_rng_free(r);
 }
 
@@ -305,8 +265,6 @@ Test(flash, overflow_from_finite_inputs_is_refused)
     tensor_fill(q, NAN);
     OK(flash_attention_forward(q, q, v, NULL, 0, 0, &out));
     cr_assert(isnan(out->data[0]));
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(v);
+    FREE_ALL(out, q, v);
 }
 //<

@@ -83,14 +83,6 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
     free(s);
 }
 
-static tensor *normal(size_t ndim, const size_t *shape, gsl_rng *r)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, 1);
-    return t;
-}
-
 /* --- the lengths a row sees ----------------------------------------- */
 
 Test(gqa, row_len_is_aligned_at_the_end)
@@ -123,8 +115,7 @@ Test(gqa, row_len_is_aligned_at_the_end)
     double plain[6] = {2, 2, 2, 5, 5, 5};
     for (size_t j = 0; j < 6; j++)
         cr_assert_eq(rows->data[j], plain[j], "entry %zu", j);
-    tensor_free(rows);
-    tensor_free(vl);
+    FREE_ALL(rows, vl);
 }
 
 Test(gqa, empty_rows_are_found)
@@ -164,23 +155,14 @@ Test(gqa, expand_reads_one_head_for_the_whole_group)
                              TENSOR_AT(kh, g, t, 1));
     // flattening the group into the batch cannot be a view: it copies,
     // and the copy is repeat_interleave(kh, 3, dim=0)
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
-    capture_free(&c);
+    TRACES(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied),
+           "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
     for (size_t r = 0; r < 12; r++)
         for (size_t t = 0; t < 3; t++)
             for (size_t e = 0; e < 2; e++)
                 cr_assert_eq(*TENSOR_AT(copied, r, t, e),
                              (double)((r / 3) * 6 + t * 2 + e));
-    tensor_free(kh);
-    tensor_free(one);
-    tensor_free(shared);
-    tensor_free(copied);
+    FREE_ALL(kh, one, shared, copied);
 }
 
 Test(gqa, expand_trace_new_dims_and_errors)
@@ -188,14 +170,8 @@ Test(gqa, expand_trace_new_dims_and_errors)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 1), &x));
     tensor_set_names(x, "B, one");
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_expand(x, DIMS(3, -1, 5), NULL, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
-    capture_free(&c);
+    TRACES(tensor_expand(x, DIMS(3, -1, 5), NULL, &y),
+           "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
     cr_assert_eq(y->strides[0], 0);
     cr_assert_eq(y->strides[2], 0);
     tensor_free(y);
@@ -254,9 +230,9 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     multihead_reset_xavier(&m, r);
     if (c->bias)
         random_biases(&m, r);
-    tensor *q = normal(SHAPE(c->B, c->Lq, c->dq), r);
-    tensor *k = normal(SHAPE(c->B, c->Lk, c->dk), r);
-    tensor *v = normal(SHAPE(c->B, c->Lk, c->dv), r);
+    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1);
+    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1);
+    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1);
     tensor *lens = NULL;
     if (c->lens == 1)
         OK(tensor_alloc(SHAPE(c->B), &lens));
@@ -306,9 +282,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
 //<
 
     multihead_free(&m);
-    tensor *all[] = {q, k, v, lens, want, want_w, copy, tiled, fast, naive};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, lens, want, want_w, copy, tiled, fast, naive);
     gsl_rng_free(r);
 }
 
@@ -320,13 +294,11 @@ Test(gqa, folding_equals_repeat_interleave)
     const size_t B = 2, Lq = 3, Lk = 5, h = 6, G = 2, p = 2, group = h / G;
     gsl_rng *r = mha_rng_new(8);
     multihead m;
-    multihead_config cfg = {.query_size = 12, .key_size = 12, .value_size = 12,
-                            .num_hiddens = h * p, .num_heads = h,
-                            .kv_heads = G, .causal = 1};
-    OK(multihead_init(&m, &cfg));
-    tensor *qh = normal(SHAPE(B * h, Lq, p), r);
-    tensor *kh = normal(SHAPE(B * G, Lk, p), r);
-    tensor *vh = normal(SHAPE(B * G, Lk, p), r);
+    SELF_MODULE(&m, 12, .num_hiddens = h * p, .num_heads = h, .kv_heads = G,
+                    .causal = 1);
+    tensor *qh = normal_tensor(SHAPE(B * h, Lq, p), r, 1);
+    tensor *kh = normal_tensor(SHAPE(B * G, Lk, p), r, 1);
+    tensor *vh = normal_tensor(SHAPE(B * G, Lk, p), r, 1);
     tensor *rows, *lens, *heads, *k4, *ke, *kr, *v4, *ve, *vr, *ref;
     OK(valid_lens_per_row(NULL, 1, B, Lq, Lk, 0, &rows));
     OK(repeat_valid_lens(rows, h, &lens));
@@ -349,9 +321,7 @@ Test(gqa, folding_equals_repeat_interleave)
         cr_assert_eq(*TENSOR_AT(kr, i, 4, 1),
                      *TENSOR_AT(kh, (i / h) * G + (i % h) / group, 4, 1));
     dot_attention_free(&a);
-    tensor *all[] = {qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref);
     multihead_free(&m);
     gsl_rng_free(r);
 }
@@ -409,9 +379,7 @@ Test(gqa, config_and_empty_row_errors)
     tensor_free(out);
     tensor_free(w);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(vl);
+    FREE_ALL(q, k, vl);
 }
 
 /* --- the backward pass -------------------------------------------------- */
@@ -453,8 +421,8 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
             fm.W_k.bias->data[fr] = gm.W_k.bias->data[gr];
             fm.W_v.bias->data[fr] = gm.W_v.bias->data[gr];
         }
-    tensor *q = normal(SHAPE(B, Lq, d), r), *k = normal(SHAPE(B, Lk, d), r);
-    tensor *v = normal(SHAPE(B, Lk, d), r), *dout = normal(SHAPE(B, Lq, D), r);
+    tensor *q = normal_tensor(SHAPE(B, Lq, d), r, 1), *k = normal_tensor(SHAPE(B, Lk, d), r, 1);
+    tensor *v = normal_tensor(SHAPE(B, Lk, d), r, 1), *dout = normal_tensor(SHAPE(B, Lq, D), r, 1);
     tensor *lens, *gout, *fout, *gdq, *gdk, *gdv, *fdq, *fdk, *fdv;
     OK(tensor_from_array(SHAPE(B, Lq), (double[]){2, 6, 4, 5, 6, 1, 3, 6}, &lens));
     multihead_cache gc = {0}, fc = {0};
@@ -499,10 +467,8 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     multihead *mods[] = {&gm, &fm, &gg, &fg};
     for (size_t i = 0; i < 4; i++)
         multihead_free(mods[i]);
-    tensor *all[] = {q, k, v, dout, lens, gout, fout, gdq, gdk, gdv, fdq, fdk,
-                     fdv, sum_k, sum_v, sum_bk, sum_bv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(q, k, v, dout, lens, gout, fout, gdq, gdk, gdv, fdq, fdk, fdv,
+             sum_k, sum_v, sum_bk, sum_bv);
     gsl_rng_free(r);
 }
 //<

@@ -16,9 +16,7 @@ Test(gqa_repeat, repeat_copies_each_block_to_its_group)
             *TENSOR_AT(wt, c, r) = (double)(r * 3 + c);
     OK(tensor_permute(wt, SHAPE(1, 0), &view));
     OK(gqa_repeat_kv_weight(view, 4, 2, &out));
-    cr_assert_eq(out->ndim, 2);
-    cr_assert_eq(out->shape[0], 8);
-    cr_assert_eq(out->shape[1], 3);
+    assert_shape(out, SHAPE(8, 3));
     // out rows: w rows 0 1 0 1 2 3 2 3
     size_t src[8] = {0, 1, 0, 1, 2, 3, 2, 3};
     for (size_t r = 0; r < 8; r++)
@@ -35,9 +33,7 @@ Test(gqa_repeat, repeat_copies_each_block_to_its_group)
     cr_assert_eq(out->shape[0], 12);
     for (size_t r = 0; r < 12; r++)
         cr_assert_eq(*TENSOR_AT(out, r, 0), (double)((r % 4) * 3));
-    tensor_free(out);
-    tensor_free(view);
-    tensor_free(wt);
+    FREE_ALL(out, view, wt);
 }
 
 Test(gqa_repeat, repeat_refuses_rows_that_do_not_split)

@@ -141,15 +141,8 @@ ParameterizedTest(struct hm_case *c, head_major, equals_loops)
             lens->data[i] = (double)(1 + (i * 3) % c->Lk);
 
     OK(headmajor_forward(&m, q, k, v, lens, &out, &attn));
-    cr_assert_eq(out->ndim, 3);
-    cr_assert_eq(out->shape[0], c->B);
-    cr_assert_eq(out->shape[1], c->Lq);
-    cr_assert_eq(out->shape[2], c->D);
-    cr_assert_eq(attn->ndim, 4);
-    cr_assert_eq(attn->shape[0], c->h);
-    cr_assert_eq(attn->shape[1], c->B);
-    cr_assert_eq(attn->shape[2], c->Lq);
-    cr_assert_eq(attn->shape[3], c->Lk);
+    assert_shape(out, SHAPE(c->B, c->Lq, c->D));
+    assert_shape(attn, SHAPE(c->h, c->B, c->Lq, c->Lk));
 
     tensor *want, *want_attn;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, c->D), &want));
@@ -173,14 +166,7 @@ ParameterizedTest(struct hm_case *c, head_major, equals_loops)
                 }
 
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(attn);
-    tensor_free(want);
-    tensor_free(want_attn);
+    FREE_ALL(q, k, v, lens, out, attn, want, want_attn);
     gsl_rng_free(r);
 }
 
@@ -207,16 +193,7 @@ Test(head_major, strided_inputs)
     cr_assert(rel_error(out1, out2) <= 1e-14);
     cr_assert(rel_error(a1, a2) <= 1e-14);
     headmajor_free(&m);
-    tensor_free(qt);
-    tensor_free(q);
-    tensor_free(qc);
-    tensor_free(kbig);
-    tensor_free(k);
-    tensor_free(kc);
-    tensor_free(out1);
-    tensor_free(out2);
-    tensor_free(a1);
-    tensor_free(a2);
+    FREE_ALL(qt, q, qc, kbig, k, kc, out1, out2, a1, a2);
     gsl_rng_free(r);
 }
 
@@ -293,14 +270,7 @@ ParameterizedTest(struct agree_case *c, head_major, agrees_with_multihead)
     cr_assert(err <= 1e-12, "weights differ by %g", err);
     multihead_free(&mh);
     headmajor_free(&hm);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out_m);
-    tensor_free(out_h);
-    tensor_free(attn);
-    tensor_free(swapped);
+    FREE_ALL(q, k, v, lens, out_m, out_h, attn, swapped);
     gsl_rng_free(r);
 }
 
@@ -362,10 +332,7 @@ Test(head_major, differs_from_multihead)
         }
     multihead_free(&mh);
     headmajor_free(&hm);
-    tensor_free(x);
-    tensor_free(lens);
-    tensor_free(out_m);
-    tensor_free(out_h);
+    FREE_ALL(x, lens, out_m, out_h);
     gsl_rng_free(r);
 }
 
@@ -379,10 +346,7 @@ Test(head_major, split_and_join_are_views)
     OK(tensor_alloc(SHAPE(2, 3, 12), &x));
     tensor_fill_arange(x, 0, 1);
     OK(headmajor_split_heads(x, 4, &heads));
-    cr_assert_eq(heads->shape[0], 4);
-    cr_assert_eq(heads->shape[1], 2);
-    cr_assert_eq(heads->shape[2], 3);
-    cr_assert_eq(heads->shape[3], 3);
+    assert_shape(heads, SHAPE(4, 2, 3, 3));
     /* strides (d, L*h*d, h*d, 1): the head-major layout */
     cr_assert_eq(heads->strides[0], 3);
     cr_assert_eq(heads->strides[1], 36);
@@ -404,11 +368,7 @@ Test(head_major, split_and_join_are_views)
     OK(headmajor_join_heads(packed, &joined));
     cr_assert(!tensor_shares_buffer(joined, packed));
     cr_assert_eq(rel_error(joined, x), 0.0);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
-    tensor_free(packed);
-    tensor_free(joined);
+    FREE_ALL(x, heads, back, packed, joined);
 }
 
 Test(head_major, split_join_errors)
@@ -428,8 +388,7 @@ Test(head_major, split_join_errors)
     FAILS(headmajor_join_heads(x, &out), GSL_EINVAL,
           "headmajor_join_heads: input shape (1, 2, 16) has 3 dimensions, "
           "expected 4 (h, B, L, d)");
-    tensor_free(x);
-    tensor_free(x2);
+    FREE_ALL(x, x2);
 }
 
 /* --- initialisation -------------------------------------------------- */
@@ -563,15 +522,8 @@ Test(head_major, dropout_train_and_eval)
     cr_assert_gt(rel_error(normed_t, normed_e), 0.01);
 
     headmajor_free(&m);
-    tensor_free(x);
-    tensor_free(eval);
-    tensor_free(eval2);
-    tensor_free(train);
-    tensor_free(train2);
-    tensor_free(attn_e);
-    tensor_free(attn_t);
-    tensor_free(normed_e);
-    tensor_free(normed_t);
+    FREE_ALL(x, eval, eval2, train, train2, attn_e, attn_t, normed_e,
+             normed_t);
     gsl_rng_free(r);
     gsl_rng_free(drop);
     gsl_rng_free(replay);
@@ -639,12 +591,7 @@ Test(head_major, trace_of_a_small_call)
     cr_assert_not_null(strstr(text, "  fc: x W^T + b"));
     capture_free(&c);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(out2);
-    tensor_free(attn);
+    FREE_ALL(q, k, lens, out, out2, attn);
     gsl_rng_free(drop);
 }
 
@@ -652,27 +599,28 @@ Test(head_major, trace_of_a_small_call)
 
 Test(head_major, config_errors)
 {
+    static const struct {
+        headmajor_config cfg; /* n_head, d_model, d_k, d_v, dropout */
+        int status;
+        const char *message;
+    } refused[] = {
+        {{0, 8, 2, 2, 0.1}, GSL_EINVAL,
+         "headmajor_init: sizes must be >= 1 (n_head 0, d_model 8, d_k 2, "
+         "d_v 2)"},
+        {{2, 8, 2, 0, 0.1}, GSL_EINVAL,
+         "headmajor_init: sizes must be >= 1 (n_head 2, d_model 8, d_k 2, "
+         "d_v 0)"},
+        {{2, 8, 2, 2, 1}, GSL_EINVAL,
+         "headmajor_init: dropout 1 is outside [0, 1)"},
+        {{2, 8, 2, 2, -0.1}, GSL_EINVAL,
+         "headmajor_init: dropout -0.1 is outside [0, 1)"},
+        {{2, 8, SIZE_MAX / 2 + 1, 2, 0}, GSL_EOVRFLW,
+         "headmajor_init: size 2 x 9223372036854775808 overflows size_t"},
+    };
     headmajor m;
-    headmajor_config cfg = {0, 8, 2, 2, 0.1};
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: sizes must be >= 1 (n_head 0, d_model 8, d_k 2, "
-          "d_v 2)");
-    cfg.n_head = 2;
-    cfg.d_v = 0;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: sizes must be >= 1 (n_head 2, d_model 8, d_k 2, "
-          "d_v 0)");
-    cfg.d_v = 2;
-    cfg.dropout = 1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: dropout 1 is outside [0, 1)");
-    cfg.dropout = -0.1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EINVAL,
-          "headmajor_init: dropout -0.1 is outside [0, 1)");
-    cfg.dropout = 0;
-    cfg.d_k = SIZE_MAX / 2 + 1;
-    FAILS(headmajor_init(&m, &cfg), GSL_EOVRFLW,
-          "headmajor_init: size 2 x 9223372036854775808 overflows size_t");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        FAILS(headmajor_init(&m, &refused[i].cfg), refused[i].status,
+              refused[i].message);
     cr_assert_null(m.w_qs.weight);
 }
 
@@ -747,16 +695,7 @@ Test(head_major, input_errors)
     cr_assert_null(out);
     cr_assert_null(attn);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(q5);
-    tensor_free(q2d);
-    tensor_free(kb);
-    tensor_free(lens_bad);
-    tensor_free(lens);
-    tensor_free(lens2);
+    FREE_ALL(q, k, v, v_short, q5, q2d, kb, lens_bad, lens, lens2);
 }
 
 /* --- allocation failures --------------------------------------------- */
@@ -786,11 +725,9 @@ Test(head_major, allocation_failures)
         cr_assert_null(out);
         cr_assert_null(attn));
     cr_assert_gt(failures, 30);
-    tensor_free(out);
-    tensor_free(attn);
+    FREE_ALL(out, attn);
     headmajor_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
     gsl_rng_free(r);
 }
 //<

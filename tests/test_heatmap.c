@@ -10,18 +10,11 @@
 #include <unistd.h>
 
 #include "heatmap_weights.h"
+#include "scratch.h"
 
-/* --- a scratch directory per test --------------------------------------- */
+/* --- a scratch directory per test (scratch.h) --------------------------- */
 
-static char dir[64];
-static char start_dir[4096]; /* a test may chdir(dir) */
-
-static void make_dir(void)
-{
-    cr_assert_not_null(getcwd(start_dir, sizeof start_dir));
-    strcpy(dir, "/tmp/mha-heatmap-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
+static void make_dir(void) { scratch_make("mha-heatmap"); }
 
 /* The test may have failed half-way: put back what a test can change, so
  * the next one (in the same process under --no-fork) starts clean. */
@@ -29,21 +22,7 @@ static void remove_dir(void)
 {
     unsetenv("MHA_GNUPLOT");
     mha_debug_fail_alloc_after(-1);
-    if (chdir(start_dir) != 0)
-        perror(start_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+    scratch_leave();
 }
 
 TestSuite(heatmap, .init = make_dir, .fini = remove_dir);
@@ -51,7 +30,7 @@ TestSuite(heatmap, .init = make_dir, .fini = remove_dir);
 /* dir/name into buf. */
 static char *in_dir(char *buf, size_t n, const char *name)
 {
-    snprintf(buf, n, "%s/%s", dir, name);
+    snprintf(buf, n, "%s/%s", scratch_dir, name);
     return buf;
 }
 
@@ -59,7 +38,7 @@ static char *in_dir(char *buf, size_t n, const char *name)
 static char *listing(void)
 {
     struct dirent **names;
-    int n = scandir(dir, &names, NULL, alphasort);
+    int n = scandir(scratch_dir, &names, NULL, alphasort);
     cr_assert_geq(n, 0);
     char *out = calloc(1, 4096);
     for (int i = 0; i < n; i++) {
@@ -78,12 +57,12 @@ static void assert_listing(const char *expected)
 {
     char *got = listing();
     cr_assert_str_eq(got, expected, "files in %s: \"%s\", expected \"%s\"",
-                     dir, got, expected);
+                     scratch_dir, got, expected);
     free(got);
 }
 
 /* A file's bytes, NUL-terminated; *len (if given) without the NUL. */
-static char *slurp(const char *path, size_t *len)
+static char *read_bytes(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
@@ -154,7 +133,7 @@ Test(heatmap, dat_file_holds_one_block_per_panel)
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
 
-    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     cr_assert_str_eq(
         dat,
         "# Attention weights, drawn by w.gp: a 1 x 2 grid of panels, each\n"
@@ -187,7 +166,7 @@ Test(heatmap, dat_numbers_read_back_exactly)
     OK(tensor_from_array(SHAPE(2, 2), values, &t));
     char base[256], path[256];
     OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
-    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     cr_assert(strstr(dat, "\n0.1 0.3333333333333333\n"
                           "0.6666666666666666 0.30000000000000004\n"),
               "%s", dat);
@@ -215,9 +194,9 @@ Test(heatmap, dat_is_the_same_for_any_strides)
     in_dir(path, sizeof path, "w.dat");
 
     OK(heatmap_write(view, NULL, base));
-    char *from_view = slurp(path, NULL);
+    char *from_view = read_bytes(path, NULL);
     OK(heatmap_write(copy, NULL, base));
-    char *from_copy = slurp(path, NULL);
+    char *from_copy = read_bytes(path, NULL);
     cr_assert_str_eq(from_view, from_copy);
     /* panel (0, 1) is base_t[1] transposed: its first row is
      * base_t[1, 0, 0], base_t[1, 1, 0], base_t[1, 2, 0] */
@@ -225,9 +204,7 @@ Test(heatmap, dat_is_the_same_for_any_strides)
               "%s", from_view);
     free(from_view);
     free(from_copy);
-    tensor_free(copy);
-    tensor_free(view);
-    tensor_free(base_t);
+    FREE_ALL(copy, view, base_t);
 }
 
 Test(heatmap, two_and_three_dimensional_weights)
@@ -240,8 +217,8 @@ Test(heatmap, two_and_three_dimensional_weights)
     OK(tensor_alloc(SHAPE(2, 3), &one));
     tensor_fill_arange(one, 0, 1);
     OK(heatmap_write(one, NULL, base));
-    char *dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
-    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
     cr_assert(strstr(dat, "a 1 x 1 grid of panels"));
     cr_assert(strstr(dat, "# panel (0, 0), index 0\n0 1 2\n3 4 5\n"));
     cr_assert_eq(count(dat, "# panel"), 1);
@@ -257,16 +234,15 @@ Test(heatmap, two_and_three_dimensional_weights)
     OK(tensor_alloc(SHAPE(3, 2, 2), &row));
     tensor_fill_arange(row, 0, 1);
     OK(heatmap_write(row, NULL, base));
-    dat = slurp(in_dir(path, sizeof path, "w.dat"), NULL);
-    gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
     cr_assert(strstr(dat, "a 1 x 3 grid of panels"));
     cr_assert(strstr(dat, "# panel (0, 2), index 2\n8 9\n10 11\n"));
     cr_assert(strstr(gp, "set multiplot layout 1,3 "));
     cr_assert(strstr(gp, "set cbrange [0:11]\n"));
     free(dat);
     free(gp);
-    tensor_free(row);
-    tensor_free(one);
+    FREE_ALL(row, one);
 }
 
 /* --- base.gp -------------------------------------------------------------- */
@@ -277,7 +253,7 @@ Test(heatmap, gp_script_draws_the_grid_on_one_scale)
     heatmap_options opt = {.titles = six_titles, .ntitles = 6};
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
-    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
 
     cr_assert(strstr(gp, "data = here . 'w.dat'\n"));
     cr_assert(strstr(gp, "\nset multiplot layout 2,3 "));
@@ -330,7 +306,7 @@ Test(heatmap, gp_script_quotes_text_for_gnuplot)
                            .ylabel = "query \"q\""};
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "it's a map")));
-    char *gp = slurp(in_dir(path, sizeof path, "it's a map.gp"), NULL);
+    char *gp = read_bytes(in_dir(path, sizeof path, "it's a map.gp"), NULL);
     cr_assert(strstr(gp, " title 'it''s `touch pwned` $HOME \\n' font"), "%s",
               gp);
     cr_assert(strstr(gp, "set xlabel 'key''s'\n"));
@@ -353,7 +329,7 @@ Test(heatmap, options_reach_the_script)
                            .height = 500, .title = "Weights",
                            .xlabel = "", .ylabel = "Positions"};
     OK(heatmap_write(t, &opt, base));
-    char *gp = slurp(path, NULL);
+    char *gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "set palette defined (0 '#440154', "));
     cr_assert(strstr(gp, "set terminal pngcairo size 900,500 "));
     cr_assert(strstr(gp, "set terminal svg size 900,500 "));
@@ -366,17 +342,16 @@ Test(heatmap, options_reach_the_script)
 
     /* automatic sizes grow with the grid */
     OK(heatmap_write(t, NULL, base));
-    gp = slurp(path, NULL);
+    gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "set terminal pngcairo size 932,574 "), "%s", gp);
     free(gp);
     tensor *one;
     OK(tensor_alloc(SHAPE(2, 2), &one));
     OK(heatmap_write(one, NULL, base));
-    gp = slurp(path, NULL);
+    gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "set terminal pngcairo size 420,316 "), "%s", gp);
     free(gp);
-    tensor_free(one);
-    tensor_free(t);
+    FREE_ALL(one, t);
 }
 
 /* Weights that are all above 0 still get a scale from 0, so that white
@@ -391,19 +366,19 @@ Test(heatmap, the_scale_of_weights_starts_at_zero)
     OK(tensor_alloc(SHAPE(2, 2), &t));
     tensor_fill_arange(t, 0.5, 0.5); /* 0.5, 1, 1.5, 2 */
     OK(heatmap_write(t, NULL, base));
-    char *gp = slurp(path, NULL);
+    char *gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "\nset cbrange [0:2]\n"), "%s", gp);
     cr_assert(strstr(gp, "# one colour scale for every panel: from 0 (white, "
                          "exactly 0) to the\n# largest weight\n"), "%s", gp);
     free(gp);
     heatmap_options opt = {.scale_from_min = 1};
     OK(heatmap_write(t, &opt, base));
-    gp = slurp(path, NULL);
+    gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "\nset cbrange [0.5:2]\n"), "%s", gp);
     free(gp);
     tensor_fill_arange(t, -1, 1); /* -1, 0, 1, 2 */
     OK(heatmap_write(t, NULL, base));
-    gp = slurp(path, NULL);
+    gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "\nset cbrange [-1:2]\n"), "%s", gp);
     free(gp);
     tensor_free(t);
@@ -418,12 +393,12 @@ Test(heatmap, equal_weights_widen_the_scale)
     OK(tensor_alloc(SHAPE(2, 2), &t));
     tensor_fill(t, 0.25);
     OK(heatmap_write(t, NULL, base));
-    char *gp = slurp(path, NULL);
+    char *gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "\nset cbrange [0:0.5]\n"), "%s", gp);
     free(gp);
     tensor_fill(t, 0);
     OK(heatmap_write(t, NULL, base));
-    gp = slurp(path, NULL);
+    gp = read_bytes(path, NULL);
     cr_assert(strstr(gp, "\nset cbrange [-1:1]\n"), "%s", gp);
     free(gp);
     tensor_free(t);
@@ -437,7 +412,7 @@ Test(heatmap, single_queries_are_drawn_as_boxes)
     tensor_fill_arange(t, 0, 0.01);
     char base[256], path[256];
     OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
-    char *gp = slurp(in_dir(path, sizeof path, "w.gp"), NULL);
+    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
     cr_assert(strstr(gp, "cells = 'boxxyerror fs solid noborder fc palette'"));
     cr_assert(strstr(gp, "plot data index 2 matrix using 1:2:(half):(half):3 "
                          "with @cells\n"));
@@ -454,10 +429,10 @@ Test(heatmap, same_input_same_bytes)
     in_dir(base, sizeof base, "w");
     OK(heatmap_write(t, &opt, base));
     size_t n1, n2, m1, m2;
-    char *d1 = slurp(in_dir(dat, sizeof dat, "w.dat"), &n1);
-    char *g1 = slurp(in_dir(gp, sizeof gp, "w.gp"), &m1);
+    char *d1 = read_bytes(in_dir(dat, sizeof dat, "w.dat"), &n1);
+    char *g1 = read_bytes(in_dir(gp, sizeof gp, "w.gp"), &m1);
     OK(heatmap_write(t, &opt, base));
-    char *d2 = slurp(dat, &n2), *g2 = slurp(gp, &m2);
+    char *d2 = read_bytes(dat, &n2), *g2 = read_bytes(gp, &m2);
     cr_assert(n1 == n2 && !memcmp(d1, d2, n1));
     cr_assert(m1 == m2 && !memcmp(g1, g2, m1));
     free(d1);
@@ -484,10 +459,10 @@ Test(heatmap, renders_png_and_svg)
     OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "w"),
                       HEATMAP_PNG | HEATMAP_SVG));
     size_t n;
-    char *png = slurp(in_dir(path, sizeof path, "w.png"), &n);
+    char *png = read_bytes(in_dir(path, sizeof path, "w.png"), &n);
     cr_assert_gt(n, 8);
     cr_assert(!memcmp(png, "\x89PNG\r\n\x1a\n", 8), "not a PNG");
-    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), &n);
+    char *svg = read_bytes(in_dir(path, sizeof path, "w.svg"), &n);
     cr_assert(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4));
     cr_assert(strstr(svg, "</svg>"));
     assert_listing("w.dat w.gp w.png w.svg");
@@ -504,10 +479,10 @@ Test(heatmap, renders_the_same_bytes_twice)
     in_dir(base, sizeof base, "w");
     OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
     size_t n1, n2, m1, m2;
-    char *p1 = slurp(in_dir(png, sizeof png, "w.png"), &n1);
-    char *s1 = slurp(in_dir(svg, sizeof svg, "w.svg"), &m1);
+    char *p1 = read_bytes(in_dir(png, sizeof png, "w.png"), &n1);
+    char *s1 = read_bytes(in_dir(svg, sizeof svg, "w.svg"), &m1);
     OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
-    char *p2 = slurp(png, &n2), *s2 = slurp(svg, &m2);
+    char *p2 = read_bytes(png, &n2), *s2 = read_bytes(svg, &m2);
     cr_assert(n1 == n2 && !memcmp(p1, p2, n1), "the PNGs differ");
     cr_assert(m1 == m2 && !memcmp(s1, s2, m1), "the SVGs differ");
     free(p1);
@@ -526,13 +501,13 @@ Test(heatmap, renders_strange_paths_and_titles_literally)
     char base[256], path[256], cmd[300];
     /* were the title run through a shell or gnuplot's backquotes, the
      * file "pwned" would appear */
-    snprintf(cmd, sizeof cmd, "it's `touch %s/pwned` $(touch %s/pwned)", dir,
-             dir);
+    snprintf(cmd, sizeof cmd, "it's `touch %s/pwned` $(touch %s/pwned)",
+             scratch_dir, scratch_dir);
     heatmap_options opt = {.title = cmd};
     OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "it's a map"),
                       HEATMAP_PNG));
     size_t n;
-    char *png = slurp(in_dir(path, sizeof path, "it's a map.png"), &n);
+    char *png = read_bytes(in_dir(path, sizeof path, "it's a map.png"), &n);
     cr_assert(n > 8 && !memcmp(png, "\x89PNG", 4));
     assert_listing("it's a map.dat it's a map.gp it's a map.png");
     free(png);
@@ -547,9 +522,9 @@ Test(heatmap, rerendering_by_hand_from_elsewhere)
     char base[256], path[256], cmd[512];
     OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
     snprintf(cmd, sizeof cmd,
-             "cd / && gnuplot -d -e \"fmt='svg'\" %s/w.gp 2>&1", dir);
+             "cd / && gnuplot -d -e \"fmt='svg'\" %s/w.gp 2>&1", scratch_dir);
     cr_assert_eq(system(cmd), 0);
-    char *svg = slurp(in_dir(path, sizeof path, "w.svg"), NULL);
+    char *svg = read_bytes(in_dir(path, sizeof path, "w.svg"), NULL);
     cr_assert(strstr(svg, "</svg>"));
     free(svg);
     tensor_free(t);
@@ -566,7 +541,7 @@ Test(heatmap, missing_gnuplot_keeps_the_data_and_script)
     snprintf(msg, sizeof msg,
              "heatmap: gnuplot not found (MHA_GNUPLOT=/nonexistent/gnuplot); "
              "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
-             dir, dir);
+             scratch_dir, scratch_dir);
     FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), HEATMAP_NO_GNUPLOT, msg);
     assert_listing("w.dat w.gp");
 
@@ -576,18 +551,18 @@ Test(heatmap, missing_gnuplot_keeps_the_data_and_script)
     snprintf(msg, sizeof msg,
              "heatmap: gnuplot not found (MHA_GNUPLOT=mha-no-such-gnuplot); "
              "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
-             dir, dir);
+             scratch_dir, scratch_dir);
     FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), HEATMAP_NO_GNUPLOT, msg);
 
     /* no gnuplot on PATH at all */
     unsetenv("MHA_GNUPLOT");
     char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
-    setenv("PATH", dir, 1);
+    setenv("PATH", scratch_dir, 1);
     cr_assert_eq(heatmap_gnuplot_available(), 0);
     snprintf(msg, sizeof msg,
              "heatmap: gnuplot not found; kept %s/w.dat and %s/w.gp "
              "(install gnuplot-nox to render)",
-             dir, dir);
+             scratch_dir, scratch_dir);
     mha_clear_error();
     int status = heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG);
     setenv("PATH", path, 1);
@@ -651,12 +626,12 @@ Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
     tensor *t = six_panels();
     char prog[256], args[256], body[512];
     snprintf(body, sizeof body, "printf '%%s\\n' \"$@\" > '%s/args'\nexit 1",
-             dir);
+             scratch_dir);
     setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
     /* a relative path that starts with '-' must not pass for an option */
-    cr_assert_eq(chdir(dir), 0);
+    cr_assert_eq(chdir(scratch_dir), 0);
     cr_assert_eq(heatmap_render(t, NULL, "-it's", HEATMAP_PNG), GSL_EFAILED);
-    char *got = slurp(in_dir(args, sizeof args, "args"), NULL);
+    char *got = read_bytes(in_dir(args, sizeof args, "args"), NULL);
     char expected[1024];
     snprintf(expected, sizeof expected,
              "-d\n-e\nfmt='png'; out='-it''s.png.tmp.%ld.0'\n./-it's.gp\n",
@@ -685,7 +660,7 @@ Test(heatmap, gnuplot_inherits_no_descriptors)
              "  [ \"$(readlink \"$f\")\" = '%s' ] && state=open\n"
              "done\n"
              "echo $state > '%s/fd-state'\nexit 1",
-             held, dir);
+             held, scratch_dir);
     setenv("MHA_GNUPLOT", fake_gnuplot(prog, sizeof prog, body), 1);
     tensor *t = six_panels();
     char base[256];
@@ -693,7 +668,7 @@ Test(heatmap, gnuplot_inherits_no_descriptors)
                                 HEATMAP_PNG),
                  GSL_EFAILED);
     fclose(f);
-    char *got = slurp(in_dir(state, sizeof state, "fd-state"), NULL);
+    char *got = read_bytes(in_dir(state, sizeof state, "fd-state"), NULL);
     cr_assert_str_eq(got, "closed\n");
     free(got);
     tensor_free(t);
@@ -818,12 +793,12 @@ Test(heatmap, rejects_paths_it_cannot_write)
     snprintf(msg, sizeof msg,
              "heatmap_write: cannot create %s/missing/w.dat: No such file or "
              "directory",
-             dir);
+             scratch_dir);
     FAILS(heatmap_write(t, NULL, base), GSL_EFAILED, msg);
     snprintf(msg, sizeof msg,
              "heatmap_render: cannot create %s/missing/w.dat: No such file or "
              "directory",
-             dir);
+             scratch_dir);
     FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
 
     FAILS(heatmap_write(t, NULL, ""), GSL_EINVAL,

@@ -16,15 +16,22 @@ static char *terminal_text(const tensor *t, const heatmap_options *opt,
     return c.text;
 }
 
+/* The text of a view that must succeed. */
+static char *terminal_ok(const tensor *t, const heatmap_options *opt)
+{
+    int status;
+    char *text = terminal_text(t, opt, &status);
+    OK(status);
+    return text;
+}
+
 Test(heatmap_terminal, terminal_view_of_two_panels)
 {
     tensor *t = two_panels();
     const char *titles[] = {"Head 1", "it's head 2"};
     heatmap_options opt = {.titles = titles, .ntitles = 2,
                            .title = "Two heads"};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
+    char *text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "          Two heads\n"
                      "           Head 1      it's head 2\n"
@@ -49,9 +56,7 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
     for (size_t i = 0; i < 3; i++)
         *TENSOR_AT(t, i, 4 * i) = 1;
     heatmap_options opt = {.ylabel = "q", .xlabel = "k"};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
+    char *text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "    ┌────────────────────────┐\n"
                      "q 0 │██                      │\n"
@@ -70,8 +75,7 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
     tensor *small;
     OK(tensor_alloc(SHAPE(2, 2), &small));
     tensor_fill(small, 0.25);
-    text = terminal_text(small, &opt, &status);
-    OK(status);
+    text = terminal_ok(small, &opt);
     cr_assert_str_eq(text,
                      "  ┌────┐\n"
                      "0 │▒▒▒▒│\n"
@@ -81,8 +85,7 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
                      "   Keys\n"
                      "every weight is 0.25, drawn as [▒▒]\n");
     free(text);
-    tensor_free(small);
-    tensor_free(t);
+    FREE_ALL(small, t);
 }
 
 Test(heatmap_terminal, terminal_view_wraps_wide_rows)
@@ -94,9 +97,7 @@ Test(heatmap_terminal, terminal_view_wraps_wide_rows)
     OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
     tensor_fill_arange(t, 0, 1);
     heatmap_options opt = {.term_columns = 30};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
+    char *text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "          ┌──────┐  ┌──────┐\n"
                      "Queries 0 │  ░░░░│  │░░░░▒▒│\n"
@@ -135,9 +136,7 @@ Test(heatmap_terminal, blank_is_exactly_zero)
     for (size_t k = 0; k < 4; k++)
         *TENSOR_AT(t, 0, k) = w[k];
     heatmap_options opt = {.ylabel = "", .xlabel = ""};
-    int status;
-    char *text = terminal_text(t, &opt, &status);
-    OK(status);
+    char *text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "  ┌────────┐\n"
                      "0 │░░▒▒██░░│\n"
@@ -151,8 +150,7 @@ Test(heatmap_terminal, blank_is_exactly_zero)
     double v[4] = {-1, 0, 1, 3};
     for (size_t k = 0; k < 4; k++)
         *TENSOR_AT(t, 0, k) = v[k];
-    text = terminal_text(t, &opt, &status);
-    OK(status);
+    text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "  ┌────────┐\n"
                      "0 │░░  ▒▒██│\n"
@@ -164,8 +162,7 @@ Test(heatmap_terminal, blank_is_exactly_zero)
     free(text);
 
     tensor_fill(t, 0);
-    text = terminal_text(t, &opt, &status);
-    OK(status);
+    text = terminal_ok(t, &opt);
     cr_assert_str_eq(text,
                      "  ┌────────┐\n"
                      "0 │        │\n"

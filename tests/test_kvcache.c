@@ -84,12 +84,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
         OK(tensor_narrow(want_w, 3, 0, start + n, &w_cols));
         err = rel_error(w, w_cols);
         cr_assert(err <= 1e-12, "weights at %zu: %g", start, err);
-        tensor_free(rows);
-        tensor_free(out);
-        tensor_free(w);
-        tensor_free(want);
-        tensor_free(want_w);
-        tensor_free(w_cols);
+        FREE_ALL(rows, out, w, want, want_w, w_cols);
         start += n;
     }
     cr_assert_eq(start, c->T);
@@ -122,9 +117,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
         }
     kv_cache_free(&cache);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(full);
-    tensor_free(full_w);
+    FREE_ALL(x, full, full_w);
     gsl_rng_free(r);
 }
 
@@ -133,9 +126,7 @@ ParameterizedTest(struct decode_case *c, kvcache,
 Test(kvcache, the_trace_shows_the_cache_growing)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1);
     kv_cache cache;
     OK(kv_cache_init(&cache, 2, 1, 2, 4));
     tensor *x, *out;
@@ -168,8 +159,7 @@ Test(kvcache, the_trace_shows_the_cache_growing)
                            want[i], text);
     cr_assert_eq(strncmp(text, want[0], strlen(want[0])), 0);
     capture_free(&c);
-    tensor_free(out);
-    tensor_free(x);
+    FREE_ALL(out, x);
     kv_cache_free(&cache);
     multihead_free(&m);
 }
@@ -179,9 +169,7 @@ Test(kvcache, the_trace_shows_the_cache_growing)
 Test(kvcache, errors)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1);
     kv_cache cache, wrong;
     FAILS(kv_cache_init(&cache, 2, 0, 2, 4), GSL_EINVAL,
           "kv_cache_init: batch 2, kv_heads 0, head_size 2 and capacity 4 "
@@ -221,8 +209,7 @@ Test(kvcache, errors)
     kv_cache_free(&wrong);
     kv_cache_free(&cache);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(x3);
+    FREE_ALL(x, x3);
 }
 //<
 
@@ -264,9 +251,7 @@ Test(kvcache, an_overflow_is_named_by_its_stage)
 Test(kvcache, the_weights_are_checked_at_the_first_step)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2);
     kv_cache cache;
     OK(kv_cache_init(&cache, 1, 2, 2, 3));
     tensor *x, *out;
@@ -297,10 +282,8 @@ Test(kvcache, the_weights_are_checked_at_the_first_step)
 Test(kvcache, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .kv_heads = 1,
-                            .causal = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .kv_heads = 1,
+                    .causal = 1);
     kv_cache cache;
     OK(kv_cache_init(&cache, 2, 1, 2, 8));
     tensor *x, *out;
@@ -329,8 +312,7 @@ Test(kvcache, allocation_failures)
         cr_assert_eq(status, GSL_ENOMEM, "k = %ld: %s", k, mha_last_error());
         cr_assert_null(out);
     }
-    tensor_free(out);
-    tensor_free(x);
+    FREE_ALL(out, x);
     kv_cache_free(&cache);
     multihead_free(&m);
 }

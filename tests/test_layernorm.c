@@ -69,9 +69,7 @@ ParameterizedTest(struct ln_case *c, layer_norm, equals_loops)
     double err = rel_error(y, want);
     cr_assert(err <= 1e-13, "relative error %g", err);
     layernorm_free(&ln);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(want);
+    FREE_ALL(x, y, want);
     gsl_rng_free(r);
 }
 
@@ -98,10 +96,7 @@ Test(layer_norm, by_hand)
     OK(layernorm_apply(x, NULL, b, 0.5, &y));
     for (size_t j = 0; j < 4; j++)
         cr_assert_float_eq(y->data[j], want[j] + b->data[j], 1e-15);
-    tensor_free(y);
-    tensor_free(x);
-    tensor_free(g);
-    tensor_free(b);
+    FREE_ALL(y, x, g, b);
 }
 
 /* With gamma 1, beta 0 each row comes out with mean 0 and variance
@@ -135,8 +130,7 @@ Test(layer_norm, unit_variance_and_large_mean)
         cr_assert(var < 1.0);
     }
     layernorm_free(&ln);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     gsl_rng_free(r);
 }
 
@@ -154,11 +148,7 @@ Test(layer_norm, strided_input)
     OK(tensor_alloc(SHAPE(3, 4, 5), &want));
     naive_layer_norm(packed->data, 12, 5, NULL, NULL, 1e-5, want->data);
     cr_assert(rel_error(y, want) <= 1e-13);
-    tensor_free(x);
-    tensor_free(xt);
-    tensor_free(packed);
-    tensor_free(y);
-    tensor_free(want);
+    FREE_ALL(x, xt, packed, y, want);
     gsl_rng_free(r);
 }
 
@@ -192,8 +182,7 @@ Test(layer_norm, trace_line)
     for (size_t k = 0; k < 48; k++)
         cr_assert_eq(y->data[k], 0.0);
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
 }
 
 Test(layer_norm, errors)
@@ -237,9 +226,7 @@ Test(layer_norm, errors)
           "layer_norm: beta has shape (4,), expected (5,) for input shape "
           "(2, 5)");
     layernorm_free(&ln);
-    tensor_free(x);
-    tensor_free(x5);
-    tensor_free(g2d);
+    FREE_ALL(x, x5, g2d);
 }
 
 Test(layer_norm, allocation_failures)

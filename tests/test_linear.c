@@ -115,10 +115,7 @@ ParameterizedTest(forward_case *c, linear, three_ways_agree)
         cr_assert_eq(x->data[k], xv[k]);
     cr_assert_eq(memcmp(l.weight->data, w, in * out * sizeof *w), 0);
 
-    tensor_free(ref);
-    tensor_free(naive);
-    tensor_free(fast);
-    tensor_free(x);
+    FREE_ALL(ref, naive, fast, x);
     linear_free(&l);
     free(b);
     free(w);
@@ -138,9 +135,7 @@ Test(linear, lesson_sizes)
     tensor *ref = reference(xv, rows, in, out, w, b, 3, (size_t[]){2, 4, 20});
     OK(linear_forward(&l, x, &y));
     cr_assert_leq(rel_error(y, ref), 1e-13);
-    tensor_free(ref);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(ref, y, x);
     linear_free(&l);
     free(b);
     free(w);
@@ -166,9 +161,7 @@ static const char *forward_traced(capture *c, const linear *l, const tensor *x,
     OK(linear_forward_naive(l, x, &naive));
     cr_assert_leq(rel_error(fast, ref), 1e-13, "%g", rel_error(fast, ref));
     cr_assert_leq(rel_error(naive, ref), 1e-13);
-    tensor_free(ref);
-    tensor_free(naive);
-    tensor_free(fast);
+    FREE_ALL(ref, naive, fast);
     return text;
 }
 
@@ -194,8 +187,7 @@ Test(linear, permuted_input_is_packed)
         "contiguous()             copy  (2, 3, 4) -> (2, 3, 4)              (B, n, d)\n"
         "W: x W^T + b             new   (2, 3, 4) -> (2, 3, 5)              (B, n, 5)\n");
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(x0);
+    FREE_ALL(x, x0);
     linear_free(&l);
     free(b);
     free(w);
@@ -218,8 +210,7 @@ Test(linear, permuted_input_with_even_rows)
     cr_assert_str_eq(forward_traced(&c, &l, x, base, w, NULL),
         "W: x W^T                 new   (2, 1, 3, 4) -> (2, 1, 3, 3)\n");
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(x0);
+    FREE_ALL(x, x0);
     linear_free(&l);
     free(w);
     free(base);
@@ -282,8 +273,7 @@ Test(linear, transposed_input_is_packed)
         "contiguous()             copy  (6, 4) -> (6, 4)\n"
         "W: x W^T                 new   (6, 4) -> (6, 3)\n");
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(x0);
+    FREE_ALL(x, x0);
     linear_free(&l);
     free(w);
     free(base);
@@ -352,12 +342,9 @@ Test(linear, random_permuted_inputs)
         tensor *ref = reference(xv, rows, in, out, w, NULL, ndim, x->shape);
         cr_assert_leq(rel_error(fast, ref), 1e-13, "trial %d", trial);
         cr_assert_leq(rel_error(naive, ref), 1e-13, "trial %d", trial);
-        tensor_free(ref);
-        tensor_free(naive);
-        tensor_free(fast);
+        FREE_ALL(ref, naive, fast);
         linear_free(&l);
-        tensor_free(x);
-        tensor_free(b);
+        FREE_ALL(x, b);
         free(w);
         free(bv);
     }
@@ -391,8 +378,7 @@ Test(linear, output_names)
     OK(tensor_set_names(x, NULL));
     OK(linear_forward(&l, x, &y));
     cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(2, 3, d_model)");
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     linear_free(&l);
 }
 
@@ -533,8 +519,7 @@ Test(linear, parameters_of_the_wrong_shape)
     tensor_free(l.bias);
     OK(tensor_alloc(SHAPE(3), &l.bias));
     OK(linear_forward(&l, x, &y));
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     linear_free(&l);
 }
 
@@ -626,8 +611,7 @@ Test(linear, forward_out_of_memory)
           "linear_forward W_q: tensor_alloc: out of memory allocating "
           "18 x 8 bytes");
     mha_debug_fail_alloc_after(-1);
-    tensor_free(x);
-    tensor_free(x0);
+    FREE_ALL(x, x0);
     linear_free(&l);
 }
 
@@ -659,8 +643,7 @@ Test(linear, weights_that_are_views)
     for (size_t i = 0; i < 4; i++)
         want += *TENSOR_AT(x, 1, 2, i) * *TENSOR_AT(big_rows, 3, i);
     cr_assert_float_eq(*TENSOR_AT(y, 1, 2, 0), want, 1e-13);
-    tensor_free(y);
-    tensor_free(y_naive);
+    FREE_ALL(y, y_naive);
     linear_free(&l);
 
     OK(linear_init(&l, "cols", 3, 5, 0));
@@ -669,14 +652,10 @@ Test(linear, weights_that_are_views)
     OK(linear_forward(&l, x3, &y));
     OK(linear_forward_naive(&l, x3, &y_naive));
     cr_assert(rel_error(y, y_naive) <= 1e-13);
-    tensor_free(y);
-    tensor_free(y_naive);
+    FREE_ALL(y, y_naive);
     linear_free(&l);
 
-    tensor_free(big_rows);
-    tensor_free(big_cols);
-    tensor_free(x);
-    tensor_free(x3);
+    FREE_ALL(big_rows, big_cols, x, x3);
     gsl_rng_free(r);
 }
 //<

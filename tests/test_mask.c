@@ -77,10 +77,7 @@ Test(mask, merge_adds_with_broadcasting)
     OK(mask_merge(NULL, NULL, B, h, Lq, Lk, &m)); // nothing hidden
     for (size_t e = 0; e < B * h * Lq * Lk; e++)
         cr_assert_eq(m->data[e], 0.0);
-    tensor_free(m);
-    tensor_free(am);
-    tensor_free(kp);
-    tensor_free(am3);
+    FREE_ALL(m, am, kp, am3);
 }
 
 Test(mask, merge_refuses_shapes_that_do_not_fit)
@@ -93,8 +90,7 @@ Test(mask, merge_refuses_shapes_that_do_not_fit)
           "Lq, Lk) = (2, 2, 3)");
     FAILS(mask_merge(NULL, kp, 2, 1, 2, 3, &m), GSL_EBADLEN,
           "mask_merge: key_padding_mask (2, 4) must be (B, Lk) = (2, 3)");
-    tensor_free(am);
-    tensor_free(kp);
+    FREE_ALL(am, kp);
 }
 
 Test(mask, grow_adds_a_visible_key_and_empty_rows_are_found)
@@ -112,8 +108,7 @@ Test(mask, grow_adds_a_visible_key_and_empty_rows_are_found)
     for (size_t e = 0; e < 6; e++)
         cr_assert_eq(g->data[e], want[e]);
     cr_assert_eq(mask_find_empty_row(g, &n, &i), 0);
-    tensor_free(m);
-    tensor_free(g);
+    FREE_ALL(m, g);
 }
 
 /* --- the module ------------------------------------------------------ */
@@ -130,14 +125,6 @@ static void random_module(multihead *m, size_t kv_heads, int causal,
     OK(multihead_init(m, &cfg));
     multihead_reset_xavier(m, r);
     random_biases(m, r);
-}
-
-static tensor *normal(size_t ndim, const size_t *shape, gsl_rng *r)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, 1);
-    return t;
 }
 
 /* y (rows, out) = x (rows, in) W^T + b, plain loops */
@@ -217,8 +204,8 @@ static void assert_near(const double *got, const double *want, size_t n,
 Test(mask, module_equals_multihead_forward_where_both_apply)
 {
     gsl_rng *r = mha_rng_new(18);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r), *lens;
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1), *lens;
     OK(tensor_from_array(SHAPE(NB, NQ), (double[]){5, 4, 3, 2, 1, 5}, &lens));
     size_t groups[] = {4, 2, 1};
     for (size_t c = 0; c < 12; c++) {
@@ -230,16 +217,10 @@ Test(mask, module_equals_multihead_forward_where_both_apply)
         OK(multihead_forward(&m, q, k, v, lens, &want, &want_w));
         assert_near(out->data, want->data, tensor_numel(want), 1e-12, "out");
         assert_near(w->data, want_w->data, tensor_numel(w), 1e-14, "A");
-        tensor_free(out);
-        tensor_free(w);
-        tensor_free(want);
-        tensor_free(want_w);
+        FREE_ALL(out, w, want, want_w);
         multihead_free(&m);
     }
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
+    FREE_ALL(q, k, v, lens);
     gsl_rng_free(r);
 }
 
@@ -247,23 +228,23 @@ Test(mask, module_equals_multihead_forward_where_both_apply)
 Test(mask, module_equals_plain_loops_with_every_option)
 {
     gsl_rng *r = mha_rng_new(29);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r);
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1);
     for (size_t c = 0; c < 8; c++) {
         size_t G = c % 2 ? 2 : 4;
         multihead m;
         random_module(&m, G, 0, r);
         int bias_kv = c & 2, zero = c & 4;
         size_t Lk2 = NK + (bias_kv != 0) + (zero != 0);
-        tensor *am = normal(SHAPE(NQ, NK), r), *kp, *bk = NULL, *bv = NULL;
+        tensor *am = normal_tensor(SHAPE(NQ, NK), r, 1), *kp, *bk = NULL, *bv = NULL;
         OK(tensor_from_array(SHAPE(NB, NK),
                              (double[]){0, -INFINITY, 0, 0, -INFINITY,
                                         -INFINITY, 0, -INFINITY, 0.5, 0},
                              &kp));
         am->data[1] = -INFINITY; // query 0 never sees key 1
         if (bias_kv) {
-            bk = normal(SHAPE(1, 1, G * NP), r);
-            bv = normal(SHAPE(1, 1, G * NP), r);
+            bk = normal_tensor(SHAPE(1, 1, G * NP), r, 1);
+            bv = normal_tensor(SHAPE(1, 1, G * NP), r, 1);
         }
         double mask[NB * NH * NQ * (NK + 2)];
         for (size_t n = 0; n < NB * NH; n++)
@@ -282,8 +263,7 @@ Test(mask, module_equals_plain_loops_with_every_option)
         cr_assert_eq(w->shape[3], Lk2);
         assert_near(out->data, want_out, NB * NQ * 6, 1e-12, "out");
         assert_near(w->data, want_w, NB * NH * NQ * Lk2, 1e-14, "A");
-        tensor_free(out);
-        tensor_free(w);
+        FREE_ALL(out, w);
         // averaged: the mean of the heads
         opt.average_weights = 1;
         OK(multihead_forward_masked(&m, q, k, v, &opt, &out, &w));
@@ -296,25 +276,18 @@ Test(mask, module_equals_plain_loops_with_every_option)
                         mean += want_w[((b * NH + hd) * NQ + i) * Lk2 + j] / NH;
                     cr_assert_float_eq(*TENSOR_AT(w, b, i, j), mean, 1e-14);
                 }
-        tensor_free(out);
-        tensor_free(w);
-        tensor_free(am);
-        tensor_free(kp);
-        tensor_free(bk);
-        tensor_free(bv);
+        FREE_ALL(out, w, am, kp, bk, bv);
         multihead_free(&m);
     }
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
     gsl_rng_free(r);
 }
 
 Test(mask, an_empty_row_is_refused_before_any_product)
 {
     gsl_rng *r = mha_rng_new(3);
-    tensor *q = normal(SHAPE(NB, NQ, 3), r), *k = normal(SHAPE(NB, NK, 4), r);
-    tensor *v = normal(SHAPE(NB, NK, 5), r), *am;
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1), *am;
     multihead m;
     random_module(&m, 4, 0, r);
     OK(tensor_alloc(SHAPE(NQ, NK), &am));
@@ -341,12 +314,7 @@ Test(mask, an_empty_row_is_refused_before_any_product)
     for (size_t n = 0; n < NB; n++)
         for (size_t hd = 0; hd < NH; hd++)
             cr_assert_eq(*TENSOR_AT(w, n, hd, 2, NK), 1.0);
-    tensor_free(out);
-    tensor_free(w);
-    tensor_free(am);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(out, w, am, q, k, v);
     multihead_free(&m);
     gsl_rng_free(r);
 }

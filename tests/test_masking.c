@@ -244,9 +244,7 @@ static void check_forward_paths(const mask_case *c, gsl_rng *r, int negative)
                                   "no query, yet has a gradient", j, b);
                 }
         }
-    tensor *all[] = {q, k, v, lens, w, want, out, dout, dk, dv};
-    for (size_t t = 0; t < 10; t++)
-        tensor_free(all[t]);
+    FREE_ALL(q, k, v, lens, w, want, out, dout, dk, dv);
     multihead_cache_free(&cache);
     multihead_free(&m);
 }
@@ -315,9 +313,7 @@ Test(masking, decode_step_at_extreme_scores)
             }
             kv_cache_free(&cache);
         }
-        tensor *all[] = {x, unused_k, unused_v, w, want};
-        for (size_t t = 0; t < 5; t++)
-            tensor_free(all[t]);
+        FREE_ALL(x, unused_k, unused_v, w, want);
         multihead_free(&m);
     }
     gsl_rng_free(r);
@@ -354,9 +350,7 @@ Test(masking, softmax_rows_down_to_minus_1e308)
         }
         cr_assert(fabs(sum - 1.0) <= 4 * DBL_EPSILON);
         cr_assert(s >= 1.0);
-        tensor_free(x);
-        tensor_free(lens);
-        tensor_free(w);
+        FREE_ALL(x, lens, w);
     }
     gsl_rng_free(r);
 }

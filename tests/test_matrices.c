@@ -62,8 +62,7 @@ Test(matrices, three_dims_in_place_or_copied_once)
                      "contiguous()             copy  (2, 4, 3) -> (2, 4, 3)\n");
     capture_free(&c);
     tensor_matrices_free(&m);
-    tensor_free(x);
-    tensor_free(p);
+    FREE_ALL(x, p);
 }
 
 /* Four dimensions: a batch of batches, (h, B) or (B, h), read through
@@ -106,11 +105,7 @@ Test(matrices, four_and_two_dims)
     cr_assert_eq(m.count[0] * m.count[1], 1);
     cr_assert_eq(m.tda, 3);
     cr_assert_eq(at(&m, 0, 0, 2, 1), 10.0);
-    tensor_free(n);
-    tensor_free(w);
-    tensor_free(hm);
-    tensor_free(s);
-    tensor_free(x);
+    FREE_ALL(n, w, hm, s, x);
 }
 
 /* What cannot be read in place is refused where the caller writes
@@ -130,9 +125,7 @@ Test(matrices, refusals)
           "tensor_as_matrices: a tensor of 1 dimensions (6,) cannot be read "
           "as matrices (2 to 4 dimensions)");
     cr_assert_null(m.packed);
-    tensor_free(v);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(v, t, x);
 }
 
 /* The Linear layer's reading: every leading dimension a row.  Leading
@@ -158,7 +151,5 @@ Test(matrices, rows_in_place_when_evenly_spaced)
     cr_assert_eq(at(&m, 0, 0, 1, 0), *TENSOR_AT(t, 0, 1, 0));
     cr_assert_eq(at(&m, 0, 0, 4, 0), *TENSOR_AT(t, 1, 0, 0));
     tensor_matrices_free(&m);
-    tensor_free(t);
-    tensor_free(n);
-    tensor_free(x);
+    FREE_ALL(t, n, x);
 }

@@ -220,14 +220,11 @@ static void decode_in_pieces(const mla_case *k, const size_t *sizes,
                               "path %d, position %zu, feature %zu: %.17g, "
                               "forward %.17g", (int)path, at + i, f, got, want);
                 }
-        tensor_free(piece);
-        tensor_free(y);
+        FREE_ALL(piece, y);
         at += sizes[s];
     }
     mla_cache_free(&c);
-    tensor_free(full);
-    tensor_free(full_w);
-    tensor_free(x);
+    FREE_ALL(full, full_w, x);
     mla_free(&m);
 }
 
@@ -265,8 +262,7 @@ Test(mla, the_cache_holds_the_normed_latent_and_the_turned_key)
         cr_assert(fabs(*TENSOR_AT(c.latent, 1, 3, e) - ckv[e]) < 1e-14);
     for (size_t e = 0; e < k.dr; e++)
         cr_assert(fabs(*TENSOR_AT(c.pe, 1, 3, e) - ckv[k.dc + e]) < 1e-14);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     mla_cache_free(&c);
     mla_free(&m);
 }
@@ -282,30 +278,35 @@ Test(mla, rms_norm_values)
     cr_assert(fabs(y->data[0] - 3 / r) < 1e-15);
     cr_assert(fabs(y->data[1] - 8 / r) < 1e-15);
     cr_assert(y->data[2] == 0 && y->data[3] == 0);
-    tensor_free(y);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(y, x, w);
 }
 
 Test(mla, refuses_bad_configurations)
 {
+    static const struct {
+        size_t kv_lora_rank, qk_rope_head_dim;
+        double eps;
+        const char *message; /* every one GSL_EINVAL */
+    } refused[] = {
+        {4, 3, 0,
+         "mla_init: qk_rope_head_dim 3 must be even (RoPE turns pairs of "
+         "features)"},
+        {0, 2, 0,
+         "mla_init: dim 8, num_heads 2, kv_lora_rank 0, qk_nope_head_dim 2, "
+         "qk_rope_head_dim 2 and v_head_dim 2 must all be >= 1"},
+        {4, 2, -1,
+         "mla_init: rope_base 0 must be 0 (the default) or a finite number "
+         "> 1, and eps -1 0 (the default) or a finite number > 0"},
+    };
     mla m;
-    mla_config cfg = {.dim = 8, .num_heads = 2, .kv_lora_rank = 4,
-                      .qk_nope_head_dim = 2, .qk_rope_head_dim = 3,
+    mla_config cfg = {.dim = 8, .num_heads = 2, .qk_nope_head_dim = 2,
                       .v_head_dim = 2};
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: qk_rope_head_dim 3 must be even (RoPE turns pairs of "
-          "features)");
-    cfg.qk_rope_head_dim = 2;
-    cfg.kv_lora_rank = 0;
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: dim 8, num_heads 2, kv_lora_rank 0, qk_nope_head_dim 2, "
-          "qk_rope_head_dim 2 and v_head_dim 2 must all be >= 1");
-    cfg.kv_lora_rank = 4;
-    cfg.eps = -1;
-    FAILS(mla_init(&m, &cfg), GSL_EINVAL,
-          "mla_init: rope_base 0 must be 0 (the default) or a finite number "
-          "> 1, and eps -1 0 (the default) or a finite number > 0");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cfg.kv_lora_rank = refused[i].kv_lora_rank;
+        cfg.qk_rope_head_dim = refused[i].qk_rope_head_dim;
+        cfg.eps = refused[i].eps;
+        FAILS(mla_init(&m, &cfg), GSL_EINVAL, refused[i].message);
+    }
     cfg.eps = 0;
     OK(mla_init(&m, &cfg));
     cr_assert(m.cfg.eps == MLA_DEFAULT_EPS && m.cfg.rope_base == ROPE_DEFAULT_BASE);
@@ -349,10 +350,7 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
     OK(tensor_alloc(SHAPE(3), &w3));
     FAILS(mla_rms_norm(x, w3, 1e-6, &y), GSL_EBADLEN,
           "mla_rms_norm: weight (3,), expected (8,) for x (2, 5, 8)");
-    tensor_free(w3);
-    tensor_free(first);
-    tensor_free(bad);
-    tensor_free(x);
+    FREE_ALL(w3, first, bad, x);
     mla_cache_free(&c);
     mla_free(&m);
 }
@@ -410,8 +408,7 @@ Test(mla, the_trace_of_each_path)
         }
     cr_assert(found);
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     mla_free(&m);
 }
 //<

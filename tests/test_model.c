@@ -29,8 +29,7 @@ Test(model, batch_targets)
     gsl_rng *r = mha_rng_new(41);
     tensor *tok, *tgt;
     OK(model_make_batch(&cfg, 6, r, &tok, &tgt));
-    cr_assert_eq(tok->shape[0], 6);
-    cr_assert_eq(tok->shape[1], 5);
+    assert_shape(tok, SHAPE(6, 5));
     cr_assert_eq(tgt->shape[2], 2);
     int seen[7] = {0};
     for (size_t b = 0; b < 6; b++)
@@ -46,8 +45,7 @@ Test(model, batch_targets)
     for (int v = 0; v < 7; v++)
         kinds += seen[v];
     cr_assert_geq(kinds, 5, "30 draws from 7 tokens show most of them");
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(tok, tgt);
     gsl_rng_free(r);
 }
 
@@ -79,9 +77,7 @@ Test(model, zero_model_loss_is_log_v)
     cr_assert_eq(*TENSOR_AT(w, 0, 2, 0, 0), 1.0);
     cr_assert_eq(*TENSOR_AT(w, 0, 2, 0, 1), 0.0);
     cr_assert_float_eq(*TENSOR_AT(w, 0, 1, 3, 2), 0.25, 1e-15);
-    tensor_free(w);
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(w, tok, tgt);
     model_free(&m);
 }
 
@@ -148,10 +144,7 @@ Test(model, gradcheck_every_parameter)
         tensor_free(num);
     }
     cr_log_info("model: worst relative error %.3g", worst);
-    tensor_free(tok);
-    tensor_free(tgt);
-    tensor_free(mask);
-    tensor_free(dmask);
+    FREE_ALL(tok, tgt, mask, dmask);
     model_free(&m);
     model_free(&g);
     gsl_rng_free(r);
@@ -189,9 +182,7 @@ Test(model, pruning_equals_masking)
           "model_prune_heads: head 4 (keep[0]) is not a head of the model");
     FAILS(model_prune_heads(&m, NULL, 0, &pruned), GSL_EINVAL,
           "model_prune_heads: keeping 0 of 4 heads; keep 1 to 4");
-    tensor_free(tok);
-    tensor_free(tgt);
-    tensor_free(mask);
+    FREE_ALL(tok, tgt, mask);
     model_free(&m);
     gsl_rng_free(r);
 }
@@ -252,9 +243,7 @@ Test(model, errors)
           "model_make_batch: batch is 0");
     cr_assert_null(t1);
     cr_assert_null(t2);
-    tensor *all[] = {tok, tgt, tok4, bad_tok};
-    for (size_t i = 0; i < 4; i++)
-        tensor_free(all[i]);
+    FREE_ALL(tok, tgt, tok4, bad_tok);
     model_free(&m);
     model_free(&other);
     gsl_rng_free(r);
@@ -304,8 +293,7 @@ Test(model, every_allocation_may_fail)
         }
         cr_assert_eq(status, GSL_ENOMEM);
     }
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(tok, tgt);
     model_free(&m);
     model_free(&g);
     gsl_rng_free(r);
@@ -360,11 +348,7 @@ Test(model, predictions_agree_with_the_score)
         cr_assert_null(ans);
         cr_assert_null(ans2);
     }
-    tensor_free(ans);
-    tensor_free(ans2);
-    tensor_free(w);
-    tensor_free(tok);
-    tensor_free(tgt);
+    FREE_ALL(ans, ans2, w, tok, tgt);
     model_free(&m);
     gsl_rng_free(r);
 }

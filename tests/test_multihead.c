@@ -32,10 +32,7 @@ ParameterizedTest(struct split_case *c, heads, transpose_index_map)
     OK(tensor_alloc(SHAPE(c->B, c->n, c->d), &x));
     tensor_fill_arange(x, 1, 1);
     OK(transpose_qkv(x, c->h, &heads));
-    cr_assert_eq(heads->ndim, 3);
-    cr_assert_eq(heads->shape[0], c->B * c->h);
-    cr_assert_eq(heads->shape[1], c->n);
-    cr_assert_eq(heads->shape[2], p);
+    assert_shape(heads, SHAPE(c->B * c->h, c->n, p));
     for (size_t b = 0; b < c->B; b++)
         for (size_t i = 0; i < c->n; i++)
             for (size_t j = 0; j < c->d; j++)
@@ -44,9 +41,7 @@ ParameterizedTest(struct split_case *c, heads, transpose_index_map)
     OK(transpose_output(heads, c->h, &back));
     cr_assert(tensor_same_shape(back, x));
     cr_assert_eq(rel_error(back, x), 0.0);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
+    FREE_ALL(x, heads, back);
 }
 
 /* With B = 1 the whole split is views; with B > 1 the last reshape copies
@@ -60,10 +55,7 @@ Test(heads, transpose_qkv_views_and_copies)
     OK(transpose_qkv(x2, 8, &h2));
     cr_assert(tensor_shares_buffer(h1, x1));
     cr_assert(!tensor_shares_buffer(h2, x2));
-    tensor_free(x1);
-    tensor_free(x2);
-    tensor_free(h1);
-    tensor_free(h2);
+    FREE_ALL(x1, x2, h1, h2);
 }
 
 /* d2l's walk, (1, 2, 16) -> (1, 2, 8, 2) -> (1, 8, 2, 2) -> (8, 2, 2)
@@ -85,14 +77,7 @@ Test(heads, transpose_trace_of_the_seeds)
     trace_to(NULL);
     const char *text = capture_end(&c);
     cr_assert_str_eq(text,
-        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n"
-        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
-        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
-        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n"
+        SEED_WALK_TRACE
         "contiguous()             copy  (8, 2, 2) -> (8, 2, 2)              (B*h, n, d_model/h)\n"
         "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
         "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
@@ -102,11 +87,7 @@ Test(heads, transpose_trace_of_the_seeds)
     cr_assert(!tensor_shares_buffer(joined, fresh));
     cr_assert_eq(rel_error(joined, x), 0.0);
     capture_free(&c);
-    tensor_free(x);
-    tensor_free(heads);
-    tensor_free(back);
-    tensor_free(fresh);
-    tensor_free(joined);
+    FREE_ALL(x, heads, back, fresh, joined);
 }
 
 Test(heads, transpose_errors)
@@ -129,8 +110,7 @@ Test(heads, transpose_errors)
     FAILS(transpose_output(x2, 2, &out), GSL_EINVAL,
           "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
           "(B*h, n, p)");
-    tensor_free(x);
-    tensor_free(x2);
+    FREE_ALL(x, x2);
 }
 
 /* Chapter 06's wrong turn, by hand.  x is (B, n, d_model) = (1, 2, 4),
@@ -157,9 +137,7 @@ Test(heads, straight_reshape_puts_one_position_in_a_head)
                 cr_expect_eq(*TENSOR_AT(wrong, r, i, j), want_wrong[k],
                              "straight reshape [%zu, %zu, %zu]", r, i, j);
             }
-    tensor_free(x);
-    tensor_free(right);
-    tensor_free(wrong);
+    FREE_ALL(x, right, wrong);
 }
 
 /* The same values attended with keys all zero: every weight is 1/2, so
@@ -185,10 +163,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
     for (size_t i = 0; i < 8; i++)
         cr_expect_float_eq(out->data[i], want_right[i], 1e-12, "right [%zu]",
                            i);
-    tensor_free(vh);
-    tensor_free(kh);
-    tensor_free(o);
-    tensor_free(out);
+    FREE_ALL(vh, kh, o, out);
 
     OK(tensor_reshape(v, DIMS(2, 2, 2), NULL, &vh));
     OK(tensor_reshape(k, DIMS(2, 2, 2), NULL, &kh));
@@ -198,12 +173,7 @@ Test(heads, straight_reshape_changes_the_attention_output)
     for (size_t i = 0; i < 8; i++)
         cr_expect_float_eq(out->data[i], want_wrong[i], 1e-12, "wrong [%zu]",
                            i);
-    tensor_free(vh);
-    tensor_free(kh);
-    tensor_free(o);
-    tensor_free(out);
-    tensor_free(v);
-    tensor_free(k);
+    FREE_ALL(vh, kh, o, out, v, k);
     dot_attention_free(&attn);
 }
 
@@ -220,8 +190,7 @@ Test(heads, repeat_interleave_order_1d)
     double want[] = {3, 3, 2, 2, 5, 5};
     for (size_t r = 0; r < 6; r++)
         cr_assert_eq(out->data[r], want[r], "row %zu", r);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(lens, out);
 }
 
 Test(heads, repeat_interleave_order_2d)
@@ -229,17 +198,14 @@ Test(heads, repeat_interleave_order_2d)
     tensor *lens, *out;
     OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6}, &lens));
     OK(repeat_valid_lens(lens, 3, &out));
-    cr_assert_eq(out->ndim, 2);
-    cr_assert_eq(out->shape[0], 6);
-    cr_assert_eq(out->shape[1], 3);
+    assert_shape(out, SHAPE(6, 3));
     /* row b*h + i is example b's row, whatever the head i */
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 3; i++)
             for (size_t j = 0; j < 3; j++)
                 cr_assert_eq(*TENSOR_AT(out, b * 3 + i, j),
                              (double)(b * 3 + j + 1));
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(lens, out);
 }
 
 Test(heads, repeat_errors)
@@ -329,13 +295,7 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
     free(s);
 }
 
-struct module_case {
-    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
-    int bias;
-    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
-};
-
-static struct module_case module_cases[] = {
+static module_case module_cases[] = {
     {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
     {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1},
     {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
@@ -348,44 +308,21 @@ static struct module_case module_cases[] = {
 
 ParameterizedTestParameters(heads, module_equals_loops)
 {
-    return cr_make_param_array(struct module_case, module_cases,
+    return cr_make_param_array(module_case, module_cases,
                                sizeof module_cases / sizeof module_cases[0]);
 }
 
-ParameterizedTest(struct module_case *c, heads, module_equals_loops)
+ParameterizedTest(module_case *c, heads, module_equals_loops)
 {
     gsl_rng *r = mha_rng_new(7 + c->B * 13 + c->Lq * 31 + c->D);
     multihead m;
-    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
-                            .value_size = c->dv, .num_hiddens = c->D,
-                            .num_heads = c->h, .out_size = c->out,
-                            .bias = c->bias};
-    OK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, r);
-    if (c->bias) /* Xavier leaves biases at zero: make them count */
-        random_biases(&m, r);
-    tensor *q, *k, *v, *lens = NULL, *out;
-    OK(tensor_alloc(SHAPE(c->B, c->Lq, c->dq), &q));
-    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dk), &k));
-    OK(tensor_alloc(SHAPE(c->B, c->Lk, c->dv), &v));
-    tensor_fill_normal(q, r, 0, 1);
-    tensor_fill_normal(k, r, 0, 1);
-    tensor_fill_normal(v, r, 0, 1);
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+    tensor *q, *k, *v, *lens, *out;
+    case_module(c, r, 1, &m, &q, &k, &v, &lens);
 
     tensor *w;
     OK(multihead_forward(&m, q, k, v, lens, &out, &w));
     size_t dout = m.cfg.out_size;
-    cr_assert_eq(out->ndim, 3);
-    cr_assert_eq(out->shape[0], c->B);
-    cr_assert_eq(out->shape[1], c->Lq);
-    cr_assert_eq(out->shape[2], dout);
+    assert_shape(out, SHAPE(c->B, c->Lq, dout));
 
     tensor *want, *want_w;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
@@ -406,13 +343,7 @@ ParameterizedTest(struct module_case *c, heads, module_equals_loops)
     tensor_free(w);
 
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(want);
-    tensor_free(want_w);
+    FREE_ALL(q, k, v, lens, out, want, want_w);
     gsl_rng_free(r);
 }
 
@@ -422,10 +353,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 {
     gsl_rng *r = mha_rng_new(0);
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5, .dropout = 0.5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5, .dropout = 0.5);
     multihead_reset_xavier(&m, r);
     tensor *x, *y, *lens, *out, *w;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
@@ -436,9 +364,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
     OK(multihead_forward(&m, x, y, y, lens, &out, &w));
     char sym[TRACE_SHAPE_MAX];
     cr_assert_str_eq(tensor_sym_str(w, sym, sizeof sym), "(B, h, Lq, Lk)");
-    cr_assert_eq(out->shape[0], 2);
-    cr_assert_eq(out->shape[1], 4);
-    cr_assert_eq(out->shape[2], 100);
+    assert_shape(out, SHAPE(2, 4, 100));
     for (size_t b = 0; b < 2; b++)
         for (size_t hd = 0; hd < 5; hd++)
             for (size_t i = 0; i < 4; i++)
@@ -447,11 +373,7 @@ Test(heads, d2l_example_shape_and_uniform_weights)
                     cr_assert(fabs(*TENSOR_AT(w, b, hd, i, t) - want) <= 1e-15);
                 }
     multihead_free(&m);
-    tensor_free(w);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(w, x, y, lens, out);
     gsl_rng_free(r);
 }
 
@@ -513,14 +435,7 @@ Test(heads, input_errors)
           "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
     cr_assert_null(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(v_short);
-    tensor_free(q2);
-    tensor_free(lens_bad);
-    tensor_free(lens_big);
-    tensor_free(lens_2d);
+    FREE_ALL(q, k, v, v_short, q2, lens_bad, lens_big, lens_2d);
 }
 
 /* Every allocation of a forward pass may fail: each failure is reported
@@ -529,9 +444,7 @@ Test(heads, input_errors)
 Test(heads, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *lens, *out, *w;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
@@ -551,8 +464,7 @@ Test(heads, allocation_failures)
     cr_assert_eq(without, failures - 1);
     tensor_free(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
 }
 
 /* Chapter 09's claim: h separate heads whose projections are rows
@@ -614,13 +526,7 @@ Test(heads, separate_heads_equal_the_module)
 
     dot_attention_free(&a);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(out);
-    tensor_free(concat);
-    tensor_free(joined);
+    FREE_ALL(q, k, v, lens, out, concat, joined);
     gsl_rng_free(r);
 }
 
@@ -630,10 +536,7 @@ Test(heads, separate_heads_equal_the_module)
 Test(heads, module_trace_shapes)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5);
     tensor *x, *y, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
     OK(tensor_alloc(SHAPE(2, 6, 100), &y));
@@ -662,10 +565,7 @@ Test(heads, module_trace_shapes)
     }
     capture_free(&c);
     multihead_free(&m);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(x, y, lens, out);
 }
 
 /* NaN and infinity are refused at the module's door, naming the element;
@@ -673,9 +573,7 @@ Test(heads, module_trace_shapes)
 Test(heads, non_finite_inputs_are_refused)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *k, *out = (tensor *)1;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 4), &k));
@@ -701,9 +599,7 @@ Test(heads, non_finite_inputs_are_refused)
           "multihead: b_v[2] = nan; b_v must be finite (b_v (4,))");
     m.W_v.bias->data[2] = 0;
     OK(multihead_forward(&m, q, k, k, NULL, &out, NULL));
-    tensor_free(out);
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(out, q, k);
     multihead_free(&m);
 }
 
@@ -712,9 +608,7 @@ Test(heads, non_finite_inputs_are_refused)
 Test(heads, huge_finite_inputs_give_finite_outputs)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 2, .num_hiddens = 2, .num_heads = 1);
     /* identity projections: scores are q . k / sqrt(2) */
     double eye[] = {1, 0, 0, 1};
     memcpy(m.W_q.weight->data, eye, sizeof eye);
@@ -731,11 +625,7 @@ Test(heads, huge_finite_inputs_give_finite_outputs)
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 0), 1.0);
     cr_assert_eq(*TENSOR_AT(out, 0, 0, 1), 2.0);
     cr_assert_eq(*TENSOR_AT(w, 0, 0, 0, 1), 0.0);
-    tensor_free(w);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(out);
+    FREE_ALL(w, q, k, v, out);
     multihead_free(&m);
 }
 //<
@@ -775,9 +665,7 @@ static void opt_setup_init(opt_setup *s)
 
 static void opt_setup_free(opt_setup *s)
 {
-    tensor *all[] = {s->q, s->k, s->v, s->lens};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(s->q, s->k, s->v, s->lens);
     multihead_free(&s->m);
 }
 
@@ -987,9 +875,7 @@ Test(heads, head_mask_scales_each_heads_contribution)
                 cr_assert_eq(*TENSOR_AT(c.concat, b, l, j),
                              m3[j / p] * *TENSOR_AT(c.heads, b * h + j / p,
                                                     l, j % p));
-    tensor_free(mask);
-    tensor_free(out);
-    tensor_free(cached);
+    FREE_ALL(mask, out, cached);
     steps_free(&st);
     steps_free(&plain);
     multihead_cache_free(&c);
@@ -1033,9 +919,7 @@ Test(heads, no_options_is_the_plain_forward)
     cr_assert_not_null(line, "%s", text);
     cr_assert_not_null(strstr(line, "\n  transpose_output(h=3)"), "%s", text);
     capture_free(&cap);
-    tensor *all[] = {plain, none, ones, masked};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(plain, none, ones, masked);
     multihead_cache_free(&c);
     opt_setup_free(&s);
 }
@@ -1061,8 +945,7 @@ Test(heads, options_without_a_cache)
     s.m.attention.dropout = 0.25;
     multihead_train(&s.m, 1, r);
     OK(multihead_forward_cached(&s.m, s.q, s.k, s.v, NULL, NULL, NULL, &out, NULL));
-    tensor_free(out);
-    tensor_free(mask2);
+    FREE_ALL(out, mask2);
     gsl_rng_free(r);
     opt_setup_free(&s);
 }

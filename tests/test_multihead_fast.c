@@ -20,24 +20,9 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
                      const double *valid, int per_query, double *out,
                      double *weights);
 
-static tensor *normal_tensor(size_t ndim, const size_t *shape, gsl_rng *r,
-                             double sd)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_normal(t, r, 0, sd);
-    return t;
-}
-
 /* --- the fast module -------------------------------------------------- */
 
-struct fast_case {
-    size_t B, Lq, Lk, dq, dk, dv, D, h, out;
-    int bias;
-    int lens; /* 0 none, 1 (B,), 2 (B, Lq) */
-};
-
-static struct fast_case fast_cases[] = {
+static module_case fast_cases[] = {
     {2, 4, 6, 100, 100, 100, 100, 5, 0, 0, 1}, // d2l's example
     {2, 4, 6, 6, 6, 6, 6, 3, 0, 0, 1},
     {3, 5, 7, 10, 12, 14, 12, 4, 0, 1, 2},
@@ -53,7 +38,7 @@ static struct fast_case fast_cases[] = {
 
 ParameterizedTestParameters(mha_fast, equals_copy_path_and_loops)
 {
-    return cr_make_param_array(struct fast_case, fast_cases,
+    return cr_make_param_array(module_case, fast_cases,
                                sizeof fast_cases / sizeof fast_cases[0]);
 }
 
@@ -101,35 +86,15 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
     }
     OK(multihead_forward_fast(m, q, k, v, lens, NULL, &fast, NULL));
     cr_assert(rel_error(fast, copy) <= 1e-12);
-    tensor_free(fast);
-    tensor_free(copy);
-    tensor_free(copy_weights);
-    tensor_free(naive);
+    FREE_ALL(fast, copy, copy_weights, naive);
 }
 
-ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
+ParameterizedTest(module_case *c, mha_fast, equals_copy_path_and_loops)
 {
     gsl_rng *r = mha_rng_new(11 + c->B * 7 + c->Lq * 3 + c->D);
     multihead m;
-    multihead_config cfg = {.query_size = c->dq, .key_size = c->dk,
-                            .value_size = c->dv, .num_hiddens = c->D,
-                            .num_heads = c->h, .out_size = c->out,
-                            .bias = c->bias};
-    OK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, r);
-    if (c->bias)
-        random_biases(&m, r);
-    tensor *q = normal_tensor(SHAPE(c->B, c->Lq, c->dq), r, 1.5);
-    tensor *k = normal_tensor(SHAPE(c->B, c->Lk, c->dk), r, 1.5);
-    tensor *v = normal_tensor(SHAPE(c->B, c->Lk, c->dv), r, 1.0);
-    tensor *lens = NULL;
-    if (c->lens == 1)
-        OK(tensor_alloc(SHAPE(c->B), &lens));
-    else if (c->lens == 2)
-        OK(tensor_alloc(SHAPE(c->B, c->Lq), &lens));
-    if (lens) /* every length from 0 to Lk, 0 included */
-        for (size_t i = 0; i < tensor_numel(lens); i++)
-            lens->data[i] = (double)((i * 5 + 1) % (c->Lk + 1));
+    tensor *q, *k, *v, *lens;
+    case_module(c, r, 1.5, &m, &q, &k, &v, &lens);
     size_t dout = m.cfg.out_size;
     tensor *want;
     OK(tensor_alloc(SHAPE(c->B, c->Lq, dout), &want));
@@ -137,11 +102,7 @@ ParameterizedTest(struct fast_case *c, mha_fast, equals_copy_path_and_loops)
                     lens ? lens->data : NULL, c->lens == 2, want->data, NULL);
     check_paths(&m, q, k, v, lens, want);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
-    tensor_free(lens);
-    tensor_free(want);
+    FREE_ALL(q, k, v, lens, want);
     gsl_rng_free(r);
 }
 
@@ -151,10 +112,7 @@ Test(mha_fast, projections_split_by_rows_give_the_same_bits)
 {
     gsl_rng *r = mha_rng_new(5);
     multihead m;
-    multihead_config cfg = {.query_size = 24, .key_size = 24,
-                            .value_size = 24, .num_hiddens = 24,
-                            .num_heads = 4, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 24, .num_hiddens = 24, .num_heads = 4, .bias = 1);
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     tensor *x = normal_tensor(SHAPE(3, 257, 24), r, 1.0);
@@ -181,9 +139,7 @@ Test(mha_fast, strided_inputs)
 {
     gsl_rng *r = mha_rng_new(5);
     multihead m;
-    multihead_config cfg = {.query_size = 8, .key_size = 8, .value_size = 8,
-                            .num_hiddens = 8, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 2, .bias = 1);
     multihead_reset_xavier(&m, r);
     tensor *big = normal_tensor(SHAPE(2, 10, 8), r, 1.0);
     tensor *x, *kt, *k, *xc, *kc, *want;
@@ -198,13 +154,7 @@ Test(mha_fast, strided_inputs)
                     want->data, NULL);
     check_paths(&m, x, k, k, NULL, want);
     multihead_free(&m);
-    tensor_free(big);
-    tensor_free(x);
-    tensor_free(t);
-    tensor_free(kt);
-    tensor_free(xc);
-    tensor_free(kc);
-    tensor_free(want);
+    FREE_ALL(big, x, t, kt, xc, kc, want);
     gsl_rng_free(r);
 }
 
@@ -213,9 +163,7 @@ Test(mha_fast, strided_inputs)
 Test(mha_fast, trace)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *kv, *lens, *out;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_alloc(SHAPE(2, 5, 4), &kv));
@@ -243,10 +191,7 @@ Test(mha_fast, trace)
         "  W_o: x W^T + b         new   (2, 3, 4) -> (2, 3, 4)              (B, Lq, d_model)\n");
     capture_free(&c);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(kv);
-    tensor_free(lens);
-    tensor_free(out);
+    FREE_ALL(q, kv, lens, out);
 }
 
 Test(mha_fast, errors)
@@ -278,9 +223,7 @@ Test(mha_fast, errors)
     tensor_free(out);
     gsl_rng_free(r);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
 }
 
 /* Buffers of a MiB or more (here Q, K, V and concat, (2, 300, 256)) are
@@ -355,9 +298,7 @@ Test(mha_fast, big_buffers_kept_between_calls)
 Test(mha_fast, allocation_failures)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     tensor *q, *lens, *out, *w = NULL;
     OK(tensor_alloc(SHAPE(2, 3, 4), &q));
     OK(tensor_from_array(SHAPE(2), (double[]){1, 3}, &lens));
@@ -389,8 +330,7 @@ Test(mha_fast, allocation_failures)
                  with_weights, one_tensor);
     tensor_free(out);
     multihead_free(&m);
-    tensor_free(q);
-    tensor_free(lens);
+    FREE_ALL(q, lens);
 }
 
 /* Finite inputs whose arithmetic overflows: refused with GSL_ERANGE and
@@ -421,9 +361,7 @@ static void overflow_case(double q, double k, double v, const char *fast,
     FAILS(multihead_forward(&m, tq, tk, tv, NULL, &out, &w), GSL_ERANGE, copy);
     cr_assert_null(out);
     cr_assert_null(w);
-    tensor_free(tq);
-    tensor_free(tk);
-    tensor_free(tv);
+    FREE_ALL(tq, tk, tv);
     multihead_free(&m);
 }
 

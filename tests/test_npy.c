@@ -947,8 +947,7 @@ static void round_trip(const tensor *x)
                       "element %zu: %.17g != %.17g", k, y->data[k],
                       want->data[k]);
     }
-    tensor_free(want);
-    tensor_free(y);
+    FREE_ALL(want, y);
 }
 
 Test(npy, round_trips_1d_to_4d, .init = enter_scratch, .fini = leave_scratch)
@@ -995,9 +994,7 @@ Test(npy, round_trips_a_permuted_view, .init = enter_scratch,
     tensor *y;
     OK(npy_read("rt.npy", &y));
     cr_assert_eq(y->data[8], *TENSOR_AT(x, 0, 2, 1));
-    tensor_free(y);
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(y, p, x);
 }
 
 /* A view of more numbers than the writer's 64 KiB buffer holds (8192)
@@ -1023,9 +1020,7 @@ Test(npy, round_trips_views_larger_than_the_buffer, .init = enter_scratch,
     OK(npy_read("big.npy", &y));
     cr_assert(y->shape[0] == 3 && y->shape[1] == 5000);
     cr_assert(memcmp(y->data, x->data, 15000 * sizeof(double)) == 0);
-    tensor_free(y);
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(y, p, x);
 }
 
 /* The preamble np.save writes for an array of `dict`'s shape: NumPy 1.24's
@@ -1146,9 +1141,7 @@ Test(npy, write_replaces_an_existing_file, .init = enter_scratch,
     char names[256];
     list_dir(".", names, sizeof names);
     cr_assert_str_eq(names, "x.npy");
-    tensor_free(y);
-    tensor_free(b);
-    tensor_free(a);
+    FREE_ALL(y, b, a);
 }
 
 Test(npy, write_gives_new_files_the_umask_permissions, .init = enter_scratch,
@@ -1221,9 +1214,7 @@ Test(npy, failed_write_leaves_the_old_file, .init = enter_scratch,
     cr_assert_str_eq(names, "x.npy");
     OK(npy_read("x.npy", &y));
     assert_values(y, (double[]){7, 7}, 2);
-    tensor_free(y);
-    tensor_free(big);
-    tensor_free(small);
+    FREE_ALL(y, big, small);
 }
 
 Test(npy, write_failure_injection_leaves_nothing, .init = enter_scratch,
@@ -1293,8 +1284,7 @@ Test(npy, numpy_loads_what_we_write, .init = enter_scratch,
     tensor_fill_arange(x, -3, 0.5);
     OK(tensor_permute(x, SHAPE(2, 0, 1), &p));
     OK(npy_write("permuted.npy", p));
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(p, x);
     double v[] = {0.0, -0.0, 4.9406564584124654e-324, 1e308, DBL_MAX,
                   INFINITY, -INFINITY, NAN};
     OK(tensor_from_array(SHAPE(8), v, &x));

@@ -71,11 +71,9 @@ static double ragged(size_t G, int rope, size_t block_size, size_t nseq,
             OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
             for (size_t j = 0; j < D; j++)
                 worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
-            tensor_free(xb);
-            tensor_free(yb);
+            FREE_ALL(xb, yb);
         }
-        tensor_free(x);
-        tensor_free(y);
+        FREE_ALL(x, y);
     }
     for (size_t s = 0; s < nseq; s++) {
         cr_assert_eq(c.seqs[id[s]].length, len[s]);
@@ -153,8 +151,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
         OK(kv_cache_decode_step(&m, &ra, x1, &yr, NULL));
         tensor_free(yr);
         OK(kv_cache_decode_step(&m, &rb, x1, &yr, NULL));
-        tensor_free(yr);
-        tensor_free(y);
+        FREE_ALL(yr, y);
     }
     OK(paged_seq_fork(&c, a, &b));
     cr_assert_eq(c.seqs[b].length, 6);
@@ -180,8 +177,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
         OK(kv_cache_decode_step(&m, &rb, x1, &yr, NULL));
         for (size_t j = 0; j < D; j++)
             worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
-        tensor_free(y);
-        tensor_free(yr);
+        FREE_ALL(y, yr);
     }
     cr_assert_lt(worst, 1e-12);
     cr_assert_eq(c.seqs[b].table[0], a0); // the full block is still shared
@@ -205,8 +201,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
         OK(kv_cache_decode_step(&m, &ra, x1, &yr, NULL));
         for (size_t j = 0; j < D; j++)
             worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
-        tensor_free(y);
-        tensor_free(yr);
+        FREE_ALL(y, yr);
     }
     cr_assert_lt(worst, 1e-12);
     cr_assert_eq(c.seqs[a].table[1], a1);
@@ -254,8 +249,7 @@ Test(paged, ragged_batches_with_shared_prefixes)
                 OK(tensor_alloc(SHAPE(1, 1, D), &x));
                 token(x->data, hist[parent][t] / 100, hist[parent][t] % 100);
                 OK(kv_cache_decode_step(&m, &ref[child], x, &y, NULL));
-                tensor_free(x);
-                tensor_free(y);
+                FREE_ALL(x, y);
                 hist[child][nhist[child]++] = hist[parent][t];
             }
             fed[child] = 0;
@@ -280,11 +274,9 @@ Test(paged, ragged_batches_with_shared_prefixes)
             OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
             for (size_t j = 0; j < D; j++)
                 worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
-            tensor_free(xb);
-            tensor_free(yb);
+            FREE_ALL(xb, yb);
         }
-        tensor_free(x);
-        tensor_free(y);
+        FREE_ALL(x, y);
     }
     cr_assert_lt(worst, 1e-12);
     // the first block of 0 is still held by 0, 2 and 3
@@ -351,8 +343,7 @@ Test(paged, refusals_change_nothing)
           "paged_seq_fork: all 3 sequences are in use");
     cr_assert_eq(c.refs[c.seqs[a].table[0]], 1); // the failed fork shared nothing
     free(pool);
-    tensor_free(x1);
-    tensor_free(x2);
+    FREE_ALL(x1, x2);
     paged_cache_free(&c);
     multihead_free(&m);
 }
@@ -400,9 +391,7 @@ Test(paged, the_slot_mapping_in_the_trace_and_the_picture)
                        "%s", text);
     cr_assert_not_null(strstr(text, "label=\"block 2\\n2 of 2 rows\""), "%s", text);
     free(text);
-    tensor_free(y);
-    tensor_free(x1);
-    tensor_free(x2);
+    FREE_ALL(y, x1, x2);
     paged_cache_free(&c);
     multihead_free(&m);
 }

@@ -9,30 +9,12 @@
 
 #include "scratch.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    strcpy(dir, "/tmp/mha-plot-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
+static void make_dir(void) { scratch_make("mha-plot"); }
 
 static void remove_dir(void)
 {
     unsetenv("MHA_GNUPLOT");
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+    scratch_leave();
 }
 
 TestSuite(plot, .init = make_dir, .fini = remove_dir);
@@ -40,7 +22,7 @@ TestSuite(plot, .init = make_dir, .fini = remove_dir);
 static char *path_of(const char *name)
 {
     static char buf[256];
-    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    snprintf(buf, sizeof buf, "%s/%s", scratch_dir, name);
     return buf;
 }
 
@@ -49,7 +31,7 @@ static char *read_text(const char *name) { return slurp(path_of(name)); }
 /* How many files the scratch directory holds. */
 static int files(void)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(scratch_dir);
     cr_assert_not_null(d);
     int n = 0;
     struct dirent *e;
@@ -176,7 +158,7 @@ Test(plot, missing_gnuplot_keeps_data_and_script)
     snprintf(want, sizeof want,
              "heatmap: gnuplot not found (MHA_GNUPLOT=/nonexistent/gnuplot); "
              "kept %s/kept.dat and %s/kept.gp (install gnuplot-nox to render)",
-             dir, dir);
+             scratch_dir, scratch_dir);
     cr_assert_str_eq(mha_last_error(), want);
     cr_assert_eq(files(), 2);
 }

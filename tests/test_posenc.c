@@ -11,13 +11,6 @@
 
 #include <criterion/parameterized.h>
 
-static gsl_rng *rng_for_test(unsigned long seed)
-{
-    gsl_rng *r = mha_rng_new(seed);
-    cr_assert_not_null(r);
-    return r;
-}
-
 /* --- the sinusoidal table ------------------------------------------- */
 
 /* d = 4: w_0 = 1 and w_1 = 10000^(-2/4) = 1/100. */
@@ -25,9 +18,7 @@ Test(posenc, sinusoid_by_hand)
 {
     tensor *P;
     OK(posenc_sinusoid(3, 4, &P));
-    cr_assert_eq(P->ndim, 2);
-    cr_assert_eq(P->shape[0], 3);
-    cr_assert_eq(P->shape[1], 4);
+    assert_shape(P, SHAPE(3, 4));
     double want[3][4] = {{0, 1, 0, 1},
                          {sin(1.0), cos(1.0), sin(0.01), cos(0.01)},
                          {sin(2.0), cos(2.0), sin(0.02), cos(0.02)}};
@@ -97,8 +88,7 @@ Test(posenc, add_to_every_example)
     OK(tensor_alloc(SHAPE(3, 4), &flat));
     FAILS(posenc_add(flat, &y), GSL_EINVAL,
           "posenc_add: x has shape (3, 4), expected 3 dimensions (B, L, d)");
-    tensor_free(flat);
-    tensor_free(x);
+    FREE_ALL(flat, x);
 }
 
 /* --- rotary embeddings ---------------------------------------------- */
@@ -137,9 +127,7 @@ Test(rope, apply_by_hand)
     tensor *back;
     OK(rope_apply_inverse(y, 4, 5, 10000, &back));
     cr_assert_leq(rel_error(back, x), 1e-15);
-    tensor_free(back);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(back, y, x);
 }
 
 /* The scores of turned vectors depend on the distance between their
@@ -166,8 +154,7 @@ Test(rope, scores_see_relative_positions)
             first = s;
         cr_assert_float_eq(s, first, 1e-12, "m %ld n %ld: %.17g vs %.17g",
                            pairs[t][0], pairs[t][1], s, first);
-        tensor_free(qr);
-        tensor_free(kr);
+        FREE_ALL(qr, kr);
     }
     /* and a different distance gives a different score */
     tensor *qr, *kr;
@@ -177,10 +164,7 @@ Test(rope, scores_see_relative_positions)
     for (size_t j = 0; j < p; j++)
         s += qr->data[j] * kr->data[j];
     cr_assert_gt(fabs(s - first), 1e-3);
-    tensor_free(qr);
-    tensor_free(kr);
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(qr, kr, q, k);
     gsl_rng_free(r);
 }
 
@@ -214,8 +198,7 @@ Test(rope, halves_are_interleaved_permuted)
                                1e-14);
         }
     }
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
     gsl_rng_free(r);
 }
 
@@ -231,9 +214,7 @@ Test(rope, reads_any_strides)
     OK(rope_apply(xt, 2, 1, 100, &a));
     OK(rope_apply(xc, 2, 1, 100, &b));
     cr_assert_eq(rel_error(a, b), 0.0);
-    tensor *all[] = {x, xt, xc, a, b};
-    for (size_t i = 0; i < 5; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, xt, xc, a, b);
     gsl_rng_free(r);
 }
 
@@ -262,8 +243,7 @@ Test(rope, errors)
           "(x (2, 3, 6))");
     FAILS(rope_apply(flat, 2, 0, 10000, &y), GSL_EINVAL,
           "rope_apply: x has shape (3, 6), expected 3 dimensions (B, L, n*p)");
-    tensor_free(x);
-    tensor_free(flat);
+    FREE_ALL(x, flat);
 }
 
 //> full
@@ -273,18 +253,11 @@ Test(rope, trace_and_shapes_alone)
     tensor *x, *y;
     OK(tensor_alloc_meta(SHAPE(2, 4, 6), &x));
     OK(tensor_set_names(x, "B, Lq, d_model"));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(rope_apply(x, 2, 2, 10000, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-                     "rope(p=2, pos 2..5)      new   (2, 4, 6) -> (2, 4, 6)"
-                     "              (B, Lq, d_model)\n");
-    capture_free(&c);
+    TRACES(rope_apply(x, 2, 2, 10000, &y),
+           "rope(p=2, pos 2..5)      new   (2, 4, 6) -> (2, 4, 6)"
+           "              (B, Lq, d_model)\n");
     cr_assert(tensor_is_meta(y));
-    tensor_free(x);
-    tensor_free(y);
+    FREE_ALL(x, y);
 }
 //<
 
@@ -295,8 +268,7 @@ Test(rope, every_allocation_may_fail)
     size_t allocs;
     OK_AFTER_ENOMEM(rope_apply(x, 2, 0, 10000, &y), y, "rope_apply: ", allocs);
     cr_assert_geq(allocs, 2); // out, theta
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* --- the module's rope option --------------------------------------- */
@@ -368,12 +340,9 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
     m.cfg.rope = 0;
     OK(multihead_forward(&m, q, k, v, lens, &plain, NULL));
     cr_assert_gt(rel_error(plain, copy), 1e-6, "case B %zu Lq %zu: %g", rc->B, rc->Lq, rel_error(plain, copy));
-    tensor *all[] = {copy, fast, naive, plain, lens, q};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    FREE_ALL(copy, fast, naive, plain, lens, q);
     if (!rc->self) {
-        tensor_free(k);
-        tensor_free(v);
+        FREE_ALL(k, v);
     }
     multihead_free(&m);
     gsl_rng_free(r);
@@ -384,9 +353,7 @@ ParameterizedTest(struct rope_case *rc, rope, module_three_paths)
 Test(rope, an_overflowing_projection_is_named_before_its_rotation)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
-                            .num_hiddens = 2, .num_heads = 1, .rope = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 2, .num_hiddens = 2, .num_heads = 1, .rope = 1);
     tensor_fill(m.W_q.weight, 1);
     tensor_fill(m.W_k.weight, 1);
     tensor_fill(m.W_v.weight, 1);
@@ -406,8 +373,7 @@ Test(rope, an_overflowing_projection_is_named_before_its_rotation)
           "inf from finite inputs (Q (1, 2, 2))");
     cr_assert_null(out);
 //<
-    tensor_free(q);
-    tensor_free(k);
+    FREE_ALL(q, k);
     multihead_free(&m);
 }
 
@@ -459,33 +425,37 @@ Test(rope, module_weights_by_hand)
     for (size_t t = 0; t < LK; t++)
         cr_assert_float_eq(*TENSOR_AT(w, 0, 0, 0, t),
                            exp(s[t] - mx) / sum, 1e-14, "weight %zu", t);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(out);
-    tensor_free(w);
+    FREE_ALL(q, k, out, w);
     multihead_free(&m);
     gsl_rng_free(r);
 }
 
 Test(rope, module_refuses)
 {
+    static const struct {
+        size_t num_heads;
+        double rope_base;
+        int status;
+        const char *message;
+    } refused[] = {
+        {2, 0, GSL_EBADLEN,
+         "multihead: rope turns pairs of features, but the head size "
+         "p = d_model/h = 10/2 = 5 is odd"},
+        {5, 0.5, GSL_EINVAL,
+         "multihead: rope_base 0.5 must be a finite number > 1"},
+        {5, INFINITY, GSL_EINVAL,
+         "multihead: rope_base inf must be a finite number > 1"},
+        {5, 1.0 - 0x1p-53, GSL_EINVAL, /* just below 1, not "1" */
+         "multihead: rope_base 0.9999999999999999 must be a finite number > 1"},
+    };
     multihead m;
     multihead_config cfg = {.query_size = 10, .key_size = 10,
-                            .value_size = 10, .num_hiddens = 10,
-                            .num_heads = 2, .rope = 1};
-    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
-          "multihead: rope turns pairs of features, but the head size "
-          "p = d_model/h = 10/2 = 5 is odd");
-    cfg.num_heads = 5;
-    cfg.rope_base = 0.5;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base 0.5 must be a finite number > 1");
-    cfg.rope_base = INFINITY;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base inf must be a finite number > 1");
-    cfg.rope_base = 1.0 - 0x1p-53; /* just below 1, not "1" */
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: rope_base 0.9999999999999999 must be a finite number > 1");
+                            .value_size = 10, .num_hiddens = 10, .rope = 1};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cfg.num_heads = refused[i].num_heads;
+        cfg.rope_base = refused[i].rope_base;
+        FAILS(multihead_init(&m, &cfg), refused[i].status, refused[i].message);
+    }
     /* without rope, an odd head size is fine and the base is not read */
     cfg.rope = 0;
     cfg.num_heads = 2;
@@ -499,10 +469,8 @@ Test(rope, module_refuses)
 Test(rope, module_trace_shapes_alone)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 8, .key_size = 8, .value_size = 8,
-                            .num_hiddens = 8, .num_heads = 2, .rope = 1,
-                            .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 2, .rope = 1,
+                    .shape_only = 1);
     tensor *q, *k, *out;
     OK(tensor_alloc_meta(SHAPE(1, 2, 8), &q));
     OK(tensor_alloc_meta(SHAPE(1, 5, 8), &k));
@@ -525,9 +493,7 @@ Test(rope, module_trace_shapes_alone)
     cr_assert_str_eq(log.records[found - 1].op, "W_k: x W^T");
     cr_assert(tensor_is_meta(out));
     trace_log_free(&log);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(out);
+    FREE_ALL(q, k, out);
     multihead_free(&m);
 }
 //<

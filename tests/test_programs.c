@@ -34,22 +34,16 @@ typedef struct ran {
 static ran run_to_full(char *const argv[])
 {
     ran r = {0};
-    int err[2];
-    cr_assert_eq(pipe(err), 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    int err;
+    pid_t pid = fork_capturing_stderr(&err);
     if (pid == 0) {
         int full = open("/dev/full", O_WRONLY);
-        if (full < 0 || dup2(full, 1) < 0 || dup2(err[1], 2) < 0)
+        if (full < 0 || dup2(full, 1) < 0)
             _exit(126);
-        close(err[0]);
         execv(argv[0], argv);
         _exit(127);
     }
-    close(err[1]);
-    read_until_eof(err[0], r.err, sizeof r.err);
+    read_until_eof(err, r.err, sizeof r.err);
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);

@@ -96,9 +96,7 @@ Test(qkv, shapes_for_the_callers_messages)
           GSL_EBADLEN,
           "f: q has d = 2 but k has d = 4 (q (2, 1, 2), k (2, 10, 4), v "
           "(2, 10, 4), w (3,))");
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
 }
 
 //> full
@@ -115,9 +113,7 @@ static int run_module(int caller, const tensor *q, const tensor *k,
                       const tensor *v)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     multihead_cache c = {0};
     tensor *out = (tensor *)1;
     int status =
@@ -163,8 +159,7 @@ static int run_caller(int caller, const tensor *q, const tensor *k,
         OK(tensor_alloc(SHAPE(2, 3, 4), &dout));
         status = dot_attention_backward(q, k, v, NULL, w, dout, &out, NULL,
                                         NULL);
-        tensor_free(w);
-        tensor_free(dout);
+        FREE_ALL(w, dout);
         break;
     case HEAD_MAJOR:
         OK(headmajor_init(&hm, &hm_cfg));
@@ -302,9 +297,7 @@ ParameterizedTest(struct message_case *c, qkv, every_callers_messages)
     for (int caller = c->caller; caller <= last; caller++)
         FAILS(run_caller(caller, q, c->broken == NO_KEYS ? NULL : k, v),
               c->status, c->message);
-    tensor_free(q);
-    tensor_free(k);
-    tensor_free(v);
+    FREE_ALL(q, k, v);
 }
 //<
 //<

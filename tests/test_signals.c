@@ -160,16 +160,11 @@ static child start(const setup *s, char *const args[])
     char pid_file[4200], plot[4200];
     snprintf(pid_file, sizeof pid_file, "%s/aux/gnuplot.pid", scratch_dir);
     snprintf(plot, sizeof plot, "%s/aux/gnuplot", scratch_dir);
-    int err[2];
-    cr_assert_eq(pipe(err), 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
+    int err;
+    pid_t pid = fork_capturing_stderr(&err);
     if (pid == 0) {
         int out = s->out >= 0 ? s->out : open("/dev/null", O_WRONLY);
-        if (out < 0 || dup2(out, 1) < 0 || dup2(err[1], 2) < 0 ||
-            chdir("work") != 0)
+        if (out < 0 || dup2(out, 1) < 0 || chdir("work") != 0)
             _exit(126);
         static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
@@ -191,8 +186,7 @@ static child start(const setup *s, char *const args[])
         execv(mha_path, argv);
         _exit(127);
     }
-    close(err[1]);
-    return (child){pid, err[0]};
+    return (child){pid, err};
 }
 
 static double now(void)
@@ -292,15 +286,14 @@ static void assert_ended_by(int ws, const char *err, int sig,
 
 /* --- stopped while writing --------------------------------------------- */
 
-/* mha forward --trace with its stdout blocked: sig arrives while OUT and
- * A are temporaries waiting for stdout. */
-static void stop_while_writing(int sig)
+/* mha forward --trace with its stdout on a full pipe (*r its reading
+ * end) and `ignore` (0: none) ignored, sent sig while OUT and A are
+ * temporaries waiting for stdout. */
+static child signalled_while_writing(int sig, int ignore, int *r)
 {
-    skip_under_valgrind();
-    snapshot before = snapshot_take();
-    int r, w;
-    full_pipe(&r, &w);
-    setup s = {.out = w};
+    int w;
+    full_pipe(r, &w);
+    setup s = {.out = w, .ignore = ignore};
     char *args[] = {"forward", INPUTS, "--trace", "--out", "out.npy",
                     "--attention-out", "a.npy", NULL};
     child c = start(&s, args);
@@ -308,6 +301,17 @@ static void stop_while_writing(int sig)
     int two = 2;
     await(temporaries, &two, "OUT and A staged", &c);
     cr_assert_eq(kill(c.pid, sig), 0);
+    return c;
+}
+
+/* mha forward --trace with its stdout blocked: sig arrives while OUT and
+ * A are temporaries waiting for stdout. */
+static void stop_while_writing(int sig)
+{
+    skip_under_valgrind();
+    snapshot before = snapshot_take();
+    int r;
+    child c = signalled_while_writing(sig, 0, &r);
     char err[1024];
     int ws = finish(&c, err, sizeof err);
     close(r);
@@ -444,16 +448,8 @@ Test(signals, sigxfsz_heatmap)
 Test(signals, an_ignored_sighup_stays_ignored)
 {
     skip_under_valgrind();
-    int r, w;
-    full_pipe(&r, &w);
-    setup s = {.out = w, .ignore = SIGHUP};
-    char *args[] = {"forward", INPUTS, "--trace", "--out", "out.npy",
-                    "--attention-out", "a.npy", NULL};
-    child c = start(&s, args);
-    close(w);
-    int two = 2;
-    await(temporaries, &two, "OUT and A staged", &c);
-    cr_assert_eq(kill(c.pid, SIGHUP), 0);
+    int r;
+    child c = signalled_while_writing(SIGHUP, SIGHUP, &r);
     char buf[4096];
     while (read(r, buf, sizeof buf) > 0)
         ;

@@ -14,13 +14,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static tensor *make(size_t ndim, const size_t *shape, const double *values)
-{
-    tensor *t;
-    OK(tensor_from_array(ndim, shape, values, &t));
-    return t;
-}
-
 static tensor *random_tensor(size_t ndim, const size_t *shape,
                              unsigned long seed, double lo, double hi)
 {
@@ -108,8 +101,7 @@ Test(softmax, rows_sum_to_one_for_every_ndim)
         OK(softmax_lastdim(x, &w));
         cr_assert(tensor_same_shape(w, x));
         assert_rows_sum_to_one(w);
-        tensor_free(x);
-        tensor_free(w);
+        FREE_ALL(x, w);
     }
 }
 
@@ -123,8 +115,7 @@ Test(softmax, values_by_hand)
     for (size_t k = 0; k < 6; k++)
         cr_assert(fabs(w->data[k] - want[k]) <= 2 * DBL_EPSILON * want[k],
                   "w[%zu] = %.17g, want %.17g", k, w->data[k], want[k]);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(x, w);
 }
 
 Test(softmax, large_logits_give_no_inf_or_nan)
@@ -146,8 +137,7 @@ Test(softmax, large_logits_give_no_inf_or_nan)
     for (size_t k = 0; k < 16; k++)
         cr_assert(fabs(w->data[k] - want[k]) <= 2 * DBL_EPSILON,
                   "w[%zu] = %.17g, want %.17g", k, w->data[k], want[k]);
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(x, w);
 }
 
 Test(softmax, strided_input_equals_its_contiguous_copy)
@@ -161,11 +151,7 @@ Test(softmax, strided_input_equals_its_contiguous_copy)
     OK(softmax_lastdim(packed, &w_packed));
     cr_assert(tensor_same_shape(w, x));
     cr_assert_eq(rel_error(w, w_packed), 0.0);
-    tensor_free(base);
-    tensor_free(x);
-    tensor_free(packed);
-    tensor_free(w);
-    tensor_free(w_packed);
+    FREE_ALL(base, x, packed, w, w_packed);
 }
 
 /* --- masked softmax: d2l's examples --------------------------------- */
@@ -188,9 +174,7 @@ static void check_d2l_example(const tensor *vl, const size_t valid[2][2])
     assert_rows_sum_to_one(w);
     tensor *ref = naive_masked_softmax(x, 1.0, vl);
     cr_assert_leq(rel_error(w, ref), 1e-15);
-    tensor_free(x);
-    tensor_free(w);
-    tensor_free(ref);
+    FREE_ALL(x, w, ref);
 }
 
 Test(masked_softmax, d2l_example_1d_valid_lens)
@@ -221,9 +205,7 @@ Test(masked_softmax, values_by_hand)
     for (size_t k = 0; k < 8; k++)
         cr_assert(fabs(w->data[k] - want[k]) <= 4 * DBL_EPSILON * want[k],
                   "w[%zu] = %.17g, want %.17g", k, w->data[k], want[k]);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 Test(masked_softmax, valid_len_zero_gives_uniform_weights)
@@ -234,9 +216,7 @@ Test(masked_softmax, valid_len_zero_gives_uniform_weights)
     OK(masked_softmax(x, vl, &w));
     for (size_t k = 0; k < tensor_numel(w); k++)
         cr_assert_eq(w->data[k], 1.0 / 7, "w[%zu] = %.17g", k, w->data[k]);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 Test(masked_softmax, masked_weights_are_exactly_zero)
@@ -254,9 +234,7 @@ Test(masked_softmax, masked_weights_are_exactly_zero)
                 cr_assert_eq(*TENSOR_AT(w, b, i, 0), 1.0);
         }
     assert_rows_sum_to_one(w);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 Test(masked_softmax, large_logits_with_a_mask)
@@ -272,9 +250,7 @@ Test(masked_softmax, large_logits_with_a_mask)
     const double want[] = {0, 0, 1, 0, 1, 0, 0, 0, 0.25, 0.25, 0.25, 0.25};
     for (size_t k = 0; k < 12; k++)
         cr_assert_eq(w->data[k], want[k], "w[%zu] = %.17g", k, w->data[k]);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 Test(masked_softmax, masked_keys_get_nothing_below_minus_1e6)
@@ -288,9 +264,7 @@ Test(masked_softmax, masked_keys_get_nothing_below_minus_1e6)
     const double want[] = {0.5, 0.5, 0, 0};
     for (size_t k = 0; k < 4; k++)
         cr_assert_eq(w->data[k], want[k], "w[%zu] = %.17g", k, w->data[k]);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 /* --- masked softmax: 1-D and 2-D valid_lens, scale, strides --------- */
@@ -338,9 +312,7 @@ Test(masked_softmax, no_mask_is_the_plain_softmax)
     OK(masked_softmax(x, NULL, &w));
     OK(softmax_lastdim(x, &plain));
     cr_assert_eq(rel_error(w, plain), 0.0);
-    tensor_free(x);
-    tensor_free(w);
-    tensor_free(plain);
+    FREE_ALL(x, w, plain);
 }
 
 Test(masked_softmax, scaled_equals_scaling_first_and_masks_after)
@@ -413,8 +385,7 @@ Test(masked_softmax, keeps_the_dimension_names)
     OK(masked_softmax(x, NULL, &w));
     char sym[TRACE_SHAPE_MAX];
     cr_assert_str_eq(tensor_sym_str(w, sym, sizeof sym), "(B, Lq, Lk)");
-    tensor_free(x);
-    tensor_free(w);
+    FREE_ALL(x, w);
 }
 
 /* --- causal masks --------------------------------------------------- */
@@ -438,9 +409,7 @@ Test(masked_softmax, the_valid_length_of_a_row)
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 3; i++)
             cr_assert_eq(softmax_valid_len(per_row, b, i, 5), want[b][i]);
-    tensor_free(per_example);
-    tensor_free(per_row);
-    tensor_free(transposed);
+    FREE_ALL(per_example, per_row, transposed);
 }
 
 /* The rules for valid_lens, found in row-major order: the shape first,
@@ -491,9 +460,7 @@ Test(causal_valid_lens, rows_count_one_to_len)
 {
     tensor *vl;
     OK(causal_valid_lens(2, 4, &vl));
-    cr_assert_eq(vl->ndim, 2);
-    cr_assert_eq(vl->shape[0], 2);
-    cr_assert_eq(vl->shape[1], 4);
+    assert_shape(vl, SHAPE(2, 4));
     const double want[] = {1, 2, 3, 4, 1, 2, 3, 4};
     for (size_t k = 0; k < 8; k++)
         cr_assert_eq(vl->data[k], want[k]);
@@ -513,9 +480,7 @@ Test(causal_valid_lens, as_a_mask_it_hides_the_future)
                                 : *TENSOR_AT(w, b, i, j) > 0.0);
     cr_assert_eq(*TENSOR_AT(w, 1, 0, 0), 1.0);
     assert_rows_sum_to_one(w);
-    tensor_free(x);
-    tensor_free(vl);
-    tensor_free(w);
+    FREE_ALL(x, vl, w);
 }
 
 /* --- errors --------------------------------------------------------- */
@@ -655,8 +620,7 @@ Test(masked_softmax_errors, scaled_names_itself)
     FAILS(masked_softmax_scaled(x, 0.5, vl, &w), GSL_EINVAL,
           "masked_softmax_scaled: valid_lens[0] = 5 is larger than the number "
           "of keys 4 (scores (2, 2, 4), valid_lens (2,))");
-    tensor_free(x);
-    tensor_free(vl);
+    FREE_ALL(x, vl);
 }
 
 Test(causal_valid_lens, empty_sizes_fail)
@@ -676,22 +640,10 @@ Test(causal_valid_lens, empty_sizes_fail)
  * every failure is GSL_ENOMEM with out NULL (leaks: valgrind, ASan). */
 #define EVERY_ALLOCATION_FAILS(call, out)                                     \
     do {                                                                      \
-        int status_;                                                          \
-        long k_ = 0;                                                          \
-        do {                                                                  \
-            out = NULL;                                                       \
-            mha_debug_fail_alloc_after(k_);                                   \
-            status_ = (call);                                                 \
-            mha_debug_fail_alloc_after(-1);                                   \
-            if (status_ != GSL_SUCCESS) {                                     \
-                cr_assert_eq(status_, GSL_ENOMEM, "allocation %ld: %s", k_,   \
-                             mha_last_error());                               \
-                cr_assert_null(out);                                          \
-            }                                                                 \
-            k_++;                                                             \
-        } while (status_ != GSL_SUCCESS && k_ < 1000);                        \
-        cr_assert_eq(status_, GSL_SUCCESS);                                   \
-        cr_assert_gt(k_, 1, "no allocation was made to fail");                \
+        long failures_;                                                       \
+        out = NULL;                                                           \
+        EACH_ALLOCATION_FAILS(failures_, call, cr_assert_null(out));          \
+        cr_assert_gt(failures_, 0, "no allocation was made to fail");         \
         tensor_free(out);                                                     \
     } while (0)
 
@@ -703,8 +655,7 @@ Test(softmax_memory, every_allocation_may_fail)
     EVERY_ALLOCATION_FAILS(masked_softmax(x, vl, &w), w);
     EVERY_ALLOCATION_FAILS(masked_softmax_scaled(x, 0.5, NULL, &w), w);
     EVERY_ALLOCATION_FAILS(causal_valid_lens(2, 3, &w), w);
-    tensor_free(x);
-    tensor_free(vl);
+    FREE_ALL(x, vl);
 }
 
 /* --- trace ---------------------------------------------------------- */

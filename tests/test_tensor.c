@@ -86,14 +86,6 @@ static int next_permutation(size_t n, size_t *p)
     return 1;
 }
 
-static void assert_shape(const tensor *t, size_t ndim, const size_t *shape)
-{
-    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
-    for (size_t d = 0; d < MAXD; d++)
-        cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
-                     "shape[%zu] = %zu", d, t->shape[d]);
-}
-
 /* --- alloc and from_array ------------------------------------------- */
 
 typedef struct {
@@ -520,9 +512,7 @@ ParameterizedTest(reshape_case *c, tensor, reshape_view_or_copy)
         FAILS(tensor_view(x, c->new_ndim, c->req, NULL, &v), GSL_EINVAL, want);
         cr_assert_null(v);
     }
-    tensor_free(y);
-    tensor_free(x);
-    tensor_free(base);
+    FREE_ALL(y, x, base);
 }
 
 /* --- reshape: inferring -1, and bad shapes ---------------------------- */
@@ -562,8 +552,7 @@ ParameterizedTest(infer_case *c, tensor, reshape_infers_minus_one)
         unravel(f, y->ndim, y->shape, idx);
         cr_assert_eq(*tensor_at(y, idx), (double)f);
     }
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 typedef struct {
@@ -717,9 +706,7 @@ Test(tensor, reshape_random_against_brute_force)
         cr_assert_eq(view, strides_exist(new_ndim, y->shape, off, n),
                      "trial %d: reshape gave a %s", trial, view ? "view" : "copy");
         view ? views++ : copies++;
-        tensor_free(y);
-        tensor_free(x);
-        tensor_free(b);
+        FREE_ALL(y, x, b);
     }
     /* both outcomes were exercised, many times */
     cr_assert_gt(views, 500);
@@ -769,10 +756,7 @@ ParameterizedTest(trip_case *c, tensor, reshape_round_trip)
         cr_assert_eq(*tensor_at(z, idx),
                      permuted_value(c->ndim, c->shape, c->perm, idx));
     }
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
-    tensor_free(base);
+    FREE_ALL(z, y, x, base);
 }
 
 ParameterizedTestParameters(tensor, permute_round_trip)
@@ -805,8 +789,7 @@ ParameterizedTest(shape_case *c, tensor, permute_round_trip)
             unravel(f, x->ndim, x->shape, idx);
             cr_assert_eq(*tensor_at(z, idx), (double)f);
         }
-        tensor_free(z);
-        tensor_free(y);
+        FREE_ALL(z, y);
     } while (next_permutation(c->ndim, perm));
     tensor_free(x);
 }
@@ -847,8 +830,7 @@ ParameterizedTest(shape_case *c, tensor, contiguous_of_permuted)
         }
         z->data[0] = -7;
         cr_assert_eq(x->data[0], 0.0, "a copy does not write its source");
-        tensor_free(z);
-        tensor_free(y);
+        FREE_ALL(z, y);
     } while (next_permutation(c->ndim, perm));
     tensor_free(x);
 }
@@ -859,8 +841,7 @@ Test(tensor, is_contiguous)
     cr_assert(tensor_is_contiguous(x));
     OK(tensor_permute(x, SHAPE(1, 0), &y));
     cr_assert_not(tensor_is_contiguous(y));
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     /* (1, 3) permuted to (3, 1): strides (1, 3), the size-1 dimension's
      * stride never matters */
     x = positions(SHAPE(1, 3));
@@ -869,9 +850,7 @@ Test(tensor, is_contiguous)
     cr_assert(tensor_is_contiguous(y));
     OK(tensor_reshape(y, DIMS(3), NULL, &z));
     cr_assert_eq(z->data, x->data);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(z, y, x);
 }
 
 Test(tensor, same_shape)
@@ -884,10 +863,7 @@ Test(tensor, same_shape)
     cr_assert(tensor_same_shape(a, b));
     cr_assert_not(tensor_same_shape(a, c));
     cr_assert_not(tensor_same_shape(a, d));
-    tensor_free(a);
-    tensor_free(b);
-    tensor_free(c);
-    tensor_free(d);
+    FREE_ALL(a, b, c, d);
 }
 
 /* --- names ------------------------------------------------------------ */
@@ -994,8 +970,7 @@ Test(tensor, names_follow_permute_and_reshape)
     /* a split the name does not explain leaves the new dimensions unnamed */
     OK(tensor_reshape(m, DIMS(2, 6, 8), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, 6, 8)");
-    tensor_free(s);
-    tensor_free(m);
+    FREE_ALL(s, m);
     /* names passed to reshape win over derived ones */
     OK(tensor_reshape(x, DIMS(16, 6), "rows, cols", &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(rows, cols)");
@@ -1004,8 +979,7 @@ Test(tensor, names_follow_permute_and_reshape)
     OK(tensor_set_names(x, "B, , n, d"));
     OK(tensor_reshape(x, DIMS(16, 6), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(16, n*d)");
-    tensor_free(m);
-    tensor_free(x);
+    FREE_ALL(m, x);
 }
 
 /* The lesson's batch of one: the symbolic shape does not depend on B's
@@ -1020,14 +994,12 @@ Test(tensor, names_keep_a_batch_of_one)
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(B*h, n, d_model/h)");
     OK(tensor_reshape(m, DIMS(-1, 8, 2, 2), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, h, n, d_model/h)");
-    tensor_free(s);
-    tensor_free(m);
+    FREE_ALL(s, m);
     /* an unnamed size-1 dimension adds nothing to a merged name */
     OK(tensor_set_names(x, ", h, n, d_model/h"));
     OK(tensor_reshape(x, DIMS(-1, 2, 2), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(h, n, d_model/h)");
-    tensor_free(m);
-    tensor_free(x);
+    FREE_ALL(m, x);
 }
 
 /* A size-1 dimension between two others could belong to either: the
@@ -1083,8 +1055,7 @@ Test(tensor, names_are_not_guessed_at_a_size_of_1)
     tensor_free(y);
     OK(tensor_reshape(x, DIMS(1, 1, 1), NULL, &y));
     cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "");
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 Test(tensor, reshape_with_wrong_name_count)
@@ -1102,8 +1073,7 @@ Test(tensor, reshape_with_wrong_name_count)
           "tensor_reshape: tensor_set_names: \"a, b\" names 2 dimensions, "
           "shape (24,) has 1");
     cr_assert_null(y);
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(p, x);
 }
 
 /* --- filling and copying ---------------------------------------------- */
@@ -1137,8 +1107,7 @@ Test(tensor, fill_permuted_view_in_logical_order)
     tensor_fill(t, -1.0);
     for (size_t k = 0; k < 24; k++)
         cr_assert_eq(x->data[k], -1.0);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(t, x);
 }
 
 Test(tensor, fill_uniform_is_reproducible)
@@ -1171,9 +1140,7 @@ Test(tensor, fill_uniform_is_reproducible)
     gsl_rng_free(r1);
     gsl_rng_free(r2);
     gsl_rng_free(r3);
-    tensor_free(a);
-    tensor_free(b);
-    tensor_free(c);
+    FREE_ALL(a, b, c);
 }
 
 Test(tensor, fill_normal_is_reproducible)
@@ -1200,8 +1167,7 @@ Test(tensor, fill_normal_is_reproducible)
     cr_assert_lt(fabs(sd - 2.0), 0.03, "sd %g", sd);
     gsl_rng_free(r1);
     gsl_rng_free(r2);
-    tensor_free(a);
-    tensor_free(b);
+    FREE_ALL(a, b);
 }
 
 /* The random fills also follow a view's row-major order: the same seed
@@ -1220,9 +1186,7 @@ Test(tensor, fill_random_permuted_view)
             cr_assert_eq(x->data[4 * j + i], c->data[3 * i + j]);
     gsl_rng_free(r1);
     gsl_rng_free(r2);
-    tensor_free(c);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(c, t, x);
 }
 
 Test(tensor, copy_into_any_strides)
@@ -1268,13 +1232,7 @@ Test(tensor, copy_into_any_strides)
           "shape (3, 2)");
     for (size_t k = 0; k < 6; k++)
         cr_assert_eq(dst->data[k], (double)k, "a failed copy writes nothing");
-    tensor_free(flat);
-    tensor_free(c);
-    tensor_free(dstT);
-    tensor_free(dbase);
-    tensor_free(dst);
-    tensor_free(srcT);
-    tensor_free(src);
+    FREE_ALL(flat, c, dstT, dbase, dst, srcT, src);
 }
 
 /* --- checked access --------------------------------------------------- */
@@ -1304,8 +1262,7 @@ Test(tensor, get_and_set)
           "(dimension 0)");
     for (size_t k = 0; k < 6; k++)
         cr_assert_neq(x->data[k], 9.0);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(t, x);
 
     x = positions(SHAPE(4));
     FAILS(tensor_set(x, (size_t[]){4}, 1.0), GSL_EINVAL,
@@ -1321,8 +1278,7 @@ Test(tensor, free_base_before_view)
     tensor *x = positions(SHAPE(2, 3, 4)), *p = NULL, *r = NULL;
     OK(tensor_permute(x, SHAPE(2, 0, 1), &p));
     OK(tensor_reshape(p, DIMS(2, 2, 2, 3), NULL, &r)); /* a view of a view */
-    tensor_free(x);
-    tensor_free(p);
+    FREE_ALL(x, p);
     /* r alone keeps the buffer alive */
     size_t idx[MAXD], shape[] = {2, 3, 4}, perm[] = {2, 0, 1}, pshape[] = {4, 2, 3};
     for (size_t f = 0; f < 24; f++) {
@@ -1404,9 +1360,7 @@ Test(tensor, reshape_out_of_memory)
     OK_AFTER_ENOMEM(tensor_view(x, DIMS(4, 6), NULL, &y), y,
                     "tensor_view: out of memory allocating ", allocs);
     cr_assert_eq(allocs, 1);
-    tensor_free(y);
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(y, p, x);
 }
 
 Test(tensor, contiguous_and_permute_out_of_memory)
@@ -1422,9 +1376,7 @@ Test(tensor, contiguous_and_permute_out_of_memory)
     cr_assert(tensor_is_contiguous(c));
     cr_assert_eq(c->data[23], 23.0);
     cr_assert_eq(c->data[1], 4.0); /* p[0][0][1] = x[0][1][0] */
-    tensor_free(c);
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(c, p, x);
 }
 
 /* --- printing --------------------------------------------------------- */
@@ -1637,8 +1589,7 @@ Test(tensor_print, permuted_view)
                      "        [1., 4.],\n"
                      "        [2., 5.]])\n");
     capture_free(&c);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(t, x);
 }
 
 /* --- narrow ------------------------------------------------------------ */
@@ -1651,9 +1602,7 @@ Test(tensor, narrow_is_a_view_of_the_right_indices)
     tensor_fill_arange(x, 0, 1);
     OK(tensor_narrow(x, 1, 2, 3, &rows)); // (4, 3, 6)
     OK(tensor_narrow(rows, 2, 1, 4, &cols)); // (4, 3, 4)
-    cr_assert_eq(cols->shape[0], 4);
-    cr_assert_eq(cols->shape[1], 3);
-    cr_assert_eq(cols->shape[2], 4);
+    assert_shape(cols, SHAPE(4, 3, 4));
     cr_assert(tensor_shares_buffer(cols, x));
     for (size_t a = 0; a < 4; a++)
         for (size_t b = 0; b < 3; b++)
@@ -1665,8 +1614,7 @@ Test(tensor, narrow_is_a_view_of_the_right_indices)
     cr_assert_eq(*TENSOR_AT(x, 0, 2, 1), -1);
     tensor_free(x); /* the views keep the buffer alive */
     cr_assert_eq(*TENSOR_AT(rows, 3, 2, 5), 3 * 30 + 4 * 6 + 5);
-    tensor_free(rows);
-    tensor_free(cols);
+    FREE_ALL(rows, cols);
 }
 
 Test(tensor, narrow_trace_and_errors)
@@ -1674,15 +1622,9 @@ Test(tensor, narrow_trace_and_errors)
     tensor *x, *y = (tensor *)1;
     OK(tensor_alloc(SHAPE(100, 100), &x));
     OK(tensor_set_names(x, "d_model, d_q"));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(tensor_narrow(x, 0, 20, 20, &y));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-                     "narrow(0, 20, 20)        view  (100, 100) -> (20, 100)"
-                     "             (d_model, d_q)\n");
-    capture_free(&c);
+    TRACES(tensor_narrow(x, 0, 20, 20, &y),
+           "narrow(0, 20, 20)        view  (100, 100) -> (20, 100)"
+           "             (d_model, d_q)\n");
     tensor_free(y);
     FAILS(tensor_narrow(x, 2, 0, 1, &y), GSL_EINVAL,
           "tensor_narrow: dimension 2 does not exist in shape (100, 100)");
@@ -1732,6 +1674,5 @@ Test(tensor, check_finite_finds_the_first_bad_number)
           "t: p[0, 3, 2] = nan; p must be finite (p (2, 700, 3))");
     FAILS(tensor_check_finite(x, "t", "x"), GSL_EDOM,
           "t: x[0, 5, 1] = inf; x must be finite (x (3, 700, 2))");
-    tensor_free(p);
-    tensor_free(x);
+    FREE_ALL(p, x);
 }

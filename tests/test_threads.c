@@ -36,6 +36,18 @@ static size_t mapped(void)
     return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* The limit tests need OpenBLAS, and a process whose address space is its
+ * own: not under AddressSanitizer nor valgrind. */
+static void skip_unless_limits_apply(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("AddressSanitizer cannot run under a memory limit");
+#endif
+    skip_under_valgrind(); // valgrind keeps the address space for itself
+    if (!threads_blas())
+        cr_skip_test("the CBLAS is not OpenBLAS");
+}
+
 static void limit_to(size_t bytes)
 {
     struct rlimit r;
@@ -49,12 +61,7 @@ static void limit_to(size_t bytes)
  * one thread. */
 Test(threads, no_room_for_the_blas_buffer_is_said)
 {
-#ifdef __SANITIZE_ADDRESS__
-    cr_skip_test("AddressSanitizer cannot run under a memory limit");
-#endif
-    skip_under_valgrind(); // valgrind keeps the address space for itself
-    if (!threads_blas())
-        cr_skip_test("the CBLAS is not OpenBLAS");
+    skip_unless_limits_apply();
     limit_to(mapped() + ((size_t)64 << 20));
     mha_clear_error();
     cr_assert_eq(threads_blas_reserve(), GSL_ENOMEM);
@@ -91,12 +98,7 @@ static void one_product(void)
  * thread's buffer, stack and scratch. */
 Test(threads, the_blas_buffer_is_taken_while_there_is_room)
 {
-#ifdef __SANITIZE_ADDRESS__
-    cr_skip_test("AddressSanitizer cannot run under a memory limit");
-#endif
-    skip_under_valgrind(); // valgrind keeps the address space for itself
-    if (!threads_blas())
-        cr_skip_test("the CBLAS is not OpenBLAS");
+    skip_unless_limits_apply();
     omp_set_num_threads(2);
     product_matrices();
     limit_to(mapped() + ((size_t)300 << 20));

@@ -54,25 +54,13 @@ Test(trace, transpose_qkv_and_back)
     OK(transpose_qkv(x, 8, &q));
     OK(transpose_output(q, 8, &f));
     trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        /*0         1         2         3         4         5         6         7
-          01234567890123456789012345678901234567890123456789012345678901234567890 */
-        "transpose_qkv(h=8)             (1, 2, 16)                          (B, n, d_model)\n"
-        "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 2, 8, 2) -> (1, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "  reshape(-1, 2, 2)      view  (1, 8, 2, 2) -> (8, 2, 2)           (B*h, n, d_model/h)\n"
-        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
-        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "  reshape(1, 2, -1)      view  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
+    cr_assert_str_eq(capture_end(&c), SEED_WALK_TRACE);
     capture_free(&c);
     /* the round trip gives X back, in X's own buffer */
     cr_assert_eq(f->data, x->data);
     for (size_t k = 0; k < 32; k++)
         cr_assert_eq(*TENSOR_AT(f, 0, k / 16, k % 16), (double)k);
-    tensor_free(f);
-    tensor_free(q);
-    tensor_free(x);
+    FREE_ALL(f, q, x);
 }
 //<
 
@@ -82,27 +70,20 @@ Test(trace, transpose_qkv_and_back)
  * next to each other in memory, so merging them copies. */
 Test(trace, transpose_output_of_new_numbers)
 {
-    capture c;
     tensor *o = arange(SHAPE(8, 2, 2)), *f = NULL;
     OK(tensor_set_names(o, "B*h, n, d_model/h"));
-    capture_start(&c);
-    trace_to(c.f);
-    OK(transpose_output(o, 8, &f));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
-        "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
-        "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
-    capture_free(&c);
+    TRACES(transpose_output(o, 8, &f),
+           "transpose_output(h=8)          (8, 2, 2)                           (B*h, n, d_model/h)\n"
+           "  reshape(-1, 8, 2, 2)   view  (8, 2, 2) -> (1, 8, 2, 2)           (B, h, n, d_model/h)\n"
+           "  permute(0, 2, 1, 3)    view  (1, 8, 2, 2) -> (1, 2, 8, 2)        (B, n, h, d_model/h)\n"
+           "  reshape(1, 2, -1)      copy  (1, 2, 8, 2) -> (1, 2, 16)          (B, n, d_model)\n");
     /* out[0][i][2 j + k] = o[j][i][k] = 4 j + 2 i + k */
     for (size_t i = 0; i < 2; i++)
         for (size_t j = 0; j < 8; j++)
             for (size_t k = 0; k < 2; k++)
                 cr_assert_eq(*TENSOR_AT(f, 0, i, 2 * j + k),
                              (double)(4 * j + 2 * i + k));
-    tensor_free(f);
-    tensor_free(o);
+    FREE_ALL(f, o);
 }
 //<
 
@@ -110,21 +91,14 @@ Test(trace, transpose_output_of_new_numbers)
 /* With B = 2 the last reshape of transpose_qkv has to copy. */
 Test(trace, transpose_qkv_batch_of_two)
 {
-    capture c;
     tensor *x = arange(SHAPE(2, 2, 16)), *q = NULL;
     OK(tensor_set_names(x, "B, n, d_model"));
-    capture_start(&c);
-    trace_to(c.f);
-    OK(transpose_qkv(x, 8, &q));
-    trace_to(NULL);
-    cr_assert_str_eq(capture_end(&c),
-        "transpose_qkv(h=8)             (2, 2, 16)                          (B, n, d_model)\n"
-        "  reshape(2, 2, 8, -1)   view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
-        "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
-        "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
-    capture_free(&c);
-    tensor_free(q);
-    tensor_free(x);
+    TRACES(transpose_qkv(x, 8, &q),
+           "transpose_qkv(h=8)             (2, 2, 16)                          (B, n, d_model)\n"
+           "  reshape(2, 2, 8, -1)   view  (2, 2, 16) -> (2, 2, 8, 2)          (B, n, h, d_model/h)\n"
+           "  permute(0, 2, 1, 3)    view  (2, 2, 8, 2) -> (2, 8, 2, 2)        (B, h, n, d_model/h)\n"
+           "  reshape(-1, 2, 2)      copy  (2, 8, 2, 2) -> (16, 2, 2)          (B*h, n, d_model/h)\n");
+    FREE_ALL(q, x);
 }
 //<
 
@@ -143,10 +117,7 @@ Test(trace, contiguous_and_view)
         "contiguous()             copy  (3, 2) -> (3, 2)                    (d, n)\n"
         "view(-1)                 view  (3, 2) -> (6,)                      (d*n,)\n");
     capture_free(&c);
-    tensor_free(v);
-    tensor_free(y);
-    tensor_free(t);
-    tensor_free(x);
+    FREE_ALL(v, y, t, x);
 }
 
 /* Each thread has its own trace: a step another thread runs reaches
@@ -161,8 +132,7 @@ static void *reshape_in_a_thread(void *arg)
     OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
     /* left open: only this thread's depth is 1 */
     trace_log_stop(log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
     return NULL;
 }
 
@@ -185,8 +155,7 @@ Test(trace, each_thread_has_its_own)
     cr_assert_eq(mine.records[0].seq, 0);
     trace_log_free(&mine);
     trace_log_free(&theirs);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* Unnamed tensors have no symbolic column, and 1-D shapes keep their
@@ -206,10 +175,7 @@ Test(trace, unnamed_and_one_dimensional)
         "permute(0)               view  (8,) -> (8,)\n"
         "reshape(4, 2)            view  (8,) -> (4, 2)\n");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 //> 02
@@ -232,9 +198,7 @@ Test(trace, linear_layer)
         "W_q: x W^T + b           new   (2, 3, 4) -> (2, 3, 6)              (B, n, d_model)\n"
         "W_o: x W^T               new   (2, 3, 4) -> (2, 3, 6)              (B, n, 6)\n");
     capture_free(&c);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(z, y, x);
     linear_free(&l);
 }
 //<
@@ -303,8 +267,7 @@ Test(trace, library_steps_in_a_block)
         "transpose_qkv(h=8)             (1, 2, 16) -> (8, 2, 2)\n"
         "  reshape(1, 2, 8, -1)   view  (1, 2, 16) -> (1, 2, 8, 2)\n");
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -396,10 +359,7 @@ Test(trace, off_writes_nothing)
     trace_end();
     cr_assert_str_eq(capture_end(&c), "");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 /* Switching off inside a block and back on keeps the depth: blocks opened
@@ -517,8 +477,7 @@ Test(trace, records_hold_the_steps)
     cr_assert_str_eq(r[3].output.names[0], "B*h");
     cr_assert_str_eq(r[3].output.names[2], "d_model/h");
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -551,8 +510,7 @@ Test(trace, text_is_one_line_per_record)
         "  reshape(-1, 4, 2)      copy  (2, 3, 4, 2) -> (6, 4, 2)\n");
     trace_log_free(&log);
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 //<
 
@@ -585,8 +543,7 @@ Test(trace, json_lines)
         x->id, y->id);
     cr_assert_str_eq(capture_end(&c), expect);
     capture_free(&c);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* Steps inside a quiet scope are not shown, nested scopes included, and
@@ -616,10 +573,7 @@ Test(trace, quiet_scopes)
         "  contiguous()           copy  (3, 2) -> (3, 2)\n"
         "# shown\n");
     capture_free(&c);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(w, z, y, x);
 }
 
 /* The op text: printf's conversions and the trace's own three. */
@@ -687,10 +641,7 @@ Test(trace, number_str)
 Test(trace, every_step_of_the_module_is_a_record)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5);
     tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
     OK(tensor_alloc(SHAPE(2, 4, 100), &x));
     OK(tensor_alloc(SHAPE(2, 6, 100), &y));
@@ -723,10 +674,7 @@ Test(trace, every_step_of_the_module_is_a_record)
     cr_assert_eq(i, log.count, "%zu lines, %zu records", i, log.count);
     cr_assert_eq(log.count, 26);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(vl);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(out, vl, y, x);
     multihead_free(&m);
 }
 //<
@@ -758,11 +706,7 @@ Test(trace, meta_tensors_have_no_numbers)
     tensor_print(c.f, x, 4);
     cr_assert_str_eq(capture_end(&c), "tensor(..., size=(2, 3, 4), device='meta')\n");
     capture_free(&c);
-    tensor_free(n);
-    tensor_free(w);
-    tensor_free(z);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(n, w, z, y, x);
 }
 //<
 
@@ -773,10 +717,8 @@ Test(trace, meta_tensors_have_no_numbers)
 Test(trace, a_shape_only_module_of_any_size)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 12288, .key_size = 12288,
-                            .value_size = 12288, .num_hiddens = 12288,
-                            .num_heads = 96, .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 12288, .num_hiddens = 12288, .num_heads = 96,
+                    .shape_only = 1);
     tensor *x = NULL, *out = NULL, *w = NULL;
     OK(tensor_alloc_meta(SHAPE(8, 4096, 12288), &x));
     trace_log log;
@@ -784,9 +726,7 @@ Test(trace, a_shape_only_module_of_any_size)
     OK(multihead_forward(&m, x, x, x, NULL, &out, &w));
     trace_log_stop(&log);
     cr_assert(tensor_is_meta(out));
-    cr_assert_eq(out->shape[0], 8);
-    cr_assert_eq(out->shape[1], 4096);
-    cr_assert_eq(out->shape[2], 12288);
+    assert_shape(out, SHAPE(8, 4096, 12288));
     cr_assert(tensor_is_meta(w));
     cr_assert_eq(w->shape[1], 96);
     cr_assert_eq(log.count, 25); /* 26 less the repeat of valid_lens */
@@ -794,9 +734,7 @@ Test(trace, a_shape_only_module_of_any_size)
     cr_assert_str_eq(trace_format_text(&log.records[5], line, sizeof line),
         "    reshape(-1, 4096, 128) copy  (8, 96, 4096, 128) -> (768, 4096, 128)  (B*h, Lq, d_model/h)");
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(w);
-    tensor_free(x);
+    FREE_ALL(out, w, x);
     multihead_free(&m);
 }
 //<
@@ -837,9 +775,7 @@ Test(trace, side_inputs_stay_out_of_the_text_line)
                        "%s", json);
     capture_free(&c);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(scores);
+    FREE_ALL(out, lens, scores);
 }
 //<
 
@@ -908,11 +844,7 @@ static void run_case(const meta_case *c, int meta, int meta_lens,
     trace_log_stop(log);
     cr_assert_not(log->failed);
     cr_assert_eq(tensor_is_meta(out), meta);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(v);
-    tensor_free(k);
-    tensor_free(q);
+    FREE_ALL(out, lens, v, k, q);
     multihead_free(&m);
 }
 //<
@@ -1177,12 +1109,9 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
         if ((causal && c->Lq > c->Lk) || (rope && p % 2))
             continue;
         multihead m;
-        multihead_config cfg = {.query_size = c->D, .key_size = c->D,
-                                .value_size = c->D, .num_hiddens = c->D,
-                                .num_heads = c->h, .kv_heads = c->G,
-                                .causal = causal, .rope = rope,
-                                .shape_only = 1};
-        OK(multihead_init(&m, &cfg));
+        SELF_MODULE(&m, c->D, .num_hiddens = c->D, .num_heads = c->h,
+                        .kv_heads = c->G, .causal = causal, .rope = rope,
+                        .shape_only = 1);
         tensor *x = NULL, *y = NULL, *vl = NULL, *out = NULL;
         OK(tensor_alloc_meta(SHAPE(c->B, c->Lq, c->D), &x));
         OK(tensor_alloc_meta(SHAPE(c->B, c->Lk, c->D), &y));
@@ -1246,10 +1175,7 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
                      "variant %d: %zu steps of %zu", c->B, c->Lq, c->Lk,
                      c->D, c->h, c->G, variant, k, e.n);
         trace_log_free(&log);
-        tensor_free(out);
-        tensor_free(vl);
-        tensor_free(y);
-        tensor_free(x);
+        FREE_ALL(out, vl, y, x);
         multihead_free(&m);
     }
 }
@@ -1261,10 +1187,7 @@ ParameterizedTest(names_case *c, trace, the_lesson_names_at_every_size)
 static char *d2l_graph(int self, int depth)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 5, .shape_only = 1};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 100, .num_hiddens = 100, .num_heads = 5, .shape_only = 1);
     tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
     OK(tensor_alloc_meta(SHAPE(2, 4, 100), &q));
     OK(tensor_alloc_meta(SHAPE(2, 6, 100), &kv));
@@ -1279,10 +1202,7 @@ static char *d2l_graph(int self, int depth)
     trace_write_dot(c.f, &log, depth);
     capture_end(&c);
     trace_log_free(&log);
-    tensor_free(out);
-    tensor_free(lens);
-    tensor_free(kv);
-    tensor_free(q);
+    FREE_ALL(out, lens, kv, q);
     multihead_free(&m);
     return c.text;
 }
@@ -1408,10 +1328,7 @@ Test(trace, dot_kinds_of_steps_made_of_steps)
         "}\n");
     capture_free(&cap);
     trace_log_free(&log);
-    tensor_free(c);
-    tensor_free(b);
-    tensor_free(a);
-    tensor_free(x);
+    FREE_ALL(c, b, a, x);
 }
 
 /* Quotes and backslashes in an op are escaped for dot. */
@@ -1432,8 +1349,7 @@ Test(trace, dot_escapes_labels)
                        "%s", cap.text);
     capture_free(&cap);
     trace_log_free(&log);
-    tensor_free(y);
-    tensor_free(x);
+    FREE_ALL(y, x);
 }
 
 /* An input read under one name by the module and again by a step inside
@@ -1443,11 +1359,9 @@ Test(trace, dot_names_an_input_once)
 {
     for (int grouped = 0; grouped < 2; grouped++) {
         multihead m;
-        multihead_config cfg = {.query_size = 8, .key_size = 8,
-                                .value_size = 8, .num_hiddens = 8,
-                                .num_heads = 4, .kv_heads = grouped ? 2 : 4,
-                                .causal = !grouped, .shape_only = 1};
-        OK(multihead_init(&m, &cfg));
+        SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 4,
+                        .kv_heads = grouped ? 2 : 4, .causal = !grouped,
+                        .shape_only = 1);
         tensor *q = NULL, *kv = NULL, *lens = NULL, *out = NULL;
         OK(tensor_alloc_meta(SHAPE(2, 4, 8), &q));
         OK(tensor_alloc_meta(SHAPE(2, 6, 8), &kv));
@@ -1471,10 +1385,7 @@ Test(trace, dot_names_an_input_once)
         cr_assert_not_null(strstr(dot, "  in2 -> s6 [label=\"(2,)\"];\n"), "%s", dot);
         capture_free(&c);
         trace_log_free(&log);
-        tensor_free(out);
-        tensor_free(lens);
-        tensor_free(kv);
-        tensor_free(q);
+        FREE_ALL(out, lens, kv, q);
         multihead_free(&m);
     }
 }

@@ -218,8 +218,7 @@ Test(view, explorer_refuses_shapes, .init = enter, .fini = leave_scratch)
     cr_assert_str_eq(mha_last_error(), "explorer_write: kv_heads 3 does not "
                                        "divide the 1 heads");
     assert_names("");
-    tensor_free(w);
-    tensor_free(lens);
+    FREE_ALL(w, lens);
 }
 
 /* One line, exit 2, and the directory as it was (old.html untouched). */

@@ -355,10 +355,7 @@ Test(window, every_path_equals_the_reference)
             tensor_free(y);
             tensor_free(w);
         }
-        tensor_free(q);
-        tensor_free(k);
-        tensor_free(v);
-        tensor_free(vl);
+        FREE_ALL(q, k, v, vl);
         multihead_free(&m);
         free_arrays(&a);
         free(out);
@@ -390,9 +387,7 @@ Test(window, the_window_and_the_sink_by_hand)
         for (size_t j = 0; j < 4; j++)
             cr_assert_float_eq(*TENSOR_AT(w, 0, 0, i, j), want[i][j],
                                1e-15, "weight (%zu, %zu)", i, j);
-    tensor_free(y);
-    tensor_free(w);
-    tensor_free(x);
+    FREE_ALL(y, w, x);
     multihead_free(&m);
 }
 
@@ -444,8 +439,7 @@ Test(window, refusals)
     FAILS(multihead_forward(&m, x, x, x, vl, &y, NULL), GSL_EDOM,
           "multihead: sinks[0] = nan; sinks must be finite (sinks (1,))");
     multihead_free(&m);
-    tensor_free(vl);
-    tensor_free(x);
+    FREE_ALL(vl, x);
 }
 
 /* The backward pass reads the weights the forward saved: a hidden key's
@@ -501,9 +495,7 @@ Test(window, the_backward_pass_follows_the_rule)
                   numeric);
     }
     multihead_cache_free(&cache);
-    tensor *all[] = {x, g, y, dq, dk, dv};
-    for (size_t i = 0; i < 6; i++)
-        tensor_free(all[i]);
+    FREE_ALL(x, g, y, dq, dk, dv);
     multihead_free(&grads);
     multihead_free(&m);
     gsl_rng_free(r);
@@ -535,13 +527,10 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
 {
     gsl_rng *r = mha_rng_new(7 + c->T);
     multihead m;
-    multihead_config cfg = {.query_size = c->d, .key_size = c->d,
-                            .value_size = c->d, .num_hiddens = c->D,
-                            .num_heads = c->h, .kv_heads = c->G, .bias = 1,
-                            .window = c->W, .keep_first = c->keep,
-                            .alibi = c->alibi, .sinks = c->sinks,
-                            .rope = c->rope};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, c->d, .num_hiddens = c->D, .num_heads = c->h,
+                    .kv_heads = c->G, .bias = 1, .window = c->W,
+                    .keep_first = c->keep, .alibi = c->alibi,
+                    .sinks = c->sinks, .rope = c->rope);
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     if (m.sinks)
@@ -581,13 +570,11 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
         cr_assert_eq(cache.length, s);
         cr_assert_eq(cache.keys, keys0);
         cr_assert_eq(cache.keys->shape[2], c->keep + c->W, "slots: keep + W");
-        tensor_free(xs);
-        tensor_free(y);
+        FREE_ALL(xs, y);
     }
     window_cache_free(&cache);
     kv_cache_free(&grown);
-    tensor_free(x);
-    tensor_free(full);
+    FREE_ALL(x, full);
     multihead_free(&m);
     gsl_rng_free(r);
 }
@@ -595,9 +582,7 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
 Test(window, the_trace_shows_the_slots)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .window = 2};
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .window = 2);
     window_cache c;
     OK(window_cache_init(&c, 1, 2, 2, 2, 0));
     tensor *x, *y;
@@ -626,9 +611,7 @@ Test(window, the_trace_shows_the_slots)
     cr_assert_eq(*TENSOR_AT(w, 0, 0, 0, 1), 0.0,
                  "slot 1 holds position 1, outside the window of 3");
     free(buf);
-    tensor_free(y);
-    tensor_free(w);
-    tensor_free(x);
+    FREE_ALL(y, w, x);
     window_cache_free(&c);
     multihead_free(&m);
     FAILS(window_cache_init(&c, 1, 1, 1, 0, 1), GSL_EINVAL,
@@ -712,8 +695,7 @@ Test(window, mha_forward_matches_the_reference_on_fresh_cases,
         worst = fmax(worst, e);
         free(want);
         free(wa);
-        tensor_free(out);
-        tensor_free(A);
+        FREE_ALL(out, A);
         run_free(&res);
         free_arrays(&a);
     }

@@ -175,10 +175,8 @@ int cmd_forward(int argc, char **argv)
                          {"--attention-out", 1, NULL},
                          {"--trace", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP) {
-        fputs(usage_forward, stdout);
-        return cli_flush_stdout(CLI_OK);
-    }
+    if (status == CLI_HELP)
+        return cli_print_usage(usage_forward);
     if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
         (status = cli_torch_check_options(opts, NOPTS(opts), 1)))
         return status;
@@ -233,10 +231,8 @@ int cmd_heatmap(int argc, char **argv)
                          {"--svg", 1, NULL},
                          {"--terminal", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP) {
-        fputs(usage_heatmap, stdout);
-        return cli_flush_stdout(CLI_OK);
-    }
+    if (status == CLI_HELP)
+        return cli_print_usage(usage_heatmap);
     if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
         (status = cli_torch_check_options(opts, NOPTS(opts), 0)))
         return status;

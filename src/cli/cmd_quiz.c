@@ -567,10 +567,8 @@ int cmd_quiz(int argc, char **argv)
                          {"--worksheet", 0, NULL}, {"--grade-dir", 1, NULL},
                          {"--review", 0, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP) {
-        fputs(usage_quiz, stdout);
-        return cli_flush_stdout(CLI_OK);
-    }
+    if (status == CLI_HELP)
+        return cli_print_usage(usage_quiz);
     if (status)
         return status;
     // --answers, --solution, --json, --worksheet, --grade-dir: one, or none

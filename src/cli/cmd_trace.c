@@ -247,10 +247,8 @@ int cmd_trace(int argc, char **argv)
 //<
     };
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP) {
-        fputs(usage_trace, stdout);
-        return cli_flush_stdout(CLI_OK);
-    }
+    if (status == CLI_HELP)
+        return cli_print_usage(usage_trace);
     if (status)
         return status;
     // --quiz, --json and --dot: one way to show the trace, or none

@@ -22,6 +22,7 @@
 #include "args.h"
 #include "inputs.h"
 #include "libmha.h"
+#include "output.h"
 #include "paths.h"
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
@@ -222,10 +223,8 @@ int cmd_view(int argc, char **argv)
                          {"--title", 1, NULL},   {"--html", 1, NULL}};
     size_t nopts = NOPTS(opts);
     int status = cli_parse(argc, argv, opts, nopts);
-    if (status == CLI_HELP) {
-        fputs(usage_view, stdout);
-        return mha_stdout_check() ? cli_error("%s", mha_last_error()) : CLI_OK;
-    }
+    if (status == CLI_HELP)
+        return cli_print_usage(usage_view);
     if (status)
         return status;
     const char *html = cli_find(opts, nopts, "--html")->value;

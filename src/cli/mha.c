@@ -93,26 +93,21 @@ int main(int argc, char **argv)
         fputs(usage_main, stdout);
         return cli_flush_stdout(CLI_OK);
     }
-    if (strcmp(cmd, "trace") == 0) {
-        cli_set_command("mha trace");
-        return exit_status(cmd_trace(argc - 2, argv + 2));
-    }
-    if (strcmp(cmd, "quiz") == 0) {
-        cli_set_command("mha quiz");
-        return exit_status(cmd_quiz(argc - 2, argv + 2));
-    }
-    if (strcmp(cmd, "forward") == 0) {
-        cli_set_command("mha forward");
-        return exit_status(cmd_forward(argc - 2, argv + 2));
-    }
-    if (strcmp(cmd, "heatmap") == 0) {
-        cli_set_command("mha heatmap");
-        return exit_status(cmd_heatmap(argc - 2, argv + 2));
-    }
-    if (strcmp(cmd, "view") == 0) {
-        cli_set_command("mha view");
-        return exit_status(cmd_view(argc - 2, argv + 2));
-    }
+    static const struct {
+        const char *name, *label; /* label: the name its messages carry */
+        int (*run)(int argc, char **argv);
+    } commands[] = {
+        {"trace", "mha trace", cmd_trace},
+        {"quiz", "mha quiz", cmd_quiz},
+        {"forward", "mha forward", cmd_forward},
+        {"heatmap", "mha heatmap", cmd_heatmap},
+        {"view", "mha view", cmd_view},
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0) {
+            cli_set_command(commands[i].label);
+            return exit_status(commands[i].run(argc - 2, argv + 2));
+        }
     return cli_error("unknown command '%s' (expected trace, quiz, forward, "
                      "heatmap or view; see mha --help)",
                      cmd);

@@ -203,4 +203,10 @@ int cli_flush_stdout(int status)
         status = cli_error("%s", mha_last_error());
     return status;
 }
+
+int cli_print_usage(const char *usage)
+{
+    fputs(usage, stdout);
+    return cli_flush_stdout(CLI_OK);
+}
 //<

@@ -63,5 +63,9 @@ int cli_write_outputs(const cli_output *outs, size_t n);
  * `mha ... > /dev/full`): then one line saying so, and CLI_USAGE. */
 int cli_flush_stdout(int status);
 
+/* A subcommand's answer to --help: usage on stdout, then as
+ * cli_flush_stdout(CLI_OK). */
+int cli_print_usage(const char *usage);
+
 #endif
 //<

@@ -28,21 +28,31 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                         "kv_cache_init: batch %zu, kv_heads %zu, head_size "
                         "%zu and capacity %zu must all be >= 1",
                         batch, kv_heads, head_size, capacity);
-    int status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
-                              &c->keys);
+    *c = (kv_cache){.batch = batch, .kv_heads = kv_heads,
+                    .head_size = head_size, .capacity = capacity};
+    int status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
+                                  "B, G, capacity, d_model/h", &c->keys,
+                                  &c->values);
+    if (status)
+        memset(c, 0, sizeof *c);
+    return status;
+}
+
+int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
+                     size_t head_size, const char *names, tensor **keys,
+                     tensor **values)
+{
+    *values = NULL;
+    int status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), keys);
     if (!status)
-        status = tensor_alloc(SHAPE(batch, kv_heads, capacity, head_size),
-                              &c->values);
+        status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), values);
     if (status) {
-        kv_cache_free(c);
+        tensor_free(*keys);
+        *keys = NULL;
         return status;
     }
-    tensor_set_names(c->keys, "B, G, capacity, d_model/h");
-    tensor_set_names(c->values, "B, G, capacity, d_model/h");
-    c->batch = batch;
-    c->kv_heads = kv_heads;
-    c->head_size = head_size;
-    c->capacity = capacity;
+    tensor_set_names(*keys, names);
+    tensor_set_names(*values, names);
     return GSL_SUCCESS;
 }
 
@@ -80,12 +90,13 @@ int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values)
     return GSL_SUCCESS;
 }
 
-/* The step's inputs against the module and the cache, before any work. */
-static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
+int kv_check_decoding(const multihead *m, const tensor *keys,
+                      const tensor *x, const char *who)
 {
-    const char *who = "kv_cache_decode_step";
     const multihead_config *cfg = &m->cfg;
-    if (!c || !c->keys)
+    if (!x)
+        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
+    if (!keys)
         return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
                         who);
     if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
@@ -93,6 +104,17 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
                         "%s: decoding is self-attention, but the module has "
                         "query_size %zu, key_size %zu, value_size %zu",
                         who, cfg->query_size, cfg->key_size, cfg->value_size);
+    return GSL_SUCCESS;
+}
+
+/* The step's inputs against the module and the cache, before any work. */
+static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
+{
+    const char *who = "kv_cache_decode_step";
+    const multihead_config *cfg = &m->cfg;
+    int status = kv_check_decoding(m, c ? c->keys : NULL, x, who);
+    if (status)
+        return status;
     // the weights are read for non-finite numbers at the first step, into
     // an empty cache; later steps check x alone (a module seen without
     // its weights): reading all four every step cost as much as the
@@ -104,7 +126,7 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
         for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
             layers[i]->weight = layers[i]->bias = NULL;
     }
-    int status = multihead_check_inputs(&unweighted, x, x, x, NULL);
+    status = multihead_check_inputs(&unweighted, x, x, x, NULL);
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1];
@@ -164,6 +186,49 @@ static int append(tensor *storage, const tensor *heads, size_t length,
     return status;
 }
 
+int kv_step_project(multihead *m, const tensor *x, size_t start,
+                    const char *who, kv_step *s)
+{
+    tensor x_in = tensor_named(x, "B, n, d_q");
+    // 1. project the new positions
+    int status = linear_forward(&m->W_q, &x_in, &s->q);
+    if (!status)
+        status = linear_forward(&m->W_k, &x_in, &s->k);
+    if (!status)
+        status = linear_forward(&m->W_v, &x_in, &s->v);
+    // 2. with rope, q and k turned by position: the new rows are positions
+    //    start .. start+n-1, the same angles the whole-sequence forward
+    //    gives them (multihead_rope)
+    if (!status)
+        status = multihead_rope(m, &s->q, (long)start, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &s->k, (long)start, who, "K");
+    // 3. split: h query heads, G key-value heads
+    if (!status)
+        status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
+/*< 17
+    if (!status)
+        status = transpose_qkv(s->k, m->cfg.num_heads, &s->kh);
+    if (!status)
+        status = transpose_qkv(s->v, m->cfg.num_heads, &s->vh);
+*/
+//> 17
+    if (!status)
+        status = multihead_split_kv(m, s->k, "K", &s->kh);
+    if (!status)
+        status = multihead_split_kv(m, s->v, "V", &s->vh);
+//<
+    return status;
+}
+
+void kv_step_free(kv_step *s)
+{
+    tensor *made[] = {s->q, s->k, s->v, s->qh, s->kh, s->vh};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        tensor_free(made[i]);
+    memset(s, 0, sizeof *s);
+}
+
 int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
                           tensor **out, tensor **weights)
 {
@@ -171,8 +236,6 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     *out = NULL;
     if (weights)
         *weights = NULL;
-    if (!x)
-        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
     if (status)
         return status;
@@ -181,56 +244,28 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
 //> 17
     G = m->cfg.kv_heads;
 //<
-    tensor x_in = tensor_named(x, "B, n, d_q");
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
                 c->length, t - 1);
-    tensor *q = NULL, *k = NULL, *v = NULL;      // (B, n, d_model), (B, n, G*p)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL;   // (B*h, n, p), (B*G, n, p)
+    kv_step s = {0};                             // the new positions' heads
     tensor *keys = NULL, *values = NULL;         // (B*G, t, p), the cache
     tensor *rows = NULL, *lens = NULL;           // (B, n), (B*h, n)
     tensor *heads = NULL, *concat = NULL;        // (B*h, n, p), (B, n, d_model)
     tensor *w = NULL; // (B*h, n, t): the weights, when the caller wants them
-    // 1. project the new positions
-    status = linear_forward(&m->W_q, &x_in, &q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &v);
-    // 2. with rope, q and k turned by position: the new rows are positions
-    //    c->length .. t-1, the same angles the whole-sequence forward gives
-    //    them (multihead_rope)
-    if (!status)
-        status = multihead_rope(m, &q, (long)c->length, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &k, (long)c->length, who, "K");
-    // 3. split: h query heads, G key-value heads
-    if (!status)
-        status = transpose_qkv(q, h, &qh);
-/*< 17
-    if (!status)
-        status = transpose_qkv(k, h, &kh);
-    if (!status)
-        status = transpose_qkv(v, h, &vh);
-*/
-//> 17
-    if (!status)
-        status = multihead_split_kv(m, k, "K", &kh);
-    if (!status)
-        status = multihead_split_kv(m, v, "V", &vh);
-//<
+    // 1-3. project the new positions, turn them by position, split heads
+    status = kv_step_project(m, x, c->length, who, &s);
     // 4. the cache grows to t positions
     if (!status)
-        status = append(c->keys, kh, c->length, "keys", &keys);
+        status = append(c->keys, s.kh, c->length, "keys", &keys);
     if (!status)
-        status = append(c->values, vh, c->length, "values", &values);
+        status = append(c->values, s.vh, c->length, "values", &values);
     // 5. query i (position length + i) sees positions 0 .. length + i
     if (!status)
         status = valid_lens_per_row(NULL, 1, B, n, t, 0, &rows);
     if (!status)
         status = repeat_valid_lens(rows, h, &lens);
     if (!status)
-        status = multihead_attend(m, qh, keys, values, lens, &heads,
+        status = multihead_attend(m, s.qh, keys, values, lens, &heads,
                                   weights ? &w : NULL);
     // 6. the heads side by side, mixed by W_o
     if (!status)
@@ -239,9 +274,9 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
         status = linear_forward(&m->W_o, concat, out);
     trace_end();
     // once after the steps: a non-finite output is traced to its stage
-    multihead_stage stages[] = {{q, "projection", "Q"},
-                                {k, "projection", "K"},
-                                {v, "projection", "V"},
+    multihead_stage stages[] = {{s.q, "projection", "Q"},
+                                {s.k, "projection", "K"},
+                                {s.v, "projection", "V"},
                                 {heads, "weighted sum of the values", "heads"}};
     if (!status)
         status = multihead_find_overflow(who, *out, stages,
@@ -254,8 +289,8 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     } else {
         c->length = t;
     }
-    tensor *made[] = {q,    k,    v,     concat, qh,   kh, vh,
-                      keys, values, rows, lens, heads, w};
+    kv_step_free(&s);
+    tensor *made[] = {keys, values, rows, lens, heads, concat, w};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     return status;

@@ -68,6 +68,32 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                   size_t head_size, size_t capacity);
 void kv_cache_free(kv_cache *c);
 
+/* The storage of a key-value cache, here and in the window and paged
+ * caches: *keys and *values, each (rows, G, cols, p), zero, their axes
+ * named `names`.  On failure neither is allocated (both NULL).
+ * GSL_ENOMEM. */
+int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
+                     size_t head_size, const char *names, tensor **keys,
+                     tensor **values);
+
+/* What a decoding step checks first, here and in the window cache: new
+ * positions x, a cache whose storage is there (keys not NULL), a module
+ * for self-attention.  GSL_EINVAL naming `who`. */
+int kv_check_decoding(const multihead *m, const tensor *keys,
+                      const tensor *x, const char *who);
+
+/* Steps 1-3 of a decoding step, here and in the window cache: the new
+ * positions x (B, n, d_q), positions start .. start+n-1, projected,
+ * turned by position (with rope) and split into heads.  On failure what
+ * was made is left for kv_step_free; *s is all NULL before the call. */
+typedef struct kv_step {
+    tensor *q, *k, *v;    /* (B, n, d_model); (B, n, G*p) each */
+    tensor *qh, *kh, *vh; /* (B*h, n, p); (B*G, n, p) each */
+} kv_step;
+int kv_step_project(multihead *m, const tensor *x, size_t start,
+                    const char *who, kv_step *s);
+void kv_step_free(kv_step *s);
+
 /* Headers of views (B, G, length, p) of the filled positions of the
  * storage, written into *keys and *values (each may be NULL).  Like
  * tensor_named's, they share the storage without a count of their own:

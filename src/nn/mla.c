@@ -334,6 +334,25 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
 
 /* --- the absorbed path ---------------------------------------------- */
 
+/* The end of a product of x with wkv_b per head, into *out: on failure
+ * (status, GSL's) *out is freed and the status reported; else *out gets
+ * its names and one trace line, op. */
+static int per_head_done(const mla *m, int status, const tensor *x,
+                         const char *names, const char *op, tensor **out)
+{
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return mha_fail(status, "mla_forward: gsl_blas_dgemm failed (%s)",
+                        gsl_strerror(status));
+    }
+    tensor_set_names(*out, names);
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *out,
+               TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
+               "%s", op);
+    return GSL_SUCCESS;
+}
+
 /* q_lat (B, h*n, d_c + d_r): head j's rows j*n .. j*n + n-1 hold, for
  * each query, q_nope W_UK_j (d_c features: the query moved into the
  * latent's space) and its q_pe.  W_UK_j is rows j*(d_nope + d_v) ..
@@ -365,17 +384,8 @@ static int absorb_query(const mla *m, const tensor *q, tensor **q_lat)
                        q->data + ((b * n + i) * h + j) * dq + dn,
                        dr * sizeof *rows);
         }
-    if (status) {
-        tensor_free(*q_lat);
-        *q_lat = NULL;
-        return mha_fail(status, "mla_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
-    }
-    tensor_set_names(*q_lat, "B, h*n, d_c+d_r");
-    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *q_lat,
-               TRACE_INPUTS(TRACE_IN(q), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
-               "absorb W_UK");
-    return GSL_SUCCESS;
+    return per_head_done(m, status, q, "B, h*n, d_c+d_r", "absorb W_UK",
+                         q_lat);
 }
 
 /* heads (B, n, h*d_v): head j's latent outputs (rows j*n .. of o, each
@@ -402,17 +412,8 @@ static int expand_values(const mla *m, const tensor *o, size_t n,
             status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &oj.matrix,
                                     &uv.matrix, 0.0, &out.matrix);
         }
-    if (status) {
-        tensor_free(*heads);
-        *heads = NULL;
-        return mha_fail(status, "mla_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
-    }
-    tensor_set_names(*heads, "B, n, h*d_v");
-    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *heads,
-               TRACE_INPUTS(TRACE_IN(o), TRACE_NAMED(m->wkv_b.weight, "wkv_b")),
-               "W_UV per head");
-    return GSL_SUCCESS;
+    return per_head_done(m, status, o, "B, n, h*d_v", "W_UV per head",
+                         heads);
 }
 
 /* heads (B, n, h*d_v), attending in the latent's space: scores of

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "nn/kvcache.h"
 #include "nn/linear.h"
 #include "tensor/tensor_trace.h"
 
@@ -28,11 +29,13 @@ int paged_cache_init(paged_cache *c, size_t num_blocks, size_t block_size,
                         "head_size %zu and max_seqs %zu must all be >= 1",
                         who, num_blocks, block_size, kv_heads, head_size,
                         max_seqs);
-    int status = tensor_alloc(SHAPE(num_blocks, kv_heads, block_size, head_size),
-                              &c->keys);
-    if (!status)
-        status = tensor_alloc(SHAPE(num_blocks, kv_heads, block_size, head_size),
-                              &c->values);
+    // the sizes first: max_seqs for paged_cache_free, before any failure
+    *c = (paged_cache){.num_blocks = num_blocks, .block_size = block_size,
+                       .kv_heads = kv_heads, .head_size = head_size,
+                       .max_seqs = max_seqs};
+    int status = kv_storage_alloc(num_blocks, kv_heads, block_size, head_size,
+                                  "blocks, G, block_size, d_model/h", &c->keys,
+                                  &c->values);
     if (!status) {
         c->refs = mha_calloc(num_blocks, sizeof *c->refs, who);
         c->free_list = mha_malloc(num_blocks, sizeof *c->free_list, who);
@@ -44,21 +47,14 @@ int paged_cache_init(paged_cache *c, size_t num_blocks, size_t block_size,
         if (!c->seqs[s].table)
             status = GSL_ENOMEM;
     }
-    c->max_seqs = max_seqs; // for paged_cache_free, before any failure
     if (status) {
         paged_cache_free(c);
         return status;
     }
-    tensor_set_names(c->keys, "blocks, G, block_size, d_model/h");
-    tensor_set_names(c->values, "blocks, G, block_size, d_model/h");
     // block 0 is taken first: the stack holds num_blocks-1 .. 0
     for (size_t i = 0; i < num_blocks; i++)
         c->free_list[i] = num_blocks - 1 - i;
     c->n_free = num_blocks;
-    c->num_blocks = num_blocks;
-    c->block_size = block_size;
-    c->kv_heads = kv_heads;
-    c->head_size = head_size;
     return GSL_SUCCESS;
 }
 

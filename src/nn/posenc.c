@@ -39,20 +39,30 @@ int posenc_sinusoid(size_t L, size_t d, tensor **out)
     return GSL_SUCCESS;
 }
 
+/* x must have 3 dimensions, named dims in the message; its shape into
+ * xs, for the messages of the checks that follow. */
+static int check_3d(const char *who, const tensor *x, const char *dims,
+                    char xs[TRACE_SHAPE_MAX])
+{
+    tensor_shape_str(x, xs, TRACE_SHAPE_MAX);
+    if (x->ndim != 3)
+        return mha_fail(GSL_EINVAL,
+                        "%s: x has shape %s, expected 3 dimensions (%s)", who,
+                        xs, dims);
+    return GSL_SUCCESS;
+}
+
 int posenc_add(const tensor *x, tensor **out)
 {
     *out = NULL;
     char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "posenc_add: x has shape %s, expected 3 dimensions "
-                        "(B, L, d)",
-                        xs);
+    int status = check_3d("posenc_add", x, "B, L, d", xs);
+    if (status)
+        return status;
     size_t B = x->shape[0], L = x->shape[1], d = x->shape[2];
     tensor *P = NULL; // (L, d)
     trace_quiet_begin(); // the table is part of this one step
-    int status = posenc_sinusoid(L, d, &P);
+    status = posenc_sinusoid(L, d, &P);
     trace_quiet_end();
     if (!status)
         status = tensor_alloc(SHAPE(B, L, d), out);
@@ -102,12 +112,9 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
 {
     *out = NULL;
     char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "%s: x has shape %s, expected 3 dimensions "
-                        "(B, L, n*p)",
-                        who, xs);
+    int status = check_3d(who, x, "B, L, n*p", xs);
+    if (status)
+        return status;
     char bs[TRACE_NUMBER_MAX];
     if (!(isfinite(base) && base > 1))
         return mha_fail(GSL_EINVAL,
@@ -120,12 +127,12 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
                         "divide the last dimension %zu of x %s",
                         who, p, D, xs);
 /*< handout
-    int status = tensor_alloc(SHAPE(B, L, D), out);
+    status = tensor_alloc(SHAPE(B, L, D), out);
 */
 //> handout
     int meta = tensor_is_meta(x); // shapes alone (mha trace)
-    int status = meta ? tensor_alloc_meta(SHAPE(B, L, D), out)
-                      : tensor_alloc(SHAPE(B, L, D), out);
+    status = meta ? tensor_alloc_meta(SHAPE(B, L, D), out)
+                  : tensor_alloc(SHAPE(B, L, D), out);
 //<
     if (status)
         return mha_fail_in(status, "%s", who);

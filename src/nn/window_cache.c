@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "tensor/tensor_trace.h"
+#include "nn/kvcache.h"
 #include "nn/window.h"
 
 int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
@@ -25,11 +26,11 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
                         "head_size %zu and window %zu must all be >= 1",
                         batch, kv_heads, head_size, window);
     size_t slots = keep + window;
-    int status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
-                              &c->keys);
-    if (!status)
-        status = tensor_alloc(SHAPE(batch, kv_heads, slots, head_size),
-                              &c->values);
+    *c = (window_cache){.batch = batch, .kv_heads = kv_heads,
+                        .head_size = head_size, .window = window,
+                        .keep = keep, .slots = slots};
+    int status = kv_storage_alloc(batch, kv_heads, slots, head_size, NULL,
+                                  &c->keys, &c->values);
     if (!status && !(c->pos = mha_malloc(slots, sizeof *c->pos,
                                          "window_cache_init")))
         status = GSL_ENOMEM;
@@ -39,12 +40,6 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
     }
     for (size_t s = 0; s < slots; s++)
         c->pos[s] = -1; // empty
-    c->batch = batch;
-    c->kv_heads = kv_heads;
-    c->head_size = head_size;
-    c->window = window;
-    c->keep = keep;
-    c->slots = slots;
     return GSL_SUCCESS;
 }
 
@@ -66,20 +61,15 @@ static int check_step(const multihead *m, const window_cache *c,
 {
     const char *who = "multihead_decode_window";
     const multihead_config *cfg = &m->cfg;
-    if (!c || !c->keys)
-        return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
-                        who);
-    if (cfg->query_size != cfg->key_size || cfg->query_size != cfg->value_size)
-        return mha_fail(GSL_EINVAL,
-                        "%s: decoding is self-attention, but the module has "
-                        "query_size %zu, key_size %zu, value_size %zu",
-                        who, cfg->query_size, cfg->key_size, cfg->value_size);
+    int status = kv_check_decoding(m, c ? c->keys : NULL, x, who);
+    if (status)
+        return status;
     if (cfg->window != c->window || cfg->keep_first != c->keep)
         return mha_fail(GSL_EINVAL,
                         "%s: the module has window %zu, keep_first %zu but "
                         "the cache window %zu, keep %zu",
                         who, cfg->window, cfg->keep_first, c->window, c->keep);
-    int status = multihead_check_inputs(m, x, x, x, NULL);
+    status = multihead_check_inputs(m, x, x, x, NULL);
     if (status)
         return status;
     size_t B = x->shape[0], G = cfg->kv_heads;
@@ -158,21 +148,17 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     *out = NULL;
     if (weights)
         *weights = NULL;
-    if (!x)
-        return mha_fail(GSL_EINVAL, "%s: x is NULL", who);
     int status = check_step(m, c, x);
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1], h = m->cfg.num_heads;
     size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
-    tensor x_in = tensor_named(x, "B, n, d_q");
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
                 "%zu, positions %zu..%zu)",
                 h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
                 c->length + n - 1);
-    tensor *q = NULL, *k = NULL, *v = NULL;    // (B, n, d_model), (B, n, G*p)
-    tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B*h, n, p), (B*G, n, p)
+    kv_step s = {0};                           // the new positions' heads
     tensor *keys = NULL, *values = NULL;       // (B*G, f+n, p)
     tensor *w = NULL, *heads = NULL, *concat = NULL;
     long *kpos = mha_malloc(f + n, sizeof *kpos, who);
@@ -180,32 +166,18 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         status = GSL_ENOMEM;
     // 1-3. project the new positions, turn Q and K by position, split
     if (!status)
-        status = linear_forward(&m->W_q, &x_in, &q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &v);
-    if (!status)
-        status = multihead_rope(m, &q, (long)c->length, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &k, (long)c->length, who, "K");
-    if (!status)
-        status = transpose_qkv(q, h, &qh);
-    if (!status)
-        status = multihead_split_kv(m, k, "K", &kh);
-    if (!status)
-        status = multihead_split_kv(m, v, "V", &vh);
+        status = kv_step_project(m, x, c->length, who, &s);
     // 4. the keys the queries may see: the filled slots, then the new
     if (!status)
-        status = gather(c->keys, f, kh, &keys);
+        status = gather(c->keys, f, s.kh, &keys);
     if (!status)
-        status = gather(c->values, f, vh, &values);
+        status = gather(c->values, f, s.vh, &values);
     if (!status) {
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
-                   TRACE_INPUTS(TRACE_IN(kh)),
+                   TRACE_INPUTS(TRACE_IN(s.kh)),
                    "keys: %zu slots + %zu new", f, n);
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, values,
-                   TRACE_INPUTS(TRACE_IN(vh)),
+                   TRACE_INPUTS(TRACE_IN(s.vh)),
                    "values: %zu slots + %zu new", f, n);
         for (size_t s = 0; s < f; s++)
             kpos[s] = c->pos[s];
@@ -216,7 +188,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     window_rule r;
     multihead_window_rule(m, &r);
     if (!status)
-        status = window_attend(&r, h, qh, keys, values, NULL, (long)c->length,
+        status = window_attend(&r, h, s.qh, keys, values, NULL, (long)c->length,
                                kpos, &w, &heads);
     // 6. join the heads, W_o
     if (!status)
@@ -233,7 +205,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         trace_quiet_end();
     }
     if (!status)
-        store(c, kh, vh);
+        store(c, s.kh, s.vh);
     trace_end();
     if (status) {
         tensor_free(*out);
@@ -241,7 +213,8 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     } else {
         c->length += n;
     }
-    tensor *made[] = {q, k, v, qh, kh, vh, keys, values, w, heads, concat};
+    kv_step_free(&s);
+    tensor *made[] = {keys, values, w, heads, concat};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
         tensor_free(made[i]);
     free(kpos);

@@ -142,6 +142,19 @@ static double sy(const geometry *geo, double px)
     return 1 - px / geo->height;
 }
 
+/* "set title 'text'" (quoted for gnuplot), or "unset title" where there is
+ * no text: every panel says all of its own settings. */
+static void put_setting(FILE *f, const char *name, const char *text)
+{
+    if (!text) {
+        fprintf(f, "unset %s\n", name);
+        return;
+    }
+    fprintf(f, "set %s ", name);
+    gnuplot_put_quoted(f, text, "");
+    fputc('\n', f);
+}
+
 static void write_gp(FILE *f, const heatmap_grid *g, const geometry *geo,
                      const char *name)
 {
@@ -221,31 +234,12 @@ static void write_gp(FILE *f, const heatmap_grid *g, const geometry *geo,
         for (size_t c = 0; c < g->cols; c++) {
             size_t index = r * g->cols + c;
             fprintf(f, "\n# panel (%zu, %zu)\n", r, c);
-            const char *t = heatmap_grid_title(g, r, c);
-            if (t) {
-                fputs("set title ", f);
-                gnuplot_put_quoted(f, t, "");
-                fputc('\n', f);
-            } else {
-                fputs("unset title\n", f);
-            }
+            put_setting(f, "title", heatmap_grid_title(g, r, c));
             int bottom = r + 1 == g->rows, left = c == 0;
             fprintf(f, "set format x '%s'; ", bottom ? "%g" : "");
-            if (bottom && *g->xlabel) {
-                fputs("set xlabel ", f);
-                gnuplot_put_quoted(f, g->xlabel, "");
-                fputc('\n', f);
-            } else {
-                fputs("unset xlabel\n", f);
-            }
+            put_setting(f, "xlabel", bottom && *g->xlabel ? g->xlabel : NULL);
             fprintf(f, "set format y '%s'; ", left ? "%g" : "");
-            if (left && *g->ylabel) {
-                fputs("set ylabel ", f);
-                gnuplot_put_quoted(f, g->ylabel, "");
-                fputc('\n', f);
-            } else {
-                fputs("unset ylabel\n", f);
-            }
+            put_setting(f, "ylabel", left && *g->ylabel ? g->ylabel : NULL);
             if (index == 0 && g->rows * g->cols > 1)
                 fputs("unset colorbox\n", f);
             if (index + 1 == g->rows * g->cols) {
