@@ -212,22 +212,6 @@ static int read_header_from(const char *who, const char *path, FILE *f,
     return GSL_SUCCESS;
 }
 
-int npy_read_header(const char *path, npy_header *h)
-{
-    const char *who = "npy_read_header";
-    memset(h, 0, sizeof *h);
-    FILE *f = NULL;
-    size_t size = 0;
-    int status = open_regular(who, path, &f, &size);
-    if (status)
-        return status;
-    status = read_header_from(who, path, f, size, h);
-    fclose(f);
-    if (status)
-        memset(h, 0, sizeof *h);
-    return status;
-}
-
 /* The int64 v as a double, or 0 when no double equals it (beyond 2^53
  * only some integers are doubles). */
 static int int64_exact(int64_t v, double *out)
@@ -301,12 +285,14 @@ static int decode(const char *who, const char *path, const npy_header *h,
     return GSL_SUCCESS;
 }
 
-/* The tensor in f (size bytes, named path in messages) into *out, and
- * its header into *h. */
+/* The header in f (size bytes, named path in messages) into *h and,
+ * unless out is NULL, the tensor after it into *out. */
 static int read_stream(const char *who, const char *path, FILE *f,
                        size_t size, tensor **out, npy_header *h)
 {
     int status = read_header_from(who, path, f, size, h);
+    if (!out)
+        return status;
     tensor *t = NULL;
     if (status == GSL_SUCCESS)
         status = tensor_alloc(h->ndim, h->shape, &t);
@@ -323,10 +309,12 @@ static int read_stream(const char *who, const char *path, FILE *f,
     return GSL_SUCCESS;
 }
 
-int npy_read_typed(const char *path, tensor **out, npy_header *h)
+/* The file at path, opened (a regular file) and read by read_stream: its
+ * header into h, and with out its numbers too.  h is all zero unless the
+ * whole read succeeds. */
+static int read_file(const char *who, const char *path, tensor **out,
+                     npy_header *h)
 {
-    const char *who = "npy_read";
-    *out = NULL;
     memset(h, 0, sizeof *h);
     FILE *f = NULL;
     size_t size = 0;
@@ -335,7 +323,20 @@ int npy_read_typed(const char *path, tensor **out, npy_header *h)
         return status;
     status = read_stream(who, path, f, size, out, h);
     fclose(f);
+    if (status)
+        memset(h, 0, sizeof *h);
     return status;
+}
+
+int npy_read_header(const char *path, npy_header *h)
+{
+    return read_file("npy_read_header", path, NULL, h);
+}
+
+int npy_read_typed(const char *path, tensor **out, npy_header *h)
+{
+    *out = NULL;
+    return read_file("npy_read", path, out, h);
 }
 
 int npy_read(const char *path, tensor **out)
