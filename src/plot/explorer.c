@@ -109,21 +109,16 @@ static int write_data(FILE *f, const explorer_page *p)
             B, h, G, Lq, Lk, p->head_size, causal ? "true" : "false");
     json_labels(f, "queries", p->query_labels, Lq);
     json_labels(f, "keys", p->key_labels, Lk);
-    // [lo, hi) of every (example, query) row
-    fputs(",\n\"lo\": [", f);
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < Lq; i++) {
-            size_t lo, hi;
-            visible_keys(p, b, i, &lo, &hi);
-            fprintf(f, "%s%zu", b || i ? ", " : "", lo);
-        }
-    fputs("],\n\"hi\": [", f);
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < Lq; i++) {
-            size_t lo, hi;
-            visible_keys(p, b, i, &lo, &hi);
-            fprintf(f, "%s%zu", b || i ? ", " : "", hi);
-        }
+    // [lo, hi) of every (example, query) row: the list of lo, then of hi
+    for (int end = 0; end < 2; end++) {
+        fputs(end ? "],\n\"hi\": [" : ",\n\"lo\": [", f);
+        for (size_t b = 0; b < B; b++)
+            for (size_t i = 0; i < Lq; i++) {
+                size_t lo, hi;
+                visible_keys(p, b, i, &lo, &hi);
+                fprintf(f, "%s%zu", b || i ? ", " : "", end ? hi : lo);
+            }
+    }
     // the weights, row after row: w[((b*h + i)*Lq + q)*Lk + k]; six
     // significant digits are more than a picture shows
     fputs("],\n\"w\": [", f);
