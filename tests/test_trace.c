@@ -1352,6 +1352,18 @@ Test(trace, dot_escapes_labels)
     FREE_ALL(y, x);
 }
 
+/* A JSON string escapes quotes, backslashes, control characters and <
+ * (so that the JSON may sit inside an HTML <script> element). */
+Test(trace, json_strings_escaped)
+{
+    capture cap;
+    capture_start(&cap);
+    trace_json_string(cap.f, "a\"b\\c\nd</script>");
+    cr_assert_str_eq(capture_end(&cap),
+                     "\"a\\\"b\\\\c\\u000ad\\u003c/script>\"");
+    capture_free(&cap);
+}
+
 /* An input read under one name by the module and again by a step inside
  * it (valid_lens, read by multihead and by the per-row lengths of causal
  * or grouped attention) is named once; two names of one tensor join. */

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "explorer_assets.h"
 #include "io/fileset.h"
+#include "trace/trace.h"
 
 /* s as HTML text: & < > " escaped. */
 static void html_text(FILE *f, const char *s)
@@ -33,23 +34,6 @@ static void html_text(FILE *f, const char *s)
     }
 }
 
-/* s as a JSON string.  The JSON sits in a <script> element, so < is
- * written \u003c: no label can close the element. */
-static void json_text(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == '<')
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* "labels": [...] of n labels, or positions "0" .. "n-1" */
 static void json_labels(FILE *f, const char *key, const char *const *labels,
                         size_t n)
@@ -58,7 +42,7 @@ static void json_labels(FILE *f, const char *key, const char *const *labels,
     for (size_t i = 0; i < n; i++) {
         fputs(i ? ", " : "", f);
         if (labels) {
-            json_text(f, labels[i]);
+            trace_json_string(f, labels[i]);
         } else {
             fprintf(f, "\"%zu\"", i);
         }
@@ -103,7 +87,7 @@ static int write_data(FILE *f, const explorer_page *p)
         G = p->kv_heads;
 //<
     fputs("{\"title\": ", f);
-    json_text(f, p->title ? p->title : "attention weights");
+    trace_json_string(f, p->title ? p->title : "attention weights");
     fprintf(f, ", \"B\": %zu, \"h\": %zu, \"G\": %zu, \"Lq\": %zu, "
                "\"Lk\": %zu, \"p\": %zu, \"causal\": %s",
             B, h, G, Lq, Lk, p->head_size, causal ? "true" : "false");

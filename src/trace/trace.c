@@ -248,14 +248,14 @@ void trace_to(FILE *f) { print_to(&text_printer, f); }
 
 /* --- JSON lines ------------------------------------------------------ */
 
-static void json_string(FILE *f, const char *s)
+void trace_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
-        else if (c < 0x20)
+        else if (c < 0x20 || c == '<')
             fprintf(f, "\\u%04x", c);
         else
             fputc(c, f);
@@ -271,7 +271,7 @@ static void json_shape(FILE *f, const trace_shape *s)
     fprintf(f, "], \"names\": [");
     for (size_t d = 0; d < s->ndim; d++) {
         fprintf(f, "%s", d ? ", " : "");
-        json_string(f, s->names[d]);
+        trace_json_string(f, s->names[d]);
     }
     fprintf(f, "], \"id\": %lu", s->id);
 }
@@ -293,17 +293,17 @@ void trace_print_json(FILE *f, const trace_record *r)
     fprintf(f, "{\"seq\": %zu, \"depth\": %d, \"kind\": \"%s\", ", r->seq,
             r->depth, trace_kind_name(r->kind));
     fprintf(f, r->kind == TRACE_NOTE ? "\"text\": " : "\"op\": ");
-    json_string(f, r->op);
+    trace_json_string(f, r->op);
     if (r->kind != TRACE_NOTE) {
         fprintf(f, ", \"name\": ");
-        json_string(f, name);
+        trace_json_string(f, name);
         static const char *const joins[] = {"list", "matmul", "sum"};
         fprintf(f, ", \"join\": \"%s\", \"inputs\": [", joins[r->join]);
         for (size_t i = 0; i < r->n_inputs; i++) {
             fprintf(f, "%s", i ? ", " : "");
             json_shape(f, &r->inputs[i].shape);
             fprintf(f, ", \"label\": ");
-            json_string(f, r->inputs[i].label);
+            trace_json_string(f, r->inputs[i].label);
             fprintf(f, ", \"transposed\": %s, \"side\": %s}",
                     r->inputs[i].transposed ? "true" : "false",
                     r->inputs[i].side ? "true" : "false");

@@ -155,6 +155,10 @@ void trace_to_json(FILE *f);
 char *trace_format_text(const trace_record *r, char *buf, size_t n);
 /* One record as one JSON object (without the newline) on f. */
 void trace_print_json(FILE *f, const trace_record *r);
+/* s as a JSON string on f: quotes, backslashes and control characters
+ * escaped, and < written \u003c, so that JSON inside an HTML <script>
+ * element (mha view's pages) cannot close it. */
+void trace_json_string(FILE *f, const char *s);
 
 /* Every record in memory, in order. */
 typedef struct trace_log {
