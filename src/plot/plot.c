@@ -38,9 +38,21 @@ static int check_texts(const char *who, const char *array,
     return status;
 }
 
-/* opt (NULL: the defaults) and what every chart needs. */
+/* The arrays a chart draws, by name, for check_common:
+ * ARRAYS("x", x, "y", y). */
+typedef struct array_arg {
+    const char *name;
+    const void *data;
+} array_arg;
+#define ARRAYS(...)                                                           \
+    sizeof((array_arg[]){__VA_ARGS__}) / sizeof(array_arg),                   \
+        (const array_arg[]){__VA_ARGS__}
+
+/* opt (NULL: the defaults) and what every chart needs, then its arrays
+ * given (none NULL). */
 static int check_common(const char *who, size_t n, const plot_options **optp,
-                        const char *base, int formats)
+                        const char *base, int formats, size_t k,
+                        const array_arg *arrays)
 {
     static const plot_options defaults = {0};
     if (!*optp)
@@ -66,6 +78,9 @@ static int check_common(const char *who, size_t n, const plot_options **optp,
                         "%s: size %d x %d is out of range; use 0 (640 x 400) "
                         "or 1 to %d pixels",
                         who, opt->width, opt->height, GNUPLOT_MAX_PIXELS);
+    for (size_t i = 0; i < k; i++)
+        if (!arrays[i].data)
+            return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, arrays[i].name);
     return GSL_SUCCESS;
 }
 
@@ -151,11 +166,10 @@ int plot_line(const double *x, const double *y, size_t n,
               const plot_options *opt, const char *base, int formats)
 {
     const char *who = "plot_line";
-    int status = check_common(who, n, &opt, base, formats);
+    int status = check_common(who, n, &opt, base, formats,
+                              ARRAYS({"x", x}, {"y", y}));
     if (status)
         return status;
-    if (!x || !y)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who, !x ? "x" : "y");
     status = check_values(who, "x", x, n, 0);
     if (!status)
         status = check_values(who, "y", y, n, opt->log_y);
@@ -210,12 +224,10 @@ int plot_lines(const double *x, const double *ys, size_t n, size_t k,
                const char *base, int formats)
 {
     const char *who = "plot_lines";
-    int status = check_common(who, n, &opt, base, formats);
+    int status = check_common(who, n, &opt, base, formats,
+                              ARRAYS({"x", x}, {"ys", ys}, {"names", names}));
     if (status)
         return status;
-    if (!x || !ys || !names)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !x ? "x" : !ys ? "ys" : "names");
     if (k == 0)
         return mha_fail(GSL_EINVAL, "%s: no lines to draw (k is 0)", who);
     status = check_values(who, "x", x, n, 0);
@@ -271,12 +283,10 @@ int plot_bars(const char *const *labels, const double *values, size_t n,
               const plot_options *opt, const char *base, int formats)
 {
     const char *who = "plot_bars";
-    int status = check_common(who, n, &opt, base, formats);
+    int status = check_common(who, n, &opt, base, formats,
+                              ARRAYS({"labels", labels}, {"values", values}));
     if (status)
         return status;
-    if (!labels || !values)
-        return mha_fail(GSL_EINVAL, "%s: %s is NULL", who,
-                        !labels ? "labels" : "values");
     status = check_texts(who, "labels", labels, n);
     int nonnegative = 1;
     for (size_t i = 0; i < n; i++)
