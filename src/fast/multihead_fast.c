@@ -298,7 +298,7 @@ static int spare_take(int slot, size_t d0, size_t d1, size_t d2,
         return GSL_SUCCESS;
     }
     tensor_free(t);
-    return tensor_alloc(SHAPE(d0, d1, d2), out);
+    return tensor_alloc_empty(SHAPE(d0, d1, d2), out);
 }
 
 /* t (owned, its views freed) kept as the spare of slot when it is worth
@@ -365,7 +365,7 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
         tensor_free(into);
         status = slot < SPARES
                      ? spare_take(slot, x->shape[0], x->shape[1], out, y)
-                     : tensor_alloc(SHAPE(x->shape[0], x->shape[1], out), y);
+                     : tensor_alloc_empty(SHAPE(x->shape[0], x->shape[1], out), y);
     }
     if (status)
         return mha_fail_in(status, "linear_forward %s", l->name);

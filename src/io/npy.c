@@ -295,7 +295,7 @@ static int read_stream(const char *who, const char *path, FILE *f,
         return status;
     tensor *t = NULL;
     if (status == GSL_SUCCESS)
-        status = tensor_alloc(h->ndim, h->shape, &t);
+        status = tensor_alloc_empty(h->ndim, h->shape, &t);
     /* the file's bytes fit in the tensor's buffer: itemsize <= 8 */
     if (status == GSL_SUCCESS)
         status = read_exact(who, path, f, t->data, h->data_bytes, "data");

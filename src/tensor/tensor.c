@@ -109,6 +109,13 @@ int tensor_alloc(size_t ndim, const size_t *shape, tensor **out)
     return tensor_alloc_uninit("tensor_alloc", ndim, shape, 1, out);
 }
 
+//> handout
+int tensor_alloc_empty(size_t ndim, const size_t *shape, tensor **out)
+{
+    return tensor_alloc_uninit("tensor_alloc_empty", ndim, shape, 0, out);
+}
+//<
+
 int tensor_alloc_meta(size_t ndim, const size_t *shape, tensor **out)
 {
     return tensor_alloc_uninit("tensor_alloc_meta", ndim, shape, -1, out);

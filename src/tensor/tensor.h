@@ -79,6 +79,12 @@ typedef struct tensor {
 
 /* A new contiguous tensor of the given shape, filled with zeros. */
 int tensor_alloc(size_t ndim, const size_t *shape, tensor **out);
+//> handout
+/* The same with its numbers not set, as torch.empty: for a tensor whose
+ * every number is written before any is read (a file's numbers, a
+ * product's output), so that no thread zeroes it first. */
+int tensor_alloc_empty(size_t ndim, const size_t *shape, tensor **out);
+//<
 
 /* A shape-only ("meta") tensor, as PyTorch's device="meta": a shape and
  * names with no numbers behind them (data is NULL).  Every shape step of
