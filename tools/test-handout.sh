@@ -39,7 +39,21 @@ trap 'rm -rf "$dir"' EXIT
 
 fail() { echo "handout-check: $*" >&2; exit 1; }
 
-tools/grade.py run "$build/tests/run_tests" "$dir/teacher" > "$dir/teacher.txt" ||
+# --- how the round trip runs its builds and grades ------------------------
+# The handouts here are built without optimisation (HANDOUT_CFLAGS, -O0 by
+# default, CFLAGS of their make): the round trip checks the cut, the
+# blanks and the grade, and every line a handout compiles is compiled at
+# -O2 with -Werror too, by the project's own build (the lines marked
+# "handout" are part of it) and by `make snapshots`; -O0 compiles in a
+# third of the time.  The grades run under the Debian Python (the
+# Makefile's PYTHON) rather than whatever python3 comes first on PATH, a
+# version manager's shim costs more than the grade's own work.
+hflags=${HANDOUT_CFLAGS:--O0}
+py=${PYTHON:-/usr/bin/python3}
+grade() { "$py" tools/grade.py "$@"; }
+# --- end of how the round trip runs ---------------------------------------
+
+grade run "$build/tests/run_tests" "$dir/teacher" > "$dir/teacher.txt" ||
     { cat "$dir/teacher.txt"; fail "the teacher's tree does not pass every exercise"; }
 all=$(sed -n 's/^\([a-z_0-9]*\) .* tests pass .*/\1/p' "$dir/teacher.txt" | sort)
 
@@ -122,9 +136,9 @@ done
 # 3. it builds (from scratch: its sources are cut from the teacher's, so
 # the teacher's objects are not its own), and fails exactly the blanked
 # exercises.
-make -C "$h" -j2 build > "$dir/build.txt" 2>&1 ||
+make -C "$h" -j2 CFLAGS="$hflags" build > "$dir/build.txt" 2>&1 ||
     { tail -20 "$dir/build.txt"; fail "the handout does not compile"; }
-(cd "$h" && tools/grade.py run build/tests/run_tests build/grade > "$dir/fresh.txt") &&
+(cd "$h" && grade run build/tests/run_tests build/grade > "$dir/fresh.txt") &&
     fail "a fresh handout passes its exercises"
 failing=$(grep 'not done yet' "$dir/fresh.txt" | cut -d' ' -f1 | sort)
 [ "$failing" = "$blanked" ] ||
@@ -229,7 +243,7 @@ fresh_runs=$(($(echo "$chapters" | wc -w) - $(echo "$pending" | wc -w)))
 # first, and of this one), and one exercise's own grade (what `make grade
 # EXERCISE=NAME` runs once the build is done) fails, then passes.
 first=$(echo $order | cut -d' ' -f1)
-(cd "$h" && tools/grade.py run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) &&
+(cd "$h" && grade run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) &&
     { tail -5 "$dir/run.txt"; fail "the grade of $first passes before $first is written"; }
 filled=""
 for e_ch in $(cut -d' ' -f3 "$dir/list" | uniq); do
@@ -254,14 +268,14 @@ for e_ch in $(cut -d' ' -f3 "$dir/list" | uniq); do
         fi
     done
     pending=$waiting
-    make -C "$h" -j2 build/tests/run_tests $(for c in $now; do echo "build/chapters/$c"; done) \
+    make -C "$h" -j2 CFLAGS="$hflags" build/tests/run_tests $(for c in $now; do echo "build/chapters/$c"; done) \
         > "$dir/build.txt" 2>&1 ||
         { tail -20 "$dir/build.txt"; fail "the handout with [$filled] filled does not compile"; }
     case " $names " in *" $first "*)
-        (cd "$h" && tools/grade.py run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) ||
+        (cd "$h" && grade run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) ||
             { tail -20 "$dir/run.txt"; fail "the grade of $first fails with $first filled in"; } ;;
     esac
-    (cd "$h" && tools/grade.py run build/tests/run_tests build/grade > "$dir/filled.txt") || true
+    (cd "$h" && grade run build/tests/run_tests build/grade > "$dir/filled.txt") || true
     for name in $names; do
         grep "^$name " "$dir/filled.txt" | grep -q ' \([0-9]*\)/\1 tests pass' ||
             { cat "$dir/filled.txt"; fail "the grade of $name fails with $name filled in"; }
@@ -302,7 +316,7 @@ want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
     fail "the handout of CH=06 holds the code of later chapters"
 # (its tests are those of chapter 06's snapshot, which CI builds and runs)
 no_leaks "$h"
-make -C "$h" -j2 $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
+make -C "$h" -j2 CFLAGS="$hflags" $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
     > "$dir/build6.txt" 2>&1 ||
     { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not compile"; }
 grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
@@ -351,6 +365,10 @@ grep -q 'left as it is' "$dir/again.txt" || fail "make handout over a fresh hand
 echo "/* my answer */" >> "$t/handout/src/nn/multihead.c"
 echo "notes" > "$t/handout/notes.txt"
 (cd "$t/handout" && find . -type f -exec cksum {} + | sort) > "$dir/before"
+# (the tools make handout needs, built already as in a teacher's tree:
+# copied, newer than their sources, so make does not compile them again)
+mkdir -p "$t/build"
+cp -p "$build/marks-filter" "$build/weave" "$t/build/"
 make --no-print-directory -C "$t" handout > "$dir/out" 2> "$dir/err" &&
     fail "make handout over a student's work succeeds"
 grep -Ev '^make(\[[0-9]+\])?: \*\*\*' "$dir/err" > "$dir/err1" || true
