@@ -41,13 +41,14 @@ fail() { echo "handout-check: $*" >&2; exit 1; }
 
 # --- how the round trip runs its builds and grades ------------------------
 # The handouts here are built without optimisation (HANDOUT_CFLAGS, -O0 by
-# default, CFLAGS of their make): the round trip checks the cut, the
-# blanks and the grade, and every line a handout compiles is compiled at
-# -O2 with -Werror too, by the project's own build (the lines marked
-# "handout" are part of it) and by `make snapshots`; -O0 compiles in a
-# third of the time.  The grades run under the Debian Python (the
-# Makefile's PYTHON) rather than whatever python3 comes first on PATH, a
-# version manager's shim costs more than the grade's own work.
+# default, CFLAGS of their make), which compiles in a third of the time:
+# the round trip checks the cut, the blanks and the grade, and a
+# handout's code is the project's (the lines marked "handout" included),
+# which its own build compiles at -O2 with -Werror, as `make snapshots`
+# does each chapter's cut, but for the stubs, each a return of
+# mha_fail_exercise.  The grades run under the Debian Python (the
+# Makefile's PYTHON), not whatever python3 comes first on PATH: a
+# version manager's shim there costs a fifth of a second a run.
 hflags=${HANDOUT_CFLAGS:--O0}
 py=${PYTHON:-/usr/bin/python3}
 grade() { "$py" tools/grade.py "$@"; }
