@@ -35,7 +35,9 @@ tools=$(cd "$build" && pwd)    # its marks-filter and weave
 # the leak check (valgrind) runs where it is tested: tools/test-grading.sh
 export GRADE_LEAKS=0
 dir=$(mktemp -d /tmp/mha-handout-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+# (on a failure, the states of 4, which run beside 5, end before their
+# folder goes)
+trap 'wait; rm -rf "$dir"' EXIT
 
 fail() { echo "handout-check: $*" >&2; exit 1; }
 
@@ -243,6 +245,13 @@ fresh_runs=$(($(echo "$chapters" | wc -w) - $(echo "$pending" | wc -w)))
 # filled and passes after (the grade of the state before, fresh.txt at
 # first, and of this one), and one exercise's own grade (what `make grade
 # EXERCISE=NAME` runs once the build is done) fails, then passes.
+# The states follow one another, one process at a time mostly; 5 below
+# needs none of them, so 4 runs beside it (on the other core), in a
+# folder of scratch files of its own, and the end waits for both.
+(
+dir=$dir/fill
+mkdir -p "$dir/plots"
+cp "$dir/../list" "$dir/list"
 first=$(echo $order | cut -d' ' -f1)
 (cd "$h" && grade run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) &&
     { tail -5 "$dir/run.txt"; fail "the grade of $first passes before $first is written"; }
@@ -295,6 +304,8 @@ done
 (cd "$h" && make --no-print-directory grade > "$dir/run.txt" 2>&1 &&
     make --no-print-directory grade EXERCISE="$name" > "$dir/run.txt" 2>&1) ||
     { tail -20 "$dir/run.txt"; fail "make grade fails in a handout filled completely"; }
+) &
+fill=$!
 
 # 5. make handout CH=06: chapters 01 .. 06, their exercises, tests and
 # pages only; it builds, fails exactly those blanks, and its chapters run
@@ -385,4 +396,5 @@ rm -rf "$t/.git"
 [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'is not a git checkout' "$dir/err" && [ ! -e "$t/handout2" ] ||
     { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
 
+wait "$fill" || exit 1
 echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06; make handout copies tracked files only and keeps a student's work (the grading where courses grade: tools/test-grading.sh)"
