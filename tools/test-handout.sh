@@ -35,11 +35,28 @@ tools=$(cd "$build" && pwd)    # its marks-filter and weave
 # the leak check (valgrind) runs where it is tested: tools/test-grading.sh
 export GRADE_LEAKS=0
 dir=$(mktemp -d /tmp/mha-handout-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+# (on a failure, the states of 4, which run beside 5, end before their
+# folder goes)
+trap 'wait; rm -rf "$dir"' EXIT
 
 fail() { echo "handout-check: $*" >&2; exit 1; }
 
-tools/grade.py run "$build/tests/run_tests" "$dir/teacher" > "$dir/teacher.txt" ||
+# --- how the round trip runs its builds and grades ------------------------
+# The handouts here are built without optimisation (HANDOUT_CFLAGS, -O0 by
+# default, CFLAGS of their make), which compiles in a third of the time:
+# the round trip checks the cut, the blanks and the grade, and a
+# handout's code is the project's (the lines marked "handout" included),
+# which its own build compiles at -O2 with -Werror, as `make snapshots`
+# does each chapter's cut, but for the stubs, each a return of
+# mha_fail_exercise.  The grades run under the Debian Python (the
+# Makefile's PYTHON), not whatever python3 comes first on PATH: a
+# version manager's shim there costs a fifth of a second a run.
+hflags=${HANDOUT_CFLAGS:--O0}
+py=${PYTHON:-/usr/bin/python3}
+grade() { "$py" tools/grade.py "$@"; }
+# --- end of how the round trip runs ---------------------------------------
+
+grade run "$build/tests/run_tests" "$dir/teacher" > "$dir/teacher.txt" ||
     { cat "$dir/teacher.txt"; fail "the teacher's tree does not pass every exercise"; }
 all=$(sed -n 's/^\([a-z_0-9]*\) .* tests pass .*/\1/p' "$dir/teacher.txt" | sort)
 
@@ -122,9 +139,9 @@ done
 # 3. it builds (from scratch: its sources are cut from the teacher's, so
 # the teacher's objects are not its own), and fails exactly the blanked
 # exercises.
-make -C "$h" -j2 build > "$dir/build.txt" 2>&1 ||
+make -C "$h" -j2 CFLAGS="$hflags" build > "$dir/build.txt" 2>&1 ||
     { tail -20 "$dir/build.txt"; fail "the handout does not compile"; }
-(cd "$h" && tools/grade.py run build/tests/run_tests build/grade > "$dir/fresh.txt") &&
+(cd "$h" && grade run build/tests/run_tests build/grade > "$dir/fresh.txt") &&
     fail "a fresh handout passes its exercises"
 failing=$(grep 'not done yet' "$dir/fresh.txt" | cut -d' ' -f1 | sort)
 [ "$failing" = "$blanked" ] ||
@@ -228,8 +245,15 @@ fresh_runs=$(($(echo "$chapters" | wc -w) - $(echo "$pending" | wc -w)))
 # filled and passes after (the grade of the state before, fresh.txt at
 # first, and of this one), and one exercise's own grade (what `make grade
 # EXERCISE=NAME` runs once the build is done) fails, then passes.
+# The states follow one another, one process at a time mostly; 5 below
+# needs none of them, so 4 runs beside it (on the other core), in a
+# folder of scratch files of its own, and the end waits for both.
+(
+dir=$dir/fill
+mkdir -p "$dir/plots"
+cp "$dir/../list" "$dir/list"
 first=$(echo $order | cut -d' ' -f1)
-(cd "$h" && tools/grade.py run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) &&
+(cd "$h" && grade run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) &&
     { tail -5 "$dir/run.txt"; fail "the grade of $first passes before $first is written"; }
 filled=""
 for e_ch in $(cut -d' ' -f3 "$dir/list" | uniq); do
@@ -254,14 +278,14 @@ for e_ch in $(cut -d' ' -f3 "$dir/list" | uniq); do
         fi
     done
     pending=$waiting
-    make -C "$h" -j2 build/tests/run_tests $(for c in $now; do echo "build/chapters/$c"; done) \
+    make -C "$h" -j2 CFLAGS="$hflags" build/tests/run_tests $(for c in $now; do echo "build/chapters/$c"; done) \
         > "$dir/build.txt" 2>&1 ||
         { tail -20 "$dir/build.txt"; fail "the handout with [$filled] filled does not compile"; }
     case " $names " in *" $first "*)
-        (cd "$h" && tools/grade.py run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) ||
+        (cd "$h" && grade run build/tests/run_tests build/grade "$first" > "$dir/run.txt" 2>&1) ||
             { tail -20 "$dir/run.txt"; fail "the grade of $first fails with $first filled in"; } ;;
     esac
-    (cd "$h" && tools/grade.py run build/tests/run_tests build/grade > "$dir/filled.txt") || true
+    (cd "$h" && grade run build/tests/run_tests build/grade > "$dir/filled.txt") || true
     for name in $names; do
         grep "^$name " "$dir/filled.txt" | grep -q ' \([0-9]*\)/\1 tests pass' ||
             { cat "$dir/filled.txt"; fail "the grade of $name fails with $name filled in"; }
@@ -280,6 +304,8 @@ done
 (cd "$h" && make --no-print-directory grade > "$dir/run.txt" 2>&1 &&
     make --no-print-directory grade EXERCISE="$name" > "$dir/run.txt" 2>&1) ||
     { tail -20 "$dir/run.txt"; fail "make grade fails in a handout filled completely"; }
+) &
+fill=$!
 
 # 5. make handout CH=06: chapters 01 .. 06, their exercises, tests and
 # pages only; it builds, fails exactly those blanks, and its chapters run
@@ -302,7 +328,7 @@ want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
     fail "the handout of CH=06 holds the code of later chapters"
 # (its tests are those of chapter 06's snapshot, which CI builds and runs)
 no_leaks "$h"
-make -C "$h" -j2 $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
+make -C "$h" -j2 CFLAGS="$hflags" $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
     > "$dir/build6.txt" 2>&1 ||
     { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not compile"; }
 grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
@@ -351,6 +377,10 @@ grep -q 'left as it is' "$dir/again.txt" || fail "make handout over a fresh hand
 echo "/* my answer */" >> "$t/handout/src/nn/multihead.c"
 echo "notes" > "$t/handout/notes.txt"
 (cd "$t/handout" && find . -type f -exec cksum {} + | sort) > "$dir/before"
+# (the tools make handout needs, built already as in a teacher's tree:
+# copied, newer than their sources, so make does not compile them again)
+mkdir -p "$t/build"
+cp -p "$build/marks-filter" "$build/weave" "$t/build/"
 make --no-print-directory -C "$t" handout > "$dir/out" 2> "$dir/err" &&
     fail "make handout over a student's work succeeds"
 grep -Ev '^make(\[[0-9]+\])?: \*\*\*' "$dir/err" > "$dir/err1" || true
@@ -366,4 +396,5 @@ rm -rf "$t/.git"
 [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'is not a git checkout' "$dir/err" && [ ! -e "$t/handout2" ] ||
     { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
 
+wait "$fill" || exit 1
 echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06; make handout copies tracked files only and keeps a student's work (the grading where courses grade: tools/test-grading.sh)"
