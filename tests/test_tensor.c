@@ -258,6 +258,32 @@ Test(tensor, alloc_overflow)
     cr_assert_null(t);
 }
 
+//> handout
+/* tensor_alloc_empty: the shape and strides of tensor_alloc, a buffer of
+ * its own (numbers unset until written), the same refusals under its
+ * own name. */
+Test(tensor, alloc_empty)
+{
+    tensor *t = NULL;
+    OK(tensor_alloc_empty(SHAPE(2, 3, 4), &t));
+    assert_shape(t, SHAPE(2, 3, 4));
+    cr_assert(tensor_is_contiguous(t));
+    cr_assert_eq(t->strides[0], 12);
+    for (size_t i = 0; i < 24; i++) // every number writable, then readable
+        t->data[i] = (double)i;
+    cr_assert_eq(*TENSOR_AT(t, 1, 2, 3), 23.0);
+    tensor_free(t);
+    char want[MHA_ERROR_MAX];
+    size_t half = SIZE_MAX / 2;
+    snprintf(want, sizeof want,
+             "tensor_alloc_empty: shape (%zu, 3) is too large: its size in "
+             "bytes overflows size_t", half);
+    t = (tensor *)&t;
+    FAILS(tensor_alloc_empty(SHAPE(half, 3), &t), GSL_EOVRFLW, want);
+    cr_assert_null(t);
+}
+//<
+
 /* --- permute --------------------------------------------------------- */
 
 typedef struct {
