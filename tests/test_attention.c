@@ -91,61 +91,45 @@ static void naive_pool(const tensor *values, const tensor *weights,
 
 #define MAX_KEYS 64
 
-/* softmax(Q K^T / sqrt(d), masked) V, one query-key pair at a time. */
-static void naive_dot_attention(const tensor *q, const tensor *k,
-                                const tensor *v, const tensor *vl,
-                                tensor **out, tensor **weights)
+/* The score of query i and key j of example b: the dot product over
+ * sqrt(d), or w_v . tanh(W_q q + W_k k) with the additive layers (a). */
+static double naive_score(const additive_attention *a, const tensor *q,
+                          const tensor *k, size_t b, size_t i, size_t j)
 {
-    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
-    size_t d = q->shape[2];
-    cr_assert(Lk <= MAX_KEYS);
-    OK(tensor_alloc(SHAPE(B, Lq, Lk), weights));
-    OK(tensor_alloc(SHAPE(B, Lq, v->shape[2]), out));
-    for (size_t b = 0; b < B; b++)
-        for (size_t i = 0; i < Lq; i++) {
-            double s[MAX_KEYS];
-            for (size_t j = 0; j < Lk; j++) {
-                double dot = 0;
-                for (size_t c = 0; c < d; c++)
-                    dot += *TENSOR_AT(q, b, i, c) * *TENSOR_AT(k, b, j, c);
-                s[j] = dot / sqrt((double)d);
-            }
-            naive_softmax_row(s, Lk, naive_valid(vl, b, i, Lk));
-            for (size_t j = 0; j < Lk; j++)
-                *TENSOR_AT(*weights, b, i, j) = s[j];
-        }
-    naive_pool(v, *weights, *out);
+    double score = 0;
+    if (!a) {
+        size_t d = q->shape[2];
+        for (size_t c = 0; c < d; c++)
+            score += *TENSOR_AT(q, b, i, c) * *TENSOR_AT(k, b, j, c);
+        return score / sqrt((double)d);
+    }
+    for (size_t h = 0; h < a->W_q.out_features; h++) {
+        double pre = 0;
+        for (size_t c = 0; c < q->shape[2]; c++)
+            pre += *TENSOR_AT(a->W_q.weight, h, c) * *TENSOR_AT(q, b, i, c);
+        for (size_t c = 0; c < k->shape[2]; c++)
+            pre += *TENSOR_AT(a->W_k.weight, h, c) * *TENSOR_AT(k, b, j, c);
+        score += *TENSOR_AT(a->w_v.weight, 0, h) * tanh(pre);
+    }
+    return score;
 }
 
-/* softmax(w_v . tanh(W_q q + W_k k), masked) V, with the layers' weights
- * read element by element. */
-static void naive_additive_attention(const additive_attention *a,
-                                     const tensor *q, const tensor *k,
-                                     const tensor *v, const tensor *vl,
-                                     tensor **out, tensor **weights)
+/* softmax(scores, masked) V, score by score from naive_score: the dot
+ * product's when a is NULL, else the additive one's with a's layers'
+ * weights read element by element. */
+static void naive_attention(const additive_attention *a, const tensor *q,
+                            const tensor *k, const tensor *v,
+                            const tensor *vl, tensor **out, tensor **weights)
 {
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
-    size_t H = a->W_q.out_features;
     cr_assert(Lk <= MAX_KEYS);
     OK(tensor_alloc(SHAPE(B, Lq, Lk), weights));
     OK(tensor_alloc(SHAPE(B, Lq, v->shape[2]), out));
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
             double s[MAX_KEYS];
-            for (size_t j = 0; j < Lk; j++) {
-                double score = 0;
-                for (size_t h = 0; h < H; h++) {
-                    double pre = 0;
-                    for (size_t c = 0; c < q->shape[2]; c++)
-                        pre += *TENSOR_AT(a->W_q.weight, h, c) *
-                               *TENSOR_AT(q, b, i, c);
-                    for (size_t c = 0; c < k->shape[2]; c++)
-                        pre += *TENSOR_AT(a->W_k.weight, h, c) *
-                               *TENSOR_AT(k, b, j, c);
-                    score += *TENSOR_AT(a->w_v.weight, 0, h) * tanh(pre);
-                }
-                s[j] = score;
-            }
+            for (size_t j = 0; j < Lk; j++)
+                s[j] = naive_score(a, q, k, b, i, j);
             naive_softmax_row(s, Lk, naive_valid(vl, b, i, Lk));
             for (size_t j = 0; j < Lk; j++)
                 *TENSOR_AT(*weights, b, i, j) = s[j];
@@ -203,7 +187,7 @@ ParameterizedTest(shape_case *c, attention_shapes, match_the_naive_loops)
     dot_attention dot;
     OK(dot_attention_init(&dot, 0.0));
     OK(dot_attention_forward(&dot, q, k, v, vl, &out, &w));
-    naive_dot_attention(q, k, v, vl, &ref, &ref_w);
+    naive_attention(NULL, q, k, v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "dot: %g", rel_error(out, ref));
     cr_assert_leq(rel_error(w, ref_w), 1e-13);
     FREE_ALL(out, w, ref, ref_w);
@@ -212,7 +196,7 @@ ParameterizedTest(shape_case *c, attention_shapes, match_the_naive_loops)
     additive_attention add;
     additive_with_weights(&add, c->k_size, c->d, c->H, 0.0, seed);
     OK(additive_attention_forward(&add, q, k_add, v, vl, &out, &w));
-    naive_additive_attention(&add, q, k_add, v, vl, &ref, &ref_w);
+    naive_attention(&add, q, k_add, v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "additive: %g",
                   rel_error(out, ref));
     cr_assert_leq(rel_error(w, ref_w), 1e-13);
@@ -330,7 +314,7 @@ Test(dot_attention, strided_inputs)
                            "(3, 5, 6)\n"),
               "%s", text);
     cr_assert_null(strstr(text, "# queries"), "%s", text);
-    naive_dot_attention(q, k, v, vl, &ref, &ref_w);
+    naive_attention(NULL, q, k, v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13);
     capture_free(&c);
     dot_attention_free(&a);
@@ -349,7 +333,7 @@ Test(additive_attention, strided_inputs)
     additive_with_weights(&a, 5, 2, 4, 0.0, 56);
     tensor *out, *ref, *ref_w;
     OK(additive_attention_forward(&a, q, k, v, NULL, &out, NULL));
-    naive_additive_attention(&a, q, k, v, NULL, &ref, &ref_w);
+    naive_attention(&a, q, k, v, NULL, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13);
     additive_attention_free(&a);
     FREE_ALL(k_base, k, v_base, v, q, out, ref, ref_w);
