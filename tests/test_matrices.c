@@ -13,6 +13,18 @@ static double at(const tensor_matrices *m, size_t a, size_t b, size_t r,
     return gsl_matrix_get(&v.matrix, r, c);
 }
 
+/* m's layout: count[0] x count[1] matrices of rows x cols, each row tda
+ * numbers from the next. */
+static void assert_layout(const tensor_matrices *m, size_t count0,
+                          size_t count1, size_t rows, size_t cols, size_t tda)
+{
+    cr_assert_eq(m->count[0], count0);
+    cr_assert_eq(m->count[1], count1);
+    cr_assert_eq(m->rows, rows);
+    cr_assert_eq(m->cols, cols);
+    cr_assert_eq(m->tda, tda);
+}
+
 /* A contiguous 3-D input is read in place; a permuted one whose last
  * axis is strided is copied once, and the trace says so. */
 Test(matrices, three_dims_in_place_or_copied_once)
@@ -24,12 +36,8 @@ Test(matrices, three_dims_in_place_or_copied_once)
     OK(tensor_as_matrices(x, "keys", &m));
     cr_assert_null(m.packed);
     cr_assert_eq(m.data, x->data);
-    cr_assert_eq(m.count[0], 2);
-    cr_assert_eq(m.count[1], 1);
+    assert_layout(&m, 2, 1, 3, 4, 4);
     cr_assert_eq(m.step[0], 12);
-    cr_assert_eq(m.rows, 3);
-    cr_assert_eq(m.cols, 4);
-    cr_assert_eq(m.tda, 4);
     cr_assert_eq(at(&m, 1, 0, 2, 3), 23.0);
 
     OK(tensor_permute(x, SHAPE(0, 2, 1), &p)); /* (2, 4, 3), strides 12, 1, 4 */
@@ -44,9 +52,7 @@ Test(matrices, three_dims_in_place_or_copied_once)
                      "contiguous()             copy  (2, 4, 3) -> (2, 4, 3)\n");
     capture_free(&c);
     cr_assert_not_null(m.packed);
-    cr_assert_eq(m.rows, 4);
-    cr_assert_eq(m.cols, 3);
-    cr_assert_eq(m.tda, 3);
+    assert_layout(&m, 2, 1, 4, 3, 3);
     for (size_t b = 0; b < 2; b++)
         for (size_t r = 0; r < 4; r++)
             for (size_t k = 0; k < 3; k++)
@@ -77,11 +83,7 @@ Test(matrices, four_and_two_dims)
     OK(tensor_permute(s, SHAPE(2, 0, 1, 3), &hm)); /* (h, B, L, d) */
     tensor_matrices m;
     OK(tensor_matrices_in_place(hm, &m));
-    cr_assert_eq(m.count[0], 2);
-    cr_assert_eq(m.count[1], 2);
-    cr_assert_eq(m.rows, 3);
-    cr_assert_eq(m.cols, 2);
-    cr_assert_eq(m.tda, 4);
+    assert_layout(&m, 2, 2, 3, 2, 4);
     for (size_t i = 0; i < 2; i++)
         for (size_t b = 0; b < 2; b++)
             for (size_t l = 0; l < 3; l++)
@@ -140,9 +142,7 @@ Test(matrices, rows_in_place_when_evenly_spaced)
     tensor_matrices m;
     OK(tensor_as_rows(n, &m));
     cr_assert_null(m.packed);
-    cr_assert_eq(m.rows, 4);
-    cr_assert_eq(m.cols, 3);
-    cr_assert_eq(m.tda, 3);
+    assert_layout(&m, 1, 1, 4, 3, 3);
     cr_assert_eq(at(&m, 0, 0, 3, 2), 17.0);
     OK(tensor_permute(x, SHAPE(1, 0, 2), &t)); /* (2, 4, 3): uneven */
     OK(tensor_as_rows(t, &m));
