@@ -61,31 +61,20 @@ static void replace(tensor **t, size_t ndim, const size_t *shape)
 
 /* --- the module -------------------------------------------------------- */
 
-static int heads_do_not_divide(void)
+/* multihead_init of a self-attention module of size inputs, hiddens and
+ * heads (each of these refused, so nothing is left to free). */
+static int init_refused(size_t size, size_t hiddens, size_t heads)
 {
     multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 3};
+    multihead_config cfg = {.query_size = size, .key_size = size,
+                            .value_size = size, .num_hiddens = hiddens,
+                            .num_heads = heads};
     return multihead_init(&m, &cfg);
 }
 
-static int zero_heads(void)
-{
-    multihead m;
-    multihead_config cfg = {.query_size = 100, .key_size = 100,
-                            .value_size = 100, .num_hiddens = 100,
-                            .num_heads = 0};
-    return multihead_init(&m, &cfg);
-}
-
-static int zero_hiddens(void)
-{
-    multihead m;
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 0, .num_heads = 2};
-    return multihead_init(&m, &cfg);
-}
+static int heads_do_not_divide(void) { return init_refused(100, 100, 3); }
+static int zero_heads(void) { return init_refused(100, 100, 0); }
+static int zero_hiddens(void) { return init_refused(4, 0, 2); }
 
 #define FORWARD_CASE(name, bias, ...)                                         \
     static int name(void)                                                     \
