@@ -677,6 +677,35 @@ Test(docs, h1_count_skips_code_blocks)
     cr_assert_eq(h1_count("## Section\n #not a title\n"), 0);
 }
 
+/* Page 08 shows multihead_forward as of chapter 08 whole, in one code
+ * block: its six steps, one call each, in at most 45 lines of body. */
+Test(docs, page_08_shows_the_forward_pass_whole)
+{
+    char *page = slurp_file("docs/08_multihead_module.md");
+    const char *def = strstr(page, "\nint multihead_forward(");
+    cr_assert_not_null(def, "page 08 shows no multihead_forward");
+    const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");
+    cr_assert(open && close && open < close);
+    size_t lines = 0;
+    for (const char *c = open + 3; c < close; c++)
+        lines += *c == '\n';
+    lines++; // the last line of the body ends at close
+    cr_assert_leq(lines, 45, "the body is %zu lines", lines);
+    size_t n = (size_t)(close - def);
+    char *body = strndup(def, n);
+    cr_assert_null(strstr(body, "```"), "the function spans two code blocks");
+    static const char *const steps[] = {
+        "linear_forward(&m->W_q", "transpose_qkv(s.q",
+        "linear_forward(&m->W_k", "transpose_qkv(s.k",
+        "linear_forward(&m->W_v", "transpose_qkv(s.v", "repeat_valid_lens(",
+        "dot_attention_forward(", "transpose_output(",
+        "linear_forward(&m->W_o"};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        cr_assert_not_null(strstr(body, steps[i]), "no %s", steps[i]);
+    free(body);
+    free(page);
+}
+
 /* The weaver writes each page's title; prose adds no second one. */
 Test(docs, every_page_has_one_title)
 {
