@@ -244,6 +244,19 @@ done:
 
 /* --- the naive path ------------------------------------------------- */
 
+/* Either path's weights w, their numbers in (example, head, query, key)
+ * order, handed out per head as *weights (B, h, n, t): a reshape made
+ * untraced, since handing them out is no step of the pass. */
+static int head_weights(const tensor *w, size_t B, size_t h, size_t n,
+                        size_t t, tensor **weights)
+{
+    trace_quiet_begin();
+    int status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
+                                "B, h, n, t", weights);
+    trace_quiet_end();
+    return status;
+}
+
 /* heads (B, n, h*d_v) from q (B, n, h, d_nope + d_r) and the t latents:
  * keys and values of every head up-projected from c_all by wkv_b, k_pe
  * appended to every head's keys, and plain attention per head. */
@@ -319,12 +332,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     // 5. the heads side by side: (B, n, h*d_v)
     if (!status)
         status = transpose_output(o, h, heads);
-    if (!status && weights) { // per head: (B, h, n, t)
-        trace_quiet_begin();
-        status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
-                                "B, h, n, t", weights);
-        trace_quiet_end();
-    }
+    if (!status && weights)
+        status = head_weights(w, B, h, n, t, weights);
     tensor *made[] = {kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh,
                       vp, vh, qp, qh, w, o};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
@@ -441,12 +450,8 @@ static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
     // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
     if (!status)
         status = expand_values(m, o, n, heads);
-    if (!status && weights) { // per head: (B, h, n, t)
-        trace_quiet_begin();
-        status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
-                                "B, h, n, t", weights);
-        trace_quiet_end();
-    }
+    if (!status && weights)
+        status = head_weights(w, B, h, n, t, weights);
     tensor_free(q_lat);
     tensor_free(keys);
     tensor_free(w);
