@@ -69,12 +69,17 @@ endif
 # OpenMP runs the fast paths' loop over heads on every core (src/base/threads.h)
 OMP     := -fopenmp
 
+# pkg_config: pkg-config's answer, asked once, when a recipe first needs
+# it (after `make deps` has installed pkg-config and the libraries), not
+# once for every compile.
+pkg_config = $(eval $(1) := $$(shell pkg-config $(2)))$($(1))
+
 ifeq ($(BLAS),openblas)
 BUILD   ?= build
-GSL_LIBS = $(shell pkg-config --define-variable=GSL_CBLAS_LIB=-lopenblas --libs gsl)
+GSL_LIBS = $(call pkg_config,GSL_LIBS,--define-variable=GSL_CBLAS_LIB=-lopenblas --libs gsl)
 else ifeq ($(BLAS),gsl)
 BUILD   ?= build/gslcblas
-GSL_LIBS = $(shell pkg-config --libs gsl)
+GSL_LIBS = $(call pkg_config,GSL_LIBS,--libs gsl)
 else
 $(error BLAS must be openblas or gsl, not '$(BLAS)')
 endif
@@ -114,14 +119,15 @@ $(error EXERCISE '$(EXERCISE)' must be one exercise's name, letters, digits and 
 endif
 endif
 
-CPPFLAGS = -Isrc $(shell pkg-config --cflags gsl)
+GSL_CFLAGS = $(call pkg_config,GSL_CFLAGS,--cflags gsl)
+CPPFLAGS = -Isrc $(GSL_CFLAGS)
 ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
 #> handout
 # libzip reads .npz archives: mha's --state-dict (src/cli/torch.c)
-ZIP_LIBS = $(shell pkg-config --libs libzip)
+ZIP_LIBS = $(call pkg_config,ZIP_LIBS,--libs libzip)
 #<
-TEST_LIBS = $(shell pkg-config --libs criterion)
+TEST_LIBS = $(call pkg_config,TEST_LIBS,--libs criterion)
 
 LIB_SRC   := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 LIB_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
