@@ -75,6 +75,21 @@ tensor *tensor_new_header(tensor_buffer *buf, const char *who)
     return t;
 }
 
+/* A new contiguous header of shape over buf's numbers (NULL when out of
+ * memory). */
+static tensor *contiguous_header(tensor_buffer *buf, size_t ndim,
+                                 const size_t *shape, const char *who)
+{
+    tensor *t = tensor_new_header(buf, who);
+    if (!t)
+        return NULL;
+    t->data = buf->values;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    tensor_contiguous_strides(ndim, shape, t->strides);
+    return t;
+}
+
 /* zero: 1 zeroed numbers, 0 uninitialised numbers, -1 no numbers (meta) */
 int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
                         int zero, tensor **out)
@@ -93,17 +108,12 @@ int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
         return GSL_ENOMEM;
     }
     buf->size = n;
-    tensor *t = tensor_new_header(buf, who);
-    if (!t) {
+    *out = contiguous_header(buf, ndim, shape, who);
+    if (!*out) {
         free(buf->values);
         free(buf);
         return GSL_ENOMEM;
     }
-    t->data = buf->values;
-    t->ndim = ndim;
-    memcpy(t->shape, shape, ndim * sizeof *shape);
-    tensor_contiguous_strides(ndim, shape, t->strides);
-    *out = t;
     return GSL_SUCCESS;
 }
 
@@ -130,16 +140,11 @@ int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
     buf->size = n;
     buf->mapping = map;
     buf->mapping_bytes = map_bytes;
-    tensor *t = tensor_new_header(buf, "tensor_from_mapping");
-    if (!t) {
+    *out = contiguous_header(buf, ndim, shape, "tensor_from_mapping");
+    if (!*out) {
         free(buf); // the mapping stays the caller's
         return GSL_ENOMEM;
     }
-    t->data = buf->values;
-    t->ndim = ndim;
-    memcpy(t->shape, shape, ndim * sizeof *shape);
-    tensor_contiguous_strides(ndim, shape, t->strides);
-    *out = t;
     return GSL_SUCCESS;
 }
 //<
