@@ -98,9 +98,9 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts);
  * .npy headers alone (no data is read): the inputs, the weights twice
  * (a margin: the module shares them, but PyTorch's packed weights are
  * split into copies), the projections Q (B, Lq, D), K and V (B, Lk,
- * G*D/h) and the joined heads, the (B, h, Lq, Lk) attention weights when keep_weights, the output; with PyTorch's
- * options (torch.h) the merged mask, the scores and A too, each
- * (B*h, Lq, Lk + 2) at most.  When it is
+ * G*D/h) and the joined heads, the (B, h, Lq, Lk) attention weights when
+ * keep_weights, the output; with PyTorch's options (torch.h) the merged
+ * mask, the scores and A too, each (B*h, Lq, Lk + 2) at most.  When it is
  * more than the machine's physical memory (or the environment variable
  * MHA_MEMORY_LIMIT, in bytes, when set; 0 or anything but digits is
  * refused), one line giving the estimate in bytes and in the largest unit
