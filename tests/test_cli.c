@@ -2818,4 +2818,126 @@ Test(cli, a_closed_stdout_is_not_an_output, .init = enter_scratch,
     cr_assert_str_eq(line, "mha forward: cannot write to stdout: Bad file "
                            "descriptor\n");
 }
+/* --- big inputs, mapped rather than read (npy_read_mapped) ------------ */
+
+/* One run of mha forward on inputs big enough to be mapped (64 KiB of
+ * numbers or more: Q at B = 1, and every weight at D = 128), against
+ * the fast path in this process on the same numbers read with npy_read:
+ * the same output to the bit, and every input file as it was. */
+typedef struct big_case {
+    size_t B, L, Lk, kv_heads; /* Lk > 0: keys and values of their own */
+    int causal, bias;
+    const char *valid_lens; /* "--valid-lens" list, or NULL */
+    int lens_2d;            /* 1: a (B, Lq) --valid-lens-file instead */
+} big_case;
+
+static void assert_big_case(const big_case *c)
+{
+    const size_t D = 128, h = 4, p = D / h, G = c->kv_heads ? c->kv_heads : h;
+    gsl_rng *r = mha_rng_new(7);
+    cr_assert_not_null(r);
+    put_normal("q.npy", SHAPE(c->B, c->L, D), r, 1);
+    if (c->Lk)
+        put_normal("kv.npy", SHAPE(c->B, c->Lk, D), r, 1);
+    put_normal("wq.npy", SHAPE(D, D), r, 0.1);
+    put_normal("wk.npy", SHAPE(G * p, D), r, 0.1);
+    put_normal("wv.npy", SHAPE(G * p, D), r, 0.1);
+    put_normal("wo.npy", SHAPE(D, D), r, 0.1);
+    put_normal("bq.npy", SHAPE(D), r, 0.1);
+    put_normal("bk.npy", SHAPE(G * p), r, 0.1);
+    put_normal("bv.npy", SHAPE(G * p), r, 0.1);
+    put_normal("bo.npy", SHAPE(D), r, 0.1);
+    gsl_rng_free(r);
+    size_t Lk = c->Lk ? c->Lk : c->L;
+    int64_t *lens2 = NULL; // (B, Lq): row i of example b sees (7 b + i) % Lk + 1
+    if (c->lens_2d) {
+        lens2 = malloc(c->B * c->L * sizeof *lens2);
+        cr_assert_not_null(lens2);
+        for (size_t i = 0; i < c->B * c->L; i++)
+            lens2[i] = (int64_t)((7 * (i / c->L) + i % c->L) % Lk + 1);
+        put_int64("vl.npy", SHAPE(c->B, c->L), lens2);
+    }
+    char args[1024], g[32];
+    snprintf(g, sizeof g, "%zu", G);
+    snprintf(args, sizeof args,
+             "forward|--heads|4|--kv-heads|%s|--queries|q.npy%s|--wq|wq.npy|"
+             "--wk|wk.npy|--wv|wv.npy|--wo|wo.npy%s%s%s%s%s|--out|out.npy",
+             g, c->Lk ? "|--keys|kv.npy|--values|kv.npy" : "",
+             c->bias ? "|--bq|bq.npy|--bk|bk.npy|--bv|bv.npy|--bo|bo.npy" : "",
+             c->causal ? "|--causal" : "", c->valid_lens ? "|--valid-lens|" : "",
+             c->valid_lens ? c->valid_lens : "",
+             c->lens_2d ? "|--valid-lens-file|vl.npy" : "");
+    unlink("out.npy"); // the last case's
+    snapshot before = snapshot_take();
+    run res = mha(args);
+    assert_ok(&res, args);
+    run_free(&res);
+    cr_assert_eq(unlink("out.npy"), 0); // the rest as it was
+    assert_unchanged(&before, args);
+    free(before.data);
+    res = mha(args);
+    run_free(&res);
+
+    tensor *q = load("q.npy"), *kv = c->Lk ? load("kv.npy") : q, *vl = NULL;
+    multihead m;
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = h, .out_size = D,
+                            .bias = c->bias, .kv_heads = G,
+                            .causal = c->causal};
+    OK(multihead_init(&m, &cfg));
+    static const char *const wf[4] = {"wq.npy", "wk.npy", "wv.npy", "wo.npy"};
+    static const char *const bf[4] = {"bq.npy", "bk.npy", "bv.npy", "bo.npy"};
+    linear *layer[4] = {&m.W_q, &m.W_k, &m.W_v, &m.W_o};
+    for (int i = 0; i < 4; i++) {
+        tensor *w = load(wf[i]), *b = c->bias ? load(bf[i]) : NULL;
+        OK(tensor_copy_into(layer[i]->weight, w));
+        if (b)
+            OK(tensor_copy_into(layer[i]->bias, b));
+        FREE_ALL(w, b);
+    }
+    if (c->valid_lens) {
+        double lens[16];
+        size_t n = 0;
+        for (const char *s = c->valid_lens; *s; s += strcspn(s, ","),
+                        s += *s == ',')
+            lens[n++] = strtod(s, NULL);
+        OK(tensor_from_array(SHAPE(n), lens, &vl));
+    }
+    if (lens2) {
+        OK(tensor_alloc(SHAPE(c->B, c->L), &vl));
+        for (size_t i = 0; i < c->B * c->L; i++)
+            vl->data[i] = (double)lens2[i];
+        free(lens2);
+    }
+    tensor *want = NULL, *got = load("out.npy");
+    OK(multihead_forward_fast(&m, q, kv, kv, vl, NULL, &want, NULL));
+    cr_assert(tensor_same_shape(got, want));
+    cr_assert(memcmp(got->data, want->data,
+                     tensor_numel(want) * sizeof(double)) == 0,
+              "mha %s: the output differs from the fast path's", args);
+    multihead_fast_release();
+    multihead_free(&m);
+    if (kv != q)
+        tensor_free(kv);
+    FREE_ALL(q, vl, want, got);
+}
+
+Test(cli, big_mapped_inputs_give_the_fast_paths_numbers_to_the_bit,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    const big_case cases[] = {
+        {.B = 1, .L = 64},                           // Q 64 KiB: mapped
+        {.B = 3, .L = 70, .bias = 1},                // B not a power of 2
+        {.B = 2, .L = 64, .causal = 1, .kv_heads = 2},
+        {.B = 3, .L = 64, .Lk = 90, .valid_lens = "90,1,45", .bias = 1},
+        {.B = 2, .L = 40, .Lk = 100, .causal = 1, .kv_heads = 1},
+        // Q of 4.5 MiB and more: in huge pages once projected
+        {.B = 9, .L = 512, .causal = 1, .bias = 1},
+        {.B = 10, .L = 512, .Lk = 300, .kv_heads = 2,
+         .valid_lens = "300,1,2,3,150,299,7,8,9,10"},
+        {.B = 9, .L = 512, .Lk = 200, .lens_2d = 1, .bias = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_big_case(&cases[i]);
+}
 //<

@@ -1299,4 +1299,160 @@ Test(npy, numpy_loads_what_we_write, .init = enter_scratch,
     int status = system(cmd);
     cr_assert_eq(status, 0, "tests/npy_numpy_check.py failed (status %d)", status);
 }
+/* ===================================================================== */
+/* npy_read_mapped: big float64 files mapped, not copied                 */
+/* ===================================================================== */
+
+/* 1 when t's numbers lie in a mapping of the file named name
+ * (/proc/self/maps), 0 when they lie anywhere else. */
+static int mapped_from(const tensor *t, const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    uintptr_t at = (uintptr_t)t->data;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char path[4096] = "";
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %4095s", &lo, &hi, path) < 2)
+            continue;
+        size_t n = strlen(path), m = strlen(name);
+        found = at >= lo && at < hi && n > m && path[n - m - 1] == '/' &&
+                strcmp(path + n - m, name) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The bytes of path, with their count in *n; free() them. */
+static unsigned char *file_bytes(const char *path, size_t *n)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+    unsigned char *b = malloc((size_t)st.st_size + 1);
+    FILE *f = fopen(path, "rb");
+    cr_assert(b && f);
+    *n = fread(b, 1, (size_t)st.st_size, f);
+    cr_assert_eq(*n, (size_t)st.st_size);
+    fclose(f);
+    return b;
+}
+
+/* npy_read_mapped reads path as npy_read does, bit for bit, from a
+ * mapping of the file when mapped is 1 and not when it is 0, and leaves
+ * the file's bytes as they were, during and after. */
+static void read_mapped_as_npy_read(const char *path, int mapped)
+{
+    size_t n0, n1;
+    unsigned char *before = file_bytes(path, &n0);
+    tensor *want = NULL, *got = NULL;
+    OK(npy_read(path, &want));
+    OK(npy_read_mapped(path, &got));
+    assert_values(got, want->data, tensor_numel(want));
+    cr_assert_eq(got->ndim, want->ndim);
+    for (size_t d = 0; d < want->ndim; d++)
+        cr_assert_eq(got->shape[d], want->shape[d]);
+    cr_assert(tensor_is_contiguous(got));
+    cr_assert_eq(mapped_from(got, path), mapped, "%s: mapped %d, expected %d",
+                 path, mapped_from(got, path), mapped);
+    tensor *view = NULL; // a view keeps the mapping after the tensor goes
+    OK(tensor_reshape(got, DIMS(-1), NULL, &view));
+    tensor_free(got);
+    assert_values(view, want->data, tensor_numel(want));
+    tensor_free(view);
+    unsigned char *after = file_bytes(path, &n1);
+    cr_assert(n0 == n1 && memcmp(before, after, n0) == 0,
+              "%s changed", path);
+    FREE_ALL(want);
+    free(before);
+    free(after);
+}
+
+/* put_dict, the header padded as np.save pads it: the numbers start at a
+ * multiple of 64 bytes. */
+static void put_padded(const char *path, const char *dict, size_t data_len)
+{
+    char header[1024];
+    int n = snprintf(header, sizeof header, "%s", dict);
+    while ((10 + (size_t)n + 1) % 64 != 0)
+        header[n++] = ' ';
+    snprintf(header + n, sizeof header - (size_t)n, "\n");
+    put_npy(path, 1, 0, header, data_len);
+}
+
+Test(npy, mapped_reads_big_float64_from_the_file_bit_for_bit,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    /* 128 * 64 * 8 = 65,536 bytes of numbers: the smallest mapped */
+    put_padded("edge.npy",
+             "{'descr': '<f8', 'fortran_order': False, 'shape': (128, 64), }",
+             65536);
+    read_mapped_as_npy_read("edge.npy", 1);
+    put_padded("big.npy",
+             "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3, 100, 50), }",
+             240000);
+    read_mapped_as_npy_read("big.npy", 1);
+    /* one number fewer: read, as small files are */
+    put_padded("small.npy",
+             "{'descr': '<f8', 'fortran_order': False, 'shape': (8191,), }",
+             65528);
+    read_mapped_as_npy_read("small.npy", 0);
+    /* numbers not aligned for doubles (a header NumPy would pad): read */
+    put_npy("odd.npy", 2, 0,
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (10000,), }  \n",
+            80000);
+    read_mapped_as_npy_read("odd.npy", 0);
+    /* float32 and int64 are converted: read */
+    unsigned char *b = calloc(40000, 4);
+    cr_assert_not_null(b);
+    for (size_t k = 0; k < 40000; k++) {
+        float v = (float)arange_value(k);
+        memcpy(b + 4 * k, &v, 4); // the tests run on little-endian hosts
+    }
+    char header[128];
+    snprintf(header, sizeof header, "%s\n",
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (200, 200), }");
+    size_t hl = strlen(header);
+    unsigned char *file = malloc(10 + hl + 160000);
+    cr_assert_not_null(file);
+    memcpy(file, "\x93NUMPY\x01\x00", 8);
+    file[8] = (unsigned char)hl;
+    file[9] = 0;
+    memcpy(file + 10, header, hl);
+    memcpy(file + 10 + hl, b, 160000);
+    put_bytes("f4.npy", file, 10 + hl + 160000);
+    free(file);
+    free(b);
+    read_mapped_as_npy_read("f4.npy", 0);
+}
+
+/* What npy_read refuses, npy_read_mapped refuses with the same status and
+ * message, a big file as a small one: nothing is mapped before the checks
+ * pass. */
+Test(npy, mapped_refuses_what_npy_read_refuses, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    const char *dict =
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (100, 100), }";
+    put_dict("short.npy", dict, 80000 - 8);
+    put_dict("long.npy", dict, 80000 + 8);
+    put_dict("empty_tail.npy", dict, 0);
+    cr_assert_eq(mkdir("dir.npy", 0755), 0);
+    cr_assert_eq(mkfifo("fifo.npy", 0600), 0);
+    const char *const bad[] = {"short.npy", "long.npy", "empty_tail.npy",
+                               "dir.npy", "fifo.npy", "/dev/zero",
+                               "missing.npy"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tensor dummy, *t = &dummy;
+        int want = npy_read(bad[i], &t);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mha_last_error());
+        cr_assert_neq(want, GSL_SUCCESS, "%s", bad[i]);
+        t = &dummy;
+        cr_assert_eq(npy_read_mapped(bad[i], &t), want, "%s", bad[i]);
+        cr_assert_str_eq(mha_last_error(), msg);
+        cr_assert_null(t);
+    }
+}
 //<

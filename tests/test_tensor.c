@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include <criterion/parameterized.h>
 #include <gsl/gsl_randist.h>
@@ -1701,4 +1702,88 @@ Test(tensor, check_finite_finds_the_first_bad_number)
     FAILS(tensor_check_finite(x, "t", "x"), GSL_EDOM,
           "t: x[0, 5, 1] = inf; x must be finite (x (3, 700, 2))");
     FREE_ALL(p, x);
+}
+
+/* --- numbers shared and numbers mapped (tensor_share_numbers,
+ * tensor_from_mapping): how mha forward takes its inputs with no copy -- */
+
+/* dst reads src's numbers from then on: a write through one shows in the
+ * other, its old numbers go, and either may be freed first. */
+Test(tensor, share_numbers_reads_the_source_with_no_copy)
+{
+    for (int src_first = 0; src_first < 2; src_first++) {
+        tensor *dst = NULL, *src = positions(SHAPE(2, 3));
+        cr_assert_eq(tensor_alloc(SHAPE(2, 3), &dst), GSL_SUCCESS);
+        cr_assert_eq(tensor_share_numbers(dst, src), GSL_SUCCESS);
+        cr_assert(dst->data == src->data && tensor_shares_buffer(dst, src));
+        cr_assert_eq(*TENSOR_AT(dst, 1, 2), 5.0);
+        *TENSOR_AT(src, 0, 1) = -2.5;
+        cr_assert_eq(*TENSOR_AT(dst, 0, 1), -2.5);
+        cr_assert_eq(tensor_share_numbers(dst, src), GSL_SUCCESS); // again
+        tensor_free(src_first ? src : dst);
+        tensor *left = src_first ? dst : src;
+        cr_assert_eq(*TENSOR_AT(left, 1, 0), 3.0);
+        tensor_free(left);
+    }
+}
+
+Test(tensor, share_numbers_refuses_another_shape_or_a_borrowed_header)
+{
+    tensor *dst = positions(SHAPE(2, 3)), *src = positions(SHAPE(3, 2));
+    double *before = dst->data;
+    cr_assert_eq(tensor_share_numbers(dst, src), GSL_EBADLEN);
+    cr_assert_str_eq(mha_last_error(),
+                     "tensor_share_numbers: source shape (3, 2) differs "
+                     "from destination shape (2, 3)");
+    tensor named = tensor_named(dst, "");
+    tensor *same = positions(SHAPE(2, 3));
+    cr_assert_eq(tensor_share_numbers(same, &named), GSL_EINVAL);
+    char want[200];
+    snprintf(want, sizeof want,
+             "tensor_share_numbers: tensor (2, 3) (id %lu) is a borrowed "
+             "header, with no buffer of its own to share", named.id);
+    cr_assert_str_eq(mha_last_error(), want);
+    cr_assert(dst->data == before && *TENSOR_AT(same, 1, 2) == 5.0);
+    FREE_ALL(dst, src, same);
+}
+
+/* A tensor over an anonymous mapping reads the numbers at the offset and
+ * unmaps it when freed (sanitizers and valgrind see no leak); an offset
+ * not aligned for doubles or numbers past the end are refused, the
+ * mapping left to the caller. */
+Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
+{
+    size_t bytes = 2 * 4096;
+    double *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    for (size_t k = 0; k < bytes / sizeof(double); k++)
+        map[k] = (double)k;
+    tensor *t = NULL;
+    cr_assert_eq(tensor_from_mapping(SHAPE(3, 4), map, bytes, 16, &t),
+                 GSL_SUCCESS);
+    cr_assert(tensor_is_contiguous(t));
+    cr_assert_eq(*TENSOR_AT(t, 0, 0), 2.0); // offset 16 bytes: element 2
+    cr_assert_eq(*TENSOR_AT(t, 2, 3), 13.0);
+    tensor *v = NULL; // a view keeps the mapping past the tensor's free
+    cr_assert_eq(tensor_reshape(t, DIMS(12), NULL, &v), GSL_SUCCESS);
+    tensor_free(t);
+    cr_assert_eq(v->data[11], 13.0);
+    tensor_free(v);
+
+    double *map2 = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    cr_assert_neq(map2, MAP_FAILED);
+    cr_assert_eq(tensor_from_mapping(SHAPE(2), map2, bytes, 12, &t),
+                 GSL_EINVAL);
+    cr_assert_null(t);
+    cr_assert_str_eq(mha_last_error(),
+                     "tensor_from_mapping: 2 numbers at offset 12 do not fit "
+                     "in a mapping of 8192 bytes, aligned for doubles");
+    cr_assert_eq(tensor_from_mapping(SHAPE(1024), map2, bytes, 8, &t),
+                 GSL_EINVAL);
+    cr_assert_str_eq(mha_last_error(),
+                     "tensor_from_mapping: 1024 numbers at offset 8 do not "
+                     "fit in a mapping of 8192 bytes, aligned for doubles");
+    cr_assert_eq(munmap(map2, bytes), 0);
 }

@@ -152,6 +152,38 @@ static int check_paths(cli_option *opts, size_t nopts, const cli_path *outs,
     return cli_check_paths(outs, nout, ins, NOPTS(ins));
 }
 
+/* The start both commands share: argv into opts (CLI_INPUT_OPTIONS and
+ * the command's own), the options checked before any file is opened
+ * (torch_weights: 1 when PyTorch's options may ask for A, as
+ * cli_torch_check_options takes it).  CLI_OK, CLI_HELP (--help), or
+ * CLI_USAGE after one line. */
+static int parse_options(int argc, char **argv, cli_option *opts,
+                         size_t nopts, int torch_weights)
+{
+    int status = cli_parse(argc, argv, opts, nopts);
+    if (status || (status = cli_inputs_check_options(opts, nopts)))
+        return status;
+    return cli_torch_check_options(opts, nopts, torch_weights);
+}
+
+/* The checks both commands make once the outputs are named, before any
+ * input is read: the paths (check_paths), the memory the run needs
+ * (keep_weights and hint as cli_inputs_check_memory takes them), and
+ * OpenBLAS's buffer; then the inputs loaded into *in.  CLI_OK; CLI_USAGE
+ * after one line, with *in ready for cli_inputs_free either way. */
+static int load_inputs(cli_option *opts, size_t nopts, const cli_path *outs,
+                       size_t nout, int keep_weights, const char *hint,
+                       cli_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    int status = check_paths(opts, nopts, outs, nout);
+    if (status ||
+        (status = cli_inputs_check_memory(opts, nopts, keep_weights, hint)) ||
+        (status = blas_ready()))
+        return status;
+    return cli_inputs_load(opts, nopts, in);
+}
+
 /* The module on the loaded inputs: the fast path, with no copies of the
  * heads, making the weights (B, h, Lq, Lk) only when asked for (weights
  * not NULL), so that memory stays linear in the lengths.  A student's
@@ -174,12 +206,9 @@ int cmd_forward(int argc, char **argv)
                          {"--out", 1, NULL},
                          {"--attention-out", 1, NULL},
                          {"--trace", 0, NULL}};
-    int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP)
-        return cli_print_usage(usage_forward);
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
-        (status = cli_torch_check_options(opts, NOPTS(opts), 1)))
-        return status;
+    int status = parse_options(argc, argv, opts, NOPTS(opts), 1);
+    if (status)
+        return status == CLI_HELP ? cli_print_usage(usage_forward) : status;
     const char *out_path = cli_find(opts, NOPTS(opts), "--out")->value;
     const char *a_path = cli_find(opts, NOPTS(opts), "--attention-out")->value;
     int trace = cli_find(opts, NOPTS(opts), "--trace")->value != NULL;
@@ -187,16 +216,12 @@ int cmd_forward(int argc, char **argv)
         return cli_error("--out is required (see mha forward --help)");
     const cli_path outs_named[] = {{"--out", out_path},
                                    {"--attention-out", a_path}};
-    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
-        (status = cli_inputs_check_memory(
-             opts, NOPTS(opts), a_path != NULL,
-             a_path ? "drop --attention-out, or use mha trace for shapes alone"
-                    : "use mha trace for shapes alone")) ||
-        (status = blas_ready()))
-        return status;
-
     cli_inputs in;
-    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    status = load_inputs(
+        opts, NOPTS(opts), outs_named, 2, a_path != NULL,
+        a_path ? "drop --attention-out, or use mha trace for shapes alone"
+               : "use mha trace for shapes alone",
+        &in);
     tensor *out = NULL, *a = NULL; // (B, Lq, D_out); A (B, h, Lq, Lk)
     if (!status) {
         if (trace)
@@ -230,28 +255,20 @@ int cmd_heatmap(int argc, char **argv)
                          {"--png", 1, NULL},
                          {"--svg", 1, NULL},
                          {"--terminal", 0, NULL}};
-    int status = cli_parse(argc, argv, opts, NOPTS(opts));
-    if (status == CLI_HELP)
-        return cli_print_usage(usage_heatmap);
-    if (status || (status = cli_inputs_check_options(opts, NOPTS(opts))) ||
-        (status = cli_torch_check_options(opts, NOPTS(opts), 0)))
-        return status;
+    int status = parse_options(argc, argv, opts, NOPTS(opts), 0);
+    if (status)
+        return status == CLI_HELP ? cli_print_usage(usage_heatmap) : status;
     const char *png = cli_find(opts, NOPTS(opts), "--png")->value;
     const char *svg = cli_find(opts, NOPTS(opts), "--svg")->value;
     int terminal = cli_find(opts, NOPTS(opts), "--terminal")->value != NULL;
     if (!png && !svg && !terminal)
         return cli_error("nothing to draw: give --png F, --svg F or --terminal");
     const cli_path outs_named[] = {{"--png", png}, {"--svg", svg}};
-    if ((status = check_paths(opts, NOPTS(opts), outs_named, 2)) ||
-        (status = cli_inputs_check_memory(
-             opts, NOPTS(opts), 1,
-             "the heatmap needs every weight: use shorter sequences, or mha "
-             "trace for shapes alone")) ||
-        (status = blas_ready()))
-        return status;
-
     cli_inputs in;
-    status = cli_inputs_load(opts, NOPTS(opts), &in);
+    status = load_inputs(opts, NOPTS(opts), outs_named, 2, 1,
+                         "the heatmap needs every weight: use shorter "
+                         "sequences, or mha trace for shapes alone",
+                         &in);
     tensor *out = NULL;
     char (*titles)[64] = NULL; // "example b, head i", panel by panel
     const char **tp = NULL;

@@ -344,7 +344,7 @@ static int check_shapes(const char *const *path, tensor *const *f,
     return CLI_OK;
 }
 
-/* Copy the checked weights into a module configured from their shapes
+/* Hand the checked weights to a module configured from their shapes
  * and the options' choices in opt (kv_heads, causal, rope, rope_base; the
  * module refuses an odd head size with --rope, naming it). */
 static int build_module(tensor *const *f, size_t heads,
@@ -367,10 +367,11 @@ static int build_module(tensor *const *f, size_t heads,
         return cli_error("%s", mha_last_error());
     in->has_m = 1;
     linear *layer[4] = {&in->m.W_q, &in->m.W_k, &in->m.W_v, &in->m.W_o};
+    // the module reads the files' numbers, with no copy of them
     for (int i = 0; i < 4 && !status; i++) {
-        status = tensor_copy_into(layer[i]->weight, f[WQ + i]);
+        status = tensor_share_numbers(layer[i]->weight, f[WQ + i]);
         if (!status && f[BQ + i])
-            status = tensor_copy_into(layer[i]->bias, f[BQ + i]);
+            status = tensor_share_numbers(layer[i]->bias, f[BQ + i]);
     }
     return status ? cli_error("%s", mha_last_error()) : CLI_OK;
 }
@@ -487,7 +488,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
 
     int status = CLI_OK;
     for (int i = 0; i < NFILES && !status; i++)
-        if (path[i] && npy_read(path[i], &f[i]))
+        if (path[i] && npy_read_mapped(path[i], &f[i]))
             status = cli_error("%s: %s", option_of(i), mha_last_error());
     int k_def = !path[K], v_def = !path[V];
     // the weights PyTorch's options give, split into W_q, W_k, W_v ...

@@ -95,12 +95,12 @@ int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads);
 int cli_inputs_check_options(cli_option *opts, size_t nopts);
 
 /* The memory a forward pass of these inputs needs, estimated from the
- * .npy headers alone (no data is read): the inputs, the module's copy of
- * the weights, the projections Q (B, Lq, D), K and V (B, Lk, G*D/h) and
- * the joined heads, the (B, h,
- * Lq, Lk) attention weights when keep_weights, the output; with PyTorch's
- * options (torch.h) the merged mask, the scores and A too, each
- * (B*h, Lq, Lk + 2) at most.  When it is
+ * .npy headers alone (no data is read): the inputs, the weights twice
+ * (a margin: the module shares them, but PyTorch's packed weights are
+ * split into copies), the projections Q (B, Lq, D), K and V (B, Lk,
+ * G*D/h) and the joined heads, the (B, h, Lq, Lk) attention weights when
+ * keep_weights, the output; with PyTorch's options (torch.h) the merged
+ * mask, the scores and A too, each (B*h, Lq, Lk + 2) at most.  When it is
  * more than the machine's physical memory (or the environment variable
  * MHA_MEMORY_LIMIT, in bytes, when set; 0 or anything but digits is
  * refused), one line giving the estimate in bytes and in the largest unit

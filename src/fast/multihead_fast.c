@@ -217,7 +217,11 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (mha_mul_size(per_thread, (size_t)nthreads, &total,
                      "multihead_forward_fast"))
         return GSL_EOVRFLW;
-    double *scratch = mha_malloc(total, sizeof(double), "multihead_forward_fast");
+    // at least MHA_HUGE_BYTES, so that it comes in huge pages (error.h):
+    // what is not touched costs no memory
+    size_t huge = MHA_HUGE_BYTES / sizeof(double);
+    double *scratch = mha_alloc_numbers(total < huge ? huge : total, 0,
+                                        "multihead_forward_fast");
     if (!scratch)
         return GSL_ENOMEM;
     double scale = 1.0 / sqrt((double)p);

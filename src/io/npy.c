@@ -8,6 +8,7 @@
  * header it was given (it works on a length, not on a NUL terminator, since
  * the header may hold NUL bytes). */
 #define _XOPEN_SOURCE 700 /* open flags, fstat */
+#define _DEFAULT_SOURCE   /* MAP_POPULATE */
 #include "io/npy.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -285,14 +287,50 @@ static int decode(const char *who, const char *path, const npy_header *h,
     return GSL_SUCCESS;
 }
 
+/* npy_read_mapped maps float64 numbers of at least this many bytes;
+ * smaller files are read, which costs less than a mapping. */
+#define MAP_MIN_BYTES ((size_t)64 << 10)
+
+/* The numbers of f (a regular file of size bytes whose header h is
+ * checked) as a tensor over a private read-only mapping of the file, into
+ * *out: 1 when they are little-endian float64 of MAP_MIN_BYTES or more,
+ * aligned for doubles, and the file still has size bytes once mapped; 0
+ * otherwise (nothing mapped), for the caller to read them instead. */
+static int map_numbers(FILE *f, size_t size, const npy_header *h,
+                       tensor **out)
+{
+    if (strcmp(h->descr, "<f8") != 0 || !host_little_endian() ||
+        h->data_offset % sizeof(double) != 0 || h->data_bytes < MAP_MIN_BYTES)
+        return 0;
+    int fd = fileno(f);
+    // MAP_POPULATE: the file's cached pages are mapped at once, with no
+    // fault for each page on its first read
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED)
+        return 0;
+    struct stat st;
+    // a file that changed size since it was measured is read instead,
+    // which says how
+    if (fstat(fd, &st) != 0 || (uintmax_t)st.st_size != size ||
+        tensor_from_mapping(h->ndim, h->shape, map, size, h->data_offset,
+                            out) != GSL_SUCCESS) {
+        munmap(map, size);
+        return 0;
+    }
+    return 1;
+}
+
 /* The header in f (size bytes, named path in messages) into *h and,
- * unless out is NULL, the tensor after it into *out. */
+ * unless out is NULL, the tensor after it into *out; with map, mapped
+ * when map_numbers can. */
 static int read_stream(const char *who, const char *path, FILE *f,
-                       size_t size, tensor **out, npy_header *h)
+                       size_t size, tensor **out, npy_header *h, int map)
 {
     int status = read_header_from(who, path, f, size, h);
     if (!out)
         return status;
+    if (status == GSL_SUCCESS && map && map_numbers(f, size, h, out))
+        return GSL_SUCCESS;
     tensor *t = NULL;
     if (status == GSL_SUCCESS)
         status = tensor_alloc_empty(h->ndim, h->shape, &t);
@@ -313,7 +351,7 @@ static int read_stream(const char *who, const char *path, FILE *f,
  * header into h, and with out its numbers too.  h is all zero unless the
  * whole read succeeds. */
 static int read_file(const char *who, const char *path, tensor **out,
-                     npy_header *h)
+                     npy_header *h, int map)
 {
     memset(h, 0, sizeof *h);
     FILE *f = NULL;
@@ -321,7 +359,7 @@ static int read_file(const char *who, const char *path, tensor **out,
     int status = open_regular(who, path, &f, &size);
     if (status)
         return status;
-    status = read_stream(who, path, f, size, out, h);
+    status = read_stream(who, path, f, size, out, h, map);
     fclose(f);
     if (status)
         memset(h, 0, sizeof *h);
@@ -330,19 +368,26 @@ static int read_file(const char *who, const char *path, tensor **out,
 
 int npy_read_header(const char *path, npy_header *h)
 {
-    return read_file("npy_read_header", path, NULL, h);
+    return read_file("npy_read_header", path, NULL, h, 0);
 }
 
 int npy_read_typed(const char *path, tensor **out, npy_header *h)
 {
     *out = NULL;
-    return read_file("npy_read", path, out, h);
+    return read_file("npy_read", path, out, h, 0);
 }
 
 int npy_read(const char *path, tensor **out)
 {
     npy_header h;
     return npy_read_typed(path, out, &h);
+}
+
+int npy_read_mapped(const char *path, tensor **out)
+{
+    npy_header h;
+    *out = NULL;
+    return read_file("npy_read", path, out, &h, 1);
 }
 
 int npy_read_memory(const void *bytes, size_t size, const char *name,
@@ -358,7 +403,7 @@ int npy_read_memory(const void *bytes, size_t size, const char *name,
     if (!f)
         return npy_fail_at(GSL_ENOMEM, who, name, "cannot open in memory: %s",
                        strerror(errno));
-    int status = read_stream(who, name, f, size, out, h);
+    int status = read_stream(who, name, f, size, out, h, 0);
     fclose(f);
     return status;
 }

@@ -84,6 +84,17 @@ typedef struct npy_header {
  * failure *out is NULL and the status and message say why (see above). */
 int npy_read(const char *path, tensor **out);
 
+/* npy_read, with no copy of a big float64 file's numbers: when the file
+ * is '<f8' of 64 KiB of numbers or more (and the host little-endian),
+ * the tensor reads them from a private read-only mapping of the file,
+ * which tensor_free unmaps; every other file is read as npy_read reads
+ * it.  Same checks, statuses and messages as npy_read; the file is never
+ * written.  The numbers are READ-ONLY: writing one faults.  A file that
+ * changes size between its check and its mapping is read instead (and
+ * refused as npy_read refuses it); one truncated while the tensor lives
+ * makes a read past its new end raise SIGBUS, as any mapped file does. */
+int npy_read_mapped(const char *path, tensor **out);
+
 /* npy_read, also accepting '|b1' (bool, read as 0.0 and 1.0; a byte
  * other than 0 or 1 is GSL_EINVAL), with the header it read into *h
  * (its descr says whether the array was bool). */

@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+//> handout
+#include <sys/mman.h>
+//<
 
 #include <gsl/gsl_randist.h>
 
@@ -72,6 +75,21 @@ tensor *tensor_new_header(tensor_buffer *buf, const char *who)
     return t;
 }
 
+/* A new contiguous header of shape over buf's numbers (NULL when out of
+ * memory). */
+static tensor *contiguous_header(tensor_buffer *buf, size_t ndim,
+                                 const size_t *shape, const char *who)
+{
+    tensor *t = tensor_new_header(buf, who);
+    if (!t)
+        return NULL;
+    t->data = buf->values;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    tensor_contiguous_strides(ndim, shape, t->strides);
+    return t;
+}
+
 /* zero: 1 zeroed numbers, 0 uninitialised numbers, -1 no numbers (meta) */
 int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
                         int zero, tensor **out)
@@ -90,19 +108,46 @@ int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
         return GSL_ENOMEM;
     }
     buf->size = n;
-    tensor *t = tensor_new_header(buf, who);
-    if (!t) {
+    *out = contiguous_header(buf, ndim, shape, who);
+    if (!*out) {
         free(buf->values);
         free(buf);
         return GSL_ENOMEM;
     }
-    t->data = buf->values;
-    t->ndim = ndim;
-    memcpy(t->shape, shape, ndim * sizeof *shape);
-    tensor_contiguous_strides(ndim, shape, t->strides);
-    *out = t;
     return GSL_SUCCESS;
 }
+
+//> handout
+int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
+                        size_t map_bytes, size_t offset, tensor **out)
+{
+    *out = NULL;
+    size_t n = 0;
+    int status = check_shape("tensor_from_mapping", ndim, shape, &n);
+    if (status)
+        return status;
+    if (offset % sizeof(double) != 0 || offset > map_bytes ||
+        n > (map_bytes - offset) / sizeof(double))
+        return mha_fail(GSL_EINVAL,
+                        "tensor_from_mapping: %zu numbers at offset %zu do "
+                        "not fit in a mapping of %zu bytes, aligned for "
+                        "doubles",
+                        n, offset, map_bytes);
+    tensor_buffer *buf = mha_calloc(1, sizeof *buf, "tensor_from_mapping");
+    if (!buf)
+        return GSL_ENOMEM;
+    buf->values = (double *)((char *)map + offset);
+    buf->size = n;
+    buf->mapping = map;
+    buf->mapping_bytes = map_bytes;
+    *out = contiguous_header(buf, ndim, shape, "tensor_from_mapping");
+    if (!*out) {
+        free(buf); // the mapping stays the caller's
+        return GSL_ENOMEM;
+    }
+    return GSL_SUCCESS;
+}
+//<
 
 int tensor_alloc(size_t ndim, const size_t *shape, tensor **out)
 {
@@ -140,6 +185,22 @@ int tensor_from_array(size_t ndim, const size_t *shape, const double *values,
     return GSL_SUCCESS;
 }
 
+/* One reference to buf less; the numbers and buf go with the last. */
+static void buffer_release(tensor_buffer *buf)
+{
+    if (--buf->refcount > 0)
+        return;
+//> handout
+    if (buf->mapping) { // a file's numbers (tensor_from_mapping)
+        munmap(buf->mapping, buf->mapping_bytes);
+        free(buf);
+        return;
+    }
+//<
+    free(buf->values);
+    free(buf);
+}
+
 void tensor_free(tensor *t)
 {
     if (!t)
@@ -153,12 +214,34 @@ void tensor_free(tensor *t)
                  tensor_shape_str(t, sh, sizeof sh), t->id);
         return;
     }
-    if (--t->buffer->refcount == 0) {
-        free(t->buffer->values);
-        free(t->buffer);
-    }
+    buffer_release(t->buffer);
     free(t);
 }
+
+//> handout
+int tensor_share_numbers(tensor *dst, tensor *src)
+{
+    char a[TRACE_SHAPE_MAX], b[TRACE_SHAPE_MAX];
+    if (!tensor_same_shape(dst, src))
+        return mha_fail(GSL_EBADLEN,
+                        "tensor_share_numbers: source shape %s differs from "
+                        "destination shape %s",
+                        tensor_shape_str(src, a, sizeof a),
+                        tensor_shape_str(dst, b, sizeof b));
+    if (dst->borrowed || src->borrowed)
+        return mha_fail(GSL_EINVAL,
+                        "tensor_share_numbers: tensor %s (id %lu) is a "
+                        "borrowed header, with no buffer of its own to share",
+                        tensor_shape_str(dst->borrowed ? dst : src, a, sizeof a),
+                        dst->borrowed ? dst->id : src->id);
+    src->buffer->refcount++; // first, in case both share one buffer
+    buffer_release(dst->buffer);
+    dst->buffer = src->buffer;
+    dst->data = src->data;
+    memcpy(dst->strides, src->strides, sizeof dst->strides);
+    return GSL_SUCCESS;
+}
+//<
 
 /* --- reading the layout --------------------------------------------- */
 

@@ -218,6 +218,22 @@ void tensor_fill_uniform(tensor *t, gsl_rng *r, double lo, double hi);
 void tensor_fill_normal(tensor *t, gsl_rng *r, double mean, double sd);
 /* Copy src's numbers into dst (same shape, any strides). */
 int tensor_copy_into(tensor *dst, const tensor *src);
+//> handout
+/* dst lets go of its numbers and reads src's from now on, with no copy
+ * (PyTorch's param.data = src): same shape, both not borrowed; dst takes
+ * src's strides and a count of its buffer, so either may be freed first.
+ * A module's weights take a file's numbers this way. */
+int tensor_share_numbers(tensor *dst, tensor *src);
+
+/* A new contiguous tensor whose numbers are those at map + offset, inside
+ * a mapping of map_bytes bytes made by mmap: the tensor owns the mapping,
+ * which tensor_free unmaps with the last reference to it.  offset must be
+ * a multiple of sizeof(double) and the numbers must fit in the mapping
+ * (GSL_EINVAL otherwise, the mapping left to the caller).  A read-only
+ * mapping makes read-only numbers: for inputs that are only read. */
+int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
+                        size_t map_bytes, size_t offset, tensor **out);
+//<
 
 /* --- printing ------------------------------------------------------- */
 

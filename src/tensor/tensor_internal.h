@@ -10,6 +10,10 @@ struct tensor_buffer {
     double *values;
     size_t size;   /* number of doubles */
     long refcount; /* tensors using this buffer */
+//> handout
+    void *mapping;        /* NULL, or the mmap values live in ... */
+    size_t mapping_bytes; /* ... of this many bytes, unmapped on free */
+//<
 };
 
 /* Row-major strides for shape. */
