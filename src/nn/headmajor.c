@@ -243,6 +243,23 @@ static void trace_einsum(const char *op, const tensor *a, const tensor *b,
                "%s", op);
 }
 
+/* c_ib = alpha a_ib op(b_ib) for every block (head i, example b) of the
+ * 4-D tensors a, b and c, all read in place. */
+static int einsum_dgemm(const tensor *a, CBLAS_TRANSPOSE_t tb, const tensor *b,
+                        double alpha, const tensor *c)
+{
+    tensor_matrices am, bm, cm;
+    int status = tensor_matrices_in_place(a, &am);
+    if (!status)
+        status = tensor_matrices_in_place(b, &bm);
+    if (!status)
+        status = tensor_matrices_in_place(c, &cm);
+    if (!status)
+        status = tensor_matrices_dgemm("headmajor_forward", CblasNoTrans, &am,
+                                       tb, &bm, alpha, &cm);
+    return status;
+}
+
 /* scores (h, B, Lq, Lk) = einsum('hblk,hbtk->hblt', qh, kh) / sqrt(d_k):
  * per (head, example) scores_ib = Q_ib K_ib^T / sqrt(d_k), one dgemm on
  * the strided blocks, K read transposed by BLAS. */
@@ -257,26 +274,12 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
         memcpy((*scores)->names[d], qh->names[d], TENSOR_NAME_MAX);
     memcpy((*scores)->names[3], kh->names[2], TENSOR_NAME_MAX);
     double scale = 1.0 / sqrt((double)dk);
-    tensor_matrices qm, km, sm;
-    status = tensor_matrices_in_place(qh, &qm);
-    if (!status)
-        status = tensor_matrices_in_place(kh, &km);
-    if (!status)
-        status = tensor_matrices_in_place(*scores, &sm);
-    for (size_t i = 0; i < h && !status; i++)
-        for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view q_ib = TENSOR_MATRIX(qm, i, b); // (Lq, d_k)
-            gsl_matrix_const_view k_ib = TENSOR_MATRIX(km, i, b); // (Lk, d_k)
-            gsl_matrix_view s_ib = TENSOR_MATRIX_OUT(sm, i, b);   // (Lq, Lk)
-            status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, scale,
-                                    &q_ib.matrix, &k_ib.matrix, 0.0,
-                                    &s_ib.matrix);
-        }
+    // block (i, b): q_ib (Lq, d_k) k_ib^T (d_k, Lk) into s_ib (Lq, Lk)
+    status = einsum_dgemm(qh, CblasTrans, kh, scale, *scores);
     if (status) {
         tensor_free(*scores);
         *scores = NULL;
-        return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
+        return status;
     }
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, *scores,
                TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh)),
@@ -343,26 +346,12 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
     tensor_free(buf); // oh holds the buffer now
     if (status)
         return status;
-    tensor_matrices am, vm, om;
-    status = tensor_matrices_in_place(attn, &am);
-    if (!status)
-        status = tensor_matrices_in_place(vh, &vm);
-    if (!status)
-        status = tensor_matrices_in_place(*oh, &om);
-    for (size_t i = 0; i < h && !status; i++)
-        for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view a_ib = TENSOR_MATRIX(am, i, b); // (Lq, Lk)
-            gsl_matrix_const_view v_ib = TENSOR_MATRIX(vm, i, b); // (Lk, d_v)
-            gsl_matrix_view o_ib = TENSOR_MATRIX_OUT(om, i, b);   // (Lq, d_v)
-            status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
-                                    &a_ib.matrix, &v_ib.matrix, 0.0,
-                                    &o_ib.matrix);
-        }
+    // block (i, b): a_ib (Lq, Lk) v_ib (Lk, d_v) into o_ib (Lq, d_v)
+    status = einsum_dgemm(attn, CblasNoTrans, vh, 1.0, *oh);
     if (status) {
         tensor_free(*oh);
         *oh = NULL;
-        return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
+        return status;
     }
     trace_einsum("einsum(hblt,hbtv->hblv)", attn, vh, *oh);
     tensor_trace_note("written into a buffer %P laid out (B, Lq, h, d_v)", (size_t)4,
