@@ -223,9 +223,7 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
 
 void kv_step_free(kv_step *s)
 {
-    tensor *made[] = {s->q, s->k, s->v, s->qh, s->kh, s->vh};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(s->q, s->k, s->v, s->qh, s->kh, s->vh);
     memset(s, 0, sizeof *s);
 }
 
@@ -290,9 +288,7 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
         c->length = t;
     }
     kv_step_free(&s);
-    tensor *made[] = {keys, values, rows, lens, heads, concat, w};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(keys, values, rows, lens, heads, concat, w);
     return status;
 }
 //<

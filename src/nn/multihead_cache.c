@@ -14,14 +14,8 @@
 
 void multihead_cache_free(multihead_cache *c)
 {
-    tensor_free(c->lens);
-    tensor_free(c->qh);
-    tensor_free(c->kh);
-    tensor_free(c->vh);
-    tensor_free(c->weights);
-    tensor_free(c->heads);
-    tensor_free(c->head_mask);
-    tensor_free(c->concat);
+    TENSORS_FREE(c->lens, c->qh, c->kh, c->vh, c->weights, c->heads,
+                 c->head_mask, c->concat);
     memset(c, 0, sizeof *c);
 }
 

@@ -436,9 +436,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     free(slot);
     free(scratch);
     free(released);
-    tensor *made[] = {q, k, v, slots, heads};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(q, k, v, slots, heads);
     return status;
 }
 

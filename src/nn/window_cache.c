@@ -214,9 +214,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         c->length += n;
     }
     kv_step_free(&s);
-    tensor *made[] = {keys, values, w, heads, concat};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(keys, values, w, heads, concat);
     free(kpos);
     return status;
 }

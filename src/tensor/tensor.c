@@ -159,6 +159,14 @@ void tensor_free(tensor *t)
     }
     free(t);
 }
+//> 13
+
+void tensor_free_each(size_t n, tensor *const *list)
+{
+    for (size_t i = 0; i < n; i++)
+        tensor_free(list[i]);
+}
+//<
 
 /* --- reading the layout --------------------------------------------- */
 
