@@ -23,16 +23,16 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                   size_t head_size, size_t capacity)
 {
     memset(c, 0, sizeof *c);
-    if (batch == 0 || kv_heads == 0 || head_size == 0 || capacity == 0)
-        return mha_fail(GSL_EINVAL,
-                        "kv_cache_init: batch %zu, kv_heads %zu, head_size "
-                        "%zu and capacity %zu must all be >= 1",
-                        batch, kv_heads, head_size, capacity);
+    int status = MHA_CHECK_SIZES("kv_cache_init",
+                                 "batch, kv_heads, head_size, capacity",
+                                 batch, kv_heads, head_size, capacity);
+    if (status)
+        return status;
     *c = (kv_cache){.batch = batch, .kv_heads = kv_heads,
                     .head_size = head_size, .capacity = capacity};
-    int status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
-                                  "B, G, capacity, d_model/h", &c->keys,
-                                  &c->values);
+    status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
+                              "B, G, capacity, d_model/h", &c->keys,
+                              &c->values);
     if (status)
         memset(c, 0, sizeof *c);
     return status;

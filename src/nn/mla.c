@@ -521,12 +521,12 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
                    size_t rope_dim, size_t capacity)
 {
     memset(c, 0, sizeof *c);
-    if (batch == 0 || kv_lora_rank == 0 || rope_dim == 0 || capacity == 0)
-        return mha_fail(GSL_EINVAL,
-                        "mla_cache_init: batch %zu, kv_lora_rank %zu, "
-                        "rope_dim %zu and capacity %zu must all be >= 1",
-                        batch, kv_lora_rank, rope_dim, capacity);
-    int status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
+    int status = MHA_CHECK_SIZES("mla_cache_init",
+                                 "batch, kv_lora_rank, rope_dim, capacity",
+                                 batch, kv_lora_rank, rope_dim, capacity);
+    if (status)
+        return status;
+    status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
     if (!status)
         status = tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe);
     if (status) {
