@@ -19,6 +19,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "nn/attention.h"
+#include "nn/multihead.h"
 #include "base/error.h"
 #include "nn/qkv.h"
 #include "nn/softmax.h"
@@ -123,21 +124,10 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
                       tensor **out)
 {
     *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "headmajor_split_heads: input shape %s has %zu "
-                        "dimensions, expected 3 (B, L, h*d)",
-                        xs, x->ndim);
-    if (n_head == 0)
-        return mha_fail(GSL_EINVAL,
-                        "headmajor_split_heads: n_head is 0 (input %s)", xs);
-    if (x->shape[2] % n_head != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "headmajor_split_heads: last size %zu of shape %s is "
-                        "not divisible by n_head %zu",
-                        x->shape[2], xs, n_head);
+    int status = multihead_check_heads("headmajor_split_heads", x, "B, L, h*d",
+                                       "n_head", n_head, 2, NULL);
+    if (status)
+        return status;
     /* a last name "h*d_k" splits by itself; any other gets "h" and "/h" */
     char names[4 * TENSOR_NAME_MAX + 16] = "";
     if (x->names[2][0] && !strchr(x->names[2], '*'))
@@ -146,9 +136,9 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
-    int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
-                                        (long)n_head, -1),
-                                names[0] ? names : NULL, &split);
+    status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
+                                    (long)n_head, -1),
+                            names[0] ? names : NULL, &split);
     // out is (h, B, L, d): a view, the head axis moved to the front
     if (!status)
         status = tensor_permute(split, SHAPE(2, 0, 1, 3), out);
