@@ -205,7 +205,13 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
         status = multihead_rope(m, &s->k, (long)start, who, "K");
     // 3. split: h query heads, G key-value heads
     if (!status)
-        status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
+        status = kv_step_split(m, s);
+    return status;
+}
+
+int kv_step_split(const multihead *m, kv_step *s)
+{
+    int status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
 /*< 17
     if (!status)
         status = transpose_qkv(s->k, m->cfg.num_heads, &s->kh);

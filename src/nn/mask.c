@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "nn/gqa.h"
+#include "nn/kvcache.h"
 #include "nn/linear.h"
 #include "nn/softmax.h"
 #include "tensor/tensor_trace.h"
@@ -343,50 +344,36 @@ static int append_keys(tensor **k, tensor **v, const tensor *bias_k,
 }
 
 /* Steps 1-2 of the masked forward, with numbers or on shapes alone: Q, K
- * and V projected, Q and K turned by position (RoPE), add_bias_kv's key
- * and value appended (Lk -> Lk + 1), the split into heads, and
- * add_zero_attn's zero key and value appended to every head after it.
- * What it made is in *s (all NULL before), for masked_heads_free. */
-typedef struct masked_heads {
-    tensor *Q, *K, *V;    /* (B, Lq, d_model); (B, Lk', G*p) each */
-    tensor *Qh, *Kh, *Vh; /* (B*h, Lq, p); (B*G, Lk', p) each */
-} masked_heads;
-
+ * and V projected (B, Lq, d_model), (B, Lk, G*p), Q and K turned by
+ * position (RoPE), add_bias_kv's key and value appended (Lk -> Lk + 1),
+ * the split into heads (kv_step_split), and add_zero_attn's zero key and
+ * value appended to every head after it.  What it made is in *s (all
+ * NULL before), for kv_step_free. */
 static int project_heads(const multihead *m, const tensor *queries,
                          const tensor *keys, const tensor *values,
-                         const mask_options *opt, const char *who,
-                         masked_heads *s)
+                         const mask_options *opt, const char *who, kv_step *s)
 {
     long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
     // step 1: the projections, and RoPE on Q and K
-    int status = linear_forward(&m->W_q, queries, &s->Q);
+    int status = linear_forward(&m->W_q, queries, &s->q);
     if (!status)
-        status = linear_forward(&m->W_k, keys, &s->K);
+        status = linear_forward(&m->W_k, keys, &s->k);
     if (!status)
-        status = linear_forward(&m->W_v, values, &s->V);
+        status = linear_forward(&m->W_v, values, &s->v);
     if (!status)
-        status = multihead_rope(m, &s->Q, Lk - Lq, who, "Q");
+        status = multihead_rope(m, &s->q, Lk - Lq, who, "Q");
     if (!status)
-        status = multihead_rope(m, &s->K, 0, who, "K");
+        status = multihead_rope(m, &s->k, 0, who, "K");
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
     if (!status && opt->bias_k)
-        status = append_keys(&s->K, &s->V, opt->bias_k, opt->bias_v);
+        status = append_keys(&s->k, &s->v, opt->bias_k, opt->bias_v);
     // step 2: split into heads
     if (!status)
-        status = transpose_qkv(s->Q, m->cfg.num_heads, &s->Qh);
-    if (!status)
-        status = multihead_split_kv(m, s->K, "K", &s->Kh);
-    if (!status)
-        status = multihead_split_kv(m, s->V, "V", &s->Vh);
+        status = kv_step_split(m, s);
     // add_zero_attn: a zero key and value in every head, after the split
     if (!status && opt->add_zero_attn)
-        status = append_keys(&s->Kh, &s->Vh, NULL, NULL);
+        status = append_keys(&s->kh, &s->vh, NULL, NULL);
     return status;
-}
-
-static void masked_heads_free(masked_heads *s)
-{
-    TENSORS_FREE(s->Q, s->K, s->V, s->Qh, s->Kh, s->Vh);
 }
 
 /* Steps 3-4 for every row n = b*h + i of the queries Qh (B*h, Lq, p):
@@ -488,7 +475,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
-    masked_heads s = {0};
+    kv_step s = {0};
     int status = meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk");
     if (!status) {
         trace_merge(opt->attn_mask, opt->key_padding, mask);
@@ -505,7 +492,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     if (!status)
         status = meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p");
     if (!status)
-        trace_scores(s.Qh, s.Kh, mask, w, s.Vh, heads);
+        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     if (!status)
         status = transpose_output(heads, h, &joined);
     if (!status)
@@ -518,7 +505,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
         if (!status)
             trace_weights(w, *weights, opt->average_weights);
     }
-    masked_heads_free(&s);
+    kv_step_free(&s);
     TENSORS_FREE(mask, w, heads, joined);
     return status;
 }
@@ -536,7 +523,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
-    masked_heads s = {0}; // the projections and their heads
+    kv_step s = {0}; // the projections and their heads
     tensor_trace_begin(NULL, TRACE_QKV(queries, keys, values),
                 "multihead_masked(h=%zu)", h);
 //> handout
@@ -556,7 +543,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     if (!status)
         status = project_heads(m, queries, keys, values, opt, who, &s);
     // steps 3-4: masked scores, softmax, the weighted values
-    size_t Lk2 = s.Kh ? s.Kh->shape[1] : 0;
+    size_t Lk2 = s.kh ? s.kh->shape[1] : 0;
     if (!status)
         status = tensor_alloc(SHAPE(B * h, Lq, Lk2), &w);
     if (!status)
@@ -564,8 +551,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     if (!status) {
         tensor_set_names(w, "B*h, Lq, Lk'");
         tensor_set_names(heads, "B*h, Lq, p");
-        attend(m, s.Qh, s.Kh, s.Vh, mask, w, heads);
-        trace_scores(s.Qh, s.Kh, mask, w, s.Vh, heads);
+        attend(m, s.qh, s.kh, s.vh, mask, w, heads);
+        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     }
     // step 5: join the heads, W_o
     if (!status)
@@ -577,7 +564,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     if (!status)
         status = tensor_check_result(*out, who, "output", "out");
     trace_end();
-    masked_heads_free(&s);
+    kv_step_free(&s);
     TENSORS_FREE(mask, w, heads, joined);
     if (status) {
         tensor_free(*out);
