@@ -511,9 +511,7 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
     if (!status)
         status = finish(m, path, who, q, c_kv, k_pe, 0, out, weights);
     trace_end();
-    tensor_free(q);
-    tensor_free(c_kv);
-    tensor_free(k_pe);
+    TENSORS_FREE(q, c_kv, k_pe);
     return status;
 }
 
@@ -526,6 +524,8 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
                                  batch, kv_lora_rank, rope_dim, capacity);
     if (status)
         return status;
+    *c = (mla_cache){.batch = batch, .kv_lora_rank = kv_lora_rank,
+                     .rope_dim = rope_dim, .capacity = capacity};
     status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
     if (!status)
         status = tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe);
@@ -535,17 +535,12 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
     }
     tensor_set_names(c->latent, "B, capacity, d_c");
     tensor_set_names(c->pe, "B, capacity, d_r");
-    c->batch = batch;
-    c->kv_lora_rank = kv_lora_rank;
-    c->rope_dim = rope_dim;
-    c->capacity = capacity;
     return GSL_SUCCESS;
 }
 
 void mla_cache_free(mla_cache *c)
 {
-    tensor_free(c->latent);
-    tensor_free(c->pe);
+    TENSORS_FREE(c->latent, c->pe);
     memset(c, 0, sizeof *c);
 }
 
