@@ -85,7 +85,9 @@ static void small_example(void)
      * `GSL_EINVAL` for 0 heads or an input that is not 3-D, each with the
      * output NULL and a message naming the sizes); and that when an
      * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
-     * tensors it made before freed.
+     * tensors it made before freed. The refusals are one call to
+     * `multihead_check_heads`, the checks the join and chapter 11's split
+     * make too, so what follows it is the three steps alone.
      *
      * @show src/nn/heads.c transpose_qkv
      */
@@ -339,7 +341,8 @@ int main(void)
  * 4. Coding: in the handout (`make handout`), `transpose_qkv` and
  *    `transpose_output` are blanks. Write them with `tensor_reshape` and
  *    `tensor_permute`, freeing the intermediate tensors, and keep the error for
- *    a d_model not divisible by h. In the handout, `make grade
+ *    a d_model not divisible by h (`multihead_check_heads` in multihead.h
+ *    makes the checks). In the handout, `make grade
  *    EXERCISE=transpose_qkv` (and `EXERCISE=transpose_output`) tells you
  *    when each passes. The page folds the library's solution above; write
  *    yours before you open it.

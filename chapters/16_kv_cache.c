@@ -134,6 +134,11 @@ static void decoding(lesson *l)
      *
      * @show src/nn/kvcache.c kv_step_project
      *
+     * Its step 3, the split, is one more, which chapter 18's masked forward
+     * calls too:
+     *
+     * @show src/nn/kvcache.c kv_step_split
+     *
      * The causal mask enters the module's forward pass at step 3, as one
      * length per query row (`head_lens`):
      *

@@ -323,6 +323,12 @@ static void growing(lesson *l)
      * for any size:
      *
      * @show src/nn/mask.c multihead_forward_masked
+     *
+     * Its steps 1-2, the projections and the split with the keys the two
+     * options append, are one function that `mha trace` runs too, on
+     * shapes alone:
+     *
+     * @show src/nn/mask.c project_heads
      */
     tensor *kpm, *additive, *bk, *bv, *out, *w;
     CHECK(mask_key_padding_from_lens(l->lens, LK, &kpm));

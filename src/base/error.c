@@ -46,6 +46,31 @@ int mha_fail_in(int status, const char *fmt, ...)
     return status;
 }
 
+//> 03
+int mha_check_sizes(const char *who, const char *names, size_t n,
+                    const size_t *sizes)
+{
+    size_t i = 0;
+    while (i < n && sizes[i] != 0)
+        i++;
+    if (i == n)
+        return GSL_SUCCESS;
+    /* "a 1, b 0 and c 3": each name of `names` followed by its size */
+    char list[MHA_ERROR_MAX] = "";
+    size_t used = 0;
+    const char *name = names;
+    for (i = 0; i < n && used < sizeof list; i++) {
+        size_t len = strcspn(name, ",");
+        const char *sep = i == 0 ? "" : i + 1 == n ? " and " : ", ";
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%.*s %zu",
+                                 sep, (int)len, name, sizes[i]);
+        name += len;
+        name += strspn(name, ", ");
+    }
+    return mha_fail(GSL_EINVAL, "%s: %s must all be >= 1", who, list);
+}
+//<
+
 const char *mha_last_error(void) { return last_error; }
 
 void mha_clear_error(void)

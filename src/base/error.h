@@ -39,6 +39,19 @@ int mha_fail(int status, const char *fmt, ...)
 int mha_fail_in(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+//> 03
+/* Sizes that must not be 0: GSL_EINVAL when one of the n sizes is, with
+ * the message "who: batch 2, heads 0 and p 4 must all be >= 1" (names
+ * "batch, heads, p", one a size); GSL_SUCCESS otherwise.
+ * MHA_CHECK_SIZES(who, names, a, b, c) counts the sizes. */
+int mha_check_sizes(const char *who, const char *names, size_t n,
+                    const size_t *sizes);
+#define MHA_CHECK_SIZES(who, names, ...)                                      \
+    mha_check_sizes((who), (names),                                           \
+                    sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t),         \
+                    (const size_t[]){__VA_ARGS__})
+//<
+
 /* The message of the last failure on this thread ("" if none). */
 const char *mha_last_error(void);
 

@@ -191,25 +191,40 @@ static tensor pooled_shape(const tensor *q, const tensor *v)
 /* --- the steps both poolings share --------------------------------- */
 
 /* What a pooling does first: no outputs yet (*out, and *weights when
- * wanted, NULL), then the checks: the dropout settings, the inputs (qkv.h;
- * same_d for the dot product, whose queries and keys must share d) and
- * valid_lens against them. */
-static int start_pooling(const char *who, double p, int training,
-                         const gsl_rng *rng, const tensor *q, const tensor *k,
-                         const tensor *v, const tensor *valid_lens, int same_d,
-                         qkv_shapes *shapes, tensor **out, tensor **weights)
+ * wanted, NULL), then the checks: the dropout settings, the inputs (qkv.h),
+ * valid_lens against them, and the queries' and keys' features: the
+ * additive pooling's against its projections W_q and W_k; the dot
+ * product's (W_q and W_k NULL) against each other, for q . k. */
+static int start_pooling(const char *who, const tensor *q, const tensor *k,
+                         const tensor *v, const tensor *valid_lens,
+                         const linear *W_q, const linear *W_k, double p,
+                         int training, const gsl_rng *rng, tensor **out,
+                         tensor **weights)
 {
     *out = NULL;
     if (weights)
         *weights = NULL;
+    qkv_shapes shapes;
     int status = attention_check_dropout(who, p, training, rng);
     if (status == GSL_SUCCESS)
-        status = qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL,
-                           shapes);
+        status = qkv_check(who, &qkv_lesson_names, q, k, v, !W_q, NULL,
+                           &shapes);
     if (status == GSL_SUCCESS)
-        status = softmax_check_valid_lens(who, shapes->qk, q->shape[0],
+        status = softmax_check_valid_lens(who, shapes.qk, q->shape[0],
                                           q->shape[1], k->shape[1], valid_lens);
-    return status;
+    if (status || !W_q)
+        return status;
+    if (q->shape[2] != W_q->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have %zu features, W_q takes query_size "
+                        "%zu (%s)",
+                        who, q->shape[2], W_q->in_features, shapes.all);
+    if (k->shape[2] != W_k->in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have %zu features, W_k takes key_size %zu "
+                        "(%s)",
+                        who, k->shape[2], W_k->in_features, shapes.all);
+    return GSL_SUCCESS;
 }
 
 /* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
@@ -277,9 +292,8 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           tensor **weights)
 {
     const char *who = "dot_attention_forward";
-    qkv_shapes shapes;
-    int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
-                               keys, values, valid_lens, 1, &shapes, out,
+    int status = start_pooling(who, queries, keys, values, valid_lens, NULL,
+                               NULL, a->dropout, a->training, a->rng, out,
                                weights);
     if (status)
         return status;
@@ -426,24 +440,13 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                tensor **weights)
 {
     const char *who = "additive_attention_forward";
-    qkv_shapes shapes;
-    int status = start_pooling(who, a->dropout, a->training, a->rng, queries,
-                               keys, values, valid_lens, 0, &shapes, out,
-                               weights);
+    int status = start_pooling(who, queries, keys, values, valid_lens,
+                               &a->W_q, &a->W_k, a->dropout, a->training,
+                               a->rng, out, weights);
     if (status)
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1];
-    if (queries->shape[2] != a->W_q.in_features)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have %zu features, W_q takes query_size "
-                        "%zu (%s)",
-                        who, queries->shape[2], a->W_q.in_features, shapes.all);
-    if (keys->shape[2] != a->W_k.in_features)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have %zu features, W_k takes key_size %zu "
-                        "(%s)",
-                        who, keys->shape[2], a->W_k.in_features, shapes.all);
 
     tensor pooled = pooled_shape(queries, values);
     tensor_trace_begin(&pooled,

@@ -327,20 +327,12 @@ static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const tensor_matrices *a,
                          CBLAS_TRANSPOSE_t tb, const tensor_matrices *b,
                          tensor *c)
 {
-    size_t rows = c->shape[1], cols = c->shape[2];
-    int status = GSL_SUCCESS;
-    for (size_t i = 0; i < a->count[0] && status == GSL_SUCCESS; i++) {
-        gsl_matrix_const_view a_i = TENSOR_MATRIX(*a, i, 0), b_i = TENSOR_MATRIX(*b, i, 0);
-        gsl_matrix_view c_i =
-            gsl_matrix_view_array(c->data + i * rows * cols, rows, cols);
-        status = gsl_blas_dgemm(ta, tb, 1.0, &a_i.matrix, &b_i.matrix, 0.0,
-                                &c_i.matrix);
-    }
+    tensor_matrices cm;
+    int status = tensor_matrices_in_place(c, &cm);
     if (status)
-        return mha_fail(status, "dot_attention_backward: gsl_blas_dgemm "
-                                "failed (%s)",
-                        gsl_strerror(status));
-    return GSL_SUCCESS;
+        return status;
+    return tensor_matrices_dgemm("dot_attention_backward", ta, a, tb, b, 1.0,
+                                 &cm);
 }
 
 /* A (B, rows, cols) tensor named (n0, n1, n2). */
@@ -372,8 +364,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     size_t Lk = keys->shape[1], d = queries->shape[2];
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
                 "dot_attention_backward(scale 1/sqrt(%zu))", d);
-    tensor_matrices qm = {0}, km = {0}, vm = {0}, wm = {0}, om = {0};
-    tensor_matrices dsm = {0};
+    tensor_matrices vm = {0}, wm = {0}, om = {0}, dsm = {0};
     tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     // the names of the gradients: the inputs', or the lesson's
     const char *nB = weights->names[0], *nq = weights->names[1];
@@ -407,29 +398,33 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
         if (!status)
             status = tensor_as_matrices(ds, NULL, &dsm);
     }
-    // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d)
-    if (!status && dqueries) {
-        status = tensor_as_matrices(keys, NULL, &km);
-        if (!status)
-            status = tensor_alloc_like(queries, &dq);
-        if (!status)
-            status = batched_dgemm(CblasNoTrans, &dsm, CblasNoTrans, &km, dq);
-        if (!status)
-            trace_product("dQ = ds K", ds, 0, keys, 0, dq);
-    }
+    // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d), and
     // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
-    if (!status && dkeys) {
-        status = tensor_as_matrices(queries, NULL, &qm);
+    const struct {
+        tensor **wanted, **grad;
+        CBLAS_TRANSPOSE_t t; // ds or ds^T
+        const tensor *by, *like;
+        const char *op;
+    } through_ds[] = {
+        {dqueries, &dq, CblasNoTrans, keys, queries, "dQ = ds K"},
+        {dkeys, &dk, CblasTrans, queries, keys, "dK = ds^T Q"},
+    };
+    for (size_t i = 0; i < 2 && !status; i++) {
+        if (!through_ds[i].wanted)
+            continue;
+        tensor_matrices bm;
+        tensor **g = through_ds[i].grad;
+        status = tensor_as_matrices(through_ds[i].by, NULL, &bm);
         if (!status)
-            status = tensor_alloc_like(keys, &dk);
+            status = tensor_alloc_like(through_ds[i].like, g);
         if (!status)
-            status = batched_dgemm(CblasTrans, &dsm, CblasNoTrans, &qm, dk);
+            status = batched_dgemm(through_ds[i].t, &dsm, CblasNoTrans, &bm, *g);
         if (!status)
-            trace_product("dK = ds^T Q", ds, 1, queries, 0, dk);
+            trace_product(through_ds[i].op, ds, through_ds[i].t == CblasTrans,
+                          through_ds[i].by, 0, *g);
+        tensor_matrices_free(&bm);
     }
     trace_end();
-    tensor_matrices_free(&qm);
-    tensor_matrices_free(&km);
     tensor_matrices_free(&vm);
     tensor_matrices_free(&wm);
     tensor_matrices_free(&om);

@@ -19,6 +19,7 @@
 #include <gsl/gsl_blas.h>
 
 #include "nn/attention.h"
+#include "nn/multihead.h"
 #include "base/error.h"
 #include "nn/qkv.h"
 #include "nn/softmax.h"
@@ -123,21 +124,10 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
                       tensor **out)
 {
     *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "headmajor_split_heads: input shape %s has %zu "
-                        "dimensions, expected 3 (B, L, h*d)",
-                        xs, x->ndim);
-    if (n_head == 0)
-        return mha_fail(GSL_EINVAL,
-                        "headmajor_split_heads: n_head is 0 (input %s)", xs);
-    if (x->shape[2] % n_head != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "headmajor_split_heads: last size %zu of shape %s is "
-                        "not divisible by n_head %zu",
-                        x->shape[2], xs, n_head);
+    int status = multihead_check_heads("headmajor_split_heads", x, "B, L, h*d",
+                                       "n_head", n_head, 2, NULL);
+    if (status)
+        return status;
     /* a last name "h*d_k" splits by itself; any other gets "h" and "/h" */
     char names[4 * TENSOR_NAME_MAX + 16] = "";
     if (x->names[2][0] && !strchr(x->names[2], '*'))
@@ -146,9 +136,9 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
-    int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
-                                        (long)n_head, -1),
-                                names[0] ? names : NULL, &split);
+    status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
+                                    (long)n_head, -1),
+                            names[0] ? names : NULL, &split);
     // out is (h, B, L, d): a view, the head axis moved to the front
     if (!status)
         status = tensor_permute(split, SHAPE(2, 0, 1, 3), out);
@@ -243,6 +233,23 @@ static void trace_einsum(const char *op, const tensor *a, const tensor *b,
                "%s", op);
 }
 
+/* c_ib = alpha a_ib op(b_ib) for every block (head i, example b) of the
+ * 4-D tensors a, b and c, all read in place. */
+static int einsum_dgemm(const tensor *a, CBLAS_TRANSPOSE_t tb, const tensor *b,
+                        double alpha, const tensor *c)
+{
+    tensor_matrices am, bm, cm;
+    int status = tensor_matrices_in_place(a, &am);
+    if (!status)
+        status = tensor_matrices_in_place(b, &bm);
+    if (!status)
+        status = tensor_matrices_in_place(c, &cm);
+    if (!status)
+        status = tensor_matrices_dgemm("headmajor_forward", CblasNoTrans, &am,
+                                       tb, &bm, alpha, &cm);
+    return status;
+}
+
 /* scores (h, B, Lq, Lk) = einsum('hblk,hbtk->hblt', qh, kh) / sqrt(d_k):
  * per (head, example) scores_ib = Q_ib K_ib^T / sqrt(d_k), one dgemm on
  * the strided blocks, K read transposed by BLAS. */
@@ -257,26 +264,12 @@ static int einsum_scores(const tensor *qh, const tensor *kh, tensor **scores)
         memcpy((*scores)->names[d], qh->names[d], TENSOR_NAME_MAX);
     memcpy((*scores)->names[3], kh->names[2], TENSOR_NAME_MAX);
     double scale = 1.0 / sqrt((double)dk);
-    tensor_matrices qm, km, sm;
-    status = tensor_matrices_in_place(qh, &qm);
-    if (!status)
-        status = tensor_matrices_in_place(kh, &km);
-    if (!status)
-        status = tensor_matrices_in_place(*scores, &sm);
-    for (size_t i = 0; i < h && !status; i++)
-        for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view q_ib = TENSOR_MATRIX(qm, i, b); // (Lq, d_k)
-            gsl_matrix_const_view k_ib = TENSOR_MATRIX(km, i, b); // (Lk, d_k)
-            gsl_matrix_view s_ib = TENSOR_MATRIX_OUT(sm, i, b);   // (Lq, Lk)
-            status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, scale,
-                                    &q_ib.matrix, &k_ib.matrix, 0.0,
-                                    &s_ib.matrix);
-        }
+    // block (i, b): q_ib (Lq, d_k) k_ib^T (d_k, Lk) into s_ib (Lq, Lk)
+    status = einsum_dgemm(qh, CblasTrans, kh, scale, *scores);
     if (status) {
         tensor_free(*scores);
         *scores = NULL;
-        return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
+        return status;
     }
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, *scores,
                TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh)),
@@ -343,26 +336,12 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
     tensor_free(buf); // oh holds the buffer now
     if (status)
         return status;
-    tensor_matrices am, vm, om;
-    status = tensor_matrices_in_place(attn, &am);
-    if (!status)
-        status = tensor_matrices_in_place(vh, &vm);
-    if (!status)
-        status = tensor_matrices_in_place(*oh, &om);
-    for (size_t i = 0; i < h && !status; i++)
-        for (size_t b = 0; b < B && !status; b++) {
-            gsl_matrix_const_view a_ib = TENSOR_MATRIX(am, i, b); // (Lq, Lk)
-            gsl_matrix_const_view v_ib = TENSOR_MATRIX(vm, i, b); // (Lk, d_v)
-            gsl_matrix_view o_ib = TENSOR_MATRIX_OUT(om, i, b);   // (Lq, d_v)
-            status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
-                                    &a_ib.matrix, &v_ib.matrix, 0.0,
-                                    &o_ib.matrix);
-        }
+    // block (i, b): a_ib (Lq, Lk) v_ib (Lk, d_v) into o_ib (Lq, d_v)
+    status = einsum_dgemm(attn, CblasNoTrans, vh, 1.0, *oh);
     if (status) {
         tensor_free(*oh);
         *oh = NULL;
-        return mha_fail(status, "headmajor_forward: gsl_blas_dgemm failed (%s)",
-                        gsl_strerror(status));
+        return status;
     }
     trace_einsum("einsum(hblt,hbtv->hblv)", attn, vh, *oh);
     tensor_trace_note("written into a buffer %P laid out (B, Lq, h, d_v)", (size_t)4,

@@ -63,6 +63,34 @@ void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
     snprintf(nm->rows, sizeof nm->rows, "%s, %s, %s", Bh, n, p);
 }
 
+int multihead_check_heads(const char *who, const tensor *x, const char *dims,
+                          const char *heads_name, size_t num_heads,
+                          size_t axis, const char *size_name)
+{
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (x->ndim != 3)
+        return mha_fail(GSL_EINVAL,
+                        "%s: input shape %s has %zu dimensions, expected 3 "
+                        "(%s)",
+                        who, xs, x->ndim, dims);
+    if (num_heads == 0)
+        return mha_fail(GSL_EINVAL, "%s: %s is 0 (input %s)", who, heads_name,
+                        xs);
+    size_t size = x->shape[axis];
+    if (size % num_heads == 0)
+        return GSL_SUCCESS;
+    if (size_name)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: %s %zu is not divisible by %s %zu (input shape "
+                        "%s)",
+                        who, size_name, size, heads_name, num_heads, xs);
+    return mha_fail(GSL_EBADLEN,
+                    "%s: %s %zu of shape %s is not divisible by %s %zu", who,
+                    axis == 0 ? "first dimension" : "last size", size, xs,
+                    heads_name, num_heads);
+}
+
 /* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
  * p = d_model/h: head i of example b becomes batch row b*h + i.  The first
  * two steps are views; the last is a view only when B, h or n is 1, and a
@@ -82,22 +110,11 @@ void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm)
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_qkv: input shape %s has %zu dimensions, "
-                        "expected 3 (B, n, d_model)",
-                        xs, x->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL, "transpose_qkv: num_heads is 0 (input %s)",
-                        xs);
+    int status = multihead_check_heads("transpose_qkv", x, "B, n, d_model",
+                                       "num_heads", num_heads, 2, "d_model");
+    if (status)
+        return status;
     size_t batch = x->shape[0], n = x->shape[1], d_model = x->shape[2];
-    if (d_model % num_heads != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "transpose_qkv: d_model %zu is not divisible by "
-                        "num_heads %zu (input shape %s)",
-                        d_model, num_heads, xs);
     size_t p = d_model / num_heads;
 
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=%zu)",
@@ -106,8 +123,8 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
     multihead_head_names(x, 0, &nm);
     tensor *split = NULL, *heads = NULL;
     // split is (B, n, h, p): a view, each row cut into h pieces of p
-    int status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),
-                                nm.split, &split);
+    status = tensor_reshape(x, DIMS((long)batch, (long)n, (long)num_heads, -1),
+                            nm.split, &split);
     // heads is (B, h, n, p): a view, the head axis moved before n
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &heads);
@@ -137,21 +154,10 @@ int transpose_qkv(const tensor *x, size_t num_heads, tensor **out)
 int transpose_output(const tensor *x, size_t num_heads, tensor **out)
 {
     *out = NULL;
-    char xs[TRACE_SHAPE_MAX];
-    tensor_shape_str(x, xs, sizeof xs);
-    if (x->ndim != 3)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_output: input shape %s has %zu dimensions, "
-                        "expected 3 (B*h, n, p)",
-                        xs, x->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL,
-                        "transpose_output: num_heads is 0 (input %s)", xs);
-    if (x->shape[0] % num_heads != 0)
-        return mha_fail(GSL_EBADLEN,
-                        "transpose_output: first dimension %zu of shape %s is "
-                        "not divisible by num_heads %zu",
-                        x->shape[0], xs, num_heads);
+    int status = multihead_check_heads("transpose_output", x, "B*h, n, p",
+                                       "num_heads", num_heads, 0, NULL);
+    if (status)
+        return status;
     size_t n = x->shape[1], p = x->shape[2];
 
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "transpose_output(h=%zu)",
@@ -160,8 +166,8 @@ int transpose_output(const tensor *x, size_t num_heads, tensor **out)
     multihead_head_names(x, 1, &nm);
     tensor *split = NULL, *rows = NULL;
     // split is (B, h, n, p): a view, "B*h" taken apart again
-    int status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
-                                nm.heads, &split);
+    status = tensor_reshape(x, DIMS(-1, (long)num_heads, (long)n, (long)p),
+                            nm.heads, &split);
     // rows is (B, n, h, p): a view, heads back next to their features
     if (!status)
         status = tensor_permute(split, SHAPE(0, 2, 1, 3), &rows);

@@ -23,16 +23,16 @@ int kv_cache_init(kv_cache *c, size_t batch, size_t kv_heads,
                   size_t head_size, size_t capacity)
 {
     memset(c, 0, sizeof *c);
-    if (batch == 0 || kv_heads == 0 || head_size == 0 || capacity == 0)
-        return mha_fail(GSL_EINVAL,
-                        "kv_cache_init: batch %zu, kv_heads %zu, head_size "
-                        "%zu and capacity %zu must all be >= 1",
-                        batch, kv_heads, head_size, capacity);
+    int status = MHA_CHECK_SIZES("kv_cache_init",
+                                 "batch, kv_heads, head_size, capacity",
+                                 batch, kv_heads, head_size, capacity);
+    if (status)
+        return status;
     *c = (kv_cache){.batch = batch, .kv_heads = kv_heads,
                     .head_size = head_size, .capacity = capacity};
-    int status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
-                                  "B, G, capacity, d_model/h", &c->keys,
-                                  &c->values);
+    status = kv_storage_alloc(batch, kv_heads, capacity, head_size,
+                              "B, G, capacity, d_model/h", &c->keys,
+                              &c->values);
     if (status)
         memset(c, 0, sizeof *c);
     return status;
@@ -205,7 +205,13 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
         status = multihead_rope(m, &s->k, (long)start, who, "K");
     // 3. split: h query heads, G key-value heads
     if (!status)
-        status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
+        status = kv_step_split(m, s);
+    return status;
+}
+
+int kv_step_split(const multihead *m, kv_step *s)
+{
+    int status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
 /*< 17
     if (!status)
         status = transpose_qkv(s->k, m->cfg.num_heads, &s->kh);
@@ -223,9 +229,7 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
 
 void kv_step_free(kv_step *s)
 {
-    tensor *made[] = {s->q, s->k, s->v, s->qh, s->kh, s->vh};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(s->q, s->k, s->v, s->qh, s->kh, s->vh);
     memset(s, 0, sizeof *s);
 }
 
@@ -290,9 +294,7 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
         c->length = t;
     }
     kv_step_free(&s);
-    tensor *made[] = {keys, values, rows, lens, heads, concat, w};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(keys, values, rows, lens, heads, concat, w);
     return status;
 }
 //<

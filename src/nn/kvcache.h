@@ -94,6 +94,11 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
                     const char *who, kv_step *s);
 void kv_step_free(kv_step *s);
 
+/* Step 3 alone: s->q, s->k and s->v split into the h query heads and the
+ * key-value heads (s->qh, s->kh, s->vh), as kv_step_project and the
+ * masked forward (mask.h) split their projections. */
+int kv_step_split(const multihead *m, kv_step *s);
+
 /* Headers of views (B, G, length, p) of the filled positions of the
  * storage, written into *keys and *values (each may be NULL).  Like
  * tensor_named's, they share the storage without a count of their own:

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "nn/gqa.h"
+#include "nn/kvcache.h"
 #include "nn/linear.h"
 #include "nn/softmax.h"
 #include "tensor/tensor_trace.h"
@@ -197,11 +198,13 @@ int mask_grow(const tensor *mask, const char *why, tensor **out)
     *out = NULL;
     size_t N = mask->shape[0], Lq = mask->shape[1], Lk = mask->shape[2];
     tensor *g;
-    int status = tensor_alloc(SHAPE(N, Lq, Lk + 1), &g);
+    int meta = tensor_is_meta(mask);
+    int status = meta ? tensor_alloc_meta(SHAPE(N, Lq, Lk + 1), &g)
+                      : tensor_alloc(SHAPE(N, Lq, Lk + 1), &g);
     if (status)
         return mha_fail_in(status, "mask_grow");
     tensor_set_names(g, "B*h, Lq, Lk'");
-    for (size_t n = 0; n < N; n++)
+    for (size_t n = 0; n < (meta ? 0 : N); n++)
         for (size_t i = 0; i < Lq; i++) {
             for (size_t j = 0; j < Lk; j++)
                 *TENSOR_AT(g, n, i, j) = *TENSOR_AT(mask, n, i, j);
@@ -228,6 +231,25 @@ int mask_find_empty_row(const tensor *mask, size_t *n, size_t *i)
     return 0;
 }
 
+/* The merged mask with one more key for bias_k and one for the zero key,
+ * as opt asks: visible to every query. */
+static int mask_add_keys(const mask_options *opt, tensor **mask)
+{
+    const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
+                          opt->add_zero_attn ? "add_zero_attn" : NULL};
+    int status = GSL_SUCCESS;
+    for (int g = 0; g < 2 && !status; g++) {
+        tensor *grown = NULL;
+        if (why[g])
+            status = mask_grow(*mask, why[g], &grown);
+        if (grown) {
+            tensor_free(*mask);
+            *mask = grown;
+        }
+    }
+    return status;
+}
+
 /* Step 0: every mask of the call as one (B*h, Lq, Lk'), checked for
  * empty rows.  valid_lens and the causal rule hide keys j >= the row's
  * length (a length of 0 hides them all: PyTorch's key_padding_mask would). */
@@ -235,7 +257,7 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
                        const mask_options *opt, tensor **out)
 {
     size_t h = m->cfg.num_heads;
-    tensor *mask = NULL, *grown = NULL;
+    tensor *mask = NULL;
     int status = mask_merge(opt->attn_mask, opt->key_padding, B, h, Lq, Lk,
                             &mask);
     if (status)
@@ -250,18 +272,7 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
             }
         trace_lens(m->cfg.causal);
     }
-    // one more key for bias_k, one for the zero key: visible to every query
-    const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
-                          opt->add_zero_attn ? "add_zero_attn" : NULL};
-    for (int g = 0; g < 2 && !status; g++) {
-        if (!why[g])
-            continue;
-        status = mask_grow(mask, why[g], &grown);
-        if (!status) {
-            tensor_free(mask);
-            mask = grown;
-        }
-    }
+    status = mask_add_keys(opt, &mask);
     size_t n, i;
     if (!status && mask_find_empty_row(mask, &n, &i)) {
         char s[TRACE_SHAPE_MAX];
@@ -285,17 +296,20 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
  * (N, L + 1, F).  add_bias_kv appends extra (1, 1, F), bias_k or bias_v,
  * to the projections (B, Lk, G*p) before the split into heads;
  * add_zero_attn (extra NULL) appends zeros to the heads (B*G, Lk', p)
- * after it.  name: "bias_k", "bias_v", or "K", "V" for the zeros. */
+ * after it.  name: "bias_k", "bias_v", or "K", "V" for the zeros.  A
+ * shape-only x gives a shape-only *out. */
 static int append_key(const tensor *x, const tensor *extra, const char *name,
                       tensor **out)
 {
     size_t N = x->shape[0], L = x->shape[1], F = x->shape[2];
     tensor *y;
-    int status = tensor_alloc(SHAPE(N, L + 1, F), &y);
+    int meta = tensor_is_meta(x);
+    int status = meta ? tensor_alloc_meta(SHAPE(N, L + 1, F), &y)
+                      : tensor_alloc(SHAPE(N, L + 1, F), &y);
     if (status)
         return status;
     tensor_set_names(y, extra ? "B, Lk', G*p" : "B*G, Lk', p");
-    for (size_t n = 0; n < N; n++) {
+    for (size_t n = 0; n < (meta ? 0 : N); n++) {
         for (size_t l = 0; l < L; l++)
             for (size_t f = 0; f < F; f++)
                 *TENSOR_AT(y, n, l, f) = *TENSOR_AT(x, n, l, f);
@@ -305,6 +319,61 @@ static int append_key(const tensor *x, const tensor *extra, const char *name,
     trace_cat(x, extra, name, y);
     *out = y;
     return GSL_SUCCESS;
+}
+
+/* *k and *v each with one more key, in place of the two: bias_k and
+ * bias_v (add_bias_kv, before the split into heads), or zeros when they
+ * are NULL (add_zero_attn, after it). */
+static int append_keys(tensor **k, tensor **v, const tensor *bias_k,
+                       const tensor *bias_v)
+{
+    tensor_trace_note("%s", bias_k ? note_bias_kv : note_zero_attn);
+    tensor **x[2] = {k, v};
+    const tensor *extra[2] = {bias_k, bias_v};
+    const char *name[2] = {bias_k ? "bias_k" : "K", bias_k ? "bias_v" : "V"};
+    int status = GSL_SUCCESS;
+    for (int i = 0; i < 2 && !status; i++) {
+        tensor *y = NULL;
+        status = append_key(*x[i], extra[i], name[i], &y);
+        if (!status) {
+            tensor_free(*x[i]);
+            *x[i] = y;
+        }
+    }
+    return status;
+}
+
+/* Steps 1-2 of the masked forward, with numbers or on shapes alone: Q, K
+ * and V projected (B, Lq, d_model), (B, Lk, G*p), Q and K turned by
+ * position (RoPE), add_bias_kv's key and value appended (Lk -> Lk + 1),
+ * the split into heads (kv_step_split), and add_zero_attn's zero key and
+ * value appended to every head after it.  What it made is in *s (all
+ * NULL before), for kv_step_free. */
+static int project_heads(const multihead *m, const tensor *queries,
+                         const tensor *keys, const tensor *values,
+                         const mask_options *opt, const char *who, kv_step *s)
+{
+    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
+    // step 1: the projections, and RoPE on Q and K
+    int status = linear_forward(&m->W_q, queries, &s->q);
+    if (!status)
+        status = linear_forward(&m->W_k, keys, &s->k);
+    if (!status)
+        status = linear_forward(&m->W_v, values, &s->v);
+    if (!status)
+        status = multihead_rope(m, &s->q, Lk - Lq, who, "Q");
+    if (!status)
+        status = multihead_rope(m, &s->k, 0, who, "K");
+    // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
+    if (!status && opt->bias_k)
+        status = append_keys(&s->k, &s->v, opt->bias_k, opt->bias_v);
+    // step 2: split into heads
+    if (!status)
+        status = kv_step_split(m, s);
+    // add_zero_attn: a zero key and value in every head, after the split
+    if (!status && opt->add_zero_attn)
+        status = append_keys(&s->kh, &s->vh, NULL, NULL);
+    return status;
 }
 
 /* Steps 3-4 for every row n = b*h + i of the queries Qh (B*h, Lq, p):
@@ -405,82 +474,25 @@ static int shapes_alone(const multihead *m, const tensor *queries,
 {
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
-    size_t G = m->cfg.kv_heads ? m->cfg.kv_heads : h;
-    tensor *mask = NULL, *prev = NULL, *Q = NULL, *K = NULL, *V = NULL;
-    tensor *Qh = NULL, *Kh = NULL, *Vh = NULL, *w = NULL, *heads = NULL;
-    tensor *joined = NULL;
+    tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
+    kv_step s = {0};
     int status = meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk");
     if (!status) {
         trace_merge(opt->attn_mask, opt->key_padding, mask);
         if (opt->valid_lens || m->cfg.causal)
             trace_lens(m->cfg.causal);
     }
-    const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
-                          opt->add_zero_attn ? "add_zero_attn" : NULL};
-    for (int g = 0; g < 2 && !status; g++) {
-        if (!why[g])
-            continue;
-        status = tensor_alloc_meta(mask->ndim, mask->shape, &prev);
-        if (!status)
-            status = meta_step(&mask, SHAPE(B * h, Lq, mask->shape[2] + 1),
-                               "B*h, Lq, Lk'");
-        if (!status)
-            trace_grow(why[g], prev, mask);
-        tensor_free(prev);
-        prev = NULL;
-    }
     if (!status)
-        status = linear_forward(&m->W_q, queries, &Q);
+        status = mask_add_keys(opt, &mask);
     if (!status)
-        status = linear_forward(&m->W_k, keys, &K);
-    if (!status)
-        status = linear_forward(&m->W_v, values, &V);
-    if (!status)
-        status = multihead_rope(m, &Q, (long)Lk - (long)Lq, "mha", "Q");
-    if (!status)
-        status = multihead_rope(m, &K, 0, "mha", "K");
-    if (!status && opt->bias_k) {
-        tensor_trace_note("%s", note_bias_kv);
-        tensor *x[2] = {K, V};
-        const tensor *extra[2] = {opt->bias_k, opt->bias_v};
-        tensor *y[2] = {NULL, NULL};
-        for (int i = 0; i < 2 && !status; i++) {
-            status = meta_step(&y[i], SHAPE(B, Lk + 1, G * p), "B, Lk', G*p");
-            if (!status)
-                trace_cat(x[i], extra[i], i ? "bias_v" : "bias_k", y[i]);
-        }
-        tensor_free(K);
-        tensor_free(V);
-        K = y[0];
-        V = y[1];
-    }
-    if (!status)
-        status = transpose_qkv(Q, h, &Qh);
-    if (!status)
-        status = multihead_split_kv(m, K, "K", &Kh);
-    if (!status)
-        status = multihead_split_kv(m, V, "V", &Vh);
-    if (!status && opt->add_zero_attn) {
-        tensor_trace_note("%s", note_zero_attn);
-        tensor **x[2] = {&Kh, &Vh};
-        for (int i = 0; i < 2 && !status; i++) {
-            tensor *y = NULL;
-            status = meta_step(&y, SHAPE(B * G, (*x[i])->shape[1] + 1, p),
-                               "B*G, Lk', p");
-            if (!status) {
-                trace_cat(*x[i], NULL, i ? "V" : "K", y);
-                tensor_free(*x[i]);
-                *x[i] = y;
-            }
-        }
-    }
+        status = project_heads(m, queries, keys, values, opt, "mha", &s);
     size_t Lk2 = mask->shape[2];
     if (!status)
         status = meta_step(&w, SHAPE(B * h, Lq, Lk2), "B*h, Lq, Lk'");
     if (!status)
         status = meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p");
     if (!status)
-        trace_scores(Qh, Kh, mask, w, Vh, heads);
+        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     if (!status)
         status = transpose_output(heads, h, &joined);
     if (!status)
@@ -493,9 +505,8 @@ static int shapes_alone(const multihead *m, const tensor *queries,
         if (!status)
             trace_weights(w, *weights, opt->average_weights);
     }
-    tensor *all[] = {mask, Q, K, V, Qh, Kh, Vh, w, heads, joined};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        tensor_free(all[i]);
+    kv_step_free(&s);
+    TENSORS_FREE(mask, w, heads, joined);
     return status;
 }
 //<
@@ -511,9 +522,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         *weights = NULL;
     size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
-    tensor *mask = NULL, *Q = NULL, *K = NULL, *V = NULL, *t = NULL;
-    tensor *Qh = NULL, *Kh = NULL, *Vh = NULL, *w = NULL, *heads = NULL;
-    tensor *joined = NULL;
+    tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
+    kv_step s = {0}; // the projections and their heads
     tensor_trace_begin(NULL, TRACE_QKV(queries, keys, values),
                 "multihead_masked(h=%zu)", h);
 //> handout
@@ -528,54 +538,12 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
                                         opt->valid_lens);
     if (!status)
         status = merged_mask(m, B, Lq, Lk, opt, &mask);
-    // step 1: the projections, and RoPE on Q and K
+    // steps 1-2: the projections, RoPE, the split into heads, and the
+    // keys add_bias_kv and add_zero_attn append
     if (!status)
-        status = linear_forward(&m->W_q, queries, &Q);
-    if (!status)
-        status = linear_forward(&m->W_k, keys, &K);
-    if (!status)
-        status = linear_forward(&m->W_v, values, &V);
-    if (!status)
-        status = multihead_rope(m, &Q, (long)Lk - (long)Lq, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &K, 0, who, "K");
-    // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
-    if (!status && opt->bias_k) {
-        tensor_trace_note("%s", note_bias_kv);
-        status = append_key(K, opt->bias_k, "bias_k", &t);
-        if (!status) {
-            tensor_free(K);
-            K = t;
-            status = append_key(V, opt->bias_v, "bias_v", &t);
-        }
-        if (!status) {
-            tensor_free(V);
-            V = t;
-        }
-    }
-    // step 2: split into heads
-    if (!status)
-        status = transpose_qkv(Q, h, &Qh);
-    if (!status)
-        status = multihead_split_kv(m, K, "K", &Kh);
-    if (!status)
-        status = multihead_split_kv(m, V, "V", &Vh);
-    // add_zero_attn: a zero key and value in every head, after the split
-    if (!status && opt->add_zero_attn) {
-        tensor_trace_note("%s", note_zero_attn);
-        status = append_key(Kh, NULL, "K", &t);
-        if (!status) {
-            tensor_free(Kh);
-            Kh = t;
-            status = append_key(Vh, NULL, "V", &t);
-        }
-        if (!status) {
-            tensor_free(Vh);
-            Vh = t;
-        }
-    }
+        status = project_heads(m, queries, keys, values, opt, who, &s);
     // steps 3-4: masked scores, softmax, the weighted values
-    size_t Lk2 = Kh ? Kh->shape[1] : 0;
+    size_t Lk2 = s.kh ? s.kh->shape[1] : 0;
     if (!status)
         status = tensor_alloc(SHAPE(B * h, Lq, Lk2), &w);
     if (!status)
@@ -583,8 +551,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     if (!status) {
         tensor_set_names(w, "B*h, Lq, Lk'");
         tensor_set_names(heads, "B*h, Lq, p");
-        attend(m, Qh, Kh, Vh, mask, w, heads);
-        trace_scores(Qh, Kh, mask, w, Vh, heads);
+        attend(m, s.qh, s.kh, s.vh, mask, w, heads);
+        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     }
     // step 5: join the heads, W_o
     if (!status)
@@ -596,16 +564,8 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     if (!status)
         status = tensor_check_result(*out, who, "output", "out");
     trace_end();
-    tensor_free(mask);
-    tensor_free(Q);
-    tensor_free(K);
-    tensor_free(V);
-    tensor_free(Qh);
-    tensor_free(Kh);
-    tensor_free(Vh);
-    tensor_free(w);
-    tensor_free(heads);
-    tensor_free(joined);
+    kv_step_free(&s);
+    TENSORS_FREE(mask, w, heads, joined);
     if (status) {
         tensor_free(*out);
         *out = NULL;

@@ -67,7 +67,7 @@ int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
 
 /* merged (N, Lq, Lk) -> (N, Lq, Lk + 1): one more key, visible (0) to
  * every query; why, "add_bias_kv" or "add_zero_attn", is what the trace
- * says added it. */
+ * says added it.  A shape-only mask grows to a shape-only mask. */
 int mask_grow(const tensor *mask, const char *why, tensor **out);
 
 /* The first empty row of mask (N, Lq, Lk): 1 with (*n, *i) set when some

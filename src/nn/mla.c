@@ -86,9 +86,7 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
     if (!status)
         status = tensor_copy_into(pe, back); // q_pe back into q, turned
     trace_quiet_end();
-    tensor *made[] = {flat, low, normed, pe, pe_flat, turned, back};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(flat, low, normed, pe, pe_flat, turned, back);
     if (status) {
         tensor_free(*q);
         *q = NULL;
@@ -114,12 +112,9 @@ static int project_latent(const mla *m, const tensor *x, size_t start,
         status = narrow_named(kv, 2, dc, dr, "d_r", &pe);
     if (!status)
         status = rope_apply(pe, dr, (long)start, c->rope_base, k_pe);
-    tensor_free(kv);
-    tensor_free(part);
-    tensor_free(pe);
+    TENSORS_FREE(kv, part, pe);
     if (status) {
-        tensor_free(*c_kv);
-        tensor_free(*k_pe);
+        TENSORS_FREE(*c_kv, *k_pe);
         *c_kv = *k_pe = NULL;
     }
     return status;
@@ -168,7 +163,7 @@ static int attend(const char *who, const tensor *q, const tensor *k,
 {
     size_t R = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
     size_t dv = v->shape[2];
-    tensor_matrices qm = {0}, km = {0}, vm = {0};
+    tensor_matrices qm = {0}, km = {0}, vm = {0}, sm, wm, om;
     tensor *scores = NULL, *lens = NULL;
     *w = *o = NULL;
     int status = tensor_as_matrices(q, "queries", &qm);
@@ -182,22 +177,19 @@ static int attend(const char *who, const tensor *q, const tensor *k,
         status = tensor_alloc(SHAPE(R, Lq), &lens);
     if (!status)
         status = tensor_alloc(SHAPE(R, Lq, dv), o);
+    if (!status)
+        status = tensor_matrices_in_place(scores, &sm);
+    if (!status)
+        status = tensor_matrices_in_place(*o, &om);
+    // scores_r (Lq, Lk) = q_r k_r^T
+    if (!status)
+        status = tensor_matrices_dgemm(who, CblasNoTrans, &qm, CblasTrans, &km,
+                                       1.0, &sm);
     if (status)
         goto done;
-    for (size_t r = 0; r < R && !status; r++) {
-        gsl_matrix_const_view q_r = TENSOR_MATRIX(qm, r, 0), k_r = TENSOR_MATRIX(km, r, 0);
-        gsl_matrix_view s_r =
-            gsl_matrix_view_array(scores->data + r * Lq * Lk, Lq, Lk);
-        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
-                                &k_r.matrix, 0.0, &s_r.matrix);
+    for (size_t r = 0; r < R; r++)
         for (size_t i = 0; i < Lq; i++)
             lens->data[r * Lq + i] = (double)(start + i % n + 1);
-    }
-    if (status) {
-        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
-                          gsl_strerror(status));
-        goto done;
-    }
     memcpy(scores->names, q->names, 2 * TENSOR_NAME_MAX);
     snprintf(scores->names[2], TENSOR_NAME_MAX, "t");
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
@@ -210,20 +202,13 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, *w,
                TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
                "softmax(s / sqrt(%zu))", dq);
-    for (size_t r = 0; r < R && !status; r++) {
-        gsl_matrix_const_view w_r =
-            gsl_matrix_const_view_array((*w)->data + r * Lq * Lk, Lq, Lk);
-        gsl_matrix_const_view v_r = TENSOR_MATRIX(vm, r, 0);
-        gsl_matrix_view o_r =
-            gsl_matrix_view_array((*o)->data + r * Lq * dv, Lq, dv);
-        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_r.matrix,
-                                &v_r.matrix, 0.0, &o_r.matrix);
-    }
-    if (status) {
-        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
-                          gsl_strerror(status));
+    // o_r (Lq, dv) = w_r (Lq, Lk) v_r (Lk, dv)
+    status = tensor_matrices_in_place(*w, &wm);
+    if (!status)
+        status = tensor_matrices_dgemm(who, CblasNoTrans, &wm, CblasNoTrans,
+                                       &vm, 1.0, &om);
+    if (status)
         goto done;
-    }
     memcpy((*o)->names, q->names, 2 * TENSOR_NAME_MAX);
     snprintf((*o)->names[2], TENSOR_NAME_MAX, "%s", v->names[2]);
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *o,
@@ -232,11 +217,9 @@ done:
     tensor_matrices_free(&qm);
     tensor_matrices_free(&km);
     tensor_matrices_free(&vm);
-    tensor_free(scores);
-    tensor_free(lens);
+    TENSORS_FREE(scores, lens);
     if (status) {
-        tensor_free(*w);
-        tensor_free(*o);
+        TENSORS_FREE(*w, *o);
         *w = *o = NULL;
     }
     return status;
@@ -334,10 +317,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
         status = transpose_output(o, h, heads);
     if (!status && weights)
         status = head_weights(w, B, h, n, t, weights);
-    tensor *made[] = {kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh,
-                      vp, vh, qp, qh, w, o};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh, vp, vh, qp,
+                 qh, w, o);
     return status;
 }
 
@@ -530,9 +511,7 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
     if (!status)
         status = finish(m, path, who, q, c_kv, k_pe, 0, out, weights);
     trace_end();
-    tensor_free(q);
-    tensor_free(c_kv);
-    tensor_free(k_pe);
+    TENSORS_FREE(q, c_kv, k_pe);
     return status;
 }
 
@@ -540,12 +519,14 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
                    size_t rope_dim, size_t capacity)
 {
     memset(c, 0, sizeof *c);
-    if (batch == 0 || kv_lora_rank == 0 || rope_dim == 0 || capacity == 0)
-        return mha_fail(GSL_EINVAL,
-                        "mla_cache_init: batch %zu, kv_lora_rank %zu, "
-                        "rope_dim %zu and capacity %zu must all be >= 1",
-                        batch, kv_lora_rank, rope_dim, capacity);
-    int status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
+    int status = MHA_CHECK_SIZES("mla_cache_init",
+                                 "batch, kv_lora_rank, rope_dim, capacity",
+                                 batch, kv_lora_rank, rope_dim, capacity);
+    if (status)
+        return status;
+    *c = (mla_cache){.batch = batch, .kv_lora_rank = kv_lora_rank,
+                     .rope_dim = rope_dim, .capacity = capacity};
+    status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
     if (!status)
         status = tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe);
     if (status) {
@@ -554,17 +535,12 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
     }
     tensor_set_names(c->latent, "B, capacity, d_c");
     tensor_set_names(c->pe, "B, capacity, d_r");
-    c->batch = batch;
-    c->kv_lora_rank = kv_lora_rank;
-    c->rope_dim = rope_dim;
-    c->capacity = capacity;
     return GSL_SUCCESS;
 }
 
 void mla_cache_free(mla_cache *c)
 {
-    tensor_free(c->latent);
-    tensor_free(c->pe);
+    TENSORS_FREE(c->latent, c->pe);
     memset(c, 0, sizeof *c);
 }
 
@@ -638,9 +614,7 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
     trace_end();
     if (!status)
         c->length = start + n;
-    tensor *made[] = {q, c_kv, k_pe, c_all, pe_all};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(q, c_kv, k_pe, c_all, pe_all);
     return status;
 }
 //<

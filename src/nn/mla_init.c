@@ -16,16 +16,14 @@
 
 static int check_config(const char *who, const mla_config *c)
 {
-    if (c->dim == 0 || c->num_heads == 0 || c->kv_lora_rank == 0 ||
-        c->qk_nope_head_dim == 0 || c->qk_rope_head_dim == 0 ||
-        c->v_head_dim == 0)
-        return mha_fail(GSL_EINVAL,
-                        "%s: dim %zu, num_heads %zu, kv_lora_rank %zu, "
-                        "qk_nope_head_dim %zu, qk_rope_head_dim %zu and "
-                        "v_head_dim %zu must all be >= 1",
-                        who, c->dim, c->num_heads, c->kv_lora_rank,
-                        c->qk_nope_head_dim, c->qk_rope_head_dim,
-                        c->v_head_dim);
+    int status = MHA_CHECK_SIZES(who, "dim, num_heads, kv_lora_rank, "
+                                 "qk_nope_head_dim, qk_rope_head_dim, "
+                                 "v_head_dim",
+                                 c->dim, c->num_heads, c->kv_lora_rank,
+                                 c->qk_nope_head_dim, c->qk_rope_head_dim,
+                                 c->v_head_dim);
+    if (status)
+        return status;
     if (c->qk_rope_head_dim % 2 != 0)
         return mha_fail(GSL_EINVAL,
                         "%s: qk_rope_head_dim %zu must be even (RoPE turns "

@@ -143,6 +143,17 @@ typedef struct multihead_names {
 
 void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm);
 
+/* What a split into heads or a join of them checks first (transpose_qkv,
+ * transpose_output, the einops version's split): x is 3-D, its
+ * dimensions `dims` as the lesson names them, and num_heads (called
+ * heads_name) is at least 1 and divides x's size along axis, the
+ * lesson's size_name ("d_model") or, when NULL, its first dimension or
+ * last size.  GSL_EINVAL (x not 3-D, no heads) or GSL_EBADLEN, with a
+ * message naming who, the sizes and x's shape. */
+int multihead_check_heads(const char *who, const tensor *x, const char *dims,
+                          const char *heads_name, size_t num_heads,
+                          size_t axis, const char *size_name);
+
 /* (B, n, d_model) -> (B*h, n, d_model/h), each step traced.
  * GSL_EBADLEN when d_model is not divisible by num_heads. */
 int transpose_qkv(const tensor *x, size_t num_heads, tensor **out);

@@ -14,14 +14,8 @@
 
 void multihead_cache_free(multihead_cache *c)
 {
-    tensor_free(c->lens);
-    tensor_free(c->qh);
-    tensor_free(c->kh);
-    tensor_free(c->vh);
-    tensor_free(c->weights);
-    tensor_free(c->heads);
-    tensor_free(c->head_mask);
-    tensor_free(c->concat);
+    TENSORS_FREE(c->lens, c->qh, c->kh, c->vh, c->weights, c->heads,
+                 c->head_mask, c->concat);
     memset(c, 0, sizeof *c);
 }
 
@@ -47,13 +41,13 @@ int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
     c->queries = queries;
     c->keys = keys;
     c->values = values;
-    c->lens = s->lens;
-    c->qh = s->qh;
-    c->kh = s->kh;
-    c->vh = s->vh;
-    c->heads = s->heads;
-    c->concat = s->concat;
-    s->lens = s->qh = s->kh = s->vh = s->heads = s->concat = NULL;
+    // what the backward pass reads moves from the steps into the cache
+    tensor **from[] = {&s->lens, &s->qh, &s->kh, &s->vh, &s->heads, &s->concat};
+    tensor **to[] = {&c->lens, &c->qh, &c->kh, &c->vh, &c->heads, &c->concat};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+        *to[i] = *from[i];
+        *from[i] = NULL;
+    }
 //> 14
     if (s->unmasked) { // the heads before the mask, which its gradient reads
         tensor_free(c->heads);

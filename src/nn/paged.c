@@ -23,19 +23,20 @@ int paged_cache_init(paged_cache *c, size_t num_blocks, size_t block_size,
 {
     const char *who = "paged_cache_init";
     memset(c, 0, sizeof *c);
-    if (!num_blocks || !block_size || !kv_heads || !head_size || !max_seqs)
-        return mha_fail(GSL_EINVAL,
-                        "%s: num_blocks %zu, block_size %zu, kv_heads %zu, "
-                        "head_size %zu and max_seqs %zu must all be >= 1",
-                        who, num_blocks, block_size, kv_heads, head_size,
-                        max_seqs);
+    int status = MHA_CHECK_SIZES(who,
+                                 "num_blocks, block_size, kv_heads, "
+                                 "head_size, max_seqs",
+                                 num_blocks, block_size, kv_heads, head_size,
+                                 max_seqs);
+    if (status)
+        return status;
     // the sizes first: max_seqs for paged_cache_free, before any failure
     *c = (paged_cache){.num_blocks = num_blocks, .block_size = block_size,
                        .kv_heads = kv_heads, .head_size = head_size,
                        .max_seqs = max_seqs};
-    int status = kv_storage_alloc(num_blocks, kv_heads, block_size, head_size,
-                                  "blocks, G, block_size, d_model/h", &c->keys,
-                                  &c->values);
+    status = kv_storage_alloc(num_blocks, kv_heads, block_size, head_size,
+                              "blocks, G, block_size, d_model/h", &c->keys,
+                              &c->values);
     if (!status) {
         c->refs = mha_calloc(num_blocks, sizeof *c->refs, who);
         c->free_list = mha_malloc(num_blocks, sizeof *c->free_list, who);
@@ -436,9 +437,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     free(slot);
     free(scratch);
     free(released);
-    tensor *made[] = {q, k, v, slots, heads};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(q, k, v, slots, heads);
     return status;
 }
 

@@ -353,14 +353,14 @@ int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
                        tensor **out)
 {
     *out = NULL;
-    if (batch == 0 || num_queries == 0 || num_keys == 0)
-        return mha_fail(GSL_EINVAL,
-                        "valid_lens_per_row: batch %zu, num_queries %zu and "
-                        "num_keys %zu must all be >= 1",
-                        batch, num_queries, num_keys);
+    int status = MHA_CHECK_SIZES("valid_lens_per_row",
+                                 "batch, num_queries, num_keys", batch,
+                                 num_queries, num_keys);
+    if (status)
+        return status;
     int meta = shape_only || (valid_lens && tensor_is_meta(valid_lens));
-    int status = meta ? tensor_alloc_meta(SHAPE(batch, num_queries), out)
-                      : tensor_alloc(SHAPE(batch, num_queries), out);
+    status = meta ? tensor_alloc_meta(SHAPE(batch, num_queries), out)
+                  : tensor_alloc(SHAPE(batch, num_queries), out);
     if (status)
         return status;
     // out is (B, Lq): row (b, i)'s length, whatever valid_lens' shape

@@ -20,17 +20,17 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
                       size_t head_size, size_t window, size_t keep)
 {
     memset(c, 0, sizeof *c);
-    if (!batch || !kv_heads || !head_size || !window)
-        return mha_fail(GSL_EINVAL,
-                        "window_cache_init: batch %zu, kv_heads %zu, "
-                        "head_size %zu and window %zu must all be >= 1",
-                        batch, kv_heads, head_size, window);
+    int status = MHA_CHECK_SIZES("window_cache_init",
+                                 "batch, kv_heads, head_size, window", batch,
+                                 kv_heads, head_size, window);
+    if (status)
+        return status;
     size_t slots = keep + window;
     *c = (window_cache){.batch = batch, .kv_heads = kv_heads,
                         .head_size = head_size, .window = window,
                         .keep = keep, .slots = slots};
-    int status = kv_storage_alloc(batch, kv_heads, slots, head_size, NULL,
-                                  &c->keys, &c->values);
+    status = kv_storage_alloc(batch, kv_heads, slots, head_size, NULL,
+                              &c->keys, &c->values);
     if (!status && !(c->pos = mha_malloc(slots, sizeof *c->pos,
                                          "window_cache_init")))
         status = GSL_ENOMEM;
@@ -214,9 +214,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         c->length += n;
     }
     kv_step_free(&s);
-    tensor *made[] = {keys, values, w, heads, concat};
-    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
-        tensor_free(made[i]);
+    TENSORS_FREE(keys, values, w, heads, concat);
     free(kpos);
     return status;
 }

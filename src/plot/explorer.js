@@ -111,6 +111,18 @@
     html("button", { type: "button", "class": "save-png" }, box, "save PNG")
       .addEventListener("click", function () { savePng(getRoot(), name); });
   }
+  // a section of the page: its title, then, when it has a picture (the
+  // one getRoot returns), the buttons that save it as name and a line of
+  // help
+  function section(id, title, getRoot, name, help) {
+    var s = html("section", { id: id }, app);
+    html("h2", {}, s, title);
+    if (getRoot) {
+      saves(s, getRoot, name);
+      html("p", { "class": "help" }, s, help);
+    }
+    return s;
+  }
 
   // --- the summary and the controls ---------------------------------------
   var p = D.p ? D.p : "p";
@@ -146,10 +158,7 @@
   html("button", { type: "button" }, bar, "none").addEventListener("click", function () { allHeads(false); });
 
   // --- 1. the head view ----------------------------------------------------
-  var hv = html("section", { id: "head-view" }, app);
-  html("h2", {}, hv, "Head view");
-  saves(hv, function () { return hvSvg; }, "head-view");
-  html("p", { "class": "help" }, hv,
+  var hv = section("head-view", "Head view", function () { return hvSvg; }, "head-view",
        "Queries on the left, keys on the right. A line joins a query to each key it " +
        "sees, as wide and as dark as its weight, in its head's colour. Hover a query " +
        "to keep only its lines and read its row of weights (they stay until you hover " +
@@ -278,10 +287,7 @@
   }
 
   // --- 2. the grid of heads --------------------------------------------------
-  var gr = html("section", { id: "grid" }, app);
-  html("h2", {}, gr, "Grid of heads");
-  saves(gr, function () { return grSvg; }, "heads");
-  html("p", { "class": "help" }, gr,
+  var gr = section("grid", "Grid of heads", function () { return grSvg; }, "heads",
        "One panel per example and head: queries down, keys across, one colour scale " +
        "for every panel. Grey stripes are keys a query does not see (masked: weight " +
        "exactly 0), which a small weight, near white, is not. " +
@@ -405,16 +411,12 @@
   }
 
   // --- 3. the dataflow ---------------------------------------------------------
-  var df = html("section", { id: "dataflow" }, app);
-  html("h2", {}, df, "Dataflow");
-  if (D.trace.length) {
-    saves(df, function () { return dfSvg; }, "dataflow");
-    html("p", { "class": "help" }, df,
-         "The module's steps as its trace recorded them, in order: each with the shape " +
-         "it made and whether it was a view (no number moved), a copy (the same " +
-         "numbers in a new order) or new numbers. Hover a step for its shapes; the " +
-         "steps that make the weights link to the pictures above.");
-  }
+  var df = section("dataflow", "Dataflow", D.trace.length ? function () { return dfSvg; } : null,
+       "dataflow",
+       "The module's steps as its trace recorded them, in order: each with the shape " +
+       "it made and whether it was a view (no number moved), a copy (the same " +
+       "numbers in a new order) or new numbers. Hover a step for its shapes; the " +
+       "steps that make the weights link to the pictures above.");
   var dfRow = html("div", { "class": "side" }, df);
   var dfSvg = svg("svg", { id: "df-svg" }, dfRow);
   var dfDetail = html("div", { id: "df-detail" }, dfRow);
@@ -476,10 +478,8 @@
   // --- 4. decoding, for causal attention ----------------------------------------
   var dec = null, decSvg = null, slider = null, decText = null;
   if (D.causal) {
-    dec = html("section", { id: "decoding" }, app);
-    html("h2", {}, dec, "Decoding step by step");
-    saves(dec, function () { return decSvg; }, "decoding");
-    html("p", { "class": "help" }, dec,
+    dec = section("decoding", "Decoding step by step", function () { return decSvg; },
+         "decoding",
          "Causal attention generates one position at a time: at each step the new " +
          "position's key and value join the cache and its query attends to every key " +
          "cached so far. Its row of weights is the row of the whole causal matrix " +

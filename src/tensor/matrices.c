@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include <gsl/gsl_errno.h>
+
 #include "base/error.h"
 #include "tensor/tensor_trace.h"
 
@@ -101,6 +103,28 @@ int tensor_as_rows(const tensor *x, tensor_matrices *m)
     m->data = x->data;
     return GSL_SUCCESS;
 }
+
+//> 11
+int tensor_matrices_dgemm(const char *who, CBLAS_TRANSPOSE_t ta,
+                          const tensor_matrices *a, CBLAS_TRANSPOSE_t tb,
+                          const tensor_matrices *b, double alpha,
+                          const tensor_matrices *c)
+{
+    int status = GSL_SUCCESS;
+    for (size_t i = 0; i < a->count[0] && !status; i++)
+        for (size_t j = 0; j < a->count[1] && !status; j++) {
+            gsl_matrix_const_view a_ij = TENSOR_MATRIX(*a, i, j);
+            gsl_matrix_const_view b_ij = TENSOR_MATRIX(*b, i, j);
+            gsl_matrix_view c_ij = TENSOR_MATRIX_OUT(*c, i, j);
+            status = gsl_blas_dgemm(ta, tb, alpha, &a_ij.matrix, &b_ij.matrix,
+                                    0.0, &c_ij.matrix);
+        }
+    if (status)
+        return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
+                        gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+//<
 
 void tensor_matrices_free(tensor_matrices *m)
 {

@@ -13,6 +13,7 @@
 #ifndef MHA_TENSOR_MATRICES_H
 #define MHA_TENSOR_MATRICES_H
 
+#include <gsl/gsl_blas.h>
 #include <gsl/gsl_matrix.h>
 
 #include "tensor/tensor.h"
@@ -38,6 +39,17 @@ int tensor_matrices_in_place(const tensor *x, tensor_matrices *m);
  * rows, as the Linear layer reads its input: in place when they step
  * through memory evenly, as one dimension would; else one copy. */
 int tensor_as_rows(const tensor *x, tensor_matrices *m);
+
+//> 11
+/* The batched product c_i = alpha op(a_i) op(b_i), matrix by matrix over
+ * a's batch (b and c have the same counts), c written in place (from
+ * tensor_matrices_in_place, or an output read through it).  A failure of
+ * BLAS is reported as "who: gsl_blas_dgemm failed (reason)". */
+int tensor_matrices_dgemm(const char *who, CBLAS_TRANSPOSE_t ta,
+                          const tensor_matrices *a, CBLAS_TRANSPOSE_t tb,
+                          const tensor_matrices *b, double alpha,
+                          const tensor_matrices *c);
+//<
 
 /* Frees the copy, if any (m itself is the caller's). */
 void tensor_matrices_free(tensor_matrices *m);

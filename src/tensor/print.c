@@ -40,19 +40,18 @@ static int format_number(const printer *p, double v, char *buf, size_t n)
     return snprintf(buf, n, "%.*f", p->decimals, v);
 }
 
-/* Is index i of dimension d printed?  When summarising, a dimension longer
- * than 2 * PRINT_EDGE shows PRINT_EDGE indices at each end and "..." in
- * place of index PRINT_EDGE. */
-static int shown(const printer *p, size_t d, size_t i)
-{
-    size_t len = p->t->shape[d];
-    return !p->summarise || len <= 2 * PRINT_EDGE || i < PRINT_EDGE ||
-           i >= len - PRINT_EDGE;
-}
-
+/* When summarising, a dimension longer than 2 * PRINT_EDGE shows
+ * PRINT_EDGE indices at each end and "..." in place of index PRINT_EDGE. */
 static int dots_at(const printer *p, size_t d, size_t i)
 {
     return p->summarise && p->t->shape[d] > 2 * PRINT_EDGE && i == PRINT_EDGE;
+}
+
+/* The index of dimension d printed after i: i + 1, or after the "..." the
+ * first of the last PRINT_EDGE. */
+static size_t next_index(const printer *p, size_t d, size_t i)
+{
+    return dots_at(p, d, i) ? p->t->shape[d] - PRINT_EDGE : i + 1;
 }
 
 /* The last dimension, its '[' at column `indent`: as many numbers to a line
@@ -66,10 +65,8 @@ static void print_row(const printer *p, size_t *idx, int indent)
         per_line = 1;
     int on_line = 0;
     fputc('[', p->f);
-    for (size_t i = 0; i < p->t->shape[d]; i++) {
+    for (size_t i = 0; i < p->t->shape[d]; i = next_index(p, d, i)) {
         int dots = dots_at(p, d, i);
-        if (!dots && !shown(p, d, i))
-            continue;
         if (on_line == per_line) {
             fprintf(p->f, ",\n%*s", indent + 1, "");
             on_line = 0;
@@ -102,10 +99,8 @@ static void print_block(const printer *p, size_t d, size_t *idx, int indent)
     }
     int first = 1;
     fputc('[', p->f);
-    for (size_t i = 0; i < p->t->shape[d]; i++) {
+    for (size_t i = 0; i < p->t->shape[d]; i = next_index(p, d, i)) {
         int dots = dots_at(p, d, i);
-        if (!dots && !shown(p, d, i))
-            continue;
         if (!first) {
             fputc(',', p->f);
             for (size_t k = d + 1; k < p->t->ndim; k++)
@@ -129,8 +124,9 @@ static void print_block(const printer *p, size_t d, size_t *idx, int indent)
 static int next_shown(const printer *p, size_t *idx)
 {
     for (size_t d = p->t->ndim; d-- > 0;) {
-        if (++idx[d] == PRINT_EDGE && dots_at(p, d, PRINT_EDGE))
-            idx[d] = p->t->shape[d] - PRINT_EDGE;
+        idx[d] = next_index(p, d, idx[d]);
+        if (dots_at(p, d, idx[d]))
+            idx[d] = next_index(p, d, idx[d]);
         if (idx[d] < p->t->shape[d])
             return 1;
         idx[d] = 0;

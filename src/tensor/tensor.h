@@ -110,6 +110,15 @@ int tensor_contiguous(const tensor *x, tensor **out);
  * borrowed header (t->borrowed) is refused: nothing is freed, and the
  * error names the tensor (mha_last_error). */
 void tensor_free(tensor *t);
+//> 13
+
+/* tensor_free on each of the n tensors of list (NULL ones are fine);
+ * TENSORS_FREE(a, b, c) frees a function's tensors in one line. */
+void tensor_free_each(size_t n, tensor *const *list);
+#define TENSORS_FREE(...)                                                     \
+    tensor_free_each(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *),    \
+                     (tensor *const[]){__VA_ARGS__})
+//<
 
 /* --- reading the layout --------------------------------------------- */
 
