@@ -93,6 +93,16 @@ static inline void free_all(tensor **t, size_t n)
                                                .value_size = (size),          \
                                                __VA_ARGS__}))
 
+/* multihead_init must refuse *cfg with `status` and exactly `message`,
+ * and leave a module that multihead_free takes. */
+static inline void config_refused(const multihead_config *cfg, int status,
+                                  const char *message)
+{
+    multihead m;
+    FAILS(multihead_init(&m, cfg), status, message);
+    multihead_free(&m);
+}
+
 /* The valid lengths a case table asks for: kind 0 none (NULL), 1 one
  * per example (B,), 2 one per query (B, Lq); they run through every
  * length from 0 to Lk, 0 included: (5 i + first) mod (Lk + 1). */
