@@ -91,6 +91,30 @@ static inline char *slurp(const char *path)
     return text;
 }
 
+/* The file at path holds exactly `expected`. */
+static inline void file_is(const char *path, const char *expected)
+{
+    char *text = slurp(path);
+    cr_assert_str_eq(text, expected, "in %s", path);
+    free(text);
+}
+
+/* The file at path holds each text named, anywhere in it:
+ * FILE_HOLDS("x.gp", "set logscale y\n", "plot data using 1:2"). */
+static inline void file_holds(const char *path, const char *const *texts,
+                              size_t n)
+{
+    char *text = slurp(path);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_not_null(strstr(text, texts[i]),
+                           "%s does not hold \"%s\":\n%s", path, texts[i],
+                           text);
+    free(text);
+}
+#define FILE_HOLDS(path, ...)                                                 \
+    file_holds((path), (const char *const[]){__VA_ARGS__},                    \
+               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *))
+
 /* --- the state of a directory tree, to compare before and after -------- */
 
 /* Everything under dir, as one string to compare: each entry's path,
