@@ -39,6 +39,16 @@ static inline tensor *make(size_t ndim, const size_t *shape,
     return t;
 }
 
+/* A new tensor of zeros: zeros(SHAPE(2, 3, 4)); ndim 0 gives NULL (a
+ * case table's missing input). */
+static inline tensor *zeros(size_t ndim, const size_t *shape)
+{
+    tensor *t = NULL;
+    if (ndim)
+        OK(tensor_alloc(ndim, shape, &t));
+    return t;
+}
+
 /* A new tensor of normal draws, mean 0, standard deviation sd. */
 static inline tensor *normal_tensor(size_t ndim, const size_t *shape,
                                     gsl_rng *r, double sd)

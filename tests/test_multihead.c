@@ -433,15 +433,11 @@ Test(heads, input_errors)
                             .num_hiddens = 6, .num_heads = 3};
     OK(multihead_init(&m, &cfg));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        tensor *q, *k, *v, *lens = NULL, *out = (tensor *)1;
-        OK(tensor_alloc(3, cases[c].q, &q));
-        OK(tensor_alloc(3, cases[c].k, &k));
-        OK(tensor_alloc(3, cases[c].v, &v));
-        if (cases[c].lens_dims) {
-            OK(tensor_alloc(cases[c].lens_dims, cases[c].lens_shape, &lens));
-            for (size_t i = 0; i < tensor_numel(lens); i++)
-                lens->data[i] = cases[c].lens[i];
-        }
+        tensor *q = zeros(3, cases[c].q), *k = zeros(3, cases[c].k);
+        tensor *v = zeros(3, cases[c].v), *out = (tensor *)1;
+        tensor *lens = zeros(cases[c].lens_dims, cases[c].lens_shape);
+        for (size_t i = 0; lens && i < tensor_numel(lens); i++)
+            lens->data[i] = cases[c].lens[i];
         FAILS(multihead_forward(&m, q, k, v, lens, &out, NULL),
               cases[c].status, cases[c].message);
         cr_assert_null(out, "case %zu left its output set", c);
