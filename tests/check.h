@@ -315,17 +315,43 @@ static inline const char *capture_end(capture *c)
 
 static inline void capture_free(capture *c) { free(c->text); }
 
+/* Send the trace to a new capture; capture_trace_is ends it. */
+static inline void capture_trace(capture *c)
+{
+    capture_start(c);
+    trace_to(c->f);
+}
+
+/* Stop the trace: what it wrote since capture_trace must be exactly
+ * `expected`; frees the capture. */
+static inline void capture_trace_is(capture *c, const char *expected)
+{
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(c), expected);
+    capture_free(c);
+}
+
 /* `call` must succeed and trace exactly `expected`. */
 #define TRACES(call, expected)                                                \
     do {                                                                      \
         capture traces_;                                                      \
-        capture_start(&traces_);                                              \
-        trace_to(traces_.f);                                                  \
+        capture_trace(&traces_);                                              \
         OK(call);                                                             \
-        trace_to(NULL);                                                       \
-        cr_assert_str_eq(capture_end(&traces_), (expected));                  \
-        capture_free(&traces_);                                               \
+        capture_trace_is(&traces_, (expected));                               \
     } while (0)
+
+/* text holds each text named, anywhere in it (all of it shown where
+ * one is missing): HOLDS(dot, "in0 -> s0", "s0 -> s1"). */
+static inline void text_holds(const char *text, const char *const *texts,
+                              size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert_not_null(strstr(text, texts[i]),
+                           "\"%s\" not found in:\n%s", texts[i], text);
+}
+#define HOLDS(text, ...)                                                      \
+    text_holds((text), (const char *const[]){__VA_ARGS__},                    \
+               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *))
 
 /* Tests of process plumbing (what a child process inherits, how it is
  * started) cannot run under valgrind, which holds descriptors of its own

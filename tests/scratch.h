@@ -17,6 +17,8 @@
 
 #include <criterion/criterion.h>
 
+#include "check.h" /* HOLDS */
+
 static char scratch_home[4096]; /* where the test started: the repository */
 static char scratch_dir[64];    /* the scratch directory, absolute */
 
@@ -99,21 +101,14 @@ static inline void file_is(const char *path, const char *expected)
     free(text);
 }
 
-/* The file at path holds each text named, anywhere in it:
- * FILE_HOLDS("x.gp", "set logscale y\n", "plot data using 1:2"). */
-static inline void file_holds(const char *path, const char *const *texts,
-                              size_t n)
-{
-    char *text = slurp(path);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_not_null(strstr(text, texts[i]),
-                           "%s does not hold \"%s\":\n%s", path, texts[i],
-                           text);
-    free(text);
-}
+/* The file at path holds each text named, anywhere in it (check.h's
+ * HOLDS): FILE_HOLDS("x.gp", "set logscale y\n", "plot data using 1:2"). */
 #define FILE_HOLDS(path, ...)                                                 \
-    file_holds((path), (const char *const[]){__VA_ARGS__},                    \
-               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *))
+    do {                                                                      \
+        char *file_holds_ = slurp(path);                                      \
+        HOLDS(file_holds_, __VA_ARGS__);                                      \
+        free(file_holds_);                                                    \
+    } while (0)
 
 /* --- the state of a directory tree, to compare before and after -------- */
 
