@@ -39,6 +39,15 @@ static inline tensor *make(size_t ndim, const size_t *shape,
     return t;
 }
 
+/* A new tensor holding 0, 1, 2, ... in row-major order. */
+static inline tensor *arange(size_t ndim, const size_t *shape)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_arange(t, 0, 1);
+    return t;
+}
+
 /* A new tensor of zeros: zeros(SHAPE(2, 3, 4)); ndim 0 gives NULL (a
  * case table's missing input). */
 static inline tensor *zeros(size_t ndim, const size_t *shape)
@@ -212,6 +221,17 @@ static inline void assert_shape(const tensor *t, size_t ndim,
     for (size_t d = 0; d < TENSOR_MAX_DIMS; d++)
         cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
                      "shape[%zu] = %zu", d, t->shape[d]);
+}
+
+/* t's strides are exactly those given, assert_strides(t, SHAPE(12, 4, 1)),
+ * one for each of its ndim dimensions. */
+static inline void assert_strides(const tensor *t, size_t ndim,
+                                  const size_t *strides)
+{
+    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
+    for (size_t d = 0; d < ndim; d++)
+        cr_assert_eq(t->strides[d], strides[d], "strides[%zu] = %zu, expected "
+                     "%zu", d, t->strides[d], strides[d]);
 }
 
 /* max |a - b| over max |b|: the normwise relative error of a against the

@@ -342,16 +342,11 @@ Test(head_major, differs_from_multihead)
  * after split gives x back in x's own buffer. */
 Test(head_major, split_and_join_are_views)
 {
-    tensor *x, *heads, *back, *packed, *joined;
-    OK(tensor_alloc(SHAPE(2, 3, 12), &x));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = arange(SHAPE(2, 3, 12)), *heads, *back, *packed, *joined;
     OK(headmajor_split_heads(x, 4, &heads));
     assert_shape(heads, SHAPE(4, 2, 3, 3));
     /* strides (d, L*h*d, h*d, 1): the head-major layout */
-    cr_assert_eq(heads->strides[0], 3);
-    cr_assert_eq(heads->strides[1], 36);
-    cr_assert_eq(heads->strides[2], 12);
-    cr_assert_eq(heads->strides[3], 1);
+    assert_strides(heads, SHAPE(3, 36, 12, 1));
     cr_assert(tensor_shares_buffer(heads, x));
     for (size_t i = 0; i < 4; i++)
         for (size_t b = 0; b < 2; b++)

@@ -213,9 +213,7 @@ Test(heatmap, two_and_three_dimensional_weights)
     in_dir(base, sizeof base, "w");
 
     /* (Lq, Lk): one panel */
-    tensor *one;
-    OK(tensor_alloc(SHAPE(2, 3), &one));
-    tensor_fill_arange(one, 0, 1);
+    tensor *one = arange(SHAPE(2, 3));
     OK(heatmap_write(one, NULL, base));
     char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
@@ -230,9 +228,7 @@ Test(heatmap, two_and_three_dimensional_weights)
     free(gp);
 
     /* (cols, Lq, Lk): one row of panels */
-    tensor *row;
-    OK(tensor_alloc(SHAPE(3, 2, 2), &row));
-    tensor_fill_arange(row, 0, 1);
+    tensor *row = arange(SHAPE(3, 2, 2));
     OK(heatmap_write(row, NULL, base));
     dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
@@ -495,9 +491,7 @@ Test(heatmap, renders_the_same_bytes_twice)
 Test(heatmap, renders_strange_paths_and_titles_literally)
 {
     need_gnuplot();
-    tensor *t;
-    OK(tensor_alloc(SHAPE(1, 6), &t));
-    tensor_fill_arange(t, 0, 1);
+    tensor *t = arange(SHAPE(1, 6));
     char base[256], path[256], cmd[300];
     /* were the title run through a shell or gnuplot's backquotes, the
      * file "pwned" would appear */

@@ -89,9 +89,7 @@ Test(heatmap_terminal, terminal_view_wraps_wide_rows)
     /* three panels need 38 columns: in 30, two fit side by side; the
      * scale is [0, 17] in quarters of 4.25: only 0 itself is blank, 1..4
      * take the lightest shade, 5..8 the next, and so on */
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
-    tensor_fill_arange(t, 0, 1);
+    tensor *t = arange(SHAPE(2, 3, 1, 3));
     heatmap_options opt = {.term_columns = 30};
     terminal_is(t, &opt,
                 "          ┌──────┐  ┌──────┐\n"

@@ -71,9 +71,7 @@ Test(posenc, shift_is_a_rotation)
 
 Test(posenc, add_to_every_example)
 {
-    tensor *x, *y;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = arange(SHAPE(2, 3, 4)), *y;
     OK(posenc_add(x, &y));
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 3; i++)

@@ -27,15 +27,6 @@ static void reset_trace(void)
 
 TestSuite(trace, .init = reset_trace, .fini = reset_trace);
 
-/* (rows, cols) filled with 0, 1, 2, ... */
-static tensor *arange(size_t ndim, const size_t *shape)
-{
-    tensor *t = NULL;
-    OK(tensor_alloc(ndim, shape, &t));
-    tensor_fill_arange(t, 0, 1);
-    return t;
-}
-
 /* --- the lesson's example ------------------------------------------- */
 
 //> 06
