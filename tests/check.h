@@ -112,6 +112,19 @@ static inline void free_all(tensor **t, size_t n)
                                                .value_size = (size),          \
                                                __VA_ARGS__}))
 
+/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector x of the layer's
+ * in_features (W contiguous): the plain loops the modules' references
+ * project with. */
+static inline void naive_linear(const linear *l, const double *x, double *y)
+{
+    for (size_t o = 0; o < l->out_features; o++) {
+        double s = l->bias ? l->bias->data[o] : 0.0;
+        for (size_t i = 0; i < l->in_features; i++)
+            s += l->weight->data[o * l->in_features + i] * x[i];
+        y[o] = s;
+    }
+}
+
 /* multihead_init must refuse *cfg with `status` and exactly `message`,
  * and leave a module that multihead_free takes. */
 static inline void config_refused(const multihead_config *cfg, int status,

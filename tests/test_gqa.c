@@ -13,17 +13,6 @@
 
 #include <criterion/parameterized.h>
 
-/* y (out,) = W x + b, W (out, in) contiguous. */
-static void loop_linear(const linear *l, const double *x, double *y)
-{
-    for (size_t o = 0; o < l->out_features; o++) {
-        double s = l->bias ? l->bias->data[o] : 0;
-        for (size_t j = 0; j < l->in_features; j++)
-            s += l->weight->data[o * l->in_features + j] * x[j];
-        y[o] = s;
-    }
-}
-
 /* The module from its formulas: query head hd reads key-value head
  * hd / (h/G); query i sees keys j < valid_len and, with causal,
  * j <= i + Lk - Lq; the softmax runs over the visible keys only (no
@@ -42,10 +31,10 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
     double *s = malloc(Lk * sizeof *s);
     for (size_t b = 0; b < B; b++) {
         for (size_t i = 0; i < Lq; i++)
-            loop_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
+            naive_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
         for (size_t t = 0; t < Lk; t++) {
-            loop_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * Dkv);
-            loop_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * Dkv);
+            naive_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * Dkv);
+            naive_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * Dkv);
         }
         for (size_t i = 0; i < Lq; i++) {
             size_t see = !valid ? Lk : (size_t)(per_query ? valid[b * Lq + i] : valid[b]);
@@ -73,7 +62,7 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
                         cat[hd * p + j] += w * vp[t * Dkv + g * p + j];
                 }
             }
-            loop_linear(&m->W_o, cat, out + (b * Lq + i) * c->out_size);
+            naive_linear(&m->W_o, cat, out + (b * Lq + i) * c->out_size);
         }
     }
     free(qp);

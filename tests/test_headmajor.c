@@ -8,17 +8,6 @@
 #include <criterion/parameterized.h>
 #include <stdint.h>
 
-/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector (W contiguous). */
-static void naive_linear(const linear *l, const double *x, double *y)
-{
-    for (size_t o = 0; o < l->out_features; o++) {
-        double s = l->bias ? l->bias->data[o] : 0.0;
-        for (size_t i = 0; i < l->in_features; i++)
-            s += l->weight->data[o * l->in_features + i] * x[i];
-        y[o] = s;
-    }
-}
-
 /* The einops version's forward, line by line, with loops over (b, l) and
  * the head index i:  qp = w_qs(q) and head i of position (b, l) is qp[b, l, i*d_k
  * .. i*d_k + d_k - 1] (likewise k, v);

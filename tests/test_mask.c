@@ -127,14 +127,8 @@ static void random_module(multihead *m, size_t kv_heads, int causal,
 static void plain_linear(const linear *l, const double *x, size_t rows,
                          double *y)
 {
-    size_t out = l->weight->shape[0], in = l->weight->shape[1];
     for (size_t r = 0; r < rows; r++)
-        for (size_t o = 0; o < out; o++) {
-            double s = l->bias ? l->bias->data[o] : 0;
-            for (size_t c = 0; c < in; c++)
-                s += x[r * in + c] * l->weight->data[o * in + c];
-            y[r * out + o] = s;
-        }
+        naive_linear(l, x + r * l->in_features, y + r * l->out_features);
 }
 
 /* The module by plain loops: mask (B*h, Lq, Lk') already holds every

@@ -226,17 +226,6 @@ Test(heads, repeat_errors)
 //> 08
 /* --- the module against plain loops ---------------------------------- */
 
-/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector */
-static void naive_linear(const linear *l, const double *x, double *y)
-{
-    for (size_t o = 0; o < l->out_features; o++) {
-        double s = l->bias ? l->bias->data[o] : 0.0;
-        for (size_t i = 0; i < l->in_features; i++)
-            s += l->weight->data[o * l->in_features + i] * x[i];
-        y[o] = s;
-    }
-}
-
 /* The module from its formulas: per example b, per head hd, project each
  * query, key and value with rows hd*p .. hd*p + p - 1 of the weights,
  * score, mask with -inf beyond the valid length (all 0 when it is 0:
