@@ -58,6 +58,26 @@ static inline tensor *zeros(size_t ndim, const size_t *shape)
     return t;
 }
 
+/* A head split or join, split(x, heads, &out), refusing an x of the
+ * shape given: status and exactly message, out left NULL. */
+typedef struct split_refusal {
+    int (*split)(const tensor *x, size_t heads, tensor **out);
+    size_t ndim, shape[3], heads;
+    int status;
+    const char *message;
+} split_refusal;
+
+static inline void splits_refused(const split_refusal *cases, size_t n)
+{
+    for (size_t c = 0; c < n; c++) {
+        tensor *x = zeros(cases[c].ndim, cases[c].shape), *out = (tensor *)1;
+        FAILS(cases[c].split(x, cases[c].heads, &out), cases[c].status,
+              cases[c].message);
+        cr_assert_null(out, "case %zu left its output set", c);
+        tensor_free(x);
+    }
+}
+
 /* A new tensor of normal draws, mean 0, standard deviation sd. */
 static inline tensor *normal_tensor(size_t ndim, const size_t *shape,
                                     gsl_rng *r, double sd)

@@ -92,25 +92,23 @@ Test(heads, transpose_trace_of_the_seeds)
 
 Test(heads, transpose_errors)
 {
-    tensor *x, *x2, *out = (tensor *)1;
-    OK(tensor_alloc(SHAPE(1, 2, 16), &x));
-    OK(tensor_alloc(SHAPE(2, 16), &x2));
-    FAILS(transpose_qkv(x, 3, &out), GSL_EBADLEN,
-          "transpose_qkv: d_model 16 is not divisible by num_heads 3 "
-          "(input shape (1, 2, 16))");
-    cr_assert_null(out);
-    FAILS(transpose_qkv(x, 0, &out), GSL_EINVAL,
-          "transpose_qkv: num_heads is 0 (input (1, 2, 16))");
-    FAILS(transpose_qkv(x2, 2, &out), GSL_EINVAL,
-          "transpose_qkv: input shape (2, 16) has 2 dimensions, expected 3 "
-          "(B, n, d_model)");
-    FAILS(transpose_output(x, 3, &out), GSL_EBADLEN,
-          "transpose_output: first dimension 1 of shape (1, 2, 16) is not "
-          "divisible by num_heads 3");
-    FAILS(transpose_output(x2, 2, &out), GSL_EINVAL,
-          "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
-          "(B*h, n, p)");
-    FREE_ALL(x, x2);
+    static const split_refusal cases[] = {
+        {transpose_qkv, 3, {1, 2, 16}, 3, GSL_EBADLEN,
+         "transpose_qkv: d_model 16 is not divisible by num_heads 3 "
+         "(input shape (1, 2, 16))"},
+        {transpose_qkv, 3, {1, 2, 16}, 0, GSL_EINVAL,
+         "transpose_qkv: num_heads is 0 (input (1, 2, 16))"},
+        {transpose_qkv, 2, {2, 16}, 2, GSL_EINVAL,
+         "transpose_qkv: input shape (2, 16) has 2 dimensions, expected 3 "
+         "(B, n, d_model)"},
+        {transpose_output, 3, {1, 2, 16}, 3, GSL_EBADLEN,
+         "transpose_output: first dimension 1 of shape (1, 2, 16) is not "
+         "divisible by num_heads 3"},
+        {transpose_output, 2, {2, 16}, 2, GSL_EINVAL,
+         "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
+         "(B*h, n, p)"},
+    };
+    splits_refused(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Chapter 06's wrong turn, by hand.  x is (B, n, d_model) = (1, 2, 4),
