@@ -58,6 +58,14 @@ static inline tensor *zeros(size_t ndim, const size_t *shape)
     return t;
 }
 
+/* A new tensor of `shape` with every number `value`. */
+static inline tensor *full(size_t ndim, const size_t *shape, double value)
+{
+    tensor *t = zeros(ndim, shape);
+    tensor_fill(t, value);
+    return t;
+}
+
 /* A head split or join, split(x, heads, &out), refusing an x of the
  * shape given: status and exactly message, out left NULL. */
 typedef struct split_refusal {
