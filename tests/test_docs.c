@@ -65,6 +65,39 @@ static void weave_into(const char *root, char *dir)
     run(cmd);
 }
 
+/* The file name in dir, read whole (NULL where there is none). */
+static char *slurp_in(const char *dir, const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return slurp_file(path);
+}
+
+/* Weave ROOT into dir, which must fail: what it wrote to stderr. */
+static char *weave_fails(const char *root, const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1 >/dev/null", WEAVE, root, dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char *err = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&err, &len);
+    for (int c; (c = fgetc(p)) != EOF;)
+        fputc(c, out);
+    fclose(out);
+    cr_assert_neq(pclose(p), 0, "`%s` succeeded", cmd);
+    return err;
+}
+
+/* rm -rf the scratch trees root and dir. */
+static void remove_trees(const char *root, const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, dir);
+    run(cmd);
+}
+
 /* A scratch tree for the weaver in root (a mkdtemp template): `what` of
  * this tree at its top ("chapters src", "src" ...), the transcripts in
  * tests/expected/ and the pages the book copies from tools/.  The caller
@@ -161,23 +194,21 @@ Test(docs, a_changed_output_changes_the_page)
     run(cmd);
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/06_splitting_heads.md", dir);
-    char *fresh = slurp_file(path), *doc = slurp_file("docs/06_splitting_heads.md");
+    char *fresh = slurp_in(dir, "06_splitting_heads.md");
+    char *doc = slurp_file("docs/06_splitting_heads.md");
     cr_assert_not_null(fresh);
     cr_assert_not_null(doc);
     cr_assert_str_neq(fresh, doc);
-    cr_assert_not_null(strstr(fresh, "a line the page has not seen"));
+    HOLDS(fresh, "a line the page has not seen");
     /* every other page is unchanged */
-    snprintf(path, sizeof path, "%s/07_valid_lens_per_head.md", dir);
-    char *other = slurp_file(path), *other_doc = slurp_file("docs/07_valid_lens_per_head.md");
+    char *other = slurp_in(dir, "07_valid_lens_per_head.md");
+    char *other_doc = slurp_file("docs/07_valid_lens_per_head.md");
     cr_assert_str_eq(other, other_doc);
     free(fresh);
     free(doc);
     free(other);
     free(other_doc);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* A broken reference is an error, not a silently shorter page. */
@@ -195,18 +226,12 @@ Test(docs, a_missing_function_stops_the_weaver)
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, dir);
-    int status = system(cmd);
-    cr_assert_neq(status, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", dir);
-    char *err = slurp_file(path);
+    char *err = weave_fails(root, dir);
     cr_assert_str_eq(err, "weave: chapters/01_shapes_strides_views.c: @show "
                           "src/tensor/tensor.c no_such_function: no definition of "
                           "no_such_function in src/tensor/tensor.c as of chapter 01\n");
     free(err);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* The book is written whole or not at all: a weave that stops at the last
@@ -229,15 +254,8 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
              "cat %s/*.md %s/teacher/*.md >> %s/before",
              root, root, root, dir, root, dir, dir, root);
     run(cmd);
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
-    int status = system(cmd);
-    cr_assert_neq(status, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", root);
-    char *err = slurp_file(path);
-    cr_assert_not_null(strstr(err, "output section \"99. No such section\" "
-                                   "has no section() call"),
-                       "stderr: %s", err);
+    char *err = weave_fails(root, dir);
+    HOLDS(err, "output section \"99. No such section\" has no section() call");
     free(err);
     snprintf(cmd, sizeof cmd,
              "ls -lR --time-style=full-iso %s > %s/after && "
@@ -247,8 +265,7 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
              "test -z \"$(ls -A %s/teacher | grep -v '\\.md$')\"",
              dir, root, dir, dir, root, root, root, dir, dir);
     run(cmd);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* The key answers every exercise of every chapter, in order: a key whose
@@ -279,12 +296,7 @@ Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
         }
         char dir[] = "/tmp/mha-docs-XXXXXX";
         cr_assert_not_null(mkdtemp(dir));
-        snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
-        int status = system(cmd);
-        cr_assert_neq(status, 0);
-        char path[600];
-        snprintf(path, sizeof path, "%s/err", root);
-        char *err = slurp_file(path);
+        char *err = weave_fails(root, dir);
         cr_assert_str_eq(err, want[k]);
         free(err);
         snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\" && rmdir %s", dir, dir);
@@ -302,25 +314,22 @@ Test(docs, the_contents_point_at_the_key_only_with_a_key)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
     book_root(root, "chapters src");
-    char cmd[1024];
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/README.md", dir);
-    char *without = slurp_file(path), *with = slurp_file("docs/README.md");
+    char *without = slurp_in(dir, "README.md"), *with = slurp_file("docs/README.md");
     cr_assert_not_null(without);
     cr_assert_not_null(with);
     cr_assert_null(strstr(without, "teacher/README.md"));
     cr_assert_null(strstr(without, "@key"));
-    cr_assert_not_null(strstr(with, "key](teacher/README.md)"));
+    HOLDS(with, "key](teacher/README.md)");
     cr_assert_null(strstr(with, "@key"));
     struct stat st;
+    char path[600];
     snprintf(path, sizeof path, "%s/teacher", dir);
     cr_assert_neq(stat(path, &st), 0, "a book without teacher/ has no key");
     free(without);
     free(with);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 //> 15
@@ -340,9 +349,7 @@ Test(docs, the_contents_come_in_parts)
     run(cmd);
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/README.md", dir);
-    char *index = slurp_file(path);
+    char *index = slurp_in(dir, "README.md");
     cr_assert_not_null(index);
     const char *one = strstr(index, "\n### Part 1: The module\n\n| # |");
     const char *ch01 = strstr(index, "\n| 01 | [");
@@ -353,8 +360,7 @@ Test(docs, the_contents_come_in_parts)
     cr_assert_null(strstr(index, "Part 2"), "%s", index);
     cr_assert_null(strstr(index, "@part"), "%s", index);
     free(index);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* A part that does not start after the part before it stops the weaver,
@@ -372,20 +378,16 @@ Test(docs, parts_out_of_order_stop_the_weaver)
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, dir);
-    cr_assert_neq(system(cmd), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", dir);
-    char *err = slurp_file(path);
+    char *err = weave_fails(root, dir);
     cr_assert_str_eq(err, "weave: tools/book-index.md: \"@part 09 Attention "
                           "in today's models\" is not \"@part NN Title\" "
                           "with NN above the part before it\n");
     free(err);
+    char path[600];
     snprintf(path, sizeof path, "%s/README.md", dir);
     struct stat st;
     cr_assert_neq(stat(path, &st), 0, "a failed weave wrote %s", path);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 //<
 
@@ -394,10 +396,9 @@ Test(docs, parts_out_of_order_stop_the_weaver)
  * docs/pictures/13_loss.png (plots/ is the chapters' own, untracked). */
 Test(docs, charts_are_pictures_too)
 {
-    char dir[64], path[128];
+    char dir[64];
     weave_into(".", dir);
-    snprintf(path, sizeof path, "%s/13_training.md", dir);
-    char *page = slurp_file(path);
+    char *page = slurp_in(dir, "13_training.md");
     cr_assert_not_null(page);
     const char *said = strstr(page, "[plot: plots/13_loss.png");
     const char *shown = strstr(page, "![13_loss](pictures/13_loss.png)");
