@@ -90,12 +90,20 @@ static char *weave_fails(const char *root, const char *dir)
     return err;
 }
 
-/* rm -rf the scratch trees root and dir. */
+/* rm -rf the scratch trees root and (unless NULL) dir. */
 static void remove_trees(const char *root, const char *dir)
 {
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, dir ? dir : root);
     run(cmd);
+}
+
+/* The book's page docs/NAME, which make docs writes; free() it. */
+static char *book_page(const char *name)
+{
+    char *page = slurp_in("docs", name);
+    cr_assert_not_null(page, "no docs/%s: run make docs", name);
+    return page;
 }
 
 /* A scratch tree for the weaver in root (a mkdtemp template): `what` of
@@ -174,9 +182,7 @@ Test(docs, the_book_is_current)
         cr_assert_neq(stat("docs/teacher", &st), 0,
                       "docs/teacher/ is not written by make docs without "
                       "teacher/: remove it");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    run(cmd);
+    remove_trees(dir, NULL);
 }
 
 /* The check above is worth something only if a changed output changes the
@@ -302,8 +308,7 @@ Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
         snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\" && rmdir %s", dir, dir);
         run(cmd);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    run(cmd);
+    remove_trees(root, NULL);
 }
 
 /* The book's contents point at the key only when there is one: woven
@@ -407,9 +412,7 @@ Test(docs, charts_are_pictures_too)
     cr_assert_gt(shown, said);
     cr_assert_null(strstr(page, "](../plots/13_loss"));
     free(page);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    run(cmd);
+    remove_trees(dir, NULL);
 }
 
 /* --- an exercise comes before its solution ----------------------------- */
@@ -420,8 +423,7 @@ Test(docs, charts_are_pictures_too)
  * asks for, and the definition appears only inside the fold. */
 Test(docs, an_exercise_is_shown_folded)
 {
-    char *page = slurp_file("docs/06_splitting_heads.md");
-    cr_assert_not_null(page, "no docs/06_splitting_heads.md: run make docs");
+    char *page = book_page("06_splitting_heads.md");
     const char *said = strstr(page, "Exercise 4 below asks you to write "
                                     "`transpose_qkv`; its body is folded here:");
     const char *open = strstr(page, "<details><summary>Solution: transpose_qkv"
@@ -444,8 +446,7 @@ Test(docs, an_exercise_is_shown_folded)
  * marked "+" (page 16: the causal rule replaces step 3's repeat). */
 Test(docs, replaced_lines_are_shown_removed)
 {
-    char *page = slurp_file("docs/16_kv_cache.md");
-    cr_assert_not_null(page, "no docs/16_kv_cache.md: run make docs");
+    char *page = book_page("16_kv_cache.md");
     const char *said = strstr(page, "the lines marked `+` are new here, those "
                                     "marked `-` gone.\n\n```diff\n");
     cr_assert_not_null(said);
@@ -461,8 +462,7 @@ Test(docs, replaced_lines_are_shown_removed)
  * definition: page 14 shows apply_head_mask's body. */
 Test(docs, a_prototype_is_not_shown_for_the_definition)
 {
-    char *page = slurp_file("docs/14_head_importance.md");
-    cr_assert_not_null(page, "no docs/14_head_importance.md: run make docs");
+    char *page = book_page("14_head_importance.md");
     const char *at = strstr(page, "static int apply_head_mask(");
     cr_assert_not_null(at);
     cr_assert_not_null(strstr(at, "tensor **unmasked)\n{\n"),
@@ -682,7 +682,7 @@ Test(docs, h1_count_skips_code_blocks)
  * block: its six steps, one call each, in at most 45 lines of body. */
 Test(docs, page_08_shows_the_forward_pass_whole)
 {
-    char *page = slurp_file("docs/08_multihead_module.md");
+    char *page = book_page("08_multihead_module.md");
     const char *def = strstr(page, "\nint multihead_forward(");
     cr_assert_not_null(def, "page 08 shows no multihead_forward");
     const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");
