@@ -563,12 +563,10 @@ static void make_module(multihead *m, multihead *grads,
     multihead_reset_xavier(m, r);
 }
 
-//> 14
 /* The small module of the gradient, trace and memory tests. */
 static const multihead_config small_config = {
     .query_size = 3, .key_size = 3, .value_size = 3, .num_hiddens = 4,
     .num_heads = 2, .bias = 1};
-//<
 
 struct self_ctx {
     multihead *m;
