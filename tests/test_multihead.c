@@ -385,7 +385,7 @@ Test(heads, input_errors)
     static const struct {
         size_t q[3], k[3], v[3];
         size_t lens_dims, lens_shape[2];
-        double lens[3];
+        double lens[8]; /* the first numbers of the lengths, the rest 0 */
         int status;
         const char *message;
     } cases[] = {
