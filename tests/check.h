@@ -39,6 +39,53 @@ static inline tensor *make(size_t ndim, const size_t *shape,
     return t;
 }
 
+/* A new tensor holding 0, 1, 2, ... in row-major order. */
+static inline tensor *arange(size_t ndim, const size_t *shape)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    tensor_fill_arange(t, 0, 1);
+    return t;
+}
+
+/* A new tensor of zeros: zeros(SHAPE(2, 3, 4)); ndim 0 gives NULL (a
+ * case table's missing input). */
+static inline tensor *zeros(size_t ndim, const size_t *shape)
+{
+    tensor *t = NULL;
+    if (ndim)
+        OK(tensor_alloc(ndim, shape, &t));
+    return t;
+}
+
+/* A new tensor of `shape` with every number `value`. */
+static inline tensor *full(size_t ndim, const size_t *shape, double value)
+{
+    tensor *t = zeros(ndim, shape);
+    tensor_fill(t, value);
+    return t;
+}
+
+/* A head split or join, split(x, heads, &out), refusing an x of the
+ * shape given: status and exactly message, out left NULL. */
+typedef struct split_refusal {
+    int (*split)(const tensor *x, size_t heads, tensor **out);
+    size_t ndim, shape[3], heads;
+    int status;
+    const char *message;
+} split_refusal;
+
+static inline void splits_refused(const split_refusal *cases, size_t n)
+{
+    for (size_t c = 0; c < n; c++) {
+        tensor *x = zeros(cases[c].ndim, cases[c].shape), *out = (tensor *)1;
+        FAILS(cases[c].split(x, cases[c].heads, &out), cases[c].status,
+              cases[c].message);
+        cr_assert_null(out, "case %zu left its output set", c);
+        tensor_free(x);
+    }
+}
+
 /* A new tensor of normal draws, mean 0, standard deviation sd. */
 static inline tensor *normal_tensor(size_t ndim, const size_t *shape,
                                     gsl_rng *r, double sd)
@@ -92,6 +139,29 @@ static inline void free_all(tensor **t, size_t n)
                                                .key_size = (size),            \
                                                .value_size = (size),          \
                                                __VA_ARGS__}))
+
+/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector x of the layer's
+ * in_features (W contiguous): the plain loops the modules' references
+ * project with. */
+static inline void naive_linear(const linear *l, const double *x, double *y)
+{
+    for (size_t o = 0; o < l->out_features; o++) {
+        double s = l->bias ? l->bias->data[o] : 0.0;
+        for (size_t i = 0; i < l->in_features; i++)
+            s += l->weight->data[o * l->in_features + i] * x[i];
+        y[o] = s;
+    }
+}
+
+/* multihead_init must refuse *cfg with `status` and exactly `message`,
+ * and leave a module that multihead_free takes. */
+static inline void config_refused(const multihead_config *cfg, int status,
+                                  const char *message)
+{
+    multihead m;
+    FAILS(multihead_init(&m, cfg), status, message);
+    multihead_free(&m);
+}
 
 /* The valid lengths a case table asks for: kind 0 none (NULL), 1 one
  * per example (B,), 2 one per query (B, Lq); they run through every
@@ -192,6 +262,17 @@ static inline void assert_shape(const tensor *t, size_t ndim,
     for (size_t d = 0; d < TENSOR_MAX_DIMS; d++)
         cr_assert_eq(t->shape[d], d < ndim ? shape[d] : 0,
                      "shape[%zu] = %zu", d, t->shape[d]);
+}
+
+/* t's strides are exactly those given, assert_strides(t, SHAPE(12, 4, 1)),
+ * one for each of its ndim dimensions. */
+static inline void assert_strides(const tensor *t, size_t ndim,
+                                  const size_t *strides)
+{
+    cr_assert_eq(t->ndim, ndim, "ndim %zu, expected %zu", t->ndim, ndim);
+    for (size_t d = 0; d < ndim; d++)
+        cr_assert_eq(t->strides[d], strides[d], "strides[%zu] = %zu, expected "
+                     "%zu", d, t->strides[d], strides[d]);
 }
 
 /* max |a - b| over max |b|: the normwise relative error of a against the
@@ -295,17 +376,43 @@ static inline const char *capture_end(capture *c)
 
 static inline void capture_free(capture *c) { free(c->text); }
 
+/* Send the trace to a new capture; capture_trace_is ends it. */
+static inline void capture_trace(capture *c)
+{
+    capture_start(c);
+    trace_to(c->f);
+}
+
+/* Stop the trace: what it wrote since capture_trace must be exactly
+ * `expected`; frees the capture. */
+static inline void capture_trace_is(capture *c, const char *expected)
+{
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(c), expected);
+    capture_free(c);
+}
+
 /* `call` must succeed and trace exactly `expected`. */
 #define TRACES(call, expected)                                                \
     do {                                                                      \
         capture traces_;                                                      \
-        capture_start(&traces_);                                              \
-        trace_to(traces_.f);                                                  \
+        capture_trace(&traces_);                                              \
         OK(call);                                                             \
-        trace_to(NULL);                                                       \
-        cr_assert_str_eq(capture_end(&traces_), (expected));                  \
-        capture_free(&traces_);                                               \
+        capture_trace_is(&traces_, (expected));                               \
     } while (0)
+
+/* text holds each text named, anywhere in it (all of it shown where
+ * one is missing): HOLDS(dot, "in0 -> s0", "s0 -> s1"). */
+static inline void text_holds(const char *text, const char *const *texts,
+                              size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert_not_null(strstr(text, texts[i]),
+                           "\"%s\" not found in:\n%s", texts[i], text);
+}
+#define HOLDS(text, ...)                                                      \
+    text_holds((text), (const char *const[]){__VA_ARGS__},                    \
+               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *))
 
 /* Tests of process plumbing (what a child process inherits, how it is
  * started) cannot run under valgrind, which holds descriptors of its own

@@ -163,6 +163,35 @@ static inline void run_free(run *r)
     free(r->err);
 }
 
+/* mha ARGS, in the scratch directory as it is now: refused, exit 2,
+ * exactly the line message (and its newline) on stderr, nothing on
+ * stdout, every file as it was. */
+static inline void mha_refused(const char *args, const char *message)
+{
+    snapshot before = snapshot_of(".");
+    run r = mha(args);
+    char want[2048];
+    snprintf(want, sizeof want, "%s\n", message);
+    cr_assert_eq(r.status, 2, "mha %s: exit %d, stderr %s", args, r.status,
+                 r.err);
+    cr_assert_str_eq(r.err, want, "mha %s: stderr %s", args, r.err);
+    cr_assert_str_eq(r.out, "", "mha %s", args);
+    cr_assert(snapshot_unchanged(&before, "."), "mha %s changed files", args);
+    run_free(&r);
+    free(before.data);
+}
+
+/* A table of runs mha must refuse, each with its message (mha_refused). */
+typedef struct refusal {
+    const char *args, *message;
+} refusal;
+
+static inline void mha_refuses_each(const refusal *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        mha_refused(cases[i].args, cases[i].message);
+}
+
 /* --- .npy inputs ------------------------------------------------------ */
 
 /* Seeded normal numbers, scale sd. */

@@ -17,6 +17,8 @@
 
 #include <criterion/criterion.h>
 
+#include "check.h" /* HOLDS */
+
 static char scratch_home[4096]; /* where the test started: the repository */
 static char scratch_dir[64];    /* the scratch directory, absolute */
 
@@ -90,6 +92,23 @@ static inline char *slurp(const char *path)
     fclose(f);
     return text;
 }
+
+/* The file at path holds exactly `expected`. */
+static inline void file_is(const char *path, const char *expected)
+{
+    char *text = slurp(path);
+    cr_assert_str_eq(text, expected, "in %s", path);
+    free(text);
+}
+
+/* The file at path holds each text named, anywhere in it (check.h's
+ * HOLDS): FILE_HOLDS("x.gp", "set logscale y\n", "plot data using 1:2"). */
+#define FILE_HOLDS(path, ...)                                                 \
+    do {                                                                      \
+        char *file_holds_ = slurp(path);                                      \
+        HOLDS(file_holds_, __VA_ARGS__);                                      \
+        free(file_holds_);                                                    \
+    } while (0)
 
 /* --- the state of a directory tree, to compare before and after -------- */
 

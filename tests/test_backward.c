@@ -552,6 +552,22 @@ ParameterizedTest(struct mh_case *mc, backward, multihead_gradcheck)
 
 /* Self-attention: one X for queries, keys and values, so dX is the sum of
  * the three input gradients. */
+/* m of cfg with Xavier weights drawn from r, and (unless grads is NULL)
+ * a module of the same shape to take its gradients. */
+static void make_module(multihead *m, multihead *grads,
+                        const multihead_config *cfg, gsl_rng *r)
+{
+    OK(multihead_init(m, cfg));
+    if (grads)
+        OK(multihead_init(grads, cfg));
+    multihead_reset_xavier(m, r);
+}
+
+/* The small module of the gradient, trace and memory tests. */
+static const multihead_config small_config = {
+    .query_size = 3, .key_size = 3, .value_size = 3, .num_hiddens = 4,
+    .num_heads = 2, .bias = 1};
+
 struct self_ctx {
     multihead *m;
     tensor *x, *lens, *g;
@@ -570,10 +586,8 @@ static double self_loss(void *p)
 Test(backward, multihead_self_attention)
 {
     gsl_rng *r = rng_for_test(18);
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     multihead m;
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1);
     multihead_reset_xavier(&m, r);
     tensor *x = normal3(r, 2, 3, 4), *g = normal3(r, 2, 3, 4), *lens;
     OK(causal_valid_lens(2, 3, &lens));
@@ -597,11 +611,10 @@ Test(backward, multihead_self_attention)
 Test(backward, forward_cached_equals_forward)
 {
     gsl_rng *r = rng_for_test(19);
+    multihead m;
     multihead_config cfg = {.query_size = 3, .key_size = 5, .value_size = 2,
                             .num_hiddens = 6, .num_heads = 3, .bias = 1};
-    multihead m;
-    OK(multihead_init(&m, &cfg));
-    multihead_reset_xavier(&m, r);
+    make_module(&m, NULL, &cfg, r);
     tensor *q = normal3(r, 2, 4, 3), *k = normal3(r, 2, 5, 5);
     tensor *v = normal3(r, 2, 5, 2), *lens = make_lens(PER_QUERY, 2, 4, 5);
     tensor *ones = NULL, *out, *cached, *masked = NULL, *w, *cw, *saved;
@@ -637,10 +650,8 @@ Test(backward, forward_cached_equals_forward)
 Test(backward, head_mask_zero_removes_the_head)
 {
     gsl_rng *r = rng_for_test(20);
-    multihead_config cfg = {.query_size = 4, .key_size = 4, .value_size = 4,
-                            .num_hiddens = 6, .num_heads = 3};
     multihead m;
-    OK(multihead_init(&m, &cfg));
+    SELF_MODULE(&m, 4, .num_hiddens = 6, .num_heads = 3);
     multihead_reset_xavier(&m, r);
     tensor *x = normal3(r, 2, 3, 4), *mask, *out_masked, *out_zeroed;
     OK(tensor_from_array(SHAPE(3), (double[]){1, 0, 1}, &mask));
@@ -703,12 +714,8 @@ Test(backward, multihead_gradients_accumulate)
 Test(backward, key_bias_gets_no_gradient)
 {
     gsl_rng *r = rng_for_test(22);
-    multihead_config cfg = {.query_size = 3, .key_size = 3, .value_size = 3,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     multihead m, grads;
-    OK(multihead_init(&m, &cfg));
-    OK(multihead_init(&grads, &cfg));
-    multihead_reset_xavier(&m, r);
+    make_module(&m, &grads, &small_config, r);
     tensor_fill_normal(m.W_k.bias, r, 0, 1);
     tensor *x = normal3(r, 2, 4, 3), *g = normal3(r, 2, 4, 4), *out;
     multihead_cache cache = {0};
@@ -730,12 +737,8 @@ Test(backward, key_bias_gets_no_gradient)
 Test(backward_trace, one_small_module)
 {
     gsl_rng *r = rng_for_test(23);
-    multihead_config cfg = {.query_size = 3, .key_size = 3, .value_size = 3,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     multihead m, grads;
-    OK(multihead_init(&m, &cfg));
-    OK(multihead_init(&grads, &cfg));
-    multihead_reset_xavier(&m, r);
+    make_module(&m, &grads, &small_config, r);
     tensor *q = normal3(r, 2, 2, 3), *k = normal3(r, 2, 3, 3);
     tensor *g = normal3(r, 2, 2, 4), *lens, *mask, *dmask, *out, *dq;
     OK(tensor_from_array(SHAPE(2), (double[]){3, 2}, &lens));
@@ -978,12 +981,8 @@ Test(backward_errors, module)
 Test(backward_memory, every_allocation_may_fail)
 {
     gsl_rng *r = rng_for_test(25);
-    multihead_config cfg = {.query_size = 3, .key_size = 3, .value_size = 3,
-                            .num_hiddens = 4, .num_heads = 2, .bias = 1};
     multihead m, grads;
-    OK(multihead_init(&m, &cfg));
-    OK(multihead_init(&grads, &cfg));
-    multihead_reset_xavier(&m, r);
+    make_module(&m, &grads, &small_config, r);
     /* B = 1: the heads are strided views, so the packing copies count */
     tensor *x = normal3(r, 1, 3, 3), *g = normal3(r, 1, 3, 4), *lens;
     tensor *mask = NULL, *dmask = NULL;

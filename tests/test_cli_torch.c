@@ -50,23 +50,6 @@ static void assert_ok(const char *args)
     run_free(&r);
 }
 
-/* Refused: exit 2, exactly message on stderr, nothing on stdout, every
- * file as it was. */
-static void assert_refused(const char *args, const char *message)
-{
-    snapshot before = snapshot_of(".");
-    run r = mha(args);
-    char want[2048];
-    snprintf(want, sizeof want, "%s\n", message);
-    cr_assert_eq(r.status, 2, "mha %s: exit %d, stderr %s", args, r.status,
-                 r.err);
-    cr_assert_str_eq(r.err, want, "mha %s: stderr %s", args, r.err);
-    cr_assert_str_eq(r.out, "");
-    cr_assert(snapshot_unchanged(&before, "."), "mha %s changed files", args);
-    run_free(&r);
-    free(before.data);
-}
-
 /* A NumPy bool array ('|b1'), as np.save writes one: bits[i] 0 or 1. */
 static void put_bool(const char *path, size_t ndim, const size_t *shape,
                      const unsigned char *bits)
@@ -295,13 +278,13 @@ Test(cli_torch, an_empty_row_is_refused_unless_a_sink_is_added, .init = enter,
     write_inputs();
     unsigned char kpm[] = {0, 0, 0, 0, 1, 1, 1, 1};
     put_bool("kpm.npy", SHAPE(2, 4), kpm);
-    assert_refused(BASE "|--key-padding-mask|kpm.npy|--out|o.npy",
+    mha_refused(BASE "|--key-padding-mask|kpm.npy|--out|o.npy",
                    "mha forward: multihead_forward_masked: query 0 of example "
                    "1, head 0 sees no key: every entry of its row of the "
                    "merged mask (4, 3, 4) is -inf (PyTorch's "
                    "nn.MultiheadAttention gives NaN there)");
     // valid_lens 0: d2l's uniform row, but with PyTorch's options an empty one
-    assert_refused(BASE "|--average-attn-weights|--valid-lens|4,0|--out|o.npy"
+    mha_refused(BASE "|--average-attn-weights|--valid-lens|4,0|--out|o.npy"
                         "|--attention-out|a.npy",
                    "mha forward: multihead_forward_masked: query 0 of example "
                    "1, head 0 sees no key: every entry of its row of the "
@@ -310,7 +293,7 @@ Test(cli_torch, an_empty_row_is_refused_unless_a_sink_is_added, .init = enter,
     // a float mask may hide a key with -inf too
     double inf = INFINITY;
     put_values("kpmf.npy", SHAPE(2, 4), (double[]){-inf, 0, -inf, -inf, -inf, -inf, -inf, -inf});
-    assert_refused(BASE "|--key-padding-mask|kpmf.npy|--out|o.npy",
+    mha_refused(BASE "|--key-padding-mask|kpmf.npy|--out|o.npy",
                    "mha forward: multihead_forward_masked: query 0 of example "
                    "1, head 0 sees no key: every entry of its row of the "
                    "merged mask (4, 3, 4) is -inf (PyTorch's "
@@ -438,10 +421,10 @@ Test(cli_torch, mha_trace_takes_the_options_on_shapes_alone, .init = enter,
         "output (8, 4096, 12288), attention weights (8, 4096, 4098)\n"};
     assert_in_order(r.out, want, sizeof want / sizeof want[0]);
     run_free(&r);
-    assert_refused("trace|--attn-mask|4d",
+    mha_refused("trace|--attn-mask|4d",
                    "mha trace: --attn-mask '4d' is not a shape: give 2d for "
                    "(Lq, Lk) or 3d for (B*h, Lq, Lk)");
-    assert_refused("trace|--hiddens|8|--heads|2|--rope|--add-bias-kv",
+    mha_refused("trace|--hiddens|8|--heads|2|--rope|--add-bias-kv",
                    "mha trace: --add-bias-kv appends a learned key with no "
                    "position, which --rope cannot turn; give one or the other");
 }
@@ -467,9 +450,7 @@ Test(cli_torch, refuses_combinations_without_a_meaning, .init = enter,
     write_inputs();
     put_npz("model.npz", (const char *[]){"in_proj_weight", "out_proj.weight"},
             (const char *[]){"ipw.npy", "wo.npy"}, 2);
-    static const struct {
-        const char *args, *message;
-    } cases[] = {
+    static const refusal cases[] = {
         {QKV "|--state-dict|model.npz|--wq|wq.npy|--out|o.npy",
          "mha forward: --state-dict 'model.npz' holds the weights; leave out "
          "--wq 'wq.npy'"},
@@ -516,8 +497,7 @@ Test(cli_torch, refuses_combinations_without_a_meaning, .init = enter,
     };
     unsigned char am[12] = {0};
     put_bool("am.npy", SHAPE(3, 4), am);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_refused(cases[i].args, cases[i].message);
+    mha_refuses_each(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* The estimate counts the merged mask, the scores and A of the masked
@@ -532,7 +512,7 @@ Test(cli_torch, memory_is_estimated_with_the_options, .init = enter,
     setenv("MHA_MEMORY_LIMIT", "100000000", 1);
     assert_ok("forward|--heads|2|--queries|q.npy|--wq|eye.npy|--wk|eye.npy|"
               "--wv|eye.npy|--wo|eye.npy|--out|o.npy");
-    assert_refused("forward|--heads|2|--queries|q.npy|--in-proj-weight|ipw.npy"
+    mha_refused("forward|--heads|2|--queries|q.npy|--in-proj-weight|ipw.npy"
                    "|--wo|eye.npy|--add-zero-attn|--out|o2.npy",
                    // q 96000 + W_o 2*128 + packed 2*384 + Q, K, V, the
                    // joined heads and out 480000 + mask, scores and A
@@ -578,9 +558,7 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
     put_npz("onlyk.npz",
             (const char *[]){"in_proj_weight", "out_proj.weight", "bias_k"},
             (const char *[]){"ipw.npy", "wo.npy", "bias_k.npy"}, 3);
-    static const struct {
-        const char *args, *message;
-    } cases[] = {
+    static const refusal cases[] = {
         {BASE "|--attn-mask|m35.npy|--out|o.npy",
          "mha forward: --attn-mask m35.npy has shape (3, 5) but B 2, --heads "
          "2, Lq 3 and Lk 4 need (Lq, Lk) = (3, 4) or (B*h, Lq, Lk) = (4, 3, 4)"},
@@ -623,8 +601,7 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
          "mha forward: --state-dict missing.npz: cannot open: No such file or "
          "directory"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_refused(cases[i].args, cases[i].message);
+    mha_refuses_each(cases, sizeof cases / sizeof cases[0]);
     // not a zip: libzip's own words follow
     run r = mha(QKV "|--state-dict|notzip.npz|--out|o.npy");
     cr_assert_eq(r.status, 2);

@@ -65,6 +65,47 @@ static void weave_into(const char *root, char *dir)
     run(cmd);
 }
 
+/* The file name in dir, read whole (NULL where there is none). */
+static char *slurp_in(const char *dir, const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return slurp_file(path);
+}
+
+/* Weave ROOT into dir, which must fail: what it wrote to stderr. */
+static char *weave_fails(const char *root, const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1 >/dev/null", WEAVE, root, dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char *err = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&err, &len);
+    for (int c; (c = fgetc(p)) != EOF;)
+        fputc(c, out);
+    fclose(out);
+    cr_assert_neq(pclose(p), 0, "`%s` succeeded", cmd);
+    return err;
+}
+
+/* rm -rf the scratch trees root and (unless NULL) dir. */
+static void remove_trees(const char *root, const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, dir ? dir : root);
+    run(cmd);
+}
+
+/* The book's page docs/NAME, which make docs writes; free() it. */
+static char *book_page(const char *name)
+{
+    char *page = slurp_in("docs", name);
+    cr_assert_not_null(page, "no docs/%s: run make docs", name);
+    return page;
+}
+
 /* A scratch tree for the weaver in root (a mkdtemp template): `what` of
  * this tree at its top ("chapters src", "src" ...), the transcripts in
  * tests/expected/ and the pages the book copies from tools/.  The caller
@@ -141,9 +182,7 @@ Test(docs, the_book_is_current)
         cr_assert_neq(stat("docs/teacher", &st), 0,
                       "docs/teacher/ is not written by make docs without "
                       "teacher/: remove it");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    run(cmd);
+    remove_trees(dir, NULL);
 }
 
 /* The check above is worth something only if a changed output changes the
@@ -161,23 +200,21 @@ Test(docs, a_changed_output_changes_the_page)
     run(cmd);
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/06_splitting_heads.md", dir);
-    char *fresh = slurp_file(path), *doc = slurp_file("docs/06_splitting_heads.md");
+    char *fresh = slurp_in(dir, "06_splitting_heads.md");
+    char *doc = slurp_file("docs/06_splitting_heads.md");
     cr_assert_not_null(fresh);
     cr_assert_not_null(doc);
     cr_assert_str_neq(fresh, doc);
-    cr_assert_not_null(strstr(fresh, "a line the page has not seen"));
+    HOLDS(fresh, "a line the page has not seen");
     /* every other page is unchanged */
-    snprintf(path, sizeof path, "%s/07_valid_lens_per_head.md", dir);
-    char *other = slurp_file(path), *other_doc = slurp_file("docs/07_valid_lens_per_head.md");
+    char *other = slurp_in(dir, "07_valid_lens_per_head.md");
+    char *other_doc = slurp_file("docs/07_valid_lens_per_head.md");
     cr_assert_str_eq(other, other_doc);
     free(fresh);
     free(doc);
     free(other);
     free(other_doc);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* A broken reference is an error, not a silently shorter page. */
@@ -195,18 +232,12 @@ Test(docs, a_missing_function_stops_the_weaver)
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, dir);
-    int status = system(cmd);
-    cr_assert_neq(status, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", dir);
-    char *err = slurp_file(path);
+    char *err = weave_fails(root, dir);
     cr_assert_str_eq(err, "weave: chapters/01_shapes_strides_views.c: @show "
                           "src/tensor/tensor.c no_such_function: no definition of "
                           "no_such_function in src/tensor/tensor.c as of chapter 01\n");
     free(err);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* The book is written whole or not at all: a weave that stops at the last
@@ -229,15 +260,8 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
              "cat %s/*.md %s/teacher/*.md >> %s/before",
              root, root, root, dir, root, dir, dir, root);
     run(cmd);
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
-    int status = system(cmd);
-    cr_assert_neq(status, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", root);
-    char *err = slurp_file(path);
-    cr_assert_not_null(strstr(err, "output section \"99. No such section\" "
-                                   "has no section() call"),
-                       "stderr: %s", err);
+    char *err = weave_fails(root, dir);
+    HOLDS(err, "output section \"99. No such section\" has no section() call");
     free(err);
     snprintf(cmd, sizeof cmd,
              "ls -lR --time-style=full-iso %s > %s/after && "
@@ -247,8 +271,7 @@ Test(docs, a_failed_weave_leaves_the_book_as_it_was)
              "test -z \"$(ls -A %s/teacher | grep -v '\\.md$')\"",
              dir, root, dir, dir, root, root, root, dir, dir);
     run(cmd);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* The key answers every exercise of every chapter, in order: a key whose
@@ -279,19 +302,13 @@ Test(docs, a_key_that_skips_an_exercise_stops_the_weaver)
         }
         char dir[] = "/tmp/mha-docs-XXXXXX";
         cr_assert_not_null(mkdtemp(dir));
-        snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, root);
-        int status = system(cmd);
-        cr_assert_neq(status, 0);
-        char path[600];
-        snprintf(path, sizeof path, "%s/err", root);
-        char *err = slurp_file(path);
+        char *err = weave_fails(root, dir);
         cr_assert_str_eq(err, want[k]);
         free(err);
         snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\" && rmdir %s", dir, dir);
         run(cmd);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    run(cmd);
+    remove_trees(root, NULL);
 }
 
 /* The book's contents point at the key only when there is one: woven
@@ -302,25 +319,22 @@ Test(docs, the_contents_point_at_the_key_only_with_a_key)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
     book_root(root, "chapters src");
-    char cmd[1024];
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/README.md", dir);
-    char *without = slurp_file(path), *with = slurp_file("docs/README.md");
+    char *without = slurp_in(dir, "README.md"), *with = slurp_file("docs/README.md");
     cr_assert_not_null(without);
     cr_assert_not_null(with);
     cr_assert_null(strstr(without, "teacher/README.md"));
     cr_assert_null(strstr(without, "@key"));
-    cr_assert_not_null(strstr(with, "key](teacher/README.md)"));
+    HOLDS(with, "key](teacher/README.md)");
     cr_assert_null(strstr(with, "@key"));
     struct stat st;
+    char path[600];
     snprintf(path, sizeof path, "%s/teacher", dir);
     cr_assert_neq(stat(path, &st), 0, "a book without teacher/ has no key");
     free(without);
     free(with);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 //> 15
@@ -340,9 +354,7 @@ Test(docs, the_contents_come_in_parts)
     run(cmd);
     char dir[64];
     weave_into(root, dir);
-    char path[600];
-    snprintf(path, sizeof path, "%s/README.md", dir);
-    char *index = slurp_file(path);
+    char *index = slurp_in(dir, "README.md");
     cr_assert_not_null(index);
     const char *one = strstr(index, "\n### Part 1: The module\n\n| # |");
     const char *ch01 = strstr(index, "\n| 01 | [");
@@ -353,8 +365,7 @@ Test(docs, the_contents_come_in_parts)
     cr_assert_null(strstr(index, "Part 2"), "%s", index);
     cr_assert_null(strstr(index, "@part"), "%s", index);
     free(index);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 
 /* A part that does not start after the part before it stops the weaver,
@@ -372,20 +383,16 @@ Test(docs, parts_out_of_order_stop_the_weaver)
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd, "%s %s %s 2>%s/err", WEAVE, root, dir, dir);
-    cr_assert_neq(system(cmd), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/err", dir);
-    char *err = slurp_file(path);
+    char *err = weave_fails(root, dir);
     cr_assert_str_eq(err, "weave: tools/book-index.md: \"@part 09 Attention "
                           "in today's models\" is not \"@part NN Title\" "
                           "with NN above the part before it\n");
     free(err);
+    char path[600];
     snprintf(path, sizeof path, "%s/README.md", dir);
     struct stat st;
     cr_assert_neq(stat(path, &st), 0, "a failed weave wrote %s", path);
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", root, dir);
-    run(cmd);
+    remove_trees(root, dir);
 }
 //<
 
@@ -394,10 +401,9 @@ Test(docs, parts_out_of_order_stop_the_weaver)
  * docs/pictures/13_loss.png (plots/ is the chapters' own, untracked). */
 Test(docs, charts_are_pictures_too)
 {
-    char dir[64], path[128];
+    char dir[64];
     weave_into(".", dir);
-    snprintf(path, sizeof path, "%s/13_training.md", dir);
-    char *page = slurp_file(path);
+    char *page = slurp_in(dir, "13_training.md");
     cr_assert_not_null(page);
     const char *said = strstr(page, "[plot: plots/13_loss.png");
     const char *shown = strstr(page, "![13_loss](pictures/13_loss.png)");
@@ -406,9 +412,7 @@ Test(docs, charts_are_pictures_too)
     cr_assert_gt(shown, said);
     cr_assert_null(strstr(page, "](../plots/13_loss"));
     free(page);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    run(cmd);
+    remove_trees(dir, NULL);
 }
 
 /* --- an exercise comes before its solution ----------------------------- */
@@ -419,8 +423,7 @@ Test(docs, charts_are_pictures_too)
  * asks for, and the definition appears only inside the fold. */
 Test(docs, an_exercise_is_shown_folded)
 {
-    char *page = slurp_file("docs/06_splitting_heads.md");
-    cr_assert_not_null(page, "no docs/06_splitting_heads.md: run make docs");
+    char *page = book_page("06_splitting_heads.md");
     const char *said = strstr(page, "Exercise 4 below asks you to write "
                                     "`transpose_qkv`; its body is folded here:");
     const char *open = strstr(page, "<details><summary>Solution: transpose_qkv"
@@ -443,8 +446,7 @@ Test(docs, an_exercise_is_shown_folded)
  * marked "+" (page 16: the causal rule replaces step 3's repeat). */
 Test(docs, replaced_lines_are_shown_removed)
 {
-    char *page = slurp_file("docs/16_kv_cache.md");
-    cr_assert_not_null(page, "no docs/16_kv_cache.md: run make docs");
+    char *page = book_page("16_kv_cache.md");
     const char *said = strstr(page, "the lines marked `+` are new here, those "
                                     "marked `-` gone.\n\n```diff\n");
     cr_assert_not_null(said);
@@ -460,8 +462,7 @@ Test(docs, replaced_lines_are_shown_removed)
  * definition: page 14 shows apply_head_mask's body. */
 Test(docs, a_prototype_is_not_shown_for_the_definition)
 {
-    char *page = slurp_file("docs/14_head_importance.md");
-    cr_assert_not_null(page, "no docs/14_head_importance.md: run make docs");
+    char *page = book_page("14_head_importance.md");
     const char *at = strstr(page, "static int apply_head_mask(");
     cr_assert_not_null(at);
     cr_assert_not_null(strstr(at, "tensor **unmasked)\n{\n"),
@@ -681,7 +682,7 @@ Test(docs, h1_count_skips_code_blocks)
  * block: its six steps, one call each, in at most 45 lines of body. */
 Test(docs, page_08_shows_the_forward_pass_whole)
 {
-    char *page = slurp_file("docs/08_multihead_module.md");
+    char *page = book_page("08_multihead_module.md");
     const char *def = strstr(page, "\nint multihead_forward(");
     cr_assert_not_null(def, "page 08 shows no multihead_forward");
     const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");

@@ -200,30 +200,39 @@ Test(flash, strided_inputs_and_trace)
     gsl_rng_free(r);
 }
 
+/* What flash_attention_forward refuses (queries of ndim 0: NULL), each
+ * leaving *out NULL. */
 Test(flash, errors)
 {
-    tensor *q, *k, *v, *v_short, *k3, *lens, *out = (tensor *)1;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
-    OK(tensor_alloc(SHAPE(2, 5, 4), &k));
-    OK(tensor_alloc(SHAPE(2, 5, 2), &v));
-    OK(tensor_alloc(SHAPE(2, 4, 2), &v_short));
-    OK(tensor_alloc(SHAPE(2, 5, 3), &k3));
-    OK(tensor_from_array(SHAPE(2), (double[]){1, 6}, &lens));
-    FAILS(flash_attention_forward(NULL, k, v, NULL, 0, 0, &out), GSL_EINVAL,
-          "flash_attention_forward: queries is NULL");
-    cr_assert_null(out);
-    FAILS(flash_attention_forward(q, k, v_short, NULL, 0, 0, &out), GSL_EBADLEN,
-          "flash_attention_forward: keys have Lk = 5 but values have Lk = 4 "
-          "(queries (2, 3, 4), keys (2, 5, 4), values (2, 4, 2))");
-    FAILS(flash_attention_forward(q, k3, v, NULL, 0, 0, &out), GSL_EBADLEN,
-          "flash_attention_forward: queries have d = 4 but keys have d = 3 "
-          "(queries (2, 3, 4), keys (2, 5, 3), values (2, 5, 2))");
-    FAILS(flash_attention_forward(q, k, v, lens, 0, 0, &out), GSL_EINVAL,
-          "flash_attention_forward: valid_lens[1] = 6 is larger than the "
-          "number of keys 5 (queries (2, 3, 4), keys (2, 5, 4), valid_lens "
-          "(2,))");
-    cr_assert_null(out);
-    FREE_ALL(q, k, v, v_short, k3, lens);
+    static const struct {
+        size_t q_ndim, q[3], k[3], v[3];
+        double lens[2]; /* all 0: no valid_lens */
+        int status;
+        const char *message;
+    } cases[] = {
+        {0, {0}, {2, 5, 4}, {2, 5, 2}, {0}, GSL_EINVAL,
+         "flash_attention_forward: queries is NULL"},
+        {3, {2, 3, 4}, {2, 5, 4}, {2, 4, 2}, {0}, GSL_EBADLEN,
+         "flash_attention_forward: keys have Lk = 5 but values have Lk = 4 "
+         "(queries (2, 3, 4), keys (2, 5, 4), values (2, 4, 2))"},
+        {3, {2, 3, 4}, {2, 5, 3}, {2, 5, 2}, {0}, GSL_EBADLEN,
+         "flash_attention_forward: queries have d = 4 but keys have d = 3 "
+         "(queries (2, 3, 4), keys (2, 5, 3), values (2, 5, 2))"},
+        {3, {2, 3, 4}, {2, 5, 4}, {2, 5, 2}, {1, 6}, GSL_EINVAL,
+         "flash_attention_forward: valid_lens[1] = 6 is larger than the "
+         "number of keys 5 (queries (2, 3, 4), keys (2, 5, 4), valid_lens "
+         "(2,))"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor *q = zeros(cases[c].q_ndim, cases[c].q);
+        tensor *k = zeros(3, cases[c].k), *v = zeros(3, cases[c].v);
+        tensor *lens = cases[c].lens[1] ? make(SHAPE(2), cases[c].lens) : NULL;
+        tensor *out = (tensor *)1;
+        FAILS(flash_attention_forward(q, k, v, lens, 0, 0, &out),
+              cases[c].status, cases[c].message);
+        cr_assert_null(out, "case %zu left its output set", c);
+        FREE_ALL(q, k, v, lens);
+    }
 }
 
 Test(flash, allocation_failures)

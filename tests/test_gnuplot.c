@@ -191,11 +191,8 @@ Test(gnuplot, write_replaces_data_and_script_together)
 {
     put_text("x.dat", "old data\n");
     OK(gnuplot_write("test", "x", write_pair, "new"));
-    char *dat = slurp("x.dat"), *gp = slurp("x.gp");
-    cr_assert_str_eq(dat, "new data for x.gp\n");
-    cr_assert_str_eq(gp, "new script for x.dat\n");
-    free(dat);
-    free(gp);
+    file_is("x.dat", "new data for x.gp\n");
+    file_is("x.gp", "new script for x.dat\n");
     assert_names("x.dat x.gp");
 }
 
@@ -206,9 +203,7 @@ Test(gnuplot, write_is_both_or_neither)
     put_text("x.dat", "old data\n");
     cr_assert_eq(mkdir("x.gp", 0755), 0);
     cr_assert_eq(gnuplot_write("test", "x", write_pair, "new"), GSL_EFAILED);
-    char *dat = slurp("x.dat");
-    cr_assert_str_eq(dat, "old data\n");
-    free(dat);
+    file_is("x.dat", "old data\n");
     assert_names("x.dat x.gp");
 }
 
@@ -236,9 +231,7 @@ Test(gnuplot, render_makes_every_format)
     cr_assert_eq(gnuplot_available(), 1);
     OK(gnuplot_write("test", "x", write_pair, "new"));
     OK(gnuplot_render("test", "x", GNUPLOT_PNG));
-    char *png = slurp("x.png");
-    cr_assert_str_eq(png, "png image\n");
-    free(png);
+    file_is("x.png", "png image\n");
     assert_names("fake x.dat x.gp x.png");
 }
 
@@ -252,9 +245,7 @@ Test(gnuplot, render_makes_every_format_or_none)
     FAILS(gnuplot_render("test", "x", GNUPLOT_PNG | GNUPLOT_SVG), GSL_EFAILED,
           "test: ./fake exited with status 1 rendering x.svg from x.gp: no "
           "svg here");
-    char *png = slurp("x.png");
-    cr_assert_str_eq(png, "old png\n");
-    free(png);
+    file_is("x.png", "old png\n");
     assert_names("fake x.dat x.gp x.png");
 }
 

@@ -213,16 +213,14 @@ Test(heatmap, two_and_three_dimensional_weights)
     in_dir(base, sizeof base, "w");
 
     /* (Lq, Lk): one panel */
-    tensor *one;
-    OK(tensor_alloc(SHAPE(2, 3), &one));
-    tensor_fill_arange(one, 0, 1);
+    tensor *one = arange(SHAPE(2, 3));
     OK(heatmap_write(one, NULL, base));
     char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
-    cr_assert(strstr(dat, "a 1 x 1 grid of panels"));
-    cr_assert(strstr(dat, "# panel (0, 0), index 0\n0 1 2\n3 4 5\n"));
+    HOLDS(dat, "a 1 x 1 grid of panels",
+          "# panel (0, 0), index 0\n0 1 2\n3 4 5\n");
     cr_assert_eq(count(dat, "# panel"), 1);
-    cr_assert(strstr(gp, "set multiplot layout 1,1 "));
+    HOLDS(gp, "set multiplot layout 1,1 ");
     /* a single panel both hides and draws no other colour box */
     cr_assert_eq(count(gp, "unset colorbox"), 0);
     cr_assert_eq(count(gp, "set colorbox user"), 1);
@@ -230,16 +228,13 @@ Test(heatmap, two_and_three_dimensional_weights)
     free(gp);
 
     /* (cols, Lq, Lk): one row of panels */
-    tensor *row;
-    OK(tensor_alloc(SHAPE(3, 2, 2), &row));
-    tensor_fill_arange(row, 0, 1);
+    tensor *row = arange(SHAPE(3, 2, 2));
     OK(heatmap_write(row, NULL, base));
     dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
-    cr_assert(strstr(dat, "a 1 x 3 grid of panels"));
-    cr_assert(strstr(dat, "# panel (0, 2), index 2\n8 9\n10 11\n"));
-    cr_assert(strstr(gp, "set multiplot layout 1,3 "));
-    cr_assert(strstr(gp, "set cbrange [0:11]\n"));
+    HOLDS(dat, "a 1 x 3 grid of panels",
+          "# panel (0, 2), index 2\n8 9\n10 11\n");
+    HOLDS(gp, "set multiplot layout 1,3 ", "set cbrange [0:11]\n");
     free(dat);
     free(gp);
     FREE_ALL(row, one);
@@ -255,17 +250,16 @@ Test(heatmap, gp_script_draws_the_grid_on_one_scale)
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
     char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
 
-    cr_assert(strstr(gp, "data = here . 'w.dat'\n"));
-    cr_assert(strstr(gp, "\nset multiplot layout 2,3 "));
-    /* one colour scale: the smallest and largest weight of all panels,
-     * and one colour box */
+    HOLDS(gp, "data = here . 'w.dat'\n", "\nset multiplot layout 2,3 ",
+          /* one colour scale: the smallest and largest weight of all
+           * panels (and one colour box, below) */
+          "\nset cbrange [-0.5:2.5]\n",
+          /* tight ranges, query 0 on top */
+          "\nset xrange [-0.5:1.5]\nset yrange [1.5:-0.5]\n",
+          "set palette defined (0 '#ffffff', ");
     cr_assert_eq(count(gp, "set cbrange"), 1);
-    cr_assert(strstr(gp, "\nset cbrange [-0.5:2.5]\n"));
     cr_assert_eq(count(gp, "set colorbox user"), 1);
     cr_assert_eq(count(gp, "unset colorbox"), 1);
-    /* tight ranges, query 0 on top */
-    cr_assert(strstr(gp, "\nset xrange [-0.5:1.5]\nset yrange [1.5:-0.5]\n"));
-    cr_assert(strstr(gp, "set palette defined (0 '#ffffff', "));
     cr_assert_eq(count(gp, "\nplot "), 6);
 
     for (size_t r = 0; r < 2; r++)
@@ -306,15 +300,12 @@ Test(heatmap, gp_script_quotes_text_for_gnuplot)
                            .ylabel = "query \"q\""};
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "it's a map")));
-    char *gp = read_bytes(in_dir(path, sizeof path, "it's a map.gp"), NULL);
-    cr_assert(strstr(gp, " title 'it''s `touch pwned` $HOME \\n' font"), "%s",
-              gp);
-    cr_assert(strstr(gp, "set xlabel 'key''s'\n"));
-    cr_assert(strstr(gp, "set ylabel 'query \"q\"'\n"));
-    cr_assert(strstr(gp, "data = here . 'it''s a map.dat'\n"));
-    cr_assert(strstr(gp, "out = here . 'it''s a map.' . fmt\n"));
+    FILE_HOLDS(in_dir(path, sizeof path, "it's a map.gp"),
+               " title 'it''s `touch pwned` $HOME \\n' font",
+               "set xlabel 'key''s'\n", "set ylabel 'query \"q\"'\n",
+               "data = here . 'it''s a map.dat'\n",
+               "out = here . 'it''s a map.' . fmt\n");
     assert_listing("it's a map.dat it's a map.gp");
-    free(gp);
     tensor_free(t);
 }
 
@@ -342,15 +333,10 @@ Test(heatmap, options_reach_the_script)
 
     /* automatic sizes grow with the grid */
     OK(heatmap_write(t, NULL, base));
-    gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "set terminal pngcairo size 932,574 "), "%s", gp);
-    free(gp);
-    tensor *one;
-    OK(tensor_alloc(SHAPE(2, 2), &one));
+    FILE_HOLDS(path, "set terminal pngcairo size 932,574 ");
+    tensor *one = zeros(SHAPE(2, 2));
     OK(heatmap_write(one, NULL, base));
-    gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "set terminal pngcairo size 420,316 "), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "set terminal pngcairo size 420,316 ");
     FREE_ALL(one, t);
 }
 
@@ -362,25 +348,17 @@ Test(heatmap, the_scale_of_weights_starts_at_zero)
     char base[256], path[256];
     in_dir(base, sizeof base, "w");
     in_dir(path, sizeof path, "w.gp");
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 2), &t));
-    tensor_fill_arange(t, 0.5, 0.5); /* 0.5, 1, 1.5, 2 */
+    tensor *t = make(SHAPE(2, 2), (double[]){0.5, 1, 1.5, 2});
     OK(heatmap_write(t, NULL, base));
-    char *gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "\nset cbrange [0:2]\n"), "%s", gp);
-    cr_assert(strstr(gp, "# one colour scale for every panel: from 0 (white, "
-                         "exactly 0) to the\n# largest weight\n"), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "\nset cbrange [0:2]\n",
+               "# one colour scale for every panel: from 0 (white, exactly 0) "
+               "to the\n# largest weight\n");
     heatmap_options opt = {.scale_from_min = 1};
     OK(heatmap_write(t, &opt, base));
-    gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "\nset cbrange [0.5:2]\n"), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "\nset cbrange [0.5:2]\n");
     tensor_fill_arange(t, -1, 1); /* -1, 0, 1, 2 */
     OK(heatmap_write(t, NULL, base));
-    gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "\nset cbrange [-1:2]\n"), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "\nset cbrange [-1:2]\n");
     tensor_free(t);
 }
 
@@ -389,18 +367,12 @@ Test(heatmap, equal_weights_widen_the_scale)
     char base[256], path[256];
     in_dir(base, sizeof base, "w");
     in_dir(path, sizeof path, "w.gp");
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 2), &t));
-    tensor_fill(t, 0.25);
+    tensor *t = full(SHAPE(2, 2), 0.25);
     OK(heatmap_write(t, NULL, base));
-    char *gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "\nset cbrange [0:0.5]\n"), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "\nset cbrange [0:0.5]\n");
     tensor_fill(t, 0);
     OK(heatmap_write(t, NULL, base));
-    gp = read_bytes(path, NULL);
-    cr_assert(strstr(gp, "\nset cbrange [-1:1]\n"), "%s", gp);
-    free(gp);
+    FILE_HOLDS(path, "\nset cbrange [-1:1]\n");
     tensor_free(t);
 }
 
@@ -412,11 +384,10 @@ Test(heatmap, single_queries_are_drawn_as_boxes)
     tensor_fill_arange(t, 0, 0.01);
     char base[256], path[256];
     OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
-    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
-    cr_assert(strstr(gp, "cells = 'boxxyerror fs solid noborder fc palette'"));
-    cr_assert(strstr(gp, "plot data index 2 matrix using 1:2:(half):(half):3 "
-                         "with @cells\n"));
-    free(gp);
+    FILE_HOLDS(in_dir(path, sizeof path, "w.gp"),
+               "cells = 'boxxyerror fs solid noborder fc palette'",
+               "plot data index 2 matrix using 1:2:(half):(half):3 with "
+               "@cells\n");
     tensor_free(t);
 }
 
@@ -495,9 +466,7 @@ Test(heatmap, renders_the_same_bytes_twice)
 Test(heatmap, renders_strange_paths_and_titles_literally)
 {
     need_gnuplot();
-    tensor *t;
-    OK(tensor_alloc(SHAPE(1, 6), &t));
-    tensor_fill_arange(t, 0, 1);
+    tensor *t = arange(SHAPE(1, 6));
     char base[256], path[256], cmd[300];
     /* were the title run through a shell or gnuplot's backquotes, the
      * file "pwned" would appear */
@@ -536,23 +505,23 @@ Test(heatmap, missing_gnuplot_keeps_the_data_and_script)
     char base[256], msg[1024];
     in_dir(base, sizeof base, "w");
 
-    setenv("MHA_GNUPLOT", "/nonexistent/gnuplot", 1);
-    cr_assert_eq(heatmap_gnuplot_available(), 0);
-    snprintf(msg, sizeof msg,
-             "heatmap: gnuplot not found (MHA_GNUPLOT=/nonexistent/gnuplot); "
-             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
-             scratch_dir, scratch_dir);
-    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), HEATMAP_NO_GNUPLOT, msg);
-    assert_listing("w.dat w.gp");
-
-    /* a name is looked up on PATH */
-    setenv("MHA_GNUPLOT", "mha-no-such-gnuplot", 1);
-    cr_assert_eq(heatmap_gnuplot_available(), 0);
-    snprintf(msg, sizeof msg,
-             "heatmap: gnuplot not found (MHA_GNUPLOT=mha-no-such-gnuplot); "
-             "kept %s/w.dat and %s/w.gp (install gnuplot-nox to render)",
-             scratch_dir, scratch_dir);
-    FAILS(heatmap_render(t, NULL, base, HEATMAP_SVG), HEATMAP_NO_GNUPLOT, msg);
+    /* a path that is not there, and a name looked up on PATH */
+    const struct {
+        const char *gnuplot;
+        int formats;
+    } missing[] = {{"/nonexistent/gnuplot", HEATMAP_PNG},
+                   {"mha-no-such-gnuplot", HEATMAP_SVG}};
+    for (size_t i = 0; i < 2; i++) {
+        setenv("MHA_GNUPLOT", missing[i].gnuplot, 1);
+        cr_assert_eq(heatmap_gnuplot_available(), 0);
+        snprintf(msg, sizeof msg,
+                 "heatmap: gnuplot not found (MHA_GNUPLOT=%s); kept %s/w.dat "
+                 "and %s/w.gp (install gnuplot-nox to render)",
+                 missing[i].gnuplot, scratch_dir, scratch_dir);
+        FAILS(heatmap_render(t, NULL, base, missing[i].formats),
+              HEATMAP_NO_GNUPLOT, msg);
+        assert_listing("w.dat w.gp");
+    }
 
     /* no gnuplot on PATH at all */
     unsetenv("MHA_GNUPLOT");
@@ -737,41 +706,41 @@ Test(heatmap, rejects_bad_options)
     char base[256];
     in_dir(base, sizeof base, "w");
     tensor *t = six_panels();
-    heatmap_options opt = {.titles = six_titles, .ntitles = 2};
-    FAILS(heatmap_write(t, &opt, base), GSL_EBADLEN,
-          "heatmap_write: 2 titles for 6 panels (a 2 x 3 grid, weights of "
-          "shape (2, 3, 2, 2))");
-    opt = (heatmap_options){.ntitles = 6};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: ntitles is 6 but titles is NULL");
-
-    const char *titles[6] = {"a", "two\nlines", "c", "d", "e", "f"};
-    opt = (heatmap_options){.titles = titles, .ntitles = 6};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: the title of panel (0, 1) contains control "
-          "character 0x0a; labels and titles are single lines");
-    opt = (heatmap_options){.xlabel = "tab\there"};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: the x label contains control character 0x09; "
-          "labels and titles are single lines");
-
-    opt = (heatmap_options){.palette = 9};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: palette 9 is not one of 0 to 3");
-    opt = (heatmap_options){.width = -1};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: width -1 is out of range; use 0 (automatic) or 1 "
-          "to 16384 pixels");
-    opt = (heatmap_options){.height = 20000};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: height 20000 is out of range; use 0 (automatic) or "
-          "1 to 16384 pixels");
-    opt = (heatmap_options){.width = 200};
-    FAILS(heatmap_write(t, &opt, base), GSL_EINVAL,
-          "heatmap_write: 200 x 0 pixels leave no room for a 2 x 3 grid of "
-          "(2, 2) panels; the margins alone take 212 x 94 (0 sizes it "
-          "automatically)");
-    opt = (heatmap_options){.term_columns = -1};
+    static const char *const titles[6] = {"a", "two\nlines", "c", "d", "e",
+                                          "f"};
+    const struct {
+        heatmap_options opt;
+        int status;
+        const char *message;
+    } cases[] = {
+        {{.titles = six_titles, .ntitles = 2}, GSL_EBADLEN,
+         "heatmap_write: 2 titles for 6 panels (a 2 x 3 grid, weights of "
+         "shape (2, 3, 2, 2))"},
+        {{.ntitles = 6}, GSL_EINVAL,
+         "heatmap_write: ntitles is 6 but titles is NULL"},
+        {{.titles = titles, .ntitles = 6}, GSL_EINVAL,
+         "heatmap_write: the title of panel (0, 1) contains control "
+         "character 0x0a; labels and titles are single lines"},
+        {{.xlabel = "tab\there"}, GSL_EINVAL,
+         "heatmap_write: the x label contains control character 0x09; "
+         "labels and titles are single lines"},
+        {{.palette = 9}, GSL_EINVAL,
+         "heatmap_write: palette 9 is not one of 0 to 3"},
+        {{.width = -1}, GSL_EINVAL,
+         "heatmap_write: width -1 is out of range; use 0 (automatic) or 1 "
+         "to 16384 pixels"},
+        {{.height = 20000}, GSL_EINVAL,
+         "heatmap_write: height 20000 is out of range; use 0 (automatic) or "
+         "1 to 16384 pixels"},
+        {{.width = 200}, GSL_EINVAL,
+         "heatmap_write: 200 x 0 pixels leave no room for a 2 x 3 grid of "
+         "(2, 2) panels; the margins alone take 212 x 94 (0 sizes it "
+         "automatically)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        FAILS(heatmap_write(t, &cases[i].opt, base), cases[i].status,
+              cases[i].message);
+    heatmap_options opt = {.term_columns = -1};
     FAILS(heatmap_terminal(stdout, t, &opt), GSL_EINVAL,
           "heatmap_terminal: term_columns -1 is negative; use 0 (80 columns) "
           "or the terminal's width");
@@ -790,16 +759,15 @@ Test(heatmap, rejects_paths_it_cannot_write)
     tensor *t = six_panels();
     char base[256], msg[512];
     in_dir(base, sizeof base, "missing/w");
-    snprintf(msg, sizeof msg,
-             "heatmap_write: cannot create %s/missing/w.dat: No such file or "
-             "directory",
-             scratch_dir);
-    FAILS(heatmap_write(t, NULL, base), GSL_EFAILED, msg);
-    snprintf(msg, sizeof msg,
-             "heatmap_render: cannot create %s/missing/w.dat: No such file or "
-             "directory",
-             scratch_dir);
-    FAILS(heatmap_render(t, NULL, base, HEATMAP_PNG), GSL_EFAILED, msg);
+    for (int render = 0; render < 2; render++) {
+        snprintf(msg, sizeof msg,
+                 "%s: cannot create %s/missing/w.dat: No such file or "
+                 "directory",
+                 render ? "heatmap_render" : "heatmap_write", scratch_dir);
+        FAILS(render ? heatmap_render(t, NULL, base, HEATMAP_PNG)
+                     : heatmap_write(t, NULL, base),
+              GSL_EFAILED, msg);
+    }
 
     FAILS(heatmap_write(t, NULL, ""), GSL_EINVAL,
           "heatmap_write: the output path is empty");

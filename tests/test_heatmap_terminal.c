@@ -16,13 +16,15 @@ static char *terminal_text(const tensor *t, const heatmap_options *opt,
     return c.text;
 }
 
-/* The text of a view that must succeed. */
-static char *terminal_ok(const tensor *t, const heatmap_options *opt)
+/* A view that must succeed and draw exactly `expected`. */
+static void terminal_is(const tensor *t, const heatmap_options *opt,
+                        const char *expected)
 {
     int status;
     char *text = terminal_text(t, opt, &status);
     OK(status);
-    return text;
+    cr_assert_str_eq(text, expected);
+    free(text);
 }
 
 Test(heatmap_terminal, terminal_view_of_two_panels)
@@ -31,20 +33,18 @@ Test(heatmap_terminal, terminal_view_of_two_panels)
     const char *titles[] = {"Head 1", "it's head 2"};
     heatmap_options opt = {.titles = titles, .ntitles = 2,
                            .title = "Two heads"};
-    char *text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "          Two heads\n"
-                     "           Head 1      it's head 2\n"
-                     "          ┌──────┐     ┌──────┐\n"
-                     "Queries 0 │  ▒▒██│     │▒▒▓▓░░│\n"
-                     "        1 │░░░░██│     │██░░  │\n"
-                     "          └──────┘     └──────┘\n"
-                     "           0 1 2        0 1 2\n"
-                     "            Keys         Keys\n"
-                     "shades, one scale for all panels:  [  ] exactly 0  "
-                     "[░░] above 0 to 0.25\n"
-                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
-    free(text);
+    terminal_is(t, &opt,
+                "          Two heads\n"
+                "           Head 1      it's head 2\n"
+                "          ┌──────┐     ┌──────┐\n"
+                "Queries 0 │  ▒▒██│     │▒▒▓▓░░│\n"
+                "        1 │░░░░██│     │██░░  │\n"
+                "          └──────┘     └──────┘\n"
+                "           0 1 2        0 1 2\n"
+                "            Keys         Keys\n"
+                "shades, one scale for all panels:  [  ] exactly 0  "
+                "[░░] above 0 to 0.25\n"
+                "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
     tensor_free(t);
 }
 
@@ -56,35 +56,31 @@ Test(heatmap_terminal, terminal_view_of_one_matrix)
     for (size_t i = 0; i < 3; i++)
         *TENSOR_AT(t, i, 4 * i) = 1;
     heatmap_options opt = {.ylabel = "q", .xlabel = "k"};
-    char *text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "    ┌────────────────────────┐\n"
-                     "q 0 │██                      │\n"
-                     "  1 │        ██              │\n"
-                     "  2 │                ██      │\n"
-                     "    └────────────────────────┘\n"
-                     "     0         5         10\n"
-                     "                k\n"
-                     "shades, one scale for all panels:  [  ] exactly 0  "
-                     "[░░] above 0 to 0.25\n"
-                     "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
-    free(text);
+    terminal_is(t, &opt,
+                "    ┌────────────────────────┐\n"
+                "q 0 │██                      │\n"
+                "  1 │        ██              │\n"
+                "  2 │                ██      │\n"
+                "    └────────────────────────┘\n"
+                "     0         5         10\n"
+                "                k\n"
+                "shades, one scale for all panels:  [  ] exactly 0  "
+                "[░░] above 0 to 0.25\n"
+                "   [▒▒] 0.25 to 0.5  [▓▓] 0.5 to 0.75  [██] 0.75 to 1\n");
 
     tensor_fill(t, 0.25);
     opt = (heatmap_options){.ylabel = ""};
     tensor *small;
     OK(tensor_alloc(SHAPE(2, 2), &small));
     tensor_fill(small, 0.25);
-    text = terminal_ok(small, &opt);
-    cr_assert_str_eq(text,
-                     "  ┌────┐\n"
-                     "0 │▒▒▒▒│\n"
-                     "1 │▒▒▒▒│\n"
-                     "  └────┘\n"
-                     "   0 1\n"
-                     "   Keys\n"
-                     "every weight is 0.25, drawn as [▒▒]\n");
-    free(text);
+    terminal_is(small, &opt,
+                "  ┌────┐\n"
+                "0 │▒▒▒▒│\n"
+                "1 │▒▒▒▒│\n"
+                "  └────┘\n"
+                "   0 1\n"
+                "   Keys\n"
+                "every weight is 0.25, drawn as [▒▒]\n");
     FREE_ALL(small, t);
 }
 
@@ -93,35 +89,31 @@ Test(heatmap_terminal, terminal_view_wraps_wide_rows)
     /* three panels need 38 columns: in 30, two fit side by side; the
      * scale is [0, 17] in quarters of 4.25: only 0 itself is blank, 1..4
      * take the lightest shade, 5..8 the next, and so on */
-    tensor *t;
-    OK(tensor_alloc(SHAPE(2, 3, 1, 3), &t));
-    tensor_fill_arange(t, 0, 1);
+    tensor *t = arange(SHAPE(2, 3, 1, 3));
     heatmap_options opt = {.term_columns = 30};
-    char *text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │  ░░░░│  │░░░░▒▒│\n"
-                     "          └──────┘  └──────┘\n"
-                     "          ┌──────┐\n"
-                     "Queries 0 │▒▒▒▒▒▒│\n"
-                     "          └──────┘\n"
-                     "          ┌──────┐  ┌──────┐\n"
-                     "Queries 0 │▓▓▓▓▓▓│  │▓▓████│\n"
-                     "          └──────┘  └──────┘\n"
-                     "           0 1 2     0 1 2\n"
-                     "            Keys      Keys\n"
-                     "          ┌──────┐\n"
-                     "Queries 0 │██████│\n"
-                     "          └──────┘\n"
-                     "           0 1 2\n"
-                     "            Keys\n"
-                     "shades, one scale for all panels:\n"
-                     "   [  ] exactly 0\n"
-                     "   [░░] above 0 to 4.25\n"
-                     "   [▒▒] 4.25 to 8.5\n"
-                     "   [▓▓] 8.5 to 12.8\n"
-                     "   [██] 12.8 to 17\n");
-    free(text);
+    terminal_is(t, &opt,
+                "          ┌──────┐  ┌──────┐\n"
+                "Queries 0 │  ░░░░│  │░░░░▒▒│\n"
+                "          └──────┘  └──────┘\n"
+                "          ┌──────┐\n"
+                "Queries 0 │▒▒▒▒▒▒│\n"
+                "          └──────┘\n"
+                "          ┌──────┐  ┌──────┐\n"
+                "Queries 0 │▓▓▓▓▓▓│  │▓▓████│\n"
+                "          └──────┘  └──────┘\n"
+                "           0 1 2     0 1 2\n"
+                "            Keys      Keys\n"
+                "          ┌──────┐\n"
+                "Queries 0 │██████│\n"
+                "          └──────┘\n"
+                "           0 1 2\n"
+                "            Keys\n"
+                "shades, one scale for all panels:\n"
+                "   [  ] exactly 0\n"
+                "   [░░] above 0 to 4.25\n"
+                "   [▒▒] 4.25 to 8.5\n"
+                "   [▓▓] 8.5 to 12.8\n"
+                "   [██] 12.8 to 17\n");
     tensor_free(t);
 }
 
@@ -130,46 +122,36 @@ Test(heatmap_terminal, terminal_view_wraps_wide_rows)
  * scale with negative values starts at the smallest, and 0 stays blank. */
 Test(heatmap_terminal, blank_is_exactly_zero)
 {
-    tensor *t;
-    OK(tensor_alloc(SHAPE(1, 4), &t));
-    double w[4] = {0.0104, 0.3, 0.6, 0.0896};
-    for (size_t k = 0; k < 4; k++)
-        *TENSOR_AT(t, 0, k) = w[k];
+    tensor *t = make(SHAPE(1, 4), (double[]){0.0104, 0.3, 0.6, 0.0896});
     heatmap_options opt = {.ylabel = "", .xlabel = ""};
-    char *text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "  ┌────────┐\n"
-                     "0 │░░▒▒██░░│\n"
-                     "  └────────┘\n"
-                     "   0 1 2 3\n"
-                     "shades, one scale for all panels:  [  ] exactly 0  "
-                     "[░░] above 0 to 0.15\n"
-                     "   [▒▒] 0.15 to 0.3  [▓▓] 0.3 to 0.45  [██] 0.45 to 0.6\n");
-    free(text);
+    terminal_is(t, &opt,
+                "  ┌────────┐\n"
+                "0 │░░▒▒██░░│\n"
+                "  └────────┘\n"
+                "   0 1 2 3\n"
+                "shades, one scale for all panels:  [  ] exactly 0  "
+                "[░░] above 0 to 0.15\n"
+                "   [▒▒] 0.15 to 0.3  [▓▓] 0.3 to 0.45  [██] 0.45 to 0.6\n");
 
     double v[4] = {-1, 0, 1, 3};
     for (size_t k = 0; k < 4; k++)
         *TENSOR_AT(t, 0, k) = v[k];
-    text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "  ┌────────┐\n"
-                     "0 │░░  ▒▒██│\n"
-                     "  └────────┘\n"
-                     "   0 1 2 3\n"
-                     "shades, one scale for all panels:  [  ] exactly 0  "
-                     "[░░] -1 to 0  [▒▒] 0 to 1\n"
-                     "   [▓▓] 1 to 2  [██] 2 to 3\n");
-    free(text);
+    terminal_is(t, &opt,
+                "  ┌────────┐\n"
+                "0 │░░  ▒▒██│\n"
+                "  └────────┘\n"
+                "   0 1 2 3\n"
+                "shades, one scale for all panels:  [  ] exactly 0  "
+                "[░░] -1 to 0  [▒▒] 0 to 1\n"
+                "   [▓▓] 1 to 2  [██] 2 to 3\n");
 
     tensor_fill(t, 0);
-    text = terminal_ok(t, &opt);
-    cr_assert_str_eq(text,
-                     "  ┌────────┐\n"
-                     "0 │        │\n"
-                     "  └────────┘\n"
-                     "   0 1 2 3\n"
-                     "every weight is 0, drawn as [  ]\n");
-    free(text);
+    terminal_is(t, &opt,
+                "  ┌────────┐\n"
+                "0 │        │\n"
+                "  └────────┘\n"
+                "   0 1 2 3\n"
+                "every weight is 0, drawn as [  ]\n");
     tensor_free(t);
 }
 

@@ -139,9 +139,7 @@ Test(layer_norm, unit_variance_and_large_mean)
 Test(layer_norm, strided_input)
 {
     gsl_rng *r = mha_rng_new(5);
-    tensor *x, *xt, *packed, *y, *want;
-    OK(tensor_alloc(SHAPE(3, 5, 4), &x));
-    tensor_fill_normal(x, r, 0, 2);
+    tensor *x = normal_tensor(SHAPE(3, 5, 4), r, 2), *xt, *packed, *y, *want;
     OK(tensor_permute(x, SHAPE(0, 2, 1), &xt)); // (3, 4, 5), last stride 4
     OK(tensor_contiguous(xt, &packed));
     OK(layernorm_apply(xt, NULL, NULL, 1e-5, &y));

@@ -463,61 +463,75 @@ Test(linear, pytorch_default_bounds)
 
 /* --- errors ------------------------------------------------------------ */
 
+/* linear_forward, or with naive set linear_forward_naive: what it
+ * refuses must leave *y NULL. */
+static void forward_fails(const linear *l, const tensor *x, int naive,
+                          const char *message)
+{
+    tensor *y = (tensor *)&y;
+    FAILS((naive ? linear_forward_naive : linear_forward)(l, x, &y),
+          GSL_EBADLEN, message);
+    cr_assert_null(y);
+}
+
+/* Inputs of a shape the layer W_q (4 in, 3 out) does not take. */
 Test(linear, input_width_mismatch)
 {
+    static const struct {
+        size_t ndim, shape[2];
+        int naive;
+        const char *message;
+    } cases[] = {
+        {2, {2, 5}, 0,
+         "linear_forward W_q: input shape (2, 5) ends in 5 features, the "
+         "layer takes 4 (weight (3, 4))"},
+        {2, {2, 5}, 1,
+         "linear_forward_naive W_q: input shape (2, 5) ends in 5 features, "
+         "the layer takes 4 (weight (3, 4))"},
+        {1, {3}, 0,
+         "linear_forward W_q: input shape (3,) ends in 3 features, the "
+         "layer takes 4 (weight (3, 4))"},
+    };
     linear l;
     OK(linear_init(&l, "W_q", 4, 3, 1));
-    tensor *x = NULL, *y = (tensor *)&y;
-    OK(tensor_alloc(SHAPE(2, 5), &x));
-    FAILS(linear_forward(&l, x, &y), GSL_EBADLEN,
-          "linear_forward W_q: input shape (2, 5) ends in 5 features, the "
-          "layer takes 4 (weight (3, 4))");
-    cr_assert_null(y);
-    y = (tensor *)&y;
-    FAILS(linear_forward_naive(&l, x, &y), GSL_EBADLEN,
-          "linear_forward_naive W_q: input shape (2, 5) ends in 5 features, "
-          "the layer takes 4 (weight (3, 4))");
-    cr_assert_null(y);
-    tensor_free(x);
-    OK(tensor_alloc(SHAPE(3), &x));
-    FAILS(linear_forward(&l, x, &y), GSL_EBADLEN,
-          "linear_forward W_q: input shape (3,) ends in 3 features, the "
-          "layer takes 4 (weight (3, 4))");
-    tensor_free(x);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor *x;
+        OK(tensor_alloc(cases[c].ndim, cases[c].shape, &x));
+        forward_fails(&l, x, cases[c].naive, cases[c].message);
+        tensor_free(x);
+    }
     linear_free(&l);
 }
 
+/* W_v (4 in, 3 out) with its weight or its bias swapped for one of the
+ * wrong shape, then put back: the forward works again. */
 Test(linear, parameters_of_the_wrong_shape)
 {
+    static const struct {
+        int bias; /* 0: the weight */
+        size_t ndim, shape[2];
+        int naive;
+        const char *message;
+    } cases[] = {
+        {0, 2, {4, 3}, 0, /* transposed by mistake */
+         "linear_forward W_v: weight has shape (4, 3), expected (3, 4)"},
+        {0, 1, {12}, 1,
+         "linear_forward_naive W_v: weight has shape (12,), expected (3, 4)"},
+        {1, 1, {4}, 0, "linear_forward W_v: bias has shape (4,), expected (3,)"},
+        {1, 2, {3, 1}, 0,
+         "linear_forward W_v: bias has shape (3, 1), expected (3,)"},
+    };
     linear l;
     OK(linear_init(&l, "W_v", 4, 3, 1));
-    tensor *x = NULL, *y = (tensor *)&y;
+    tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 4), &x));
-
-    tensor_free(l.weight);
-    OK(tensor_alloc(SHAPE(4, 3), &l.weight)); /* transposed by mistake */
-    FAILS(linear_forward(&l, x, &y), GSL_EBADLEN,
-          "linear_forward W_v: weight has shape (4, 3), expected (3, 4)");
-    cr_assert_null(y);
-    tensor_free(l.weight);
-    OK(tensor_alloc(SHAPE(12), &l.weight));
-    FAILS(linear_forward_naive(&l, x, &y), GSL_EBADLEN,
-          "linear_forward_naive W_v: weight has shape (12,), expected (3, 4)");
-    tensor_free(l.weight);
-    OK(tensor_alloc(SHAPE(3, 4), &l.weight));
-
-    tensor_free(l.bias);
-    OK(tensor_alloc(SHAPE(4), &l.bias));
-    y = (tensor *)&y;
-    FAILS(linear_forward(&l, x, &y), GSL_EBADLEN,
-          "linear_forward W_v: bias has shape (4,), expected (3,)");
-    cr_assert_null(y);
-    tensor_free(l.bias);
-    OK(tensor_alloc(SHAPE(3, 1), &l.bias));
-    FAILS(linear_forward(&l, x, &y), GSL_EBADLEN,
-          "linear_forward W_v: bias has shape (3, 1), expected (3,)");
-    tensor_free(l.bias);
-    OK(tensor_alloc(SHAPE(3), &l.bias));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor **p = cases[c].bias ? &l.bias : &l.weight, *right = *p;
+        OK(tensor_alloc(cases[c].ndim, cases[c].shape, p));
+        forward_fails(&l, x, cases[c].naive, cases[c].message);
+        tensor_free(*p);
+        *p = right;
+    }
     OK(linear_forward(&l, x, &y));
     FREE_ALL(y, x);
     linear_free(&l);
@@ -621,40 +635,43 @@ Test(linear, forward_out_of_memory)
 Test(linear, weights_that_are_views)
 {
     gsl_rng *r = mha_rng_new(5);
-    tensor *big_rows, *big_cols, *x, *x3, *y, *y_naive;
-    OK(tensor_alloc(SHAPE(8, 4), &big_rows));
-    OK(tensor_alloc(SHAPE(5, 6), &big_cols));
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
-    OK(tensor_alloc(SHAPE(2, 3, 3), &x3));
-    tensor_fill_normal(big_rows, r, 0, 1);
-    tensor_fill_normal(big_cols, r, 0, 1);
-    tensor_fill_normal(x, r, 0, 1);
-    tensor_fill_normal(x3, r, 0, 1);
-
-    linear l;
-    OK(linear_init(&l, "rows", 4, 3, 0));
-    tensor_free(l.weight);
-    OK(tensor_narrow(big_rows, 0, 3, 3, &l.weight)); // (3, 4), rows 3..5
-    OK(linear_forward(&l, x, &y));
-    OK(linear_forward_naive(&l, x, &y_naive));
-    cr_assert(rel_error(y, y_naive) <= 1e-13);
-    /* by hand, one element: y[1, 2, 0] = sum_i x[1, 2, i] W[3, i] */
-    double want = 0;
-    for (size_t i = 0; i < 4; i++)
-        want += *TENSOR_AT(x, 1, 2, i) * *TENSOR_AT(big_rows, 3, i);
-    cr_assert_float_eq(*TENSOR_AT(y, 1, 2, 0), want, 1e-13);
-    FREE_ALL(y, y_naive);
-    linear_free(&l);
-
-    OK(linear_init(&l, "cols", 3, 5, 0));
-    tensor_free(l.weight);
-    OK(tensor_narrow(big_cols, 1, 1, 3, &l.weight)); // (5, 3), columns 1..3
-    OK(linear_forward(&l, x3, &y));
-    OK(linear_forward_naive(&l, x3, &y_naive));
-    cr_assert(rel_error(y, y_naive) <= 1e-13);
-    FREE_ALL(y, y_naive);
-    linear_free(&l);
-
+    tensor *big_rows = normal_tensor(SHAPE(8, 4), r, 1);
+    tensor *big_cols = normal_tensor(SHAPE(5, 6), r, 1);
+    tensor *x = normal_tensor(SHAPE(2, 3, 4), r, 1);
+    tensor *x3 = normal_tensor(SHAPE(2, 3, 3), r, 1);
+    const struct {
+        const char *name;
+        size_t in, out;
+        tensor *big;    /* the weight: narrow(big, dim, start, len) */
+        size_t dim, start;
+        tensor *x;
+    } views[] = {
+        {"rows", 4, 3, big_rows, 0, 3, x},  // (3, 4), rows 3..5
+        {"cols", 3, 5, big_cols, 1, 1, x3}, // (5, 3), columns 1..3
+    };
+    for (size_t v = 0; v < 2; v++) {
+        const size_t dim = views[v].dim, start = views[v].start;
+        linear l;
+        tensor *y, *y_naive;
+        OK(linear_init(&l, views[v].name, views[v].in, views[v].out, 0));
+        tensor_free(l.weight);
+        OK(tensor_narrow(views[v].big, dim, start,
+                         dim == 0 ? views[v].out : views[v].in, &l.weight));
+        OK(linear_forward(&l, views[v].x, &y));
+        OK(linear_forward_naive(&l, views[v].x, &y_naive));
+        cr_assert(rel_error(y, y_naive) <= 1e-13, "%s", views[v].name);
+        /* by hand, one element: y[1, 2, 0] = sum_i x[1, 2, i] W[0, i],
+         * W[0, i] being big[start, i] (rows) or big[0, start + i] (cols) */
+        double want = 0;
+        for (size_t i = 0; i < views[v].in; i++)
+            want += *TENSOR_AT(views[v].x, 1, 2, i) *
+                    *TENSOR_AT(views[v].big, dim == 0 ? start : 0,
+                               dim == 0 ? i : start + i);
+        cr_assert_float_eq(*TENSOR_AT(y, 1, 2, 0), want, 1e-13, "%s",
+                           views[v].name);
+        FREE_ALL(y, y_naive);
+        linear_free(&l);
+    }
     FREE_ALL(big_rows, big_cols, x, x3);
     gsl_rng_free(r);
 }

@@ -54,9 +54,7 @@ Test(mask, key_padding_from_lens)
 Test(mask, merge_adds_with_broadcasting)
 {
     size_t B = 2, h = 3, Lq = 2, Lk = 3;
-    tensor *am, *kp, *m;
-    OK(tensor_alloc(SHAPE(Lq, Lk), &am));
-    tensor_fill_arange(am, 0, 1); // am[i][j] = 3i + j
+    tensor *am = arange(SHAPE(Lq, Lk)), *kp, *m; // am[i][j] = 3i + j
     OK(tensor_alloc(SHAPE(B, Lk), &kp));
     tensor_fill_arange(kp, 0, 10); // kp[b][j] = 10(3b + j)
     OK(mask_merge(am, kp, B, h, Lq, Lk, &m));
@@ -67,9 +65,7 @@ Test(mask, merge_adds_with_broadcasting)
                 cr_assert_eq(*TENSOR_AT(m, n, i, j),
                              (double)(3 * i + j) + 10.0 * (double)(3 * (n / h) + j));
     tensor_free(m);
-    tensor *am3;
-    OK(tensor_alloc(SHAPE(B * h, Lq, Lk), &am3));
-    tensor_fill_arange(am3, 0, 1);
+    tensor *am3 = arange(SHAPE(B * h, Lq, Lk));
     OK(mask_merge(am3, NULL, B, h, Lq, Lk, &m));
     for (size_t e = 0; e < B * h * Lq * Lk; e++)
         cr_assert_eq(m->data[e], (double)e);
@@ -131,14 +127,8 @@ static void random_module(multihead *m, size_t kv_heads, int causal,
 static void plain_linear(const linear *l, const double *x, size_t rows,
                          double *y)
 {
-    size_t out = l->weight->shape[0], in = l->weight->shape[1];
     for (size_t r = 0; r < rows; r++)
-        for (size_t o = 0; o < out; o++) {
-            double s = l->bias ? l->bias->data[o] : 0;
-            for (size_t c = 0; c < in; c++)
-                s += x[r * in + c] * l->weight->data[o * in + c];
-            y[r * out + o] = s;
-        }
+        naive_linear(l, x + r * l->in_features, y + r * l->out_features);
 }
 
 /* The module by plain loops: mask (B*h, Lq, Lk') already holds every

@@ -29,9 +29,7 @@ static void assert_layout(const tensor_matrices *m, size_t count0,
  * axis is strided is copied once, and the trace says so. */
 Test(matrices, three_dims_in_place_or_copied_once)
 {
-    tensor *x = NULL, *p = NULL;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = arange(SHAPE(2, 3, 4)), *p = NULL;
     tensor_matrices m;
     OK(tensor_as_matrices(x, "keys", &m));
     cr_assert_null(m.packed);
@@ -76,9 +74,9 @@ Test(matrices, three_dims_in_place_or_copied_once)
  * two dimensions: one matrix, a narrowed one through its row stride. */
 Test(matrices, four_and_two_dims)
 {
-    tensor *x = NULL, *s = NULL, *hm = NULL, *w = NULL, *n = NULL;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x)); /* (B, L, h*d) with h = 2, d = 2 */
-    tensor_fill_arange(x, 0, 1);
+    /* x (B, L, h*d) with h = 2, d = 2 */
+    tensor *x = arange(SHAPE(2, 3, 4)), *s = NULL, *hm = NULL, *w = NULL;
+    tensor *n = NULL;
     OK(tensor_reshape(x, DIMS(2, 3, 2, 2), NULL, &s));
     OK(tensor_permute(s, SHAPE(2, 0, 1, 3), &hm)); /* (h, B, L, d) */
     tensor_matrices m;
@@ -99,8 +97,7 @@ Test(matrices, four_and_two_dims)
     cr_assert_eq(r.matrix.size1, 2);
     cr_assert_eq(gsl_matrix_get(&r.matrix, 1, 0), *TENSOR_AT(hm, 0, 1, 2, 0));
 
-    OK(tensor_alloc(SHAPE(5, 3), &w));
-    tensor_fill_arange(w, 0, 1);
+    w = arange(SHAPE(5, 3));
     OK(tensor_narrow(w, 0, 1, 3, &n)); /* rows 1 .. 3, still 3 apart */
     OK(tensor_as_matrices(n, NULL, &m));
     cr_assert_null(m.packed);
@@ -135,9 +132,7 @@ Test(matrices, refusals)
  * transposed one is copied. */
 Test(matrices, rows_in_place_when_evenly_spaced)
 {
-    tensor *x = NULL, *n = NULL, *t = NULL;
-    OK(tensor_alloc(SHAPE(4, 2, 3), &x));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = arange(SHAPE(4, 2, 3)), *n = NULL, *t = NULL;
     OK(tensor_narrow(x, 0, 1, 2, &n)); /* (2, 2, 3): rows 6 .. 17 */
     tensor_matrices m;
     OK(tensor_as_rows(n, &m));

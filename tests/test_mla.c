@@ -124,19 +124,19 @@ static mla_case cases[] = {
     {2, 6, 5, 2, 3, 16, 2, 2, 1},
 };
 
-static void make_module(const mla_case *k, mla *m, tensor **x,
-                        unsigned long seed)
+/* The case's module, its weights drawn from a generator seeded with
+ * `seed`, and its input x (B, n, dim) of normal draws after them. */
+static tensor *make_module(const mla_case *k, mla *m, unsigned long seed)
 {
     mla_config cfg = {.dim = k->dim, .num_heads = k->h, .q_lora_rank = k->q_lora,
                       .kv_lora_rank = k->dc, .qk_nope_head_dim = k->dn,
                       .qk_rope_head_dim = k->dr, .v_head_dim = k->dv};
     OK(mla_init(m, &cfg));
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, seed);
+    gsl_rng *r = rng_for_test(seed);
     mla_reset(m, r);
-    OK(tensor_alloc(SHAPE(k->B, k->n, k->dim), x));
-    tensor_fill_normal(*x, r, 0, 1);
+    tensor *x = normal_tensor(SHAPE(k->B, k->n, k->dim), r, 1);
     gsl_rng_free(r);
+    return x;
 }
 
 ParameterizedTestParameters(mla, both_paths_equal_the_loops)
@@ -147,8 +147,7 @@ ParameterizedTestParameters(mla, both_paths_equal_the_loops)
 ParameterizedTest(mla_case *k, mla, both_paths_equal_the_loops)
 {
     mla m;
-    tensor *x;
-    make_module(k, &m, &x, 20 + k->n);
+    tensor *x = make_module(k, &m, 20 + k->n);
     size_t B = k->B, n = k->n, D = k->dim, h = k->h;
     double *want = malloc(B * n * D * sizeof *want);
     double *ww = malloc(B * h * n * n * sizeof *ww);
@@ -188,8 +187,8 @@ static void decode_in_pieces(const mla_case *k, const size_t *sizes,
                              size_t count, mla_path path)
 {
     mla m;
-    tensor *x, *full, *full_w; // (B, n, d_model), (B, h, n, n)
-    make_module(k, &m, &x, 7);
+    tensor *x = make_module(k, &m, 7);
+    tensor *full, *full_w; // (B, n, d_model), (B, h, n, n)
     OK(mla_forward(&m, x, MLA_NAIVE, &full, &full_w));
     mla_cache c;
     OK(mla_cache_init(&c, k->B, k->dc, k->dr, k->n));
@@ -247,8 +246,7 @@ Test(mla, the_cache_holds_the_normed_latent_and_the_turned_key)
 {
     mla_case k = cases[1];
     mla m;
-    tensor *x, *y;
-    make_module(&k, &m, &x, 3);
+    tensor *x = make_module(&k, &m, 3), *y;
     mla_cache c;
     OK(mla_cache_init(&c, k.B, k.dc, k.dr, k.n));
     OK(mla_decode_step(&m, &c, x, MLA_ABSORBED, &y, NULL));
@@ -317,8 +315,7 @@ Test(mla, refuses_bad_inputs_and_leaves_the_cache)
 {
     mla_case k = cases[1]; // B 2, n 5, dim 8, d_c 4, d_r 4
     mla m;
-    tensor *x, *y = NULL, *bad;
-    make_module(&k, &m, &x, 5);
+    tensor *x = make_module(&k, &m, 5), *y = NULL, *bad;
     OK(tensor_alloc(SHAPE(2, 5, 7), &bad));
     tensor_fill(bad, 0);
     FAILS(mla_forward(&m, bad, MLA_NAIVE, &y, NULL), GSL_EBADLEN,
@@ -372,8 +369,7 @@ Test(mla, the_trace_of_each_path)
 {
     mla_case k = cases[1];
     mla m;
-    tensor *x, *y;
-    make_module(&k, &m, &x, 5);
+    tensor *x = make_module(&k, &m, 5), *y;
     trace_log log;
     char steps[2048], shape[TRACE_SHAPE_MAX];
     trace_log_start(&log);

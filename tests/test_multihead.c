@@ -92,25 +92,23 @@ Test(heads, transpose_trace_of_the_seeds)
 
 Test(heads, transpose_errors)
 {
-    tensor *x, *x2, *out = (tensor *)1;
-    OK(tensor_alloc(SHAPE(1, 2, 16), &x));
-    OK(tensor_alloc(SHAPE(2, 16), &x2));
-    FAILS(transpose_qkv(x, 3, &out), GSL_EBADLEN,
-          "transpose_qkv: d_model 16 is not divisible by num_heads 3 "
-          "(input shape (1, 2, 16))");
-    cr_assert_null(out);
-    FAILS(transpose_qkv(x, 0, &out), GSL_EINVAL,
-          "transpose_qkv: num_heads is 0 (input (1, 2, 16))");
-    FAILS(transpose_qkv(x2, 2, &out), GSL_EINVAL,
-          "transpose_qkv: input shape (2, 16) has 2 dimensions, expected 3 "
-          "(B, n, d_model)");
-    FAILS(transpose_output(x, 3, &out), GSL_EBADLEN,
-          "transpose_output: first dimension 1 of shape (1, 2, 16) is not "
-          "divisible by num_heads 3");
-    FAILS(transpose_output(x2, 2, &out), GSL_EINVAL,
-          "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
-          "(B*h, n, p)");
-    FREE_ALL(x, x2);
+    static const split_refusal cases[] = {
+        {transpose_qkv, 3, {1, 2, 16}, 3, GSL_EBADLEN,
+         "transpose_qkv: d_model 16 is not divisible by num_heads 3 "
+         "(input shape (1, 2, 16))"},
+        {transpose_qkv, 3, {1, 2, 16}, 0, GSL_EINVAL,
+         "transpose_qkv: num_heads is 0 (input (1, 2, 16))"},
+        {transpose_qkv, 2, {2, 16}, 2, GSL_EINVAL,
+         "transpose_qkv: input shape (2, 16) has 2 dimensions, expected 3 "
+         "(B, n, d_model)"},
+        {transpose_output, 3, {1, 2, 16}, 3, GSL_EBADLEN,
+         "transpose_output: first dimension 1 of shape (1, 2, 16) is not "
+         "divisible by num_heads 3"},
+        {transpose_output, 2, {2, 16}, 2, GSL_EINVAL,
+         "transpose_output: input shape (2, 16) has 2 dimensions, expected 3 "
+         "(B*h, n, p)"},
+    };
+    splits_refused(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Chapter 06's wrong turn, by hand.  x is (B, n, d_model) = (1, 2, 4),
@@ -225,17 +223,6 @@ Test(heads, repeat_errors)
 
 //> 08
 /* --- the module against plain loops ---------------------------------- */
-
-/* y[o] = b[o] + sum_i W[o, i] x[i] for one vector */
-static void naive_linear(const linear *l, const double *x, double *y)
-{
-    for (size_t o = 0; o < l->out_features; o++) {
-        double s = l->bias ? l->bias->data[o] : 0.0;
-        for (size_t i = 0; i < l->in_features; i++)
-            s += l->weight->data[o * l->in_features + i] * x[i];
-        y[o] = s;
-    }
-}
 
 /* The module from its formulas: per example b, per head hd, project each
  * query, key and value with rows hd*p .. hd*p + p - 1 of the weights,
@@ -379,63 +366,71 @@ Test(heads, d2l_example_shape_and_uniform_weights)
 
 Test(heads, config_errors)
 {
-    multihead m;
     multihead_config cfg = {.query_size = 100, .key_size = 100,
                             .value_size = 100, .num_hiddens = 100,
                             .num_heads = 3};
-    FAILS(multihead_init(&m, &cfg), GSL_EBADLEN,
-          "multihead: num_hiddens 100 is not divisible by num_heads 3");
+    config_refused(&cfg, GSL_EBADLEN,
+                   "multihead: num_hiddens 100 is not divisible by num_heads 3");
     cfg.num_heads = 0;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: sizes must be >= 1 (query_size 100, key_size 100, "
-          "value_size 100, num_hiddens 100, num_heads 0)");
+    config_refused(&cfg, GSL_EINVAL,
+                   "multihead: sizes must be >= 1 (query_size 100, key_size "
+                   "100, value_size 100, num_hiddens 100, num_heads 0)");
 }
 
+/* Inputs the module (query_size 4, key_size 6, value_size 8) refuses:
+ * the shapes of queries, keys and values, the valid lengths (none where
+ * lens_dims is 0, else lens_dims numbers of shape lens_shape). */
 Test(heads, input_errors)
 {
+    static const struct {
+        size_t q[3], k[3], v[3];
+        size_t lens_dims, lens_shape[2];
+        double lens[8]; /* the first numbers of the lengths, the rest 0 */
+        int status;
+        const char *message;
+    } cases[] = {
+        {{2, 5, 6}, {2, 5, 6}, {2, 5, 8}, 0, {0}, {0}, GSL_EBADLEN,
+         "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
+         "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
+         "value_size 8"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 4, 8}, 0, {0}, {0}, GSL_EBADLEN,
+         "multihead: keys have Lk = 5 but values have Lk = 4 (queries "
+         "(2, 3, 4), keys (2, 5, 6), values (2, 4, 8))"},
+        {{3, 3, 4}, {2, 5, 6}, {2, 5, 8}, 0, {0}, {0}, GSL_EBADLEN,
+         "multihead: batch sizes differ (queries (3, 3, 4), keys (2, 5, 6), "
+         "values (2, 5, 8))"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 5, 8}, 1, {3}, {1, 2, 3}, GSL_EBADLEN,
+         "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
+         "(queries (2, 3, 4), keys (2, 5, 6))"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 5, 8}, 2, {2, 4}, {0}, GSL_EBADLEN,
+         "multihead: valid_lens has shape (2, 4), expected (2,) or (2, 3) "
+         "(queries (2, 3, 4), keys (2, 5, 6))"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 5, 8}, 1, {2}, {1, 6}, GSL_EINVAL,
+         "multihead: valid_lens[1] = 6 is larger than the number of keys 5 "
+         "(queries (2, 3, 4), keys (2, 5, 6), valid_lens (2,))"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 5, 8}, 1, {2}, {1, -1}, GSL_EINVAL,
+         "multihead: valid_lens[1] = -1 is negative (queries (2, 3, 4), keys "
+         "(2, 5, 6), valid_lens (2,))"},
+        {{2, 3, 4}, {2, 5, 6}, {2, 5, 8}, 1, {2}, {1, 2.5}, GSL_EINVAL,
+         "multihead: valid_lens[1] = 2.5 is not a whole number (queries "
+         "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))"},
+    };
     multihead m;
     multihead_config cfg = {.query_size = 4, .key_size = 6, .value_size = 8,
                             .num_hiddens = 6, .num_heads = 3};
     OK(multihead_init(&m, &cfg));
-    tensor *q, *k, *v, *v_short, *q2, *lens_bad, *lens_big, *lens_2d, *out;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
-    OK(tensor_alloc(SHAPE(2, 5, 6), &k));
-    OK(tensor_alloc(SHAPE(2, 5, 8), &v));
-    OK(tensor_alloc(SHAPE(2, 4, 8), &v_short));
-    OK(tensor_alloc(SHAPE(3, 3, 4), &q2));
-    OK(tensor_from_array(SHAPE(3), (double[]){1, 2, 3}, &lens_bad));
-    OK(tensor_from_array(SHAPE(2), (double[]){1, 6}, &lens_big));
-    OK(tensor_alloc(SHAPE(2, 4), &lens_2d));
-    FAILS(multihead_forward(&m, k, k, v, NULL, &out, NULL), GSL_EBADLEN,
-          "multihead: feature sizes queries (2, 5, 6), keys (2, 5, 6), values "
-          "(2, 5, 8) do not match the layers' query_size 4, key_size 6, "
-          "value_size 8");
-    FAILS(multihead_forward(&m, q, k, v_short, NULL, &out, NULL), GSL_EBADLEN,
-          "multihead: keys have Lk = 5 but values have Lk = 4 (queries "
-          "(2, 3, 4), keys (2, 5, 6), values (2, 4, 8))");
-    FAILS(multihead_forward(&m, q2, k, v, NULL, &out, NULL), GSL_EBADLEN,
-          "multihead: batch sizes differ (queries (3, 3, 4), keys (2, 5, 6), "
-          "values (2, 5, 8))");
-    FAILS(multihead_forward(&m, q, k, v, lens_bad, &out, NULL), GSL_EBADLEN,
-          "multihead: valid_lens has shape (3,), expected (2,) or (2, 3) "
-          "(queries (2, 3, 4), keys (2, 5, 6))");
-    FAILS(multihead_forward(&m, q, k, v, lens_2d, &out, NULL), GSL_EBADLEN,
-          "multihead: valid_lens has shape (2, 4), expected (2,) or (2, 3) "
-          "(queries (2, 3, 4), keys (2, 5, 6))");
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
-          "multihead: valid_lens[1] = 6 is larger than the number of keys 5 "
-          "(queries (2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
-    lens_big->data[1] = -1;
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
-          "multihead: valid_lens[1] = -1 is negative (queries (2, 3, 4), keys "
-          "(2, 5, 6), valid_lens (2,))");
-    lens_big->data[1] = 2.5;
-    FAILS(multihead_forward(&m, q, k, v, lens_big, &out, NULL), GSL_EINVAL,
-          "multihead: valid_lens[1] = 2.5 is not a whole number (queries "
-          "(2, 3, 4), keys (2, 5, 6), valid_lens (2,))");
-    cr_assert_null(out);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor *q = zeros(3, cases[c].q), *k = zeros(3, cases[c].k);
+        tensor *v = zeros(3, cases[c].v), *out = (tensor *)1;
+        tensor *lens = zeros(cases[c].lens_dims, cases[c].lens_shape);
+        for (size_t i = 0; lens && i < tensor_numel(lens); i++)
+            lens->data[i] = cases[c].lens[i];
+        FAILS(multihead_forward(&m, q, k, v, lens, &out, NULL),
+              cases[c].status, cases[c].message);
+        cr_assert_null(out, "case %zu left its output set", c);
+        FREE_ALL(q, k, v, lens);
+    }
     multihead_free(&m);
-    FREE_ALL(q, k, v, v_short, q2, lens_bad, lens_big, lens_2d);
 }
 
 /* Every allocation of a forward pass may fail: each failure is reported

@@ -12,16 +12,19 @@
 
 enum { D = 16, H = 4, P = D / H };
 
-static void make_module(multihead *m, size_t G, int rope, unsigned long seed)
+/* The module (G key-value heads, RoPE or not, Xavier weights drawn with
+ * `seed`) and a paged cache for it of num_blocks blocks of block_size
+ * positions, for at most max_seqs sequences. */
+static void make_paged(multihead *m, paged_cache *c, size_t G, int rope,
+                       unsigned long seed, size_t num_blocks,
+                       size_t block_size, size_t max_seqs)
 {
-    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = H, .kv_heads = G,
-                            .rope = rope};
-    OK(multihead_init(m, &cfg));
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, seed);
+    SELF_MODULE(m, D, .num_hiddens = D, .num_heads = H, .kv_heads = G,
+                .rope = rope);
+    gsl_rng *r = rng_for_test(seed);
     multihead_reset_xavier(m, r);
     gsl_rng_free(r);
+    OK(paged_cache_init(c, num_blocks, block_size, G, P, max_seqs));
 }
 
 /* Token t of sequence s: a fixed pseudo-random row. */
@@ -29,6 +32,28 @@ static void token(double *row, size_t s, size_t t)
 {
     for (size_t j = 0; j < D; j++)
         row[j] = sin(1.0 + 0.7 * (double)s + 1.3 * (double)t + 0.37 * (double)j);
+}
+
+/* One step of the ragged batch x (B, 1, D) through the paged cache, row b
+ * as sequence seqs[b], and each row alone through its contiguous cache
+ * refs[b]: the largest difference of their outputs. */
+static double step_both(multihead *m, paged_cache *c, const size_t *seqs,
+                        kv_cache *const *refs, const tensor *x)
+{
+    size_t B = x->shape[0];
+    tensor *y;
+    OK(paged_decode_step(m, c, seqs, B, x, &y));
+    double worst = 0;
+    for (size_t b = 0; b < B; b++) {
+        tensor *xb, *yb;
+        OK(tensor_narrow(x, 0, b, 1, &xb));
+        OK(kv_cache_decode_step(m, refs[b], xb, &yb, NULL));
+        for (size_t j = 0; j < D; j++)
+            worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
+        FREE_ALL(xb, yb);
+    }
+    tensor_free(y);
+    return worst;
 }
 
 /* Sequence s starts at step start[s] and runs len[s] positions; every
@@ -39,9 +64,8 @@ static double ragged(size_t G, int rope, size_t block_size, size_t nseq,
                      const size_t *start, const size_t *len)
 {
     multihead m;
-    make_module(&m, G, rope, 11);
     paged_cache c;
-    OK(paged_cache_init(&c, 64, block_size, G, P, nseq));
+    make_paged(&m, &c, G, rope, 11, 64, block_size, nseq);
     kv_cache ref[8];
     size_t id[8], steps = 0;
     for (size_t s = 0; s < nseq; s++) {
@@ -57,23 +81,16 @@ static double ragged(size_t G, int rope, size_t block_size, size_t nseq,
                 batch[B++] = s;
         if (B == 0)
             continue;
-        tensor *x, *y;
-        OK(tensor_alloc(SHAPE(B, 1, D), &x));
+        tensor *x = zeros(SHAPE(B, 1, D));
         size_t seqs[8];
+        kv_cache *refs[8];
         for (size_t b = 0; b < B; b++) {
             token(x->data + b * D, batch[b], step - start[batch[b]]);
             seqs[b] = id[batch[b]];
+            refs[b] = &ref[batch[b]];
         }
-        OK(paged_decode_step(&m, &c, seqs, B, x, &y));
-        for (size_t b = 0; b < B; b++) {
-            tensor *xb, *yb;
-            OK(tensor_narrow(x, 0, b, 1, &xb));
-            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
-            for (size_t j = 0; j < D; j++)
-                worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
-            FREE_ALL(xb, yb);
-        }
-        FREE_ALL(x, y);
+        worst = fmax(worst, step_both(&m, &c, seqs, refs, x));
+        tensor_free(x);
     }
     for (size_t s = 0; s < nseq; s++) {
         cr_assert_eq(c.seqs[id[s]].length, len[s]);
@@ -99,14 +116,12 @@ Test(paged, blocks_are_taken_as_sequences_reach_them)
     size_t start[] = {0}, len[] = {1};
     cr_assert_lt(ragged(4, 0, 4, 1, start, len), 1e-12);
     multihead m;
-    make_module(&m, 2, 0, 3);
     paged_cache c;
-    OK(paged_cache_init(&c, 8, 4, 2, P, 2));
+    make_paged(&m, &c, 2, 0, 3, 8, 4, 2);
     size_t a, b;
     OK(paged_seq_add(&c, &a));
     OK(paged_seq_add(&c, &b));
-    tensor *x, *y;
-    OK(tensor_alloc(SHAPE(2, 1, D), &x));
+    tensor *x = zeros(SHAPE(2, 1, D)), *y;
     for (size_t t = 0; t < 5; t++) {
         token(x->data, 0, t);
         token(x->data + D, 1, t);
@@ -135,16 +150,14 @@ Test(paged, blocks_are_taken_as_sequences_reach_them)
 Test(paged, a_shared_prefix_is_copied_on_write)
 {
     multihead m;
-    make_module(&m, 2, 1, 5);
     paged_cache c;
-    OK(paged_cache_init(&c, 8, 4, 2, P, 2));
+    make_paged(&m, &c, 2, 1, 5, 8, 4, 2);
     kv_cache ra, rb;
     OK(kv_cache_init(&ra, 1, 2, P, 12));
     OK(kv_cache_init(&rb, 1, 2, P, 12));
     size_t a, b;
     OK(paged_seq_add(&c, &a));
-    tensor *x1, *y, *yr;
-    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
+    tensor *x1 = zeros(SHAPE(1, 1, D)), *y, *yr;
     for (size_t t = 0; t < 6; t++) { // the shared prompt
         token(x1->data, 0, t);
         OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
@@ -173,11 +186,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     double worst = 0;
     for (size_t t = 0; t < 3; t++) {
         token(x1->data, 1, t);
-        OK(paged_decode_step(&m, &c, &b, 1, x1, &y));
-        OK(kv_cache_decode_step(&m, &rb, x1, &yr, NULL));
-        for (size_t j = 0; j < D; j++)
-            worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
-        FREE_ALL(y, yr);
+        worst = fmax(worst, step_both(&m, &c, &b, (kv_cache *[]){&rb}, x1));
     }
     cr_assert_lt(worst, 1e-12);
     cr_assert_eq(c.seqs[b].table[0], a0); // the full block is still shared
@@ -197,11 +206,7 @@ Test(paged, a_shared_prefix_is_copied_on_write)
     // A goes on: it writes into its own block a1 and matches its history
     for (size_t t = 6; t < 9; t++) {
         token(x1->data, 0, t);
-        OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
-        OK(kv_cache_decode_step(&m, &ra, x1, &yr, NULL));
-        for (size_t j = 0; j < D; j++)
-            worst = fmax(worst, fabs(y->data[j] - yr->data[j]));
-        FREE_ALL(y, yr);
+        worst = fmax(worst, step_both(&m, &c, &a, (kv_cache *[]){&ra}, x1));
     }
     cr_assert_lt(worst, 1e-12);
     cr_assert_eq(c.seqs[a].table[1], a1);
@@ -227,9 +232,8 @@ Test(paged, a_shared_prefix_is_copied_on_write)
 Test(paged, ragged_batches_with_shared_prefixes)
 {
     multihead m;
-    make_module(&m, 2, 1, 13);
     paged_cache c;
-    OK(paged_cache_init(&c, 40, 3, 2, P, 4));
+    make_paged(&m, &c, 2, 1, 13, 40, 3, 4);
     kv_cache ref[4];
     size_t id[4], fed[4] = {0}, hist[4][32], nhist[4] = {0};
     for (size_t s = 0; s < 4; s++)
@@ -245,8 +249,7 @@ Test(paged, ragged_batches_with_shared_prefixes)
             live[child] = 1;
             // the child's reference is fed the parent's history
             for (size_t t = 0; t < nhist[parent]; t++) {
-                tensor *x, *y;
-                OK(tensor_alloc(SHAPE(1, 1, D), &x));
+                tensor *x = zeros(SHAPE(1, 1, D)), *y;
                 token(x->data, hist[parent][t] / 100, hist[parent][t] % 100);
                 OK(kv_cache_decode_step(&m, &ref[child], x, &y, NULL));
                 FREE_ALL(x, y);
@@ -258,25 +261,18 @@ Test(paged, ragged_batches_with_shared_prefixes)
         for (size_t s = 0; s < 4; s++)
             if (live[s] && !(s == 1 && step % 3 == 2)) // 1 skips a step now and then
                 batch[B++] = s;
-        tensor *x, *y;
-        OK(tensor_alloc(SHAPE(B, 1, D), &x));
+        tensor *x = zeros(SHAPE(B, 1, D));
         size_t seqs[4];
+        kv_cache *refs[4];
         for (size_t b = 0; b < B; b++) {
             size_t s = batch[b], tok = 10 + s; // a token stream of its own
             token(x->data + b * D, tok, fed[s]);
             hist[s][nhist[s]++] = tok * 100 + fed[s]++;
             seqs[b] = id[s];
+            refs[b] = &ref[s];
         }
-        OK(paged_decode_step(&m, &c, seqs, B, x, &y));
-        for (size_t b = 0; b < B; b++) {
-            tensor *xb, *yb;
-            OK(tensor_narrow(x, 0, b, 1, &xb));
-            OK(kv_cache_decode_step(&m, &ref[batch[b]], xb, &yb, NULL));
-            for (size_t j = 0; j < D; j++)
-                worst = fmax(worst, fabs(y->data[b * D + j] - yb->data[j]));
-            FREE_ALL(xb, yb);
-        }
-        FREE_ALL(x, y);
+        worst = fmax(worst, step_both(&m, &c, seqs, refs, x));
+        tensor_free(x);
     }
     cr_assert_lt(worst, 1e-12);
     // the first block of 0 is still held by 0, 2 and 3
@@ -290,17 +286,13 @@ Test(paged, ragged_batches_with_shared_prefixes)
 Test(paged, refusals_change_nothing)
 {
     multihead m;
-    make_module(&m, 2, 0, 9);
     paged_cache c;
-    OK(paged_cache_init(&c, 2, 2, 2, P, 3));
+    make_paged(&m, &c, 2, 0, 9, 2, 2, 3);
     size_t a, b;
     OK(paged_seq_add(&c, &a));
     OK(paged_seq_add(&c, &b));
-    tensor *x2, *x1, *y = NULL;
-    OK(tensor_alloc(SHAPE(2, 1, D), &x2));
-    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
-    tensor_fill(x2, 0.5);
-    tensor_fill(x1, 0.25);
+    tensor *x2 = full(SHAPE(2, 1, D), 0.5), *x1 = full(SHAPE(1, 1, D), 0.25);
+    tensor *y = NULL;
     OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x2, &y)); // a block each
     tensor_free(y);
     y = NULL;
@@ -351,16 +343,12 @@ Test(paged, refusals_change_nothing)
 Test(paged, the_slot_mapping_in_the_trace_and_the_picture)
 {
     multihead m;
-    make_module(&m, 2, 0, 9);
     paged_cache c;
-    OK(paged_cache_init(&c, 6, 2, 2, P, 2));
+    make_paged(&m, &c, 2, 0, 9, 6, 2, 2);
     size_t a, b;
     OK(paged_seq_add(&c, &a));
-    tensor *x1, *x2, *y;
-    OK(tensor_alloc(SHAPE(1, 1, D), &x1));
-    OK(tensor_alloc(SHAPE(2, 1, D), &x2));
-    tensor_fill(x1, 0.5);
-    tensor_fill(x2, 0.5);
+    tensor *x1 = full(SHAPE(1, 1, D), 0.5), *x2 = full(SHAPE(2, 1, D), 0.5);
+    tensor *y;
     for (int t = 0; t < 3; t++) { // a: blocks 0 (full) and 1 (one row)
         OK(paged_decode_step(&m, &c, &a, 1, x1, &y));
         tensor_free(y);
@@ -384,12 +372,11 @@ Test(paged, the_slot_mapping_in_the_trace_and_the_picture)
     FILE *f = open_memstream(&text, &size);
     OK(paged_write_dot(f, &c));
     fclose(f);
-    cr_assert_not_null(strstr(text, "seq0:e0 -> block0;\n  seq0:e1 -> block2;\n"
-                                    "  seq1:e0 -> block0;\n  seq1:e1 -> block1;\n"),
-                       "%s", text);
-    cr_assert_not_null(strstr(text, "label=\"block 0\\n2 of 2 rows, shared\""),
-                       "%s", text);
-    cr_assert_not_null(strstr(text, "label=\"block 2\\n2 of 2 rows\""), "%s", text);
+    HOLDS(text,
+          "seq0:e0 -> block0;\n  seq0:e1 -> block2;\n"
+          "  seq1:e0 -> block0;\n  seq1:e1 -> block1;\n",
+          "label=\"block 0\\n2 of 2 rows, shared\"",
+          "label=\"block 2\\n2 of 2 rows\"");
     free(text);
     FREE_ALL(y, x1, x2);
     paged_cache_free(&c);

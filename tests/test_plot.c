@@ -47,26 +47,21 @@ Test(plot, line_files)
     plot_options opt = {.title = "loss", .xlabel = "step", .ylabel = "it's",
                         .log_y = 1};
     OK(plot_line(x, y, 3, &opt, path_of("curve"), HEATMAP_PNG | HEATMAP_SVG));
-    char *dat = read_text("curve.dat");
-    cr_assert_str_eq(dat, "# 3 points (x, y), drawn by curve.gp\n"
-                          "1 2.5\n2 0.1\n3 0.001\n");
-    char *gp = read_text("curve.gp");
-    cr_assert(strstr(gp, "# A line through 3 points from curve.dat.  Render "
-                         "beside this script with\n"));
-    cr_assert(strstr(gp, "data = here . 'curve.dat'\n"));
-    cr_assert(strstr(gp, "set title 'loss'\nset xlabel 'step'\n"
-                         "set ylabel 'it''s'\nset logscale y\n"));
-    cr_assert(strstr(gp, "plot data using 1:2 with lines"));
-    cr_assert(strstr(gp, "set terminal pngcairo size 640,400 "));
+    file_is(path_of("curve.dat"), "# 3 points (x, y), drawn by curve.gp\n"
+                                  "1 2.5\n2 0.1\n3 0.001\n");
+    FILE_HOLDS(path_of("curve.gp"),
+               "# A line through 3 points from curve.dat.  Render beside "
+               "this script with\n",
+               "data = here . 'curve.dat'\n",
+               "set title 'loss'\nset xlabel 'step'\nset ylabel 'it''s'\n"
+               "set logscale y\n",
+               "plot data using 1:2 with lines",
+               "set terminal pngcairo size 640,400 ");
     char *png = read_text("curve.png");
     cr_assert(memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0);
-    char *svg = read_text("curve.svg");
-    cr_assert(strstr(svg, "<svg"));
-    cr_assert_eq(files(), 4);
-    free(dat);
-    free(gp);
     free(png);
-    free(svg);
+    FILE_HOLDS(path_of("curve.svg"), "<svg");
+    cr_assert_eq(files(), 4);
 }
 
 Test(plot, lines_files)
@@ -74,22 +69,17 @@ Test(plot, lines_files)
     double x[3] = {0, 1, 2}, ys[6] = {0, 0.5, 1, 1, -0.25, 3};
     const char *names[2] = {"col 6", "it's 7"};
     OK(plot_lines(x, ys, 3, 2, names, NULL, path_of("cols"), HEATMAP_SVG));
-    char *dat = read_text("cols.dat");
-    cr_assert_str_eq(dat, "# 3 points, x then 2 lines, drawn by cols.gp\n"
-                          "0 0 1\n1 0.5 -0.25\n2 1 3\n");
-    char *gp = read_text("cols.gp");
-    cr_assert(strstr(gp, "# 2 lines through 3 points from cols.dat."));
-    cr_assert(strstr(gp, "set key below height 1\n"
-                         "plot data using 1:2 with lines lw 2 lc rgb "
-                         "'#1b9e77' title 'col 6', \\\n"
-                         "     data using 1:3 with lines lw 2 lc rgb "
-                         "'#d95f02' title 'it''s 7'\nunset output\n"), "%s", gp);
-    char *svg = read_text("cols.svg");
-    cr_assert(strstr(svg, "<svg"));
+    file_is(path_of("cols.dat"),
+            "# 3 points, x then 2 lines, drawn by cols.gp\n"
+            "0 0 1\n1 0.5 -0.25\n2 1 3\n");
+    FILE_HOLDS(path_of("cols.gp"), "# 2 lines through 3 points from cols.dat.",
+               "set key below height 1\n"
+               "plot data using 1:2 with lines lw 2 lc rgb '#1b9e77' title "
+               "'col 6', \\\n"
+               "     data using 1:3 with lines lw 2 lc rgb '#d95f02' title "
+               "'it''s 7'\nunset output\n");
+    FILE_HOLDS(path_of("cols.svg"), "<svg");
     cr_assert_eq(files(), 3);
-    free(dat);
-    free(gp);
-    free(svg);
     FAILS(plot_lines(x, ys, 3, 0, names, NULL, path_of("none"), HEATMAP_SVG),
           GSL_EINVAL, "plot_lines: no lines to draw (k is 0)");
     ys[4] = NAN;
@@ -109,17 +99,16 @@ Test(plot, bar_files)
     double v[3] = {0.25, 0, 1.5};
     plot_options opt = {.width = 300, .height = 200};
     OK(plot_bars(labels, v, 3, &opt, path_of("bars"), HEATMAP_PNG));
-    char *dat = read_text("bars.dat");
-    cr_assert_str_eq(dat, "# 3 bars (\"label\" value), drawn by bars.gp\n"
-                          "\"head 0\" 0.25\n\"head 1\" 0\n\"all\" 1.5\n");
+    file_is(path_of("bars.dat"),
+            "# 3 bars (\"label\" value), drawn by bars.gp\n"
+            "\"head 0\" 0.25\n\"head 1\" 0\n\"all\" 1.5\n");
+    FILE_HOLDS(path_of("bars.gp"), "set terminal pngcairo size 300,200 ",
+               "set xrange [-0.6:2.6]\nset yrange [0:*]\n",
+               "plot data using 0:2:xtic(1) with boxes");
     char *gp = read_text("bars.gp");
-    cr_assert(strstr(gp, "set terminal pngcairo size 300,200 "));
-    cr_assert(strstr(gp, "set xrange [-0.6:2.6]\nset yrange [0:*]\n"));
-    cr_assert(strstr(gp, "plot data using 0:2:xtic(1) with boxes"));
     cr_assert_null(strstr(gp, "set title"));
-    cr_assert_eq(files(), 3); /* .dat, .gp, .png */
-    free(dat);
     free(gp);
+    cr_assert_eq(files(), 3); /* .dat, .gp, .png */
     /* a negative bar: the axis is left to gnuplot */
     v[1] = -0.5;
     OK(plot_bars(labels, v, 3, NULL, path_of("bars"), HEATMAP_SVG));

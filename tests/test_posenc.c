@@ -71,9 +71,7 @@ Test(posenc, shift_is_a_rotation)
 
 Test(posenc, add_to_every_example)
 {
-    tensor *x, *y;
-    OK(tensor_alloc(SHAPE(2, 3, 4), &x));
-    tensor_fill_arange(x, 0, 1);
+    tensor *x = arange(SHAPE(2, 3, 4)), *y;
     OK(posenc_add(x, &y));
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 3; i++)
@@ -206,9 +204,7 @@ Test(rope, halves_are_interleaved_permuted)
 Test(rope, reads_any_strides)
 {
     gsl_rng *r = rng_for_test(17);
-    tensor *x, *xt, *xc, *a, *b;
-    OK(tensor_alloc(SHAPE(4, 2, 6), &x));
-    tensor_fill_normal(x, r, 0, 1);
+    tensor *x = normal_tensor(SHAPE(4, 2, 6), r, 1), *xt, *xc, *a, *b;
     OK(tensor_permute(x, SHAPE(1, 0, 2), &xt)); // (2, 4, 6), a view
     OK(tensor_contiguous(xt, &xc));
     OK(rope_apply(xt, 2, 1, 100, &a));
@@ -218,31 +214,47 @@ Test(rope, reads_any_strides)
     gsl_rng_free(r);
 }
 
+/* What rope_apply (and its inverse) refuse: a head size p and a base on
+ * x of shape (2, 3, 6), or (x2 set) of shape (3, 6). */
 Test(rope, errors)
 {
-    tensor *x, *y, *flat;
+    static const struct {
+        int inverse, x2;
+        size_t p;
+        double base;
+        int status;
+        const char *message;
+    } cases[] = {
+        {0, 0, 3, 10000, GSL_EBADLEN,
+         "rope_apply: head size 3 must be even, at least 2 and divide the "
+         "last dimension 6 of x (2, 3, 6)"},
+        {0, 0, 4, 10000, GSL_EBADLEN,
+         "rope_apply: head size 4 must be even, at least 2 and divide the "
+         "last dimension 6 of x (2, 3, 6)"},
+        {0, 0, 0, 10000, GSL_EBADLEN,
+         "rope_apply: head size 0 must be even, at least 2 and divide the "
+         "last dimension 6 of x (2, 3, 6)"},
+        {0, 0, 2, 1, GSL_EINVAL,
+         "rope_apply: base 1 must be a finite number > 1 (x (2, 3, 6))"},
+        {0, 0, 2, 0.9999999999999999, GSL_EINVAL,
+         "rope_apply: base 0.9999999999999999 must be a finite number > 1 "
+         "(x (2, 3, 6))"},
+        {1, 0, 2, NAN, GSL_EINVAL,
+         "rope_apply_inverse: base nan must be a finite number > 1 "
+         "(x (2, 3, 6))"},
+        {0, 1, 2, 10000, GSL_EINVAL,
+         "rope_apply: x has shape (3, 6), expected 3 dimensions (B, L, n*p)"},
+    };
+    tensor *x, *flat;
     OK(tensor_alloc(SHAPE(2, 3, 6), &x));
     OK(tensor_alloc(SHAPE(3, 6), &flat));
-    FAILS(rope_apply(x, 3, 0, 10000, &y), GSL_EBADLEN,
-          "rope_apply: head size 3 must be even, at least 2 and divide the "
-          "last dimension 6 of x (2, 3, 6)");
-    cr_assert_null(y);
-    FAILS(rope_apply(x, 4, 0, 10000, &y), GSL_EBADLEN,
-          "rope_apply: head size 4 must be even, at least 2 and divide the "
-          "last dimension 6 of x (2, 3, 6)");
-    FAILS(rope_apply(x, 0, 0, 10000, &y), GSL_EBADLEN,
-          "rope_apply: head size 0 must be even, at least 2 and divide the "
-          "last dimension 6 of x (2, 3, 6)");
-    FAILS(rope_apply(x, 2, 0, 1, &y), GSL_EINVAL,
-          "rope_apply: base 1 must be a finite number > 1 (x (2, 3, 6))");
-    FAILS(rope_apply(x, 2, 0, 0.9999999999999999, &y), GSL_EINVAL,
-          "rope_apply: base 0.9999999999999999 must be a finite number > 1 "
-          "(x (2, 3, 6))");
-    FAILS(rope_apply_inverse(x, 2, 0, NAN, &y), GSL_EINVAL,
-          "rope_apply_inverse: base nan must be a finite number > 1 "
-          "(x (2, 3, 6))");
-    FAILS(rope_apply(flat, 2, 0, 10000, &y), GSL_EINVAL,
-          "rope_apply: x has shape (3, 6), expected 3 dimensions (B, L, n*p)");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor *in = cases[c].x2 ? flat : x, *y = (tensor *)1;
+        FAILS((cases[c].inverse ? rope_apply_inverse : rope_apply)(
+                  in, cases[c].p, 0, cases[c].base, &y),
+              cases[c].status, cases[c].message);
+        cr_assert_null(y, "case %zu left its output set", c);
+    }
     FREE_ALL(x, flat);
 }
 
@@ -454,7 +466,7 @@ Test(rope, module_refuses)
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         cfg.num_heads = refused[i].num_heads;
         cfg.rope_base = refused[i].rope_base;
-        FAILS(multihead_init(&m, &cfg), refused[i].status, refused[i].message);
+        config_refused(&cfg, refused[i].status, refused[i].message);
     }
     /* without rope, an odd head size is fine and the base is not read */
     cfg.rope = 0;

@@ -269,7 +269,7 @@ Test(tensor, alloc_empty)
     OK(tensor_alloc_empty(SHAPE(2, 3, 4), &t));
     assert_shape(t, SHAPE(2, 3, 4));
     cr_assert(tensor_is_contiguous(t));
-    cr_assert_eq(t->strides[0], 12);
+    assert_strides(t, SHAPE(12, 4, 1));
     for (size_t i = 0; i < 24; i++) // every number writable, then readable
         t->data[i] = (double)i;
     cr_assert_eq(*TENSOR_AT(t, 1, 2, 3), 23.0);
@@ -292,16 +292,22 @@ typedef struct {
     size_t shape[MAXD];
 } shape_case;
 
-ParameterizedTestParameters(tensor, permute_every_order)
-{
-    static shape_case cases[] = {
-        {1, {5}},          {2, {2, 3}},       {2, {1, 4}},
-        {3, {2, 3, 4}},    {3, {1, 2, 16}},   {3, {4, 1, 2}},
-        {4, {2, 3, 4, 5}}, {4, {1, 2, 8, 2}}, {4, {3, 1, 2, 1}},
-    };
-    return cr_make_param_array(shape_case, cases,
-                               sizeof cases / sizeof cases[0]);
-}
+/* The shapes the permute tests take, each in every order: ones of size
+ * 1 among them, and d2l's (1, 2, 16) and (1, 8, 2, 2). */
+static shape_case permute_shapes[] = {
+    {1, {5}},          {2, {2, 3}},       {2, {1, 4}},       {2, {3, 5}},
+    {3, {2, 3, 4}},    {3, {1, 2, 16}},   {3, {4, 1, 2}},    {4, {2, 3, 4, 5}},
+    {4, {1, 2, 8, 2}}, {4, {3, 1, 2, 1}}, {4, {1, 8, 2, 2}},
+};
+#define OVER_PERMUTE_SHAPES(test)                                            \
+    ParameterizedTestParameters(tensor, test)                                 \
+    {                                                                         \
+        return cr_make_param_array(shape_case, permute_shapes,               \
+                                   sizeof permute_shapes /                    \
+                                       sizeof permute_shapes[0]);             \
+    }
+
+OVER_PERMUTE_SHAPES(permute_every_order)
 
 /* Every permutation of every shape: out[o] == x[s] with s[perm[d]] = o[d]. */
 ParameterizedTest(shape_case *c, tensor, permute_every_order)
@@ -786,15 +792,7 @@ ParameterizedTest(trip_case *c, tensor, reshape_round_trip)
     FREE_ALL(z, y, x, base);
 }
 
-ParameterizedTestParameters(tensor, permute_round_trip)
-{
-    static shape_case cases[] = {
-        {2, {3, 5}}, {3, {2, 3, 4}}, {3, {1, 2, 16}}, {4, {2, 3, 4, 5}},
-        {4, {1, 8, 2, 2}},
-    };
-    return cr_make_param_array(shape_case, cases,
-                               sizeof cases / sizeof cases[0]);
-}
+OVER_PERMUTE_SHAPES(permute_round_trip)
 
 /* Permuting by p and then by p's inverse gives the original layout. */
 ParameterizedTest(shape_case *c, tensor, permute_round_trip)
@@ -821,25 +819,18 @@ ParameterizedTest(shape_case *c, tensor, permute_round_trip)
     tensor_free(x);
 }
 
-ParameterizedTestParameters(tensor, contiguous_of_permuted)
-{
-    static shape_case cases[] = {
-        {2, {3, 5}}, {3, {2, 3, 4}}, {4, {2, 3, 4, 5}}, {4, {1, 8, 2, 2}},
-    };
-    return cr_make_param_array(shape_case, cases,
-                               sizeof cases / sizeof cases[0]);
-}
+OVER_PERMUTE_SHAPES(contiguous_of_permuted)
 
 /* contiguous() of a permuted view: row-major strides, the same values. */
 ParameterizedTest(shape_case *c, tensor, contiguous_of_permuted)
 {
+    static const char *const names[] = {"p", "p, q", "p, q, r", "p, q, r, s"};
     tensor *x = positions(c->ndim, c->shape);
     size_t perm[MAXD] = {0, 1, 2, 3};
     do {
         tensor *y = NULL, *z = NULL;
         OK(tensor_permute(x, c->ndim, perm, &y));
-        OK(tensor_set_names(y, c->ndim == 2 ? "p, q" : c->ndim == 3
-                                   ? "p, q, r" : "p, q, r, s"));
+        OK(tensor_set_names(y, names[c->ndim - 1]));
         OK(tensor_contiguous(y, &z));
         cr_assert(tensor_same_shape(z, y));
         cr_assert(tensor_is_contiguous(z));
@@ -1035,54 +1026,47 @@ Test(tensor, names_keep_a_batch_of_one)
  * reading agrees on, and leaves the rest unnamed rather than guess. */
 Test(tensor, names_are_not_guessed_at_a_size_of_1)
 {
-    tensor *x = NULL, *y = NULL;
+    static const struct {
+        size_t ndim, shape[MAXD];
+        const char *names;
+        size_t to_ndim;
+        long to[MAXD];
+        const char *pass; /* the names reshape is given, or NULL */
+        const char *want;
+    } cases[] = {
+        /* (B*G, Lk, p) or (B, G*Lk, p): nothing agrees, no name */
+        {4, {2, 1, 1, 2}, "B, G, Lk, d_model/h", 3, {2, 1, 2}, NULL, ""},
+        /* (B*h, Lq, p) with h = 1 split to four: the 1 is h or a part of Lq */
+        {3, {2, 4, 4}, "B*h, Lq, d_model/h", 4, {2, 1, 4, 4}, NULL,
+         "(2, 1, 4, d_model/h)"},
+        /* the step that knows passes the names */
+        {3, {2, 4, 4}, "B*h, Lq, d_model/h", 4, {2, 1, 4, 4},
+         "B, h, Lq, d_model/h", "(B, h, Lq, d_model/h)"},
+        /* as many 1s on both sides pair off: (B, h, Lq, p) with Lq = 1 ->
+         * (B*h, Lq, p) */
+        {4, {2, 5, 1, 20}, "B, h, Lq, d_model/h", 3, {10, 1, 20}, NULL,
+         "(B*h, Lq, d_model/h)"},
+        /* a reshape to the same shape keeps every name, 1s and all */
+        {4, {2, 5, 1, 20}, "B, h, Lq, d_model/h", 4, {2, 5, 1, 20}, NULL,
+         "(B, h, Lq, d_model/h)"},
+        /* B = h = 1: (1, 1, n, p) -> (1, n, p) is B*h or h*n */
+        {4, {1, 1, 2, 2}, "B, h, n, d_model/h", 3, {1, 2, 2}, NULL,
+         "(1, 2, d_model/h)"},
+        /* ones everywhere: one group, named only when nothing moves */
+        {4, {1, 1, 1, 1}, "B, h, Lq, d_model/h", 4, {1, 1, 1, 1}, NULL,
+         "(B, h, Lq, d_model/h)"},
+        {4, {1, 1, 1, 1}, "B, h, Lq, d_model/h", 3, {1, 1, 1}, NULL, ""},
+    };
     char buf[TRACE_SHAPE_MAX];
-    /* (B*G, Lk, p) or (B, G*Lk, p): nothing agrees, no name */
-    OK(tensor_alloc(SHAPE(2, 1, 1, 2), &x));
-    OK(tensor_set_names(x, "B, G, Lk, d_model/h"));
-    OK(tensor_reshape(x, DIMS(2, 1, 2), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "");
-    tensor_free(y);
-    /* (B*h, Lq, p) with h = 1 split to four: the 1 is h or a part of Lq */
-    tensor_free(x);
-    OK(tensor_alloc(SHAPE(2, 4, 4), &x));
-    OK(tensor_set_names(x, "B*h, Lq, d_model/h"));
-    OK(tensor_reshape(x, DIMS(2, 1, 4, 4), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(2, 1, 4, d_model/h)");
-    tensor_free(y);
-    /* the step that knows passes the names */
-    OK(tensor_reshape(x, DIMS(2, 1, 4, 4), "B, h, Lq, d_model/h", &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
-    tensor_free(y);
-    /* as many 1s on both sides pair off: (B, h, Lq, p) with Lq = 1 ->
-     * (B*h, Lq, p) */
-    tensor_free(x);
-    OK(tensor_alloc(SHAPE(2, 5, 1, 20), &x));
-    OK(tensor_set_names(x, "B, h, Lq, d_model/h"));
-    OK(tensor_reshape(x, DIMS(10, 1, 20), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B*h, Lq, d_model/h)");
-    tensor_free(y);
-    /* a reshape to the same shape keeps every name, 1s and all */
-    OK(tensor_reshape(x, DIMS(2, 5, 1, 20), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
-    tensor_free(y);
-    /* B = h = 1: (1, 1, n, p) -> (1, n, p) is B*h or h*n */
-    tensor_free(x);
-    OK(tensor_alloc(SHAPE(1, 1, 2, 2), &x));
-    OK(tensor_set_names(x, "B, h, n, d_model/h"));
-    OK(tensor_reshape(x, DIMS(1, 2, 2), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(1, 2, d_model/h)");
-    tensor_free(y);
-    /* ones everywhere: one group, named only when nothing moves */
-    tensor_free(x);
-    OK(tensor_alloc(SHAPE(1, 1, 1, 1), &x));
-    OK(tensor_set_names(x, "B, h, Lq, d_model/h"));
-    OK(tensor_reshape(x, DIMS(1, 1, 1, 1), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "(B, h, Lq, d_model/h)");
-    tensor_free(y);
-    OK(tensor_reshape(x, DIMS(1, 1, 1), NULL, &y));
-    cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), "");
-    FREE_ALL(y, x);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tensor *x = zeros(cases[c].ndim, cases[c].shape), *y;
+        OK(tensor_set_names(x, cases[c].names));
+        OK(tensor_reshape(x, cases[c].to_ndim, cases[c].to, cases[c].pass,
+                          &y));
+        cr_assert_str_eq(tensor_sym_str(y, buf, sizeof buf), cases[c].want,
+                         "case %zu", c);
+        FREE_ALL(y, x);
+    }
 }
 
 Test(tensor, reshape_with_wrong_name_count)

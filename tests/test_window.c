@@ -396,14 +396,14 @@ Test(window, refusals)
     multihead m;
     multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
                             .num_hiddens = 2, .num_heads = 1, .alibi = 1};
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: alibi needs causal or a window (its bias -m_h (i' - j) "
-          "grows with the distance to earlier keys)");
+    config_refused(&cfg, GSL_EINVAL,
+                   "multihead: alibi needs causal or a window (its bias "
+                   "-m_h (i' - j) grows with the distance to earlier keys)");
     cfg.alibi = 0;
     cfg.keep_first = 2;
-    FAILS(multihead_init(&m, &cfg), GSL_EINVAL,
-          "multihead: keep_first 2 needs a window (every key is kept without "
-          "one)");
+    config_refused(&cfg, GSL_EINVAL,
+                   "multihead: keep_first 2 needs a window (every key is kept "
+                   "without one)");
     // valid_len 1 and a window of 2: query 3 sees keys 2 and 3, both past it
     cfg.keep_first = 0;
     cfg.window = 2;
@@ -717,47 +717,38 @@ static void put_inputs(void)
 #define BASE "forward|--heads|2|--queries|x.npy|--wq|w.npy|--wk|w.npy|" \
              "--wv|w.npy|--wo|w.npy|--out|o.npy"
 
-static void refused(const char *args, const char *message)
-{
-    snapshot before = snapshot_of(".");
-    run res = mha(args);
-    cr_assert_eq(res.status, 2, "%s: exit %d", args, res.status);
-    cr_assert_str_eq(res.err, message);
-    cr_assert_str_eq(res.out, "");
-    cr_assert(snapshot_unchanged(&before, "."), "%s changed the files", args);
-    run_free(&res);
-    free(before.data);
-}
-
 Test(window, mha_refuses_bad_options, .init = enter_scratch,
      .fini = leave_scratch)
 {
+    static const refusal cases[] = {
+        {BASE "|--alibi",
+         "mha forward: --alibi needs --causal or --window (its bias -m_h "
+         "(i' - j) counts the distance to earlier keys)"},
+        {BASE "|--keep-first|2",
+         "mha forward: --keep-first '2' needs --window (without one every "
+         "earlier key is seen)"},
+        {BASE "|--window|0",
+         "mha forward: --window '0' is zero (expected 1 "
+         "to 1000000)"},
+        {BASE "|--sinks|s.npy",
+         "mha forward: --sinks s.npy has shape (3,) but --heads 2 needs "
+         "(2,): one sink logit per head"},
+        {BASE "|--window|2|--add-zero-attn",
+         "mha forward: --window, --alibi and --sinks do not combine with "
+         "PyTorch's options (--attn-mask and the others)"},
+        {BASE "|--window|1|--valid-lens|1",
+         "mha forward: multihead: window: query 1 of example 0 sees no key "
+         "(valid_len 1, Lq 4, Lk 4, window 1: query i sees key j only when "
+         "i + Lk - Lq - 1 < j <= i + Lk - Lq)"},
+        {"trace|--window|2|--queries|5|--kv|3",
+         "mha trace: --window with --queries 5 > --kv 3: query 0 would see "
+         "no key (query i sees key j only when j <= i + Lk - Lq)"},
+        {"trace|--window|2|--quiz",
+         "mha trace: --quiz asks the module without --window, --alibi or "
+         "--sinks; leave them out"},
+    };
     put_inputs();
-    refused(BASE "|--alibi",
-            "mha forward: --alibi needs --causal or --window (its bias -m_h "
-            "(i' - j) counts the distance to earlier keys)\n");
-    refused(BASE "|--keep-first|2",
-            "mha forward: --keep-first '2' needs --window (without one every "
-            "earlier key is seen)\n");
-    refused(BASE "|--window|0",
-            "mha forward: --window '0' is zero (expected 1 "
-            "to 1000000)\n");
-    refused(BASE "|--sinks|s.npy",
-            "mha forward: --sinks s.npy has shape (3,) but --heads 2 needs "
-            "(2,): one sink logit per head\n");
-    refused(BASE "|--window|2|--add-zero-attn",
-            "mha forward: --window, --alibi and --sinks do not combine with "
-            "PyTorch's options (--attn-mask and the others)\n");
-    refused(BASE "|--window|1|--valid-lens|1",
-            "mha forward: multihead: window: query 1 of example 0 sees no key "
-            "(valid_len 1, Lq 4, Lk 4, window 1: query i sees key j only when "
-            "i + Lk - Lq - 1 < j <= i + Lk - Lq)\n");
-    refused("trace|--window|2|--queries|5|--kv|3",
-            "mha trace: --window with --queries 5 > --kv 3: query 0 would see "
-            "no key (query i sees key j only when j <= i + Lk - Lq)\n");
-    refused("trace|--window|2|--quiz",
-            "mha trace: --quiz asks the module without --window, --alibi or "
-            "--sinks; leave them out\n");
+    mha_refuses_each(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(window, mha_trace_and_the_sum_below_one, .init = enter_scratch,
