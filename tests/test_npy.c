@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "scratch.h"
@@ -1454,5 +1455,72 @@ Test(npy, mapped_refuses_what_npy_read_refuses, .init = enter_scratch,
         cr_assert_str_eq(mha_last_error(), msg);
         cr_assert_null(t);
     }
+}
+
+/* A mapped file cut short while its tensor lives: a read past its new
+ * end ends the program with one line naming the file, status 2, and the
+ * temporaries removed, as the caught signals remove them; a SIGBUS sent
+ * by kill keeps its default action. */
+static void read_after_cut(const char *path, const char *line)
+{
+    put_padded(path,
+               "{'descr': '<f8', 'fortran_order': False, 'shape': (100, 100), }",
+               80000);
+    int err = -1;
+    pid_t pid = fork_capturing_stderr(&err);
+    if (pid == 0) {
+        cleanup_install();
+        cleanup_name("mha forward");
+        tensor *t = NULL;
+        // (/proc/self/maps writes a newline in a name as \012)
+        if (npy_read_mapped(path, &t) ||
+            (!strchr(path, '\n') && !mapped_from(t, path)))
+            _exit(10);
+        cleanup_hold();
+        cleanup_entry *e = cleanup_add_file("test", "out.tmp");
+        FILE *tmp = fopen("out.tmp", "w");
+        cleanup_release();
+        if (!e || !tmp || truncate(path, 128) != 0)
+            _exit(11);
+        volatile double x = t->data[9999]; // past the file's new end
+        (void)x;
+        _exit(12);
+    }
+    char got[1024] = "";
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(err, got + n, sizeof got - 1 - n)) > 0)
+        n += (size_t)r;
+    got[n] = '\0';
+    close(err);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2,
+              "status %#x, stderr: %s", status, got);
+    cr_assert_str_eq(got, line);
+    cr_assert_eq(access("out.tmp", F_OK), -1, "the temporary stayed");
+}
+
+Test(npy, mapped_file_cut_short_ends_with_one_line_and_status_2,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    read_after_cut("cut.npy",
+                   "mha forward: cut.npy: the file was cut short while it "
+                   "was read; nothing was written\n");
+    read_after_cut("new\nline.npy",
+                   "mha forward: new\\x0aline.npy: the file was cut short "
+                   "while it was read; nothing was written\n");
+    /* sent by kill: not a read of a mapping, the default action */
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        cleanup_install();
+        raise(SIGBUS);
+        _exit(12);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+              "status %#x", status);
 }
 //<

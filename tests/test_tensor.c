@@ -1744,7 +1744,8 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
     for (size_t k = 0; k < bytes / sizeof(double); k++)
         map[k] = (double)k;
     tensor *t = NULL;
-    cr_assert_eq(tensor_from_mapping(SHAPE(3, 4), map, bytes, 16, &t),
+    cr_assert_eq(tensor_from_mapping(SHAPE(3, 4), map, bytes, 16, "m.npy",
+                                     &t),
                  GSL_SUCCESS);
     cr_assert(tensor_is_contiguous(t));
     cr_assert_eq(*TENSOR_AT(t, 0, 0), 2.0); // offset 16 bytes: element 2
@@ -1758,13 +1759,15 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
     double *map2 = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
                         -1, 0);
     cr_assert_neq(map2, MAP_FAILED);
-    cr_assert_eq(tensor_from_mapping(SHAPE(2), map2, bytes, 12, &t),
+    cr_assert_eq(tensor_from_mapping(SHAPE(2), map2, bytes, 12, "m.npy",
+                                     &t),
                  GSL_EINVAL);
     cr_assert_null(t);
     cr_assert_str_eq(mha_last_error(),
                      "tensor_from_mapping: 2 numbers at offset 12 do not fit "
                      "in a mapping of 8192 bytes, aligned for doubles");
-    cr_assert_eq(tensor_from_mapping(SHAPE(1024), map2, bytes, 8, &t),
+    cr_assert_eq(tensor_from_mapping(SHAPE(1024), map2, bytes, 8, "m.npy",
+                                     &t),
                  GSL_EINVAL);
     cr_assert_str_eq(mha_last_error(),
                      "tensor_from_mapping: 1024 numbers at offset 8 do not "

@@ -12,13 +12,15 @@
 
 #include "base/error.h"
 
-typedef enum { ENTRY_FILE, ENTRY_DIR, ENTRY_CHILD } entry_kind;
+typedef enum { ENTRY_FILE, ENTRY_DIR, ENTRY_CHILD, ENTRY_MAP } entry_kind;
 
 struct cleanup_entry {
     cleanup_entry *prev, *next;
     entry_kind kind;
-    pid_t pid;   /* ENTRY_CHILD: 0 until started */
-    char path[]; /* ENTRY_FILE, ENTRY_DIR */
+    pid_t pid;         /* ENTRY_CHILD: 0 until started */
+    const char *start; /* ENTRY_MAP: the mapped bytes ... */
+    size_t bytes;      /* ... and how many */
+    char path[];       /* ENTRY_FILE, ENTRY_DIR; ENTRY_MAP: its line */
 };
 
 /* The registered entries, newest first: changed only with the signals
@@ -72,6 +74,8 @@ static cleanup_entry *add(const char *who, entry_kind kind, const char *path)
         return NULL;
     e->kind = kind;
     e->pid = 0;
+    e->start = NULL;
+    e->bytes = 0;
     memcpy(e->path, path, len + 1);
     cleanup_hold();
     e->prev = NULL;
@@ -98,6 +102,43 @@ cleanup_entry *cleanup_add_child(const char *who)
     return add(who, ENTRY_CHILD, "");
 }
 
+/* The line said when the file behind a mapping is cut short: the file's
+ * name with its control bytes as \xNN, so that it stays one line. */
+cleanup_entry *cleanup_add_mapping(const char *who, const void *start,
+                                   size_t bytes, const char *path)
+{
+    static const char said[] =
+        ": the file was cut short while it was read; nothing was written\n";
+    size_t len = 0;
+    for (const char *c = path; *c; c++)
+        len += (unsigned char)*c < 0x20 || *c == 0x7f ? 4 : 1;
+    char *line = mha_malloc(1, len + sizeof said, who);
+    if (!line)
+        return NULL;
+    char *w = line;
+    for (const char *c = path; *c; c++) {
+        unsigned char u = (unsigned char)*c;
+        if (u < 0x20 || u == 0x7f) {
+            *w++ = '\\';
+            *w++ = 'x';
+            *w++ = "0123456789abcdef"[u >> 4];
+            *w++ = "0123456789abcdef"[u & 15];
+        } else {
+            *w++ = *c;
+        }
+    }
+    memcpy(w, said, sizeof said);
+    cleanup_hold();
+    cleanup_entry *e = add(who, ENTRY_MAP, line);
+    if (e) {
+        e->start = start;
+        e->bytes = bytes;
+    }
+    cleanup_release();
+    free(line);
+    return e;
+}
+
 void cleanup_set_child(cleanup_entry *e, pid_t pid)
 {
     cleanup_hold();
@@ -120,6 +161,20 @@ void cleanup_forget(cleanup_entry *e)
     free(e);
 }
 
+/* Children, files, then directories. */
+static void remove_all(void)
+{
+    for (cleanup_entry *e = head; e; e = e->next)
+        if (e->kind == ENTRY_CHILD && e->pid > 0)
+            kill(e->pid, SIGKILL);
+    for (cleanup_entry *e = head; e; e = e->next)
+        if (e->kind == ENTRY_FILE)
+            unlink(e->path);
+    for (cleanup_entry *e = head; e; e = e->next)
+        if (e->kind == ENTRY_DIR)
+            rmdir(e->path);
+}
+
 /* The handler: children, files, directories, then the signal's own
  * default action.  Every call in it is async-signal-safe. */
 static void on_signal(int sig)
@@ -131,15 +186,7 @@ static void on_signal(int sig)
         errno = saved;
         return;
     }
-    for (cleanup_entry *e = head; e; e = e->next)
-        if (e->kind == ENTRY_CHILD && e->pid > 0)
-            kill(e->pid, SIGKILL);
-    for (cleanup_entry *e = head; e; e = e->next)
-        if (e->kind == ENTRY_FILE)
-            unlink(e->path);
-    for (cleanup_entry *e = head; e; e = e->next)
-        if (e->kind == ENTRY_DIR)
-            rmdir(e->path);
+    remove_all();
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -151,6 +198,44 @@ static void on_signal(int sig)
     pthread_sigmask(SIG_UNBLOCK, &s, NULL);
     raise(sig);
     _exit(128 + sig); /* not reached: the default action ends the program */
+}
+
+static const char *bus_name = "mha"; /* cleanup_name's */
+
+void cleanup_name(const char *name)
+{
+    bus_name = name;
+}
+
+/* SIGBUS, on the thread that read: inside a registered mapping, the file
+ * behind it was cut short.  Everything is removed as on the caught
+ * signals, its line is said and the program exits with status 2.  Any
+ * other SIGBUS (a fault of the program, or one sent by kill) gets its
+ * default action. */
+static void on_bus(int sig, siginfo_t *si, void *context)
+{
+    (void)context;
+    const char *at = si->si_addr;
+    for (cleanup_entry *e = head; e; e = e->next)
+        if (e->kind == ENTRY_MAP && at >= e->start &&
+            (size_t)(at - e->start) < e->bytes) {
+            remove_all();
+            ssize_t ignored = write(2, bus_name, strlen(bus_name));
+            ignored = write(2, ": ", 2);
+            ignored = write(2, e->path, strlen(e->path));
+            (void)ignored;
+            _exit(2);
+        }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig); /* one sent by kill, which no read repeats */
 }
 
 /* In a forked child: it owns none of its parent's entries (the memory
@@ -180,6 +265,12 @@ void cleanup_install(void)
             continue; /* nohup's SIGHUP, a background job's SIGINT */
         sigaction(caught[i], &sa, NULL);
     }
+    struct sigaction bus;
+    memset(&bus, 0, sizeof bus);
+    bus.sa_sigaction = on_bus;
+    bus.sa_flags = SA_SIGINFO;
+    sigfillset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
     struct sigaction ignore;
     memset(&ignore, 0, sizeof ignore);
     ignore.sa_handler = SIG_IGN;

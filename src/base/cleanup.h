@@ -58,6 +58,20 @@ cleanup_entry *cleanup_add_dir(const char *who, const char *path);
 cleanup_entry *cleanup_add_child(const char *who);
 void cleanup_set_child(cleanup_entry *e, pid_t pid);
 
+/* A file's bytes mapped at start (bytes of them), read in place: when
+ * the file is cut short while they are mapped, a read past its new end
+ * raises SIGBUS.  Once cleanup_install has run, that SIGBUS removes what
+ * a caught signal removes, says one line on stderr, "NAME: PATH: the file
+ * was cut short while it was read; nothing was written" (NAME set by
+ * cleanup_name, "mha" unless set; PATH's control bytes as \xNN), and
+ * exits with status 2, so every file is as it was.  A SIGBUS at any other
+ * address keeps its default action.  Forget the entry before unmapping. */
+cleanup_entry *cleanup_add_mapping(const char *who, const void *start,
+                                   size_t bytes, const char *path);
+
+/* The name that line starts with (kept, not copied): the command. */
+void cleanup_name(const char *name);
+
 /* Stop caring: the file is gone or in place, the child reaped.  Frees e;
  * NULL does nothing. */
 void cleanup_forget(cleanup_entry *e);

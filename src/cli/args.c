@@ -10,12 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/error.h"
 #include "trace/trace.h"
 
 static const char *command = "mha";
 
-void cli_set_command(const char *name) { command = name; }
+void cli_set_command(const char *name)
+{
+    command = name;
+    cleanup_name(name); // a mapped input cut short says it with this name
+}
 
 const char *cli_command(void) { return command; }
 

@@ -296,8 +296,8 @@ static int decode(const char *who, const char *path, const npy_header *h,
  * *out: 1 when they are little-endian float64 of MAP_MIN_BYTES or more,
  * aligned for doubles, and the file still has size bytes once mapped; 0
  * otherwise (nothing mapped), for the caller to read them instead. */
-static int map_numbers(FILE *f, size_t size, const npy_header *h,
-                       tensor **out)
+static int map_numbers(const char *path, FILE *f, size_t size,
+                       const npy_header *h, tensor **out)
 {
     if (strcmp(h->descr, "<f8") != 0 || !host_little_endian() ||
         h->data_offset % sizeof(double) != 0 || h->data_bytes < MAP_MIN_BYTES)
@@ -313,7 +313,7 @@ static int map_numbers(FILE *f, size_t size, const npy_header *h,
     // which says how
     if (fstat(fd, &st) != 0 || (uintmax_t)st.st_size != size ||
         tensor_from_mapping(h->ndim, h->shape, map, size, h->data_offset,
-                            out) != GSL_SUCCESS) {
+                            path, out) != GSL_SUCCESS) {
         munmap(map, size);
         return 0;
     }
@@ -329,7 +329,7 @@ static int read_stream(const char *who, const char *path, FILE *f,
     int status = read_header_from(who, path, f, size, h);
     if (!out)
         return status;
-    if (status == GSL_SUCCESS && map && map_numbers(f, size, h, out))
+    if (status == GSL_SUCCESS && map && map_numbers(path, f, size, h, out))
         return GSL_SUCCESS;
     tensor *t = NULL;
     if (status == GSL_SUCCESS)

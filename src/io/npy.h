@@ -91,8 +91,11 @@ int npy_read(const char *path, tensor **out);
  * it.  Same checks, statuses and messages as npy_read; the file is never
  * written.  The numbers are READ-ONLY: writing one faults.  A file that
  * changes size between its check and its mapping is read instead (and
- * refused as npy_read refuses it); one truncated while the tensor lives
- * makes a read past its new end raise SIGBUS, as any mapped file does. */
+ * refused as npy_read refuses it).  One cut short while the tensor lives
+ * makes a read past its new end raise SIGBUS, as any mapped file does:
+ * in a program that called cleanup_install (mha does), that ends it with
+ * one line naming the file, its temporaries removed, and status 2
+ * (cleanup_add_mapping, base/cleanup.h). */
 int npy_read_mapped(const char *path, tensor **out);
 
 /* npy_read, also accepting '|b1' (bool, read as 0.0 and 1.0; a byte

@@ -119,7 +119,8 @@ int tensor_alloc_uninit(const char *who, size_t ndim, const size_t *shape,
 
 //> handout
 int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
-                        size_t map_bytes, size_t offset, tensor **out)
+                        size_t map_bytes, size_t offset, const char *path,
+                        tensor **out)
 {
     *out = NULL;
     size_t n = 0;
@@ -140,8 +141,13 @@ int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
     buf->size = n;
     buf->mapping = map;
     buf->mapping_bytes = map_bytes;
-    *out = contiguous_header(buf, ndim, shape, "tensor_from_mapping");
+    buf->mapping_entry = cleanup_add_mapping("tensor_from_mapping", map,
+                                             map_bytes, path);
+    *out = buf->mapping_entry
+               ? contiguous_header(buf, ndim, shape, "tensor_from_mapping")
+               : NULL;
     if (!*out) {
+        cleanup_forget(buf->mapping_entry);
         free(buf); // the mapping stays the caller's
         return GSL_ENOMEM;
     }
@@ -192,6 +198,7 @@ static void buffer_release(tensor_buffer *buf)
         return;
 //> handout
     if (buf->mapping) { // a file's numbers (tensor_from_mapping)
+        cleanup_forget(buf->mapping_entry);
         munmap(buf->mapping, buf->mapping_bytes);
         free(buf);
         return;

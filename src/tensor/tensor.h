@@ -239,9 +239,12 @@ int tensor_share_numbers(tensor *dst, tensor *src);
  * which tensor_free unmaps with the last reference to it.  offset must be
  * a multiple of sizeof(double) and the numbers must fit in the mapping
  * (GSL_EINVAL otherwise, the mapping left to the caller).  A read-only
- * mapping makes read-only numbers: for inputs that are only read. */
+ * mapping makes read-only numbers: for inputs that are only read.  path
+ * names the mapped file: cut short while the tensor lives, it ends the
+ * program with one line naming it and status 2 (cleanup_add_mapping). */
 int tensor_from_mapping(size_t ndim, const size_t *shape, void *map,
-                        size_t map_bytes, size_t offset, tensor **out);
+                        size_t map_bytes, size_t offset, const char *path,
+                        tensor **out);
 //<
 
 /* --- printing ------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #ifndef MHA_TENSOR_INTERNAL_H
 #define MHA_TENSOR_INTERNAL_H
 
+#include "base/cleanup.h"
 #include "tensor/tensor.h"
 
 /* The numbers, shared by every tensor that views them. */
@@ -13,6 +14,7 @@ struct tensor_buffer {
 //> handout
     void *mapping;        /* NULL, or the mmap values live in ... */
     size_t mapping_bytes; /* ... of this many bytes, unmapped on free */
+    cleanup_entry *mapping_entry; /* its SIGBUS line (base/cleanup.h) */
 //<
 };
 
