@@ -449,7 +449,8 @@ grade:
 # none disturbs another.  The handout's round trip runs make itself, as a
 # student does: without the make above it (MAKEFLAGS), whose job slots a
 # make it starts would complain it cannot reach.
-SLOW_CHECKS := handout-check test-transcripts test-deps test-view test-parity
+SLOW_CHECKS := handout-check test-transcripts test-deps test-view test-parity \
+               test-pictures
 .PHONY: $(SLOW_CHECKS)
 handout-check: build
 	@MAKEFLAGS= tools/test-handout.sh
@@ -457,6 +458,9 @@ test-transcripts:
 	@tools/test-transcripts.sh $(BUILD)
 test-deps:
 	@tools/test-deps.sh
+# the book's pictures (docs/pictures/) as make docs would keep them
+test-pictures:
+	@tools/docs-pictures.sh $(BUILD) --check
 test-view:
 	@$(PYTHON) tools/test-view.py $(CLI_BIN)
 test-parity:

@@ -27,8 +27,24 @@
 # the library or the way a picture is drawn does, and then the picture is
 # redrawn on the machine that runs `make docs`.  A picture no transcript
 # announces any more is removed.
+#
+# tools/docs-pictures.sh BUILD --check (make test-pictures, in make test)
+# writes nothing in docs/: it names each picture `make docs` would redraw,
+# rewrite or remove, and exits 1 when there is one.
 set -eu
 build=$1
+check=${2:-}
+stale=""
+# keep SOURCES... NAME: copy the sources into docs/pictures, or with
+# --check note NAME as stale
+keep() {
+    eval "last=\${$#}"
+    if [ "$check" = --check ]; then
+        stale="$stale $last"
+        return 1
+    fi
+    return 0
+}
 scratch=$build/docs-pictures
 out=docs/pictures
 rm -rf "$scratch"
@@ -73,6 +89,7 @@ for name in $(echo "$announced" | awk '{ print $2 }'); do
             continue
         fi
     fi
+    keep "$name" || continue
     [ -f "$new.png" ] || {
         echo "docs-pictures: $name changed but $new.png was not drawn (install gnuplot-nox)" >&2
         exit 1
@@ -90,6 +107,7 @@ for name in $(echo "$pages" | awk '{ print $2 }'); do
         exit 1
     }
     same "$new" "$out/$name.html" && continue
+    keep "$name.html" || continue
     cp "$new" "$out/"
     echo "docs-pictures: rewrote $out/$name.html"
     changed=$((changed + 1))
@@ -100,7 +118,13 @@ for f in "$out"/*; do
     base=$(basename "$f")
     case $names in
     *" ${base%.*} "*) ;;
-    *) rm -f "$f"; echo "docs-pictures: removed $f (no chapter draws it)" ;;
+    *) keep "$base" || continue
+       rm -f "$f"; echo "docs-pictures: removed $f (no chapter draws it)" ;;
     esac
 done
+if [ "$check" = --check ]; then
+    [ -z "$stale" ] && { echo "docs-pictures: $out/ is current"; exit 0; }
+    echo "docs-pictures: stale in $out/:$stale (run make docs)" >&2
+    exit 1
+fi
 echo "docs-pictures: $(echo "$announced" | wc -l) pictures in $out/, $changed redrawn"
