@@ -175,6 +175,21 @@ static void remove_all(void)
             rmdir(e->path);
 }
 
+/* sig's default action, now: the program ends by it. */
+static void default_action(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);
+}
+
 /* The handler: children, files, directories, then the signal's own
  * default action.  Every call in it is async-signal-safe. */
 static void on_signal(int sig)
@@ -187,16 +202,7 @@ static void on_signal(int sig)
         return;
     }
     remove_all();
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, NULL);
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, sig);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-    raise(sig);
+    default_action(sig);
     _exit(128 + sig); /* not reached: the default action ends the program */
 }
 
@@ -226,16 +232,7 @@ static void on_bus(int sig, siginfo_t *si, void *context)
             (void)ignored;
             _exit(2);
         }
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, NULL);
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, sig);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-    raise(sig); /* one sent by kill, which no read repeats */
+    default_action(sig); /* one sent by kill: no read repeats it */
 }
 
 /* In a forked child: it owns none of its parent's entries (the memory
