@@ -1688,6 +1688,7 @@ Test(tensor, check_finite_finds_the_first_bad_number)
     FREE_ALL(p, x);
 }
 
+//> full
 /* --- numbers shared and numbers mapped (tensor_share_numbers,
  * tensor_from_mapping): how mha forward takes its inputs with no copy -- */
 
@@ -1774,3 +1775,4 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
                      "fit in a mapping of 8192 bytes, aligned for doubles");
     cr_assert_eq(munmap(map2, bytes), 0);
 }
+//<
