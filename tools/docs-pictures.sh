@@ -35,15 +35,12 @@ set -eu
 build=$1
 check=${2:-}
 stale=""
-# keep SOURCES... NAME: copy the sources into docs/pictures, or with
-# --check note NAME as stale
+# keep NAME: whether docs/pictures may change for NAME now; with --check
+# it may not, and NAME is noted as stale
 keep() {
-    eval "last=\${$#}"
-    if [ "$check" = --check ]; then
-        stale="$stale $last"
-        return 1
-    fi
-    return 0
+    [ "$check" = --check ] || return 0
+    stale="$stale $1"
+    return 1
 }
 scratch=$build/docs-pictures
 out=docs/pictures
