@@ -251,7 +251,7 @@ ParameterizedTest(struct gqa_case *c, gqa, paths_equal_loops)
     cr_assert(err <= 1e-12, "tiled (default tiles) vs copy path: %g", err);
 
 //> full
-    multihead_fast_options opt = {MULTIHEAD_THREADS_HEADS, 3};
+    multihead_fast_options opt = {.block_rows = 3};
     OK(multihead_forward_fast(&m, q, k, v, lens, &opt, &fast, &w));
     err = rel_error(fast, copy);
     cr_assert(err <= 1e-12, "fast vs copy path: %g", err);

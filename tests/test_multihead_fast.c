@@ -59,9 +59,16 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
         multihead_fast_options opt;
         int weights; // ask for the weights
     } runs[] = {
-        {{MULTIHEAD_THREADS_HEADS, 0}, 0}, {{MULTIHEAD_THREADS_BLAS, 0}, 0},
-        {{MULTIHEAD_THREADS_HEADS, 1}, 1}, {{MULTIHEAD_THREADS_HEADS, 3}, 0},
-        {{MULTIHEAD_THREADS_BLAS, 5}, 1},
+        {{MULTIHEAD_THREADS_HEADS, 0, 0}, 0},
+        {{MULTIHEAD_THREADS_BLAS, 0, 0}, 0},
+        {{MULTIHEAD_THREADS_HEADS, 1, 0}, 1},
+        {{MULTIHEAD_THREADS_HEADS, 3, 0}, 0},
+        {{MULTIHEAD_THREADS_BLAS, 5, 0}, 1},
+        // a chunk of examples at a time (with the weights, the whole
+        // batch all the same)
+        {{MULTIHEAD_THREADS_HEADS, 0, 1}, 0},
+        {{MULTIHEAD_THREADS_BLAS, 2, 2}, 0},
+        {{MULTIHEAD_THREADS_HEADS, 0, 1}, 1},
     };
     for (size_t o = 0; o < sizeof runs / sizeof runs[0]; o++) {
         const multihead_fast_options *opt = &runs[o].opt;
@@ -70,8 +77,9 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
                                   runs[o].weights ? &w : NULL));
         cr_assert(tensor_same_shape(fast, want));
         err = rel_error(fast, copy);
-        cr_assert(err <= 1e-12, "fast (threading %d, rows %zu) vs copy path: %g",
-                  opt->threading, opt->block_rows, err);
+        cr_assert(err <= 1e-12,
+                  "fast (threading %d, rows %zu, chunk %zu) vs copy path: %g",
+                  opt->threading, opt->block_rows, opt->chunk, err);
         err = rel_error(fast, want);
         cr_assert(err <= 1e-12, "fast vs loops: %g", err);
         if (runs[o].weights) {
@@ -243,7 +251,8 @@ Test(mha_fast, big_buffers_kept_between_calls)
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     const multihead_fast_options opts[] = {
-        {MULTIHEAD_THREADS_HEADS, 0}, {MULTIHEAD_THREADS_HEADS, 7}};
+        {MULTIHEAD_THREADS_HEADS, 0, 0}, {MULTIHEAD_THREADS_HEADS, 7, 0},
+        {MULTIHEAD_THREADS_HEADS, 0, 1}};
     tensor *first = NULL, *first_copy = NULL;
     // rounds: new inputs; new inputs, same shapes; after release; Lq 301
     for (int round = 0; round < 4; round++) {
@@ -262,7 +271,7 @@ Test(mha_fast, big_buffers_kept_between_calls)
         for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
             tensor *w = NULL; // the weights too, in the second cut
             OK(multihead_forward_fast(&m, q, k, v, lens, &opts[o], &fast,
-                                      o ? &w : NULL));
+                                      o == 1 ? &w : NULL));
             cr_assert_eq(w != NULL, o == 1);
             tensor_free(w);
             double err = rel_error(fast, want);
@@ -441,5 +450,98 @@ Test(mha_fast, overflow_found_in_blocks_of_rows)
                        "multihead_forward_fast: the output overflowed: "
                        "out[0, 100, 0] = inf from finite inputs "
                        "(out (1, 600, 2))");
+}
+
+/* --- a chunk of examples at a time ------------------------------------ */
+
+/* B = 80, L = 128, D = 64: Q alone would take 5 MiB, so the batch goes in
+ * chunks by itself (two of 40 examples); the same numbers, to rounding,
+ * as the whole batch at once and as chunks of 1, 7 (the last of 3) and
+ * 79, causal with (B, Lq) valid lengths and grouped keys and values. */
+Test(mha_fast, chunks_match_the_whole_batch)
+{
+    gsl_rng *r = mha_rng_new(8);
+    multihead m;
+    SELF_MODULE(&m, 64, .num_hiddens = 64, .num_heads = 4, .kv_heads = 2,
+                .causal = 1, .bias = 1);
+    multihead_reset_xavier(&m, r);
+    random_biases(&m, r);
+    size_t B = 80, L = 128;
+    tensor *x = normal_tensor(SHAPE(B, L, 64), r, 1.0), *lens, *whole;
+    OK(tensor_alloc(SHAPE(B, L), &lens));
+    for (size_t i = 0; i < B * L; i++)
+        lens->data[i] = (double)(1 + (i * 13) % L);
+    const multihead_fast_options all = {.chunk = B};
+    OK(multihead_forward_fast(&m, x, x, x, lens, &all, &whole, NULL));
+    const size_t chunks[] = {0, 1, 7, 79};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        const multihead_fast_options opt = {.chunk = chunks[c]};
+        tensor *out;
+        OK(multihead_forward_fast(&m, x, x, x, lens, &opt, &out, NULL));
+        cr_assert(tensor_same_shape(out, whole));
+        double err = rel_error(out, whole);
+        cr_assert(err <= 1e-14, "chunks of %zu: %g", chunks[c], err);
+        tensor_free(out);
+    }
+    multihead_fast_release();
+    FREE_ALL(x, lens, whole);
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
+/* An overflow found in a chunk is named as the whole batch's pass names
+ * it: the example's index in the batch, the batch's shapes, and the first
+ * stage to overflow anywhere (example 0's scores overflow, but example
+ * 2's projection comes first in the whole batch's order). */
+Test(mha_fast, overflow_in_a_chunk_named_as_the_whole_batch)
+{
+    multihead m;
+    overflow_module(&m);
+    tensor *q, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(4, 2, 2), &q));
+    const multihead_fast_options one = {.chunk = 1}, two = {.chunk = 2};
+    q->data[3 * 4 + 2] = q->data[3 * 4 + 3] = 1e308; // example 3, query 1
+    FAILS(multihead_forward_fast(&m, q, q, q, NULL, &one, &out, NULL),
+          GSL_ERANGE,
+          "multihead_forward_fast: the projection overflowed: "
+          "Q[3, 1, 0] = inf from finite inputs (Q (4, 2, 2))");
+    cr_assert_null(out);
+    tensor_fill(q, 1e200); // examples 0 and 1: the scores overflow
+    for (size_t i = 8; i < 16; i++)
+        q->data[i] = i == 10 || i == 11 ? 1e308 : 0; // example 2: Q
+    FAILS(multihead_forward_fast(&m, q, q, q, NULL, &two, &out, NULL),
+          GSL_ERANGE,
+          "multihead_forward_fast: the projection overflowed: "
+          "Q[2, 1, 0] = inf from finite inputs (Q (4, 2, 2))");
+    cr_assert_null(out);
+    tensor_free(q);
+    multihead_free(&m);
+}
+
+/* Each allocation of a pass in chunks may fail: GSL_ENOMEM, NULL out, no
+ * leak; the chunks' own (out, the buffers, the views of a chunk) are
+ * among them. */
+Test(mha_fast, allocation_failures_in_chunks)
+{
+    multihead m;
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .bias = 1,
+                .causal = 1);
+    tensor *q, *lens, *out;
+    OK(tensor_alloc(SHAPE(3, 3, 4), &q));
+    OK(tensor_from_array(SHAPE(3), (double[]){1, 3, 2}, &lens));
+    const multihead_fast_options whole = {.chunk = 3}, two = {.chunk = 2};
+    int in_chunks = 0, at_once = 0;
+    EACH_ALLOCATION_FAILS(in_chunks,
+        multihead_forward_fast(&m, q, q, q, lens, &two, &out, NULL),
+        cr_assert_null(out));
+    tensor_free(out);
+    EACH_ALLOCATION_FAILS(at_once,
+        multihead_forward_fast(&m, q, q, q, lens, &whole, &out, NULL),
+        cr_assert_null(out));
+    tensor_free(out);
+    // two passes, each with its views, against one
+    cr_assert_gt(in_chunks, at_once, "%d, %d", in_chunks, at_once);
+    multihead_free(&m);
+    FREE_ALL(q, lens);
 }
 //<

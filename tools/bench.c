@@ -174,7 +174,7 @@ enum { FAST, FAST_BLAS, COPY, NAIVE };
 static double time_mha(problem *p, int kind)
 {
     tensor *out = NULL;
-    multihead_fast_options blas = {MULTIHEAD_THREADS_BLAS, 0};
+    multihead_fast_options blas = {.threading = MULTIHEAD_THREADS_BLAS};
     double t0 = now();
     switch (kind) {
     case FAST:

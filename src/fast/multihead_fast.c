@@ -10,6 +10,7 @@
  *   scratch per thread: s (rows, Lk) scores, then weights; sums (rows,)
  */
 #include "fast/multihead_fast.h"
+#include "fast/multihead_fast_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,12 +26,10 @@
 #include "tensor/rowops.h"
 #include "tensor/tensor_trace.h"
 
-/* What both paths here do first: check the inputs as multihead_forward
- * does, and refuse the one thing it does that they do not, dropout in
- * training. */
-static int start(multihead *m, const tensor *queries, const tensor *keys,
-                 const tensor *values, const tensor *valid_lens,
-                 const char *who, tensor **out)
+int multihead_fast_start(multihead *m, const tensor *queries,
+                         const tensor *keys, const tensor *values,
+                         const tensor *valid_lens, const char *who,
+                         tensor **out)
 {
     *out = NULL;
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
@@ -180,6 +179,56 @@ static int block_finite(const heads *hm, size_t b, size_t i, size_t r0,
     return all;
 }
 
+/* The big buffers of a call (Q, K and V, each (B, L, D), or a chunk's,
+ * and the scores' scratch) are kept for the next call of the same shapes
+ * rather than freed: a new buffer of a MiB or more comes from the kernel
+ * as fresh pages, which it must fault in and zero on the first touch
+ * (malloc hands big blocks back to the kernel when they are freed), and
+ * when it hands out huge pages it may first compact memory to find them.
+ * That cost 2-10% of a forward pass (L = 64-2048, B = 8, D = 512), and at
+ * times as long again as the pass itself (L = 128).  One spare per slot,
+ * taken and put back with an atomic exchange, so that calls from several
+ * threads each get a buffer of their own; smaller buffers, meta tensors
+ * and calls while a trace is recorded (which numbers every tensor) go the
+ * plain way.  multihead_fast_release frees the spares. */
+enum { SPARE_Q, SPARE_K, SPARE_V, SPARE_SCORES, SPARES };
+#define SPARE_MIN_BYTES ((size_t)1 << 20)
+static tensor *spares[SPARES];
+
+/* A contiguous tensor of that shape and unspecified numbers: the spare
+ * of that slot when it has that shape, else a new one. */
+static int spare_take(int slot, size_t ndim, const size_t *shape,
+                      tensor **out)
+{
+    tensor *t = __atomic_exchange_n(&spares[slot], NULL, __ATOMIC_ACQ_REL);
+    if (t && t->ndim == ndim &&
+        memcmp(t->shape, shape, ndim * sizeof *shape) == 0) {
+        *out = t;
+        return GSL_SUCCESS;
+    }
+    tensor_free(t);
+    return tensor_alloc_empty(ndim, shape, out);
+}
+
+/* t (owned, its views freed) kept as the spare of slot when it is worth
+ * keeping, else freed. */
+static void spare_keep(int slot, tensor *t)
+{
+    if (!t || trace_on() || tensor_is_meta(t) || !tensor_is_contiguous(t) ||
+        tensor_numel(t) < SPARE_MIN_BYTES / sizeof(double)) {
+        tensor_free(t);
+        return;
+    }
+    tensor_free(__atomic_exchange_n(&spares[slot], t, __ATOMIC_ACQ_REL));
+}
+
+void multihead_fast_release(void)
+{
+    for (int slot = 0; slot < SPARES; slot++)
+        tensor_free(__atomic_exchange_n(&spares[slot], NULL,
+                                        __ATOMIC_ACQ_REL));
+}
+
 /* Every head of every example: B*h*ceil(Lq/rows) independent blocks.
  * *finite: 1 when every output written is finite (0 tells the caller to
  * look for the first that is not). */
@@ -218,12 +267,15 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
                      "multihead_forward_fast"))
         return GSL_EOVRFLW;
     // at least MHA_HUGE_BYTES, so that it comes in huge pages (error.h):
-    // what is not touched costs no memory
+    // what is not touched costs no memory; kept for the next call when a
+    // MiB or more of it is used
     size_t huge = MHA_HUGE_BYTES / sizeof(double);
-    double *scratch = mha_alloc_numbers(total < huge ? huge : total, 0,
-                                        "multihead_forward_fast");
-    if (!scratch)
-        return GSL_ENOMEM;
+    tensor *kept = NULL;
+    status = spare_take(SPARE_SCORES, SHAPE(total < huge ? huge : total),
+                        &kept);
+    if (status)
+        return status;
+    double *scratch = kept->data;
     double scale = 1.0 / sqrt((double)p);
     int failed = 0, unfinished = 0;
     bad_score bad = {0};
@@ -244,7 +296,10 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     *finite = !unfinished;
     threads_blas_narrow(lent);
     threads_blas_restore(blas_threads);
-    free(scratch);
+    if (total < SPARE_MIN_BYTES / sizeof(double)) // little of it was used
+        tensor_free(kept);
+    else
+        spare_keep(SPARE_SCORES, kept);
     if (bad.found)
         return mha_fail(GSL_ERANGE,
                         "multihead_forward_fast: the scores overflowed: "
@@ -273,56 +328,6 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
                "attention per head(scale 1/sqrt(%zu)%s%s%T)", qh->shape[3],
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
-}
-
-/* The big buffers of a call (Q, K and V, each (B, L, D)) are kept for the
- * next call of the same shapes rather than freed: a new buffer of a MiB
- * or more comes from the kernel as fresh pages, which it must fault in
- * and zero on the first touch (malloc hands big blocks back to the kernel
- * when they are freed), and when it hands out huge pages it may first
- * compact memory to find them.  That cost 2-10% of a forward pass
- * (L = 64-2048, B = 8, D = 512), and at times as long again as the pass
- * itself (L = 128).  One spare per slot, taken and put back with an
- * atomic exchange, so that calls from several threads each get a buffer
- * of their own; smaller buffers, meta tensors and calls while a trace is
- * recorded (which numbers every tensor) go the plain way.
- * multihead_fast_release frees the spares. */
-enum { SPARE_Q, SPARE_K, SPARE_V, SPARES };
-#define SPARE_MIN_BYTES ((size_t)1 << 20)
-static tensor *spares[SPARES];
-
-/* A contiguous (d0, d1, d2) tensor of unspecified numbers: the spare of
- * that slot when it has that shape, else a new one. */
-static int spare_take(int slot, size_t d0, size_t d1, size_t d2,
-                      tensor **out)
-{
-    tensor *t = __atomic_exchange_n(&spares[slot], NULL, __ATOMIC_ACQ_REL);
-    if (t && t->shape[0] == d0 && t->shape[1] == d1 && t->shape[2] == d2) {
-        *out = t;
-        return GSL_SUCCESS;
-    }
-    tensor_free(t);
-    return tensor_alloc_empty(SHAPE(d0, d1, d2), out);
-}
-
-/* t (owned, its views freed) kept as the spare of slot when it is worth
- * keeping, else freed. */
-static void spare_keep(int slot, tensor *t)
-{
-    if (!t || trace_on() || tensor_is_meta(t) || t->ndim != 3 ||
-        !tensor_is_contiguous(t) ||
-        tensor_numel(t) < SPARE_MIN_BYTES / sizeof(double)) {
-        tensor_free(t);
-        return;
-    }
-    tensor_free(__atomic_exchange_n(&spares[slot], t, __ATOMIC_ACQ_REL));
-}
-
-void multihead_fast_release(void)
-{
-    for (int slot = 0; slot < SPARES; slot++)
-        tensor_free(__atomic_exchange_n(&spares[slot], NULL,
-                                        __ATOMIC_ACQ_REL));
 }
 
 /* A projection of many rows is cut into blocks of at least 256 rows (a
@@ -368,7 +373,7 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
     } else {
         tensor_free(into);
         status = slot < SPARES
-                     ? spare_take(slot, x->shape[0], x->shape[1], out, y)
+                     ? spare_take(slot, SHAPE(x->shape[0], x->shape[1], out), y)
                      : tensor_alloc_empty(SHAPE(x->shape[0], x->shape[1], out), y);
     }
     if (status)
@@ -410,18 +415,19 @@ static int project(const linear *l, const tensor *x, int slot, tensor *into,
     return GSL_SUCCESS;
 }
 
-/* x projected by l (one dgemm), checked finite (the inputs were, so a
- * NaN or inf is an overflow), turned by position when the module has
- * rope (rope_start: the first row's position; V passes rope 0), and seen
- * as heads: (B, L, D) and its (B, h, L, p) view. */
+/* x projected by l (one dgemm) into `into` (owned: project), checked
+ * finite (the inputs were, so a NaN or inf is an overflow), turned by
+ * position when the module has rope (rope_start: the first row's
+ * position; V passes rope 0), and seen as heads: (B, L, D) and its
+ * (B, h, L, p) view. */
 static int project_heads(const multihead *m, const linear *l,
                          const tensor *x, size_t heads_count, int rope,
                          long rope_start, const char *name, int slot,
-                         tensor **proj, tensor **heads)
+                         tensor *into, tensor **proj, tensor **heads)
 {
     const char *who = "multihead_forward_fast";
     int finite;
-    int status = project(l, x, slot, NULL, proj, &finite);
+    int status = project(l, x, slot, into, proj, &finite);
     if (!status && !finite)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
@@ -431,38 +437,28 @@ static int project_heads(const multihead *m, const linear *l,
     return status;
 }
 
-int multihead_forward_fast(multihead *m, const tensor *queries,
-                           const tensor *keys, const tensor *values,
-                           const tensor *valid_lens,
-                           const multihead_fast_options *opt, tensor **out,
-                           tensor **weights)
+/* One pass of steps 1-5 (multihead_fast.h) over some examples: the whole
+ * batch, or one chunk of it (chunk_examples).  A chunk brings the
+ * buffers its projections and its output go into; the whole batch takes
+ * Q, K and V from the spares and puts them back. */
+typedef struct pass {
+    const tensor *q, *k, *v;    /* (c, Lq, d_q), (c, Lk, d_k), (c, Lk, d_v) */
+    const tensor *valid_lens;   /* NULL, (c,) or (c, Lq) */
+    tensor *bufs[SPARE_SCORES]; /* a chunk's: views (owned) of its Q, K
+                                   and V buffers; else NULL */
+    tensor *into;               /* a chunk's: its view (owned) of out */
+} pass;
+
+static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
+                        const multihead_fast_options *opt, tensor **out,
+                        tensor **weights)
 {
-    if (weights)
-        *weights = NULL;
-    int status = start(m, queries, keys, values, valid_lens,
-                       "multihead_forward_fast", out);
-    if (status)
-        return status;
-    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0};
-    if (!opt)
-        opt = &defaults;
-    size_t B = queries->shape[0], Lq = queries->shape[1];
+    const char *who = "multihead_forward_fast";
+    size_t B = ps->q->shape[0], Lq = ps->q->shape[1];
     size_t h = m->cfg.num_heads, D = m->cfg.num_hiddens;
     size_t G = m->cfg.kv_heads;
-    tensor q_in = tensor_named(queries, "B, Lq, d_q");
-    tensor k_in = tensor_named(keys, "B, Lk, d_k");
-    tensor v_in = tensor_named(values, "B, Lk, d_v");
-
-    char kv[48] = "", rule_opts[96];
-    if (G < h)
-        snprintf(kv, sizeof kv, ", G=%zu", G);
-    window_rule rule; // a window, alibi or sinks (window.h)
-    int ruled = multihead_window_rule(m, &rule);
-    multihead_window_options(m, rule_opts, sizeof rule_opts);
-    tensor_trace_begin(NULL,
-                TRACE_QKV(queries, keys, values),
-                "multihead_fast(h=%zu%s%s%s)", h, kv,
-                m->cfg.causal && !m->cfg.window ? ", causal" : "", rule_opts);
+    long Lk = (long)ps->k->shape[1];
+    int chunk = ps->into != NULL;
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D), (B, Lk, G*p)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, Lq, p), (B, G, Lk, p)
     tensor *rows = NULL; // causal: (B, Lq) lengths, valid_lens folded in
@@ -470,23 +466,25 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
 
     // 1-2. project (one dgemm each), split into heads (views); the
     // inputs are finite (start), so a NaN or inf here is an overflow
-    const char *who = "multihead_forward_fast";
     // (with rope, Q and K turned by position: keys at 0 .. Lk-1, queries
     // aligned at the end, Lk-Lq .. Lk-1)
-    long Lk = (long)keys->shape[1];
-    status = project_heads(m, &m->W_q, &q_in, h, 1, Lk - (long)Lq, "Q",
-                           SPARE_Q, &q, &qh);
+    int status = project_heads(m, &m->W_q, ps->q, h, 1, Lk - (long)Lq, "Q",
+                               SPARE_Q, ps->bufs[SPARE_Q], &q, &qh);
     if (!status)
-        status = project_heads(m, &m->W_k, &k_in, G, 1, 0, "K", SPARE_K, &k,
-                               &kh);
+        status = project_heads(m, &m->W_k, ps->k, G, 1, 0, "K", SPARE_K,
+                               ps->bufs[SPARE_K], &k, &kh);
+    else
+        tensor_free(ps->bufs[SPARE_K]);
     if (!status)
-        status = project_heads(m, &m->W_v, &v_in, G, 0, 0, "V", SPARE_V, &v,
-                               &vh);
+        status = project_heads(m, &m->W_v, ps->v, G, 0, 0, "V", SPARE_V,
+                               ps->bufs[SPARE_V], &v, &vh);
+    else
+        tensor_free(ps->bufs[SPARE_V]);
     // causal: one length per query row, min(valid_len, i + Lk - Lq + 1)
     if (!status && m->cfg.causal)
-        status = valid_lens_per_row(valid_lens, 1, B, Lq, keys->shape[1], 0,
+        status = valid_lens_per_row(ps->valid_lens, 1, B, Lq, (size_t)Lk, 0,
                                     &rows);
-    const tensor *lens = rows ? rows : valid_lens;
+    const tensor *lens = rows ? rows : ps->valid_lens;
     // 3. the output buffer, seen per head: Q's own, (B, Lq, D) as well.
     // The block of rows r0.. of head (b, i) is the only one to read those
     // rows of Q_bi, in its first product, and then writes its rows of
@@ -504,7 +502,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // the weights (B, h, Lq, Lk), only when the caller wants them
     tensor *w = NULL;
     if (!status && weights) {
-        status = tensor_alloc(SHAPE(B, h, Lq, keys->shape[1]), &w);
+        status = tensor_alloc(SHAPE(B, h, Lq, (size_t)Lk), &w);
         if (!status)
             tensor_set_names(w, "B, h, Lq, Lk");
     }
@@ -512,177 +510,181 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
     // checked finite as it is written; the first that is not found here)
     int finite = 0;
     if (!status)
-        status = attend_all(qh, kh, vh, oh, lens, w, ruled ? &rule : NULL,
-                            opt, &finite);
+        status = attend_all(qh, kh, vh, oh, lens, w, rule, opt, &finite);
     if (!status && !finite)
         status = tensor_check_result(concat, who, "weighted sum of the values",
                                      "heads");
     if (!status)
         trace_attention(qh, kh, vh, oh, lens);
-    // 5. W_o mixes the heads, into K's buffer when it has out's shape
-    // (self-attention with d_model outputs): K is not read any more
-    if (!status) {
-        tensor *into = !trace_on() && k->shape[1] == Lq &&
-                               k->shape[2] == m->W_o.out_features
-                           ? k
-                           : NULL;
-        if (into)
-            k = NULL;
-        status = project(&m->W_o, concat, SPARES, into, out, &finite);
+    // 5. W_o mixes the heads: a chunk's into its part of out; else into
+    // K's buffer when it has out's shape (self-attention with d_model
+    // outputs), as K is not read any more
+    tensor *into = ps->into;
+    ps->into = NULL;
+    if (!status && !chunk && !trace_on() && k->shape[1] == Lq &&
+        k->shape[2] == m->W_o.out_features) {
+        into = k;
+        k = NULL;
     }
+    if (!status)
+        status = project(&m->W_o, concat, SPARES, into, out, &finite);
+    else
+        tensor_free(into);
     if (!status && !finite &&
         (status = tensor_check_result(*out, who, "output", "out"))) {
         tensor_free(*out);
         *out = NULL;
     }
-    trace_end();
     if (!status && weights)
         *weights = w;
     else
         tensor_free(w);
-    tensor_free(rows);
-    tensor_free(qh);
-    tensor_free(kh);
-    tensor_free(vh);
-    tensor_free(oh);
-    spare_keep(SPARE_Q, q ? q : concat); // concat is Q's when q is NULL
-    spare_keep(SPARE_K, k);
-    spare_keep(SPARE_V, v);
+    TENSORS_FREE(rows, qh, kh, vh, oh);
+    tensor *used[SPARE_SCORES] = {q ? q : concat, k, v}; // concat is Q's
+    for (int slot = 0; slot < SPARE_SCORES; slot++) // when q is NULL
+        if (chunk)
+            tensor_free(used[slot]);
+        else
+            spare_keep(slot, used[slot]);
     if (q)
         tensor_free(concat);
     return status;
 }
 
-/* --- the reference: plain loops ------------------------------------- */
+/* Examples per chunk.  A batch whose Q, K or V would take more than
+ * CHUNK_BYTES goes through steps 1-5 a chunk of examples at a time,
+ * each chunk's Q, K and V in the same buffers: a forward pass then
+ * touches that much fresh memory and the output, where the whole batch
+ * at once touches every projection (at B = 8, L = 512, D = 512, 48 MiB
+ * against 12).  In a process that runs once (mha forward), fresh memory
+ * is paid for page by page, and in a virtual machine each first touch of
+ * a page can cost a trip to the host.  At least two blocks of projected
+ * rows per chunk, so that its projections are the threaded products of
+ * project; chunks as even as they can be.  (The caller passes the whole
+ * batch at once while a trace is recorded, as the trace shows the whole
+ * batch's steps, and when the weights are asked for, as they take
+ * (B, h, Lq, Lk) anyway.)  The chunks depend on the shapes alone, and so
+ * do the numbers. */
+#define CHUNK_BYTES ((size_t)4 << 20)
 
-/* y (out,) = W x + b for one vector x read with stride xs. */
-static void naive_linear(const linear *l, const double *x, size_t xs,
-                         double *y)
+static size_t chunk_examples(const multihead *m, const tensor *queries,
+                             const tensor *keys)
 {
-    for (size_t o = 0; o < l->out_features; o++) {
-        double sum = l->bias ? *TENSOR_AT(l->bias, o) : 0.0;
-        for (size_t j = 0; j < l->in_features; j++)
-            sum += *TENSOR_AT(l->weight, o, j) * x[j * xs];
-        y[o] = sum;
-    }
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1];
+    size_t L = Lq > Lk ? Lq : Lk, shortest = Lq < Lk ? Lq : Lk;
+    size_t width = m->W_q.out_features > m->W_k.out_features
+                       ? m->W_q.out_features
+                       : m->W_k.out_features;
+    if (tensor_is_meta(queries) || tensor_is_meta(keys))
+        return B;
+    size_t numbers = CHUNK_BYTES / sizeof(double), example = L * width;
+    size_t per = example < numbers ? numbers / example : 1;
+    size_t least = (2 * PROJECT_BLOCK_ROWS + shortest - 1) / shortest;
+    if (per < least)
+        per = least;
+    if (per >= B)
+        return B;
+    size_t chunks = (B + per - 1) / per;
+    return (B + chunks - 1) / chunks;
 }
 
-/* With rope: the p features of one head of one projected vector at
- * position pos, turned pair by pair (features 2k, 2k + 1) by the angle
- * pos / base^(2k/p), written out from the formula of posenc.h. */
-static void naive_rope(double *v, size_t p, double pos, double base)
+/* The batch in chunks of `per` examples (chunk_examples): out (B, Lq,
+ * D_out) is made first, and each chunk's pass writes its part of it. */
+static int forward_chunks(multihead *m, const tensor *queries,
+                          const tensor *keys, const tensor *values,
+                          const tensor *valid_lens, size_t per,
+                          const window_rule *rule,
+                          const multihead_fast_options *opt, tensor **out)
 {
-    for (size_t k = 0; 2 * k < p; k++) {
-        double angle = pos / pow(base, (double)(2 * k) / (double)p);
-        double a = v[2 * k], b = v[2 * k + 1];
-        v[2 * k] = cos(angle) * a - sin(angle) * b;
-        v[2 * k + 1] = sin(angle) * a + cos(angle) * b;
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t Lk = keys->shape[1], Dout = m->W_o.out_features;
+    const linear *proj[SPARE_SCORES] = {&m->W_q, &m->W_k, &m->W_v};
+    tensor *bufs[SPARE_SCORES] = {NULL, NULL, NULL};
+    int status = tensor_alloc_empty(SHAPE(B, Lq, Dout), out);
+    for (int slot = 0; slot < SPARE_SCORES && !status; slot++)
+        status = spare_take(slot, SHAPE(per, slot == SPARE_Q ? Lq : Lk,
+                                        proj[slot]->out_features),
+                            &bufs[slot]);
+    for (size_t b0 = 0; b0 < B && !status; b0 += per) {
+        size_t c = B - b0 < per ? B - b0 : per;
+        tensor *in[3] = {NULL, NULL, NULL}, *lens = NULL, *y = NULL;
+        const tensor *whole[3] = {queries, keys, values};
+        pass ps = {.into = NULL};
+        for (int i = 0; i < 3 && !status; i++)
+            status = tensor_narrow(whole[i], 0, b0, c, &in[i]);
+        for (int slot = 0; slot < SPARE_SCORES && !status; slot++)
+            status = tensor_narrow(bufs[slot], 0, 0, c, &ps.bufs[slot]);
+        if (!status && valid_lens)
+            status = tensor_narrow(valid_lens, 0, b0, c, &lens);
+        if (!status)
+            status = tensor_narrow(*out, 0, b0, c, &ps.into);
+        if (status) {
+            tensor_free_each(SPARE_SCORES, ps.bufs);
+        } else {
+            ps.q = in[0], ps.k = in[1], ps.v = in[2], ps.valid_lens = lens;
+            status = forward_pass(m, &ps, rule, opt, &y, NULL);
+        }
+        // a projection that could not take its buffer made a new one
+        double *part = (*out)->data + b0 * Lq * Dout;
+        if (!status && y->data != part)
+            memcpy(part, y->data, c * Lq * Dout * sizeof *part);
+        tensor_free(y);
+        tensor_free(lens);
+        tensor_free_each(3, in);
     }
+    for (int slot = 0; slot < SPARE_SCORES; slot++)
+        spare_keep(slot, bufs[slot]);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+    }
+    return status;
 }
 
-int multihead_forward_naive(multihead *m, const tensor *queries,
-                            const tensor *keys, const tensor *values,
-                            const tensor *valid_lens, tensor **out)
+int multihead_forward_fast(multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens,
+                           const multihead_fast_options *opt, tensor **out,
+                           tensor **weights)
 {
-    int status = start(m, queries, keys, values, valid_lens,
-                       "multihead_forward_naive", out);
+    if (weights)
+        *weights = NULL;
+    int status = multihead_fast_start(m, queries, keys, values, valid_lens,
+                                      "multihead_forward_fast", out);
     if (status)
         return status;
-    size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
-    size_t D = m->cfg.num_hiddens, h = m->cfg.num_heads, p = D / h;
-    size_t Dout = m->cfg.out_size, Dkv = m->cfg.kv_heads * p;
-    size_t group = h / m->cfg.kv_heads; // query heads per key-value head
-    // per example: qp (Lq, D), kp and vp (Lk, G*p); one query's concat
-    // (D,) and one head's scores (Lk,)
-    size_t nq, nk;
-    if (mha_mul_size(Lq, D, &nq, "multihead_forward_naive") ||
-        mha_mul_size(Lk, Dkv, &nk, "multihead_forward_naive"))
-        return GSL_EOVRFLW;
-    double *qp = mha_malloc(nq, sizeof *qp, "multihead_forward_naive");
-    double *kp = qp ? mha_malloc(nk, sizeof *kp, "multihead_forward_naive") : NULL;
-    double *vp = kp ? mha_malloc(nk, sizeof *vp, "multihead_forward_naive") : NULL;
-    double *cat = vp ? mha_malloc(D, sizeof *cat, "multihead_forward_naive") : NULL;
-    double *s = cat ? mha_malloc(Lk, sizeof *s, "multihead_forward_naive") : NULL;
-    status = s ? tensor_alloc(SHAPE(B, Lq, Dout), out) : GSL_ENOMEM;
-    if (status) {
-        free(qp);
-        free(kp);
-        free(vp);
-        free(cat);
-        free(s);
-        return status;
-    }
-    double scale = 1.0 / sqrt((double)p);
-    int rope = m->cfg.rope;
+    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0, 0};
+    if (!opt)
+        opt = &defaults;
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
+    char kv[48] = "", rule_opts[96];
+    if (G < h)
+        snprintf(kv, sizeof kv, ", G=%zu", G);
     window_rule rule; // a window, alibi or sinks (window.h)
-    int ruled = multihead_window_rule(m, &rule);
-    for (size_t b = 0; b < B; b++) {
-        // query i sits at position Lk - Lq + i, key t at position t
-        for (size_t i = 0; i < Lq; i++) {
-            naive_linear(&m->W_q, TENSOR_AT(queries, b, i, 0),
-                         queries->strides[2], qp + i * D);
-            for (size_t hd = 0; rope && hd < h; hd++)
-                naive_rope(qp + i * D + hd * p, p,
-                           (double)Lk - (double)Lq + (double)i,
-                           m->cfg.rope_base);
-        }
-        for (size_t t = 0; t < Lk; t++) {
-            naive_linear(&m->W_k, TENSOR_AT(keys, b, t, 0), keys->strides[2],
-                         kp + t * Dkv);
-            for (size_t hd = 0; rope && hd < m->cfg.kv_heads; hd++)
-                naive_rope(kp + t * Dkv + hd * p, p, (double)t,
-                           m->cfg.rope_base);
-            naive_linear(&m->W_v, TENSOR_AT(values, b, t, 0),
-                         values->strides[2], vp + t * Dkv);
-        }
-        for (size_t i = 0; i < Lq; i++) {
-            size_t len = softmax_row_len(valid_lens, m->cfg.causal, b, i, Lq,
-                                         Lk);
-            for (size_t hd = 0; hd < h; hd++) {
-                const double *q_i = qp + i * D + hd * p;
-                size_t kv = (hd / group) * p; // its key-value head's columns
-                // scores of query i against the keys it sees, 0 .. len - 1;
-                // a row of valid length 0 sees every key at score 0
-                size_t seen = len ? len : Lk;
-                double mx = -INFINITY;
-                // with a window, alibi or sinks: query i at position
-                // pos, key t seen when the rule says so, its score less
-                // slope * (pos - t), and the sink in the max and the sum
-                long pos = (long)Lk - (long)Lq + (long)i;
-                double slope = rule.slopes ? rule.slopes[hd] : 0.0;
-                if (ruled && rule.sinks)
-                    mx = rule.sinks[hd];
-                for (size_t t = 0; t < seen; t++) {
-                    const double *k_t = kp + t * Dkv + kv;
-                    double dot = 0.0;
-                    for (size_t j = 0; j < p; j++)
-                        dot += q_i[j] * k_t[j];
-                    s[t] = len ? scale * dot : 0.0;
-                    s[t] -= slope * (double)(pos - (long)t);
-                    if (ruled && !window_sees(&rule, pos, (long)t))
-                        s[t] = -INFINITY;
-                    mx = s[t] > mx ? s[t] : mx;
-                }
-                double sum = ruled && rule.sinks ? exp(rule.sinks[hd] - mx)
-                                                 : 0.0;
-                for (size_t t = 0; t < seen; t++)
-                    sum += s[t] = exp(s[t] - mx);
-                // the head's p outputs: the weighted average of the values
-                for (size_t j = 0; j < p; j++) {
-                    double o = 0.0;
-                    for (size_t t = 0; t < seen; t++)
-                        o += s[t] / sum * vp[t * Dkv + kv + j];
-                    cat[hd * p + j] = o;
-                }
-            }
-            naive_linear(&m->W_o, cat, 1, (*out)->data + (b * Lq + i) * Dout);
-        }
+    const window_rule *ruled = multihead_window_rule(m, &rule) ? &rule : NULL;
+    multihead_window_options(m, rule_opts, sizeof rule_opts);
+    tensor_trace_begin(NULL,
+                TRACE_QKV(queries, keys, values),
+                "multihead_fast(h=%zu%s%s%s)", h, kv,
+                m->cfg.causal && !m->cfg.window ? ", causal" : "", rule_opts);
+    size_t per = weights || trace_on() ? queries->shape[0]
+                 : opt->chunk         ? opt->chunk
+                                      : chunk_examples(m, queries, keys);
+    if (per < queries->shape[0])
+        status = forward_chunks(m, queries, keys, values, valid_lens, per,
+                                ruled, opt, out);
+    // the whole batch at once; also after an overflow in a chunk, so that
+    // the message names it as the whole batch's pass finds it
+    if (per >= queries->shape[0] || status == GSL_ERANGE) {
+        tensor q_in = tensor_named(queries, "B, Lq, d_q");
+        tensor k_in = tensor_named(keys, "B, Lk, d_k");
+        tensor v_in = tensor_named(values, "B, Lk, d_v");
+        pass ps = {.q = &q_in, .k = &k_in, .v = &v_in,
+                   .valid_lens = valid_lens};
+        status = forward_pass(m, &ps, ruled, opt, out, weights);
     }
-    free(qp);
-    free(kp);
-    free(vp);
-    free(cat);
-    free(s);
-    return GSL_SUCCESS;
+    trace_end();
+    return status;
 }
 //<
