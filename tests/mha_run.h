@@ -1,8 +1,9 @@
 //> full
 /* mha_run.h: running the mha program from a test, for the CLI suites
- * (test_cli.c, test_cli_torch.c): a scratch directory per test, mha run
- * with its stdout and stderr captured, its exit status, and the .npy
- * inputs it reads.  Include after check.h and scratch.h. */
+ * (test_cli.c, test_cli_torch.c, test_forward_stream.c): a scratch
+ * directory per test, mha run with its stdout and stderr captured, its
+ * exit status, and the .npy inputs it reads.  Include after check.h and
+ * scratch.h. */
 #ifndef MHA_TEST_MHA_RUN_H
 #define MHA_TEST_MHA_RUN_H
 
@@ -63,6 +64,10 @@ static const char *stdin_path;
 static rlim_t run_limit_kib;
 static int run_timeout;
 
+/* The file size limit of the next runs in bytes, as `ulimit -f` sets it in
+ * blocks (0: none). */
+static rlim_t run_fsize;
+
 /* waitpid, but a child still running after run_timeout seconds is killed
  * and the test fails: a hang must fail, not block the suite. */
 static inline void wait_for(pid_t pid, int *ws)
@@ -119,6 +124,9 @@ static inline run mha_argv_to(char *const *args, const char *stdout_path)
         }
         struct rlimit lim = {run_limit_kib * 1024, run_limit_kib * 1024};
         if (run_limit_kib && setrlimit(RLIMIT_AS, &lim))
+            _exit(126);
+        struct rlimit fsize = {run_fsize, run_fsize};
+        if (run_fsize && setrlimit(RLIMIT_FSIZE, &fsize))
             _exit(126);
         execv(mha_path, argv);
         _exit(127);

@@ -59,16 +59,17 @@ static void check_paths(multihead *m, const tensor *q, const tensor *k,
         multihead_fast_options opt;
         int weights; // ask for the weights
     } runs[] = {
-        {{MULTIHEAD_THREADS_HEADS, 0, 0}, 0},
-        {{MULTIHEAD_THREADS_BLAS, 0, 0}, 0},
-        {{MULTIHEAD_THREADS_HEADS, 1, 0}, 1},
-        {{MULTIHEAD_THREADS_HEADS, 3, 0}, 0},
-        {{MULTIHEAD_THREADS_BLAS, 5, 0}, 1},
+        {{.threading = MULTIHEAD_THREADS_HEADS}, 0},
+        {{.threading = MULTIHEAD_THREADS_BLAS}, 0},
+        {{.threading = MULTIHEAD_THREADS_HEADS, .block_rows = 1}, 1},
+        {{.threading = MULTIHEAD_THREADS_HEADS, .block_rows = 3}, 0},
+        {{.threading = MULTIHEAD_THREADS_BLAS, .block_rows = 5}, 1},
         // a chunk of examples at a time (with the weights, the whole
         // batch all the same)
-        {{MULTIHEAD_THREADS_HEADS, 0, 1}, 0},
-        {{MULTIHEAD_THREADS_BLAS, 2, 2}, 0},
-        {{MULTIHEAD_THREADS_HEADS, 0, 1}, 1},
+        {{.threading = MULTIHEAD_THREADS_HEADS, .chunk = 1}, 0},
+        {{.threading = MULTIHEAD_THREADS_BLAS, .block_rows = 2, .chunk = 2},
+         0},
+        {{.threading = MULTIHEAD_THREADS_HEADS, .chunk = 1}, 1},
     };
     for (size_t o = 0; o < sizeof runs / sizeof runs[0]; o++) {
         const multihead_fast_options *opt = &runs[o].opt;
@@ -251,8 +252,9 @@ Test(mha_fast, big_buffers_kept_between_calls)
     multihead_reset_xavier(&m, r);
     random_biases(&m, r);
     const multihead_fast_options opts[] = {
-        {MULTIHEAD_THREADS_HEADS, 0, 0}, {MULTIHEAD_THREADS_HEADS, 7, 0},
-        {MULTIHEAD_THREADS_HEADS, 0, 1}};
+        {.threading = MULTIHEAD_THREADS_HEADS},
+        {.threading = MULTIHEAD_THREADS_HEADS, .block_rows = 7},
+        {.threading = MULTIHEAD_THREADS_HEADS, .chunk = 1}};
     tensor *first = NULL, *first_copy = NULL;
     // rounds: new inputs; new inputs, same shapes; after release; Lq 301
     for (int round = 0; round < 4; round++) {
@@ -454,10 +456,11 @@ Test(mha_fast, overflow_found_in_blocks_of_rows)
 
 /* --- a chunk of examples at a time ------------------------------------ */
 
-/* B = 80, L = 128, D = 64: Q alone would take 5 MiB, so the batch goes in
- * chunks by itself (two of 40 examples); the same numbers, to rounding,
- * as the whole batch at once and as chunks of 1, 7 (the last of 3) and
- * 79, causal with (B, Lq) valid lengths and grouped keys and values. */
+/* B = 80, L = 128, D = 64: Q alone would take 5 MiB, so the batch goes
+ * in chunks by itself (of 27, 27 and 26 examples); the same numbers, to
+ * rounding, as the whole batch at once and as chunks of 1, 7 (the last
+ * of 3) and 79, causal with (B, Lq) valid lengths and grouped keys and
+ * values. */
 Test(mha_fast, chunks_match_the_whole_batch)
 {
     gsl_rng *r = mha_rng_new(8);
@@ -518,6 +521,14 @@ Test(mha_fast, overflow_in_a_chunk_named_as_the_whole_batch)
     multihead_free(&m);
 }
 
+/* A sink that counts its parts. */
+static int count_part(void *ctx, const tensor *part)
+{
+    (void)part;
+    ++*(size_t *)ctx;
+    return GSL_SUCCESS;
+}
+
 /* Each allocation of a pass in chunks may fail: GSL_ENOMEM, NULL out, no
  * leak; the chunks' own (out, the buffers, the views of a chunk) are
  * among them. */
@@ -541,7 +552,131 @@ Test(mha_fast, allocation_failures_in_chunks)
     tensor_free(out);
     // two passes, each with its views, against one
     cr_assert_gt(in_chunks, at_once, "%d, %d", in_chunks, at_once);
+    // with a sink: out is never made
+    int sunk = 0;
+    size_t calls = 0;
+    const multihead_fast_options to_sink = {.chunk = 2, .sink = count_part,
+                                            .sink_ctx = &calls};
+    EACH_ALLOCATION_FAILS(sunk,
+        multihead_forward_fast(&m, q, q, q, lens, &to_sink, &out, NULL),
+        cr_assert_null(out));
+    cr_assert_null(out);
+    cr_assert_gt(sunk, 0);
+    cr_assert_lt(sunk, in_chunks, "%d, %d", sunk, in_chunks);
     multihead_free(&m);
     FREE_ALL(q, lens);
+}
+
+/* --- the output handed to a sink -------------------------------------- */
+
+/* What a sink was given: the parts, copied, and how many calls. */
+typedef struct parts {
+    tensor *got[8];
+    size_t calls, stop_at; /* stop_at > 0: that call returns GSL_EBADFUNC */
+} parts;
+
+static int keep_part(void *ctx, const tensor *part)
+{
+    parts *p = ctx;
+    cr_assert_lt(p->calls, 8);
+    cr_assert(tensor_is_contiguous(part));
+    OK(tensor_contiguous(part, &p->got[p->calls]));
+    return ++p->calls == p->stop_at ? GSL_EBADFUNC : GSL_SUCCESS;
+}
+
+/* The parts a sink is given, in order, are out, bit for bit, as the same
+ * call without a sink returns it: in chunks of 2 (three parts of B = 5)
+ * and the whole batch at once (one part), self-attention (out written
+ * over K's buffer) and cross-attention (a buffer of its own); *out stays
+ * NULL. */
+Test(mha_fast, a_sink_gets_out_a_chunk_at_a_time)
+{
+    gsl_rng *r = mha_rng_new(12);
+    multihead m;
+    SELF_MODULE(&m, 8, .num_hiddens = 8, .num_heads = 2, .bias = 1);
+    multihead_reset_xavier(&m, r);
+    random_biases(&m, r);
+    tensor *x = normal_tensor(SHAPE(5, 6, 8), r, 1.0);
+    tensor *kv = normal_tensor(SHAPE(5, 9, 8), r, 1.0);
+    for (int cross = 0; cross < 2; cross++) {
+        for (size_t chunk = 0; chunk <= 2; chunk += 2) {
+            parts p = {.calls = 0};
+            multihead_fast_options opt = {.chunk = chunk};
+            tensor *want, *out = (tensor *)1;
+            const tensor *k = cross ? kv : x;
+            OK(multihead_forward_fast(&m, x, k, k, NULL, &opt, &want, NULL));
+            opt.sink = keep_part;
+            opt.sink_ctx = &p;
+            OK(multihead_forward_fast(&m, x, k, k, NULL, &opt, &out, NULL));
+            cr_assert_null(out);
+            cr_assert_eq(p.calls, chunk ? 3u : 1u, "chunk %zu: %zu parts",
+                         chunk, p.calls);
+            size_t at = 0;
+            for (size_t i = 0; i < p.calls; i++) {
+                size_t n = tensor_numel(p.got[i]);
+                cr_assert_eq(p.got[i]->shape[0], chunk && i < 2 ? 2u
+                                                 : chunk     ? 1u
+                                                             : 5u);
+                cr_assert(memcmp(p.got[i]->data, want->data + at,
+                                 n * sizeof(double)) == 0,
+                          "cross %d, chunk %zu: part %zu differs", cross,
+                          chunk, i);
+                at += n;
+                tensor_free(p.got[i]);
+            }
+            cr_assert_eq(at, tensor_numel(want));
+            tensor_free(want);
+        }
+    }
+    multihead_fast_release();
+    FREE_ALL(x, kv);
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
+/* A sink's refusal ends the pass with its status, after that part: no
+ * more parts, *out NULL; at once or in chunks. */
+Test(mha_fast, a_sink_that_refuses_stops_the_pass)
+{
+    multihead m;
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2);
+    tensor *x = zeros(SHAPE(3, 2, 4)), *out = (tensor *)1;
+    for (size_t chunk = 0; chunk <= 1; chunk++) {
+        parts p = {.stop_at = 1};
+        const multihead_fast_options opt = {.chunk = chunk, .sink = keep_part,
+                                            .sink_ctx = &p};
+        cr_assert_eq(multihead_forward_fast(&m, x, x, x, NULL, &opt, &out,
+                                            NULL),
+                     GSL_EBADFUNC);
+        cr_assert_null(out);
+        cr_assert_eq(p.calls, 1u);
+        tensor_free(p.got[0]);
+    }
+    tensor_free(x);
+    multihead_free(&m);
+}
+
+/* An overflow in the last of three chunks, with a sink: the first two
+ * parts were handed over, and the refusal names the overflow as the
+ * whole batch's pass does. */
+Test(mha_fast, an_overflow_after_parts_were_handed_over)
+{
+    multihead m;
+    overflow_module(&m);
+    tensor *q = zeros(SHAPE(3, 2, 2)), *out = (tensor *)1;
+    q->data[2 * 4 + 2] = q->data[2 * 4 + 3] = 1e308; // example 2, query 1
+    parts p = {.calls = 0};
+    const multihead_fast_options opt = {.chunk = 1, .sink = keep_part,
+                                        .sink_ctx = &p};
+    FAILS(multihead_forward_fast(&m, q, q, q, NULL, &opt, &out, NULL),
+          GSL_ERANGE,
+          "multihead_forward_fast: the projection overflowed: "
+          "Q[2, 1, 0] = inf from finite inputs (Q (3, 2, 2))");
+    cr_assert_null(out);
+    cr_assert_eq(p.calls, 2u);
+    tensor_free(p.got[0]);
+    tensor_free(p.got[1]);
+    tensor_free(q);
+    multihead_free(&m);
 }
 //<

@@ -1523,4 +1523,63 @@ Test(npy, mapped_file_cut_short_ends_with_one_line_and_status_2,
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
               "status %#x", status);
 }
+
+/* The bytes of stream f from its start, as a new string; *n their count. */
+static char *stream_bytes(FILE *f, size_t *n)
+{
+    cr_assert_eq(fflush(f), 0);
+    long len = ftell(f);
+    cr_assert_geq(len, 0);
+    rewind(f);
+    char *s = malloc((size_t)len + 1);
+    cr_assert_not_null(s);
+    cr_assert_eq(fread(s, 1, (size_t)len, f), (size_t)len);
+    *n = (size_t)len;
+    return s;
+}
+
+/* A preamble and three parts (one of them a strided view) make the bytes
+ * npy_write_stream makes of the whole tensor; a part that cannot be
+ * written fails as npy_write_stream does, and so does a NULL stream. */
+Test(npy, written_in_parts_as_in_one_piece)
+{
+    tensor *x = arange(SHAPE(4, 3, 5)), *first, *middle, *last, *flipped;
+    OK(tensor_narrow(x, 0, 0, 1, &first));
+    OK(tensor_narrow(x, 0, 1, 2, &middle));
+    OK(tensor_narrow(x, 0, 3, 1, &last));
+    // the last example seen through a permuted copy: strided, same order
+    tensor *t, *tc;
+    OK(tensor_permute(last, SHAPE(0, 2, 1), &t));
+    OK(tensor_contiguous(t, &tc));
+    OK(tensor_permute(tc, SHAPE(0, 2, 1), &flipped));
+    cr_assert_not(tensor_is_contiguous(flipped));
+    FILE *whole = tmpfile(), *parts = tmpfile();
+    cr_assert(whole && parts);
+    OK(npy_write_stream(whole, x));
+    OK(npy_write_preamble(parts, SHAPE(4, 3, 5)));
+    OK(npy_write_part(parts, first));
+    OK(npy_write_part(parts, middle));
+    OK(npy_write_part(parts, flipped));
+    size_t n_whole, n_parts;
+    char *a = stream_bytes(whole, &n_whole), *b = stream_bytes(parts, &n_parts);
+    cr_assert_eq(n_whole, 128 + 60 * sizeof(double));
+    cr_assert_eq(n_parts, n_whole);
+    cr_assert(memcmp(a, b, n_whole) == 0);
+    free(a);
+    free(b);
+    fclose(whole);
+    fclose(parts);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) { // the preamble waits in the buffer; the part's flush fails
+        OK(npy_write_preamble(full, SHAPE(4, 3, 5)));
+        FAILS(npy_write_part(full, first), GSL_EFAILED,
+              "npy_write_stream: write failed: No space left on device");
+        fclose(full);
+    }
+    FAILS(npy_write_preamble(NULL, SHAPE(4, 3, 5)), GSL_EINVAL,
+          "npy_write_stream: the stream is NULL");
+    FAILS(npy_write_part(NULL, first), GSL_EINVAL,
+          "npy_write_stream: the stream is NULL");
+    FREE_ALL(x, first, middle, last, t, tc, flipped);
+}
 //<

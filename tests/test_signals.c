@@ -288,39 +288,47 @@ static void assert_ended_by(int ws, const char *err, int sig,
 
 /* mha forward --trace with its stdout on a full pipe (*r its reading
  * end) and `ignore` (0: none) ignored, sent sig while OUT and A are
- * temporaries waiting for stdout. */
-static child signalled_while_writing(int sig, int ignore, int *r)
+ * temporaries waiting for stdout; with out_alone, no --attention-out,
+ * so that OUT is written while the module makes it (cmd_forward.c), and
+ * its temporary alone waits. */
+static child signalled_while_writing(int sig, int ignore, int out_alone,
+                                     int *r)
 {
     int w;
     full_pipe(r, &w);
     setup s = {.out = w, .ignore = ignore};
     char *args[] = {"forward", INPUTS, "--trace", "--out", "out.npy",
-                    "--attention-out", "a.npy", NULL};
+                    out_alone ? NULL : "--attention-out", "a.npy", NULL};
     child c = start(&s, args);
     close(w);
-    int two = 2;
-    await(temporaries, &two, "OUT and A staged", &c);
+    int staged = out_alone ? 1 : 2;
+    await(temporaries, &staged, out_alone ? "OUT staged" : "OUT and A staged",
+          &c);
     cr_assert_eq(kill(c.pid, sig), 0);
     return c;
 }
 
-/* mha forward --trace with its stdout blocked: sig arrives while OUT and
- * A are temporaries waiting for stdout. */
-static void stop_while_writing(int sig)
+/* mha forward --trace with its stdout blocked: sig arrives while OUT (and
+ * A) are temporaries waiting for stdout. */
+static void stop_while_writing(int sig, int out_alone)
 {
     skip_under_valgrind();
     snapshot before = snapshot_take();
     int r;
-    child c = signalled_while_writing(sig, 0, &r);
+    child c = signalled_while_writing(sig, 0, out_alone, &r);
     char err[1024];
     int ws = finish(&c, err, sizeof err);
     close(r);
     assert_ended_by(ws, err, sig, &before);
 }
 
-Test(signals, sigint_while_writing) { stop_while_writing(SIGINT); }
-Test(signals, sigterm_while_writing) { stop_while_writing(SIGTERM); }
-Test(signals, sighup_while_writing) { stop_while_writing(SIGHUP); }
+Test(signals, sigint_while_writing) { stop_while_writing(SIGINT, 0); }
+Test(signals, sigterm_while_writing) { stop_while_writing(SIGTERM, 0); }
+Test(signals, sighup_while_writing) { stop_while_writing(SIGHUP, 0); }
+Test(signals, sigterm_while_writing_out_alone)
+{
+    stop_while_writing(SIGTERM, 1);
+}
 
 /* --- stopped while gnuplot draws ---------------------------------------- */
 
@@ -435,6 +443,13 @@ Test(signals, sigxfsz_forward)
     over_the_limit(args, "mha forward: --out out.npy: ");
 }
 
+/* --out alone, written while the module makes it */
+Test(signals, sigxfsz_forward_out_alone)
+{
+    char *args[] = {"forward", INPUTS, "--out", "out.npy", NULL};
+    over_the_limit(args, "mha forward: --out out.npy: ");
+}
+
 Test(signals, sigxfsz_heatmap)
 {
     char *args[] = {"heatmap", INPUTS, "--png", "heads.png", NULL};
@@ -449,7 +464,7 @@ Test(signals, an_ignored_sighup_stays_ignored)
 {
     skip_under_valgrind();
     int r;
-    child c = signalled_while_writing(SIGHUP, SIGHUP, &r);
+    child c = signalled_while_writing(SIGHUP, SIGHUP, 0, &r);
     char buf[4096];
     while (read(r, buf, sizeof buf) > 0)
         ;

@@ -176,6 +176,20 @@ int cli_stage_outputs(const cli_output *outs, size_t n, cli_staged *staged)
     return status;
 }
 
+int cli_stage_stream(const cli_output *o, cli_staged *staged, FILE **f)
+{
+    *staged = (cli_staged){.outs = o, .n = 1};
+    fileset *set;
+    if (fileset_begin("mha", &set))
+        return CLI_USAGE;
+    if (fileset_add(set, o->path, f, NULL)) {
+        fileset_end(set);
+        return CLI_USAGE;
+    }
+    staged->set = set;
+    return CLI_OK;
+}
+
 int cli_finish_outputs(cli_staged *staged, int status)
 {
     fileset *set = staged->set;

@@ -179,56 +179,6 @@ static int block_finite(const heads *hm, size_t b, size_t i, size_t r0,
     return all;
 }
 
-/* The big buffers of a call (Q, K and V, each (B, L, D), or a chunk's,
- * and the scores' scratch) are kept for the next call of the same shapes
- * rather than freed: a new buffer of a MiB or more comes from the kernel
- * as fresh pages, which it must fault in and zero on the first touch
- * (malloc hands big blocks back to the kernel when they are freed), and
- * when it hands out huge pages it may first compact memory to find them.
- * That cost 2-10% of a forward pass (L = 64-2048, B = 8, D = 512), and at
- * times as long again as the pass itself (L = 128).  One spare per slot,
- * taken and put back with an atomic exchange, so that calls from several
- * threads each get a buffer of their own; smaller buffers, meta tensors
- * and calls while a trace is recorded (which numbers every tensor) go the
- * plain way.  multihead_fast_release frees the spares. */
-enum { SPARE_Q, SPARE_K, SPARE_V, SPARE_SCORES, SPARES };
-#define SPARE_MIN_BYTES ((size_t)1 << 20)
-static tensor *spares[SPARES];
-
-/* A contiguous tensor of that shape and unspecified numbers: the spare
- * of that slot when it has that shape, else a new one. */
-static int spare_take(int slot, size_t ndim, const size_t *shape,
-                      tensor **out)
-{
-    tensor *t = __atomic_exchange_n(&spares[slot], NULL, __ATOMIC_ACQ_REL);
-    if (t && t->ndim == ndim &&
-        memcmp(t->shape, shape, ndim * sizeof *shape) == 0) {
-        *out = t;
-        return GSL_SUCCESS;
-    }
-    tensor_free(t);
-    return tensor_alloc_empty(ndim, shape, out);
-}
-
-/* t (owned, its views freed) kept as the spare of slot when it is worth
- * keeping, else freed. */
-static void spare_keep(int slot, tensor *t)
-{
-    if (!t || trace_on() || tensor_is_meta(t) || !tensor_is_contiguous(t) ||
-        tensor_numel(t) < SPARE_MIN_BYTES / sizeof(double)) {
-        tensor_free(t);
-        return;
-    }
-    tensor_free(__atomic_exchange_n(&spares[slot], t, __ATOMIC_ACQ_REL));
-}
-
-void multihead_fast_release(void)
-{
-    for (int slot = 0; slot < SPARES; slot++)
-        tensor_free(__atomic_exchange_n(&spares[slot], NULL,
-                                        __ATOMIC_ACQ_REL));
-}
-
 /* Every head of every example: B*h*ceil(Lq/rows) independent blocks.
  * *finite: 1 when every output written is finite (0 tells the caller to
  * look for the first that is not). */
@@ -271,7 +221,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     // MiB or more of it is used
     size_t huge = MHA_HUGE_BYTES / sizeof(double);
     tensor *kept = NULL;
-    status = spare_take(SPARE_SCORES, SHAPE(total < huge ? huge : total),
+    status = fast_spare_take(SPARE_SCORES, SHAPE(total < huge ? huge : total),
                         &kept);
     if (status)
         return status;
@@ -299,7 +249,7 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     if (total < SPARE_MIN_BYTES / sizeof(double)) // little of it was used
         tensor_free(kept);
     else
-        spare_keep(SPARE_SCORES, kept);
+        fast_spare_keep(SPARE_SCORES, kept);
     if (bad.found)
         return mha_fail(GSL_ERANGE,
                         "multihead_forward_fast: the scores overflowed: "
@@ -330,91 +280,6 @@ static void trace_attention(const tensor *qh, const tensor *kh,
                kv, valid_lens ? ", valid_lens " : "", valid_lens);
 }
 
-/* A projection of many rows is cut into blocks of at least 256 rows (a
- * block that tall keeps OpenBLAS's kernels as fast as one product over
- * every row), and at most 8 blocks, each of which packs W once more. */
-#define PROJECT_BLOCK_ROWS 256
-#define PROJECT_BLOCKS_MAX 8
-
-/* y = x W^T + b, as linear_forward computes it, with the B*L rows cut
- * into blocks that OpenMP's threads multiply at once, one-threaded
- * OpenBLAS in each.  The whole forward then runs on one pool of threads
- * (threads.h).  The blocks depend on the number of rows alone, not on
- * the threads: OpenBLAS's kernels may round a row differently in another
- * cut, so the numbers are the same for any thread count.  y is into
- * (owned; NULL: none) when it is a contiguous tensor of y's shape, else
- * the spare of slot (SPARES: a new tensor), every number of it written.
- * What is not a plain contiguous product (shapes alone, a trace being
- * recorded, strided inputs or weights, or fewer than two blocks of rows)
- * takes linear_forward itself. */
-static int project(const linear *l, const tensor *x, int slot, tensor *into,
-                   tensor **y, int *finite)
-{
-    *finite = 0;
-    size_t in = l->in_features, out = l->out_features;
-    size_t rows = x->ndim && in ? tensor_numel(x) / in : 0;
-    size_t blocks = rows / PROJECT_BLOCK_ROWS;
-    if (blocks > PROJECT_BLOCKS_MAX)
-        blocks = PROJECT_BLOCKS_MAX;
-    if (blocks < 2 || trace_on() || tensor_is_meta(x) ||
-        tensor_is_meta(l->weight) || x->ndim != 3 || x->shape[2] != in ||
-        !tensor_is_contiguous(x) || !tensor_is_contiguous(l->weight) ||
-        (l->bias && (l->bias->ndim != 1 || l->bias->shape[0] != out ||
-                     l->bias->strides[0] != 1))) {
-        tensor_free(into);
-        return linear_forward(l, x, y);
-    }
-    int n = threads_for(blocks, 0);
-    int status = GSL_SUCCESS;
-    if (into && into->ndim == 3 && tensor_is_contiguous(into) &&
-        into->shape[0] == x->shape[0] && into->shape[1] == x->shape[1] &&
-        into->shape[2] == out) {
-        *y = into;
-    } else {
-        tensor_free(into);
-        status = slot < SPARES
-                     ? spare_take(slot, SHAPE(x->shape[0], x->shape[1], out), y)
-                     : tensor_alloc_empty(SHAPE(x->shape[0], x->shape[1], out), y);
-    }
-    if (status)
-        return mha_fail_in(status, "linear_forward %s", l->name);
-    memcpy((*y)->names, x->names, sizeof x->names);
-    snprintf((*y)->names[2], TENSOR_NAME_MAX, "%s", l->out_name);
-    gsl_matrix_const_view wm =
-        gsl_matrix_const_view_array(l->weight->data, out, in);
-    int failed = 0, unfinished = 0;
-    int blas_threads = threads_blas_single(n > 1);
-#pragma omp parallel for num_threads(n) reduction(| : failed, unfinished) \
-    if (n > 1)
-    for (size_t k = 0; k < blocks; k++) {
-        size_t r0 = rows * k / blocks, r1 = rows * (k + 1) / blocks;
-        double *yd = (*y)->data + r0 * out;
-        double beta = 0.0;
-        if (l->bias) { // the bias in every row first, as linear_forward
-            memcpy(yd, l->bias->data, out * sizeof *yd);
-            for (size_t r = 1; r < r1 - r0; r++)
-                memcpy(yd + r * out, yd, out * sizeof *yd);
-            beta = 1.0;
-        }
-        gsl_matrix_const_view xm =
-            gsl_matrix_const_view_array(x->data + r0 * in, r1 - r0, in);
-        gsl_matrix_view ym = gsl_matrix_view_array(yd, r1 - r0, out);
-        failed |= gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xm.matrix,
-                                 &wm.matrix, beta, &ym.matrix) != 0;
-        // checked here, while in this thread's cache
-        unfinished |= !rowops_all_finite(yd, (r1 - r0) * out);
-    }
-    threads_blas_restore(blas_threads);
-    if (failed) {
-        tensor_free(*y);
-        *y = NULL;
-        return mha_fail(GSL_EFAILED, "linear_forward %s: gsl_blas_dgemm "
-                                     "failed", l->name);
-    }
-    *finite = !unfinished;
-    return GSL_SUCCESS;
-}
-
 /* x projected by l (one dgemm) into `into` (owned: project), checked
  * finite (the inputs were, so a NaN or inf is an overflow), turned by
  * position when the module has rope (rope_start: the first row's
@@ -427,7 +292,7 @@ static int project_heads(const multihead *m, const linear *l,
 {
     const char *who = "multihead_forward_fast";
     int finite;
-    int status = project(l, x, slot, into, proj, &finite);
+    int status = fast_project(l, x, slot, into, proj, &finite);
     if (!status && !finite)
         status = tensor_check_result(*proj, who, "projection", name);
     if (!status && rope)
@@ -446,7 +311,8 @@ typedef struct pass {
     const tensor *valid_lens;   /* NULL, (c,) or (c, Lq) */
     tensor *bufs[SPARE_SCORES]; /* a chunk's: views (owned) of its Q, K
                                    and V buffers; else NULL */
-    tensor *into;               /* a chunk's: its view (owned) of out */
+    tensor *into;               /* a chunk's: its view (owned) of out,
+                                   or NULL when a sink takes the parts */
 } pass;
 
 static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
@@ -458,7 +324,7 @@ static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
     size_t h = m->cfg.num_heads, D = m->cfg.num_hiddens;
     size_t G = m->cfg.kv_heads;
     long Lk = (long)ps->k->shape[1];
-    int chunk = ps->into != NULL;
+    int chunk = ps->bufs[SPARE_Q] != NULL;
     tensor *q = NULL, *k = NULL, *v = NULL;    // (B, L, D), (B, Lk, G*p)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (B, h, Lq, p), (B, G, Lk, p)
     tensor *rows = NULL; // causal: (B, Lq) lengths, valid_lens folded in
@@ -516,18 +382,18 @@ static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
                                      "heads");
     if (!status)
         trace_attention(qh, kh, vh, oh, lens);
-    // 5. W_o mixes the heads: a chunk's into its part of out; else into
-    // K's buffer when it has out's shape (self-attention with d_model
-    // outputs), as K is not read any more
+    // 5. W_o mixes the heads: a chunk's into its part of out when there
+    // is one; else into K's buffer when it has out's shape
+    // (self-attention with d_model outputs), as K is not read any more
     tensor *into = ps->into;
     ps->into = NULL;
-    if (!status && !chunk && !trace_on() && k->shape[1] == Lq &&
+    if (!status && !into && !trace_on() && k->shape[1] == Lq &&
         k->shape[2] == m->W_o.out_features) {
         into = k;
         k = NULL;
     }
     if (!status)
-        status = project(&m->W_o, concat, SPARES, into, out, &finite);
+        status = fast_project(&m->W_o, concat, SPARES, into, out, &finite);
     else
         tensor_free(into);
     if (!status && !finite &&
@@ -545,7 +411,7 @@ static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
         if (chunk)
             tensor_free(used[slot]);
         else
-            spare_keep(slot, used[slot]);
+            fast_spare_keep(slot, used[slot]);
     if (q)
         tensor_free(concat);
     return status;
@@ -556,7 +422,7 @@ static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
  * each chunk's Q, K and V in the same buffers: a forward pass then
  * touches that much fresh memory and the output, where the whole batch
  * at once touches every projection (at B = 8, L = 512, D = 512, 48 MiB
- * against 12).  In a process that runs once (mha forward), fresh memory
+ * against 6).  In a process that runs once (mha forward), fresh memory
  * is paid for page by page, and in a virtual machine each first touch of
  * a page can cost a trip to the host.  At least two blocks of projected
  * rows per chunk, so that its projections are the threaded products of
@@ -565,7 +431,7 @@ static int forward_pass(multihead *m, pass *ps, const window_rule *rule,
  * batch's steps, and when the weights are asked for, as they take
  * (B, h, Lq, Lk) anyway.)  The chunks depend on the shapes alone, and so
  * do the numbers. */
-#define CHUNK_BYTES ((size_t)4 << 20)
+#define CHUNK_BYTES ((size_t)2 << 20)
 
 static size_t chunk_examples(const multihead *m, const tensor *queries,
                              const tensor *keys)
@@ -590,20 +456,25 @@ static size_t chunk_examples(const multihead *m, const tensor *queries,
 }
 
 /* The batch in chunks of `per` examples (chunk_examples): out (B, Lq,
- * D_out) is made first, and each chunk's pass writes its part of it. */
+ * D_out) is made first, and each chunk's pass writes its part of it; or,
+ * with a sink, each chunk's part goes to the sink.  *overflow: 1 when a
+ * chunk's pass found an overflow (GSL_ERANGE). */
 static int forward_chunks(multihead *m, const tensor *queries,
                           const tensor *keys, const tensor *values,
                           const tensor *valid_lens, size_t per,
                           const window_rule *rule,
-                          const multihead_fast_options *opt, tensor **out)
+                          const multihead_fast_options *opt, tensor **out,
+                          int *overflow)
 {
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], Dout = m->W_o.out_features;
     const linear *proj[SPARE_SCORES] = {&m->W_q, &m->W_k, &m->W_v};
     tensor *bufs[SPARE_SCORES] = {NULL, NULL, NULL};
-    int status = tensor_alloc_empty(SHAPE(B, Lq, Dout), out);
+    *out = NULL;
+    int status = opt->sink ? GSL_SUCCESS
+                           : tensor_alloc_empty(SHAPE(B, Lq, Dout), out);
     for (int slot = 0; slot < SPARE_SCORES && !status; slot++)
-        status = spare_take(slot, SHAPE(per, slot == SPARE_Q ? Lq : Lk,
+        status = fast_spare_take(slot, SHAPE(per, slot == SPARE_Q ? Lq : Lk,
                                         proj[slot]->out_features),
                             &bufs[slot]);
     for (size_t b0 = 0; b0 < B && !status; b0 += per) {
@@ -617,24 +488,29 @@ static int forward_chunks(multihead *m, const tensor *queries,
             status = tensor_narrow(bufs[slot], 0, 0, c, &ps.bufs[slot]);
         if (!status && valid_lens)
             status = tensor_narrow(valid_lens, 0, b0, c, &lens);
-        if (!status)
+        if (!status && *out)
             status = tensor_narrow(*out, 0, b0, c, &ps.into);
         if (status) {
             tensor_free_each(SPARE_SCORES, ps.bufs);
         } else {
             ps.q = in[0], ps.k = in[1], ps.v = in[2], ps.valid_lens = lens;
             status = forward_pass(m, &ps, rule, opt, &y, NULL);
+            *overflow = status == GSL_ERANGE;
         }
-        // a projection that could not take its buffer made a new one
-        double *part = (*out)->data + b0 * Lq * Dout;
-        if (!status && y->data != part)
-            memcpy(part, y->data, c * Lq * Dout * sizeof *part);
+        if (!status && opt->sink) {
+            status = opt->sink(opt->sink_ctx, y);
+        } else if (!status) {
+            // a projection that could not take its buffer made a new one
+            double *part = (*out)->data + b0 * Lq * Dout;
+            if (y->data != part)
+                memcpy(part, y->data, c * Lq * Dout * sizeof *part);
+        }
         tensor_free(y);
         tensor_free(lens);
         tensor_free_each(3, in);
     }
     for (int slot = 0; slot < SPARE_SCORES; slot++)
-        spare_keep(slot, bufs[slot]);
+        fast_spare_keep(slot, bufs[slot]);
     if (status) {
         tensor_free(*out);
         *out = NULL;
@@ -654,7 +530,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                                       "multihead_forward_fast", out);
     if (status)
         return status;
-    const multihead_fast_options defaults = {MULTIHEAD_THREADS_HEADS, 0, 0};
+    const multihead_fast_options defaults = {.threading = MULTIHEAD_THREADS_HEADS};
     if (!opt)
         opt = &defaults;
     size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
@@ -668,21 +544,34 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                 TRACE_QKV(queries, keys, values),
                 "multihead_fast(h=%zu%s%s%s)", h, kv,
                 m->cfg.causal && !m->cfg.window ? ", causal" : "", rule_opts);
-    size_t per = weights || trace_on() ? queries->shape[0]
+    size_t B = queries->shape[0];
+    size_t per = weights || trace_on() ? B
                  : opt->chunk         ? opt->chunk
                                       : chunk_examples(m, queries, keys);
-    if (per < queries->shape[0])
+    int chunked = per < B, overflow = 0;
+    if (chunked)
         status = forward_chunks(m, queries, keys, values, valid_lens, per,
-                                ruled, opt, out);
+                                ruled, opt, out, &overflow);
     // the whole batch at once; also after an overflow in a chunk, so that
     // the message names it as the whole batch's pass finds it
-    if (per >= queries->shape[0] || status == GSL_ERANGE) {
+    if (!chunked || overflow) {
         tensor q_in = tensor_named(queries, "B, Lq, d_q");
         tensor k_in = tensor_named(keys, "B, Lk, d_k");
         tensor v_in = tensor_named(values, "B, Lk, d_v");
         pass ps = {.q = &q_in, .k = &k_in, .v = &v_in,
                    .valid_lens = valid_lens};
-        status = forward_pass(m, &ps, ruled, opt, out, weights);
+        int again = forward_pass(m, &ps, ruled, opt, out, weights);
+        // (a sink has had the chunks before the overflow: the whole
+        // batch's output goes nowhere, and if it had no overflow after
+        // all, the chunk's refusal stands)
+        if (!chunked || again)
+            status = again;
+        if (!status && opt->sink && !chunked)
+            status = opt->sink(opt->sink_ctx, *out);
+        if (opt->sink || status) {
+            fast_spare_keep(SPARE_K, *out); // K's buffer, in self-attention
+            *out = NULL;
+        }
     }
     trace_end();
     return status;

@@ -489,6 +489,12 @@ static int put_npy(FILE *f, const tensor *t, const unsigned char *pre,
     return fflush(f);
 }
 
+/* npy_write_stream's message for a write that failed. */
+static int write_failed(const char *who)
+{
+    return mha_fail(GSL_EFAILED, "%s: write failed: %s", who, strerror(errno));
+}
+
 int npy_write_stream(FILE *f, const tensor *t)
 {
     const char *who = "npy_write_stream";
@@ -500,10 +506,30 @@ int npy_write_stream(FILE *f, const tensor *t)
                                      &pre_len);
     if (status)
         return status;
-    if (put_npy(f, t, pre, pre_len) != 0)
-        return mha_fail(GSL_EFAILED, "%s: write failed: %s", who,
-                        strerror(errno));
-    return GSL_SUCCESS;
+    return put_npy(f, t, pre, pre_len) != 0 ? write_failed(who) : GSL_SUCCESS;
+}
+
+int npy_write_preamble(FILE *f, size_t ndim, const size_t *shape)
+{
+    unsigned char pre[NPY_PREAMBLE_MAX];
+    size_t pre_len;
+    if (!f)
+        return mha_fail(GSL_EINVAL, "npy_write_stream: the stream is NULL");
+    int status = npy_format_preamble(ndim, shape, pre, sizeof pre, &pre_len);
+    if (status)
+        return status;
+    return fwrite(pre, 1, pre_len, f) != pre_len
+               ? write_failed("npy_write_stream")
+               : GSL_SUCCESS;
+}
+
+int npy_write_part(FILE *f, const tensor *part)
+{
+    if (!f)
+        return mha_fail(GSL_EINVAL, "npy_write_stream: the stream is NULL");
+    return write_data(f, part) != 0 || fflush(f) != 0
+               ? write_failed("npy_write_stream")
+               : GSL_SUCCESS;
 }
 
 /* npy_write's message for a step of the commit that failed. */

@@ -128,6 +128,15 @@ int npy_write(const char *path, const tensor *t);
  * fails. */
 int npy_write_stream(FILE *f, const tensor *t);
 
+/* npy_write_stream in steps, for an array made a part at a time: the
+ * preamble of a float64 C-order array of the given shape, then its
+ * numbers part after part (each part's in row-major order, and the
+ * stream flushed after each), the parts together the whole array.  The
+ * same bytes, and on a failed write the same GSL_EFAILED and message, as
+ * npy_write_stream. */
+int npy_write_preamble(FILE *f, size_t ndim, const size_t *shape);
+int npy_write_part(FILE *f, const tensor *part);
+
 /* The preamble (magic, version, header length, header) npy_write puts
  * before the data of a float64 C-order array of the given shape, as NumPy
  * writes it, into buf (cap bytes; NPY_PREAMBLE_MAX always suffices); its
