@@ -3,8 +3,8 @@
  * (the program: mha.c). */
 #define _GNU_SOURCE /* sync_file_range */
 #include <dirent.h>
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -201,6 +201,7 @@ static int module_forward(cli_inputs *in, tensor **out, tensor **weights)
 //<
 }
 
+//> full
 /* --out written while the module makes it: each chunk of examples the
  * fast path hands over goes to the staged file at once (output.h), so
  * the whole output never sits in memory beside the file's pages.  A
@@ -229,6 +230,7 @@ static int write_part(void *ctx, const tensor *part)
         (void)sync_file_range(fileno(s->f), 0, 0, SYNC_FILE_RANGE_WRITE);
     return GSL_SUCCESS;
 }
+//<
 
 /* The module on the loaded inputs with --out written as it is made: *o
  * staged into *staged when its temporary can be made (*streamed 1; CLI_OK

@@ -221,8 +221,8 @@ static int attend_all(const tensor *qh, const tensor *kh, const tensor *vh,
     // MiB or more of it is used
     size_t huge = MHA_HUGE_BYTES / sizeof(double);
     tensor *kept = NULL;
-    status = fast_spare_take(SPARE_SCORES, SHAPE(total < huge ? huge : total),
-                        &kept);
+    status = fast_spare_take(SPARE_SCORES,
+                             SHAPE(total < huge ? huge : total), &kept);
     if (status)
         return status;
     double *scratch = kept->data;
@@ -474,9 +474,10 @@ static int forward_chunks(multihead *m, const tensor *queries,
     int status = opt->sink ? GSL_SUCCESS
                            : tensor_alloc_empty(SHAPE(B, Lq, Dout), out);
     for (int slot = 0; slot < SPARE_SCORES && !status; slot++)
-        status = fast_spare_take(slot, SHAPE(per, slot == SPARE_Q ? Lq : Lk,
-                                        proj[slot]->out_features),
-                            &bufs[slot]);
+        status = fast_spare_take(slot,
+                                 SHAPE(per, slot == SPARE_Q ? Lq : Lk,
+                                       proj[slot]->out_features),
+                                 &bufs[slot]);
     for (size_t b0 = 0; b0 < B && !status; b0 += per) {
         size_t c = B - b0 < per ? B - b0 : per;
         tensor *in[3] = {NULL, NULL, NULL}, *lens = NULL, *y = NULL;
@@ -530,7 +531,7 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
                                       "multihead_forward_fast", out);
     if (status)
         return status;
-    const multihead_fast_options defaults = {.threading = MULTIHEAD_THREADS_HEADS};
+    const multihead_fast_options defaults = {.chunk = 0};
     if (!opt)
         opt = &defaults;
     size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
