@@ -42,19 +42,6 @@ typedef struct run {
     char *err;  /* stderr */
 } run;
 
-static inline char *read_all(FILE *f)
-{
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    cr_assert_geq(n, 0);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_not_null(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* The file the next runs read as stdin (NULL: the test's own stdin). */
 static const char *stdin_path;
 

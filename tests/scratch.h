@@ -81,6 +81,37 @@ static inline void assert_names(const char *expected)
     cr_assert_str_eq(names, expected);
 }
 
+/* All of stream f from its start, NUL-terminated (so that a text can be
+ * read as a string); *n (when n is not NULL) its count of bytes, without
+ * the NUL; free() it. */
+static inline char *read_all_n(FILE *f, size_t *n)
+{
+    cr_assert_eq(fflush(f), 0);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    cr_assert_geq(len, 0);
+    rewind(f);
+    char *buf = malloc((size_t)len + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = '\0';
+    if (n)
+        *n = (size_t)len;
+    return buf;
+}
+
+static inline char *read_all(FILE *f) { return read_all_n(f, NULL); }
+
+/* The whole file at path, as read_all_n; free() it. */
+static inline char *file_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "fopen(%s): %s", path, strerror(errno));
+    char *bytes = read_all_n(f, n);
+    fclose(f);
+    return bytes;
+}
+
 /* The text of the file at path (up to 64 KiB), NUL-terminated; free() it. */
 static inline char *slurp(const char *path)
 {

@@ -2643,18 +2643,6 @@ Test(cli, causal_and_valid_lens_never_leak, .init = enter_scratch,
 
 /* --- threads and memory limits ---------------------------------------- */
 
-/* A file's bytes; free() them. */
-static char *file_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    char *bytes = read_all(f);
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    *len = (size_t)ftell(f);
-    fclose(f);
-    return bytes;
-}
-
 /* A thread count far beyond the machine runs on its cores, and far
  * beyond the work on as many threads as there are blocks of it (the
  * standard inputs make 2 examples x 2 heads x 1 block): libgomp used to

@@ -61,30 +61,6 @@ static void assert_listing(const char *expected)
     free(got);
 }
 
-/* A file's bytes, NUL-terminated; *len (if given) without the NUL. */
-static char *read_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
-    char *text = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = 2 * cap + 4096 + 1;
-            text = realloc(text, cap);
-        }
-        size_t got = fread(text + n, 1, 4096, f);
-        n += got;
-        if (got < 4096)
-            break;
-    }
-    fclose(f);
-    text[n] = '\0';
-    if (len)
-        *len = n;
-    return text;
-}
-
 static size_t count(const char *text, const char *what)
 {
     size_t n = 0;
@@ -133,7 +109,7 @@ Test(heatmap, dat_file_holds_one_block_per_panel)
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
 
-    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *dat = file_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     cr_assert_str_eq(
         dat,
         "# Attention weights, drawn by w.gp: a 1 x 2 grid of panels, each\n"
@@ -166,7 +142,7 @@ Test(heatmap, dat_numbers_read_back_exactly)
     OK(tensor_from_array(SHAPE(2, 2), values, &t));
     char base[256], path[256];
     OK(heatmap_write(t, NULL, in_dir(base, sizeof base, "w")));
-    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *dat = file_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
     cr_assert(strstr(dat, "\n0.1 0.3333333333333333\n"
                           "0.6666666666666666 0.30000000000000004\n"),
               "%s", dat);
@@ -194,9 +170,9 @@ Test(heatmap, dat_is_the_same_for_any_strides)
     in_dir(path, sizeof path, "w.dat");
 
     OK(heatmap_write(view, NULL, base));
-    char *from_view = read_bytes(path, NULL);
+    char *from_view = file_bytes(path, NULL);
     OK(heatmap_write(copy, NULL, base));
-    char *from_copy = read_bytes(path, NULL);
+    char *from_copy = file_bytes(path, NULL);
     cr_assert_str_eq(from_view, from_copy);
     /* panel (0, 1) is base_t[1] transposed: its first row is
      * base_t[1, 0, 0], base_t[1, 1, 0], base_t[1, 2, 0] */
@@ -215,8 +191,8 @@ Test(heatmap, two_and_three_dimensional_weights)
     /* (Lq, Lk): one panel */
     tensor *one = arange(SHAPE(2, 3));
     OK(heatmap_write(one, NULL, base));
-    char *dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
-    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
+    char *dat = file_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    char *gp = file_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
     HOLDS(dat, "a 1 x 1 grid of panels",
           "# panel (0, 0), index 0\n0 1 2\n3 4 5\n");
     cr_assert_eq(count(dat, "# panel"), 1);
@@ -230,8 +206,8 @@ Test(heatmap, two_and_three_dimensional_weights)
     /* (cols, Lq, Lk): one row of panels */
     tensor *row = arange(SHAPE(3, 2, 2));
     OK(heatmap_write(row, NULL, base));
-    dat = read_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
-    gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
+    dat = file_bytes(in_dir(path, sizeof path, "w.dat"), NULL);
+    gp = file_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
     HOLDS(dat, "a 1 x 3 grid of panels",
           "# panel (0, 2), index 2\n8 9\n10 11\n");
     HOLDS(gp, "set multiplot layout 1,3 ", "set cbrange [0:11]\n");
@@ -248,7 +224,7 @@ Test(heatmap, gp_script_draws_the_grid_on_one_scale)
     heatmap_options opt = {.titles = six_titles, .ntitles = 6};
     char base[256], path[256];
     OK(heatmap_write(t, &opt, in_dir(base, sizeof base, "w")));
-    char *gp = read_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
+    char *gp = file_bytes(in_dir(path, sizeof path, "w.gp"), NULL);
 
     HOLDS(gp, "data = here . 'w.dat'\n", "\nset multiplot layout 2,3 ",
           /* one colour scale: the smallest and largest weight of all
@@ -320,7 +296,7 @@ Test(heatmap, options_reach_the_script)
                            .height = 500, .title = "Weights",
                            .xlabel = "", .ylabel = "Positions"};
     OK(heatmap_write(t, &opt, base));
-    char *gp = read_bytes(path, NULL);
+    char *gp = file_bytes(path, NULL);
     cr_assert(strstr(gp, "set palette defined (0 '#440154', "));
     cr_assert(strstr(gp, "set terminal pngcairo size 900,500 "));
     cr_assert(strstr(gp, "set terminal svg size 900,500 "));
@@ -400,10 +376,10 @@ Test(heatmap, same_input_same_bytes)
     in_dir(base, sizeof base, "w");
     OK(heatmap_write(t, &opt, base));
     size_t n1, n2, m1, m2;
-    char *d1 = read_bytes(in_dir(dat, sizeof dat, "w.dat"), &n1);
-    char *g1 = read_bytes(in_dir(gp, sizeof gp, "w.gp"), &m1);
+    char *d1 = file_bytes(in_dir(dat, sizeof dat, "w.dat"), &n1);
+    char *g1 = file_bytes(in_dir(gp, sizeof gp, "w.gp"), &m1);
     OK(heatmap_write(t, &opt, base));
-    char *d2 = read_bytes(dat, &n2), *g2 = read_bytes(gp, &m2);
+    char *d2 = file_bytes(dat, &n2), *g2 = file_bytes(gp, &m2);
     cr_assert(n1 == n2 && !memcmp(d1, d2, n1));
     cr_assert(m1 == m2 && !memcmp(g1, g2, m1));
     free(d1);
@@ -430,10 +406,10 @@ Test(heatmap, renders_png_and_svg)
     OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "w"),
                       HEATMAP_PNG | HEATMAP_SVG));
     size_t n;
-    char *png = read_bytes(in_dir(path, sizeof path, "w.png"), &n);
+    char *png = file_bytes(in_dir(path, sizeof path, "w.png"), &n);
     cr_assert_gt(n, 8);
     cr_assert(!memcmp(png, "\x89PNG\r\n\x1a\n", 8), "not a PNG");
-    char *svg = read_bytes(in_dir(path, sizeof path, "w.svg"), &n);
+    char *svg = file_bytes(in_dir(path, sizeof path, "w.svg"), &n);
     cr_assert(!strncmp(svg, "<?xml", 5) || !strncmp(svg, "<svg", 4));
     cr_assert(strstr(svg, "</svg>"));
     assert_listing("w.dat w.gp w.png w.svg");
@@ -450,10 +426,10 @@ Test(heatmap, renders_the_same_bytes_twice)
     in_dir(base, sizeof base, "w");
     OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
     size_t n1, n2, m1, m2;
-    char *p1 = read_bytes(in_dir(png, sizeof png, "w.png"), &n1);
-    char *s1 = read_bytes(in_dir(svg, sizeof svg, "w.svg"), &m1);
+    char *p1 = file_bytes(in_dir(png, sizeof png, "w.png"), &n1);
+    char *s1 = file_bytes(in_dir(svg, sizeof svg, "w.svg"), &m1);
     OK(heatmap_render(t, NULL, base, HEATMAP_PNG | HEATMAP_SVG));
-    char *p2 = read_bytes(png, &n2), *s2 = read_bytes(svg, &m2);
+    char *p2 = file_bytes(png, &n2), *s2 = file_bytes(svg, &m2);
     cr_assert(n1 == n2 && !memcmp(p1, p2, n1), "the PNGs differ");
     cr_assert(m1 == m2 && !memcmp(s1, s2, m1), "the SVGs differ");
     free(p1);
@@ -476,7 +452,7 @@ Test(heatmap, renders_strange_paths_and_titles_literally)
     OK(heatmap_render(t, &opt, in_dir(base, sizeof base, "it's a map"),
                       HEATMAP_PNG));
     size_t n;
-    char *png = read_bytes(in_dir(path, sizeof path, "it's a map.png"), &n);
+    char *png = file_bytes(in_dir(path, sizeof path, "it's a map.png"), &n);
     cr_assert(n > 8 && !memcmp(png, "\x89PNG", 4));
     assert_listing("it's a map.dat it's a map.gp it's a map.png");
     free(png);
@@ -493,7 +469,7 @@ Test(heatmap, rerendering_by_hand_from_elsewhere)
     snprintf(cmd, sizeof cmd,
              "cd / && gnuplot -d -e \"fmt='svg'\" %s/w.gp 2>&1", scratch_dir);
     cr_assert_eq(system(cmd), 0);
-    char *svg = read_bytes(in_dir(path, sizeof path, "w.svg"), NULL);
+    char *svg = file_bytes(in_dir(path, sizeof path, "w.svg"), NULL);
     cr_assert(strstr(svg, "</svg>"));
     free(svg);
     tensor_free(t);
@@ -600,7 +576,7 @@ Test(heatmap, gnuplot_gets_its_arguments_without_a_shell)
     /* a relative path that starts with '-' must not pass for an option */
     cr_assert_eq(chdir(scratch_dir), 0);
     cr_assert_eq(heatmap_render(t, NULL, "-it's", HEATMAP_PNG), GSL_EFAILED);
-    char *got = read_bytes(in_dir(args, sizeof args, "args"), NULL);
+    char *got = file_bytes(in_dir(args, sizeof args, "args"), NULL);
     char expected[1024];
     snprintf(expected, sizeof expected,
              "-d\n-e\nfmt='png'; out='-it''s.png.tmp.%ld.0'\n./-it's.gp\n",
@@ -637,7 +613,7 @@ Test(heatmap, gnuplot_inherits_no_descriptors)
                                 HEATMAP_PNG),
                  GSL_EFAILED);
     fclose(f);
-    char *got = read_bytes(in_dir(state, sizeof state, "fd-state"), NULL);
+    char *got = file_bytes(in_dir(state, sizeof state, "fd-state"), NULL);
     cr_assert_str_eq(got, "closed\n");
     free(got);
     tensor_free(t);

@@ -1326,27 +1326,13 @@ static int mapped_from(const tensor *t, const char *name)
     return found;
 }
 
-/* The bytes of path, with their count in *n; free() them. */
-static unsigned char *file_bytes(const char *path, size_t *n)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
-    unsigned char *b = malloc((size_t)st.st_size + 1);
-    FILE *f = fopen(path, "rb");
-    cr_assert(b && f);
-    *n = fread(b, 1, (size_t)st.st_size, f);
-    cr_assert_eq(*n, (size_t)st.st_size);
-    fclose(f);
-    return b;
-}
-
 /* npy_read_mapped reads path as npy_read does, bit for bit, from a
  * mapping of the file when mapped is 1 and not when it is 0, and leaves
  * the file's bytes as they were, during and after. */
 static void read_mapped_as_npy_read(const char *path, int mapped)
 {
     size_t n0, n1;
-    unsigned char *before = file_bytes(path, &n0);
+    char *before = file_bytes(path, &n0);
     tensor *want = NULL, *got = NULL;
     OK(npy_read(path, &want));
     OK(npy_read_mapped(path, &got));
@@ -1362,7 +1348,7 @@ static void read_mapped_as_npy_read(const char *path, int mapped)
     tensor_free(got);
     assert_values(view, want->data, tensor_numel(want));
     tensor_free(view);
-    unsigned char *after = file_bytes(path, &n1);
+    char *after = file_bytes(path, &n1);
     cr_assert(n0 == n1 && memcmp(before, after, n0) == 0,
               "%s changed", path);
     FREE_ALL(want);
@@ -1524,20 +1510,6 @@ Test(npy, mapped_file_cut_short_ends_with_one_line_and_status_2,
               "status %#x", status);
 }
 
-/* The bytes of stream f from its start, as a new string; *n their count. */
-static char *stream_bytes(FILE *f, size_t *n)
-{
-    cr_assert_eq(fflush(f), 0);
-    long len = ftell(f);
-    cr_assert_geq(len, 0);
-    rewind(f);
-    char *s = malloc((size_t)len + 1);
-    cr_assert_not_null(s);
-    cr_assert_eq(fread(s, 1, (size_t)len, f), (size_t)len);
-    *n = (size_t)len;
-    return s;
-}
-
 /* A preamble and three parts (one of them a strided view) make the bytes
  * npy_write_stream makes of the whole tensor; a part that cannot be
  * written fails as npy_write_stream does, and so does a NULL stream. */
@@ -1561,7 +1533,7 @@ Test(npy, written_in_parts_as_in_one_piece)
     OK(npy_write_part(parts, middle));
     OK(npy_write_part(parts, flipped));
     size_t n_whole, n_parts;
-    char *a = stream_bytes(whole, &n_whole), *b = stream_bytes(parts, &n_parts);
+    char *a = read_all_n(whole, &n_whole), *b = read_all_n(parts, &n_parts);
     cr_assert_eq(n_whole, 128 + 60 * sizeof(double));
     cr_assert_eq(n_parts, n_whole);
     cr_assert(memcmp(a, b, n_whole) == 0);

@@ -44,19 +44,6 @@ static size_t page_weights(const char *page, double *w, size_t cap)
     return n;
 }
 
-/* The whole file at path; free() it. */
-static char *whole(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "fopen(%s): %s", path, strerror(errno));
-    char *text = read_all(f);
-    fclose(f);
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0);
-    *size = (size_t)st.st_size;
-    return text;
-}
-
 Test(view, readme_case, .init = enter, .fini = leave_scratch)
 {
     run r = mha("view|--batch|2|--queries|4|--kv|6|--hiddens|100|--heads|5|"
@@ -66,7 +53,7 @@ Test(view, readme_case, .init = enter, .fini = leave_scratch)
     cr_assert_str_eq(r.err, "");
     assert_names("v.html");
     size_t size;
-    char *page = whole("v.html", &size);
+    char *page = file_bytes("v.html", &size);
     cr_assert_lt(size, (size_t)1 << 20, "%zu bytes", size);
     cr_assert_eq(strncmp(page, "<!DOCTYPE html>\n<html lang=\"en\">", 31), 0);
     cr_assert_not_null(strstr(page, "\"B\": 2, \"h\": 5, \"G\": 5, \"Lq\": 4, "
@@ -108,7 +95,7 @@ Test(view, d2l_inputs_give_uniform_weights, .init = enter, .fini = leave_scratch
     run r = mha("view|--d2l|--valid-lens|3,2|--html|v.html|--title|d2l's example");
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     size_t size;
-    char *page = whole("v.html", &size);
+    char *page = file_bytes("v.html", &size);
     cr_assert_not_null(strstr(page, "<title>d2l's example</title>"));
     static double w[2 * 5 * 4 * 6 + 1];
     cr_assert_eq(page_weights(page, w, 2 * 5 * 4 * 6 + 1), 240);
@@ -146,7 +133,7 @@ Test(view, weights_are_mha_forward_s, .init = enter, .fini = leave_scratch)
     OK(npy_read("a.npy", &a));
     cr_assert_eq(a->ndim, 4);
     size_t size;
-    char *page = whole("v.html", &size);
+    char *page = file_bytes("v.html", &size);
     static double w[2 * 4 * 3 * 5 + 1];
     cr_assert_eq(page_weights(page, w, 2 * 4 * 3 * 5 + 1), 120);
     for (size_t n = 0; n < 120; n++)
@@ -181,7 +168,7 @@ Test(view, labels_cannot_close_the_page, .init = enter, .fini = leave_scratch)
                           .query_labels = keys};
     OK(explorer_save("p.html", &page));
     size_t size;
-    char *text = whole("p.html", &size);
+    char *text = file_bytes("p.html", &size);
     cr_assert_not_null(strstr(text, "<title>&lt;b&gt;&amp;</title>"));
     cr_assert_not_null(strstr(text, "\"\\u003c/script>\\u003cscript>alert(1)"
                                     "\\u003c/script>\", \"a\\\"b\\\\c\""));
