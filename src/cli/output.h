@@ -52,11 +52,11 @@ typedef struct cli_staged {
  * failed (nothing is left, and *staged needs no finishing). */
 int cli_stage_outputs(const cli_output *outs, size_t n, cli_staged *staged);
 
-/* Step 1 for an output the caller writes as it is made (o's .npy made a
- * part at a time: npy.h's npy_write_preamble, npy_write_part and
- * npy_write_end on *f): its temporary created, and *staged set up with o
- * alone.  Quiet: CLI_USAGE without a line when the temporary cannot be
- * made, with nothing to finish; cli_stage_outputs then says why. */
+/* Step 1 for an output the caller writes as it is made (o's .npy made a part
+ * at a time: npy.h's npy_write_preamble and npy_write_part on *f): its
+ * temporary created, and *staged set up with o alone.  Quiet: CLI_USAGE
+ * without a line when the temporary cannot be made, with nothing to finish;
+ * cli_stage_outputs then says why. */
 int cli_stage_stream(const cli_output *o, cli_staged *staged, FILE **f);
 
 /* Step 2: when status is CLI_OK, put every staged output in place, or

@@ -36,21 +36,21 @@
  *      when it has out's shape (self-attention, D_out = d_model), as
  *      nothing reads K any more.
  * No (B*h, Lq, Lk) tensor exists: the scratch is rows x Lk per thread.
-
-A big batch goes through steps 1-5 a chunk of examples at a time, each
-chunk's Q, K and V in the same buffers and its output straight into its
-rows of out (or to opt->sink): chunks of about 2 MiB of Q (at B = 8,
-L = 512, D = 512, one example: 6 MiB of projections where the whole batch
-at once takes 48), and at least 512 rows each, so that the projections
-stay one product per block of rows.  Fresh memory costs a page fault a
-page, and in a virtual machine a first touch can cost a trip to the
-host: in one `mha forward` at that size, a sixth of the time was the
-kernel zeroing fresh pages.  The chunks depend on the shapes alone
-(opt->chunk sets them), so the numbers do too; they match the whole
-batch's to rounding.  While a trace is recorded and when the weights are
-asked for, the whole batch goes at once; and so it goes again after an
-overflow in a chunk, so that the message names the first overflow of the
-whole batch.
+ *
+ * A big batch goes through steps 1-5 a chunk of examples at a time, each
+ * chunk's Q, K and V in the same buffers and its output straight into its
+ * rows of out (or to opt->sink): chunks of about 2 MiB of Q (at B = 8,
+ * L = 512, D = 512, one example: 6 MiB of projections where the whole
+ * batch at once takes 48), and at least 512 rows each, so that the
+ * projections stay one product per block of rows.  Fresh memory costs a
+ * page fault a page, and in a virtual machine a first touch can cost a
+ * trip to the host: in one `mha forward` at that size, a sixth of the
+ * time was the kernel zeroing fresh pages.  The chunks depend on the
+ * shapes alone (opt->chunk sets them), so the numbers do too; they match
+ * the whole batch's to rounding.  While a trace is recorded and when the
+ * weights are asked for, the whole batch goes at once; and so it goes
+ * again after an overflow in a chunk, so that the message names the
+ * first overflow of the whole batch.
  *
  * Grouped-query attention (cfg.kv_heads = G < h, multihead.h): K and V
  * are (B, Lk, G*p), viewed as (B, G, Lk, p), and query head i reads key

@@ -75,7 +75,7 @@ void multihead_fast_release(void)
  * recorded, strided inputs or weights, or fewer than two blocks of rows)
  * takes linear_forward itself. */
 int fast_project(const linear *l, const tensor *x, int slot, tensor *into,
-                   tensor **y, int *finite)
+                 tensor **y, int *finite)
 {
     *finite = 0;
     size_t in = l->in_features, out = l->out_features;
@@ -99,9 +99,9 @@ int fast_project(const linear *l, const tensor *x, int slot, tensor *into,
         *y = into;
     } else {
         tensor_free(into);
-        status = slot < SPARES
-                     ? fast_spare_take(slot, SHAPE(x->shape[0], x->shape[1], out), y)
-                     : tensor_alloc_empty(SHAPE(x->shape[0], x->shape[1], out), y);
+        const size_t shape[] = {x->shape[0], x->shape[1], out};
+        status = slot < SPARES ? fast_spare_take(slot, 3, shape, y)
+                               : tensor_alloc_empty(3, shape, y);
     }
     if (status)
         return mha_fail_in(status, "linear_forward %s", l->name);
