@@ -636,6 +636,58 @@ Test(mha_fast, a_sink_gets_out_a_chunk_at_a_time)
     gsl_rng_free(r);
 }
 
+/* The allocations a call of multihead_forward_fast makes right after a
+ * call just like it, with the spares that call kept (each count from a
+ * fresh start: failed calls take and free spares too). */
+static int allocations_when_warm(multihead *m, const tensor *q,
+                                 const tensor *kv,
+                                 const multihead_fast_options *opt)
+{
+    for (long k = 0;; k++) {
+        tensor *out = NULL;
+        multihead_fast_release();
+        OK(multihead_forward_fast(m, q, kv, kv, NULL, opt, &out, NULL));
+        tensor_free(out);
+        out = NULL;
+        mha_debug_fail_alloc_after(k);
+        int status = multihead_forward_fast(m, q, kv, kv, NULL, opt, &out,
+                                            NULL);
+        mha_debug_fail_alloc_after(-1);
+        tensor_free(out);
+        if (status == GSL_SUCCESS) {
+            multihead_fast_release();
+            return (int)k;
+        }
+        cr_assert_eq(status, GSL_ENOMEM, "%s", mha_last_error());
+    }
+}
+
+/* Cross-attention with a sink keeps K's buffer for the next call as the
+ * call without a sink does (the output, of another shape, is not kept
+ * in K's place): out (1, 600, 256) and K (1, 700, 256), 1.2 and 1.4 MiB,
+ * are big enough to be kept; no chunks. */
+Test(mha_fast, a_sink_leaves_the_kept_buffers_as_they_were)
+{
+    gsl_rng *r = mha_rng_new(13);
+    multihead m;
+    SELF_MODULE(&m, 256, .num_hiddens = 256, .num_heads = 4);
+    multihead_reset_xavier(&m, r);
+    tensor *q = normal_tensor(SHAPE(1, 600, 256), r, 1.0);
+    tensor *kv = normal_tensor(SHAPE(1, 700, 256), r, 1.0);
+    size_t calls = 0;
+    const multihead_fast_options plain = {.chunk = 0},
+                                 to_sink = {.sink = count_part,
+                                            .sink_ctx = &calls};
+    int without = allocations_when_warm(&m, q, kv, &plain);
+    int with = allocations_when_warm(&m, q, kv, &to_sink);
+    cr_assert_gt(calls, 0u);
+    cr_assert_eq(with, without, "with a sink %d allocations, without %d",
+                 with, without);
+    FREE_ALL(q, kv);
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
+
 /* A sink's refusal ends the pass with its status, after that part: no
  * more parts, *out NULL; at once or in chunks. */
 Test(mha_fast, a_sink_that_refuses_stops_the_pass)

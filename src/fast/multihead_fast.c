@@ -570,7 +570,14 @@ int multihead_forward_fast(multihead *m, const tensor *queries,
         if (!status && opt->sink && !chunked)
             status = opt->sink(opt->sink_ctx, *out);
         if (opt->sink || status) {
-            fast_spare_keep(SPARE_K, *out); // K's buffer, in self-attention
+            // out was written over K's buffer when it has K's shape
+            // (forward_pass): that goes back to K's slot, else K's own
+            // buffer is there already
+            if (*out && keys->shape[1] == queries->shape[1] &&
+                m->W_k.out_features == m->W_o.out_features)
+                fast_spare_keep(SPARE_K, *out);
+            else
+                tensor_free(*out);
             *out = NULL;
         }
     }
