@@ -489,24 +489,17 @@ static int put_npy(FILE *f, const tensor *t, const unsigned char *pre,
     return fflush(f);
 }
 
-/* npy_write_stream's message for a write that failed. */
-static int write_failed(const char *who)
+/* The npy_write_stream steps' messages: a NULL stream, a write that
+ * failed. */
+static int null_stream(void)
 {
-    return mha_fail(GSL_EFAILED, "%s: write failed: %s", who, strerror(errno));
+    return mha_fail(GSL_EINVAL, "npy_write_stream: the stream is NULL");
 }
 
-int npy_write_stream(FILE *f, const tensor *t)
+static int write_failed(void)
 {
-    const char *who = "npy_write_stream";
-    unsigned char pre[NPY_PREAMBLE_MAX];
-    size_t pre_len;
-    if (!f)
-        return mha_fail(GSL_EINVAL, "%s: the stream is NULL", who);
-    int status = npy_format_preamble(t->ndim, t->shape, pre, sizeof pre,
-                                     &pre_len);
-    if (status)
-        return status;
-    return put_npy(f, t, pre, pre_len) != 0 ? write_failed(who) : GSL_SUCCESS;
+    return mha_fail(GSL_EFAILED, "npy_write_stream: write failed: %s",
+                    strerror(errno));
 }
 
 int npy_write_preamble(FILE *f, size_t ndim, const size_t *shape)
@@ -514,22 +507,26 @@ int npy_write_preamble(FILE *f, size_t ndim, const size_t *shape)
     unsigned char pre[NPY_PREAMBLE_MAX];
     size_t pre_len;
     if (!f)
-        return mha_fail(GSL_EINVAL, "npy_write_stream: the stream is NULL");
+        return null_stream();
     int status = npy_format_preamble(ndim, shape, pre, sizeof pre, &pre_len);
     if (status)
         return status;
-    return fwrite(pre, 1, pre_len, f) != pre_len
-               ? write_failed("npy_write_stream")
-               : GSL_SUCCESS;
+    return fwrite(pre, 1, pre_len, f) != pre_len ? write_failed()
+                                                 : GSL_SUCCESS;
 }
 
 int npy_write_part(FILE *f, const tensor *part)
 {
     if (!f)
-        return mha_fail(GSL_EINVAL, "npy_write_stream: the stream is NULL");
-    return write_data(f, part) != 0 || fflush(f) != 0
-               ? write_failed("npy_write_stream")
-               : GSL_SUCCESS;
+        return null_stream();
+    return write_data(f, part) != 0 || fflush(f) != 0 ? write_failed()
+                                                      : GSL_SUCCESS;
+}
+
+int npy_write_stream(FILE *f, const tensor *t)
+{
+    int status = npy_write_preamble(f, t->ndim, t->shape);
+    return status ? status : npy_write_part(f, t);
 }
 
 /* npy_write's message for a step of the commit that failed. */
