@@ -145,6 +145,10 @@ CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 # the mha program's parts without its main(), for the tools that reuse them
 CLI_PARTS := $(filter-out $(BUILD)/obj/cli/mha.o,$(CLI_OBJ))
 CLI_BIN   := $(BUILD)/mha
+# The last chapter of this copy (21 in the full tree, NN in a snapshot or
+# a handout of chapters 01 .. NN): what mha quiz asks by default.
+LAST_CHAPTER := $(lastword $(sort $(foreach c,$(CHAPTERS),$(firstword $(subst _, ,$(c))))))
+$(CLI_OBJ): CPPFLAGS += -DMHA_CHAPTER=$(patsubst 0%,%,$(LAST_CHAPTER))
 #<
 # The Debian Python, which apt-get's python3-torch is for, not whatever
 # python3 comes first on PATH.

@@ -62,8 +62,9 @@ static int mark_of(const char *line, char *arg, size_t n)
 }
 
 /* Does a mark of chapter c let the lines inside it into the cut `ch`
- * (marks_classify's)?  A "handout" mark: in the full build and a
- * handout's cut, no snapshot. */
+ * (marks_classify's)?  A "handout" mark: in the full build and in a cut
+ * asked with MARKS_WITH_HANDOUT (every snapshot and handout), never in a
+ * page of the book. */
 static int allows(int c, int ch)
 {
     int as_of = ch & ~MARKS_WITH_HANDOUT;

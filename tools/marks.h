@@ -7,8 +7,10 @@
  *     //> NN          the lines up to the matching //< are added by
  *     ...             chapter NN (01 .. 98), or by "full": the full build
  *     //<             only (the CLI, the fast path, the tools), or by
- *                     "handout": the full build and a student's handout
- *                     (tools/handout.sh), no snapshot (the grading)
+ *                     "handout": every cut (a snapshot, a student's
+ *                     handout) but never a page of the book: the mha
+ *                     program, .npy files, the grading; chapter marks
+ *                     inside it cut the program by chapter
  *
  * and a block comment that opens with "/" "*< NN" on a line of its own
  * and closes with a line holding only its end: the lines between are code

@@ -4,7 +4,8 @@
  *                               full), its marks left out
  *     marks-filter --handout NN FILE
  *                               the same with the lines marked "handout"
- *                               (the grading), as a student's handout of
+ *                               (mha, .npy files, the grading), as a
+ *                               snapshot or a student's handout of
  *                               chapters 01 .. NN has it
  *
  * Exit 0 when the chapter has the file, 3 when it has none of it (every

@@ -7,13 +7,16 @@
 # the test suites with the transcripts of those chapters, and
 # tools/deps.sh, each file as of chapter NN (tools/marks.h: the lines of
 # later chapters and the marks themselves left out; a file wholly of a
-# later chapter left out).  In it `make` and `make test` work by
-# themselves, with -Werror: CI builds and tests every snapshot.
+# later chapter left out), and the lines marked "handout": the mha
+# program as of chapter NN (its quiz from chapter 06, its other commands
+# from 08, each option from the chapter that teaches it), .npy files and
+# the grading's hooks, which no page of the book shows.  In it `make`
+# builds all of it, mha included, and `make test` runs its tests, with
+# -Werror: CI builds and tests every snapshot.
 #
 # --handout: the cut a student's handout of chapters 01 .. NN starts from
-# (tools/handout.sh): the lines marked "handout" (the grading) are kept
-# too, the grading's tool (tools/grade.py) is taken as well, and no
-# README is written.
+# (tools/handout.sh): the grading's tool (tools/grade.py) is taken as
+# well, and no README is written.
 set -eu
 handout=
 if [ "${1:-}" = --handout ]; then
@@ -39,7 +42,7 @@ mkdir -p "$out/plots"
 take() {
     mkdir -p "$out/$(dirname "$1")"
     status=0
-    "$filter" $handout "$ch" "$1" > "$out/$1" || status=$?
+    "$filter" --handout "$ch" "$1" > "$out/$1" || status=$?
     case $status in
         0) [ -x "$1" ] && chmod +x "$out/$1"; return 0 ;;
         3) rm -f "$out/$1"; return 0 ;;

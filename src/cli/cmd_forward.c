@@ -1,4 +1,5 @@
 //> handout
+//> 08
 /* cmd_forward.c: mha forward and mha heatmap, the module on .npy files
  * (the program: mha.c). */
 #define _GNU_SOURCE /* sync_file_range */
@@ -28,20 +29,22 @@ static const char usage_forward[] =
     "                   --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                   [--bq B.npy] [--bk B.npy] [--bv B.npy] [--bo B.npy]\n"
     "                   [--valid-lens 3,2 | --valid-lens-file VL.npy]\n"
-/*< 19
-    "                   [--kv-heads G] [--causal]\n"
-*/
-//> 19
-    "                   [--kv-heads G] [--causal] [--window W [--keep-first K]]\n"
-//<
     "                   --out OUT.npy [--attention-out A.npy] [--trace]\n"
-/*< 19
+//> 15
     "                   [--rope [--rope-base B]]\n"
-*/
-//> 19
-    "                   [--rope [--rope-base B]] [--alibi] [--sinks S.npy]\n"
 //<
+//> 16
+    "                   [--causal]\n"
+//<
+//> 17
+    "                   [--kv-heads G]\n"
+//<
+//> 19
+    "                   [--window W [--keep-first K]] [--alibi] [--sinks S.npy]\n"
+//<
+//> 18
     "                   [PyTorch's options, below]\n"
+//<
     "\n"
     "Multi-head attention on arrays read from .npy files (float64, float32,\n"
     "int64 or int32, C order), batch-first, weights as in PyTorch's nn.Linear:\n"
@@ -56,24 +59,31 @@ static const char usage_forward[] =
     "      as in d2l.  A key a query does not see (here or with --causal)\n"
     "      gets weight exactly 0 whatever the scores: the softmax runs over\n"
     "      the visible keys only (no -1e6 fill)\n"
+//> 17
     "  --kv-heads G: G key-value heads (grouped-query attention; G = 1 is\n"
     "      multi-query): G divides h, W_k is (G*D/h, Dk), W_v (G*D/h, Dv),\n"
     "      b_k and b_v (G*D/h,), and query head i reads key-value head\n"
     "      i / (h/G).  Default G = h: every head its own keys and values\n"
+//<
+//> 16
     "  --causal: query i sees key j only when j <= i + Lk - Lq (the queries\n"
     "      are the last Lq positions, as when decoding with a cache; with\n"
     "      Lq = Lk the usual causal mask); with valid_lens, the smaller of\n"
     "      the two.  A query left with no key (Lq > Lk, or a valid length\n"
     "      of 0) is refused before any work: uniform weights would let it\n"
     "      see the future\n"
+//<
+//> 15
     "  --rope  rotary embeddings (RoPE, interleaved pairs as in llama2.c):\n"
     "      each head's features 2k, 2k+1 of Q and K turned by the angle\n"
     "      position * B^(-2k/p), keys at positions 0 .. Lk-1 and queries at\n"
     "      Lk-Lq .. Lk-1; p = D/h must be even.  --rope-base B: a finite\n"
     "      number > 1 (default 10000)\n"
+//<
 //> 19
     "  --window --keep-first --alibi --sinks: chapter 19\n"
 //<
+//> 18
     "\n"
     "PyTorch's nn.MultiheadAttention options, with its meanings:\n"
     "  --attn-mask M.npy (Lq, Lk) or (B*h, Lq, Lk); --key-padding-mask P.npy\n"
@@ -90,6 +100,7 @@ static const char usage_forward[] =
     "      every weight option\n"
     "  A row with every key hidden (a valid length of 0 too) is refused\n"
     "  before any work; nn.MultiheadAttention gives NaN there\n"
+//<
     "\n"
     "Writes OUT (B, Lq, D_out) and, with --attention-out, every head's\n"
     "weights A (B, h, Lq, Lk) as float64 .npy: both or neither, put in\n"
@@ -139,7 +150,10 @@ static const char *const input_files[] = {
 //> 19
     "--sinks",
 //<
-    CLI_TORCH_FILES};
+//> 18
+    CLI_TORCH_FILES,
+//<
+};
 
 /* The outputs regular files (or new), each with one name, none an input
  * (paths.h): checked before anything is read. */
@@ -164,7 +178,13 @@ static int parse_options(int argc, char **argv, cli_option *opts,
     int status = cli_parse(argc, argv, opts, nopts);
     if (status || (status = cli_inputs_check_options(opts, nopts)))
         return status;
+//> 18
     return cli_torch_check_options(opts, nopts, torch_weights);
+//<
+/*< 18
+    (void)torch_weights;
+    return CLI_OK;
+*/
 }
 
 /* The checks both commands make once the outputs are named, before any
@@ -298,13 +318,17 @@ int cmd_forward(int argc, char **argv)
     if (!status) {
         if (trace)
             trace_to(stdout);
-        if (in.has_torch)
+        int torch = 0; // PyTorch's options: its forward pass
+//> 18
+        torch = in.has_torch;
+        if (torch)
             status = cli_torch_forward(&in.m, in.queries, in.keys, in.values,
                                        in.valid_lens, &in.torch, &out,
                                        a_path ? &a : NULL);
-        else if (!a_path)
+//<
+        if (!torch && !a_path)
             status = forward_streamed(&in, &outs[0], &staged, &streamed);
-        if (!status && !in.has_torch && !streamed &&
+        if (!status && !torch && !streamed &&
             module_forward(&in, &out, a_path ? &a : NULL))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
@@ -347,16 +371,21 @@ int cmd_heatmap(int argc, char **argv)
     cli_output outs[2];
     cli_staged staged = {0};
     tensor *a = NULL, *w = NULL; // PyTorch's options: A, and A as panels
-    if (!status && in.has_torch)
+    int torch = 0, mean = 0; // PyTorch's options; the mean of the heads
+//> 18
+    torch = !status && in.has_torch;
+    mean = torch && in.torch.average_weights;
+    if (torch)
         status = cli_torch_heatmap_weights(&in.m, in.queries, in.keys,
                                            in.values, in.valid_lens,
                                            &in.torch, &out, &a, &w);
-    else if (!status && module_forward(&in, &out, &w))
+//<
+    if (!status && !torch && module_forward(&in, &out, &w))
         status = cli_error("%s", mha_last_error());
     // one title per panel: rows are examples, columns heads (one panel,
     // the mean, with --average-attn-weights)
     size_t B = 0, h = in.m.cfg.num_heads, panels = 0;
-    if (in.has_torch && in.torch.average_weights)
+    if (mean)
         h = 1;
     if (!status) {
         B = in.queries->shape[0];
@@ -369,7 +398,7 @@ int cmd_heatmap(int argc, char **argv)
     if (!status) {
         for (size_t b = 0; b < B; b++)
             for (size_t i = 0; i < h; i++) {
-                if (in.has_torch && in.torch.average_weights)
+                if (mean)
                     snprintf(titles[b * h + i], sizeof titles[0],
                              "example %zu, mean of %zu heads", b,
                              in.m.cfg.num_heads);
@@ -402,4 +431,5 @@ int cmd_heatmap(int argc, char **argv)
     cli_inputs_free(&in);
     return status;
 }
+//<
 //<

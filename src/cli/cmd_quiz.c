@@ -16,7 +16,6 @@
 
 #include "args.h"
 #include "commands.h"
-#include "inputs.h"
 #include "libmha.h"
 #include "output.h"
 #include "paths.h"
@@ -24,7 +23,7 @@
 
 static const char usage_quiz[] =
     "usage: mha quiz [--seed S] [--answers FILE | --solution | --worksheet |\n"
-    "                --json | --grade-dir DIR] [--review]\n"
+    "                --json | --grade-dir DIR] [--review] [--up-to NN]\n"
     "\n"
     "Pick a small case by the seed S (batch, queries, keys, heads and their\n"
     "size, key-value heads, causal or not, valid_lens) and ask about the\n"
@@ -62,6 +61,11 @@ static const char usage_quiz[] =
     "                   stderr; exit 1 when some file names no seed\n"
     "  --json           print the module's own trace of the case, JSON lines\n"
     "  --review         after the score, print every step with its answer\n"
+    "  --up-to NN       ask only what chapters 06 .. NN teach (default: the\n"
+    "                   last chapter of this copy): before 17 no grouped\n"
+    "                   heads, before 16 no causal mask, before 07 no\n"
+    "                   valid_lens, before 08 no question on the module's\n"
+    "                   weights; give it again when grading such answers\n"
     "\n"
     "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
     "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
@@ -399,10 +403,14 @@ static int quiz_ask(const quiz *z, int review)
 
 static void quiz_solution(const quiz *z)
 {
-    printf("# mha quiz --seed %llu: ", z->c.seed);
+    char upto[32];
+    printf("# mha quiz --seed %llu%s: ", z->c.seed,
+           quiz_upto_option(&z->c, upto, sizeof upto));
     quiz_describe(stdout, &z->c);
-    printf("\n# the same questions: ");
-    quiz_trace_command(stdout, &z->c);
+    if (z->c.upto >= 8) { // mha trace runs the module of chapter 08
+        printf("\n# the same questions: ");
+        quiz_trace_command(stdout, &z->c);
+    }
     printf("\n");
     for (size_t l = 0; l < z->nlines; l++) {
         const quiz_line *ln = &z->lines[l];
@@ -415,7 +423,7 @@ static void quiz_solution(const quiz *z)
 }
 
 static int quiz_grade_file(const char *path, const cli_option *seed_opt,
-                           unsigned long long seed, int review)
+                           unsigned long long seed, int upto, int review)
 {
     char *text;
     size_t len;
@@ -435,7 +443,7 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
     if (!status) {
         quiz_case c;
         static quiz z;
-        quiz_draw(seed_opt->value ? seed : named, &c);
+        quiz_draw(seed_opt->value ? seed : named, upto, &c);
         quiz_build(&c, &z);
         size_t right = grade_text(&z, text, len, stdout, "");
         printf("score: %zu/%zu\n", right, z.n);
@@ -474,7 +482,7 @@ static int skip_dot(const struct dirent *e)
 /* --grade-dir DIR: every answer file in DIR (not those whose names start
  * with a dot), in name order, graded by the seed its first line names; a
  * CSV on stdout (file, seed, score, max), the feedback on stderr. */
-static int quiz_grade_dir(const char *dir)
+static int quiz_grade_dir(const char *dir, int upto)
 {
     struct stat st;
     if (stat(dir, &st) != 0)
@@ -519,7 +527,7 @@ static int quiz_grade_dir(const char *dir)
         csv_field(name);
         if (ok) {
             quiz_case c;
-            quiz_draw(seed, &c);
+            quiz_draw(seed, upto, &c);
             quiz_build(&c, &z);
             char prefix[512];
             snprintf(prefix, sizeof prefix, "%.500s: ", name);
@@ -565,7 +573,7 @@ int cmd_quiz(int argc, char **argv)
     cli_option opts[] = {{"--seed", 1, NULL},      {"--answers", 1, NULL},
                          {"--solution", 0, NULL},  {"--json", 0, NULL},
                          {"--worksheet", 0, NULL}, {"--grade-dir", 1, NULL},
-                         {"--review", 0, NULL}};
+                         {"--review", 0, NULL},    {"--up-to", 1, NULL}};
     int status = cli_parse(argc, argv, opts, NOPTS(opts));
     if (status == CLI_HELP)
         return cli_print_usage(usage_quiz);
@@ -581,14 +589,24 @@ int cmd_quiz(int argc, char **argv)
     unsigned long long seed = 0;
     if (opts[0].value && parse_seed(opts[0].value, &seed))
         return CLI_USAGE;
+    // the chapters taught: this copy's, or fewer (--up-to)
+    size_t upto = MHA_CHAPTER;
+    if (cli_parse_count(&opts[7], MHA_CHAPTER, &upto))
+        return CLI_USAGE;
+    if (upto < QUIZ_FIRST_CHAPTER)
+        return cli_error("the quiz starts at chapter %02d (%s); %s %02zu",
+                         QUIZ_FIRST_CHAPTER, QUIZ_FIRST_TITLE,
+                         opts[7].value ? "--up-to is" : "this copy ends at chapter",
+                         upto);
     if (mode == &opts[5]) {
         if (opts[0].value)
             return cli_error("--grade-dir takes each file's seed from its "
                              "first line; leave out --seed");
-        return cli_flush_stdout(quiz_grade_dir(opts[5].value));
+        return cli_flush_stdout(quiz_grade_dir(opts[5].value, (int)upto));
     }
     if (mode == &opts[1])
-        return cli_flush_stdout(quiz_grade_file(opts[1].value, &opts[0], seed, review));
+        return cli_flush_stdout(quiz_grade_file(opts[1].value, &opts[0], seed,
+                                                 (int)upto, review));
     if (!opts[0].value) {
         if (mode)
             return cli_error("%s needs --seed S: its answers are those of one "
@@ -598,19 +616,20 @@ int cmd_quiz(int argc, char **argv)
     }
     quiz_case c;
     static quiz z;
-    quiz_draw(seed, &c);
+    quiz_draw(seed, (int)upto, &c);
     quiz_build(&c, &z);
     if (mode == &opts[3]) {
         // the module's own trace of the case, as mha trace --json prints it
-/*< 19
-        cmd_trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
-                             ROPE_DEFAULT_BASE, 0, {0}};
-*/
-//> 19
-        cmd_trace_case tc = {c.B, c.Lq, c.Lk, c.D, c.h, c.G, c.causal, 0,
-                             ROPE_DEFAULT_BASE, 0, {0}, 0, 0, 0, 0};
+//> 08
+        cmd_trace_case tc = {.B = c.B, .Lq = c.Lq, .Lk = c.Lk, .D = c.D,
+                             .h = c.h, .G = c.G, .causal = c.causal};
+        status = cmd_run_trace(&tc, c.has_lens ? c.lens : NULL, SHOW_JSON);
 //<
-        status = cmd_run_trace(&tc, c.lens, SHOW_JSON);
+/*< 08
+        status = cli_error("--json traces the module, which comes with "
+                           "chapter 08; this copy ends at chapter %02d",
+                           MHA_CHAPTER);
+*/
     } else if (mode == &opts[2]) {
         quiz_solution(&z);
     } else if (mode == &opts[4]) {

@@ -1,4 +1,5 @@
 //> handout
+//> 08
 /* cmd_trace.c: mha trace, the module's whole shape trace on shapes
  * alone (the program: mha.c). */
 #define _POSIX_C_SOURCE 200809L
@@ -24,8 +25,19 @@
 
 static const char usage_trace[] =
     "usage: mha trace [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
-    "                 [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
-    "                 [--rope [--rope-base B]] [PyTorch's options]\n"
+    "                 [--heads h] [--valid-lens 3,2]\n"
+//> 15
+    "                 [--rope [--rope-base B]]\n"
+//<
+//> 16
+    "                 [--causal]\n"
+//<
+//> 17
+    "                 [--kv-heads G]\n"
+//<
+//> 18
+    "                 [PyTorch's options]\n"
+//<
 //> 19
     "                 [--window W [--keep-first K]] [--alibi] [--sinks]\n"
 //<
@@ -42,24 +54,37 @@ static const char usage_trace[] =
     "  --kv Lk          key-value pairs per example (default 6)\n"
     "  --hiddens D      num_hiddens, cut into h heads of D/h (default 100)\n"
     "  --heads h        number of heads; must divide D (default 5)\n"
+    "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
+//> 17
     "  --kv-heads G     key-value heads, each shared by h/G query heads\n"
     "                   (grouped-query attention); must divide h (default h)\n"
+//<
+//> 16
     "  --causal         query i sees key j only when j <= i + Lk - Lq\n"
-    "  --valid-lens L   one valid length per example, e.g. 3,2 (default none)\n"
+//<
+//> 15
     "  --rope           rotary embeddings: Q and K turned by position right\n"
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
+//<
 //> 19
     "  --window W, --keep-first K, --alibi  see README.md, chapter 19\n"
     "  --sinks          a sink logit per head (zeros: shapes only here)\n"
 //<
+//> 18
     "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
     "  --average-attn-weights  PyTorch's options (see mha forward --help):\n"
     "                   the mask merge, Lk growing by one for each added key\n"
+//<
     "  --quiz           a worksheet: the questions mha quiz asks of a case\n"
     "                   of these sizes, in the same order, with a name line\n"
     "                   and a blank for each answer, then the answers on a\n"
+/*< 15
+    "                   page of their own\n"
+*/
+//> 15
     "                   page of their own (not with --rope)\n"
+//<
     "  --no-answers     with --quiz: leave the answers out\n"
     "  --json           the trace as JSON lines, one object per step, and\n"
     "                   nothing else\n"
@@ -97,8 +122,10 @@ static void describe_trace(FILE *f, const cmd_trace_case *ts, const double *lens
 {
     size_t B = ts->B, Lq = ts->Lq, Lk = ts->Lk, D = ts->D, h = ts->h;
     char v[TRACE_NUMBER_MAX]; // every number exactly, as given
+//> 15
     if (ts->rope)
         fprintf(f, "rope (base %s) on Q and K; ", trace_number_str(v, sizeof v, ts->rope_base));
+//<
     fprintf(f, "queries (%zu, %zu, %zu), keys and values (%zu, %zu, %zu): %zu "
                "head%s of %zu feature%s, ",
             B, Lq, D, B, Lk, D, h, h == 1 ? "" : "s", D / h,
@@ -122,7 +149,9 @@ static void describe_trace(FILE *f, const cmd_trace_case *ts, const double *lens
     if (ts->sinks)
         fprintf(f, "sinks, ");
 //<
+//> 18
     cli_torch_describe(f, &ts->masks);
+//<
     if (!lens) {
         fprintf(f, "no valid_lens\n");
         return;
@@ -152,9 +181,17 @@ int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
     tensor *a = NULL; // the weights with PyTorch's options
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
                             .num_hiddens = D, .num_heads = h,
-                            .shape_only = 1, .kv_heads = ts->G,
-                            .causal = ts->causal, .rope = ts->rope,
-                            .rope_base = ts->rope_base};
+                            .shape_only = 1};
+//> 15
+    cfg.rope = ts->rope;
+    cfg.rope_base = ts->rope_base;
+//<
+//> 16
+    cfg.causal = ts->causal;
+//<
+//> 17
+    cfg.kv_heads = ts->G;
+//<
 //> 19
     cfg.window = ts->window;
     cfg.keep_first = ts->keep;
@@ -196,9 +233,13 @@ int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
             trace_to(hold);
         if (show == SHOW_JSON)
             trace_to_json(hold);
-        if (ts->torch)
+        int torch = 0; // PyTorch's options: its forward pass
+//> 18
+        torch = ts->torch;
+        if (torch)
             status = cli_torch_forward(&m, x, y, y, vl, &ts->masks, &out, &a);
-        else if (multihead_forward(&m, x, y, y, vl, &out, &a))
+//<
+        if (!torch && multihead_forward(&m, x, y, y, vl, &out, &a))
             status = cli_error("%s", mha_last_error());
         trace_to(NULL);
         trace_to_json(NULL);
@@ -239,9 +280,19 @@ int cmd_trace(int argc, char **argv)
                          {"--kv", 1, NULL},      {"--hiddens", 1, NULL},
                          {"--heads", 1, NULL},   {"--valid-lens", 1, NULL},
                          {"--quiz", 0, NULL},    {"--json", 0, NULL},
-                         {"--dot", 0, NULL},     {"--kv-heads", 1, NULL},
-                         {"--causal", 0, NULL},  {"--no-answers", 0, NULL},
-                         CLI_ROPE_OPTIONS,       CLI_TORCH_TRACE_OPTIONS,
+                         {"--dot", 0, NULL},     {"--no-answers", 0, NULL},
+//> 15
+                         CLI_ROPE_OPTIONS,
+//<
+//> 16
+                         {"--causal", 0, NULL},
+//<
+//> 17
+                         {"--kv-heads", 1, NULL},
+//<
+//> 18
+                         CLI_TORCH_TRACE_OPTIONS,
+//<
 //> 19
                          CLI_WINDOW_OPTIONS,     {"--sinks", 0, NULL},
 //<
@@ -268,14 +319,21 @@ int cmd_trace(int argc, char **argv)
         return CLI_USAGE;
     if (D % h != 0)
         return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
-    int rope;
-    double rope_base;
+    int rope = 0, causal = 0;
+    double rope_base = 0;
+    size_t G = h; // key-value heads
+//> 15
     if (cli_rope_options(opts, NOPTS(opts), &rope, &rope_base))
         return CLI_USAGE;
-    size_t G; // key-value heads
-    if (cli_kv_heads_option(&opts[9], h, &G))
+//<
+//> 16
+    int causal_asked = cli_find(opts, NOPTS(opts), "--causal")->value != NULL;
+    causal = causal_asked;
+//<
+//> 17
+    if (cli_kv_heads_option(cli_find(opts, NOPTS(opts), "--kv-heads"), h, &G))
         return CLI_USAGE;
-    int causal = opts[10].value != NULL;
+//<
 //> 19
     // a window is causal too (window.h)
     causal = causal || cli_find(opts, NOPTS(opts), "--window")->value;
@@ -288,7 +346,7 @@ int cmd_trace(int argc, char **argv)
     // description, so a refused trace prints nothing on stdout
     const char *rule = "--causal"; // the option that asked for the rule
 //> 19
-    if (!opts[10].value)
+    if (!causal_asked)
         rule = "--window";
 //<
     if (causal && Lq > Lk)
@@ -305,7 +363,7 @@ int cmd_trace(int argc, char **argv)
         too_large("the keys", 3, (size_t[]){B, Lk, D}) ||
         too_large("the attention weights", 4, (size_t[]){B, h, Lq, Lk}))
         return CLI_USAGE;
-    int no_answers = opts[11].value != NULL;
+    int no_answers = opts[9].value != NULL;
     if (no_answers && show != SHOW_QUIZ)
         return cli_error("--no-answers goes with --quiz");
     if (show == SHOW_QUIZ) {
@@ -321,31 +379,34 @@ int cmd_trace(int argc, char **argv)
                              "--alibi or --sinks; leave them out");
 //<
         quiz_case c = {.B = B, .Lq = Lq, .Lk = Lk, .D = D, .h = h, .G = G,
-                       .causal = causal, .has_lens = vl->value != NULL};
+                       .causal = causal, .has_lens = vl->value != NULL,
+                       .upto = MHA_CHAPTER};
         for (size_t b = 0; b < B && b < QUIZ_LENS_MAX && vl->value; b++)
             c.lens[b] = lens[b];
         static quiz z;
         quiz_build(&c, &z);
         return cli_flush_stdout(quiz_print_worksheet(&z, !no_answers));
     }
-/*< 19
-    cmd_trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
-                            rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0}};
-*/
+    cmd_trace_case shape = {.B = B, .Lq = Lq, .Lk = Lk, .D = D, .h = h,
+                            .G = G, .causal = causal, .rope = rope,
+                            .rope_base = rope_base};
+//> 15
+    if (!rope_base)
+        shape.rope_base = ROPE_DEFAULT_BASE;
+//<
 //> 19
-    cmd_trace_case shape = {B, Lq, Lk, D, h, G, causal, rope,
-                            rope_base ? rope_base : ROPE_DEFAULT_BASE, 0, {0},
-                            0, 0, 0, 0};
     if (cli_window_options(opts, NOPTS(opts), causal, &shape.window,
                            &shape.keep, &shape.alibi))
         return CLI_USAGE;
     shape.sinks = cli_find(opts, NOPTS(opts), "--sinks")->value != NULL;
 //<
+//> 18
     if (cli_torch_trace_options(opts, NOPTS(opts), B, h, Lq, Lk, G * (D / h),
                                 &shape.torch, &shape.masks)) {
         cli_torch_free(&shape.masks);
         return CLI_USAGE;
     }
+//<
 //> 19
     if (shape.torch && (shape.window || shape.alibi || shape.sinks)) {
         cli_torch_free(&shape.masks);
@@ -353,7 +414,10 @@ int cmd_trace(int argc, char **argv)
     }
 //<
     status = cmd_run_trace(&shape, vl->value ? lens : NULL, show);
+//> 18
     cli_torch_free(&shape.masks);
+//<
     return cli_flush_stdout(status);
 }
+//<
 //<

@@ -1,4 +1,5 @@
 //> handout
+//> 08
 /* cmd_view.c: mha view, one HTML page to explore a forward pass in a browser
  * (explorer.h).
  *
@@ -37,7 +38,13 @@
 
 static const char usage_view[] =
     "usage: mha view --html F [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
-    "                [--heads h] [--kv-heads G] [--causal] [--valid-lens 3,2]\n"
+    "                [--heads h] [--valid-lens 3,2]\n"
+//> 16
+    "                [--causal]\n"
+//<
+//> 17
+    "                [--kv-heads G]\n"
+//<
     "                [--seed S | --d2l] [--labels a,b,c] [--query-labels x,y]\n"
     "                [--title T]\n"
     "       mha view --html F --heads h --queries Q.npy ... (the inputs of mha forward)\n"
@@ -54,8 +61,10 @@ static const char usage_view[] =
     "    masked keys striped grey, key-value groups boxed; click to enlarge;\n"
     "  - the dataflow: the module's steps from its trace, each with its\n"
     "    shapes and whether it was a view, a copy or new numbers;\n"
+//> 16
     "  - with --causal, a slider over the decoding steps: the cache growing\n"
     "    and each new query's row of weights.\n"
+//<
     "Each view saves itself as SVG or PNG.\n"
     "\n"
     "  --html F         the page to write (required)\n"
@@ -80,7 +89,11 @@ static const char usage_view[] =
  * them may be given. */
 static const char *const file_options[] = {
     "--keys", "--values", "--wq", "--wk", "--wv", "--wo", "--bq", "--bk",
-    "--bv", "--bo", "--valid-lens-file", CLI_TORCH_FILES};
+    "--bv", "--bo", "--valid-lens-file",
+//> 18
+    CLI_TORCH_FILES,
+//<
+};
 
 /* "a,b,c" into n labels (pointers into a copy, *buf, to free). */
 static int parse_labels(const cli_option *opt, size_t want, const char *what,
@@ -175,21 +188,24 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
         return cli_error("the inputs (%zu, %zu, %zu) and (%zu, %zu, %zu) hold "
                          "more than %zu numbers; choose smaller sizes",
                          B, Lq, D, B, Lk, D, VIEW_WEIGHTS_MAX);
-    size_t G;
-    if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), h, &G))
-        return CLI_USAGE;
-    int rope;
-    double rope_base;
-    if (cli_rope_options(opts, nopts, &rope, &rope_base))
-        return CLI_USAGE;
     const cli_option *vl = cli_find(opts, nopts, "--valid-lens");
     double lens[CLI_LIST_MAX];
     if (cli_sized_valid_lens(vl, B, Lk, lens))
         return CLI_USAGE;
     multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
-                            .num_hiddens = D, .num_heads = h, .kv_heads = G,
-                            .causal = cli_find(opts, nopts, "--causal")->value != NULL,
-                            .rope = rope, .rope_base = rope_base};
+                            .num_hiddens = D, .num_heads = h};
+//> 15
+    if (cli_rope_options(opts, nopts, &cfg.rope, &cfg.rope_base))
+        return CLI_USAGE;
+//<
+//> 16
+    cfg.causal = cli_find(opts, nopts, "--causal")->value != NULL;
+//<
+//> 17
+    if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), h,
+                            &cfg.kv_heads))
+        return CLI_USAGE;
+//<
     if (multihead_init(&c->m, &cfg))
         return cli_error("%s", mha_last_error());
     c->has_m = 1;
@@ -278,11 +294,13 @@ int cmd_view(int argc, char **argv)
             return cli_error("%s", mha_last_error());
         status = cli_inputs_load(opts, nopts, &in);
         has_in = 1;
+//> 18
         if (!status && in.has_torch)
             status = cli_error("mha view takes the module's own options, not "
                                "PyTorch's (--attn-mask, --key-padding-mask, "
                                "--in-proj-*, --bias-k/v, --add-zero-attn, "
                                "--average-attn-weights, --state-dict)");
+//<
         if (!status) {
             size_t B = in.queries->shape[0], Lq = in.queries->shape[1],
                    Lk = in.keys->shape[1], h = in.m.cfg.num_heads;
@@ -341,8 +359,13 @@ int cmd_view(int argc, char **argv)
                               .valid_lens = lens,
                               .head_size = m->cfg.num_hiddens / m->cfg.num_heads,
                               .query_labels = qlabels, .key_labels = klabels,
-                              .trace = &log, .causal = m->cfg.causal,
-                              .kv_heads = m->cfg.kv_heads};
+                              .trace = &log};
+//> 16
+        page.causal = m->cfg.causal;
+//<
+//> 17
+        page.kv_heads = m->cfg.kv_heads;
+//<
         if (explorer_save(html, &page))
             status = cli_error("--html %s: %s", html, mha_last_error());
     }
@@ -360,4 +383,5 @@ int cmd_view(int argc, char **argv)
         cli_inputs_free(&in);
     return status;
 }
+//<
 //<

@@ -7,13 +7,16 @@
 
 #include <stddef.h>
 
+//> 18
 #include "torch.h"
+//<
 
 /* The number of entries of an array of options. */
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
-int cmd_trace(int argc, char **argv);
 int cmd_quiz(int argc, char **argv);
+//> 08
+int cmd_trace(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
 int cmd_view(int argc, char **argv);
@@ -33,8 +36,10 @@ typedef struct cmd_trace_case {
     int causal;
     int rope;         /* rotary embeddings on Q and K */
     double rope_base; /* their base, 10000 unless --rope-base */
+//> 18
     int torch;        /* PyTorch's options (torch.h), shapes alone: */
     cli_torch masks;
+//<
 //> 19
     size_t window, keep; /* --window, --keep-first (window.h) */
     int alibi, sinks;    /* --alibi, --sinks */
@@ -45,6 +50,7 @@ typedef struct cmd_trace_case {
  * shown as asked; lens the valid_lens or NULL. */
 int cmd_run_trace(const cmd_trace_case *ts, const double *lens,
                   cmd_trace_show show);
+//<
 
 #endif
 //<

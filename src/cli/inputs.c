@@ -1,4 +1,5 @@
 //> handout
+//> 08
 /* inputs.c: read and check the inputs of `mha forward` / `mha heatmap`.
  *
  * Shapes: queries (B, Lq, Dq), keys (B, Lk, Dk), values (B, Lk, Dv);
@@ -44,6 +45,7 @@ static int parse_lens(cli_option *opts, size_t nopts, double *lens,
     return CLI_OK;
 }
 
+//> 15
 int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base)
 {
     const cli_option *on = cli_find(opts, nopts, "--rope");
@@ -54,6 +56,7 @@ int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base)
         return cli_error("--rope-base '%s' needs --rope", b->value);
     return cli_parse_number_above(b, 1, base);
 }
+//<
 
 //> 19
 int cli_window_options(cli_option *opts, size_t nopts, int causal,
@@ -78,6 +81,7 @@ int cli_window_options(cli_option *opts, size_t nopts, int causal,
 }
 //<
 
+//> 17
 int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads)
 {
     *kv_heads = heads;
@@ -90,6 +94,7 @@ int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads)
                          *kv_heads, heads);
     return CLI_OK;
 }
+//<
 
 int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
@@ -106,22 +111,27 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
             !value_of(opts, nopts, required[i]))
             return cli_error("%s is required (see %s --help)", required[i],
                              cli_command());
-    size_t heads = 0, kv_heads = 0;
+    size_t heads = 0;
     if (cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads))
         return CLI_USAGE;
+//> 17
+    size_t kv_heads = 0;
     if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
                             &kv_heads))
         return CLI_USAGE;
+//<
     if (value_of(opts, nopts, "--valid-lens") &&
         value_of(opts, nopts, "--valid-lens-file"))
         return cli_error("--valid-lens '%s' and --valid-lens-file '%s': give "
                          "one or the other",
                          value_of(opts, nopts, "--valid-lens"),
                          value_of(opts, nopts, "--valid-lens-file"));
+//> 15
     int rope;
     double base;
     if (cli_rope_options(opts, nopts, &rope, &base))
         return CLI_USAGE;
+//<
 //> 19
     size_t window, keep;
     int alibi;
@@ -354,8 +364,20 @@ static int build_module(tensor *const *f, size_t heads,
         .query_size = f[WQ]->shape[1], .key_size = f[WK]->shape[1],
         .value_size = f[WV]->shape[1], .num_hiddens = f[WQ]->shape[0],
         .num_heads = heads, .out_size = f[WO]->shape[0],
-        .bias = f[BQ] || f[BK] || f[BV] || f[BO], .kv_heads = opt->kv_heads,
-        .causal = opt->causal, .rope = opt->rope, .rope_base = opt->rope_base};
+        .bias = f[BQ] || f[BK] || f[BV] || f[BO]};
+/*< 15
+    (void)opt; // the options of chapters 15 and on
+*/
+//> 15
+    cfg.rope = opt->rope;
+    cfg.rope_base = opt->rope_base;
+//<
+//> 16
+    cfg.causal = opt->causal;
+//<
+//> 17
+    cfg.kv_heads = opt->kv_heads;
+//<
 //> 19
     cfg.window = opt->window;
     cfg.keep_first = opt->keep_first;
@@ -444,8 +466,11 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
         return CLI_OK;
     size_t heads = 1, kv_heads;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+    kv_heads = heads;
+//> 17
     cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
                         &kv_heads); // checked by cli_inputs_check_options
+//<
     double B = (double)q->shape[0], Lq = (double)q->shape[1];
     double Lk = (double)k->shape[1], D = (double)h[WQ].shape[0];
     double Dout = (double)h[WO].shape[0];
@@ -457,8 +482,10 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
              sizeof(double);
     if (keep_weights) // (B, h, Lq, Lk)
         bytes += B * (double)heads * Lq * Lk * sizeof(double);
+//> 18
     if (cli_torch_wanted(opts, nopts)) // the merged mask, scores and A,
         bytes += 3 * B * (double)heads * Lq * (Lk + 2) * sizeof(double);
+//<
     double limit = 0;
     char from[128], need[32];
     if (memory_limit(&limit, from, sizeof from))
@@ -480,22 +507,29 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         path[i] = value_of(opts, nopts, option_of(i));
     size_t heads = 0, kv_heads = 0;
     cli_parse_count(cli_find(opts, nopts, "--heads"), CLI_COUNT_MAX, &heads);
+    kv_heads = heads;
+    // what the options choose of the module; build_module adds the sizes
+    multihead_config opt = {0};
+//> 16
+    opt.causal = value_of(opts, nopts, "--causal") != NULL;
+//<
+//> 17
     cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), heads,
                         &kv_heads); // checked by cli_inputs_check_options
-    // what the options choose of the module; build_module adds the sizes
-    multihead_config opt = {.kv_heads = kv_heads,
-                            .causal = value_of(opts, nopts, "--causal") != NULL};
+    opt.kv_heads = kv_heads;
+//<
 
     int status = CLI_OK;
     for (int i = 0; i < NFILES && !status; i++)
         if (path[i] && npy_read_mapped(path[i], &f[i]))
             status = cli_error("%s: %s", option_of(i), mha_last_error());
     int k_def = !path[K], v_def = !path[V];
+    memset(given_by, 0, sizeof given_by);
+//> 18
     // the weights PyTorch's options give, split into W_q, W_k, W_v ...
     char torch_path[8][256];
     const char *torch_option[8] = {NULL};
     tensor *q3 = f[Q], *k3 = k_def ? f[Q] : f[K], *v3 = v_def ? f[Q] : f[V];
-    memset(given_by, 0, sizeof given_by);
     if (!status && q3->ndim == 3 && k3->ndim == 3 && v3->ndim == 3)
         status = cli_torch_weights(opts, nopts, q3->shape[2], k3->shape[2],
                                    v3->shape[2], &f[WQ], torch_option,
@@ -505,6 +539,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
             given_by[WQ + i] = torch_option[i];
             path[WQ + i] = torch_path[i];
         }
+//<
     if (!status)
         status = check_shapes(path, f, heads, kv_heads, k_def, v_def);
     if (!status) {
@@ -516,8 +551,10 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         f[Q] = f[K] = f[V] = f[VL] = NULL;
         status = check_valid_lens(opts, nopts, in, k_def);
     }
+//> 15
     if (!status)
         status = cli_rope_options(opts, nopts, &opt.rope, &opt.rope_base);
+//<
 //> 19
     tensor *sinks = NULL; // (h,)
     const char *sinks_path = value_of(opts, nopts, "--sinks");
@@ -543,6 +580,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
         status = cli_error("--sinks: %s", mha_last_error());
     tensor_free(sinks);
 //<
+//> 18
     if (!status && cli_torch_wanted(opts, nopts)) {
         in->has_torch = 1;
         size_t p = in->m.cfg.num_hiddens / heads;
@@ -550,6 +588,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
                                 in->queries->shape[1], in->keys->shape[1],
                                 in->m.cfg.kv_heads * p, &in->torch);
     }
+//<
     for (int i = 0; i < NFILES; i++)
         tensor_free(f[i]);
     memset(given_by, 0, sizeof given_by);
@@ -566,8 +605,11 @@ void cli_inputs_free(cli_inputs *in)
     tensor_free(in->valid_lens);
     if (in->has_m)
         multihead_free(&in->m);
+//> 18
     if (in->has_torch)
         cli_torch_free(&in->torch);
+//<
     memset(in, 0, sizeof *in);
 }
+//<
 //<

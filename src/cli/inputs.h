@@ -1,4 +1,5 @@
 //> handout
+//> 08
 /* inputs.h: what `mha forward` and `mha heatmap` read, checked.
  *
  * Shapes (batch-first, PyTorch's weight layout):
@@ -25,20 +26,48 @@
 
 #include "args.h"
 #include "libmha.h"
+//> 18
 #include "torch.h"
+//<
 
-/* The options both subcommands take, for their tables. */
+/* The options both subcommands take, for their tables: those of the
+ * module of chapter 08, then each later chapter's (each list below starts
+ * with a comma, and is empty before its chapter). */
 #define CLI_INPUT_OPTIONS                                                     \
     {"--heads", 1, NULL}, {"--queries", 1, NULL}, {"--keys", 1, NULL},        \
     {"--values", 1, NULL}, {"--wq", 1, NULL}, {"--wk", 1, NULL},              \
     {"--wv", 1, NULL}, {"--wo", 1, NULL}, {"--bq", 1, NULL},                  \
     {"--bk", 1, NULL}, {"--bv", 1, NULL}, {"--bo", 1, NULL},                  \
-    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL},             \
-    {"--kv-heads", 1, NULL}, {"--causal", 0, NULL}, CLI_ROPE_OPTIONS,      \
-    CLI_WINDOW_INPUT_OPTIONS CLI_TORCH_OPTIONS
+    {"--valid-lens", 1, NULL}, {"--valid-lens-file", 1, NULL}              \
+    CLI_ROPE_INPUT_OPTIONS CLI_CAUSAL_INPUT_OPTIONS CLI_KV_INPUT_OPTIONS      \
+    CLI_WINDOW_INPUT_OPTIONS CLI_TORCH_INPUT_OPTIONS
 
+//> 15
 /* Rotary embeddings on Q and K (posenc.h): mha forward, heatmap and trace. */
 #define CLI_ROPE_OPTIONS {"--rope", 0, NULL}, {"--rope-base", 1, NULL}
+#define CLI_ROPE_INPUT_OPTIONS , CLI_ROPE_OPTIONS
+//<
+/*< 15
+#define CLI_ROPE_INPUT_OPTIONS
+*/
+//> 16
+#define CLI_CAUSAL_INPUT_OPTIONS , {"--causal", 0, NULL}
+//<
+/*< 16
+#define CLI_CAUSAL_INPUT_OPTIONS
+*/
+//> 17
+#define CLI_KV_INPUT_OPTIONS , {"--kv-heads", 1, NULL}
+//<
+/*< 17
+#define CLI_KV_INPUT_OPTIONS
+*/
+//> 18
+#define CLI_TORCH_INPUT_OPTIONS , CLI_TORCH_OPTIONS
+//<
+/*< 18
+#define CLI_TORCH_INPUT_OPTIONS
+*/
 
 //> 19
 /* Where attention may look (window.h): --window W, --keep-first K and
@@ -61,7 +90,7 @@
 int cli_window_options(cli_option *opts, size_t nopts, int causal,
                        size_t *window, size_t *keep, int *alibi);
 /* Forward's and heatmap's share of them, --sinks with its file. */
-#define CLI_WINDOW_INPUT_OPTIONS CLI_WINDOW_OPTIONS, {"--sinks", 1, NULL},
+#define CLI_WINDOW_INPUT_OPTIONS , CLI_WINDOW_OPTIONS, {"--sinks", 1, NULL}
 //<
 /*< 19
 #define CLI_WINDOW_INPUT_OPTIONS
@@ -74,20 +103,26 @@ typedef struct cli_inputs {
     tensor *valid_lens; /* (B,) or (B, Lq), or NULL */
     multihead m;        /* configured and loaded */
     int has_m;          /* 1 once m needs multihead_free */
+//> 18
     int has_torch;      /* 1: PyTorch's options (torch.h), read into torch */
     cli_torch torch;
+//<
 } cli_inputs;
 
+//> 15
 /* --rope and --rope-base from opts (which must hold CLI_ROPE_OPTIONS):
  * *rope 1 when --rope is given, *base the number after --rope-base (0,
  * the module's default 10000, when absent).  CLI_USAGE after one line for
  * --rope-base without --rope or one that is not a finite number > 1. */
 int cli_rope_options(cli_option *opts, size_t nopts, int *rope, double *base);
+//<
 
+//> 17
 /* --kv-heads, the key-value heads G, into *kv_heads: heads when the
  * option is absent.  CLI_USAGE after one line when it is not a whole
  * number >= 1 or does not divide heads (mha forward, heatmap and trace). */
 int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads);
+//<
 
 /* The input options present and well formed (no file is opened): run
  * this first, so a usage mistake is reported before any work.  --kv-heads
@@ -121,4 +156,5 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in);
 void cli_inputs_free(cli_inputs *in);
 
 #endif
+//<
 //<

@@ -41,7 +41,6 @@
 
 #include "args.h"
 #include "commands.h"
-#include "inputs.h"
 #include "libmha.h"
 #include "output.h"
 #include "paths.h"
@@ -54,13 +53,17 @@ static const char usage_main[] =
     "files, batch-first, weights in PyTorch's layout.\n"
     "\n"
     "commands:\n"
+//> 08
     "  trace     print the module's whole shape trace, run on shapes alone\n"
+//<
     "  quiz      a case drawn from a seed, asked step by step: shapes, views\n"
-    "            or copies, the repeated valid_lens\n"
+    "            or copies, the repeated valid_lens (from chapter 06)\n"
+//> 08
     "  forward   run the module on .npy inputs and weights, write .npy outputs\n"
     "  heatmap   draw every head's attention weights (PNG, SVG or terminal)\n"
     "  view      write one HTML page to explore the weights, heads and shapes\n"
     "            in a browser, with nothing loaded from outside\n"
+//<
     "\n"
     "`mha <command> --help` describes each one.  Exit status: 0 on success,\n"
     "2 on bad input (one line on stderr, every file as it was before the run),\n"
@@ -86,8 +89,13 @@ int main(int argc, char **argv)
     if (fail_after && *fail_after)
         mha_debug_fail_alloc_after(strtol(fail_after, NULL, 10));
     if (argc < 2)
+/*< 08
+        return cli_error("missing command: quiz (see mha --help)");
+*/
+//> 08
         return cli_error("missing command: trace, quiz, forward, heatmap or "
                          "view (see mha --help)");
+//<
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage_main, stdout);
@@ -97,19 +105,30 @@ int main(int argc, char **argv)
         const char *name, *label; /* label: the name its messages carry */
         int (*run)(int argc, char **argv);
     } commands[] = {
+//> 08
         {"trace", "mha trace", cmd_trace},
+//<
         {"quiz", "mha quiz", cmd_quiz},
+//> 08
         {"forward", "mha forward", cmd_forward},
         {"heatmap", "mha heatmap", cmd_heatmap},
         {"view", "mha view", cmd_view},
+//<
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0) {
             cli_set_command(commands[i].label);
             return exit_status(commands[i].run(argc - 2, argv + 2));
         }
+/*< 08
+    return cli_error("unknown command '%s' (expected quiz; the others come "
+                     "with chapter 08; see mha --help)",
+                     cmd);
+*/
+//> 08
     return cli_error("unknown command '%s' (expected trace, quiz, forward, "
                      "heatmap or view; see mha --help)",
                      cmd);
+//<
 }
 //<

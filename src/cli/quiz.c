@@ -30,12 +30,13 @@ static size_t digit(unsigned long long *k, size_t r)
     return d;
 }
 
-void quiz_draw(unsigned long long seed, quiz_case *c)
+void quiz_draw(unsigned long long seed, int upto, quiz_case *c)
 {
     memset(c, 0, sizeof *c);
     unsigned long long k = mix64(seed);
     c->seed = seed;
     c->seeded = 1;
+    c->upto = upto;
     c->causal = digit(&k, 3) == 0;
     c->Lq = 1 + digit(&k, 4);
     // causal: every query sees a key only when Lk >= Lq
@@ -52,6 +53,14 @@ void quiz_draw(unsigned long long seed, quiz_case *c)
     c->has_lens = 1;
     for (size_t b = 0; b < c->B; b++)
         c->lens[b] = (double)(1 + digit(&k, c->Lk));
+    // what the class has not met yet: grouped heads (chapter 17), the
+    // causal mask of decoding (16), valid lengths per head (07)
+    if (upto < 17)
+        c->G = c->h;
+    if (upto < 16)
+        c->causal = 0;
+    if (upto < 7)
+        c->has_lens = 0;
 }
 
 /* "[3, 3, 2, 2]": n values into buf. */
@@ -90,6 +99,15 @@ void quiz_describe(FILE *f, const quiz_case *c)
     }
     quiz_values_str(lens, sizeof lens, c->lens, c->B);
     fprintf(f, "valid_lens %s", lens);
+}
+
+const char *quiz_upto_option(const quiz_case *c, char *buf, size_t n)
+{
+    if (c->upto == MHA_CHAPTER)
+        snprintf(buf, n, "%s", "");
+    else
+        snprintf(buf, n, " --up-to %02d", c->upto);
+    return buf;
 }
 
 void quiz_trace_command(FILE *f, const quiz_case *c)
@@ -530,7 +548,8 @@ void quiz_build(const quiz_case *c, quiz *z)
     // about the case as a whole
     heading(b, 0, "and about this case:");
     qt w = fresh(4, (size_t[]){B, h, Lq, Lk}, (const char *[]){"B", "h", "Lq", "Lk"});
-    ask_shape(b, &w, "the attention weights the forward returns: their shape");
+    if (c->upto >= 8) // the module's forward (chapter 08)
+        ask_shape(b, &w, "the attention weights the forward returns: their shape");
     if (grouped) {
         // heads in order, per to a group: count the groups before head i
         // which head: one the sizes pick, so mha trace asks the same

@@ -25,6 +25,11 @@
 
 /* --- one case ------------------------------------------------------- */
 
+/* The chapter whose idea the quiz starts from (transpose_qkv's split
+ * into heads), and its title for the line that says so. */
+#define QUIZ_FIRST_CHAPTER 6
+#define QUIZ_FIRST_TITLE "splitting heads"
+
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
 
@@ -41,26 +46,38 @@
  * per example (lens[b], when has_lens).  A drawn case has B 1-3, Lq 1-4,
  * Lk 2-6 (at least Lq when causal), h 1-4, G any divisor of h, D/h 2-5,
  * causal one time in three, each valid length 1 to Lk: sizes of 1 are
- * drawn too, since they are what turns a copy into a view. */
+ * drawn too, since they are what turns a copy into a view.  upto is the
+ * last chapter whose ideas the quiz may ask (QUIZ_FIRST_CHAPTER or
+ * later): a case drawn for an earlier chapter than 17 has G = h, than 16
+ * no causal mask, than 07 no valid lengths; and the question about the
+ * module's weights comes with chapter 08. */
 typedef struct quiz_case {
     unsigned long long seed;
     int seeded; /* 1 for a drawn case (mha quiz), 0 for mha trace's sizes */
+    int upto;   /* the last chapter taught */
     size_t B, Lq, Lk, D, h, G;
     int causal;
     int has_lens;
     double lens[QUIZ_LENS_MAX]; /* the first QUIZ_LENS_MAX of them */
 } quiz_case;
 
-/* The case of seed (0 .. QUIZ_SEED_MAX): the seed is mixed into 64 bits
- * and each size read off them in turn, every size of its range as likely
- * as any other; every digit of the seed counts. */
-void quiz_draw(unsigned long long seed, quiz_case *c);
+/* The case of seed (0 .. QUIZ_SEED_MAX) for a class taught up to chapter
+ * upto: the seed is mixed into 64 bits and each size read off them in
+ * turn, every size of its range as likely as any other; every digit of
+ * the seed counts.  The sizes are the same for every upto; what upto has
+ * not taught yet (grouped heads, the causal mask, valid lengths) is then
+ * left out. */
+void quiz_draw(unsigned long long seed, int upto, quiz_case *c);
 
 /* The case in one line: "queries (2, 3, 8), keys and values (2, 4, 8):
  * 2 heads of 4 features, causal, valid_lens [3, 2]". */
 void quiz_describe(FILE *f, const quiz_case *c);
 /* "[3, 3, 2, 2]": n values, each exact (trace_number_str), into buf. */
 void quiz_values_str(char *buf, size_t size, const double *v, size_t n);
+
+/* " --up-to 08" when the case's upto is not the copy's last chapter
+ * (MHA_CHAPTER), else "": into buf (room n), returned. */
+const char *quiz_upto_option(const quiz_case *c, char *buf, size_t n);
 
 /* The mha trace command that asks the same questions: "mha trace --batch
  * 2 --queries 3 ... --quiz". */

@@ -16,7 +16,6 @@
 
 #include "args.h"
 #include "commands.h"
-#include "inputs.h"
 #include "libmha.h"
 #include "output.h"
 #include "paths.h"
@@ -136,8 +135,10 @@ int quiz_print_worksheet(const quiz *z, int answers)
     }
     if (!m)
         return cli_error("out of memory writing the worksheet");
+    char upto[32];
+    quiz_upto_option(&z->c, upto, sizeof upto);
     if (z->c.seeded)
-        snprintf(title, sizeof title, "mha quiz --seed %llu", z->c.seed);
+        snprintf(title, sizeof title, "mha quiz --seed %llu%s", z->c.seed, upto);
     else
         snprintf(title, sizeof title, "mha trace --quiz");
     sheet_add(&s, 1, "%s: %zu questions", title, z->n);
@@ -158,9 +159,9 @@ int quiz_print_worksheet(const quiz *z, int answers)
         snprintf(typed, sizeof typed,
                  "To type your answers in: a file whose first line is "
                  "\"# mha quiz --seed %llu\", then one answer a line, numbered "
-                 "as here (\"1. (2, 3, 8)\"); mha quiz --seed %llu --answers "
+                 "as here (\"1. (2, 3, 8)\"); mha quiz --seed %llu%s --answers "
                  "FILE grades it.",
-                 z->c.seed, z->c.seed);
+                 z->c.seed, z->c.seed, upto);
         sheet_wrap(&s, 0, 0, typed);
     }
     sheet_add(&s, 1, "%s", "");

@@ -1,4 +1,5 @@
 //> handout
+//> 18
 /* torch.c: PyTorch's nn.MultiheadAttention options of torch.h, read and
  * checked.
  *
@@ -516,4 +517,5 @@ void cli_torch_free(cli_torch *t)
     tensor_free(t->bias_v);
     memset(t, 0, sizeof *t);
 }
+//<
 //<

@@ -1,4 +1,5 @@
 //> handout
+//> 18
 /* torch.h: PyTorch's nn.MultiheadAttention options on `mha forward` and
  * `mha heatmap`, with PyTorch's meanings and shapes (E = D = h*p):
  *
@@ -111,4 +112,5 @@ void cli_torch_describe(FILE *f, const cli_torch *t);
 void cli_torch_free(cli_torch *t);
 
 #endif
+//<
 //<
