@@ -25,7 +25,8 @@
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handout      a student's copy in handout/ with the exercises blank
-#                     (CH=08: of chapters 01 .. 08 only)
+#                     (CH=08: of chapters 01 .. 08 only; HANDOUT_DIR=../x:
+#                     elsewhere), a git repository of its own
 #<
 #> handout
 #   make grade        which exercises pass (EXERCISE=name: that one only);
@@ -393,8 +394,9 @@ snapshots: $(BUILD)/marks-filter
 # bodies blanked, from the files git tracks, and never over a handout/
 # that differs from a fresh one (tools/handout.sh); tools/test-handout.sh
 # checks the round trip.
+HANDOUT_DIR ?= handout
 handout: $(BUILD)/marks-filter $(BUILD)/weave
-	@tools/handout.sh --chapter "$(CH)" --tools $(BUILD) handout
+	@tools/handout.sh --chapter "$(CH)" --tools $(BUILD) $(HANDOUT_DIR)
 
 # The autograders, for a fresh handout: build/autograder/gradescope.zip
 # (setup.sh and run_autograder at its root, the handout beside them) and
@@ -435,10 +437,13 @@ grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 # user.name, then $USER).  The build runs quietly into a log: one line
 # while it builds, then the grade (with the build's warnings, if any), or
 # the compiler's error lines and where the whole log is, and reports that
-# give every test 0.
+# give every test 0.  Before it, each exercise's file is compiled on its
+# own: an exercise that does not compile is graded as its blank, its
+# errors shown under it, and the others keep their points.
 GRADE_LOG := $(BUILD)/grade/build.log
 grade:
 	@mkdir -p $(BUILD)/grade
+	@tools/grade.py compile $(BUILD) $(BUILD)/grade -- $(CC) $(CPPFLAGS) $(ALL_CFLAGS)
 	@echo "building the library and the tests ... (log: $(GRADE_LOG))"
 	@$(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1 || { \
 	    tools/grade.py build-failed $(BUILD)/grade $(GRADE_LOG) '$(strip $(EXERCISE))'; \

@@ -7,6 +7,13 @@ student and for the places courses grade in.
       tests/) in a process group of its own under a time limit, print the
       summary and write the reports (below) into OUTDIR, or OUTDIR/NAME
       for one exercise, so that grading one never overwrites another's.
+  grade.py compile BUILD OUTDIR -- CC FLAGS...
+      before the build of `make grade`: each exercise's file compiled on
+      its own; an exercise whose body does not compile is graded as its
+      blank (tools/stub.awk), from a copy of the file in OUTDIR/patched/
+      compiled into BUILD/obj/ (the student's file is never changed), and
+      its compiler errors go to OUTDIR/compile-errors.json, which the
+      grade shows under that exercise.
   grade.py build-failed OUTDIR BUILD_LOG [NAME]
       the same reports when the build failed: every test scores 0.
   grade.py submission TEMPLATE SUBMISSION OUTDIR [--student NAME]
@@ -410,17 +417,26 @@ def run_leak_check(binary, names, limit, scratch, root):
 # --- the grade ----------------------------------------------------------
 
 def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, only,
-          build_note, warnings, elapsed):
+          build_note, warnings, elapsed, broken=None):
     """The grade as data (one dict per test, per exercise) and its summary
     text, one screen."""
     rows, summary = [], []
+    broken = broken or {}  # {exercise: its compiler errors} (cmd_compile)
     summary.append("grade for %s (%s), %s" % (student, where, now()))
-    if warnings:
-        summary.append("the build has %d warning%s (not errors here, but worth fixing):"
-                       % (len(warnings), "" if len(warnings) == 1 else "s"))
-        summary += ["    " + w for w in warnings[:5]]
-        if len(warnings) > 5:
-            summary.append("    ... and %d more in the build log" % (len(warnings) - 5))
+    # warnings in the files that hold the exercises are the student's to
+    # fix; the others come from code handed out as it is
+    mine_files = {f for _, f, _ in exercises}
+    mine = [w for w in warnings if w.split(":", 1)[0] in mine_files]
+    theirs = [w for w in warnings if w not in mine]
+    if mine:
+        summary.append("your files have %d warning%s (not errors here, but worth fixing):"
+                       % (len(mine), "" if len(mine) == 1 else "s"))
+        summary += ["    " + w for w in mine[:5]]
+        if len(mine) > 5:
+            summary.append("    ... and %d more in the build log" % (len(mine) - 5))
+    if theirs:
+        summary.append("the handout's own code has %d warning%s (not yours to fix; see "
+                       "the build log)" % (len(theirs), "" if len(theirs) == 1 else "s"))
     body = []
     passed = failed = 0
     total = total_max = 0
@@ -436,6 +452,8 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
         total_max += each * len(names)
         for t in names:
             r = results.get(t, {"status": "failed", "where": "", "message": build_note})
+            if name in broken and r["status"] != "passed":
+                r = dict(r, message="%s does not compile: %s" % (name, broken[name][0]))
             rows.append({"exercise": name, "test": t, "chapter": chapter, "file": file,
                          "passed": r["status"] == "passed", "status": r["status"],
                          "score": each if r["status"] == "passed" else 0,
@@ -446,10 +464,16 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
         failed += 0 if done else 1
         tag = ""
         if not done:
-            tag = "  <- " + (build_note and "the build failed" or ended or "not done yet")
+            tag = "  <- " + (build_note and "the build failed"
+                             or name in broken and "does not compile (graded as its blank)"
+                             or ended or "not done yet")
         body.append("%-*s %d/%d tests pass  %3d/%d points%s"
                     % (width, name, ok, len(names), score, each * len(names), tag))
-        if not done and not build_note:
+        if name in broken:
+            body += ["    " + e for e in broken[name][:3]]
+            if len(broken[name]) > 3:
+                body.append("    ... and %d more errors" % (len(broken[name]) - 3))
+        elif not done and not build_note:
             first = first_failure(names, results)
             if first:
                 body += ["    " + l for l in first.splitlines()]
@@ -552,26 +576,35 @@ def write_reports(outdir, rows, summary, totals, student, elapsed, build_failed=
 
     # JUnit
     suites = ET.Element("testsuites", name="grade", tests=str(len(rows)),
-                        failures=str(sum(1 for r in rows if r["status"] == "failed")),
-                        errors=str(sum(1 for r in rows if r["status"] not in ("passed", "failed"))))
+                        failures=str(sum(1 for r in rows if junit_tag(r) == "failure")),
+                        errors=str(sum(1 for r in rows if junit_tag(r) == "error")))
     by_suite = {}
     for r in rows:
         by_suite.setdefault(r["exercise"], []).append(r)
     for name, rs in by_suite.items():
         s = ET.SubElement(suites, "testsuite", name="ex_" + name, tests=str(len(rs)),
-                          failures=str(sum(1 for r in rs if r["status"] == "failed")),
-                          errors=str(sum(1 for r in rs if r["status"] not in ("passed", "failed"))))
+                          failures=str(sum(1 for r in rs if junit_tag(r) == "failure")),
+                          errors=str(sum(1 for r in rs if junit_tag(r) == "error")))
         for r in rs:
             c = ET.SubElement(s, "testcase", classname="ex_" + name, name=r["test"])
             if r["passed"]:
                 continue
-            tag = "failure" if r["status"] == "failed" else "error"
+            tag = junit_tag(r)
             e = ET.SubElement(c, tag, type=r["status"],
                               message=(r["message"] or r["status"]).splitlines()[0])
             e.text = (r["where"] + ": " if r["where"] else "") + r["message"]
     ET.indent(suites) if hasattr(ET, "indent") else None
     write(os.path.join(outdir, "grade.xml"),
           '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n")
+
+
+def junit_tag(r):
+    """JUnit's word for a test that did not pass: a failure when the code
+    under test is at fault (a wrong value, a time-out: a loop that does not
+    end), an error when the test itself could not run (a crash, not run)."""
+    if r["passed"]:
+        return None
+    return "failure" if r["status"] in ("failed", "timed out") else "error"
 
 
 def write(path, text):
@@ -630,9 +663,13 @@ def cmd_run(args):
                                        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                        os.path.join(args.outdir, "leaks.json"),
                                        {e[0]: e[1] for e in exercises})
+    try:
+        broken = json.load(open(os.path.join(args.outdir, "compile-errors.json")))
+    except (OSError, ValueError):
+        broken = {}
     rows, summary, totals = grade(exercises, tests, lines, outcome, leaks, leak_line,
                                   student, where, only, "", warnings,
-                                  time.monotonic() - start)
+                                  time.monotonic() - start, broken)
     outdir = os.path.join(args.outdir, only) if only else args.outdir
     write_reports(outdir, rows, summary, totals, student, time.monotonic() - start,
                   seconds=seconds)
@@ -664,6 +701,92 @@ def cmd_build_failed(args):
     print("\n".join(errors[:20]))
     print("grade: the whole build log is %s" % args.log)
     return 1
+
+
+# --- one exercise's compile error costs that exercise only --------------
+
+def body_ranges(lines, names):
+    """{name: (first, last)}: the 1-based lines of each exercise's
+    function, its signature to the "}" that ends it (as tools/stub.awk
+    finds it)."""
+    ranges, pending, start, state = {}, None, 0, 0
+    for i, line in enumerate(lines, 1):
+        m = re.search(r"@exercise (\w+)", line)
+        if state == 0 and m and m.group(1) in names:
+            pending = m.group(1)
+        elif state == 0 and pending and re.match(r"[A-Za-z]", line) and pending + "(" in line:
+            state, start = 1, i
+        elif state == 1 and line.rstrip("\n") == "}":
+            ranges[pending] = (start, i)
+            pending, state = None, 0
+    return ranges
+
+
+def compile_errors(cc, path, shown):
+    """The compiler's error lines for path (-fsyntax-only), each naming
+    `shown` as the file."""
+    r = subprocess.run(cc + ["-fsyntax-only", path], capture_output=True, text=True)
+    if r.returncode == 0:
+        return []
+    return [l.replace(path, shown, 1) for l in r.stderr.splitlines() if ": error:" in l]
+
+
+def cmd_compile(args):
+    cc = args.cc[1:] if args.cc and args.cc[0] == "--" else args.cc
+    patched_dir = os.path.join(args.outdir, "patched")
+    errors = {}
+    by_file = {}
+    for name, file, _ in exercises_here():
+        by_file.setdefault(file, []).append(name)
+    for file, names in sorted(by_file.items()):
+        obj = os.path.join(args.build, "obj", os.path.splitext(file[len("src/"):])[0] + ".o")
+        patched = os.path.join(patched_dir, file)
+        found = compile_errors(cc, file, file)
+        if not found:
+            if os.path.exists(patched):  # the object was built from a patched copy
+                os.remove(patched)
+                if os.path.exists(obj):
+                    os.remove(obj)
+            continue
+        blanked, text = set(), open(file, errors="replace").read()
+        os.makedirs(os.path.dirname(patched), exist_ok=True)
+        while found:
+            ranges = body_ranges(text.splitlines(True), names)
+            at = set()
+            for e in found:
+                m = re.match(re.escape(file) + r":(\d+):", e)
+                who = m and next((n for n, (a, b) in ranges.items()
+                                  if a <= int(m.group(1)) <= b), None)
+                if who:
+                    at.add(who)
+                    if who not in blanked:
+                        errors.setdefault(who, []).append(e)
+            at -= blanked
+            if not at:
+                break  # an error outside every exercise: the build says so
+            blanked |= at
+            keep = " ".join(n for n in names if n not in blanked)
+            awk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub.awk")
+            with open(patched, "w") as out:
+                out.write(text)
+            text = subprocess.run(["awk", "-v", "keep=" + keep, "-f", awk, patched],
+                                  capture_output=True, text=True, check=True).stdout
+            text = text.replace('"%s"' % patched, '"%s"' % file)  # the blank names its file
+            with open(patched, "w") as out:
+                out.write(text)
+            found = compile_errors(cc + ["-iquote", os.path.dirname(file)], patched, file)
+        if found:
+            continue
+        os.makedirs(os.path.dirname(obj), exist_ok=True)
+        r = subprocess.run(cc + ["-iquote", os.path.dirname(file), "-c", patched, "-o", obj],
+                           capture_output=True, text=True)
+        if r.returncode:
+            continue
+        print("grade: %s does not compile; %s graded as %s blank%s" % (
+            file, " and ".join(sorted(blanked)), "its" if len(blanked) == 1 else "their",
+            "" if len(blanked) == 1 else "s"))
+    write(os.path.join(args.outdir, "compile-errors.json"), json.dumps(errors, indent=1) + "\n")
+    return 0
 
 
 # --- a submission over the handout -----------------------------------------
@@ -855,6 +978,10 @@ def main():
     r.add_argument("outdir")
     r.add_argument("name", nargs="?")
     r.add_argument("--log")
+    k = sub.add_parser("compile")
+    k.add_argument("build")
+    k.add_argument("outdir")
+    k.add_argument("cc", nargs=argparse.REMAINDER)
     b = sub.add_parser("build-failed")
     b.add_argument("outdir")
     b.add_argument("log")
@@ -873,7 +1000,7 @@ def main():
     g.add_argument("template")
     g.add_argument("outdir")
     args = p.parse_args()
-    return {"run": cmd_run, "build-failed": cmd_build_failed, "submission": cmd_submission,
+    return {"run": cmd_run, "compile": cmd_compile, "build-failed": cmd_build_failed, "submission": cmd_submission,
             "class": cmd_class, "gradescope": cmd_gradescope}[args.cmd](args)
 
 

@@ -36,6 +36,11 @@
 # solutions.  So it must be run in a git checkout; elsewhere it refuses,
 # since the project's files cannot be told from the teacher's own.
 #
+# DIR is a git repository of its own with one commit (the teacher's
+# history is not in it): push it as a template repository, or upload it.
+# Inside the teacher's clone (handout/, which the clone's .gitignore
+# leaves out) git run in DIR works on DIR alone.
+#
 # It never destroys work: the copy is written beside DIR under another
 # name and then renamed into place when DIR does not exist (or is an empty
 # folder).  When DIR exists and is a fresh handout already (its build/
@@ -138,15 +143,16 @@ list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)
         case " $keep " in *" $name "*) continue ;; esac
         echo "$name $(grep -l "@exercise $name " src/*/*.c | head -n 1) $chapter $summary"
     done | sort -s -k3,3n)
-[ -n "$list" ] ||
-    { echo "handout: chapters 01 .. $ch have no exercise to blank; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)" >&2; exit 2; }
-
+# chapters with no exercise yet (chapter 01) make a handout all the
+# same: the book, the programs and mha, nothing to grade yet
 {
     echo "# The exercises of this handout: write each function in src/, then"
     echo "# run \`make test\` to see which pass."
+    [ -n "$list" ] ||
+        echo "# Chapters 01 .. $ch have none; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)."
     echo "$list" | awk 'NF { print $1, $2, $3 }'
 } > "$new/HANDOUT"
-count=$(grep -vc '^#' "$new/HANDOUT")
+count=$(grep -vc '^#' "$new/HANDOUT" || true)
 
 # The student's README in place of the project's: the table comes from the
 # markers; tools/test-handout.sh checks its example of `make grade`
@@ -223,10 +229,21 @@ sed -n 's|.*(\.\./\(plots/[A-Za-z0-9_.-]*\)).*|\1|p' "$new"/docs/*.md | sort -u 
     while read -r f; do mkdir -p "$new/plots" && cp -p "$stage/$f" "$new/$f"; done
 rm -rf "$stage"
 
+# A repository of its own, one first commit, nothing of the teacher's
+# history: ready to push as a template repository (GitHub), or to upload
+# (Gradescope, Classroom 50).  git inside it works on it alone.  The
+# author is the teacher's git identity, or "handout" when there is none.
+name=$(git config user.name || echo handout)
+email=$(git config user.email || echo handout@localhost)
+(cd "$new" && git init -q && git add -A &&
+    git -c user.name="$name" -c user.email="$email" -c commit.gpgsign=false \
+        commit -q -m "Handout: chapters 01 .. $ch, $count exercises" >/dev/null) ||
+    fail "cannot make $new a git repository"
+
 # into place, or refused when DIR holds anything a fresh copy does not
 if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
     changes=$(cd "$(dirname "$out")" &&
-        diff -rq --no-dereference --exclude=build "$(basename "$out")" "$(basename "$new")" 2>&1 || true)
+        diff -rq --no-dereference --exclude=build --exclude=.git "$(basename "$out")" "$(basename "$new")" 2>&1 || true)
     if [ -n "$changes" ]; then
         n=$(echo "$changes" | wc -l)
         first=$(echo "$changes" | head -n 1 | awk -v a="$(basename "$out")/" -v b="$(basename "$new")/" '
@@ -249,4 +266,4 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
 fi
 [ ! -d "$out" ] || rmdir "$out"
 mv "$new" "$out"
-echo "handout: wrote $out with $count exercises blanked"
+echo "handout: wrote $out with $count exercises blanked, a git repository of its own (one commit; see docs/teachers-guide.md)"

@@ -52,7 +52,7 @@ take() {
 
 # the student's side of the grading, which a handout runs
 grading=
-[ -z "$handout" ] || grading="tools/grade.py"
+[ -z "$handout" ] || grading="tools/grade.py tools/stub.awk"
 for f in Makefile .gitignore tools/deps.sh tools/cblas_info.c tools/transcripts.sh chapters/lesson.h \
          src/*.c src/*.h src/*/*.js src/*/*.css src/*/*.c src/*/*.h tests/*.c tests/*.h $grading; do
     [ -f "$f" ] && take "$f"
