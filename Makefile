@@ -24,6 +24,7 @@
 #                     teacher/expected/ from teacher/*.c, then make docs
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
 #   make snapshots    every chapter's snapshot, each built and tested
+#   make handouts     every chapter's handout, each cut and built
 #   make handout      a student's copy in handout/ with the exercises blank
 #                     (CH=08: of chapters 01 .. 08 only; HANDOUT_DIR=../x:
 #                     elsewhere), a git repository of its own
@@ -187,7 +188,7 @@ $(CHAPTER_STAMP):
 .PHONY: all build walkthrough test check transcripts info clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout handout-check test-grading \
-        fuzz parity browser-test snapshot snapshots module-pictures \
+        fuzz parity browser-test snapshot snapshots handouts module-pictures \
         clean-tree fresh-root grade-class gradescope
 #<
 #> handout
@@ -389,6 +390,11 @@ snapshots: $(BUILD)/marks-filter
 #<
 
 #> full
+# Every chapter's handout cut and built (tools/test-handouts.sh), mha
+# and its quiz included: CI's stage, after make snapshots.
+handouts: $(BUILD)/marks-filter $(BUILD)/weave $(CLI_BIN)
+	@tools/test-handouts.sh $(BUILD)
+
 # Exercises: `make handout` writes a student's copy cut from the chapters'
 # code (chapters 01 .. CH, all of them by default) with the exercise
 # bodies blanked, from the files git tracks, and never over a handout/

@@ -15,7 +15,9 @@
 #     heads are transpose_qkv's reshape and permute, its rotation
 #     rope_rotate_pair's formula); tools/answer-leaks.py finds any
 #     expression of a reference body left anywhere in the copy;
-#   - the grading (lines marked "handout", tools/grade.py): DIR/HANDOUT
+#   - the grading (lines marked "handout", tools/grade.py, and
+#     tools/stub.awk, with which the grade puts back the blank of an
+#     exercise that does not compile): DIR/HANDOUT
 #     lists the exercises ("NAME FILE CHAPTER", by chapter), and its
 #     presence makes `make test` in DIR grade the exercises instead of
 #     running the teacher's checks;

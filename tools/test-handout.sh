@@ -22,7 +22,12 @@
 #      and once more in the first state that fills its blanks); filled
 #      completely, `make grade` passes;
 #   5. make handout CH=NN cuts chapters 01 .. NN with their exercises
-#      only, and refuses a CH that is no chapter or holds no exercise;
+#      only (CH=01, which has none, too), and refuses a CH that is no
+#      chapter; the cut at 06 builds everything, mha too, and its quiz
+#      asks only what chapters 06 .. 06 teach; the handout is a git
+#      repository of its own with one commit; a compile error in one
+#      exercise costs that exercise only (the other, in the same file,
+#      keeps its points), and the student's file stays as written;
 #      it copies what git tracks and nothing else (not a teacher's answer
 #      file or solutions), refuses outside a git checkout, and never
 #      destroys a handout that differs from a fresh one (a student's
@@ -107,9 +112,10 @@ no_leaks "$h"
 # Nothing of the teacher's: tooling, the book's section for teachers, a
 # key, folded solutions, the word to run make handout, the fast path
 # (its views and loops are the answers in other forms: the copy's mha
-# program runs the lesson's module instead)
+# program runs the lesson's module instead).  (tools/stub.awk is there:
+# the grade puts back the blank of an exercise that does not compile.)
 for f in .ci tools/test-handout.sh tools/answer-leaks.py tools/fuzz tools/fuzz.sh \
-    tools/fresh-root.sh tools/check-clean-tree.sh tools/handout.sh tools/stub.awk \
+    tools/fresh-root.sh tools/check-clean-tree.sh tools/handout.sh \
     tools/bench.c src/fast/multihead_fast.c docs/teacher teacher; do
     [ ! -e "$h/$f" ] || fail "the handout holds the teacher's $f"
 done
@@ -328,26 +334,56 @@ want6=$(awk '$3 <= 6 { print $1 }' "$dir/list" | sort)
     fail "the handout of CH=06 holds the code of later chapters"
 # (its tests are those of chapter 06's snapshot, which CI builds and runs)
 no_leaks "$h"
-make -C "$h" -j2 CFLAGS="$hflags" $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's|^\(.*\)\.c$|build/chapters/\1|') \
-    > "$dir/build6.txt" 2>&1 ||
-    { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not compile"; }
+make -C "$h" -j2 CFLAGS="$hflags" > "$dir/build6.txt" 2>&1 ||
+    { tail -20 "$dir/build6.txt"; fail "the handout of CH=06 does not build (library, chapters, tests, mha)"; }
+# its quiz: any seed, nothing taught after chapter 06 (valid_lens per
+# head is 07, the module's weights 08, the causal cache 16, grouped heads 17)
+for s in 0 1 2 3 17 999999999999999999; do
+    "$h/build/mha" quiz --seed $s --solution > "$dir/quiz6.txt" 2> "$dir/err" ||
+        { cat "$dir/err"; fail "mha quiz --seed $s --solution fails in the handout of CH=06"; }
+    ! grep -Eq 'repeat_interleave|causal|key-value|cache|forward returns|mha trace' "$dir/quiz6.txt" ||
+        { cat "$dir/quiz6.txt"; fail "the quiz of the handout of CH=06 asks what a later chapter teaches (seed $s)"; }
+done
+"$h/build/mha" quiz --seed 1 --up-to 05 > /dev/null 2> "$dir/err" && rc=0 || rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'starts at chapter 06' "$dir/err" ||
+    { cat "$dir/err"; fail "mha quiz --up-to 05 exits $rc, not 2 with one line naming chapter 06"; }
+# a repository of its own, one commit, nothing of the teacher's history
+[ "$(git -C "$h" rev-parse --show-toplevel)" = "$(cd "$h" && pwd -P)" ] &&
+    [ "$(git -C "$h" rev-list --count HEAD)" = 1 ] &&
+    [ -z "$(git -C "$h" status --porcelain --untracked-files=no)" ] ||
+    fail "the handout of CH=06 is not a git repository of its own with one commit"
+# One exercise's compile error costs it alone: transpose_qkv written,
+# transpose_output (in the same file) with a syntax error.
+awk -v keep="transpose_qkv" -f tools/stub.awk src/nn/heads.c > "$dir/filled.c"
+"$build/marks-filter" --handout 06 "$dir/filled.c" |
+    awk '/return mha_fail_exercise\("transpose_output"/ { print "    int broken = 1 +" } { print }' > "$h/src/nn/heads.c"
+sum=$(cksum < "$h/src/nn/heads.c")
+(cd "$h" && GRADE_LEAKS=0 make --no-print-directory CFLAGS="$hflags" grade > "$dir/grade6.txt" 2>&1) || true
+grep -q '^transpose_qkv  *\([0-9]*\)/\1 tests pass  *\([0-9]*\)/\2 points$' "$dir/grade6.txt" &&
+    grep -q '^transpose_output .*does not compile' "$dir/grade6.txt" &&
+    grep -A1 '^transpose_output ' "$dir/grade6.txt" | grep -q 'src/nn/heads.c:[0-9]*:[0-9]*: error' ||
+    { cat "$dir/grade6.txt"; fail "a compile error in transpose_output costs more than transpose_output, or is not shown under it"; }
+[ "$(cksum < "$h/src/nn/heads.c")" = "$sum" ] || fail "make grade changed the student's src/nn/heads.c"
 grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
     [ "$(grep -o '^Test(ex_[a-z_0-9]*' "$h/tests/test_exercises.c" | sed 's/^Test(ex_//' | sort -u)" = "$want6" ] ||
     fail "the handout of CH=06 does not test exactly its exercises [$(echo $want6)]"
 for c in $(cd "$h/chapters" && ls [0-9][0-9]_*.c | sed 's/\.c$//'); do
     run_chapter "$c" "$(echo $want6)" || true
 done
-# a CH that is no chapter, or whose chapters hold no exercise: refused
-# in one line, exit 2, nothing written
-for bad in 6 99 x1 01; do
+# a CH that is no chapter: refused in one line, exit 2, nothing written
+for bad in 6 99 x1; do
     tools/handout.sh --chapter "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
         rc=0 || rc=$?
     [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && [ ! -e "$dir/bad" ] &&
         [ -z "$(ls -A "$dir" | grep '^\.bad')" ] ||
         { cat "$dir/err"; fail "make handout CH=$bad exits $rc, not 2 with one line and nothing written"; }
 done
-grep -q "no exercise to blank; the first is in chapter 02" "$dir/err" ||
-    { cat "$dir/err"; fail "make handout CH=01 does not name the first chapter with an exercise"; }
+# chapter 01 has no exercise: its handout has none to grade, and says
+# where the first is
+tools/handout.sh --chapter 01 --tools "$build" "$dir/h1" > /dev/null ||
+    fail "make handout CH=01 fails"
+[ -z "$(grep -v '^#' "$dir/h1/HANDOUT")" ] && grep -q 'the first is in chapter 02' "$dir/h1/HANDOUT" ||
+    fail "the handout of CH=01 does not say its exercises start at chapter 02"
 
 # The teacher's tree as git tracks it, in a git checkout of its own,
 # with a teacher's files that git does not track beside: an answer file
