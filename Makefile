@@ -176,7 +176,10 @@ CHAPTER_LIST := $(foreach c,$(CHAPTERS),AS_PARAM("$(c)"))
 # rewritten (while the Makefile is read) only when it changes.
 CHAPTER_STAMP := $(BUILD)/tests/chapter-list
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-ifneq ($(file <$(CHAPTER_STAMP)),$(CHAPTER_LIST))
+# (both sides stripped: GNU make 4.3 keeps the last newline of a file of
+# more than 200 bytes that $(file <) reads, so the stamp differed every
+# time, and every make compiled every suite again)
+ifneq ($(strip $(file <$(CHAPTER_STAMP))),$(strip $(CHAPTER_LIST)))
 $(shell mkdir -p $(dir $(CHAPTER_STAMP)))
 $(file >$(CHAPTER_STAMP),$(CHAPTER_LIST))
 endif
