@@ -117,7 +117,8 @@ static void book_root(char *root, const char *what)
     snprintf(cmd, sizeof cmd,
              "mkdir -p %s/tests %s/tools && cp -r %s %s/ && "
              "cp -r tests/expected %s/tests/ && "
-             "cp tools/book-index.md tools/references.md tools/glossary.md %s/tools/",
+             "cp tools/book-index.md tools/references.md tools/glossary.md "
+             "tools/teachers-guide.md %s/tools/",
              root, root, what, root, root, root);
     run(cmd);
 }

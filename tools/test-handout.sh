@@ -149,6 +149,12 @@ make -C "$h" -j2 CFLAGS="$hflags" build > "$dir/build.txt" 2>&1 ||
     { tail -20 "$dir/build.txt"; fail "the handout does not compile"; }
 (cd "$h" && grade run build/tests/run_tests build/grade > "$dir/fresh.txt") &&
     fail "a fresh handout passes its exercises"
+# the teachers' guide's table of points is the grade's
+grep '^| `[a-z_0-9]*` | [0-9]* | [0-9]* | [0-9]* |$' tools/teachers-guide.md |
+    awk -F' *[|] *' '{ gsub(/`/, "", $2); print $2, $4, $5 }' > "$dir/guide-points"
+sed -n 's|^\([a-z_0-9]*\)  *0/\([0-9]*\) tests pass  *0/\([0-9]*\) points.*|\1 \2 \3|p' "$dir/fresh.txt" |
+    cmp -s - "$dir/guide-points" ||
+    { cat "$dir/guide-points"; fail "tools/teachers-guide.md's table of points is not the grade's (NAME TESTS POINTS above)"; }
 failing=$(grep 'not done yet' "$dir/fresh.txt" | cut -d' ' -f1 | sort)
 [ "$failing" = "$blanked" ] ||
     { cat "$dir/fresh.txt"; fail "a fresh handout fails [$failing], expected [$blanked]"; }

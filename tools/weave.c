@@ -4,7 +4,8 @@
  *     weave ROOT OUT        read ROOT/chapters, ROOT/tests/expected,
  *                           ROOT/src, ROOT/tools/book-index.md and the
  *                           pages it copies (ROOT/tools/references.md,
- *                           ROOT/tools/glossary.md);
+ *                           ROOT/tools/glossary.md, and with the key
+ *                           ROOT/tools/teachers-guide.md);
  *                           write OUT/
  *
  * A chapter page is assembled from:
@@ -1021,6 +1022,8 @@ int main(int argc, char **argv)
     write_index(all, n, t != NULL);
     write_copy("references.md");
     write_copy("glossary.md");
+    if (t) // the teachers' guide goes with the key: no handout has it
+        write_copy("teachers-guide.md");
 
     /* the key: one for every chapter, and none for a chapter not there */
     static chapter keys[MAX_CHAPTERS];
