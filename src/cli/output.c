@@ -220,7 +220,10 @@ int cli_flush_stdout(int status)
 
 int cli_print_usage(const char *usage)
 {
-    fputs(usage, stdout);
+    // a text longer than stdout's buffer is written on the way: a write
+    // that fails there says why, not "an earlier write failed"
+    if (fputs(usage, stdout) == EOF)
+        return cli_error("cannot write to stdout: %s", strerror(errno));
     return cli_flush_stdout(CLI_OK);
 }
 //<
