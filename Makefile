@@ -446,17 +446,22 @@ grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 # user.name, then $USER).  The build runs quietly into a log: one line
 # while it builds, then the grade (with the build's warnings, if any), or
 # the compiler's error lines and where the whole log is, and reports that
-# give every test 0.  Before it, each exercise's file is compiled on its
-# own: an exercise that does not compile is graded as its blank, its
-# errors shown under it, and the others keep their points.
+# give every test 0.  When the build fails (or a blank was put back the
+# last time), each exercise's file is compiled on its own: an exercise
+# that does not compile is graded as its blank, its errors shown under
+# it, and the others keep their points; then the build runs again.
 GRADE_LOG := $(BUILD)/grade/build.log
 grade:
 	@mkdir -p $(BUILD)/grade
-	@tools/grade.py compile $(BUILD) $(BUILD)/grade -- $(CC) $(CPPFLAGS) $(ALL_CFLAGS)
+	@rm -f $(BUILD)/grade/compile-errors.json
 	@echo "building the library and the tests ... (log: $(GRADE_LOG))"
-	@$(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1 || { \
+	@if [ -n "$$(find $(BUILD)/grade/patched -type f 2>/dev/null)" ] || \
+	    ! $(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1; then \
+	    tools/grade.py compile $(BUILD) $(BUILD)/grade -- $(CC) $(CPPFLAGS) $(ALL_CFLAGS) && \
+	    $(MAKE) --no-print-directory $(LIB) $(TEST_BIN) > $(GRADE_LOG) 2>&1 || { \
 	    tools/grade.py build-failed $(BUILD)/grade $(GRADE_LOG) '$(strip $(EXERCISE))'; \
-	    exit 1; }
+	    exit 1; }; \
+	fi
 	@tools/grade.py run $(TEST_BIN) $(BUILD)/grade '$(strip $(EXERCISE))' --log $(GRADE_LOG)
 #<
 
