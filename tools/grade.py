@@ -891,6 +891,9 @@ def cmd_class(args):
                   if os.path.isdir(os.path.join(students, d)) and not d.startswith("."))
     if not dirs:
         fail("%s holds no student folder" % args.students)
+    # a class's leak check is a warning per student, not points: 15 s of
+    # valgrind each (GRADE_LEAK_SECONDS), so that 30 students take minutes
+    os.environ.setdefault("GRADE_LEAK_SECONDS", "15")
     # the template built once (its blanks graded), so each student's copy
     # compiles only the files that hold the exercises
     print("grade-class: building the handout once ...")
