@@ -250,7 +250,9 @@ cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/nn/heads.c"
 grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/nn/heads.c" || fail "cannot write the wrong transpose_qkv"
 echo 'int this is not C;' >> "$class/broken/src/nn/gqa.c"
 for s in nothing half wrong broken; do
-    (cd "$class/$s" && git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm handout) ||
+    # (a handout is a repository already: the student's work on top)
+    (cd "$class/$s" && git init -q && git add -A &&
+        git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "my work") ||
         fail "cannot make $s's git checkout"
 done
 (cd "$class" && find . -type f -exec cksum {} + | sort) > "$g6/class-before"
