@@ -550,7 +550,7 @@
          "with the buttons.");
     NUM.forEach(function (sp, s) {
       var bar = html("div", { "class": "bar" }, nu);
-      html("strong", {}, bar, sp.op + ":");
+      html("strong", {}, bar, sp.op + ", the " + sp.of + ":");
       var sel = html("select", { "class": "nu-step", "data-split": s }, bar);
       html("option", { value: -1 }, sel, "every step");
       sp.stages.forEach(function (st, k) {
@@ -566,6 +566,17 @@
         });
     });
     nuSvg = svg("svg", { id: "numbers-svg" }, nu);
+    // hovering or tapping a cell: its number, everywhere
+    var follow = function (ev) {
+      var c = ev.target.closest ? ev.target.closest("g.cell") : null;
+      if (!c) return;
+      var s = +c.closest("[data-split]").getAttribute("data-split"), k = 0;
+      var shape = NUM[s].stages[0].shape, idx = c.getAttribute("data-src").split(",");
+      for (var d = 0; d < shape.length; d++) k = k * shape[d] + +idx[d];
+      lightNumber(s, k);
+    };
+    nuSvg.addEventListener("mouseover", follow);
+    nuSvg.addEventListener("click", follow);
     nuDetail = html("p", { id: "nu-detail", "class": "help" }, nu,
                     "Hover a cell to follow its number.");
   }
@@ -634,8 +645,10 @@
     NUM.forEach(function (sp, s) {
       var digits = String(Math.max(1, sp.numel - 1)).length, CW = Math.max(20, 7 * digits + 6);
       var inShape = sp.stages.length ? sp.stages[0].shape : [];
-      function tone(src) { // light to dark by the input index
-        var t = sp.numel > 1 ? src / (sp.numel - 1) : 0;
+      var rank = {}; // light to dark by the input index, among those drawn
+      (sp.stages.length ? sp.stages[0].cells : []).forEach(function (src, i) { rank[src] = i; });
+      function tone(src) {
+        var t = sp.shown > 1 ? rank[src] / (sp.shown - 1) : 0;
         return "rgb(" + Math.round(238 - t * 120) + "," + Math.round(243 - t * 95) + "," +
                Math.round(251 - t * 50) + ")";
       }
@@ -647,8 +660,6 @@
         svg("rect", { width: CW, height: CH, fill: tone(src) }, g);
         svg("text", { "class": "num", x: CW / 2, y: CH - 5, "text-anchor": "middle" }, g, String(src));
         svg("title", {}, g, tip);
-        g.addEventListener("mouseenter", function () { lightNumber(s, src); });
-        g.addEventListener("click", function () { lightNumber(s, src); });
       }
       top += 22;
       var head = svg("g", { "class": "split", "data-split": s }, nuSvg);

@@ -303,7 +303,7 @@ int numbers_write_json(FILE *f, const trace_log *log)
         if (!is_split(r))
             continue;
         int split = !strncmp(r->op, "transpose_qkv(", 14);
-        const char *name = !split       ? "the heads' outputs"
+        const char *name = !split       ? "heads' outputs"
                            : splits < 3 ? qkv[splits]
                                         : "another input";
         splits += split;
