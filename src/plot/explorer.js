@@ -668,8 +668,7 @@
               .join(" → ") : ""));
       if (sp.note) {
         top += 18;
-        svg("text", { x: 0, y: top }, head, "The step " + sp.note +
-            " is not a reshape or a permute: this view cannot follow the numbers through it.");
+        svg("text", { x: 0, y: top }, head, sp.note);
         return;
       }
       top += 18;

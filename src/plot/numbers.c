@@ -170,15 +170,16 @@ static int write_stage(FILE *f, const stage *s, const char *kind,
 }
 
 /* The stages of the split or join whose step record is log's record at:
- * its input, each element its own index, then each step inside it run
- * again.  *n stages made; *note says why a step could not be, or NULL. */
+ * its input, contiguous (as the module's are: a projection's output, the
+ * attention's), each element its own index, then each step inside it run
+ * again.  *n stages made; note says why a step could not be, or is "". */
 static int make_stages(const trace_log *log, size_t at, stage *st, size_t *n,
-                       const char **note)
+                       char *note, size_t cap)
 {
     const trace_record *r = &log->records[at];
     const trace_shape *in = &r->inputs[0].shape;
     *n = 0;
-    *note = NULL;
+    note[0] = '\0';
     if (tensor_alloc(in->ndim, in->dims, &st[0].t))
         return GSL_ENOMEM;
     for (size_t k = 0, N = tensor_numel(st[0].t); k < N; k++)
@@ -198,20 +199,29 @@ static int make_stages(const trace_log *log, size_t at, stage *st, size_t *n,
         if (status == GSL_ENOMEM)
             return status;
         if (status) {
-            *note = s->op;
+            snprintf(note, cap, "The step %s is not a reshape or a permute: "
+                     "this view cannot follow the numbers through it.", s->op);
             return GSL_SUCCESS;
         }
         stage next = {y, &s->output, s->op, y->data, 0};
         size_t j = 0;
         while (j < *n && !tensor_shares_buffer(y, st[j].t))
             j++;
-        if (j < *n) {
+        int view = j < *n; // the buffer of an earlier stage
+        if (view) {
             next.base = st[j].base;
             next.buffer = st[j].buffer;
         } else {
             next.buffer = ++copies;
         }
         st[(*n)++] = next;
+        if (view != (s->kind == TRACE_VIEW)) {
+            snprintf(note, cap, "The step %s was a %s in the trace but is a "
+                     "%s from a contiguous input: the input was not "
+                     "contiguous, and this view cannot show its memory.",
+                     s->op, trace_kind_name(s->kind), view ? "view" : "copy");
+            return GSL_SUCCESS;
+        }
     }
     return GSL_SUCCESS;
 }
@@ -251,8 +261,8 @@ static int write_split(FILE *f, const trace_log *log, size_t at,
 {
     stage st[STAGES_MAX];
     size_t n;
-    const char *note;
-    int status = make_stages(log, at, st, &n, &note);
+    char note[TRACE_OP_MAX + 160];
+    int status = make_stages(log, at, st, &n, note, sizeof note);
     unsigned char *shown = NULL;
     if (!status && !(shown = calloc(tensor_numel(st[0].t), 1)))
         status = mha_fail(GSL_ENOMEM, "numbers_write_json: out of memory");
@@ -264,14 +274,14 @@ static int write_split(FILE *f, const trace_log *log, size_t at,
             fprintf(f, "%s%s", i == 0 ? "" : i + 1 < nof ? ", " : " and ",
                     of[i]);
         fputc('"', f);
-        if (note) {
+        if (note[0]) {
             fputs(", \"note\": ", f);
             trace_json_string(f, note);
         }
-        size_t shown_n = note ? 0 : choose_shown(st, n, shown);
+        size_t shown_n = note[0] ? 0 : choose_shown(st, n, shown);
         fprintf(f, ", \"numel\": %zu, \"shown\": %zu, \"stages\": [",
                 tensor_numel(st[0].t), shown_n);
-        for (size_t k = 0; k < n && !note && !status; k++) {
+        for (size_t k = 0; k < n && !note[0] && !status; k++) {
             fputs(k ? "," : "", f);
             const char *kind = k == 0 ? "input"
                                : st[k].buffer == st[k - 1].buffer ? "view"

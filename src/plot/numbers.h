@@ -6,7 +6,8 @@
  * their steps move them.  To show which, the steps the trace recorded
  * inside each of them (the reshape and permute records one level below
  * its step record) are run again, with the library's own tensor_reshape
- * and tensor_permute, on a tensor of the recorded input's shape whose
+ * and tensor_permute, on a contiguous tensor of the recorded input's
+ * shape (the module's are: a projection's output, the attention's) whose
  * every element holds its own index in the input (row-major: x[b, i, j]
  * of a (B, n, D) input holds (b*n + i)*D + j).  Each stage is then a real
  * tensor: its shape, its strides, its offset into its buffer and whether
@@ -22,7 +23,10 @@
  *
  * one entry for each different step and input shape (the keys' split is
  * its own entry when it differs from the queries': other lengths, or G
- * key-value heads).  A stage is
+ * key-value heads).  An entry whose steps cannot be run again (a step
+ * that is no reshape or permute, or a view or copy that differs from the
+ * trace's because the input was not contiguous) has a "note" saying so,
+ * and no stages.  A stage is
  *
  *   {"op": "input" or the step's op, "kind": "input", "view" or "copy",
  *    "shape": [...], "names": [...], "strides": [...], "offset": o,
