@@ -638,7 +638,8 @@
     clear(nuSvg);
     var WRAP = 1100, CH = 18, top = 0, width = 0;
     var style = svg("style", {}, nuSvg);
-    style.textContent = ".cell rect{stroke:#fff}.lit rect{fill:#f28e2b;stroke:#000;" +
+    // the picture's own style, so that a saved SVG looks as the page does
+    style.textContent = "text{font:12px system-ui,sans-serif}.cell rect{stroke:#fff}.lit rect{fill:#f28e2b;stroke:#000;" +
         "stroke-width:2}.later{opacity:.12}.current .frame{stroke:#f28e2b;stroke-width:2}" +
         "text.num{font-size:10px;pointer-events:none}text.dim{font-size:10px;fill:#666}";
     var bg = svg("rect", { fill: "#fff" }, nuSvg);
