@@ -127,7 +127,8 @@ static void where_each_number_goes(void)
      * module splits its queries. Each stage draws the tensor as blocks, every
      * cell labelled with the number it holds (here a number is also its index
      * in x), and under it the same numbers in the order they lie in memory,
-     * with the strides. `x[0, 1, 5] = 21` is lit at every stage: at
+     * with the strides (the page calls n `Lq`, the queries' length, as the
+     * module does). `x[0, 1, 5] = 21` is lit at every stage: at
      * `[0, 1, 2, 1]` after the reshape, `[0, 2, 1, 1]` after the permute and
      * `[2, 1, 1]` at the end. Read the memory rows from top to bottom: for
      * (1, 2, 16) they are one and the same row, 0 to 31, because none of the
