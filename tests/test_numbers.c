@@ -78,7 +78,10 @@ static void split_and_join(size_t B, size_t n, trace_log *log)
     OK(transpose_output(out, 8, &back));
     trace_log_stop(log);
     cr_assert_eq(log->failed, 0);
-    TENSORS_FREE(x, heads, out, back);
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(out);
+    tensor_free(back);
 }
 
 /* x[b, i, j] of (B, n, D) at stage k of transpose_qkv with h heads: the
@@ -238,7 +241,8 @@ Test(numbers, a_sample_past_512_the_same_at_every_stage)
     }
     free(json);
     trace_log_free(&log);
-    TENSORS_FREE(x, heads);
+    tensor_free(x);
+    tensor_free(heads);
 }
 
 /* A split whose inside holds a step that is no reshape or permute. */
@@ -286,7 +290,9 @@ Test(numbers, an_input_that_was_not_contiguous_is_said)
                            "\"stages\": []}]");
     free(json);
     trace_log_free(&log);
-    TENSORS_FREE(x, heads, back);
+    tensor_free(x);
+    tensor_free(heads);
+    tensor_free(back);
 }
 
 Test(numbers, no_split_no_entry)
@@ -301,7 +307,8 @@ Test(numbers, no_split_no_entry)
     cr_assert_str_eq(json, "[]");
     free(json);
     trace_log_free(&log);
-    TENSORS_FREE(x, y);
+    tensor_free(x);
+    tensor_free(y);
     json = numbers_json(NULL);
     cr_assert_str_eq(json, "[]");
     free(json);
