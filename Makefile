@@ -530,7 +530,7 @@ module-pictures: $(MODULE_DOT)
 # all pages or none (tools/weave.c).  The chapters' pictures it shows are
 # kept in docs/pictures/ and redrawn only when their data or script
 # changed beyond rounding (tools/docs-pictures.sh says why).
-docs: $(BUILD)/weave $(CH_BIN) module-pictures
+docs: $(BUILD)/weave $(CH_BIN) $(CLI_BIN) module-pictures
 	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
 	@$(BUILD)/weave . docs

@@ -122,6 +122,26 @@ static void where_each_number_goes(void)
      * tests check over a table of shapes. With `x[0, 1, 5] = 21`: feature 5
      * belongs to head $\lfloor 5/2 \rfloor = 2$, slot $5 \bmod 2 = 1$, so it
      * lands at `heads[2, 1, 1]`, and the output reads 21 there.
+     *
+     * The picture follows all 32 numbers through the three steps, as the
+     * module splits its queries. Each stage draws the tensor as blocks, every
+     * cell labelled with the number it holds (here a number is also its index
+     * in x), and under it the same numbers in the order they lie in memory,
+     * with the strides (the page calls n `Lq`, the queries' length, as the
+     * module does). `x[0, 1, 5] = 21` is lit at every stage: at
+     * `[0, 1, 2, 1]` after the reshape, `[0, 2, 1, 1]` after the permute and
+     * `[2, 1, 1]` at the end. Read the memory rows from top to bottom: for
+     * (1, 2, 16) they are one and the same row, 0 to 31, because none of the
+     * three steps moves a number. Only the strides change. The second half
+     * of the picture is `transpose_output`, section 5.
+     *
+     * ![Where each number goes: the stages of transpose_qkv and transpose_output for (1, 2, 16) with 8 heads, each over its memory](pictures/06_numbers.svg)
+     *
+     * [**Follow any number: pictures/06_numbers.html**](pictures/06_numbers.html),
+     * the page `mha view --batch 1 --queries 2 --kv 2 --hiddens 16 --heads 8
+     * --html v.html` writes (open it from a clone: GitHub shows its source).
+     * Hover or tap a number and it lights up at every stage and in every
+     * memory row; the buttons walk the steps one at a time.
      */
     tensor *x = counting_tensor(1, 2, 16), *heads;
     CHECK(transpose_qkv(x, 8, &heads));
@@ -232,6 +252,14 @@ static void which_steps_copy(void)
      * the batch stride 32 to equal $h \cdot p = 8 \cdot 2 = 16$, and it does
      * not. The copy packs the blocks in the new order: row 8, the first head
      * of example 1, is `[32, 33]` and `[48, 49]`.
+     *
+     * So which of the three steps moves numbers in memory? For (1, 2, 16),
+     * none: all three are views. For (2, 3, 16), as for this (2, 2, 16), only
+     * the third, the reshape to `(B*h, n, p)`. The first two are views for
+     * any sizes; the third copies whenever B, h and n are all more than 1. In
+     * the page of `mha view --batch 2 --queries 3 --kv 3 --hiddens 16 --heads 8`
+     * the memory under the first two steps is the input's row, unchanged,
+     * and under the third a new buffer, the numbers in the new order.
      *
      * Cost: the copy moves $B \cdot n \cdot d_{model} = 64$ doubles, and the
      * module makes three of them (queries, keys, values). That is small next to
