@@ -527,13 +527,15 @@ module-pictures: $(MODULE_DOT)
 	fi
 
 # The book: docs/ woven from the chapters, their transcripts and src/,
-# all pages or none (tools/weave.c).  The chapters' pictures it shows are
+# with the reference pages of tools/ (the mha program's from its --help
+# texts, performance from plots/bench.md), all pages or none
+# (tools/weave.c).  The chapters' pictures it shows are
 # kept in docs/pictures/ and redrawn only when their data or script
 # changed beyond rounding (tools/docs-pictures.sh says why).
-docs: $(BUILD)/weave $(CH_BIN) module-pictures
+docs: $(BUILD)/weave $(CH_BIN) $(CLI_BIN) module-pictures
 	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
-	@$(BUILD)/weave . docs
+	@$(BUILD)/weave . docs $(CLI_BIN)
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
 
 
