@@ -15,8 +15,10 @@ The pages are docs/ as `make docs` wove them: the introduction of
 docs/README.md, the chapters in order, then the reference pages the
 contents list, the glossary and the references; the teacher's key is
 not part of it.  Markdown becomes HTML with cmark-gfm, GitHub's own
-converter (tables, autolinks), so the print says what GitHub shows.
-Then, in the HTML:
+converter (tables, autolinks), so the print says what GitHub shows; the
+math GitHub shows ($...$, $$...$$) becomes MathML, which Chromium draws,
+by KaTeX (Debian's libjs-katex, under node), kept out of cmark's way
+while it converts.  Then, in the HTML:
   - every heading gets an id (its page's name and GitHub's slug), and a
     link to a page or a place in one becomes a link inside the book;
   - a picture is inlined as a data: URI (PNG or SVG);
