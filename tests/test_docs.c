@@ -1170,3 +1170,62 @@ Test(docs, numbers_in_the_key_are_printed)
     cr_assert_gt(keys, 0);
 }
 //<
+
+/* --- a picture says what the output beside it says ------------------- */
+
+/* Page 21 draws the block tables (docs/pictures/21_block_tables.dot,
+ * which make test holds to what the chapter draws) beside the tables its
+ * output prints last before the picture: the same positions, the same
+ * blocks in each table, the same blocks shared. */
+Test(docs, page_21_draws_the_tables_it_prints)
+{
+    char *out = slurp_file("tests/expected/21_paged_kv_cache.txt");
+    char *dot = slurp_file("docs/pictures/21_block_tables.dot");
+    cr_assert_not_null(out);
+    cr_assert_not_null(dot, "no docs/pictures/21_block_tables.dot: run make docs");
+    char *graph = strstr(out, "[graph: plots/21_block_tables");
+    cr_assert_not_null(graph);
+    *graph = '\0';
+    /* the last group of tables printed before the picture */
+    char *last = NULL;
+    for (char *at = out; (at = strstr(at, "\nsequence 0:")); at++)
+        last = at;
+    cr_assert_not_null(last);
+    int seqs = 0, shared = 0;
+    for (char *line = strtok(last + 1, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned s, n, b, k;
+        int used;
+        if (sscanf(line, "sequence %u: %u positions, block table [%n", &s, &n, &used) == 2) {
+            char want[128];
+            snprintf(want, sizeof want, "label=\"sequence %u\\n%u positions", s, n);
+            cr_expect_not_null(strstr(dot, want), "the picture does not show \"%s\"", want);
+            char *entry = line + used;
+            for (unsigned j = 0; sscanf(entry, "%u", &b) == 1; j++) {
+                snprintf(want, sizeof want, "seq%u:e%u -> block%u;", s, j, b);
+                cr_expect_not_null(strstr(dot, want), "the picture has no \"%s\"", want);
+                entry += strcspn(entry, ",]");
+                if (*entry == ',')
+                    entry += 2;
+            }
+            seqs++;
+        } else if (sscanf(line, "block %u is held by %u tables", &b, &k) == 2) {
+            char want[64];
+            snprintf(want, sizeof want, "label=\"block %u\\n", b);
+            char *node = strstr(dot, want);
+            cr_assert_not_null(node, "the picture has no block %u", b);
+            cr_expect_not_null(strstr(node, "shared\"") &&
+                                   strstr(node, "shared\"") < strchr(node, ']'),
+                               "block %u is shared, and the picture does not say so", b);
+            shared++;
+        }
+    }
+    cr_expect_eq(seqs, 4, "%d tables printed before the picture", seqs);
+    /* every block the picture shades is one the output says is shared */
+    int shaded = 0;
+    for (char *at = dot; (at = strstr(at, "fillcolor")); at++)
+        shaded++;
+    cr_expect_eq(shaded, shared, "the picture shades %d blocks, the output "
+                 "names %d shared", shaded, shared);
+    free(out);
+    free(dot);
+}
