@@ -1229,3 +1229,45 @@ Test(docs, page_21_draws_the_tables_it_prints)
     free(out);
     free(dot);
 }
+
+/* Page 08 shows a `build/mha trace` command and says that it prints the
+ * lines of its output from "queries ..." to "output ...": run the command
+ * as the page writes it and compare, line for line. */
+Test(docs, page_08_shows_what_mha_trace_prints)
+{
+    char *src = slurp_file("chapters/08_multihead_module.c");
+    char *out = slurp_file("tests/expected/08_multihead_module.txt");
+    cr_assert_not_null(src);
+    cr_assert_not_null(out);
+    char *cmd = strstr(src, "build/mha trace ");
+    cr_assert_not_null(cmd, "page 08 shows no build/mha trace command");
+    cmd += strlen("build/mha trace ");
+    char args[256];
+    snprintf(args, sizeof args, "%.*s", (int)strcspn(cmd, "\n"), cmd);
+    cr_assert_eq(strspn(args, "abcdefghijklmnopqrstuvwxyz0123456789-, "),
+                 strlen(args), "unexpected characters in \"%s\"", args);
+    char line[512];
+    snprintf(line, sizeof line, "%s trace %s", MHA_BIN, args);
+    FILE *p = popen(line, "r");
+    cr_assert_not_null(p);
+    char *printed = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&printed, &len);
+    for (int c; (c = fgetc(p)) != EOF;)
+        fputc(c, m);
+    fclose(m);
+    cr_assert_eq(pclose(p), 0, "`%s` failed", line);
+    char *from = strstr(out, "\nqueries (");
+    cr_assert_not_null(from, "chapter 08 prints no \"queries (\" line");
+    from++;
+    char *to = strstr(from, "\noutput (");
+    cr_assert_not_null(to);
+    to = strchr(to + 1, '\n');
+    cr_assert_not_null(to);
+    to[1] = '\0';
+    cr_expect_str_eq(printed, from, "`%s` does not print what page 08 says:\n%s",
+                     line, printed);
+    free(printed);
+    free(src);
+    free(out);
+}
