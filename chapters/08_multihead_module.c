@@ -178,9 +178,8 @@ static void whole_trace(lesson *l)
      *    d_model/h)`, so that `(10, 4, 20)` reads as ten (example, head)
      *    pairs of 4 queries of 20 features.
      *
-     * The program draws this trace for any sizes without computing
-     * anything: `mha trace` runs the module on shapes alone. This
-     * command prints exactly the lines of the output below, from
+     * `mha trace` prints this trace for any sizes without computing
+     * anything, running the module on shapes alone. This command prints exactly the lines of the output below, from
      * `queries ...` to `output ...` (the first says what the sizes
      * are, the last what the module returns), and `make test` checks
      * that it does:

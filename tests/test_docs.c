@@ -1271,3 +1271,30 @@ Test(docs, page_08_shows_what_mha_trace_prints)
     free(src);
     free(out);
 }
+
+/* A function that clears its output and then only forwards to another
+ * ("*heads = NULL; return attend(...);") is refused like one that only
+ * forwards: the page must show the function that does the work (page 12
+ * shows attend, not multihead_attend). */
+Test(docs, clearing_an_output_then_forwarding_is_refused)
+{
+    char root[] = "/tmp/mha-docs-root-XXXXXX";
+    book_root(root, "src");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/chapters && "
+             "cp chapters/12_memory_efficient_attention.c %s/chapters/ && "
+             "printf '/*md\\n * @show src/nn/multihead.c multihead_attend\\n */\\n' >> "
+             "%s/chapters/12_memory_efficient_attention.c",
+             root, root, root);
+    run(cmd);
+    char dir[] = "/tmp/mha-docs-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char *err = weave_fails(root, dir);
+    cr_assert_str_eq(err, "weave: chapters/12_memory_efficient_attention.c: @show "
+                          "src/nn/multihead.c multihead_attend: its body only "
+                          "forwards to another function; show the function that "
+                          "does the work\n");
+    free(err);
+    remove_trees(root, dir);
+}

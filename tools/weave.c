@@ -22,8 +22,9 @@
  *     the page's chapter adds lines to a function an earlier chapter
  *     wrote, or replaces some, they are marked as a diff marks them: "+"
  *     added, "-" gone (shown right above what replaces them).  A function
- *     whose body only forwards to another (one return of one call) is
- *     refused: the page must show the code that does the work;
+ *     whose body only forwards to another (one return of one call, once
+ *     its outputs are cleared) is refused: the page must show the code
+ *     that does the work;
  *   - the program's output, section by section, from the transcript
  *     tests/expected/NN_topic.txt that tests/test_chapters.c holds the
  *     program to: every "## Title" line of the output starts a section,
@@ -346,9 +347,20 @@ static int starts_definition(const char *line, const char *name)
     return line[n - 1] != ';';
 }
 
+/* A statement that only clears an output before the work, "*heads =
+ * NULL;": it does not count as work of the function's own. */
+static int clears_an_output(const char *t)
+{
+    if (*t++ != '*')
+        return 0;
+    size_t n = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    return n > 0 && strcmp(t + n, " = NULL;") == 0;
+}
+
 /* Does the body of the definition in lines[first .. last] (its braces
  * included) only forward to another function: one statement, a return
- * of a call? */
+ * of a call, besides clearing its outputs? */
+
 static int only_forwards(char **lines, size_t start, size_t last)
 {
     buf body = {0};
@@ -359,7 +371,7 @@ static int only_forwards(char **lines, size_t start, size_t last)
         const char *t = lines[i];
         while (*t == ' ' || *t == '\t')
             t++;
-        if (!*t || !strncmp(t, "//", 2))
+        if (!*t || !strncmp(t, "//", 2) || clears_an_output(t))
             continue;
         puts_(&body, t);
         puts_(&body, " ");
