@@ -1298,3 +1298,20 @@ Test(docs, clearing_an_output_then_forwarding_is_refused)
     free(err);
     remove_trees(root, dir);
 }
+
+/* Page 19 says its sink's `out` column is 1 minus its `sink` column
+ * (every value is 1): so it is, row by row, in the printed output. */
+Test(docs, page_19_out_is_one_minus_the_sink)
+{
+    char *out = slurp_file("tests/expected/19_windows_alibi_sinks.txt");
+    cr_assert_not_null(out);
+    int rows = 0;
+    for (char *at = out; (at = strstr(at, "   sink ")); at++) {
+        double sink, o;
+        cr_assert_eq(sscanf(at, "   sink %lf   out %lf", &sink, &o), 2);
+        cr_expect_float_eq(o, 1 - sink, 1.5e-4, "out %.4f, sink %.4f", o, sink);
+        rows++;
+    }
+    cr_expect_eq(rows, 6, "%d rows with a sink", rows);
+    free(out);
+}
