@@ -73,20 +73,30 @@ static char *slurp_in(const char *dir, const char *name)
     return slurp_file(path);
 }
 
+/* What the shell command cmd prints on stdout, whole; its status from
+ * pclose into *status. */
+static char *command_output(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    for (int c; (c = fgetc(p)) != EOF;)
+        fputc(c, out);
+    fclose(out);
+    *status = pclose(p);
+    return text;
+}
+
 /* Weave ROOT into dir, which must fail: what it wrote to stderr. */
 static char *weave_fails(const char *root, const char *dir)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s %s %s 2>&1 >/dev/null", WEAVE, root, dir);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char *err = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&err, &len);
-    for (int c; (c = fgetc(p)) != EOF;)
-        fputc(c, out);
-    fclose(out);
-    cr_assert_neq(pclose(p), 0, "`%s` succeeded", cmd);
+    int status;
+    char *err = command_output(cmd, &status);
+    cr_assert_neq(status, 0, "`%s` succeeded", cmd);
     return err;
 }
 
@@ -217,27 +227,34 @@ Test(docs, a_changed_output_changes_the_page)
     remove_trees(root, dir);
 }
 
-/* A broken reference is an error, not a silently shorter page. */
-Test(docs, a_missing_function_stops_the_weaver)
+/* The error of a weave of chapters/CHAPTER.c alone (with src/) whose
+ * page asks for one more "@show FILE NAME" at its end. */
+static char *weave_showing(const char *chapter, const char *show)
 {
     char root[] = "/tmp/mha-docs-root-XXXXXX";
     book_root(root, "src");
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/chapters && "
-             "cp chapters/01_shapes_strides_views.c %s/chapters/ && "
-             "printf '/*md\\n * @show src/tensor/tensor.c no_such_function\\n */\\n' >> "
-             "%s/chapters/01_shapes_strides_views.c",
-             root, root, root);
+             "mkdir -p %s/chapters && cp chapters/%s.c %s/chapters/ && "
+             "printf '/*md\\n * @show %s\\n */\\n' >> %s/chapters/%s.c",
+             root, chapter, root, show, root, chapter);
     run(cmd);
     char dir[] = "/tmp/mha-docs-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     char *err = weave_fails(root, dir);
+    remove_trees(root, dir);
+    return err;
+}
+
+/* A broken reference is an error, not a silently shorter page. */
+Test(docs, a_missing_function_stops_the_weaver)
+{
+    char *err = weave_showing("01_shapes_strides_views",
+                              "src/tensor/tensor.c no_such_function");
     cr_assert_str_eq(err, "weave: chapters/01_shapes_strides_views.c: @show "
                           "src/tensor/tensor.c no_such_function: no definition of "
                           "no_such_function in src/tensor/tensor.c as of chapter 01\n");
     free(err);
-    remove_trees(root, dir);
 }
 
 /* The book is written whole or not at all: a weave that stops at the last
@@ -588,6 +605,43 @@ Test(docs, image_targets_reads_markdown_images)
     cr_assert_eq(image_targets("[a link](x.md), no image\n", "", out, sizeof out), 0);
 }
 
+/* The targets of every image (or, with links set, every link and image)
+ * of the README and of the book's pages in docs/, each handed to
+ * visit(page, target, ctx); returns how many. */
+static int visit_targets(int links,
+                         void (*visit)(const char *page, const char *target, void *ctx),
+                         void *ctx)
+{
+    static char pages[64][300];
+    snprintf(pages[0], sizeof pages[0], "README.md");
+    size_t npages = 1 + book_pages(pages + 1, 63);
+    int n = 0;
+    for (size_t p = 0; p < npages; p++) {
+        char *page = slurp_file(pages[p]);
+        cr_assert_not_null(page, "cannot read %s", pages[p]);
+        static char targets[65536];
+        n += markdown_targets(page, strncmp(pages[p], "docs/", 5) == 0 ? "docs" : "",
+                              targets, sizeof targets, links);
+        for (char *t = strtok(targets, "\n"); t; t = strtok(NULL, "\n"))
+            visit(pages[p], t, ctx);
+        free(page);
+    }
+    return n;
+}
+
+static void picture_is_tracked(const char *page, const char *t, void *ctx)
+{
+    int git = *(int *)ctx;
+    struct stat st;
+    cr_expect(stat(t, &st) == 0 && S_ISREG(st.st_mode),
+              "%s shows %s, which is not there", page, t);
+    if (!git || strchr(t, '\''))
+        return;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "git ls-files --error-unmatch -- '%s' >/dev/null 2>&1", t);
+    cr_expect(system(cmd) == 0, "%s shows %s, which git does not track", page, t);
+}
+
 /* Every image the book (the pages in docs/) and the README show names a file that
  * exists and that git tracks, so it shows on a fresh clone and online.
  * Outside a git checkout (a copy of the files) existence is all that can
@@ -595,30 +649,7 @@ Test(docs, image_targets_reads_markdown_images)
 Test(docs, every_picture_shown_is_tracked)
 {
     int git = system("git rev-parse --is-inside-work-tree >/dev/null 2>&1") == 0;
-    static char pages[64][300];
-    snprintf(pages[0], sizeof pages[0], "README.md");
-    size_t npages = 1 + book_pages(pages + 1, 63);
-    int images = 0;
-    for (size_t p = 0; p < npages; p++) {
-        char *page = slurp_file(pages[p]);
-        cr_assert_not_null(page, "cannot read %s", pages[p]);
-        static char targets[16384];
-        images += image_targets(page, strncmp(pages[p], "docs/", 5) == 0 ? "docs" : "",
-                                targets, sizeof targets);
-        for (char *t = strtok(targets, "\n"); t; t = strtok(NULL, "\n")) {
-            struct stat st;
-            cr_expect(stat(t, &st) == 0 && S_ISREG(st.st_mode),
-                      "%s shows %s, which is not there", pages[p], t);
-            if (!git || strchr(t, '\''))
-                continue;
-            char cmd[1200];
-            snprintf(cmd, sizeof cmd,
-                     "git ls-files --error-unmatch -- '%s' >/dev/null 2>&1", t);
-            cr_expect(system(cmd) == 0, "%s shows %s, which git does not track",
-                      pages[p], t);
-        }
-        free(page);
-    }
+    int images = visit_targets(0, picture_is_tracked, &git);
     cr_assert_gt(images, 20, "only %d images found", images);
 }
 
@@ -638,31 +669,22 @@ Test(docs, link_targets_reads_markdown_links)
  * once the guide is in. */
 static const char *const pending_links[] = {"docs/teachers-guide.md"};
 
+static void link_resolves(const char *page, const char *t, void *ctx)
+{
+    (void)ctx;
+    for (size_t k = 0; k < sizeof pending_links / sizeof pending_links[0]; k++)
+        if (strcmp(t, pending_links[k]) == 0)
+            return;
+    struct stat st;
+    cr_expect(stat(t, &st) == 0, "%s links to %s, which is not there", page, t);
+}
+
 /* Every relative link and image of the README and of the pages in docs/
  * (the book, its reference pages) names a file or folder that is
  * there: a page moved or renamed cannot leave a link behind. */
 Test(docs, every_relative_link_resolves)
 {
-    static char pages[64][300];
-    snprintf(pages[0], sizeof pages[0], "README.md");
-    size_t npages = 1 + book_pages(pages + 1, 63);
-    int links = 0;
-    for (size_t p = 0; p < npages; p++) {
-        char *page = slurp_file(pages[p]);
-        cr_assert_not_null(page, "cannot read %s", pages[p]);
-        static char targets[65536];
-        links += markdown_targets(page, strncmp(pages[p], "docs/", 5) == 0 ? "docs" : "",
-                                  targets, sizeof targets, 1);
-        for (char *t = strtok(targets, "\n"); t; t = strtok(NULL, "\n")) {
-            int pending = 0;
-            for (size_t k = 0; k < sizeof pending_links / sizeof pending_links[0]; k++)
-                pending |= strcmp(t, pending_links[k]) == 0;
-            struct stat st;
-            cr_expect(pending || stat(t, &st) == 0,
-                      "%s links to %s, which is not there", pages[p], t);
-        }
-        free(page);
-    }
+    int links = visit_targets(1, link_resolves, NULL);
     cr_assert_gt(links, 100, "only %d links found", links);
 }
 
@@ -1248,15 +1270,9 @@ Test(docs, page_08_shows_what_mha_trace_prints)
                  strlen(args), "unexpected characters in \"%s\"", args);
     char line[512];
     snprintf(line, sizeof line, "%s trace %s", MHA_BIN, args);
-    FILE *p = popen(line, "r");
-    cr_assert_not_null(p);
-    char *printed = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&printed, &len);
-    for (int c; (c = fgetc(p)) != EOF;)
-        fputc(c, m);
-    fclose(m);
-    cr_assert_eq(pclose(p), 0, "`%s` failed", line);
+    int status;
+    char *printed = command_output(line, &status);
+    cr_assert_eq(status, 0, "`%s` failed", line);
     char *from = strstr(out, "\nqueries (");
     cr_assert_not_null(from, "chapter 08 prints no \"queries (\" line");
     from++;
@@ -1278,25 +1294,13 @@ Test(docs, page_08_shows_what_mha_trace_prints)
  * shows attend, not multihead_attend). */
 Test(docs, clearing_an_output_then_forwarding_is_refused)
 {
-    char root[] = "/tmp/mha-docs-root-XXXXXX";
-    book_root(root, "src");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s/chapters && "
-             "cp chapters/12_memory_efficient_attention.c %s/chapters/ && "
-             "printf '/*md\\n * @show src/nn/multihead.c multihead_attend\\n */\\n' >> "
-             "%s/chapters/12_memory_efficient_attention.c",
-             root, root, root);
-    run(cmd);
-    char dir[] = "/tmp/mha-docs-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char *err = weave_fails(root, dir);
+    char *err = weave_showing("12_memory_efficient_attention",
+                              "src/nn/multihead.c multihead_attend");
     cr_assert_str_eq(err, "weave: chapters/12_memory_efficient_attention.c: @show "
                           "src/nn/multihead.c multihead_attend: its body only "
                           "forwards to another function; show the function that "
                           "does the work\n");
     free(err);
-    remove_trees(root, dir);
 }
 
 /* Page 19 says its sink's `out` column is 1 minus its `sink` column
