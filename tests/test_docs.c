@@ -1191,7 +1191,6 @@ Test(docs, numbers_in_the_key_are_printed)
     closedir(d);
     cr_assert_gt(keys, 0);
 }
-//<
 
 /* --- a picture says what the output beside it says ------------------- */
 
@@ -1319,3 +1318,4 @@ Test(docs, page_19_out_is_one_minus_the_sink)
     cr_expect_eq(rows, 6, "%d rows with a sink", rows);
     free(out);
 }
+//<
