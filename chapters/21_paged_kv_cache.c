@@ -275,7 +275,8 @@ static void shared_prefix(lesson *l)
     /*md
      * Sequence 0 has now written its eighth position too, into its own
      * block, which the copy left it alone with. The picture draws the
-     * tables as the lines below print them, the state after that step:
+     * tables as the last lines of the output below print them, the state
+     * after that step:
      * each sequence's entries in order, an arrow from each entry to its
      * block in the pool, and the blocks that two tables hold (shaded),
      * with how many of their rows are filled.
