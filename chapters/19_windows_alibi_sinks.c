@@ -165,9 +165,9 @@ static void sinks(void)
      * changes every later output. gpt-oss makes the place explicit: each
      * head has a logit $s_h$ that joins every row's softmax as one more
      * score and is dropped after it. With $M$ the row's largest score,
-     * the sink's included, and $Z = e^{s_h - M} + \sum_j e^{x_j - M}$
-     * the softmax's sum over the sink and the scores $x_j$ of the keys
-     * the row sees, the sink takes $e^{s_h - M}/Z$ and the keys share
+     * the sink's included, and $Z = e^{s_h - M} + \sum_j e^{a_j - M}$
+     * the softmax's sum over the sink and the scores $a_j$ of the keys
+     * the row sees (the code's names), the sink takes $e^{s_h - M}/Z$ and the keys share
      * $1 - e^{s_h - M}/Z$, less than 1: a row can attend to "nothing":
      *
      * @show src/nn/window.c window_softmax_row
