@@ -50,7 +50,7 @@ static const char usage_trace[] =
     "                   after their projections (D/h must be even)\n"
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
 //> 19
-    "  --window W, --keep-first K, --alibi  see README.md, chapter 19\n"
+    "  --window W, --keep-first K, --alibi  see mha forward --help, chapter 19\n"
     "  --sinks          a sink logit per head (zeros: shapes only here)\n"
 //<
     "  --attn-mask 2d|3d, --key-padding-mask, --add-bias-kv, --add-zero-attn,\n"
