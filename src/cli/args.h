@@ -90,5 +90,11 @@ int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
 int cli_sized_valid_lens(const cli_option *vl, size_t B, size_t Lk,
                          double *lens);
 
+/* The bytes a run may use: MHA_MEMORY_LIMIT when set (what it says is
+ * written into *from), else the machine's physical memory (0 when it
+ * cannot be known).  CLI_USAGE when MHA_MEMORY_LIMIT is not a whole
+ * number of bytes, or is 0 (which would read as no limit at all). */
+int cli_memory_limit(double *bytes, char *from, size_t n);
+
 #endif
 //<
