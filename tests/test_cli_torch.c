@@ -662,6 +662,11 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
     put_bool("m35.npy", SHAPE(3, 5), bits);
     put_bool("kp24.npy", SHAPE(4, 2), bits);
     put_bool("kp234.npy", SHAPE(2, 3, 4), bits); // a mask given as queries
+    put_bool("kp23.npy", SHAPE(2, 3), bits);
+    double huge[24];
+    for (int i = 0; i < 24; i++)
+        huge[i] = 1e200;
+    put_values("huge.npy", SHAPE(2, 3, 4), huge);
     put_values("nan.npy", SHAPE(3, 4), (double[12]){[5] = NAN});
     put_values("pinf.npy", SHAPE(3, 4), (double[12]){[0] = INFINITY});
     put_values("bk14.npy", SHAPE(1, 4), (double[4]){0});
@@ -711,6 +716,11 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
          "mha forward: --queries: npy_read: kp234.npy: shape (2, 3, 4) of "
          "'|b1' is bool, not numbers; expected '<f8' or '<f4' (floats), "
          "'<i8' or '<i4' (integers)"},
+        // scores of 1e400: the masked module names itself once
+        {"forward|--heads|2|--queries|huge.npy" WEIGHTS
+         "|--key-padding-mask|kp23.npy|--out|o.npy",
+         "mha forward: multihead_forward_masked: the output overflowed: out[0, "
+         "0, 0] = nan from finite inputs (out (2, 3, 4))"},
         {BASE "|--bias-k|bk14.npy|--bias-v|bias_v.npy|--out|o.npy",
          "mha forward: --bias-k bk14.npy has shape (1, 4) but it must be (1, 1, "
          "4): one key as wide as the projected keys"},

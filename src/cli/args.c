@@ -262,4 +262,24 @@ int cli_memory_limit(double *bytes, char *from, size_t n)
     return CLI_OK;
 }
 
+int cli_parse_seed(const cli_option *opt, unsigned long long *seed)
+{
+    if (!opt->value)
+        return CLI_OK;
+    const char *v = opt->value;
+    size_t len = strlen(v);
+    if (len == 0 || strspn(v, "0123456789") != len)
+        return cli_error("%s '%s' is not a whole number from 0 to %llu",
+                         opt->name, v, CLI_SEED_MAX);
+    unsigned long long s = 0;
+    for (const char *p = v; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (s > (CLI_SEED_MAX - d) / 10)
+            return cli_error("%s '%s' is larger than %llu, the largest seed",
+                             opt->name, v, CLI_SEED_MAX);
+        s = s * 10 + d;
+    }
+    *seed = s;
+    return CLI_OK;
+}
 //<

@@ -35,6 +35,9 @@ enum { CLI_OK = 0, CLI_USAGE = 2, CLI_HELP = -1 };
 /* The largest number any size option accepts. */
 #define CLI_COUNT_MAX 1000000
 
+/* The largest --seed of every command: 18 digits. */
+#define CLI_SEED_MAX 999999999999999999ULL
+
 /* The most entries a --valid-lens list may have. */
 #define CLI_LIST_MAX 4096
 
@@ -71,6 +74,11 @@ int cli_at_most_one(const cli_option *opts, size_t n, const cli_option **given);
 /* opt->value as a whole number in [1, max] into *out.  An absent option
  * leaves *out as it is (the default) and returns CLI_OK. */
 int cli_parse_count(const cli_option *opt, size_t max, size_t *out);
+
+/* opt->value, a --seed, as a whole number from 0 to CLI_SEED_MAX
+ * (digits only), the one range of every command, into *out.  An absent
+ * option leaves *out as it is and returns CLI_OK. */
+int cli_parse_seed(const cli_option *opt, unsigned long long *out);
 
 /* opt->value as a finite number greater than above (strtod's forms:
  * 10000, 1e4, 500.5) into *out.  An absent option leaves *out as it is
