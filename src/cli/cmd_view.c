@@ -64,10 +64,9 @@ static const char usage_view[] =
     "                   weights and normal inputs drawn from --seed S (a whole\n"
     "                   number from 0 to 999999999999999999, as mha quiz's;\n"
     "                   default 0) or, with --d2l, inputs of ones as in d2l's\n"
-    "                   example;\n"
-    "                   a file name (anything but digits): the .npy inputs of\n"
-    "                   mha forward (see mha forward --help; PyTorch's options\n"
-    "                   are not taken here)\n"
+    "                   example; a file name (anything but digits): the .npy\n"
+    "                   inputs of mha forward (see mha forward --help;\n"
+    "                   PyTorch's options are not taken here)\n"
     "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
     "                   in a label); the queries get them too when Lq = Lk.\n"
     "                   Default: positions\n"
@@ -76,7 +75,11 @@ static const char usage_view[] =
     "\n"
     "The page holds every weight: B*h*Lq*Lk may be at most 4194304; with\n"
     "sizes, D at most 2048.  Bad input: one line on stderr, exit status 2,\n"
-    "and F as it was; the page is written whole or not at all.\n";
+    "and F as it was; the page is written whole or not at all.  Stopped\n"
+    "by a signal, mha removes its temporary file and ends by that signal\n"
+    "(exit status 128 + its number: 130 for SIGINT), F as it was; one that\n"
+    "comes as the page is renamed into place waits until it is, and F is\n"
+    "then the new page.\n";
 
 /* The options of mha forward that name files: in the sizes form none of
  * them may be given. */
