@@ -19,11 +19,12 @@
 # OUT under another name, with OUT/.snapshot-files, the SHA-256 of every
 # file it wrote, and renamed into place when OUT does not exist (or is an
 # empty folder).  When OUT exists, it is replaced only when every file in
-# it is one the earlier run wrote, unchanged since (its build/ folder,
-# what `make` wrote there, is moved into the new snapshot, kept); left as
-# it is when it is the new snapshot already; and refused, naming a file,
-# with nothing changed, when it holds a file the snapshot did not write
-# or one changed since (a reader's notes, an edited lesson).
+# it is one the earlier run wrote, unchanged since (what the snapshot's own
+# make wrote there, build/ and the chapters' plots/NN_*, is moved into the
+# new snapshot, kept); left as it is when it is the new snapshot already;
+# and refused, naming a file, with nothing changed, when it holds a file
+# the snapshot did not write or one changed since (a reader's notes, an
+# edited lesson).
 set -eu
 handout=
 if [ "${1:-}" = --handout ]; then
@@ -103,11 +104,15 @@ if [ ! -d "$final" ] || [ -z "$(ls -A "$final")" ]; then
     echo "snapshot: wrote $final, the code as of chapter $ch"
     exit 0
 fi
-# a file is the tool's when .snapshot-files lists it with its bytes (or,
-# in a snapshot older than that list, when the new snapshot has it alike)
-theirs=$(cd "$final" &&
-    find . -path ./build -prune -o -type f ! -name .snapshot-files -print |
-    sed 's|^\./||' | LC_ALL=C sort | while IFS= read -r f; do
+# what the snapshot's own make writes there (build/, the chapters'
+# plots/NN_*, as .gitignore lists them) is kept, never compared; any other
+# file is the tool's when .snapshot-files lists it with its bytes (or, in
+# a snapshot older than that list, when the new snapshot has it alike)
+made() {
+    find . -path ./build -prune -o -path './plots/[0-9][0-9]_*' -prune -o \
+        -type f ! -name .snapshot-files -print | sed 's|^\./||' | LC_ALL=C sort
+}
+theirs=$(cd "$final" && made | while IFS= read -r f; do
         if [ -f .snapshot-files ]; then
             grep -qxF "$(sha256sum < "$f" | cut -c1-64)  $f" .snapshot-files || echo "$f"
         else
@@ -124,14 +129,19 @@ if [ -n "$theirs" ]; then
     echo "snapshot: $final holds $what, then run make snapshot CH=$ch again; nothing was changed" >&2
     exit 1
 fi
-if diff -rq --no-dereference --exclude=build "$final" "$out" >/dev/null 2>&1; then
+# every file there is the tool's, unchanged: the same list, none missing
+if cmp -s "$final/.snapshot-files" "$out/.snapshot-files" &&
+    (cd "$final" && sha256sum --quiet -c .snapshot-files > /dev/null 2>&1); then
     echo "snapshot: $final is the code as of chapter $ch already; left as it is"
     exit 0
 fi
-# every file there is one an earlier run wrote: replaced, its build/ kept
+# replaced, what its make wrote kept
 [ ! -d "$final/build" ] || mv "$final/build" "$out/build"
+for f in "$final"/plots/[0-9][0-9]_*; do
+    [ ! -e "$f" ] || mv "$f" "$out/plots/"
+done
 old=$(dirname "$out")/.$(basename "$final").old.$$
 mv "$final" "$old"
 mv "$out" "$final"
 rm -rf "$old"
-echo "snapshot: replaced $final, the code as of chapter $ch (its build/ kept)"
+echo "snapshot: replaced $final, the code as of chapter $ch (its build/ and plots kept)"

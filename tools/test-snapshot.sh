@@ -5,8 +5,10 @@
 #      run again, it is left as it is;
 #   2. a reader's file in it, or a file of it edited, is refused in one
 #      line naming the file, and every file is as it was, no copy left;
-#   3. a snapshot whose files are all the tool's, unchanged (one missing),
-#      is replaced, and its build/ kept;
+#   3. what the snapshot's own make writes (build/, plots/NN_*) is kept:
+#      with it the snapshot is still the tool's, left as it is; replaced
+#      when its files are all the tool's, unchanged (one missing), with
+#      build/ and the plots moved into the new one;
 #   4. an older snapshot, without the list, holding a reader's file: refused.
 set -eu
 build=${BUILD:-build}
@@ -30,6 +32,10 @@ snap || { cat "$dir/err"; fail "make snapshot CH=08 fails"; }
 grep -q "^snapshot: wrote $s" "$dir/out" && [ -f "$s/.snapshot-files" ] ||
     fail "a new snapshot: $(cat "$dir/out")"
 snap && grep -q 'left as it is' "$dir/out" || fail "a snapshot again: $(cat "$dir/out" "$dir/err")"
+mkdir -p "$s/build"
+echo "built" > "$s/build/x"
+echo "drawn" > "$s/plots/08_heads.png"
+snap && grep -q 'left as it is' "$dir/out" || fail "a snapshot with its build and plots: $(cat "$dir/out" "$dir/err")"
 
 echo "my notes" > "$s/NOTES.c"
 refused NOTES.c
@@ -38,13 +44,12 @@ echo "/* tried */" >> "$s/src/nn/multihead.c"
 refused src/nn/multihead.c
 sed -i '$d' "$s/src/nn/multihead.c"
 
-mkdir -p "$s/build"
-echo "built" > "$s/build/x"
 rm "$s/README.md"
 snap && grep -q "^snapshot: replaced $s" "$dir/out" || fail "a snapshot of the tool's files: $(cat "$dir/out" "$dir/err")"
-[ -f "$s/README.md" ] && [ "$(cat "$s/build/x")" = built ] || fail "a replaced snapshot lost its build/ or a file"
+[ -f "$s/README.md" ] && [ "$(cat "$s/build/x")" = built ] && [ "$(cat "$s/plots/08_heads.png")" = drawn ] ||
+    fail "a replaced snapshot lost its build/, its plots or a file"
 
 rm "$s/.snapshot-files"
 echo "my notes" > "$s/NOTES.c"
 refused NOTES.c
-echo "snapshot-check: make snapshot keeps or refuses a snapshot holding a reader's files, replaces one of its own with its build/ kept"
+echo "snapshot-check: make snapshot keeps or refuses a snapshot holding a reader's files, replaces one of its own with its build/ and plots kept"
