@@ -370,8 +370,10 @@ transcripts: build
 
 #> full
 # The code as of a chapter (tools/snapshot.sh): `make snapshot CH=08`
-# writes build/snapshot/08/, which builds and passes its own tests;
-# `make snapshots` writes every chapter's and runs `make test` in each.
+# writes build/snapshot/08/, which builds and passes its own tests, and
+# replaces it only when it holds nothing a reader wrote (tools/
+# test-snapshot.sh checks); `make snapshots` writes every chapter's and
+# runs `make test` in each.
 snapshot: $(BUILD)/marks-filter
 	@tools/snapshot.sh "$(CH)" $(BUILD)/marks-filter
 
@@ -452,12 +454,14 @@ grade:
 # student does: without the make above it (MAKEFLAGS), whose job slots a
 # make it starts would complain it cannot reach.
 SLOW_CHECKS := handout-check test-transcripts test-deps test-view test-parity \
-               test-pictures test-book
+               test-pictures test-book test-snapshot
 .PHONY: $(SLOW_CHECKS)
 handout-check: build
 	@MAKEFLAGS= tools/test-handout.sh
 test-transcripts:
 	@tools/test-transcripts.sh $(BUILD)
+test-snapshot: $(BUILD)/marks-filter
+	@BUILD=$(BUILD) tools/test-snapshot.sh
 test-deps:
 	@tools/test-deps.sh
 # the book's pictures (docs/pictures/) as make docs would keep them

@@ -34,6 +34,27 @@ Test(error, fail_in_puts_the_caller_first)
                                        "3 x 8 bytes");
 }
 
+/* A message that names the caller's function already says it once:
+ * "f: x" under "f" is "f: x", and "f a.npy: x" under "f a.npy" is
+ * itself; another function, or the same on another file, is named. */
+Test(error, fail_in_names_a_function_once)
+{
+    mha_fail(GSL_EINVAL, "multihead_forward_masked: the output overflowed");
+    mha_fail_in(GSL_EINVAL, "%s", "multihead_forward_masked");
+    cr_assert_str_eq(mha_last_error(),
+                     "multihead_forward_masked: the output overflowed");
+    mha_fail(GSL_EFAILED, "explorer_save a.html: cannot write");
+    mha_fail_in(GSL_EFAILED, "explorer_save %s", "a.html");
+    cr_assert_str_eq(mha_last_error(), "explorer_save a.html: cannot write");
+    mha_fail_in(GSL_EFAILED, "explorer_save %s", "b.html");
+    cr_assert_str_eq(mha_last_error(), "explorer_save b.html: explorer_save "
+                                       "a.html: cannot write");
+    mha_fail(GSL_EINVAL, "multihead_forward: x");
+    mha_fail_in(GSL_EINVAL, "multihead_forward_masked");
+    cr_assert_str_eq(mha_last_error(),
+                     "multihead_forward_masked: multihead_forward: x");
+}
+
 /* A context as long as the buffer leaves room for nothing else. */
 Test(error, fail_in_cuts_long_messages)
 {
