@@ -140,6 +140,13 @@ Test(error, numbers_small_and_huge)
             free(p);
         }
     }
+    // one huge page's worth, the size of the fast path's buffers for a
+    // chunk of examples (B = 8, L = 512, d_model = 512: 512 rows)
+    double *one = mha_alloc_numbers(((size_t)2 << 20) / sizeof(double), 0,
+                                    "one");
+    cr_assert_eq((uintptr_t)one % ((uintptr_t)2 << 20), 0, "at %p",
+                 (void *)one);
+    free(one);
     mha_debug_fail_alloc_after(1);
     double *a = mha_alloc_numbers(huge, 1, "a");
     mha_clear_error();
