@@ -124,15 +124,7 @@ CPPFLAGS = -Isrc $(GSL_CFLAGS)
 ALL_CFLAGS = $(WARN) $(OMP) $(CFLAGS) $(SAN)
 LDLIBS   = $(GSL_LIBS) -lm
 #> handout
-# libzip reads .npz archives: mha's --state-dict (src/cli/torch.c), which
-# loads it from where pkg-config says it is when it reads one, rather than
-# with the program (it brings libcrypto along)
-ZIP_DIR = $(call pkg_config,ZIP_DIR,--variable=libdir libzip)
-$(BUILD)/obj/cli/torch.o build/fuzz/obj/cli/torch.o: \
-    CPPFLAGS += -DMHA_LIBZIP_DIR='"$(ZIP_DIR)"'
-#<
-#> full
-# the suites write .npz archives with it (tests/test_cli_torch.c)
+# libzip reads .npz archives: mha's --state-dict (src/cli/torch.c)
 ZIP_LIBS = $(call pkg_config,ZIP_LIBS,--libs libzip)
 #<
 TEST_LIBS = $(call pkg_config,TEST_LIBS,--libs criterion)
@@ -253,7 +245,7 @@ $(BUILD)/bench: tools/bench.c $(LIB)
 # mha-grad: the module's gradients on .npy files, for tools/parity.py.
 $(BUILD)/mha-grad: tools/mha_grad.c $(CLI_PARTS) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) $< $(CLI_PARTS) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
 #<
 
 #> full
@@ -264,10 +256,11 @@ $(BUILD)/mla-run: tools/mla_run.c $(LIB)
 #<
 
 #> handout
-# The mha program: src/cli/ linked with libmha.
+# The mha program: src/cli/ linked with libmha (and libzip for
+# --state-dict's .npz in the full build).
 $(CLI_BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
 #<
 
 # The suites, one object each, built with the paths and the chapter list
@@ -504,7 +497,7 @@ build/fuzz/obj/%.o: src/%.c
 
 build/fuzz/%: tools/fuzz/%.c $(FUZZ_OBJ) $(FUZZ_CLI)
 	clang $(CPPFLAGS) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(DEPFLAGS) $< $(FUZZ_CLI) \
-	    $(FUZZ_OBJ) $(LDLIBS) -o $@
+	    $(FUZZ_OBJ) $(LDLIBS) $(ZIP_LIBS) -o $@
 
 fuzz: deps
 	@tools/deps.sh clang libclang-rt-14-dev

@@ -332,29 +332,6 @@ Test(cli_torch, average_attn_weights_is_the_mean_of_the_heads, .init = enter,
     FREE_ALL(a, m);
 }
 
-/* libzip (and the libcrypto it brings) is loaded to read a .npz, not
- * with the program: the loader's list of what mha needs to start (which
- * glibc's loader prints for LD_TRACE_LOADED_OBJECTS, as ldd does) has no
- * libzip.  (The test just above reads .npz archives through it.) */
-Test(cli_torch, libzip_is_loaded_only_for_a_state_dict, .init = enter,
-     .fini = leave)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "LD_TRACE_LOADED_OBJECTS=1 '%s' --help",
-             mha_path);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char line[1024];
-    int lines = 0;
-    while (fgets(line, sizeof line, p)) {
-        lines++;
-        cr_assert_null(strstr(line, "libzip"), "mha starts with %s", line);
-        cr_assert_null(strstr(line, "libcrypto"), "mha starts with %s", line);
-    }
-    cr_assert_eq(pclose(p), 0);
-    cr_assert_gt(lines, 0);
-}
-
 /* The packed in_proj_weight and in_proj_bias, and a .npz state dict of
  * either layout, give the numbers of the separate files, bit for bit. */
 Test(cli_torch, packed_and_state_dict_equal_the_separate_files, .init = enter,

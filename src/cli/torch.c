@@ -9,7 +9,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "torch.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -96,54 +95,6 @@ int cli_torch_check_options(cli_option *opts, size_t nopts, int need_out)
 
 /* --- .npz: a zip of .npy files, read with libzip --------------------- */
 
-/* libzip is loaded when a .npz is read, not when mha starts: with it come
- * libcrypto, libbz2 and libz, and loading them took a third of the start
- * of every run (mha --help: 13.1 million instructions with them, 8.9
- * without; 3,400 of the 15,900 symbols the loader binds, and 140 page
- * faults).  Its calls, each found by name once loaded: */
-#define ZIP_CALLS(X)                                                          \
-    X(zip_open) X(zip_error_init_with_code) X(zip_error_strerror)             \
-    X(zip_error_fini) X(zip_get_num_entries) X(zip_get_name)                  \
-    X(zip_stat_index) X(zip_strerror) X(zip_fopen_index) X(zip_fread)         \
-    X(zip_file_strerror) X(zip_fclose) X(zip_discard)
-#define ZIP_FIELD(f) __typeof__(f) *f;
-static struct {
-    void *lib;
-    ZIP_CALLS(ZIP_FIELD)
-} zip;
-
-/* Where the build found libzip (the Makefile says), else the loader's
- * own search: the development link first, as the build linked against
- * it, then the names libzip has had. */
-#ifndef MHA_LIBZIP_DIR
-#define MHA_LIBZIP_DIR "/usr/lib"
-#endif
-static const char *const zip_files[] = {
-    MHA_LIBZIP_DIR "/libzip.so", MHA_LIBZIP_DIR "/libzip.dylib",
-    "libzip.so", "libzip.so.5", "libzip.so.4"};
-
-/* libzip loaded and its calls found, or one line naming path. */
-static int zip_load(const char *path)
-{
-    const char *why = "not found";
-    for (size_t i = 0; !zip.lib && i < sizeof zip_files / sizeof *zip_files;
-         i++)
-        if (!(zip.lib = dlopen(zip_files[i], RTLD_NOW | RTLD_LOCAL)))
-            why = dlerror();
-    int missing = !zip.lib;
-#define ZIP_FIND(f)                                                           \
-    if (!missing && !(zip.f = (__typeof__(zip.f))dlsym(zip.lib, #f))) {      \
-        missing = 1;                                                          \
-        why = dlerror();                                                      \
-    }
-    ZIP_CALLS(ZIP_FIND)
-    if (!missing)
-        return CLI_OK;
-    return cli_error("--state-dict %s: cannot load libzip, which reads .npz "
-                     "archives (%s); install it (Debian: libzip-dev)",
-                     path, why ? why : "?");
-}
-
 /* The state_dict names nn.MultiheadAttention uses, in the order kept. */
 static const char *const sd_names[] = {
     "in_proj_weight", "q_proj_weight", "k_proj_weight",  "v_proj_weight",
@@ -162,25 +113,23 @@ static int read_npz(const char *path, tensor **sd)
                          strerror(errno));
     if (!S_ISREG(st.st_mode))
         return cli_error("--state-dict %s is not a regular file", path);
-    if (zip_load(path))
-        return CLI_USAGE;
     int err = 0;
-    zip_t *z = zip.zip_open(path, ZIP_RDONLY, &err);
+    zip_t *z = zip_open(path, ZIP_RDONLY, &err);
     if (!z) {
         zip_error_t ze;
-        zip.zip_error_init_with_code(&ze, err);
+        zip_error_init_with_code(&ze, err);
         int status = cli_error("--state-dict %s is not a .npz archive "
                                "(libzip: %s); save one with "
                                "numpy.savez(path, **state_dict)",
-                               path, zip.zip_error_strerror(&ze));
-        zip.zip_error_fini(&ze);
+                               path, zip_error_strerror(&ze));
+        zip_error_fini(&ze);
         return status;
     }
     int status = CLI_OK;
-    zip_int64_t n = zip.zip_get_num_entries(z, 0);
+    zip_int64_t n = zip_get_num_entries(z, 0);
     char *buf = NULL;
     for (zip_int64_t i = 0; i < n && !status; i++) {
-        const char *name = zip.zip_get_name(z, (zip_uint64_t)i, 0);
+        const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
         size_t len = name ? strlen(name) : 0;
         size_t k = SD_N;
         if (len > 4 && strcmp(name + len - 4, ".npy") == 0)
@@ -202,10 +151,10 @@ static int read_npz(const char *path, tensor **sd)
         zip_file_t *zf = NULL;
         char label[512];
         snprintf(label, sizeof label, "%s:%s", path, sd_names[k]);
-        if (zip.zip_stat_index(z, (zip_uint64_t)i, 0, &zs) != 0 ||
+        if (zip_stat_index(z, (zip_uint64_t)i, 0, &zs) != 0 ||
             !(zs.valid & ZIP_STAT_SIZE)) {
             status = cli_error("--state-dict %s: %s", label,
-                               zip.zip_strerror(z));
+                               zip_strerror(z));
             break;
         }
         free(buf);
@@ -214,23 +163,23 @@ static int read_npz(const char *path, tensor **sd)
             status = cli_error("--state-dict: %s", mha_last_error());
             break;
         }
-        zf = zip.zip_fopen_index(z, (zip_uint64_t)i, 0);
-        zip_int64_t got = zf ? zip.zip_fread(zf, buf, zs.size) : -1;
+        zf = zip_fopen_index(z, (zip_uint64_t)i, 0);
+        zip_int64_t got = zf ? zip_fread(zf, buf, zs.size) : -1;
         if (!zf || got < 0 || (zip_uint64_t)got != zs.size) {
             status = cli_error("--state-dict %s: cannot read the member: %s",
-                               label, zf ? zip.zip_file_strerror(zf)
-                                         : zip.zip_strerror(z));
+                               label, zf ? zip_file_strerror(zf)
+                                         : zip_strerror(z));
             if (zf)
-                zip.zip_fclose(zf);
+                zip_fclose(zf);
             break;
         }
-        zip.zip_fclose(zf);
+        zip_fclose(zf);
         npy_header h;
         if (npy_read_memory(buf, zs.size, label, &sd[k], &h))
             status = cli_error("--state-dict: %s", mha_last_error());
     }
     free(buf);
-    zip.zip_discard(z);
+    zip_discard(z);
     return status;
 }
 
