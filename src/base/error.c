@@ -177,7 +177,7 @@ void *mha_calloc(size_t n, size_t size, const char *who)
 
 double *mha_alloc_numbers(size_t n, int zero, const char *who)
 {
-    if (n < MHA_HUGE_BYTES / sizeof(double))
+    if (n < (zero ? MHA_HUGE_ZEROED_BYTES : MHA_HUGE_BYTES) / sizeof(double))
         return zero ? mha_calloc(n, sizeof(double), who)
                     : mha_malloc(n, sizeof(double), who);
     if (!may_allocate(n, sizeof(double), who))

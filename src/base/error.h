@@ -87,8 +87,16 @@ void *mha_calloc(size_t n, size_t size, const char *who);
  * offered to the kernel for transparent huge pages (madvise), so that
  * touching it for the first time takes one page fault per 2 MiB rather
  * than per 4 KiB: for the projections of a forward pass, the faults were
- * a fifth of its time.  Free with free(). */
-#define MHA_HUGE_BYTES ((size_t)4 << 20)
+ * a fifth of its time.  From one huge page up: the fast path's buffers for
+ * a chunk of examples are 2 MiB each (multihead_fast.c), and in a virtual
+ * machine touching 6 MiB of fresh memory took 3.8 ms in 4 KiB pages and
+ * 0.2 ms in huge pages.  A zeroed buffer below MHA_HUGE_ZEROED_BYTES
+ * comes from calloc, whose fresh pages from the kernel are zero already
+ * and cost nothing until touched (mha forward's module allocates its
+ * 2 MiB weights zeroed, then takes the files' numbers instead); a huge
+ * one is zeroed by hand.  Free with free(). */
+#define MHA_HUGE_BYTES ((size_t)2 << 20)
+#define MHA_HUGE_ZEROED_BYTES ((size_t)4 << 20)
 double *mha_alloc_numbers(size_t n, int zero, const char *who);
 
 /* Room for one more item in a growing array: when count has reached
