@@ -178,6 +178,19 @@ void tensor_trace_begin(const tensor *out, size_t n_inputs,
     trace_enter();
 }
 
+int tensor_trace_open(size_t n_inputs, const tensor_trace_in *inputs,
+                      const char *fmt, ...)
+{
+    if (trace_on()) {
+        va_list ap;
+        va_start(ap, fmt);
+        emit(TRACE_STEP, TRACE_LIST, NULL, n_inputs, inputs, fmt, ap);
+        va_end(ap);
+    }
+    trace_enter();
+    return 1;
+}
+
 void tensor_trace_note(const char *fmt, ...)
 {
     if (!trace_on())
