@@ -7,8 +7,9 @@ FUNCTION by its calls through the sources under DIR/src.
 Universal Ctags lists every function and macro defined under DIR/src with
 its first and last line.  From each FUNCTION, every identifier in a
 reached definition's text (comments and strings left out) that names a
-function or a macro defined there is reached too; a static function's
-name is looked up in its own file first.  Calls through pointers (the
+function or a macro defined there is reached too; a name is looked up
+in the reader's own file first, and a static function (or a macro of a
+.c file) is reached from its own file only.  Calls through pointers (the
 trace's observers, a module's init) are not followed: the reader does
 not follow them either.
 
@@ -68,8 +69,11 @@ def definitions(root):
             with open(os.path.join(root, path)) as f:
                 cache[path] = strip(f.read()).split("\n")
         lines = cache[path][int(start) - 1:int(end)]
+        static = kind == "macro" and path.endswith(".c") or \
+            lines[0].lstrip().startswith("static")
         defs[name].append({"name": name, "kind": kind, "path": path,
                            "start": int(start), "lines": lines,
+                           "static": static,
                            "code": sum(1 for l in lines if l.strip())})
     return defs
 
@@ -90,7 +94,7 @@ def reach(defs, roots):
             if w == d["name"] or w not in defs:
                 continue
             own = [e for e in defs[w] if e["path"] == d["path"]]
-            todo += own or defs[w]
+            todo += own or [e for e in defs[w] if not e["static"]]
     return list(seen.values())
 
 
