@@ -45,10 +45,10 @@ int mha_fail_in(int status, const char *fmt, ...)
  * it made and returns status:
  *
  *     int status = GSL_SUCCESS;
- *     STEP(tensor_reshape(x, DIMS(B, n, h, p), &split));
- *     STEP(tensor_permute(split, AXES(0, 2, 1, 3), &heads));
+ *     STEP(tensor_permute(x, AXES(1, 0), &xt));
+ *     STEP(tensor_contiguous(xt, out));
  * done:
- *     TENSORS_FREE(split, heads);
+ *     tensor_free(xt);
  *     return status; */
 #define STEP(call)                                                            \
     do {                                                                      \

@@ -53,7 +53,7 @@ static int heads_view(const tensor *x, size_t h, tensor **out)
     tensor *split = NULL;
     int status = tensor_reshape(x, DIMS(B, L, h, -1), &split);
     if (!status)
-        status = tensor_permute(split, SHAPE(0, 2, 1, 3), out);
+        status = tensor_permute(split, AXES(0, 2, 1, 3), out);
     tensor_free(split);
     return status;
 }

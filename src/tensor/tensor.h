@@ -65,10 +65,10 @@ typedef struct tensor {
 
 /* Shape literals: tensor_alloc(SHAPE(1, 2, 16), &x) passes the count and
  * the sizes.  A reshape's target is DIMS or SIZES, and may hold one -1:
- *   - DIMS(B, n, h, p) passes the count, the sizes and their own text,
- *     "B, n, h, p", as labels: a variable named as the lesson names it
+ *   - DIMS(n, h, -1) passes the count, the sizes and their own text,
+ *     "n, h, -1", as labels: a variable named as the lesson names it
  *     names its dimension in the trace (tensor_reshape says which);
- *     tensor_reshape(x, DIMS(B, n, h, p), &split);
+ *     tensor_reshape(x, DIMS(n, h, -1), &split);
  *   - SIZES(8, 2, 2) passes the count and the sizes, and the call then
  *     takes the names itself: tensor_reshape(x, SIZES(8, 2, 2),
  *     "B*h, n, d_model/h", &y), or NULL to derive them from x's. */
@@ -79,7 +79,7 @@ typedef struct tensor {
 #define DIMS(...) SIZES(__VA_ARGS__), TENSOR_LABELS #__VA_ARGS__
 /* The mark DIMS puts before its labels, telling them from names. */
 #define TENSOR_LABELS "\x1f"
-/* A permutation: tensor_permute(x, AXES(0, 2, 1, 3), &y). */
+/* A permutation: tensor_permute(x, AXES(1, 0), &y). */
 #define AXES(...) SHAPE(__VA_ARGS__)
 
 /* Element access: *TENSOR_AT(x, 0, 1, 5) is x[0, 1, 5]. */
