@@ -82,12 +82,16 @@ static void small_example(void)
      * this example and for B = 2, where the last step copies (a straight
      * reshape gets both wrong: section 3); one head; the refusals of
      * section 6 (`GSL_EBADLEN` when $h$ does not divide $d_{model}$,
-     * `GSL_EINVAL` for 0 heads or an input that is not 3-D, each with the
-     * output NULL and a message naming the sizes); and that when an
-     * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
-     * tensors it made before freed. The refusals are one call to
-     * `multihead_check_heads`, the checks the join and chapter 11's split
-     * make too, so what follows it is the three steps alone.
+     * `GSL_EINVAL` for 0 heads, each with the output NULL and the
+     * reshape's message naming the shapes); and that when an allocation
+     * fails it returns `GSL_ENOMEM` with the output NULL, the tensors it
+     * made before freed. It checks nothing itself: the reshape refuses
+     * what it cannot do, and the module checks its inputs once, at the
+     * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
+     * the function frees what it made; `SCOPE` opens the trace's line for
+     * the function, and `DIMS(B, n, h, -1)` passes both the sizes and
+     * their names, so the trace calls the split dimension `h` and the
+     * rest `d_model/h`.
      *
      * @show src/nn/heads.c transpose_qkv
      */
@@ -165,13 +169,13 @@ static void attend_split(const tensor *x, size_t h, int split, tensor **out)
     if (split)
         CHECK(transpose_qkv(x, h, &heads));
     else
-        CHECK(tensor_reshape(x, DIMS((long)(B * h), (long)n, (long)p), NULL,
+        CHECK(tensor_reshape(x, SIZES((long)(B * h), (long)n, (long)p), NULL,
                              &heads));
     CHECK(dot_attention_forward(&attn, heads, heads, heads, NULL, &o, NULL));
     if (split)
         CHECK(transpose_output(o, h, out));
     else
-        CHECK(tensor_reshape(o, DIMS((long)B, (long)n, -1), NULL, out));
+        CHECK(tensor_reshape(o, SIZES((long)B, (long)n, -1), NULL, out));
     tensor_free(heads);
     tensor_free(o);
     dot_attention_free(&attn);
@@ -206,7 +210,7 @@ static void the_straight_reshape(void)
      */
     tensor *x = counting_tensor(1, 2, 16), *wrong;
     trace_to(stdout);
-    CHECK(tensor_reshape(x, DIMS(8, 2, 2), "B*h, n, d_model/h", &wrong));
+    CHECK(tensor_reshape(x, SIZES(8, 2, 2), "B*h, n, d_model/h", &wrong));
     trace_to(NULL);
     printf("\n");
     for (size_t r = 0; r < wrong->shape[0]; r++)
@@ -326,10 +330,10 @@ static void not_divisible(void)
     section("6. When d_model does not divide into h heads");
     /*md
      * Every head needs the same number of features, so $h$ must divide
-     * $d_{model}$. Asked for 3 heads of 16 features, `transpose_qkv` refuses
-     * with `GSL_EBADLEN` (status 19) and says what it got. The module checks
-     * the same thing when it is created, so the error appears before any data
-     * is touched.
+     * $d_{model}$. Asked for 3 heads of 16 features, `transpose_qkv`'s first
+     * reshape refuses with `GSL_EBADLEN` (status 19), naming the shapes, as
+     * PyTorch's reshape does. The module checks the same thing when it is
+     * created, so there the error appears before any data is touched.
      */
     tensor *x = counting_tensor(1, 2, 16), *bad;
     int status = transpose_qkv(x, 3, &bad);
@@ -368,9 +372,8 @@ int main(void)
  *    covers the merged `B*h` axis. Then confirm it with `mha trace`.
  * 4. Coding: in the handout (`make handout`), `transpose_qkv` and
  *    `transpose_output` are blanks. Write them with `tensor_reshape` and
- *    `tensor_permute`, freeing the intermediate tensors, and keep the error for
- *    a d_model not divisible by h (`multihead_check_heads` in multihead.h
- *    makes the checks). In the handout, `make grade
+ *    `tensor_permute`, freeing the intermediate tensors; the reshape refuses
+ *    a d_model not divisible by h for you. In the handout, `make grade
  *    EXERCISE=transpose_qkv` (and `EXERCISE=transpose_output`) tells you
  *    when each passes. The page folds the library's solution above; write
  *    yours before you open it.

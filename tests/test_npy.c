@@ -1377,7 +1377,7 @@ static void read_mapped_as_npy_read(const char *path, int mapped)
     cr_assert_eq(mapped_from(got, path), mapped, "%s: mapped %d, expected %d",
                  path, mapped_from(got, path), mapped);
     tensor *view = NULL; // a view keeps the mapping after the tensor goes
-    OK(tensor_reshape(got, DIMS(-1), NULL, &view));
+    OK(tensor_reshape(got, SIZES(-1), NULL, &view));
     tensor_free(got);
     assert_values(view, want->data, tensor_numel(want));
     tensor_free(view);

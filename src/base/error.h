@@ -39,6 +39,23 @@ int mha_fail(int status, const char *fmt, ...)
 int mha_fail_in(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The library's one idiom for a function made of steps: each step is
+ * STEP(call); the first that fails leaves its status in `status` and its
+ * message as it is, and jumps to `done:`, where the function frees what
+ * it made and returns status:
+ *
+ *     int status = GSL_SUCCESS;
+ *     STEP(tensor_permute(x, AXES(1, 0), &xt));
+ *     STEP(tensor_contiguous(xt, out));
+ * done:
+ *     tensor_free(xt);
+ *     return status; */
+#define STEP(call)                                                            \
+    do {                                                                      \
+        if ((status = (call)) != GSL_SUCCESS)                                 \
+            goto done;                                                        \
+    } while (0)
+
 //> 03
 /* Sizes that must not be 0: GSL_EINVAL when one of the n sizes is, with
  * the message "who: batch 2, heads 0 and p 4 must all be >= 1" (names

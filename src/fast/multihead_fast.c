@@ -49,14 +49,11 @@ int multihead_fast_start(multihead *m, const tensor *queries,
 static int heads_view(const tensor *x, size_t h, tensor **out)
 {
     *out = NULL;
-    multihead_names nm;
-    multihead_head_names(x, 0, &nm);
+    size_t B = x->shape[0], L = x->shape[1];
     tensor *split = NULL;
-    int status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
-                                        (long)h, -1),
-                                nm.split, &split);
+    int status = tensor_reshape(x, DIMS(B, L, h, -1), &split);
     if (!status)
-        status = tensor_permute(split, SHAPE(0, 2, 1, 3), out);
+        status = tensor_permute(split, AXES(0, 2, 1, 3), out);
     tensor_free(split);
     return status;
 }
