@@ -301,7 +301,7 @@ Test(numbers, no_split_no_entry)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 3), &x));
     trace_log_start(&log);
-    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    OK(tensor_reshape(x, SIZES(3, 2), NULL, &y));
     trace_log_stop(&log);
     char *json = numbers_json(&log);
     cr_assert_str_eq(json, "[]");
