@@ -20,6 +20,8 @@
 #> full
 #   make docs         weave the book in docs/ from the chapters and src/, with
 #                     its pictures in docs/pictures/ (redrawn only when changed)
+#   make book         the book for print in build/book/: one HTML file and
+#                     its PDF, and each chapter's (installs chromium)
 #   make key          the teacher's key in docs/teacher/: rewrite
 #                     teacher/expected/ from teacher/*.c, then make docs
 #   make snapshot CH=08   build/snapshot/08/: the code as of chapter 08
@@ -377,8 +379,10 @@ transcripts: build
 
 #> full
 # The code as of a chapter (tools/snapshot.sh): `make snapshot CH=08`
-# writes build/snapshot/08/, which builds and passes its own tests;
-# `make snapshots` writes every chapter's and runs `make test` in each.
+# writes build/snapshot/08/, which builds and passes its own tests, and
+# replaces it only when it holds nothing a reader wrote (tools/
+# test-snapshot.sh checks); `make snapshots` writes every chapter's and
+# runs `make test` in each.
 snapshot: $(BUILD)/marks-filter
 	@tools/snapshot.sh "$(CH)" $(BUILD)/marks-filter
 
@@ -473,12 +477,14 @@ grade:
 # student does: without the make above it (MAKEFLAGS), whose job slots a
 # make it starts would complain it cannot reach.
 SLOW_CHECKS := handout-check test-transcripts test-deps test-view test-parity \
-               test-pictures
+               test-pictures test-book test-snapshot
 .PHONY: $(SLOW_CHECKS)
 handout-check: build
 	@MAKEFLAGS= tools/test-handout.sh
 test-transcripts:
 	@tools/test-transcripts.sh $(BUILD)
+test-snapshot: $(BUILD)/marks-filter
+	@BUILD=$(BUILD) tools/test-snapshot.sh
 test-deps:
 	@tools/test-deps.sh
 # the book's pictures (docs/pictures/) as make docs would keep them
@@ -550,14 +556,30 @@ module-pictures: $(MODULE_DOT)
 	fi
 
 # The book: docs/ woven from the chapters, their transcripts and src/,
-# all pages or none (tools/weave.c).  The chapters' pictures it shows are
+# with the reference pages of tools/ (the mha program's from its --help
+# texts, performance from plots/bench.md), all pages or none
+# (tools/weave.c).  The chapters' pictures it shows are
 # kept in docs/pictures/ and redrawn only when their data or script
 # changed beyond rounding (tools/docs-pictures.sh says why).
-docs: $(BUILD)/weave $(CH_BIN) module-pictures
+docs: $(BUILD)/weave $(CH_BIN) $(CLI_BIN) module-pictures
 	@tools/docs-pictures.sh $(BUILD)
 	@mkdir -p docs
-	@$(BUILD)/weave . docs
+	@$(BUILD)/weave . docs $(CLI_BIN)
 	@echo "docs: wove $(words $(CHAPTERS)) chapters into docs/"
+
+# The book for print (tools/book.py): build/book/book.html, the whole
+# book in one file that loads nothing from outside (its pictures inlined,
+# a table of contents), build/book/book.pdf printed from it by headless
+# Chromium, and each chapter alone in build/book/chapters/ as HTML and
+# PDF.  Markdown to HTML with cmark-gfm, GitHub's own converter.
+.PHONY: book test-book
+book: docs
+	@tools/deps.sh chromium
+	@tools/book.py $(BUILD)/book
+# make test: the HTML built and checked, and one chapter printed where
+# Chromium is installed
+test-book:
+	@d=$$(mktemp -d /tmp/mha-book-XXXXXX) && { tools/book.py --check $$d; s=$$?; rm -rf $$d; exit $$s; }
 
 
 # --- the teacher's key ------------------------------------------------

@@ -103,7 +103,7 @@ static void reshape_is_a_view(void)
      */
     tensor *x = counting_tensor(1, 2, 16), *split;
     trace_to(stdout);
-    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
+    CHECK(tensor_reshape(x, SIZES(1, 2, 8, -1), "B, n, h, d_model/h", &split));
     trace_to(NULL);
     printf("\n");
     show_layout("split", split);
@@ -119,7 +119,7 @@ static void heads_view(tensor **x, tensor **heads)
 {
     tensor *split;
     *x = counting_tensor(1, 2, 16);
-    CHECK(tensor_reshape(*x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
+    CHECK(tensor_reshape(*x, SIZES(1, 2, 8, -1), "B, n, h, d_model/h", &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), heads));
     tensor_free(split);
 }
@@ -150,7 +150,7 @@ static void permute_is_a_view(void)
      * steps.
      */
     tensor *x = counting_tensor(1, 2, 16), *split, *heads;
-    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), "B, n, h, d_model/h", &split));
+    CHECK(tensor_reshape(x, SIZES(1, 2, 8, -1), "B, n, h, d_model/h", &split));
     trace_to(stdout);
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     trace_to(NULL);
@@ -217,7 +217,7 @@ static void merge_batch_and_heads(void)
     tensor *x, *heads, *flat;
     heads_view(&x, &heads);
     trace_to(stdout);
-    CHECK(tensor_reshape(heads, DIMS(-1, 2, 2), NULL, &flat));
+    CHECK(tensor_reshape(heads, DIMS(-1, 2, 2), &flat));
     trace_to(NULL);
     printf("\n");
     show_layout("flat", flat);
@@ -228,15 +228,15 @@ static void merge_batch_and_heads(void)
 
     tensor *x2 = counting_tensor(2, 2, 16), *split2, *heads2, *flat2, *rows;
     trace_to(stdout);
-    CHECK(tensor_reshape(x2, DIMS(2, 2, 8, -1), "B, n, h, d_model/h", &split2));
+    CHECK(tensor_reshape(x2, SIZES(2, 2, 8, -1), "B, n, h, d_model/h", &split2));
     CHECK(tensor_permute(split2, SHAPE(0, 2, 1, 3), &heads2));
-    CHECK(tensor_reshape(heads2, DIMS(-1, 2, 2), NULL, &flat2));
+    CHECK(tensor_reshape(heads2, DIMS(-1, 2, 2), &flat2));
     trace_to(NULL);
     printf("\n");
     show_layout("flat2", flat2);
     printf("shares x2's buffer: %s\n",
            yes_no(tensor_shares_buffer(flat2, x2)));
-    CHECK(tensor_reshape(flat2, DIMS(16, 4), NULL, &rows));
+    CHECK(tensor_reshape(flat2, DIMS(16, 4), &rows));
     printf("flat2[8] (head 0 of sequence 1): %.0f %.0f %.0f %.0f\n",
            *TENSOR_AT(rows, 8, 0), *TENSOR_AT(rows, 8, 1),
            *TENSOR_AT(rows, 8, 2), *TENSOR_AT(rows, 8, 3));
@@ -294,10 +294,10 @@ static void minus_one(void)
      */
     tensor *x = counting_tensor(1, 2, 16), *inferred, *bad;
     trace_to(stdout);
-    CHECK(tensor_reshape(x, DIMS(4, -1), NULL, &inferred));
+    CHECK(tensor_reshape(x, DIMS(4, -1), &inferred));
     trace_to(NULL);
     printf("\n");
-    int status = tensor_reshape(x, DIMS(3, -1), NULL, &bad);
+    int status = tensor_reshape(x, DIMS(3, -1), &bad);
     printf("status %d (%s): %s\n", status, gsl_strerror(status),
            mha_last_error());
     tensor_free(x);
@@ -339,12 +339,12 @@ static void summary(void)
     tensor *x = counting_tensor(2, 1, 16), *split, *heads, *flat;
     tensor *unflat, *pos, *back;
     trace_to(stdout);
-    CHECK(tensor_reshape(x, DIMS(2, 1, 8, -1), "B, n, h, p", &split));
+    CHECK(tensor_reshape(x, SIZES(2, 1, 8, -1), "B, n, h, p", &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
-    CHECK(tensor_reshape(heads, DIMS(-1, 1, 2), "B*h, n, p", &flat));
-    CHECK(tensor_reshape(flat, DIMS(-1, 8, 1, 2), "B, h, n, p", &unflat));
+    CHECK(tensor_reshape(heads, SIZES(-1, 1, 2), "B*h, n, p", &flat));
+    CHECK(tensor_reshape(flat, SIZES(-1, 8, 1, 2), "B, h, n, p", &unflat));
     CHECK(tensor_permute(unflat, SHAPE(0, 2, 1, 3), &pos));
-    CHECK(tensor_reshape(pos, DIMS(2, 1, -1), "B, n, h*p", &back));
+    CHECK(tensor_reshape(pos, SIZES(2, 1, -1), "B, n, h*p", &back));
     trace_to(NULL);
     printf("\nshares x's buffer: %s\n\n",
            yes_no(tensor_shares_buffer(back, x)));

@@ -170,7 +170,8 @@ static void length_zero(void)
     section("4. A length of 0: uniform, not NaN");
     /*md
      * What if a row may see no key at all (length 0)? There is nothing to take
-     * a softmax over, so some rule must decide. The library takes d2l's: every
+     * a softmax over, so some rule must decide. `masked_softmax` takes d2l's,
+     * and so does the module built on it in chapter 08: every
      * key gets the same weight, $1/4 = 0.25$ here, the uniform row printed for
      * example 0 (lengths `[0, 4]`). Example 1, with length 4, is again the
      * plain softmax. (In d2l the rule falls out of its mask: every score
@@ -183,6 +184,8 @@ static void length_zero(void)
      * comes after must ignore it, as it must ignore the padding. Where a
      * causal mask is asked for (chapter 16), a row that sees no key is
      * refused instead: the mean of all the values would include the future.
+     * Chapter 11's head-major variant and chapter 18's PyTorch masks refuse
+     * it too, each saying why; chapter 18 puts the rules side by side.
      */
     tensor *scores = d2l_scores(), *lens, *w;
     CHECK(tensor_from_array(SHAPE(2), (double[]){0, 4}, &lens));

@@ -177,7 +177,7 @@ static void d2l_toy(gsl_rng *rng)
     printf("\nweights (2, 1, 10):\n");
     tensor_print(stdout, weights, 4);
     printf("\n");
-    CHECK(tensor_reshape(weights, DIMS(1, 2, 1, 10), NULL, &grid));
+    CHECK(tensor_reshape(weights, DIMS(1, 2, 1, 10), &grid));
     const char *titles[] = {"example 0, valid_len 2", "example 1, valid_len 6"};
     heatmap_options opt = {.titles = titles, .ntitles = 2};
     CHECK(heatmap_terminal(stdout, grid, &opt));

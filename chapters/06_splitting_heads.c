@@ -82,12 +82,16 @@ static void small_example(void)
      * this example and for B = 2, where the last step copies (a straight
      * reshape gets both wrong: section 3); one head; the refusals of
      * section 6 (`GSL_EBADLEN` when $h$ does not divide $d_{model}$,
-     * `GSL_EINVAL` for 0 heads or an input that is not 3-D, each with the
-     * output NULL and a message naming the sizes); and that when an
-     * allocation fails it returns `GSL_ENOMEM` with the output NULL, the
-     * tensors it made before freed. The refusals are one call to
-     * `multihead_check_heads`, the checks the join and chapter 11's split
-     * make too, so what follows it is the three steps alone.
+     * `GSL_EINVAL` for 0 heads, each with the output NULL and the
+     * reshape's message naming the shapes); and that when an allocation
+     * fails it returns `GSL_ENOMEM` with the output NULL, the tensors it
+     * made before freed. It checks nothing itself: the reshape refuses
+     * what it cannot do, and the module checks its inputs once, at the
+     * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
+     * the function frees what it made; `SCOPE` opens the trace's line for
+     * the function, and `DIMS(B, n, h, -1)` passes both the sizes and
+     * their names, so the trace calls the split dimension `h` and the
+     * rest `d_model/h`.
      *
      * @show src/nn/heads.c transpose_qkv
      */
@@ -122,6 +126,26 @@ static void where_each_number_goes(void)
      * tests check over a table of shapes. With `x[0, 1, 5] = 21`: feature 5
      * belongs to head $\lfloor 5/2 \rfloor = 2$, slot $5 \bmod 2 = 1$, so it
      * lands at `heads[2, 1, 1]`, and the output reads 21 there.
+     *
+     * The picture follows all 32 numbers through the three steps, as the
+     * module splits its queries. Each stage draws the tensor as blocks, every
+     * cell labelled with the number it holds (here a number is also its index
+     * in x), and under it the same numbers in the order they lie in memory,
+     * with the strides (the page calls n `Lq`, the queries' length, as the
+     * module does). `x[0, 1, 5] = 21` is lit at every stage: at
+     * `[0, 1, 2, 1]` after the reshape, `[0, 2, 1, 1]` after the permute and
+     * `[2, 1, 1]` at the end. Read the memory rows from top to bottom: for
+     * (1, 2, 16) they are one and the same row, 0 to 31, because none of the
+     * three steps moves a number. Only the strides change. The second half
+     * of the picture is `transpose_output`, section 5.
+     *
+     * ![Where each number goes: the stages of transpose_qkv and transpose_output for (1, 2, 16) with 8 heads, each over its memory](pictures/06_numbers.svg)
+     *
+     * [**Follow any number: pictures/06_numbers.html**](pictures/06_numbers.html),
+     * the page `mha view --batch 1 --queries 2 --kv 2 --hiddens 16 --heads 8
+     * --html v.html` writes (open it from a clone: GitHub shows its source).
+     * Hover or tap a number and it lights up at every stage and in every
+     * memory row; the buttons walk the steps one at a time.
      */
     tensor *x = counting_tensor(1, 2, 16), *heads;
     CHECK(transpose_qkv(x, 8, &heads));
@@ -145,13 +169,13 @@ static void attend_split(const tensor *x, size_t h, int split, tensor **out)
     if (split)
         CHECK(transpose_qkv(x, h, &heads));
     else
-        CHECK(tensor_reshape(x, DIMS((long)(B * h), (long)n, (long)p), NULL,
+        CHECK(tensor_reshape(x, SIZES((long)(B * h), (long)n, (long)p), NULL,
                              &heads));
     CHECK(dot_attention_forward(&attn, heads, heads, heads, NULL, &o, NULL));
     if (split)
         CHECK(transpose_output(o, h, out));
     else
-        CHECK(tensor_reshape(o, DIMS((long)B, (long)n, -1), NULL, out));
+        CHECK(tensor_reshape(o, SIZES((long)B, (long)n, -1), NULL, out));
     tensor_free(heads);
     tensor_free(o);
     dot_attention_free(&attn);
@@ -186,7 +210,7 @@ static void the_straight_reshape(void)
      */
     tensor *x = counting_tensor(1, 2, 16), *wrong;
     trace_to(stdout);
-    CHECK(tensor_reshape(x, DIMS(8, 2, 2), "B*h, n, d_model/h", &wrong));
+    CHECK(tensor_reshape(x, SIZES(8, 2, 2), "B*h, n, d_model/h", &wrong));
     trace_to(NULL);
     printf("\n");
     for (size_t r = 0; r < wrong->shape[0]; r++)
@@ -232,6 +256,14 @@ static void which_steps_copy(void)
      * the batch stride 32 to equal $h \cdot p = 8 \cdot 2 = 16$, and it does
      * not. The copy packs the blocks in the new order: row 8, the first head
      * of example 1, is `[32, 33]` and `[48, 49]`.
+     *
+     * So which of the three steps moves numbers in memory? For (1, 2, 16),
+     * none: all three are views. For (2, 3, 16), as for this (2, 2, 16), only
+     * the third, the reshape to `(B*h, n, p)`. The first two are views for
+     * any sizes; the third copies whenever B, h and n are all more than 1. In
+     * the page of `mha view --batch 2 --queries 3 --kv 3 --hiddens 16 --heads 8`
+     * the memory under the first two steps is the input's row, unchanged,
+     * and under the third a new buffer, the numbers in the new order.
      *
      * Cost: the copy moves $B \cdot n \cdot d_{model} = 64$ doubles, and the
      * module makes three of them (queries, keys, values). That is small next to
@@ -298,10 +330,10 @@ static void not_divisible(void)
     section("6. When d_model does not divide into h heads");
     /*md
      * Every head needs the same number of features, so $h$ must divide
-     * $d_{model}$. Asked for 3 heads of 16 features, `transpose_qkv` refuses
-     * with `GSL_EBADLEN` (status 19) and says what it got. The module checks
-     * the same thing when it is created, so the error appears before any data
-     * is touched.
+     * $d_{model}$. Asked for 3 heads of 16 features, `transpose_qkv`'s first
+     * reshape refuses with `GSL_EBADLEN` (status 19), naming the shapes, as
+     * PyTorch's reshape does. The module checks the same thing when it is
+     * created, so there the error appears before any data is touched.
      */
     tensor *x = counting_tensor(1, 2, 16), *bad;
     int status = transpose_qkv(x, 3, &bad);
@@ -340,9 +372,8 @@ int main(void)
  *    covers the merged `B*h` axis. Then confirm it with `mha trace`.
  * 4. Coding: in the handout (`make handout`), `transpose_qkv` and
  *    `transpose_output` are blanks. Write them with `tensor_reshape` and
- *    `tensor_permute`, freeing the intermediate tensors, and keep the error for
- *    a d_model not divisible by h (`multihead_check_heads` in multihead.h
- *    makes the checks). In the handout, `make grade
+ *    `tensor_permute`, freeing the intermediate tensors; the reshape refuses
+ *    a d_model not divisible by h for you. In the handout, `make grade
  *    EXERCISE=transpose_qkv` (and `EXERCISE=transpose_output`) tells you
  *    when each passes. The page folds the library's solution above; write
  *    yours before you open it.

@@ -160,6 +160,37 @@ static void whole_trace(lesson *l)
      * - `transpose_output(h=5)` puts the heads side by side: view, view, copy
      *   (h and $L_q$ above 1), back to `(2, 4, 100)`.
      * - `W_o` mixes them: `(2, 4, 100)`, the shape d2l prints.
+     *
+     * Each line has four columns, read left to right:
+     *
+     * 1. **the step**, indented by two spaces for each step it is part
+     *    of, with its arguments as PyTorch would write them:
+     *    `reshape(-1, 4, 20)`, `permute(0, 2, 1, 3)`; a line that only
+     *    opens a group (`multihead(h=5)`, `transpose_qkv(h=5)`) names the
+     *    group, and the indented lines under it are its steps;
+     * 2. **what happened to the numbers**: `view` (none moved: the same
+     *    buffer read with other strides), `copy` (moved into a new
+     *    buffer) or `new` (computed); a group's line leaves it blank;
+     * 3. **the shapes**, input `->` output, as Python tuples; a group's
+     *    line gives its inputs only, and a product joins its two inputs
+     *    with `@`;
+     * 4. **the same output shape in the lesson's names**, `(B*h, Lq,
+     *    d_model/h)`, so that `(10, 4, 20)` reads as ten (example, head)
+     *    pairs of 4 queries of 20 features.
+     *
+     * `mha trace` prints this trace for any sizes without computing
+     * anything, running the module on shapes alone. This command prints exactly the lines of the output below, from
+     * `queries ...` to `output ...` (the first says what the sizes
+     * are, the last what the module returns), and `make test` checks
+     * that it does:
+     *
+     * ```sh
+     * build/mha trace --batch 2 --queries 4 --kv 6 --hiddens 100 --heads 5 --valid-lens 3,2
+     * ```
+     *
+     * Change a size and read the trace again: with `--batch 1`, which
+     * copies become views? `mha trace --quiz` turns such questions into
+     * a worksheet ([reading a trace](reading-a-trace.md) has more).
      */
     show_xavier("W_q", &l->m.W_q);
     show_xavier("W_o", &l->m.W_o);
@@ -170,11 +201,15 @@ static void whole_trace(lesson *l)
     tensor_fill(x, 1);
     tensor_fill(y, 1);
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 2}, &lens));
+    char s[TRACE_SHAPE_MAX], t[TRACE_SHAPE_MAX];
+    printf("queries %s, keys and values %s: %d heads of %d features, "
+           "valid_lens [3, 2]\n\n", tensor_shape_str(x, s, sizeof s),
+           tensor_shape_str(y, t, sizeof t), H, D / H);
     trace_to(stdout);
     CHECK(multihead_forward(&l->m, x, y, y, lens, &out, &l->weights));
     trace_to(NULL);
-    char s[TRACE_SHAPE_MAX];
-    printf("\noutput shape: %s\n", tensor_shape_str(out, s, sizeof s));
+    printf("\noutput %s, attention weights %s\n", tensor_shape_str(out, s, sizeof s),
+           tensor_shape_str(l->weights, t, sizeof t));
     tensor_free(x);
     tensor_free(y);
     tensor_free(lens);

@@ -108,9 +108,15 @@ static void traced(lesson *l)
      * Read the trace from the top: three projections (`new`), each
      * followed by a `rearrange` made of two `view` lines; the two
      * einsums (`new`); the mask, the softmax; the join (two views
-     * again); then `fc`, the residual and the LayerNorm.  Steps marked
-     * with PyTorch's trailing underscore (`masked_fill_`, `add_`)
-     * overwrite a buffer the module owns instead of allocating one.
+     * again); then `fc`, the residual and the LayerNorm.  Steps named
+     * with PyTorch's trailing underscore (`masked_fill_`, `add_`) work
+     * in place: they write their result over the tensor they were given
+     * (the scores, the output of `fc`) and allocate nothing.  The trace
+     * still marks them `new`, because its middle column says what
+     * happened to the numbers, not to the memory: `view` and `copy` move
+     * numbers without changing them, `new` computes numbers that were
+     * not there before, in a fresh buffer or, as here, over an old one
+     * ([reading a trace](reading-a-trace.md)).
      * `masked_fill_(mask[None], -inf)` is the mask: `mask` is one
      * `(B, Lq, Lk)` table of true (masked) and false, made from
      * `valid_lens`, and `mask[None]` is NumPy's and PyTorch's way of
@@ -228,8 +234,11 @@ static void initial_weights(lesson *l)
      * - `w_qs`, `w_ks`: $\mathcal N(0, \sigma^2)$ with
      *   $\sigma = \sqrt{2 / (d_{model} + d_k)}$,
      * - `w_vs`: the same with $d_v$,
-     * - `fc`: Xavier normal (chapter 08), $\sigma = \sqrt{2 / (\text{fan\_in} + \text{fan\_out})}
-     *   = \sqrt{2 / (h d_v + d_{model})}$.
+     * - `fc`: Xavier normal, the normal form of chapter 08's Xavier
+     *   uniform: the same variance $2 / (\text{fan\_in} + \text{fan\_out})$,
+     *   drawn from $\mathcal N(0, \sigma^2)$ with $\sigma = \sqrt{2 /
+     *   (\text{fan\_in} + \text{fan\_out})} = \sqrt{2 / (h d_v + d_{model})}$
+     *   instead of from $\mathcal U(-a, a)$.
      *
      * The biases keep PyTorch's default, $\mathcal U(-1/\sqrt{in},
      * 1/\sqrt{in})$, and the LayerNorm starts as $\gamma = 1$,

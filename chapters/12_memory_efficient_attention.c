@@ -221,12 +221,15 @@ static void tiled(void)
      * @show src/nn/flash.c flash_block
      *
      * The module takes it as its step 4 (`multihead_forward_tiled` sets
-     * `m->tiled`): from this chapter on, step 4 is `multihead_attend`,
-     * which attends exactly, keeping the weights, or tile by tile.
+     * `m->tiled`): from this chapter on, step 4 is `multihead_attend`.
+     * As of this chapter it only clears its output and hands the work to
+     * `attend` (chapters 17 and 19 give it more to choose), so here is
+     * `attend`, which attends exactly, keeping the weights, or tile by
+     * tile:
      *
      * @show src/nn/multihead.c multihead_forward
      *
-     * @show src/nn/multihead.c multihead_attend
+     * @show src/nn/multihead.c attend
      *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,
      * `valid_lens` `[7, 3]`, tiles of 2 queries by 3 keys (neither divides 5

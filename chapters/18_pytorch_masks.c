@@ -242,10 +242,22 @@ static void empty_row(lesson *l)
      *   changed to keep it uniform on purpose
      *   ([d2l-en#2423](https://github.com/d2l-ai/d2l-en/pull/2423)).
      *
-     * This library refuses it, before computing anything, and says which
-     * row it was: three answers to one question are three ways to be
-     * surprised, and an error is the only one that cannot be mistaken for
-     * a result.
+     * Which answer this library gives depends on which of its paths
+     * runs the row, and each path has one rule:
+     *
+     * - d2l's `masked_softmax` and the module built on it (chapter 08's
+     *   `multihead_forward`; `mha forward` with `--valid-lens` alone)
+     *   keep d2l's uniform row: the first line below.
+     * - This chapter's `multihead_forward_masked`, the module as
+     *   `nn.MultiheadAttention` runs it (`mha forward` with any of
+     *   PyTorch's options), refuses such a row before computing anything
+     *   and names it: the last lines below. Three answers to one
+     *   question are three ways to be surprised, and with PyTorch's
+     *   conventions an error is the only answer that cannot be mistaken
+     *   for PyTorch's NaN or zeros.
+     * - Chapter 11's head-major variant, and every causal or windowed
+     *   path (chapters 16 and 19), refuse it too: there a uniform row
+     *   would read the padding or the future.
      */
     tensor *lens0, *kpm0, *scores, *w;
     CHECK(tensor_from_array(SHAPE(B), (double[]){3, 0}, &lens0));
@@ -329,6 +341,16 @@ static void growing(lesson *l)
      * shapes alone:
      *
      * @show src/nn/mask.c project_heads
+     *
+     * The run below also asks for `average_weights`, PyTorch's
+     * `average_attn_weights=True` (the default of
+     * `nn.MultiheadAttention.forward`): the weights handed back are the
+     * mean over the heads, `(B, Lq, Lk')` instead of `(B, h, Lq, Lk')`,
+     * the trace's last line. It changes only what is returned: the
+     * output is made from each head's own weights. With this chapter's
+     * one head the mean of one head is that head, so the numbers printed
+     * are its weights; with $h$ heads each entry would be the mean of $h$
+     * of them (`mha forward --average-attn-weights`).
      */
     tensor *kpm, *additive, *bk, *bv, *out, *w;
     CHECK(mask_key_padding_from_lens(l->lens, LK, &kpm));

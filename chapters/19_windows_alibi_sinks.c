@@ -164,8 +164,11 @@ static void sinks(void)
      * value they keep small, and a windowed cache that drops that token
      * changes every later output. gpt-oss makes the place explicit: each
      * head has a logit $s_h$ that joins every row's softmax as one more
-     * score and is dropped after it. The keys then share $1 - e^{s_h -
-     * M}/Z$, less than 1, and a row can attend to "nothing":
+     * score and is dropped after it. With $M$ the row's largest score,
+     * the sink's included, and $Z = e^{s_h - M} + \sum_j e^{a_j - M}$
+     * the softmax's sum over the sink and the scores $a_j$ of the keys
+     * the row sees (the code's names), the sink takes $e^{s_h - M}/Z$ and the keys share
+     * $1 - e^{s_h - M}/Z$, less than 1: a row can attend to "nothing":
      *
      * @show src/nn/window.c window_softmax_row
      *
@@ -173,7 +176,10 @@ static void sinks(void)
      * window of 3, and a sink logit of $\log 4$. A row that sees $n$ keys
      * gives each of them $1/(n + 4)$ and the sink $4/(n + 4)$: row 0 sees
      * one key and gives it a fifth, rows from 2 on see three and give
-     * each a seventh. The outputs shrink by the same factor.
+     * each a seventh. Every value is $(1, 1)$ (the inputs are ones, and
+     * $W_v$ and $W_o$ the identity), so a row's output is the total
+     * weight its keys take: the `out` column is 1 minus the `sink`
+     * column.
      */
     multihead m;
     multihead_config cfg = {.query_size = 2, .key_size = 2, .value_size = 2,
@@ -239,9 +245,21 @@ static void rolling(void)
      * knowing each slot's position, so the rule of section 1 picks the
      * keys as before; then the new positions are written into their
      * slots. Below: $h = 2$ heads, $W = 3$ and key 0 kept, so 4 slots,
-     * eight positions decoded one at a time. The slots' positions after
-     * each step, the trace of the last step, and the outputs against the
+     * eight positions decoded one at a time, with section 2's ALiBi on
+     * (the module is made with `.alibi = 1`; `alibi` in the trace's
+     * `window_attend` line): its penalty counts the distance from each
+     * slot's stored position, not from the slot's index, which is why
+     * the cache keeps the positions. The slots' positions after each
+     * step, the trace of the last step, and the outputs against the
      * windowed forward pass over the whole sequence.
+     *
+     * In the trace of the last step, position 7, the keys are 5: the 4
+     * slots, holding positions 0, 4, 5 and 6, and the new position 7.
+     * The query at 7 sees 4 of them, key 0 (kept) and the window 5, 6,
+     * 7. Position 4 is still in its slot, since position 7 is written
+     * over it only after the step, and the rule of section 1 gives it
+     * weight 0: the step reads every filled slot and lets the rule
+     * choose, rather than gathering the visible ones first.
      *
      * @show src/nn/window_cache.c multihead_decode_window
      */

@@ -18,18 +18,22 @@
  * 2024](https://arxiv.org/abs/2405.04434), DeepSeek-V2, and [DeepSeek-V3](https://arxiv.org/abs/2412.19437))
  * shrinks the cache another way. Each position gets one *latent* vector
  * $c_{kv}$ of $d_c$ features, a down-projection of $x$, and every head's
- * keys and values are up-projections of it: head $j$'s key is
- * $W_{UK,j} c_{kv}$ and its value $W_{UV,j} c_{kv}$. The heads keep keys
- * of their own, and yet the cache need only hold $c_{kv}$.
+ * keys and values are up-projections of it. Vectors are rows here, as in
+ * the whole book (chapter 02), and a weight is stored as PyTorch stores
+ * it, `(out, in)`: head $j$'s key is $c_{kv} W_{UK,j}^\top$ and its value
+ * $c_{kv} W_{UV,j}^\top$, with $W_{UK,j}$ of shape $(d_{nope}, d_c)$ and
+ * $W_{UV,j}$ of shape $(d_v, d_c)$. (The paper writes column vectors,
+ * $W^{UK} c^{KV}$; it is the same product, transposed.) The heads keep
+ * keys of their own, and yet the cache need only hold $c_{kv}$.
  *
  * Rotary positions (chapter 15) do not fit that picture: a key turned
- * by its position is no longer $W_{UK,j} c_{kv}$ for a fixed matrix. So
+ * by its position is no longer $c_{kv} W_{UK,j}^\top$ for a fixed matrix. So
  * MLA keeps RoPE apart. Each query head has a second part of $d_r$
  * features that is turned, and all heads share one turned key $k_{pe}$
  * of $d_r$ features per position. A head's score is the sum of the two
  * dot products:
  *
- * $$s_{j,it} = \frac{q_{nope,j,i} \cdot W_{UK,j} c_{kv,t} + q_{pe,j,i}
+ * $$s_{j,it} = \frac{q_{nope,j,i} \cdot c_{kv,t} W_{UK,j}^\top + q_{pe,j,i}
  * \cdot k_{pe,t}}{\sqrt{d_{nope} + d_r}}$$
  *
  * The queries have a low-rank path too ($x \to d_q'$ features, RMS-normalised,
@@ -157,15 +161,15 @@ static void absorbed_path(mla *m, const tensor *x)
      * score's first term is a product of three factors, and it can be
      * grouped the other way:
      *
-     * $$q_{nope} \cdot (W_{UK} c_{kv}) = (W_{UK}^\top q_{nope}) \cdot
+     * $$q_{nope} \cdot (c_{kv} W_{UK}^\top) = (q_{nope} W_{UK}) \cdot
      * c_{kv}$$
      *
      * $W_{UK}$ is *absorbed* into the query: $q_{nope} W_{UK}$, `(n,
      * d_nope) @ (d_nope, d_c)`, moves each head's query into the latent's
      * space, and it meets $c_{kv}$ directly. Likewise the values: the
-     * weighted sum of $W_{UV} c_{kv,t}$ is $W_{UV}$ times the weighted sum of
-     * the $c_{kv,t}$, so attention sums latents and $W_{UV}$ comes after,
-     * once per query instead of once per key. In the published code these
+     * weighted sum of the rows $c_{kv,t} W_{UV}^\top$ is the weighted sum of
+     * the $c_{kv,t}$ times $W_{UV}^\top$, so attention sums latents and
+     * $W_{UV}$ comes after, once per query instead of once per key. In the published code these
      * are the `einsum`s `bshd,hdc->bshc` and `bshc,hdc->bshd`.
      *
      * In the trace, what differs from section 2 starts after the latent:
@@ -291,12 +295,19 @@ static void cache_table(void)
      * Per position and layer, multi-head attention caches a key and a
      * value for each of $h$ heads, $2 h d_h$ numbers; grouped-query
      * attention $2 G d_h$; multi-query $2 d_h$; latent attention
-     * $d_c + d_r$, whatever $h$ is. DeepSeek-V2 has 60 layers of 128
-     * heads of $d_h = 128$ features, $d_c = 512 = 4 d_h$ and $d_r = 64 =
-     * d_h / 2$: 576 numbers where multi-head attention would cache
-     * 32,768, 57 times fewer. That is as much as grouped-query attention
-     * with $G = 576 / (2 \cdot 128) = 2.25$ groups, the comparison the
-     * paper draws; yet every head still has keys and values of its own.
+     * $d_c + d_r$, whatever $h$ is. In the first three a key is a head's
+     * $d_h$ features, and RoPE turns those same features (chapter 15), so
+     * no extra rotary features are counted; MLA's $d_r$ are features of
+     * their own, held once for all heads by its shared key. That is how
+     * the DeepSeek-V2 paper compares them (its Table 1), and the sizes
+     * below are that paper's: DeepSeek-V2 has 60 layers of 128 heads of
+     * $d_h = 128$ features, $d_c = 512 = 4 d_h$ and $d_r = 64 = d_h / 2$:
+     * 576 numbers where multi-head attention would cache 32,768, 57 times
+     * fewer. That is as much as grouped-query attention with
+     * $G = 576 / (2 \cdot 128) = 2.25$ groups, the comparison the paper
+     * draws; yet every head still has keys and values of its own.
+     * DeepSeek-V3, whose published code the library follows, keeps these
+     * sizes per layer; the table counts V2's 60 layers.
      *
      * For Llama 2 70B's shape (chapter 17: 80 layers, 64 heads of 128),
      * the table puts MLA with the same choice, $d_c = 4 d_h$ and $d_r =

@@ -115,9 +115,15 @@ static void blocks_and_tables(lesson *l)
      * pool.
      *
      * Position $t$ of a sequence lives at *slot* `table[t / block_size] *
-     * block_size + t % block_size`, the row of the pool read as `(blocks *
-     * block_size)` rows. That is the *slot mapping*, the whole trick, and
-     * this chapter's exercise:
+     * block_size + t % block_size`: slots number the pool's positions
+     * block after block, so slot $s$ is row `s % block_size` of block
+     * `s / block_size`. That is the *slot mapping*, the whole trick, and
+     * this chapter's exercise. A slot is a position, not a row of memory:
+     * the pool keeps the key-value-head axis between block and row, so
+     * head $g$'s key at slot $s$ starts at element
+     * `((s / block_size * G + g) * block_size + s % block_size) * p`, and
+     * the $G$ keys of one slot lie `block_size * p` numbers apart.
+     *
      *
      * @show src/nn/paged.c paged_slot
      */
@@ -154,6 +160,10 @@ static void ragged_batch(lesson *l)
      * - the projections are chapter 16's, one row per sequence, `(3, 1,
      *   16)` for the queries and `(3, 1, 8)`, $G \cdot p$, for keys and
      *   values;
+     * - `rope` turns each query and key by its own sequence's position
+     *   (chapter 15's rotary embeddings; this module is made with
+     *   `.rope = 1`, as the models served from paged caches are): a key
+     *   is stored turned, so no cached key is touched again;
      * - `slot mapping` gives each sequence the slot of its next position,
      *   `(3,)`: sequence 0 writes row 2 of its second block, sequence 1
      *   row 3 of its first, and sequence 2 row 1 of its third;
@@ -263,11 +273,19 @@ static void shared_prefix(lesson *l)
            "difference below 1e-12): %s\n", yes_no(worst < 1e-12));
     free(before);
     /*md
-     * The picture draws the tables as they are now: each sequence's
-     * entries in order, an arrow from each entry to its block in the
-     * pool, and the block that two tables hold (shaded), with how many of
-     * its rows are filled.
+     * Sequence 0 has now written its eighth position too, into its own
+     * block, which the copy left it alone with. The picture draws the
+     * tables as the last lines of the output below print them, the state
+     * after that step:
+     * each sequence's entries in order, an arrow from each entry to its
+     * block in the pool, and the blocks that two tables hold (shaded),
+     * with how many of their rows are filled.
      */
+    printf("\nafter one step of sequence 0, the tables the picture draws:\n");
+    print_tables(&l->c);
+    for (size_t b = 0; b < l->c.num_blocks; b++)
+        if (l->c.refs[b] > 1)
+            printf("block %zu is held by %zu tables\n", b, l->c.refs[b]);
     char path[1024];
     snprintf(path, sizeof path, "%s/21_block_tables.dot", plots_dir());
     FILE *f = fopen(path, "w");
@@ -289,9 +307,9 @@ static void memory(void)
     /*md
      * How much a cache holds for a batch of ragged sequences. Take
      * Llama 2 70B's shape (chapter 17: 320 KiB of keys and values per
-     * position with $G = 8$) and a batch of 8 requests whose lengths so
-     * far are below. A contiguous cache reserves the model's context, 4096
-     * positions, for each; a paged one holds
+     * position with $G = 8$) and a batch of 8 requests, whose lengths so
+     * far the program prints first. A contiguous cache reserves the
+     * model's context, 4096 positions, for each; a paged one holds
      * $\lceil \text{length} / 16 \rceil$ blocks of 16 positions (vLLM's
      * default block size) for each.
      */
@@ -303,6 +321,10 @@ static void memory(void)
         used += lens[i];
         paged += ceil(lens[i] / block) * block;
     }
+    printf("the 8 lengths:");
+    for (size_t i = 0; i < 8; i++)
+        printf(" %.0f", lens[i]);
+    printf("\n\n");
     double contiguous = 8 * context;
     const char *labels[3] = {"keys and values", "paged (blocks of 16)",
                              "contiguous (4096 each)"};

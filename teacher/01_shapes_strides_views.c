@@ -57,15 +57,15 @@ static void exercise2(void)
      * ```c
      * tensor_permute(x, SHAPE(2, 0, 1), &p);
      * trace_to(stdout);
-     * tensor_reshape(p, DIMS(4, 6), NULL, &a);
-     * tensor_reshape(p, DIMS(8, 3), NULL, &b);
+     * tensor_reshape(p, DIMS(4, 6), &a);
+     * tensor_reshape(p, DIMS(8, 3), &b);
      * ```
      */
     tensor *x, *p, *a, *b;
     permuted(&x, &p);
     trace_to(stdout);
-    CHECK(tensor_reshape(p, DIMS(4, 6), NULL, &a));
-    CHECK(tensor_reshape(p, DIMS(8, 3), NULL, &b));
+    CHECK(tensor_reshape(p, DIMS(4, 6), &a));
+    CHECK(tensor_reshape(p, DIMS(8, 3), &b));
     trace_to(NULL);
     printf("\n");
     show_layout("reshape(4, 6)", a);
@@ -84,7 +84,7 @@ static void merged_rows(size_t B, size_t n, size_t h, size_t p)
 {
     tensor *x, *split, *heads;
     CHECK(tensor_alloc(SHAPE(B, n, h * p), &x));
-    CHECK(tensor_reshape(x, DIMS((long)B, (long)n, (long)h, -1), NULL, &split));
+    CHECK(tensor_reshape(x, SIZES((long)B, (long)n, (long)h, -1), NULL, &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     printf("B=%zu n=%zu h=%zu p=%zu: strides of (B, h) %zu, %zu; rows of B*h at",
            B, n, h, p, heads->strides[0], heads->strides[1]);
@@ -156,7 +156,7 @@ static void exercise4(void)
      */
     tensor *x, *split, *heads;
     x = counting_tensor(1, 2, 16);
-    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &split));
+    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     const tensor *t = heads;
     for (size_t i0 = 0; i0 < t->shape[0]; i0++)

@@ -74,7 +74,7 @@ static void exercise3(void)
      * `tensor_contiguous` before the one dgemm.
      */
     tensor *x = counting_tensor(1, 2, 16), *split, *heads;
-    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &split));
+    CHECK(tensor_reshape(x, DIMS(1, 2, 8, -1), &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     show_layout("heads", heads);
     printf("row offsets in index order:");

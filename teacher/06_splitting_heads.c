@@ -94,13 +94,13 @@ static void exercise3(void)
      */
     tensor *x, *split, *heads, *flat;
     CHECK(tensor_alloc(SHAPE(2, 1, 12), &x));
-    CHECK(tensor_reshape(x, DIMS(2, 1, 3, -1), NULL, &split));
+    CHECK(tensor_reshape(x, DIMS(2, 1, 3, -1), &split));
     CHECK(tensor_permute(split, SHAPE(0, 2, 1, 3), &heads));
     show_layout("x", x);
     show_layout("split", split);
     show_layout("permuted", heads);
     trace_to(stdout);
-    CHECK(tensor_reshape(heads, DIMS(-1, 1, 4), NULL, &flat));
+    CHECK(tensor_reshape(heads, DIMS(-1, 1, 4), &flat));
     trace_to(NULL);
     show_layout("merged", flat);
     printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(flat, x)));

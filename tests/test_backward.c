@@ -624,7 +624,7 @@ Test(backward, forward_cached_equals_forward)
     cr_assert_eq(rel_error(cached, out), 0.0);
     cr_assert_eq(rel_error(cw, w), 0.0);
     // the saved weights (B*h, Lq, Lk) are the same numbers
-    OK(tensor_reshape(w, DIMS(6, 4, 5), NULL, &saved));
+    OK(tensor_reshape(w, SIZES(6, 4, 5), NULL, &saved));
     cr_assert_eq(rel_error(cache.weights, saved), 0.0);
     tensor_free(saved);
     tensor_free(cw);

@@ -131,7 +131,7 @@ static int reshape_does_not_divide(void)
 {
     tensor *x, *y = (tensor *)1;
     OK(tensor_alloc(SHAPE(1, 2, 16), &x));
-    int status = tensor_reshape(x, DIMS(3, -1), NULL, &y);
+    int status = tensor_reshape(x, SIZES(3, -1), NULL, &y);
     cr_assert_null(y);
     tensor_free(x);
     return status;

@@ -1269,6 +1269,9 @@ static const struct bad_case bad_cases[] = {
     {FORWARD "|--out|out.npy|--attention-out|here/out.npy", "mha forward: --out 'out.npy' and --attention-out 'here/out.npy' name the same file"},
     {"heatmap|--heads|2|" INPUTS "|--png|x.png|--svg|./x.png", "mha heatmap: --png 'x.png' and --svg './x.png' name the same file"},
     {"heatmap|--heads|2|" INPUTS "|--png|old.svg|--svg|here/old.svg", "mha heatmap: --png 'old.svg' and --svg 'here/old.svg' name the same file"},
+    // an output with no name
+    {FORWARD "|--out||--attention-out|a.npy", "mha forward: --out '' is an empty name: give the file to write"},
+    {"heatmap|--heads|2|" INPUTS "|--svg|", "mha heatmap: --svg '' is an empty name: give the file to write"},
     // an output that would replace an input
     {FORWARD "|--out|./q.npy", "mha forward: --out './q.npy' and --queries 'q.npy' name the same file (an output must not replace an input)"},
     {FORWARD "|--out|out.npy|--attention-out|qlink",
@@ -1928,6 +1931,31 @@ Test(cli, quiz_answer_files_forgiven, .init = enter_scratch,
                             "score: 20/21\n");
     run_free(&r);
     free(sol);
+}
+
+/* --grade-dir: a file name a spreadsheet would run as a formula is
+ * neutralised in the CSV, behind a single quote (OWASP's rule for CSV
+ * injection), and quoted when it needs quotes. */
+Test(cli, quiz_grade_dir_neutralises_formulas, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    cr_assert_eq(mkdir("class", 0755), 0);
+    static const char *const names[] = {
+        "class/=HYPERLINK(\"http:,x\").txt", "class/+1.txt", "class/-2.txt",
+        "class/@SUM(A1).txt", "class/\tt.txt", "class/\rr.txt", "class/a=b.txt"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        put_text(names[i], "(3, 4, 12)\n");
+    run r = mha("quiz|--grade-dir|class");
+    cr_assert_eq(r.status, 1, "exit %d", r.status);
+    cr_assert_str_eq(r.out, "file,seed,score,max\n"
+                            "'\tt.txt,,,\n"
+                            "\"'\rr.txt\",,,\n"
+                            "'+1.txt,,,\n"
+                            "'-2.txt,,,\n"
+                            "\"'=HYPERLINK(\"\"http:,x\"\").txt\",,,\n"
+                            "'@SUM(A1).txt,,,\n"
+                            "a=b.txt,,,\n");
+    run_free(&r);
 }
 
 /* --grade-dir: a class at once.  Every file in the folder, by name, each

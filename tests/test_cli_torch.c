@@ -364,6 +364,138 @@ Test(cli_torch, packed_and_state_dict_equal_the_separate_files, .init = enter,
     }
 }
 
+/* --- a damaged state dict ------------------------------------------- */
+
+/* The state dict fixture `name` (tools/make_npy_fixtures.py, made by
+ * NumPy) copied here as to. */
+static void copy_fixture(const char *name, const char *to)
+{
+    char from[4200];
+    snprintf(from, sizeof from, "%s/tests/fixtures/npy/%s", scratch_home,
+             name);
+    size_t n;
+    char *bytes = file_bytes(from, &n);
+    FILE *f = fopen(to, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+    free(bytes);
+}
+
+#define SD_RUN "forward|--heads|2|--queries|q.npy|--state-dict|"
+
+/* numpy.savez_compressed's archive with one bit flipped in the deflated
+ * bytes of its first member, in_proj_weight.npy, at every third byte
+ * (bit i % 8 of byte i): each run refuses it with exit 2 and one line
+ * naming the archive and the member, writing nothing, or (a bit deflate
+ * does not read) gives the intact archive's numbers.  Never other
+ * numbers: a flip that inflates without error is caught by the member's
+ * CRC-32, which at least one of them must be. */
+Test(cli_torch, a_damaged_state_dict_is_refused, .init = enter, .fini = leave)
+{
+    write_inputs();
+    copy_fixture("state_dict.npz", "sd.npz");
+    assert_ok(SD_RUN "sd.npz|--out|ref.npy");
+    tensor *ref = load("ref.npy");
+    size_t n;
+    unsigned char *good = (unsigned char *)file_bytes("sd.npz", &n);
+    int err;
+    zip_t *z = zip_open("sd.npz", ZIP_RDONLY, &err);
+    cr_assert_not_null(z);
+    zip_stat_t zs;
+    cr_assert_eq(zip_stat_index(z, 0, 0, &zs), 0);
+    cr_assert_str_eq(zs.name, "in_proj_weight.npy");
+    cr_assert_eq(zs.comp_method, ZIP_CM_DEFLATE);
+    zip_discard(z);
+    // its local header: 30 bytes, then the name and the extra field
+    size_t start = 30 + (good[26] | good[27] << 8) + (good[28] | good[29] << 8);
+    cr_assert_leq(start + zs.comp_size, n);
+    int crc = 0;
+    for (size_t i = start; i < start + zs.comp_size; i += 3) {
+        good[i] ^= (unsigned char)(1 << i % 8);
+        FILE *f = fopen("bad.npz", "wb");
+        cr_assert_eq(fwrite(good, 1, n, f), n);
+        cr_assert_eq(fclose(f), 0);
+        good[i] ^= (unsigned char)(1 << i % 8);
+        run r = mha(SD_RUN "bad.npz|--out|o.npy");
+        if (r.status == 0) {
+            tensor *o = load("o.npy");
+            cr_assert(memcmp(o->data, ref->data, 24 * sizeof(double)) == 0,
+                      "byte %zu, bit %zu flipped: exit 0 with other numbers",
+                      i, i % 8);
+            tensor_free(o);
+            cr_assert_eq(unlink("o.npy"), 0);
+        } else {
+            cr_assert_eq(r.status, 2, "byte %zu: exit %d: %s", i, r.status,
+                         r.err);
+            cr_assert(strncmp(r.err, "mha forward: --state-dict bad.npz", 33)
+                          == 0 && strstr(r.err, "in_proj_weight"),
+                      "byte %zu: %s", i, r.err);
+            cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1,
+                         "byte %zu: %s", i, r.err);
+            cr_assert_neq(access("o.npy", F_OK), 0, "byte %zu", i);
+            crc += strcmp(r.err, "mha forward: --state-dict bad.npz: member "
+                                 "in_proj_weight.npy is damaged (libzip: CRC "
+                                 "error); nothing was read from it\n") == 0;
+        }
+        run_free(&r);
+    }
+    cr_assert_gt(crc, 0, "no flip was caught by the CRC-32");
+    char names[1024];
+    list_dir(".", names, sizeof names);
+    cr_assert_null(strstr(names, ".tmp."), "a temporary is left: %s", names);
+    tensor_free(ref);
+    free(good);
+}
+
+/* A member listed twice (NumPy's zipfile writes one with a warning), a
+ * bool member, and members bigger than MHA_MEMORY_LIMIT: by the size the
+ * archive's directory gives, before inflating (1,200,128 bytes: a 128-byte
+ * header and 37500 * 4 float64 zeros), and by the shape in its header,
+ * 37500 * 4 float32 which are 1,200,000 bytes as doubles, before a
+ * number is read. */
+Test(cli_torch, a_state_dict_is_bounded_and_listed_once, .init = enter,
+     .fini = leave)
+{
+    write_inputs();
+    copy_fixture("state_dict_twice.npz", "twice.npz");
+    unsigned char bits[48] = {0};
+    put_bool("ipw_bool.npy", SHAPE(12, 4), bits);
+    put_npz("bool.npz", (const char *[]){"in_proj_weight", "out_proj.weight"},
+            (const char *[]){"ipw_bool.npy", "wo.npy"}, 2);
+    char *zeros = calloc(1, 1200000);
+    cr_assert_not_null(zeros);
+    put_npy("ipw_f8.npy", "<f8", SHAPE(37500, 4), zeros, 1200000);
+    put_npy("ipw_f4.npy", "<f4", SHAPE(37500, 4), zeros, 600000);
+    free(zeros);
+    put_npz("f8.npz", (const char *[]){"in_proj_weight", "out_proj.weight"},
+            (const char *[]){"ipw_f8.npy", "wo.npy"}, 2);
+    put_npz("f4.npz", (const char *[]){"in_proj_weight", "out_proj.weight"},
+            (const char *[]){"ipw_f4.npy", "wo.npy"}, 2);
+    static const refusal cases[] = {
+        {SD_RUN "twice.npz|--out|o.npy",
+         "mha forward: --state-dict twice.npz holds in_proj_weight.npy twice "
+         "(members 1 and 5): which one is the module's?"},
+        {SD_RUN "bool.npz|--out|o.npy",
+         "mha forward: --state-dict: npy_read: bool.npz:in_proj_weight: shape "
+         "(12, 4) of '|b1' is bool, not numbers; expected '<f8' or '<f4' "
+         "(floats), '<i8' or '<i4' (integers)"},
+    };
+    mha_refuses_each(cases, sizeof cases / sizeof cases[0]);
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "100000", 1), 0);
+    mha_refused(SD_RUN "f8.npz|--out|o.npy",
+                "mha forward: --state-dict f8.npz: member in_proj_weight.npy "
+                "inflates to 1.1 MiB (1200128 bytes), more than the memory "
+                "left: MHA_MEMORY_LIMIT is 97.7 KiB (100000 bytes)");
+    cr_assert_eq(setenv("MHA_MEMORY_LIMIT", "1000000", 1), 0);
+    mha_refused(SD_RUN "f4.npz|--out|o.npy",
+                "mha forward: --state-dict f4.npz: member in_proj_weight.npy "
+                "has shape (37500, 4), 1.1 MiB as doubles (1200000 bytes), "
+                "more than the memory left: MHA_MEMORY_LIMIT is 976.6 KiB "
+                "(1000000 bytes)");
+    unsetenv("MHA_MEMORY_LIMIT");
+}
+
 /* --- the trace and the heatmap --------------------------------------- */
 
 Test(cli_torch, trace_shows_the_merge_and_the_keys_growing, .init = enter,
@@ -529,6 +661,12 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
     unsigned char bits[30] = {0};
     put_bool("m35.npy", SHAPE(3, 5), bits);
     put_bool("kp24.npy", SHAPE(4, 2), bits);
+    put_bool("kp234.npy", SHAPE(2, 3, 4), bits); // a mask given as queries
+    put_bool("kp23.npy", SHAPE(2, 3), bits);
+    double huge[24];
+    for (int i = 0; i < 24; i++)
+        huge[i] = 1e200;
+    put_values("huge.npy", SHAPE(2, 3, 4), huge);
     put_values("nan.npy", SHAPE(3, 4), (double[12]){[5] = NAN});
     put_values("pinf.npy", SHAPE(3, 4), (double[12]){[0] = INFINITY});
     put_values("bk14.npy", SHAPE(1, 4), (double[4]){0});
@@ -574,6 +712,15 @@ Test(cli_torch, refuses_files_that_do_not_fit, .init = enter, .fini = leave)
         {BASE "|--attn-mask|i8.npy|--out|o.npy",
          "mha forward: --attn-mask i8.npy holds integers ('<i8'); a mask is "
          "bool (True: may not attend) or float (added to the scores)"},
+        {"forward|--heads|2|--queries|kp234.npy" WEIGHTS "|--out|o.npy",
+         "mha forward: --queries: npy_read: kp234.npy: shape (2, 3, 4) of "
+         "'|b1' is bool, not numbers; expected '<f8' or '<f4' (floats), "
+         "'<i8' or '<i4' (integers)"},
+        // scores of 1e400: the masked module names itself once
+        {"forward|--heads|2|--queries|huge.npy" WEIGHTS
+         "|--key-padding-mask|kp23.npy|--out|o.npy",
+         "mha forward: multihead_forward_masked: the output overflowed: out[0, "
+         "0, 0] = nan from finite inputs (out (2, 3, 4))"},
         {BASE "|--bias-k|bk14.npy|--bias-v|bias_v.npy|--out|o.npy",
          "mha forward: --bias-k bk14.npy has shape (1, 4) but it must be (1, 1, "
          "4): one key as wide as the projected keys"},

@@ -34,6 +34,27 @@ Test(error, fail_in_puts_the_caller_first)
                                        "3 x 8 bytes");
 }
 
+/* A message that names the caller's function already says it once:
+ * "f: x" under "f" is "f: x", and "f a.npy: x" under "f a.npy" is
+ * itself; another function, or the same on another file, is named. */
+Test(error, fail_in_names_a_function_once)
+{
+    mha_fail(GSL_EINVAL, "multihead_forward_masked: the output overflowed");
+    mha_fail_in(GSL_EINVAL, "%s", "multihead_forward_masked");
+    cr_assert_str_eq(mha_last_error(),
+                     "multihead_forward_masked: the output overflowed");
+    mha_fail(GSL_EFAILED, "explorer_save a.html: cannot write");
+    mha_fail_in(GSL_EFAILED, "explorer_save %s", "a.html");
+    cr_assert_str_eq(mha_last_error(), "explorer_save a.html: cannot write");
+    mha_fail_in(GSL_EFAILED, "explorer_save %s", "b.html");
+    cr_assert_str_eq(mha_last_error(), "explorer_save b.html: explorer_save "
+                                       "a.html: cannot write");
+    mha_fail(GSL_EINVAL, "multihead_forward: x");
+    mha_fail_in(GSL_EINVAL, "multihead_forward_masked");
+    cr_assert_str_eq(mha_last_error(),
+                     "multihead_forward_masked: multihead_forward: x");
+}
+
 /* A context as long as the buffer leaves room for nothing else. */
 Test(error, fail_in_cuts_long_messages)
 {
@@ -120,17 +141,20 @@ Test(error, failure_injection_counts)
 }
 
 /* A tensor's numbers: small buffers as before, big ones (MHA_HUGE_BYTES
- * and up) aligned to 2 MiB for huge pages; zero-filled when asked, each
- * one allocation to the failure injection, and freed with free(). */
+ * and up, MHA_HUGE_ZEROED_BYTES zeroed) aligned to 2 MiB for huge pages;
+ * zero-filled when asked, each one allocation to the failure injection,
+ * and freed with free(). */
 Test(error, numbers_small_and_huge)
 {
     const size_t huge = MHA_HUGE_BYTES / sizeof(double);
-    const size_t sizes[] = {0, 1, 1000, huge - 1, huge, 3 * huge + 5};
+    const size_t zeroed = MHA_HUGE_ZEROED_BYTES / sizeof(double);
+    const size_t sizes[] = {0,      1,          1000,          huge - 1, huge,
+                            zeroed - 1, zeroed, 3 * zeroed + 5};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int zero = 0; zero <= 1; zero++) {
             double *p = mha_alloc_numbers(sizes[i], zero, "who");
             cr_assert_not_null(p);
-            if (sizes[i] >= huge)
+            if (sizes[i] >= (zero ? zeroed : huge))
                 cr_assert_eq((uintptr_t)p % ((uintptr_t)2 << 20), 0,
                              "%zu numbers at %p", sizes[i], (void *)p);
             for (size_t k = 0; zero && k < sizes[i]; k++)
@@ -140,6 +164,13 @@ Test(error, numbers_small_and_huge)
             free(p);
         }
     }
+    // one huge page's worth, the size of the fast path's buffers for a
+    // chunk of examples (B = 8, L = 512, d_model = 512: 512 rows)
+    double *one = mha_alloc_numbers(((size_t)2 << 20) / sizeof(double), 0,
+                                    "one");
+    cr_assert_eq((uintptr_t)one % ((uintptr_t)2 << 20), 0, "at %p",
+                 (void *)one);
+    free(one);
     mha_debug_fail_alloc_after(1);
     double *a = mha_alloc_numbers(huge, 1, "a");
     mha_clear_error();

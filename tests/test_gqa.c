@@ -129,8 +129,8 @@ Test(gqa, expand_reads_one_head_for_the_whole_group)
 {
     tensor *kh = arange(SHAPE(4, 3, 2)); // (B*G, Lk, p)
     tensor *one, *shared, *copied;
-    OK(tensor_view(kh, DIMS(4, 1, 3, 2), NULL, &one));
-    OK(tensor_expand(one, DIMS(-1, 3, -1, -1), NULL, &shared));
+    OK(tensor_view(kh, SIZES(4, 1, 3, 2), NULL, &one));
+    OK(tensor_expand(one, SIZES(-1, 3, -1, -1), NULL, &shared));
     assert_shape(shared, SHAPE(4, 3, 3, 2));
     assert_strides(shared, SHAPE(6, 0, 2, 1));
     cr_assert(tensor_shares_buffer(shared, kh));
@@ -142,7 +142,7 @@ Test(gqa, expand_reads_one_head_for_the_whole_group)
                              TENSOR_AT(kh, g, t, 1));
     // flattening the group into the batch cannot be a view: it copies,
     // and the copy is repeat_interleave(kh, 3, dim=0)
-    TRACES(tensor_reshape(shared, DIMS(12, 3, 2), NULL, &copied),
+    TRACES(tensor_reshape(shared, SIZES(12, 3, 2), NULL, &copied),
            "reshape(12, 3, 2)        copy  (4, 3, 3, 2) -> (12, 3, 2)\n");
     for (size_t r = 0; r < 12; r++)
         for (size_t t = 0; t < 3; t++)
@@ -157,17 +157,17 @@ Test(gqa, expand_trace_new_dims_and_errors)
     tensor *x, *y;
     OK(tensor_alloc(SHAPE(2, 1), &x));
     tensor_set_names(x, "B, one");
-    TRACES(tensor_expand(x, DIMS(3, -1, 5), NULL, &y),
+    TRACES(tensor_expand(x, SIZES(3, -1, 5), NULL, &y),
            "expand(3, -1, 5)         view  (2, 1) -> (3, 2, 5)                 (3, B, one)\n");
     assert_strides(y, SHAPE(0, 1, 0));
     tensor_free(y);
-    FAILS(tensor_expand(x, DIMS(3, 5), NULL, &y), GSL_EINVAL,
+    FAILS(tensor_expand(x, SIZES(3, 5), NULL, &y), GSL_EINVAL,
           "tensor_expand: size 3 for dimension 0 of shape (2, 1): only a "
           "dimension of size 1 expands (-1 keeps a size)");
     cr_assert_null(y);
-    FAILS(tensor_expand(x, DIMS(5), NULL, &y), GSL_EINVAL,
+    FAILS(tensor_expand(x, SIZES(5), NULL, &y), GSL_EINVAL,
           "tensor_expand: 1 sizes for shape (2, 1), expected 2 to 4");
-    FAILS(tensor_expand(x, DIMS(-1, 1, 1), NULL, &y), GSL_EINVAL,
+    FAILS(tensor_expand(x, SIZES(-1, 1, 1), NULL, &y), GSL_EINVAL,
           "tensor_expand: size -1 for dimension 0 of shape (2, 1): only a "
           "dimension of size 1 expands (-1 keeps a size)");
     tensor_free(x);
@@ -290,12 +290,12 @@ Test(gqa, folding_equals_repeat_interleave)
     OK(repeat_valid_lens(rows, h, &lens));
     OK(multihead_attend(&m, qh, kh, vh, lens, &heads, NULL));
     // repeat_interleave by expand + reshape: the reshape copies
-    OK(tensor_view(kh, DIMS(B * G, 1, Lk, p), NULL, &k4));
-    OK(tensor_expand(k4, DIMS(-1, group, -1, -1), NULL, &ke));
-    OK(tensor_reshape(ke, DIMS(B * h, Lk, p), NULL, &kr));
-    OK(tensor_view(vh, DIMS(B * G, 1, Lk, p), NULL, &v4));
-    OK(tensor_expand(v4, DIMS(-1, group, -1, -1), NULL, &ve));
-    OK(tensor_reshape(ve, DIMS(B * h, Lk, p), NULL, &vr));
+    OK(tensor_view(kh, SIZES(B * G, 1, Lk, p), NULL, &k4));
+    OK(tensor_expand(k4, SIZES(-1, group, -1, -1), NULL, &ke));
+    OK(tensor_reshape(ke, SIZES(B * h, Lk, p), NULL, &kr));
+    OK(tensor_view(vh, SIZES(B * G, 1, Lk, p), NULL, &v4));
+    OK(tensor_expand(v4, SIZES(-1, group, -1, -1), NULL, &ve));
+    OK(tensor_reshape(ve, SIZES(B * h, Lk, p), NULL, &vr));
     cr_assert(!tensor_shares_buffer(kr, kh), "repeat_interleave copies");
     dot_attention a;
     OK(dot_attention_init(&a, 0));

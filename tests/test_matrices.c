@@ -77,7 +77,7 @@ Test(matrices, four_and_two_dims)
     /* x (B, L, h*d) with h = 2, d = 2 */
     tensor *x = arange(SHAPE(2, 3, 4)), *s = NULL, *hm = NULL, *w = NULL;
     tensor *n = NULL;
-    OK(tensor_reshape(x, DIMS(2, 3, 2, 2), NULL, &s));
+    OK(tensor_reshape(x, SIZES(2, 3, 2, 2), NULL, &s));
     OK(tensor_permute(s, SHAPE(2, 0, 1, 3), &hm)); /* (h, B, L, d) */
     tensor_matrices m;
     OK(tensor_matrices_in_place(hm, &m));
@@ -119,7 +119,7 @@ Test(matrices, refusals)
     FAILS(tensor_matrices_in_place(t, &m), GSL_EINVAL,
           "tensor_matrices_in_place: (3, 2) with strides 3 apart in its rows "
           "cannot be read by GSL in place");
-    OK(tensor_view(x, DIMS(6), NULL, &v));
+    OK(tensor_view(x, SIZES(6), NULL, &v));
     FAILS(tensor_as_matrices(v, NULL, &m), GSL_EINVAL,
           "tensor_as_matrices: a tensor of 1 dimensions (6,) cannot be read "
           "as matrices (2 to 4 dimensions)");

@@ -402,9 +402,24 @@ Test(npy, reads_every_supported_descr_from_handmade_files,
     }
 }
 
-/* np.save of np.array([True, False]): '|b1', one byte each, read as 1, 0;
- * the same bytes from memory (a .npz member); a byte other than 0 or 1
- * is refused with its index. */
+/* The size bytes of a .npy file in memory, read as a .npz member is
+ * (npy_stream_header, then npy_stream_numbers with bool_ok). */
+static int read_member(const unsigned char *file, size_t size, tensor **t,
+                       npy_header *h)
+{
+    *t = NULL;
+    FILE *f = fmemopen((void *)file, size, "rb");
+    cr_assert_not_null(f);
+    int status = npy_stream_header(f, size, "m.npy", h);
+    if (!status)
+        status = npy_stream_numbers(f, "m.npy", h, 1, t);
+    fclose(f);
+    return status;
+}
+
+/* np.save of np.array([True, False]): '|b1', one byte each, read as 1, 0
+ * where a mask is read, refused where numbers are; the same bytes as a
+ * .npz member; a byte other than 0 or 1 is refused with its index. */
 Test(npy, reads_numpy_bool_masks)
 {
     tensor *t;
@@ -414,6 +429,16 @@ Test(npy, reads_numpy_bool_masks)
     cr_assert_eq(h.itemsize, 1);
     assert_values(t, (double[]){1, 0}, 2);
     tensor_free(t);
+    static const char refused[] =
+        "npy_read: " FIXTURES "bool.npy: shape (2,) of '|b1' is bool, not "
+        "numbers; expected '<f8' or '<f4' (floats), '<i8' or '<i4' "
+        "(integers)";
+    cr_assert_eq(npy_read(FIXTURES "bool.npy", &t), GSL_EINVAL);
+    cr_assert_null(t);
+    cr_assert_str_eq(mha_last_error(), refused);
+    cr_assert_eq(npy_read_mapped(FIXTURES "bool.npy", &t), GSL_EINVAL);
+    cr_assert_null(t);
+    cr_assert_str_eq(mha_last_error(), refused);
     const char header[] =
         "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 2), }\n";
     unsigned char file[256] = "\x93NUMPY\x01\x00";
@@ -421,16 +446,24 @@ Test(npy, reads_numpy_bool_masks)
     file[8] = (unsigned char)n;
     memcpy(file + 10, header, n);
     memcpy(file + 10 + n, (unsigned char[]){0, 1, 1, 0}, 4);
-    OK(npy_read_memory(file, 14 + n, "m.npy", &t, &h));
+    OK(read_member(file, 14 + n, &t, &h));
     assert_values(t, (double[]){0, 1, 1, 0}, 4);
     tensor_free(t);
+    FILE *f = fmemopen(file, 14 + n, "rb");
+    OK(npy_stream_header(f, 14 + n, "m.npy", &h));
+    cr_assert_eq(npy_stream_numbers(f, "m.npy", &h, 0, &t), GSL_EINVAL);
+    fclose(f);
+    cr_assert_null(t);
+    cr_assert_str_eq(mha_last_error(),
+                     "npy_read: m.npy: shape (2, 2) of '|b1' is bool, not "
+                     "numbers; expected '<f8' or '<f4' (floats), '<i8' or "
+                     "'<i4' (integers)");
     file[10 + n + 2] = 7;
-    cr_assert_eq(npy_read_memory(file, 14 + n, "m.npy", &t, &h), GSL_EINVAL);
+    cr_assert_eq(read_member(file, 14 + n, &t, &h), GSL_EINVAL);
     cr_assert_null(t);
     cr_assert_str_eq(mha_last_error(),
                      "npy_read: m.npy: element 2 of a '|b1' array is the byte "
                      "7; a bool is 0 or 1");
-    cr_assert_eq(npy_read_memory(file, 0, "m.npy", &t, &h), GSL_EINVAL);
 }
 
 /* ===================================================================== */
@@ -1344,7 +1377,7 @@ static void read_mapped_as_npy_read(const char *path, int mapped)
     cr_assert_eq(mapped_from(got, path), mapped, "%s: mapped %d, expected %d",
                  path, mapped_from(got, path), mapped);
     tensor *view = NULL; // a view keeps the mapping after the tensor goes
-    OK(tensor_reshape(got, DIMS(-1), NULL, &view));
+    OK(tensor_reshape(got, SIZES(-1), NULL, &view));
     tensor_free(got);
     assert_values(view, want->data, tensor_numel(want));
     tensor_free(view);

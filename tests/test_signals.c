@@ -7,7 +7,8 @@
  * (out.npy, a.npy, heads.png), stops it where its temporaries exist,
  * and then holds it to
  *   - the exit it owes: killed by that very signal (SIGINT, SIGTERM,
- *     SIGHUP, SIGPIPE), nothing said; or, past the file size limit,
+ *     SIGHUP, SIGPIPE, SIGQUIT and every other that ends a program but a
+ *     fault's), nothing said; or, past the file size limit,
  *     exit status 2 and one line saying "File too large";
  *   - work/ exactly as before: the same names (no *.tmp.*, no
  *     .mha-heatmap-* directory), the same bytes, modes and inodes;
@@ -21,7 +22,10 @@
  *     temporary, from the script in the scratch directory;
  *   - SIGPIPE: its stdout is a pipe nobody reads any more;
  *   - SIGXFSZ: under setrlimit(RLIMIT_FSIZE) of 200 bytes, less than any
- *     output, the signal ignored and the write failing instead.
+ *     output, the signal ignored and the write failing instead;
+ *   - committing: strace delivers the signal as OUT is renamed into
+ *     place, and the run ends by it once A is in place too: every
+ *     output new, no temporary and no second name left.
  *
  * Inputs: q (2, 4, 8), W_q, W_k, W_v, W_o (8, 8), 2 heads: OUT
  * (2, 4, 8) and A (2, 2, 4, 4), 640 bytes each as .npy, and a trace of
@@ -144,6 +148,7 @@ typedef struct setup {
     int ignore;    /* a signal it starts with ignored, as under nohup */
     rlim_t fsize;  /* its file size limit in bytes, 0 for none */
     int fake_plot; /* MHA_GNUPLOT is the stand-in */
+    const char *inject; /* run under strace -e inject=... (NULL: not) */
 } setup;
 
 /* mha args... in work/, as s says, every signal at its default action
@@ -151,11 +156,18 @@ typedef struct setup {
  * business. */
 static child start(const setup *s, char *const args[])
 {
-    char *argv[32];
-    size_t n = 0;
+    char *argv[40];
+    size_t n = 0, first;
+    if (s->inject) {
+        static char *const strace[] = {"strace", "-f", "-qq", "-o",
+                                       "/dev/null", "-e"};
+        for (; n < 6; n++)
+            argv[n] = strace[n];
+        argv[n++] = (char *)s->inject;
+    }
     argv[n++] = mha_path;
-    for (; args[n - 1]; n++)
-        argv[n] = args[n - 1];
+    for (first = n; args[n - first]; n++)
+        argv[n] = args[n - first];
     argv[n] = NULL;
     char pid_file[4200], plot[4200];
     snprintf(pid_file, sizeof pid_file, "%s/aux/gnuplot.pid", scratch_dir);
@@ -166,9 +178,12 @@ static child start(const setup *s, char *const args[])
         int out = s->out >= 0 ? s->out : open("/dev/null", O_WRONLY);
         if (out < 0 || dup2(out, 1) < 0 || chdir("work") != 0)
             _exit(126);
-        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
-        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-            signal(sigs[i], SIG_DFL);
+        for (int sig = 1; sig < NSIG; sig++)
+            signal(sig, SIG_DFL); // SIGKILL and SIGSTOP refuse: no matter
+        // SIGQUIT, SIGABRT and SIGXCPU dump core by default: not in work/
+        struct rlimit no_core = {0, 0};
+        if (setrlimit(RLIMIT_CORE, &no_core) != 0)
+            _exit(126);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -183,7 +198,10 @@ static child start(const setup *s, char *const args[])
             setenv("MHA_GNUPLOT", plot, 1);
             setenv("MHA_TEST_GNUPLOT_PID", pid_file, 1);
         }
-        execv(mha_path, argv);
+        if (s->inject)
+            execvp(argv[0], argv);
+        else
+            execv(mha_path, argv);
         _exit(127);
     }
     return (child){pid, err};
@@ -328,6 +346,71 @@ Test(signals, sighup_while_writing) { stop_while_writing(SIGHUP, 0); }
 Test(signals, sigterm_while_writing_out_alone)
 {
     stop_while_writing(SIGTERM, 1);
+}
+
+/* Every other signal whose default action ends a program, but those of a
+ * fault (SIGSEGV ...): the same as SIGINT. */
+Test(signals, every_fatal_signal_while_writing)
+{
+    const int sigs[] = {SIGQUIT,   SIGABRT, SIGUSR1,  SIGUSR2,
+                        SIGALRM,   SIGXCPU, SIGVTALRM, SIGPROF,
+                        SIGSTKFLT, SIGPOLL, SIGPWR,   SIGRTMIN,
+                        SIGRTMAX};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        stop_while_writing(sigs[i], 0);
+}
+
+/* Signalled as OUT is renamed over its old file (strace's inject: the
+ * first rename), with A still a temporary: the signal waits until A is
+ * in place too, then ends the run.  Every output is new, each the bytes
+ * an undisturbed run writes, and no temporary or second name is left. */
+static void stop_while_committing(const char *inject, int sig)
+{
+    skip_under_valgrind();
+    if (system("strace -V > /dev/null 2>&1") != 0)
+        cr_skip_test("strace is not installed");
+    char *plain[] = {"forward", INPUTS, "--out", "../aux/out.npy",
+                     "--attention-out", "../aux/a.npy", NULL};
+    setup quiet = {.out = -1};
+    child c = start(&quiet, plain);
+    char err[1024];
+    int ws = finish(&c, err, sizeof err);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "%s", err);
+    setup s = {.out = -1, .inject = inject};
+    char *args[] = {"forward", INPUTS, "--out", "out.npy",
+                    "--attention-out", "a.npy", NULL};
+    c = start(&s, args);
+    ws = finish(&c, err, sizeof err);
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == sig,
+              "%s: wait status %#x, stderr: %s", inject, ws, err);
+    cr_assert_eq(names_with(".tmp."), 0, "%s: a temporary is left", inject);
+    cr_assert_eq(names_with(".old."), 0, "%s: a second name is left", inject);
+    const char *pairs[][2] = {{"work/out.npy", "aux/out.npy"},
+                              {"work/a.npy", "aux/a.npy"}};
+    for (int i = 0; i < 2; i++) {
+        size_t n, m;
+        char *got = file_bytes(pairs[i][0], &n);
+        char *want = file_bytes(pairs[i][1], &m);
+        cr_assert(n == m && memcmp(got, want, n) == 0,
+                  "%s: %s is not the new output", inject, pairs[i][0]);
+        free(got);
+        free(want);
+    }
+}
+
+Test(signals, sigquit_while_committing)
+{
+    stop_while_committing("inject=rename:signal=SIGQUIT:when=1", SIGQUIT);
+}
+
+Test(signals, sigint_while_committing)
+{
+    stop_while_committing("inject=rename:signal=SIGINT:when=1", SIGINT);
+}
+
+Test(signals, sigusr1_while_keeping_the_old_file)
+{
+    stop_while_committing("inject=link:signal=SIGUSR1:when=1", SIGUSR1);
 }
 
 /* --- stopped while gnuplot draws ---------------------------------------- */

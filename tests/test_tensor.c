@@ -225,7 +225,7 @@ Test(tensor, free_refuses_a_borrowed_header)
     cr_assert_eq(*TENSOR_AT(&named, 1, 2), 7.5);
     /* a view of a borrowed header has a count of its own: freed as usual */
     tensor *v = NULL;
-    cr_assert_eq(tensor_reshape(&named, DIMS(6), NULL, &v), GSL_SUCCESS);
+    cr_assert_eq(tensor_reshape(&named, SIZES(6), NULL, &v), GSL_SUCCESS);
     cr_assert(!v->borrowed);
     tensor_free(x);
     cr_assert_eq(v->data[5], 7.5);
@@ -866,7 +866,7 @@ Test(tensor, is_contiguous)
     OK(tensor_permute(x, SHAPE(1, 0), &y));
     cr_assert_eq(y->strides[1], 3);
     cr_assert(tensor_is_contiguous(y));
-    OK(tensor_reshape(y, DIMS(3), NULL, &z));
+    OK(tensor_reshape(y, SIZES(3), NULL, &z));
     cr_assert_eq(z->data, x->data);
     FREE_ALL(z, y, x);
 }
@@ -972,30 +972,30 @@ Test(tensor, names_follow_permute_and_reshape)
     tensor_free(p);
 
     /* merged dimensions are joined with '*' */
-    OK(tensor_reshape(x, DIMS(-1, 3, 2), NULL, &m));
+    OK(tensor_reshape(x, SIZES(-1, 3, 2), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(B*h, n, d_model/h)");
     /* and a product splits back into its factors */
-    OK(tensor_reshape(m, DIMS(2, 8, 3, 2), NULL, &s));
+    OK(tensor_reshape(m, SIZES(2, 8, 3, 2), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, h, n, d_model/h)");
     tensor_free(s);
     /* three into one and back */
     tensor_free(m);
-    OK(tensor_reshape(x, DIMS(2, 48), NULL, &m));
+    OK(tensor_reshape(x, SIZES(2, 48), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(B, h*n*d_model/h)");
-    OK(tensor_reshape(m, DIMS(2, 8, 3, 2), NULL, &s));
+    OK(tensor_reshape(m, SIZES(2, 8, 3, 2), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, h, n, d_model/h)");
     tensor_free(s);
     /* a split the name does not explain leaves the new dimensions unnamed */
-    OK(tensor_reshape(m, DIMS(2, 6, 8), NULL, &s));
+    OK(tensor_reshape(m, SIZES(2, 6, 8), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, 6, 8)");
     FREE_ALL(s, m);
     /* names passed to reshape win over derived ones */
-    OK(tensor_reshape(x, DIMS(16, 6), "rows, cols", &m));
+    OK(tensor_reshape(x, SIZES(16, 6), "rows, cols", &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(rows, cols)");
     tensor_free(m);
     /* a merge with an unnamed dimension has no name */
     OK(tensor_set_names(x, "B, , n, d"));
-    OK(tensor_reshape(x, DIMS(16, 6), NULL, &m));
+    OK(tensor_reshape(x, SIZES(16, 6), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(16, n*d)");
     FREE_ALL(m, x);
 }
@@ -1008,14 +1008,14 @@ Test(tensor, names_keep_a_batch_of_one)
     char buf[TRACE_SHAPE_MAX];
     OK(tensor_alloc(SHAPE(1, 8, 2, 2), &x));
     OK(tensor_set_names(x, "B, h, n, d_model/h"));
-    OK(tensor_reshape(x, DIMS(-1, 2, 2), NULL, &m));
+    OK(tensor_reshape(x, SIZES(-1, 2, 2), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(B*h, n, d_model/h)");
-    OK(tensor_reshape(m, DIMS(-1, 8, 2, 2), NULL, &s));
+    OK(tensor_reshape(m, SIZES(-1, 8, 2, 2), NULL, &s));
     cr_assert_str_eq(tensor_sym_str(s, buf, sizeof buf), "(B, h, n, d_model/h)");
     FREE_ALL(s, m);
     /* an unnamed size-1 dimension adds nothing to a merged name */
     OK(tensor_set_names(x, ", h, n, d_model/h"));
-    OK(tensor_reshape(x, DIMS(-1, 2, 2), NULL, &m));
+    OK(tensor_reshape(x, SIZES(-1, 2, 2), NULL, &m));
     cr_assert_str_eq(tensor_sym_str(m, buf, sizeof buf), "(h, n, d_model/h)");
     FREE_ALL(m, x);
 }
@@ -1072,7 +1072,7 @@ Test(tensor, names_are_not_guessed_at_a_size_of_1)
 Test(tensor, reshape_with_wrong_name_count)
 {
     tensor *x = positions(SHAPE(2, 3, 4)), *y = (tensor *)&y;
-    FAILS(tensor_reshape(x, DIMS(6, 4), "a, b, c", &y), GSL_EINVAL,
+    FAILS(tensor_reshape(x, SIZES(6, 4), "a, b, c", &y), GSL_EINVAL,
           "tensor_reshape: tensor_set_names: \"a, b, c\" names 3 dimensions, "
           "shape (6, 4) has 2");
     cr_assert_null(y);
@@ -1080,7 +1080,7 @@ Test(tensor, reshape_with_wrong_name_count)
     tensor *p = NULL;
     OK(tensor_permute(x, SHAPE(2, 1, 0), &p));
     y = (tensor *)&y;
-    FAILS(tensor_reshape(p, DIMS(24), "a, b", &y), GSL_EINVAL,
+    FAILS(tensor_reshape(p, SIZES(24), "a, b", &y), GSL_EINVAL,
           "tensor_reshape: tensor_set_names: \"a, b\" names 2 dimensions, "
           "shape (24,) has 1");
     cr_assert_null(y);
@@ -1288,7 +1288,7 @@ Test(tensor, free_base_before_view)
 {
     tensor *x = positions(SHAPE(2, 3, 4)), *p = NULL, *r = NULL;
     OK(tensor_permute(x, SHAPE(2, 0, 1), &p));
-    OK(tensor_reshape(p, DIMS(2, 2, 2, 3), NULL, &r)); /* a view of a view */
+    OK(tensor_reshape(p, SIZES(2, 2, 2, 3), NULL, &r)); /* a view of a view */
     FREE_ALL(x, p);
     /* r alone keeps the buffer alive */
     size_t idx[MAXD], shape[] = {2, 3, 4}, perm[] = {2, 0, 1}, pshape[] = {4, 2, 3};
@@ -1308,7 +1308,7 @@ Test(tensor, free_in_any_order)
     do {
         tensor *t[3] = {positions(SHAPE(4, 6)), NULL, NULL};
         OK(tensor_permute(t[0], SHAPE(1, 0), &t[1]));
-        OK(tensor_reshape(t[0], DIMS(2, 12), NULL, &t[2]));
+        OK(tensor_reshape(t[0], SIZES(2, 12), NULL, &t[2]));
         for (size_t k = 0; k < 3; k++) {
             tensor_free(t[order[k]]);
             t[order[k]] = NULL;
@@ -1355,20 +1355,20 @@ Test(tensor, reshape_out_of_memory)
     tensor *x = positions(SHAPE(2, 3, 4)), *p = NULL, *y = NULL;
     size_t allocs = 0;
     /* a view: only a header */
-    OK_AFTER_ENOMEM(tensor_reshape(x, DIMS(6, 4), NULL, &y), y,
+    OK_AFTER_ENOMEM(tensor_reshape(x, SIZES(6, 4), NULL, &y), y,
                     "tensor_reshape: out of memory allocating ", allocs);
     cr_assert_eq(allocs, 1);
     cr_assert_eq(y->data, x->data);
     tensor_free(y);
     /* a copy: buffer record, numbers, header */
     OK(tensor_permute(x, SHAPE(2, 0, 1), &p));
-    OK_AFTER_ENOMEM(tensor_reshape(p, DIMS(8, 3), NULL, &y), y,
+    OK_AFTER_ENOMEM(tensor_reshape(p, SIZES(8, 3), NULL, &y), y,
                     "tensor_reshape: out of memory allocating ", allocs);
     cr_assert_eq(allocs, 3);
     cr_assert_neq(y->data, x->data);
     cr_assert_eq(*TENSOR_AT(y, 7, 2), 23.0); /* p[3][1][2] = x[1][2][3] */
     tensor_free(y);
-    OK_AFTER_ENOMEM(tensor_view(x, DIMS(4, 6), NULL, &y), y,
+    OK_AFTER_ENOMEM(tensor_view(x, SIZES(4, 6), NULL, &y), y,
                     "tensor_view: out of memory allocating ", allocs);
     cr_assert_eq(allocs, 1);
     FREE_ALL(y, p, x);
@@ -1752,7 +1752,7 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
     cr_assert_eq(*TENSOR_AT(t, 0, 0), 2.0); // offset 16 bytes: element 2
     cr_assert_eq(*TENSOR_AT(t, 2, 3), 13.0);
     tensor *v = NULL; // a view keeps the mapping past the tensor's free
-    cr_assert_eq(tensor_reshape(t, DIMS(12), NULL, &v), GSL_SUCCESS);
+    cr_assert_eq(tensor_reshape(t, SIZES(12), NULL, &v), GSL_SUCCESS);
     tensor_free(t);
     cr_assert_eq(v->data[11], 13.0);
     tensor_free(v);
@@ -1776,3 +1776,28 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
     cr_assert_eq(munmap(map2, bytes), 0);
 }
 //<
+
+/* DIMS's labels: the variables' names label what x's names leave open.
+ * x is (n, d_model) = (3, 4); h = 2 and h = 1 split d_model into
+ * (h, d_model/h), even where a size 1 could belong to either side; the
+ * merge back gives d_model again; an unnamed x stays unnamed. */
+Test(tensor, dims_labels_name_the_split)
+{
+    for (size_t h = 1; h <= 2; h++) {
+        size_t n = 3;
+        tensor *x, *split, *back, *plain;
+        OK(tensor_alloc(SHAPE(3, 4), &x));
+        OK(tensor_set_names(x, "n, d_model"));
+        OK(tensor_reshape(x, DIMS(n, h, -1), &split));
+        char s[TRACE_SHAPE_MAX];
+        cr_assert_str_eq(tensor_sym_str(split, s, sizeof s),
+                         "(n, h, d_model/h)", "h = %zu", h);
+        OK(tensor_reshape(split, DIMS(n, -1), &back));
+        cr_assert_str_eq(tensor_sym_str(back, s, sizeof s), "(n, d_model)",
+                         "h = %zu", h);
+        OK(tensor_set_names(x, NULL));
+        OK(tensor_reshape(x, DIMS(n, h, -1), &plain));
+        cr_assert_str_eq(tensor_sym_str(plain, s, sizeof s), "");
+        TENSORS_FREE(x, split, back, plain);
+    }
+}

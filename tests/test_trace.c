@@ -98,7 +98,7 @@ Test(trace, contiguous_and_view)
     OK(tensor_permute(x, SHAPE(1, 0), &t));
     capture_trace(&c);
     OK(tensor_contiguous(t, &y));
-    OK(tensor_view(y, DIMS(-1), NULL, &v));
+    OK(tensor_view(y, SIZES(-1), NULL, &v));
     capture_trace_is(&c,
         "contiguous()             copy  (3, 2) -> (3, 2)                    (d, n)\n"
         "view(-1)                 view  (3, 2) -> (6,)                      (d*n,)\n");
@@ -114,7 +114,7 @@ static void *reshape_in_a_thread(void *arg)
     trace_log_start(log);
     tensor *x = arange(SHAPE(2, 3)), *y = NULL;
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "outer");
-    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    OK(tensor_reshape(x, SIZES(3, 2), NULL, &y));
     /* left open: only this thread's depth is 1 */
     trace_log_stop(log);
     FREE_ALL(y, x);
@@ -129,7 +129,7 @@ Test(trace, each_thread_has_its_own)
     cr_assert_eq(pthread_create(&other, NULL, reshape_in_a_thread, &theirs), 0);
     cr_assert_eq(pthread_join(other, NULL), 0);
     tensor *x = arange(SHAPE(6)), *y = NULL;
-    OK(tensor_reshape(x, DIMS(2, 3), NULL, &y));
+    OK(tensor_reshape(x, SIZES(2, 3), NULL, &y));
     trace_log_stop(&mine);
     cr_assert_eq(theirs.count, 2);
     cr_assert_str_eq(theirs.records[1].op, "reshape(3, 2)");
@@ -150,9 +150,9 @@ Test(trace, unnamed_and_one_dimensional)
     capture c;
     tensor *x = arange(SHAPE(2, 4)), *y = NULL, *z = NULL, *w = NULL;
     capture_trace(&c);
-    OK(tensor_reshape(x, DIMS(-1), NULL, &y));
+    OK(tensor_reshape(x, SIZES(-1), NULL, &y));
     OK(tensor_permute(y, SHAPE(0), &z));
-    OK(tensor_reshape(z, DIMS(4, 2), NULL, &w));
+    OK(tensor_reshape(z, SIZES(4, 2), NULL, &w));
     capture_trace_is(&c,
         "reshape(-1)              view  (2, 4) -> (8,)\n"
         "permute(0)               view  (8,) -> (8,)\n"
@@ -235,7 +235,7 @@ Test(trace, library_steps_in_a_block)
     tensor h = shaped(SHAPE(8, 2, 2), NULL);
     capture_trace(&c);
     tensor_trace_begin(&h, TRACE_INPUTS(TRACE_IN(x)), "transpose_qkv(h=8)");
-    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    OK(tensor_reshape(x, SIZES(1, 2, 8, -1), NULL, &y));
     trace_end();
     capture_trace_is(&c,
         "transpose_qkv(h=8)             (1, 2, 16) -> (8, 2, 2)\n"
@@ -317,7 +317,7 @@ Test(trace, off_writes_nothing)
     trace_to(c.f);
     trace_to(NULL);
     cr_assert_not(trace_on());
-    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    OK(tensor_reshape(x, SIZES(3, 2), NULL, &y));
     OK(tensor_permute(x, SHAPE(1, 0), &z));
     OK(tensor_contiguous(z, &w));
     tensor_trace_step(TRACE_VIEW, x, x, "op");
@@ -370,9 +370,9 @@ Test(trace, failures_write_nothing)
     capture c;
     tensor *x = arange(SHAPE(2, 3)), *y = NULL;
     capture_trace(&c);
-    cr_assert_neq(tensor_reshape(x, DIMS(4, -1), NULL, &y), GSL_SUCCESS);
+    cr_assert_neq(tensor_reshape(x, SIZES(4, -1), NULL, &y), GSL_SUCCESS);
     cr_assert_neq(tensor_permute(x, SHAPE(0, 0), &y), GSL_SUCCESS);
-    cr_assert_neq(tensor_view(x, DIMS(7), NULL, &y), GSL_SUCCESS);
+    cr_assert_neq(tensor_view(x, SIZES(7), NULL, &y), GSL_SUCCESS);
     mha_debug_fail_alloc_after(0);
     cr_assert_eq(tensor_contiguous(x, &y), GSL_ENOMEM);
     mha_debug_fail_alloc_after(-1);
@@ -486,7 +486,7 @@ Test(trace, json_lines)
     tensor q = tensor_header(SHAPE(2, 3));
     capture_start(&c);
     trace_to_json(c.f);
-    OK(tensor_reshape(x, DIMS(1, 2, 8, -1), NULL, &y));
+    OK(tensor_reshape(x, SIZES(1, 2, 8, -1), NULL, &y));
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, NULL,
                TRACE_INPUTS(TRACE_NAMED(&q, "q\"1"), TRACE_IN_T(&q, 1)), "Q K^T");
     tensor_trace_note("a \\ note");
@@ -519,7 +519,7 @@ Test(trace, quiet_scopes)
     capture_trace(&c);
     trace_quiet_begin();
     cr_assert_not(trace_on());
-    OK(tensor_reshape(x, DIMS(3, 2), NULL, &y));
+    OK(tensor_reshape(x, SIZES(3, 2), NULL, &y));
     trace_quiet_begin();
     tensor_trace_begin(NULL, 0, NULL, "hidden block");
     OK(tensor_permute(x, SHAPE(1, 0), &z));
@@ -653,7 +653,7 @@ Test(trace, meta_tensors_have_no_numbers)
     tensor_fill(x, 1.0); /* nothing to fill: no crash */
     OK(tensor_check_finite(x, "test", "x"));
     OK(tensor_permute(x, SHAPE(0, 2, 1), &y));
-    OK(tensor_reshape(y, DIMS(-1, 3), NULL, &z)); /* a "copy", of nothing */
+    OK(tensor_reshape(y, SIZES(-1, 3), NULL, &z)); /* a "copy", of nothing */
     OK(tensor_narrow(x, 2, 1, 2, &n));
     OK(tensor_contiguous(n, &w));
     cr_assert(tensor_is_meta(y) && tensor_is_meta(z) && tensor_is_meta(w) &&

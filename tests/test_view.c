@@ -236,9 +236,20 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
             "mha view: --heads 3 does not divide --hiddens 100\n");
     refused("view|--labels|a,b|--html|old.html",
             "mha view: --labels 'a,b' has 2 labels but there are 6 keys\n");
+    refused("view|--html||--seed|1",
+            "mha view: --html '' is an empty name: give the file to write\n");
+    refused("view|--kv|1|--labels|a,b|--html|old.html",
+            "mha view: --labels 'a,b' has 2 labels but there is 1 key\n");
     refused("view|--query-labels|x|--html|old.html",
             "mha view: --query-labels 'x' has 1 label but there are 4 "
             "queries\n");
+    // one range for every command's --seed, mha quiz's: 0 is the default
+    refused("view|--seed|-1|--html|old.html",
+            "mha view: --seed '-1' is not a whole number from 0 to "
+            "999999999999999999\n");
+    refused("view|--seed|1000000000000000000|--html|old.html",
+            "mha view: --seed '1000000000000000000' is larger than "
+            "999999999999999999, the largest seed\n");
     refused("view|--seed|3|--d2l|--html|old.html",
             "mha view: --seed and --d2l exclude each other: --d2l's inputs "
             "are ones (the weights are drawn from seed 0)\n");

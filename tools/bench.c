@@ -25,9 +25,10 @@
  *      a child built that way and this process take turns.
  *   4. Exact vs tiled attention, B*h = 8, d_h = 64, L up to 16384: each
  *      configuration in a fresh child process, peak RSS from wait4().
- *   5. `mha forward` (--mha BIN) as a whole process: at B = 8, L = 512
- *      against torch's in-process time of part 1, and at B = 1 by L up to
- *      16384, time and peak RSS against the copy-based module.
+ *   5. `mha forward` (--mha BIN) as a whole process: at B = 8, L = 128
+ *      and 512 and at B = 2, L = 2048, against torch alone and the fast
+ *      path in this process, taking turns; and at B = 1 by L up to 16384,
+ *      time and peak RSS against the copy-based module.
  *   6. Decoding one sequence (chapter 16): the time of one step with the
  *      key-value cache against recomputing the causal module on every
  *      position so far, t up to 1024.
@@ -129,18 +130,18 @@ static gsl_rng *make_module(size_t batch, size_t L, multihead *m, tensor **x)
     return r;
 }
 
-static void problem_init(problem *p, size_t L)
+static void problem_init(problem *p, size_t batch, size_t L)
 {
     p->L = L;
-    gsl_rng *r = make_module(B, L, &p->m, &p->x);
-    p->a = gsl_matrix_alloc(B * L, D);
+    gsl_rng *r = make_module(batch, L, &p->m, &p->x);
+    p->a = gsl_matrix_alloc(batch * L, D);
     p->w = gsl_matrix_alloc(D, D);
-    p->c = gsl_matrix_alloc(B * L, D);
+    p->c = gsl_matrix_alloc(batch * L, D);
     if (!p->a || !p->w || !p->c) {
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < B * L * D; i++)
+    for (size_t i = 0; i < batch * L * D; i++)
         p->a->data[i] = gsl_rng_uniform(r) - 0.5;
     for (size_t i = 0; i < D * D; i++)
         p->w->data[i] = gsl_rng_uniform(r) - 0.5;
@@ -333,7 +334,7 @@ static void part_openblas(row *rows, torch_child *torch)
         size_t L = Ls[li];
         row *r = &rows[li];
         problem p;
-        problem_init(&p, L);
+        problem_init(&p, B, L);
         int reps = quick ? 3 : L >= 1024 ? 3 : 5; // medians of 5 up to L = 512
         int copy = L <= 512; // beyond, its (B, h, L, L) tensors cost seconds
         // warm-up: page in every buffer, start every thread pool
@@ -385,7 +386,7 @@ static void child_gsl(void)
     // L = 64, 128, 256: the reference dgemm is 20-30x slower
     for (size_t li = 0; li < 3; li++) {
         problem p;
-        problem_init(&p, Ls[li]);
+        problem_init(&p, B, Ls[li]);
         time_dgemm(&p);
         time_mha(&p, FAST);
         double td[3], tf[3];
@@ -444,7 +445,7 @@ static void part_gsl(const char *bin, const row *rows, double *gsl_dgemm,
 static double fast_median_ms(size_t L, int reps)
 {
     problem p;
-    problem_init(&p, L);
+    problem_init(&p, B, L);
     double t[64];
     time_mha(&p, FAST);
     time_mha(&p, FAST);
@@ -781,13 +782,14 @@ static void child_module(size_t L)
     multihead_free(&m);
 }
 
-/* Part 5's first table: `mha forward` at B = 8 against torch alone and
- * the fast path in process, by L, each a median over interleaved rounds. */
-static const size_t Lcli[] = {128, 512};
+/* Part 5's first table: `mha forward` against torch alone and the fast
+ * path in process, at B = 8 by L and at B = 2, L = 2048 (where the
+ * scores' rows are longest), each a median over interleaved rounds. */
+static const size_t Bcli[] = {8, 8, 2}, Lcli[] = {128, 512, 2048};
 #define NCLI (sizeof Lcli / sizeof Lcli[0])
 
 typedef struct {
-    /* B = 8, by Lcli: whole process ms, its user and system CPU ms, torch
+    /* by Bcli and Lcli: whole process ms, its user and system CPU ms, torch
      * alone ms, the fast path in process ms, and the medians of the
      * rounds' ratios mha / torch and mha / fast */
     double cli_ms[NCLI], user_ms[NCLI], sys_ms[NCLI], torch_ms[NCLI];
@@ -806,19 +808,20 @@ static void cli_against_torch(const char *mha, const char *dir,
 {
     int rounds = quick ? 1 : 3;
     c->rounds = rounds;
-    say("B = %d, D = %d, h = %d: mha forward (whole process) against torch "
-        "alone (its own\nprocess, in-process time) and the fast path in this "
-        "process; %d interleaved\nrounds, medians\n\n", B, D, H, rounds);
-    say("%6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "L", "mha ms", "user ms",
-        "sys ms", "torch ms", "fast ms", "mha/", "mha/", "sys/");
-    say("%6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "", "", "", "", "", "",
-        "torch", "fast", "user");
+    say("D = %d, h = %d: mha forward (whole process: a fresh one each run) "
+        "against torch\nalone (its own process, in-process time) and the fast "
+        "path in this process;\n%d interleaved rounds, medians\n\n", D, H,
+        rounds);
+    say("%3s %6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "B", "L", "mha ms",
+        "user ms", "sys ms", "torch ms", "fast ms", "mha/", "mha/", "sys/");
+    say("%3s %6s %10s %9s %9s %10s %10s %9s %9s %8s\n", "", "", "", "", "", "",
+        "", "torch", "fast", "user");
     for (size_t li = 0; li < NCLI; li++) {
-        size_t L = Lcli[li];
+        size_t batch = Bcli[li], L = Lcli[li];
         double tm[8], tu[8], ts[8], tt[8], tf[8], rt[8], rf[8], wall, mib;
-        write_cli_inputs(dir, B, L);
+        write_cli_inputs(dir, batch, L);
         problem p;
-        problem_init(&p, L);
+        problem_init(&p, batch, L);
         time_mha(&p, FAST); // warm-up: page in, start the threads
         int ok = run_cli(mha, dir, &wall, &mib);
         for (int r = 0; ok && r < rounds; r++) {
@@ -826,7 +829,7 @@ static void cli_against_torch(const char *mha, const char *dir,
             tm[r] = 1e3 * wall;
             tu[r] = 1e3 * child_user;
             ts[r] = 1e3 * child_system;
-            tt[r] = torch ? torch_alone(torch, threads_count(), B, L,
+            tt[r] = torch ? torch_alone(torch, threads_count(), batch, L,
                                         L >= 512 ? 3 : 5, c->torch_path[li],
                                         sizeof c->torch_path[li])
                           : NAN;
@@ -840,7 +843,7 @@ static void cli_against_torch(const char *mha, const char *dir,
         problem_free(&p);
         remove_cli_files(dir);
         if (!ok) {
-            say("(mha forward at L = %zu failed)\n", L);
+            say("(mha forward at B = %zu, L = %zu failed)\n", batch, L);
             continue;
         }
         c->cli_ms[li] = median(tm, rounds);
@@ -850,8 +853,8 @@ static void cli_against_torch(const char *mha, const char *dir,
         c->fast_ms[li] = median(tf, rounds);
         c->vs_torch[li] = median(rt, rounds);
         c->vs_fast[li] = median(rf, rounds);
-        say("%6zu %10.1f %9.1f %9.1f %10.1f %10.1f %9.2f %9.2f %8.2f\n", L,
-            c->cli_ms[li], c->user_ms[li], c->sys_ms[li], c->torch_ms[li],
+        say("%3zu %6zu %10.1f %9.1f %9.1f %10.1f %10.1f %9.2f %9.2f %8.2f\n",
+            batch, L, c->cli_ms[li], c->user_ms[li], c->sys_ms[li], c->torch_ms[li],
             c->fast_ms[li], c->vs_torch[li], c->vs_fast[li],
             c->sys_ms[li] / c->user_ms[li]);
     }
@@ -1263,17 +1266,18 @@ static void write_markdown(const char *machine, const char *torch_version,
                 Lmem[i], te[i], me[i], tt[i], mt[i], tt[i] / te[i],
                 4.0 * 8 * MEM_BH * Lmem[i] * MEM_DH / 1048576.0);
     fprintf(md, "\n`mha forward` as a whole process (read .npy, forward, "
-                "write .npy), B = %d, D = %d, h = %d, against torch alone "
-                "(its own process, in-process time) and the fast path in "
-                "process: %d interleaved rounds, medians.\n\n"
-                "| L | mha forward ms | user ms | system ms | torch alone ms "
-                "| fast path ms | mha / torch | mha / fast | system / user "
-                "|\n|---|---|---|---|---|---|---|---|---|\n",
-            B, D, H, c->rounds);
+                "write .npy; a fresh process each run), D = %d, h = %d, "
+                "against torch alone (its own process, in-process time) and "
+                "the fast path in process: %d interleaved rounds, "
+                "medians.\n\n"
+                "| B | L | mha forward ms | user ms | system ms | torch alone "
+                "ms | fast path ms | mha / torch | mha / fast | system / user "
+                "|\n|---|---|---|---|---|---|---|---|---|---|\n",
+            D, H, c->rounds);
     for (size_t i = 0; i < NCLI; i++)
-        fprintf(md, "| %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f "
-                    "| %.2f |\n",
-                Lcli[i], c->cli_ms[i], c->user_ms[i], c->sys_ms[i],
+        fprintf(md, "| %zu | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f "
+                    "| %.2f | %.2f |\n",
+                Bcli[i], Lcli[i], c->cli_ms[i], c->user_ms[i], c->sys_ms[i],
                 c->torch_ms[i], c->fast_ms[i], c->vs_torch[i], c->vs_fast[i],
                 c->sys_ms[i] / c->user_ms[i]);
     fprintf(md, "\n");

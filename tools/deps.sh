@@ -24,8 +24,10 @@ set -eu
 # xml modules); python3-yaml: tools/test-handout.sh reads the handout's
 # GitHub Actions workflow.  valgrind also checks a student's exercises
 # for leaks.  libzip-dev: mha reads a .npz state_dict (--state-dict) with
-# libzip.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev xxd $*"
+# libzip.  cmark-gfm, nodejs and libjs-katex: the book as HTML for print
+# (make book, whose HTML make test checks): its Markdown with GitHub's own
+# converter, its math as MathML by KaTeX.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev xxd cmark-gfm nodejs libjs-katex $*"
 
 # --- without dpkg: look for each thing itself -------------------------
 
@@ -49,7 +51,9 @@ has() { command -v "$1" > /dev/null 2>&1; }
 present() {
     case $1 in
     gcc) has "$cc" ;;
-    make | pkg-config | valgrind | python3 | xxd) has "$1" ;;
+    make | pkg-config | valgrind | python3 | xxd | cmark-gfm) has "$1" ;;
+    nodejs) has node ;;
+    libjs-katex) [ -f "${KATEX_JS:-/usr/share/javascript/katex/katex.js}" ] ;;
     gnuplot-nox) has gnuplot ;;
     chromium) has chromium ;;
     graphviz) has dot ;;
@@ -96,6 +100,9 @@ describe() {
     graphviz) echo "dot (Debian: graphviz; Homebrew: graphviz)" ;;
     valgrind) echo "valgrind (Debian: valgrind; Homebrew: none for macOS on Apple silicon)" ;;
     python3) echo "python3 (Debian: python3; Homebrew: python)" ;;
+    cmark-gfm) echo "cmark-gfm, which turns the book into HTML for print (Debian: cmark-gfm; Homebrew: cmark-gfm)" ;;
+    nodejs) echo "node, which runs KaTeX for the book's math (Debian: nodejs; Homebrew: node)" ;;
+    libjs-katex) echo "KaTeX's katex.js, the book's math as MathML (Debian: libjs-katex; elsewhere: npm install katex, then KATEX_JS=its katex.js)" ;;
     xxd) echo "xxd, which builds the explorer's script into the library (Debian: xxd; Homebrew: vim)" ;;
     python3-numpy) echo "NumPy for python3 (Debian: python3-numpy; Homebrew: numpy)" ;;
     python3-yaml) echo "PyYAML for python3 (Debian: python3-yaml; Homebrew: pyyaml)" ;;

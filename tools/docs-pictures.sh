@@ -110,6 +110,30 @@ for name in $(echo "$pages" | awk '{ print $2 }'); do
     changed=$((changed + 1))
 done
 
+# Page 06's own page of the explorer: mha view of its example, (1, 2, 16)
+# cut into 8 heads, kept as 06_numbers.html by the same rule, and the
+# picture of the page's "Where each number goes" that page 06 shows,
+# 06_numbers.svg: what the page's "save SVG" writes with x[0, 1, 5] lit,
+# drawn by Chromium (tools/test-view.py --picture) whenever the page is
+# rewritten or the picture is missing.
+name=06_numbers
+names="$names$name "
+"$build/mha" view --batch 1 --queries 2 --kv 2 --hiddens 16 --heads 8 --d2l \
+    --title "Chapter 06: (1, 2, 16) cut into 8 heads" --html "$scratch/$name.html"
+if ! same "$scratch/$name.html" "$out/$name.html" || [ ! -f "$out/$name.svg" ]; then
+    if keep "$name.html"; then
+        ${PYTHON:-python3} tools/test-view.py --picture "$scratch/$name.html" \
+            "$scratch/$name.svg" || {
+            echo "docs-pictures: $name.html changed but $name.svg was not drawn" \
+                 "(make browser-test installs chromium)" >&2
+            exit 1
+        }
+        cp "$scratch/$name.html" "$scratch/$name.svg" "$out/"
+        echo "docs-pictures: rewrote $out/$name.html and drew $out/$name.svg"
+        changed=$((changed + 1))
+    fi
+fi
+
 for f in "$out"/*; do
     [ -e "$f" ] || continue
     base=$(basename "$f")

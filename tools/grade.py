@@ -881,6 +881,15 @@ def grade_submission(template, submission, outdir, student=None, metadata=None):
         return status, results, notes, built
 
 
+def csv_cell(value):
+    """A CSV cell a spreadsheet will not run (OWASP's rule for CSV
+    injection): text starting with =, +, -, @, a tab or a carriage return
+    behind a single quote; csv.writer quotes what needs it."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def cmd_class(args):
     template = os.path.abspath(args.template)
     students = os.path.abspath(args.students)
@@ -943,7 +952,7 @@ def cmd_class(args):
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student"] + exercises + ["total", "build", "notes"])
-        w.writerows(rows)
+        w.writerows([csv_cell(v) for v in r] for r in rows)
     print("grade-class: %d students graded; the grades: %s (each one's reports and log beside it)"
           % (len(rows), args.csv))
     return 0

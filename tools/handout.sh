@@ -220,6 +220,11 @@ WORKFLOW
 # The book of chapters 01 .. NN, from the blanked sources: an exercise's
 # @show shows the stub, open, not the answer folded; the pictures and
 # plots its pages show.
+# Of the reference pages beside the chapters, only reading a trace: the
+# others describe the whole project (its fast path, its benchmark, its
+# targets), and the mha program's, from its --help, needs it built.
+rm -f "$stage/tools/library.md" "$stage/tools/pytorch.md" \
+    "$stage/tools/performance.md" "$stage/tools/contributing.md"
 mkdir -p "$new/docs"
 "$tools/weave" "$stage" "$new/docs" > /dev/null
 mkdir -p "$new/docs/pictures"

@@ -25,8 +25,19 @@ Files npy_read must reject, each for one reason:
     big_endian               descr '>f8'
     complex128 bool uint8 float16 object structured   other dtypes
     scalar_0d five_d empty   shapes (), (1, 1, 1, 1, 2) and (2, 0)
+
+State dicts (.npz) for mha forward --state-dict (tests/test_cli_torch.c):
+    state_dict               numpy.savez_compressed of in_proj_weight
+                             arange((12, 4)) / 8, in_proj_bias arange((12,)) / 8,
+                             out_proj.weight arange((4, 4)) / 8,
+                             out_proj.bias arange((4,)) / 8: every member deflated
+    state_dict_twice         the same members, in_proj_weight.npy listed twice
+                             (the second its negation)
 """
+import io
 import os
+import warnings
+import zipfile
 
 import numpy as np
 
@@ -81,6 +92,22 @@ def main():
     save("scalar_0d", np.array(1.5))
     save("five_d", np.zeros((1, 1, 1, 1, 2)))
     save("empty", np.zeros((2, 0)))
+
+    # state dicts
+    sd = {"in_proj_weight": arange((12, 4)) / 8,
+          "in_proj_bias": arange((12,)) / 8,
+          "out_proj.weight": arange((4, 4)) / 8,
+          "out_proj.bias": arange((4,)) / 8}
+    np.savez_compressed(os.path.join(OUT, "state_dict.npz"), **sd)
+    with zipfile.ZipFile(os.path.join(OUT, "state_dict_twice.npz"), "w",
+                         zipfile.ZIP_DEFLATED) as z:
+        for name, a in list(sd.items()) + [("in_proj_weight",
+                                            -sd["in_proj_weight"])]:
+            b = io.BytesIO()
+            np.save(b, a)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Duplicate name"
+                z.writestr(name + ".npy", b.getvalue())
 
 
 if __name__ == "__main__":

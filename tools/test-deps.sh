@@ -18,7 +18,7 @@ fail() { echo "deps-check: $*" >&2; exit 1; }
 # (gcc finds its own as and ld; they are linked too for a compiler that
 # looks on PATH)
 mkdir "$dir/bin"
-for t in sh cat rm mktemp gcc cc as ld make pkg-config gnuplot dot python3 valgrind xxd; do
+for t in sh cat rm mktemp gcc cc as ld make pkg-config gnuplot dot python3 valgrind xxd cmark-gfm node; do
     p=$(command -v "$t") || fail "$t is not installed here (tools/deps.sh installs it)"
     # Debian's python3, which deps.sh gives its modules (yaml), not
     # whatever python3 comes first on PATH

@@ -216,7 +216,9 @@ score() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["scor
     grep -q '^grade for Ada Lovelace' "$g6/ag/results/summary.txt" ||
     { tail -30 "$g6/ag.txt"; fail "run_autograder's results.json differs from make grade's"; }
 
-# A class of four, each a git checkout of the handout: nothing done,
+# A class of four, each a git checkout of the handout: nothing done (a
+# folder named "=nothing", which a spreadsheet would run as a formula
+# were its cell not neutralised),
 # half done (the first four exercises), all done but transpose_qkv (no
 # permute: the tests that check where each number lands fail), and one
 # that does not compile.
@@ -230,7 +232,7 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
 done
 class=$g6/class
 half=$(echo "$order" | head -n 4 | tr '\n' ' ')
-for s in nothing half wrong broken; do
+for s in =nothing half wrong broken; do
     mkdir -p "$class/$s"
     (cd "$tpl" && tar -cf - --exclude=./build .) | tar -C "$class/$s" -xf -
 done
@@ -244,12 +246,12 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
     cut_stubbed "$half" "$f" "$class/half/$f"
     cut_stubbed "$(echo $order)" "$f" "$class/wrong/$f"
 done
-awk '/^int transpose_qkv\(/ { inside = 1 } inside && /SHAPE\(0, 2, 1, 3\)/ { sub(/SHAPE\(0, 2, 1, 3\)/, "SHAPE(0, 1, 2, 3)"); inside = 0 } { print }' \
+awk '/^int transpose_qkv\(/ { inside = 1 } inside && /AXES\(0, 2, 1, 3\)/ { sub(/AXES\(0, 2, 1, 3\)/, "AXES(0, 1, 2, 3)"); inside = 0 } { print }' \
     src/nn/heads.c > "$g6/wrong.c"
 cut_stubbed "$(echo $order)" "$g6/wrong.c" "$class/wrong/src/nn/heads.c"
-grep -q 'SHAPE(0, 1, 2, 3)' "$class/wrong/src/nn/heads.c" || fail "cannot write the wrong transpose_qkv"
+grep -q 'AXES(0, 1, 2, 3)' "$class/wrong/src/nn/heads.c" || fail "cannot write the wrong transpose_qkv"
 echo 'int this is not C;' >> "$class/broken/src/nn/gqa.c"
-for s in nothing half wrong broken; do
+for s in =nothing half wrong broken; do
     # (a handout is a repository already: the student's work on top)
     (cd "$class/$s" && git init -q && git add -A &&
         git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "my work") ||
@@ -276,7 +278,8 @@ head = rows[0]
 ex = head[1:-3]
 assert head[0] == "student" and head[-3:] == ["total", "build", "notes"] and set(ex) == set(full), head
 want = {
-    "nothing": ({e: 0 for e in ex}, "ok"),
+    # OWASP's rule: a cell starting with =, +, -, @, tab or CR behind a '
+    "'=nothing": ({e: 0 for e in ex}, "ok"),
     "half": ({e: full[e] if e in half else 0 for e in ex}, "ok"),
     # the permute left out passes 4 of transpose_qkv's 6 tests: the shape,
     # one head, the refusal and the clean-up; the two that check where

@@ -89,7 +89,7 @@ static void turn(double u, double w, double t, double *a, double *b)
 }
 EOT
 tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leaks.py finds no leak in src/fast/multihead_fast.c"
-grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , SHAPE ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
+grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , AXES ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
     grep -q '^renamed.c:4: rope_rotate_pair (chapter 15): double V = cos ( V ) , V = sin ( V )$' "$dir/leak.txt" ||
     { cat "$dir/leak.txt"; fail "tools/answer-leaks.py misses the fast path's heads_view or a renamed rotation"; }
 

@@ -25,7 +25,21 @@ installed (`make browser-test` installs it; --browser makes it required):
     a page of 100 positions shows 64 at a time and a thumbnail that
     moves them;
   - "save SVG" and "save PNG" download a well-formed SVG and a PNG that
-    is not blank.
+    is not blank;
+  - where each number goes, for (1, 2, 16) and (2, 3, 16) with 8 heads:
+    every stage of the split and the join holds each element of its
+    input once, each where the arithmetic of transpose_qkv (x[b, i, j]
+    at [b, i, j/p, j%p], [b, j/p, i, j%p], [b*h + j/p, i, j%p]) and of
+    transpose_output puts it; hovering x[0, 1, 5] lights one cell of
+    each stage and one of each memory row, at those indices; a memory
+    row is the one before after a view and the stage's own order after a
+    copy, the steps that `mha trace --json` calls copies; the step
+    buttons walk the stages; the grouped-query page splits the keys with
+    G heads; a page past 512 numbers draws a sample and says so.
+
+--picture PAGE OUT.svg writes the "numbers" section of PAGE, with
+x[0, 1, 5] lit, as its "save SVG" button would (tools/docs-pictures.sh
+keeps one for page 06).
 
 --screenshots DIR keeps a screenshot of each page at each step in DIR,
 to look at.
@@ -48,6 +62,7 @@ import xml.dom.minidom
 import zlib
 
 FAILURES = []
+MHA = None  # the mha program under test
 
 
 def check(ok, what):
@@ -390,6 +405,131 @@ def wait_file(path, timeout=15):
     return False
 
 
+# --- where each number goes ---------------------------------------------
+
+def stage_cells(pg, split, stage, memory):
+    """[(data-src, data-idx or data-slot, lit)] of one stage's grid or memory
+    row, in document order."""
+    return pg.js("""[].map.call(document.querySelectorAll(
+        "#numbers-svg g.stage[data-split='%d'][data-stage='%d'] %s"),
+        function(c){return [c.getAttribute('data-src'),
+          c.getAttribute(%s), c.classList.contains('lit')];})""" % (
+        split, stage, "g.memory g.cell" if memory else "g.cell[data-idx]",
+        "'data-slot'" if memory else "'data-idx'"))
+
+
+def indices(shape):
+    out = [[]]
+    for n in shape:
+        out = [i + [k] for i in out for k in range(n)]
+    return out
+
+
+def traced_kinds(mha, cwd, args):
+    """The kinds of the steps inside the first transpose_qkv and the first
+    transpose_output that `mha trace --json` records for these sizes."""
+    lines = subprocess.run([mha, "trace", "--json"] + args, check=True,
+                           cwd=cwd, capture_output=True, text=True).stdout
+    recs = [json.loads(x) for x in lines.splitlines() if x.strip()]
+    kinds = {}
+    for k, r in enumerate(recs):
+        if r["kind"] == "step" and r["name"] in ("transpose_qkv",
+                                                 "transpose_output"):
+            got = []
+            for c in recs[k + 1:]:
+                if c["depth"] <= r["depth"]:
+                    break
+                got.append(c["kind"])
+            kinds.setdefault(r["name"], got)
+    return kinds
+
+
+def check_numbers(pg, what, B, n, D, h, kinds):
+    """The numbers section of a page of B examples of n positions, D
+    features, h heads (queries = keys = values in length)."""
+    p = D // h
+    qkv = [lambda b, i, j: [b, i, j],
+           lambda b, i, j: [b, i, j // p, j % p],
+           lambda b, i, j: [b, j // p, i, j % p],
+           lambda b, i, j: [b * h + j // p, i, j % p]]
+    out = [lambda r, i, j: [r, i, j],
+           lambda r, i, j: [r // h, r % h, i, j],
+           lambda r, i, j: [r // h, i, r % h, j],
+           lambda r, i, j: [r // h, i, (r % h) * p + j]]
+    grid = pg.js("document.querySelectorAll('#numbers-svg g.cell[data-idx]'"
+                 ").length")
+    check(grid >= 8 * B * n * D, "%s: %s cells with data-src in the stages' "
+          "grids, not %d" % (what, grid, 8 * B * n * D))
+    splits = pg.js("[].map.call(document.querySelectorAll('#numbers .bar "
+                   "strong'),function(s){return s.textContent;})")
+    check(splits == ["transpose_qkv(h=%d), the queries, keys and values:" % h,
+                     "transpose_output(h=%d), the heads' outputs:" % h],
+          "%s: the splits are %s" % (what, splits))
+    for split, (shape, where, name) in enumerate(
+            [((B, n, D), qkv, "transpose_qkv"),
+             ((B * h, n, p), out, "transpose_output")]):
+        everything = sorted(",".join(map(str, i)) for i in indices(shape))
+        before = None
+        for k in range(4):
+            cells = stage_cells(pg, split, k, False)
+            mem = stage_cells(pg, split, k, True)
+            for row, part in ((cells, "grid"), (mem, "memory")):
+                check(sorted(c[0] for c in row) == everything,
+                      "%s: %s step %d: the %s's data-src are not a "
+                      "permutation of the input's indices" % (what, name, k,
+                                                              part))
+            wrong = [c for c in cells if c[1] != ",".join(
+                map(str, where[k](*map(int, c[0].split(",")))))]
+            check(not wrong, "%s: %s step %d: %d cells not where the "
+                  "arithmetic puts them, e.g. %s" % (what, name, k,
+                                                    len(wrong), wrong[:2]))
+            order = [c[0] for c in mem]
+            slots = [int(c[1]) for c in mem]
+            check(slots == sorted(slots), "%s: %s step %d: memory not in "
+                  "the order of its slots" % (what, name, k))
+            logical = [c[0] for c in sorted(
+                cells, key=lambda c: [int(v) for v in c[1].split(",")])]
+            kind = "input" if k == 0 else kinds[name][k - 1]
+            if kind == "input":
+                check(order == logical, "%s: %s: the input's memory is not "
+                      "in its own order" % (what, name))
+            elif kind == "view":
+                check(order == before, "%s: %s step %d is a view, but its "
+                      "memory row changed" % (what, name, k))
+            else:
+                check(order == logical and order != before,
+                      "%s: %s step %d is a copy, but its memory row is not "
+                      "the new order" % (what, name, k))
+            before = order
+    # hovering x[0, 1, 5]: one cell of each stage, one of each memory row
+    pg.hover("#numbers-svg g.stage[data-split='0'][data-stage='0'] "
+             "g.cell[data-src='0,1,5']")
+    for k in range(4):
+        lit = [c[1] for c in stage_cells(pg, 0, k, False) if c[2]]
+        want = ",".join(map(str, qkv[k](0, 1, 5)))
+        check(lit == [want], "%s: hovering x[0, 1, 5] lit %s at step %d, "
+              "not [%s]" % (what, lit, k, want))
+        lit = [c for c in stage_cells(pg, 0, k, True) if c[2]]
+        check(len(lit) == 1 and lit[0][0] == "0,1,5", "%s: hovering x[0, 1, "
+              "5] lit %s in step %d's memory" % (what, lit, k))
+    # the buttons walk the steps: the later ones fade
+    for k in range(4):
+        pg.click("#numbers .bar:nth-of-type(1) .nu-next")
+        later = pg.js("[].map.call(document.querySelectorAll(\"#numbers-svg "
+                      "g.stage[data-split='0']\"),function(g){return "
+                      "g.classList.contains('later');})")
+        check(later == [j > k for j in range(4)], "%s: after %d clicks on "
+              "next step the faded stages are %s" % (what, k + 1, later))
+    pg.js("var s=document.querySelector('#numbers .nu-step');s.value='-1';"
+          "s.dispatchEvent(new Event('change'));0")
+    text = pg.js("document.getElementById('numbers-svg').textContent")
+    copies = [k + 1 for k, c in enumerate(kinds["transpose_qkv"])
+              if c == "copy"]
+    said = ("None of the 3 steps moved a number" if not copies else
+            "Only step %d moved numbers" % copies[0])
+    check(said in text, "%s: the page does not say %r" % (what, said))
+
+
 def in_browser(exe, scratch, pages, a_path, lens):
     downloads = os.path.join(scratch, "downloads")
     os.mkdir(downloads)
@@ -450,8 +590,33 @@ def in_browser(exe, scratch, pages, a_path, lens):
                 colours, busy = png_colours(f.read())
             check(colours > 5 and busy > 0.02,
                   "readme: the saved PNG is blank")
+        # save the numbers: an SVG with a cell for each number of each stage
+        pg.click("#numbers .save-svg")
+        svg_path = os.path.join(downloads, "numbers.svg")
+        if check(wait_file(svg_path), "readme: save SVG of the numbers "
+                 "wrote nothing"):
+            doc = xml.dom.minidom.parse(svg_path)
+            cells = [g for g in doc.getElementsByTagName("g")
+                     if g.getAttribute("data-src")]
+            check(len(cells) >= 2 * 8 * 400, "readme: the saved numbers "
+                  "have %d cells" % len(cells))
         for p in pg.problems():
             check(False, "readme: " + p)
+
+        # where each number goes, B = 1 (every step of the split a view)
+        # and B = 2 (the last one copies)
+        for key, (B, n) in (("slide", (1, 2)), ("b2", (2, 3))):
+            b.events.clear()
+            pg = Page(b, pages[key], downloads)
+            check_numbers(pg, key, B, n, 16, 8, traced_kinds(
+                MHA, scratch, ["--batch", str(B), "--queries", str(n),
+                                    "--kv", str(n), "--hiddens", "16",
+                                    "--heads", "8"]))
+            pg.hover("#numbers-svg g.stage[data-split='0'][data-stage='0'] "
+                     "g.cell[data-src='0,1,5']")
+            shot(pg, "8-numbers-%s" % key)
+            for p in pg.problems():
+                check(False, key + ": " + p)
 
         # files: hovering a query shows its row, the weights of mha forward
         b.events.clear()
@@ -511,6 +676,13 @@ def in_browser(exe, scratch, pages, a_path, lens):
               "0, 3, 7, not [1, 4, 8]" % cached)
         text = pg.js("document.getElementById('step-text').textContent")
         check("(2, 2, 8, 4)" in text, "gqa: step 7 says %r" % text)
+        # the keys and values split with G = 2 heads, the queries with 4
+        splits = pg.js("[].map.call(document.querySelectorAll('#numbers .bar "
+                       "strong'),function(s){return s.textContent;})")
+        check(splits == ["transpose_qkv(h=4), the queries:",
+                         "transpose_qkv(h=2), the keys and values:",
+                         "transpose_output(h=4), the heads' outputs:"],
+              "gqa: the splits are %s" % splits)
         for p in pg.problems():
             check(False, "gqa: " + p)
 
@@ -530,15 +702,59 @@ def in_browser(exe, scratch, pages, a_path, lens):
         shot(pg, "7-long-moved")
         check(first == "36", "long: after a click at the thumbnail's corner "
               "the first query is %s, not 36" % first)
+        # 3200 numbers a stage: a sample, the same at every step, said
+        text = pg.js("document.getElementById('numbers-svg').textContent")
+        m = re.search(r"A sample: (\d+) of the 3200 numbers", text)
+        check(m and int(m.group(1)) <= 512, "long: the page does not say "
+              "which sample of the 3200 numbers it draws")
+        first = sorted(c[0] for c in stage_cells(pg, 0, 0, False))
+        for k in range(1, 4):
+            got = sorted(c[0] for c in stage_cells(pg, 0, k, False))
+            check(got == first, "long: step %d draws other numbers than "
+                  "the input" % k)
+        check(m and len(first) == int(m.group(1)), "long: %d numbers drawn"
+              % len(first))
         for p in pg.problems():
             check(False, "long: " + p)
     finally:
         b.close()
 
 
+def picture(page, out):
+    """The numbers section of page, x[0, 1, 5] lit, saved as out (SVG)."""
+    exe = shutil.which("chromium")
+    if not exe:
+        print("view-test: --picture needs chromium (make browser-test "
+              "installs it)", file=sys.stderr)
+        return 1
+    scratch = tempfile.mkdtemp(prefix="mha-view-picture-")
+    try:
+        downloads = os.path.join(scratch, "downloads")
+        os.mkdir(downloads)
+        b = Browser(exe, scratch)
+        try:
+            pg = Page(b, page, downloads)
+            pg.hover("#numbers-svg g.stage[data-split='0'][data-stage='0'] "
+                     "g.cell[data-src='0,1,5']")
+            pg.click("#numbers .save-svg")
+            saved = os.path.join(downloads, "numbers.svg")
+            if not wait_file(saved) or pg.problems():
+                print("view-test: %s: no picture of its numbers (%s)" % (
+                    page, pg.problems()), file=sys.stderr)
+                return 1
+        finally:
+            b.close()
+        shutil.copyfile(saved, out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
 def main():
     args = sys.argv[1:]
-    global SHOTS
+    if args[:1] == ["--picture"] and len(args) == 3:
+        return picture(args[1], args[2])
+    global SHOTS, MHA
     need_browser = "--browser" in args
     args = [a for a in args if a != "--browser"]
     if "--screenshots" in args:
@@ -547,15 +763,16 @@ def main():
         os.makedirs(SHOTS, exist_ok=True)
         del args[i:i + 2]
     if len(args) != 1:
-        print("usage: tools/test-view.py [--browser] [--screenshots DIR] MHA", file=sys.stderr)
+        print("usage: tools/test-view.py [--browser] [--screenshots DIR] MHA\n"
+              "       tools/test-view.py --picture PAGE OUT.svg", file=sys.stderr)
         return 2
-    mha = os.path.abspath(args[0])
+    mha = MHA = os.path.abspath(args[0])
     scratch = tempfile.mkdtemp(prefix="mha-view-test-")
     try:
         def run(*a):
             subprocess.run([mha] + list(a), check=True, cwd=scratch)
         pages = {k: os.path.join(scratch, k + ".html")
-                 for k in ("readme", "files", "gqa", "long")}
+                 for k in ("readme", "files", "gqa", "long", "slide", "b2")}
         run("view", "--batch", "2", "--queries", "4", "--kv", "6",
             "--hiddens", "100", "--heads", "5", "--valid-lens", "3,2",
             "--html", pages["readme"])
@@ -579,9 +796,13 @@ def main():
         run("view", "--batch", "1", "--queries", "100", "--kv", "100",
             "--hiddens", "32", "--heads", "4", "--causal",
             "--html", pages["long"])
+        for key, (B, n) in (("slide", (1, 2)), ("b2", (2, 3))):
+            run("view", "--batch", str(B), "--queries", str(n), "--kv",
+                str(n), "--hiddens", "16", "--heads", "8", "--html",
+                pages[key])
         size = check_file(pages["readme"], "readme", 1 << 20)
         print("view-test: readme page: %d bytes" % size)
-        for k in ("files", "gqa", "long"):
+        for k in ("files", "gqa", "long", "slide", "b2"):
             check_file(pages[k], k)
 
         exe = shutil.which("chromium")

@@ -1,11 +1,12 @@
 /* weave: write the book in docs/ from the chapters, their transcripts and
  * the library sources.  Nothing in docs/ is written by hand.
  *
- *     weave ROOT OUT        read ROOT/chapters, ROOT/tests/expected,
+ *     weave ROOT OUT [MHA]  read ROOT/chapters, ROOT/tests/expected,
  *                           ROOT/src, ROOT/tools/book-index.md and the
  *                           pages it copies (ROOT/tools/references.md,
- *                           ROOT/tools/glossary.md, and with the key
- *                           ROOT/tools/teachers-guide.md);
+ *                           ROOT/tools/glossary.md ... below; with the
+ *                           key ROOT/tools/teachers-guide.md), running
+ *                           the mha program MHA for its --help texts;
  *                           write OUT/
  *
  * A chapter page is assembled from:
@@ -22,8 +23,9 @@
  *     the page's chapter adds lines to a function an earlier chapter
  *     wrote, or replaces some, they are marked as a diff marks them: "+"
  *     added, "-" gone (shown right above what replaces them).  A function
- *     whose body only forwards to another (one return of one call) is
- *     refused: the page must show the code that does the work;
+ *     whose body only forwards to another (one return of one call, once
+ *     its outputs are cleared) is refused: the page must show the code
+ *     that does the work;
  *   - the program's output, section by section, from the transcript
  *     tests/expected/NN_topic.txt that tests/test_chapters.c holds the
  *     program to: every "## Title" line of the output starts a section,
@@ -42,6 +44,18 @@
  * The contents page, docs/README.md, is tools/book-index.md with the
  * table of chapters at its "@chapters" line, one table per part when
  * "@part NN Title" lines follow it (the part starts at chapter NN).
+ *
+ * The reference pages beside the chapters are copied from tools/: the
+ * references and the glossary always, the others (the library's map,
+ * reading a trace, the mha program, checking against PyTorch,
+ * performance, working on the project) when ROOT/tools has them.  Two
+ * kinds of line in them are filled in:
+ *   - "@bench | L | dgemm": the table of ROOT/plots/bench.md (what the
+ *     last `make bench` wrote) whose first line starts so, with the line
+ *     that says where it was measured when "@bench measured" asks;
+ *   - "@help" or "@help forward": what `mha --help` or `mha forward
+ *     --help` prints, run from the program MHA named on the command
+ *     line; a page with such a line is left out when none is named.
  *
  * The teacher's key, when ROOT/teacher exists (a student's handout has
  * none): OUT/teacher/NN_topic.md for every chapter, from the key program
@@ -70,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "marks.h"
@@ -77,10 +92,13 @@
 #define MAX_SECTIONS 32
 #define MAX_CHAPTERS 64
 /* the chapters, their keys, the contents, the key's index and the pages
- * copied from tools/ */
-#define MAX_PAGES (2 * MAX_CHAPTERS + 6)
+ * copied from tools/ (at most 8) */
+#define MAX_PAGES (2 * MAX_CHAPTERS + 10)
 
 static const char *root = ".";
+
+/* the mha program whose --help texts the reference shows, or NULL */
+static const char *mha_program;
 
 /* The temporaries written so far, removed by die() or by a signal: fixed
  * arrays, so that the handler needs nothing but unlink. */
@@ -330,9 +348,20 @@ static int starts_definition(const char *line, const char *name)
     return line[n - 1] != ';';
 }
 
+/* A statement that only clears an output before the work, "*heads =
+ * NULL;": it does not count as work of the function's own. */
+static int clears_an_output(const char *t)
+{
+    if (*t++ != '*')
+        return 0;
+    size_t n = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    return n > 0 && strcmp(t + n, " = NULL;") == 0;
+}
+
 /* Does the body of the definition in lines[first .. last] (its braces
  * included) only forward to another function: one statement, a return
- * of a call? */
+ * of a call, besides clearing its outputs? */
+
 static int only_forwards(char **lines, size_t start, size_t last)
 {
     buf body = {0};
@@ -343,7 +372,7 @@ static int only_forwards(char **lines, size_t start, size_t last)
         const char *t = lines[i];
         while (*t == ' ' || *t == '\t')
             t++;
-        if (!*t || !strncmp(t, "//", 2))
+        if (!*t || !strncmp(t, "//", 2) || clears_an_output(t))
             continue;
         puts_(&body, t);
         puts_(&body, " ");
@@ -617,6 +646,13 @@ static struct {
 } pages[MAX_PAGES];
 static int npages;
 
+/* The reference pages written (write_copy), with their titles, for the
+ * contents' "@reference" line. */
+static struct {
+    char name[64], title[160];
+} references[8];
+static int nreferences;
+
 static void keep_page(const char *name, buf *b)
 {
     if (npages == MAX_PAGES)
@@ -756,7 +792,11 @@ static void put_key_lines(buf *b, const char *text, int with_key)
     char *l;
     while ((l = next_line(&p))) {
         int key_line = strncmp(l, "@key ", 5) == 0;
-        if (!key_line || with_key) {
+        if (strcmp(l, "@reference") == 0) {
+            for (int k = 0; k < nreferences; k++)
+                printf_(b, "- [%s](%s)\n", references[k].title,
+                        references[k].name);
+        } else if (!key_line || with_key) {
             puts_(b, key_line ? l + 5 : l);
             if (p[-1] == '\n')
                 puts_(b, "\n");
@@ -827,18 +867,123 @@ static void write_index(const chapter *all, int n, int with_key)
     free(tmpl);
 }
 
-/* docs/NAME: tools/NAME as it is, under the generated-page header, so that
- * the pages beside the chapters (references, glossary) are checked like
- * the book. */
-static void write_copy(const char *name)
+/* The block of ROOT/plots/bench.md (blank lines between blocks) whose
+ * first line starts with prefix, into b. */
+static void put_bench(buf *b, const char *name, const char *prefix)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/plots/bench.md", root);
+    char *text = read_file(path);
+    const char *p = text;
+    int at_start = 1, found = 0;
+    char *l;
+    while ((l = next_line(&p))) {
+        if (!l[0]) {
+            at_start = 1;
+            if (found)
+                found = 2;
+        } else if (at_start) {
+            at_start = 0;
+            if (!found && strncmp(l, prefix, strlen(prefix)) == 0)
+                found = 1;
+        }
+        if (found == 1) {
+            puts_(b, l);
+            puts_(b, "\n");
+        }
+        free(l);
+    }
+    free(text);
+    if (!found)
+        die("tools/%s: \"@bench %s\": plots/bench.md has no block that "
+            "starts so", name, prefix);
+}
+
+/* What `MHA [command] --help` prints, as a block of text, into b. */
+static void put_help(buf *b, const char *name, const char *command)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        die("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        if (command[0])
+            execl(mha_program, mha_program, command, "--help", (char *)NULL);
+        else
+            execl(mha_program, mha_program, "--help", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    buf text = {0};
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(fd[0], chunk, sizeof chunk)) > 0)
+        put(&text, chunk, (size_t)n);
+    close(fd[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0 || !text.len)
+        die("tools/%s: `%s%s%s --help` failed", name, mha_program,
+            command[0] ? " " : "", command);
+    trim_blank_lines(&text);
+    printf_(b, "```text\n$ mha%s%s --help\n%s\n```\n", command[0] ? " " : "",
+            command, text.s);
+    free(text.s);
+}
+
+/* docs/NAME: tools/NAME under the generated-page header, with its @bench
+ * and @help lines filled in, so that the pages beside the chapters are
+ * checked like the book.  A page that is optional and not in tools/, or
+ * that needs mha's help when no program was named, is not written. */
+static void write_copy(const char *name, int optional)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tools/%s", root, name);
+    struct stat st;
+    if (optional && stat(path, &st) != 0)
+        return;
     char *text = read_file(path);
+    if (strstr(text, "\n@help") && !mha_program) {
+        free(text);
+        return;
+    }
     buf b = {0};
-    printf_(&b, "<!-- Written by `make docs` from tools/%s. Edit that, not "
-                "this. -->\n\n", name);
-    puts_(&b, text);
+    int bench = strstr(text, "\n@bench") != NULL, help = strstr(text, "\n@help") != NULL;
+    printf_(&b, "<!-- Written by `make docs` from tools/%s%s%s. Edit %s, not "
+                "this. -->\n\n", name,
+            bench ? " and the tables of plots/bench.md (`make bench`)" : "",
+            help ? " and the --help texts of build/mha" : "",
+            bench || help ? "those" : "that");
+    const char *p = text;
+    char *l;
+    while ((l = next_line(&p))) {
+        if (strcmp(l, "@bench measured") == 0)
+            put_bench(&b, name, "Measured by");
+        else if (strncmp(l, "@bench ", 7) == 0)
+            put_bench(&b, name, l + 7);
+        else if (strcmp(l, "@help") == 0 || strncmp(l, "@help ", 6) == 0)
+            put_help(&b, name, l[5] ? l + 6 : "");
+        else {
+            puts_(&b, l);
+            if (p[-1] == '\n')
+                puts_(&b, "\n");
+        }
+        free(l);
+    }
+    if (optional) {
+        const char *title = strncmp(text, "# ", 2) == 0 ? text + 2 : NULL;
+        if (!title || nreferences == (int)(sizeof references / sizeof references[0]))
+            die("tools/%s must open with its \"# Title\" line", name);
+        snprintf(references[nreferences].name, sizeof references[0].name, "%s", name);
+        snprintf(references[nreferences].title, sizeof references[0].title, "%.*s",
+                 (int)strcspn(title, "\n"), title);
+        nreferences++;
+    }
     keep_page(name, &b);
     free(text);
 }
@@ -977,11 +1122,12 @@ static int by_name(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: weave ROOT OUTDIR\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: weave ROOT OUTDIR [MHA]\n");
         return 2;
     }
     root = argv[1];
+    mha_program = argc == 4 ? argv[3] : NULL;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/chapters", root);
     DIR *d = opendir(dir);
@@ -1019,11 +1165,16 @@ int main(int argc, char **argv)
         write_chapter(all, i, n);
     snprintf(dir, sizeof dir, "%s/teacher", root);
     DIR *t = opendir(dir);
-    write_index(all, n, t != NULL);
-    write_copy("references.md");
-    write_copy("glossary.md");
+    write_copy("references.md", 0);
+    write_copy("glossary.md", 0);
+    static const char *reference[] = {"reading-a-trace.md", "cli.md",
+                                      "library.md", "pytorch.md",
+                                      "performance.md", "contributing.md"};
+    for (size_t k = 0; k < sizeof reference / sizeof reference[0]; k++)
+        write_copy(reference[k], 1);
     if (t) // the teachers' guide goes with the key: no handout has it
-        write_copy("teachers-guide.md");
+        write_copy("teachers-guide.md", 0);
+    write_index(all, n, t != NULL);
 
     /* the key: one for every chapter, and none for a chapter not there */
     static chapter keys[MAX_CHAPTERS];

@@ -1,6 +1,6 @@
 /* cleanup.c: temporaries, scratch directories and children removed on a
  * signal before the program ends by it; see cleanup.h. */
-#define _POSIX_C_SOURCE 200809L /* sigaction, pthread_sigmask, pthread_kill */
+#define _GNU_SOURCE /* sigaction, pthread_sigmask, pthread_kill; NSIG, SIGSTKFLT, SIGPWR */
 #include "base/cleanup.h"
 
 #include <errno.h>
@@ -33,7 +33,24 @@ static int installed;
 static _Thread_local int held;
 static _Thread_local sigset_t outer;
 
-static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+/* Every signal whose default action ends the program and that may be
+ * caught, but those that report the program's own fault (SIGSEGV,
+ * SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS: their default action, and a
+ * sanitizer's report, stay) and SIGXFSZ (ignored, cleanup.h); then the
+ * real-time signals, SIGRTMIN to SIGRTMAX. */
+static const int caught[] = {
+    SIGINT,  SIGTERM, SIGHUP,  SIGPIPE,   SIGQUIT, SIGABRT, SIGUSR1,
+    SIGUSR2, SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF,
+#ifdef SIGSTKFLT
+    SIGSTKFLT,
+#endif
+#ifdef SIGPOLL
+    SIGPOLL,
+#endif
+#ifdef SIGPWR
+    SIGPWR,
+#endif
+};
 #define NCAUGHT (sizeof caught / sizeof caught[0])
 
 static void caught_set(sigset_t *s)
@@ -41,6 +58,10 @@ static void caught_set(sigset_t *s)
     sigemptyset(s);
     for (size_t i = 0; i < NCAUGHT; i++)
         sigaddset(s, caught[i]);
+#ifdef SIGRTMIN
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        sigaddset(s, sig);
+#endif
 }
 
 void cleanup_hold(void)
@@ -256,11 +277,12 @@ void cleanup_install(void)
     sa.sa_handler = on_signal;
     caught_set(&sa.sa_mask); /* one signal at a time */
     sa.sa_flags = SA_RESTART; /* a worker's interrupted call goes on */
-    for (size_t i = 0; i < NCAUGHT; i++) {
+    for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction was;
-        if (sigaction(caught[i], NULL, &was) == 0 && was.sa_handler == SIG_IGN)
+        if (!sigismember(&sa.sa_mask, sig) ||
+            (sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN))
             continue; /* nohup's SIGHUP, a background job's SIGINT */
-        sigaction(caught[i], &sa, NULL);
+        sigaction(sig, &sa, NULL);
     }
     struct sigaction bus;
     memset(&bus, 0, sizeof bus);

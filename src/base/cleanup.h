@@ -5,19 +5,27 @@
  * process (gnuplot.h); `mha heatmap` keeps gnuplot's data and script in a
  * scratch directory.  A program stopped half-way must not leave them
  * behind: not on Ctrl-C (SIGINT), kill (SIGTERM), a terminal that closes
- * (SIGHUP) or a reader that leaves the pipe (SIGPIPE, as in
- * `mha forward --trace ... | true`).  So each is registered here while it
- * exists, and cleanup_install (mha_program_init calls it) catches those
- * four signals.  On one of them the handler
+ * (SIGHUP), a reader that leaves the pipe (SIGPIPE, as in
+ * `mha forward --trace ... | true`), Ctrl-\ (SIGQUIT), abort (SIGABRT),
+ * a CPU time limit (SIGXCPU), a timer (SIGALRM, SIGVTALRM, SIGPROF), nor
+ * any other signal whose default action ends the program (SIGUSR1,
+ * SIGUSR2, SIGPOLL, SIGPWR, SIGSTKFLT, SIGRTMIN to SIGRTMAX).  So each
+ * is registered here while it exists, and cleanup_install (mha_program_init
+ * calls it) catches every one of those signals.  On one of them the handler
  *   1. ends every registered child with SIGKILL (what it was drawing
  *      goes away with its temporary),
  *   2. removes every registered file, then every registered directory,
  *   3. ends the program by the same signal, its default action raised
- *      again, so the exit status tells the truth (a shell shows 130 for
- *      SIGINT, 129 for SIGHUP, 141 for SIGPIPE, 143 for SIGTERM).
+ *      again, so the exit status tells the truth (a shell shows 128 + the
+ *      signal's number: 130 for SIGINT, 129 for SIGHUP, 131 for SIGQUIT,
+ *      141 for SIGPIPE, 143 for SIGTERM).
  * A signal that was ignored when the program started (SIGHUP under nohup,
- * SIGINT in a script's background job) stays ignored.
- *
+ * SIGINT in a script's background job) stays ignored.  The signals that
+ * report a fault of the program itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGTRAP, SIGSYS) keep their default action, and a sanitizer's report:
+ * a fault is a bug to see, not a stop to tidy after (but SIGBUS from a
+ * mapped file cut short, below).
+
  * SIGXFSZ, sent for a write beyond the file size limit (`ulimit -f`), is
  * ignored instead of caught: the write then fails with EFBIG, "File too
  * large", and the program reports it as any failed write, with every
@@ -90,8 +98,8 @@ void cleanup_release(void);
 void cleanup_outer_mask(sigset_t *mask);
 #endif
 
-/* Catch SIGINT, SIGTERM, SIGHUP and SIGPIPE, and ignore SIGXFSZ, as
- * above.  Once per process; later calls do nothing. */
+/* Catch every signal listed above, and ignore SIGXFSZ, as above.  Once
+ * per process; later calls do nothing. */
 void cleanup_install(void);
 
 #endif

@@ -32,8 +32,21 @@ int mha_fail_in(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(context, sizeof context, fmt, ap);
     va_end(ap);
-    /* context ": " inner, cut to the buffer */
-    const char *parts[] = {context, ": ", inner};
+    /* an inner message that starts with the context's function, "f: x"
+     * under the context "f", is "f: x" still, not "f: f: x"; one that
+     * starts with the whole context ("f a.npy: x" under "f a.npy") is
+     * itself */
+    const char *rest = inner;
+    size_t name = strcspn(context, " :");
+    if (name > 0 && strncmp(inner, context, name) == 0) {
+        size_t whole = strlen(context);
+        if (inner[name] == ':')
+            rest = inner + name + 1 + (inner[name + 1] == ' ');
+        else if (strncmp(inner, context, whole) == 0 && inner[whole] == ':')
+            return status; // last_error holds inner already
+    }
+    /* context ": " rest, cut to the buffer */
+    const char *parts[] = {context, ": ", rest};
     size_t used = 0;
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
         size_t len = strlen(parts[k]), room = sizeof last_error - 1 - used;
@@ -164,7 +177,7 @@ void *mha_calloc(size_t n, size_t size, const char *who)
 
 double *mha_alloc_numbers(size_t n, int zero, const char *who)
 {
-    if (n < MHA_HUGE_BYTES / sizeof(double))
+    if (n < (zero ? MHA_HUGE_ZEROED_BYTES : MHA_HUGE_BYTES) / sizeof(double))
         return zero ? mha_calloc(n, sizeof(double), who)
                     : mha_malloc(n, sizeof(double), who);
     if (!may_allocate(n, sizeof(double), who))

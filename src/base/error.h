@@ -39,6 +39,23 @@ int mha_fail(int status, const char *fmt, ...)
 int mha_fail_in(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The library's one idiom for a function made of steps: each step is
+ * STEP(call); the first that fails leaves its status in `status` and its
+ * message as it is, and jumps to `done:`, where the function frees what
+ * it made and returns status:
+ *
+ *     int status = GSL_SUCCESS;
+ *     STEP(tensor_permute(x, AXES(1, 0), &xt));
+ *     STEP(tensor_contiguous(xt, out));
+ * done:
+ *     tensor_free(xt);
+ *     return status; */
+#define STEP(call)                                                            \
+    do {                                                                      \
+        if ((status = (call)) != GSL_SUCCESS)                                 \
+            goto done;                                                        \
+    } while (0)
+
 //> 03
 /* Sizes that must not be 0: GSL_EINVAL when one of the n sizes is, with
  * the message "who: batch 2, heads 0 and p 4 must all be >= 1" (names
@@ -87,8 +104,16 @@ void *mha_calloc(size_t n, size_t size, const char *who);
  * offered to the kernel for transparent huge pages (madvise), so that
  * touching it for the first time takes one page fault per 2 MiB rather
  * than per 4 KiB: for the projections of a forward pass, the faults were
- * a fifth of its time.  Free with free(). */
-#define MHA_HUGE_BYTES ((size_t)4 << 20)
+ * a fifth of its time.  From one huge page up: the fast path's buffers for
+ * a chunk of examples are 2 MiB each (multihead_fast.c), and in a virtual
+ * machine touching 6 MiB of fresh memory took 3.8 ms in 4 KiB pages and
+ * 0.2 ms in huge pages.  A zeroed buffer below MHA_HUGE_ZEROED_BYTES
+ * comes from calloc, whose fresh pages from the kernel are zero already
+ * and cost nothing until touched (mha forward's module allocates its
+ * 2 MiB weights zeroed, then takes the files' numbers instead); a huge
+ * one is zeroed by hand.  Free with free(). */
+#define MHA_HUGE_BYTES ((size_t)2 << 20)
+#define MHA_HUGE_ZEROED_BYTES ((size_t)4 << 20)
 double *mha_alloc_numbers(size_t n, int zero, const char *who);
 
 /* Room for one more item in a growing array: when count has reached

@@ -10,8 +10,9 @@
 /* Call first in every program.  It
  *   - switches GSL's aborting error handler off, so failures come back as
  *     status codes (see error.h);
- *   - installs cleanup.h's handlers: SIGINT, SIGTERM, SIGHUP and SIGPIPE
- *     remove every temporary before the program ends by the signal, and
+ *   - installs cleanup.h's handlers: SIGINT, SIGTERM, SIGQUIT and every
+ *     other signal that ends a program (but a fault's) remove every
+ *     temporary before the program ends by the signal, and
  *     SIGXFSZ is ignored, so a write beyond `ulimit -f` fails as a write;
  *   - checks stdout at exit (mha_stdout_check, then fclose): a program
  *     that ends with status 0 but whose output did not all reach stdout

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/error.h"
@@ -228,6 +229,57 @@ int cli_sized_valid_lens(const cli_option *vl, size_t B, size_t Lk,
                              "than --kv %zu",
                              vl->value, b + 1,
                              trace_number_str(v, sizeof v, lens[b]), Lk);
+    return CLI_OK;
+}
+
+int cli_memory_limit(double *bytes, char *from, size_t n)
+{
+    const char *env = getenv("MHA_MEMORY_LIMIT");
+    char size[32];
+    if (env) {
+        if (!*env || strspn(env, "0123456789") != strlen(env))
+            return cli_error("MHA_MEMORY_LIMIT '%s' is not a whole number of "
+                             "bytes (8 GB is 8000000000)",
+                             env);
+        *bytes = strtod(env, NULL);
+        if (*bytes < 1)
+            return cli_error("MHA_MEMORY_LIMIT '%s' allows no memory at all: "
+                             "give the bytes a run may use, or unset it for "
+                             "the machine's memory",
+                             env);
+        mha_bytes_text(*bytes, size, sizeof size);
+        if (*bytes < 1024) // already in bytes
+            snprintf(from, n, "MHA_MEMORY_LIMIT is %s", size);
+        else
+            snprintf(from, n, "MHA_MEMORY_LIMIT is %s (%.0f bytes)", size,
+                     *bytes);
+        return CLI_OK;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    *bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    snprintf(from, n, "the machine has %s",
+             mha_bytes_text(*bytes, size, sizeof size));
+    return CLI_OK;
+}
+
+int cli_parse_seed(const cli_option *opt, unsigned long long *seed)
+{
+    if (!opt->value)
+        return CLI_OK;
+    const char *v = opt->value;
+    size_t len = strlen(v);
+    if (len == 0 || strspn(v, "0123456789") != len)
+        return cli_error("%s '%s' is not a whole number from 0 to %llu",
+                         opt->name, v, CLI_SEED_MAX);
+    unsigned long long s = 0;
+    for (const char *p = v; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (s > (CLI_SEED_MAX - d) / 10)
+            return cli_error("%s '%s' is larger than %llu, the largest seed",
+                             opt->name, v, CLI_SEED_MAX);
+        s = s * 10 + d;
+    }
+    *seed = s;
     return CLI_OK;
 }
 //<

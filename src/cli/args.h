@@ -35,6 +35,9 @@ enum { CLI_OK = 0, CLI_USAGE = 2, CLI_HELP = -1 };
 /* The largest number any size option accepts. */
 #define CLI_COUNT_MAX 1000000
 
+/* The largest --seed of every command: 18 digits. */
+#define CLI_SEED_MAX 999999999999999999ULL
+
 /* The most entries a --valid-lens list may have. */
 #define CLI_LIST_MAX 4096
 
@@ -72,6 +75,11 @@ int cli_at_most_one(const cli_option *opts, size_t n, const cli_option **given);
  * leaves *out as it is (the default) and returns CLI_OK. */
 int cli_parse_count(const cli_option *opt, size_t max, size_t *out);
 
+/* opt->value, a --seed, as a whole number from 0 to CLI_SEED_MAX
+ * (digits only), the one range of every command, into *out.  An absent
+ * option leaves *out as it is and returns CLI_OK. */
+int cli_parse_seed(const cli_option *opt, unsigned long long *out);
+
 /* opt->value as a finite number greater than above (strtod's forms:
  * 10000, 1e4, 500.5) into *out.  An absent option leaves *out as it is
  * and returns CLI_OK. */
@@ -89,6 +97,12 @@ int cli_parse_list(const cli_option *opt, double *vals, size_t cap,
  * after one line naming the entry. */
 int cli_sized_valid_lens(const cli_option *vl, size_t B, size_t Lk,
                          double *lens);
+
+/* The bytes a run may use: MHA_MEMORY_LIMIT when set (what it says is
+ * written into *from), else the machine's physical memory (0 when it
+ * cannot be known).  CLI_USAGE when MHA_MEMORY_LIMIT is not a whole
+ * number of bytes, or is 0 (which would read as no limit at all). */
+int cli_memory_limit(double *bytes, char *from, size_t n);
 
 #endif
 //<

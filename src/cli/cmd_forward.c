@@ -97,7 +97,8 @@ static const char usage_forward[] =
     "      Lk' = Lk + 1, that every query may see\n"
     "  --average-attn-weights: A is (B, Lq, Lk'), the mean over the heads\n"
     "  --state-dict model.npz: numpy.savez(f, **module.state_dict()) for\n"
-    "      every weight option\n"
+    "      every weight option; each member's CRC-32 and size checked, one\n"
+    "      listed twice or larger than the memory refused\n"
     "  A row with every key hidden (a valid length of 0 too) is refused\n"
     "  before any work; nn.MultiheadAttention gives NaN there\n"
 //<
@@ -111,10 +112,15 @@ static const char usage_forward[] =
     "machine has (or than MHA_MEMORY_LIMIT bytes, when set).  A result\n"
     "that overflows (NaN or inf from finite input) is refused too.\n"
     "\n"
-    "Stopped by SIGINT, SIGTERM, SIGHUP or SIGPIPE (a closed pipe), mha\n"
-    "removes its temporary files first and ends by that signal; beyond the\n"
-    "file size limit (ulimit -f) a write fails: one line, exit status 2.\n"
-    "Either way every file is as it was before the run.\n";
+    "Stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE: a\n"
+    "closed pipe, SIGALRM, SIGXCPU, SIGUSR1 ...: any that ends a program\n"
+    "but a fault's), mha removes its temporary files and ends by that\n"
+    "signal, exit status 128 + its number (130 for SIGINT, 143 for\n"
+    "SIGTERM), every file as it was.  One that comes while the finished\n"
+    "outputs are renamed into place waits until all are: every output is\n"
+    "then new, no temporary left, and mha ends by it all the same.  Beyond\n"
+    "the file size limit (ulimit -f) a write fails: one line, exit status\n"
+    "2, every file as it was.\n";
 
 static const char usage_heatmap[] =
     "usage: mha heatmap --heads h --queries Q.npy ... (the inputs of mha forward)\n"
@@ -130,9 +136,11 @@ static const char usage_heatmap[] =
     "\n"
     "With --average-attn-weights, one panel per example: the mean of the\n"
     "heads.  Give at least one; see `mha forward --help` for the inputs and for\n"
-    "what is refused before any work.  Stopped by SIGINT, SIGTERM, SIGHUP\n"
-    "or SIGPIPE, mha ends gnuplot, removes its temporary files and its\n"
-    "scratch directory, and ends by that signal: every file is as it was.\n";
+    "what is refused before any work.  Stopped by a signal, mha ends\n"
+    "gnuplot, removes its temporary files and its scratch directory, and\n"
+    "ends by that signal, as `mha forward --help` says: every file as it\n"
+    "was, or, when the signal comes while the pictures are renamed into\n"
+    "place, every picture new.\n";
 
 /* --- mha forward and mha heatmap ------------------------------------ */
 

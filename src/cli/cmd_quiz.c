@@ -457,15 +457,18 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
     return status;
 }
 
-/* A CSV field: as it is, or quoted when it holds a comma, a quote or a
+/* A CSV field a spreadsheet will not run (OWASP's rule for CSV
+ * injection): text starting with =, +, -, @, a tab or a carriage return
+ * behind a single quote; then quoted when it holds a comma, a quote or a
  * line break (RFC 4180). */
 static void csv_field(const char *s)
 {
+    const char *lead = *s && strchr("=+-@\t\r", *s) ? "'" : "";
     if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, stdout);
+        printf("%s%s", lead, s);
         return;
     }
-    putchar('"');
+    printf("\"%s", lead);
     for (; *s; s++) {
         if (*s == '"')
             putchar('"');
@@ -548,26 +551,6 @@ static int quiz_grade_dir(const char *dir, int upto)
     return status;
 }
 
-/* --seed: a whole number from 0 to QUIZ_SEED_MAX, digits only. */
-static int parse_seed(const char *v, unsigned long long *seed)
-{
-    size_t len = strlen(v);
-    if (len == 0 || strspn(v, "0123456789") != len)
-        return cli_error("--seed '%s' is not a whole number from 0 to %llu",
-                         v, QUIZ_SEED_MAX);
-    unsigned long long s = 0;
-    for (const char *p = v; *p; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (s > (QUIZ_SEED_MAX - d) / 10)
-            return cli_error("--seed '%s' is larger than %llu, the largest "
-                             "seed",
-                             v, QUIZ_SEED_MAX);
-        s = s * 10 + d;
-    }
-    *seed = s;
-    return CLI_OK;
-}
-
 int cmd_quiz(int argc, char **argv)
 {
     cli_option opts[] = {{"--seed", 1, NULL},      {"--answers", 1, NULL},
@@ -587,7 +570,7 @@ int cmd_quiz(int argc, char **argv)
     if (review && mode && mode != &opts[1])
         return cli_error("--review goes with grading, not with %s", mode->name);
     unsigned long long seed = 0;
-    if (opts[0].value && parse_seed(opts[0].value, &seed))
+    if (cli_parse_seed(&opts[0], &seed))
         return CLI_USAGE;
     // the chapters taught: this copy's, or fewer (--up-to)
     size_t upto = MHA_CHAPTER;

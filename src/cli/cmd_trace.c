@@ -68,7 +68,7 @@ static const char usage_trace[] =
     "  --rope-base B    their base, a finite number > 1 (default 10000)\n"
 //<
 //> 19
-    "  --window W, --keep-first K, --alibi  see README.md, chapter 19\n"
+    "  --window W, --keep-first K, --alibi  see mha forward --help, chapter 19\n"
     "  --sinks          a sink logit per head (zeros: shapes only here)\n"
 //<
 //> 18

@@ -61,6 +61,10 @@ static const char usage_view[] =
     "    masked keys striped grey, key-value groups boxed; click to enlarge;\n"
     "  - the dataflow: the module's steps from its trace, each with its\n"
     "    shapes and whether it was a view, a copy or new numbers;\n"
+    "  - where each number goes: each step of the split into heads and of\n"
+    "    the join, every number drawn where it lands and, beneath, where it\n"
+    "    lies in memory: a view leaves memory as it was, a copy reorders it.\n"
+    "    Hover a number to follow it; past 512 numbers a step, a sample;\n"
 //> 16
     "  - with --causal, a slider over the decoding steps: the cache growing\n"
     "    and each new query's row of weights.\n"
@@ -70,11 +74,12 @@ static const char usage_view[] =
     "  --html F         the page to write (required)\n"
     "  --queries Lq     a number: the sizes of mha trace (--batch 2, --queries 4,\n"
     "                   --kv 6, --hiddens 100, --heads 5 by default), Xavier\n"
-    "                   weights and normal inputs drawn from --seed S (default 0)\n"
-    "                   or, with --d2l, inputs of ones as in d2l's example;\n"
-    "                   a file name (anything but digits): the .npy inputs of\n"
-    "                   mha forward (see mha forward --help; PyTorch's options\n"
-    "                   are not taken here)\n"
+    "                   weights and normal inputs drawn from --seed S (a whole\n"
+    "                   number from 0 to 999999999999999999, as mha quiz's;\n"
+    "                   default 0) or, with --d2l, inputs of ones as in d2l's\n"
+    "                   example; a file name (anything but digits): the .npy\n"
+    "                   inputs of mha forward (see mha forward --help;\n"
+    "                   PyTorch's options are not taken here)\n"
     "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
     "                   in a label); the queries get them too when Lq = Lk.\n"
     "                   Default: positions\n"
@@ -83,7 +88,11 @@ static const char usage_view[] =
     "\n"
     "The page holds every weight: B*h*Lq*Lk may be at most 4194304; with\n"
     "sizes, D at most 2048.  Bad input: one line on stderr, exit status 2,\n"
-    "and F as it was; the page is written whole or not at all.\n";
+    "and F as it was; the page is written whole or not at all.  Stopped\n"
+    "by a signal, mha removes its temporary file and ends by that signal\n"
+    "(exit status 128 + its number: 130 for SIGINT), F as it was; one that\n"
+    "comes as the page is renamed into place waits until it is, and F is\n"
+    "then the new page.\n";
 
 /* The options of mha forward that name files: in the sizes form none of
  * them may be given. */
@@ -95,9 +104,11 @@ static const char *const file_options[] = {
 //<
 };
 
-/* "a,b,c" into n labels (pointers into a copy, *buf, to free). */
-static int parse_labels(const cli_option *opt, size_t want, const char *what,
-                        char **buf, const char ***labels)
+/* "a,b,c" into n labels (pointers into a copy, *buf, to free), one for
+ * each of the want things (one: what one of them is called, many: what
+ * several are). */
+static int parse_labels(const cli_option *opt, size_t want, const char *one,
+                        const char *many, char **buf, const char ***labels)
 {
     *buf = NULL;
     *labels = NULL;
@@ -109,7 +120,8 @@ static int parse_labels(const cli_option *opt, size_t want, const char *what,
     if (n != want)
         return cli_error("%s '%s' has %zu label%s but there %s %zu %s",
                          opt->name, opt->value, n, n == 1 ? "" : "s",
-                         want == 1 ? "is" : "are", want, what);
+                         want == 1 ? "is" : "are", want,
+                         want == 1 ? one : many);
     *buf = strdup(opt->value);
     *labels = mha_malloc(n, sizeof **labels, "mha view");
     if (!*buf || !*labels) {
@@ -158,7 +170,8 @@ static void view_case_free(view_case *c)
 
 static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
 {
-    size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5, seed = 0;
+    size_t B = 2, Lq = 4, Lk = 6, D = 100, h = 5;
+    unsigned long long seed = 0;
     if (cli_parse_count(cli_find(opts, nopts, "--batch"), CLI_COUNT_MAX, &B) ||
         cli_parse_count(cli_find(opts, nopts, "--queries"), CLI_COUNT_MAX, &Lq) ||
         cli_parse_count(cli_find(opts, nopts, "--kv"), CLI_COUNT_MAX, &Lk) ||
@@ -170,8 +183,7 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
     if (so->value && d2l)
         return cli_error("--seed and --d2l exclude each other: --d2l's inputs "
                          "are ones (the weights are drawn from seed 0)");
-    if (so->value && strcmp(so->value, "0") != 0 &&
-        cli_parse_count(so, CLI_COUNT_MAX, &seed))
+    if (cli_parse_seed(so, &seed))
         return CLI_USAGE;
     if (D % h != 0)
         return cli_error("--heads %zu does not divide --hiddens %zu", h, D);
@@ -321,11 +333,11 @@ int cmd_view(int argc, char **argv)
     const char **klabels = NULL, **qlabels = NULL;
     if (!status) {
         size_t Lq = x->shape[1], Lk = k->shape[1];
-        status = parse_labels(cli_find(opts, nopts, "--labels"), Lk, "keys",
-                              &kbuf, &klabels);
+        status = parse_labels(cli_find(opts, nopts, "--labels"), Lk, "key",
+                              "keys", &kbuf, &klabels);
         if (!status)
             status = parse_labels(cli_find(opts, nopts, "--query-labels"), Lq,
-                                  "queries", &qbuf, &qlabels);
+                                  "query", "queries", &qbuf, &qlabels);
         if (!status && !qlabels && Lq == Lk)
             qlabels = klabels;
     }

@@ -398,40 +398,6 @@ static int build_module(tensor *const *f, size_t heads,
     return status ? cli_error("%s", mha_last_error()) : CLI_OK;
 }
 
-/* The bytes a run may use: MHA_MEMORY_LIMIT when set (what it says is
- * written into *from), else the machine's physical memory (0 when it
- * cannot be known).  CLI_USAGE when MHA_MEMORY_LIMIT is not a whole
- * number of bytes, or is 0 (which would read as no limit at all). */
-static int memory_limit(double *bytes, char *from, size_t n)
-{
-    const char *env = getenv("MHA_MEMORY_LIMIT");
-    char size[32];
-    if (env) {
-        if (!*env || strspn(env, "0123456789") != strlen(env))
-            return cli_error("MHA_MEMORY_LIMIT '%s' is not a whole number of "
-                             "bytes (8 GB is 8000000000)",
-                             env);
-        *bytes = strtod(env, NULL);
-        if (*bytes < 1)
-            return cli_error("MHA_MEMORY_LIMIT '%s' allows no memory at all: "
-                             "give the bytes a run may use, or unset it for "
-                             "the machine's memory",
-                             env);
-        mha_bytes_text(*bytes, size, sizeof size);
-        if (*bytes < 1024) // already in bytes
-            snprintf(from, n, "MHA_MEMORY_LIMIT is %s", size);
-        else
-            snprintf(from, n, "MHA_MEMORY_LIMIT is %s (%.0f bytes)", size,
-                     *bytes);
-        return CLI_OK;
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    *bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-    snprintf(from, n, "the machine has %s",
-             mha_bytes_text(*bytes, size, sizeof size));
-    return CLI_OK;
-}
-
 int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
                             const char *hint)
 {
@@ -488,7 +454,7 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
 //<
     double limit = 0;
     char from[128], need[32];
-    if (memory_limit(&limit, from, sizeof from))
+    if (cli_memory_limit(&limit, from, sizeof from))
         return CLI_USAGE;
     if (limit > 0 && bytes > limit)
         return cli_error("the run needs about %s of memory (%.0f bytes) but "

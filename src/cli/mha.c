@@ -21,9 +21,10 @@
  * Exit status 0 on success; 2 on any bad input, after one line on stderr,
  * with every file as it was before the run (paths.h, output.h); 3 in a
  * student's handout when the command needs an exercise not written yet
- * (one line naming it, error.h).  SIGINT, SIGTERM, SIGHUP and SIGPIPE
- * end it by that signal, its temporaries removed and gnuplot ended first
- * (cleanup.h).  The usage texts below are the program's documentation:
+ * (one line naming it, error.h).  A signal that ends a program (SIGINT,
+ * SIGTERM, SIGQUIT ... cleanup.h) ends it by that signal, its temporaries
+ * removed and gnuplot ended first; one that comes while the outputs are
+ * renamed into place waits until all of them are (fileset.h).  The usage texts below are the program's documentation:
  * `mha --help`, `mha forward --help` ...
  */
 #define _POSIX_C_SOURCE 200809L

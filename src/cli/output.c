@@ -220,9 +220,10 @@ int cli_flush_stdout(int status)
 
 int cli_print_usage(const char *usage)
 {
-    // a text longer than stdout's buffer is written on the way: a write
-    // that fails there says why, not "an earlier write failed"
-    if (fputs(usage, stdout) == EOF)
+    // a text longer than stdout's buffer is written at once: its errno
+    // is the one to say
+    errno = 0;
+    if (fputs(usage, stdout) == EOF && errno)
         return cli_error("cannot write to stdout: %s", strerror(errno));
     return cli_flush_stdout(CLI_OK);
 }

@@ -11,9 +11,10 @@
  * a failed run leaves every file as it was, and says so.  gnuplot's data
  * and script for a picture go to a scratch directory beside it
  * (".mha-heatmap-XXXXXX"), removed once the picture is drawn.  A signal
- * that ends the run (SIGINT, SIGTERM, SIGHUP, SIGPIPE) removes every
- * temporary and the scratch directory first, and ends gnuplot
- * (cleanup.h).
+ * that ends the run (SIGINT, SIGTERM, SIGQUIT ..., cleanup.h) removes
+ * every temporary and the scratch directory first, and ends gnuplot; one
+ * that comes while the outputs are renamed waits until every one is in
+ * place (fileset.h).
  *
  * A new file gets the permission bits 0666 minus the umask, as np.save's
  * would; a file that is replaced keeps its bits.

@@ -149,8 +149,11 @@ int cli_open_input(const char *option, const char *path, FILE **out)
 int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
                     size_t nin)
 {
-    // 1. every output a regular file, or nothing yet
+    // 1. every output named, a regular file or nothing yet
     for (size_t i = 0; i < nout; i++) {
+        if (outs[i].path && !*outs[i].path)
+            return cli_error("%s '' is an empty name: give the file to write",
+                             outs[i].option);
         const char *kind = outs[i].path ? not_regular(outs[i].path) : NULL;
         if (kind)
             return cli_error("%s '%s' is %s: mha writes only regular files "

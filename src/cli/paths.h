@@ -7,6 +7,8 @@
  * or computed, cli_check_paths refuses, with one line naming the options
  * and paths and exit status 2:
  *
+ *   - an output with an empty name:
+ *       mha forward: --out '' is an empty name: give the file to write
  *   - an output that names an existing directory, FIFO, socket or device
  *     (the rename would replace it with a regular file, or fail half-way
  *     through the set):

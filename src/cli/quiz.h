@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "args.h" /* CLI_SEED_MAX */
+
 /* --- one case ------------------------------------------------------- */
 
 /* The chapter whose idea the quiz starts from (transpose_qkv's split
@@ -32,9 +34,6 @@
 
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
-
-/* The largest seed: 18 digits. */
-#define QUIZ_SEED_MAX 999999999999999999ULL
 
 /* The most valid lengths a case keeps, and the most values (B*h) a
  * question about repeat_interleave asks for. */
@@ -61,7 +60,7 @@ typedef struct quiz_case {
     double lens[QUIZ_LENS_MAX]; /* the first QUIZ_LENS_MAX of them */
 } quiz_case;
 
-/* The case of seed (0 .. QUIZ_SEED_MAX) for a class taught up to chapter
+/* The case of seed (0 .. CLI_SEED_MAX) for a class taught up to chapter
  * upto: the seed is mixed into 64 bits and each size read off them in
  * turn, every size of its range as likely as any other; every digit of
  * the seed counts.  The sizes are the same for every upto; what upto has

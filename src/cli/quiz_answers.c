@@ -245,7 +245,7 @@ int quiz_seed_line(const char *line, unsigned long long *seed)
         unsigned long long s = 0;
         for (; *d >= '0' && *d <= '9'; d++) {
             unsigned v = (unsigned)(*d - '0');
-            if (s > (QUIZ_SEED_MAX - v) / 10)
+            if (s > (CLI_SEED_MAX - v) / 10)
                 return 0;
             s = s * 10 + v;
         }

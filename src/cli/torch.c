@@ -7,11 +7,13 @@
  *   attn_mask (Lq, Lk) or (B*h, Lq, Lk), key_padding_mask (B, Lk)
  *   in_proj_weight (3E, Din), in_proj_bias (3E,), bias_k, bias_v (1, 1, G*p)
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* fopencookie */
 #include "torch.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -104,8 +106,140 @@ static const char *const sd_names[] = {
 enum { SD_IN_W, SD_Q_W, SD_K_W, SD_V_W, SD_IN_B, SD_OUT_W, SD_OUT_B,
        SD_BIAS_K, SD_BIAS_V, SD_N };
 
-/* Every member of the archive at path into sd[0 .. SD_N-1] by its name;
- * a member of another name is refused. */
+/* Which of sd_names the member called name is: SD_N for none. */
+static size_t sd_index(const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len <= 4 || strcmp(name + len - 4, ".npy") != 0)
+        return SD_N;
+    size_t k = 0;
+    while (k < SD_N && !(strlen(sd_names[k]) == len - 4 &&
+                         strncmp(sd_names[k], name, len - 4) == 0))
+        k++;
+    return k;
+}
+
+/* A member as it is inflated, read through a stdio stream (fopencookie)
+ * so the .npy reader reads it as a file: never past the size its entry
+ * in the archive's directory gives, and libzip's failure kept. */
+typedef struct member {
+    zip_file_t *zf;
+    zip_uint64_t left; /* bytes not read yet */
+    int failed;        /* libzip refused a read: zip_file_strerror says why */
+} member;
+
+static ssize_t member_read(void *cookie, char *buf, size_t n)
+{
+    member *m = cookie;
+    if (n > m->left)
+        n = (size_t)m->left;
+    if (n == 0)
+        return 0;
+    zip_int64_t got = zip_fread(m->zf, buf, n);
+    if (got < 0) {
+        m->failed = 1;
+        errno = EIO;
+        return -1;
+    }
+    m->left -= (zip_uint64_t)got;
+    return (ssize_t)got;
+}
+
+/* libzip's refusal of member name of the archive at path. */
+static int damaged(const char *path, const char *name, const char *why)
+{
+    return cli_error("--state-dict %s: member %s is damaged (libzip: %s); "
+                     "nothing was read from it",
+                     path, name, why);
+}
+
+/* Member i (named name, its directory entry zs) of z, at path, inflated
+ * into *out, with *used the bytes its predecessors' numbers take and
+ * limit (said as from) the bytes a run may use.  Before inflating, the
+ * size its entry gives must fit the limit; before a number is read, its
+ * header's shape, as doubles, too; once read, libzip must find the
+ * member's CRC-32 and size as its entry gives them. */
+static int read_member(const char *path, zip_t *z, zip_uint64_t i,
+                       const char *name, const zip_stat_t *zs, double limit,
+                       const char *from, double *used, tensor **out)
+{
+    char label[512], size[32];
+    snprintf(label, sizeof label, "%s:%.*s", path, (int)(strlen(name) - 4),
+             name);
+    if (limit > 0 && (double)zs->size > limit - *used)
+        return cli_error("--state-dict %s: member %s inflates to %s (%ju "
+                         "bytes), more than the memory left: %s",
+                         path, name,
+                         mha_bytes_text((double)zs->size, size, sizeof size),
+                         (uintmax_t)zs->size, from);
+    member m = {zip_fopen_index(z, i, 0), zs->size, 0};
+    if (!m.zf)
+        return damaged(path, name, zip_strerror(z));
+    FILE *f = fopencookie(&m, "rb", (cookie_io_functions_t){.read = member_read});
+    if (!f) {
+        zip_fclose(m.zf);
+        return cli_error("--state-dict %s: member %s: cannot read: %s", path,
+                         name, strerror(errno));
+    }
+    npy_header h;
+    int bad = npy_stream_header(f, (size_t)zs->size, label, &h) != 0;
+    double bytes = (double)h.numel * sizeof(double);
+    int too_big = !bad && limit > 0 && bytes > limit - *used;
+    if (!bad && !too_big)
+        bad = npy_stream_numbers(f, label, &h, 0, out) != 0;
+    fclose(f);
+    // to its end, where libzip checks the member's CRC-32 and size: a
+    // member the .npy reader refused may be a damaged one, which is the
+    // better thing to say
+    char rest[4096];
+    zip_int64_t got = 0;
+    while (!too_big && !m.failed &&
+           (got = zip_fread(m.zf, rest, bad ? sizeof rest : 1)) > 0 && bad)
+        ;
+    int status = CLI_OK;
+    char s[TRACE_SHAPE_MAX];
+    if (m.failed || got < 0)
+        status = damaged(path, name, zip_file_strerror(m.zf));
+    else if (got > 0)
+        status = cli_error("--state-dict %s: member %s inflates to more than "
+                           "the %ju bytes its directory entry gives",
+                           path, name, (uintmax_t)zs->size);
+    else if (too_big)
+        status = cli_error("--state-dict %s: member %s has shape %s, %s as "
+                           "doubles (%.0f bytes), more than the memory "
+                           "left: %s",
+                           path, name,
+                           trace_dims_str(s, sizeof s, h.ndim, h.shape),
+                           mha_bytes_text(bytes, size, sizeof size), bytes,
+                           from);
+    else if (bad)
+        status = cli_error("--state-dict: %s", mha_last_error());
+    zip_fclose(m.zf);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return status;
+    }
+    *used += bytes;
+    return CLI_OK;
+}
+
+/* The archive at path, refused by libzip with err. */
+static int not_an_archive(const char *path, int err)
+{
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    int status = cli_error("--state-dict %s is not a .npz archive (libzip: "
+                           "%s); save one with "
+                           "numpy.savez(path, **state_dict)",
+                           path, zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return status;
+}
+
+/* Every member of the archive at path into sd[0 .. SD_N-1] by its name.
+ * Before any is inflated, a member of another name, or one listed twice,
+ * is refused. */
 static int read_npz(const char *path, tensor **sd)
 {
     struct stat st;
@@ -114,31 +248,30 @@ static int read_npz(const char *path, tensor **sd)
                          strerror(errno));
     if (!S_ISREG(st.st_mode))
         return cli_error("--state-dict %s is not a regular file", path);
+    double limit = 0;
+    char from[96];
+    if (cli_memory_limit(&limit, from, sizeof from))
+        return CLI_USAGE;
     int err = 0;
-    zip_t *z = zip_open(path, ZIP_RDONLY, &err);
-    if (!z) {
-        zip_error_t ze;
-        zip_error_init_with_code(&ze, err);
-        int status = cli_error("--state-dict %s is not a .npz archive "
-                               "(libzip: %s); save one with "
-                               "numpy.savez(path, **state_dict)",
-                               path, zip_error_strerror(&ze));
-        zip_error_fini(&ze);
-        return status;
-    }
+    // ZIP_CHECKCONS: each member's local header must agree with the
+    // directory at the end of the archive, and no name may be listed
+    // twice; for that, the archive is opened again without it, to name
+    // the member
+    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
+    int twice = !z && err == ZIP_ER_EXISTS;
+    if (twice)
+        z = zip_open(path, ZIP_RDONLY, &(int){0});
+    if (!z)
+        return not_an_archive(path, err);
     int status = CLI_OK;
     zip_int64_t n = zip_get_num_entries(z, 0);
-    char *buf = NULL;
+    zip_int64_t first[SD_N];
+    for (size_t k = 0; k < SD_N; k++)
+        first[k] = -1;
     for (zip_int64_t i = 0; i < n && !status; i++) {
         const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
-        size_t len = name ? strlen(name) : 0;
-        size_t k = SD_N;
-        if (len > 4 && strcmp(name + len - 4, ".npy") == 0)
-            for (k = 0; k < SD_N; k++)
-                if (strlen(sd_names[k]) == len - 4 &&
-                    strncmp(sd_names[k], name, len - 4) == 0)
-                    break;
-        if (k == SD_N) {
+        size_t k = sd_index(name);
+        if (k == SD_N)
             status = cli_error("--state-dict %s holds '%s', which is not in "
                                "nn.MultiheadAttention's state_dict "
                                "(in_proj_weight, q_proj_weight, "
@@ -146,40 +279,28 @@ static int read_npz(const char *path, tensor **sd)
                                "out_proj.weight, out_proj.bias, bias_k, "
                                "bias_v, each a .npy)",
                                path, name ? name : "?");
-            break;
-        }
-        zip_stat_t zs;
-        zip_file_t *zf = NULL;
-        char label[512];
-        snprintf(label, sizeof label, "%s:%s", path, sd_names[k]);
-        if (zip_stat_index(z, (zip_uint64_t)i, 0, &zs) != 0 ||
-            !(zs.valid & ZIP_STAT_SIZE)) {
-            status = cli_error("--state-dict %s: %s", label,
-                               zip_strerror(z));
-            break;
-        }
-        free(buf);
-        buf = mha_malloc(zs.size ? zs.size : 1, 1, "mha --state-dict");
-        if (!buf) {
-            status = cli_error("--state-dict: %s", mha_last_error());
-            break;
-        }
-        zf = zip_fopen_index(z, (zip_uint64_t)i, 0);
-        zip_int64_t got = zf ? zip_fread(zf, buf, zs.size) : -1;
-        if (!zf || got < 0 || (zip_uint64_t)got != zs.size) {
-            status = cli_error("--state-dict %s: cannot read the member: %s",
-                               label, zf ? zip_file_strerror(zf)
-                                         : zip_strerror(z));
-            if (zf)
-                zip_fclose(zf);
-            break;
-        }
-        zip_fclose(zf);
-        npy_header h;
-        if (npy_read_memory(buf, zs.size, label, &sd[k], &h))
-            status = cli_error("--state-dict: %s", mha_last_error());
+        else if (first[k] >= 0)
+            status = cli_error("--state-dict %s holds %s twice (members %jd "
+                               "and %jd): which one is the module's?",
+                               path, name, (intmax_t)first[k] + 1,
+                               (intmax_t)i + 1);
+        else
+            first[k] = i;
     }
-    free(buf);
+    if (twice && !status)
+        status = not_an_archive(path, err);
+    double used = 0;
+    for (zip_int64_t i = 0; i < n && !status; i++) {
+        const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
+        zip_stat_t zs;
+        if (zip_stat_index(z, (zip_uint64_t)i, 0, &zs) != 0 ||
+            (zs.valid & (ZIP_STAT_SIZE | ZIP_STAT_CRC)) !=
+                (ZIP_STAT_SIZE | ZIP_STAT_CRC))
+            status = damaged(path, name, zip_strerror(z));
+        else
+            status = read_member(path, z, (zip_uint64_t)i, name, &zs, limit,
+                                 from, &used, &sd[sd_index(name)]);
+    }
     zip_discard(z);
     return status;
 }

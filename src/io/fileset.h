@@ -37,10 +37,11 @@
  * named before, and no temporary is left.
  *
  * Nor after a signal: each temporary is registered with cleanup.h while
- * it exists, so SIGINT, SIGTERM, SIGHUP or SIGPIPE removes it before the
- * program ends (in a program that called mha_program_init).  A signal
- * that comes during steps 2-4 waits until they are done, and finds every
- * output in place.
+ * it exists, so a signal that ends the program (SIGINT, SIGTERM, SIGQUIT
+ * ..., every one cleanup.h lists) removes it before the program ends (in
+ * a program that called mha_program_init).  A signal that comes during
+ * steps 2-4 waits until they are done, and finds every output in place,
+ * new, and no second name left.
  *
  * A path is used as given: a symbolic link there is replaced by the file,
  * not followed (the replacement takes the permission bits of the link's

@@ -320,20 +320,25 @@ static int map_numbers(const char *path, FILE *f, size_t size,
     return 1;
 }
 
-/* The header in f (size bytes, named path in messages) into *h and,
- * unless out is NULL, the tensor after it into *out; with map, mapped
- * when map_numbers can. */
-static int read_stream(const char *who, const char *path, FILE *f,
-                       size_t size, tensor **out, npy_header *h, int map)
+/* A bool array where numbers are wanted: the header h of path is
+ * refused, naming its descr. */
+static int not_numbers(const char *who, const char *path, const npy_header *h)
 {
-    int status = read_header_from(who, path, f, size, h);
-    if (!out)
-        return status;
-    if (status == GSL_SUCCESS && map && map_numbers(path, f, size, h, out))
-        return GSL_SUCCESS;
+    char s[TRACE_SHAPE_MAX];
+    return npy_fail_at(GSL_EINVAL, who, path,
+                       "shape %s of '%s' is bool, not numbers; expected "
+                       "'<f8' or '<f4' (floats), '<i8' or '<i4' (integers)",
+                       trace_dims_str(s, sizeof s, h->ndim, h->shape),
+                       h->descr);
+}
+
+/* The numbers after the header h, which f is positioned at, into a new
+ * tensor *out. */
+static int read_numbers(const char *who, const char *path, FILE *f,
+                        const npy_header *h, tensor **out)
+{
     tensor *t = NULL;
-    if (status == GSL_SUCCESS)
-        status = tensor_alloc_empty(h->ndim, h->shape, &t);
+    int status = tensor_alloc_empty(h->ndim, h->shape, &t);
     /* the file's bytes fit in the tensor's buffer: itemsize <= 8 */
     if (status == GSL_SUCCESS)
         status = read_exact(who, path, f, t->data, h->data_bytes, "data");
@@ -347,11 +352,28 @@ static int read_stream(const char *who, const char *path, FILE *f,
     return GSL_SUCCESS;
 }
 
+/* The header in f (size bytes, named path in messages) into *h and,
+ * unless out is NULL, the tensor after it into *out; with map, mapped
+ * when map_numbers can; a bool array only with bool_ok. */
+static int read_stream(const char *who, const char *path, FILE *f,
+                       size_t size, tensor **out, npy_header *h, int map,
+                       int bool_ok)
+{
+    int status = read_header_from(who, path, f, size, h);
+    if (status == GSL_SUCCESS && !bool_ok && h->itemsize == 1)
+        status = not_numbers(who, path, h);
+    if (!out || status)
+        return status;
+    if (map && map_numbers(path, f, size, h, out))
+        return GSL_SUCCESS;
+    return read_numbers(who, path, f, h, out);
+}
+
 /* The file at path, opened (a regular file) and read by read_stream: its
  * header into h, and with out its numbers too.  h is all zero unless the
  * whole read succeeds. */
 static int read_file(const char *who, const char *path, tensor **out,
-                     npy_header *h, int map)
+                     npy_header *h, int map, int bool_ok)
 {
     memset(h, 0, sizeof *h);
     FILE *f = NULL;
@@ -359,7 +381,7 @@ static int read_file(const char *who, const char *path, tensor **out,
     int status = open_regular(who, path, &f, &size);
     if (status)
         return status;
-    status = read_stream(who, path, f, size, out, h, map);
+    status = read_stream(who, path, f, size, out, h, map, bool_ok);
     fclose(f);
     if (status)
         memset(h, 0, sizeof *h);
@@ -368,44 +390,45 @@ static int read_file(const char *who, const char *path, tensor **out,
 
 int npy_read_header(const char *path, npy_header *h)
 {
-    return read_file("npy_read_header", path, NULL, h, 0);
+    return read_file("npy_read_header", path, NULL, h, 0, 1);
 }
 
 int npy_read_typed(const char *path, tensor **out, npy_header *h)
 {
     *out = NULL;
-    return read_file("npy_read", path, out, h, 0);
+    return read_file("npy_read", path, out, h, 0, 1);
 }
 
 int npy_read(const char *path, tensor **out)
 {
     npy_header h;
-    return npy_read_typed(path, out, &h);
+    *out = NULL;
+    return read_file("npy_read", path, out, &h, 0, 0);
 }
 
 int npy_read_mapped(const char *path, tensor **out)
 {
     npy_header h;
     *out = NULL;
-    return read_file("npy_read", path, out, &h, 1);
+    return read_file("npy_read", path, out, &h, 1, 0);
 }
 
-int npy_read_memory(const void *bytes, size_t size, const char *name,
-                    tensor **out, npy_header *h)
+int npy_stream_header(FILE *f, size_t size, const char *name, npy_header *h)
 {
-    const char *who = "npy_read";
-    *out = NULL;
     memset(h, 0, sizeof *h);
-    if (size == 0) // fmemopen refuses an empty buffer
-        return npy_fail_at(GSL_EINVAL, who, name,
-                       "empty file (0 bytes), not a .npy file");
-    FILE *f = fmemopen((void *)bytes, size, "rb");
-    if (!f)
-        return npy_fail_at(GSL_ENOMEM, who, name, "cannot open in memory: %s",
-                       strerror(errno));
-    int status = read_stream(who, name, f, size, out, h, 0);
-    fclose(f);
+    int status = read_header_from("npy_read", name, f, size, h);
+    if (status)
+        memset(h, 0, sizeof *h);
     return status;
+}
+
+int npy_stream_numbers(FILE *f, const char *name, const npy_header *h,
+                       int bool_ok, tensor **out)
+{
+    *out = NULL;
+    if (!bool_ok && h->itemsize == 1)
+        return not_numbers("npy_read", name, h);
+    return read_numbers("npy_read", name, f, h, out);
 }
 
 /* --- writing --------------------------------------------------------- */

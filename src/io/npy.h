@@ -17,7 +17,8 @@
  *     which is exact), '<i8' and '<i4' (integers, for valid_lens files,
  *     converted to double; an int64 that a double cannot hold exactly is an
  *     error rather than a silent rounding), and '|b1' (bool, for masks:
- *     0.0 and 1.0; any other byte is an error).
+ *     0.0 and 1.0; any other byte is an error) where a mask is read
+ *     (npy_read_typed): where numbers are read, bool is refused.
  *   - fortran_order False, and a shape of 1 to TENSOR_MAX_DIMS sizes, each
  *     at least 1 (tensors have no empty dimensions).
  *   - the header as a Python dict literal with exactly the keys 'descr',
@@ -81,7 +82,9 @@ typedef struct npy_header {
 } npy_header;
 
 /* Read path into a new contiguous tensor (yours to tensor_free).  On
- * failure *out is NULL and the status and message say why (see above). */
+ * failure *out is NULL and the status and message say why (see above).
+ * A bool '|b1' array is refused (GSL_EINVAL, naming its descr): it holds
+ * no numbers; npy_read_typed reads masks. */
 int npy_read(const char *path, tensor **out);
 
 /* npy_read, with no copy of a big float64 file's numbers: when the file
@@ -103,10 +106,16 @@ int npy_read_mapped(const char *path, tensor **out);
  * (its descr says whether the array was bool). */
 int npy_read_typed(const char *path, tensor **out, npy_header *h);
 
-/* npy_read_typed on the size bytes of a .npy file held in memory (a
- * member of a .npz archive); name stands for the path in messages. */
-int npy_read_memory(const void *bytes, size_t size, const char *name,
-                    tensor **out, npy_header *h);
+/* npy_read_typed in two steps on a stream f holding size bytes of a
+ * .npy file (a member of a .npz archive as it is inflated), name standing
+ * for the path in messages: its preamble and header into *h, which
+ * leaves f at the numbers (all zeros in *h on failure); then the numbers
+ * into a new tensor *out, a bool array only with bool_ok.  Between the
+ * two a caller can refuse what the header says, a shape bigger than the
+ * memory it may use, before a byte of the numbers is read. */
+int npy_stream_header(FILE *f, size_t size, const char *name, npy_header *h);
+int npy_stream_numbers(FILE *f, const char *name, const npy_header *h,
+                       int bool_ok, tensor **out);
 
 /* Check path's preamble, header and length as npy_read does, without
  * reading the data.  On failure *h is all zeros. */

@@ -465,7 +465,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     if (status == GSL_SUCCESS)
         status = linear_forward(&a->w_v, features, &scores4);
     if (status == GSL_SUCCESS)
-        status = tensor_reshape(scores4, DIMS((long)B, (long)Lq, (long)Lk),
+        status = tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk),
                                 NULL, &scores);
     // the weights, softmax over the keys of the scores, and out
     if (status == GSL_SUCCESS)

@@ -119,13 +119,35 @@ void headmajor_train(headmajor *m, int training, gsl_rng *rng)
 
 /* --- the two rearranges ---------------------------------------------- */
 
+/* What the split checks first: x is 3-D (B, L, h*d) and n_head is at
+ * least 1 and divides its last size; GSL_EINVAL or GSL_EBADLEN with a
+ * message naming the sizes and x's shape. */
+static int check_heads(const tensor *x, size_t n_head)
+{
+    const char *who = "headmajor_split_heads";
+    char xs[TRACE_SHAPE_MAX];
+    tensor_shape_str(x, xs, sizeof xs);
+    if (x->ndim != 3)
+        return mha_fail(GSL_EINVAL,
+                        "%s: input shape %s has %zu dimensions, expected 3 "
+                        "(B, L, h*d)",
+                        who, xs, x->ndim);
+    if (n_head == 0)
+        return mha_fail(GSL_EINVAL, "%s: n_head is 0 (input %s)", who, xs);
+    if (x->shape[2] % n_head != 0)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: last size %zu of shape %s is not divisible by "
+                        "n_head %zu",
+                        who, x->shape[2], xs, n_head);
+    return GSL_SUCCESS;
+}
+
 /* 'b l (head d) -> head b l d' under the name `pattern`. */
 static int split_impl(const tensor *x, size_t n_head, const char *pattern,
                       tensor **out)
 {
     *out = NULL;
-    int status = multihead_check_heads("headmajor_split_heads", x, "B, L, h*d",
-                                       "n_head", n_head, 2, NULL);
+    int status = check_heads(x, n_head);
     if (status)
         return status;
     /* a last name "h*d_k" splits by itself; any other gets "h" and "/h" */
@@ -136,7 +158,7 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
-    status = tensor_reshape(x, DIMS((long)x->shape[0], (long)x->shape[1],
+    status = tensor_reshape(x, SIZES((long)x->shape[0], (long)x->shape[1],
                                     (long)n_head, -1),
                             names[0] ? names : NULL, &split);
     // out is (h, B, L, d): a view, the head axis moved to the front
@@ -168,7 +190,7 @@ int headmajor_join_heads(const tensor *x, tensor **out)
     int status = tensor_permute(x, SHAPE(1, 2, 0, 3), &rows);
     // out is (B, L, h*d): a view when rows is row-major underneath
     if (!status)
-        status = tensor_reshape(rows, DIMS((long)rows->shape[0],
+        status = tensor_reshape(rows, SIZES((long)rows->shape[0],
                                            (long)rows->shape[1], -1),
                                 NULL, out);
     trace_end();

@@ -162,7 +162,7 @@ static int append(tensor *storage, const tensor *heads, size_t length,
     size_t n = heads->shape[1], t = length + n;
     tensor *k4 = NULL, *slot = NULL, *grown = NULL;
     // the new heads as (B, G, n, p): a view of a fresh split
-    int status = tensor_reshape(heads, DIMS((long)B, (long)G, (long)n, (long)p),
+    int status = tensor_reshape(heads, SIZES((long)B, (long)G, (long)n, (long)p),
                                 "B, G, n, d_model/h", &k4);
     trace_quiet_begin();
     if (!status)
@@ -177,7 +177,7 @@ static int append(tensor *storage, const tensor *heads, size_t length,
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown,
                    TRACE_INPUTS(TRACE_IN(k4)), "append %s at %zu..%zu", what,
                    length, t - 1);
-        status = tensor_reshape(grown, DIMS((long)(B * G), (long)t, (long)p),
+        status = tensor_reshape(grown, SIZES((long)(B * G), (long)t, (long)p),
                                 "B*G, t, d_model/h", all);
     }
     tensor_free(k4);

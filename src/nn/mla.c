@@ -69,18 +69,18 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
             status = linear_forward(&m->wq_b, normed, &flat);
     }
     if (!status)
-        status = tensor_reshape(flat, DIMS((long)B, (long)n, (long)h, -1),
+        status = tensor_reshape(flat, SIZES((long)B, (long)n, (long)h, -1),
                                 "B, n, h, d_nope+d_r", q);
     // the rope part of every head: (B, n, h, d_r), turned as (B, n, h*d_r)
     if (!status)
         status = narrow_named(*q, 3, dn, dr, "d_r", &pe);
     if (!status)
-        status = tensor_reshape(pe, DIMS((long)B, (long)n, -1), "B, n, h*d_r",
+        status = tensor_reshape(pe, SIZES((long)B, (long)n, -1), "B, n, h*d_r",
                                 &pe_flat);
     if (!status)
         status = rope_apply(pe_flat, dr, (long)start, c->rope_base, &turned);
     if (!status)
-        status = tensor_view(turned, DIMS((long)B, (long)n, (long)h, (long)dr),
+        status = tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)dr),
                              "B, n, h, d_r", &back);
     trace_quiet_begin();
     if (!status)
@@ -234,7 +234,7 @@ static int head_weights(const tensor *w, size_t B, size_t h, size_t n,
                         size_t t, tensor **weights)
 {
     trace_quiet_begin();
-    int status = tensor_reshape(w, DIMS((long)B, (long)h, (long)n, (long)t),
+    int status = tensor_reshape(w, SIZES((long)B, (long)h, (long)n, (long)t),
                                 "B, h, n, t", weights);
     trace_quiet_end();
     return status;
@@ -259,7 +259,7 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
     int status = linear_forward(&m->wkv_b, c_all, &kv);
     if (!status)
-        status = tensor_reshape(kv, DIMS((long)B, (long)t, (long)h, -1),
+        status = tensor_reshape(kv, SIZES((long)B, (long)t, (long)h, -1),
                                 "B, t, h, d_nope+d_v", &kv4);
     if (!status)
         status = narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope);
@@ -267,10 +267,10 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
         status = narrow_named(kv4, 3, dn, dv, "d_v", &v4);
     // 2. k = [k_nope | k_pe], k_pe the same for every head (an expand)
     if (!status)
-        status = tensor_reshape(pe_all, DIMS((long)B, (long)t, 1, (long)dr),
+        status = tensor_reshape(pe_all, SIZES((long)B, (long)t, 1, (long)dr),
                                 "B, t, 1, d_r", &pe4);
     if (!status)
-        status = tensor_expand(pe4, DIMS((long)B, (long)t, (long)h, (long)dr),
+        status = tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
                                "B, t, h, d_r", &pe_h);
     if (!status)
         status = tensor_alloc(SHAPE(B, t, h, dn + dr), &k);
@@ -295,17 +295,17 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     // 3. heads into the batch, chapter 06's transpose_qkv on the heads
     //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
     if (!status)
-        status = tensor_reshape(k, DIMS((long)B, (long)t, -1),
+        status = tensor_reshape(k, SIZES((long)B, (long)t, -1),
                                 "B, t, h*(d_nope+d_r)", &kp);
     if (!status)
         status = transpose_qkv(kp, h, &kh);
     if (!status)
-        status = tensor_reshape(v4, DIMS((long)B, (long)t, -1), "B, t, h*d_v",
+        status = tensor_reshape(v4, SIZES((long)B, (long)t, -1), "B, t, h*d_v",
                                 &vp);
     if (!status)
         status = transpose_qkv(vp, h, &vh);
     if (!status)
-        status = tensor_reshape(q, DIMS((long)B, (long)n, -1),
+        status = tensor_reshape(q, SIZES((long)B, (long)n, -1),
                                 "B, n, h*(d_nope+d_r)", &qp);
     if (!status)
         status = transpose_qkv(qp, h, &qh);

@@ -353,7 +353,7 @@ int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
         return GSL_SUCCESS;
     long h = (long)m->cfg.num_heads, Lk = (long)w->shape[w->ndim - 1];
     trace_quiet_begin();
-    int status = tensor_view(w, DIMS((long)batch, h, (long)Lq, Lk),
+    int status = tensor_view(w, SIZES((long)batch, h, (long)Lq, Lk),
                              "B, h, Lq, Lk", out);
     trace_quiet_end();
     return status;
@@ -400,13 +400,6 @@ static void begin_trace(const multihead *m, const tensor *queries,
                              TRACE_SIDE(valid_lens, "valid_lens")),
                 "multihead(%s", options(m, opt, sizeof opt));
 }
-
-/* Run a step; on failure, skip to the end of the pass. */
-#define STEP(call)                                                            \
-    do {                                                                      \
-        if ((status = (call)) != GSL_SUCCESS)                                 \
-            goto done;                                                        \
-    } while (0)
 
 /* The six steps of multihead.h, each one call, with the shape it makes.
  * The inputs are checked first (finite, shapes that agree), and the
@@ -549,11 +542,11 @@ static int share_heads(const tensor *x, size_t group)
         snprintf(names, sizeof names, "%s, h/G, %s, %s", x->names[0],
                  x->names[1], x->names[2]);
     }
-    int status = tensor_view(x, DIMS((long)x->shape[0], 1, (long)x->shape[1],
+    int status = tensor_view(x, SIZES((long)x->shape[0], 1, (long)x->shape[1],
                                      (long)x->shape[2]),
                              single[0] ? single : NULL, &one);
     if (!status)
-        status = tensor_expand(one, DIMS(-1, (long)group, -1, -1),
+        status = tensor_expand(one, SIZES(-1, (long)group, -1, -1),
                                names[0] ? names : NULL, &shared);
     tensor_free(one);
     tensor_free(shared);
@@ -601,17 +594,17 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
         tensor_trace_note("a product over the expanded h/G is one over h/G times "
                    "the rows: fold the group's query heads into Lq");
     if (!status)
-        status = tensor_reshape(qh, DIMS(BG, (long)group * Lq, p),
+        status = tensor_reshape(qh, SIZES(BG, (long)group * Lq, p),
                                 "B*G, h/G*Lq, d_model/h", &qg);
     if (!status && lens && lens->ndim == 2)
-        status = tensor_view(lens, DIMS(BG, (long)group * Lq), "B*G, h/G*Lq",
+        status = tensor_view(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
                              &lg);
     // 4c. attention on the B*G groups, the key-value heads as they are
     if (!status)
         status = attend(m, qg, kh, vh, lg, &hg, w);
     // 4d. the heads back as (B*h, Lq, p)
     if (!status)
-        status = tensor_view(hg, DIMS((long)h * (BG / (long)G), Lq, p),
+        status = tensor_view(hg, SIZES((long)h * (BG / (long)G), Lq, p),
                              "B*h, Lq, d_model/h", heads);
     trace_end();
     tensor_free(qg);

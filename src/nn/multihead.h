@@ -121,45 +121,12 @@
 #include "nn/linear.h"
 #include "tensor/tensor.h"
 
-/* The lesson's names for the shapes a split into heads passes through,
- * each a list for tensor_set_names ("" when x has no names):
- *   joined  (B, n, F)          "B, Lq, d_model"
- *   split   (B, n, h, p)       "B, Lq, h, d_model/h"
- *   heads   (B, h, n, p)       "B, h, Lq, d_model/h"
- *   rows    (B*h, n, p)        "B*h, Lq, d_model/h"
- * worked out from x's names alone, never from its sizes (a size of 1
- * says nothing of which axis it is).  x is the joined (B, n, F) of
- * transpose_qkv or the rows (B*h, n, p) of transpose_output (from_rows).
- * The heads are h and p is F/h, unless F names them, as the G key-value
- * heads of grouped-query attention do: F = G*d_model/h gives heads G of
- * p = d_model/h.  transpose_qkv, transpose_output and the fast path's
- * head views all name their shapes this way. */
-typedef struct multihead_names {
-    char joined[4 * (TENSOR_NAME_MAX + 2)]; /* 4 names and 3 ", " */
-    char split[4 * (TENSOR_NAME_MAX + 2)];
-    char heads[4 * (TENSOR_NAME_MAX + 2)];
-    char rows[4 * (TENSOR_NAME_MAX + 2)];
-} multihead_names;
-
-void multihead_head_names(const tensor *x, int from_rows, multihead_names *nm);
-
-/* What a split into heads or a join of them checks first (transpose_qkv,
- * transpose_output, the einops version's split): x is 3-D, its
- * dimensions `dims` as the lesson names them, and num_heads (called
- * heads_name) is at least 1 and divides x's size along axis, the
- * lesson's size_name ("d_model") or, when NULL, its first dimension or
- * last size.  GSL_EINVAL (x not 3-D, no heads) or GSL_EBADLEN, with a
- * message naming who, the sizes and x's shape. */
-int multihead_check_heads(const char *who, const tensor *x, const char *dims,
-                          const char *heads_name, size_t num_heads,
-                          size_t axis, const char *size_name);
-
-/* (B, n, d_model) -> (B*h, n, d_model/h), each step traced.
- * GSL_EBADLEN when d_model is not divisible by num_heads. */
-int transpose_qkv(const tensor *x, size_t num_heads, tensor **out);
+/* (B, n, d_model) -> (B*h, n, d_model/h).  GSL_EBADLEN (the reshape's)
+ * when d_model is not divisible by h. */
+int transpose_qkv(const tensor *x, size_t h, tensor **out);
 
 /* (B*h, n, p) -> (B, n, h*p): the inverse of transpose_qkv. */
-int transpose_output(const tensor *x, size_t num_heads, tensor **out);
+int transpose_output(const tensor *x, size_t h, tensor **out);
 
 //> 07
 /* valid_lens (B,) -> (B*h,) or (B, Lq) -> (B*h, Lq), each row repeated

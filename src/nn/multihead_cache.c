@@ -26,7 +26,7 @@ int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
     const tensor *w = s->weights; // (B*h, Lq, Lk), folded with G < h
     long rows = (long)s->qh->shape[0], Lq = (long)s->qh->shape[1];
     trace_quiet_begin();
-    int status = tensor_view(w, DIMS(rows, Lq, (long)w->shape[2]), NULL,
+    int status = tensor_view(w, SIZES(rows, Lq, (long)w->shape[2]), NULL,
                              &c->weights);
     trace_quiet_end();
 //> 14

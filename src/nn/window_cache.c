@@ -200,7 +200,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         status = multihead_find_overflow(who, *out, NULL, 0);
     if (!status && weights) {
         trace_quiet_begin();
-        status = tensor_view(w, DIMS((long)B, (long)h, (long)n, (long)(f + n)),
+        status = tensor_view(w, SIZES((long)B, (long)h, (long)n, (long)(f + n)),
                              "B, h, n, f+n", weights);
         trace_quiet_end();
     }

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "explorer_assets.h"
 #include "io/fileset.h"
+#include "plot/numbers.h"
 #include "trace/trace.h"
 
 /* s as HTML text: & < > " escaped. */
@@ -122,8 +123,10 @@ static int write_data(FILE *f, const explorer_page *p)
             fputs(r ? ",\n" : "\n", f);
             trace_print_json(f, &p->trace->records[r]);
         }
-    fputs("]}", f);
-    return GSL_SUCCESS;
+    fputs("],\n\"numbers\": ", f);
+    int status = numbers_write_json(f, p->trace);
+    fputs("}", f);
+    return status;
 }
 
 /* Copy the held JSON to f, with every < written \u003c (a < can only
@@ -173,8 +176,8 @@ int explorer_write(FILE *f, const explorer_page *p)
     FILE *mem = open_memstream(&json, &len);
     if (!mem)
         return mha_fail(GSL_ENOMEM, "explorer_write: out of memory");
-    write_data(mem, p);
-    if (fclose(mem)) {
+    status = write_data(mem, p);
+    if (fclose(mem) || status) {
         free(json);
         return mha_fail(GSL_ENOMEM, "explorer_write: out of memory");
     }

@@ -18,6 +18,10 @@
  *   dataflow    the module's steps from the trace, each with its output
  *               shape and view, copy or new; hovering a step shows its
  *               input and output shapes with the lesson's names
+ *   numbers     each stage of the split into heads and of the join, every
+ *               number where it lands and, beneath, where it lies in
+ *               memory (numbers.h); hovering a number lights it at every
+ *               stage, buttons walk the steps
  *
  * Past 64 positions the head view shows 64 at a time, chosen on a
  * thumbnail of the whole matrix.  Each view saves itself as SVG or PNG.

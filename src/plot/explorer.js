@@ -6,6 +6,8 @@
  *   D.w    the weights (B, h, Lq, Lk), row after row
  *   D.lo, D.hi   the keys row (b, q) sees: lo <= k < hi, (B, Lq)
  *   D.trace      the module's trace records (trace.h's JSON)
+ *   D.numbers    each step of the split and join, run on numbered inputs
+ *                (plot/numbers.h)
  *
  * Nothing is fetched: the page works from a file with no network. */
 (function () {
@@ -528,6 +530,255 @@
         "orange: the key and value this step added; rows: the new query's weights");
   }
 
+  // --- 5. where each number goes: the split and the join -------------------------
+  // D.numbers (plot/numbers.h): each step of transpose_qkv and
+  // transpose_output run again by the library on an input whose elements
+  // hold their own index, so each stage says which element each position
+  // holds and where it lies in memory; views and copies are the library's.
+  var NUM = D.numbers || [], nu = null, nuSvg = null, nuDetail = null;
+  var nuStep = NUM.map(function () { return -1; }); // -1: every step at once
+  if (NUM.length) {
+    nu = section("numbers", "Where each number goes", function () { return nuSvg; },
+         "numbers",
+         "The split into heads (transpose_qkv) and the join (transpose_output), one " +
+         "stage per step. Each cell is one number, labelled with its index in the " +
+         "step's input (coloured by it, light to dark); under each stage the same " +
+         "numbers lie in memory, in the order of their addresses. A view leaves " +
+         "memory as it was and only changes the strides; a copy writes the numbers " +
+         "to a new buffer in the new order. Hover or tap a cell: the same number " +
+         "lights up at every stage and in every memory row. Walk through the steps " +
+         "with the buttons.");
+    NUM.forEach(function (sp, s) {
+      var bar = html("div", { "class": "bar" }, nu);
+      html("strong", {}, bar, sp.op + ", the " + sp.of + ":");
+      var sel = html("select", { "class": "nu-step", "data-split": s }, bar);
+      html("option", { value: -1 }, sel, "every step");
+      sp.stages.forEach(function (st, k) {
+        html("option", { value: k }, sel, k ? "step " + k + ": " + st.op : "the input");
+      });
+      function go(k) { nuStep[s] = k; sel.value = k; stepShow(s); }
+      sel.addEventListener("change", function () { go(+sel.value); });
+      html("button", { type: "button", "class": "nu-back" }, bar, "◀ back")
+        .addEventListener("click", function () { go(Math.max(0, nuStep[s] - 1)); });
+      html("button", { type: "button", "class": "nu-next" }, bar, "next step ▶")
+        .addEventListener("click", function () {
+          go(nuStep[s] < 0 || nuStep[s] + 1 >= sp.stages.length ? 0 : nuStep[s] + 1);
+        });
+    });
+    nuSvg = svg("svg", { id: "numbers-svg" }, nu);
+    // hovering or tapping a cell: its number, everywhere
+    var follow = function (ev) {
+      var c = ev.target.closest ? ev.target.closest("g.cell") : null;
+      if (!c) return;
+      var s = +c.closest("[data-split]").getAttribute("data-split"), k = 0;
+      var shape = NUM[s].stages[0].shape, idx = c.getAttribute("data-src").split(",");
+      for (var d = 0; d < shape.length; d++) k = k * shape[d] + +idx[d];
+      lightNumber(s, k);
+    };
+    nuSvg.addEventListener("mouseover", follow);
+    nuSvg.addEventListener("click", follow);
+    nuDetail = html("p", { id: "nu-detail", "class": "help" }, nu,
+                    "Hover a cell to follow its number.");
+  }
+  function tuple(a) { return a.length === 1 ? "(" + a[0] + ",)" : "(" + a.join(", ") + ")"; }
+  // input element k of a split as its indices in the input's shape
+  function unflat(k, shape) {
+    var idx = [];
+    for (var d = shape.length - 1; d >= 0; d--) { idx.unshift(k % shape[d]); k = Math.floor(k / shape[d]); }
+    return idx;
+  }
+  function named(st) {
+    return st.names.some(function (x) { return x; }) ? " = " +
+      tuple(st.names.map(function (x, d) { return x || String(st.shape[d]); })) : "";
+  }
+  // one sentence per split: which steps moved numbers (the copies)
+  function movedSentence(sp) {
+    var copies = [];
+    sp.stages.forEach(function (st, k) { if (st.kind === "copy") copies.push(k); });
+    var n = sp.stages.length - 1;
+    if (!copies.length) return "None of the " + n + " steps moved a number: all are views.";
+    var views = [];
+    for (var k = 1; k <= n; k++) if (copies.indexOf(k) < 0) views.push(k);
+    return "Only step" + (copies.length > 1 ? "s " : " ") + copies.join(" and ") +
+        " moved numbers (a cop" + (copies.length > 1 ? "ies" : "y") + " into a new buffer)" +
+        (views.length ? "; step" + (views.length > 1 ? "s " : " ") + views.join(" and ") +
+         (views.length > 1 ? " are views" : " is a view") + "." : ".");
+  }
+  function stepShow(s) {
+    var gs = nuSvg.querySelectorAll("g.stage[data-split='" + s + "']");
+    for (var n = 0; n < gs.length; n++) {
+      var k = +gs[n].getAttribute("data-stage");
+      gs[n].classList.toggle("later", nuStep[s] >= 0 && k > nuStep[s]);
+      gs[n].classList.toggle("current", nuStep[s] === k);
+    }
+  }
+  // light every cell that holds input element src of split s
+  function lightNumber(s, src) {
+    var on = nuSvg.querySelectorAll(".lit");
+    for (var n = 0; n < on.length; n++) on[n].classList.remove("lit");
+    var sp = NUM[s], cells = nuSvg.querySelectorAll("[data-split='" + s + "'] [data-src='" +
+        unflat(src, sp.stages[0].shape).join(",") + "']");
+    for (n = 0; n < cells.length; n++) cells[n].classList.add("lit");
+    var where = sp.stages.map(function (st, k) {
+      var at = st.cells.indexOf(src), idx = [], r = at;
+      for (var d = st.index.length - 1; d >= 0; d--) {
+        idx.unshift(st.index[d][r % st.index[d].length]);
+        r = Math.floor(r / st.index[d].length);
+      }
+      return (k ? "step " + k + " (" + st.kind + ")" : "the input") + ": [" + idx.join(", ") +
+             "], memory slot " + st.slots[at] + (st.buffer ? " of buffer " + st.buffer : "");
+    });
+    nuDetail.textContent = "Input element " + src + ", [" +
+        unflat(src, sp.stages[0].shape).join(", ") + "] of " + sp.op + "'s input: " +
+        where.join("; ") + ".";
+  }
+
+  function drawNumbers() {
+    if (!nu) return;
+    clear(nuSvg);
+    var WRAP = 1100, CH = 18, top = 0, width = 0;
+    var style = svg("style", {}, nuSvg);
+    // the picture's own style, so that a saved SVG looks as the page does
+    style.textContent = "text{font:12px system-ui,sans-serif}.cell rect{stroke:#fff}.lit rect{fill:#f28e2b;stroke:#000;" +
+        "stroke-width:2}.later{opacity:.12}.current .frame{stroke:#f28e2b;stroke-width:2}" +
+        "text.num{font-size:10px;pointer-events:none}text.dim{font-size:10px;fill:#666}";
+    var bg = svg("rect", { fill: "#fff" }, nuSvg);
+    NUM.forEach(function (sp, s) {
+      var digits = String(Math.max(1, sp.numel - 1)).length, CW = Math.max(20, 7 * digits + 6);
+      var inShape = sp.stages.length ? sp.stages[0].shape : [];
+      var rank = {}; // light to dark by the input index, among those drawn
+      (sp.stages.length ? sp.stages[0].cells : []).forEach(function (src, i) { rank[src] = i; });
+      function tone(src) {
+        var t = sp.shown > 1 ? rank[src] / (sp.shown - 1) : 0;
+        return "rgb(" + Math.round(238 - t * 120) + "," + Math.round(243 - t * 95) + "," +
+               Math.round(251 - t * 50) + ")";
+      }
+      function cell(parent, x, y, src, attrs, tip) {
+        attrs["class"] = attrs["class"] || "cell";
+        attrs["data-src"] = unflat(src, inShape).join(",");
+        attrs.transform = "translate(" + x + "," + y + ")";
+        var g = svg("g", attrs, parent);
+        svg("rect", { width: CW, height: CH, fill: tone(src) }, g);
+        svg("text", { "class": "num", x: CW / 2, y: CH - 5, "text-anchor": "middle" }, g, String(src));
+        svg("title", {}, g, tip);
+      }
+      top += 22;
+      var head = svg("g", { "class": "split", "data-split": s }, nuSvg);
+      svg("text", { x: 0, y: top, "font-weight": "bold" }, head, sp.op + " on the " + sp.of +
+          (sp.stages.length ? ": " + sp.stages.map(function (st) { return tuple(st.shape); })
+              .join(" → ") : ""));
+      if (sp.note) {
+        top += 18;
+        svg("text", { x: 0, y: top }, head, sp.note);
+        return;
+      }
+      top += 18;
+      svg("text", { x: 0, y: top, "font-weight": "bold", fill: "#b22" }, head, movedSentence(sp));
+      if (sp.shown < sp.numel) {
+        var box = sp.stages.filter(function (st) { return st.shape.length === 4; })[0] || sp.stages[0];
+        top += 18;
+        svg("text", { x: 0, y: top, fill: "#666" }, head, "A sample: " + sp.shown + " of the " +
+            sp.numel + " numbers, the same at every step: " + box.shape.map(function (n, d) {
+              return (box.names[d] || "dimension " + d) + " " + box.index[d].length + " of " + n;
+            }).join(", ") + ".");
+      }
+      top += 10;
+      sp.stages.forEach(function (st, k) {
+        var g = svg("g", { "class": "stage", "data-split": s, "data-stage": k }, nuSvg);
+        var y0 = top;
+        top += 18;
+        svg("text", { x: 8, y: top, "font-weight": "bold" }, g,
+            (k ? "step " + k + ": " + st.op + " → " : "input ") + tuple(st.shape) + named(st) +
+            (k ? ", a " + st.kind : ""));
+        top += 8;
+        // the grid: the last two dimensions as a block of rows and
+        // columns, a third before them as blocks side by side, a fourth
+        // as lines of blocks
+        var nd = st.shape.length, L = st.index, n = L.map(function (l) { return l.length; });
+        var rows = nd >= 2 ? n[nd - 2] : 1, cols = n[nd - 1];
+        var head = nd === 4 ? 28 : nd === 3 ? 14 : 4; // room for the labels
+        var bw = cols * CW, bh = rows * CH, lineW = 0, x = 8, y = top + head;
+        var per = rows * cols, blocks = st.cells.length / per;
+        var inner = nd >= 3 ? n[nd - 3] : 1;
+        function dimLabel(d, i) { return (st.names[d] || "dim " + d) + " " + L[d][i]; }
+        for (var bl = 0; bl < blocks; bl++) {
+          var outer = unflatBlock(bl, n.slice(0, Math.max(0, nd - 2)));
+          // a group of blocks (one value of a 4-D tensor's first index)
+          // starts a new line when it does not fit on this one
+          var group = nd === 4 && bl % inner === 0;
+          if (x > 8 && (x + (group ? inner * (bw + 10) : bw) > WRAP)) {
+            x = 8; y += bh + head + 4;
+          }
+          if (group) {
+            if (x > 8) x += 14;
+            svg("text", { x: x, y: y - 17, "class": "dim" }, g, dimLabel(0, outer[0]) + ":");
+          }
+          if (nd >= 3)
+            svg("text", { x: x, y: y - 3, "class": "dim" }, g, dimLabel(nd - 3, outer[nd - 3]));
+          for (var c = 0; c < per; c++) {
+            var at = bl * per + c, r = Math.floor(c / cols), q = c % cols;
+            var idx = outer.map(function (i, d) { return L[d][i]; });
+            if (nd >= 2) idx.push(L[nd - 2][r]);
+            idx.push(L[nd - 1][q]);
+            cell(g, x + q * CW, y + r * CH, st.cells[at],
+                 { "data-idx": idx.join(","), "data-slot": st.slots[at] },
+                 "[" + idx.join(", ") + "] holds input element " + st.cells[at] + " [" +
+                 unflat(st.cells[at], inShape).join(", ") + "], memory slot " + st.slots[at]);
+          }
+          svg("rect", { x: x, y: y, width: bw, height: bh, fill: "none", stroke: "#888" }, g);
+          x += bw + 10;
+          lineW = Math.max(lineW, x);
+        }
+        top = y + bh + 8;
+        // memory: the same cells in the order of their slots
+        var order = st.cells.map(function (src, i) { return i; })
+            .sort(function (a, b) { return st.slots[a] - st.slots[b]; });
+        var fresh = k && st.kind === "copy";
+        top += 14;
+        svg("text", { x: 8, y: top, fill: fresh ? "#b22" : "#333" }, g, "memory, buffer " +
+            st.buffer + (k ? (fresh ? ": a new buffer, the numbers written in the new order"
+                                    : ": the same buffer, not one number moved") : "") +
+            "; strides " + tuple(st.strides) + (st.offset ? ", offset " + st.offset : ""));
+        var mem = svg("g", { "class": "memory", "data-buffer": st.buffer }, g);
+        var perLine = Math.max(8, Math.floor((WRAP - 60) / CW)), mx = 60, my = top + 6;
+        order.forEach(function (i, m) {
+          if (m % perLine === 0) {
+            if (m) my += CH + 4;
+            mx = 60;
+            svg("text", { x: 54, y: my + CH - 5, "text-anchor": "end", fill: "#666" }, mem,
+                "slot " + st.slots[i]);
+          } else if (st.slots[i] !== st.slots[order[m - 1]] + 1) {
+            svg("text", { x: mx + 2, y: my + CH - 5, fill: "#666" }, mem, "…");
+            mx += 12;
+          }
+          cell(mem, mx, my, st.cells[i], { "class": "cell mem", "data-slot": st.slots[i] },
+               "memory slot " + st.slots[i] + " holds input element " + st.cells[i]);
+          mx += CW;
+          lineW = Math.max(lineW, mx);
+        });
+        top = my + CH + 10;
+        svg("rect", { "class": "frame", x: 0, y: y0, width: lineW + 8, height: top - y0,
+                      fill: "none", stroke: "#ddd" }, g);
+        width = Math.max(width, lineW + 10);
+        top += 6;
+      });
+      top += 10;
+    });
+    width = Math.max(width, 700);
+    nuSvg.setAttribute("width", width);
+    nuSvg.setAttribute("height", top);
+    nuSvg.setAttribute("viewBox", "0 0 " + width + " " + top);
+    bg.setAttribute("width", width);
+    bg.setAttribute("height", top);
+    NUM.forEach(function (sp, s) { stepShow(s); });
+  }
+  // block number bl of the dimensions before the last two (sizes n) as indices
+  function unflatBlock(bl, n) {
+    var idx = [];
+    for (var d = n.length - 1; d >= 0; d--) { idx.unshift(bl % n[d]); bl = Math.floor(bl / n[d]); }
+    return idx;
+  }
+
   function draw() {
     drawThumb();
     drawHeadView();
@@ -536,6 +787,7 @@
   }
   draw();
   drawDataflow();
+  drawNumbers();
   document.body.setAttribute("data-ready", "1");
 })();
 //<

@@ -224,14 +224,12 @@ void tensor_free(tensor *t)
     buffer_release(t->buffer);
     free(t);
 }
-//> 13
 
 void tensor_free_each(size_t n, tensor *const *list)
 {
     for (size_t i = 0; i < n; i++)
         tensor_free(list[i]);
 }
-//<
 
 //> handout
 int tensor_share_numbers(tensor *dst, tensor *src)

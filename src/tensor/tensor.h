@@ -64,12 +64,23 @@ typedef struct tensor {
 } tensor;
 
 /* Shape literals: tensor_alloc(SHAPE(1, 2, 16), &x) passes the count and
- * the sizes; reshape targets may hold one -1: tensor_reshape(x,
- * DIMS(1, 2, 8, -1), NULL, &y). */
+ * the sizes.  A reshape's target is DIMS or SIZES, and may hold one -1:
+ *   - DIMS(n, h, -1) passes the count, the sizes and their own text,
+ *     "n, h, -1", as labels: a variable named as the lesson names it
+ *     names its dimension in the trace (tensor_reshape says which);
+ *     tensor_reshape(x, DIMS(n, h, -1), &split);
+ *   - SIZES(8, 2, 2) passes the count and the sizes, and the call then
+ *     takes the names itself: tensor_reshape(x, SIZES(8, 2, 2),
+ *     "B*h, n, d_model/h", &y), or NULL to derive them from x's. */
 #define SHAPE(...) (sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t)), \
                    ((const size_t[]){__VA_ARGS__})
-#define DIMS(...) (sizeof((long[]){__VA_ARGS__}) / sizeof(long)), \
-                  ((const long[]){__VA_ARGS__})
+#define SIZES(...) (sizeof((long[]){__VA_ARGS__}) / sizeof(long)), \
+                   ((const long[]){__VA_ARGS__})
+#define DIMS(...) SIZES(__VA_ARGS__), TENSOR_LABELS #__VA_ARGS__
+/* The mark DIMS puts before its labels, telling them from names. */
+#define TENSOR_LABELS "\x1f"
+/* A permutation: tensor_permute(x, AXES(1, 0), &y). */
+#define AXES(...) SHAPE(__VA_ARGS__)
 
 /* Element access: *TENSOR_AT(x, 0, 1, 5) is x[0, 1, 5]. */
 #define TENSOR_AT(t, ...) \
@@ -110,7 +121,6 @@ int tensor_contiguous(const tensor *x, tensor **out);
  * borrowed header (t->borrowed) is refused: nothing is freed, and the
  * error names the tensor (mha_last_error). */
 void tensor_free(tensor *t);
-//> 13
 
 /* tensor_free on each of the n tensors of list (NULL ones are fine);
  * TENSORS_FREE(a, b, c) frees a function's tensors in one line. */
@@ -118,7 +128,6 @@ void tensor_free_each(size_t n, tensor *const *list);
 #define TENSORS_FREE(...)                                                     \
     tensor_free_each(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *),    \
                      (tensor *const[]){__VA_ARGS__})
-//<
 
 /* --- reading the layout --------------------------------------------- */
 
@@ -182,7 +191,11 @@ int tensor_set_names(tensor *t, const char *names);
 
 /* View or copy of x with the given shape (PyTorch's reshape).  At most one
  * entry may be -1: it is inferred from the others.  names (see
- * tensor_set_names) may be NULL to derive names from x's. */
+ * tensor_set_names) may be NULL to derive names from x's.  Labels (DIMS)
+ * name what x's names do not settle, when x has names: a dimension split
+ * off a named one takes its label (F split into DIMS(h, p) gives h and
+ * F/h), and the rest keep what x's names give; a label that is a number
+ * or has a parenthesis names nothing.  "B * h" is written "B*h". */
 int tensor_reshape(const tensor *x, size_t ndim, const long *shape,
                    const char *names, tensor **out);
 

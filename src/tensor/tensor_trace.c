@@ -166,16 +166,33 @@ void tensor_trace_step(trace_kind kind, const tensor *x, const tensor *y,
     va_end(ap);
 }
 
+/* A step made of steps: its record, then one level deeper. */
+static void open_step(const tensor *out, size_t n_inputs,
+                      const tensor_trace_in *inputs, const char *fmt,
+                      va_list ap)
+{
+    if (trace_on())
+        emit(TRACE_STEP, TRACE_LIST, out, n_inputs, inputs, fmt, ap);
+    trace_enter();
+}
+
 void tensor_trace_begin(const tensor *out, size_t n_inputs,
                         const tensor_trace_in *inputs, const char *fmt, ...)
 {
-    if (trace_on()) {
-        va_list ap;
-        va_start(ap, fmt);
-        emit(TRACE_STEP, TRACE_LIST, out, n_inputs, inputs, fmt, ap);
-        va_end(ap);
-    }
-    trace_enter();
+    va_list ap;
+    va_start(ap, fmt);
+    open_step(out, n_inputs, inputs, fmt, ap);
+    va_end(ap);
+}
+
+int tensor_trace_open(size_t n_inputs, const tensor_trace_in *inputs,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    open_step(NULL, n_inputs, inputs, fmt, ap);
+    va_end(ap);
+    return 1;
 }
 
 void tensor_trace_note(const char *fmt, ...)

@@ -48,7 +48,28 @@ typedef struct tensor_trace_in {
 #define TRACE_QKV(q, k, v) \
     TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v"))
 
+/* One line at the top of a step made of steps opens its record, and the
+ * function's return closes it (the compiler's cleanup attribute calls
+ * trace_end), so the records of the steps inside sit one level deeper:
+ *
+ *     SCOPE(x, "transpose_qkv(h=%zu)", h);
+ *     SCOPE_OF(TRACE_QKV(q, k, v), "attention()");
+ *
+ * x is the one input the record shows; SCOPE_OF takes TRACE_INPUTS. */
+#define SCOPE(x, ...) SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)), __VA_ARGS__)
+#define SCOPE_OF(...)                                                         \
+    __attribute__((cleanup(tensor_trace_close))) int trace_scope_ =          \
+        tensor_trace_open(__VA_ARGS__)
+
 #ifndef MHA_NO_TRACE
+/* What SCOPE calls: tensor_trace_begin, returning 1; and trace_end. */
+int tensor_trace_open(size_t n_inputs, const tensor_trace_in *inputs,
+                      const char *fmt, ...);
+static inline void tensor_trace_close(int *open)
+{
+    (void)open;
+    trace_end();
+}
 /* One step with any inputs: kind TRACE_VIEW, TRACE_COPY or TRACE_NEW; out
  * may be NULL.  fmt and what follows make the op text. */
 void tensor_trace_emit(trace_kind kind, trace_join join, const tensor *out,
@@ -84,6 +105,14 @@ static inline void tensor_trace_begin(const tensor *out, size_t n_inputs,
     (void)out, (void)n_inputs, (void)inputs, (void)fmt;
 }
 static inline void tensor_trace_note(const char *fmt, ...) { (void)fmt; }
+static inline int tensor_trace_open(size_t n_inputs,
+                                    const tensor_trace_in *inputs,
+                                    const char *fmt, ...)
+{
+    (void)n_inputs, (void)inputs, (void)fmt;
+    return 1;
+}
+static inline void tensor_trace_close(int *open) { (void)open; }
 #endif
 
 #endif

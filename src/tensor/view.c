@@ -146,11 +146,15 @@ static size_t ones_run(const tensor *t, size_t d, int step, size_t n)
  * their names; several dimensions merged into one are joined with '*'
  * ((B, h) -> B*h whatever B's value, so the names do not change when the
  * batch has one sample; an unnamed size 1 adds nothing); one dimension
- * named "a*b" split in two gives "a" and "b".  Any other group (a merge
+ * named "a*b" split in two gives "a" and "b", and one named F split in
+ * two, the first labelled a (DIMS) and the second not (a -1), gives "a"
+ * and "F/a"; a merge of
+ * "a" and "F/a" is F again.  Any other group (a merge
  * with an unnamed dimension, a split its name does not explain, several
  * into several, 1s in unequal runs) is left unnamed. */
 static void name_group(const tensor *x, size_t a, size_t b, const tensor *y,
-                       size_t c, size_t d, char out[][TENSOR_NAME_MAX])
+                       size_t c, size_t d, const char (*labels)[TENSOR_NAME_MAX],
+                       char out[][TENSOR_NAME_MAX])
 {
     size_t n = b - a < d - c ? b - a : d - c; // never the whole of a side
     size_t lead = ones_run(x, a, 1, n + 1);
@@ -183,7 +187,14 @@ static void name_group(const tensor *x, size_t a, size_t b, const tensor *y,
     }
     if (!joined[0] || strlen(joined) >= TENSOR_NAME_MAX)
         return;
-    if (c == d) { /* a merge: "B*h" */
+    char *star = strchr(joined, '*');
+    if (c == d) { /* a merge: "B*h"; "h*d_model/h" is "d_model" */
+        size_t la = star ? (size_t)(star - joined) : 0, lj = strlen(joined);
+        if (star && b == a + 1 && lj > 2 * la + 2 && joined[lj - la - 1] == '/' &&
+            !strncmp(joined, joined + lj - la, la)) {
+            joined[lj - la - 1] = '\0';
+            memmove(joined, star + 1, strlen(star + 1) + 1);
+        }
         strcpy(out[c], joined);
         return;
     }
@@ -192,6 +203,12 @@ static void name_group(const tensor *x, size_t a, size_t b, const tensor *y,
     size_t parts = 1; /* a split: "B*h" gives "B" and "h" */
     for (const char *p = joined; *p; p++)
         parts += *p == '*';
+    if (parts == 1 && d == c + 1 && labels && labels[c][0] && !labels[d][0] &&
+        strlen(joined) + strlen(labels[c]) + 2 <= TENSOR_NAME_MAX) {
+        strcpy(out[c], labels[c]); /* d_model as (h, p): "h", "d_model/h" */
+        strcat(strcat(strcpy(out[d], joined), "/"), labels[c]);
+        return;
+    }
     if (parts != d - c + 1)
         return;
     const char *p = joined;
@@ -216,6 +233,7 @@ static size_t next_wide(const tensor *t, size_t d)
  * size > 1 fall into groups of one product on both sides, in one way
  * only; the groups are named by name_group. */
 static void names_by_groups(const tensor *x, const tensor *y, int ones_after,
+                            const char (*labels)[TENSOR_NAME_MAX],
                             char out[][TENSOR_NAME_MAX])
 {
     memset(out, 0, TENSOR_MAX_DIMS * TENSOR_NAME_MAX);
@@ -241,7 +259,7 @@ static void names_by_groups(const tensor *x, const tensor *y, int ones_after,
     if (i < x->ndim || j < y->ndim)
         return;
     if (n == 0) { /* every size is 1: one group */
-        name_group(x, 0, x->ndim - 1, y, 0, y->ndim - 1, out);
+        name_group(x, 0, x->ndim - 1, y, 0, y->ndim - 1, labels, out);
         return;
     }
     for (size_t g = 0; g < n; g++) {
@@ -249,7 +267,44 @@ static void names_by_groups(const tensor *x, const tensor *y, int ones_after,
         size_t b = g + 1 == n ? x->ndim - 1 : ones_after ? xl[g] : xf[g + 1] - 1;
         size_t c = g == 0 ? 0 : ones_after ? yl[g - 1] + 1 : yf[g];
         size_t d = g + 1 == n ? y->ndim - 1 : ones_after ? yl[g] : yf[g + 1] - 1;
-        name_group(x, a, b, y, c, d, out);
+        name_group(x, a, b, y, c, d, labels, out);
+    }
+}
+
+/* A DIMS reshape that splits one dimension in two or merges two, the
+ * -1 marking which: (B, n, h, -1) splits n's neighbour, (-1, h, n, p)
+ * the first, (B*h stays) (-1, n, p) merges the first two, (B, n, -1) the
+ * last two.  Then the sizes of 1 are no riddle: every other dimension
+ * keeps x's name, and the pair is named as name_group names a group. */
+static void split_or_merge(const tensor *x, tensor *y,
+                           const char (*labels)[TENSOR_NAME_MAX], size_t rest)
+{
+    int split = y->ndim == x->ndim + 1;
+    if (!split && y->ndim + 1 != x->ndim)
+        return;
+    size_t first = split && rest > 0 ? rest - 1 : rest; // the pair's first, in y
+    for (size_t d = 0, e = 0; d < y->ndim; d++, e++) { // e: x's dimension
+        if (d == first) {
+            e += !split;
+            d += split;
+        } else if (x->shape[e] != y->shape[d]) {
+            return;
+        }
+    }
+    char out[TENSOR_MAX_DIMS][TENSOR_NAME_MAX] = {{0}};
+    name_group(x, first, first + !split, y, first, first + split, labels, out);
+    for (size_t d = 0, e = 0; d < y->ndim; d++, e++) {
+        if (d == first) {
+            strcpy(y->names[d], out[d]);
+            if (split) {
+                d++;
+                strcpy(y->names[d], out[d]);
+            } else {
+                e++;
+            }
+        } else {
+            strcpy(y->names[d], x->names[e]);
+        }
     }
 }
 
@@ -258,16 +313,49 @@ static void names_by_groups(const tensor *x, const tensor *y, int ones_after,
  * to either, and the sizes cannot say which: (B, G, Lk, p) with G = Lk =
  * 1 reshaped to (B*G, Lk, p) looks the same as to (B, G*Lk, p).  So the
  * names are worked out both ways, and a dimension is named only when the
- * two agree; a step that knows better passes its names. */
-static void derive_names(const tensor *x, tensor *y)
+ * two agree; a step that knows better passes its names.  labels (NULL:
+ * none) are DIMS's: they name the dimensions split off a named one, and,
+ * when x has names, any dimension x's names leave unnamed; rest is the
+ * dimension DIMS gave as -1 (-1: none). */
+static void derive_names(const tensor *x, tensor *y,
+                         const char (*labels)[TENSOR_NAME_MAX], long rest)
 {
     char before[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
     char after[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
-    names_by_groups(x, y, 0, before);
-    names_by_groups(x, y, 1, after);
+    names_by_groups(x, y, 0, labels, before);
+    names_by_groups(x, y, 1, labels, after);
+    int named = 0;
+    for (size_t d = 0; d < x->ndim; d++)
+        named |= x->names[d][0] != '\0';
     for (size_t d = 0; d < y->ndim; d++)
         if (!strcmp(before[d], after[d]))
             strcpy(y->names[d], before[d]);
+    if (labels && rest >= 0)
+        split_or_merge(x, y, labels, (size_t)rest);
+    for (size_t d = 0; d < y->ndim && labels && named; d++)
+        if (!y->names[d][0])
+            strcpy(y->names[d], labels[d]);
+}
+
+/* DIMS's text "B, n, h * p" as one label per dimension, spaces taken
+ * out ("h*p"); a number, a -1 or any other expression than names, '*'
+ * and '/' ("(long)n", "y->shape[0]") labels nothing. */
+#define LABEL_CHARS                                                           \
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_*/ "
+static void read_labels(const char *text, char labels[][TENSOR_NAME_MAX])
+{
+    memset(labels, 0, TENSOR_MAX_DIMS * TENSOR_NAME_MAX);
+    for (size_t d = 0; d < TENSOR_MAX_DIMS && *text; d++) {
+        size_t len = strcspn(text, ","), k = 0;
+        int ok = len > 0 && !strchr("0123456789-", text[strspn(text, " ")]);
+        for (size_t i = 0; i < len && ok; i++) {
+            ok = strchr(LABEL_CHARS, text[i]) && k + 1 < TENSOR_NAME_MAX;
+            if (ok && text[i] != ' ')
+                labels[d][k++] = text[i];
+        }
+        labels[d][ok ? k : 0] = '\0';
+        text += len + (text[len] == ',');
+    }
 }
 
 /* tensor_reshape and tensor_view: work out the -1, then ask view_strides
@@ -313,14 +401,21 @@ static int reshape_impl(const char *who, const tensor *x, size_t ndim,
     for (size_t d = ndim; d < TENSOR_MAX_DIMS; d++)
         y->strides[d] = 0;
     memset(y->names, 0, sizeof y->names);
-    if (names) {
+    char labels[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+    if (names && names[0] == TENSOR_LABELS[0]) {
+        read_labels(names + 1, labels);
+        long rest = -1;
+        for (size_t d = 0; d < ndim; d++)
+            rest = req[d] == -1 ? (long)d : rest;
+        derive_names(x, y, (const char (*)[TENSOR_NAME_MAX])labels, rest);
+    } else if (names) {
         status = tensor_set_names(y, names);
         if (status) {
             tensor_free(y);
             return mha_fail_in(status, "%s", who);
         }
     } else {
-        derive_names(x, y);
+        derive_names(x, y, NULL, -1);
     }
     tensor_trace_step(copied ? TRACE_COPY : TRACE_VIEW, x, y, "%s%D",
                allow_copy ? "reshape" : "view", ndim, req);
@@ -455,7 +550,7 @@ int tensor_expand(const tensor *x, size_t ndim, const long *shape,
     memcpy(y->strides, new_strides, sizeof new_strides);
     for (size_t d = lead; d < ndim; d++)
         memcpy(y->names[d], x->names[d - lead], TENSOR_NAME_MAX);
-    if (names) {
+    if (names && names[0] != TENSOR_LABELS[0]) { /* labels: x's names */
         int status = tensor_set_names(y, names);
         if (status) {
             tensor_free(y);
