@@ -172,8 +172,9 @@ static void whole_trace(lesson *l)
      *    buffer read with other strides), `copy` (moved into a new
      *    buffer) or `new` (computed); a group's line leaves it blank;
      * 3. **the shapes**, input `->` output, as Python tuples; a group's
-     *    line gives its inputs only, and a product joins its two inputs
-     *    with `@`;
+     *    line gives its inputs, and its output too when that is known
+     *    before its steps run (`dot_attention`'s), and a product joins
+     *    its two inputs with `@`;
      * 4. **the same output shape in the lesson's names**, `(B*h, Lq,
      *    d_model/h)`, so that `(10, 4, 20)` reads as ten (example, head)
      *    pairs of 4 queries of 20 features.

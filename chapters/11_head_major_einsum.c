@@ -178,8 +178,10 @@ static void heads_first(const lesson *l)
      * table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).  The
      * arithmetic is the same; the head-major layout just never asks for
      * a flat batch axis.  (Chapter 06's trace names the head size
-     * `d_model/h`; here $d_{model} = h\,d_k$, so that is $d_k$, the
-     * name the trace above prints.)
+     * `d_model/h`, since there the heads cut d_model; here the
+     * projections make $h\,d_k$ features of their own, 6 against a
+     * d_model of 8, so the head size is $d_k$, the name the trace above
+     * prints.)
      */
     printf("w_qs(q) split into heads:\n\n");
     tensor *qp, *qh;

@@ -189,8 +189,10 @@ static void absorbed_path(mla *m, const tensor *x)
      *   its `(5, 6)` values ($W_{UV,j}$ read transposed), side by side in
      *   `(2, 5, 24)`.
      *
-     * No tensor of size $B \cdot h \cdot t$ is made: with DeepSeek-V2's 128
-     * heads, that is what saves the memory and the reading.
+     * No head's own keys or values, `(B, h, t, d)`, are made: every
+     * head reads the one latent of each position (the scores still hold
+     * a row for each head and query). With DeepSeek-V2's 128 heads, that
+     * is what saves the memory and the reading.
      *
      * @show src/nn/mla.c absorb_query
      *
