@@ -58,7 +58,7 @@ typedef struct tensor_trace_in {
  * x is the one input the record shows; SCOPE_OF takes TRACE_INPUTS. */
 #define SCOPE(x, ...) SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)), __VA_ARGS__)
 #define SCOPE_OF(...)                                                         \
-    __attribute__((cleanup(tensor_trace_close))) int trace_scope_ =          \
+    __attribute__((cleanup(tensor_trace_close), unused)) int trace_scope_ = \
         tensor_trace_open(__VA_ARGS__)
 
 #ifndef MHA_NO_TRACE
