@@ -228,6 +228,7 @@ typedef struct {
     char number[8];  /* "06" */
     char title[160]; /* "splitting heads, transpose_qkv and ..." */
     buf intro, exercises;
+    buf shows;       /* its "@show FILE NAME" lines, "FILE NAME\n" each */
     section sections[MAX_SECTIONS];
     int nsections;
 } chapter;
@@ -247,6 +248,7 @@ static const char *prose_text(const char *line)
 
 static void show_code(buf *out, const char *directive, const char *where,
                       int chapter, const char *page_src);
+static void rest_of_code(buf *out, const chapter *c);
 
 static void parse_chapter(chapter *c, const char *src)
 {
@@ -303,6 +305,8 @@ static void parse_chapter(chapter *c, const char *src)
                     char where[256];
                     snprintf(where, sizeof where, "%s/%.127s.c", c->src, c->name);
                     show_code(&block, text + 6, where, atoi(c->number), src);
+                    puts_(&c->shows, text + 6);
+                    puts_(&c->shows, "\n");
                 } else {
                     puts_(&block, text);
                     puts_(&block, "\n");
@@ -564,6 +568,238 @@ static void show_code(buf *out, const char *directive, const char *where,
     free(text);
 }
 
+/* --- the rest of a chapter's code ----------------------------------- */
+
+/* The lines of ROOT/FILE as of chapter ch, in *n (none when ch is 0 or
+ * the file is not there yet). */
+static char **code_as_of(const char *file, int ch, size_t *n)
+{
+    *n = 0;
+    if (ch < 1)
+        return NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, file);
+    char *text = read_file(path);
+    const char *p = text;
+    char **all = NULL, *l;
+    size_t n_all = 0, cap = 0;
+    while ((l = next_line(&p))) {
+        if (n_all == cap) {
+            cap = cap ? cap * 2 : 256;
+            all = realloc(all, cap * sizeof *all);
+            if (!all)
+                die("out of memory");
+        }
+        all[n_all++] = l;
+    }
+    free(text);
+    marks_line *cls = calloc(n_all ? n_all : 1, sizeof *cls);
+    char err[256];
+    if (!cls)
+        die("out of memory");
+    if (marks_classify(all, n_all, ch, cls, err, sizeof err) != 0)
+        die("%s: %s", file, err);
+    size_t k = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        if (cls[i].keep)
+            all[k++] = all[i];
+        else
+            free(all[i]);
+    }
+    free(cls);
+    *n = k;
+    return all;
+}
+
+static void free_lines(char **lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+/* If lines[i] opens a function's definition (at column 0, not a
+ * prototype), its name into name (size 128), and 1. */
+static int defines(char **lines, size_t n, size_t i, char *name)
+{
+    const char *l = lines[i], *paren = strchr(l, '(');
+    if (!paren || !((l[0] >= 'a' && l[0] <= 'z') || l[0] == '_') ||
+        strncmp(l, "typedef", 7) == 0)
+        return 0;
+    const char *end = paren;
+    while (end > l && (end[-1] == '_' || (end[-1] >= 'a' && end[-1] <= 'z') ||
+                       (end[-1] >= 'A' && end[-1] <= 'Z') ||
+                       (end[-1] >= '0' && end[-1] <= '9')))
+        end--;
+    size_t len = (size_t)(paren - end);
+    if (len == 0 || len >= 128 || (strchr(l, '=') && strchr(l, '=') < paren))
+        return 0;
+    memcpy(name, end, len);
+    name[len] = '\0';
+    if (!starts_definition(l, name))
+        return 0;
+    /* the line where the parameter list closes */
+    int depth = 0;
+    size_t j = i;
+    for (const char *t = paren; j < n; t = lines[++j]) {
+        for (; *t && !(depth == 1 && *t == ')'); t++)
+            depth += (*t == '(') - (*t == ')');
+        if (*t)
+            return strchr(t, ';') == NULL &&
+                   (strchr(t, '{') || (j + 1 < n && lines[j + 1][0] == '{'));
+        if (j + 1 == n)
+            break;
+    }
+    return 0;
+}
+
+/* NAME's definition in lines, from the comment right above it to its
+ * closing brace, as one text (NULL: none); *forwards says whether its
+ * body only forwards to another function. */
+static char *definition_text(char **lines, size_t n, const char *name,
+                             int *forwards)
+{
+    char found[128];
+    for (size_t i = 0; i < n; i++) {
+        if (!defines(lines, n, i, found) || strcmp(found, name) != 0)
+            continue;
+        size_t first = i, last = i;
+        if (first > 0 && strstr(lines[first - 1], "*/")) {
+            while (first > 0 && !strstr(lines[first - 1], "/*"))
+                first--;
+            if (first > 0)
+                first--;
+        }
+        while (last < n && lines[last][0] != '}')
+            last++;
+        if (last == n)
+            return NULL;
+        if (forwards)
+            *forwards = only_forwards(lines, i, last);
+        buf t = {0};
+        for (size_t k = first; k <= last; k++) {
+            puts_(&t, lines[k]);
+            puts_(&t, "\n");
+        }
+        return t.s;
+    }
+    return NULL;
+}
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every function the chapter adds to src/tensor and src/nn, or changes,
+ * is on its page: the sections show the lesson's (their "@show" lines),
+ * and this part the others, each whole and folded, or, when its body
+ * only forwards to another function, named in one line. */
+static void rest_of_code(buf *out, const chapter *c)
+{
+    if (strcmp(c->src, "chapters") != 0)
+        return;
+    int ch = atoi(c->number), shown = 0;
+    buf named = {0};
+    static const char *const dirs[] = {"src/tensor", "src/nn"};
+    for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", root, dirs[k]);
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        char *files[256];
+        size_t nfiles = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (len > 2 && strcmp(e->d_name + len - 2, ".c") == 0 && nfiles < 256)
+                files[nfiles++] = strdup(e->d_name);
+        }
+        closedir(d);
+        qsort(files, nfiles, sizeof files[0], by_string);
+        for (size_t f = 0; f < nfiles; f++) {
+            char file[300];
+            snprintf(file, sizeof file, "%s/%s", dirs[k], files[f]);
+            size_t n_now, n_before;
+            char **now = code_as_of(file, ch, &n_now);
+            char **before = code_as_of(file, ch - 1, &n_before);
+            char seen[64][128];
+            size_t nseen = 0;
+            for (size_t i = 0; i < n_now; i++) {
+                char name[128];
+                if (!defines(now, n_now, i, name))
+                    continue;
+                int again = 0;
+                for (size_t s = 0; s < nseen && !again; s++)
+                    again = strcmp(seen[s], name) == 0;
+                if (again)
+                    continue;
+                if (nseen < 64)
+                    strcpy(seen[nseen++], name);
+                int forwards = 0;
+                char *text_now = definition_text(now, n_now, name, &forwards);
+                char *text_before = definition_text(before, n_before, name, NULL);
+                char directive[440];
+                snprintf(directive, sizeof directive, "%s %s\n", file, name);
+                char line_of[444];
+                snprintf(line_of, sizeof line_of, "\n%s", directive);
+                int on_page = c->shows.s &&
+                              (strncmp(c->shows.s, directive, strlen(directive)) == 0 ||
+                               strstr(c->shows.s, line_of) != NULL);
+                int same = text_now && text_before && strcmp(text_now, text_before) == 0;
+                if (text_now && !same && !on_page) {
+                    if (forwards) {
+                        /* its one statement, on one line */
+                        const char *r = strstr(text_now, "\n{");
+                        r = r ? strstr(r, "return ") : NULL;
+                        printf_(&named, "- `%s` (%s): `", name, file);
+                        for (int space = 0; r && *r && *r != ';'; r++) {
+                            int blank = *r == ' ' || *r == '\n';
+                            if (!blank || !space)
+                                put(&named, blank ? " " : r, 1);
+                            space = blank;
+                        }
+                        puts_(&named, ";`\n");
+                    } else {
+                        if (!shown++)
+                            printf_(out, "\n## The rest of this chapter's code\n\n"
+                                         "Every function this chapter adds to "
+                                         "`src/tensor` and `src/nn`, or changes, "
+                                         "is on this page: the sections above "
+                                         "show the lesson's, and here are the "
+                                         "others, each whole as the library has "
+                                         "it as of this chapter (a change to an "
+                                         "earlier chapter's function marked as a "
+                                         "diff). Open one to read it.\n");
+                        printf_(out, "\n<details><summary><code>%s</code> "
+                                     "(%s)%s</summary>\n\n",
+                                name, file, text_before ? ", changed" : "");
+                        char where[200];
+                        snprintf(where, sizeof where, "the rest of chapter %s's code",
+                                 c->number);
+                        directive[strlen(directive) - 1] = '\0';
+                        show_code(out, directive, where, ch, "");
+                        puts_(out, "\n</details>\n");
+                    }
+                }
+                free(text_now);
+                free(text_before);
+            }
+            free_lines(now, n_now);
+            free_lines(before, n_before);
+            free(files[f]);
+        }
+    }
+    if (named.len) {
+        if (!shown)
+            printf_(out, "\n## The rest of this chapter's code\n");
+        printf_(out, "\nThese are one statement each, shown here on one line:\n\n%s",
+                named.s);
+    }
+    free(named.s);
+}
+
 /* --- the transcript ------------------------------------------------- */
 
 /* Split the output into its "## Title" sections, matched to c's. */
@@ -757,6 +993,7 @@ static void write_chapter(const chapter *all, int i, int n)
     }
     if (c->exercises.len)
         printf_(&b, "\n%s\n", c->exercises.s);
+    rest_of_code(&b, c);
     puts_(&b, "\n---\n\n");
     nav(&b, all, i, n);
     char file[160];
@@ -1224,6 +1461,7 @@ int main(int argc, char **argv)
         for (chapter *c = &all[i]; c; c = c == &all[i] ? &keys[i] : NULL) {
             free(c->intro.s);
             free(c->exercises.s);
+            free(c->shows.s);
             for (int s = 0; s < c->nsections; s++)
                 free(c->sections[s].prose.s);
         }
