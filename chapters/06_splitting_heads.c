@@ -32,7 +32,8 @@
  * $$(B, n, d_{model}) \xrightarrow{\text{reshape}} (B, n, h, p) \xrightarrow{\text{permute}(0,2,1,3)} (B, h, n, p) \xrightarrow{\text{reshape}} (B h, n, p)$$
  *
  * Feature $j$ of position $i$ of example $b$ ends up in batch row
- * $b h + \lfloor j/p \rfloor$, at position $i$, slot $j \bmod p$.
+ * $b h + \lfloor j/p \rfloor$, at position $i$, as that head's feature
+ * $j \bmod p$.
  * `transpose_output` runs the steps backwards after attention. Chapter 07 fixes
  * the one thing that the reshuffle breaks, the per-example `valid_lens`, and
  * chapter 08 assembles the module.
@@ -71,8 +72,8 @@ static void small_example(void)
      *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)).
      *
      * The picture draws the result as 8 panels, one per head: each panel is
-     * that head's `(n, p)` block, rows the 2 positions, columns the 2 slots,
-     * coloured by the number that landed there (white is 0, darkest 31).
+     * that head's `(n, p)` block, rows the 2 positions, columns the head's
+     * 2 features, coloured by the number that landed there (white is 0, darkest 31).
      * Head $i$ holds features $2i$ and $2i+1$ of both positions: the colour
      * steps by 2 from panel to panel and by 16 from the top row to the
      * bottom one.
@@ -104,7 +105,8 @@ static void small_example(void)
     printf("\n");
     const char *titles[] = {"head 0", "head 1", "head 2", "head 3",
                             "head 4", "head 5", "head 6", "head 7"};
-    heatmap_options opt = {.titles = titles, .ntitles = 8, .xlabel = "slot",
+    heatmap_options opt = {.titles = titles, .ntitles = 8,
+                           .xlabel = "feature",
                            .ylabel = "position", .palette = HEATMAP_BLUES,
                            .title = "(8, 2, 2): where the numbers 0 to 31 land"};
     draw_heatmap(heads, &opt, "06_heads");
@@ -124,7 +126,7 @@ static void where_each_number_goes(void)
      *
      * In general `x[b, i, j]` lands at `[b*h + j/p, i, j % p]`, the rule the
      * tests check over a table of shapes. With `x[0, 1, 5] = 21`: feature 5
-     * belongs to head $\lfloor 5/2 \rfloor = 2$, slot $5 \bmod 2 = 1$, so it
+     * belongs to head $\lfloor 5/2 \rfloor = 2$, as its feature $5 \bmod 2 = 1$, so it
      * lands at `heads[2, 1, 1]`, and the output reads 21 there.
      *
      * The picture follows all 32 numbers through the three steps, as the

@@ -351,6 +351,14 @@ static void growing(lesson *l)
      * one head the mean of one head is that head, so the numbers printed
      * are its weights; with $h$ heads each entry would be the mean of $h$
      * of them (`mha forward --average-attn-weights`).
+     *
+     * The padding is section 1's: `valid_lens` [3, 2] as a key padding
+     * mask over the 4 keys, so example 0 ignores key 3 and example 1
+     * keys 2 and 3. Each option adds a column to it, as PyTorch pads its
+     * mask with False: the bias key (column 4) and the zero key (column
+     * 5) are seen by every query of both examples. In the weights below,
+     * columns 3 (both examples) and 2 (example 1) are 0, and columns 4
+     * and 5 are not.
      */
     tensor *kpm, *additive, *bk, *bv, *out, *w;
     CHECK(mask_key_padding_from_lens(l->lens, LK, &kpm));

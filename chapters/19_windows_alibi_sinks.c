@@ -103,10 +103,10 @@ static void alibi(void)
 {
     section("2. ALiBi: a penalty by distance, one slope per head");
     /*md
-     * ALiBi adds $-m_h (i' - j)$ to the scaled score of key $j$ in head
-     * $h$: nothing for the query's own position, more for each step back.
-     * The slopes form a geometric sequence, $m_k = 2^{-8(k+1)/n}$ for $n$
-     * heads; for $n$ not a power of two, BLOOM takes the slopes of the
+     * ALiBi adds $-m_k (i' - j)$ to the scaled score of key $j$ in head
+     * $k$ of $n$: nothing for the query's own position, more for each
+     * step back. The slopes form a geometric sequence, $m_k =
+     * 2^{-8(k+1)/n}$; for $n$ not a power of two, BLOOM takes the slopes of the
      * largest power of two below $n$ and adds every other slope of twice
      * that many heads, which fall between them. Writing it is this
      * chapter's coding exercise:
@@ -163,12 +163,14 @@ static void sinks(void)
      * somewhere; trained models learn to put it on the first token, whose
      * value they keep small, and a windowed cache that drops that token
      * changes every later output. gpt-oss makes the place explicit: each
-     * head has a logit $s_h$ that joins every row's softmax as one more
-     * score and is dropped after it. With $M$ the row's largest score,
-     * the sink's included, and $Z = e^{s_h - M} + \sum_j e^{a_j - M}$
-     * the softmax's sum over the sink and the scores $a_j$ of the keys
-     * the row sees (the code's names), the sink takes $e^{s_h - M}/Z$ and the keys share
-     * $1 - e^{s_h - M}/Z$, less than 1: a row can attend to "nothing":
+     * head $k$ has a logit $s_k$ (`r->sinks[head]` in the code) that
+     * joins every row's softmax as one more score and is dropped after
+     * it. With $M$ the row's largest score, the sink's included (`M`),
+     * the scores $a_j$ of the keys the row sees (`out[j]` after pass 1),
+     * and $Z = e^{s_k - M} + \sum_j e^{a_j - M}$ the softmax's sum over
+     * the sink and those keys (the `sum` it returns), the sink takes
+     * $e^{s_k - M}/Z$ and the keys share $1 - e^{s_k - M}/Z$, less than
+     * 1: a row can attend to "nothing":
      *
      * @show src/nn/window.c window_softmax_row
      *

@@ -120,7 +120,8 @@ static void naive_path(mla *m, const tensor *x)
      * - The queries: `wq_a` to 16 features, `rms_norm`, `wq_b` to 48,
      *   viewed as `(2, 5, 4, 12)`, 12 = $d_{nope} + d_r$ per head. The
      *   last 4 of each head are cut out (`narrow`, a view), turned by
-     *   `rope_apply` as `(2, 5, 16)` (4 heads of 4), and written back.
+     *   `rope_apply` as `(2, 5, 16)` (4 heads of 4), and written back
+     *   into the queries' own buffer (`into q[..., 8:]`, a copy).
      * - The latent: `wkv_a` to `(2, 5, 14)`, split into $c_{kv}$
      *   `(2, 5, 10)`, normalised, and $k_{pe}$ `(2, 5, 4)`, turned. Had
      *   we a cache, these are the two tensors it would keep.

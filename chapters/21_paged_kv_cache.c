@@ -118,7 +118,11 @@ static void blocks_and_tables(lesson *l)
      * block_size + t % block_size`: slots number the pool's positions
      * block after block, so slot $s$ is row `s % block_size` of block
      * `s / block_size`. That is the *slot mapping*, the whole trick, and
-     * this chapter's exercise. A slot is a position, not a row of memory:
+     * this chapter's exercise. (Chapter 19's rolling cache also had
+     * slots, its own $W$ rows, reused as the window moves; vLLM's slots
+     * here are never reused while a sequence lives, and there is one
+     * numbering for the whole pool.) A slot is a position, not a row of
+     * memory:
      * the pool keeps the key-value-head axis between block and row, so
      * head $g$'s key at slot $s$ starts at element
      * `((s / block_size * G + g) * block_size + s % block_size) * p`, and
@@ -168,7 +172,9 @@ static void ragged_batch(lesson *l)
      *   `(3,)`: sequence 0 writes row 2 of its second block, sequence 1
      *   row 3 of its first, and sequence 2 row 1 of its third;
      * - `write K, V at the slots` copies the new keys and values into the
-     *   pool;
+     *   pool, which the cache holds already: its `copy` means numbers
+     *   moved, with no arithmetic, and its output is the pool itself,
+     *   written in place, not a new buffer;
      * - `paged attention` runs each query head against its own sequence's
      *   7, 4 and 10 positions, reading every key and value at its slot
      *   through the block table, and gives `(3, 1, 16)`; then W_o.

@@ -82,10 +82,10 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
     if (!status)
         status = tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)dr),
                              "B, n, h, d_r", &back);
-    trace_quiet_begin();
     if (!status)
         status = tensor_copy_into(pe, back); // q_pe back into q, turned
-    trace_quiet_end();
+    if (!status)
+        tensor_trace_step(TRACE_COPY, back, pe, "into q[..., %zu:]", dn);
     TENSORS_FREE(flat, low, normed, pe, pe_flat, turned, back);
     if (status) {
         tensor_free(*q);
