@@ -41,50 +41,50 @@ set multiplot layout 1,8 title '(8, 2, 2): where the numbers 0 to 31 land' font 
 
 # panel (0, 0)
 set title 'head 0'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y '%g'; set ylabel 'position'
 unset colorbox
 plot data index 0 matrix with @cells
 
 # panel (0, 1)
 set title 'head 1'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 1 matrix with @cells
 
 # panel (0, 2)
 set title 'head 2'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 2 matrix with @cells
 
 # panel (0, 3)
 set title 'head 3'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 3 matrix with @cells
 
 # panel (0, 4)
 set title 'head 4'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 4 matrix with @cells
 
 # panel (0, 5)
 set title 'head 5'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 5 matrix with @cells
 
 # panel (0, 6)
 set title 'head 6'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 plot data index 6 matrix with @cells
 
 # panel (0, 7)
 set title 'head 7'
-set format x '%g'; set xlabel 'slot'
+set format x '%g'; set xlabel 'feature'
 set format y ''; unset ylabel
 # the last panel draws the one colour box, right of the grid
 set colorbox user origin screen 0.934505, 0.213793 size screen 0.014377, 0.551724
