@@ -141,6 +141,14 @@ static void d2l_toy(gsl_rng *rng)
      *
      * @show src/nn/attention.c dot_attention_forward
      *
+     * Both products are one operation of the tensor layer, a batched
+     * matrix product (PyTorch's `torch.bmm`): one BLAS `dgemm` per
+     * example, with `K` read transposed in place; it names its result
+     * after its operands, `(B, Lq)` from the queries and `Lk` from the
+     * keys, and prints its own trace line:
+     *
+     * @show src/tensor/matrices.c tensor_bmm
+     *
      * The last two steps, from scores to output, are the same for every way
      * of scoring (chapter 05 reuses them):
      *

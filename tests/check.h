@@ -48,6 +48,18 @@ static inline tensor *arange(size_t ndim, const size_t *shape)
     return t;
 }
 
+/* A new tensor of standard normal numbers drawn with seed. */
+static inline tensor *random_tensor(size_t ndim, const size_t *shape,
+                                    unsigned long seed)
+{
+    tensor *t;
+    OK(tensor_alloc(ndim, shape, &t));
+    gsl_rng *r = mha_rng_new(seed);
+    tensor_fill_normal(t, r, 0, 1);
+    gsl_rng_free(r);
+    return t;
+}
+
 /* A new tensor of zeros: zeros(SHAPE(2, 3, 4)); ndim 0 gives NULL (a
  * case table's missing input). */
 static inline tensor *zeros(size_t ndim, const size_t *shape)

@@ -17,17 +17,6 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static tensor *random_tensor(size_t ndim, const size_t *shape,
-                             unsigned long seed)
-{
-    tensor *t;
-    OK(tensor_alloc(ndim, shape, &t));
-    gsl_rng *r = mha_rng_new(seed);
-    tensor_fill_normal(t, r, 0, 1);
-    gsl_rng_free(r);
-    return t;
-}
-
 /* valid_lens for (B, Lq) rows: kind 0 none, 1 (B,), 2 (B, Lq), with
  * lengths drawn from 0 .. Lk. */
 static tensor *random_valid_lens(int kind, size_t B, size_t Lq, size_t Lk,
@@ -307,9 +296,9 @@ Test(dot_attention, strided_inputs)
     OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
     trace_to(NULL);
     const char *text = capture_end(&c);
-    cr_assert(strstr(text, "  # keys (3, 5, 6) have strides (30, 1, 5), not "
-                           "row-major per example: one contiguous copy for "
-                           "dgemm\n"
+    cr_assert(strstr(text, "  # Q K^T reads (3, 5, 6) with strides (30, 1, "
+                           "5), not row-major per example: one contiguous "
+                           "copy for dgemm\n"
                            "  contiguous()           copy  (3, 5, 6) -> "
                            "(3, 5, 6)\n"),
               "%s", text);
@@ -819,10 +808,20 @@ Test(attention_memory, every_allocation_may_fail)
 
 /* --- trace ---------------------------------------------------------- */
 
+/* The names a trace gives are the caller's: the inputs' own, carried
+ * through each step (the lesson's names, as a chapter names its inputs). */
+static void name_toy(tensor *q, tensor *k, tensor *v)
+{
+    OK(tensor_set_names(q, "B, Lq, d"));
+    OK(tensor_set_names(k, "B, Lk, d"));
+    OK(tensor_set_names(v, "B, Lk, dv"));
+}
+
 Test(attention_trace, one_small_dot_product_attention)
 {
     tensor *q, *k, *v, *vl, *out;
     d2l_toy(&q, &k, &v, &vl);
+    name_toy(q, k, v);
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
     capture c;
@@ -845,10 +844,39 @@ Test(attention_trace, one_small_dot_product_attention)
     FREE_ALL(q, k, v, vl, out);
 }
 
+/* Inputs without names: the trace gives sizes only, where a name would
+ * be, and guesses none. */
+Test(attention_trace, unnamed_inputs_give_sizes)
+{
+    tensor *q, *k, *v, *vl, *out;
+    d2l_toy(&q, &k, &v, &vl);
+    dot_attention a;
+    OK(dot_attention_init(&a, 0.0));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
+    trace_to(NULL);
+    cr_assert_str_eq(
+        capture_end(&c),
+        "dot_attention(scale 1/sqrt(2))       (2, 1, 2), (2, 10, 2), "
+        "(2, 10, 4) -> (2, 1, 4)\n"
+        "  Q K^T                  new   (2, 1, 2) @ (2, 10, 2)^T -> "
+        "(2, 1, 10)\n"
+        "  masked_softmax(scale 0.707107, valid_lens (2,)) new   (2, 1, 10) "
+        "-> (2, 1, 10)\n"
+        "  weights V              new   (2, 1, 10) @ (2, 10, 4) -> (2, 1, 4)"
+        "\n");
+    capture_free(&c);
+    dot_attention_free(&a);
+    FREE_ALL(q, k, v, vl, out);
+}
+
 Test(attention_trace, additive_attention_with_dropout)
 {
     tensor *q, *k, *v, *vl, *out;
     d2l_toy(&q, &k, &v, &vl);
+    name_toy(q, k, v);
     additive_attention a;
     additive_with_weights(&a, 2, 2, 8, 0.25, 84);
     a.training = 1;
@@ -863,9 +891,9 @@ Test(attention_trace, additive_attention_with_dropout)
         "additive_attention(num_hiddens 8)       (2, 1, 2), (2, 10, 2), "
         "(2, 10, 4) -> (2, 1, 4)  (B, Lq, dv)\n"
         "  W_q: x W^T             new   (2, 1, 2) -> (2, 1, 8)"
-        "              (2, 1, num_hiddens)\n"
+        "              (B, Lq, num_hiddens)\n"
         "  W_k: x W^T             new   (2, 10, 2) -> (2, 10, 8)"
-        "            (2, 10, num_hiddens)\n"
+        "            (B, Lk, num_hiddens)\n"
         "  tanh(q[:, :, None] + k[:, None]) new   (2, 1, 8) + (2, 10, 8) -> "
         "(2, 1, 10, 8)  (B, Lq, Lk, num_hiddens)\n"
         "  w_v: x W^T             new   (2, 1, 10, 8) -> (2, 1, 10, 1)"

@@ -148,3 +148,115 @@ Test(matrices, rows_in_place_when_evenly_spaced)
     tensor_matrices_free(&m);
     FREE_ALL(t, n, x);
 }
+
+/* --- tensor_bmm ----------------------------------------------------- */
+
+/* c[b, i, j] = sum_t a[b, i, t] * b[b, t, j] (or b[b, j, t]), by loops. */
+static double naive_bmm(const tensor *a, const tensor *b, int transpose_b,
+                        size_t e, size_t i, size_t j)
+{
+    double s = 0.0;
+    for (size_t t = 0; t < a->shape[2]; t++)
+        s += *TENSOR_AT(a, e, i, t) *
+             (transpose_b ? *TENSOR_AT(b, e, j, t) : *TENSOR_AT(b, e, t, j));
+    return s;
+}
+
+static void assert_bmm(const tensor *a, const tensor *b, int transpose_b,
+                       const tensor *c, double tol)
+{
+    size_t n = b->shape[transpose_b ? 1 : 2];
+    cr_assert_eq(c->ndim, 3);
+    cr_assert_eq(c->shape[0], a->shape[0]);
+    cr_assert_eq(c->shape[1], a->shape[1]);
+    cr_assert_eq(c->shape[2], n);
+    cr_assert(tensor_is_contiguous(c));
+    for (size_t e = 0; e < a->shape[0]; e++)
+        for (size_t i = 0; i < a->shape[1]; i++)
+            for (size_t j = 0; j < n; j++)
+                cr_assert_float_eq(*TENSOR_AT(c, e, i, j),
+                                   naive_bmm(a, b, transpose_b, e, i, j), tol,
+                                   "c[%zu, %zu, %zu]", e, i, j);
+}
+
+/* Q K^T and weights V by hand on small integers: exact; the result named
+ * after its operands, and the trace line the step's own. */
+Test(bmm, products_names_and_trace)
+{
+    tensor *q = arange(SHAPE(2, 3, 4)), *k = arange(SHAPE(2, 5, 4));
+    tensor *v = arange(SHAPE(2, 5, 2)), *s = NULL, *o = NULL;
+    OK(tensor_set_names(q, "B, Lq, d"));
+    OK(tensor_set_names(k, "B, Lk, d"));
+    OK(tensor_set_names(v, "B, Lk, dv"));
+    capture c;
+    capture_start(&c);
+    trace_to(c.f);
+    OK(tensor_bmm(q, k, 1, "Q K^T", &s));
+    OK(tensor_bmm(s, v, 0, "weights V", &o));
+    trace_to(NULL);
+    cr_assert_str_eq(capture_end(&c),
+                     "Q K^T                    new   (2, 3, 4) @ (2, 5, 4)^T -> "
+                     "(2, 3, 5)  (B, Lq, Lk)\n"
+                     "weights V                new   (2, 3, 5) @ (2, 5, 2) -> "
+                     "(2, 3, 2)  (B, Lq, dv)\n");
+    assert_bmm(q, k, 1, s, 0.0);
+    assert_bmm(s, v, 0, o, 0.0);
+    // by hand: q[1, 2] = 20..23, k[1, 4] = 36..39
+    cr_assert_eq(*TENSOR_AT(s, 1, 2, 4), 20.0 * 36 + 21 * 37 + 22 * 38 + 23 * 39);
+    capture_free(&c);
+    FREE_ALL(q, k, v, s, o);
+}
+
+/* Sizes of 1; a permuted operand read through one copy (the trace says
+ * so); one query against 64 keys or more (a decoding step's dgemv) gives
+ * what dgemm gives to rounding. */
+Test(bmm, edges_layouts_and_one_row)
+{
+    tensor *a = random_tensor(SHAPE(1, 1, 1), 1), *b = random_tensor(SHAPE(1, 1, 1), 2);
+    tensor *c = NULL;
+    OK(tensor_bmm(a, b, 0, "a b", &c));
+    cr_assert_eq(c->data[0], a->data[0] * b->data[0]);
+    tensor_free(c);
+
+    tensor *kb = random_tensor(SHAPE(3, 6, 5), 3), *k = NULL;
+    tensor *q = random_tensor(SHAPE(3, 4, 6), 4);
+    OK(tensor_permute(kb, AXES(0, 2, 1), &k)); // (3, 5, 6), last axis strided
+    capture cap;
+    capture_start(&cap);
+    trace_to(cap.f);
+    OK(tensor_bmm(q, k, 1, "Q K^T", &c));
+    trace_to(NULL);
+    const char *text = capture_end(&cap);
+    cr_assert(strstr(text, "# Q K^T reads (3, 5, 6) with strides (30, 1, 5)"),
+              "%s", text);
+    assert_bmm(q, k, 1, c, 1e-12);
+    capture_free(&cap);
+    tensor_free(c);
+
+    // a decoding step: scores against 70 keys, then weights times values
+    tensor *x = random_tensor(SHAPE(2, 1, 8), 5), *y = random_tensor(SHAPE(2, 70, 8), 6);
+    tensor *w = random_tensor(SHAPE(2, 1, 70), 7), *vals = random_tensor(SHAPE(2, 70, 3), 8);
+    tensor *sc = NULL, *o = NULL;
+    OK(tensor_bmm(x, y, 1, "q K^T", &sc));
+    OK(tensor_bmm(w, vals, 0, "w V", &o));
+    assert_bmm(x, y, 1, sc, 1e-12);
+    assert_bmm(w, vals, 0, o, 1e-12);
+    FREE_ALL(x, y, w, vals, sc, o);
+    FREE_ALL(kb, k, q, a, b);
+}
+
+/* Each allocation failing in turn (the result, a copy of a permuted
+ * operand): GSL_ENOMEM, *out NULL, nothing left allocated (the sanitizer
+ * and valgrind runs see the leaks). */
+Test(bmm, failed_allocations)
+{
+    tensor *kb = random_tensor(SHAPE(2, 4, 3), 9), *k = NULL;
+    tensor *q = random_tensor(SHAPE(2, 2, 4), 10), *c = NULL;
+    OK(tensor_permute(kb, AXES(0, 2, 1), &k)); // (2, 3, 4): copied to read
+    long failures;
+    EACH_ALLOCATION_FAILS(failures, tensor_bmm(q, k, 1, "Q K^T", &c),
+                          cr_assert_null(c));
+    cr_assert_geq(failures, 2, "%ld allocations failed", failures);
+    assert_bmm(q, k, 1, c, 1e-12);
+    FREE_ALL(kb, k, q, c);
+}

@@ -14,7 +14,7 @@
 
 /* --- helpers -------------------------------------------------------- */
 
-static tensor *random_tensor(size_t ndim, const size_t *shape,
+static tensor *uniform_tensor(size_t ndim, const size_t *shape,
                              unsigned long seed, double lo, double hi)
 {
     tensor *t;
@@ -97,7 +97,7 @@ Test(softmax, rows_sum_to_one_for_every_ndim)
     const size_t shapes[][4] = {{7}, {3, 50}, {2, 3, 17}, {2, 2, 3, 101}};
     for (size_t c = 0; c < 4; c++) {
         size_t ndim = c + 1;
-        tensor *x = random_tensor(ndim, shapes[c], 10 + c, -8, 8), *w;
+        tensor *x = uniform_tensor(ndim, shapes[c], 10 + c, -8, 8), *w;
         OK(softmax_lastdim(x, &w));
         cr_assert(tensor_same_shape(w, x));
         assert_rows_sum_to_one(w);
@@ -143,7 +143,7 @@ Test(softmax, large_logits_give_no_inf_or_nan)
 Test(softmax, strided_input_equals_its_contiguous_copy)
 {
     // x is (3, 5, 4) permuted to (4, 5, 3): the softmax axis has stride 20
-    tensor *base = random_tensor(SHAPE(3, 5, 4), 7, -3, 3), *x, *packed;
+    tensor *base = uniform_tensor(SHAPE(3, 5, 4), 7, -3, 3), *x, *packed;
     OK(tensor_permute(base, SHAPE(2, 1, 0), &x));
     OK(tensor_contiguous(x, &packed));
     tensor *w, *w_packed;
@@ -160,7 +160,7 @@ Test(softmax, strided_input_equals_its_contiguous_copy)
  * j >= valid, the rest must match the naive loop and sum to 1. */
 static void check_d2l_example(const tensor *vl, const size_t valid[2][2])
 {
-    tensor *x = random_tensor(SHAPE(2, 2, 4), 2024, 0, 1), *w;
+    tensor *x = uniform_tensor(SHAPE(2, 2, 4), 2024, 0, 1), *w;
     OK(masked_softmax(x, vl, &w));
     for (size_t b = 0; b < 2; b++)
         for (size_t i = 0; i < 2; i++)
@@ -211,7 +211,7 @@ Test(masked_softmax, values_by_hand)
 Test(masked_softmax, valid_len_zero_gives_uniform_weights)
 {
     // a row that sees no key: each of the Lk = 7 keys gets 1/7
-    tensor *x = random_tensor(SHAPE(2, 3, 7), 5, -50, 50), *w;
+    tensor *x = uniform_tensor(SHAPE(2, 3, 7), 5, -50, 50), *w;
     tensor *vl = make(SHAPE(2), ((const double[]){0, 0}));
     OK(masked_softmax(x, vl, &w));
     for (size_t k = 0; k < tensor_numel(w); k++)
@@ -222,7 +222,7 @@ Test(masked_softmax, valid_len_zero_gives_uniform_weights)
 Test(masked_softmax, masked_weights_are_exactly_zero)
 {
     // scores up to +-40 and a wide row: masked weights are 0.0, not tiny
-    tensor *x = random_tensor(SHAPE(3, 4, 60), 8, -40, 40), *w;
+    tensor *x = uniform_tensor(SHAPE(3, 4, 60), 8, -40, 40), *w;
     tensor *vl = make(SHAPE(3), ((const double[]){1, 31, 59}));
     OK(masked_softmax(x, vl, &w));
     const size_t valid[] = {1, 31, 59};
@@ -272,7 +272,7 @@ Test(masked_softmax, masked_keys_get_nothing_below_minus_1e6)
 Test(masked_softmax, valid_lens_1d_and_2d_agree_with_the_naive_loop)
 {
     size_t B = 3, Lq = 5, Lk = 7;
-    tensor *x = random_tensor(SHAPE(B, Lq, Lk), 11, -5, 5);
+    tensor *x = uniform_tensor(SHAPE(B, Lq, Lk), 11, -5, 5);
     // 1-D (B,): each example one length
     tensor *vl1 = make(SHAPE(3), ((const double[]){0, 4, 7}));
     // 2-D (B, Lq): the same lengths repeated down each example's rows
@@ -308,7 +308,7 @@ Test(masked_softmax, valid_lens_1d_and_2d_agree_with_the_naive_loop)
 
 Test(masked_softmax, no_mask_is_the_plain_softmax)
 {
-    tensor *x = random_tensor(SHAPE(2, 3, 9), 12, -4, 4), *w, *plain;
+    tensor *x = uniform_tensor(SHAPE(2, 3, 9), 12, -4, 4), *w, *plain;
     OK(masked_softmax(x, NULL, &w));
     OK(softmax_lastdim(x, &plain));
     cr_assert_eq(rel_error(w, plain), 0.0);
@@ -319,7 +319,7 @@ Test(masked_softmax, scaled_equals_scaling_first_and_masks_after)
 {
     size_t B = 2, Lq = 3, Lk = 6;
     double scale = 1 / sqrt(6.0);
-    tensor *x = random_tensor(SHAPE(B, Lq, Lk), 13, -9, 9), *xs;
+    tensor *x = uniform_tensor(SHAPE(B, Lq, Lk), 13, -9, 9), *xs;
     OK(tensor_contiguous(x, &xs));
     for (size_t k = 0; k < tensor_numel(xs); k++)
         xs->data[k] *= scale;
@@ -345,7 +345,7 @@ Test(masked_softmax, strided_scores_and_valid_lens)
 {
     // scores (2, 4, 3) permuted to (2, 3, 4); valid_lens (3, 2) permuted
     // to (2, 3): both read through their strides
-    tensor *base = random_tensor(SHAPE(2, 4, 3), 14, -2, 2), *x, *xc;
+    tensor *base = uniform_tensor(SHAPE(2, 4, 3), 14, -2, 2), *x, *xc;
     OK(tensor_permute(base, SHAPE(0, 2, 1), &x));
     OK(tensor_contiguous(x, &xc));
     tensor *vl_base = make(SHAPE(3, 2), ((const double[]){1, 4, 2, 0, 3, 2}));
@@ -365,7 +365,7 @@ Test(masked_softmax, strided_scores_and_valid_lens)
 
 Test(masked_softmax, inputs_are_not_modified)
 {
-    tensor *x = random_tensor(SHAPE(2, 2, 4), 15, -3, 3), *before, *w;
+    tensor *x = uniform_tensor(SHAPE(2, 2, 4), 15, -3, 3), *before, *w;
     tensor *vl = make(SHAPE(2), ((const double[]){1, 3})), *vl_before;
     OK(tensor_contiguous(x, &before));
     OK(tensor_contiguous(vl, &vl_before));
@@ -380,7 +380,7 @@ Test(masked_softmax, inputs_are_not_modified)
 
 Test(masked_softmax, keeps_the_dimension_names)
 {
-    tensor *x = random_tensor(SHAPE(2, 1, 3), 16, 0, 1), *w;
+    tensor *x = uniform_tensor(SHAPE(2, 1, 3), 16, 0, 1), *w;
     OK(tensor_set_names(x, "B, Lq, Lk"));
     OK(masked_softmax(x, NULL, &w));
     char sym[TRACE_SHAPE_MAX];
@@ -470,7 +470,7 @@ Test(causal_valid_lens, rows_count_one_to_len)
 Test(causal_valid_lens, as_a_mask_it_hides_the_future)
 {
     // query i sees keys 0 .. i: the weights are lower triangular
-    tensor *x = random_tensor(SHAPE(2, 5, 5), 17, -1, 1), *vl, *w;
+    tensor *x = uniform_tensor(SHAPE(2, 5, 5), 17, -1, 1), *vl, *w;
     OK(causal_valid_lens(2, 5, &vl));
     OK(masked_softmax(x, vl, &w));
     for (size_t b = 0; b < 2; b++)
@@ -489,7 +489,7 @@ Test(causal_valid_lens, as_a_mask_it_hides_the_future)
  * and leaves out NULL. */
 static void masked_fails(const tensor *vl, int status, const char *msg)
 {
-    tensor *x = random_tensor(SHAPE(2, 2, 4), 18, 0, 1);
+    tensor *x = uniform_tensor(SHAPE(2, 2, 4), 18, 0, 1);
     tensor *w = x; /* anything but NULL */
     FAILS(masked_softmax(x, vl, &w), status, msg);
     cr_assert_null(w);
@@ -649,7 +649,7 @@ Test(causal_valid_lens, empty_sizes_fail)
 
 Test(softmax_memory, every_allocation_may_fail)
 {
-    tensor *x = random_tensor(SHAPE(2, 3, 4), 19, 0, 1), *w;
+    tensor *x = uniform_tensor(SHAPE(2, 3, 4), 19, 0, 1), *w;
     tensor *vl = make(SHAPE(2), ((const double[]){1, 3}));
     EVERY_ALLOCATION_FAILS(softmax_lastdim(x, &w), w);
     EVERY_ALLOCATION_FAILS(masked_softmax(x, vl, &w), w);
@@ -662,7 +662,7 @@ Test(softmax_memory, every_allocation_may_fail)
 
 Test(softmax_trace, one_line_per_call)
 {
-    tensor *x = random_tensor(SHAPE(2, 2, 4), 20, 0, 1), *w1, *w2, *w3, *vl;
+    tensor *x = uniform_tensor(SHAPE(2, 2, 4), 20, 0, 1), *w1, *w2, *w3, *vl;
     OK(tensor_set_names(x, "B, Lq, Lk"));
     capture c;
     capture_start(&c);

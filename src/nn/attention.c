@@ -38,88 +38,6 @@ int attention_check_dropout(const char *who, double p, int training,
     return GSL_SUCCESS;
 }
 
-/* "a @ b -> c", b read transposed or not, for the trace. */
-static void trace_product(const char *op, const tensor *a, int b_transposed,
-                          const tensor *b, const tensor *c)
-{
-    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, c,
-               TRACE_INPUTS(TRACE_IN(a), TRACE_IN_T(b, b_transposed)), "%s",
-               op);
-}
-
-//> full
-/* One query against this many keys or more is multiplied with dgemv,
- * which reads the keys (or values) once, where dgemm first copies them
- * into its packed layout: at a decoding step of 1024 positions that copy
- * was most of the step.  Against fewer keys the copy costs nothing worth
- * saving, and the lessons' small examples keep dgemm's rounding. */
-#define DGEMV_KEYS 64
-//<
-
-/* out (B, Lq, dv) = weights (B, Lq, Lk) @ values (B, Lk, dv), one dgemm
- * per example.  weights is contiguous (made here); values any layout. */
-static int weights_times_values(const char *who, const tensor *weights,
-                                const tensor *values, const char *dv_name,
-                                tensor **out)
-{
-    *out = NULL;
-    size_t B = weights->shape[0], Lq = weights->shape[1];
-    size_t Lk = weights->shape[2], dv = values->shape[2];
-    tensor_matrices v;
-    int status = tensor_as_matrices(values, "values", &v);
-    if (status)
-        return status;
-    // out is (B, Lq, dv), named after the weights' (B, Lq) and dv
-/*< handout
-    status = tensor_alloc(SHAPE(B, Lq, dv), out);
-*/
-//> handout
-    int meta = tensor_is_meta(weights) || tensor_is_meta(values);
-    status = meta ? tensor_alloc_meta(SHAPE(B, Lq, dv), out)
-                  : tensor_alloc(SHAPE(B, Lq, dv), out);
-//<
-    if (status) {
-        tensor_matrices_free(&v);
-        return status;
-    }
-    memcpy((*out)->names, weights->names, 2 * TENSOR_NAME_MAX);
-    snprintf((*out)->names[2], TENSOR_NAME_MAX, "%s", dv_name);
-/*< handout
-    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
-*/
-//> handout
-    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
-//<
-        gsl_matrix_const_view w_b = gsl_matrix_const_view_array(
-            weights->data + b * Lq * Lk, Lq, Lk);
-        gsl_matrix_const_view v_b = TENSOR_MATRIX(v, b, 0);
-        gsl_matrix_view out_b =
-            gsl_matrix_view_array((*out)->data + b * Lq * dv, Lq, dv);
-//> full
-        // one query against many keys (a decoding step): V_b^T times its
-        // weights, reading V_b once, where dgemm would first copy all of
-        // it (DGEMV_KEYS)
-        if (Lq == 1 && Lk >= DGEMV_KEYS) {
-            gsl_vector_const_view w = gsl_matrix_const_row(&w_b.matrix, 0);
-            gsl_vector_view o = gsl_matrix_row(&out_b.matrix, 0);
-            status = gsl_blas_dgemv(CblasTrans, 1.0, &v_b.matrix, &w.vector,
-                                    0.0, &o.vector);
-        } else
-//<
-        status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_b.matrix,
-                                &v_b.matrix, 0.0, &out_b.matrix);
-    }
-    tensor_matrices_free(&v);
-    if (status) {
-        tensor_free(*out);
-        *out = NULL;
-        return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
-                        gsl_strerror(status));
-    }
-    trace_product("weights V", weights, 0, values, *out);
-    return GSL_SUCCESS;
-}
-
 /* --- dropout -------------------------------------------------------- */
 
 /* out = weights with each entry zeroed with probability p, the rest
@@ -163,28 +81,13 @@ static int maybe_dropout(double p, int training, gsl_rng *rng,
     return dropout_weights(weights, p, rng, dropped);
 }
 
-/* --- names for the trace -------------------------------------------- */
-
-/* t's name for dimension d, or the lesson's name when t has none. */
-static const char *dim_name(const tensor *t, size_t d, const char *lesson)
-{
-    return t->names[d][0] ? t->names[d] : lesson;
-}
-
-static void set_name(tensor *t, size_t d, const char *name)
-{
-    snprintf(t->names[d], TENSOR_NAME_MAX, "%s", name);
-}
-
 /* What a pooling will return, for its header in the trace: a shape with
- * no numbers, (B, Lq, dv) in the lesson's names where the inputs carry
- * none. */
+ * no numbers, (B, Lq, dv), named after the queries and the values. */
 static tensor pooled_shape(const tensor *q, const tensor *v)
 {
     tensor t = tensor_header(SHAPE(q->shape[0], q->shape[1], v->shape[2]));
-    set_name(&t, 0, dim_name(q, 0, "B"));
-    set_name(&t, 1, dim_name(q, 1, "Lq"));
-    set_name(&t, 2, dim_name(v, 2, "dv"));
+    memcpy(t.names, q->names, 2 * TENSOR_NAME_MAX);
+    memcpy(t.names[2], v->names[2], TENSOR_NAME_MAX);
     return t;
 }
 
@@ -230,7 +133,7 @@ static int start_pooling(const char *who, const tensor *q, const tensor *k,
 /* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
  * masked softmax over the keys of scale * scores (NULL on failure),
  * dropped out in training, and out (B, Lq, dv) = weights @ values. */
-static int weigh_values(const char *who, const tensor *scores, double scale,
+static int weigh_values(const tensor *scores, double scale,
                         const tensor *valid_lens, double p, int training,
                         gsl_rng *rng, const tensor *values, tensor **weights,
                         tensor **out)
@@ -242,8 +145,8 @@ static int weigh_values(const char *who, const tensor *scores, double scale,
         status = maybe_dropout(p, training, rng, *weights, &dropped);
     // out is (B, Lq, dv)
     if (status == GSL_SUCCESS)
-        status = weights_times_values(who, dropped ? dropped : *weights,
-                                      values, dim_name(values, 2, "dv"), out);
+        status = tensor_bmm(dropped ? dropped : *weights, values, 0,
+                            "weights V", out);
     tensor_free(dropped);
     if (status) {
         tensor_free(*weights);
@@ -291,78 +194,25 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *valid_lens, tensor **out,
                           tensor **weights)
 {
-    const char *who = "dot_attention_forward";
-    int status = start_pooling(who, queries, keys, values, valid_lens, NULL,
-                               NULL, a->dropout, a->training, a->rng, out,
-                               weights);
+    int status = start_pooling("dot_attention_forward", queries, keys, values,
+                               valid_lens, NULL, NULL, a->dropout, a->training,
+                               a->rng, out, weights);
     if (status)
         return status;
-    size_t B = queries->shape[0], Lq = queries->shape[1];
-    size_t Lk = keys->shape[1], d = queries->shape[2];
-
+    size_t d = queries->shape[2];
     tensor pooled = pooled_shape(queries, values);
     tensor_trace_begin(&pooled,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
                 "dot_attention(scale 1/sqrt(%zu))", d);
-//> handout
-    int meta = tensor_is_meta(queries) || tensor_is_meta(keys);
-//<
-    tensor_matrices q = {0}, k = {0};
     tensor *scores = NULL, *w = NULL;
-    status = tensor_as_matrices(queries, "queries", &q);
-    if (status == GSL_SUCCESS)
-        status = tensor_as_matrices(keys, "keys", &k);
-    // scores is (B, Lq, Lk): scores_b = Q_b K_b^T, K_b transposed by BLAS
-/*< handout
-    if (status == GSL_SUCCESS)
-        status = tensor_alloc(SHAPE(B, Lq, Lk), &scores);
-*/
-//> handout
-    if (status == GSL_SUCCESS)
-        status = meta ? tensor_alloc_meta(SHAPE(B, Lq, Lk), &scores)
-                      : tensor_alloc(SHAPE(B, Lq, Lk), &scores);
-//<
-    if (status)
-        goto done;
-    set_name(scores, 0, dim_name(queries, 0, "B"));
-    set_name(scores, 1, dim_name(queries, 1, "Lq"));
-    set_name(scores, 2, dim_name(keys, 1, "Lk"));
-/*< handout
-    for (size_t b = 0; b < B && status == GSL_SUCCESS; b++) {
-*/
-//> handout
-    for (size_t b = 0; b < (meta ? 0 : B) && status == GSL_SUCCESS; b++) {
-//<
-        gsl_matrix_const_view q_b = TENSOR_MATRIX(q, b, 0), k_b = TENSOR_MATRIX(k, b, 0);
-        gsl_matrix_view scores_b =
-            gsl_matrix_view_array(scores->data + b * Lq * Lk, Lq, Lk);
-//> full
-        // one query against many keys (a decoding step): K_b times it,
-        // reading K_b once (DGEMV_KEYS)
-        if (Lq == 1 && Lk >= DGEMV_KEYS) {
-            gsl_vector_const_view q1 = gsl_matrix_const_row(&q_b.matrix, 0);
-            gsl_vector_view s1 = gsl_matrix_row(&scores_b.matrix, 0);
-            status = gsl_blas_dgemv(CblasNoTrans, 1.0, &k_b.matrix,
-                                    &q1.vector, 0.0, &s1.vector);
-        } else
-//<
-        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_b.matrix,
-                                &k_b.matrix, 0.0, &scores_b.matrix);
-    }
-    if (status) {
-        status = mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
-                          gsl_strerror(status));
-        goto done;
-    }
-    trace_product("Q K^T", queries, 1, keys, scores);
-
-    // the weights, softmax over the keys of Q K^T / sqrt(d), and out
-    status = weigh_values(who, scores, 1.0 / sqrt((double)d), valid_lens,
-                          a->dropout, a->training, a->rng, values, &w, out);
-done:
+    // scores (B, Lq, Lk): Q_b K_b^T for each example b
+    status = tensor_bmm(queries, keys, 1, "Q K^T", &scores);
+    // the weights, softmax over the keys of Q K^T / sqrt(d), and out (B,
+    // Lq, dv): weights V
+    if (!status)
+        status = weigh_values(scores, 1.0 / sqrt((double)d), valid_lens,
+                              a->dropout, a->training, a->rng, values, &w, out);
     trace_end();
-    tensor_matrices_free(&q);
-    tensor_matrices_free(&k);
     tensor_free(scores);
     give_weights(w, weights);
     return status;
@@ -410,10 +260,9 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
     int status = tensor_alloc(SHAPE(B, Lq, Lk, H), out);
     if (status)
         return status;
-    set_name(*out, 0, dim_name(q, 0, "B"));
-    set_name(*out, 1, dim_name(q, 1, "Lq"));
-    set_name(*out, 2, dim_name(k, 1, "Lk"));
-    set_name(*out, 3, "num_hiddens");
+    memcpy((*out)->names, q->names, 2 * TENSOR_NAME_MAX); // (B, Lq, Lk, H)
+    memcpy((*out)->names[2], k->names[1], TENSOR_NAME_MAX);
+    memcpy((*out)->names[3], q->names[2], TENSOR_NAME_MAX);
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
             const double *q_bi = q->data + (b * Lq + i) * H;
@@ -469,7 +318,7 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                 NULL, &scores);
     // the weights, softmax over the keys of the scores, and out
     if (status == GSL_SUCCESS)
-        status = weigh_values(who, scores, 1.0, valid_lens, a->dropout,
+        status = weigh_values(scores, 1.0, valid_lens, a->dropout,
                               a->training, a->rng, values, &w, out);
     trace_end();
     tensor_free(q);

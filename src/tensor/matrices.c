@@ -104,7 +104,36 @@ int tensor_as_rows(const tensor *x, tensor_matrices *m)
     return GSL_SUCCESS;
 }
 
-//> 11
+//> full
+/* One row against this many rows or more is multiplied with dgemv, which
+ * reads them once, where dgemm first copies them into its packed layout:
+ * at a decoding step of 1024 positions that copy was most of the step.
+ * Against fewer the copy costs nothing worth saving, and the lessons'
+ * small examples keep dgemm's rounding. */
+#define DGEMV_ROWS 64
+
+/* c = a b or a b^T for a of one row: dgemv, matrix by matrix. */
+static int gemv_rows(const tensor_matrices *a, const tensor_matrices *b,
+                     int transpose_b, const tensor_matrices *c)
+{
+    int status = GSL_SUCCESS;
+    for (size_t i = 0; i < a->count[0] && !status; i++) {
+        gsl_matrix_const_view a_i = TENSOR_MATRIX(*a, i, 0);
+        gsl_matrix_const_view b_i = TENSOR_MATRIX(*b, i, 0);
+        gsl_matrix_view c_i = TENSOR_MATRIX_OUT(*c, i, 0);
+        gsl_vector_const_view x = gsl_matrix_const_row(&a_i.matrix, 0);
+        gsl_vector_view y = gsl_matrix_row(&c_i.matrix, 0);
+        status = gsl_blas_dgemv(transpose_b ? CblasNoTrans : CblasTrans, 1.0,
+                                &b_i.matrix, &x.vector, 0.0, &y.vector);
+    }
+    if (status)
+        return mha_fail(status, "tensor_bmm: gsl_blas_dgemv failed (%s)",
+                        gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+//<
+
+//> 04
 int tensor_matrices_dgemm(const char *who, CBLAS_TRANSPOSE_t ta,
                           const tensor_matrices *a, CBLAS_TRANSPOSE_t tb,
                           const tensor_matrices *b, double alpha,
@@ -122,6 +151,68 @@ int tensor_matrices_dgemm(const char *who, CBLAS_TRANSPOSE_t ta,
     if (status)
         return mha_fail(status, "%s: gsl_blas_dgemm failed (%s)", who,
                         gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+
+/* c = a @ b, or a @ b^T with transpose_b, for each of a's matrices: a
+ * (B, m, k) and b (B, k, n) or (B, n, k) give c (B, m, n), new and
+ * contiguous, named after a's first two dimensions and b's free one, and
+ * traced as label ("Q K^T"). */
+int tensor_bmm(const tensor *a, const tensor *b, int transpose_b,
+               const char *label, tensor **out)
+{
+    size_t n = b->shape[transpose_b ? 1 : 2];
+    tensor_matrices am = {0}, bm = {0}, cm = {0};
+/*< handout
+    int status = tensor_alloc(SHAPE(a->shape[0], a->shape[1], n), out);
+    for (size_t i = 0; i < 2 && !status; i++) {
+*/
+//> handout
+    int meta = tensor_is_meta(a) || tensor_is_meta(b); // shapes only: mha trace
+    int status = meta ? tensor_alloc_meta(SHAPE(a->shape[0], a->shape[1], n), out)
+                      : tensor_alloc(SHAPE(a->shape[0], a->shape[1], n), out);
+    for (size_t i = 0; i < (meta ? 0 : 2) && !status; i++) {
+//<
+        const tensor *x = i ? b : a;
+        if (!layout(x, &cm))
+            tensor_trace_note("%s reads %T with strides %P, not row-major per "
+                              "example: one contiguous copy for dgemm",
+                              label, x, x->ndim, x->strides);
+        status = tensor_as_matrices(x, NULL, i ? &bm : &am);
+    }
+/*< handout
+    if (!status)
+*/
+//> handout
+    if (!status && !meta)
+//<
+        status = tensor_matrices_in_place(*out, &cm);
+//> full
+    if (!status && !meta && a->shape[1] == 1 && b->shape[1] >= DGEMV_ROWS)
+        status = gemv_rows(&am, &bm, transpose_b, &cm); // a decoding step
+    else
+//<
+/*< handout
+    if (!status)
+*/
+//> handout
+    if (!status && !meta)
+//<
+        status = tensor_matrices_dgemm("tensor_bmm", CblasNoTrans, &am,
+                                       transpose_b ? CblasTrans : CblasNoTrans,
+                                       &bm, 1.0, &cm);
+    tensor_matrices_free(&am);
+    tensor_matrices_free(&bm);
+    if (status) {
+        tensor_free(*out);
+        *out = NULL;
+        return status;
+    }
+    memcpy((*out)->names, a->names, 2 * TENSOR_NAME_MAX);
+    memcpy((*out)->names[2], b->names[transpose_b ? 1 : 2], TENSOR_NAME_MAX);
+    tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *out,
+                      TRACE_INPUTS(TRACE_IN(a), TRACE_IN_T(b, transpose_b)),
+                      "%s", label);
     return GSL_SUCCESS;
 }
 //<

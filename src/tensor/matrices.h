@@ -40,7 +40,7 @@ int tensor_matrices_in_place(const tensor *x, tensor_matrices *m);
  * through memory evenly, as one dimension would; else one copy. */
 int tensor_as_rows(const tensor *x, tensor_matrices *m);
 
-//> 11
+//> 04
 /* The batched product c_i = alpha op(a_i) op(b_i), matrix by matrix over
  * a's batch (b and c have the same counts), c written in place (from
  * tensor_matrices_in_place, or an output read through it).  A failure of
@@ -49,6 +49,13 @@ int tensor_matrices_dgemm(const char *who, CBLAS_TRANSPOSE_t ta,
                           const tensor_matrices *a, CBLAS_TRANSPOSE_t tb,
                           const tensor_matrices *b, double alpha,
                           const tensor_matrices *c);
+
+/* c = a @ b, or a @ b^T with transpose_b, for each of a's matrices: a
+ * (B, m, k) and b (B, k, n) or (B, n, k) give c (B, m, n), new and
+ * contiguous, its names a's first two and b's free one; the trace shows
+ * the step as label ("Q K^T").  The sizes are the caller's to check. */
+int tensor_bmm(const tensor *a, const tensor *b, int transpose_b,
+               const char *label, tensor **out);
 //<
 
 /* Frees the copy, if any (m itself is the caller's). */
