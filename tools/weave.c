@@ -415,31 +415,39 @@ static int exercise_number(const char *page_src, const char *name)
     return found ? item : 0;
 }
 
+/* The lines of ROOT/FILE, without their newlines, in *n. */
+static char **file_lines(const char *file, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, file);
+    char *text = read_file(path);
+    const char *p = text;
+    char **all = NULL, *l;
+    size_t cap = 0;
+    *n = 0;
+    while ((l = next_line(&p))) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 256;
+            all = realloc(all, cap * sizeof *all);
+            if (!all)
+                die("out of memory");
+        }
+        all[(*n)++] = l;
+    }
+    free(text);
+    return all;
+}
+
 static void show_code(buf *out, const char *directive, const char *where,
                       int chapter, const char *page_src)
 {
     char file[256], name[128];
     if (sscanf(directive, "%255s %127s", file, name) != 2)
         die("%s: \"@show %s\" needs a file and a name", where, directive);
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, file);
-    char *text = read_file(path);
-
     /* the file's lines, then those of the code as of the page's chapter,
      * each with the chapter that added it */
-    const char *p = text;
-    char **all = NULL;
-    size_t n_all = 0, cap = 0;
-    char *l;
-    while ((l = next_line(&p))) {
-        if (n_all == cap) {
-            cap = cap ? cap * 2 : 256;
-            all = realloc(all, cap * sizeof *all);
-            if (!all)
-                die("out of memory");
-        }
-        all[n_all++] = l;
-    }
+    size_t n_all;
+    char **all = file_lines(file, &n_all);
     marks_line *cls = calloc(n_all ? n_all : 1, sizeof *cls);
     marks_line *before = calloc(n_all ? n_all : 1, sizeof *before);
     char **lines = malloc((n_all ? n_all : 1) * sizeof *lines);
@@ -565,7 +573,6 @@ static void show_code(buf *out, const char *directive, const char *where,
     free(nremoved);
     free(before);
     free(cls);
-    free(text);
 }
 
 /* --- the rest of a chapter's code ----------------------------------- */
@@ -577,22 +584,8 @@ static char **code_as_of(const char *file, int ch, size_t *n)
     *n = 0;
     if (ch < 1)
         return NULL;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, file);
-    char *text = read_file(path);
-    const char *p = text;
-    char **all = NULL, *l;
-    size_t n_all = 0, cap = 0;
-    while ((l = next_line(&p))) {
-        if (n_all == cap) {
-            cap = cap ? cap * 2 : 256;
-            all = realloc(all, cap * sizeof *all);
-            if (!all)
-                die("out of memory");
-        }
-        all[n_all++] = l;
-    }
-    free(text);
+    size_t n_all;
+    char **all = file_lines(file, &n_all);
     marks_line *cls = calloc(n_all ? n_all : 1, sizeof *cls);
     char err[256];
     if (!cls)
