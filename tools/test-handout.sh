@@ -120,7 +120,7 @@ for f in .ci tools/test-handout.sh tools/answer-leaks.py tools/fuzz tools/fuzz.s
     [ ! -e "$h/$f" ] || fail "the handout holds the teacher's $f"
 done
 ! (cd "$h" && find . -iname '*key*' | grep .) || fail "the handout holds a file named like a key"
-! grep -rn 'For teachers\|<details>\|make handout' "$h" --include='*.md' --include='*.c' \
+! grep -rn 'For teachers\|<summary>Solution\|make handout' "$h" --include='*.md' --include='*.c' \
     --include='*.h' --include=Makefile || fail "the handout speaks to the teacher or folds a solution"
 
 # the book shows the stub wherever a chapter pulls an exercise in
