@@ -149,6 +149,7 @@ Test(matrices, rows_in_place_when_evenly_spaced)
     FREE_ALL(t, n, x);
 }
 
+//> 04
 /* --- tensor_bmm ----------------------------------------------------- */
 
 /* c[b, i, j] = sum_t a[b, i, t] * b[b, t, j] (or b[b, j, t]), by loops. */
@@ -260,3 +261,4 @@ Test(bmm, failed_allocations)
     assert_bmm(q, k, 1, c, 1e-12);
     FREE_ALL(kb, k, q, c);
 }
+//<
