@@ -416,25 +416,31 @@ handout: $(BUILD)/marks-filter $(BUILD)/weave
 # build/autograder/autograder.py, Classroom 50's.
 gradescope: $(BUILD)/marks-filter $(BUILD)/weave
 	@rm -rf $(BUILD)/autograder/handout
-	@tools/handout.sh --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
+	@tools/handout.sh $(if $(CH),--chapter $(CH)) --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
 	@tools/grade.py gradescope $(BUILD)/autograder/handout $(BUILD)/autograder
 	@rm -rf $(BUILD)/autograder/handout
 
 # A whole class: `make grade-class STUDENTS=DIR` grades every folder
 # under DIR (each a student's copy, such as a git clone of their
 # repository) over a scratch copy of the handout (TEMPLATE=DIR, the
-# handout they were given; default a fresh one), taking from the student
+# handout they were given; by default a fresh one cut at CH=NN, or at
+# the chapter the students' copies end with), taking from the student
 # only the files that hold the exercises and writing nothing into DIR.
 # The grades: $(BUILD)/grade-class/grades.csv, each student's reports
-# and log beside it.
+# and log beside it; the run before is kept in $(BUILD)/grade-class.previous.
 grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 	@test -n "$(STUDENTS)" || { echo "grade-class: STUDENTS=DIR names the folder of the students' copies" >&2; exit 2; }
-	@rm -rf $(BUILD)/grade-class
-	@mkdir -p $(BUILD)/grade-class
-	@if [ -n "$(TEMPLATE)" ]; then \
+	@if [ -z "$(TEMPLATE)" ]; then \
+	    ch="$(CH)"; [ -n "$$ch" ] || ch=$$(tools/grade.py class-chapter "$(STUDENTS)") || exit 2; \
+	fi; \
+	rm -rf $(BUILD)/grade-class.previous; \
+	if [ -d $(BUILD)/grade-class ]; then mv $(BUILD)/grade-class $(BUILD)/grade-class.previous; fi; \
+	mkdir -p $(BUILD)/grade-class; \
+	if [ -n "$(TEMPLATE)" ]; then \
 	    cp -a "$(TEMPLATE)" $(BUILD)/grade-class/handout; \
 	else \
-	    tools/handout.sh --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null; \
+	    echo "grade-class: the students' handout, cut at chapter $$ch"; \
+	    tools/handout.sh --chapter "$$ch" --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null; \
 	fi
 	@tools/grade.py class $(BUILD)/grade-class/handout "$(STUDENTS)" $(BUILD)/grade-class/grades.csv
 #<

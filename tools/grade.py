@@ -890,6 +890,29 @@ def csv_cell(value):
     return value
 
 
+def cmd_class_chapter(args):
+    """Print the chapter the students' copies are cut at (their last
+    chapters/NN_*.c), the handout make grade-class grades them over;
+    exit 2 when the copies disagree or hold no chapter."""
+    if not os.path.isdir(args.students):
+        fail("STUDENTS '%s' is not a folder" % args.students)
+    cuts = {}
+    for d in sorted(os.listdir(args.students)):
+        found = sorted(glob.glob(os.path.join(args.students, d, "chapters", "[0-9][0-9]_*.c")))
+        if found:
+            cuts.setdefault(os.path.basename(found[-1])[:2], []).append(d)
+    if not cuts:
+        fail("no student copy under %s holds chapters/NN_*.c; name the handout "
+             "with TEMPLATE=DIR or CH=NN" % args.students)
+    if len(cuts) > 1:
+        fail("the students' copies are cut at different chapters (%s); name the "
+             "handout with TEMPLATE=DIR or CH=NN"
+             % ", ".join("%s: %s" % (c, " ".join(ds[:3]) + (" ..." if len(ds) > 3 else ""))
+                         for c, ds in sorted(cuts.items())))
+    print(next(iter(cuts)))
+    return 0
+
+
 def cmd_class(args):
     template = os.path.abspath(args.template)
     students = os.path.abspath(args.students)
@@ -900,9 +923,10 @@ def cmd_class(args):
                   if os.path.isdir(os.path.join(students, d)) and not d.startswith("."))
     if not dirs:
         fail("%s holds no student folder" % args.students)
-    # a class's leak check is a warning per student, not points: 15 s of
-    # valgrind each (GRADE_LEAK_SECONDS), so that 30 students take minutes
-    os.environ.setdefault("GRADE_LEAK_SECONDS", "15")
+    # a class's leak check is a warning, not points, and valgrind takes
+    # about 15 s an exercise: off unless GRADE_LEAKS=1 asks for it (then
+    # GRADE_LEAK_SECONDS a student, default 40)
+    os.environ.setdefault("GRADE_LEAKS", "0")
     # the template built once (its blanks graded), so each student's copy
     # compiles only the files that hold the exercises
     print("grade-class: building the handout once ...")
@@ -913,7 +937,7 @@ def cmd_class(args):
     os.chdir(template)
     exercises = [e[0] for e in exercises_here()]
     out = os.path.dirname(csv_path)
-    rows = []
+    rows, maximum = [], None
     for d in dirs:
         print("grade-class: %s" % d)
         sys.stdout.flush()
@@ -935,10 +959,19 @@ def cmd_class(args):
                 os.close(saved[0])
                 os.close(saved[1])
         points = {e: 0 for e in exercises}
+        worth = {e: 0 for e in exercises}
         problems = list(notes)
+        if results and not built:
+            problems.append("the build failed (its log: %s.log)" % d)
         if results:
             for t in results["tests"]:
-                points[t["name"].split(":")[0]] += t["score"]
+                e = t["name"].split(":")[0]
+                points[e] += t["score"]
+                worth[e] += t.get("max_score", 0)
+                maximum = maximum or worth
+                if "does not compile" in (t.get("output") or "") and \
+                        "%s does not compile" % e not in problems:
+                    problems.append("%s does not compile" % e)
             for line in results.get("output", "").splitlines():
                 m = re.match(r"(\w+) .*<- (timed out after .*|crashed.*)$", line)
                 if m:
@@ -952,6 +985,13 @@ def cmd_class(args):
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student"] + exercises + ["total", "build", "notes"])
+        # the points each exercise is worth, above the students (a name
+        # in parentheses no folder of a student's can be mistaken for)
+        maximum = maximum or {}
+        w.writerow(["(maximum)"] + [maximum.get(e, 0) for e in exercises] +
+                   [sum(maximum.get(e, 0) for e in exercises), "",
+                    "leaks checked (GRADE_LEAKS=1)" if os.environ.get("GRADE_LEAKS") == "1"
+                    else "leaks not checked (GRADE_LEAKS=1 checks them, about 15 s an exercise)"])
         w.writerows([csv_cell(v) for v in r] for r in rows)
     print("grade-class: %d students graded; the grades: %s (each one's reports and log beside it)"
           % (len(rows), args.csv))
@@ -965,9 +1005,10 @@ SETUP_SH = """#!/bin/sh
 # packages the handout needs, then the handout built once, so that each
 # submission compiles only the files that hold the exercises.
 set -eu
-cd /autograder/source/handout
+root=${AUTOGRADER_ROOT:-/autograder}
+cd "$root/source/handout"
 MHA_NO_INSTALL=0 tools/deps.sh
-make --no-print-directory -j"$(nproc)" build > /autograder/source/build.log 2>&1
+make --no-print-directory -j"$(nproc)" build > "$root/source/build.log" 2>&1
 """
 
 RUN_AUTOGRADER = """#!/bin/sh
@@ -977,9 +1018,14 @@ RUN_AUTOGRADER = """#!/bin/sh
 # is the grade.  AUTOGRADER_ROOT stands for /autograder (to try it).
 root=${AUTOGRADER_ROOT:-/autograder}
 mkdir -p "$root/results"
-exec python3 "$root/source/handout/tools/grade.py" submission \\
+python3 "$root/source/handout/tools/grade.py" submission \\
     --metadata "$root/submission_metadata.json" \\
-    "$root/source/handout" "$root/submission" "$root/results"
+    "$root/source/handout" "$root/submission" "$root/results" && exit 0
+status=$?
+# a submission that fails tests is graded, not an error: the grade is
+# results.json; only a run that could not write it fails
+[ -s "$root/results/results.json" ] && exit 0
+exit "$status"
 """
 
 
@@ -1041,9 +1087,12 @@ def main():
     g = sub.add_parser("gradescope")
     g.add_argument("template")
     g.add_argument("outdir")
+    h = sub.add_parser("class-chapter")
+    h.add_argument("students")
     args = p.parse_args()
     return {"run": cmd_run, "compile": cmd_compile, "build-failed": cmd_build_failed, "submission": cmd_submission,
-            "class": cmd_class, "gradescope": cmd_gradescope}[args.cmd](args)
+            "class": cmd_class, "gradescope": cmd_gradescope,
+            "class-chapter": cmd_class_chapter}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -164,9 +164,18 @@ table=$(echo "$list" | while read -r name file chapter summary; do
     page=$(cd docs && ls "$chapter"_*.md 2>/dev/null | head -n 1)
     echo "| \`$name\` | [\`$file\`]($file) | [$chapter](docs/$page) | $summary |"
 done)
-awk -v count="$count" -v table="$table" '
+# what the copy's mha can do, by its last chapter (src/cli's marks)
+upto=$(printf '%s' "$ch" | sed 's/^0*//')
+if [ "${upto:-99}" -lt 6 ]; then
+    quiz="The quiz starts with chapter 06, where the heads are split; until then \`build/mha quiz\` says so."
+elif [ "$upto" -lt 8 ]; then
+    quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` come with chapter 08."
+else
+    quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` run the module, so they need \`transpose_qkv\` and the other exercises of the module written first, and say which one is missing."
+fi
+awk -v count="$count" -v table="$table" -v quiz="$quiz" '
 $0 == "@TABLE@" { print table; next }
-{ gsub(/@COUNT@/, count); print }' tools/handout-README.md > "$new/README.md"
+{ gsub(/@COUNT@/, count); sub(/@QUIZ@/, quiz); print }' tools/handout-README.md > "$new/README.md"
 
 # Grading where courses grade (tools/grade.py).  The weight of each
 # exercise: its reference body's lines of code (tools/body-lines.awk),

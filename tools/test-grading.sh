@@ -208,8 +208,9 @@ for f in $(cut -d' ' -f2 "$dir/list" | sort -u); do
 done
 cp -r "$h/src" "$g6/ag/submission/"
 echo '{"users": [{"name": "Ada Lovelace", "email": "ada@example.org"}]}' > "$g6/ag/submission_metadata.json"
+# a submission that fails tests is graded: run_autograder exits 0
 AUTOGRADER_ROOT=$g6/ag GRADE_TIMEOUT=$limit sh "$g6/ag/source/run_autograder" > "$g6/ag.txt" 2>&1 ||
-    true
+    { tail -20 "$g6/ag.txt"; fail "run_autograder exits non-zero for a graded submission"; }
 [ -f "$g6/ag/results/results.json" ] || { tail -20 "$g6/ag.txt"; fail "run_autograder writes no results.json"; }
 score() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["score"])' "$1"; }
 [ "$(score "$g6/ag/results/results.json")" = "$(score "$h/build/grade/results.json")" ] &&
@@ -287,12 +288,26 @@ want = {
     "wrong": ({e: full[e] * 4 // 6 if e == "transpose_qkv" else full[e] for e in ex}, "ok"),
     "broken": ({e: 0 for e in ex}, "failed"),
 }
-got = {r[0]: r for r in rows[1:]}
+# the points each exercise is worth, above the students
+top = rows[1]
+assert top[0] == "(maximum)" and [int(v) for v in top[1:-3]] == [full[e] for e in ex], top
+assert int(top[-3]) == sum(full.values()) and "leaks not checked" in top[-1], top
+got = {r[0]: r for r in rows[2:]}
 assert sorted(got) == sorted(want), sorted(got)
+assert "the build failed" in got["broken"][-1], got["broken"]
 for s, (points, build) in want.items():
     r = got[s]
     assert [int(v) for v in r[1:-3]] == [points[e] for e in ex], (s, r)
     assert int(r[-3]) == sum(points.values()) and r[-2] == build, (s, r)
 PY
+
+# The chapter a class's copies end with names the handout to grade
+# them over; copies cut at different chapters are refused.
+[ "$(tools/grade.py class-chapter "$class")" = "$(echo "$chapters" | tail -n 1 | cut -c1-2)" ] ||
+    fail "grade.py class-chapter does not find the students' chapter"
+mkdir -p "$g6/mixed/a/chapters" "$g6/mixed/b/chapters"
+touch "$g6/mixed/a/chapters/06_x.c" "$g6/mixed/b/chapters/06_x.c" "$g6/mixed/b/chapters/08_y.c"
+tools/grade.py class-chapter "$g6/mixed" > "$g6/mixed.txt" 2>&1 && fail "grade.py class-chapter takes copies of different chapters"
+grep -q "cut at different chapters (06: a, 08: b)" "$g6/mixed.txt" || { cat "$g6/mixed.txt"; fail "grade.py class-chapter's refusal does not name the copies"; }
 
 echo "grading-check: $count exercises graded where courses grade: a warning, a $limit s time-out (make grade took $took s), a crash and a leak each reported, the reports sum correctly, the workflow and the Gradescope zip work, grade-class graded 4 students in $class_took s; these grading checks took $(($(date +%s) - block6)) s"
