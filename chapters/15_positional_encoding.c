@@ -244,7 +244,7 @@ static void rotary(void)
      *
      * the matrix of section 2, and what the tests expect (RoFormer and
      * llama2.c turn the same way). One pair is the exercise of this
-     * chapter. Its tests check that formula to $10^{-15}$ for quarter
+     * chapter. Its tests check the turned pair to $10^{-15}$ for quarter
      * turns ($\pi/2$ takes $(1, 0)$ to $(0, 1)$; a turn the other way
      * gives $(0, -1)$, the usual slip), a half turn and no turn, negative
      * angles and a large one (a far position), whose pair keeps its

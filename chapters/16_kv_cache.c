@@ -256,13 +256,13 @@ static void work(void)
      * least, so the comparison is fair to it.)
      * `attention_madds` counts them, for $n_q$ queries against $n_k$ keys,
      * every pair or only the pairs a causal mask lets through; it is this
-     * chapter's exercise. Its tests check $2 \, d_{model}$ per pair (half
-     * of that counts the scores alone); every pair without the mask; with
-     * it, one new query against $n_k$ keys, the triangle of $n_q = n_k$,
-     * and the mask aligned at the end when $n_q < n_k$ and when
-     * $n_q > n_k$ (the first $n_q - n_k$ queries see nothing); and that
-     * $n_q$, $n_k$ or $d_{model}$ 0 is refused with `GSL_EINVAL` and a
-     * message naming all three:
+     * chapter's exercise. Its tests check counts worked out by hand: the
+     * cost of a pair (half of it counts the scores alone); every pair
+     * without the mask; with it, one new query against $n_k$ keys, the
+     * triangle of $n_q = n_k$, and the mask aligned at the end when
+     * $n_q < n_k$ and when $n_q > n_k$ (the first $n_q - n_k$ queries see
+     * nothing); and that $n_q$, $n_k$ or $d_{model}$ 0 is refused with
+     * `GSL_EINVAL` and a message naming all three:
      *
      * @show src/nn/attention_madds.c attention_madds
      *

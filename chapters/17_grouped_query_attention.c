@@ -57,19 +57,19 @@ static void which_head(void)
 {
     section("1. Which key-value head a query head reads");
     /*md
-     * The query heads are numbered $0, \dots, h-1$ and grouped in order:
-     * with $h/G$ heads per group, head $i$ belongs to group $i / (h/G)$
-     * (integer division) and reads key-value head $i / (h/G)$. With $h = 8$
-     * and $G = 2$, heads 0-3 read key-value head 0 and heads 4-7 read
+     * The query heads are numbered $0, \dots, h-1$ and grouped in order,
+     * $h/G$ consecutive heads to a group: the first group reads key-value
+     * head 0, the next key-value head 1, and so on. With $h = 8$ and
+     * $G = 2$, heads 0-3 read key-value head 0 and heads 4-7 read
      * key-value head 1. That is the same order as PyTorch's
-     * `repeat_interleave` on the key-value heads, and llama2.c's
-     * `h / kv_mul`, and it is one of this chapter's exercises. Its tests
-     * check that order (not head $i$ reading $i \bmod G$), $G = h$ (each
-     * head its own) and $G = 1$ (all read head 0); that `kv_heads` 0 means
-     * `num_heads`, as everywhere in the library (plain multi-head
-     * attention); and that a $G$ that does not divide $h$, $h = 0$, or a
-     * head number not below $h$ is refused with `GSL_EINVAL` and a
-     * message naming the numbers:
+     * `repeat_interleave` on the key-value heads, and llama2.c's (its
+     * `kv_mul` query heads to a key head), and it is one of this chapter's
+     * exercises. Its tests check that order (not head $i$ reading
+     * $i \bmod G$), $G = h$ (each head its own) and $G = 1$ (all read head
+     * 0); that `kv_heads` 0 means `num_heads`, as everywhere in the
+     * library (plain multi-head attention); and that a $G$ that does not
+     * divide $h$, $h = 0$, or a head number not below $h$ is refused with
+     * `GSL_EINVAL` and a message naming the numbers:
      *
      * @show src/nn/gqa.c gqa_kv_head
      */
@@ -111,7 +111,7 @@ static void make_modules(lesson *l, gsl_rng *rng)
         linear *to[2] = {&m->W_k, &m->W_v};
         for (size_t w = 0; w < 2; w++) {
             tensor_fill(to[w]->weight, 0);
-            // row r of head i goes into row r of its group's head, / (h/G)
+            // row r of head i goes into row r of its group's head
             for (size_t i = 0; i < H; i++) {
                 size_t kv;
                 CHECK(gqa_kv_head(i, H, Gs[g], &kv));
@@ -192,8 +192,8 @@ static void same_as_repeated(lesson *l)
      * of $p$ rows $h/G$ times in place, `repeat_interleave`, to get an
      * `(h*p, d_model)` weight; the same for W_v. A plain multi-head module
      * with those weights, and the grouped module's W_q and W_o, computes
-     * the same output, since its head $i$ then projects exactly the keys
-     * and values of key-value head $i / (h/G)$.
+     * the same output, since each of its heads then projects exactly the
+     * keys and values of its group's key-value head.
      *
      * @show src/nn/gqa.c gqa_repeat_kv_weight
      *

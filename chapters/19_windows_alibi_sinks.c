@@ -105,8 +105,10 @@ static void alibi(void)
     /*md
      * ALiBi adds $-m_k (i' - j)$ to the scaled score of key $j$ in head
      * $k$ of $n$: nothing for the query's own position, more for each
-     * step back. The slopes form a geometric sequence, $m_k =
-     * 2^{-8(k+1)/n}$; for $n$ not a power of two, BLOOM takes the slopes of the
+     * step back. For $n$ a power of two the slopes form a geometric
+     * sequence, 1/2, 1/4, ..., 1/256 for 8 heads (the paper's choice,
+     * section 3 of Press et al. 2022) and $2^{-0.5}, 2^{-1}, \dots, 2^{-8}$
+     * for 16; for $n$ not a power of two, BLOOM takes the slopes of the
      * largest power of two below $n$ and adds every other slope of twice
      * that many heads, which fall between them. Writing it is this
      * chapter's coding exercise:

@@ -114,17 +114,18 @@ static void blocks_and_tables(lesson *l)
      * asked for: a table says nothing about where its blocks are in the
      * pool.
      *
-     * Position $t$ of a sequence lives at *slot* `table[t / block_size] *
-     * block_size + t % block_size`: slots number the pool's positions
-     * block after block, so slot $s$ is row `s % block_size` of block
-     * `s / block_size`. That is the *slot mapping*, the whole trick, and
-     * this chapter's exercise. (Chapter 19's rolling cache also had
-     * slots, its own $W$ rows, reused as the window moves; vLLM's slots
-     * here are never reused while a sequence lives, and there is one
-     * numbering for the whole pool.) A slot is a position, not a row of
-     * memory:
-     * the pool keeps the key-value-head axis between block and row, so
-     * head $g$'s key at slot $s$ starts at element
+     * A sequence's positions fill the blocks of its table in turn,
+     * `block_size` to a block and one to a row, and *slots* number the
+     * pool's positions block after block: slot $s$ is row `s % block_size`
+     * of block `s / block_size`. Where position $t$ of a sequence lives,
+     * its slot, is the *slot mapping*, the whole trick, and this chapter's
+     * exercise: with blocks of 4 and the table `[5, 2, 7]`, positions 0-3
+     * are slots 20-23 and positions 4-7 slots 8-11. (Chapter 19's rolling
+     * cache also had slots, its own $W$ rows, reused as the window moves;
+     * vLLM's slots here are never reused while a sequence lives, and there
+     * is one numbering for the whole pool.) A slot is a position, not a row
+     * of memory: the pool keeps the key-value-head axis between block and
+     * row, so head $g$'s key at slot $s$ starts at element
      * `((s / block_size * G + g) * block_size + s % block_size) * p`, and
      * the $G$ keys of one slot lie `block_size * p` numbers apart.
      *

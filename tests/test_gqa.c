@@ -13,8 +13,9 @@
 
 #include <criterion/parameterized.h>
 
-/* The module from its formulas: query head hd reads key-value head
- * hd / (h/G); query i sees keys j < valid_len and, with causal,
+/* The module from its formulas: the query heads read the key-value heads
+ * in order, h/G consecutive heads to each (kv_of below, filled group by
+ * group); query i sees keys j < valid_len and, with causal,
  * j <= i + Lk - Lq; the softmax runs over the visible keys only (no
  * -1e6 anywhere).  valid: NULL, (B,) or (B, Lq) by per_query.  weights
  * (B, h, Lq, Lk) may be NULL. */
@@ -26,6 +27,11 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
     const multihead_config *c = &m->cfg;
     size_t D = c->num_hiddens, h = c->num_heads, G = c->kv_heads, p = D / h;
     size_t Dkv = G * p;
+    size_t kv_of[64]; // query head -> the key-value head it reads
+    cr_assert_leq(h, 64);
+    for (size_t g = 0, hd = 0; g < G; g++)
+        for (size_t r = 0; r < h / G; r++)
+            kv_of[hd++] = g;
     double *qp = malloc(Lq * D * sizeof *qp), *kp = malloc(Lk * Dkv * sizeof *kp);
     double *vp = malloc(Lk * Dkv * sizeof *vp), *cat = malloc(D * sizeof *cat);
     double *s = malloc(Lk * sizeof *s);
@@ -41,7 +47,7 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
             if (c->causal && i + Lk - Lq + 1 < see)
                 see = i + Lk - Lq + 1;
             for (size_t hd = 0; hd < h; hd++) {
-                size_t g = hd / (h / G); // the key-value head it reads
+                size_t g = kv_of[hd]; // the key-value head it reads
                 double mx = -INFINITY, sum = 0;
                 for (size_t t = 0; t < see; t++) {
                     double dot = 0;
@@ -302,10 +308,13 @@ Test(gqa, folding_equals_repeat_interleave)
     OK(dot_attention_forward(&a, qh, kr, vr, lens, &ref, NULL));
     double err = rel_error(heads, ref);
     cr_assert(err <= 1e-14, "folded vs repeated: %g", err);
-    // query head i of example b read key head b*G + i/(h/G)
-    for (size_t i = 0; i < B * h; i++)
-        cr_assert_eq(*TENSOR_AT(kr, i, 4, 1),
-                     *TENSOR_AT(kh, (i / h) * G + (i % h) / group, 4, 1));
+    // the heads of group g of example b (batch rows in order) read key
+    // head g of example b
+    for (size_t b = 0, i = 0; b < B; b++)
+        for (size_t g = 0; g < G; g++)
+            for (size_t r = 0; r < group; r++, i++)
+                cr_assert_eq(*TENSOR_AT(kr, i, 4, 1),
+                             *TENSOR_AT(kh, b * G + g, 4, 1));
     dot_attention_free(&a);
     FREE_ALL(qh, kh, vh, rows, lens, heads, k4, ke, kr, v4, ve, vr, ref);
     multihead_free(&m);
@@ -400,17 +409,19 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     OK(tensor_copy_into(fm.W_q.bias, gm.W_q.bias));
     OK(tensor_copy_into(fm.W_o.weight, gm.W_o.weight));
     OK(tensor_copy_into(fm.W_o.bias, gm.W_o.bias));
-    // row hd*p + e of the full W_k is row (hd/group)*p + e of the grouped
-    for (size_t hd = 0; hd < h; hd++)
-        for (size_t e = 0; e < p; e++) {
-            size_t fr = hd * p + e, gr = (hd / group) * p + e;
-            for (size_t j = 0; j < d; j++) {
-                *TENSOR_AT(fm.W_k.weight, fr, j) = *TENSOR_AT(gm.W_k.weight, gr, j);
-                *TENSOR_AT(fm.W_v.weight, fr, j) = *TENSOR_AT(gm.W_v.weight, gr, j);
+    // row hd*p + e of the full W_k is row g*p + e of the grouped, for the
+    // query heads hd of group g
+    for (size_t g = 0; g < G; g++)
+        for (size_t hd = g * group; hd < (g + 1) * group; hd++)
+            for (size_t e = 0; e < p; e++) {
+                size_t fr = hd * p + e, gr = g * p + e;
+                for (size_t j = 0; j < d; j++) {
+                    *TENSOR_AT(fm.W_k.weight, fr, j) = *TENSOR_AT(gm.W_k.weight, gr, j);
+                    *TENSOR_AT(fm.W_v.weight, fr, j) = *TENSOR_AT(gm.W_v.weight, gr, j);
+                }
+                fm.W_k.bias->data[fr] = gm.W_k.bias->data[gr];
+                fm.W_v.bias->data[fr] = gm.W_v.bias->data[gr];
             }
-            fm.W_k.bias->data[fr] = gm.W_k.bias->data[gr];
-            fm.W_v.bias->data[fr] = gm.W_v.bias->data[gr];
-        }
     tensor *q = normal_tensor(SHAPE(B, Lq, d), r, 1), *k = normal_tensor(SHAPE(B, Lk, d), r, 1);
     tensor *v = normal_tensor(SHAPE(B, Lk, d), r, 1), *dout = normal_tensor(SHAPE(B, Lq, D), r, 1);
     tensor *lens, *gout, *fout, *gdq, *gdk, *gdv, *fdq, *fdk, *fdv;
@@ -433,16 +444,17 @@ Test(gqa, backward_sums_the_group_of_a_shared_head)
     OK(tensor_alloc(SHAPE(G * p, d), &sum_v));
     OK(tensor_alloc(SHAPE(G * p), &sum_bk));
     OK(tensor_alloc(SHAPE(G * p), &sum_bv));
-    for (size_t hd = 0; hd < h; hd++)
-        for (size_t e = 0; e < p; e++) {
-            size_t fr = hd * p + e, gr = (hd / group) * p + e;
-            for (size_t j = 0; j < d; j++) {
-                *TENSOR_AT(sum_k, gr, j) += *TENSOR_AT(fg.W_k.weight, fr, j);
-                *TENSOR_AT(sum_v, gr, j) += *TENSOR_AT(fg.W_v.weight, fr, j);
+    for (size_t g = 0; g < G; g++)
+        for (size_t hd = g * group; hd < (g + 1) * group; hd++)
+            for (size_t e = 0; e < p; e++) {
+                size_t fr = hd * p + e, gr = g * p + e;
+                for (size_t j = 0; j < d; j++) {
+                    *TENSOR_AT(sum_k, gr, j) += *TENSOR_AT(fg.W_k.weight, fr, j);
+                    *TENSOR_AT(sum_v, gr, j) += *TENSOR_AT(fg.W_v.weight, fr, j);
+                }
+                sum_bk->data[gr] += fg.W_k.bias->data[fr];
+                sum_bv->data[gr] += fg.W_v.bias->data[fr];
             }
-            sum_bk->data[gr] += fg.W_k.bias->data[fr];
-            sum_bv->data[gr] += fg.W_v.bias->data[fr];
-        }
     cr_assert(rel_error(gg.W_k.weight, sum_k) <= 1e-12, "dW_k: %g",
               rel_error(gg.W_k.weight, sum_k));
     cr_assert(rel_error(gg.W_v.weight, sum_v) <= 1e-12, "dW_v: %g",

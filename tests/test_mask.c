@@ -144,9 +144,13 @@ static void reference(const multihead *m, const tensor *q, const tensor *k,
     plain_linear(&m->W_q, q->data, NB * NQ, Q);
     plain_linear(&m->W_k, k->data, NB * Lk, K);
     plain_linear(&m->W_v, v->data, NB * Lk, V);
+    size_t kv_of[NH]; // query head -> its key-value head: h/G heads a group
+    for (size_t g = 0, i = 0; g < G; g++)
+        for (size_t r = 0; r < h / G; r++)
+            kv_of[i++] = g;
     for (size_t b = 0; b < NB; b++)
         for (size_t i = 0; i < h; i++) {
-            size_t g = i / (h / G); // the key-value head of query head i
+            size_t g = kv_of[i]; // the key-value head of query head i
             for (size_t t = 0; t < NQ; t++) {
                 double *row = w + ((b * h + i) * NQ + t) * Lk2, max = -INFINITY;
                 for (size_t j = 0; j < Lk2; j++) {

@@ -59,12 +59,12 @@ Test(posenc, shift_is_a_rotation)
         for (size_t j = 0; 2 * j < d; j++) {
             double a = (double)delta * pow(10000.0, -(double)(2 * j) / d);
             double s0 = *TENSOR_AT(P, i, 2 * j), c0 = *TENSOR_AT(P, i, 2 * j + 1);
-            /* sin(x + a) = sin x cos a + cos x sin a,
-             * cos(x + a) = cos x cos a - sin x sin a */
-            cr_assert_float_eq(*TENSOR_AT(P, i + delta, 2 * j),
-                               s0 * cos(a) + c0 * sin(a), 1e-12);
-            cr_assert_float_eq(*TENSOR_AT(P, i + delta, 2 * j + 1),
-                               c0 * cos(a) - s0 * sin(a), 1e-12);
+            /* cos(x + a) + i sin(x + a) = e^(i (x + a)) = (cos x + i sin x)
+             * e^(i a) */
+            double complex z = (c0 + s0 * I) * cexp(I * a);
+            cr_assert_float_eq(*TENSOR_AT(P, i + delta, 2 * j), cimag(z), 1e-12);
+            cr_assert_float_eq(*TENSOR_AT(P, i + delta, 2 * j + 1), creal(z),
+                               1e-12);
         }
     tensor_free(P);
 }

@@ -3,7 +3,9 @@
 # student working alone rely on it.
 #   1. in the teacher's tree every exercise passes;
 #   2. a fresh handout holds no expression of any reference body anywhere
-#      (tools/answer-leaks.py: docs/, README, chapters, tests ...), no
+#      (tools/answer-leaks.py: docs/, README, chapters, tests ...), and no
+#      formula of one in an exercise's spec, its tests or its chapter
+#      (the check finds those earlier handouts had), no
 #      teacher's tooling, pages or key, no fast path and no word of `make
 #      handout`: its book shows each blank's stub;
 #      its README lists every exercise and its example of `make grade` is
@@ -92,6 +94,73 @@ tools/answer-leaks.py . "$dir/leak" > "$dir/leak.txt" && fail "tools/answer-leak
 grep -q '^multihead_fast.c:[0-9]*: transpose_qkv (chapter 06): .*tensor_permute ( V , AXES ( 0 , 2 , 1 , 3 ) , V )$' "$dir/leak.txt" &&
     grep -q '^renamed.c:4: rope_rotate_pair (chapter 15): double V = cos ( V ) , V = sin ( V )$' "$dir/leak.txt" ||
     { cat "$dir/leak.txt"; fail "tools/answer-leaks.py misses the fast path's heads_view or a renamed rotation"; }
+
+# It finds a formula written out, too, as earlier handouts
+# had them: a spec comment that states the answer's expression (paged_slot's
+# two statements as one, gqa_kv_head's with the local put in its place), a
+# chapter's page in LaTeX (alibi_slope's), and tests that compute their
+# expected values with the answer's expression around other names
+# (alibi_slope's, mla_rms_norm's, attention_madds') or say it in a hint.
+mkdir -p "$dir/leak2/src/nn" "$dir/leak2/tests" "$dir/leak2/chapters"
+cat > "$dir/leak2/src/nn/paged.h" <<'EOT'
+/* *slot = the row of the pool that holds position pos of a sequence
+ * whose block table is table[0 .. nblocks-1]:
+ * table[pos / block_size] * block_size + pos % block_size.  GSL_EINVAL
+ * when block_size is 0 or pos is past the table. */
+int paged_slot(const size_t *table, size_t nblocks, size_t block_size,
+               size_t pos, size_t *slot);
+EOT
+cat > "$dir/leak2/src/nn/gqa.c" <<'EOT'
+/* What the tests check (ex_gqa_kv_head):
+ * - *kv = head / (num_heads / kv_heads): consecutive heads share a group
+ * @exercise gqa_kv_head (chapter 17): the key-value head a query head reads. */
+int gqa_kv_head(size_t head, size_t num_heads, size_t kv_heads, size_t *kv)
+{
+    return mha_fail_exercise("gqa_kv_head", "17", "src/nn/gqa.c");
+}
+EOT
+cat > "$dir/leak2/chapters/19_windows_alibi_sinks.c" <<'EOT'
+    /*md
+     * The slopes form a geometric sequence, $m_k =
+     * 2^{-8(k+1)/n}$; for $n$ not a power of two, BLOOM takes ...
+     */
+EOT
+cat > "$dir/leak2/tests/test_exercises.c" <<'EOT'
+/* --- ex_attention_madds (chapter 16) --------------------------------- */
+static void expect_madds(size_t n_q, size_t n_k, size_t d, int causal)
+{
+    double pairs = pairs_one_by_one(n_q, n_k, causal);
+    double want = 2.0 * (double)d * pairs;
+}
+/* --- ex_alibi_slope (chapter 19) ------------------------------------- */
+static void expect_slopes(size_t n)
+{
+        double want = k < P ? exp2(-8.0 * (double)(k + 1) / (double)P)
+                            : exp2(-4.0 * (double)(2 * (k - P) + 1) / (double)P);
+}
+/* --- ex_mla_rms_norm (chapter 20) ------------------------------------ */
+static void expect_rms(const tensor *x, const double *w, double eps)
+{
+            double want = xs[j] / sqrt(sum / (double)d + eps) * w[j];
+}
+/* --- ex_paged_slot (chapter 21) -------------------------------------- */
+#define H_SLOT                                                                \
+    "hint: chapter 21, section 1 (Blocks, block tables and the slot "        \
+    "mapping): the slot is table[pos / block_size] * block_size + pos % "    \
+    "block_size"
+EOT
+tools/answer-leaks.py . "$dir/leak2" > "$dir/leak2.txt" && fail "tools/answer-leaks.py finds no formula in the old specs and tests"
+for want in \
+    'src/nn/paged.h:3: paged_slot (chapter 21): formula ((table[(pos / block_size)] * block_size) + (pos % block_size))' \
+    'src/nn/gqa.c:2: gqa_kv_head (chapter 17): formula (head / (num_heads / kv_heads))' \
+    'chapters/19_windows_alibi_sinks.c:3: alibi_slope (chapter 19): formula 2^((-8 * (k + 1)) / n)' \
+    'tests/test_exercises.c:5: attention_madds (chapter 16): formula ((2 * d) * pairs)' \
+    'tests/test_exercises.c:10: alibi_slope (chapter 19): formula 2^((-8 * (k + 1)) / P)' \
+    'tests/test_exercises.c:16: mla_rms_norm (chapter 20): formula ((xs[j] / sqrt(((sum / d) + eps))) * w[j])' \
+    'tests/test_exercises.c:20: paged_slot (chapter 21): formula ((table[(pos / block_size)] * block_size) + (pos % block_size))'; do
+    grep -qxF "$want" "$dir/leak2.txt" ||
+        { cat "$dir/leak2.txt"; fail "tools/answer-leaks.py misses $want"; }
+done
 
 # No expression of a reference body anywhere in the handout, but where a
 # lesson teaches it on purpose: chapter 01 permutes its (1, 2, 8, 2)

@@ -62,8 +62,9 @@ static const char usage_forward[] =
 //> 17
     "  --kv-heads G: G key-value heads (grouped-query attention; G = 1 is\n"
     "      multi-query): G divides h, W_k is (G*D/h, Dk), W_v (G*D/h, Dv),\n"
-    "      b_k and b_v (G*D/h,), and query head i reads key-value head\n"
-    "      i / (h/G).  Default G = h: every head its own keys and values\n"
+    "      b_k and b_v (G*D/h,), and the query heads share them in order,\n"
+    "      h/G consecutive heads to each key-value head.  Default G = h:\n"
+    "      every head its own keys and values\n"
 //<
 //> 16
     "  --causal: query i sees key j only when j <= i + Lk - Lq (the queries\n"

@@ -6,15 +6,16 @@
 
 #include "base/error.h"
 
-/* Query i of the n_q sees the keys j <= i + n_k - n_q under the causal
- * mask: i + n_k - n_q + 1 of them when that is positive, at most n_k.
- * What the tests check (ex_attention_madds):
- * - *madds = 2 d_model per (query, key) pair: d_model for the score and
- *   d_model for the weighted sum;
- * - causal 0 counts all n_q n_k pairs; causal 1 the pairs above, with
- *   n_q = 1 (one new query: n_k pairs), n_q = n_k (the triangle,
- *   n(n+1)/2), n_q < n_k and n_q > n_k (the first n_q - n_k queries see
- *   nothing);
+/* Under the causal mask query i of the n_q sees key j when
+ * j <= i + n_k - n_q: the queries are the last n_q of the n_k positions.
+ * What the tests check (ex_attention_madds), against counts made by hand:
+ * - a (query, key) pair costs d_model multiply-adds for its score and
+ *   d_model for its share of the weighted sum;
+ * - causal 0 counts every pair (4 queries, 4 keys, d_model 8: 256);
+ *   causal 1 only the pairs the mask lets through, with n_q = 1 (one new
+ *   query sees every key: 7 keys of d_model 8 are 112), n_q = n_k (the
+ *   triangle: 3 queries see 1, 2 and 3 keys), n_q < n_k and n_q > n_k
+ *   (the first n_q - n_k queries see nothing);
  * - n_q, n_k or d_model 0 is refused: GSL_EINVAL and a message that starts
  *   with "attention_madds" and names all three.
  * The handout blanks this body:

@@ -86,10 +86,11 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
 //> 19
 /* The same under a window, ALiBi or sinks (window.h): queries (B*h, Lq,
  * d), row b*h + i head i of example b, against keys and values (B*G, Lk,
- * d), key-value head b*G + i/(h/G); query r at position q0 + r, key j at
- * j.  A tile adds the keys the rule shows, each row's max and sum start at
- * the sink's s_h and 1 when there are sinks.  The module's checks come
- * first: only the batch sizes are checked here. */
+ * d), its group's key-value head (gqa.h) of example b; query r at
+ * position q0 + r, key j at j.  A tile adds the keys the rule shows, each
+ * row's max and sum start at the sink's s_h and 1 when there are sinks.
+ * The module's checks come first: only the batch sizes are checked
+ * here. */
 struct window_rule;
 int flash_attention_forward_window(const tensor *queries, const tensor *keys,
                                    const tensor *values,

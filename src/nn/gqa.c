@@ -12,8 +12,10 @@
 /* Heads are grouped in order: with h = 8 and G = 2, heads 0-3 read
  * key-value head 0 and heads 4-7 key-value head 1.
  * What the tests check (ex_gqa_kv_head):
- * - *kv = head / (num_heads / kv_heads): consecutive heads share a group
- *   (not head % kv_heads); kv_heads = num_heads gives each head its own,
+ * - *kv for every head: consecutive heads share a group, h/G of them,
+ *   the first group reading key-value head 0, the next 1 ... (h = 12,
+ *   G = 3: heads 0-3 read 0, 4-7 read 1, 8-11 read 2), not head i
+ *   reading head i mod G; kv_heads = num_heads gives each head its own,
  *   kv_heads 1 gives all head 0;
  * - kv_heads 0 means num_heads (plain multi-head: *kv = head);
  * - kv_heads that does not divide num_heads, num_heads 0, or head >=

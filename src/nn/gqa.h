@@ -6,8 +6,8 @@
  * Shapes, in the lesson's names:
  *   h   num_heads, the query heads; p = d_model/h features each
  *   G   kv_heads, the key-value heads; G divides h
- *   the h/G query heads g*(h/G) .. (g+1)*(h/G) - 1 form group g, and all
- *   of them read key-value head g.
+ *   the query heads form G groups of h/G consecutive heads, in order,
+ *   and every head of the g-th group reads key-value head g.
  *
  * G = h is multi-head attention (every query head has its own keys and
  * values), G = 1 multi-query attention (Shazeer 2019: one key head and
@@ -24,10 +24,12 @@
 
 #include "tensor/tensor.h"
 
-/* *kv = the key-value head that query head `head` reads: with h/G query
- * heads per group, head i is in group i / (h/G).  kv_heads 0 means
- * num_heads (every head its own).  GSL_EINVAL when num_heads is 0, when
- * kv_heads does not divide num_heads, or when head >= num_heads. */
+/* *kv = the key-value head that query head `head` reads: the num_heads
+ * query heads are split in order into kv_heads groups of equal size, and
+ * the heads of the g-th group read key-value head g (h = 8, G = 2: heads
+ * 0-3 read 0, heads 4-7 read 1).  kv_heads 0 means num_heads (every head
+ * its own).  GSL_EINVAL when num_heads is 0, when kv_heads does not
+ * divide num_heads, or when head >= num_heads. */
 int gqa_kv_head(size_t head, size_t num_heads, size_t kv_heads, size_t *kv);
 
 /* The weight of a key or value projection of G heads, (G*p, d_in), made

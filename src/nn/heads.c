@@ -12,9 +12,10 @@
 /* (B, n, d_model) -> (B, n, h, p) -> (B, h, n, p) -> (B*h, n, p), with
  * p = d_model/h: head i of example b becomes batch row b*h + i.
  * What the tests check (ex_transpose_qkv):
- * - *out is (B*h, n, p) and x[b, i, j] lands at [b*h + j/p, i, j % p]
- *   (a straight reshape to (B*h, n, p) does not: chapter 06, section 3);
- *   with one head it is x itself, reshaped;
+ * - *out is (B*h, n, p), head k of example b (features k*p .. k*p + p - 1
+ *   of each of its positions) in batch row b*h + k, every number where
+ *   d2l's example puts it (a straight reshape to (B*h, n, p) does not:
+ *   chapter 06, section 3); with one head it is x itself, reshaped;
  * - d_model not divisible by h: the reshape to (B, n, h, p) refuses,
  *   GSL_EBADLEN, naming the shapes; 0 heads: GSL_EINVAL; each with *out
  *   NULL (that x is 3-D is the caller's: multihead_forward checks it);
@@ -42,7 +43,8 @@ done:
  * (B, n, h, p) -> (B, n, h*p), so the h heads of each position sit side by
  * side again, head i in features i*p .. i*p + p - 1.
  * What the tests check (ex_transpose_output):
- * - *out is (B, n, h*p) and x[b*h + k, i, j] lands at [b, i, k*p + j];
+ * - *out is (B, n, h*p), batch row b*h + k (head k of example b) back in
+ *   features k*p .. k*p + p - 1 of example b, every number in its place;
  * - a first dimension not divisible by h: the reshape to (B, h, n, p)
  *   refuses, GSL_EBADLEN, naming the shapes; 0 heads: GSL_EINVAL; each
  *   with *out NULL (that x is 3-D is the caller's);

@@ -205,13 +205,14 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     return GSL_SUCCESS;
 }
 
-/* The same sums with three plain loops and no BLAS: for each row of x
- * and each output feature, the bias plus a dot product of length
- * in_features.  x is read through tensor_at, so any strides work.
+/* The same sums as linear_forward with plain loops and no BLAS.  x is
+ * read through tensor_at, so any strides work.
  * What the tests check (ex_linear_forward_naive):
- * - y has x's shape with its last dimension out_features, and
- *   y[r, o] = bias[o] + sum over i of x[r, i] W[o, i], W being
- *   (out_features, in_features); no bias (l->bias NULL) adds nothing;
+ * - y has x's shape with its last dimension out_features, and every row
+ *   is the row of x times W^T plus b, W being (out_features,
+ *   in_features), to the values worked out by hand (W = [[1, 0, -1],
+ *   [2, 1, 0]], b = [0.5, -1]: x [1, 2, 3] gives [-1.5, 3]); no bias
+ *   (l->bias NULL) adds nothing;
  * - x may be a view with any strides (a permuted one);
  * - an x whose last dimension is not in_features is refused as
  *   linear_forward refuses it (check_input): GSL_EBADLEN, *y NULL, a

@@ -127,7 +127,17 @@ static int check_lens(const tensor *valid_lens, size_t Lk)
     return GSL_SUCCESS;
 }
 
-/* The handout blanks this body:
+/* What the tests check (ex_mask_key_padding_from_lens), against masks
+ * written out by hand:
+ * - *out is (B, Lk), row b False (0) for example b's first valid_lens[b]
+ *   keys and True (1) after them: [3, 1] with Lk 4 gives [[0, 0, 0, 1],
+ *   [0, 1, 1, 1]]; a length 0 hides every key, a length Lk none;
+ * - a length past Lk, below 0 or not whole, or a valid_lens that is not
+ *   (B,): GSL_EINVAL, *out NULL and a message that starts with
+ *   "mask_key_padding_from_lens" and names what it refuses and Lk;
+ * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL
+ *   and nothing left allocated.
+ * The handout blanks this body:
  * @exercise mask_key_padding_from_lens (chapter 18): d2l's valid_lens as PyTorch's key_padding_mask. */
 int mask_key_padding_from_lens(const tensor *valid_lens, size_t Lk,
                                tensor **out)
@@ -377,9 +387,9 @@ static int project_heads(const multihead *m, const tensor *queries,
 }
 
 /* Steps 3-4 for every row n = b*h + i of the queries Qh (B*h, Lq, p):
- * scores against key-value head b*G + i/(h/G) of Kh, plus the mask,
- * softmax over the visible keys (a -inf entry gets weight exactly 0),
- * the weighted values into heads (B*h, Lq, p). */
+ * scores against its group's key-value head of example b in Kh (gqa.h),
+ * plus the mask, softmax over the visible keys (a -inf entry gets weight
+ * exactly 0), the weighted values into heads (B*h, Lq, p). */
 static void attend(const multihead *m, const tensor *Qh, const tensor *Kh,
                    const tensor *Vh, const tensor *mask, tensor *w,
                    tensor *heads)

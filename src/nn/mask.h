@@ -51,10 +51,10 @@
  * is neither 0 nor 1, naming it. */
 int mask_from_bool(const tensor *m, int true_hides, tensor **out);
 
-/* d2l's valid_lens (B,) as PyTorch's bool key_padding_mask (B, Lk):
- * entry (b, j) is 1 (True: ignore that key) when j >= valid_lens[b], else
- * 0.  GSL_EINVAL unless valid_lens is 1-D with whole numbers 0 .. Lk and
- * Lk >= 1. */
+/* d2l's valid_lens (B,) as PyTorch's bool key_padding_mask (B, Lk): row
+ * b is 0 (False) for the first valid_lens[b] keys, the ones example b
+ * sees, and 1 (True: ignore that key) for the rest.  GSL_EINVAL unless
+ * valid_lens is 1-D with whole numbers 0 .. Lk and Lk >= 1. */
 int mask_key_padding_from_lens(const tensor *valid_lens, size_t Lk,
                                tensor **out);
 

@@ -90,9 +90,11 @@ void mla_free(mla *m);
  * from U(0.5, 1.5), so that they matter in a check. */
 void mla_reset(mla *m, gsl_rng *r);
 
-/* out = x / sqrt(mean(x^2) + eps) * weight, over the last dimension of x
- * (..., d), weight (d,).  GSL_EBADLEN when weight is not (d,), GSL_EINVAL
- * for an eps that is negative or not finite. */
+/* out = RMSNorm of x (..., d) over its last dimension (Zhang and
+ * Sennrich 2019): each row divided by its root mean square, eps added to
+ * the mean of the squares, then scaled feature by feature by weight
+ * (d,).  GSL_EBADLEN when weight is not (d,), GSL_EINVAL for an eps that
+ * is not a finite number > 0. */
 int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
                  tensor **out);
 

@@ -116,13 +116,15 @@ void mla_reset(mla *m, gsl_rng *r)
 
 /* --- RMSNorm -------------------------------------------------------- */
 
-/* Each row of x divided by its root mean square, then scaled feature by
- * feature: y_j = x_j / sqrt(mean_k(x_k^2) + eps) * w_j.  Unlike LayerNorm
- * (chapter 11) it subtracts no mean and adds no shift.
+/* Each row of x divided by its root mean square (eps added to the mean
+ * of its squares, under the root), then scaled feature by feature by the
+ * weight.  Unlike LayerNorm (chapter 11) it subtracts no mean and adds no
+ * shift.
  * What the tests check (ex_mla_rms_norm):
- * - out has x's shape and y[.., j] = x[.., j] / sqrt(mean(x^2) + eps)
- *   * weight[j] on every row, for any leading dimensions and for a view
- *   x (the rows of a narrowed tensor);
+ * - out has x's shape and every row normalised, to 1e-14 of the values
+ *   computed once in Python from the definition, for any leading
+ *   dimensions and for a view x (the rows of a narrowed tensor): x's row
+ *   [3, 4] with weight [2, 2] and eps 1e-6 gives [1.69706, 2.26274];
  * - a row of zeros stays zeros (eps keeps the division finite);
  * - a weight that is not (d,) for x (..., d): GSL_EBADLEN; an eps that is
  *   not a finite number > 0: GSL_EINVAL; each with *out NULL and a

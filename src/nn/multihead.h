@@ -73,8 +73,8 @@
 //<
 //> 17
 /* Grouped-query attention (cfg.kv_heads = G, Ainslie et al. 2023).  G
- * key-value heads, G dividing h, each shared by h/G query heads: query
- * head i reads key-value head i / (h/G).  G = h is the multi-head
+ * key-value heads, G dividing h, each shared by a group of h/G
+ * consecutive query heads (gqa.h says which).  G = h is the multi-head
  * attention above; G = 1 is multi-query attention (Shazeer 2019).  W_k
  * is (G*p, d_k) and W_v (G*p, d_v): the keys and values are projected to
  * G*p features, not d_model, and split into G heads, (B*G, Lk, p); the

@@ -132,10 +132,13 @@ int paged_seq_release(paged_cache *c, size_t seq)
 }
 
 /* The slot mapping: where position pos of a sequence lives in the pool.
- * What the tests check (ex_paged_slot):
- * - *slot = table[pos / block_size] * block_size + pos % block_size: the
- *   entry of the table for pos's block, then the row inside the block
- *   (not pos itself, nor table[pos]);
+ * What the tests check (ex_paged_slot), against slots written out by
+ * hand:
+ * - the slot of every position: the sequence's positions fill the blocks
+ *   of its table in turn, block_size to a block and one to a row (blocks
+ *   of 4, the table [5, 2, 7]: positions 0-3 are slots 20-23, rows 0-3 of
+ *   block 5; positions 4-7 are slots 8-11, in block 2), not pos itself,
+ *   nor table[pos];
  * - the last position of a block and the first of the next land in
  *   different blocks, wherever those are in the pool;
  * - block_size 0, or a pos past the table (pos >= nblocks * block_size):
@@ -411,12 +414,15 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
         tensor_trace_emit(TRACE_COPY, TRACE_LIST, c->keys,
                    TRACE_INPUTS(TRACE_IN(k), TRACE_IN(v), TRACE_SIDE(slots, "slots")),
                    "write K, V at the slots");
-        // 5. every query head of every sequence through its block table
+        // 5. every query head of every sequence through its block table,
+        //    group by group: the h/G query heads of group g read
+        //    key-value head g
         for (size_t b = 0; b < B; b++)
-            for (size_t i = 0; i < h; i++)
-                paged_attention(c, &c->seqs[seqs[b]], q->data + (b * h + i) * p,
-                                i / (h / G), p, heads->data + (b * h + i) * p,
-                                scores);
+            for (size_t g = 0, i = 0; g < G; g++)
+                for (size_t r = 0; r < h / G; r++, i++)
+                    paged_attention(c, &c->seqs[seqs[b]],
+                                    q->data + (b * h + i) * p, g, p,
+                                    heads->data + (b * h + i) * p, scores);
         tensor_trace_emit(TRACE_NEW, TRACE_LIST, heads,
                    TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(c->keys, "keys"),
                                 TRACE_NAMED(c->values, "values")),

@@ -12,10 +12,9 @@
  * a sequence wastes at most block_size - 1 rows, and sequences of
  * different lengths (a ragged batch) decode side by side.
  *
- * Position t of a sequence lives at *slot*
- *     table[t / block_size] * block_size + t % block_size
- * (the slot mapping: the row of the pool, read as (num_blocks *
- * block_size) rows).  A sequence forked from another shares all its
+ * Position t of a sequence lives at a *slot*, a row of the pool read as
+ * (num_blocks * block_size) rows, in the block its table names for it
+ * (the slot mapping, paged_slot below).  A sequence forked from another shares all its
  * blocks (each block counts the tables that hold it); the first write
  * into a shared block that is partly filled copies it to a free block
  * first (copy on write), so the other sequence's blocks are never
@@ -34,7 +33,7 @@
  *   4. write K and V at those slots
  *   5. paged attention: query head i of sequence b against the t_b + 1
  *      positions of b, each key and value read through b's block table
- *      (key-value head i / (h/G)), softmax, weighted sum
+ *      (the key-value head of its group, gqa.h), softmax, weighted sum
  *   6. join the heads and apply W_o
  * The numbers are those of chapter 16's cache, sequence by sequence (the
  * tests hold them to 1e-12).  A step that fails changes nothing.
@@ -84,11 +83,14 @@ int paged_seq_fork(paged_cache *c, size_t parent, size_t *child);
  * again.  GSL_EINVAL for a sequence that is not live. */
 int paged_seq_release(paged_cache *c, size_t seq);
 
-/* *slot = the row of the pool that holds position pos of a sequence
- * whose block table is table[0 .. nblocks-1]:
- * table[pos / block_size] * block_size + pos % block_size.  GSL_EINVAL
- * when block_size is 0 or pos is past the table (pos >= nblocks *
- * block_size). */
+/* *slot = the slot of position pos of a sequence whose block table is
+ * table[0 .. nblocks-1]: the table lists the pool's blocks that hold the
+ * sequence's positions, block_size positions to a block in order, one to
+ * a row, and slots number the rows of the pool block after block (block
+ * b's rows are slots b * block_size onwards).  With blocks of 4 and the
+ * table [5, 2, 7], positions 0-3 are slots 20-23 and 4-7 slots 8-11.
+ * GSL_EINVAL when block_size is 0 or pos is past the table (pos >=
+ * nblocks * block_size). */
 int paged_slot(const size_t *table, size_t nblocks, size_t block_size,
                size_t pos, size_t *slot);
 

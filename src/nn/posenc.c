@@ -83,11 +83,10 @@ int posenc_add(const tensor *x, tensor **out)
     return GSL_SUCCESS;
 }
 
-/* (y0, y1) is (x0, x1) turned counterclockwise by angle radians, from
- * the first feature towards the second: y0 = x0 cos(angle) - x1
- * sin(angle), y1 = x0 sin(angle) + x1 cos(angle).  What the tests check
- * (ex_rope_rotate_pair): that formula, to 1e-15, for quarter and half
- * turns (pi/2 takes (1, 0) to (0, 1); turned the other way it gives
+/* (y0, y1) is (x0, x1) turned counterclockwise by angle radians, about
+ * the origin, from the first feature towards the second.  What the tests
+ * check (ex_rope_rotate_pair): the turned pair, to 1e-15, for quarter and
+ * half turns (pi/2 takes (1, 0) to (0, 1); turned the other way it gives
  * (0, -1)), no turn, negative angles and large ones (a far position),
  * the length of the pair kept; the status is GSL_SUCCESS.
  * The handout blanks this body:

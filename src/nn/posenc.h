@@ -56,8 +56,9 @@ int posenc_sinusoid(size_t L, size_t d, tensor **out);
  * any strides.  GSL_EINVAL unless x has 3 dimensions. */
 int posenc_add(const tensor *x, tensor **out);
 
-/* One pair (x0, x1) turned by angle radians, counter-clockwise:
- * (y0, y1) = (x0 cos a - x1 sin a, x0 sin a + x1 cos a).  GSL_SUCCESS. */
+/* One pair (x0, x1), a point of the plane, turned about the origin by
+ * angle radians, counter-clockwise (a quarter turn takes (1, 0) to
+ * (0, 1)).  GSL_SUCCESS. */
 int rope_rotate_pair(double x0, double x1, double angle, double *y0,
                      double *y1);
 

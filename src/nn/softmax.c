@@ -284,8 +284,8 @@ int masked_softmax_scaled(const tensor *scores, double scale,
 
 /* Rows 1, 2, ..., len: query i sees keys 0 .. i.
  * What the tests check (ex_causal_valid_lens):
- * - *out is (batch, len) and every row is 1, 2, ..., len (query i sees
- *   i + 1 keys, not i);
+ * - *out is (batch, len) and every row is 1, 2, ..., len (query 0 sees
+ *   one key, itself, not none);
  * - batch or len 0 is refused: GSL_EINVAL, *out NULL, a message that
  *   starts with "causal_valid_lens" and names both numbers;
  * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL.

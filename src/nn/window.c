@@ -19,12 +19,13 @@
 /* --- ALiBi's slopes ------------------------------------------------- */
 
 /* BLOOM's get_slopes, one head at a time.
- * What the tests check (ex_alibi_slope):
- * - n a power of two: head k has *m = 2^(-8(k+1)/n) (n = 8: 1/2, 1/4 ...
- *   1/256; n = 1: 1/256; n = 16: 2^-0.5, 2^-1 ... 2^-8);
+ * What the tests check (ex_alibi_slope), each slope to 1e-15 of the
+ * paper's code's:
+ * - n a power of two: the geometric slopes of n heads (n = 8: 1/2, 1/4
+ *   ... 1/256; n = 1: 1/256; n = 16: 2^-0.5, 2^-1 ... 2^-8);
  * - otherwise the P slopes of P = the largest power of two below n come
- *   first, then 2^(-8(k+1)/(2P)) for k = 0, 2, 4 ...: n = 12 ends with
- *   2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5;
+ *   first, then every other slope of 2P heads, from the first: n = 12
+ *   ends with 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5; n = 3, 6 and 20 too;
  * - n = 0 or head >= n: GSL_EINVAL, *m left alone, and a message that
  *   starts with "alibi_slope" and names the numbers refused.
  * The handout blanks this body:

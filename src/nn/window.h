@@ -45,13 +45,14 @@
 
 #include "tensor/tensor.h"
 
-/* ALiBi's slope of head `head` of n heads into *m (BLOOM's get_slopes):
- * for n a power of two, m_k = 2^(-8(k+1)/n), k = 0 .. n-1 (n = 8: 1/2,
- * 1/4 ... 1/256).  Otherwise, with P the largest power of two below n,
- * the P slopes of P heads come first, then the n - P slopes of 2P heads
- * with an even index k = 0, 2, 4 ..., which fall between them (n = 12:
- * the eight of n = 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).  GSL_EINVAL
- * for head >= n (n = 0 included). */
+/* ALiBi's slope of head `head` of n heads into *m, as the paper's
+ * get_slopes, which BLOOM uses, gives it (Press et al. 2022, section 3):
+ * for n a power of two a geometric sequence, n = 8: 1/2, 1/4 ... 1/256
+ * (the paper's list), n = 16: 2^-0.5, 2^-1 ... 2^-8.  Otherwise, with P
+ * the largest power of two below n, the P slopes of P heads come first,
+ * then every other slope of 2P heads, from its first, which fall between
+ * them (n = 12: the eight of n = 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5).
+ * GSL_EINVAL for head >= n (n = 0 included). */
 int alibi_slope(size_t n, size_t head, double *m);
 
 /* The slopes of n heads as a tensor (n,).  GSL_EINVAL for n = 0. */
@@ -81,11 +82,11 @@ double window_softmax_row(const window_rule *r, size_t head, const double *s,
                           double *row_max);
 
 /* Step 4 of multihead.h under rule r: for every head n = b*h + i of qh
- * (B*h, Lq, p), reading key-value head b*G + i/(h/G) of kh and vh
- * (B*G, Lk, p), the scores, each row's softmax above (lens as in
- * softmax_valid_len; query i at position q0 + i, key j at kpos[j] or j),
- * the weights (B*h, Lq, Lk) and heads = weights V (B*h, Lq, p), both
- * new.  GSL_ERANGE naming a score that overflowed from finite inputs. */
+ * (B*h, Lq, p), reading its group's key-value head (gqa.h) of example b
+ * in kh and vh (B*G, Lk, p), the scores, each row's softmax above (lens
+ * as in softmax_valid_len; query i at position q0 + i, key j at kpos[j]
+ * or j), the weights (B*h, Lq, Lk) and heads = weights V (B*h, Lq, p),
+ * both new.  GSL_ERANGE naming a score that overflowed from finite inputs. */
 int window_attend(const window_rule *r, size_t h, const tensor *qh,
                   const tensor *kh, const tensor *vh, const tensor *lens,
                   long q0, const long *kpos, tensor **weights,
