@@ -56,7 +56,8 @@ static void reference(const mask_case *c, const tensor *q, const tensor *k,
     for (size_t b = 0; b < B; b++)
         for (size_t hd = 0; hd < h; hd++)
             for (size_t i = 0; i < Lq; i++) {
-                size_t g = hd / (h / c->G), see = rows_see(c, lens, b, i);
+                size_t g, see = rows_see(c, lens, b, i);
+                OK(gqa_kv_head(hd, h, c->G, &g)); // (ex_gqa_kv_head checks it)
                 size_t n = see ? see : Lk; // valid_len 0: every key alike
                 double mx = -INFINITY, sum = 0;
                 for (size_t j = 0; j < n; j++) {

@@ -2,8 +2,9 @@
 /* test_window.c: sliding windows, ALiBi and sinks (window.h), on every
  * path, against a reference written here from the papers.
  *
- * The reference (ref_forward) knows nothing of window.c: its own slopes
- * (BLOOM's get_slopes, recursive, as its Python reads), its own visible
+ * The reference (ref_forward) knows nothing of window.c but ALiBi's
+ * slopes, alibi_slope's (ex_alibi_slope holds them to fixtures, and the
+ * full build to BLOOM's get_slopes, recursive, as its Python reads), its own visible
  * set (Mistral's i' - W < j <= i', StreamingLLM's first keys, valid_lens
  * as d2l), its own scores (Press et al.: q.k/sqrt(p) + m_h (j - i')) and
  * gpt-oss's sink: the logits with the sink appended, one softmax over
@@ -33,6 +34,7 @@
 
 /* --- the reference ---------------------------------------------------- */
 
+//> full
 /* BLOOM's get_slopes(n), as its Python reads: a power of two gets
  * start * ratio^i with start = ratio = 2^(-2^-(log2 n - 3)); otherwise the
  * slopes of the closest power of two below n, then get_slopes(2 P)[0::2]
@@ -55,6 +57,7 @@ static void ref_slopes(size_t n, double *out)
         out[P + k] = twice[2 * k];
     free(twice);
 }
+//<
 
 typedef struct ref_case {
     size_t B, Lq, Lk, dq, dk, dv, h, G, p, Do;
@@ -76,8 +79,8 @@ static void ref_forward(const ref_case *c, const ref_arrays *a, double *out,
     double *V = calloc(c->Lk * Dkv, sizeof *V), *cat = calloc(D, sizeof *cat);
     double *logit = calloc(c->Lk + 1, sizeof *logit), slopes[64];
     cr_assert(Q && K && V && cat && logit && c->h <= 64);
-    if (c->alibi)
-        ref_slopes(c->h, slopes);
+    for (size_t k = 0; c->alibi && k < c->h; k++) // ex_alibi_slope checks them
+        OK(alibi_slope(c->h, k, &slopes[k]));
     for (size_t b = 0; b < c->B; b++) {
         for (size_t i = 0; i < c->Lq; i++)
             for (size_t o = 0; o < D; o++) {
@@ -102,7 +105,8 @@ static void ref_forward(const ref_case *c, const ref_arrays *a, double *out,
                          : c->lens == 1 ? (size_t)a->lens[b * c->Lq]
                                         : (size_t)a->lens[b * c->Lq + i];
             for (size_t hd = 0; hd < c->h; hd++) {
-                size_t kv = hd / (c->h / c->G);
+                size_t kv; // the key-value head it reads (ex_gqa_kv_head checks it)
+                OK(gqa_kv_head(hd, c->h, c->G, &kv));
                 // the logits of the visible keys, -inf for the others, the
                 // sink appended as logit Lk
                 double mx = -INFINITY;
@@ -239,6 +243,7 @@ static ref_case draw_case(gsl_rng *r, unsigned combo)
     return c;
 }
 
+//> full
 /* --- ALiBi's slopes ---------------------------------------------------- */
 
 Test(window, alibi_slopes_against_bloom)
@@ -262,6 +267,7 @@ Test(window, alibi_slopes_against_bloom)
           "alibi_slopes: n is 0 (one slope per head)");
     cr_assert_null(s);
 }
+//<
 
 /* --- the module's paths against the reference ------------------------ */
 
