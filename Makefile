@@ -523,6 +523,8 @@ FUZZERS   := $(patsubst tools/fuzz/%.c,build/fuzz/%,$(wildcard tools/fuzz/fuzz_*
 FUZZ_CLI  := $(patsubst src/%.c,build/fuzz/obj/%.o,$(filter-out src/cli/mha.c,$(CLI_SRC)))
 
 .SECONDARY: $(FUZZ_OBJ) $(FUZZ_CLI)
+# the program as of the last chapter, as $(CLI_OBJ) are
+$(FUZZ_CLI): CPPFLAGS += -DMHA_CHAPTER=$(patsubst 0%,%,$(LAST_CHAPTER))
 # the explorer's page carries its script and style (see above)
 build/fuzz/obj/plot/explorer.o: $(EXPLORER_GEN)/explorer_assets.h
 build/fuzz/obj/plot/explorer.o: CPPFLAGS += -I$(EXPLORER_GEN)

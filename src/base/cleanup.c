@@ -279,9 +279,12 @@ void cleanup_install(void)
     sa.sa_flags = SA_RESTART; /* a worker's interrupted call goes on */
     for (int sig = 1; sig < NSIG; sig++) {
         struct sigaction was;
+        /* only a signal left at its default: not nohup's ignored SIGHUP
+         * or a background job's SIGINT, nor one the program that holds
+         * the library handles itself (a fuzzer's or profiler's timer) */
         if (!sigismember(&sa.sa_mask, sig) ||
-            (sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN))
-            continue; /* nohup's SIGHUP, a background job's SIGINT */
+            (sigaction(sig, NULL, &was) == 0 && was.sa_handler != SIG_DFL))
+            continue;
         sigaction(sig, &sa, NULL);
     }
     struct sigaction bus;

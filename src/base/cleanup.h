@@ -20,7 +20,9 @@
  *      signal's number: 130 for SIGINT, 129 for SIGHUP, 131 for SIGQUIT,
  *      141 for SIGPIPE, 143 for SIGTERM).
  * A signal that was ignored when the program started (SIGHUP under nohup,
- * SIGINT in a script's background job) stays ignored.  The signals that
+ * SIGINT in a script's background job) stays ignored, and one the program
+ * holding the library handles itself (a fuzzer's SIGALRM, a profiler's
+ * SIGPROF) stays its own.  The signals that
  * report a fault of the program itself (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
  * SIGTRAP, SIGSYS) keep their default action, and a sanitizer's report:
  * a fault is a bug to see, not a stop to tidy after (but SIGBUS from a

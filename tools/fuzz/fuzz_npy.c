@@ -19,7 +19,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    mha_program_init();
+    /* the library's errors as statuses, as a program's; not the
+     * program's signal handling (mha_program_init): the fuzzer owns its
+     * signals, SIGALRM for its time-outs above all */
+    gsl_set_error_handler_off();
     snprintf(path, sizeof path, "/dev/shm/mha-fuzz-npy-%ld.npy", (long)getpid());
     return 0;
 }
