@@ -889,6 +889,27 @@ def formula_leaks(handout, types, bodies, report):
     wide = [(name, p, operations(p))
             for name, ps in patterns.items() for p in ps
             if operations(p) >= WIDE_OPERATIONS]
+    for path, text in handout_texts(handout):
+        rel = os.path.relpath(path, handout)
+        if path.endswith(('.c', '.h')):
+            code, prose = code_and_prose(text)
+            look(rel, code, False, wide, WIDE_OPERATIONS)
+            for p in prose:
+                look(rel, p, True, wide, WIDE_OPERATIONS)
+        else:
+            look(rel, prose_tokens(text, 1), True, wide, WIDE_OPERATIONS)
+    # where its exercise is spoken of: the smaller formulas too
+    regions = spec_regions(handout, [(n, c) for n, c, _ in bodies])
+    for name, parts in regions.items():
+        wanted = [(name, p, operations(p)) for p in patterns[name]]
+        for rel, toks, prose in parts:
+            look(rel, toks, prose, wanted, SPEC_OPERATIONS)
+    return len(told)
+
+
+def handout_texts(handout):
+    """(path, text) of every file of HANDOUT but .git and build, in order;
+    symbolic links and binary files (a NUL in their first 8 KiB) left out."""
     for dirpath, dirs, files in os.walk(handout):
         dirs[:] = sorted(d for d in dirs if d not in ('.git', 'build'))
         for f in sorted(files):
@@ -897,24 +918,8 @@ def formula_leaks(handout, types, bodies, report):
                 continue
             with open(path, 'rb') as fh:
                 data = fh.read()
-            if b'\0' in data[:8192]:
-                continue
-            text = data.decode('utf-8', 'replace')
-            rel = os.path.relpath(path, handout)
-            if f.endswith(('.c', '.h')):
-                code, prose = code_and_prose(text)
-                look(rel, code, False, wide, WIDE_OPERATIONS)
-                for p in prose:
-                    look(rel, p, True, wide, WIDE_OPERATIONS)
-            else:
-                look(rel, prose_tokens(text, 1), True, wide, WIDE_OPERATIONS)
-    # where its exercise is spoken of: the smaller formulas too
-    regions = spec_regions(handout, [(n, c) for n, c, _ in bodies])
-    for name, parts in regions.items():
-        wanted = [(name, p, operations(p)) for p in patterns[name]]
-        for rel, toks, prose in parts:
-            look(rel, toks, prose, wanted, SPEC_OPERATIONS)
-    return len(told)
+            if b'\0' not in data[:8192]:
+                yield path, data.decode('utf-8', 'replace')
 
 
 def main(argv):
@@ -940,27 +945,18 @@ def main(argv):
     for key in wanted:
         first.setdefault(key[0], []).append(key)
     leaks = 0
-    for dirpath, dirs, files in os.walk(handout):
-        dirs[:] = sorted(d for d in dirs if d not in ('.git', 'build'))
-        for f in sorted(files):
-            path = os.path.join(dirpath, f)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            with open(path, 'rb') as fh:
-                data = fh.read()
-            if b'\0' in data[:8192]:
-                continue
-            toks = normalise(tokens(data.decode('utf-8', 'replace'), True), types)
-            words = [t for t, _ in toks]
-            told = set()
-            for i, t in enumerate(words):
-                for key in first.get(t, ()):
-                    if tuple(words[i:i + len(key)]) == key and key not in told:
-                        told.add(key)
-                        leaks += 1
-                        print('%s:%d: %s: %s' % (os.path.relpath(path, handout),
-                                                 toks[i][1], wanted[key],
-                                                 ' '.join(key)))
+    for path, text in handout_texts(handout):
+        toks = normalise(tokens(text, True), types)
+        words = [t for t, _ in toks]
+        told = set()
+        for i, t in enumerate(words):
+            for key in first.get(t, ()):
+                if tuple(words[i:i + len(key)]) == key and key not in told:
+                    told.add(key)
+                    leaks += 1
+                    print('%s:%d: %s: %s' % (os.path.relpath(path, handout),
+                                             toks[i][1], wanted[key],
+                                             ' '.join(key)))
     leaks += formula_leaks(handout, types, reference_bodies(teacher),
                            print)
     return 1 if leaks else 0
