@@ -817,11 +817,14 @@ static void name_toy(tensor *q, tensor *k, tensor *v)
     OK(tensor_set_names(v, "B, Lk, dv"));
 }
 
-Test(attention_trace, one_small_dot_product_attention)
+/* The trace of dot_attention_forward on d2l's toy, its inputs named as
+ * a chapter names them (named) or not, held to want. */
+static void dot_trace_is(int named, const char *want)
 {
     tensor *q, *k, *v, *vl, *out;
     d2l_toy(&q, &k, &v, &vl);
-    name_toy(q, k, v);
+    if (named)
+        name_toy(q, k, v);
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
     capture c;
@@ -829,8 +832,16 @@ Test(attention_trace, one_small_dot_product_attention)
     trace_to(c.f);
     OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
     trace_to(NULL);
-    cr_assert_str_eq(
-        capture_end(&c),
+    cr_assert_str_eq(capture_end(&c), want);
+    capture_free(&c);
+    dot_attention_free(&a);
+    FREE_ALL(q, k, v, vl, out);
+}
+
+Test(attention_trace, one_small_dot_product_attention)
+{
+    dot_trace_is(
+        1,
         "dot_attention(scale 1/sqrt(2))       (2, 1, 2), (2, 10, 2), "
         "(2, 10, 4) -> (2, 1, 4)  (B, Lq, dv)\n"
         "  Q K^T                  new   (2, 1, 2) @ (2, 10, 2)^T -> "
@@ -839,26 +850,14 @@ Test(attention_trace, one_small_dot_product_attention)
         "-> (2, 1, 10)            (B, Lq, Lk)\n"
         "  weights V              new   (2, 1, 10) @ (2, 10, 4) -> (2, 1, 4)"
         "  (B, Lq, dv)\n");
-    capture_free(&c);
-    dot_attention_free(&a);
-    FREE_ALL(q, k, v, vl, out);
 }
 
 /* Inputs without names: the trace gives sizes only, where a name would
  * be, and guesses none. */
 Test(attention_trace, unnamed_inputs_give_sizes)
 {
-    tensor *q, *k, *v, *vl, *out;
-    d2l_toy(&q, &k, &v, &vl);
-    dot_attention a;
-    OK(dot_attention_init(&a, 0.0));
-    capture c;
-    capture_start(&c);
-    trace_to(c.f);
-    OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
-    trace_to(NULL);
-    cr_assert_str_eq(
-        capture_end(&c),
+    dot_trace_is(
+        0,
         "dot_attention(scale 1/sqrt(2))       (2, 1, 2), (2, 10, 2), "
         "(2, 10, 4) -> (2, 1, 4)\n"
         "  Q K^T                  new   (2, 1, 2) @ (2, 10, 2)^T -> "
@@ -867,9 +866,6 @@ Test(attention_trace, unnamed_inputs_give_sizes)
         "-> (2, 1, 10)\n"
         "  weights V              new   (2, 1, 10) @ (2, 10, 4) -> (2, 1, 4)"
         "\n");
-    capture_free(&c);
-    dot_attention_free(&a);
-    FREE_ALL(q, k, v, vl, out);
 }
 
 Test(attention_trace, additive_attention_with_dropout)
