@@ -29,9 +29,11 @@
 #                          around (chroot DIR/root runuser -l student)
 #     FRESH_ROOT_SUITE=S   another Debian suite (default: this machine's)
 #
-# /proc, /sys, /dev, /dev/pts and /dev/shm (Criterion keeps its arena
-# there) are mounted into the root while it runs and unmounted on any
-# exit; the root is deleted only when nothing is mounted under it.
+# /proc, /sys, /dev and /dev/pts are mounted into the root while it runs,
+# and /dev/shm is a tmpfs of its own (Criterion keeps its arenas there,
+# named by pid: a new machine has none, while this one's may hold another
+# run's, left by a killed test runner); all are unmounted on any exit,
+# and the root is deleted only when nothing is mounted under it.
 set -eu
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -177,6 +179,7 @@ for m in $mounts; do
     case $m in
     proc) mount -t proc proc "$root/proc" ;;
     sys) mount -t sysfs sysfs "$root/sys" ;;
+    dev/shm) mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm" ;;
     *) mount --bind "/$m" "$root/$m" ;;
     esac
 done
