@@ -28,8 +28,9 @@
 #   make snapshots    every chapter's snapshot, each built and tested
 #   make handouts     every chapter's handout, each cut and built
 #   make handout      a student's copy in handout/ with the exercises blank
-#                     (CH=08: of chapters 01 .. 08 only; HANDOUT_DIR=../x:
-#                     elsewhere), a git repository of its own
+#                     (CH=08: of chapters 01 .. 08 only; WITHOUT=a,b: those
+#                     exercises given whole; HANDOUT_DIR=../x: elsewhere),
+#                     a git repository of its own
 #<
 #> handout
 #   make grade        which exercises pass (EXERCISE=name: that one only);
@@ -409,14 +410,14 @@ handouts: $(BUILD)/marks-filter $(BUILD)/weave $(CLI_BIN)
 # checks the round trip.
 HANDOUT_DIR ?= handout
 handout: $(BUILD)/marks-filter $(BUILD)/weave
-	@tools/handout.sh --chapter "$(CH)" --tools $(BUILD) $(HANDOUT_DIR)
+	@tools/handout.sh --chapter "$(CH)" --without "$(WITHOUT)" --tools $(BUILD) $(HANDOUT_DIR)
 
 # The autograders, for a fresh handout: build/autograder/gradescope.zip
 # (setup.sh and run_autograder at its root, the handout beside them) and
 # build/autograder/autograder.py, Classroom 50's.
 gradescope: $(BUILD)/marks-filter $(BUILD)/weave
 	@rm -rf $(BUILD)/autograder/handout
-	@tools/handout.sh $(if $(CH),--chapter $(CH)) --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
+	@tools/handout.sh $(if $(CH),--chapter $(CH)) --without "$(WITHOUT)" --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
 	@tools/grade.py gradescope $(BUILD)/autograder/handout $(BUILD)/autograder
 	@rm -rf $(BUILD)/autograder/handout
 
@@ -431,7 +432,11 @@ gradescope: $(BUILD)/marks-filter $(BUILD)/weave
 grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 	@test -n "$(STUDENTS)" || { echo "grade-class: STUDENTS=DIR names the folder of the students' copies" >&2; exit 2; }
 	@if [ -z "$(TEMPLATE)" ]; then \
-	    ch="$(CH)"; [ -n "$$ch" ] || ch=$$(tools/grade.py class-chapter "$(STUDENTS)") || exit 2; \
+	    ch="$(CH)"; without="$(WITHOUT)"; \
+	    if [ -z "$$ch" ]; then \
+	        found=$$(tools/grade.py class-chapter "$(STUDENTS)") || exit 2; \
+	        ch=$${found%% *}; [ -n "$$without" ] || without=$$(echo "$$found" | cut -s -d' ' -f2); \
+	    fi; \
 	fi; \
 	rm -rf $(BUILD)/grade-class.previous; \
 	if [ -d $(BUILD)/grade-class ]; then mv $(BUILD)/grade-class $(BUILD)/grade-class.previous; fi; \
@@ -439,8 +444,8 @@ grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 	if [ -n "$(TEMPLATE)" ]; then \
 	    cp -a "$(TEMPLATE)" $(BUILD)/grade-class/handout; \
 	else \
-	    echo "grade-class: the students' handout, cut at chapter $$ch"; \
-	    tools/handout.sh --chapter "$$ch" --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null; \
+	    echo "grade-class: the students' handout, cut at chapter $$ch$${without:+, without $$without}"; \
+	    tools/handout.sh --chapter "$$ch" --without "$$without" --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null || exit 2; \
 	fi
 	@tools/grade.py class $(BUILD)/grade-class/handout "$(STUDENTS)" $(BUILD)/grade-class/grades.csv
 #<

@@ -648,6 +648,12 @@ def pick(exercises, only):
     if not only:
         return exercises
     chosen = [e for e in exercises if e[0] == only]
+    given = given_whole("HANDOUT").split(",")
+    if not chosen and only in given:
+        print("grade: %s is given whole in this copy, not one of its exercises "
+              "(your teacher left it out); the exercises: %s"
+              % (only, " ".join(e[0] for e in exercises)), file=sys.stderr)
+        sys.exit(1)
     if not chosen:
         print("grade: no exercise is called %s; the exercises: %s"
               % (only, " ".join(e[0] for e in exercises)), file=sys.stderr)
@@ -890,26 +896,46 @@ def csv_cell(value):
     return value
 
 
+GIVEN = "# given whole, not exercises of this handout (make handout WITHOUT=):"
+
+
+def given_whole(handout_file):
+    """The exercises a handout gives whole (its HANDOUT's line of them),
+    as make handout's WITHOUT= value: "name,name", or "" when none."""
+    try:
+        with open(handout_file) as f:
+            for line in f:
+                if line.startswith(GIVEN):
+                    return ",".join(line[len(GIVEN):].split())
+    except OSError:
+        pass
+    return ""
+
+
 def cmd_class_chapter(args):
-    """Print the chapter the students' copies are cut at (their last
-    chapters/NN_*.c), the handout make grade-class grades them over;
-    exit 2 when the copies disagree or hold no chapter."""
+    """Print the handout make grade-class grades the students' copies
+    over: the chapter they are cut at (their last chapters/NN_*.c) and,
+    when their HANDOUT says so, the exercises given whole (make handout
+    WITHOUT=), "NN" or "NN name,name"; exit 2 when the copies disagree or
+    hold no chapter."""
     if not os.path.isdir(args.students):
         fail("STUDENTS '%s' is not a folder" % args.students)
     cuts = {}
     for d in sorted(os.listdir(args.students)):
         found = sorted(glob.glob(os.path.join(args.students, d, "chapters", "[0-9][0-9]_*.c")))
         if found:
-            cuts.setdefault(os.path.basename(found[-1])[:2], []).append(d)
+            cut = os.path.basename(found[-1])[:2]
+            given = given_whole(os.path.join(args.students, d, "HANDOUT"))
+            cuts.setdefault(cut + (" WITHOUT=" + given if given else ""), []).append(d)
     if not cuts:
         fail("no student copy under %s holds chapters/NN_*.c; name the handout "
              "with TEMPLATE=DIR or CH=NN" % args.students)
     if len(cuts) > 1:
-        fail("the students' copies are cut at different chapters (%s); name the "
-             "handout with TEMPLATE=DIR or CH=NN"
+        fail("the students' copies are cut at different chapters or give different "
+             "exercises whole (%s); name the handout with TEMPLATE=DIR or CH=NN"
              % ", ".join("%s: %s" % (c, " ".join(ds[:3]) + (" ..." if len(ds) > 3 else ""))
                          for c, ds in sorted(cuts.items())))
-    print(next(iter(cuts)))
+    print(next(iter(cuts)).replace(" WITHOUT=", " "))
     return 0
 
 

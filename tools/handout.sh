@@ -1,11 +1,14 @@
 #!/bin/sh
-# tools/handout.sh [--chapter NN] --tools BUILD DIR [KEEP...]: write a
-# student's copy of the project into DIR: chapters 01 .. NN (by default
-# all of them) with the library, the tests and the pages as of chapter NN,
-# cut from the chapters' code as `make snapshot CH=NN` is (tools/marks.h),
-# and the body of every library function marked "@exercise NAME" blanked
-# (see tools/stub.awk).  Functions named in KEEP are left whole.  BUILD
-# holds the built marks-filter and weave (`make handout` builds them).
+# tools/handout.sh [--chapter NN] [--without NAMES] --tools BUILD DIR:
+# write a student's copy of the project into DIR: chapters 01 .. NN (by
+# default all of them) with the library, the tests and the pages as of
+# chapter NN, cut from the chapters' code as `make snapshot CH=NN` is
+# (tools/marks.h), and the body of every library function marked
+# "@exercise NAME" blanked (see tools/stub.awk).  The exercises named in
+# NAMES (`make handout WITHOUT=alibi_slope,mla_rms_norm`; commas or
+# spaces) are given whole instead: no longer exercises, not graded, their
+# chapters run, for a unit that leaves them as reading.  BUILD holds the
+# built marks-filter and weave (`make handout` builds them).
 #
 # What the copy holds and what it does not:
 #   - the library as of chapter NN and the mha program (marked
@@ -56,18 +59,18 @@ fail() {
 }
 ch=
 tools=
+without=
 while :; do
     case ${1:-} in
     --chapter) ch=${2:-}; shift 2 ;;
+    --without) without=$(printf '%s' "${2:-}" | tr ',' ' '); shift 2 ;;
     --tools) tools=${2:-}; shift 2 ;;
     *) break ;;
     esac
 done
-[ $# -ge 1 ] && [ -n "$tools" ] ||
-    { echo "usage: tools/handout.sh [--chapter NN] --tools BUILD DIR [KEEP...]" >&2; exit 2; }
+[ $# -eq 1 ] && [ -n "$tools" ] ||
+    { echo "usage: tools/handout.sh [--chapter NN] [--without NAMES] --tools BUILD DIR" >&2; exit 2; }
 out=${1%/}
-shift
-keep="$*"
 
 git rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
     fail "$(pwd) is not a git checkout, so the project's files cannot be told from others (answers, solutions): run it in a clone"
@@ -80,6 +83,20 @@ case $ch in
 esac
 ls chapters/"$ch"_*.c >/dev/null 2>&1 ||
     { echo "handout: there is no chapter $ch (chapters/${ch}_*.c); the chapters are 01 .. $last" >&2; exit 2; }
+# WITHOUT's names: exercises of chapters 01 .. NN, each once
+markers=$(sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)).*$|\1 \2|p' src/*/*.c | sort -k2,2n)
+ours=$(echo "$markers" | awk -v ch="$ch" '$2 + 0 <= ch + 0 { printf "%s%s", sep, $1; sep = " " }')
+for name in $without; do
+    chapter=$(echo "$markers" | awk -v n="$name" '$1 == n { print $2 }')
+    if [ -z "$chapter" ]; then
+        echo "handout: WITHOUT names '$name', which is no exercise; the exercises of chapters 01 .. $ch: ${ours:-none}" >&2
+        exit 2
+    elif [ "$chapter" -gt "$ch" ]; then
+        echo "handout: WITHOUT names $name, an exercise of chapter $chapter, after this handout's last chapter ($ch); the exercises of chapters 01 .. $ch: ${ours:-none}" >&2
+        exit 2
+    fi
+done
+without=$(echo $without | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ $//')
 for t in marks-filter weave; do
     [ -x "$tools/$t" ] || fail "$tools/$t is not built (make handout builds it)"
 done
@@ -111,7 +128,7 @@ find "$stage" -name '*key*' -exec rm -rf {} +
 # for teachers left out.
 for f in "$stage"/src/*/*.c; do
     grep -q '@exercise ' "$f" || continue
-    (cd "$stage" && awk -v keep="$keep" -f tools/stub.awk "${f#"$stage"/}") > "$f.stub"
+    (cd "$stage" && awk -v given="$without" -f tools/stub.awk "${f#"$stage"/}") > "$f.stub"
     mv "$f.stub" "$f"
 done
 for f in "$stage"/chapters/[0-9][0-9]_*.c; do
@@ -142,7 +159,6 @@ find "$new" -type d -empty -delete
 #   * @exercise transpose_qkv (chapter 06): each head becomes a batch row. */
 list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)): *\(.*\)$|\1 FILE \2 \3|p' src/*/*.c /dev/null |
     sed 's| *\*/ *$||' | while read -r name _ chapter summary; do
-        case " $keep " in *" $name "*) continue ;; esac
         echo "$name $(grep -l "@exercise $name " src/*/*.c | head -n 1) $chapter $summary"
     done | sort -s -k3,3n)
 # chapters with no exercise yet (chapter 01) make a handout all the
@@ -152,6 +168,8 @@ list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)
     echo "# run \`make test\` to see which pass."
     [ -n "$list" ] ||
         echo "# Chapters 01 .. $ch have none; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)."
+    [ -z "$without" ] ||
+        echo "# given whole, not exercises of this handout (make handout WITHOUT=): $without"
     echo "$list" | awk 'NF { print $1, $2, $3 }'
 } > "$new/HANDOUT"
 count=$(grep -vc '^#' "$new/HANDOUT" || true)
@@ -173,8 +191,17 @@ elif [ "$upto" -lt 8 ]; then
 else
     quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` run the module, so they need \`transpose_qkv\` and the other exercises of the module written first, and say which one is missing."
 fi
-awk -v count="$count" -v table="$table" -v quiz="$quiz" '
-$0 == "@TABLE@" { print table; next }
+given=
+if [ -n "$without" ]; then
+    given="Given whole, not exercises of this copy (your teacher left them out; their chapters run and their code is there to read):"
+    for name in $without; do
+        file=$(cd "$new" && grep -l "^[a-z].*[ *]$name(" src/*/*.c | head -n 1)
+        given="$given \`$name\` ([\`$file\`]($file)),"
+    done
+    given="${given%,}."
+fi
+awk -v count="$count" -v table="$table" -v quiz="$quiz" -v given="$given" '
+$0 == "@TABLE@" { print table; if (given != "") { print ""; print given }; next }
 { gsub(/@COUNT@/, count); sub(/@QUIZ@/, quiz); print }' tools/handout-README.md > "$new/README.md"
 
 # Grading where courses grade (tools/grade.py).  The weight of each

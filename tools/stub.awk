@@ -9,7 +9,9 @@
 # line "this needs exercise NAME (chapter NN, FILE): ...", so the tests of
 # that exercise fail, and a chapter or mha command that needs it says
 # which exercise, until the student writes it.  Names listed in `keep`
-# are left as they are.
+# are left as they are.  Names listed in `given` (a handout's WITHOUT=)
+# are left whole and are no longer exercises: their marker becomes a
+# plain comment, line for line, saying the body is given.
 function stub_body(name, sig,    params, n, i, p, words) {
     params = sig
     sub(/^[^(]*\(/, "", params)
@@ -31,18 +33,31 @@ function stub_body(name, sig,    params, n, i, p, words) {
     print "    return mha_fail_exercise(\"" name "\", \"" chapter "\", \"" FILENAME "\");"
 }
 
-BEGIN { state = 0; pending = "" }
+BEGIN { state = 0; pending = ""; held = "" }
+
+# The line "The handout blanks this body:" waits for the marker below
+# it, which says whether the body is blanked or given.
+state == 0 && held == "" && /The handout blanks this body:/ { held = $0; next }
 
 {
-    # the comment above a blank speaks to the student who fills it
-    if (state == 0)
-        sub(/The handout blanks this body:/, "Your exercise: write its body.")
+    if (held != "") {
+        given_here = match($0, /@exercise [A-Za-z_0-9]+ /) &&
+            index(" " given " ", " " substr($0, RSTART + 10, RLENGTH - 11) " ")
+        if (given_here) {
+            sub(/The handout blanks this body:/, "Given whole in this handout (not one of its exercises):", held)
+            sub(/@exercise [A-Za-z_0-9]+ \(chapter [0-9]+\): */, "", $0)
+        } else {
+            sub(/The handout blanks this body:/, "Your exercise: write its body.", held)
+        }
+        print held
+        held = ""
+    }
     if (state == 0 && match($0, /@exercise [A-Za-z_0-9]+/)) {
         pending = substr($0, RSTART + 10, RLENGTH - 10)
         chapter = ""
         if (match($0, /\(chapter [0-9]+\)/))
             chapter = substr($0, RSTART + 9, RLENGTH - 10)
-        if (index(" " keep " ", " " pending " "))
+        if (index(" " keep " " given " ", " " pending " "))
             pending = ""
     }
     if (state == 0 && pending != "" && $0 ~ /^[A-Za-z]/ && index($0, pending "(")) {
@@ -69,3 +84,5 @@ BEGIN { state = 0; pending = "" }
     }
     print
 }
+
+END { if (held != "") print held }

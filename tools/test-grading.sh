@@ -308,6 +308,13 @@ PY
 mkdir -p "$g6/mixed/a/chapters" "$g6/mixed/b/chapters"
 touch "$g6/mixed/a/chapters/06_x.c" "$g6/mixed/b/chapters/06_x.c" "$g6/mixed/b/chapters/08_y.c"
 tools/grade.py class-chapter "$g6/mixed" > "$g6/mixed.txt" 2>&1 && fail "grade.py class-chapter takes copies of different chapters"
-grep -q "cut at different chapters (06: a, 08: b)" "$g6/mixed.txt" || { cat "$g6/mixed.txt"; fail "grade.py class-chapter's refusal does not name the copies"; }
+grep -q "cut at different chapters or give different exercises whole (06: a, 08: b)" "$g6/mixed.txt" || { cat "$g6/mixed.txt"; fail "grade.py class-chapter's refusal does not name the copies"; }
+# copies of a handout WITHOUT= name it too (their HANDOUT's line), so
+# grade-class cuts the same handout
+rm "$g6/mixed/b/chapters/08_y.c"
+printf '# given whole, not exercises of this handout (make handout WITHOUT=): a_b c\n' |
+    tee "$g6/mixed/a/HANDOUT" > "$g6/mixed/b/HANDOUT"
+[ "$(tools/grade.py class-chapter "$g6/mixed")" = "06 a_b,c" ] ||
+    fail "grade.py class-chapter does not name the exercises the copies give whole"
 
 echo "grading-check: $count exercises graded where courses grade: a warning, a $limit s time-out (make grade took $took s), a crash and a leak each reported, the reports sum correctly, the workflow and the Gradescope zip work, grade-class graded 4 students in $class_took s; these grading checks took $(($(date +%s) - block6)) s"

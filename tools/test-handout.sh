@@ -33,7 +33,9 @@
 #      it copies what git tracks and nothing else (not a teacher's answer
 #      file or solutions), refuses outside a git checkout, and never
 #      destroys a handout that differs from a fresh one (a student's
-#      work): it refuses, naming it, and changes nothing;
+#      work): it refuses, naming it, and changes nothing; WITHOUT=
+#      gives exercises whole, ungraded, and refuses names that are no
+#      exercise of the cut;
 #   (6, grading where courses grade, is tools/test-grading.sh: `make
 #   test-grading`, which CI runs.)
 set -eu
@@ -453,6 +455,38 @@ for bad in 6 99 x1; do
         [ -z "$(ls -A "$dir" | grep '^\.bad')" ] ||
         { cat "$dir/err"; fail "make handout CH=$bad exits $rc, not 2 with one line and nothing written"; }
 done
+# WITHOUT= gives exercises whole: a unit that leaves them as reading.
+# Their bodies are the teacher's, line for line, their markers plain
+# comments, and the handout neither lists nor grades them; its README
+# and HANDOUT name them.  A name that is no exercise of the cut is
+# refused in one line, exit 2, nothing written.
+tools/handout.sh --chapter 06 --without causal_valid_lens,transpose_output \
+    --tools "$build" "$dir/hw" > /dev/null || fail "make handout CH=06 WITHOUT=causal_valid_lens,transpose_output fails"
+[ "$(grep -v '^#' "$dir/hw/HANDOUT" | cut -d' ' -f1 | xargs)" = "linear_forward_naive transpose_qkv" ] &&
+    grep -qx '# given whole, not exercises of this handout (make handout WITHOUT=): causal_valid_lens transpose_output' "$dir/hw/HANDOUT" ||
+    { cat "$dir/hw/HANDOUT"; fail "the handout WITHOUT=causal_valid_lens,transpose_output lists the wrong exercises"; }
+for f in src/nn/softmax.c src/nn/heads.c; do
+    awk -v keep="causal_valid_lens transpose_output" -f tools/stub.awk "$f" |
+        "$build/marks-filter" --handout 06 /dev/stdin |
+        perl -0pe 's/Your exercise: write its body\.\n \* \@exercise (causal_valid_lens|transpose_output) \(chapter \d+\): */Given whole in this handout (not one of its exercises):\n * /g' |
+        diff - "$dir/hw/$f" > "$dir/err" ||
+        { cat "$dir/err"; fail "the handout WITHOUT= does not give $f's exercises whole, or blanks the others"; }
+done
+grep -q 'Given whole, not exercises of this copy.*`causal_valid_lens` (\[`src/nn/softmax.c`\](src/nn/softmax.c)), `transpose_output`' "$dir/hw/README.md" ||
+    fail "the README of a handout WITHOUT= does not name what is given whole"
+(cd "$dir/hw" && "$py" tools/grade.py run /bin/false "$dir/hw-grade" transpose_output) > /dev/null 2> "$dir/err" &&
+    fail "make grade EXERCISE=transpose_output grades an exercise given whole"
+grep -q 'transpose_output is given whole in this copy' "$dir/err" ||
+    { cat "$dir/err"; fail "make grade EXERCISE= of an exercise given whole does not say so"; }
+for bad in nosuch alibi_slope; do
+    tools/handout.sh --chapter 06 --without "transpose_qkv,$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
+        rc=0 || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && grep -q "$bad" "$dir/err" && [ ! -e "$dir/bad" ] ||
+        { cat "$dir/err"; fail "make handout CH=06 WITHOUT=transpose_qkv,$bad exits $rc, not 2 with one line naming it and nothing written"; }
+done
+grep -q "chapter 19, after this handout's last chapter (06)" "$dir/err" ||
+    { cat "$dir/err"; fail "make handout WITHOUT= of a later exercise does not say it is later"; }
+
 # chapter 01 has no exercise: its handout has none to grade, and says
 # where the first is
 tools/handout.sh --chapter 01 --tools "$build" "$dir/h1" > /dev/null ||
