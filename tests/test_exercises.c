@@ -185,6 +185,11 @@ static const char *ex_refusal_problem(const void *out, const char *what,
 #define H_LINEAR_STRIDES                                                      \
     "hint: chapter 02, section 3: read x through tensor_at (or TENSOR_AT): " \
     "this x is a permuted view, and its element [r, i] is not x->data[r*in + i]"
+#define H_LINEAR_ORDER                                                        \
+    "hint: chapter 02, section 3, and the comment above "                    \
+    "linear_forward_naive: start each output at its bias, then add the "     \
+    "products one feature at a time, first to last, in a loop of your own " \
+    "(a BLAS call adds in its own order)"
 #define H_LINEAR_REFUSE                                                       \
     "hint: chapter 02, section 3: an x whose last dimension is not "         \
     "in_features is refused with GSL_EBADLEN, as linear_forward does "       \
@@ -285,6 +290,29 @@ Test(ex_linear_forward_naive, reads_x_through_its_strides)
     expect_linear(y, what, (double[]){-1.5, 3, -4.5, -3}, 2, 2,
                   H_LINEAR_STRIDES);
     tensor_free(base);
+    tensor_free(x);
+    tensor_free(y);
+    linear_free(&l);
+}
+
+/* The order of the sums, which rounding shows: from the bias, first
+ * feature to last, 1 + 1e17 is 1e17 (the 1 is lost) and 1e17 - 1e17 is
+ * 0; the products added first and the bias last give 1. */
+Test(ex_linear_forward_naive, adds_from_the_bias_first_to_last)
+{
+    linear l;
+    EX_OK(linear_init(&l, "W", 2, 1, 1));
+    memcpy(l.weight->data, (double[]){1, 1}, 2 * sizeof(double));
+    l.bias->data[0] = 1;
+    tensor *x, *y;
+    EX_OK(tensor_from_array(SHAPE(1, 2), (double[]){1e17, -1e17}, &x));
+    EX_OK(linear_forward_naive(&l, x, &y));
+    const char *what = "linear_forward_naive(W [[1, 1]], b [1], x [1e17, "
+                       "-1e17])";
+    EX_SHAPE(y, what, H_LINEAR_ORDER, 1, 1);
+    cr_assert(y->data[0] == 0, "%s: expected 0 (1 + 1e17 is 1e17 in "
+              "doubles, then 1e17 - 1e17), got %g\n%s", what, y->data[0],
+              H_LINEAR_ORDER);
     tensor_free(x);
     tensor_free(y);
     linear_free(&l);

@@ -37,10 +37,10 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
     double *s = malloc(Lk * sizeof *s);
     for (size_t b = 0; b < B; b++) {
         for (size_t i = 0; i < Lq; i++)
-            naive_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
+            linear_by_dots(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
         for (size_t t = 0; t < Lk; t++) {
-            naive_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * Dkv);
-            naive_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * Dkv);
+            linear_by_dots(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * Dkv);
+            linear_by_dots(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * Dkv);
         }
         for (size_t i = 0; i < Lq; i++) {
             size_t see = !valid ? Lk : (size_t)(per_query ? valid[b * Lq + i] : valid[b]);
@@ -68,7 +68,7 @@ static void loop_gqa(const multihead *m, size_t B, size_t Lq, size_t Lk,
                         cat[hd * p + j] += w * vp[t * Dkv + g * p + j];
                 }
             }
-            naive_linear(&m->W_o, cat, out + (b * Lq + i) * c->out_size);
+            linear_by_dots(&m->W_o, cat, out + (b * Lq + i) * c->out_size);
         }
     }
     free(qp);

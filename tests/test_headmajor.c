@@ -30,10 +30,10 @@ static void naive_headmajor(const headmajor *m, size_t B, size_t Lq,
     double *o = malloc(h * dv * sizeof *o), *s = malloc(Lk * sizeof *s);
     for (size_t b = 0; b < B; b++) {
         for (size_t l = 0; l < Lq; l++)
-            naive_linear(&m->w_qs, q + (b * Lq + l) * D, qp + l * h * dk);
+            linear_by_dots(&m->w_qs, q + (b * Lq + l) * D, qp + l * h * dk);
         for (size_t t = 0; t < Lk; t++) {
-            naive_linear(&m->w_ks, k + (b * Lk + t) * D, kp + t * h * dk);
-            naive_linear(&m->w_vs, v + (b * Lk + t) * D, vp + t * h * dv);
+            linear_by_dots(&m->w_ks, k + (b * Lk + t) * D, kp + t * h * dk);
+            linear_by_dots(&m->w_vs, v + (b * Lk + t) * D, vp + t * h * dv);
         }
         for (size_t l = 0; l < Lq; l++) {
             double len = !valid ? (double)Lk
@@ -60,7 +60,7 @@ static void naive_headmajor(const headmajor *m, size_t B, size_t Lq,
                 }
             }
             double *y = out + (b * Lq + l) * D;
-            naive_linear(&m->fc, o, y);
+            linear_by_dots(&m->fc, o, y);
             if (!m->residual_norm)
                 continue;
             double mean = 0, var = 0;

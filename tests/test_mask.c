@@ -128,7 +128,7 @@ static void plain_linear(const linear *l, const double *x, size_t rows,
                          double *y)
 {
     for (size_t r = 0; r < rows; r++)
-        naive_linear(l, x + r * l->in_features, y + r * l->out_features);
+        linear_by_dots(l, x + r * l->in_features, y + r * l->out_features);
 }
 
 /* The module by plain loops: mask (B*h, Lq, Lk') already holds every

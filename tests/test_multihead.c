@@ -242,10 +242,10 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
     double *s = malloc(Lk * sizeof *s);
     for (size_t b = 0; b < B; b++) {
         for (size_t i = 0; i < Lq; i++)
-            naive_linear(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
+            linear_by_dots(&m->W_q, q + (b * Lq + i) * c->query_size, qp + i * D);
         for (size_t t = 0; t < Lk; t++) {
-            naive_linear(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * D);
-            naive_linear(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * D);
+            linear_by_dots(&m->W_k, k + (b * Lk + t) * c->key_size, kp + t * D);
+            linear_by_dots(&m->W_v, v + (b * Lk + t) * c->value_size, vp + t * D);
         }
         for (size_t i = 0; i < Lq; i++) {
             size_t len = !valid ? Lk : (size_t)(per_query ? valid[b * Lq + i] : valid[b]);
@@ -270,7 +270,7 @@ void naive_multihead(const multihead *m, size_t B, size_t Lq, size_t Lk,
                         concat[hd * p + j] += w * vp[t * D + hd * p + j];
                 }
             }
-            naive_linear(&m->W_o, concat, out + (b * Lq + i) * c->out_size);
+            linear_by_dots(&m->W_o, concat, out + (b * Lq + i) * c->out_size);
         }
     }
     free(qp);
@@ -690,11 +690,11 @@ static steps naive_steps(const opt_setup *s, const double *mask)
                     s->lens->data, 1, unused, st.weights);
     free(unused);
     for (size_t r = 0; r < B * Lq; r++)
-        naive_linear(&m->W_q, s->q->data + r * m->cfg.query_size,
+        linear_by_dots(&m->W_q, s->q->data + r * m->cfg.query_size,
                      st.qp + r * D);
     for (size_t r = 0; r < B * Lk; r++) {
-        naive_linear(&m->W_k, s->k->data + r * m->cfg.key_size, st.kp + r * D);
-        naive_linear(&m->W_v, s->v->data + r * m->cfg.value_size,
+        linear_by_dots(&m->W_k, s->k->data + r * m->cfg.key_size, st.kp + r * D);
+        linear_by_dots(&m->W_v, s->v->data + r * m->cfg.value_size,
                      st.vp + r * D);
     }
     double *concat = malloc(D * sizeof *concat);
@@ -708,7 +708,7 @@ static steps naive_steps(const opt_setup *s, const double *mask)
                               st.vp[(b * Lk + t) * D + i * p + j];
                     concat[i * p + j] = (mask ? mask[i] : 1.0) * *o;
                 }
-            naive_linear(&m->W_o, concat, st.out + (b * Lq + l) * Dout);
+            linear_by_dots(&m->W_o, concat, st.out + (b * Lq + l) * Dout);
         }
     free(concat);
     return st;

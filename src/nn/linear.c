@@ -213,6 +213,11 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
  *   in_features), to the values worked out by hand (W = [[1, 0, -1],
  *   [2, 1, 0]], b = [0.5, -1]: x [1, 2, 3] gives [-1.5, 3]); no bias
  *   (l->bias NULL) adds nothing;
+ * - each output is added up as a plain loop adds it: it starts from its
+ *   bias (0 without one) and takes in the row's products one feature at
+ *   a time, first to last.  In doubles the order shows: W = [[1, 1]],
+ *   b = [1] and x [1e17, -1e17] give 0, since 1 + 1e17 rounds to 1e17,
+ *   where a BLAS call (linear_forward) adds the bias last and gives 1;
  * - x may be a view with any strides (a permuted one);
  * - an x whose last dimension is not in_features is refused as
  *   linear_forward refuses it (check_input): GSL_EBADLEN, *y NULL, a
