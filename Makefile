@@ -38,8 +38,9 @@
 #<
 #> full
 #   make gradescope   the Gradescope autograder (and Classroom 50's) in
-#                     build/autograder/
-#   make grade-class STUDENTS=DIR   every student's copy under DIR: a CSV
+#                     build/autograder/ (CH= and WITHOUT= as for the handout)
+#   make grade-class STUDENTS=DIR   every student's copy under DIR graded:
+#                     build/grade-class/grades.csv
 #<
 #   make info         which CBLAS the build uses
 #> full
@@ -48,6 +49,7 @@
 #                     leave git status as it was
 #   make fresh-root   the walkthrough and the tests on a new Debian root (as root)
 #<
+#   make help         this list
 #   make clean
 #
 # BLAS=openblas (default) links GSL against OpenBLAS's CBLAS; BLAS=gsl
@@ -191,7 +193,7 @@ $(CHAPTER_STAMP):
 	@mkdir -p $(@D)
 	$(file >$@,$(CHAPTER_LIST))
 
-.PHONY: all build walkthrough test check transcripts info clean deps
+.PHONY: all build walkthrough test check transcripts info help clean deps
 #> full
 .PHONY: sanitize memcheck docs bench trace-cost handout handout-check test-grading \
         fuzz parity browser-test snapshot snapshots handouts module-pictures \
@@ -621,6 +623,10 @@ key: $(KEY_BIN)
 #<
 info: $(BUILD)/cblas-info
 	@$(BUILD)/cblas-info
+
+# The comment at the top of this Makefile, its marks left out.
+help:
+	@sed -n '/^[^#]/q; /^#[<>]/d; s/^# \{0,1\}//p' Makefile
 
 #> full
 

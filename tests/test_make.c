@@ -231,3 +231,33 @@ Test(make, a_header_rebuilds_what_includes_it)
     cr_assert_not(rebuilt_by("src/plot/heatmap.h", "nn/attention"));
 }
 //<
+
+/* make help prints the comment at the top of the Makefile, its first
+ * line to its last, without the "# " of each line or the marks that cut
+ * a snapshot or a handout. */
+Test(make, help_prints_the_makefiles_top_comment)
+{
+    if (getenv("MHA_MEMCHECK"))
+        cr_skip_test("make is not ours to check under valgrind");
+    FILE *p = popen("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL "
+                    "make --no-print-directory help 2>&1", "r");
+    cr_assert_not_null(p);
+    static char out[16384];
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    int status = pclose(p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "make help: status %d\n%s", status, out);
+    const char *first = "Multi-head attention, step by step, in C.\n\n";
+    cr_assert(!strncmp(out, first, strlen(first)), "make help begins:\n%.200s",
+              out);
+    cr_assert(strstr(out, "\n  make help         this list\n"), "%s", out);
+    cr_assert(strstr(out, "\n  make walkthrough  run every chapter in order"),
+              "%s", out);
+    const char *last = "built into build/gslcblas.\n";
+    cr_assert(len >= strlen(last) && !strcmp(out + len - strlen(last), last),
+              "make help ends:\n%s", out + (len > 200 ? len - 200 : 0));
+    cr_assert(!strstr(out, "\n#") && !strstr(out, "> full") &&
+                  !strstr(out, "\n<"),
+              "make help shows a comment mark:\n%s", out);
+}

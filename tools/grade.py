@@ -760,11 +760,32 @@ def body_ranges(lines, names):
 
 def compile_errors(cc, path, shown):
     """The compiler's error lines for path (-fsyntax-only), each naming
-    `shown` as the file."""
+    `shown` as the file.  An error gcc places in a header, inside a macro
+    the file uses (a `;` missing before a STEP line is reported in
+    base/error.h, where STEP's `do` is), is placed where the file expands
+    the macro, as its "in expansion of macro" note says, so that it
+    belongs to the exercise whose body holds that line."""
     r = subprocess.run(cc + ["-fsyntax-only", path], capture_output=True, text=True)
     if r.returncode == 0:
         return []
-    return [l.replace(path, shown, 1) for l in r.stderr.splitlines() if ": error:" in l]
+    lines = r.stderr.splitlines()
+    here = re.compile(re.escape(path) + r":(\d+):(\d+): note: in expansion of macro (.*)$")
+    found = []
+    for i, l in enumerate(lines):
+        if ": error:" not in l:
+            continue
+        if not l.startswith(path + ":"):
+            for note in lines[i + 1:]:
+                if ": error:" in note or ": warning:" in note:
+                    break
+                m = here.match(note)
+                if m:
+                    where, _, msg = l.partition(": error: ")
+                    l = "%s:%s:%s: error: %s (in the expansion of macro %s, at %s)" % (
+                        path, m.group(1), m.group(2), msg, m.group(3).strip("'‘’`"), where)
+                    break
+        found.append(l.replace(path, shown, 1))
+    return found
 
 
 def cmd_compile(args):

@@ -165,7 +165,7 @@ list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)
 # same: the book, the programs and mha, nothing to grade yet
 {
     echo "# The exercises of this handout: write each function in src/, then"
-    echo "# run \`make test\` to see which pass."
+    echo "# run \`make grade\` to see which pass."
     [ -n "$list" ] ||
         echo "# Chapters 01 .. $ch have none; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)."
     [ -z "$without" ] ||

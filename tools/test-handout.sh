@@ -29,7 +29,8 @@
 #      asks only what chapters 06 .. 06 teach; the handout is a git
 #      repository of its own with one commit; a compile error in one
 #      exercise costs that exercise only (the other, in the same file,
-#      keeps its points), and the student's file stays as written;
+#      keeps its points), one reported in a macro's header too, and the
+#      student's file stays as written;
 #      it copies what git tracks and nothing else (not a teacher's answer
 #      file or solutions), refuses outside a git checkout, and never
 #      destroys a handout that differs from a fresh one (a student's
@@ -441,6 +442,18 @@ grep -q '^transpose_qkv  *\([0-9]*\)/\1 tests pass  *\([0-9]*\)/\2 points$' "$di
     grep -A1 '^transpose_output ' "$dir/grade6.txt" | grep -q 'src/nn/heads.c:[0-9]*:[0-9]*: error' ||
     { cat "$dir/grade6.txt"; fail "a compile error in transpose_output costs more than transpose_output, or is not shown under it"; }
 [ "$(cksum < "$h/src/nn/heads.c")" = "$sum" ] || fail "make grade changed the student's src/nn/heads.c"
+# An error gcc reports in a header, in a macro the exercise expands (a
+# `;` missing before a STEP line: base/error.h's `do`), costs that
+# exercise only too, and is shown at the student's line.
+awk -v keep="transpose_qkv transpose_output" -f tools/stub.awk src/nn/heads.c |
+    "$build/marks-filter" --handout 06 /dev/stdin |
+    sed '0,/size_t p = split->shape\[3\];/s//size_t p = split->shape[3]/' > "$h/src/nn/heads.c"
+grep -q 'size_t p = split->shape\[3\]$' "$h/src/nn/heads.c" || fail "cannot take the ';' out of transpose_qkv"
+(cd "$h" && GRADE_LEAKS=0 make --no-print-directory CFLAGS="$hflags" grade > "$dir/grade6m.txt" 2>&1) || true
+grep -q '^transpose_output  *\([0-9]*\)/\1 tests pass  *\([0-9]*\)/\2 points$' "$dir/grade6m.txt" &&
+    grep -q '^transpose_qkv .*does not compile' "$dir/grade6m.txt" &&
+    grep -A1 '^transpose_qkv ' "$dir/grade6m.txt" | grep -q 'src/nn/heads.c:[0-9]*:[0-9]*: error: .*in the expansion of macro STEP' ||
+    { cat "$dir/grade6m.txt"; fail "an error in a macro transpose_qkv expands costs more than transpose_qkv, or is not shown at its line"; }
 grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
     [ "$(grep -o '^Test(ex_[a-z_0-9]*' "$h/tests/test_exercises.c" | sed 's/^Test(ex_//' | sort -u)" = "$want6" ] ||
     fail "the handout of CH=06 does not test exactly its exercises [$(echo $want6)]"
