@@ -230,7 +230,6 @@ Test(make, a_header_rebuilds_what_includes_it)
     cr_assert(rebuilt_by("src/nn/softmax.h", "cli/mha"));
     cr_assert_not(rebuilt_by("src/plot/heatmap.h", "nn/attention"));
 }
-//<
 
 /* make help prints the comment at the top of the Makefile, its first
  * line to its last, without the "# " of each line or the marks that cut
@@ -261,3 +260,4 @@ Test(make, help_prints_the_makefiles_top_comment)
                   !strstr(out, "\n<"),
               "make help shows a comment mark:\n%s", out);
 }
+//<
