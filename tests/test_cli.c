@@ -2007,6 +2007,63 @@ Test(cli, quiz_grade_dir_grades_a_class, .init = enter_scratch,
                        "first line; leave out --seed");
 }
 
+/* A sheet of a quiz of fewer chapters names them in its first line, and
+ * is graded as that quiz wherever it is graded (a handout's mha, at its
+ * last chapter, prints "--up-to 10" too); a given --up-to must match.
+ * From chapter 17 on the quiz is the whole one, and its sheets name no
+ * chapter. */
+Test(cli, quiz_sheets_name_their_chapters, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    run r = mha("quiz|--seed|17|--up-to|10|--solution");
+    assert_ok(&r, "quiz --up-to 10 --solution");
+    const char *head = "# mha quiz --seed 17 --up-to 10: queries (1, 2, 4), "
+                       "keys and values (1, 5, 4): 2 heads of 2 features, "
+                       "valid_lens [4]\n";
+    cr_assert(!strncmp(r.out, head, strlen(head)), "%s", r.out);
+    put_text("week2.txt", r.out);
+    run_free(&r);
+    r = mha("quiz|--seed|17|--up-to|17|--solution");
+    assert_ok(&r, "quiz --up-to 17 --solution");
+    cr_assert(!strncmp(r.out, "# mha quiz --seed 17: ", 22), "%s", r.out);
+    put_text("whole.txt", r.out);
+    run_free(&r);
+
+    r = mha("quiz|--answers|week2.txt");
+    assert_ok(&r, "quiz --answers week2.txt");
+    cr_assert_str_eq(r.out, "score: 21/21\n");
+    run_free(&r);
+    r = mha("quiz|--answers|week2.txt|--up-to|10");
+    assert_ok(&r, "quiz --answers week2.txt --up-to 10");
+    cr_assert_str_eq(r.out, "score: 21/21\n");
+    run_free(&r);
+    assert_run_refused("quiz|--answers|week2.txt|--up-to|12",
+                       "mha quiz: --answers 'week2.txt' is for --up-to 10 "
+                       "(its first line), not --up-to 12");
+    put_text("week99.txt", "# mha quiz --seed 17 --up-to 99\n");
+    assert_run_refused("quiz|--answers|week99.txt",
+                       "mha quiz: --answers 'week99.txt' is for --up-to 99 "
+                       "(its first line), which is not a chapter 06 .. 21");
+
+    cr_assert_eq(mkdir("class", 0755), 0);
+    cr_assert_eq(rename("week2.txt", "class/a.txt"), 0);
+    cr_assert_eq(rename("whole.txt", "class/b.txt"), 0);
+    r = mha("quiz|--grade-dir|class");
+    assert_ok(&r, "quiz --grade-dir class");
+    cr_assert_str_eq(r.out, "file,seed,score,max\n"
+                            "a.txt,17,21,21\n"
+                            "b.txt,17,29,29\n");
+    run_free(&r);
+    r = mha("quiz|--grade-dir|class|--up-to|12");
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    const char *rows = "file,seed,score,max\na.txt,,,\nb.txt,17,";
+    cr_assert(!strncmp(r.out, rows, strlen(rows)), "%s", r.out);
+    cr_assert(strstr(r.err, "mha quiz: class/a.txt is for --up-to 10 (its "
+                            "first line), not --up-to 12; not graded\n"),
+              "%s", r.err);
+    run_free(&r);
+}
+
 /* The lines of a worksheet's questions: "  step 1: ..." and "  1. its
  * shape?", blanks cut off, from the first step to the end. */
 static char *questions_of(const char *sheet)

@@ -56,16 +56,19 @@ static const char usage_quiz[] =
     "                   numbered blank for each answer, pages of 60 lines at\n"
     "                   most (A4 or Letter), no answer\n"
     "  --grade-dir DIR  grade every file in DIR (not those named .*), each by\n"
-    "                   the seed its first line names; print a CSV on stdout\n"
-    "                   (file,seed,score,max) and each file's feedback on\n"
-    "                   stderr; exit 1 when some file names no seed\n"
+    "                   the seed (and --up-to) its first line names; print a\n"
+    "                   CSV on stdout (file,seed,score,max) and each file's\n"
+    "                   feedback on stderr; exit 1 when some file names no\n"
+    "                   seed\n"
     "  --json           print the module's own trace of the case, JSON lines\n"
     "  --review         after the score, print every step with its answer\n"
     "  --up-to NN       ask only what chapters 06 .. NN teach (default: the\n"
     "                   last chapter of this copy): before 17 no grouped\n"
     "                   heads, before 16 no causal mask, before 07 no\n"
     "                   valid_lens, before 08 no question on the module's\n"
-    "                   weights; give it again when grading such answers\n"
+    "                   weights.  A sheet's first line names it (before 17),\n"
+    "                   and grading takes it from there; given with\n"
+    "                   --answers or --grade-dir, it must match the sheet's\n"
     "\n"
     "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
     "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
@@ -272,8 +275,10 @@ static int read_answer_file(const char *option, const char *path, char **text,
     return status;
 }
 
-/* The seed the first line that is not blank names, if it names one. */
-static int first_line_seed(const char *text, unsigned long long *seed)
+/* The first line that is not blank: the seed it names (1 when it names
+ * one) and the chapter its --up-to names (*upto, -1 for none). */
+static int first_line_seed(const char *text, unsigned long long *seed,
+                           int *upto)
 {
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
@@ -285,7 +290,32 @@ static int first_line_seed(const char *text, unsigned long long *seed)
         l = sizeof line - 1;
     memcpy(line, p, l);
     line[l] = '\0';
+    if (!quiz_upto_line(line, upto))
+        *upto = -1;
     return quiz_seed_line(line, seed);
+}
+
+/* The chapters a sheet is graded up to: those its first line names
+ * (sheet, -1: none), which a given --up-to must match (option: its
+ * value, -1: not given); else the option's, else all of this copy's.
+ * -1, with why (room n), when they differ. */
+static int sheet_upto(int sheet, int option, char *why, size_t n)
+{
+    if (sheet >= 0 && option >= 0 && sheet != option &&
+        !(sheet >= QUIZ_LAST_IDEA && option >= QUIZ_LAST_IDEA)) {
+        snprintf(why, n, "is for --up-to %02d (its first line), not --up-to %02d",
+                 sheet, option);
+        return -1;
+    }
+    if (sheet >= QUIZ_FIRST_CHAPTER && sheet <= MHA_CHAPTER)
+        return sheet;
+    if (sheet >= 0) {
+        snprintf(why, n, "is for --up-to %02d (its first line), which is not "
+                         "a chapter %02d .. %02d",
+                 sheet, QUIZ_FIRST_CHAPTER, MHA_CHAPTER);
+        return -1;
+    }
+    return option >= 0 ? option : MHA_CHAPTER;
 }
 
 /* The quiz's steps, each question under its step with its answer and
@@ -423,16 +453,20 @@ static void quiz_solution(const quiz *z)
 }
 
 static int quiz_grade_file(const char *path, const cli_option *seed_opt,
-                           unsigned long long seed, int upto, int review)
+                           unsigned long long seed, int option_upto, int review)
 {
     char *text;
     size_t len;
     if (read_answer_file("--answers", path, &text, &len))
         return CLI_USAGE;
     unsigned long long named;
-    int names = first_line_seed(text, &named);
+    int sheet, upto;
+    char why[160];
+    int names = first_line_seed(text, &named, &sheet);
     int status = CLI_OK;
-    if (seed_opt->value && names && named != seed)
+    if ((upto = sheet_upto(sheet, option_upto, why, sizeof why)) < 0)
+        status = cli_error("--answers '%s' %s", path, why);
+    else if (seed_opt->value && names && named != seed)
         status = cli_error("--answers '%s' is for --seed %llu (its first "
                            "line), not --seed %llu",
                            path, named, seed);
@@ -483,9 +517,10 @@ static int skip_dot(const struct dirent *e)
 }
 
 /* --grade-dir DIR: every answer file in DIR (not those whose names start
- * with a dot), in name order, graded by the seed its first line names; a
- * CSV on stdout (file, seed, score, max), the feedback on stderr. */
-static int quiz_grade_dir(const char *dir, int upto)
+ * with a dot), in name order, graded by the seed (and the --up-to) its
+ * first line names; a CSV on stdout (file, seed, score, max), the
+ * feedback on stderr. */
+static int quiz_grade_dir(const char *dir, int option_upto)
 {
     struct stat st;
     if (stat(dir, &st) != 0)
@@ -507,7 +542,8 @@ static int quiz_grade_dir(const char *dir, int upto)
         char *text = NULL;
         size_t len = 0;
         unsigned long long seed;
-        int ok = 0;
+        int ok = 0, sheet, upto = 0;
+        char why[160];
         if (!path) {
             status = cli_error("out of memory grading --grade-dir '%s'", dir);
         } else {
@@ -518,13 +554,16 @@ static int quiz_grade_dir(const char *dir, int upto)
                 continue;
             }
             if (read_answer_file("--grade-dir", path, &text, &len) == CLI_OK) {
-                if (first_line_seed(text, &seed))
-                    ok = 1;
-                else
+                if (!first_line_seed(text, &seed, &sheet))
                     fprintf(stderr, "mha quiz: %s: its first line names no "
                                     "seed (\"# mha quiz --seed 17\"); not "
                                     "graded\n",
                             path);
+                else if ((upto = sheet_upto(sheet, option_upto, why,
+                                            sizeof why)) < 0)
+                    fprintf(stderr, "mha quiz: %s %s; not graded\n", path, why);
+                else
+                    ok = 1;
             }
         }
         csv_field(name);
@@ -572,10 +611,12 @@ int cmd_quiz(int argc, char **argv)
     unsigned long long seed = 0;
     if (cli_parse_seed(&opts[0], &seed))
         return CLI_USAGE;
-    // the chapters taught: this copy's, or fewer (--up-to)
+    // the chapters taught: this copy's, or fewer (--up-to); a sheet
+    // graded names its own (sheet_upto)
     size_t upto = MHA_CHAPTER;
     if (cli_parse_count(&opts[7], MHA_CHAPTER, &upto))
         return CLI_USAGE;
+    int option_upto = opts[7].value ? (int)upto : -1;
     if (upto < QUIZ_FIRST_CHAPTER)
         return cli_error("the quiz starts at chapter %02d (%s); %s %02zu",
                          QUIZ_FIRST_CHAPTER, QUIZ_FIRST_TITLE,
@@ -585,11 +626,11 @@ int cmd_quiz(int argc, char **argv)
         if (opts[0].value)
             return cli_error("--grade-dir takes each file's seed from its "
                              "first line; leave out --seed");
-        return cli_flush_stdout(quiz_grade_dir(opts[5].value, (int)upto));
+        return cli_flush_stdout(quiz_grade_dir(opts[5].value, option_upto));
     }
     if (mode == &opts[1])
         return cli_flush_stdout(quiz_grade_file(opts[1].value, &opts[0], seed,
-                                                 (int)upto, review));
+                                                 option_upto, review));
     if (!opts[0].value) {
         if (mode)
             return cli_error("%s needs --seed S: its answers are those of one "

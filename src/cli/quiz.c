@@ -103,7 +103,7 @@ void quiz_describe(FILE *f, const quiz_case *c)
 
 const char *quiz_upto_option(const quiz_case *c, char *buf, size_t n)
 {
-    if (c->upto == MHA_CHAPTER)
+    if (c->upto >= QUIZ_LAST_IDEA)
         snprintf(buf, n, "%s", "");
     else
         snprintf(buf, n, " --up-to %02d", c->upto);

@@ -32,6 +32,11 @@
 #define QUIZ_FIRST_CHAPTER 6
 #define QUIZ_FIRST_TITLE "splitting heads"
 
+/* The last chapter whose idea changes what the quiz draws (grouped
+ * heads); a quiz up to it or any later chapter is the same quiz, and
+ * its sheets name no --up-to. */
+#define QUIZ_LAST_IDEA 17
+
 /* The most examples a drawn case has. */
 #define QUIZ_BATCH_MAX 3
 
@@ -74,8 +79,10 @@ void quiz_describe(FILE *f, const quiz_case *c);
 /* "[3, 3, 2, 2]": n values, each exact (trace_number_str), into buf. */
 void quiz_values_str(char *buf, size_t size, const double *v, size_t n);
 
-/* " --up-to 08" when the case's upto is not the copy's last chapter
- * (MHA_CHAPTER), else "": into buf (room n), returned. */
+/* " --up-to 08" when the case's upto is before QUIZ_LAST_IDEA (a quiz
+ * of fewer ideas than the whole), else "": into buf (room n),
+ * returned.  A sheet's first line names it, so that the sheet is graded
+ * as the quiz it was drawn for wherever it is graded. */
 const char *quiz_upto_option(const quiz_case *c, char *buf, size_t n);
 
 /* The mha trace command that asks the same questions: "mha trace --batch
@@ -173,6 +180,11 @@ int quiz_decode(const char *text, size_t len, char **out, size_t *out_len,
 /* The seed a line names ("# mha quiz --seed 17: ...", "seed: 17"): 1
  * with *seed, or 0 when it names none. */
 int quiz_seed_line(const char *line, unsigned long long *seed);
+
+/* The chapter a line's "--up-to NN" names ("# mha quiz --seed 17 --up-to
+ * 10: ..."): 1 with *upto, or 0 when it names none (or no chapter of
+ * two digits at most). */
+int quiz_upto_line(const char *line, int *upto);
 
 /* The quiz as a printable worksheet on stdout, in pages of 60 lines of
  * at most 78 characters, a blank to write in after each question (the

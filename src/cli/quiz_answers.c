@@ -254,4 +254,23 @@ int quiz_seed_line(const char *line, unsigned long long *seed)
     }
     return 0;
 }
+
+int quiz_upto_line(const char *line, int *upto)
+{
+    const char *p = strstr(line, "--up-to");
+    if (!p)
+        return 0;
+    p += strlen("--up-to");
+    while (*p == ' ' || *p == '\t' || *p == '=')
+        p++;
+    if (*p < '0' || *p > '9')
+        return 0;
+    int n = 0, digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++)
+        n = n * 10 + (*p - '0');
+    if (digits > 2)
+        return 0;
+    *upto = n;
+    return 1;
+}
 //<

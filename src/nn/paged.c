@@ -282,7 +282,7 @@ static void paged_attention(const paged_cache *c, const paged_seq *s,
     size_t G = c->kv_heads, bs = c->block_size, len = s->length;
     double top = -INFINITY, sum = 0;
     for (size_t t = 0; t < len; t++) {
-        size_t slot;
+        size_t slot = 0; // plan found every position's slot
         paged_slot(s->table, s->nblocks, bs, t, &slot);
         const double *k = c->keys->data +
                           (((slot / bs) * G + g) * bs + slot % bs) * p;
@@ -297,7 +297,7 @@ static void paged_attention(const paged_cache *c, const paged_seq *s,
     for (size_t j = 0; j < p; j++)
         out[j] = 0;
     for (size_t t = 0; t < len; t++) {
-        size_t slot;
+        size_t slot = 0; // plan found every position's slot
         paged_slot(s->table, s->nblocks, bs, t, &slot);
         const double *v = c->values->data +
                           (((slot / bs) * G + g) * bs + slot % bs) * p;
