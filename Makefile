@@ -29,8 +29,9 @@
 #   make handouts     every chapter's handout, each cut and built
 #   make handout      a student's copy in handout/ with the exercises blank
 #                     (CH=08: of chapters 01 .. 08 only; WITHOUT=a,b: those
-#                     exercises given whole; HANDOUT_DIR=../x: elsewhere),
-#                     a git repository of its own
+#                     exercises given whole; FROM=06: those of chapters
+#                     01 .. 05 too; HANDOUT_DIR=../x: elsewhere), a git
+#                     repository of its own
 #<
 #> handout
 #   make grade        which exercises pass (EXERCISE=name: that one only);
@@ -38,7 +39,8 @@
 #<
 #> full
 #   make gradescope   the Gradescope autograder (and Classroom 50's) in
-#                     build/autograder/ (CH= and WITHOUT= as for the handout)
+#                     build/autograder/ (CH=, FROM=, WITHOUT= as for the
+#                     handout)
 #   make grade-class STUDENTS=DIR   every student's copy under DIR graded:
 #                     build/grade-class/grades.csv
 #<
@@ -412,14 +414,14 @@ handouts: $(BUILD)/marks-filter $(BUILD)/weave $(CLI_BIN)
 # checks the round trip.
 HANDOUT_DIR ?= handout
 handout: $(BUILD)/marks-filter $(BUILD)/weave
-	@tools/handout.sh --chapter "$(CH)" --without "$(WITHOUT)" --tools $(BUILD) $(HANDOUT_DIR)
+	@tools/handout.sh --chapter "$(CH)" $(if $(FROM),--from "$(FROM)") --without "$(WITHOUT)" --tools $(BUILD) $(HANDOUT_DIR)
 
 # The autograders, for a fresh handout: build/autograder/gradescope.zip
 # (setup.sh and run_autograder at its root, the handout beside them) and
 # build/autograder/autograder.py, Classroom 50's.
 gradescope: $(BUILD)/marks-filter $(BUILD)/weave
 	@rm -rf $(BUILD)/autograder/handout
-	@tools/handout.sh $(if $(CH),--chapter $(CH)) --without "$(WITHOUT)" --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
+	@tools/handout.sh $(if $(CH),--chapter $(CH)) $(if $(FROM),--from "$(FROM)") --without "$(WITHOUT)" --tools $(BUILD) $(BUILD)/autograder/handout > /dev/null
 	@tools/grade.py gradescope $(BUILD)/autograder/handout $(BUILD)/autograder
 	@rm -rf $(BUILD)/autograder/handout
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/handout.sh [--chapter NN] [--without NAMES] --tools BUILD DIR:
+# tools/handout.sh [--chapter NN] [--from MM] [--without NAMES] --tools BUILD DIR:
 # write a student's copy of the project into DIR: chapters 01 .. NN (by
 # default all of them) with the library, the tests and the pages as of
 # chapter NN, cut from the chapters' code as `make snapshot CH=NN` is
@@ -7,8 +7,11 @@
 # "@exercise NAME" blanked (see tools/stub.awk).  The exercises named in
 # NAMES (`make handout WITHOUT=alibi_slope,mla_rms_norm`; commas or
 # spaces) are given whole instead: no longer exercises, not graded, their
-# chapters run, for a unit that leaves them as reading.  BUILD holds the
-# built marks-filter and weave (`make handout` builds them).
+# chapters run, for a unit that leaves them as reading.  --from MM
+# (`make handout CH=10 FROM=06`) gives whole every exercise of the
+# chapters before MM too: a week's handout whose earlier exercises were
+# last week's.  BUILD holds the built marks-filter and weave (`make
+# handout` builds them).
 #
 # What the copy holds and what it does not:
 #   - the library as of chapter NN and the mha program (marked
@@ -60,16 +63,18 @@ fail() {
 ch=
 tools=
 without=
+from=
 while :; do
     case ${1:-} in
     --chapter) ch=${2:-}; shift 2 ;;
+    --from) from=${2:-}; shift 2 ;;
     --without) without=$(printf '%s' "${2:-}" | tr ',' ' '); shift 2 ;;
     --tools) tools=${2:-}; shift 2 ;;
     *) break ;;
     esac
 done
 [ $# -eq 1 ] && [ -n "$tools" ] ||
-    { echo "usage: tools/handout.sh [--chapter NN] [--without NAMES] --tools BUILD DIR" >&2; exit 2; }
+    { echo "usage: tools/handout.sh [--chapter NN] [--from MM] [--without NAMES] --tools BUILD DIR" >&2; exit 2; }
 out=${1%/}
 
 git rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
@@ -96,6 +101,19 @@ for name in $without; do
         exit 2
     fi
 done
+# FROM's chapter: its exercises and the later ones are the handout's
+if [ -n "$from" ]; then
+    case $from in
+    [0-9][0-9]) ;;
+    *) echo "handout: FROM must be a chapter number of two digits, like FROM=06, not '$from'" >&2
+       exit 2 ;;
+    esac
+    if [ "$from" -gt "$ch" ] || ! ls chapters/"$from"_*.c >/dev/null 2>&1; then
+        echo "handout: FROM=$from is not a chapter 01 .. $ch (this handout's)" >&2
+        exit 2
+    fi
+    without="$without $(echo "$markers" | awk -v f="$from" '$2 + 0 < f + 0 { print $1 }' | xargs)"
+fi
 without=$(echo $without | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ $//')
 for t in marks-filter weave; do
     [ -x "$tools/$t" ] || fail "$tools/$t is not built (make handout builds it)"

@@ -36,7 +36,7 @@
 #      destroys a handout that differs from a fresh one (a student's
 #      work): it refuses, naming it, and changes nothing; WITHOUT=
 #      gives exercises whole, ungraded, and refuses names that are no
-#      exercise of the cut;
+#      exercise of the cut; FROM= gives the earlier chapters' whole;
 #   (6, grading where courses grade, is tools/test-grading.sh: `make
 #   test-grading`, which CI runs.)
 set -eu
@@ -499,6 +499,19 @@ for bad in nosuch alibi_slope; do
 done
 grep -q "chapter 19, after this handout's last chapter (06)" "$dir/err" ||
     { cat "$dir/err"; fail "make handout WITHOUT= of a later exercise does not say it is later"; }
+# FROM=06 gives whole the exercises of chapters 01 .. 05: a week's
+# handout after last week's
+tools/handout.sh --chapter 06 --from 06 --tools "$build" "$dir/hf" > /dev/null ||
+    fail "make handout CH=06 FROM=06 fails"
+[ "$(grep -v '^#' "$dir/hf/HANDOUT" | cut -d' ' -f1 | sort | xargs)" = "transpose_output transpose_qkv" ] &&
+    grep -qx '# given whole, not exercises of this handout (make handout WITHOUT=): causal_valid_lens linear_forward_naive' "$dir/hf/HANDOUT" ||
+    { cat "$dir/hf/HANDOUT"; fail "make handout CH=06 FROM=06 does not give chapters 01 .. 05's exercises whole"; }
+for bad in 07 6; do
+    tools/handout.sh --chapter 06 --from "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
+        rc=0 || rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && [ ! -e "$dir/bad" ] ||
+        { cat "$dir/err"; fail "make handout CH=06 FROM=$bad exits $rc, not 2 with one line and nothing written"; }
+done
 
 # chapter 01 has no exercise: its handout has none to grade, and says
 # where the first is
