@@ -21,13 +21,18 @@
 set -eu
 
 # python3: make grade (tools/grade.py writes the reports with its json and
-# xml modules); python3-yaml: tools/test-handout.sh reads the handout's
-# GitHub Actions workflow.  valgrind also checks a student's exercises
-# for leaks.  libzip-dev: mha reads a .npz state_dict (--state-dict) with
-# libzip.  cmark-gfm, nodejs and libjs-katex: the book as HTML for print
+# xml modules).  valgrind also checks a student's exercises for leaks.
+# libzip-dev: mha reads a .npz state_dict (--state-dict) with libzip.
+packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 libzip-dev xxd $*"
+#> full
+# What the full project's own checks add, which a handout (its grading
+# workflow's `make deps` above all) does without: python3-yaml, for
+# tools/test-handout.sh, which reads the handout's GitHub Actions
+# workflow; cmark-gfm, nodejs and libjs-katex, the book as HTML for print
 # (make book, whose HTML make test checks): its Markdown with GitHub's own
 # converter, its math as MathML by KaTeX.
-packages="gcc make pkg-config libgsl-dev libopenblas-dev libcriterion-dev gnuplot-nox valgrind graphviz python3 python3-yaml libzip-dev xxd cmark-gfm nodejs libjs-katex $*"
+packages="$packages python3-yaml cmark-gfm nodejs libjs-katex"
+#<
 
 # --- without dpkg: look for each thing itself -------------------------
 
