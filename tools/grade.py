@@ -374,8 +374,9 @@ def check_leaks(binary, names, limit, scratch, root, cache_path, files):
         pass
     leaks.update(found)
     if unchecked:
-        return leaks, ("leaks: %s not checked yet (valgrind ran out of its %g s; the next "
-                       "grade checks them)" % (", ".join(unchecked), budget))
+        return leaks, ("leaks: %s not checked yet (valgrind ran out of its %g s; a later "
+                       "grade in this copy checks them, or GRADE_LEAK_SECONDS=S gives it "
+                       "more)" % (", ".join(unchecked), budget))
     if not leaks:
         return leaks, "leaks: none (checked with valgrind on the exercises that pass)"
     return leaks, ("leaks: found by valgrind on the exercises that pass; a warning, no "
