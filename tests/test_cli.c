@@ -2033,6 +2033,18 @@ Test(cli, quiz_sheets_name_their_chapters, .init = enter_scratch,
     assert_ok(&r, "quiz --answers week2.txt");
     cr_assert_str_eq(r.out, "score: 21/21\n");
     run_free(&r);
+    // the worksheet tells a student to type that first line
+    r = mha("quiz|--seed|17|--up-to|10|--worksheet");
+    assert_ok(&r, "quiz --up-to 10 --worksheet");
+    cr_assert(!strncmp(r.out, "mha quiz --seed 17 --up-to 10: 21 questions\n",
+                       44), "%s", r.out);
+    for (char *c = r.out; *c; c++) // the sheet's lines, as one
+        if (*c == '\n')
+            *c = ' ';
+    cr_assert(strstr(r.out, "a file whose first line is \"# mha quiz --seed "
+                            "17 --up-to 10\", then one answer a line"),
+              "%s", r.out);
+    run_free(&r);
     r = mha("quiz|--answers|week2.txt|--up-to|10");
     assert_ok(&r, "quiz --answers week2.txt --up-to 10");
     cr_assert_str_eq(r.out, "score: 21/21\n");

@@ -918,7 +918,7 @@ def csv_cell(value):
     return value
 
 
-GIVEN = "# given whole, not exercises of this handout (make handout WITHOUT=):"
+GIVEN = "# given whole, not exercises of this handout (make handout FROM= or WITHOUT=):"
 
 
 def given_whole(handout_file):

@@ -187,7 +187,7 @@ list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)
     [ -n "$list" ] ||
         echo "# Chapters 01 .. $ch have none; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)."
     [ -z "$without" ] ||
-        echo "# given whole, not exercises of this handout (make handout WITHOUT=): $without"
+        echo "# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): $without"
     echo "$list" | awk 'NF { print $1, $2, $3 }'
 } > "$new/HANDOUT"
 count=$(grep -vc '^#' "$new/HANDOUT" || true)

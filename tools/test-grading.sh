@@ -312,7 +312,7 @@ grep -q "cut at different chapters or give different exercises whole (06: a, 08:
 # copies of a handout WITHOUT= name it too (their HANDOUT's line), so
 # grade-class cuts the same handout
 rm "$g6/mixed/b/chapters/08_y.c"
-printf '# given whole, not exercises of this handout (make handout WITHOUT=): a_b c\n' |
+printf '# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): a_b c\n' |
     tee "$g6/mixed/a/HANDOUT" > "$g6/mixed/b/HANDOUT"
 [ "$(tools/grade.py class-chapter "$g6/mixed")" = "06 a_b,c" ] ||
     fail "grade.py class-chapter does not name the exercises the copies give whole"

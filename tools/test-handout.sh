@@ -476,7 +476,7 @@ done
 tools/handout.sh --chapter 06 --without causal_valid_lens,transpose_output \
     --tools "$build" "$dir/hw" > /dev/null || fail "make handout CH=06 WITHOUT=causal_valid_lens,transpose_output fails"
 [ "$(grep -v '^#' "$dir/hw/HANDOUT" | cut -d' ' -f1 | xargs)" = "linear_forward_naive transpose_qkv" ] &&
-    grep -qx '# given whole, not exercises of this handout (make handout WITHOUT=): causal_valid_lens transpose_output' "$dir/hw/HANDOUT" ||
+    grep -qx '# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): causal_valid_lens transpose_output' "$dir/hw/HANDOUT" ||
     { cat "$dir/hw/HANDOUT"; fail "the handout WITHOUT=causal_valid_lens,transpose_output lists the wrong exercises"; }
 for f in src/nn/softmax.c src/nn/heads.c; do
     awk -v keep="causal_valid_lens transpose_output" -f tools/stub.awk "$f" |
@@ -504,7 +504,7 @@ grep -q "chapter 19, after this handout's last chapter (06)" "$dir/err" ||
 tools/handout.sh --chapter 06 --from 06 --tools "$build" "$dir/hf" > /dev/null ||
     fail "make handout CH=06 FROM=06 fails"
 [ "$(grep -v '^#' "$dir/hf/HANDOUT" | cut -d' ' -f1 | sort | xargs)" = "transpose_output transpose_qkv" ] &&
-    grep -qx '# given whole, not exercises of this handout (make handout WITHOUT=): causal_valid_lens linear_forward_naive' "$dir/hf/HANDOUT" ||
+    grep -qx '# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): causal_valid_lens linear_forward_naive' "$dir/hf/HANDOUT" ||
     { cat "$dir/hf/HANDOUT"; fail "make handout CH=06 FROM=06 does not give chapters 01 .. 05's exercises whole"; }
 for bad in 07 6; do
     tools/handout.sh --chapter 06 --from "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&

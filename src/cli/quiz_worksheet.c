@@ -158,10 +158,10 @@ int quiz_print_worksheet(const quiz *z, int answers)
         char typed[3 * QUIZ_TEXT_MAX];
         snprintf(typed, sizeof typed,
                  "To type your answers in: a file whose first line is "
-                 "\"# mha quiz --seed %llu\", then one answer a line, numbered "
-                 "as here (\"1. (2, 3, 8)\"); mha quiz --seed %llu%s --answers "
-                 "FILE grades it.",
-                 z->c.seed, z->c.seed, upto);
+                 "\"# mha quiz --seed %llu%s\", then one answer a line, "
+                 "numbered as here (\"1. (2, 3, 8)\"); mha quiz --answers "
+                 "FILE grades it, as the quiz its first line names.",
+                 z->c.seed, upto);
         sheet_wrap(&s, 0, 0, typed);
     }
     sheet_add(&s, 1, "%s", "");
