@@ -1805,7 +1805,12 @@ Test(cli, quiz_answer_file_graded, .init = enter_scratch, .fini = leave_scratch)
     put_text("answers.txt", sol);
     r = mha("quiz|--answers|answers.txt");
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
-    cr_assert_str_eq(r.err, "");
+    // a short score, from a sheet that names no --up-to: why it may be
+    cr_assert_str_eq(r.err, "mha quiz: note: 'answers.txt' names no --up-to "
+                            "in its first line, so it was graded as the quiz "
+                            "of chapters 06 .. 21; a quiz of fewer chapters "
+                            "names them (\"# mha quiz --seed 23 --up-to 10\"), "
+                            "or give --up-to NN\n");
     cr_assert_str_eq(r.out,
                      "question 7 (line 13, step 4, view or copy): answered "
                      "view; right: copy: the strides are (48, 4, 12, 1); B and "
@@ -1986,14 +1991,22 @@ Test(cli, quiz_grade_dir_grades_a_class, .init = enter_scratch,
     static const char *const want[] = {
         "bob, jr.txt: question 4 (line 5, step 3, its shape): no answer (a "
         "blank line); right: (3, 3, 4, 4), that is (B, h, Lq, d_model/h)",
+        "bob, jr.txt: note: the sheet names no --up-to in its first line, so "
+        "it was graded as the quiz of chapters 06 .. 21; a quiz of fewer "
+        "chapters names them (\"# mha quiz --seed 23 --up-to 10\"), or give "
+        "--up-to NN",
         "cy.txt: question 21 (the attention weights the forward returns: "
         "their shape): no answer (the answers end before it); right: (3, 3, 4, 5), "
         "that is (B, h, Lq, Lk)",
+        "cy.txt: note: the sheet names no --up-to in its first line, so it "
+        "was graded as the quiz of chapters 06 .. 21; a quiz of fewer "
+        "chapters names them (\"# mha quiz --seed 23 --up-to 10\"), or give "
+        "--up-to NN",
         "mha quiz: class/eve.txt: its first line names no seed (\"# mha quiz "
         "--seed 17\"); not graded",
     };
-    assert_lines_in_order(r.err, want, 3);
-    cr_assert_eq(count_lines(r.err), 3, "%s", r.err);
+    assert_lines_in_order(r.err, want, 5);
+    cr_assert_eq(count_lines(r.err), 5, "%s", r.err);
     assert_unchanged(&before, "quiz --grade-dir class");
     free(before.data);
     run_free(&r);
@@ -2199,7 +2212,8 @@ Test(cli, quiz_refuses_in_one_line, .init = enter_scratch,
          "not --seed 24"},
         {"quiz|--answers|noseed.txt",
          "mha quiz: --answers 'noseed.txt' names no seed in its first line "
-         "(\"# mha quiz --seed 17\"): give --seed S"},
+         "(\"# mha quiz --seed 17\"): give --seed S (and --up-to NN, for a "
+         "quiz of fewer chapters)"},
         {"quiz|--seed|23|--answers|utf32.txt",
          "mha quiz: --answers 'utf32.txt' is UTF-32: save it as UTF-8"},
         {"quiz|--seed|23|--answers|half.txt",

@@ -207,7 +207,15 @@ if [ "${upto:-99}" -lt 6 ]; then
 elif [ "$upto" -lt 8 ]; then
     quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` come with chapter 08."
 else
-    quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` run the module, so they need \`transpose_qkv\` and the other exercises of the module written first, and say which one is missing."
+    module=given
+    for name in transpose_qkv transpose_output repeat_valid_lens; do
+        case " $without " in *" $name "*) ;; *) module= ;; esac
+    done
+    if [ -n "$module" ]; then
+        quiz="The quiz works from the first day, and so do \`mha trace\`, \`forward\` and \`heatmap\`, which run the module (its exercises are given whole in this copy)."
+    else
+        quiz="The quiz works from the first day; \`mha trace\`, \`forward\` and \`heatmap\` run the module, so they need \`transpose_qkv\` and the other exercises of the module written first, and say which one is missing."
+    fi
 fi
 given=
 if [ -n "$without" ]; then

@@ -506,6 +506,11 @@ tools/handout.sh --chapter 06 --from 06 --tools "$build" "$dir/hf" > /dev/null |
 [ "$(grep -v '^#' "$dir/hf/HANDOUT" | cut -d' ' -f1 | sort | xargs)" = "transpose_output transpose_qkv" ] &&
     grep -qx '# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): causal_valid_lens linear_forward_naive' "$dir/hf/HANDOUT" ||
     { cat "$dir/hf/HANDOUT"; fail "make handout CH=06 FROM=06 does not give chapters 01 .. 05's exercises whole"; }
+# with the module's exercises given, its README says mha trace runs
+tools/handout.sh --chapter 08 --from 08 --tools "$build" "$dir/hf8" > /dev/null ||
+    fail "make handout CH=08 FROM=08 fails"
+grep -q 'The quiz works from the first day, and so do `mha trace`' "$dir/hf8/README.md" ||
+    fail "the README of a handout whose module exercises are given says mha trace needs them"
 for bad in 07 6; do
     tools/handout.sh --chapter 06 --from "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
         rc=0 || rc=$?

@@ -295,6 +295,22 @@ static int first_line_seed(const char *text, unsigned long long *seed,
     return quiz_seed_line(line, seed);
 }
 
+/* A sheet graded short, whose first line names no --up-to and which no
+ * --up-to came with, was graded as the quiz of all of this copy's
+ * chapters: say so, on f, as the likeliest reason (a week's quiz, typed
+ * without its --up-to). */
+static void note_no_upto(FILE *f, const char *prefix, const char *path,
+                         unsigned long long seed, int sheet, int option)
+{
+    if (sheet >= 0 || option >= 0 || MHA_CHAPTER <= QUIZ_FIRST_CHAPTER)
+        return;
+    fprintf(f, "%snote: %s names no --up-to in its first line, so it was "
+               "graded as the quiz of chapters %02d .. %02d; a quiz of fewer "
+               "chapters names them (\"# mha quiz --seed %llu --up-to 10\"), "
+               "or give --up-to NN\n",
+            prefix, path, QUIZ_FIRST_CHAPTER, MHA_CHAPTER, seed);
+}
+
 /* The chapters a sheet is graded up to: those its first line names
  * (sheet, -1: none), which a given --up-to must match (option: its
  * value, -1: not given); else the option's, else all of this copy's.
@@ -472,7 +488,8 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
                            path, named, seed);
     else if (!seed_opt->value && !names)
         status = cli_error("--answers '%s' names no seed in its first line "
-                           "(\"# mha quiz --seed 17\"): give --seed S",
+                           "(\"# mha quiz --seed 17\"): give --seed S (and "
+                           "--up-to NN, for a quiz of fewer chapters)",
                            path);
     if (!status) {
         quiz_case c;
@@ -481,6 +498,13 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
         quiz_build(&c, &z);
         size_t right = grade_text(&z, text, len, stdout, "");
         printf("score: %zu/%zu\n", right, z.n);
+        if (right < z.n) {
+            fflush(stdout);
+            char quoted[300];
+            snprintf(quoted, sizeof quoted, "'%.280s'", path);
+            note_no_upto(stderr, "mha quiz: ", quoted, c.seed, sheet,
+                         option_upto);
+        }
         if (review) {
             printf("\nThe steps and their answers:\n");
             print_answers(&z, stdout);
@@ -575,6 +599,9 @@ static int quiz_grade_dir(const char *dir, int option_upto)
             snprintf(prefix, sizeof prefix, "%.500s: ", name);
             fflush(stdout);
             size_t right = grade_text(&z, text, len, stderr, prefix);
+            if (right < z.n)
+                note_no_upto(stderr, prefix, "the sheet", seed, sheet,
+                             option_upto);
             printf(",%llu,%zu,%zu\n", seed, right, z.n);
         } else {
             printf(",,,\n");
