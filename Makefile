@@ -413,6 +413,7 @@ handouts: $(BUILD)/marks-filter $(BUILD)/weave $(CLI_BIN)
 # that differs from a fresh one (tools/handout.sh); tools/test-handout.sh
 # checks the round trip.
 HANDOUT_DIR ?= handout
+comma := ,
 handout: $(BUILD)/marks-filter $(BUILD)/weave
 	@tools/handout.sh --chapter "$(CH)" $(if $(FROM),--from "$(FROM)") --without "$(WITHOUT)" --tools $(BUILD) $(HANDOUT_DIR)
 
@@ -429,8 +430,10 @@ gradescope: $(BUILD)/marks-filter $(BUILD)/weave
 # under DIR (each a student's copy, such as a git clone of their
 # repository) over a scratch copy of the handout (TEMPLATE=DIR, the
 # handout they were given; by default a fresh one cut at CH=NN, or at
-# the chapter the students' copies end with), taking from the student
-# only the files that hold the exercises and writing nothing into DIR.
+# the chapter the students' copies end with, FROM= and WITHOUT= as for
+# the handout, or the exercises the copies' HANDOUT gives whole), taking
+# from the student only the files that hold the exercises and writing
+# nothing into DIR.
 # The grades: $(BUILD)/grade-class/grades.csv, each student's reports
 # and log beside it; the run before is kept in $(BUILD)/grade-class.previous.
 grade-class: $(BUILD)/marks-filter $(BUILD)/weave
@@ -448,8 +451,8 @@ grade-class: $(BUILD)/marks-filter $(BUILD)/weave
 	if [ -n "$(TEMPLATE)" ]; then \
 	    cp -a "$(TEMPLATE)" $(BUILD)/grade-class/handout; \
 	else \
-	    echo "grade-class: the students' handout, cut at chapter $$ch$${without:+, without $$without}"; \
-	    tools/handout.sh --chapter "$$ch" --without "$$without" --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null || exit 2; \
+	    echo "grade-class: the students' handout, cut at chapter $$ch$(if $(FROM),$(comma) from chapter $(FROM))$${without:+, without $$without}"; \
+	    tools/handout.sh --chapter "$$ch" $(if $(FROM),--from "$(FROM)") --without "$$without" --tools $(BUILD) $(BUILD)/grade-class/handout > /dev/null || exit 2; \
 	fi
 	@tools/grade.py class $(BUILD)/grade-class/handout "$(STUDENTS)" $(BUILD)/grade-class/grades.csv
 #<

@@ -1681,6 +1681,18 @@ static char *solution_of(unsigned seed)
     return r.out;
 }
 
+/* `mha quiz --seed S --up-to NN --solution`. */
+static char *solution_of_upto(unsigned seed, const char *upto)
+{
+    char args[80];
+    snprintf(args, sizeof args, "quiz|--seed|%u|--up-to|%s|--solution", seed,
+             upto);
+    run r = mha(args);
+    assert_ok(&r, args);
+    free(r.err);
+    return r.out;
+}
+
 /* The answers of a solution: answer k (1-based) into buf; the count. */
 static size_t answers_of(const char *sol, char (*ans)[160], size_t cap)
 {
@@ -2051,17 +2063,34 @@ Test(cli, quiz_sheets_name_their_chapters, .init = enter_scratch,
     assert_ok(&r, "quiz --up-to 10 --worksheet");
     cr_assert(!strncmp(r.out, "mha quiz --seed 17 --up-to 10: 21 questions\n",
                        44), "%s", r.out);
-    for (char *c = r.out; *c; c++) // the sheet's lines, as one
-        if (*c == '\n')
-            *c = ' ';
-    cr_assert(strstr(r.out, "a file whose first line is \"# mha quiz --seed "
-                            "17 --up-to 10\", then one answer a line"),
+    cr_assert(strstr(r.out, "first line is this one line,\n"
+                            "    # mha quiz --seed 17 --up-to 10\n"
+                            "then one answer a line"),
               "%s", r.out);
     run_free(&r);
     r = mha("quiz|--answers|week2.txt|--up-to|10");
     assert_ok(&r, "quiz --answers week2.txt --up-to 10");
     cr_assert_str_eq(r.out, "score: 21/21\n");
     run_free(&r);
+    // the first line typed over two, as a wrapped worksheet showed it:
+    // its --up-to, alone on the next line, is the header's
+    {
+        char *sol = solution_of_upto(17, "10");
+        char split[8192] = "# mha quiz --seed 17\n  --up-to 10\n";
+        for (const char *l = sol; *l;) {
+            const char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+            if (l[0] != '#')
+                strncat(split, l, len);
+            l += len;
+        }
+        put_text("split.txt", split);
+        free(sol);
+        r = mha("quiz|--answers|split.txt");
+        assert_ok(&r, "quiz --answers split.txt");
+        cr_assert_str_eq(r.out, "score: 21/21\n");
+        run_free(&r);
+    }
     assert_run_refused("quiz|--answers|week2.txt|--up-to|12",
                        "mha quiz: --answers 'week2.txt' is for --up-to 10 "
                        "(its first line), not --up-to 12");

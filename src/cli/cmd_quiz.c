@@ -105,6 +105,20 @@ static int name_line(const char *a)
     return *p == ':';
 }
 
+/* A line that holds nothing but "--up-to NN" (behind a '#' or not): the
+ * end of a first line that a student typed over two lines, as a
+ * worksheet wraps it.  1 with *upto, else 0. */
+static int upto_only_line(const char *line, int *upto)
+{
+    line += strspn(line, " \t#");
+    if (strncmp(line, "--up-to", 7) || !quiz_upto_line(line, upto))
+        return 0;
+    line += 7;
+    line += strspn(line, " \t=");
+    line += strspn(line, "0123456789");
+    return line[strspn(line, " \t\r:")] == '\0';
+}
+
 /* Grading one answer text: the feedback (each wrong, unreadable or
  * missing answer with its question number and line) on fb, each line
  * after prefix; the count of right answers.  Lines: one answer each, in
@@ -156,7 +170,10 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
         if (!*a && comment)
             continue;
         unsigned long long s;
+        int u;
         if (!started && *a && quiz_seed_line(a, &s))
+            continue;
+        if (!started && *a && upto_only_line(a, &u)) // a header's end
             continue;
         if (name_line(a))
             continue;
@@ -276,7 +293,8 @@ static int read_answer_file(const char *option, const char *path, char **text,
 }
 
 /* The first line that is not blank: the seed it names (1 when it names
- * one) and the chapter its --up-to names (*upto, -1 for none). */
+ * one) and the chapter its --up-to names (*upto, -1 for none), or the
+ * next line's, when that line is its --up-to alone. */
 static int first_line_seed(const char *text, unsigned long long *seed,
                            int *upto)
 {
@@ -290,8 +308,20 @@ static int first_line_seed(const char *text, unsigned long long *seed,
         l = sizeof line - 1;
     memcpy(line, p, l);
     line[l] = '\0';
-    if (!quiz_upto_line(line, upto))
+    if (!quiz_upto_line(line, upto)) {
         *upto = -1;
+        const char *next = end ? end + 1 : p + l;
+        next += strspn(next, " \t\r\n");
+        const char *stop = strchr(next, '\n');
+        char second[64];
+        size_t m = stop ? (size_t)(stop - next) : strlen(next);
+        if (m < sizeof second) {
+            memcpy(second, next, m);
+            second[m] = '\0';
+            if (!upto_only_line(second, upto))
+                *upto = -1;
+        }
+    }
     return quiz_seed_line(line, seed);
 }
 

@@ -155,14 +155,13 @@ int quiz_print_worksheet(const quiz *z, int answers)
                          "100); view or copy; values as [3, 3, 2, 2]; a "
                          "number as 3.");
     if (z->c.seeded) {
-        char typed[3 * QUIZ_TEXT_MAX];
-        snprintf(typed, sizeof typed,
-                 "To type your answers in: a file whose first line is "
-                 "\"# mha quiz --seed %llu%s\", then one answer a line, "
-                 "numbered as here (\"1. (2, 3, 8)\"); mha quiz --answers "
-                 "FILE grades it, as the quiz its first line names.",
-                 z->c.seed, upto);
-        sheet_wrap(&s, 0, 0, typed);
+        // the line to type, on a line of its own so that no wrap splits it
+        sheet_wrap(&s, 0, 0, "To type your answers in: a file whose first "
+                             "line is this one line,");
+        sheet_add(&s, 1, "    # mha quiz --seed %llu%s", z->c.seed, upto);
+        sheet_wrap(&s, 0, 0, "then one answer a line, numbered as here "
+                             "(\"1. (2, 3, 8)\"); mha quiz --answers FILE "
+                             "grades it, as the quiz its first line names.");
     }
     sheet_add(&s, 1, "%s", "");
     for (size_t l = 0; l < z->nlines; l++) {
