@@ -105,20 +105,6 @@ static int name_line(const char *a)
     return *p == ':';
 }
 
-/* A line that holds nothing but "--up-to NN" (behind a '#' or not): the
- * end of a first line that a student typed over two lines, as a
- * worksheet wraps it.  1 with *upto, else 0. */
-static int upto_only_line(const char *line, int *upto)
-{
-    line += strspn(line, " \t#");
-    if (strncmp(line, "--up-to", 7) || !quiz_upto_line(line, upto))
-        return 0;
-    line += 7;
-    line += strspn(line, " \t=");
-    line += strspn(line, "0123456789");
-    return line[strspn(line, " \t\r:")] == '\0';
-}
-
 /* Grading one answer text: the feedback (each wrong, unreadable or
  * missing answer with its question number and line) on fb, each line
  * after prefix; the count of right answers.  Lines: one answer each, in
@@ -173,7 +159,7 @@ static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
         int u;
         if (!started && *a && quiz_seed_line(a, &s))
             continue;
-        if (!started && *a && upto_only_line(a, &u)) // a header's end
+        if (!started && *a && quiz_upto_only_line(a, &u)) // a header's end
             continue;
         if (name_line(a))
             continue;
@@ -290,39 +276,6 @@ static int read_answer_file(const char *option, const char *path, char **text,
         status = cli_error("%s '%s' is %s", option, path, why);
     free(raw);
     return status;
-}
-
-/* The first line that is not blank: the seed it names (1 when it names
- * one) and the chapter its --up-to names (*upto, -1 for none), or the
- * next line's, when that line is its --up-to alone. */
-static int first_line_seed(const char *text, unsigned long long *seed,
-                           int *upto)
-{
-    const char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-        p++;
-    const char *end = strchr(p, '\n');
-    char line[256];
-    size_t l = end ? (size_t)(end - p) : strlen(p);
-    if (l >= sizeof line)
-        l = sizeof line - 1;
-    memcpy(line, p, l);
-    line[l] = '\0';
-    if (!quiz_upto_line(line, upto)) {
-        *upto = -1;
-        const char *next = end ? end + 1 : p + l;
-        next += strspn(next, " \t\r\n");
-        const char *stop = strchr(next, '\n');
-        char second[64];
-        size_t m = stop ? (size_t)(stop - next) : strlen(next);
-        if (m < sizeof second) {
-            memcpy(second, next, m);
-            second[m] = '\0';
-            if (!upto_only_line(second, upto))
-                *upto = -1;
-        }
-    }
-    return quiz_seed_line(line, seed);
 }
 
 /* A sheet graded short, whose first line names no --up-to and which no
@@ -508,7 +461,7 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
     unsigned long long named;
     int sheet, upto;
     char why[160];
-    int names = first_line_seed(text, &named, &sheet);
+    int names = quiz_sheet_header(text, &named, &sheet);
     int status = CLI_OK;
     if ((upto = sheet_upto(sheet, option_upto, why, sizeof why)) < 0)
         status = cli_error("--answers '%s' %s", path, why);
@@ -608,7 +561,7 @@ static int quiz_grade_dir(const char *dir, int option_upto)
                 continue;
             }
             if (read_answer_file("--grade-dir", path, &text, &len) == CLI_OK) {
-                if (!first_line_seed(text, &seed, &sheet))
+                if (!quiz_sheet_header(text, &seed, &sheet))
                     fprintf(stderr, "mha quiz: %s: its first line names no "
                                     "seed (\"# mha quiz --seed 17\"); not "
                                     "graded\n",

@@ -186,6 +186,17 @@ int quiz_seed_line(const char *line, unsigned long long *seed);
  * two digits at most). */
 int quiz_upto_line(const char *line, int *upto);
 
+/* A line that holds nothing but "--up-to NN" (behind a '#' or not): the
+ * end of a first line that a student typed over two lines, as a
+ * worksheet wraps it.  1 with *upto, else 0. */
+int quiz_upto_only_line(const char *line, int *upto);
+
+/* An answer file's header: its first line that is not blank, the seed
+ * it names (1 when it names one, with *seed) and the chapter its
+ * --up-to names (*upto, -1 for none), or the next line's, when that
+ * line is its --up-to alone. */
+int quiz_sheet_header(const char *text, unsigned long long *seed, int *upto);
+
 /* The quiz as a printable worksheet on stdout, in pages of 60 lines of
  * at most 78 characters, a blank to write in after each question (the
  * answers too when answers is 1).  0, or 2 after one line when memory

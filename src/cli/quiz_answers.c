@@ -273,4 +273,43 @@ int quiz_upto_line(const char *line, int *upto)
     *upto = n;
     return 1;
 }
+int quiz_upto_only_line(const char *line, int *upto)
+{
+    line += strspn(line, " \t#");
+    if (strncmp(line, "--up-to", 7) || !quiz_upto_line(line, upto))
+        return 0;
+    line += 7;
+    line += strspn(line, " \t=");
+    line += strspn(line, "0123456789");
+    return line[strspn(line, " \t\r:")] == '\0';
+}
+
+int quiz_sheet_header(const char *text, unsigned long long *seed, int *upto)
+{
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    const char *end = strchr(p, '\n');
+    char line[256];
+    size_t l = end ? (size_t)(end - p) : strlen(p);
+    if (l >= sizeof line)
+        l = sizeof line - 1;
+    memcpy(line, p, l);
+    line[l] = '\0';
+    if (!quiz_upto_line(line, upto)) {
+        *upto = -1;
+        const char *next = end ? end + 1 : p + l;
+        next += strspn(next, " \t\r\n");
+        const char *stop = strchr(next, '\n');
+        char second[64];
+        size_t m = stop ? (size_t)(stop - next) : strlen(next);
+        if (m < sizeof second) {
+            memcpy(second, next, m);
+            second[m] = '\0';
+            if (!quiz_upto_only_line(second, upto))
+                *upto = -1;
+        }
+    }
+    return quiz_seed_line(line, seed);
+}
 //<
