@@ -185,7 +185,7 @@ list=$(cd "$new" && sed -n 's|^.*@exercise \([A-Za-z_0-9]*\) (chapter \([0-9]*\)
     echo "# The exercises of this handout: write each function in src/, then"
     echo "# run \`make grade\` to see which pass."
     [ -n "$list" ] ||
-        echo "# Chapters 01 .. $ch have none; the first is in chapter $(sed -n 's|^.*@exercise [A-Za-z_0-9]* (chapter \([0-9]*\)).*|\1|p' src/*/*.c | sort | head -n 1)."
+        echo "# Chapters 01 .. $ch have none; the first is in chapter $(echo "$markers" | head -n 1 | cut -d' ' -f2)."
     [ -z "$without" ] ||
         echo "# given whole, not exercises of this handout (make handout FROM= or WITHOUT=): $without"
     echo "$list" | awk 'NF { print $1, $2, $3 }'

@@ -273,6 +273,7 @@ int quiz_upto_line(const char *line, int *upto)
     *upto = n;
     return 1;
 }
+
 int quiz_upto_only_line(const char *line, int *upto)
 {
     line += strspn(line, " \t#");
