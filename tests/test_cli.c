@@ -1817,12 +1817,10 @@ Test(cli, quiz_answer_file_graded, .init = enter_scratch, .fini = leave_scratch)
     put_text("answers.txt", sol);
     r = mha("quiz|--answers|answers.txt");
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
-    // a short score, from a sheet that names no --up-to: why it may be
-    cr_assert_str_eq(r.err, "mha quiz: note: 'answers.txt' names no --up-to "
-                            "in its first line, so it was graded as the quiz "
-                            "of chapters 06 .. 21; a quiz of fewer chapters "
-                            "names them (\"# mha quiz --seed 23 --up-to 10\"), "
-                            "or give --up-to NN\n");
+    // a short score from a sheet that names no --up-to, which the quiz
+    // of all chapters fits best and no shorter quiz fits as well: nothing
+    // to note
+    cr_assert_str_eq(r.err, "");
     cr_assert_str_eq(r.out,
                      "question 7 (line 13, step 4, view or copy): answered "
                      "view; right: copy: the strides are (48, 4, 12, 1); B and "
@@ -2003,22 +2001,18 @@ Test(cli, quiz_grade_dir_grades_a_class, .init = enter_scratch,
     static const char *const want[] = {
         "bob, jr.txt: question 4 (line 5, step 3, its shape): no answer (a "
         "blank line); right: (3, 3, 4, 4), that is (B, h, Lq, d_model/h)",
-        "bob, jr.txt: note: the sheet names no --up-to in its first line, so "
-        "it was graded as the quiz of chapters 06 .. 21; a quiz of fewer "
-        "chapters names them (\"# mha quiz --seed 23 --up-to 10\"), or give "
-        "--up-to NN",
+        "cy.txt: note: the sheet names no --up-to in its first line, so it "
+        "is graded as the quiz of all chapters, 06 .. 21; its 20 answers are "
+        "as many as the quiz of --up-to 07 asks, which that one begins with: "
+        "if --up-to 07 was the class's, give it",
         "cy.txt: question 21 (the attention weights the forward returns: "
         "their shape): no answer (the answers end before it); right: (3, 3, 4, 5), "
         "that is (B, h, Lq, Lk)",
-        "cy.txt: note: the sheet names no --up-to in its first line, so it "
-        "was graded as the quiz of chapters 06 .. 21; a quiz of fewer "
-        "chapters names them (\"# mha quiz --seed 23 --up-to 10\"), or give "
-        "--up-to NN",
         "mha quiz: class/eve.txt: its first line names no seed (\"# mha quiz "
         "--seed 17\"); not graded",
     };
-    assert_lines_in_order(r.err, want, 5);
-    cr_assert_eq(count_lines(r.err), 5, "%s", r.err);
+    assert_lines_in_order(r.err, want, 4);
+    cr_assert_eq(count_lines(r.err), 4, "%s", r.err);
     assert_unchanged(&before, "quiz --grade-dir class");
     free(before.data);
     run_free(&r);
@@ -2115,6 +2109,52 @@ Test(cli, quiz_sheets_name_their_chapters, .init = enter_scratch,
     cr_assert(strstr(r.err, "mha quiz: class/a.txt is for --up-to 10 (its "
                             "first line), not --up-to 12; not graded\n"),
               "%s", r.err);
+    run_free(&r);
+}
+
+/* A week's sheet whose first line lost its --up-to (a student typed
+ * "# mha quiz --seed 17"), graded with no --up-to: it is graded as the
+ * quiz its answers fit, chapters 06 .. 10 (21 questions, which --up-to
+ * 08 .. 15 all ask), not as the 29 questions of all chapters, against
+ * which its answers fall out of line (7 right); a note says so. */
+Test(cli, quiz_sheet_without_upto_graded_as_the_quiz_it_fits,
+     .init = enter_scratch, .fini = leave_scratch)
+{
+    char *sol = solution_of_upto(17, "10");
+    char *p = strstr(sol, " --up-to 10");
+    cr_assert_not_null(p, "%s", sol);
+    memmove(p, p + strlen(" --up-to 10"), strlen(p + strlen(" --up-to 10")) + 1);
+    p = strstr(sol, "\n5. view\n");
+    cr_assert_not_null(p, "%s", sol);
+    memcpy(p + 4, "copy", 4); // one wrong answer
+    put_text("week2.txt", sol);
+    free(sol);
+    run r = mha("quiz|--answers|week2.txt");
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(!strcmp(r.out + strlen(r.out) - strlen("score: 20/21\n"),
+                      "score: 20/21\n"), "%s", r.out);
+    cr_assert_str_eq(r.err, "mha quiz: note: 'week2.txt' names no --up-to in "
+                            "its first line; its answers fit the quiz of "
+                            "--up-to 08 to 15 (one quiz) best (20 right, 7 as "
+                            "the quiz of all chapters, 06 .. 21), so it is "
+                            "graded as that one; give --up-to NN to grade it "
+                            "as another\n");
+    run_free(&r);
+    // given --up-to, it is graded as that quiz, with no note
+    r = mha("quiz|--answers|week2.txt|--up-to|21");
+    cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, "score: 7/29\n"), "%s", r.out);
+    cr_assert_eq(strstr(r.err, "note"), NULL, "%s", r.err);
+    run_free(&r);
+    // in a class's folder, the same
+    cr_assert_eq(mkdir("class", 0755), 0);
+    cr_assert_eq(rename("week2.txt", "class/a.txt"), 0);
+    r = mha("quiz|--grade-dir|class");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_assert_str_eq(r.out, "file,seed,score,max\na.txt,17,20,21\n");
+    cr_assert(strstr(r.err, "a.txt: note: the sheet names no --up-to in its "
+                            "first line; its answers fit the quiz of --up-to "
+                            "08 to 15 (one quiz) best"), "%s", r.err);
     run_free(&r);
 }
 

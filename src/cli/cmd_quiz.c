@@ -68,7 +68,9 @@ static const char usage_quiz[] =
     "                   valid_lens, before 08 no question on the module's\n"
     "                   weights.  A sheet's first line names it (before 17),\n"
     "                   and grading takes it from there; given with\n"
-    "                   --answers or --grade-dir, it must match the sheet's\n"
+    "                   --answers or --grade-dir, it must match the sheet's.\n"
+    "                   A sheet that names none is graded as the quiz its\n"
+    "                   answers fit best, and a note says which\n"
     "\n"
     "An answer is a shape as a Python tuple, (2, 4, 100) or (8,) (brackets\n"
     "are fine too); view or copy; values as a list, [3, 3, 2, 2]; or a\n"
@@ -76,172 +78,6 @@ static const char usage_quiz[] =
     "wrong or missing, 2 on bad input (one line on stderr).\n";
 
 /* --- mha quiz ------------------------------------------------------- */
-
-/* A question's where: "question 5 (line 6, step 3, its shape)". */
-static void where_str(char *buf, size_t n, const quiz_question *q, size_t i,
-                      size_t line)
-{
-    char at[32] = "", st[32] = "";
-    if (line)
-        snprintf(at, sizeof at, "line %zu, ", line);
-    if (q->step)
-        snprintf(st, sizeof st, "step %zu, ", q->step);
-    snprintf(buf, n, "question %zu (%s%s%s)", i + 1, at, st, q->ask);
-}
-
-static const char not_an_answer[] =
-    "a shape like (2, 4, 100), view or copy, values like [3, 3, 2, 2], or "
-    "a number";
-
-/* "Name: Ada" (any case, spaces before the colon): a student's name,
- * no answer. */
-static int name_line(const char *a)
-{
-    if (strncasecmp(a, "name", 4))
-        return 0;
-    const char *p = a + 4;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    return *p == ':';
-}
-
-/* Grading one answer text: the feedback (each wrong, unreadable or
- * missing answer with its question number and line) on fb, each line
- * after prefix; the count of right answers.  Lines: one answer each, in
- * the questions' order or numbered ("12. (8, 2, 2)", "12) view"); a
- * blank line is no answer (in a file with no numbers), # starts a
- * comment, and a first line naming the seed or a "Name:" line is no
- * answer.  text is changed (cut into lines). */
-static size_t grade_text(const quiz *z, char *text, size_t len, FILE *fb,
-                         const char *prefix)
-{
-    size_t n = z->n;
-    const char *got[QUIZ_QUESTIONS_MAX] = {0};
-    size_t at[QUIZ_QUESTIONS_MAX] = {0}, blank[QUIZ_QUESTIONS_MAX] = {0};
-    size_t badbyte[QUIZ_QUESTIONS_MAX] = {0};
-    char esc[4 * QUIZ_TEXT_MAX];
-    // numbered answers place themselves; in a file of them a blank line
-    // says nothing
-    int numbered = 0, started = 0;
-    for (char *p = text; p < text + len;) {
-        char *end = memchr(p, '\n', (size_t)(text + len - p));
-        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
-        char saved = p[l];
-        p[l] = '\0';
-        const char *rest;
-        if (quiz_numbered(p, &rest))
-            numbered = 1;
-        p[l] = saved;
-        p += l + 1;
-    }
-    size_t lineno = 0, next = 0;
-    for (char *p = text; p < text + len;) {
-        char *end = memchr(p, '\n', (size_t)(text + len - p));
-        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
-        p[l] = '\0';
-        char *line = p;
-        p += l + 1;
-        lineno++;
-        size_t bad = quiz_bad_byte(line, l);
-        char *hash = strchr(line, '#');
-        int comment = hash != NULL;
-        if (hash)
-            *hash = '\0';
-        char *a = line;
-        while (*a == ' ' || *a == '\t')
-            a++;
-        size_t al = strlen(a);
-        while (al > 0 && strchr(" \t\r", a[al - 1]))
-            a[--al] = '\0';
-        if (!*a && comment)
-            continue;
-        unsigned long long s;
-        int u;
-        if (!started && *a && quiz_seed_line(a, &s))
-            continue;
-        if (!started && *a && quiz_upto_only_line(a, &u)) // a header's end
-            continue;
-        if (name_line(a))
-            continue;
-        const char *rest;
-        size_t k = quiz_numbered(a, &rest);
-        if (!*a) {
-            if (!numbered && started && next < n && !blank[next]) {
-                blank[next] = lineno;
-                next++;
-            }
-            continue;
-        }
-        started = 1;
-        size_t i = k ? k - 1 : next;
-        if (k > n) {
-            fprintf(fb, "%sline %zu: answers question %zu, but the quiz asks "
-                        "%zu; it is not counted\n",
-                    prefix, lineno, k, n);
-            continue;
-        }
-        if (i >= n) {
-            fprintf(fb, "%sline %zu: '%s' is an answer beyond the %zu "
-                        "questions; it is not counted\n",
-                    prefix, lineno, quiz_escape(rest, strlen(rest), esc, sizeof esc), n);
-            continue;
-        }
-        if (at[i]) {
-            fprintf(fb, "%sline %zu: a second answer to question %zu (the "
-                        "first is on line %zu); it is not counted\n",
-                    prefix, lineno, i + 1, at[i]);
-            next = i + 1;
-            continue;
-        }
-        at[i] = lineno;
-        got[i] = rest;
-        badbyte[i] = bad < l ? bad + 1 : 0;
-        next = i + 1;
-    }
-    size_t right = 0;
-    char where[2 * QUIZ_TEXT_MAX], shown[QUIZ_TEXT_MAX];
-    for (size_t i = 0; i < n; i++) {
-        const quiz_question *q = &z->qs[i];
-        if (!at[i]) {
-            where_str(where, sizeof where, q, i, blank[i]);
-            if (blank[i])
-                fprintf(fb, "%s%s: no answer (a blank line); right: %s\n",
-                        prefix, where, q->why);
-            else
-                fprintf(fb, "%s%s: no answer (%s); right: %s\n", prefix, where,
-                        numbered ? "no line numbered so" : "the answers end "
-                                                           "before it",
-                        q->why);
-            continue;
-        }
-        where_str(where, sizeof where, q, i, at[i]);
-        if (badbyte[i]) {
-            const char *raw = got[i];
-            fprintf(fb, "%s%s: byte %zu of the line is a control character, "
-                        "not text ('%s'); right: %s\n",
-                    prefix, where, badbyte[i],
-                    quiz_escape(raw, strlen(raw), esc, sizeof esc), q->why);
-            continue;
-        }
-        int r = *got[i] ? quiz_check(q, got[i], shown, sizeof shown) : -2;
-        if (r == 1) {
-            right++;
-            continue;
-        }
-        if (r == -2)
-            fprintf(fb, "%s%s: no answer (the line has its number only); "
-                        "right: %s\n",
-                    prefix, where, q->why);
-        else if (r < 0)
-            fprintf(fb, "%s%s: '%s' is not an answer (%s); right: %s\n", prefix,
-                    where, quiz_escape(got[i], strlen(got[i]), esc, sizeof esc),
-                    not_an_answer, q->why);
-        else
-            fprintf(fb, "%s%s: answered %s; right: %s\n", prefix, where, shown,
-                    q->why);
-    }
-    return right;
-}
 
 /* The most an answer file may hold: a quiz's answers are a few hundred
  * bytes. */
@@ -278,20 +114,42 @@ static int read_answer_file(const char *option, const char *path, char **text,
     return status;
 }
 
-/* A sheet graded short, whose first line names no --up-to and which no
- * --up-to came with, was graded as the quiz of all of this copy's
- * chapters: say so, on f, as the likeliest reason (a week's quiz, typed
- * without its --up-to). */
-static void note_no_upto(FILE *f, const char *prefix, const char *path,
-                         unsigned long long seed, int sheet, int option)
+/* The chapters of a sheet whose first line names none, graded without
+ * --up-to: those whose quiz its answers fit (quiz_fit_upto), a week's
+ * quiz typed without its --up-to being the likeliest reason.  Said on f
+ * after prefix when they are fewer than this copy's, or when a shorter
+ * quiz fits as well. */
+static int fit_upto(FILE *f, const char *prefix, const char *path,
+                    const char *text, size_t len, unsigned long long seed)
 {
-    if (sheet >= 0 || option >= 0 || MHA_CHAPTER <= QUIZ_FIRST_CHAPTER)
-        return;
-    fprintf(f, "%snote: %s names no --up-to in its first line, so it was "
-               "graded as the quiz of chapters %02d .. %02d; a quiz of fewer "
-               "chapters names them (\"# mha quiz --seed %llu --up-to 10\"), "
-               "or give --up-to NN\n",
-            prefix, path, QUIZ_FIRST_CHAPTER, MHA_CHAPTER, seed);
+    quiz_fit fit;
+    int upto = quiz_fit_upto(text, len, seed, MHA_CHAPTER, &fit);
+    char chapters[48];
+    if (fit.same_from < upto)
+        snprintf(chapters, sizeof chapters, "%02d to %02d (one quiz)",
+                 fit.same_from, upto);
+    else
+        snprintf(chapters, sizeof chapters, "%02d", upto);
+    if (upto == MHA_CHAPTER && fit.also < 0)
+        return upto;
+    fprintf(f, "%snote: %s names no --up-to in its first line", prefix, path);
+    if (upto < MHA_CHAPTER)
+        fprintf(f, "; its answers fit the quiz of --up-to %s best (%zu "
+                   "right, %zu as the quiz of all chapters, %02d .. %02d), so "
+                   "it is graded as that one",
+                chapters, fit.right, fit.right_all, QUIZ_FIRST_CHAPTER,
+                MHA_CHAPTER);
+    else
+        fprintf(f, ", so it is graded as the quiz of all chapters, %02d .. "
+                   "%02d", QUIZ_FIRST_CHAPTER, MHA_CHAPTER);
+    if (fit.also >= 0)
+        fprintf(f, "; its %zu answers are as many as the quiz of --up-to %02d "
+                   "asks, which that one begins with: if --up-to %02d was the "
+                   "class's, give it\n",
+                fit.given, fit.also, fit.also);
+    else
+        fprintf(f, "; give --up-to NN to grade it as another\n");
+    return upto;
 }
 
 /* The chapters a sheet is graded up to: those its first line names
@@ -395,7 +253,7 @@ static int quiz_walk(const quiz *z, size_t *right)
                     break;
                 }
                 printf("%*s     not an answer: give %s\n", indent + 2, "",
-                       not_an_answer);
+                       quiz_not_an_answer);
             }
         }
     }
@@ -477,17 +335,16 @@ static int quiz_grade_file(const char *path, const cli_option *seed_opt,
     if (!status) {
         quiz_case c;
         static quiz z;
-        quiz_draw(seed_opt->value ? seed : named, upto, &c);
-        quiz_build(&c, &z);
-        size_t right = grade_text(&z, text, len, stdout, "");
-        printf("score: %zu/%zu\n", right, z.n);
-        if (right < z.n) {
-            fflush(stdout);
+        unsigned long long s = seed_opt->value ? seed : named;
+        if (sheet < 0 && option_upto < 0) {
             char quoted[300];
             snprintf(quoted, sizeof quoted, "'%.280s'", path);
-            note_no_upto(stderr, "mha quiz: ", quoted, c.seed, sheet,
-                         option_upto);
+            upto = fit_upto(stderr, "mha quiz: ", quoted, text, len, s);
         }
+        quiz_draw(s, upto, &c);
+        quiz_build(&c, &z);
+        size_t right = quiz_grade_text(&z, text, len, stdout, "", NULL);
+        printf("score: %zu/%zu\n", right, z.n);
         if (review) {
             printf("\nThe steps and their answers:\n");
             print_answers(&z, stdout);
@@ -573,20 +430,22 @@ static int quiz_grade_dir(const char *dir, int option_upto)
                     ok = 1;
             }
         }
-        csv_field(name);
         if (ok) {
             quiz_case c;
-            quiz_draw(seed, upto, &c);
-            quiz_build(&c, &z);
             char prefix[512];
             snprintf(prefix, sizeof prefix, "%.500s: ", name);
             fflush(stdout);
-            size_t right = grade_text(&z, text, len, stderr, prefix);
-            if (right < z.n)
-                note_no_upto(stderr, prefix, "the sheet", seed, sheet,
-                             option_upto);
+            if (sheet < 0 && option_upto < 0)
+                upto = fit_upto(stderr, prefix, "the sheet", text, len, seed);
+            quiz_draw(seed, upto, &c);
+            quiz_build(&c, &z);
+            size_t right = quiz_grade_text(&z, text, len, stderr, prefix, NULL);
+            fflush(stderr);
+            csv_field(name);
             printf(",%llu,%zu,%zu\n", seed, right, z.n);
         } else {
+            fflush(stderr);
+            csv_field(name);
             printf(",,,\n");
             ungraded++;
         }

@@ -197,6 +197,37 @@ int quiz_upto_only_line(const char *line, int *upto);
  * line is its --up-to alone. */
 int quiz_sheet_header(const char *text, unsigned long long *seed, int *upto);
 
+/* What an answer looks like, for a message about one that is none. */
+extern const char quiz_not_an_answer[];
+
+/* Grades one answer text against z: each wrong, unreadable or missing
+ * answer with its question number and line on fb (nothing when fb is
+ * NULL), each line after prefix; returns the count of right answers, and
+ * in *given (unless NULL) the number of the last question the text
+ * answers, those beyond z's counted.  text (len bytes) is cut into
+ * lines, so it is changed. */
+size_t quiz_grade_text(const quiz *z, char *text, size_t len, FILE *fb,
+                       const char *prefix, size_t *given);
+
+/* What quiz_fit_upto found: the quiz a sheet fits (of chapters 06 ..
+ * upto, the same as 06 .. same_from), its right answers in it and in the
+ * quiz of all chapters, how many questions it answers (given), and a
+ * quiz of fewer questions it answers as many right, whose count of
+ * questions it answers exactly (also, -1: none): a prefix of the other,
+ * which the sheet alone cannot tell from it. */
+typedef struct quiz_fit {
+    int upto, same_from, also;
+    size_t right, right_all, given;
+} quiz_fit;
+
+/* The chapters a sheet that names none was most likely written for: of
+ * the quizzes of seed cut at chapters 06 .. last, the one it gets the
+ * most right (the later one on a tie: the quiz of all of them, last,
+ * when nothing tells them apart), returned and in *fit.  A sheet lined
+ * up against another quiz's questions gets few right. */
+int quiz_fit_upto(const char *text, size_t len, unsigned long long seed,
+                  int last, quiz_fit *fit);
+
 /* The quiz as a printable worksheet on stdout, in pages of 60 lines of
  * at most 78 characters, a blank to write in after each question (the
  * answers too when answers is 1).  0, or 2 after one line when memory

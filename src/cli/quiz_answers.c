@@ -5,10 +5,13 @@
 #include "quiz.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <iconv.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "trace/trace.h"
 
@@ -312,5 +315,237 @@ int quiz_sheet_header(const char *text, unsigned long long *seed, int *upto)
         }
     }
     return quiz_seed_line(line, seed);
+}
+
+/* A question's where: "question 5 (line 6, step 3, its shape)". */
+static void where_str(char *buf, size_t n, const quiz_question *q, size_t i,
+                      size_t line)
+{
+    char at[32] = "", st[32] = "";
+    if (line)
+        snprintf(at, sizeof at, "line %zu, ", line);
+    if (q->step)
+        snprintf(st, sizeof st, "step %zu, ", q->step);
+    snprintf(buf, n, "question %zu (%s%s%s)", i + 1, at, st, q->ask);
+}
+
+const char quiz_not_an_answer[] =
+    "a shape like (2, 4, 100), view or copy, values like [3, 3, 2, 2], or "
+    "a number";
+
+/* "Name: Ada" (any case, spaces before the colon): a student's name,
+ * no answer. */
+static int name_line(const char *a)
+{
+    if (strncasecmp(a, "name", 4))
+        return 0;
+    const char *p = a + 4;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return *p == ':';
+}
+
+/* fprintf on fb, or nothing when fb is NULL (quiz_fit_upto's trials). */
+static void say(FILE *fb, const char *fmt, ...)
+{
+    if (!fb)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(fb, fmt, ap);
+    va_end(ap);
+}
+
+/* Grading one answer text: the feedback (each wrong, unreadable or
+ * missing answer with its question number and line) on fb, each line
+ * after prefix; the count of right answers.  Lines: one answer each, in
+ * the questions' order or numbered ("12. (8, 2, 2)", "12) view"); a
+ * blank line is no answer (in a file with no numbers), # starts a
+ * comment, and a first line naming the seed or a "Name:" line is no
+ * answer.  text is changed (cut into lines). */
+size_t quiz_grade_text(const quiz *z, char *text, size_t len, FILE *fb,
+                       const char *prefix, size_t *given)
+{
+    size_t n = z->n, dummy;
+    given = given ? given : &dummy;
+    *given = 0;
+    const char *got[QUIZ_QUESTIONS_MAX] = {0};
+    size_t at[QUIZ_QUESTIONS_MAX] = {0}, blank[QUIZ_QUESTIONS_MAX] = {0};
+    size_t badbyte[QUIZ_QUESTIONS_MAX] = {0};
+    char esc[4 * QUIZ_TEXT_MAX];
+    // numbered answers place themselves; in a file of them a blank line
+    // says nothing
+    int numbered = 0, started = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        char saved = p[l];
+        p[l] = '\0';
+        const char *rest;
+        if (quiz_numbered(p, &rest))
+            numbered = 1;
+        p[l] = saved;
+        p += l + 1;
+    }
+    size_t lineno = 0, next = 0;
+    for (char *p = text; p < text + len;) {
+        char *end = memchr(p, '\n', (size_t)(text + len - p));
+        size_t l = end ? (size_t)(end - p) : (size_t)(text + len - p);
+        p[l] = '\0';
+        char *line = p;
+        p += l + 1;
+        lineno++;
+        size_t bad = quiz_bad_byte(line, l);
+        char *hash = strchr(line, '#');
+        int comment = hash != NULL;
+        if (hash)
+            *hash = '\0';
+        char *a = line;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        size_t al = strlen(a);
+        while (al > 0 && strchr(" \t\r", a[al - 1]))
+            a[--al] = '\0';
+        if (!*a && comment)
+            continue;
+        unsigned long long s;
+        int u;
+        if (!started && *a && quiz_seed_line(a, &s))
+            continue;
+        if (!started && *a && quiz_upto_only_line(a, &u)) // a header's end
+            continue;
+        if (name_line(a))
+            continue;
+        const char *rest;
+        size_t k = quiz_numbered(a, &rest);
+        if (!*a) {
+            if (!numbered && started && next < n && !blank[next]) {
+                blank[next] = lineno;
+                next++;
+            }
+            continue;
+        }
+        started = 1;
+        size_t i = k ? k - 1 : next;
+        if (*rest && i + 1 > *given)
+            *given = i + 1;
+        if (k > n) {
+            say(fb, "%sline %zu: answers question %zu, but the quiz asks "
+                        "%zu; it is not counted\n",
+                    prefix, lineno, k, n);
+            continue;
+        }
+        if (i >= n) {
+            say(fb, "%sline %zu: '%s' is an answer beyond the %zu "
+                        "questions; it is not counted\n",
+                    prefix, lineno, quiz_escape(rest, strlen(rest), esc, sizeof esc), n);
+            continue;
+        }
+        if (at[i]) {
+            say(fb, "%sline %zu: a second answer to question %zu (the "
+                        "first is on line %zu); it is not counted\n",
+                    prefix, lineno, i + 1, at[i]);
+            next = i + 1;
+            continue;
+        }
+        at[i] = lineno;
+        got[i] = rest;
+        badbyte[i] = bad < l ? bad + 1 : 0;
+        next = i + 1;
+    }
+    size_t right = 0;
+    char where[2 * QUIZ_TEXT_MAX], shown[QUIZ_TEXT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const quiz_question *q = &z->qs[i];
+        if (!at[i]) {
+            where_str(where, sizeof where, q, i, blank[i]);
+            if (blank[i])
+                say(fb, "%s%s: no answer (a blank line); right: %s\n",
+                        prefix, where, q->why);
+            else
+                say(fb, "%s%s: no answer (%s); right: %s\n", prefix, where,
+                        numbered ? "no line numbered so" : "the answers end "
+                                                           "before it",
+                        q->why);
+            continue;
+        }
+        where_str(where, sizeof where, q, i, at[i]);
+        if (badbyte[i]) {
+            const char *raw = got[i];
+            say(fb, "%s%s: byte %zu of the line is a control character, "
+                        "not text ('%s'); right: %s\n",
+                    prefix, where, badbyte[i],
+                    quiz_escape(raw, strlen(raw), esc, sizeof esc), q->why);
+            continue;
+        }
+        int r = *got[i] ? quiz_check(q, got[i], shown, sizeof shown) : -2;
+        if (r == 1) {
+            right++;
+            continue;
+        }
+        if (r == -2)
+            say(fb, "%s%s: no answer (the line has its number only); "
+                        "right: %s\n",
+                    prefix, where, q->why);
+        else if (r < 0)
+            say(fb, "%s%s: '%s' is not an answer (%s); right: %s\n", prefix,
+                    where, quiz_escape(got[i], strlen(got[i]), esc, sizeof esc),
+                    quiz_not_an_answer, q->why);
+        else
+            say(fb, "%s%s: answered %s; right: %s\n", prefix, where, shown,
+                    q->why);
+    }
+    return right;
+}
+
+/* Whether a and b ask the same questions with the same answers. */
+static int same_questions(const quiz *a, const quiz *b)
+{
+    int same = a->n == b->n;
+    for (size_t i = 0; same && i < a->n; i++)
+        same = !strcmp(a->qs[i].ask, b->qs[i].ask) &&
+               !strcmp(a->qs[i].answer, b->qs[i].answer);
+    return same;
+}
+
+/* Each quiz of the seed, from the one of chapters 06 .. last (or of
+ * QUIZ_LAST_IDEA, past which it does not change) down to 06's, the
+ * sheet graded silently on a copy: the first with the most right, and
+ * below it those that ask the same; and the first of fewer questions,
+ * as many as the sheet answers, that it gets as many right. */
+int quiz_fit_upto(const char *text, size_t len, unsigned long long seed,
+                  int last, quiz_fit *fit)
+{
+    quiz *z = malloc(sizeof *z), *best = malloc(sizeof *best);
+    char *copy = malloc(len + 1);
+    int top = last < QUIZ_LAST_IDEA ? last : QUIZ_LAST_IDEA;
+    *fit = (quiz_fit){.upto = last, .same_from = last, .also = -1};
+    for (int u = top; z && best && copy && u >= QUIZ_FIRST_CHAPTER; u--) {
+        quiz_case c;
+        quiz_draw(seed, u, &c);
+        quiz_build(&c, z);
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+        size_t given, r = quiz_grade_text(z, copy, len, NULL, "", &given);
+        if (u == top) {
+            fit->right_all = r;
+            fit->given = given;
+        }
+        if (u == top || r > fit->right) {
+            fit->upto = fit->same_from = u == top ? last : u;
+            fit->right = r;
+            fit->also = -1;
+            *best = *z;
+        } else if (same_questions(z, best)) {
+            fit->same_from = u;
+        } else if (r == fit->right && r > 0 && z->n == given &&
+                   best->n != given && fit->also < 0) {
+            fit->also = u;
+        }
+    }
+    free(copy);
+    free(best);
+    free(z);
+    return fit->upto;
 }
 //<
