@@ -304,7 +304,8 @@ def run_exercise(binary, name, tests, limit, scratch):
         for r in results.values():
             if r["status"] == "running":
                 r["status"] = "timed out"
-                r["message"] = "timed out after %s s: this test did not finish" % fmt_seconds(limit)
+                r["message"] = ("timed out after %s s while this test ran: look for a "
+                                "loop in the exercise that does not end" % fmt_seconds(limit))
             elif r["status"] == "not run":
                 r["status"] = "timed out"
                 r["message"] = "not run: the exercise's %s s ran out before it" % fmt_seconds(limit)
@@ -427,7 +428,9 @@ def run_leak_check(binary, names, limit, scratch, root):
                              r"lost.*?\n((?:==\d+==    .*\n)+)", text):
             stack = m.group(3)
             who = next((n for n in names if re.search(r"\b%s \(" % n, stack)), None)
-            who = who or "the exercises' tests"
+            # one exercise's tests alone: the leak is its own, whatever
+            # valgrind's stack shows of it
+            who = who or (names[0] if len(names) == 1 else "the exercises' tests")
             n_bytes = int(m.group(1).replace(",", ""))
             n_blocks = int(m.group(2).replace(",", ""))
             b, k = leaks.get(who, (0, 0))
@@ -486,7 +489,9 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
         if not done:
             tag = "  <- " + (build_note and "the build failed"
                              or name in broken and "does not compile (graded as its blank)"
-                             or ended or "not done yet")
+                             or ended
+                             or still_blank(file, name) and "not done yet"
+                             or "some tests fail")
         body.append("%-*s %d/%d tests pass  %3d/%d points%s"
                     % (width, name, ok, len(names), score, each * len(names), tag))
         if name in broken:
@@ -506,9 +511,18 @@ def grade(exercises, tests, lines, outcome, leaks, leak_line, student, where, on
         summary.append(RULE)
     summary.append(leak_line)
     if "the exercises' tests" in leaks:
-        summary.append("    warning: the tests leak %s; see valgrind's logs"
+        summary.append("    warning: the exercises' tests leak %s (valgrind)"
                        % leaks["the exercises' tests"])
     return rows, summary, (passed, failed, total, total_max)
+
+
+def still_blank(path, name):
+    """Whether the body of exercise name in path is still the handout's
+    blank (tools/stub.awk's "EXERCISE: write NAME" is in it)."""
+    try:
+        return ("EXERCISE: write %s " % name) in open(path, errors="replace").read()
+    except OSError:
+        return False
 
 
 def in_exercise(warning, exercises):
