@@ -300,7 +300,7 @@ deps:
 
 # The two commands of the README: install what is missing, then go.
 walkthrough: deps
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j2 build
 	@for ch in $(CH_BIN); do \
 	    echo "=================== $$(basename $$ch) ==================="; \
 	    $$ch || exit 1; echo; \
@@ -310,7 +310,7 @@ walkthrough: deps
 ifeq ($(wildcard HANDOUT),)
 #<
 test: deps
-	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory -j2 check
 #> full
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(SLOW_CHECKS)
 #<
@@ -367,7 +367,7 @@ $(CH_TARGETS): ch%: build
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
              -fno-omit-frame-pointer
 sanitize: deps
-	@$(MAKE) --no-print-directory BUILD=build/sanitize OPT=-O1 \
+	@$(MAKE) --no-print-directory -j2 BUILD=build/sanitize OPT=-O1 \
 	    SAN="$(SAN_FLAGS)" build
 	@tools/sanitize.sh build/sanitize
 
