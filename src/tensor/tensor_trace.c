@@ -164,8 +164,11 @@ struct trace_sink {
 
 static const trace_sink builders = {emit, emit_note};
 
-/* The trace gets the sink as the program loads, before main runs. */
 static void give_sink(void) __attribute__((constructor));
+
+/* The trace gets the sink, builders (emit for a step's record, emit_note
+ * for a note's), as the program loads: the constructor attribute on the
+ * declaration of give_sink runs it before main. */
 static void give_sink(void)
 {
     trace_set_sink(&builders);
