@@ -537,6 +537,40 @@ Test(trace, quiet_scopes)
     FREE_ALL(w, z, y, x);
 }
 
+/* The emitters' one pointer is set only while someone listens on this
+ * thread and no quiet scope is open; a SCOPE that runs while nobody
+ * listens still opens and closes its level. */
+static void scoped_step(const tensor *x)
+{
+    SCOPE(x, "scoped");
+    tensor_trace_step(TRACE_VIEW, x, x, "inside");
+}
+
+Test(trace, sink_only_while_listening)
+{
+    trace_log log;
+    tensor *x = arange(SHAPE(2));
+    cr_assert_null(trace_sink_now);
+    scoped_step(x);
+    trace_log_start(&log);
+    cr_assert_not_null(trace_sink_now);
+    trace_quiet_begin();
+    cr_assert_null(trace_sink_now);
+    scoped_step(x);
+    trace_quiet_end();
+    cr_assert_not_null(trace_sink_now);
+    scoped_step(x);
+    trace_log_stop(&log);
+    cr_assert_null(trace_sink_now);
+    cr_assert_eq(log.count, 2);
+    cr_assert_str_eq(log.records[0].op, "scoped");
+    cr_assert_eq(log.records[0].depth, 0);
+    cr_assert_str_eq(log.records[1].op, "inside");
+    cr_assert_eq(log.records[1].depth, 1);
+    trace_log_free(&log);
+    FREE_ALL(x);
+}
+
 /* The op text: printf's conversions and the trace's own three. */
 Test(trace, op_formats)
 {

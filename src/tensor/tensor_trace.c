@@ -116,7 +116,7 @@ static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
     }
 }
 
-/* --- emitting -------------------------------------------------------- */
+/* --- building records: the sink ------------------------------------ */
 
 static void emit(trace_kind kind, trace_join join, const tensor *out,
                  size_t n_inputs, const tensor_trace_in *inputs, const char *fmt,
@@ -144,35 +144,70 @@ static void emit(trace_kind kind, trace_join join, const tensor *out,
     trace_deliver(&r);
 }
 
+static void emit_note(const char *fmt, va_list ap)
+{
+    trace_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = TRACE_NOTE;
+    format_op(r.op, sizeof r.op, fmt, ap);
+    trace_deliver(&r);
+}
+
+/* What trace_sink_now points at while someone listens (trace/trace.h):
+ * a step's record, and a note's. */
+struct trace_sink {
+    void (*record)(trace_kind kind, trace_join join, const tensor *out,
+                   size_t n_inputs, const tensor_trace_in *inputs,
+                   const char *fmt, va_list ap);
+    void (*note)(const char *fmt, va_list ap);
+};
+
+static const trace_sink builders = {emit, emit_note};
+
+static void give_sink(void) __attribute__((constructor));
+
+/* The trace gets the sink, builders (emit for a step's record, emit_note
+ * for a note's), as the program loads: the constructor attribute on the
+ * declaration of give_sink runs it before main. */
+static void give_sink(void)
+{
+    trace_set_sink(&builders);
+}
+
+/* --- emitting: one test, then through the sink ----------------------- */
+
 void tensor_trace_emit(trace_kind kind, trace_join join, const tensor *out,
                 size_t n_inputs, const tensor_trace_in *inputs, const char *fmt, ...)
 {
-    if (!trace_on())
+    if (!trace_sink_now)
         return;
     va_list ap;
     va_start(ap, fmt);
-    emit(kind, join, out, n_inputs, inputs, fmt, ap);
+    trace_sink_now->record(kind, join, out, n_inputs, inputs, fmt, ap);
     va_end(ap);
 }
 
 void tensor_trace_step(trace_kind kind, const tensor *x, const tensor *y,
                 const char *fmt, ...)
 {
-    if (!trace_on())
+    if (!trace_sink_now)
         return;
     va_list ap;
     va_start(ap, fmt);
-    emit(kind, TRACE_LIST, y, 1, &(tensor_trace_in){x, NULL, 0, 0}, fmt, ap);
+    trace_sink_now->record(kind, TRACE_LIST, y, 1,
+                           &(tensor_trace_in){x, NULL, 0, 0}, fmt, ap);
     va_end(ap);
 }
 
-/* A step made of steps: its record, then one level deeper. */
+/* A step made of steps: its record, then one level deeper, listened to
+ * or not (trace_end comes either way). */
 static void open_step(const tensor *out, size_t n_inputs,
                       const tensor_trace_in *inputs, const char *fmt,
                       va_list ap)
 {
-    if (trace_on())
-        emit(TRACE_STEP, TRACE_LIST, out, n_inputs, inputs, fmt, ap);
+    if (trace_sink_now)
+        trace_sink_now->record(TRACE_STEP, TRACE_LIST, out, n_inputs, inputs,
+                               fmt, ap);
     trace_enter();
 }
 
@@ -197,15 +232,11 @@ int tensor_trace_open(size_t n_inputs, const tensor_trace_in *inputs,
 
 void tensor_trace_note(const char *fmt, ...)
 {
-    if (!trace_on())
+    if (!trace_sink_now)
         return;
-    trace_record r;
-    memset(&r, 0, sizeof r);
-    r.kind = TRACE_NOTE;
     va_list ap;
     va_start(ap, fmt);
-    format_op(r.op, sizeof r.op, fmt, ap);
+    trace_sink_now->note(fmt, ap);
     va_end(ap);
-    trace_deliver(&r);
 }
 #endif

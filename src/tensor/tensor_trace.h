@@ -2,18 +2,21 @@
  *
  * The trace keeps plain shapes; this is where a step on tensors becomes a
  * record: each tensor's sizes, names and id are copied into it, and the
- * op text is formatted, only when someone listens (emitting costs one
- * test of a global otherwise).  The op text's format is printf's (%s, %d,
- * %zu, %ld, %g ...), except that %g with no precision prints its number
- * exactly (trace_number_str: "dropout(p=%g)" shows the very p; "%.6g"
- * rounds, for a number shown only to be read), plus three of its own, so
- * that the library never formats text: %T the shape of a `const tensor *`
- * ("valid_lens %T"), %D a size_t count and a `const long *` ("reshape%D":
- * reshape(2, 4, -1)), %P a size_t count and a `const size_t *`
- * ("permute%P").
+ * op text is formatted, only when someone listens.  The op text's format
+ * is printf's (%s, %d, %zu, %ld, %g ...), except that %g with no
+ * precision prints its number exactly (trace_number_str: "dropout(p=%g)"
+ * shows the very p; "%.6g" rounds, for a number shown only to be read),
+ * plus three of its own, so that the library never formats text: %T the
+ * shape of a `const tensor *` ("valid_lens %T"), %D a size_t count and a
+ * `const long *` ("reshape%D": reshape(2, 4, -1)), %P a size_t count and
+ * a `const size_t *` ("permute%P").
  *
- * A step made of steps opens with tensor_trace_begin and closes with the
- * trace's trace_end; the records in between sit one level deeper.
+ * Each emitter below tests one pointer, the trace's trace_sink_now (NULL
+ * while nobody listens on this thread), and only when it is set calls
+ * through it to the sink: tensor_trace.c's functions that build the
+ * record and deliver it.  A step made of steps opens with
+ * tensor_trace_begin and closes with the trace's trace_end, listened to
+ * or not; the records in between sit one level deeper.
  * Compiled with -DMHA_NO_TRACE, every emitter is an empty inline function.
  */
 #ifndef MHA_TENSOR_TRACE_H

@@ -14,6 +14,8 @@ static _Thread_local trace_observer *observers = NULL; /* NULL: nobody listens *
 static _Thread_local int depth = 0;  /* nesting; kept when nobody listens */
 static _Thread_local int quiet = 0;  /* open quiet scopes */
 static _Thread_local size_t seq = 0; /* records delivered so far */
+static const trace_sink *sink = NULL; /* trace_set_sink's, one per process */
+_Thread_local const trace_sink *trace_sink_now = NULL; /* see follow() */
 #endif
 
 /* --- shapes ---------------------------------------------------------- */
@@ -92,6 +94,16 @@ const char *trace_join_text(trace_join join)
 
 static int listening(void) { return observers && !quiet; }
 
+/* The emitters' pointer follows listening(): called wherever the
+ * observers, the quiet scopes or the sink change. */
+static void follow(void) { trace_sink_now = listening() ? sink : NULL; }
+
+void trace_set_sink(const trace_sink *s)
+{
+    sink = s;
+    follow();
+}
+
 int trace_on(void) { return listening(); }
 
 void trace_deliver(trace_record *r)
@@ -112,12 +124,17 @@ void trace_end(void)
         depth--;
 }
 
-void trace_quiet_begin(void) { quiet++; }
+void trace_quiet_begin(void)
+{
+    quiet++;
+    follow();
+}
 
 void trace_quiet_end(void)
 {
     if (quiet > 0)
         quiet--;
+    follow();
 }
 #endif
 
@@ -136,6 +153,7 @@ void trace_attach(trace_observer *o)
     *p = o;
     if (!observers->next)
         seq = 0; /* the first listener counts from 0 */
+    follow();
 #endif
 }
 
@@ -145,8 +163,11 @@ void trace_detach(trace_observer *o)
         if (*p == o) {
             *p = o->next;
             o->next = NULL;
-            return;
+            break;
         }
+#ifndef MHA_NO_TRACE
+    follow();
+#endif
 }
 
 /* --- the text printer ------------------------------------------------ */

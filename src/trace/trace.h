@@ -30,12 +30,19 @@
  * tuples: (1, 2, 16), and a 1-D shape as (8,).
  *
  * The trace knows plain shapes only: the layer above turns a step on
- * tensors into a record (tensor/tensor_trace.h) and hands it to
- * trace_deliver.  trace_quiet_begin and trace_quiet_end bracket code that
- * runs steps without showing them.
+ * tensors into a record (tensor/tensor_trace.h) in functions of its own,
+ * its sink, and hands the record to trace_deliver.  That layer gives the
+ * trace its sink once (trace_set_sink); trace_sink_now points at it while
+ * some observer listens and no quiet section is open, and is NULL
+ * otherwise.  An emitter tests that one pointer and calls through it, so
+ * no record is built while nobody listens, and a reader following the
+ * emitter's calls stops at the pointer, as at the observers.
+ * trace_quiet_begin and trace_quiet_end bracket code that runs steps
+ * without showing them.
  * The state is per thread, as the error state is (base/error.h): a thread
  * sees the records of the steps it runs, for the observers it attached
- * (the fast paths emit their records outside their parallel loops).
+ * (the fast paths emit their records outside their parallel loops), and
+ * its own trace_sink_now and depth.
  *
  * Compiling everything with -DMHA_NO_TRACE takes tracing out altogether:
  * the emitting calls are empty inline functions and compile to nothing.  `make bench` and `make
@@ -108,6 +115,17 @@ typedef struct trace_record {
 /* --- emitting -------------------------------------------------------- */
 
 #ifndef MHA_NO_TRACE
+/* The functions that build records for the emitters of the layer above
+ * (tensor/tensor_trace.c defines the struct); the trace only points at
+ * it. */
+typedef struct trace_sink trace_sink;
+/* The sink, given once per process by the layer that builds records
+ * (tensor_trace.c does as the program loads). */
+void trace_set_sink(const trace_sink *s);
+/* This thread's way to the sink: the sink while some observer listens
+ * and no quiet scope is open, NULL otherwise.  Set here, on attach,
+ * detach and quiet scopes; the emitters only read it. */
+extern _Thread_local const trace_sink *trace_sink_now;
 /* Deliver r to every observer (when one listens and no quiet scope is
  * open), with its seq and depth set here.  The layer that knows tensors
  * fills the rest (tensor/tensor_trace.h). */
@@ -120,8 +138,8 @@ void trace_end(void);
 void trace_quiet_begin(void);
 void trace_quiet_end(void);
 /* 1 when some observer is listening (and no quiet scope is open): for
- * programs that print things of their own beside the trace, and for the
- * emitters, which format nothing when nobody listens. */
+ * programs that print things of their own beside the trace (the emitters
+ * test trace_sink_now). */
 int trace_on(void);
 #else /* compiled out: empty functions the optimizer removes whole */
 static inline void trace_deliver(trace_record *r) { (void)r; }
