@@ -551,7 +551,7 @@ def first_failure(names, results):
         text = (r["where"] + ": " if r["where"] else "") + r["message"]
         if r["status"] == "timed out":
             text = "%s: %s" % (t, r["message"])
-            line = (1 << 31) + (0 if "did not finish" in r["message"] else 1)
+            line = (1 << 31) + (0 if r["message"].startswith("timed out") else 1)
         if best is None or line < best[0]:
             best = (line, text)
     return best and best[1]

@@ -68,6 +68,7 @@ grep -q 'warning: unused variable .p.' "$g6/summary" ||
 line_of_ex() { grep "^$1 " "$g6/summary"; }
 line_of_ex linear_forward_naive | grep -q ' 0/[0-9]* tests pass .*<- not done yet$' &&
     line_of_ex attention_madds | grep -q "<- timed out after $limit s\$" &&
+    grep -A1 '^attention_madds ' "$g6/summary" | grep -q ': timed out after .* while this test ran: look for a loop' &&
     line_of_ex rope_rotate_pair | grep -q '<- crashed: SIGSEGV$' &&
     grep -q '^    warning: causal_valid_lens leaks [0-9]* bytes in [0-9]* blocks (valgrind)' "$g6/summary" &&
     grep -q '^grade for Ada Lovelace (STUDENT), ' "$g6/summary" ||
