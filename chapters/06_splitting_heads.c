@@ -90,9 +90,10 @@ static void small_example(void)
      * what it cannot do, and the module checks its inputs once, at the
      * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
      * the function frees what it made; `SCOPE` opens the trace's line for
-     * the function, and `DIMS(B, n, h, -1)` passes both the sizes and
-     * their names, so the trace calls the split dimension `h` and the
-     * rest `d_model/h`.
+     * the function, and `DIMS(...)` passes both the sizes and the names
+     * of the variables that hold them, so a dimension given as `h` is
+     * called `h` in the trace, and one given as -1 is named for what is
+     * left of the one it was split from (`d_model/h`).
      *
      * @show src/nn/heads.c transpose_qkv
      */
