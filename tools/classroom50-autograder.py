@@ -25,7 +25,5 @@ result = os.path.join("build", "grade", "result.json")
 if not os.path.isfile(result):
     print("::error::make grade wrote no %s" % result, file=sys.stderr)
     sys.exit(1)
-shutil.copyfile(result, "result.json")
-with open(os.path.join("build", "grade", "summary.txt")) as summary:
-    print(summary.read(), end="")
+shutil.copyfile(result, "result.json")  # make grade printed the summary
 sys.exit(0)
