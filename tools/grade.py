@@ -1047,6 +1047,11 @@ def cmd_class(args):
                 m = re.match(r"    warning: (\w+) leaks (.*) \(valgrind\)", line)
                 if m:
                     problems.append("%s leaks %s" % (m.group(1), m.group(2)))
+                m = re.match(r"leaks: (.+?) not checked (?:yet )?\(valgrind ran out of its "
+                             r"(\S+) s", line)
+                if m:
+                    problems.append("leaks of %s not checked (valgrind's %s s ran out; "
+                                    "GRADE_LEAK_SECONDS=S gives it more)" % m.groups())
         total = sum(points.values())
         rows.append([d] + [points[e] for e in exercises] +
                     [total, "ok" if built else "failed", "; ".join(problems)])
