@@ -23,9 +23,10 @@ vg="valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possi
 # MHA_QUICK=1: the chapters that train (13, 14) run 20 steps on 100
 # held-out sequences instead of their full lesson, which would take many
 # minutes at valgrind's pace; the transcript tests run the full lesson.
-# Two at a time, as the suite runs; a chapter that fails stops the run.
-chapters=$(find "$build"/chapters -maxdepth 1 -type f -perm -u+x | wc -l)
-find "$build"/chapters -maxdepth 1 -type f -perm -u+x | sort |
+# Two at a time, as the suite runs; a chapter that fails fails the run.
+list=$(find "$build"/chapters -maxdepth 1 -type f -perm -u+x | sort)
+chapters=$(echo "$list" | wc -l)
+echo "$list" |
     MHA_QUICK=1 MHA_PLOTS_DIR="$logs" xargs -P 2 -I{} sh -c 'exec $0 --log-file="$1/chapter-$(basename "$2").%p" "$2" > /dev/null' \
         "$vg" "$logs" {} || {
     echo "memcheck: a chapter failed under valgrind (logs in $logs)" >&2
