@@ -306,6 +306,16 @@ for s, (points, build) in want.items():
     assert int(r[-3]) == sum(points.values()) and r[-2] == build, (s, r)
 PY
 
+# With the leak check asked for but no time for valgrind, a student's
+# notes name the exercises whose leaks were not checked.
+mkdir -p "$g6/class1"
+cp -R "$class/half" "$g6/class1/half"
+GRADE_LEAKS=1 GRADE_LEAK_SECONDS=0 make --no-print-directory grade-class STUDENTS="$g6/class1" \
+    TEMPLATE="$tpl" GRADE_TIMEOUT=$limit > "$g6/class1.txt" 2>&1 ||
+    { cat "$g6/class1.txt"; fail "make grade-class fails with GRADE_LEAKS=1"; }
+grep "^half," "$csv" | grep -q "leaks of $(echo $half | sed 's/ /, /g') not checked (valgrind's 0 s ran out" ||
+    { cat "$csv"; fail "grade-class's notes do not name the leak checks that ran out of time"; }
+
 # The chapter a class's copies end with names the handout to grade
 # them over; copies cut at different chapters are refused.
 [ "$(tools/grade.py class-chapter "$class")" = "$(echo "$chapters" | tail -n 1 | cut -c1-2)" ] ||
