@@ -128,16 +128,22 @@ static void whole_trace(lesson *l)
      * The module was made with `dropout = 0.5`, but runs in evaluation mode, so
      * nothing is dropped (chapter 04 explains dropout and the two modes).
      *
-     * The whole forward pass is one function, `multihead_forward`: the
-     * inputs are checked, then six steps run, one call each, and the result
-     * is checked once at the end (a NaN or an infinity from finite inputs
-     * means an overflow; only then does `check_overflow` look for the step
-     * that made it). Each step is a chapter: the projections are chapter
-     * 02's `linear_forward`, the split and the join chapter 06's
-     * `transpose_qkv` and `transpose_output`, the lengths chapter 07's
-     * `repeat_valid_lens`, the attention chapter 04's `dot_attention_forward`.
-     * `STEP` runs a call and, when it fails, jumps to the end, where what the
-     * steps made is freed:
+     * The forward pass is six steps, one call each, in `multihead_steps`.
+     * Each step is a chapter: the projections are chapter 02's
+     * `linear_forward`, the split and the join chapter 06's `transpose_qkv`
+     * and `transpose_output`, the lengths chapter 07's `repeat_valid_lens`,
+     * the attention chapter 04's `dot_attention_forward`. `STEP` runs a call
+     * and, when it fails, jumps to the end:
+     *
+     * @show src/nn/multihead.c multihead_steps
+     *
+     * The steps check nothing themselves: `multihead_forward`, the function
+     * a program calls, is the door. It checks the inputs once (shapes that
+     * agree with each other and with the layers, finite numbers), gives
+     * them the names the trace prints, runs the steps, and checks the result
+     * once at the end (a NaN or an infinity from finite inputs means an
+     * overflow; only then does `check_overflow` look for the step that made
+     * it). Then it frees what the steps made:
      *
      * @show src/nn/multihead.c multihead_forward
      *

@@ -227,7 +227,7 @@ static void tiled(void)
      * `attend`, which attends exactly, keeping the weights, or tile by
      * tile:
      *
-     * @show src/nn/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_steps
      *
      * @show src/nn/multihead.c attend
      *

@@ -129,12 +129,12 @@ static void one_head(lesson *l)
     /*md
      * The head mask is a vector of $h$ factors, one per head, multiplying
      * each head's output before $W_o$ mixes them (`head_mask` in
-     * `multihead_forward`). All ones is the model as trained;
+     * `multihead_steps`). All ones is the model as trained;
      * a 0 silences one head. The importance of head $i$ is the increase
      * of the held-out loss when it alone is silenced. In the forward
      * pass it is one step more, between the attention and the join:
      *
-     * @show src/nn/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_steps
      *
      * @show src/nn/multihead.c apply_head_mask
      */

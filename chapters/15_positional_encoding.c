@@ -356,7 +356,7 @@ static void module(lesson *l)
      *
      * In the forward pass it is one call after each projection:
      *
-     * @show src/nn/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_steps
      *
      * RoPE breaks chapter 10's symmetry as $P$ does: the swap check says
      * no. The heatmaps are the module's weights per head. This module is

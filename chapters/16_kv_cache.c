@@ -125,7 +125,15 @@ static void decoding(lesson *l)
      * and values into the cache at positions `length` to `length + n - 1`,
      * attends with the $n$ new queries to all cached positions under the
      * causal mask aligned at the end, and mixes the heads with W_o. Its
-     * output is the $n$ new rows, `(B, n, d_model)`.
+     * output is the $n$ new rows, `(B, n, d_model)`. The steps, one call
+     * each:
+     *
+     * @show src/nn/kvcache.c decode_steps
+     *
+     * and the door around them, as `multihead_forward` is the module's
+     * (chapter 08): the new positions are checked against the module and
+     * the room left in the cache, the steps run, the result is checked
+     * once, and the cache's `length` moves on only when all went well:
      *
      * @show src/nn/kvcache.c kv_cache_decode_step
      *
@@ -142,7 +150,7 @@ static void decoding(lesson *l)
      * The causal mask enters the module's forward pass at step 3, as one
      * length per query row (`head_lens`):
      *
-     * @show src/nn/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_steps
      *
      * @show src/nn/multihead.c head_lens
      *

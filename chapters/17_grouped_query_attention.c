@@ -162,7 +162,7 @@ static void shared_in_the_trace(lesson *l)
      * whatever $G$ is. In the module, K and V are split into $G$ heads,
      * and step 4 takes the folded path when $G < h$:
      *
-     * @show src/nn/multihead.c multihead_forward
+     * @show src/nn/multihead.c multihead_steps
      *
      * @show src/nn/multihead.c multihead_attend
      *

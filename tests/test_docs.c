@@ -469,9 +469,10 @@ Test(docs, replaced_lines_are_shown_removed)
                                     "marked `-` gone.\n\n```diff\n");
     cr_assert_not_null(said);
     const char *old = strstr(said, "\n-    if (valid_lens)\n"
-                                   "-        STEP(repeat_valid_lens(&in.lens, h, "
-                                   "&s.lens));\n"
-                                   "+    STEP(head_lens(m, valid_lens ? &in.lens");
+                                   "-        STEP(repeat_valid_lens(valid_lens, h, "
+                                   "&s->lens));\n"
+                                   "+    STEP(head_lens(m, valid_lens, queries->"
+                                   "shape[0], queries->shape[1],\n");
     cr_assert_not_null(old, "step 3's replaced lines are not shown removed");
     free(page);
 }
@@ -761,32 +762,56 @@ Test(docs, h1_count_skips_code_blocks)
     cr_assert_eq(h1_count("## Section\n #not a title\n"), 0);
 }
 
-/* Page 08 shows multihead_forward as of chapter 08 whole, in one code
- * block: its six steps, one call each, in at most 45 lines of body. */
+/* Page 08 shows the module's six steps as of chapter 08 whole, in one
+ * code block, one call each, in at most 30 lines of body, with nothing
+ * but the steps: no check, no trace, no names; then the door that checks
+ * the inputs, names them, runs the steps and checks the result. */
 Test(docs, page_08_shows_the_forward_pass_whole)
 {
     char *page = book_page("08_multihead_module.md");
-    const char *def = strstr(page, "\nint multihead_forward(");
-    cr_assert_not_null(def, "page 08 shows no multihead_forward");
+    const char *def = strstr(page, "\nstatic int multihead_steps(");
+    cr_assert_not_null(def, "page 08 shows no multihead_steps");
     const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");
     cr_assert(open && close && open < close);
     size_t lines = 0;
     for (const char *c = open + 3; c < close; c++)
         lines += *c == '\n';
     lines++; // the last line of the body ends at close
-    cr_assert_leq(lines, 45, "the body is %zu lines", lines);
-    size_t n = (size_t)(close - def);
-    char *body = strndup(def, n);
+    cr_assert_leq(lines, 30, "the body is %zu lines", lines);
+    char *body = strndup(def, (size_t)(close - def));
     cr_assert_null(strstr(body, "```"), "the function spans two code blocks");
     static const char *const steps[] = {
-        "linear_forward(&m->W_q", "transpose_qkv(s.q",
-        "linear_forward(&m->W_k", "transpose_qkv(s.k",
-        "linear_forward(&m->W_v", "transpose_qkv(s.v", "repeat_valid_lens(",
+        "linear_forward(&m->W_q", "transpose_qkv(s->q",
+        "linear_forward(&m->W_k", "transpose_qkv(s->k",
+        "linear_forward(&m->W_v", "transpose_qkv(s->v", "repeat_valid_lens(",
         "dot_attention_forward(", "transpose_output(",
         "linear_forward(&m->W_o"};
-    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
-        cr_assert_not_null(strstr(body, steps[i]), "no %s", steps[i]);
+    const char *at = body;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const char *step = strstr(at, steps[i]);
+        cr_assert_not_null(step, "no %s after the step before it", steps[i]);
+        at = step;
+    }
+    static const char *const not_steps[] = {"check", "trace", "names",
+                                            "mha_fail"};
+    for (size_t i = 0; i < sizeof not_steps / sizeof not_steps[0]; i++)
+        cr_assert_null(strstr(body, not_steps[i]), "the steps hold %s",
+                       not_steps[i]);
     free(body);
+    const char *door = strstr(close, "\nint multihead_forward(");
+    cr_assert_not_null(door, "page 08 shows no multihead_forward after the steps");
+    const char *door_end = strstr(door, "\n}\n");
+    cr_assert_not_null(door_end);
+    static const char *const duties[] = {"multihead_check_inputs(",
+                                         "begin_trace(",
+                                         "multihead_steps(", "check_overflow("};
+    at = door;
+    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++) {
+        const char *duty = strstr(at, duties[i]);
+        cr_assert(duty && duty < door_end, "the door does not call %s in turn",
+                  duties[i]);
+        at = duty;
+    }
     free(page);
 }
 

@@ -190,40 +190,35 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
                     const char *who, kv_step *s)
 {
     tensor x_in = tensor_named(x, "B, n, d_q");
+    int status = GSL_SUCCESS;
     // 1. project the new positions
-    int status = linear_forward(&m->W_q, &x_in, &s->q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &s->k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &s->v);
+    STEP(linear_forward(&m->W_q, &x_in, &s->q));
+    STEP(linear_forward(&m->W_k, &x_in, &s->k));
+    STEP(linear_forward(&m->W_v, &x_in, &s->v));
     // 2. with rope, q and k turned by position: the new rows are positions
     //    start .. start+n-1, the same angles the whole-sequence forward
     //    gives them (multihead_rope)
-    if (!status)
-        status = multihead_rope(m, &s->q, (long)start, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &s->k, (long)start, who, "K");
+    STEP(multihead_rope(m, &s->q, (long)start, who, "Q"));
+    STEP(multihead_rope(m, &s->k, (long)start, who, "K"));
     // 3. split: h query heads, G key-value heads
-    if (!status)
-        status = kv_step_split(m, s);
+    STEP(kv_step_split(m, s));
+done:
     return status;
 }
 
 int kv_step_split(const multihead *m, kv_step *s)
 {
-    int status = transpose_qkv(s->q, m->cfg.num_heads, &s->qh);
+    int status = GSL_SUCCESS;
+    STEP(transpose_qkv(s->q, m->cfg.num_heads, &s->qh));
 /*< 17
-    if (!status)
-        status = transpose_qkv(s->k, m->cfg.num_heads, &s->kh);
-    if (!status)
-        status = transpose_qkv(s->v, m->cfg.num_heads, &s->vh);
+    STEP(transpose_qkv(s->k, m->cfg.num_heads, &s->kh));
+    STEP(transpose_qkv(s->v, m->cfg.num_heads, &s->vh));
 */
 //> 17
-    if (!status)
-        status = multihead_split_kv(m, s->k, "K", &s->kh);
-    if (!status)
-        status = multihead_split_kv(m, s->v, "V", &s->vh);
+    STEP(multihead_split_kv(m, s->k, "K", &s->kh));
+    STEP(multihead_split_kv(m, s->v, "V", &s->vh));
 //<
+done:
     return status;
 }
 
@@ -233,10 +228,43 @@ void kv_step_free(kv_step *s)
     memset(s, 0, sizeof *s);
 }
 
-int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
-                          tensor **out, tensor **weights)
+/* What one decode step makes, all freed when the step ends. */
+typedef struct decoded {
+    kv_step s;                   /* the new positions' heads */
+    tensor *keys, *values;       /* (B*G, t, p): the cache so far */
+    tensor *rows, *lens;         /* (B, n), (B*h, n) */
+    tensor *heads, *concat;      /* (B*h, n, p), (B, n, d_model) */
+    tensor *w; /* (B*h, n, t): the weights, when the caller wants them */
+} decoded;
+
+/* The steps of one decode step, each one call, on inputs
+ * kv_cache_decode_step has checked; what each makes stays in *d. */
+static int decode_steps(multihead *m, const kv_cache *c, const tensor *x,
+                        int want_weights, decoded *d, tensor **out)
 {
-    const char *who = "kv_cache_decode_step";
+    size_t B = x->shape[0], n = x->shape[1], t = c->length + n;
+    size_t h = m->cfg.num_heads;
+    int status = GSL_SUCCESS;
+    // 1-3. project the new positions, turn them by position, split heads
+    STEP(kv_step_project(m, x, c->length, "kv_cache_decode_step", &d->s));
+    // 4. the cache grows to t positions
+    STEP(append(c->keys, d->s.kh, c->length, "keys", &d->keys));
+    STEP(append(c->values, d->s.vh, c->length, "values", &d->values));
+    // 5. query i (position length + i) sees positions 0 .. length + i
+    STEP(valid_lens_per_row(NULL, 1, B, n, t, 0, &d->rows));
+    STEP(repeat_valid_lens(d->rows, h, &d->lens));
+    STEP(multihead_attend(m, d->s.qh, d->keys, d->values, d->lens,
+                          &d->heads, want_weights ? &d->w : NULL));
+    // 6. the heads side by side, mixed by W_o
+    STEP(transpose_output(d->heads, h, &d->concat));
+    STEP(linear_forward(&m->W_o, d->concat, out));
+done:
+    return status;
+}
+
+int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
+                         tensor **out, tensor **weights)
+{
     *out = NULL;
     if (weights)
         *weights = NULL;
@@ -251,50 +279,27 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
                 c->length, t - 1);
-    kv_step s = {0};                             // the new positions' heads
-    tensor *keys = NULL, *values = NULL;         // (B*G, t, p), the cache
-    tensor *rows = NULL, *lens = NULL;           // (B, n), (B*h, n)
-    tensor *heads = NULL, *concat = NULL;        // (B*h, n, p), (B, n, d_model)
-    tensor *w = NULL; // (B*h, n, t): the weights, when the caller wants them
-    // 1-3. project the new positions, turn them by position, split heads
-    status = kv_step_project(m, x, c->length, who, &s);
-    // 4. the cache grows to t positions
-    if (!status)
-        status = append(c->keys, s.kh, c->length, "keys", &keys);
-    if (!status)
-        status = append(c->values, s.vh, c->length, "values", &values);
-    // 5. query i (position length + i) sees positions 0 .. length + i
-    if (!status)
-        status = valid_lens_per_row(NULL, 1, B, n, t, 0, &rows);
-    if (!status)
-        status = repeat_valid_lens(rows, h, &lens);
-    if (!status)
-        status = multihead_attend(m, s.qh, keys, values, lens, &heads,
-                                  weights ? &w : NULL);
-    // 6. the heads side by side, mixed by W_o
-    if (!status)
-        status = transpose_output(heads, h, &concat);
-    if (!status)
-        status = linear_forward(&m->W_o, concat, out);
+    decoded d = {0};
+    status = decode_steps(m, c, x, weights != NULL, &d, out);
     trace_end();
     // once after the steps: a non-finite output is traced to its stage
-    multihead_stage stages[] = {{s.q, "projection", "Q"},
-                                {s.k, "projection", "K"},
-                                {s.v, "projection", "V"},
-                                {heads, "weighted sum of the values", "heads"}};
+    multihead_stage stages[] = {{d.s.q, "projection", "Q"},
+                                {d.s.k, "projection", "K"},
+                                {d.s.v, "projection", "V"},
+                                {d.heads, "weighted sum of the values", "heads"}};
     if (!status)
-        status = multihead_find_overflow(who, *out, stages,
+        status = multihead_find_overflow("kv_cache_decode_step", *out, stages,
                                          sizeof stages / sizeof stages[0]);
     if (!status && weights) // per head: (B, h, n, t)
-        status = multihead_head_weights(m, w, B, n, weights);
+        status = multihead_head_weights(m, d.w, B, n, weights);
     if (status) {
         tensor_free(*out);
         *out = NULL;
     } else {
         c->length = t;
     }
-    kv_step_free(&s);
-    TENSORS_FREE(keys, values, rows, lens, heads, concat, w);
+    kv_step_free(&d.s);
+    TENSORS_FREE(d.keys, d.values, d.rows, d.lens, d.heads, d.concat, d.w);
     return status;
 }
 //<

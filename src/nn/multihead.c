@@ -375,9 +375,18 @@ typedef struct inputs {
     tensor lens;    /* (B,) or (B, Lq), when there are valid_lens */
 } inputs;
 
-static inputs lesson_names(const tensor *queries, const tensor *keys,
-                           const tensor *values, const tensor *valid_lens)
+/* The trace's header line for the pass (the module, its options, its
+ * inputs; trace_end closes it), and the inputs named for the steps. */
+static inputs begin_trace(const multihead *m, const tensor *queries,
+                          const tensor *keys, const tensor *values,
+                          const tensor *valid_lens)
 {
+    char opt[128];
+    tensor_trace_begin(NULL,
+                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
+                             TRACE_NAMED(values, "v"),
+                             TRACE_SIDE(valid_lens, "valid_lens")),
+                "multihead(%s", options(m, opt, sizeof opt));
     inputs in = {.q = tensor_named(queries, "B, Lq, d_q"),
                  .k = tensor_named(keys, "B, Lk, d_k"),
                  .v = tensor_named(values, "B, Lk, d_v")};
@@ -387,24 +396,80 @@ static inputs lesson_names(const tensor *queries, const tensor *keys,
     return in;
 }
 
-/* The trace's header line for the pass: the module, its options, its
- * inputs.  trace_end closes it. */
-static void begin_trace(const multihead *m, const tensor *queries,
-                        const tensor *keys, const tensor *values,
-                        const tensor *valid_lens)
+/* The six steps of multihead.h, each one call, with the shape it makes,
+ * on inputs multihead_forward has checked; what each step makes stays
+ * in *s, for multihead_forward to check and free. */
+static int multihead_steps(multihead *m, const tensor *queries,
+                           const tensor *keys, const tensor *values,
+                           const tensor *valid_lens, steps *s, tensor **out)
 {
-    char opt[128];
-    tensor_trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
-                             TRACE_NAMED(values, "v"),
-                             TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(%s", options(m, opt, sizeof opt));
+    size_t h = m->cfg.num_heads;
+//> 15
+    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
+//<
+    int status = GSL_SUCCESS;
+    // 1-2. project Q with W_q, then split it into h heads:
+    //      (B, Lq, d_q) -> (B, Lq, d_model) -> (B*h, Lq, d_model/h)
+    STEP(linear_forward(&m->W_q, queries, &s->q));
+//> 15
+    STEP(multihead_rope(m, &s->q, Lk - Lq, "multihead_forward", "Q"));
+//<
+    STEP(transpose_qkv(s->q, h, &s->qh));
+    //      K and V alike: (B, Lk, d_k) -> (B, Lk, d_model) -> (B*h, Lk, d_model/h)
+    STEP(linear_forward(&m->W_k, keys, &s->k));
+//> 15
+    STEP(multihead_rope(m, &s->k, 0, "multihead_forward", "K"));
+//<
+/*< 17
+    STEP(transpose_qkv(s->k, h, &s->kh));
+*/
+//> 17
+    STEP(multihead_split_kv(m, s->k, "K", &s->kh)); // G heads: (B*G, Lk, p)
+//<
+    STEP(linear_forward(&m->W_v, values, &s->v));
+/*< 17
+    STEP(transpose_qkv(s->v, h, &s->vh));
+*/
+//> 17
+    STEP(multihead_split_kv(m, s->v, "V", &s->vh));
+//<
+    // 3. valid_lens for every head, in repeat_interleave order: (B*h,)
+    //    or (B*h, Lq)
+/*< 16
+    if (valid_lens)
+        STEP(repeat_valid_lens(valid_lens, h, &s->lens));
+*/
+//> 16
+    STEP(head_lens(m, valid_lens, queries->shape[0], queries->shape[1],
+                   keys->shape[1], &s->lens)); // causal too
+//<
+    // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h), and
+    //    their weights (B*h, Lq, Lk)
+/*< 12
+    STEP(dot_attention_forward(&m->attention, s->qh, s->kh, s->vh, s->lens,
+                               &s->heads, &s->weights));
+*/
+//> 12
+    STEP(multihead_attend(m, s->qh, s->kh, s->vh, s->lens, &s->heads,
+                          &s->weights));
+//<
+//> 14
+    if (m->head_mask) // head i's outputs times head_mask[i]
+        STEP(apply_head_mask(m->head_mask, &s->heads, &s->unmasked));
+//<
+    // 5. the heads side by side again: (B, Lq, d_model)
+    STEP(transpose_output(s->heads, h, &s->concat));
+    // 6. W_o mixes them: (B, Lq, D_out)
+    STEP(linear_forward(&m->W_o, s->concat, out));
+done:
+    return status;
 }
 
-/* The six steps of multihead.h, each one call, with the shape it makes.
- * The inputs are checked first (finite, shapes that agree), and the
- * result once at the end (check_overflow).  The per-head weights go to
- * the caller who asks for them, as (B, h, Lq, Lk). */
+/* The module's door: the inputs are checked (finite, shapes that agree)
+ * and named as the trace shows them, the six steps run on them
+ * (multihead_steps), and the result is checked once at the end
+ * (check_overflow).  The per-head weights go to the caller who asks for
+ * them, as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
                       const tensor *keys, const tensor *values,
                       const tensor *valid_lens, tensor **out,
@@ -416,67 +481,10 @@ int multihead_forward(multihead *m, const tensor *queries,
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
-    size_t h = m->cfg.num_heads;
-//> 15
-    long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
-//<
-    inputs in = lesson_names(queries, keys, values, valid_lens);
+    inputs in = begin_trace(m, queries, keys, values, valid_lens);
     steps s = {0};
-    begin_trace(m, queries, keys, values, valid_lens);
-
-    // 1-2. project Q with W_q, then split it into h heads:
-    //      (B, Lq, d_q) -> (B, Lq, d_model) -> (B*h, Lq, d_model/h)
-    STEP(linear_forward(&m->W_q, &in.q, &s.q));
-//> 15
-    STEP(multihead_rope(m, &s.q, Lk - Lq, "multihead_forward", "Q"));
-//<
-    STEP(transpose_qkv(s.q, h, &s.qh));
-    //      K and V alike: (B, Lk, d_k) -> (B, Lk, d_model) -> (B*h, Lk, d_model/h)
-    STEP(linear_forward(&m->W_k, &in.k, &s.k));
-//> 15
-    STEP(multihead_rope(m, &s.k, 0, "multihead_forward", "K"));
-//<
-/*< 17
-    STEP(transpose_qkv(s.k, h, &s.kh));
-*/
-//> 17
-    STEP(multihead_split_kv(m, s.k, "K", &s.kh)); // G heads: (B*G, Lk, p)
-//<
-    STEP(linear_forward(&m->W_v, &in.v, &s.v));
-/*< 17
-    STEP(transpose_qkv(s.v, h, &s.vh));
-*/
-//> 17
-    STEP(multihead_split_kv(m, s.v, "V", &s.vh));
-//<
-    // 3. valid_lens for every head, in repeat_interleave order: (B*h,)
-    //    or (B*h, Lq)
-/*< 16
-    if (valid_lens)
-        STEP(repeat_valid_lens(&in.lens, h, &s.lens));
-*/
-//> 16
-    STEP(head_lens(m, valid_lens ? &in.lens : NULL, queries->shape[0],
-                   queries->shape[1], keys->shape[1], &s.lens)); // causal too
-//<
-    // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h), and
-    //    their weights (B*h, Lq, Lk)
-/*< 12
-    STEP(dot_attention_forward(&m->attention, s.qh, s.kh, s.vh, s.lens,
-                               &s.heads, &s.weights));
-*/
-//> 12
-    STEP(multihead_attend(m, s.qh, s.kh, s.vh, s.lens, &s.heads, &s.weights));
-//<
-//> 14
-    if (m->head_mask) // head i's outputs times head_mask[i]
-        STEP(apply_head_mask(m->head_mask, &s.heads, &s.unmasked));
-//<
-    // 5. the heads side by side again: (B, Lq, d_model)
-    STEP(transpose_output(s.heads, h, &s.concat));
-    // 6. W_o mixes them: (B, Lq, D_out)
-    STEP(linear_forward(&m->W_o, s.concat, out));
-done:
+    status = multihead_steps(m, &in.q, &in.k, &in.v,
+                             valid_lens ? &in.lens : NULL, &s, out);
     trace_end();
     if (!status)
         status = check_overflow(&s, *out);
