@@ -108,26 +108,23 @@ static int start_pooling(const char *who, const tensor *q, const tensor *k,
     if (weights)
         *weights = NULL;
     qkv_shapes shapes;
-    int status = attention_check_dropout(who, p, training, rng);
-    if (status == GSL_SUCCESS)
-        status = qkv_check(who, &qkv_lesson_names, q, k, v, !W_q, NULL,
-                           &shapes);
-    if (status == GSL_SUCCESS)
-        status = softmax_check_valid_lens(who, shapes.qk, q->shape[0],
-                                          q->shape[1], k->shape[1], valid_lens);
-    if (status || !W_q)
-        return status;
-    if (q->shape[2] != W_q->in_features)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: queries have %zu features, W_q takes query_size "
-                        "%zu (%s)",
-                        who, q->shape[2], W_q->in_features, shapes.all);
-    if (k->shape[2] != W_k->in_features)
-        return mha_fail(GSL_EBADLEN,
-                        "%s: keys have %zu features, W_k takes key_size %zu "
-                        "(%s)",
-                        who, k->shape[2], W_k->in_features, shapes.all);
-    return GSL_SUCCESS;
+    int status = GSL_SUCCESS;
+    STEP(attention_check_dropout(who, p, training, rng));
+    STEP(qkv_check(who, &qkv_lesson_names, q, k, v, !W_q, NULL, &shapes));
+    STEP(softmax_check_valid_lens(who, shapes.qk, q->shape[0], q->shape[1],
+                                  k->shape[1], valid_lens));
+    if (W_q && q->shape[2] != W_q->in_features)
+        status = mha_fail(GSL_EBADLEN,
+                          "%s: queries have %zu features, W_q takes "
+                          "query_size %zu (%s)",
+                          who, q->shape[2], W_q->in_features, shapes.all);
+    else if (W_k && k->shape[2] != W_k->in_features)
+        status = mha_fail(GSL_EBADLEN,
+                          "%s: keys have %zu features, W_k takes key_size %zu "
+                          "(%s)",
+                          who, k->shape[2], W_k->in_features, shapes.all);
+done:
+    return status;
 }
 
 /* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
@@ -139,14 +136,13 @@ static int weigh_values(const tensor *scores, double scale,
                         tensor **out)
 {
     tensor *dropped = NULL;
+    int status = GSL_SUCCESS;
     // weights is (B, Lq, Lk): each row sums to 1 over its valid keys
-    int status = masked_softmax_scaled(scores, scale, valid_lens, weights);
-    if (status == GSL_SUCCESS)
-        status = maybe_dropout(p, training, rng, *weights, &dropped);
+    STEP(masked_softmax_scaled(scores, scale, valid_lens, weights));
+    STEP(maybe_dropout(p, training, rng, *weights, &dropped));
     // out is (B, Lq, dv)
-    if (status == GSL_SUCCESS)
-        status = tensor_bmm(dropped ? dropped : *weights, values, 0,
-                            "weights V", out);
+    STEP(tensor_bmm(dropped ? dropped : *weights, values, 0, "weights V", out));
+done:
     tensor_free(dropped);
     if (status) {
         tensor_free(*weights);
@@ -206,12 +202,12 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                 "dot_attention(scale 1/sqrt(%zu))", d);
     tensor *scores = NULL, *w = NULL;
     // scores (B, Lq, Lk): Q_b K_b^T for each example b
-    status = tensor_bmm(queries, keys, 1, "Q K^T", &scores);
+    STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
     // the weights, softmax over the keys of Q K^T / sqrt(d), and out (B,
     // Lq, dv): weights V
-    if (!status)
-        status = weigh_values(scores, 1.0 / sqrt((double)d), valid_lens,
-                              a->dropout, a->training, a->rng, values, &w, out);
+    STEP(weigh_values(scores, 1.0 / sqrt((double)d), valid_lens, a->dropout,
+                      a->training, a->rng, values, &w, out));
+done:
     trace_end();
     tensor_free(scores);
     give_weights(w, weights);
@@ -225,22 +221,18 @@ int additive_attention_init(additive_attention *a, size_t key_size,
                             double dropout)
 {
     memset(a, 0, sizeof *a);
-    int status = attention_check_dropout("additive_attention_init", dropout,
-                                         0, NULL);
-    if (status == GSL_SUCCESS)
-        status = linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0);
-    if (status == GSL_SUCCESS)
-        status = linear_init(&a->W_k, "W_k", key_size, num_hiddens, 0);
-    if (status == GSL_SUCCESS)
-        status = linear_init(&a->w_v, "w_v", num_hiddens, 1, 0);
-    if (status) {
-        additive_attention_free(a);
-        return status;
-    }
+    int status = GSL_SUCCESS;
+    STEP(attention_check_dropout("additive_attention_init", dropout, 0, NULL));
+    STEP(linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0));
+    STEP(linear_init(&a->W_k, "W_k", key_size, num_hiddens, 0));
+    STEP(linear_init(&a->w_v, "w_v", num_hiddens, 1, 0));
     snprintf(a->W_q.out_name, TENSOR_NAME_MAX, "num_hiddens");
     snprintf(a->W_k.out_name, TENSOR_NAME_MAX, "num_hiddens");
     a->dropout = dropout;
-    return GSL_SUCCESS;
+done:
+    if (status)
+        additive_attention_free(a);
+    return status;
 }
 
 void additive_attention_free(additive_attention *a)
@@ -304,22 +296,18 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
     tensor *scores = NULL, *w = NULL;
     // q is (B, Lq, H), k is (B, Lk, H)
-    status = linear_forward(&a->W_q, queries, &q);
-    if (status == GSL_SUCCESS)
-        status = linear_forward(&a->W_k, keys, &k);
+    STEP(linear_forward(&a->W_q, queries, &q));
+    STEP(linear_forward(&a->W_k, keys, &k));
     // features is (B, Lq, Lk, H)
-    if (status == GSL_SUCCESS)
-        status = broadcast_tanh(q, k, &features);
+    STEP(broadcast_tanh(q, k, &features));
     // scores4 is (B, Lq, Lk, 1); scores (B, Lq, Lk) is a view of it
-    if (status == GSL_SUCCESS)
-        status = linear_forward(&a->w_v, features, &scores4);
-    if (status == GSL_SUCCESS)
-        status = tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk),
-                                NULL, &scores);
+    STEP(linear_forward(&a->w_v, features, &scores4));
+    STEP(tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk), NULL,
+                        &scores));
     // the weights, softmax over the keys of the scores, and out
-    if (status == GSL_SUCCESS)
-        status = weigh_values(scores, 1.0, valid_lens, a->dropout,
-                              a->training, a->rng, values, &w, out);
+    STEP(weigh_values(scores, 1.0, valid_lens, a->dropout, a->training, a->rng,
+                      values, &w, out));
+done:
     trace_end();
     tensor_free(q);
     tensor_free(k);

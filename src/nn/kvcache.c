@@ -42,18 +42,18 @@ int kv_storage_alloc(size_t rows, size_t kv_heads, size_t cols,
                      size_t head_size, const char *names, tensor **keys,
                      tensor **values)
 {
-    *values = NULL;
-    int status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), keys);
-    if (!status)
-        status = tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), values);
+    *keys = *values = NULL;
+    int status = GSL_SUCCESS;
+    STEP(tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), keys));
+    STEP(tensor_alloc(SHAPE(rows, kv_heads, cols, head_size), values));
+    tensor_set_names(*keys, names);
+    tensor_set_names(*values, names);
+done:
     if (status) {
         tensor_free(*keys);
         *keys = NULL;
-        return status;
     }
-    tensor_set_names(*keys, names);
-    tensor_set_names(*values, names);
-    return GSL_SUCCESS;
+    return status;
 }
 
 void kv_cache_free(kv_cache *c)

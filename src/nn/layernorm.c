@@ -27,17 +27,15 @@ int layernorm_init(layernorm *ln, size_t d, double eps)
     int status = check_eps("layernorm_init", eps);
     if (status)
         return status;
-    status = tensor_alloc(SHAPE(d), &ln->gamma);
-    if (!status)
-        status = tensor_alloc(SHAPE(d), &ln->beta);
-    if (status) {
-        layernorm_free(ln);
-        return status;
-    }
+    STEP(tensor_alloc(SHAPE(d), &ln->gamma));
+    STEP(tensor_alloc(SHAPE(d), &ln->beta));
     tensor_fill(ln->gamma, 1.0); // beta stays 0: the layer starts as a pure norm
     ln->d = d;
     ln->eps = eps;
-    return GSL_SUCCESS;
+done:
+    if (status)
+        layernorm_free(ln);
+    return status;
 }
 
 void layernorm_free(layernorm *ln)

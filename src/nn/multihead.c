@@ -77,24 +77,17 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     // with G key-value heads: G heads of p = d_model/h features each
     kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
 //<
-    int status = dot_attention_init(&m->attention, c->dropout);
     int (*init)(linear *, const char *, size_t, size_t, int) = linear_init;
 //> handout
     if (c->shape_only)
         init = linear_init_meta;
 //<
-    if (!status)
-        status = init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias);
-    if (!status)
-        status = init(&m->W_k, "W_k", c->key_size, kv_size, c->bias);
-    if (!status)
-        status = init(&m->W_v, "W_v", c->value_size, kv_size, c->bias);
-    if (!status)
-        status = init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias);
-    if (status) {
-        multihead_free(m);
-        return status;
-    }
+    int status = GSL_SUCCESS;
+    STEP(dot_attention_init(&m->attention, c->dropout));
+    STEP(init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias));
+    STEP(init(&m->W_k, "W_k", c->key_size, kv_size, c->bias));
+    STEP(init(&m->W_v, "W_v", c->value_size, kv_size, c->bias));
+    STEP(init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias));
     snprintf(m->W_q.out_name, TENSOR_NAME_MAX, "d_model");
     const char *kv_name = "d_model";
 //> 17
@@ -105,30 +98,30 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     if (c->window)
         m->cfg.causal = 1; // a window is causal, and shorter
     if (c->alibi && !c->causal)
-        status = mha_fail(GSL_EINVAL,
-                          "multihead: alibi needs causal or a window (its bias "
-                          "-m_h (i' - j) grows with the distance to earlier "
-                          "keys)");
-    if (!status && c->keep_first && !c->window)
-        status = mha_fail(GSL_EINVAL,
-                          "multihead: keep_first %zu needs a window (every "
-                          "key is kept without one)",
-                          c->keep_first);
-    if (!status && c->alibi)
-        status = alibi_slopes(c->num_heads, &m->slopes);
-    if (!status && c->sinks && !(status = tensor_alloc(SHAPE(c->num_heads),
-                                                       &m->sinks)))
+        STEP(mha_fail(GSL_EINVAL,
+                      "multihead: alibi needs causal or a window (its bias "
+                      "-m_h (i' - j) grows with the distance to earlier "
+                      "keys)"));
+    if (c->keep_first && !c->window)
+        STEP(mha_fail(GSL_EINVAL,
+                      "multihead: keep_first %zu needs a window (every key "
+                      "is kept without one)",
+                      c->keep_first));
+    if (c->alibi)
+        STEP(alibi_slopes(c->num_heads, &m->slopes));
+    if (c->sinks) {
+        STEP(tensor_alloc(SHAPE(c->num_heads), &m->sinks));
         tensor_set_names(m->sinks, "h");
-    if (status) {
-        multihead_free(m);
-        return status;
     }
 //<
     snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
     snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
              c->out_size == c->num_hiddens ? "d_model" : "D_out");
-    return GSL_SUCCESS;
+done:
+    if (status)
+        multihead_free(m);
+    return status;
 }
 
 void multihead_free(multihead *m)
@@ -526,10 +519,11 @@ static int head_lens(const multihead *m, const tensor *valid_lens,
 //> handout
     shape_only = m->cfg.shape_only;
 //<
-    int status = valid_lens_per_row(valid_lens, m->cfg.causal, batch, Lq, Lk,
-                                    shape_only, &rows);
-    if (!status)
-        status = repeat_valid_lens(rows, h, out);
+    int status = GSL_SUCCESS;
+    STEP(valid_lens_per_row(valid_lens, m->cfg.causal, batch, Lq, Lk,
+                            shape_only, &rows));
+    STEP(repeat_valid_lens(rows, h, out));
+done:
     tensor_free(rows);
     return status;
 }
@@ -550,12 +544,13 @@ static int share_heads(const tensor *x, size_t group)
         snprintf(names, sizeof names, "%s, h/G, %s, %s", x->names[0],
                  x->names[1], x->names[2]);
     }
-    int status = tensor_view(x, SIZES((long)x->shape[0], 1, (long)x->shape[1],
-                                     (long)x->shape[2]),
-                             single[0] ? single : NULL, &one);
-    if (!status)
-        status = tensor_expand(one, SIZES(-1, (long)group, -1, -1),
-                               names[0] ? names : NULL, &shared);
+    int status = GSL_SUCCESS;
+    STEP(tensor_view(x, SIZES((long)x->shape[0], 1, (long)x->shape[1],
+                              (long)x->shape[2]),
+                     single[0] ? single : NULL, &one));
+    STEP(tensor_expand(one, SIZES(-1, (long)group, -1, -1),
+                       names[0] ? names : NULL, &shared));
+done:
     tensor_free(one);
     tensor_free(shared);
     return status;
@@ -593,27 +588,24 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
                 "grouped heads(h=%zu, G=%zu)", h, G);
     tensor *qg = NULL, *lg = NULL, *hg = NULL;
+    int status = GSL_SUCCESS;
     // 4a. every query head of a group reads its key-value head: stride 0
-    int status = share_heads(kh, group);
-    if (!status)
-        status = share_heads(vh, group);
+    STEP(share_heads(kh, group));
+    STEP(share_heads(vh, group));
     // 4b. the group's h/G query heads one under another: (B*G, h/G*Lq, p)
-    if (!status)
-        tensor_trace_note("a product over the expanded h/G is one over h/G times "
-                   "the rows: fold the group's query heads into Lq");
-    if (!status)
-        status = tensor_reshape(qh, SIZES(BG, (long)group * Lq, p),
-                                "B*G, h/G*Lq, d_model/h", &qg);
-    if (!status && lens && lens->ndim == 2)
-        status = tensor_view(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
-                             &lg);
+    tensor_trace_note("a product over the expanded h/G is one over h/G times "
+                      "the rows: fold the group's query heads into Lq");
+    STEP(tensor_reshape(qh, SIZES(BG, (long)group * Lq, p),
+                        "B*G, h/G*Lq, d_model/h", &qg));
+    if (lens && lens->ndim == 2)
+        STEP(tensor_view(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
+                         &lg));
     // 4c. attention on the B*G groups, the key-value heads as they are
-    if (!status)
-        status = attend(m, qg, kh, vh, lg, &hg, w);
+    STEP(attend(m, qg, kh, vh, lg, &hg, w));
     // 4d. the heads back as (B*h, Lq, p)
-    if (!status)
-        status = tensor_view(hg, SIZES((long)h * (BG / (long)G), Lq, p),
-                             "B*h, Lq, d_model/h", heads);
+    STEP(tensor_view(hg, SIZES((long)h * (BG / (long)G), Lq, p),
+                     "B*h, Lq, d_model/h", heads));
+done:
     trace_end();
     tensor_free(qg);
     tensor_free(lg);

@@ -45,18 +45,17 @@ static int grouped_backward(const multihead *m, const multihead_cache *c,
     long Lk = (long)c->kh->shape[1], p = (long)c->qh->shape[2];
     long rows = (long)group * Lq;
     tensor *qg = NULL, *wg = NULL, *lg = NULL, *dg = NULL, *dqg = NULL;
-    int status = tensor_reshape(c->qh, SIZES(BG, rows, p), NULL, &qg);
-    if (!status)
-        status = tensor_reshape(c->weights, SIZES(BG, rows, Lk), NULL, &wg);
-    if (!status && c->lens)
-        status = tensor_reshape(c->lens, SIZES(BG, rows), NULL, &lg);
-    if (!status)
-        status = tensor_reshape(dheads, SIZES(BG, rows, p), NULL, &dg);
-    if (!status)
-        status = dot_attention_backward(qg, c->kh, c->vh, lg, wg, dg,
-                                        dqh ? &dqg : NULL, dkh, dvh);
-    if (!status && dqh)
-        status = tensor_reshape(dqg, SIZES(BG * (long)group, Lq, p), NULL, dqh);
+    int status = GSL_SUCCESS;
+    STEP(tensor_reshape(c->qh, SIZES(BG, rows, p), NULL, &qg));
+    STEP(tensor_reshape(c->weights, SIZES(BG, rows, Lk), NULL, &wg));
+    if (c->lens)
+        STEP(tensor_reshape(c->lens, SIZES(BG, rows), NULL, &lg));
+    STEP(tensor_reshape(dheads, SIZES(BG, rows, p), NULL, &dg));
+    STEP(dot_attention_backward(qg, c->kh, c->vh, lg, wg, dg, dqh ? &dqg : NULL,
+                                dkh, dvh));
+    if (dqh)
+        STEP(tensor_reshape(dqg, SIZES(BG * (long)group, Lq, p), NULL, dqh));
+done:
     tensor_free(qg);
     tensor_free(wg);
     tensor_free(lg);
