@@ -203,94 +203,91 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     tensor *gq = NULL, *gk = NULL, *gv = NULL; // the inputs' gradients
     double *dmask = NULL;                      // (h,)
 
-    // 6. W_o: dconcat, and (last, below) W_o's own gradients
-    tensor_trace_note("the joined heads' gradient, through W_o");
-    int status = linear_backward(&m->W_o, c->concat, &dout_in, NULL, &dconcat);
-    // 5. undo transpose_output: split dconcat into heads again
-    if (!status)
-        status = transpose_qkv(dconcat, h, &dmasked);
-//> 14
-    if (!status && c->head_mask) {
-        dmask = mha_malloc(h, sizeof *dmask, who);
-        status = dmask ? head_mask_backward(dmasked, c->heads, c->head_mask,
-                                            &dheads, dmask)
-                       : GSL_ENOMEM;
-    }
-//<
-    // 4. attention, all B*h heads at once (G < h: the groups' folded rows)
     size_t G = h; // key-value heads
 //> 17
     G = m->cfg.kv_heads;
 //<
-    if (!status && G == h)
-        status = dot_attention_backward(c->qh, c->kh, c->vh, c->lens,
-                                        c->weights, dheads ? dheads : dmasked,
-                                        need_q ? &dqh : NULL,
-                                        need_k ? &dkh : NULL,
-                                        need_v ? &dvh : NULL);
+//> 15
+    long Lk = (long)c->kh->shape[1];
+//<
+    // the inputs named as the forward named them, for the trace
+    tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
+    tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
+    tensor v_in = tensor_named(c->values, "B, Lk, d_v");
+    int status = GSL_SUCCESS;
+
+    // 6. W_o: dconcat, and (last, below) W_o's own gradients
+    tensor_trace_note("the joined heads' gradient, through W_o");
+    STEP(linear_backward(&m->W_o, c->concat, &dout_in, NULL, &dconcat));
+    // 5. undo transpose_output: split dconcat into heads again
+    STEP(transpose_qkv(dconcat, h, &dmasked));
+//> 14
+    if (c->head_mask) {
+        dmask = mha_malloc(h, sizeof *dmask, who);
+        STEP(dmask ? head_mask_backward(dmasked, c->heads, c->head_mask,
+                                        &dheads, dmask)
+                   : GSL_ENOMEM);
+    }
+//<
+    // 4. attention, all B*h heads at once (G < h: the groups' folded rows)
+    if (G == h)
+        STEP(dot_attention_backward(c->qh, c->kh, c->vh, c->lens, c->weights,
+                                    dheads ? dheads : dmasked,
+                                    need_q ? &dqh : NULL, need_k ? &dkh : NULL,
+                                    need_v ? &dvh : NULL));
 //> 17
-    else if (!status)
-        status = grouped_backward(m, c, dheads ? dheads : dmasked,
-                                  need_q ? &dqh : NULL, need_k ? &dkh : NULL,
-                                  need_v ? &dvh : NULL);
+    else
+        STEP(grouped_backward(m, c, dheads ? dheads : dmasked,
+                              need_q ? &dqh : NULL, need_k ? &dkh : NULL,
+                              need_v ? &dvh : NULL));
 //<
     // 2. undo transpose_qkv: the heads side by side, (B, L, d_model) for
     //    the queries, (B, L, G*p) for the keys and values; with rope, dQ
     //    and dK turned back by the forward's angles (a rotation's
     //    transpose is its inverse)
-//> 15
-    long Lk = (long)c->kh->shape[1];
-//<
-    if (!status && need_q) {
+    if (need_q) {
         tensor_trace_note("dQ: the query heads' gradients side by side");
-        status = transpose_output(dqh, h, &dq);
+        STEP(transpose_output(dqh, h, &dq));
     }
 //> 15
-    if (!status && need_q && m->cfg.rope)
-        status = unrotate(m, &dq, Lk - (long)Lq);
+    if (need_q && m->cfg.rope)
+        STEP(unrotate(m, &dq, Lk - (long)Lq));
 //<
-    if (!status && need_k) {
+    if (need_k) {
         tensor_trace_note("dK: the key heads' gradients side by side");
-        status = transpose_output(dkh, G, &dk);
+        STEP(transpose_output(dkh, G, &dk));
     }
 //> 15
-    if (!status && need_k && m->cfg.rope)
-        status = unrotate(m, &dk, 0);
+    if (need_k && m->cfg.rope)
+        STEP(unrotate(m, &dk, 0));
 //<
-    if (!status && need_v) {
+    if (need_v) {
         tensor_trace_note("dV: the value heads' gradients side by side");
-        status = transpose_output(dvh, G, &dv);
+        STEP(transpose_output(dvh, G, &dv));
     }
     // 1. the projections: the inputs' gradients, then every layer's own
-    //    (the inputs named as the forward named them, for the trace)
-    tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
-    tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
-    tensor v_in = tensor_named(c->values, "B, Lk, d_v");
-    if (!status && (dqueries || dkeys || dvalues))
+    if (dqueries || dkeys || dvalues)
         tensor_trace_note("the inputs' gradients, through W_q, W_k and W_v");
-    if (!status && dqueries)
-        status = linear_backward(&m->W_q, &q_in, dq, NULL, &gq);
-    if (!status && dkeys)
-        status = linear_backward(&m->W_k, &k_in, dk, NULL, &gk);
-    if (!status && dvalues)
-        status = linear_backward(&m->W_v, &v_in, dv, NULL, &gv);
-    if (!status && grads)
-        tensor_trace_note("the layers' own gradients: W_o's from dout, the others "
-                   "from dQ, dK, dV");
-    if (!status && grads)
-        status = linear_backward(&m->W_o, c->concat, &dout_in, &grads->W_o,
-                                 NULL);
-    if (!status && grads)
-        status = linear_backward(&m->W_q, &q_in, dq, &grads->W_q, NULL);
-    if (!status && grads)
-        status = linear_backward(&m->W_k, &k_in, dk, &grads->W_k, NULL);
-    if (!status && grads)
-        status = linear_backward(&m->W_v, &v_in, dv, &grads->W_v, NULL);
+    if (dqueries)
+        STEP(linear_backward(&m->W_q, &q_in, dq, NULL, &gq));
+    if (dkeys)
+        STEP(linear_backward(&m->W_k, &k_in, dk, NULL, &gk));
+    if (dvalues)
+        STEP(linear_backward(&m->W_v, &v_in, dv, NULL, &gv));
+    if (grads) {
+        tensor_trace_note("the layers' own gradients: W_o's from dout, the "
+                          "others from dQ, dK, dV");
+        STEP(linear_backward(&m->W_o, c->concat, &dout_in, &grads->W_o, NULL));
+        STEP(linear_backward(&m->W_q, &q_in, dq, &grads->W_q, NULL));
+        STEP(linear_backward(&m->W_k, &k_in, dk, &grads->W_k, NULL));
+        STEP(linear_backward(&m->W_v, &v_in, dv, &grads->W_v, NULL));
+    }
 //> 14
-    if (!status && dhead_mask)
+    if (dhead_mask)
         for (size_t i = 0; i < h; i++)
             dhead_mask->data[i * dhead_mask->strides[0]] += dmask[i];
 //<
+done:
     trace_end();
     free(dmask);
     tensor_free(dconcat);
