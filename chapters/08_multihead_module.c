@@ -128,14 +128,20 @@ static void whole_trace(lesson *l)
      * The module was made with `dropout = 0.5`, but runs in evaluation mode, so
      * nothing is dropped (chapter 04 explains dropout and the two modes).
      *
-     * The forward pass is six steps, one call each, in `multihead_steps`.
-     * Each step is a chapter: the projections are chapter 02's
+     * The forward pass is the six steps, in `multihead_steps`: ten calls,
+     * since steps 1 and 2 are a projection and a split for each of Q, K and
+     * V. Each step is a chapter: the projections are chapter 02's
      * `linear_forward`, the split and the join chapter 06's `transpose_qkv`
      * and `transpose_output`, the lengths chapter 07's `repeat_valid_lens`,
      * the attention chapter 04's `dot_attention_forward`. `STEP` runs a call
      * and, when it fails, jumps to the end:
      *
      * @show src/nn/multihead.c multihead_steps
+     *
+     * What the steps make is kept in one struct, `s`, so that the caller
+     * can look at every stage afterwards and free them all in one place:
+     *
+     * @show src/nn/multihead_internal.h steps
      *
      * The steps check nothing themselves: `multihead_forward`, the function
      * a program calls, is the door. It checks the inputs once (shapes that

@@ -239,7 +239,7 @@ typedef struct decoded {
 
 /* The steps of one decode step, each one call, on inputs
  * kv_cache_decode_step has checked; what each makes stays in *d. */
-static int decode_steps(multihead *m, const kv_cache *c, const tensor *x,
+static int decode_steps(multihead *m, kv_cache *c, const tensor *x,
                         int want_weights, decoded *d, tensor **out)
 {
     size_t B = x->shape[0], n = x->shape[1], t = c->length + n;

@@ -389,9 +389,10 @@ static inputs begin_trace(const multihead *m, const tensor *queries,
     return in;
 }
 
-/* The six steps of multihead.h, each one call, with the shape it makes,
- * on inputs multihead_forward has checked; what each step makes stays
- * in *s, for multihead_forward to check and free. */
+/* The six steps of multihead.h, each call with the shape it makes (steps
+ * 1-2 are a projection and a split for each of Q, K and V), on inputs
+ * multihead_forward has checked; what each step makes stays in *s, for
+ * multihead_forward to check and free. */
 static int multihead_steps(multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens, steps *s, tensor **out)

@@ -16,8 +16,7 @@ typedef struct steps {
     tensor *lens;         /* (B*h,) or (B*h, Lq), or NULL: no mask */
     tensor *heads;        /* (B*h, Lq, d_model/h) */
     tensor *concat;       /* (B, Lq, d_model) */
-    tensor *weights;      /* step 4's, (B*h, Lq, Lk) (with G < h the folded
-                             (B*G, h/G*Lq, Lk)), or NULL: tile by tile */
+    tensor *weights;      /* step 4's, (B*h, Lq, Lk), or NULL: none made */
 //> 14
     tensor *unmasked;     /* the heads before the head mask, or NULL */
 //<
