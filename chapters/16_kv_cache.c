@@ -296,8 +296,8 @@ static void work(void)
      * hardly grows at these sizes, where the fixed costs of a step
      * outweigh its work; recomputing, it grows with $t^2$ and is soon
      * orders of magnitude larger. The times are not in this chapter's
-     * output, which must be the same on every machine; the README quotes
-     * one run.
+     * output, which must be the same on every machine; the
+     * [performance page](performance.md) quotes one run.
      *
      * ![time per decoding step, with the cache and recomputing, measured by make bench](../plots/bench_decode.png)
      */
