@@ -58,34 +58,26 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
     tensor *flat = NULL, *low = NULL, *normed = NULL, *pe = NULL;
     tensor *pe_flat = NULL, *turned = NULL, *back = NULL;
     *q = NULL;
-    int status;
+    int status = GSL_SUCCESS;
     if (c->q_lora_rank == 0) {
-        status = linear_forward(&m->wq, x, &flat);
+        STEP(linear_forward(&m->wq, x, &flat));
     } else {
-        status = linear_forward(&m->wq_a, x, &low);
-        if (!status)
-            status = mla_rms_norm(low, m->q_norm, c->eps, &normed);
-        if (!status)
-            status = linear_forward(&m->wq_b, normed, &flat);
+        STEP(linear_forward(&m->wq_a, x, &low));
+        STEP(mla_rms_norm(low, m->q_norm, c->eps, &normed));
+        STEP(linear_forward(&m->wq_b, normed, &flat));
     }
-    if (!status)
-        status = tensor_reshape(flat, SIZES((long)B, (long)n, (long)h, -1),
-                                "B, n, h, d_nope+d_r", q);
+    STEP(tensor_reshape(flat, SIZES((long)B, (long)n, (long)h, -1),
+                        "B, n, h, d_nope+d_r", q));
     // the rope part of every head: (B, n, h, d_r), turned as (B, n, h*d_r)
-    if (!status)
-        status = narrow_named(*q, 3, dn, dr, "d_r", &pe);
-    if (!status)
-        status = tensor_reshape(pe, SIZES((long)B, (long)n, -1), "B, n, h*d_r",
-                                &pe_flat);
-    if (!status)
-        status = rope_apply(pe_flat, dr, (long)start, c->rope_base, &turned);
-    if (!status)
-        status = tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)dr),
-                             "B, n, h, d_r", &back);
-    if (!status)
-        status = tensor_copy_into(pe, back); // q_pe back into q, turned
-    if (!status)
-        tensor_trace_step(TRACE_COPY, back, pe, "into q[..., %zu:]", dn);
+    STEP(narrow_named(*q, 3, dn, dr, "d_r", &pe));
+    STEP(tensor_reshape(pe, SIZES((long)B, (long)n, -1), "B, n, h*d_r",
+                        &pe_flat));
+    STEP(rope_apply(pe_flat, dr, (long)start, c->rope_base, &turned));
+    STEP(tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)dr),
+                     "B, n, h, d_r", &back));
+    STEP(tensor_copy_into(pe, back)); // q_pe back into q, turned
+    tensor_trace_step(TRACE_COPY, back, pe, "into q[..., %zu:]", dn);
+done:
     TENSORS_FREE(flat, low, normed, pe, pe_flat, turned, back);
     if (status) {
         tensor_free(*q);
@@ -103,15 +95,13 @@ static int project_latent(const mla *m, const tensor *x, size_t start,
     size_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim;
     tensor *kv = NULL, *part = NULL, *pe = NULL;
     *c_kv = *k_pe = NULL;
-    int status = linear_forward(&m->wkv_a, x, &kv);
-    if (!status)
-        status = narrow_named(kv, 2, 0, dc, "d_c", &part);
-    if (!status)
-        status = mla_rms_norm(part, m->kv_norm, c->eps, c_kv);
-    if (!status)
-        status = narrow_named(kv, 2, dc, dr, "d_r", &pe);
-    if (!status)
-        status = rope_apply(pe, dr, (long)start, c->rope_base, k_pe);
+    int status = GSL_SUCCESS;
+    STEP(linear_forward(&m->wkv_a, x, &kv));
+    STEP(narrow_named(kv, 2, 0, dc, "d_c", &part));
+    STEP(mla_rms_norm(part, m->kv_norm, c->eps, c_kv));
+    STEP(narrow_named(kv, 2, dc, dr, "d_r", &pe));
+    STEP(rope_apply(pe, dr, (long)start, c->rope_base, k_pe));
+done:
     TENSORS_FREE(kv, part, pe);
     if (status) {
         TENSORS_FREE(*c_kv, *k_pe);
@@ -166,27 +156,18 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     tensor_matrices qm = {0}, km = {0}, vm = {0}, sm, wm, om;
     tensor *scores = NULL, *lens = NULL;
     *w = *o = NULL;
-    int status = tensor_as_matrices(q, "queries", &qm);
-    if (!status)
-        status = tensor_as_matrices(k, "keys", &km);
-    if (!status)
-        status = tensor_as_matrices(v, "values", &vm);
-    if (!status)
-        status = tensor_alloc(SHAPE(R, Lq, Lk), &scores);
-    if (!status)
-        status = tensor_alloc(SHAPE(R, Lq), &lens);
-    if (!status)
-        status = tensor_alloc(SHAPE(R, Lq, dv), o);
-    if (!status)
-        status = tensor_matrices_in_place(scores, &sm);
-    if (!status)
-        status = tensor_matrices_in_place(*o, &om);
+    int status = GSL_SUCCESS;
+    STEP(tensor_as_matrices(q, "queries", &qm));
+    STEP(tensor_as_matrices(k, "keys", &km));
+    STEP(tensor_as_matrices(v, "values", &vm));
+    STEP(tensor_alloc(SHAPE(R, Lq, Lk), &scores));
+    STEP(tensor_alloc(SHAPE(R, Lq), &lens));
+    STEP(tensor_alloc(SHAPE(R, Lq, dv), o));
+    STEP(tensor_matrices_in_place(scores, &sm));
+    STEP(tensor_matrices_in_place(*o, &om));
     // scores_r (Lq, Lk) = q_r k_r^T
-    if (!status)
-        status = tensor_matrices_dgemm(who, CblasNoTrans, &qm, CblasTrans, &km,
-                                       1.0, &sm);
-    if (status)
-        goto done;
+    STEP(tensor_matrices_dgemm(who, CblasNoTrans, &qm, CblasTrans, &km, 1.0,
+                               &sm));
     for (size_t r = 0; r < R; r++)
         for (size_t i = 0; i < Lq; i++)
             lens->data[r * Lq + i] = (double)(start + i % n + 1);
@@ -203,12 +184,9 @@ static int attend(const char *who, const tensor *q, const tensor *k,
                TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
                "softmax(s / sqrt(%zu))", dq);
     // o_r (Lq, dv) = w_r (Lq, Lk) v_r (Lk, dv)
-    status = tensor_matrices_in_place(*w, &wm);
-    if (!status)
-        status = tensor_matrices_dgemm(who, CblasNoTrans, &wm, CblasNoTrans,
-                                       &vm, 1.0, &om);
-    if (status)
-        goto done;
+    STEP(tensor_matrices_in_place(*w, &wm));
+    STEP(tensor_matrices_dgemm(who, CblasNoTrans, &wm, CblasNoTrans, &vm, 1.0,
+                               &om));
     memcpy((*o)->names, q->names, 2 * TENSOR_NAME_MAX);
     snprintf((*o)->names[2], TENSOR_NAME_MAX, "%s", v->names[2]);
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, *o,
@@ -256,27 +234,22 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL, *qp = NULL;
     tensor *qh = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
+    int status = GSL_SUCCESS;
     // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
-    int status = linear_forward(&m->wkv_b, c_all, &kv);
-    if (!status)
-        status = tensor_reshape(kv, SIZES((long)B, (long)t, (long)h, -1),
-                                "B, t, h, d_nope+d_v", &kv4);
-    if (!status)
-        status = narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope);
-    if (!status)
-        status = narrow_named(kv4, 3, dn, dv, "d_v", &v4);
+    STEP(linear_forward(&m->wkv_b, c_all, &kv));
+    STEP(tensor_reshape(kv, SIZES((long)B, (long)t, (long)h, -1),
+                        "B, t, h, d_nope+d_v", &kv4));
+    STEP(narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope));
+    STEP(narrow_named(kv4, 3, dn, dv, "d_v", &v4));
     // 2. k = [k_nope | k_pe], k_pe the same for every head (an expand)
-    if (!status)
-        status = tensor_reshape(pe_all, SIZES((long)B, (long)t, 1, (long)dr),
-                                "B, t, 1, d_r", &pe4);
-    if (!status)
-        status = tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
-                               "B, t, h, d_r", &pe_h);
-    if (!status)
-        status = tensor_alloc(SHAPE(B, t, h, dn + dr), &k);
+    STEP(tensor_reshape(pe_all, SIZES((long)B, (long)t, 1, (long)dr),
+                        "B, t, 1, d_r", &pe4));
+    STEP(tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
+                       "B, t, h, d_r", &pe_h));
+    STEP(tensor_alloc(SHAPE(B, t, h, dn + dr), &k));
+    // the copies untraced, so no STEPs: a failure must reach trace_quiet_end
     trace_quiet_begin();
-    if (!status)
-        status = tensor_narrow(k, 3, 0, dn, &slot);
+    status = tensor_narrow(k, 3, 0, dn, &slot);
     if (!status)
         status = tensor_copy_into(slot, k_nope);
     tensor_free(slot);
@@ -286,37 +259,28 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     if (!status)
         status = tensor_copy_into(slot, pe_h);
     trace_quiet_end();
-    if (!status) {
-        tensor_set_names(k, "B, t, h, d_nope+d_r");
-        tensor_trace_emit(TRACE_COPY, TRACE_LIST, k,
-                   TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)),
-                   "cat(dim=-1)");
-    }
+    if (status)
+        goto done;
+    tensor_set_names(k, "B, t, h, d_nope+d_r");
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, k,
+               TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)), "cat(dim=-1)");
     // 3. heads into the batch, chapter 06's transpose_qkv on the heads
     //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
-    if (!status)
-        status = tensor_reshape(k, SIZES((long)B, (long)t, -1),
-                                "B, t, h*(d_nope+d_r)", &kp);
-    if (!status)
-        status = transpose_qkv(kp, h, &kh);
-    if (!status)
-        status = tensor_reshape(v4, SIZES((long)B, (long)t, -1), "B, t, h*d_v",
-                                &vp);
-    if (!status)
-        status = transpose_qkv(vp, h, &vh);
-    if (!status)
-        status = tensor_reshape(q, SIZES((long)B, (long)n, -1),
-                                "B, n, h*(d_nope+d_r)", &qp);
-    if (!status)
-        status = transpose_qkv(qp, h, &qh);
+    STEP(tensor_reshape(k, SIZES((long)B, (long)t, -1), "B, t, h*(d_nope+d_r)",
+                        &kp));
+    STEP(transpose_qkv(kp, h, &kh));
+    STEP(tensor_reshape(v4, SIZES((long)B, (long)t, -1), "B, t, h*d_v", &vp));
+    STEP(transpose_qkv(vp, h, &vh));
+    STEP(tensor_reshape(q, SIZES((long)B, (long)n, -1), "B, n, h*(d_nope+d_r)",
+                        &qp));
+    STEP(transpose_qkv(qp, h, &qh));
     // 4. attention, scaled by 1/sqrt(d_nope + d_r)
-    if (!status)
-        status = attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o);
+    STEP(attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o));
     // 5. the heads side by side: (B, n, h*d_v)
-    if (!status)
-        status = transpose_output(o, h, heads);
-    if (!status && weights)
-        status = head_weights(w, B, h, n, t, weights);
+    STEP(transpose_output(o, h, heads));
+    if (weights)
+        STEP(head_weights(w, B, h, n, t, weights));
+done:
     TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh, vp, vh, qp,
                  qh, w, o);
     return status;
@@ -419,20 +383,18 @@ static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
     size_t h = c->num_heads, dq = c->qk_nope_head_dim + c->qk_rope_head_dim;
     tensor *q_lat = NULL, *keys = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
+    int status = GSL_SUCCESS;
     // 1. the query moved into the latent's space (W_UK absorbed)
-    int status = absorb_query(m, q, &q_lat);
+    STEP(absorb_query(m, q, &q_lat));
     // 2. the keys are the latent and k_pe side by side, the values the latent
-    if (!status)
-        status = cat_last(c_all, pe_all, "B, t, d_c+d_r", &keys);
+    STEP(cat_last(c_all, pe_all, "B, t, d_c+d_r", &keys));
     // 3. attention on the latent, scaled by 1/sqrt(d_nope + d_r) as before
-    if (!status)
-        status = attend("mla_forward", q_lat, keys, c_all,
-                        dq, n, start, &w, &o);
+    STEP(attend("mla_forward", q_lat, keys, c_all, dq, n, start, &w, &o));
     // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
-    if (!status)
-        status = expand_values(m, o, n, heads);
-    if (!status && weights)
-        status = head_weights(w, B, h, n, t, weights);
+    STEP(expand_values(m, o, n, heads));
+    if (weights)
+        STEP(head_weights(w, B, h, n, t, weights));
+done:
     tensor_free(q_lat);
     tensor_free(keys);
     tensor_free(w);
@@ -469,14 +431,13 @@ static int finish(mla *m, mla_path path, const char *who, const tensor *q,
                   tensor **out, tensor **weights)
 {
     tensor *heads = NULL;
-    int status =
-        path == MLA_NAIVE
-            ? attend_naive(m, q, c_all, pe_all, start, &heads, weights)
-            : attend_absorbed(m, q, c_all, pe_all, start, &heads, weights);
-    if (!status)
-        status = linear_forward(&m->wo, heads, out);
-    if (!status)
-        status = tensor_check_result(*out, who, "output", "out");
+    int status = GSL_SUCCESS;
+    STEP(path == MLA_NAIVE
+             ? attend_naive(m, q, c_all, pe_all, start, &heads, weights)
+             : attend_absorbed(m, q, c_all, pe_all, start, &heads, weights));
+    STEP(linear_forward(&m->wo, heads, out));
+    STEP(tensor_check_result(*out, who, "output", "out"));
+done:
     tensor_free(heads);
     if (status) {
         tensor_free(*out);
@@ -505,11 +466,10 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
                 m->cfg.num_heads, m->cfg.kv_lora_rank,
                 m->cfg.qk_rope_head_dim);
     tensor *q = NULL, *c_kv = NULL, *k_pe = NULL;
-    status = project_queries(m, &x_in, 0, &q);
-    if (!status)
-        status = project_latent(m, &x_in, 0, &c_kv, &k_pe);
-    if (!status)
-        status = finish(m, path, who, q, c_kv, k_pe, 0, out, weights);
+    STEP(project_queries(m, &x_in, 0, &q));
+    STEP(project_latent(m, &x_in, 0, &c_kv, &k_pe));
+    STEP(finish(m, path, who, q, c_kv, k_pe, 0, out, weights));
+done:
     trace_end();
     TENSORS_FREE(q, c_kv, k_pe);
     return status;
@@ -526,9 +486,9 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
         return status;
     *c = (mla_cache){.batch = batch, .kv_lora_rank = kv_lora_rank,
                      .rope_dim = rope_dim, .capacity = capacity};
-    status = tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent);
-    if (!status)
-        status = tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe);
+    STEP(tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent));
+    STEP(tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe));
+done:
     if (status) {
         mla_cache_free(c);
         return mha_fail_in(status, "mla_cache_init");
@@ -552,12 +512,12 @@ static int append(tensor *storage, const tensor *new, size_t length,
     size_t n = new->shape[1], t = length + n;
     tensor *slot = NULL;
     *all = NULL;
+    int status = GSL_SUCCESS;
     trace_quiet_begin();
-    int status = tensor_narrow(storage, 1, length, n, &slot);
-    if (!status)
-        status = tensor_copy_into(slot, new);
-    if (!status)
-        status = tensor_narrow(storage, 1, 0, t, all);
+    STEP(tensor_narrow(storage, 1, length, n, &slot));
+    STEP(tensor_copy_into(slot, new));
+    STEP(tensor_narrow(storage, 1, 0, t, all));
+done:
     trace_quiet_end();
     tensor_free(slot);
     if (status)
@@ -602,15 +562,12 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
                 "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
                 start, start + n - 1);
     tensor *q = NULL, *c_kv = NULL, *k_pe = NULL, *c_all = NULL, *pe_all = NULL;
-    status = project_queries(m, &x_in, start, &q);
-    if (!status)
-        status = project_latent(m, &x_in, start, &c_kv, &k_pe);
-    if (!status)
-        status = append(c->latent, c_kv, start, "c_kv", &c_all);
-    if (!status)
-        status = append(c->pe, k_pe, start, "k_pe", &pe_all);
-    if (!status)
-        status = finish(m, path, who, q, c_all, pe_all, start, out, weights);
+    STEP(project_queries(m, &x_in, start, &q));
+    STEP(project_latent(m, &x_in, start, &c_kv, &k_pe));
+    STEP(append(c->latent, c_kv, start, "c_kv", &c_all));
+    STEP(append(c->pe, k_pe, start, "k_pe", &pe_all));
+    STEP(finish(m, path, who, q, c_all, pe_all, start, out, weights));
+done:
     trace_end();
     if (!status)
         c->length = start + n;

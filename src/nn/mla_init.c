@@ -55,24 +55,19 @@ int mla_init(mla *m, const mla_config *cfg)
     const mla_config *c = &m->cfg;
     size_t h = c->num_heads, qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
     if (c->q_lora_rank == 0) {
-        status = linear_init(&m->wq, "wq", c->dim, h * qk, 0);
+        STEP(linear_init(&m->wq, "wq", c->dim, h * qk, 0));
     } else {
-        status = linear_init(&m->wq_a, "wq_a", c->dim, c->q_lora_rank, 0);
-        if (!status)
-            status = tensor_alloc(SHAPE(c->q_lora_rank), &m->q_norm);
-        if (!status)
-            status = linear_init(&m->wq_b, "wq_b", c->q_lora_rank, h * qk, 0);
+        STEP(linear_init(&m->wq_a, "wq_a", c->dim, c->q_lora_rank, 0));
+        STEP(tensor_alloc(SHAPE(c->q_lora_rank), &m->q_norm));
+        STEP(linear_init(&m->wq_b, "wq_b", c->q_lora_rank, h * qk, 0));
     }
-    if (!status)
-        status = linear_init(&m->wkv_a, "wkv_a", c->dim,
-                             c->kv_lora_rank + c->qk_rope_head_dim, 0);
-    if (!status)
-        status = tensor_alloc(SHAPE(c->kv_lora_rank), &m->kv_norm);
-    if (!status)
-        status = linear_init(&m->wkv_b, "wkv_b", c->kv_lora_rank,
-                             h * (c->qk_nope_head_dim + c->v_head_dim), 0);
-    if (!status)
-        status = linear_init(&m->wo, "wo", h * c->v_head_dim, c->dim, 0);
+    STEP(linear_init(&m->wkv_a, "wkv_a", c->dim,
+                     c->kv_lora_rank + c->qk_rope_head_dim, 0));
+    STEP(tensor_alloc(SHAPE(c->kv_lora_rank), &m->kv_norm));
+    STEP(linear_init(&m->wkv_b, "wkv_b", c->kv_lora_rank,
+                     h * (c->qk_nope_head_dim + c->v_head_dim), 0));
+    STEP(linear_init(&m->wo, "wo", h * c->v_head_dim, c->dim, 0));
+done:
     if (status) {
         mla_free(m);
         return mha_fail_in(status, "mla_init");

@@ -34,20 +34,19 @@ int paged_cache_init(paged_cache *c, size_t num_blocks, size_t block_size,
     *c = (paged_cache){.num_blocks = num_blocks, .block_size = block_size,
                        .kv_heads = kv_heads, .head_size = head_size,
                        .max_seqs = max_seqs};
-    status = kv_storage_alloc(num_blocks, kv_heads, block_size, head_size,
-                              "blocks, G, block_size, d_model/h", &c->keys,
-                              &c->values);
-    if (!status) {
-        c->refs = mha_calloc(num_blocks, sizeof *c->refs, who);
-        c->free_list = mha_malloc(num_blocks, sizeof *c->free_list, who);
-        c->seqs = mha_calloc(max_seqs, sizeof *c->seqs, who);
-        status = c->refs && c->free_list && c->seqs ? GSL_SUCCESS : GSL_ENOMEM;
-    }
+    STEP(kv_storage_alloc(num_blocks, kv_heads, block_size, head_size,
+                          "blocks, G, block_size, d_model/h", &c->keys,
+                          &c->values));
+    c->refs = mha_calloc(num_blocks, sizeof *c->refs, who);
+    c->free_list = mha_malloc(num_blocks, sizeof *c->free_list, who);
+    c->seqs = mha_calloc(max_seqs, sizeof *c->seqs, who);
+    status = c->refs && c->free_list && c->seqs ? GSL_SUCCESS : GSL_ENOMEM;
     for (size_t s = 0; !status && s < max_seqs; s++) {
         c->seqs[s].table = mha_malloc(num_blocks, sizeof *c->seqs[s].table, who);
         if (!c->seqs[s].table)
             status = GSL_ENOMEM;
     }
+done:
     if (status) {
         paged_cache_free(c);
         return status;
@@ -102,11 +101,9 @@ int paged_seq_add(paged_cache *c, size_t *seq)
 int paged_seq_fork(paged_cache *c, size_t parent, size_t *child)
 {
     const char *who = "paged_seq_fork";
-    int status = check_live(c, who, parent);
-    if (!status)
-        status = new_seq(c, who, child);
-    if (status)
-        return status;
+    int status = GSL_SUCCESS;
+    STEP(check_live(c, who, parent));
+    STEP(new_seq(c, who, child));
     paged_seq *p = &c->seqs[parent], *s = &c->seqs[*child];
     // the child's table is the parent's: every block now has one more holder
     memcpy(s->table, p->table, p->nblocks * sizeof *s->table);
@@ -114,7 +111,8 @@ int paged_seq_fork(paged_cache *c, size_t parent, size_t *child)
     s->length = p->length;
     for (size_t j = 0; j < s->nblocks; j++)
         c->refs[s->table[j]]++;
-    return GSL_SUCCESS;
+done:
+    return status;
 }
 
 int paged_seq_release(paged_cache *c, size_t seq)
@@ -355,84 +353,80 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     size_t *released = mha_calloc(c->num_blocks, sizeof *released, who);
     status = start && scores && slot && scratch && released ? GSL_SUCCESS
                                                             : GSL_ENOMEM;
+    if (status)
+        goto done;
     // 3. the slot mapping, planned before anything changes: the blocks
     //    the step takes, then every sequence's table as it will be
     size_t need = 0;
-    for (size_t b = 0; b < B && !status; b++)
+    for (size_t b = 0; b < B; b++)
         need += take(c, &c->seqs[seqs[b]], released) != 0;
-    if (!status && need > c->n_free)
-        status = mha_fail(GSL_ENOMEM,
-                          "%s: out of blocks: the step needs %zu free block%s, "
-                          "the pool has %zu of %zu",
-                          who, need, need == 1 ? "" : "s", c->n_free,
-                          c->num_blocks);
+    if (need > c->n_free)
+        STEP(mha_fail(GSL_ENOMEM,
+                      "%s: out of blocks: the step needs %zu free block%s, "
+                      "the pool has %zu of %zu",
+                      who, need, need == 1 ? "" : "s", c->n_free,
+                      c->num_blocks));
     size_t next_free = c->n_free;
-    if (released)
-        memset(released, 0, c->num_blocks * sizeof *released);
-    for (size_t b = 0; b < B && !status; b++)
-        status = plan(c, &c->seqs[seqs[b]], &next_free, released, scratch,
-                      &slot[b]);
+    memset(released, 0, c->num_blocks * sizeof *released);
+    for (size_t b = 0; b < B; b++)
+        STEP(plan(c, &c->seqs[seqs[b]], &next_free, released, scratch,
+                  &slot[b]));
     // 1. project the new positions
-    if (!status)
-        status = linear_forward(&m->W_q, &x_in, &q);
-    if (!status)
-        status = linear_forward(&m->W_k, &x_in, &k);
-    if (!status)
-        status = linear_forward(&m->W_v, &x_in, &v);
-    // 2. each row turned to its own sequence's position
+    STEP(linear_forward(&m->W_q, &x_in, &q));
+    STEP(linear_forward(&m->W_k, &x_in, &k));
+    STEP(linear_forward(&m->W_v, &x_in, &v));
+    // 2. each row turned to its own sequence's position (untraced, so no
+    //    STEPs: a failure must reach trace_quiet_end)
     trace_quiet_begin();
-    if (!status && m->cfg.rope)
+    if (m->cfg.rope)
         status = rope_rows(m, &q, start, "Q");
     if (!status && m->cfg.rope)
         status = rope_rows(m, &k, start, "K");
     trace_quiet_end();
-    if (!status && m->cfg.rope)
+    if (status)
+        goto done;
+    if (m->cfg.rope)
         tensor_trace_step(TRACE_NEW, q, q, "rope(each row at its own position)");
-    if (!status)
-        status = tensor_alloc(SHAPE(B), &slots);
-    if (!status)
-        status = tensor_alloc(SHAPE(B, 1, h * p), &heads);
-    if (!status) {
-        tensor_set_names(slots, "B");
-        tensor_set_names(heads, "B, 1, d_model");
-        // 3. the blocks as planned (nothing fails from here), and 4. K
-        //    and V written at the slots
-        for (size_t b = 0; b < B; b++) {
-            reserve(c, &c->seqs[seqs[b]]);
-            slots->data[b] = (double)slot[b];
-            size_t bs = c->block_size;
-            size_t at = ((slot[b] / bs) * G) * bs + slot[b] % bs;
-            for (size_t g = 0; g < G; g++) {
-                memcpy(c->keys->data + (at + g * bs) * p, k->data + (b * G + g) * p,
-                       p * sizeof(double));
-                memcpy(c->values->data + (at + g * bs) * p,
-                       v->data + (b * G + g) * p, p * sizeof(double));
-            }
+    STEP(tensor_alloc(SHAPE(B), &slots));
+    STEP(tensor_alloc(SHAPE(B, 1, h * p), &heads));
+    tensor_set_names(slots, "B");
+    tensor_set_names(heads, "B, 1, d_model");
+    // 3. the blocks as planned (nothing fails from here), and 4. K
+    //    and V written at the slots
+    for (size_t b = 0; b < B; b++) {
+        reserve(c, &c->seqs[seqs[b]]);
+        slots->data[b] = (double)slot[b];
+        size_t bs = c->block_size;
+        size_t at = ((slot[b] / bs) * G) * bs + slot[b] % bs;
+        for (size_t g = 0; g < G; g++) {
+            memcpy(c->keys->data + (at + g * bs) * p, k->data + (b * G + g) * p,
+                   p * sizeof(double));
+            memcpy(c->values->data + (at + g * bs) * p,
+                   v->data + (b * G + g) * p, p * sizeof(double));
         }
-        tensor_trace_emit(TRACE_NEW, TRACE_LIST, slots, TRACE_INPUTS(TRACE_IN(x)),
-                   "slot mapping");
-        tensor_trace_emit(TRACE_COPY, TRACE_LIST, c->keys,
-                   TRACE_INPUTS(TRACE_IN(k), TRACE_IN(v), TRACE_SIDE(slots, "slots")),
-                   "write K, V at the slots");
-        // 5. every query head of every sequence through its block table,
-        //    group by group: the h/G query heads of group g read
-        //    key-value head g
-        for (size_t b = 0; b < B; b++)
-            for (size_t g = 0, i = 0; g < G; g++)
-                for (size_t r = 0; r < h / G; r++, i++)
-                    paged_attention(c, &c->seqs[seqs[b]],
-                                    q->data + (b * h + i) * p, g, p,
-                                    heads->data + (b * h + i) * p, scores);
-        tensor_trace_emit(TRACE_NEW, TRACE_LIST, heads,
-                   TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(c->keys, "keys"),
-                                TRACE_NAMED(c->values, "values")),
-                   "paged attention");
     }
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, slots, TRACE_INPUTS(TRACE_IN(x)),
+               "slot mapping");
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, c->keys,
+               TRACE_INPUTS(TRACE_IN(k), TRACE_IN(v), TRACE_SIDE(slots, "slots")),
+               "write K, V at the slots");
+    // 5. every query head of every sequence through its block table,
+    //    group by group: the h/G query heads of group g read
+    //    key-value head g
+    for (size_t b = 0; b < B; b++)
+        for (size_t g = 0, i = 0; g < G; g++)
+            for (size_t r = 0; r < h / G; r++, i++)
+                paged_attention(c, &c->seqs[seqs[b]],
+                                q->data + (b * h + i) * p, g, p,
+                                heads->data + (b * h + i) * p, scores);
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, heads,
+               TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(c->keys, "keys"),
+                            TRACE_NAMED(c->values, "values")),
+               "paged attention");
     // 6. W_o
-    if (!status)
-        status = linear_forward(&m->W_o, heads, out);
-    if (!status)
-        status = tensor_check_result(*out, who, "output", "out");
+    STEP(linear_forward(&m->W_o, heads, out));
+    STEP(tensor_check_result(*out, who, "output", "out"));
+done:
     trace_end();
     if (status) {
         tensor_free(*out);
