@@ -89,11 +89,13 @@ static void small_example(void)
      * made before freed. It checks nothing itself: the reshape refuses
      * what it cannot do, and the module checks its inputs once, at the
      * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
-     * the function frees what it made; `SCOPE` opens the trace's line for
-     * the function, and `DIMS(...)` passes both the sizes and the names
-     * of the variables that hold them, so a dimension given as `h` is
-     * called `h` in the trace, and one given as -1 is named for what is
-     * left of the one it was split from (`d_model/h`).
+     * the function frees what it made (`TENSORS_FREE` frees each tensor
+     * it is given, NULL ones too); `SCOPE` opens the trace's line for the
+     * function. `DIMS(...)` passes both the sizes and the names of the
+     * variables that hold them, so a dimension given as `h` is called `h`
+     * in the trace, and one given as -1 is named for what is left of the
+     * one it was split from (`d_model/h`); `AXES(0, 2, 1, 3)` lists the
+     * axes in their new order, as PyTorch's `permute(0, 2, 1, 3)` does.
      *
      * @show src/nn/heads.c transpose_qkv
      */
