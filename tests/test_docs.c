@@ -815,6 +815,51 @@ Test(docs, page_08_shows_the_forward_pass_whole)
     free(page);
 }
 
+/* Page 16 shows the decode step as page 08 shows the module: its steps
+ * whole, one call each in order, nothing but the steps; then the door
+ * that checks, opens the trace, runs them and checks the result. */
+Test(docs, page_16_shows_the_decode_steps_then_their_door)
+{
+    char *page = book_page("16_kv_cache.md");
+    const char *def = strstr(page, "\nstatic int decode_steps(");
+    cr_assert_not_null(def, "page 16 shows no decode_steps");
+    const char *close = strstr(def, "\n}\n");
+    cr_assert_not_null(close);
+    char *body = strndup(def, (size_t)(close - def));
+    static const char *const steps[] = {
+        "STEP(kv_step_project(", "STEP(append(c->keys", "STEP(append(c->values",
+        "STEP(valid_lens_per_row(", "STEP(repeat_valid_lens(",
+        "STEP(multihead_attend(", "STEP(transpose_output(",
+        "STEP(linear_forward(&m->W_o"};
+    const char *at = body;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const char *step = strstr(at, steps[i]);
+        cr_assert_not_null(step, "no %s after the step before it", steps[i]);
+        at = step;
+    }
+    static const char *const not_steps[] = {"check", "trace", "mha_fail",
+                                            "if (!status)"};
+    for (size_t i = 0; i < sizeof not_steps / sizeof not_steps[0]; i++)
+        cr_assert_null(strstr(body, not_steps[i]), "the steps hold %s",
+                       not_steps[i]);
+    free(body);
+    const char *door = strstr(close, "\nint kv_cache_decode_step(");
+    cr_assert_not_null(door, "page 16 shows no door after the steps");
+    const char *door_end = strstr(door, "\n}\n");
+    static const char *const duties[] = {"check_step(", "tensor_trace_begin(",
+                                         "decode_steps(", "trace_end()",
+                                         "multihead_find_overflow(",
+                                         "c->length = t"};
+    at = door;
+    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++) {
+        const char *duty = strstr(at, duties[i]);
+        cr_assert(duty && duty < door_end, "the door does not call %s in turn",
+                  duties[i]);
+        at = duty;
+    }
+    free(page);
+}
+
 /* The weaver writes each page's title; prose adds no second one. */
 Test(docs, every_page_has_one_title)
 {

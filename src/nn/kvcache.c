@@ -251,7 +251,8 @@ static int decode_steps(multihead *m, kv_cache *c, const tensor *x,
     STEP(append(c->keys, d->s.kh, c->length, "keys", &d->keys));
     STEP(append(c->values, d->s.vh, c->length, "values", &d->values));
     // 5. query i (position length + i) sees positions 0 .. length + i
-    STEP(valid_lens_per_row(NULL, 1, B, n, t, 0, &d->rows));
+    STEP(valid_lens_per_row(NULL, 1 /* causal */, B, n, t, 0 /* numbers */,
+                            &d->rows));
     STEP(repeat_valid_lens(d->rows, h, &d->lens));
     STEP(multihead_attend(m, d->s.qh, d->keys, d->values, d->lens,
                           &d->heads, want_weights ? &d->w : NULL));
