@@ -231,17 +231,16 @@ int flash_attention_forward(const tensor *queries, const tensor *keys,
     const char *who = "flash_attention_forward";
     *out = NULL;
     qkv_shapes shapes;
-    int status = qkv_check(who, &qkv_lesson_names, queries, keys, values, 1,
-                           NULL, &shapes);
-    if (!status)
-        status = softmax_check_valid_lens(who, shapes.qk, queries->shape[0],
-                                          queries->shape[1], keys->shape[1],
-                                          valid_lens);
-    if (status)
-        return status;
+    int status = GSL_SUCCESS;
+    STEP(qkv_check(who, &qkv_lesson_names, queries, keys, values, 1, NULL,
+                   &shapes));
+    STEP(softmax_check_valid_lens(who, shapes.qk, queries->shape[0],
+                                  queries->shape[1], keys->shape[1],
+                                  valid_lens));
     flash_job j = {.valid_lens = valid_lens};
-    return flash_run(&j, queries, keys, values, valid_lens, tile_q, tile_k,
-                     out);
+    STEP(flash_run(&j, queries, keys, values, valid_lens, tile_q, tile_k, out));
+done:
+    return status;
 }
 
 /* The tiles of job j (valid_lens and, with chapter 19, the rule set). */
@@ -273,51 +272,43 @@ static int flash_run(flash_job *jp, const tensor *queries, const tensor *keys,
     if (mha_mul_size(per_thread, (size_t)nthreads, &total, who))
         return GSL_EOVRFLW;
     double *scratch = NULL;
-    status = tensor_as_matrices(queries, "queries", &j.q);
-    if (!status)
-        status = tensor_as_matrices(keys, "keys", &j.k);
-    if (!status)
-        status = tensor_as_matrices(values, "values", &j.v);
+    STEP(tensor_as_matrices(queries, "queries", &j.q));
+    STEP(tensor_as_matrices(keys, "keys", &j.k));
+    STEP(tensor_as_matrices(values, "values", &j.v));
     // out is (B, Lq, dv), zero: the running sums start there
-    if (!status)
-        status = tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out);
-    if (!status) {
-        scratch = mha_malloc(total, sizeof(double), who);
-        if (!scratch)
-            status = GSL_ENOMEM;
-    }
-    if (!status) {
-        set_name(j.out, 0, queries, 0, "B");
-        set_name(j.out, 1, queries, 1, "Lq");
-        set_name(j.out, 2, values, 2, "dv");
-        int failed = 0;
-        int blas_threads = threads_blas_single(parallel);
+    STEP(tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out));
+    scratch = mha_malloc(total, sizeof(double), who);
+    STEP(scratch ? GSL_SUCCESS : GSL_ENOMEM);
+    set_name(j.out, 0, queries, 0, "B");
+    set_name(j.out, 1, queries, 1, "Lq");
+    set_name(j.out, 2, values, 2, "dv");
+    int failed = 0;
+    int blas_threads = threads_blas_single(parallel);
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads) \
     reduction(| : failed) if (parallel)
-        for (size_t item = 0; item < items; item++) {
-            size_t b = item / blocks, r0 = (item % blocks) * j.tq;
-            size_t n = j.Lq - r0 < j.tq ? j.Lq - r0 : j.tq;
-            double *s = scratch + (size_t)threads_index() * per_thread;
-            double *m = s + j.tq * j.tk;
-            failed |= flash_block(&j, b, r0, n, s, m, m + j.tq,
-                                  m + 2 * j.tq) != GSL_SUCCESS;
-        }
-        threads_blas_restore(blas_threads);
-        if (failed)
-            status = mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who);
+    for (size_t item = 0; item < items; item++) {
+        size_t b = item / blocks, r0 = (item % blocks) * j.tq;
+        size_t n = j.Lq - r0 < j.tq ? j.Lq - r0 : j.tq;
+        double *s = scratch + (size_t)threads_index() * per_thread;
+        double *m = s + j.tq * j.tk;
+        failed |= flash_block(&j, b, r0, n, s, m, m + j.tq,
+                              m + 2 * j.tq) != GSL_SUCCESS;
     }
+    threads_blas_restore(blas_threads);
+    if (failed)
+        STEP(mha_fail(GSL_EFAILED, "%s: gsl_blas_dgemm failed", who));
     /* NaN or inf in the inputs pass through (IEEE arithmetic, as in
      * attention.h); from finite inputs they mean a score overflowed */
-    if (!status && tensor_check_result(j.out, who, "attention", "out")) {
+    if (tensor_check_result(j.out, who, "attention", "out")) {
         if (!tensor_check_finite(queries, who, "queries") &&
             !tensor_check_finite(keys, who, "keys") &&
             !tensor_check_finite(values, who, "values"))
-            status = tensor_check_result(j.out, who, "attention", "out");
+            STEP(tensor_check_result(j.out, who, "attention", "out"));
         else
             mha_clear_error();
     }
-    if (!status)
-        trace_flash(&j, queries, keys, values, valid_lens);
+    trace_flash(&j, queries, keys, values, valid_lens);
+done:
     free(scratch);
     tensor_matrices_free(&j.q);
     tensor_matrices_free(&j.k);

@@ -46,26 +46,21 @@ int headmajor_init(headmajor *m, const headmajor_config *cfg)
     if (mha_mul_size(c->n_head, c->d_k, &hdk, who) ||
         mha_mul_size(c->n_head, c->d_v, &hdv, who))
         return GSL_EOVRFLW;
-    status = linear_init(&m->w_qs, "w_qs", c->d_model, hdk, 1);
-    if (!status)
-        status = linear_init(&m->w_ks, "w_ks", c->d_model, hdk, 1);
-    if (!status)
-        status = linear_init(&m->w_vs, "w_vs", c->d_model, hdv, 1);
-    if (!status)
-        status = linear_init(&m->fc, "fc", hdv, c->d_model, 1);
-    if (!status)
-        status = layernorm_init(&m->layer_norm, c->d_model, LAYERNORM_EPS);
-    if (status) {
-        headmajor_free(m);
-        return status;
-    }
+    STEP(linear_init(&m->w_qs, "w_qs", c->d_model, hdk, 1));
+    STEP(linear_init(&m->w_ks, "w_ks", c->d_model, hdk, 1));
+    STEP(linear_init(&m->w_vs, "w_vs", c->d_model, hdv, 1));
+    STEP(linear_init(&m->fc, "fc", hdv, c->d_model, 1));
+    STEP(layernorm_init(&m->layer_norm, c->d_model, LAYERNORM_EPS));
     /* "h*d_k" tells the split's reshape how to name the two halves */
     snprintf(m->w_qs.out_name, TENSOR_NAME_MAX, "h*d_k");
     snprintf(m->w_ks.out_name, TENSOR_NAME_MAX, "h*d_k");
     snprintf(m->w_vs.out_name, TENSOR_NAME_MAX, "h*d_v");
     snprintf(m->fc.out_name, TENSOR_NAME_MAX, "d_model");
     m->residual_norm = 1;
-    return GSL_SUCCESS;
+done:
+    if (status)
+        headmajor_free(m);
+    return status;
 }
 
 void headmajor_free(headmajor *m)
@@ -158,12 +153,12 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
-    status = tensor_reshape(x, SIZES((long)x->shape[0], (long)x->shape[1],
-                                    (long)n_head, -1),
-                            names[0] ? names : NULL, &split);
+    STEP(tensor_reshape(x, SIZES((long)x->shape[0], (long)x->shape[1],
+                                 (long)n_head, -1),
+                        names[0] ? names : NULL, &split));
     // out is (h, B, L, d): a view, the head axis moved to the front
-    if (!status)
-        status = tensor_permute(split, SHAPE(2, 0, 1, 3), out);
+    STEP(tensor_permute(split, SHAPE(2, 0, 1, 3), out));
+done:
     trace_end();
     tensor_free(split);
     return status;
@@ -186,13 +181,14 @@ int headmajor_join_heads(const tensor *x, tensor **out)
     tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)),
                 "rearrange(head b l v -> b l (head v))");
     tensor *rows = NULL;
+    int status = GSL_SUCCESS;
     // rows is (B, L, h, d): a view, the heads back next to their features
-    int status = tensor_permute(x, SHAPE(1, 2, 0, 3), &rows);
+    STEP(tensor_permute(x, SHAPE(1, 2, 0, 3), &rows));
     // out is (B, L, h*d): a view when rows is row-major underneath
-    if (!status)
-        status = tensor_reshape(rows, SIZES((long)rows->shape[0],
-                                           (long)rows->shape[1], -1),
-                                NULL, out);
+    STEP(tensor_reshape(rows, SIZES((long)rows->shape[0],
+                                    (long)rows->shape[1], -1),
+                        NULL, out));
+done:
     trace_end();
     tensor_free(rows);
     return status;
@@ -261,14 +257,13 @@ static int einsum_dgemm(const tensor *a, CBLAS_TRANSPOSE_t tb, const tensor *b,
                         double alpha, const tensor *c)
 {
     tensor_matrices am, bm, cm;
-    int status = tensor_matrices_in_place(a, &am);
-    if (!status)
-        status = tensor_matrices_in_place(b, &bm);
-    if (!status)
-        status = tensor_matrices_in_place(c, &cm);
-    if (!status)
-        status = tensor_matrices_dgemm("headmajor_forward", CblasNoTrans, &am,
-                                       tb, &bm, alpha, &cm);
+    int status = GSL_SUCCESS;
+    STEP(tensor_matrices_in_place(a, &am));
+    STEP(tensor_matrices_in_place(b, &bm));
+    STEP(tensor_matrices_in_place(c, &cm));
+    STEP(tensor_matrices_dgemm("headmajor_forward", CblasNoTrans, &am, tb, &bm,
+                               alpha, &cm));
+done:
     return status;
 }
 
@@ -424,44 +419,34 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     tensor *y = NULL, *normed = NULL;          // (B, Lq, d_model)
 
     // 1-2. residual = q (read below); project and split each of q, k, v
-    status = linear_forward(&m->w_qs, &q_in, &qp);
-    if (!status)
-        status = split_impl(qp, h, "b l (head k) -> head b l k", &qh);
-    if (!status)
-        status = linear_forward(&m->w_ks, &k_in, &kp);
-    if (!status)
-        status = split_impl(kp, h, "b t (head k) -> head b t k", &kh);
-    if (!status)
-        status = linear_forward(&m->w_vs, &v_in, &vp);
-    if (!status)
-        status = split_impl(vp, h, "b t (head v) -> head b t v", &vh);
+    STEP(linear_forward(&m->w_qs, &q_in, &qp));
+    STEP(split_impl(qp, h, "b l (head k) -> head b l k", &qh));
+    STEP(linear_forward(&m->w_ks, &k_in, &kp));
+    STEP(split_impl(kp, h, "b t (head k) -> head b t k", &kh));
+    STEP(linear_forward(&m->w_vs, &v_in, &vp));
+    STEP(split_impl(vp, h, "b t (head v) -> head b t v", &vh));
     // 3. the scores of every head and example
-    if (!status)
-        status = einsum_scores(qh, kh, &scores);
+    STEP(einsum_scores(qh, kh, &scores));
     // 4. -inf beyond each row's valid length
-    if (!status && valid_lens) {
-        status = make_mask(valid_lens, q->shape[1], k->shape[1], &mask);
-        if (!status)
-            masked_fill(scores, mask);
+    if (valid_lens) {
+        STEP(make_mask(valid_lens, q->shape[1], k->shape[1], &mask));
+        masked_fill(scores, mask);
     }
     // 5. weights over the keys t
-    if (!status)
-        status = softmax_lastdim(scores, &weights);
+    STEP(softmax_lastdim(scores, &weights));
     // 6. average the values, heads side by side again (views)
-    if (!status)
-        status = einsum_values(weights, vh, &oh);
-    if (!status)
-        status = headmajor_join_heads(oh, &concat);
+    STEP(einsum_values(weights, vh, &oh));
+    STEP(headmajor_join_heads(oh, &concat));
     // 7. mix the heads, dropout in training
-    if (!status)
-        status = linear_forward(&m->fc, concat, &y);
-    if (!status && m->training && m->cfg.dropout > 0.0)
+    STEP(linear_forward(&m->fc, concat, &y));
+    if (m->training && m->cfg.dropout > 0.0)
         dropout(y, m->cfg.dropout, m->rng);
     // 8. add & norm
-    if (!status && m->residual_norm) {
+    if (m->residual_norm) {
         add_residual(y, q);
-        status = layernorm_forward(&m->layer_norm, y, &normed);
+        STEP(layernorm_forward(&m->layer_norm, y, &normed));
     }
+done:
     trace_end();
 
     tensor_free(qp);

@@ -248,15 +248,16 @@ static int mask_add_keys(const mask_options *opt, tensor **mask)
     const char *why[2] = {opt->bias_k ? "add_bias_kv" : NULL,
                           opt->add_zero_attn ? "add_zero_attn" : NULL};
     int status = GSL_SUCCESS;
-    for (int g = 0; g < 2 && !status; g++) {
+    for (int g = 0; g < 2; g++) {
         tensor *grown = NULL;
         if (why[g])
-            status = mask_grow(*mask, why[g], &grown);
+            STEP(mask_grow(*mask, why[g], &grown));
         if (grown) {
             tensor_free(*mask);
             *mask = grown;
         }
     }
+done:
     return status;
 }
 
@@ -268,10 +269,8 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
 {
     size_t h = m->cfg.num_heads;
     tensor *mask = NULL;
-    int status = mask_merge(opt->attn_mask, opt->key_padding, B, h, Lq, Lk,
-                            &mask);
-    if (status)
-        return status;
+    int status = GSL_SUCCESS;
+    STEP(mask_merge(opt->attn_mask, opt->key_padding, B, h, Lq, Lk, &mask));
     if (opt->valid_lens || m->cfg.causal) {
         for (size_t n = 0; n < B * h; n++)
             for (size_t i = 0; i < Lq; i++) {
@@ -282,18 +281,18 @@ static int merged_mask(const multihead *m, size_t B, size_t Lq, size_t Lk,
             }
         trace_lens(m->cfg.causal);
     }
-    status = mask_add_keys(opt, &mask);
+    STEP(mask_add_keys(opt, &mask));
     size_t n, i;
-    if (!status && mask_find_empty_row(mask, &n, &i)) {
+    if (mask_find_empty_row(mask, &n, &i)) {
         char s[TRACE_SHAPE_MAX];
-        status = mha_fail(GSL_EDOM,
-                          "query %zu of example %zu, head %zu sees no key: "
-                          "every entry of its row of the merged mask %s is "
-                          "-inf (PyTorch's nn.MultiheadAttention gives NaN "
-                          "there)",
-                          i, n / h, n % h,
-                          tensor_shape_str(mask, s, sizeof s));
+        STEP(mha_fail(GSL_EDOM,
+                      "query %zu of example %zu, head %zu sees no key: "
+                      "every entry of its row of the merged mask %s is "
+                      "-inf (PyTorch's nn.MultiheadAttention gives NaN "
+                      "there)",
+                      i, n / h, n % h, tensor_shape_str(mask, s, sizeof s)));
     }
+done:
     if (status) {
         tensor_free(mask);
         return status;
@@ -342,14 +341,13 @@ static int append_keys(tensor **k, tensor **v, const tensor *bias_k,
     const tensor *extra[2] = {bias_k, bias_v};
     const char *name[2] = {bias_k ? "bias_k" : "K", bias_k ? "bias_v" : "V"};
     int status = GSL_SUCCESS;
-    for (int i = 0; i < 2 && !status; i++) {
+    for (int i = 0; i < 2; i++) {
         tensor *y = NULL;
-        status = append_key(*x[i], extra[i], name[i], &y);
-        if (!status) {
-            tensor_free(*x[i]);
-            *x[i] = y;
-        }
+        STEP(append_key(*x[i], extra[i], name[i], &y));
+        tensor_free(*x[i]);
+        *x[i] = y;
     }
+done:
     return status;
 }
 
@@ -364,25 +362,22 @@ static int project_heads(const multihead *m, const tensor *queries,
                          const mask_options *opt, const char *who, kv_step *s)
 {
     long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
+    int status = GSL_SUCCESS;
     // step 1: the projections, and RoPE on Q and K
-    int status = linear_forward(&m->W_q, queries, &s->q);
-    if (!status)
-        status = linear_forward(&m->W_k, keys, &s->k);
-    if (!status)
-        status = linear_forward(&m->W_v, values, &s->v);
-    if (!status)
-        status = multihead_rope(m, &s->q, Lk - Lq, who, "Q");
-    if (!status)
-        status = multihead_rope(m, &s->k, 0, who, "K");
+    STEP(linear_forward(&m->W_q, queries, &s->q));
+    STEP(linear_forward(&m->W_k, keys, &s->k));
+    STEP(linear_forward(&m->W_v, values, &s->v));
+    STEP(multihead_rope(m, &s->q, Lk - Lq, who, "Q"));
+    STEP(multihead_rope(m, &s->k, 0, who, "K"));
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
-    if (!status && opt->bias_k)
-        status = append_keys(&s->k, &s->v, opt->bias_k, opt->bias_v);
+    if (opt->bias_k)
+        STEP(append_keys(&s->k, &s->v, opt->bias_k, opt->bias_v));
     // step 2: split into heads
-    if (!status)
-        status = kv_step_split(m, s);
+    STEP(kv_step_split(m, s));
     // add_zero_attn: a zero key and value in every head, after the split
-    if (!status && opt->add_zero_attn)
-        status = append_keys(&s->kh, &s->vh, NULL, NULL);
+    if (opt->add_zero_attn)
+        STEP(append_keys(&s->kh, &s->vh, NULL, NULL));
+done:
     return status;
 }
 
@@ -486,35 +481,26 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
     kv_step s = {0};
-    int status = meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk");
-    if (!status) {
-        trace_merge(opt->attn_mask, opt->key_padding, mask);
-        if (opt->valid_lens || m->cfg.causal)
-            trace_lens(m->cfg.causal);
-    }
-    if (!status)
-        status = mask_add_keys(opt, &mask);
-    if (!status)
-        status = project_heads(m, queries, keys, values, opt, "mha", &s);
+    int status = GSL_SUCCESS;
+    STEP(meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk"));
+    trace_merge(opt->attn_mask, opt->key_padding, mask);
+    if (opt->valid_lens || m->cfg.causal)
+        trace_lens(m->cfg.causal);
+    STEP(mask_add_keys(opt, &mask));
+    STEP(project_heads(m, queries, keys, values, opt, "mha", &s));
     size_t Lk2 = mask->shape[2];
-    if (!status)
-        status = meta_step(&w, SHAPE(B * h, Lq, Lk2), "B*h, Lq, Lk'");
-    if (!status)
-        status = meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p");
-    if (!status)
-        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
-    if (!status)
-        status = transpose_output(heads, h, &joined);
-    if (!status)
-        status = linear_forward(&m->W_o, joined, out);
-    if (!status && weights) {
-        status = opt->average_weights
-                     ? meta_step(weights, SHAPE(B, Lq, Lk2), "B, Lq, Lk'")
-                     : meta_step(weights, SHAPE(B, h, Lq, Lk2),
-                                 "B, h, Lq, Lk'");
-        if (!status)
-            trace_weights(w, *weights, opt->average_weights);
+    STEP(meta_step(&w, SHAPE(B * h, Lq, Lk2), "B*h, Lq, Lk'"));
+    STEP(meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p"));
+    trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
+    STEP(transpose_output(heads, h, &joined));
+    STEP(linear_forward(&m->W_o, joined, out));
+    if (weights) {
+        STEP(opt->average_weights
+                 ? meta_step(weights, SHAPE(B, Lq, Lk2), "B, Lq, Lk'")
+                 : meta_step(weights, SHAPE(B, h, Lq, Lk2), "B, h, Lq, Lk'"));
+        trace_weights(w, *weights, opt->average_weights);
     }
+done:
     kv_step_free(&s);
     TENSORS_FREE(mask, w, heads, joined);
     return status;
@@ -543,36 +529,28 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         return status ? mha_fail_in(status, "%s", who) : GSL_SUCCESS;
     }
 //<
+    int status = GSL_SUCCESS;
     // step 0: the masks, merged and checked before any product
-    int status = multihead_check_inputs(m, queries, keys, values,
-                                        opt->valid_lens);
-    if (!status)
-        status = merged_mask(m, B, Lq, Lk, opt, &mask);
+    STEP(multihead_check_inputs(m, queries, keys, values, opt->valid_lens));
+    STEP(merged_mask(m, B, Lq, Lk, opt, &mask));
     // steps 1-2: the projections, RoPE, the split into heads, and the
     // keys add_bias_kv and add_zero_attn append
-    if (!status)
-        status = project_heads(m, queries, keys, values, opt, who, &s);
+    STEP(project_heads(m, queries, keys, values, opt, who, &s));
     // steps 3-4: masked scores, softmax, the weighted values
     size_t Lk2 = s.kh ? s.kh->shape[1] : 0;
-    if (!status)
-        status = tensor_alloc(SHAPE(B * h, Lq, Lk2), &w);
-    if (!status)
-        status = tensor_alloc(SHAPE(B * h, Lq, p), &heads);
-    if (!status) {
-        tensor_set_names(w, "B*h, Lq, Lk'");
-        tensor_set_names(heads, "B*h, Lq, p");
-        attend(m, s.qh, s.kh, s.vh, mask, w, heads);
-        trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
-    }
+    STEP(tensor_alloc(SHAPE(B * h, Lq, Lk2), &w));
+    STEP(tensor_alloc(SHAPE(B * h, Lq, p), &heads));
+    tensor_set_names(w, "B*h, Lq, Lk'");
+    tensor_set_names(heads, "B*h, Lq, p");
+    attend(m, s.qh, s.kh, s.vh, mask, w, heads);
+    trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     // step 5: join the heads, W_o
-    if (!status)
-        status = transpose_output(heads, h, &joined);
-    if (!status)
-        status = linear_forward(&m->W_o, joined, out);
-    if (!status && weights)
-        status = shape_weights(w, B, h, opt->average_weights, weights);
-    if (!status)
-        status = tensor_check_result(*out, who, "output", "out");
+    STEP(transpose_output(heads, h, &joined));
+    STEP(linear_forward(&m->W_o, joined, out));
+    if (weights)
+        STEP(shape_weights(w, B, h, opt->average_weights, weights));
+    STEP(tensor_check_result(*out, who, "output", "out"));
+done:
     trace_end();
     kv_step_free(&s);
     TENSORS_FREE(mask, w, heads, joined);

@@ -54,17 +54,18 @@ int alibi_slopes(size_t n, tensor **out)
     *out = NULL;
     if (n == 0)
         return mha_fail(GSL_EINVAL, "alibi_slopes: n is 0 (one slope per head)");
-    int status = tensor_alloc(SHAPE(n), out);
-    for (size_t k = 0; k < n && !status; k++)
-        status = alibi_slope(n, k, (*out)->data + k);
+    int status = GSL_SUCCESS;
+    STEP(tensor_alloc(SHAPE(n), out));
+    for (size_t k = 0; k < n; k++)
+        STEP(alibi_slope(n, k, (*out)->data + k));
+    tensor_set_names(*out, "h");
+    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL, "alibi_slopes(%zu)", n);
+done:
     if (status) {
         tensor_free(*out);
         *out = NULL;
-        return status;
     }
-    tensor_set_names(*out, "h");
-    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL, "alibi_slopes(%zu)", n);
-    return GSL_SUCCESS;
+    return status;
 }
 
 /* --- which keys a row sees ------------------------------------------ */
@@ -170,17 +171,14 @@ int window_attend(const window_rule *r, size_t h, const tensor *qh,
     }
     const tensor *q = qh, *k = kh, *v = vh;
     tensor *qc = NULL, *kc = NULL, *vc = NULL, *w = NULL, *o = NULL;
-    int status = contiguous(qh, &q, &qc);
-    if (!status)
-        status = contiguous(kh, &k, &kc);
-    if (!status)
-        status = contiguous(vh, &v, &vc);
-    if (!status)
-        status = tensor_alloc(SHAPE(BH, Lq, Lk), &w);
-    if (!status)
-        status = tensor_alloc(SHAPE(BH, Lq, pv), &o);
+    int status = GSL_SUCCESS;
+    STEP(contiguous(qh, &q, &qc));
+    STEP(contiguous(kh, &k, &kc));
+    STEP(contiguous(vh, &v, &vc));
+    STEP(tensor_alloc(SHAPE(BH, Lq, Lk), &w));
+    STEP(tensor_alloc(SHAPE(BH, Lq, pv), &o));
     double scale = 1.0 / sqrt((double)p);
-    for (size_t n = 0; n < BH && !status; n++) {
+    for (size_t n = 0; n < BH; n++) {
         size_t b = n / h, i = n % h, g = b * G + i / group;
         gsl_matrix_const_view q_n =
             gsl_matrix_const_view_array(q->data + n * Lq * p, Lq, p);
@@ -191,43 +189,37 @@ int window_attend(const window_rule *r, size_t h, const tensor *qh,
         gsl_matrix_view w_n = gsl_matrix_view_array(w->data + n * Lq * Lk, Lq, Lk);
         gsl_matrix_view o_n = gsl_matrix_view_array(o->data + n * Lq * pv, Lq, pv);
         // pass 1: the scores Q_n K_g^T, (Lq, Lk)
-        status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_n.matrix,
-                                &k_g.matrix, 0.0, &w_n.matrix);
+        STEP(gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_n.matrix,
+                            &k_g.matrix, 0.0, &w_n.matrix));
         // pass 2, row by row: the visible scores finite, then the softmax
-        for (size_t row = 0; row < Lq && !status; row++) {
+        for (size_t row = 0; row < Lq; row++) {
             double *s = w->data + (n * Lq + row) * Lk;
             size_t len = softmax_valid_len(lens, n, row, Lk);
             long qpos = q0 + (long)row;
             for (size_t j = 0; j < len; j++)
                 if (!isfinite(s[j]) &&
-                    window_sees(r, qpos, kpos ? kpos[j] : (long)j)) {
-                    status = mha_fail(GSL_ERANGE,
-                                      "%s: the scores overflowed: scores[%zu, "
-                                      "%zu, %zu] = %g from finite inputs "
-                                      "(scores (%zu, %zu, %zu))",
-                                      who, n, row, j, s[j], BH, Lq, Lk);
-                    break;
-                }
-            if (status)
-                break;
+                    window_sees(r, qpos, kpos ? kpos[j] : (long)j))
+                    STEP(mha_fail(GSL_ERANGE,
+                                  "%s: the scores overflowed: scores[%zu, "
+                                  "%zu, %zu] = %g from finite inputs "
+                                  "(scores (%zu, %zu, %zu))",
+                                  who, n, row, j, s[j], BH, Lq, Lk));
             double sum = window_softmax_row(r, i, s, Lk, scale, qpos, kpos, len,
                                             s, NULL);
             for (size_t j = 0; j < Lk; j++)
                 s[j] /= sum;
         }
         // pass 3: the heads, weights V_g
-        if (!status)
-            status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
-                                    &w_n.matrix, &v_g.matrix, 0.0,
-                                    &o_n.matrix);
+        STEP(gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_n.matrix,
+                            &v_g.matrix, 0.0, &o_n.matrix));
     }
-    if (!status) {
-        tensor_set_names(w, "B*h, Lq, Lk");
-        memcpy(o->names, qh->names, sizeof o->names);
-        trace_rule(r, qh, kh, vh, lens, o);
-        *weights = w;
-        *heads = o;
-    } else {
+    tensor_set_names(w, "B*h, Lq, Lk");
+    memcpy(o->names, qh->names, sizeof o->names);
+    trace_rule(r, qh, kh, vh, lens, o);
+    *weights = w;
+    *heads = o;
+done:
+    if (status) {
         tensor_free(w);
         tensor_free(o);
     }

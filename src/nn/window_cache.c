@@ -29,18 +29,16 @@ int window_cache_init(window_cache *c, size_t batch, size_t kv_heads,
     *c = (window_cache){.batch = batch, .kv_heads = kv_heads,
                         .head_size = head_size, .window = window,
                         .keep = keep, .slots = slots};
-    status = kv_storage_alloc(batch, kv_heads, slots, head_size, NULL,
-                              &c->keys, &c->values);
-    if (!status && !(c->pos = mha_malloc(slots, sizeof *c->pos,
-                                         "window_cache_init")))
-        status = GSL_ENOMEM;
-    if (status) {
-        window_cache_free(c);
-        return status;
-    }
+    STEP(kv_storage_alloc(batch, kv_heads, slots, head_size, NULL, &c->keys,
+                          &c->values));
+    c->pos = mha_malloc(slots, sizeof *c->pos, "window_cache_init");
+    STEP(c->pos ? GSL_SUCCESS : GSL_ENOMEM);
     for (size_t s = 0; s < slots; s++)
         c->pos[s] = -1; // empty
-    return GSL_SUCCESS;
+done:
+    if (status)
+        window_cache_free(c);
+    return status;
 }
 
 void window_cache_free(window_cache *c)
@@ -162,50 +160,42 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     tensor *keys = NULL, *values = NULL;       // (B*G, f+n, p)
     tensor *w = NULL, *heads = NULL, *concat = NULL;
     long *kpos = mha_malloc(f + n, sizeof *kpos, who);
-    if (!kpos)
-        status = GSL_ENOMEM;
+    STEP(kpos ? GSL_SUCCESS : GSL_ENOMEM);
     // 1-3. project the new positions, turn Q and K by position, split
-    if (!status)
-        status = kv_step_project(m, x, c->length, who, &s);
+    STEP(kv_step_project(m, x, c->length, who, &s));
     // 4. the keys the queries may see: the filled slots, then the new
-    if (!status)
-        status = gather(c->keys, f, s.kh, &keys);
-    if (!status)
-        status = gather(c->values, f, s.vh, &values);
-    if (!status) {
-        tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
-                   TRACE_INPUTS(TRACE_IN(s.kh)),
-                   "keys: %zu slots + %zu new", f, n);
-        tensor_trace_emit(TRACE_COPY, TRACE_LIST, values,
-                   TRACE_INPUTS(TRACE_IN(s.vh)),
-                   "values: %zu slots + %zu new", f, n);
-        for (size_t s = 0; s < f; s++)
-            kpos[s] = c->pos[s];
-        for (size_t t = 0; t < n; t++)
-            kpos[f + t] = (long)(c->length + t);
-    }
+    STEP(gather(c->keys, f, s.kh, &keys));
+    STEP(gather(c->values, f, s.vh, &values));
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
+               TRACE_INPUTS(TRACE_IN(s.kh)),
+               "keys: %zu slots + %zu new", f, n);
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, values,
+               TRACE_INPUTS(TRACE_IN(s.vh)),
+               "values: %zu slots + %zu new", f, n);
+    for (size_t s = 0; s < f; s++)
+        kpos[s] = c->pos[s];
+    for (size_t t = 0; t < n; t++)
+        kpos[f + t] = (long)(c->length + t);
     // 5. attend by the rule: query i at position length + i
     window_rule r;
     multihead_window_rule(m, &r);
-    if (!status)
-        status = window_attend(&r, h, s.qh, keys, values, NULL, (long)c->length,
-                               kpos, &w, &heads);
+    STEP(window_attend(&r, h, s.qh, keys, values, NULL, (long)c->length, kpos,
+                       &w, &heads));
     // 6. join the heads, W_o
-    if (!status)
-        status = transpose_output(heads, h, &concat);
-    if (!status)
-        status = linear_forward(&m->W_o, concat, out);
+    STEP(transpose_output(heads, h, &concat));
+    STEP(linear_forward(&m->W_o, concat, out));
     // 7. the new positions into their slots, over the ones W before
-    if (!status)
-        status = multihead_find_overflow(who, *out, NULL, 0);
-    if (!status && weights) {
+    STEP(multihead_find_overflow(who, *out, NULL, 0));
+    if (weights) {
         trace_quiet_begin();
         status = tensor_view(w, SIZES((long)B, (long)h, (long)n, (long)(f + n)),
                              "B, h, n, f+n", weights);
         trace_quiet_end();
+        if (status)
+            goto done;
     }
-    if (!status)
-        store(c, s.kh, s.vh);
+    store(c, s.kh, s.vh);
+done:
     trace_end();
     if (status) {
         tensor_free(*out);
