@@ -762,101 +762,103 @@ Test(docs, h1_count_skips_code_blocks)
     cr_assert_eq(h1_count("## Section\n #not a title\n"), 0);
 }
 
+/* Each of words[0 .. n-1] in text before end, in that order, or the
+ * first that is missing (NULL when all are there). */
+static const char *missing_in_order(const char *text, const char *end,
+                                    const char *const *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *at = strstr(text, words[i]);
+        if (!at || at >= end)
+            return words[i];
+        text = at;
+    }
+    return NULL;
+}
+
+/* A page that shows a function made of steps and its door: steps_def
+ * whole in one code block, its calls in order and none of the words a
+ * door's work needs (checks, the trace, names); then door_def, calling
+ * its duties in order. *body_lines: the steps' body's lines. */
+static void expect_steps_then_door(const char *page, const char *steps_def,
+                                   const char *const *steps, size_t n_steps,
+                                   const char *door_def,
+                                   const char *const *duties, size_t n_duties,
+                                   size_t *body_lines)
+{
+    const char *def = strstr(page, steps_def);
+    cr_assert_not_null(def, "the page shows no %s", steps_def + 1);
+    const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");
+    cr_assert(open && close && open < close);
+    *body_lines = 1; // the last line of the body ends at close
+    for (const char *c = open + 3; c < close; c++)
+        *body_lines += *c == '\n';
+    char *body = strndup(def, (size_t)(close - def));
+    cr_assert_null(strstr(body, "```"), "the steps span two code blocks");
+    const char *gone = missing_in_order(body, body + strlen(body), steps,
+                                        n_steps);
+    cr_assert_null(gone, "no %s after the step before it", gone);
+    static const char *const not_steps[] = {"check", "trace", "names",
+                                            "mha_fail", "if (!status)"};
+    for (size_t i = 0; i < sizeof not_steps / sizeof not_steps[0]; i++)
+        cr_assert_null(strstr(body, not_steps[i]), "the steps hold %s",
+                       not_steps[i]);
+    free(body);
+    const char *door = strstr(close, door_def);
+    cr_assert_not_null(door, "the page shows no %s after the steps",
+                       door_def + 1);
+    const char *door_end = strstr(door, "\n}\n");
+    cr_assert_not_null(door_end);
+    gone = missing_in_order(door, door_end, duties, n_duties);
+    cr_assert_null(gone, "the door does not call %s in turn", gone);
+}
+
 /* Page 08 shows the module's six steps as of chapter 08 whole, in one
- * code block, one call each, in at most 30 lines of body, with nothing
- * but the steps: no check, no trace, no names; then the door that checks
- * the inputs, names them, runs the steps and checks the result. */
+ * code block, in at most 30 lines of body, with nothing but the steps:
+ * no check, no trace, no names; then the door that checks the inputs,
+ * names them, runs the steps and checks the result. */
 Test(docs, page_08_shows_the_forward_pass_whole)
 {
     char *page = book_page("08_multihead_module.md");
-    const char *def = strstr(page, "\nstatic int multihead_steps(");
-    cr_assert_not_null(def, "page 08 shows no multihead_steps");
-    const char *open = strstr(def, "\n{\n"), *close = strstr(def, "\n}\n");
-    cr_assert(open && close && open < close);
-    size_t lines = 0;
-    for (const char *c = open + 3; c < close; c++)
-        lines += *c == '\n';
-    lines++; // the last line of the body ends at close
-    cr_assert_leq(lines, 30, "the body is %zu lines", lines);
-    char *body = strndup(def, (size_t)(close - def));
-    cr_assert_null(strstr(body, "```"), "the function spans two code blocks");
     static const char *const steps[] = {
         "linear_forward(&m->W_q", "transpose_qkv(s->q",
         "linear_forward(&m->W_k", "transpose_qkv(s->k",
         "linear_forward(&m->W_v", "transpose_qkv(s->v", "repeat_valid_lens(",
         "dot_attention_forward(", "transpose_output(",
         "linear_forward(&m->W_o"};
-    const char *at = body;
-    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-        const char *step = strstr(at, steps[i]);
-        cr_assert_not_null(step, "no %s after the step before it", steps[i]);
-        at = step;
-    }
-    static const char *const not_steps[] = {"check", "trace", "names",
-                                            "mha_fail"};
-    for (size_t i = 0; i < sizeof not_steps / sizeof not_steps[0]; i++)
-        cr_assert_null(strstr(body, not_steps[i]), "the steps hold %s",
-                       not_steps[i]);
-    free(body);
-    const char *door = strstr(close, "\nint multihead_forward(");
-    cr_assert_not_null(door, "page 08 shows no multihead_forward after the steps");
-    const char *door_end = strstr(door, "\n}\n");
-    cr_assert_not_null(door_end);
     static const char *const duties[] = {"multihead_check_inputs(",
-                                         "begin_trace(",
-                                         "multihead_steps(", "check_overflow("};
-    at = door;
-    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++) {
-        const char *duty = strstr(at, duties[i]);
-        cr_assert(duty && duty < door_end, "the door does not call %s in turn",
-                  duties[i]);
-        at = duty;
-    }
+                                         "begin_trace(", "multihead_steps(",
+                                         "check_overflow("};
+    size_t lines;
+    expect_steps_then_door(page, "\nstatic int multihead_steps(", steps,
+                           sizeof steps / sizeof steps[0],
+                           "\nint multihead_forward(", duties,
+                           sizeof duties / sizeof duties[0], &lines);
+    cr_assert_leq(lines, 30, "the body is %zu lines", lines);
     free(page);
 }
 
 /* Page 16 shows the decode step as page 08 shows the module: its steps
  * whole, one call each in order, nothing but the steps; then the door
- * that checks, opens the trace, runs them and checks the result. */
+ * that checks, opens the trace, runs them, checks the result and only
+ * then moves the cache's length on. */
 Test(docs, page_16_shows_the_decode_steps_then_their_door)
 {
     char *page = book_page("16_kv_cache.md");
-    const char *def = strstr(page, "\nstatic int decode_steps(");
-    cr_assert_not_null(def, "page 16 shows no decode_steps");
-    const char *close = strstr(def, "\n}\n");
-    cr_assert_not_null(close);
-    char *body = strndup(def, (size_t)(close - def));
     static const char *const steps[] = {
         "STEP(kv_step_project(", "STEP(append(c->keys", "STEP(append(c->values",
         "STEP(valid_lens_per_row(", "STEP(repeat_valid_lens(",
         "STEP(multihead_attend(", "STEP(transpose_output(",
         "STEP(linear_forward(&m->W_o"};
-    const char *at = body;
-    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-        const char *step = strstr(at, steps[i]);
-        cr_assert_not_null(step, "no %s after the step before it", steps[i]);
-        at = step;
-    }
-    static const char *const not_steps[] = {"check", "trace", "mha_fail",
-                                            "if (!status)"};
-    for (size_t i = 0; i < sizeof not_steps / sizeof not_steps[0]; i++)
-        cr_assert_null(strstr(body, not_steps[i]), "the steps hold %s",
-                       not_steps[i]);
-    free(body);
-    const char *door = strstr(close, "\nint kv_cache_decode_step(");
-    cr_assert_not_null(door, "page 16 shows no door after the steps");
-    const char *door_end = strstr(door, "\n}\n");
     static const char *const duties[] = {"check_step(", "tensor_trace_begin(",
                                          "decode_steps(", "trace_end()",
                                          "multihead_find_overflow(",
                                          "c->length = t"};
-    at = door;
-    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++) {
-        const char *duty = strstr(at, duties[i]);
-        cr_assert(duty && duty < door_end, "the door does not call %s in turn",
-                  duties[i]);
-        at = duty;
-    }
+    size_t lines;
+    expect_steps_then_door(page, "\nstatic int decode_steps(", steps,
+                           sizeof steps / sizeof steps[0],
+                           "\nint kv_cache_decode_step(", duties,
+                           sizeof duties / sizeof duties[0], &lines);
     free(page);
 }
 
