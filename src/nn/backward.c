@@ -140,27 +140,23 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
                 l->name);
     // every allocation first, so that a failure leaves grad untouched
     tensor_matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
-    status = tensor_as_rows(dy, &dym);
-    if (!status && dx)
-        status = tensor_as_rows(l->weight, &wm);
-    if (!status && grad)
-        status = tensor_as_rows(x, &xm);
-    if (!status && grad) {
+    char gs[TRACE_SHAPE_MAX];
+    STEP(tensor_as_rows(dy, &dym));
+    if (dx)
+        STEP(tensor_as_rows(l->weight, &wm));
+    if (grad) {
+        STEP(tensor_as_rows(x, &xm));
         /* dW is written in place: it must be a matrix GSL can write */
-        status = tensor_as_rows(grad->weight, &gm);
-        if (!status && gm.packed) {
-            char gs[TRACE_SHAPE_MAX];
-            status = mha_fail(GSL_EINVAL,
-                              "%s %s: the gradient's weight %s is not laid "
-                              "out as rows with unit stride",
-                              who, l->name,
-                              tensor_shape_str(grad->weight, gs, sizeof gs));
-        }
+        STEP(tensor_as_rows(grad->weight, &gm));
+        if (gm.packed)
+            STEP(mha_fail(GSL_EINVAL,
+                          "%s %s: the gradient's weight %s is not laid out "
+                          "as rows with unit stride",
+                          who, l->name,
+                          tensor_shape_str(grad->weight, gs, sizeof gs)));
     }
-    if (!status && dx)
-        status = tensor_alloc_like(x, dx);
-    if (status)
-        goto done;
+    if (dx)
+        STEP(tensor_alloc_like(x, dx));
 
     gsl_matrix_const_view dy_m = TENSOR_MATRIX(dym, 0, 0);
     if (dx) {
@@ -335,6 +331,23 @@ static int batched_dgemm(CBLAS_TRANSPOSE_t ta, const tensor_matrices *a,
                                  &cm);
 }
 
+/* One gradient through ds: *g (shaped like `like`) = ds (or ds^T, by t)
+ * @ by, each example a product, traced as op. */
+static int through_ds(const tensor_matrices *dsm, const tensor *ds,
+                      CBLAS_TRANSPOSE_t t, const tensor *by,
+                      const tensor *like, const char *op, tensor **g)
+{
+    tensor_matrices bm = {0};
+    int status = GSL_SUCCESS;
+    STEP(tensor_as_matrices(by, NULL, &bm));
+    STEP(tensor_alloc_like(like, g));
+    STEP(batched_dgemm(t, dsm, CblasNoTrans, &bm, *g));
+    trace_product(op, ds, t == CblasTrans, by, 0, *g);
+done:
+    tensor_matrices_free(&bm);
+    return status;
+}
+
 /* A (B, rows, cols) tensor named (n0, n1, n2). */
 static int alloc3(size_t B, size_t rows, size_t cols, const char *n0,
                   const char *n1, const char *n2, tensor **out)
@@ -369,61 +382,36 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     // the names of the gradients: the inputs', or the lesson's
     const char *nB = weights->names[0], *nq = weights->names[1];
     const char *nk = weights->names[2];
-    status = tensor_as_matrices(weights, NULL, &wm);
-    if (!status)
-        status = tensor_as_matrices(dout, NULL, &om);
+    STEP(tensor_as_matrices(weights, NULL, &wm));
+    STEP(tensor_as_matrices(dout, NULL, &om));
 
     // dV (B, Lk, dv) = w^T (B, Lk, Lq) @ dout (B, Lq, dv): value j gets
     // back the output gradient of every query, weighted as it was used
-    if (!status && dvalues) {
-        status = tensor_alloc_like(values, &dv);
-        if (!status)
-            status = batched_dgemm(CblasTrans, &wm, CblasNoTrans, &om, dv);
-        if (!status)
-            trace_product("dV = w^T dout", weights, 1, dout, 0, dv);
+    if (dvalues) {
+        STEP(tensor_alloc_like(values, &dv));
+        STEP(batched_dgemm(CblasTrans, &wm, CblasNoTrans, &om, dv));
+        trace_product("dV = w^T dout", weights, 1, dout, 0, dv);
     }
-    if (!status && (dqueries || dkeys)) {
+    if (dqueries || dkeys) {
         // dw (B, Lq, Lk) = dout (B, Lq, dv) @ V^T (B, dv, Lk)
-        status = tensor_as_matrices(values, NULL, &vm);
-        if (!status)
-            status = alloc3(B, Lq, Lk, nB, nq, nk, &dw);
-        if (!status)
-            status = batched_dgemm(CblasNoTrans, &om, CblasTrans, &vm, dw);
-        if (!status)
-            trace_product("dw = dout V^T", dout, 0, values, 1, dw);
+        STEP(tensor_as_matrices(values, NULL, &vm));
+        STEP(alloc3(B, Lq, Lk, nB, nq, nk, &dw));
+        STEP(batched_dgemm(CblasNoTrans, &om, CblasTrans, &vm, dw));
+        trace_product("dw = dout V^T", dout, 0, values, 1, dw);
         // ds (B, Lq, Lk): through the softmax, the scale and the mask
-        if (!status)
-            status = masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
-                                             valid_lens, &ds);
-        if (!status)
-            status = tensor_as_matrices(ds, NULL, &dsm);
+        STEP(masked_softmax_backward(weights, dw, 1.0 / sqrt((double)d),
+                                     valid_lens, &ds));
+        STEP(tensor_as_matrices(ds, NULL, &dsm));
     }
     // dQ (B, Lq, d) = ds (B, Lq, Lk) @ K (B, Lk, d), and
     // dK (B, Lk, d) = ds^T (B, Lk, Lq) @ Q (B, Lq, d)
-    const struct {
-        tensor **wanted, **grad;
-        CBLAS_TRANSPOSE_t t; // ds or ds^T
-        const tensor *by, *like;
-        const char *op;
-    } through_ds[] = {
-        {dqueries, &dq, CblasNoTrans, keys, queries, "dQ = ds K"},
-        {dkeys, &dk, CblasTrans, queries, keys, "dK = ds^T Q"},
-    };
-    for (size_t i = 0; i < 2 && !status; i++) {
-        if (!through_ds[i].wanted)
-            continue;
-        tensor_matrices bm;
-        tensor **g = through_ds[i].grad;
-        status = tensor_as_matrices(through_ds[i].by, NULL, &bm);
-        if (!status)
-            status = tensor_alloc_like(through_ds[i].like, g);
-        if (!status)
-            status = batched_dgemm(through_ds[i].t, &dsm, CblasNoTrans, &bm, *g);
-        if (!status)
-            trace_product(through_ds[i].op, ds, through_ds[i].t == CblasTrans,
-                          through_ds[i].by, 0, *g);
-        tensor_matrices_free(&bm);
-    }
+    if (dqueries)
+        STEP(through_ds(&dsm, ds, CblasNoTrans, keys, queries, "dQ = ds K",
+                        &dq));
+    if (dkeys)
+        STEP(through_ds(&dsm, ds, CblasTrans, queries, keys, "dK = ds^T Q",
+                        &dk));
+done:
     trace_end();
     tensor_matrices_free(&vm);
     tensor_matrices_free(&wm);
