@@ -18,7 +18,8 @@
  *   chapter 06, section 3); with one head it is x itself, reshaped;
  * - d_model not divisible by h: the reshape to (B, n, h, p) refuses,
  *   GSL_EBADLEN, naming the shapes; 0 heads: GSL_EINVAL; each with *out
- *   NULL (that x is 3-D is the caller's: multihead_forward checks it);
+ *   NULL (that x is 3-D is the caller's: the module of chapter 08 checks
+ *   it at its door);
  * - the intermediate tensors are freed; a failed allocation returns its
  *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
  * The handout blanks this body:
