@@ -42,11 +42,18 @@ static void one_length_per_example(void)
     section("1. One length per example: (B,) -> (B*h,)");
     /*md
      * Two examples with `valid_lens` `[3, 2]`: example 0 has 3 real keys,
-     * example 1 has 2 (the rest is padding), and h = 3 heads. The trace shows
-     * a `copy` from `(2,)` to `(6,)`: six small numbers, so the cost is nothing
-     * next to the attention. The result `[3, 3, 3, 2, 2, 2]` gives rows 0-2
-     * (the heads of example 0) length 3 and rows 3-5 (the heads of example 1)
-     * length 2.
+     * example 1 has 2 (the rest is padding), and h = 3 heads. The repeat is
+     * three steps, and the trace shows each:
+     *
+     * - a `view` of `(2,)` as `(2, 1)`, one column;
+     * - an `expand` of that column to `(2, 3)`, `(B, h)`: no number moves,
+     *   every entry of row $b$ reads `valid_lens[b]`, because the new
+     *   axis has stride 0 (moving along it moves 0 doubles);
+     * - a `reshape` to `(6,)`, merging `(B, h)` into `B*h`, the only
+     *   `copy`: six small numbers, nothing next to the attention.
+     *
+     * The result `[3, 3, 3, 2, 2, 2]` gives rows 0-2 (the heads of example
+     * 0) length 3 and rows 3-5 (the heads of example 1) length 2.
      *
      * Writing it is exercise 4. Its tests check `(B,)` to `(B h,)` and
      * `(B, Lq)` to `(B h, Lq)`, row $b h + i$ a copy of row $b$ (not
@@ -59,9 +66,12 @@ static void one_length_per_example(void)
      *
      * @show src/nn/heads.c repeat_valid_lens
      *
-     * The loop writes `out[(b*h + i)*row + j]`: the same $b h + i$ that
-     * `transpose_qkv` used for the data. The mask and the data agree because
-     * they use the same index formula.
+     * The last step merges `(B, h)` into `B*h` in that order, as
+     * `transpose_qkv`'s last reshape merged `(B, h)` for the data: entry
+     * $(b, i)$ lands at $b h + i$ in both. The mask and the data agree
+     * because they merge the same two axes in the same order. (For `(B,
+     * Lq)` lengths, section 3, the same three steps carry a row of `Lq`
+     * along.)
      */
     tensor *lens = example_lens(), *per_head;
     trace_to(stdout);
@@ -113,7 +123,8 @@ static void why_not_tile(void)
      *
      * `tile` is not always wrong: it is the right repeat for a *head-major*
      * layout, where the heads axis comes first and the batch row of head $i$
-     * of example $b$ is $i \cdot B + b$. The einops version ([einops](https://github.com/arogozhnikov/einops) is a
+     * of example $b$ is $i \cdot B + b$: expand `valid_lens` to `(h, B)`
+     * instead of `(B, h)`, and the same merge gives `tile`. The einops version ([einops](https://github.com/arogozhnikov/einops) is a
      * Python library that rearranges axes by name) stores its heads that way,
      * `(h, B, n, d_k)`, and chapter 11 builds it. The rule is to repeat
      * `valid_lens` in the same order as the data.

@@ -163,8 +163,9 @@ static void whole_trace(lesson *l)
      *   are all above 1 ([chapter 01's
      *   table](01_shapes_strides_views.md#summary-when-each-step-is-a-view)). The same for keys
      *   and values with 6 positions: `(10, 6, 20)`.
-     * - `repeat_interleave(5)` turns `(2,)` into `(10,)`: one length per head
-     *   (chapter 07).
+     * - `repeat_interleave(5)` turns `(2,)` into `(10,)`, one length per
+     *   head: a view as `(2, 1)`, an expand to `(2, 5)`, and the copy that
+     *   merges `(B, h)` as the data's was merged (chapter 07).
      * - `dot_attention` runs on 10 "examples", as if the heads were examples:
      *   scores `(10, 4, 6)`, masked softmax with scale $1/\sqrt{20}$ (the size
      *   of one head, not of the model), printed as 0.223607, and `(10, 4, 20)`

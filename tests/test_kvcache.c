@@ -149,7 +149,10 @@ Test(kvcache, the_trace_shows_the_cache_growing)
         "  reshape(2, 2, 2)       view  (2, 1, 2, 2) -> (2, 2, 2)           (B*G, t, d_model/h)\n",
         "  append values at 1..1  copy  (2, 1, 1, 2) -> (2, 1, 2, 2)        (B, G, t, d_model/h)\n",
         "  per-row lens(causal)   new   -> (2, 1)                           (B, Lq)\n"
-        "  repeat_interleave(2)   copy  (2, 1) -> (4, 1)                    (B*h, Lq)\n"
+        "  repeat_interleave(2)         (2, 1)                              (B, Lq)\n"
+        "    view(2, 1, 1)        view  (2, 1) -> (2, 1, 1)                 (B, 1, Lq)\n"
+        "    expand(2, 2, 1)      view  (2, 1, 1) -> (2, 2, 1)              (B, h, Lq)\n"
+        "    reshape(4, 1)        copy  (2, 2, 1) -> (4, 1)                 (B*h, Lq)\n"
         "  grouped heads(h=2, G=1)       (4, 1, 2), (2, 2, 2), (2, 2, 2)\n",
         "    expand(-1, 2, -1, -1) view  (2, 1, 2, 2) -> (2, 2, 2, 2)        (B*G, h/G, t, d_model/h)\n",
         "      Q K^T              new   (2, 2, 2) @ (2, 2, 2)^T -> (2, 2, 2)  (B*G, h/G*Lq, t)\n",

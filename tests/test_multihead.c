@@ -6,6 +6,8 @@
 
 #include <criterion/parameterized.h>
 #include <float.h>
+#include <limits.h>
+#include <stdint.h>
 
 /* --- transpose_qkv / transpose_output -------------------------------- */
 
@@ -209,12 +211,31 @@ Test(heads, repeat_errors)
     tensor *lens, *out;
     OK(tensor_alloc(SHAPE(2, 2, 2), &lens));
     FAILS(repeat_valid_lens(lens, 2, &out), GSL_EINVAL,
-          "repeat_valid_lens: valid_lens shape (2, 2, 2) has 3 dimensions, "
-          "expected (B,) or (B, Lq)");
+          "repeat_valid_lens: valid_lens (2, 2, 2) is 3-D, num_heads 2: "
+          "expected a 1-D (B,) or 2-D (B, Lq) valid_lens and num_heads from "
+          "1 to LONG_MAX / B");
     tensor_free(lens);
     OK(tensor_alloc(SHAPE(2), &lens));
     FAILS(repeat_valid_lens(lens, 0, &out), GSL_EINVAL,
-          "repeat_valid_lens: num_heads is 0 (valid_lens (2,))");
+          "repeat_valid_lens: valid_lens (2,) is 1-D, num_heads 0: expected "
+          "a 1-D (B,) or 2-D (B, Lq) valid_lens and num_heads from 1 to "
+          "LONG_MAX / B");
+    /* so many heads that the B*h rows would not fit a shape's size:
+     * refused, not wrapped round to a few rows */
+    FAILS(repeat_valid_lens(lens, SIZE_MAX, &out), GSL_EINVAL,
+          "repeat_valid_lens: valid_lens (2,) is 1-D, num_heads "
+          "18446744073709551615: expected a 1-D (B,) or 2-D (B, Lq) "
+          "valid_lens and num_heads from 1 to LONG_MAX / B");
+    FAILS(repeat_valid_lens(lens, (size_t)LONG_MAX / 2 + 1, &out),
+          GSL_EINVAL,
+          "repeat_valid_lens: valid_lens (2,) is 1-D, num_heads "
+          "4611686018427387904: expected a 1-D (B,) or 2-D (B, Lq) "
+          "valid_lens and num_heads from 1 to LONG_MAX / B");
+    /* the largest that fits goes as far as the allocation, which
+     * refuses */
+    cr_assert_neq(repeat_valid_lens(lens, (size_t)LONG_MAX / 2, &out),
+                  GSL_SUCCESS);
+    cr_assert_null(out);
     tensor_free(lens);
 }
 //<
@@ -545,7 +566,10 @@ Test(heads, module_trace_shapes)
         "  W_q: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",
         "    reshape(-1, 4, 20)   copy  (2, 5, 4, 20) -> (10, 4, 20)        (B*h, Lq, d_model/h)\n",
         "    reshape(-1, 6, 20)   copy  (2, 5, 6, 20) -> (10, 6, 20)        (B*h, Lk, d_model/h)\n",
-        "  repeat_interleave(5)   copy  (2,) -> (10,)                       (B*h,)\n",
+        "  repeat_interleave(5)         (2,)                                (B,)\n",
+        "    view(2, 1)           view  (2,) -> (2, 1)                      (B, 1)\n",
+        "    expand(2, 5)         view  (2, 1) -> (2, 5)                    (B, h)\n",
+        "    reshape(10)          copy  (2, 5) -> (10,)                     (B*h,)\n",
         "    Q K^T                new   (10, 4, 20) @ (10, 6, 20)^T -> (10, 4, 6)  (B*h, Lq, Lk)\n",
         "    reshape(2, 4, -1)    copy  (2, 4, 5, 20) -> (2, 4, 100)        (B, Lq, d_model)\n",
         "  W_o: x W^T             new   (2, 4, 100) -> (2, 4, 100)          (B, Lq, d_model)\n",

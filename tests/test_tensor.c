@@ -1777,6 +1777,38 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
 }
 //<
 
+/* repeat_interleave's steps by name: (B,) viewed as DIMS(B, 1) is (B, 1)
+ * (a label that is x's own name splits off nothing, not "B/B"), expanded
+ * to DIMS(B, h) is (B, h) (expand's labels name what x's names leave
+ * unnamed, and never rename a named one), and merged to DIMS(B * h) is
+ * B*h; at B = 1 and h = 1 too, where every size is 1. */
+Test(tensor, dims_labels_name_a_repeat)
+{
+    for (size_t B = 1; B <= 2; B++)
+        for (size_t h = 1; h <= 3; h += 2) {
+            tensor *x, *col, *wide, *flat, *other;
+            OK(tensor_alloc(SHAPE(B), &x));
+            OK(tensor_set_names(x, "B"));
+            OK(tensor_view(x, DIMS(B, 1), &col));
+            char s[TRACE_SHAPE_MAX];
+            cr_assert_str_eq(tensor_sym_str(col, s, sizeof s), "(B, 1)",
+                             "B %zu h %zu", B, h);
+            OK(tensor_expand(col, DIMS(B, h), &wide));
+            cr_assert_str_eq(tensor_sym_str(wide, s, sizeof s), "(B, h)",
+                             "B %zu h %zu", B, h);
+            cr_assert(h == 1 || wide->strides[1] == 0); // read h times
+            OK(tensor_reshape(wide, DIMS(B * h), &flat));
+            cr_assert_str_eq(tensor_sym_str(flat, s, sizeof s), "(B*h,)",
+                             "B %zu h %zu", B, h);
+            /* a named dimension keeps its name whatever the label says */
+            size_t n = h;
+            OK(tensor_expand(wide, DIMS(n, B, h), &other));
+            cr_assert_str_eq(tensor_sym_str(other, s, sizeof s),
+                             "(n, B, h)", "B %zu h %zu", B, h);
+            TENSORS_FREE(x, col, wide, flat, other);
+        }
+}
+
 /* DIMS's labels: the variables' names label what x's names leave open.
  * x is (n, d_model) = (3, 4); h = 2 and h = 1 split d_model into
  * (h, d_model/h), even where a size 1 could belong to either side; the

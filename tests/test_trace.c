@@ -667,7 +667,7 @@ Test(trace, every_step_of_the_module_is_a_record)
     }
     fclose(f);
     cr_assert_eq(i, log.count, "%zu lines, %zu records", i, log.count);
-    cr_assert_eq(log.count, 26);
+    cr_assert_eq(log.count, 29);
     trace_log_free(&log);
     FREE_ALL(out, vl, y, x);
     multihead_free(&m);
@@ -1030,11 +1030,18 @@ static void lesson_steps(int grouped, int lens, int causal, int rope,
         step_is(e, "#", "");
     split_is(e, "Lk", g, kv);
     int rows = causal || (grouped && lens); // one length per query row
-    if (rows) {
+    if (rows)
         step_is(e, "per-row lens", "(B, Lq)");
-        step_is(e, "repeat_interleave", "(B*h, Lq)");
-    } else if (lens) {
-        step_is(e, "repeat_interleave", "(B*h,)");
+    if (rows || lens) { // a column, h of it side by side, then their merge
+        const char *row = rows ? ", Lq" : "";
+        snprintf(s, sizeof s, "(B%s)", rows ? ", Lq" : ",");
+        step_is(e, "repeat_interleave", s);
+        snprintf(s, sizeof s, "(B, 1%s)", row);
+        step_is(e, "view", s);
+        snprintf(s, sizeof s, "(B, h%s)", row);
+        step_is(e, "expand", s);
+        snprintf(s, sizeof s, "(B*h%s)", rows ? ", Lq" : ",");
+        step_is(e, "reshape", s);
     }
     const char *q = "(B*h, Lq, d_model/h)", *w = "(B*h, Lq, Lk)";
     if (grouped) {
@@ -1048,7 +1055,7 @@ static void lesson_steps(int grouped, int lens, int causal, int rope,
         step_is(e, "#", "");
         step_is(e, "reshape", q);
         if (rows)
-            step_is(e, "view", "(B*G, h/G*Lq)");
+            step_is(e, "reshape", "(B*G, h/G*Lq)");
     }
     step_is(e, "dot_attention", q);
     step_is(e, "Q K^T", w);
@@ -1281,13 +1288,16 @@ Test(trace, dot_one_level_down)
           "  s1 -> s2 [label=\"(2, 5, 4, 20)\\nview\"];\n",
           /* inputs nobody labelled go by their names */
           "  in0 [shape=ellipse, label=\"(B, Lq, d_model)\"];\n",
-          /* Q K^T reads the two splits' copies; repeat_interleave is not
-           * at depth 2, so the repeated valid_lens come in as an input,
-           * under the label masked_softmax gives its side input */
-          "  s9 [shape=box, label=\"Q K^T\"];\n",
-          "  s2 -> s9 [label=\"(10, 4, 20)\\ncopy\"];\n",
-          "  in3 [shape=ellipse, label=\"valid_lens\"];\n",
-          "  in3 -> s10 [label=\"(10,)\"];\n");
+          /* Q K^T reads the two splits' copies; valid_lens (B,) goes
+           * through repeat_interleave's view, expand and copy, and its
+           * copy into the masked softmax */
+          "  s12 [shape=box, label=\"Q K^T\"];\n",
+          "  s2 -> s12 [label=\"(10, 4, 20)\\ncopy\"];\n",
+          "  in3 [shape=ellipse, label=\"(B,)\"];\n",
+          "  in3 -> s9 [label=\"(2,)\"];\n",
+          "  s9 -> s10 [label=\"(2, 1)\\nview\"];\n",
+          "  s10 -> s11 [label=\"(2, 5)\\nview\"];\n",
+          "  s11 -> s13 [label=\"(10,)\\ncopy\"];\n");
     free(dot);
 }
 

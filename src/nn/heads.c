@@ -4,6 +4,7 @@
  * multihead.h. */
 #include "nn/multihead.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -86,45 +87,35 @@ done:
  * - a failed allocation returns its status (GSL_ENOMEM) with *out NULL.
  * The handout blanks this body:
  * @exercise repeat_valid_lens (chapter 07): valid_lens for every head. */
-int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
-                      tensor **out)
+int repeat_valid_lens(const tensor *valid_lens, size_t h, tensor **out)
 {
     *out = NULL;
-    char vs[TRACE_SHAPE_MAX];
-    tensor_shape_str(valid_lens, vs, sizeof vs);
-    if (valid_lens->ndim != 1 && valid_lens->ndim != 2)
+    size_t B = valid_lens->shape[0];
+    if (valid_lens->ndim > 2 || h == 0 || h > LONG_MAX / B) {
+        char vs[TRACE_SHAPE_MAX];
         return mha_fail(GSL_EINVAL,
-                        "repeat_valid_lens: valid_lens shape %s has %zu "
-                        "dimensions, expected (B,) or (B, Lq)",
-                        vs, valid_lens->ndim);
-    if (num_heads == 0)
-        return mha_fail(GSL_EINVAL,
-                        "repeat_valid_lens: num_heads is 0 (valid_lens %s)", vs);
-    size_t batch = valid_lens->shape[0];
-    size_t row = valid_lens->ndim == 2 ? valid_lens->shape[1] : 1;
-    size_t shape[2] = {0, valid_lens->shape[1]};
-    if (mha_mul_size(batch, num_heads, &shape[0], "repeat_valid_lens"))
-        return GSL_EOVRFLW;
-    int meta = tensor_is_meta(valid_lens);
-    int status = meta ? tensor_alloc_meta(valid_lens->ndim, shape, out)
-                      : tensor_alloc(valid_lens->ndim, shape, out);
-    if (status)
-        return status;
-    // out[b*h + i] = valid_lens[b] for every head i: repeat_interleave
-    for (size_t b = 0; b < (meta ? 0 : batch); b++)
-        for (size_t i = 0; i < num_heads; i++)
-            for (size_t j = 0; j < row; j++)
-                (*out)->data[(b * num_heads + i) * row + j] =
-                    *TENSOR_AT(valid_lens, b, j);
-    if (valid_lens->names[0][0]) {
-        snprintf((*out)->names[0], TENSOR_NAME_MAX, "%.*s*h", TENSOR_NAME_MAX - 3,
-                 valid_lens->names[0]);
-        if (valid_lens->ndim == 2)
-            memcpy((*out)->names[1], valid_lens->names[1], TENSOR_NAME_MAX);
+                        "repeat_valid_lens: valid_lens %s is %zu-D, "
+                        "num_heads %zu: expected a 1-D (B,) or 2-D (B, Lq) "
+                        "valid_lens and num_heads from 1 to LONG_MAX / B",
+                        tensor_shape_str(valid_lens, vs, sizeof vs),
+                        valid_lens->ndim, h);
     }
-    tensor_trace_step(TRACE_COPY, valid_lens, *out, "repeat_interleave(%zu)",
-               num_heads);
-    return GSL_SUCCESS;
+    SCOPE(valid_lens, "repeat_interleave(%zu)", h);
+    tensor *col = NULL, *wide = NULL;
+    int status = GSL_SUCCESS;
+    if (valid_lens->ndim == 1) {
+        STEP(tensor_view(valid_lens, DIMS(B, 1), &col)); // (B, 1): a view
+        STEP(tensor_expand(col, DIMS(B, h), &wide));      // (B, h): row b read h times
+        STEP(tensor_reshape(wide, DIMS(B * h), out));     // (B*h,): a copy unless B or h is 1
+    } else {
+        size_t Lq = valid_lens->shape[1];
+        STEP(tensor_view(valid_lens, DIMS(B, 1, Lq), &col)); // (B, 1, Lq)
+        STEP(tensor_expand(col, DIMS(B, h, Lq), &wide));      // (B, h, Lq)
+        STEP(tensor_reshape(wide, DIMS(B * h, Lq), out));     // (B*h, Lq)
+    }
+done:
+    TENSORS_FREE(col, wide);
+    return status;
 }
 
 //<

@@ -599,8 +599,8 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
     STEP(tensor_reshape(qh, SIZES(BG, (long)group * Lq, p),
                         "B*G, h/G*Lq, d_model/h", &qg));
     if (lens && lens->ndim == 2)
-        STEP(tensor_view(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
-                         &lg));
+        STEP(tensor_reshape(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
+                            &lg));
     // 4c. attention on the B*G groups, the key-value heads as they are
     STEP(attend(m, qg, kh, vh, lg, &hg, w));
     // 4d. the heads back as (B*h, Lq, p)

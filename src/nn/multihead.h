@@ -130,10 +130,9 @@ int transpose_output(const tensor *x, size_t h, tensor **out);
 
 //> 07
 /* valid_lens (B,) -> (B*h,) or (B, Lq) -> (B*h, Lq), each row repeated
- * num_heads times in place (torch.repeat_interleave(..., dim=0)):
- * [3, 2] with h = 2 gives [3, 3, 2, 2], not [3, 2, 3, 2]. */
-int repeat_valid_lens(const tensor *valid_lens, size_t num_heads,
-                      tensor **out);
+ * h times in place (torch.repeat_interleave(..., dim=0)): [3, 2] with
+ * h = 2 gives [3, 3, 2, 2], not [3, 2, 3, 2]. */
+int repeat_valid_lens(const tensor *valid_lens, size_t h, tensor **out);
 //<
 
 //> 08

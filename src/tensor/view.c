@@ -147,8 +147,8 @@ static size_t ones_run(const tensor *t, size_t d, int step, size_t n)
  * ((B, h) -> B*h whatever B's value, so the names do not change when the
  * batch has one sample; an unnamed size 1 adds nothing); one dimension
  * named "a*b" split in two gives "a" and "b", and one named F split in
- * two, the first labelled a (DIMS) and the second not (a -1), gives "a"
- * and "F/a"; a merge of
+ * two, the first labelled a (DIMS, a not F itself) and the second not (a
+ * -1), gives "a" and "F/a"; a merge of
  * "a" and "F/a" is F again.  Any other group (a merge
  * with an unnamed dimension, a split its name does not explain, several
  * into several, 1s in unequal runs) is left unnamed. */
@@ -204,6 +204,7 @@ static void name_group(const tensor *x, size_t a, size_t b, const tensor *y,
     for (const char *p = joined; *p; p++)
         parts += *p == '*';
     if (parts == 1 && d == c + 1 && labels && labels[c][0] && !labels[d][0] &&
+        strcmp(labels[c], joined) != 0 &&
         strlen(joined) + strlen(labels[c]) + 2 <= TENSOR_NAME_MAX) {
         strcpy(out[c], labels[c]); /* d_model as (h, p): "h", "d_model/h" */
         strcat(strcat(strcpy(out[d], joined), "/"), labels[c]);
@@ -550,7 +551,13 @@ int tensor_expand(const tensor *x, size_t ndim, const long *shape,
     memcpy(y->strides, new_strides, sizeof new_strides);
     for (size_t d = lead; d < ndim; d++)
         memcpy(y->names[d], x->names[d - lead], TENSOR_NAME_MAX);
-    if (names && names[0] != TENSOR_LABELS[0]) { /* labels: x's names */
+    if (names && names[0] == TENSOR_LABELS[0]) { /* labels: what x's leave */
+        char labels[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
+        read_labels(names + 1, labels);
+        for (size_t d = 0; d < ndim; d++)
+            if (!y->names[d][0])
+                strcpy(y->names[d], labels[d]);
+    } else if (names) {
         int status = tensor_set_names(y, names);
         if (status) {
             tensor_free(y);
