@@ -139,6 +139,23 @@ static void d2l_toy(gsl_rng *rng)
      * $1/\sqrt{2} = 0.707107$) keeps that shape, and `weights V` gives
      * `(2, 1, 4)`.
      *
+     * The code is in two parts, and chapter 05's pooling and chapter
+     * 08's module are built the same way. The *steps* are the formula,
+     * one call each, with the shape each one makes. `STEP` runs a call
+     * and, if it fails, jumps to `done:`, where the function frees what
+     * it made:
+     *
+     * @show src/nn/attention.c dot_attention_steps
+     *
+     * The *door*, `dot_attention_forward`, is the function a program
+     * calls. It checks the inputs once, in `start_pooling` (shapes that
+     * agree, `valid_lens` that fit them, the dropout setting), and
+     * refuses bad ones with a message that names the shapes. It opens the
+     * trace's first line, `dot_attention(scale 1/sqrt(2))`, under which
+     * the steps' lines are indented, runs the steps, closes the line with
+     * `trace_end`, and hands the weights to a caller who asked for them.
+     * So the steps check nothing and can be read as the lesson alone:
+     *
      * @show src/nn/attention.c dot_attention_forward
      *
      * Both products are one operation of the tensor layer, a batched

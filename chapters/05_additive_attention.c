@@ -70,6 +70,18 @@ static void d2l_toy(void)
      *   view) drops the last axis of size 1.
      * - From here on it is chapter 04: masked softmax, then `weights V`.
      *
+     * The code is in two parts, as in chapter 04. The steps, one call
+     * each:
+     *
+     * @show src/nn/attention.c additive_attention_steps
+     *
+     * The door, `additive_attention_forward`, checks the inputs with
+     * chapter 04's `start_pooling`. Here it asks that the queries and the
+     * keys have the numbers of features `W_q` and `W_k` take, where the
+     * dot product asked for one size for both. It opens the trace's first
+     * line, `additive_attention(num_hiddens 8)`, runs the steps, and hands
+     * the weights to a caller who asked for them:
+     *
      * @show src/nn/attention.c additive_attention_forward
      *
      * The broadcast is the step to look at. It materialises the whole

@@ -143,11 +143,11 @@ static void whole_trace(lesson *l)
      *
      * @show src/nn/multihead_internal.h steps
      *
-     * The steps check nothing themselves: `multihead_forward`, the function
-     * a program calls, is the door. It checks the inputs once (shapes that
-     * agree with each other and with the layers, finite numbers), gives
-     * them the names the trace prints, runs the steps, and checks the result
-     * once at the end (a NaN or an infinity from finite inputs means an
+     * The steps check nothing themselves: as in chapter 04,
+     * `multihead_forward`, the function a program calls, is the door. It
+     * checks the inputs once (shapes that agree with each other and with
+     * the layers, finite numbers), gives them the names the trace prints,
+     * runs the steps, and checks the result once at the end (a NaN or an infinity from finite inputs means an
      * overflow; only then does `check_overflow` look for the step that made
      * it). Then it frees what the steps made:
      *

@@ -813,6 +813,46 @@ static void expect_steps_then_door(const char *page, const char *steps_def,
     cr_assert_null(gone, "the door does not call %s in turn", gone);
 }
 
+/* Page 04 is where a reader first meets steps and a door: the scaled dot
+ * product's steps whole, the scores Q K^T then weigh_values, nothing but
+ * the steps; then the door that checks the inputs (start_pooling), opens
+ * the trace's record, runs the steps and closes the record. */
+Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
+{
+    char *page = book_page("04_dot_product_attention.md");
+    static const char *const steps[] = {"STEP(tensor_bmm(queries, keys, 1",
+                                        "STEP(weigh_values("};
+    static const char *const duties[] = {"start_pooling(", "tensor_trace_begin(",
+                                         "dot_attention_steps(", "trace_end()"};
+    size_t lines;
+    expect_steps_then_door(page, "\nstatic int dot_attention_steps(", steps,
+                           sizeof steps / sizeof steps[0],
+                           "\nint dot_attention_forward(", duties,
+                           sizeof duties / sizeof duties[0], &lines);
+    free(page);
+}
+
+/* Page 05 shows the additive pooling as page 04 shows the dot product:
+ * its steps whole (W_q and W_k, the broadcast tanh, w_v, the reshape to
+ * scores, weigh_values), then its door. */
+Test(docs, page_05_shows_the_additive_steps_then_their_door)
+{
+    char *page = book_page("05_additive_attention.md");
+    static const char *const steps[] = {
+        "STEP(linear_forward(&a->W_q", "STEP(linear_forward(&a->W_k",
+        "STEP(broadcast_tanh(", "STEP(linear_forward(&a->w_v",
+        "STEP(tensor_reshape(scores4", "STEP(weigh_values("};
+    static const char *const duties[] = {"start_pooling(", "tensor_trace_begin(",
+                                         "additive_attention_steps(",
+                                         "trace_end()"};
+    size_t lines;
+    expect_steps_then_door(page, "\nstatic int additive_attention_steps(",
+                           steps, sizeof steps / sizeof steps[0],
+                           "\nint additive_attention_forward(", duties,
+                           sizeof duties / sizeof duties[0], &lines);
+    free(page);
+}
+
 /* Page 08 shows the module's six steps as of chapter 08 whole, in one
  * code block, in at most 30 lines of body, with nothing but the steps:
  * no check, no trace, no names; then the door that checks the inputs,

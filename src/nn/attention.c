@@ -181,10 +181,34 @@ void dot_attention_free(dot_attention *a)
     (void)a;
 }
 
-/* Per example b: scores_b = Q_b K_b^T (one dgemm, K read transposed by
- * BLAS), weights = masked softmax of scores / sqrt(d), dropout when
- * training, out_b = weights_b V_b (a second dgemm).  The weights before
- * dropout go to *weights when the caller wants them, for the heatmaps. */
+/* The steps of the scaled dot product, on inputs dot_attention_forward
+ * has checked: per example b, scores_b = Q_b K_b^T (one dgemm, K read
+ * transposed by BLAS), weights = masked softmax of scores / sqrt(d),
+ * dropout when training, out_b = weights_b V_b (a second dgemm).
+ * *weights are the weights before dropout (NULL on failure). */
+static int dot_attention_steps(const dot_attention *a, const tensor *queries,
+                               const tensor *keys, const tensor *values,
+                               const tensor *valid_lens, tensor **weights,
+                               tensor **out)
+{
+    size_t d = queries->shape[2]; // queries (B, Lq, d), keys (B, Lk, d)
+    tensor *scores = NULL;
+    int status = GSL_SUCCESS;
+    // scores (B, Lq, Lk): Q_b K_b^T for each example b
+    STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
+    // the weights (B, Lq, Lk), softmax over the keys of Q K^T / sqrt(d),
+    // and out (B, Lq, dv): weights V
+    STEP(weigh_values(scores, 1.0 / sqrt((double)d), valid_lens, a->dropout,
+                      a->training, a->rng, values, weights, out));
+done:
+    tensor_free(scores);
+    return status;
+}
+
+/* The door: the inputs are checked (start_pooling), the trace's record
+ * for the pooling opened, the steps run (dot_attention_steps) and the
+ * record closed.  The weights before dropout go to *weights when the
+ * caller wants them, for the heatmaps. */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
                           const tensor *valid_lens, tensor **out,
@@ -195,21 +219,14 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                                a->rng, out, weights);
     if (status)
         return status;
-    size_t d = queries->shape[2];
     tensor pooled = pooled_shape(queries, values);
     tensor_trace_begin(&pooled,
                 TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-                "dot_attention(scale 1/sqrt(%zu))", d);
-    tensor *scores = NULL, *w = NULL;
-    // scores (B, Lq, Lk): Q_b K_b^T for each example b
-    STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
-    // the weights, softmax over the keys of Q K^T / sqrt(d), and out (B,
-    // Lq, dv): weights V
-    STEP(weigh_values(scores, 1.0 / sqrt((double)d), valid_lens, a->dropout,
-                      a->training, a->rng, values, &w, out));
-done:
+                "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
+    tensor *w = NULL;
+    status = dot_attention_steps(a, queries, keys, values, valid_lens, &w,
+                                 out);
     trace_end();
-    tensor_free(scores);
     give_weights(w, weights);
     return status;
 }
@@ -271,30 +288,23 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
     return GSL_SUCCESS;
 }
 
-/* Project queries and keys to num_hiddens features (W_q, W_k), add every
- * query to every key and take tanh (broadcast_tanh), score each sum with
- * w_v, then the same masked softmax and weights @ values as the dot
- * product. */
-int additive_attention_forward(additive_attention *a, const tensor *queries,
-                               const tensor *keys, const tensor *values,
-                               const tensor *valid_lens, tensor **out,
-                               tensor **weights)
+/* The steps of additive attention, on inputs additive_attention_forward
+ * has checked: project queries and keys to H = num_hiddens features (W_q,
+ * W_k), add every query to every key and take tanh (broadcast_tanh),
+ * score each sum with w_v, then the same masked softmax and weights @
+ * values as the dot product.  *weights are the weights before dropout
+ * (NULL on failure). */
+static int additive_attention_steps(const additive_attention *a,
+                                    const tensor *queries, const tensor *keys,
+                                    const tensor *values,
+                                    const tensor *valid_lens, tensor **weights,
+                                    tensor **out)
 {
-    const char *who = "additive_attention_forward";
-    int status = start_pooling(who, queries, keys, values, valid_lens,
-                               &a->W_q, &a->W_k, a->dropout, a->training,
-                               a->rng, out, weights);
-    if (status)
-        return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1];
-
-    tensor pooled = pooled_shape(queries, values);
-    tensor_trace_begin(&pooled,
-                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-                "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
-    tensor *scores = NULL, *w = NULL;
+    tensor *scores = NULL;
+    int status = GSL_SUCCESS;
     // q is (B, Lq, H), k is (B, Lk, H)
     STEP(linear_forward(&a->W_q, queries, &q));
     STEP(linear_forward(&a->W_k, keys, &k));
@@ -304,16 +314,41 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     STEP(linear_forward(&a->w_v, features, &scores4));
     STEP(tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk), NULL,
                         &scores));
-    // the weights, softmax over the keys of the scores, and out
+    // the weights (B, Lq, Lk), softmax over the keys of the scores, and
+    // out (B, Lq, dv)
     STEP(weigh_values(scores, 1.0, valid_lens, a->dropout, a->training, a->rng,
-                      values, &w, out));
+                      values, weights, out));
 done:
-    trace_end();
     tensor_free(q);
     tensor_free(k);
     tensor_free(features);
     tensor_free(scores4);
     tensor_free(scores);
+    return status;
+}
+
+/* The door, as dot_attention_forward's: the inputs are checked
+ * (start_pooling, the features against W_q and W_k too), the trace's
+ * record opened, the steps run (additive_attention_steps) and the record
+ * closed; the weights to the caller who wants them. */
+int additive_attention_forward(additive_attention *a, const tensor *queries,
+                               const tensor *keys, const tensor *values,
+                               const tensor *valid_lens, tensor **out,
+                               tensor **weights)
+{
+    int status = start_pooling("additive_attention_forward", queries, keys,
+                               values, valid_lens, &a->W_q, &a->W_k,
+                               a->dropout, a->training, a->rng, out, weights);
+    if (status)
+        return status;
+    tensor pooled = pooled_shape(queries, values);
+    tensor_trace_begin(&pooled,
+                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+                "additive_attention(num_hiddens %zu)", a->W_q.out_features);
+    tensor *w = NULL;
+    status = additive_attention_steps(a, queries, keys, values, valid_lens,
+                                      &w, out);
+    trace_end();
     give_weights(w, weights);
     return status;
 }
