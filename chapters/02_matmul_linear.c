@@ -139,6 +139,25 @@ static void linear_layer(void)
      * same seed draws the same numbers on every run, which is what lets the
      * transcript be checked.)
      *
+     * The layer is written in two parts, as every function this book
+     * teaches as a whole. Its *steps* hold only what it computes, one
+     * call each: `x` as a `(6, 4)` matrix, `W` as `(5, 4)`, a new `y`,
+     * and the product. `STEP` runs a call and, if it fails, jumps to
+     * `done:`, where the function frees what it made:
+     *
+     * @show src/nn/linear.c linear_steps
+     *
+     * The product writes `b` into every row of `y` first, so that one
+     * dgemm adds $x W^T$ onto it (GSL's `beta = 1`: $y \leftarrow x W^T +
+     * 1 \cdot y$):
+     *
+     * @show src/nn/linear.c product
+     *
+     * The *door*, `linear_forward`, is the function a program calls. It
+     * checks `x` against the layer once (its last dimension must be
+     * `in_features`), runs the steps, and prints the trace's line; when a
+     * step fails it frees `y` and adds the layer's name to the message:
+     *
      * @show src/nn/linear.c linear_forward
      *
      * Check one output by hand. Row 0 of `x` is `[-1, -0.875, -0.75, -0.625]`,

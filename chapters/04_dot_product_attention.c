@@ -139,11 +139,11 @@ static void d2l_toy(gsl_rng *rng)
      * $1/\sqrt{2} = 0.707107$) keeps that shape, and `weights V` gives
      * `(2, 1, 4)`.
      *
-     * The code is in two parts, and chapter 05's pooling and chapter
-     * 08's module are built the same way. The *steps* are the formula,
-     * one call each, with the shape each one makes. `STEP` runs a call
-     * and, if it fails, jumps to `done:`, where the function frees what
-     * it made:
+     * The code is in two parts, as chapter 02's linear layer is, and
+     * chapter 05's pooling and chapter 08's module are built the same
+     * way. The *steps* are the formula, one call each, with the shape
+     * each one makes. `STEP` runs a call and, if it fails, jumps to
+     * `done:`, where the function frees what it made:
      *
      * @show src/nn/attention.c dot_attention_steps
      *

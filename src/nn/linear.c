@@ -128,57 +128,24 @@ static void trace_linear(const linear *l, const tensor *x, const tensor *y)
     tensor_trace_step(TRACE_NEW, x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
 }
 
-/* y = x W^T + b as a single dgemm: x's leading dimensions are read as the
- * rows of one (rows, in) matrix on x's own memory (copied only when those
- * rows are not evenly spaced), BLAS reads W transposed in place, and the
- * bias is written into y first so that dgemm adds x W^T onto it
- * (beta = 1). */
-int linear_forward(const linear *l, const tensor *x, tensor **y)
+/* y = b + x W^T into y's numbers, x (rows, in) and W (out, in) as
+ * matrices: the bias first, into every row of y, then one dgemm adds
+ * x W^T onto it (beta = 1). */
+static int product(const linear *l, const tensor_matrices *xm,
+                   const tensor_matrices *wm, tensor *y)
 {
-    *y = NULL;
-    int status = check_input("linear_forward", l, x);
-    if (status)
-        return status;
-
-    /* x as one (rows, in) matrix and W as (out, in), each read in place
-     * when its rows are evenly spaced (a batch's view, rows of a bigger
-     * weight), else copied once (matrices.h) */
-    tensor_matrices xm, wm = {0};
-    status = tensor_as_rows(x, &xm);
-    if (!status)
-        status = tensor_as_rows(l->weight, &wm);
-    if (!status)
-        status = alloc_output(l, x, y);
-    if (status) {
-        tensor_matrices_free(&xm);
-        tensor_matrices_free(&wm);
-        return mha_fail_in(status, "linear_forward %s", l->name);
-    }
-    size_t rows = xm.rows, out = l->out_features;
-//> handout
-    if (tensor_is_meta(x) || tensor_is_meta(l->weight)) {
-        // shapes alone: the same steps (the packing copies too), no product
-        tensor_matrices_free(&xm);
-        tensor_matrices_free(&wm);
-        trace_linear(l, x, *y);
-        return GSL_SUCCESS;
-    }
-//<
-    gsl_matrix_const_view xv = TENSOR_MATRIX(xm, 0, 0);
-    gsl_matrix_const_view wv = TENSOR_MATRIX(wm, 0, 0);
-    gsl_matrix_view ym = gsl_matrix_view_array((*y)->data, rows, out);
-
-    /* bias first, into every row of y, then y = 1 * x W^T + 1 * y */
+    size_t rows = xm->rows, out = l->out_features;
+    gsl_matrix_const_view xv = TENSOR_MATRIX(*xm, 0, 0);
+    gsl_matrix_const_view wv = TENSOR_MATRIX(*wm, 0, 0);
+    gsl_matrix_view ym = gsl_matrix_view_array(y->data, rows, out);
     double beta = 0.0;
     if (l->bias && rows > 0) {
         // the first row from the bias (maybe strided), the others copies
-        double *yd = (*y)->data;
         const double *bd = l->bias->data;
-        size_t bs = l->bias->strides[0];
         for (size_t o = 0; o < out; o++)
-            yd[o] = bd[o * bs];
+            y->data[o] = bd[o * l->bias->strides[0]];
         for (size_t r = 1; r < rows; r++)
-            memcpy(yd + r * out, yd, out * sizeof *yd);
+            memcpy(y->data + r * out, y->data, out * sizeof *y->data);
         beta = 1.0;
     }
 //> full
@@ -187,19 +154,57 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
     if (rows == 1) {
         gsl_vector_const_view x1 = gsl_matrix_const_row(&xv.matrix, 0);
         gsl_vector_view y1 = gsl_matrix_row(&ym.matrix, 0);
-        status = gsl_blas_dgemv(CblasNoTrans, 1.0, &wv.matrix, &x1.vector,
-                                beta, &y1.vector);
-    } else
+        int status = gsl_blas_dgemv(CblasNoTrans, 1.0, &wv.matrix,
+                                    &x1.vector, beta, &y1.vector);
+        if (status)
+            return mha_fail(status, "gsl_blas_dgemv failed (%s)",
+                            gsl_strerror(status));
+        return GSL_SUCCESS;
+    }
 //<
-    status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xv.matrix,
-                            &wv.matrix, beta, &ym.matrix);
+    int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &xv.matrix,
+                                &wv.matrix, beta, &ym.matrix);
+    if (status)
+        return mha_fail(status, "gsl_blas_dgemm failed (%s)",
+                        gsl_strerror(status));
+    return GSL_SUCCESS;
+}
+
+/* The layer's steps: x's leading dimensions read as the rows of one
+ * (rows, in) matrix, on x's own memory (copied once only when those rows
+ * are not evenly spaced), W as (out, in) read transposed in place by
+ * BLAS, and y = x W^T + b in one product. */
+static int linear_steps(const linear *l, const tensor *x, tensor **y)
+{
+    tensor_matrices xm = {0}, wm = {0};
+    int status = GSL_SUCCESS;
+    STEP(tensor_as_rows(x, &xm));         // x as (rows, in)
+    STEP(tensor_as_rows(l->weight, &wm)); // W as (out, in)
+    STEP(alloc_output(l, x, y));          // y: x's leading shape, out
+//> handout
+    if (tensor_is_meta(*y))
+        goto done; // shapes alone: the same steps (the packing copies too)
+//<
+    STEP(product(l, &xm, &wm, *y));       // y = x W^T + b
+done:
     tensor_matrices_free(&xm);
     tensor_matrices_free(&wm);
+    return status;
+}
+
+/* The layer's door: x is checked against the layer once, the steps run,
+ * and the trace's line says what they made. */
+int linear_forward(const linear *l, const tensor *x, tensor **y)
+{
+    *y = NULL;
+    int status = check_input("linear_forward", l, x);
+    if (status)
+        return status;
+    status = linear_steps(l, x, y);
     if (status) {
         tensor_free(*y);
         *y = NULL;
-        return mha_fail(status, "linear_forward %s: gsl_blas_dgemm failed (%s)",
-                        l->name, gsl_strerror(status));
+        return mha_fail_in(status, "linear_forward %s", l->name);
     }
     trace_linear(l, x, *y);
     return GSL_SUCCESS;
