@@ -142,8 +142,9 @@ static void linear_layer(void)
      * The layer is written in two parts, as every function this book
      * teaches as a whole. Its *steps* hold only what it computes, one
      * call each: `x` as a `(6, 4)` matrix, `W` as `(5, 4)`, a new `y`,
-     * and the product. `STEP` runs a call and, if it fails, jumps to
-     * `done:`, where the function frees what it made:
+     * and the product. `STEP` runs a call and keeps what it returns in
+     * `status`; if that is an error, it jumps to `done:`, where the
+     * function frees what it made and returns the error:
      *
      * @show src/nn/linear.c linear_steps
      *

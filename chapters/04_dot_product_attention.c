@@ -141,16 +141,19 @@ static void d2l_toy(gsl_rng *rng)
      *
      * The code is in two parts, as chapter 02's linear layer is, and
      * chapter 05's pooling and chapter 08's module are built the same
-     * way. The *steps* are the formula, one call each, with the shape
-     * each one makes. `STEP` runs a call and, if it fails, jumps to
-     * `done:`, where the function frees what it made:
+     * way. The *steps* are the formula, with the shape each one makes:
+     * the product `Q K^T`, then `weigh_values`, which takes the masked
+     * softmax and multiplies by `V` (the trace's other two lines). `STEP`
+     * runs a call and, if it fails, jumps to `done:`, where the function
+     * frees what it made:
      *
      * @show src/nn/attention.c dot_attention_steps
      *
      * The *door*, `dot_attention_forward`, is the function a program
      * calls. It checks the inputs once, in `start_pooling` (shapes that
      * agree, `valid_lens` that fit them, the dropout setting), and
-     * refuses bad ones with a message that names the shapes. It opens the
+     * refuses bad ones with a message that names the shapes (or the
+     * setting). It opens the
      * trace's first line, `dot_attention(scale 1/sqrt(2))`, under which
      * the steps' lines are indented, runs the steps, closes the line with
      * `trace_end`, and hands the weights to a caller who asked for them.
@@ -223,8 +226,9 @@ static void dropout_and_evaluation(void)
 {
     section("4. Dropout: on in training, off in evaluation");
     /*md
-     * Section 3 made its attention with `dot_attention_init(&attn, 0.5)`, and
-     * the 0.5 did nothing. It is the *[dropout](glossary.md)* probability. Dropout is a trick
+     * The program made section 3's attention with
+     * `dot_attention_init(&attn, 0.5)` (in its own code, which this page
+     * does not show), and the 0.5 did nothing. It is the *[dropout](glossary.md)* probability. Dropout is a trick
      * used while a model is trained (chapter 13): at every forward pass each
      * attention weight is set to 0 with probability $p$, and the weights that
      * are kept are divided by $1 - p$. A model that cannot count on any single
@@ -345,7 +349,8 @@ static void cost(void)
      * $V$ another $B L_q L_k d_v$ multiply-adds: $2 B L_q L_k (d + d_v)$
      * flops. For the toy that is 240 flops and 20 weights. Both products are
      * one dgemm per example on views of the inputs; $K$ is read transposed by
-     * BLAS, never copied. The `(B, Lq, Lk)` weights are a second output, for
+     * BLAS, not copied (an input whose examples are not each row-major is
+     * copied once, as `tensor_bmm`'s comment says). The `(B, Lq, Lk)` weights are a second output, for
      * the heatmaps: `&weights` asks for them, `NULL` says they are not wanted,
      * and the struct keeps nothing of the pass.
      *

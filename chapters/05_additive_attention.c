@@ -71,7 +71,8 @@ static void d2l_toy(void)
      * - From here on it is chapter 04: masked softmax, then `weights V`.
      *
      * The code is in two parts, as in chapter 04. The steps, one call
-     * each:
+     * each (`SIZES(B, Lq, Lk)` is the reshape's new shape, and `NULL`
+     * lets the reshape name its dimensions after those of `scores4`):
      *
      * @show src/nn/attention.c additive_attention_steps
      *

@@ -91,7 +91,7 @@ static void small_example(void)
      * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
      * the function frees what it made (`TENSORS_FREE` frees each tensor
      * it is given, NULL ones too); `SCOPE` opens the trace's line for the
-     * function. `DIMS(...)` passes both the sizes and the names of the
+     * function, and the line closes by itself when the function returns. `DIMS(...)` passes both the sizes and the names of the
      * variables that hold them, so a dimension given as `h` is called `h`
      * in the trace, and one given as -1 is named for what is left of the
      * one it was split from (`d_model/h`); `AXES(0, 2, 1, 3)` lists the

@@ -16,11 +16,11 @@
  *
  * that is, each entry repeated $h$ times *in place*: `[3, 2]` with h = 3
  * becomes `[3, 3, 3, 2, 2, 2]`. That is PyTorch's
- * `torch.repeat_interleave(valid_lens, h, dim=0)`, and `repeat_valid_lens`
- * here. Repeating the whole list instead (`tile`, giving `[3, 2, 3, 2, 3, 2]`)
+ * `torch.repeat_interleave(valid_lens, h, dim=0)`
+ * ([repeat_interleave](glossary.md)), and `repeat_valid_lens` here. Repeating the whole list instead (`tile`, giving `[3, 2, 3, 2, 3, 2]`)
  * has the same shape and the same numbers, and it is wrong. Nothing crashes:
- * some heads quietly attend to padding. This chapter shows which rows go wrong
- * and why. Chapter 08 then puts all the pieces together.
+ * some heads quietly attend to padding, and others never see some of their
+ * real keys. This chapter shows which rows go wrong and why. Chapter 08 then puts all the pieces together.
  */
 
 #include "lesson.h"
@@ -46,11 +46,14 @@ static void one_length_per_example(void)
      * three steps, and the trace shows each:
      *
      * - a `view` of `(2,)` as `(2, 1)`, one column;
-     * - an `expand` of that column to `(2, 3)`, `(B, h)`: no number moves,
-     *   every entry of row $b$ reads `valid_lens[b]`, because the new
-     *   axis has stride 0 (moving along it moves 0 doubles);
+     * - an [`expand`](glossary.md) of that column to `(2, 3)`, `(B, h)`:
+     *   no number moves, every entry of row $b$ reads `valid_lens[b]`,
+     *   because the new axis has stride 0 (moving along it moves 0
+     *   doubles);
      * - a `reshape` to `(6,)`, merging `(B, h)` into `B*h`, the only
-     *   `copy`: six small numbers, nothing next to the attention.
+     *   `copy`: six small numbers, nothing next to the attention. (With
+     *   B = 1 or h = 1 the merge is a view too, by chapter 01's rule, and
+     *   nothing is copied at all.)
      *
      * The result `[3, 3, 3, 2, 2, 2]` gives rows 0-2 (the heads of example
      * 0) length 3 and rows 3-5 (the heads of example 1) length 2.
@@ -121,8 +124,8 @@ static void why_not_tile(void)
      * shapes can see it. The tests of this library check the weights against a
      * plain-loop implementation instead.
      *
-     * `tile` is not always wrong: it is the right repeat for a *head-major*
-     * layout, where the heads axis comes first and the batch row of head $i$
+     * `tile` is not always wrong: it is the right repeat for a
+     * *[head-major](glossary.md)* layout, where the heads axis comes first and the batch row of head $i$
      * of example $b$ is $i \cdot B + b$: expand `valid_lens` to `(h, B)`
      * instead of `(B, h)`, and the same merge gives `tile`. The einops version ([einops](https://github.com/arogozhnikov/einops) is a
      * Python library that rearranges axes by name) stores its heads that way,
