@@ -813,6 +813,30 @@ static void expect_steps_then_door(const char *page, const char *steps_def,
     cr_assert_null(gone, "the door does not call %s in turn", gone);
 }
 
+/* Page 02 shows the linear layer as every later page shows a whole
+ * pass: its steps whole (x and W as matrices, y, the product), then the
+ * door that checks x against the layer, runs them and prints the
+ * trace's line. */
+Test(docs, page_02_shows_the_linear_steps_then_their_door)
+{
+    char *page = book_page("02_matmul_linear.md");
+    static const char *const steps[] = {"STEP(tensor_as_rows(x, &xm))",
+                                        "STEP(tensor_as_rows(l->weight, &wm))",
+                                        "STEP(alloc_output(l, x, y))",
+                                        "STEP(product(l, &xm, &wm, *y))"};
+    static const char *const duties[] = {"check_input(", "linear_steps(",
+                                         "trace_linear("};
+    size_t lines;
+    expect_steps_then_door(page, "\nstatic int linear_steps(", steps,
+                           sizeof steps / sizeof steps[0],
+                           "\nint linear_forward(", duties,
+                           sizeof duties / sizeof duties[0], &lines);
+    const char *product = strstr(page, "\nstatic int product(");
+    cr_assert(product && product < strstr(page, "\nint linear_forward("),
+              "the page shows the product before the door");
+    free(page);
+}
+
 /* Page 04 is where a reader first meets steps and a door: the scaled dot
  * product's steps whole, the scores Q K^T then weigh_values, nothing but
  * the steps; then the door that checks the inputs (start_pooling), opens
