@@ -31,7 +31,9 @@
  * Here $f$ is the scaled dot-product attention of chapter 04, and, as in
  * [d2l](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html),
  * $p_q = p_k = p_v = p_o / h = d_{model}/h$. The subscripts are d2l's:
- * $p_o$ is the size of the module's output (here $d_{model}$ = 100), and
+ * $p_o$ is the size of the module's output (here $d_{model}$ = 100; the
+ * code calls it `D_out`, since a module may be made with another output
+ * size, and the trace prints `d_model` when it is $d_{model}$), and
  * $p_q$, $p_k$, $p_v$ are one head's sizes. Since the three are equal, the
  * rest of the book calls them $p$ without a subscript, as chapter 06 did:
  * $p = d_{model}/h$ features per head.
