@@ -569,8 +569,8 @@ def in_browser(exe, scratch, pages, a_path, lens):
         check(pg.js("document.querySelectorAll('#df-svg a.jump').length")
               == 1, "readme: not one step linked to the weights")
         steps = pg.js("document.querySelectorAll('#df-svg .step').length")
-        check(steps == 25, "readme: %s dataflow steps, not 25" % steps)
-        pg.hover("#df-svg .step[data-seq='18']")
+        check(steps == 28, "readme: %s dataflow steps, not 28" % steps)
+        pg.hover("#df-svg .step[data-seq='21']")
         detail = pg.js("document.getElementById('df-detail').textContent")
         check("(10, 4, 20)" in detail and "(10, 6, 20)^T" in detail and
               "(10, 4, 6)" in detail and "(B*h, Lq, Lk)" in detail,

@@ -432,7 +432,8 @@
     var n = s.shape.reduce(function (a, d) { return a * d; }, 1);
     return n === B * H * Lq * Lk && s.shape[s.shape.length - 1] === Lk;
   }
-  function names(s) { return s.names.some(function (x) { return x; }) ? " " + shapeStr(s.names.map(function (x) { return x || "?"; })) : ""; }
+  // the names as the text trace prints them: an unnamed dimension by its size
+  function names(s) { return s.names.some(function (x) { return x; }) ? " " + shapeStr(s.names.map(function (x, d) { return x || String(s.shape[d]); })) : ""; }
   function drawDataflow() {
     clear(dfSvg);
     var steps = D.trace.filter(function (r) { return r.kind !== "note" && r.depth >= 1; });
