@@ -375,8 +375,8 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     STEP(linear_forward(&m->W_q, &x_in, &q));
     STEP(linear_forward(&m->W_k, &x_in, &k));
     STEP(linear_forward(&m->W_v, &x_in, &v));
-    // 2. each row turned to its own sequence's position: one record for
-    //    the rows of Q and K
+    // 2. each row turned to its own sequence's position, the turns of Q
+    //    and K shown as one step (below)
     if (m->cfg.rope) {
         QUIET;
         STEP(rope_rows(m, &q, start, "Q"));
