@@ -271,6 +271,19 @@ static inline void case_module(const module_case *c, gsl_rng *r, double sd,
         }                                                                     \
     } while (0)
 
+/* After a failed call: the trace listens again, at depth 0, so the quiet
+ * blocks and the records the call opened (trace.h's QUIET, SCOPE) were
+ * all closed: a note lands in log (attached), at the top. */
+static inline void assert_trace_listens(const trace_log *log)
+{
+    size_t count = log->count;
+    cr_assert(trace_on(), "the trace is still quiet");
+    tensor_trace_note("listening");
+    cr_assert_eq(log->count, count + 1, "a note was not recorded");
+    cr_assert_eq(log->records[count].depth, 0, "a note sits at depth %d",
+                 log->records[count].depth);
+}
+
 /* t has exactly the shape given, assert_shape(t, SHAPE(2, 4, 100)), and
  * zeros past its ndim (tensor.h). */
 static inline void assert_shape(const tensor *t, size_t ndim,

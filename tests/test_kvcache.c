@@ -280,8 +280,8 @@ Test(kvcache, the_weights_are_checked_at_the_first_step)
 
 //> 17
 /* Every allocation of a step may fail: GSL_ENOMEM, out NULL, the cache's
- * length as it was, nothing leaked (valgrind and ASan check that); the
- * grouped, causal forward pass likewise. */
+ * length as it was, the trace listening again, nothing leaked (valgrind
+ * and ASan check that); the grouped, causal forward pass likewise. */
 Test(kvcache, allocation_failures)
 {
     multihead m;
@@ -296,11 +296,16 @@ Test(kvcache, allocation_failures)
     tensor_free(out);
     int failures = 0;
     tensor *w; // (B, h, n, t)
+    trace_log log;
+    trace_log_start(&log);
     EACH_ALLOCATION_FAILS(failures,
         kv_cache_decode_step(&m, &cache, x, &out, &w),
         cr_assert_null(out);
         cr_assert_null(w);
-        cr_assert_eq(cache.length, 2));
+        cr_assert_eq(cache.length, 2);
+        assert_trace_listens(&log));
+    trace_log_stop(&log);
+    trace_log_free(&log);
     cr_assert_eq(cache.length, 4);
     cr_assert_gt(failures, 10);
     cr_assert_eq(w->shape[3], 4);

@@ -270,6 +270,47 @@ Test(mla, the_cache_holds_the_normed_latent_and_the_turned_key)
     mla_free(&m);
 }
 
+/* Each allocation of a forward pass and of a decoding step failed in
+ * turn, on both paths, while a log listens: GSL_ENOMEM, the outputs NULL,
+ * the cache's length as it was, the trace listening again at depth 0;
+ * nothing leaked (valgrind and ASan check that). */
+Test(mla, allocation_failures_leave_the_trace_listening)
+{
+    mla_case k = cases[1];
+    mla m;
+    tensor *x = make_module(&k, &m, 5), *y, *w;
+    trace_log log;
+    trace_log_start(&log);
+    int failures;
+    for (int p = 0; p < 2; p++) {
+        mla_path path = p ? MLA_ABSORBED : MLA_NAIVE;
+        EACH_ALLOCATION_FAILS(failures, mla_forward(&m, x, path, &y, &w),
+            cr_assert_null(y);
+            cr_assert_null(w);
+            assert_trace_listens(&log));
+        cr_assert_gt(failures, 10);
+        FREE_ALL(y, w);
+        mla_cache c;
+        OK(mla_cache_init(&c, k.B, k.dc, k.dr, 2 * k.n));
+        OK(mla_decode_step(&m, &c, x, path, &y, NULL));
+        tensor_free(y);
+        EACH_ALLOCATION_FAILS(failures,
+            mla_decode_step(&m, &c, x, path, &y, &w),
+            cr_assert_null(y);
+            cr_assert_null(w);
+            cr_assert_eq(c.length, k.n);
+            assert_trace_listens(&log));
+        cr_assert_gt(failures, 10);
+        cr_assert_eq(c.length, 2 * k.n);
+        FREE_ALL(y, w);
+        mla_cache_free(&c);
+    }
+    trace_log_stop(&log);
+    trace_log_free(&log);
+    tensor_free(x);
+    mla_free(&m);
+}
+
 Test(mla, rms_norm_values)
 {
     // rows (3, 4) and (0, 0): mean squares 12.5 and 0

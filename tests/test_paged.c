@@ -283,6 +283,39 @@ Test(paged, ragged_batches_with_shared_prefixes)
     multihead_free(&m);
 }
 
+/* Each allocation of a step with RoPE failed in turn while a log listens:
+ * GSL_ENOMEM, no output, the trace listening again at depth 0; nothing
+ * leaked (valgrind and ASan check that). */
+Test(paged, allocation_failures_leave_the_trace_listening)
+{
+    multihead m;
+    paged_cache c;
+    make_paged(&m, &c, 2, 1, 5, 16, 2, 2);
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    OK(paged_seq_add(&c, &b));
+    tensor *x, *y;
+    OK(tensor_alloc(SHAPE(2, 1, D), &x));
+    trace_log log;
+    trace_log_start(&log);
+    int failures;
+    for (size_t t = 0; t < 3; t++) {
+        token(x->data, 0, t);
+        token(x->data + D, 1, t);
+        EACH_ALLOCATION_FAILS(failures,
+            paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x, &y),
+            cr_assert_null(y);
+            assert_trace_listens(&log));
+        cr_assert_gt(failures, 10);
+        tensor_free(y);
+    }
+    trace_log_stop(&log);
+    trace_log_free(&log);
+    tensor_free(x);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
 Test(paged, refusals_change_nothing)
 {
     multihead m;

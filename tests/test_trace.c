@@ -537,6 +537,135 @@ Test(trace, quiet_scopes)
     FREE_ALL(w, z, y, x);
 }
 
+/* QUIET: the steps of a block as STEPs, out of the trace.  x (2, 3)
+ * reshaped to (3, 2), then to (-1, cols): cols 4 does not divide 6, so
+ * that STEP fails and jumps out of the block to done:. */
+static int quiet_steps(const tensor *x, long cols, tensor **y, tensor **z)
+{
+    int status = GSL_SUCCESS;
+    {
+        QUIET;
+        STEP(tensor_reshape(x, SIZES(3, 2), NULL, y));
+        STEP(tensor_reshape(x, SIZES(-1, cols), NULL, z));
+    }
+    tensor_trace_note("after the block");
+done:
+    tensor_trace_note("done: %s", status ? "failed" : "ok");
+    return status;
+}
+
+/* A block left normally: nothing of it shown, the trace listens after. */
+Test(trace, quiet_block_left_normally)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *z = NULL, *w = NULL;
+    capture_trace(&c);
+    OK(quiet_steps(x, 2, &y, &z));
+    cr_assert(trace_on());
+    OK(tensor_contiguous(z, &w));
+    capture_trace_is(&c,
+        "# after the block\n"
+        "# done: ok\n"
+        "contiguous()             copy  (3, 2) -> (3, 2)\n");
+    FREE_ALL(w, z, y, x);
+}
+
+/* A STEP that fails inside the block leaves it through its cleanup: the
+ * trace listens again at done: and after, with its status kept. */
+Test(trace, quiet_block_left_by_a_failed_step)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *z = NULL, *w = NULL;
+    capture_trace(&c);
+    cr_assert_eq(quiet_steps(x, 4, &y, &z), GSL_EBADLEN);
+    cr_assert_str_eq(mha_last_error(), "tensor_reshape: shape (-1, 4) is "
+                     "invalid for input of size 6 (input shape (2, 3))");
+    cr_assert_null(z);
+    cr_assert(trace_on());
+    OK(tensor_contiguous(y, &w));
+    capture_trace_is(&c,
+        "# done: failed\n"
+        "contiguous()             copy  (3, 2) -> (3, 2)\n");
+    FREE_ALL(w, y, x);
+}
+
+/* A return from inside a block (QUIET; return f();) ends it too, after
+ * the call. */
+static int quiet_return(const tensor *x, tensor **y)
+{
+    QUIET;
+    return tensor_permute(x, SHAPE(1, 0), y);
+}
+
+/* Quiet blocks nest, with each other and with the pair, as the pair does
+ * (quiet_scopes above): quiet until the outermost ends. */
+Test(trace, quiet_blocks_nest)
+{
+    capture c;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *z = NULL, *w = NULL;
+    capture_trace(&c);
+    {
+        QUIET;
+        cr_assert_not(trace_on());
+        OK(tensor_reshape(x, SIZES(3, 2), NULL, &y));
+        {
+            QUIET;
+            OK(quiet_return(x, &z));
+            cr_assert_not(trace_on());
+        }
+        trace_quiet_begin();
+        {
+            QUIET;
+        }
+        cr_assert_not(trace_on());
+        trace_quiet_end();
+        tensor_trace_note("still quiet");
+        cr_assert_not(trace_on());
+    }
+    cr_assert(trace_on());
+    OK(quiet_return(z, &w));
+    cr_assert(trace_on());
+    tensor_trace_note("shown");
+    capture_trace_is(&c, "# shown\n");
+    FREE_ALL(w, z, y, x);
+}
+
+/* A failed STEP inside a quiet block inside a SCOPE: both close, the
+ * record of the scope is shown, and what follows sits at depth 0. */
+static int scoped_quiet_failure(const tensor *x, tensor **y)
+{
+    SCOPE(x, "scoped");
+    int status = GSL_SUCCESS;
+    {
+        QUIET;
+        STEP(tensor_reshape(x, SIZES(4, -1), NULL, y));
+    }
+    tensor_trace_note("not reached");
+done:
+    tensor_trace_note("done");
+    return status;
+}
+
+Test(trace, quiet_block_in_a_scope)
+{
+    trace_log log;
+    tensor *x = arange(SHAPE(2, 3)), *y = NULL, *w = NULL;
+    trace_log_start(&log);
+    cr_assert_eq(scoped_quiet_failure(x, &y), GSL_EBADLEN);
+    cr_assert(trace_on());
+    OK(tensor_contiguous(x, &w));
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 3);
+    cr_assert_str_eq(log.records[0].op, "scoped");
+    cr_assert_eq(log.records[0].depth, 0);
+    cr_assert_str_eq(log.records[1].op, "done");
+    cr_assert_eq(log.records[1].depth, 1);
+    cr_assert_str_eq(log.records[2].op, "contiguous()");
+    cr_assert_eq(log.records[2].depth, 0);
+    trace_log_free(&log);
+    FREE_ALL(w, x);
+}
+
 /* The emitters' one pointer is set only while someone listens on this
  * thread and no quiet scope is open; a SCOPE that runs while nobody
  * listens still opens and closes its level. */

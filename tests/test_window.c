@@ -585,6 +585,40 @@ ParameterizedTest(struct roll_case *c, window, decoding_equals_the_windowed_pass
     gsl_rng_free(r);
 }
 
+/* Each allocation of a decoding step failed in turn while a log listens,
+ * with one example and two key-value heads (the new heads a view, copied
+ * to be gathered): GSL_ENOMEM, the outputs NULL, the cache's length as it
+ * was, the trace listening again at depth 0; nothing leaked. */
+Test(window, allocation_failures_leave_the_trace_listening)
+{
+    multihead m;
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .window = 2,
+                .keep_first = 1);
+    window_cache c;
+    OK(window_cache_init(&c, 1, 2, 2, 2, 1));
+    tensor *x, *y, *w;
+    OK(tensor_alloc(SHAPE(1, 2, 4), &x));
+    tensor_fill_arange(x, -1, 0.125);
+    trace_log log;
+    trace_log_start(&log);
+    int failures;
+    for (size_t step = 0; step < 3; step++) {
+        EACH_ALLOCATION_FAILS(failures,
+            multihead_decode_window(&m, &c, x, &y, &w),
+            cr_assert_null(y);
+            cr_assert_null(w);
+            cr_assert_eq(c.length, 2 * step);
+            assert_trace_listens(&log));
+        cr_assert_gt(failures, 10);
+        FREE_ALL(y, w);
+    }
+    trace_log_stop(&log);
+    trace_log_free(&log);
+    tensor_free(x);
+    window_cache_free(&c);
+    multihead_free(&m);
+}
+
 Test(window, the_trace_shows_the_slots)
 {
     multihead m;

@@ -338,32 +338,30 @@ static int einsum_values(const tensor *attn, const tensor *vh, tensor **oh)
     size_t h = attn->shape[0], B = attn->shape[1], Lq = attn->shape[2];
     size_t dv = vh->shape[3];
     tensor *buf = NULL; // (B, Lq, h, d_v)
-    int status = tensor_alloc(SHAPE(B, Lq, h, dv), &buf);
-    if (status)
-        return status;
+    int status = GSL_SUCCESS;
+    STEP(tensor_alloc(SHAPE(B, Lq, h, dv), &buf));
     set_name(buf, 0, attn->names[1]);
     set_name(buf, 1, attn->names[2]);
     set_name(buf, 2, vh->names[0]);
     set_name(buf, 3, vh->names[3]);
     /* oh is how the einsum sees the buffer: making it is bookkeeping, not
      * a step of the seed, so it stays out of the trace */
-    trace_quiet_begin();
-    status = tensor_permute(buf, SHAPE(2, 0, 1, 3), oh);
-    trace_quiet_end();
-    tensor_free(buf); // oh holds the buffer now
-    if (status)
-        return status;
-    // block (i, b): a_ib (Lq, Lk) v_ib (Lk, d_v) into o_ib (Lq, d_v)
-    status = einsum_dgemm(attn, CblasNoTrans, vh, 1.0, *oh);
-    if (status) {
-        tensor_free(*oh);
-        *oh = NULL;
-        return status;
+    {
+        QUIET;
+        STEP(tensor_permute(buf, SHAPE(2, 0, 1, 3), oh));
     }
+    // block (i, b): a_ib (Lq, Lk) v_ib (Lk, d_v) into o_ib (Lq, d_v)
+    STEP(einsum_dgemm(attn, CblasNoTrans, vh, 1.0, *oh));
     trace_einsum("einsum(hblt,hbtv->hblv)", attn, vh, *oh);
     tensor_trace_note("written into a buffer %P laid out (B, Lq, h, d_v)", (size_t)4,
                (const size_t[]){B, Lq, h, dv});
-    return GSL_SUCCESS;
+done:
+    tensor_free(buf); // oh holds the buffer now
+    if (status) {
+        tensor_free(*oh);
+        *oh = NULL;
+    }
+    return status;
 }
 
 /* nn.Dropout in place on y (contiguous): zero with probability p, scale

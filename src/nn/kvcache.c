@@ -161,28 +161,23 @@ static int append(tensor *storage, const tensor *heads, size_t length,
     size_t B = storage->shape[0], G = storage->shape[1], p = storage->shape[3];
     size_t n = heads->shape[1], t = length + n;
     tensor *k4 = NULL, *slot = NULL, *grown = NULL;
+    int status = GSL_SUCCESS;
     // the new heads as (B, G, n, p): a view of a fresh split
-    int status = tensor_reshape(heads, SIZES((long)B, (long)G, (long)n, (long)p),
-                                "B, G, n, d_model/h", &k4);
-    trace_quiet_begin();
-    if (!status)
-        status = tensor_narrow(storage, 2, length, n, &slot);
-    if (!status)
-        status = tensor_copy_into(slot, k4);
-    if (!status)
-        status = tensor_narrow(storage, 2, 0, t, &grown);
-    trace_quiet_end();
-    if (!status) {
-        snprintf(grown->names[2], TENSOR_NAME_MAX, "t");
-        tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown,
-                   TRACE_INPUTS(TRACE_IN(k4)), "append %s at %zu..%zu", what,
-                   length, t - 1);
-        status = tensor_reshape(grown, SIZES((long)(B * G), (long)t, (long)p),
-                                "B*G, t, d_model/h", all);
+    STEP(tensor_reshape(heads, SIZES((long)B, (long)G, (long)n, (long)p),
+                        "B, G, n, d_model/h", &k4));
+    {
+        QUIET; // the append's one record is below
+        STEP(tensor_narrow(storage, 2, length, n, &slot));
+        STEP(tensor_copy_into(slot, k4));
+        STEP(tensor_narrow(storage, 2, 0, t, &grown));
     }
-    tensor_free(k4);
-    tensor_free(slot);
-    tensor_free(grown);
+    snprintf(grown->names[2], TENSOR_NAME_MAX, "t");
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown, TRACE_INPUTS(TRACE_IN(k4)),
+               "append %s at %zu..%zu", what, length, t - 1);
+    STEP(tensor_reshape(grown, SIZES((long)(B * G), (long)t, (long)p),
+                        "B*G, t, d_model/h", all));
+done:
+    TENSORS_FREE(k4, slot, grown);
     return status;
 }
 

@@ -35,15 +35,16 @@
 static int narrow_named(const tensor *x, size_t dim, size_t start,
                         size_t length, const char *name, tensor **out)
 {
-    trace_quiet_begin();
-    int status = tensor_narrow(x, dim, start, length, out);
-    trace_quiet_end();
-    if (status)
-        return status;
+    int status = GSL_SUCCESS;
+    {
+        QUIET; // its record, with the part's name, is below
+        STEP(tensor_narrow(x, dim, start, length, out));
+    }
     snprintf((*out)->names[dim], TENSOR_NAME_MAX, "%s", name);
     tensor_trace_step(TRACE_VIEW, x, *out, "narrow(%zu, %zu, %zu)", dim, start,
                length);
-    return GSL_SUCCESS;
+done:
+    return status;
 }
 
 /* q (B, n, h, d_nope + d_r): projected (through the low rank and
@@ -117,29 +118,25 @@ static int cat_last(const tensor *a, const tensor *b, const char *names,
     size_t B = a->shape[0], t = a->shape[1], da = a->shape[2];
     size_t db = b->shape[2];
     tensor *left = NULL, *right = NULL;
-    int status = tensor_alloc(SHAPE(B, t, da + db), out);
-    trace_quiet_begin();
-    if (!status)
-        status = tensor_narrow(*out, 2, 0, da, &left);
-    if (!status)
-        status = tensor_copy_into(left, a);
-    if (!status)
-        status = tensor_narrow(*out, 2, da, db, &right);
-    if (!status)
-        status = tensor_copy_into(right, b);
-    trace_quiet_end();
-    tensor_free(left);
-    tensor_free(right);
-    if (!status)
-        status = tensor_set_names(*out, names);
+    int status = GSL_SUCCESS;
+    STEP(tensor_alloc(SHAPE(B, t, da + db), out));
+    {
+        QUIET; // the copies are the one cat record below
+        STEP(tensor_narrow(*out, 2, 0, da, &left));
+        STEP(tensor_copy_into(left, a));
+        STEP(tensor_narrow(*out, 2, da, db, &right));
+        STEP(tensor_copy_into(right, b));
+    }
+    STEP(tensor_set_names(*out, names));
+    tensor_trace_emit(TRACE_COPY, TRACE_LIST, *out,
+               TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)), "cat(dim=-1)");
+done:
+    TENSORS_FREE(left, right);
     if (status) {
         tensor_free(*out);
         *out = NULL;
-        return status;
     }
-    tensor_trace_emit(TRACE_COPY, TRACE_LIST, *out,
-               TRACE_INPUTS(TRACE_IN(a), TRACE_IN(b)), "cat(dim=-1)");
-    return GSL_SUCCESS;
+    return status;
 }
 
 /* *o (R, Lq, dv) = softmax(q k^T / sqrt(dq), causal) v, batch row by batch
@@ -175,11 +172,10 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     snprintf(scores->names[2], TENSOR_NAME_MAX, "t");
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
                TRACE_INPUTS(TRACE_IN(q), TRACE_IN_T(k, 1)), "scores");
-    trace_quiet_begin();
-    status = masked_softmax_scaled(scores, 1.0 / sqrt((double)dq), lens, w);
-    trace_quiet_end();
-    if (status)
-        goto done;
+    {
+        QUIET; // the softmax's one record, with its scale, is below
+        STEP(masked_softmax_scaled(scores, 1.0 / sqrt((double)dq), lens, w));
+    }
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, *w,
                TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
                "softmax(s / sqrt(%zu))", dq);
@@ -211,11 +207,9 @@ done:
 static int head_weights(const tensor *w, size_t B, size_t h, size_t n,
                         size_t t, tensor **weights)
 {
-    trace_quiet_begin();
-    int status = tensor_reshape(w, SIZES((long)B, (long)h, (long)n, (long)t),
-                                "B, h, n, t", weights);
-    trace_quiet_end();
-    return status;
+    QUIET;
+    return tensor_reshape(w, SIZES((long)B, (long)h, (long)n, (long)t),
+                          "B, h, n, t", weights);
 }
 
 /* heads (B, n, h*d_v) from q (B, n, h, d_nope + d_r) and the t latents:
@@ -230,9 +224,9 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     size_t h = c->num_heads, dn = c->qk_nope_head_dim;
     size_t dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     tensor *kv = NULL, *kv4 = NULL, *k_nope = NULL, *v4 = NULL;
-    tensor *pe4 = NULL, *pe_h = NULL, *k = NULL, *slot = NULL;
-    tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL, *qp = NULL;
-    tensor *qh = NULL, *w = NULL, *o = NULL;
+    tensor *pe4 = NULL, *pe_h = NULL, *k = NULL, *slot_nope = NULL;
+    tensor *slot_pe = NULL, *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL;
+    tensor *qp = NULL, *qh = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
     int status = GSL_SUCCESS;
     // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
@@ -247,20 +241,13 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     STEP(tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
                        "B, t, h, d_r", &pe_h));
     STEP(tensor_alloc(SHAPE(B, t, h, dn + dr), &k));
-    // the copies untraced, so no STEPs: a failure must reach trace_quiet_end
-    trace_quiet_begin();
-    status = tensor_narrow(k, 3, 0, dn, &slot);
-    if (!status)
-        status = tensor_copy_into(slot, k_nope);
-    tensor_free(slot);
-    slot = NULL;
-    if (!status)
-        status = tensor_narrow(k, 3, dn, dr, &slot);
-    if (!status)
-        status = tensor_copy_into(slot, pe_h);
-    trace_quiet_end();
-    if (status)
-        goto done;
+    {
+        QUIET; // the copies are the one cat record below
+        STEP(tensor_narrow(k, 3, 0, dn, &slot_nope));
+        STEP(tensor_copy_into(slot_nope, k_nope));
+        STEP(tensor_narrow(k, 3, dn, dr, &slot_pe));
+        STEP(tensor_copy_into(slot_pe, pe_h));
+    }
     tensor_set_names(k, "B, t, h, d_nope+d_r");
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, k,
                TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)), "cat(dim=-1)");
@@ -281,8 +268,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     if (weights)
         STEP(head_weights(w, B, h, n, t, weights));
 done:
-    TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, slot, kp, kh, vp, vh, qp,
-                 qh, w, o);
+    TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, slot_nope, slot_pe, kp,
+                 kh, vp, vh, qp, qh, w, o);
     return status;
 }
 
@@ -513,19 +500,18 @@ static int append(tensor *storage, const tensor *new, size_t length,
     tensor *slot = NULL;
     *all = NULL;
     int status = GSL_SUCCESS;
-    trace_quiet_begin();
-    STEP(tensor_narrow(storage, 1, length, n, &slot));
-    STEP(tensor_copy_into(slot, new));
-    STEP(tensor_narrow(storage, 1, 0, t, all));
-done:
-    trace_quiet_end();
-    tensor_free(slot);
-    if (status)
-        return status;
+    {
+        QUIET; // the append's one record is below
+        STEP(tensor_narrow(storage, 1, length, n, &slot));
+        STEP(tensor_copy_into(slot, new));
+        STEP(tensor_narrow(storage, 1, 0, t, all));
+    }
     snprintf((*all)->names[1], TENSOR_NAME_MAX, "t");
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, *all, TRACE_INPUTS(TRACE_IN(new)),
                "append %s at %zu..%zu", what, length, t - 1);
-    return GSL_SUCCESS;
+done:
+    tensor_free(slot);
+    return status;
 }
 
 int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,

@@ -143,12 +143,12 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
                         "mla_rms_norm: eps %s must be a finite number > 0 (x %s)",
                         trace_number_str(es, sizeof es, eps), xs);
     // y starts as a contiguous copy of x: rows of d, normalised in place
-    tensor *y;
-    trace_quiet_begin();
-    int status = tensor_contiguous(x, &y);
-    trace_quiet_end();
-    if (status)
-        return mha_fail_in(status, "mla_rms_norm");
+    tensor *y = NULL;
+    int status = GSL_SUCCESS;
+    {
+        QUIET; // the copy is part of this one step
+        STEP(tensor_contiguous(x, &y));
+    }
     size_t rows = tensor_numel(y) / d;
     for (size_t r = 0; r < rows; r++) {
         double *y_r = y->data + r * d;
@@ -165,6 +165,9 @@ int mla_rms_norm(const tensor *x, const tensor *weight, double eps,
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, y, TRACE_INPUTS(TRACE_IN(x)),
                "rms_norm(eps=%g)", eps);
     *out = y;
+done:
+    if (status)
+        return mha_fail_in(status, "mla_rms_norm");
     return GSL_SUCCESS;
 }
 //<

@@ -345,11 +345,9 @@ int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
     if (!w)
         return GSL_SUCCESS;
     long h = (long)m->cfg.num_heads, Lk = (long)w->shape[w->ndim - 1];
-    trace_quiet_begin();
-    int status = tensor_view(w, SIZES((long)batch, h, (long)Lq, Lk),
-                             "B, h, Lq, Lk", out);
-    trace_quiet_end();
-    return status;
+    QUIET;
+    return tensor_view(w, SIZES((long)batch, h, (long)Lq, Lk), "B, h, Lq, Lk",
+                       out);
 }
 
 //> 14

@@ -25,19 +25,18 @@ int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
     multihead_cache *c = m->cache;
     const tensor *w = s->weights; // (B*h, Lq, Lk), folded with G < h
     long rows = (long)s->qh->shape[0], Lq = (long)s->qh->shape[1];
-    trace_quiet_begin();
-    int status = tensor_view(w, SIZES(rows, Lq, (long)w->shape[2]), NULL,
-                             &c->weights);
-    trace_quiet_end();
+    int status = GSL_SUCCESS;
+    {
+        QUIET; // keeping the weights is no step of the pass
+        STEP(tensor_view(w, SIZES(rows, Lq, (long)w->shape[2]), NULL,
+                         &c->weights));
+    }
 //> 14
-    if (!status && m->head_mask) {
-        status = tensor_alloc(SHAPE(m->cfg.num_heads), &c->head_mask);
-        if (!status)
-            status = tensor_copy_into(c->head_mask, m->head_mask);
+    if (m->head_mask) {
+        STEP(tensor_alloc(SHAPE(m->cfg.num_heads), &c->head_mask));
+        STEP(tensor_copy_into(c->head_mask, m->head_mask));
     }
 //<
-    if (status)
-        return status;
     c->queries = queries;
     c->keys = keys;
     c->values = values;
@@ -55,7 +54,8 @@ int multihead_keep_steps(multihead *m, steps *s, const tensor *queries,
         s->unmasked = NULL;
     }
 //<
-    return GSL_SUCCESS;
+done:
+    return status;
 }
 
 /* The forward pass with its two options (multihead.h), which it sets on

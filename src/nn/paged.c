@@ -375,16 +375,13 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     STEP(linear_forward(&m->W_q, &x_in, &q));
     STEP(linear_forward(&m->W_k, &x_in, &k));
     STEP(linear_forward(&m->W_v, &x_in, &v));
-    // 2. each row turned to its own sequence's position (untraced, so no
-    //    STEPs: a failure must reach trace_quiet_end)
-    trace_quiet_begin();
-    if (m->cfg.rope)
-        status = rope_rows(m, &q, start, "Q");
-    if (!status && m->cfg.rope)
-        status = rope_rows(m, &k, start, "K");
-    trace_quiet_end();
-    if (status)
-        goto done;
+    // 2. each row turned to its own sequence's position, the turns of Q
+    //    and K shown as one step (below)
+    if (m->cfg.rope) {
+        QUIET;
+        STEP(rope_rows(m, &q, start, "Q"));
+        STEP(rope_rows(m, &k, start, "K"));
+    }
     if (m->cfg.rope)
         tensor_trace_step(TRACE_NEW, q, q, "rope(each row at its own position)");
     STEP(tensor_alloc(SHAPE(B), &slots));

@@ -61,15 +61,11 @@ int posenc_add(const tensor *x, tensor **out)
         return status;
     size_t B = x->shape[0], L = x->shape[1], d = x->shape[2];
     tensor *P = NULL; // (L, d)
-    trace_quiet_begin(); // the table is part of this one step
-    status = posenc_sinusoid(L, d, &P);
-    trace_quiet_end();
-    if (!status)
-        status = tensor_alloc(SHAPE(B, L, d), out);
-    if (status) {
-        tensor_free(P);
-        return mha_fail_in(status, "posenc_add");
+    {
+        QUIET; // the table is part of this one step
+        STEP(posenc_sinusoid(L, d, &P));
     }
+    STEP(tensor_alloc(SHAPE(B, L, d), out));
     memcpy((*out)->names, x->names, sizeof x->names);
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < L; i++)
@@ -79,7 +75,10 @@ int posenc_add(const tensor *x, tensor **out)
     tensor_trace_emit(TRACE_NEW, TRACE_SUM, *out,
                TRACE_INPUTS(TRACE_IN(x), TRACE_NAMED(P, "P")),
                "X + P (sinusoidal)");
+done:
     tensor_free(P);
+    if (status)
+        return mha_fail_in(status, "posenc_add");
     return GSL_SUCCESS;
 }
 

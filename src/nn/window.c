@@ -116,9 +116,8 @@ static int contiguous(const tensor *x, const tensor **c, tensor **copy)
     *c = x;
     if (tensor_is_contiguous(x))
         return GSL_SUCCESS;
-    trace_quiet_begin();
+    QUIET;
     int status = tensor_contiguous(x, copy);
-    trace_quiet_end();
     *c = *copy;
     return status;
 }

@@ -91,30 +91,28 @@ static int gather(const tensor *storage, size_t f, const tensor *heads,
 {
     size_t BG = heads->shape[0], n = heads->shape[1], p = heads->shape[2];
     size_t S = storage->shape[2];
-    int status = tensor_alloc(SHAPE(BG, f + n, p), out);
-    if (status)
-        return status;
     const tensor *hc = heads;
     tensor *copy = NULL;
+    int status = GSL_SUCCESS;
+    STEP(tensor_alloc(SHAPE(BG, f + n, p), out));
     if (!tensor_is_contiguous(heads)) {
-        trace_quiet_begin();
-        status = tensor_contiguous(heads, &copy);
-        trace_quiet_end();
+        QUIET; // part of this step, whose record the caller emits
+        STEP(tensor_contiguous(heads, &copy));
         hc = copy;
     }
-    for (size_t g = 0; !status && g < BG; g++) {
+    for (size_t g = 0; g < BG; g++) {
         double *o = (*out)->data + g * (f + n) * p;
         memcpy(o, storage->data + g * S * p, f * p * sizeof *o);
         memcpy(o + f * p, hc->data + g * n * p, n * p * sizeof *o);
     }
+    tensor_set_names(*out, "B*G, f+n, d_model/h");
+done:
     tensor_free(copy);
     if (status) {
         tensor_free(*out);
         *out = NULL;
-        return status;
     }
-    tensor_set_names(*out, "B*G, f+n, d_model/h");
-    return GSL_SUCCESS;
+    return status;
 }
 
 /* The new positions length .. length+n-1 into their slots, keys and
@@ -187,12 +185,9 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     // 7. the new positions into their slots, over the ones W before
     STEP(multihead_find_overflow(who, *out, NULL, 0));
     if (weights) {
-        trace_quiet_begin();
-        status = tensor_view(w, SIZES((long)B, (long)h, (long)n, (long)(f + n)),
-                             "B, h, n, f+n", weights);
-        trace_quiet_end();
-        if (status)
-            goto done;
+        QUIET; // handing the weights out is no step of the pass
+        STEP(tensor_view(w, SIZES((long)B, (long)h, (long)n, (long)(f + n)),
+                         "B, h, n, f+n", weights));
     }
     store(c, s.kh, s.vh);
 done:

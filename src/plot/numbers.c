@@ -329,12 +329,14 @@ int numbers_write_json(FILE *f, const trace_log *log)
     }
     fputc('[', f);
     int status = GSL_SUCCESS;
-    trace_quiet_begin(); // the steps run again are not the module's
-    for (size_t j = 0; j < n && !status; j++) {
-        fputs(j ? ",\n" : "\n", f);
-        status = write_split(f, log, at[j], of[j], nof[j]);
+    {
+        QUIET; // the steps run again are not the module's
+        for (size_t j = 0; j < n; j++) {
+            fputs(j ? ",\n" : "\n", f);
+            STEP(write_split(f, log, at[j], of[j], nof[j]));
+        }
     }
-    trace_quiet_end();
+done:
     fputc(']', f);
     return status;
 }

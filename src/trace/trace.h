@@ -38,7 +38,7 @@
  * no record is built while nobody listens, and a reader following the
  * emitter's calls stops at the pointer, as at the observers.
  * trace_quiet_begin and trace_quiet_end bracket code that runs steps
- * without showing them.
+ * without showing them; QUIET does the same for a block.
  * The state is per thread, as the error state is (base/error.h): a thread
  * sees the records of the steps it runs, for the observers it attached
  * (the fast paths emit their records outside their parallel loops), and
@@ -149,6 +149,37 @@ static inline void trace_quiet_begin(void) {}
 static inline void trace_quiet_end(void) {}
 static inline int trace_on(void) { return 0; }
 #endif
+
+/* One line at the top of a block keeps the steps run in it out of the
+ * trace until the block is left, however it is left: falling off its end,
+ * a return, or a STEP's jump to done: (the compiler's cleanup attribute
+ * calls trace_quiet_end, as SCOPE's calls trace_end), so the steps inside
+ * are STEPs like any others:
+ *
+ *     {
+ *         QUIET; // the copies are one record, emitted below
+ *         STEP(tensor_narrow(*out, 2, 0, da, &left));
+ *         STEP(tensor_copy_into(left, a));
+ *     }
+ *
+ * Quiet blocks nest.  done: stays outside the block: a goto may leave the
+ * scope of QUIET's variable but not jump into it past the line (clang
+ * refuses that jump; gcc takes it and ends a quiet block never begun).
+ * Compiled out (MHA_NO_TRACE), it does nothing. */
+#define QUIET                                                                 \
+    __attribute__((cleanup(trace_quiet_close), unused)) int trace_quiet_ =    \
+        trace_quiet_open()
+/* What QUIET calls: trace_quiet_begin, returning 1; and trace_quiet_end. */
+static inline int trace_quiet_open(void)
+{
+    trace_quiet_begin();
+    return 1;
+}
+static inline void trace_quiet_close(int *open)
+{
+    (void)open;
+    trace_quiet_end();
+}
 
 /* --- observing ------------------------------------------------------ */
 
