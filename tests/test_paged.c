@@ -283,15 +283,41 @@ Test(paged, ragged_batches_with_shared_prefixes)
     multihead_free(&m);
 }
 
+/* The pool's and the live tables' books, to hold a failed step to
+ * "nothing changes": how many blocks are free, each block's count, and
+ * each live sequence's length and table. */
+typedef struct books_copy {
+    size_t n_free, refs[16], length[4], nblocks[4], table[4][16];
+} books_copy;
+
+static books_copy books_of(const paged_cache *c)
+{
+    books_copy k;
+    memset(&k, 0, sizeof k);
+    cr_assert(c->num_blocks <= 16 && c->max_seqs <= 4);
+    k.n_free = c->n_free;
+    memcpy(k.refs, c->refs, c->num_blocks * sizeof *c->refs);
+    for (size_t s = 0; s < c->max_seqs; s++)
+        if (c->seqs[s].live) {
+            k.length[s] = c->seqs[s].length;
+            k.nblocks[s] = c->seqs[s].nblocks;
+            memcpy(k.table[s], c->seqs[s].table,
+                   c->seqs[s].nblocks * sizeof(size_t));
+        }
+    return k;
+}
+
 /* Each allocation of a step with RoPE failed in turn while a log listens:
- * GSL_ENOMEM, no output, the trace listening again at depth 0; nothing
- * leaked (valgrind and ASan check that). */
+ * GSL_ENOMEM, no output, the trace listening again at depth 0, and the
+ * cache's books as they were, whether the step takes a new block, writes
+ * into a block of its own, or copies a shared block first (a fork's);
+ * nothing leaked (valgrind and ASan check that). */
 Test(paged, allocation_failures_leave_the_trace_listening)
 {
     multihead m;
     paged_cache c;
-    make_paged(&m, &c, 2, 1, 5, 16, 2, 2);
-    size_t a, b;
+    make_paged(&m, &c, 2, 1, 5, 16, 2, 3);
+    size_t a, b, f;
     OK(paged_seq_add(&c, &a));
     OK(paged_seq_add(&c, &b));
     tensor *x, *y;
@@ -299,19 +325,85 @@ Test(paged, allocation_failures_leave_the_trace_listening)
     trace_log log;
     trace_log_start(&log);
     int failures;
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < 4; t++) {
+        size_t seqs[2] = {a, b};
+        if (t == 3) { // a's last block half full, shared with its fork
+            OK(paged_seq_fork(&c, a, &f));
+            seqs[1] = f;
+        }
         token(x->data, 0, t);
         token(x->data + D, 1, t);
+        books_copy before = books_of(&c);
         EACH_ALLOCATION_FAILS(failures,
-            paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x, &y),
+            paged_decode_step(&m, &c, seqs, 2, x, &y),
             cr_assert_null(y);
-            assert_trace_listens(&log));
+            assert_trace_listens(&log);
+            books_copy now = books_of(&c);
+            cr_assert(memcmp(&now, &before, sizeof now) == 0,
+                      "step %zu: a failed step changed the cache", t));
         cr_assert_gt(failures, 10);
         tensor_free(y);
     }
+    cr_assert_eq(c.seqs[a].length, 4);
+    cr_assert_eq(c.seqs[f].length, 4);
+    cr_assert_neq(c.seqs[a].table[1], c.seqs[f].table[1]); // copied on write
     trace_log_stop(&log);
     trace_log_free(&log);
     tensor_free(x);
+    paged_cache_free(&c);
+    multihead_free(&m);
+}
+
+/* A step that fails after its blocks were taken and K, V written (an
+ * output that overflows, found by the result's check) puts the books
+ * back: the next step sees the cache as it was and gives the output it
+ * would have given. */
+Test(paged, a_step_failing_late_changes_nothing)
+{
+    multihead m;
+    paged_cache c;
+    make_paged(&m, &c, 2, 0, 5, 4, 2, 2);
+    size_t a, b;
+    OK(paged_seq_add(&c, &a));
+    OK(paged_seq_add(&c, &b));
+    tensor *x, *y = NULL, *want = NULL;
+    OK(tensor_alloc(SHAPE(2, 1, D), &x));
+    token(x->data, 0, 0);
+    token(x->data + D, 1, 0);
+    OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x, &y));
+    tensor_free(y);
+    y = NULL;
+    token(x->data, 0, 1);
+    token(x->data + D, 1, 1);
+    books_copy before = books_of(&c);
+    tensor *huge = full(SHAPE(2, 1, D), 1e200); // scores overflow to inf
+    cr_assert_neq(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, huge, &y),
+                  GSL_SUCCESS);
+    cr_assert_null(y);
+    tensor_free(huge);
+    books_copy now = books_of(&c);
+    cr_assert(memcmp(&now, &before, sizeof now) == 0,
+              "the failed step changed the cache's books");
+    OK(paged_decode_step(&m, &c, (size_t[]){a, b}, 2, x, &want));
+    cr_assert_eq(c.seqs[a].length, 2);
+    cr_assert_eq(c.seqs[b].length, 2);
+    /* the same step on a fresh cache fed the same two tokens */
+    paged_cache fresh;
+    OK(paged_cache_init(&fresh, 4, 2, 2, P, 2));
+    size_t fa, fb;
+    OK(paged_seq_add(&fresh, &fa));
+    OK(paged_seq_add(&fresh, &fb));
+    token(x->data, 0, 0);
+    token(x->data + D, 1, 0);
+    OK(paged_decode_step(&m, &fresh, (size_t[]){fa, fb}, 2, x, &y));
+    tensor_free(y);
+    token(x->data, 0, 1);
+    token(x->data + D, 1, 1);
+    OK(paged_decode_step(&m, &fresh, (size_t[]){fa, fb}, 2, x, &y));
+    for (size_t i = 0; i < tensor_numel(y); i++)
+        cr_assert_eq(y->data[i], want->data[i], "output %zu", i);
+    paged_cache_free(&fresh);
+    FREE_ALL(x, y, want);
     paged_cache_free(&c);
     multihead_free(&m);
 }

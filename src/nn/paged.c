@@ -328,6 +328,44 @@ static int rope_rows(const multihead *m, tensor **x, const size_t *start,
     return status;
 }
 
+/* The pool's and the tables' books as they were before a step reserved
+ * its blocks, so that a step that fails after (W_o, the result's check)
+ * puts them back and nothing changes on failure.  The numbers it wrote
+ * went to blocks that are free again or past a sequence's length:
+ * nobody's. */
+typedef struct books {
+    size_t n_free;
+    size_t *refs;                    /* (num_blocks,) */
+    size_t *length, *nblocks, *last; /* (B,) each: last, the last entry */
+} books;
+
+static void books_keep(const paged_cache *c, const size_t *seqs, size_t B,
+                       books *k)
+{
+    k->n_free = c->n_free;
+    memcpy(k->refs, c->refs, c->num_blocks * sizeof *k->refs);
+    for (size_t b = 0; b < B; b++) {
+        const paged_seq *s = &c->seqs[seqs[b]];
+        k->length[b] = s->length;
+        k->nblocks[b] = s->nblocks;
+        k->last[b] = s->nblocks ? s->table[s->nblocks - 1] : 0;
+    }
+}
+
+static void books_restore(paged_cache *c, const size_t *seqs, size_t B,
+                          const books *k)
+{
+    c->n_free = k->n_free; // reserve only takes from the free list's end
+    memcpy(c->refs, k->refs, c->num_blocks * sizeof *c->refs);
+    for (size_t b = 0; b < B; b++) {
+        paged_seq *s = &c->seqs[seqs[b]];
+        s->length = k->length[b];
+        s->nblocks = k->nblocks[b];
+        if (s->nblocks)
+            s->table[s->nblocks - 1] = k->last[b];
+    }
+}
+
 int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
                       size_t B, const tensor *x, tensor **out)
 {
@@ -351,8 +389,12 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     size_t *slot = mha_malloc(B, sizeof *slot, who);
     size_t *scratch = mha_malloc(c->num_blocks, sizeof *scratch, who);
     size_t *released = mha_calloc(c->num_blocks, sizeof *released, who);
-    status = start && scores && slot && scratch && released ? GSL_SUCCESS
-                                                            : GSL_ENOMEM;
+    size_t *kept = mha_malloc(3 * B, sizeof *kept, who);
+    books before = {0, scratch, kept, kept + B, kept + 2 * B};
+    int reserved = 0;
+    status = start && scores && slot && scratch && released && kept
+                 ? GSL_SUCCESS
+                 : GSL_ENOMEM;
     if (status)
         goto done;
     // 3. the slot mapping, planned before anything changes: the blocks
@@ -388,8 +430,10 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     STEP(tensor_alloc(SHAPE(B, 1, h * p), &heads));
     tensor_set_names(slots, "B");
     tensor_set_names(heads, "B, 1, d_model");
-    // 3. the blocks as planned (nothing fails from here), and 4. K
-    //    and V written at the slots
+    // 3. the blocks as planned, their books kept first (scratch's
+    //    plans are done), and 4. K and V written at the slots
+    books_keep(c, seqs, B, &before);
+    reserved = 1;
     for (size_t b = 0; b < B; b++) {
         reserve(c, &c->seqs[seqs[b]]);
         slots->data[b] = (double)slot[b];
@@ -428,7 +472,10 @@ done:
     if (status) {
         tensor_free(*out);
         *out = NULL;
+        if (reserved)
+            books_restore(c, seqs, B, &before);
     }
+    free(kept);
     free(start);
     free(scores);
     free(slot);
