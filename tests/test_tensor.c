@@ -1777,34 +1777,34 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
 }
 //<
 
-/* repeat_interleave's steps by name: (B,) viewed as DIMS(B, 1) is (B, 1)
- * (a label that is x's own name splits off nothing, not "B/B"), expanded
- * to DIMS(B, h) is (B, h) (expand's labels name what x's names leave
- * unnamed, and never rename a named one), and merged to DIMS(B * h) is
- * B*h; at B = 1 and h = 1 too, where every size is 1. */
-Test(tensor, dims_labels_name_a_repeat)
+/* A column repeated by name: (n,) viewed as DIMS(n, 1) is (n, 1) (a label
+ * that is x's own name splits nothing off, not "n/n"), expanded to
+ * DIMS(n, k) is (n, k) (expand's labels name what x's names leave
+ * unnamed, and never rename a named one), and merged to DIMS(n * k) is
+ * n*k; at n = 1 and k = 1 too, where every size is 1. */
+Test(tensor, dims_labels_name_a_repeated_column)
 {
-    for (size_t B = 1; B <= 2; B++)
-        for (size_t h = 1; h <= 3; h += 2) {
+    for (size_t n = 1; n <= 2; n++)
+        for (size_t k = 1; k <= 3; k += 2) {
             tensor *x, *col, *wide, *flat, *other;
-            OK(tensor_alloc(SHAPE(B), &x));
-            OK(tensor_set_names(x, "B"));
-            OK(tensor_view(x, DIMS(B, 1), &col));
+            OK(tensor_alloc(SHAPE(n), &x));
+            OK(tensor_set_names(x, "n"));
+            OK(tensor_view(x, DIMS(n, 1), &col));
             char s[TRACE_SHAPE_MAX];
-            cr_assert_str_eq(tensor_sym_str(col, s, sizeof s), "(B, 1)",
-                             "B %zu h %zu", B, h);
-            OK(tensor_expand(col, DIMS(B, h), &wide));
-            cr_assert_str_eq(tensor_sym_str(wide, s, sizeof s), "(B, h)",
-                             "B %zu h %zu", B, h);
-            cr_assert(h == 1 || wide->strides[1] == 0); // read h times
-            OK(tensor_reshape(wide, DIMS(B * h), &flat));
-            cr_assert_str_eq(tensor_sym_str(flat, s, sizeof s), "(B*h,)",
-                             "B %zu h %zu", B, h);
+            cr_assert_str_eq(tensor_sym_str(col, s, sizeof s), "(n, 1)",
+                             "n %zu k %zu", n, k);
+            OK(tensor_expand(col, DIMS(n, k), &wide));
+            cr_assert_str_eq(tensor_sym_str(wide, s, sizeof s), "(n, k)",
+                             "n %zu k %zu", n, k);
+            cr_assert(k == 1 || wide->strides[1] == 0); // read k times
+            OK(tensor_reshape(wide, DIMS(n * k), &flat));
+            cr_assert_str_eq(tensor_sym_str(flat, s, sizeof s), "(n*k,)",
+                             "n %zu k %zu", n, k);
             /* a named dimension keeps its name whatever the label says */
-            size_t n = h;
-            OK(tensor_expand(wide, DIMS(n, B, h), &other));
+            size_t m = k;
+            OK(tensor_expand(wide, DIMS(m, n, k), &other));
             cr_assert_str_eq(tensor_sym_str(other, s, sizeof s),
-                             "(n, B, h)", "B %zu h %zu", B, h);
+                             "(m, n, k)", "n %zu k %zu", n, k);
             TENSORS_FREE(x, col, wide, flat, other);
         }
 }
