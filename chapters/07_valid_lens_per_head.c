@@ -60,12 +60,12 @@ static void one_length_per_example(void)
      *
      * Writing it is exercise 4. Its tests check `(B,)` to `(B h,)` and
      * `(B, Lq)` to `(B h, Lq)`, row $b h + i$ a copy of row $b$ (not
-     * `tile`'s order, section 2); that a meta `valid_lens` (shapes alone,
-     * as `mha trace` passes it) gives a meta result of the repeated
-     * shape; that 0 heads, or a `valid_lens` of another number of
-     * dimensions, is refused with `GSL_EINVAL`, the output NULL and a
-     * message naming the number; and that a failed allocation returns
-     * `GSL_ENOMEM` with the output NULL.
+     * `tile`'s order, section 2); that a [meta](glossary.md)
+     * `valid_lens` (shapes alone, as `mha trace` passes it) gives a meta
+     * result of the repeated shape; that 0 heads, or a `valid_lens` of
+     * another number of dimensions, is refused with `GSL_EINVAL`, the
+     * output NULL and a message naming the number; and that a failed
+     * allocation returns `GSL_ENOMEM` with the output NULL.
      *
      * @show src/nn/heads.c repeat_valid_lens
      *
