@@ -1780,8 +1780,9 @@ Test(tensor, from_mapping_reads_the_mapping_and_unmaps_it)
 /* A column repeated by name: (n,) viewed as DIMS(n, 1) is (n, 1) (a label
  * that is x's own name splits nothing off, not "n/n"), expanded to
  * DIMS(n, k) is (n, k) (expand's labels name what x's names leave
- * unnamed, and never rename a named one), and merged to DIMS(n * k) is
- * n*k; at n = 1 and k = 1 too, where every size is 1. */
+ * unnamed, and never rename a named one; an unnamed x stays unnamed),
+ * and merged to DIMS(n * k) is n*k; at n = 1 and k = 1 too, where every
+ * size is 1. */
 Test(tensor, dims_labels_name_a_repeated_column)
 {
     for (size_t n = 1; n <= 2; n++)
@@ -1805,7 +1806,14 @@ Test(tensor, dims_labels_name_a_repeated_column)
             OK(tensor_expand(wide, DIMS(m, n, k), &other));
             cr_assert_str_eq(tensor_sym_str(other, s, sizeof s),
                              "(m, n, k)", "n %zu k %zu", n, k);
-            TENSORS_FREE(x, col, wide, flat, other);
+            /* as the reshape's, expand's labels name nothing of an
+             * unnamed tensor */
+            tensor *plain;
+            OK(tensor_set_names(col, NULL));
+            OK(tensor_expand(col, DIMS(n, k), &plain));
+            cr_assert_str_eq(tensor_sym_str(plain, s, sizeof s), "",
+                             "n %zu k %zu", n, k);
+            TENSORS_FREE(x, col, wide, flat, other, plain);
         }
 }
 

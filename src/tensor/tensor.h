@@ -222,8 +222,9 @@ int tensor_narrow(const tensor *x, size_t dim, size_t start, size_t length,
  * too.  Never a copy (the trace says view), so writing through it writes
  * one number many times: treat it as read-only.  names (see
  * tensor_set_names) may be NULL to keep x's (new dimensions unnamed);
- * DIMS's labels keep x's names and name the dimensions x's leave
- * unnamed: (B, 1) expanded to DIMS(B, h) is (B, h).
+ * DIMS's labels keep x's names and, as tensor_reshape's, name the
+ * dimensions x's leave unnamed when x has names: (B, 1) expanded to
+ * DIMS(B, h) is (B, h); an unnamed x stays unnamed.
  * Grouped-query attention shares one key head among h/G query heads this
  * way: (B*G, 1, Lk, p) -> (B*G, h/G, Lk, p).  Reshaping the result to
  * (B*h, Lk, p) cannot be a view and copies: that copy is

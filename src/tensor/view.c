@@ -309,6 +309,19 @@ static void split_or_merge(const tensor *x, tensor *y,
     }
 }
 
+/* DIMS's labels name the dimensions of y that x's names leave unnamed,
+ * when x has names: an unnamed x stays unnamed (reshape and expand). */
+static void label_unnamed(const tensor *x, tensor *y,
+                          const char (*labels)[TENSOR_NAME_MAX])
+{
+    int named = 0;
+    for (size_t d = 0; d < x->ndim; d++)
+        named |= x->names[d][0] != '\0';
+    for (size_t d = 0; d < y->ndim && named; d++)
+        if (!y->names[d][0])
+            strcpy(y->names[d], labels[d]);
+}
+
 /* Names for the reshaped dimensions, derived from x's by their sizes
  * (names_by_groups).  A size-1 dimension between two groups could belong
  * to either, and the sizes cannot say which: (B, G, Lk, p) with G = Lk =
@@ -325,17 +338,13 @@ static void derive_names(const tensor *x, tensor *y,
     char after[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
     names_by_groups(x, y, 0, labels, before);
     names_by_groups(x, y, 1, labels, after);
-    int named = 0;
-    for (size_t d = 0; d < x->ndim; d++)
-        named |= x->names[d][0] != '\0';
     for (size_t d = 0; d < y->ndim; d++)
         if (!strcmp(before[d], after[d]))
             strcpy(y->names[d], before[d]);
     if (labels && rest >= 0)
         split_or_merge(x, y, labels, (size_t)rest);
-    for (size_t d = 0; d < y->ndim && labels && named; d++)
-        if (!y->names[d][0])
-            strcpy(y->names[d], labels[d]);
+    if (labels)
+        label_unnamed(x, y, labels);
 }
 
 /* DIMS's text "B, n, h * p" as one label per dimension, spaces taken
@@ -554,9 +563,7 @@ int tensor_expand(const tensor *x, size_t ndim, const long *shape,
     if (names && names[0] == TENSOR_LABELS[0]) { /* labels: what x's leave */
         char labels[TENSOR_MAX_DIMS][TENSOR_NAME_MAX];
         read_labels(names + 1, labels);
-        for (size_t d = 0; d < ndim; d++)
-            if (!y->names[d][0])
-                strcpy(y->names[d], labels[d]);
+        label_unnamed(x, y, (const char (*)[TENSOR_NAME_MAX])labels);
     } else if (names) {
         int status = tensor_set_names(y, names);
         if (status) {
