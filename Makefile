@@ -135,6 +135,29 @@ LDLIBS   = $(GSL_LIBS) -lm
 #> handout
 # libzip reads .npz archives: mha's --state-dict (src/cli/torch.c)
 ZIP_LIBS = $(call pkg_config,ZIP_LIBS,--libs libzip)
+# The libraries the mha program links: LDLIBS's, or (below) the same
+# two from their static archives.
+CLI_LIBS = $(LDLIBS)
+#<
+#> full
+# The full build's mha takes GSL and OpenBLAS from their static archives
+# when the compiler finds both (Debian's libgsl-dev and libopenblas-dev
+# install them): the shared OpenBLAS costs every run about 5 ms of symbol
+# relocation before main, a tenth of a forward pass at B = 8, L = 128
+# (tools/performance.md).  The same library code either way, so the same
+# numbers to the bit (test_forward_stream); without an archive, or with
+# BLAS=gsl, the shared libraries as above.  Asked when the link runs,
+# after `make deps` has installed them.  OpenBLAS's calls that
+# src/base/threads.c and program.c look up by name are exported, as a
+# shared OpenBLAS has them; mha_program_init_lazy confines its threads.
+static_archive = $(filter /%,$(shell $(CC) -print-file-name=$(1)))
+ifeq ($(BLAS),openblas)
+CLI_STATIC = -Wl,-Bstatic -lgsl -lopenblas -Wl,-Bdynamic -lpthread -lm \
+    -Wl,--undefined=openblas_get_config \
+    -Wl,--export-dynamic-symbol=openblas_* \
+    -Wl,--export-dynamic-symbol=blas_thread_shutdown_
+CLI_LIBS = $(if $(and $(call static_archive,libgsl.a),$(call static_archive,libopenblas.a)),$(CLI_STATIC),$(LDLIBS))
+endif
 #<
 TEST_LIBS = $(call pkg_config,TEST_LIBS,--libs criterion)
 
@@ -276,7 +299,7 @@ $(BUILD)/mla-run: tools/mla_run.c $(LIB)
 # --state-dict's .npz in the full build).
 $(CLI_BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) $(ZIP_LIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(CLI_OBJ) $(LIB) $(CLI_LIBS) $(ZIP_LIBS) -o $@
 #<
 
 # The suites, one object each, built with the paths and the chapter list

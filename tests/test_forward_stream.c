@@ -14,7 +14,9 @@
  * reference here. */
 #include "check.h"
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "scratch.h"
 #include "mha_run.h"
@@ -76,6 +78,104 @@ Test(forward_stream, out_is_the_whole_batchs, .init = enter,
     double err = rel_error(a, b);
     cr_assert(err <= 1e-14, "streamed against the whole batch: %g", err);
     FREE_ALL(a, b);
+}
+
+/* The numbers are the library's to the bit: mha links GSL and OpenBLAS
+ * from their static archives where this test links the shared libraries
+ * (Makefile), and the fast path of this process, in the same chunks,
+ * gives every byte of OUT's numbers. */
+Test(forward_stream, out_is_the_librarys_to_the_bit, .init = enter,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    run r = mha(FORWARD "|--out|out.npy");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    tensor *x, *w, *b, *out, *got;
+    OK(npy_read("x.npy", &x));
+    OK(npy_read("w.npy", &w));
+    OK(npy_read("b.npy", &b));
+    multihead m;
+    multihead_config cfg = {.query_size = D, .key_size = D, .value_size = D,
+                            .num_hiddens = D, .num_heads = 4, .bias = 1};
+    OK(multihead_init(&m, &cfg));
+    linear *l[] = {&m.W_q, &m.W_k, &m.W_v, &m.W_o};
+    for (int i = 0; i < 4; i++) {
+        OK(tensor_copy_into(l[i]->weight, w));
+        OK(tensor_copy_into(l[i]->bias, b));
+    }
+    OK(multihead_forward_fast(&m, x, x, x, NULL, NULL, &out, NULL));
+    OK(npy_read("out.npy", &got));
+    cr_assert_eq(tensor_numel(got), (size_t)B * L * D);
+    cr_assert(memcmp(got->data, out->data, tensor_numel(out) * sizeof(double))
+                  == 0,
+              "mha forward's numbers differ from the library's");
+    multihead_free(&m);
+    FREE_ALL(x, w, b, out, got);
+}
+
+/* The threads of process pid: the entries of /proc/PID/task. */
+static int threads_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Is process pid waiting in read? */
+static int reading(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+    FILE *f = fopen(path, "r");
+    long nr = -1;
+    if (f && fscanf(f, "%ld", &nr) != 1)
+        nr = -1;
+    if (f)
+        fclose(f);
+    return nr == SYS_read;
+}
+
+/* mha runs OpenBLAS on one thread with its pool stopped (threads.h), the
+ * static archive linked in as much as the shared library: waiting for
+ * its first answer on stdin (mha quiz), the process has one thread, its
+ * main one (then it is killed).  OpenBLAS's pool, left running, would be
+ * a second, polling a core for 0.1 s. */
+Test(forward_stream, openblas_runs_on_one_thread, .init = enter,
+     .fini = leave_scratch)
+{
+    skip_under_valgrind();
+    int answers[2];
+    cr_assert_eq(pipe(answers), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(answers[0], STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        close(answers[1]);
+        execl(mha_path, "mha", "quiz", "--seed", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(answers[0]);
+    int waiting = 0;
+    for (int i = 0; i < 1000 && !waiting; i++) // 10 s at most
+        if (!(waiting = reading(pid)))
+            usleep(10000);
+    int threads = waiting ? threads_of(pid) : 0;
+    kill(pid, SIGKILL);
+    close(answers[1]);
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(waiting, "mha quiz never waited for an answer");
+    cr_assert_eq(threads, 1, "mha runs %d threads", threads);
 }
 
 /* Past the file size limit after the first part: one line, exit 2, the

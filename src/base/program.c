@@ -70,6 +70,7 @@ void mha_program_init_lazy(void)
     if (done)
         return;
     done = 1;
+    threads_confine_blas(); // when OpenBLAS is linked in (threads.h)
     hold_closed_standard_streams();
     gsl_set_error_handler_off();
     cleanup_install();

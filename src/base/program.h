@@ -8,6 +8,8 @@
 #include <gsl/gsl_rng.h>
 
 /* Call first in every program.  It
+ *   - confines OpenBLAS to one thread when it is linked into the program
+ *     from its static archive (threads_confine_blas in threads.h);
  *   - switches GSL's aborting error handler off, so failures come back as
  *     status codes (see error.h);
  *   - installs cleanup.h's handlers: SIGINT, SIGTERM, SIGQUIT and every

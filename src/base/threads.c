@@ -179,11 +179,10 @@ static void fit_blas_pool(int argc, char **argv, char **envp)
  * each other.  Beside OpenMP's threads on as many cores, that polling
  * took the cores from them (`mha forward` at B = 8, L = 512 spent as much
  * time in the kernel as in its own code).  So OpenBLAS is confined to one
- * thread, the caller's, and its pool stopped, once it has started it
- * (this runs after every shared library's constructor), as OpenBLAS
- * itself stops it before a fork: every parallel loop is OpenMP's.  Under
- * a memory limit OpenBLAS is left as fit_blas_pool sized it: starting its
- * pool again would take its buffers again. */
+ * thread, the caller's, and its pool stopped, once it has started it, as
+ * OpenBLAS itself stops it before a fork: every parallel loop is
+ * OpenMP's.  Under a memory limit OpenBLAS is left as fit_blas_pool sized
+ * it: starting its pool again would take its buffers again. */
 static int blas_confined;
 
 static void stop_blas_pool(void)
@@ -194,13 +193,34 @@ static void stop_blas_pool(void)
         shutdown();
 }
 
-__attribute__((constructor)) static void confine_blas(void)
+void threads_confine_blas(void)
 {
-    if (memory_limit().bytes || !threads_blas())
+    if (blas_confined || memory_limit().bytes || !threads_blas())
         return;
     threads_set_blas(1);
     stop_blas_pool();
     blas_confined = 1;
+}
+
+/* Is OpenBLAS part of this program's own file, linked from its static
+ * archive (the full build's mha is: Makefile)?  Then its constructor has
+ * not run when this file's runs (an executable's run in the order its
+ * parts were linked, and the archive comes after libmha), and asking it
+ * anything would start it early: mha_program_init_lazy confines it. */
+static int blas_in_program(void)
+{
+    void *get = dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+    Dl_info blas, self;
+    return get && dladdr(get, &blas) && dladdr((void *)&blas_confined, &self) &&
+           blas.dli_fbase == self.dli_fbase;
+}
+
+/* A shared OpenBLAS has started by now: shared libraries' constructors
+ * run before the program's. */
+__attribute__((constructor)) static void confine_blas(void)
+{
+    if (!blas_in_program())
+        threads_confine_blas();
 }
 
 __attribute__((section(".preinit_array"), used)) static void (

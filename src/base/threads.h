@@ -81,6 +81,12 @@ void threads_blas_restore(int saved);
 int threads_blas_widen(void);
 void threads_blas_narrow(int before);
 
+/* Confine OpenBLAS as above, once.  A program whose OpenBLAS is a shared
+ * library has it done as it loads; one that links OpenBLAS's static
+ * archive has it done by mha_program_init_lazy (program.h), since
+ * OpenBLAS starts only after libmha's own start-up code there. */
+void threads_confine_blas(void);
+
 /* Under a memory limit, make OpenBLAS take this thread's buffer now (one
  * small product), after checking there is room for it: GSL_SUCCESS, or
  * GSL_ENOMEM and a one-line message naming the limit, e.g.
