@@ -111,20 +111,23 @@ done:
     return status;
 }
 
-/* out (B, t, da + db): a and b (B, t, da) and (B, t, db) side by side. */
+/* out (..., da + db): a (..., da) and b (..., db) side by side, the
+ * dimensions before the last the same in both (3 or 4 of them). */
 static int cat_last(const tensor *a, const tensor *b, const char *names,
                     tensor **out)
 {
-    size_t B = a->shape[0], t = a->shape[1], da = a->shape[2];
-    size_t db = b->shape[2];
+    size_t nd = a->ndim, da = a->shape[nd - 1], db = b->shape[nd - 1];
+    size_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, a->shape, nd * sizeof *shape);
+    shape[nd - 1] = da + db;
     tensor *left = NULL, *right = NULL;
     int status = GSL_SUCCESS;
-    STEP(tensor_alloc(SHAPE(B, t, da + db), out));
+    STEP(tensor_alloc(nd, shape, out));
     {
         QUIET; // the copies are the one cat record below
-        STEP(tensor_narrow(*out, 2, 0, da, &left));
+        STEP(tensor_narrow(*out, nd - 1, 0, da, &left));
         STEP(tensor_copy_into(left, a));
-        STEP(tensor_narrow(*out, 2, da, db, &right));
+        STEP(tensor_narrow(*out, nd - 1, da, db, &right));
         STEP(tensor_copy_into(right, b));
     }
     STEP(tensor_set_names(*out, names));
@@ -224,8 +227,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     size_t h = c->num_heads, dn = c->qk_nope_head_dim;
     size_t dr = c->qk_rope_head_dim, dv = c->v_head_dim;
     tensor *kv = NULL, *kv4 = NULL, *k_nope = NULL, *v4 = NULL;
-    tensor *pe4 = NULL, *pe_h = NULL, *k = NULL, *slot_nope = NULL;
-    tensor *slot_pe = NULL, *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL;
+    tensor *pe4 = NULL, *pe_h = NULL, *k = NULL;
+    tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL;
     tensor *qp = NULL, *qh = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
     int status = GSL_SUCCESS;
@@ -240,17 +243,7 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
                         "B, t, 1, d_r", &pe4));
     STEP(tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
                        "B, t, h, d_r", &pe_h));
-    STEP(tensor_alloc(SHAPE(B, t, h, dn + dr), &k));
-    {
-        QUIET; // the copies are the one cat record below
-        STEP(tensor_narrow(k, 3, 0, dn, &slot_nope));
-        STEP(tensor_copy_into(slot_nope, k_nope));
-        STEP(tensor_narrow(k, 3, dn, dr, &slot_pe));
-        STEP(tensor_copy_into(slot_pe, pe_h));
-    }
-    tensor_set_names(k, "B, t, h, d_nope+d_r");
-    tensor_trace_emit(TRACE_COPY, TRACE_LIST, k,
-               TRACE_INPUTS(TRACE_IN(k_nope), TRACE_IN(pe_h)), "cat(dim=-1)");
+    STEP(cat_last(k_nope, pe_h, "B, t, h, d_nope+d_r", &k));
     // 3. heads into the batch, chapter 06's transpose_qkv on the heads
     //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
     STEP(tensor_reshape(k, SIZES((long)B, (long)t, -1), "B, t, h*(d_nope+d_r)",
@@ -268,8 +261,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     if (weights)
         STEP(head_weights(w, B, h, n, t, weights));
 done:
-    TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, slot_nope, slot_pe, kp,
-                 kh, vp, vh, qp, qh, w, o);
+    TENSORS_FREE(kv, kv4, k_nope, v4, pe4, pe_h, k, kp, kh, vp, vh, qp, qh, w,
+                 o);
     return status;
 }
 
