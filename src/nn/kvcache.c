@@ -116,17 +116,10 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
     if (status)
         return status;
     // the weights are read for non-finite numbers at the first step, into
-    // an empty cache; later steps check x alone (a module seen without
-    // its weights): reading all four every step cost as much as the
-    // step's products
-    multihead unweighted = *m;
-    if (c->length > 0) {
-        linear *layers[] = {&unweighted.W_q, &unweighted.W_k, &unweighted.W_v,
-                            &unweighted.W_o};
-        for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
-            layers[i]->weight = layers[i]->bias = NULL;
-    }
-    status = multihead_check_inputs(&unweighted, x, x, x, NULL);
+    // an empty cache; later steps check x alone: reading all four every
+    // step cost as much as the step's products
+    status = c->length == 0 ? multihead_check_inputs(m, x, x, x, NULL)
+                            : multihead_check_call(m, x, x, x, NULL);
     if (status)
         return status;
     size_t B = x->shape[0], n = x->shape[1];

@@ -261,6 +261,13 @@ int multihead_check_inputs(const multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,
                            const tensor *valid_lens);
 
+/* The same but the weights and biases: what a call brings, for a caller
+ * that has checked the module's own numbers once already (a decoding
+ * step after the first, chapter 16). */
+int multihead_check_call(const multihead *m, const tensor *queries,
+                         const tensor *keys, const tensor *values,
+                         const tensor *valid_lens);
+
 /* The forward pass above; out is (B, Lq, D_out), and weights the per-head
  * weights (B, h, Lq, Lk), as PyTorch's MultiheadAttention returns them
  * with need_weights (and average_attn_weights=False): weights[b, i] is
