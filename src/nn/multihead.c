@@ -12,7 +12,6 @@
 
 #include "base/error.h"
 #include "nn/multihead_internal.h"
-#include "nn/qkv.h"
 #include "nn/softmax.h"
 #include "tensor/tensor_trace.h"
 //> 12

@@ -6,7 +6,6 @@
 #include "base/error.h"
 #include "nn/qkv.h"
 #include "nn/softmax.h"
-#include "tensor/tensor_trace.h"
 
 /* The inputs by the rules every attention follows (qkv.h), then against
  * the configuration; one message names every shape, so the reader sees
