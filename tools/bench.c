@@ -804,6 +804,14 @@ typedef struct {
     double t_cli[NMEM], m_cli[NMEM], t_copy[NMEM], m_copy[NMEM];
 } cli_result;
 
+/* run_cli writing its output to shm: its wall time in ms, or NAN when
+ * there is no tmpfs (shm NULL) or the run failed. */
+static double tmpfs_ms(const char *mha, const char *dir, const char *shm)
+{
+    double wall, mib;
+    return shm && run_cli(mha, dir, shm, &wall, &mib) ? 1e3 * wall : NAN;
+}
+
 /* Round after round: `mha forward` as a process writing its output to
  * disk (beside its inputs, in dir), the same writing it to tmpfs (shm,
  * or none: NULL), torch in a process of its own (bench_torch.py, the
@@ -838,17 +846,15 @@ static void cli_against_torch(const char *mha, const char *dir,
         int ok = run_cli(mha, dir, dir, &wall, &mib);
         for (int r = 0; ok && r < rounds; r++) {
             // to disk and to tmpfs, the first of the two by turns
-            th[r] = NAN;
-            for (int k = 0; k < 2; k++) {
-                if ((k == r % 2) && shm && run_cli(mha, dir, shm, &wall, &mib))
-                    th[r] = 1e3 * wall;
-                if (k != r % 2) {
-                    ok = run_cli(mha, dir, dir, &wall, &mib);
-                    tm[r] = 1e3 * wall;
-                    tu[r] = 1e3 * child_user;
-                    ts[r] = 1e3 * child_system;
-                }
-            }
+            int shm_first = r % 2;
+            if (shm_first)
+                th[r] = tmpfs_ms(mha, dir, shm);
+            ok = run_cli(mha, dir, dir, &wall, &mib);
+            tm[r] = 1e3 * wall;
+            tu[r] = 1e3 * child_user;
+            ts[r] = 1e3 * child_system;
+            if (!shm_first)
+                th[r] = tmpfs_ms(mha, dir, shm);
             tt[r] = torch ? torch_alone(torch, threads_count(), batch, L,
                                         L >= 512 ? 3 : 5, c->torch_path[li],
                                         sizeof c->torch_path[li])
