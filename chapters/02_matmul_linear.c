@@ -154,10 +154,13 @@ static void linear_layer(void)
      *
      * @show src/nn/linear.c product
      *
-     * The *door*, `linear_forward`, is the function a program calls. It
+     * The *door*, `linear_forward`, is the function a program calls. Its
+     * first line, `RECORD`, says what the trace's line will be
+     * (`W_q: x W^T + b`, from `x` to `y`); the line is printed as the
+     * door returns with `y`, and not at all when it fails. The door
      * checks `x` against the layer once (its last dimension must be
-     * `in_features`), runs the steps, and prints the trace's line; when a
-     * step fails it frees `y` and adds the layer's name to the message:
+     * `in_features`) and runs the steps; when a step fails it frees `y`
+     * and adds the layer's name to the message:
      *
      * @show src/nn/linear.c linear_forward
      *

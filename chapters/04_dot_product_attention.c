@@ -142,10 +142,10 @@ static void d2l_toy(gsl_rng *rng)
      * The code is in two parts, as chapter 02's linear layer is, and
      * chapter 05's pooling and chapter 08's module are built the same
      * way. The *steps* are the formula, with the shape each one makes:
-     * the product `Q K^T`, then `weigh_values`, which takes the masked
-     * softmax and multiplies by `V` (the trace's other two lines). `STEP`
-     * runs a call and, if it fails, jumps to `done:`, where the function
-     * frees what it made:
+     * the product `Q K^T`, the masked softmax of the scaled scores, then
+     * `weigh_values`, which multiplies the weights by `V` (the trace's
+     * three lines). `STEP` runs a call and, if it fails, jumps to `done:`,
+     * where the function frees what it made:
      *
      * @show src/nn/attention.c dot_attention_steps
      *
@@ -153,11 +153,12 @@ static void d2l_toy(gsl_rng *rng)
      * calls. It checks the inputs once, in `start_pooling` (shapes that
      * agree, `valid_lens` that fit them, the dropout setting), and
      * refuses bad ones with a message that names the shapes (or the
-     * setting). It opens the
-     * trace's first line, `dot_attention(scale 1/sqrt(2))`, under which
-     * the steps' lines are indented, runs the steps, closes the line with
-     * `trace_end`, and hands the weights to a caller who asked for them.
-     * So the steps check nothing and can be read as the lesson alone:
+     * setting). Its one `SCOPE` line opens the trace's first line,
+     * `dot_attention(scale 1/sqrt(2))`, with the three inputs' shapes;
+     * the steps' lines are indented under it until the door returns. It
+     * runs the steps and hands the weights to a caller who asked for
+     * them. So the steps check nothing and can be read as the lesson
+     * alone:
      *
      * @show src/nn/attention.c dot_attention_forward
      *
@@ -169,8 +170,9 @@ static void d2l_toy(gsl_rng *rng)
      *
      * @show src/tensor/matrices.c tensor_bmm
      *
-     * The last two steps, from scores to output, are the same for every way
-     * of scoring (chapter 05 reuses them):
+     * The last step, from weights to output, is the same for every way of
+     * scoring (chapter 05 reuses it): the weights dropped out in training,
+     * then multiplied by the values:
      *
      * @show src/nn/attention.c weigh_values
      *

@@ -148,8 +148,10 @@ static void whole_trace(lesson *l)
      * The steps check nothing themselves: as in chapter 04,
      * `multihead_forward`, the function a program calls, is the door. It
      * checks the inputs once (shapes that agree with each other and with
-     * the layers, finite numbers), gives them the names the trace prints,
-     * runs the steps, and checks the result once at the end (a NaN or an infinity from finite inputs means an
+     * the layers, finite numbers), opens the trace's first line,
+     * `multihead(h=5)`, in one `SCOPE_OF` line (it closes as the door
+     * returns), gives the inputs the names the trace prints, runs the
+     * steps, and checks the result once at the end (a NaN or an infinity from finite inputs means an
      * overflow; only then does `check_overflow` look for the step that made
      * it). Then it frees what the steps made:
      *

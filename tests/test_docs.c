@@ -815,8 +815,8 @@ static void expect_steps_then_door(const char *page, const char *steps_def,
 
 /* Page 02 shows the linear layer as every later page shows a whole
  * pass: its steps whole (x and W as matrices, y, the product), then the
- * door that checks x against the layer, runs them and prints the
- * trace's line. */
+ * door that gives the trace's line (RECORD), checks x against the layer
+ * and runs them. */
 Test(docs, page_02_shows_the_linear_steps_then_their_door)
 {
     char *page = book_page("02_matmul_linear.md");
@@ -824,8 +824,8 @@ Test(docs, page_02_shows_the_linear_steps_then_their_door)
                                         "STEP(tensor_as_rows(l->weight, &wm))",
                                         "STEP(alloc_output(l, x, y))",
                                         "STEP(product(l, &xm, &wm, *y))"};
-    static const char *const duties[] = {"check_input(", "linear_steps(",
-                                         "trace_linear("};
+    static const char *const duties[] = {"RECORD(", "check_input(",
+                                         "linear_steps("};
     size_t lines;
     expect_steps_then_door(page, "\nstatic int linear_steps(", steps,
                            sizeof steps / sizeof steps[0],
@@ -838,16 +838,20 @@ Test(docs, page_02_shows_the_linear_steps_then_their_door)
 }
 
 /* Page 04 is where a reader first meets steps and a door: the scaled dot
- * product's steps whole, the scores Q K^T then weigh_values, nothing but
- * the steps; then the door that checks the inputs (start_pooling), opens
- * the trace's record, runs the steps and closes the record. */
+ * product's steps whole, the scores Q K^T, the masked softmax, then
+ * weigh_values, nothing but the steps; then the door that checks the
+ * inputs (start_pooling), opens the trace's record in one line (SCOPE_OF,
+ * closed as the door returns), runs the steps and hands out the
+ * weights. */
 Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
 {
     char *page = book_page("04_dot_product_attention.md");
     static const char *const steps[] = {"STEP(tensor_bmm(queries, keys, 1",
+                                        "STEP(masked_softmax_scaled(",
                                         "STEP(weigh_values("};
-    static const char *const duties[] = {"start_pooling(", "tensor_trace_begin(",
-                                         "dot_attention_steps(", "trace_end()"};
+    static const char *const duties[] = {"start_pooling(", "SCOPE_OF(",
+                                         "dot_attention_steps(",
+                                         "give_weights("};
     size_t lines;
     expect_steps_then_door(page, "\nstatic int dot_attention_steps(", steps,
                            sizeof steps / sizeof steps[0],
@@ -858,17 +862,18 @@ Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
 
 /* Page 05 shows the additive pooling as page 04 shows the dot product:
  * its steps whole (W_q and W_k, the broadcast tanh, w_v, the reshape to
- * scores, weigh_values), then its door. */
+ * scores, the masked softmax, weigh_values), then its door. */
 Test(docs, page_05_shows_the_additive_steps_then_their_door)
 {
     char *page = book_page("05_additive_attention.md");
     static const char *const steps[] = {
         "STEP(linear_forward(&a->W_q", "STEP(linear_forward(&a->W_k",
         "STEP(broadcast_tanh(", "STEP(linear_forward(&a->w_v",
-        "STEP(tensor_reshape(scores4", "STEP(weigh_values("};
-    static const char *const duties[] = {"start_pooling(", "tensor_trace_begin(",
+        "STEP(tensor_reshape(scores4", "STEP(masked_softmax(",
+        "STEP(weigh_values("};
+    static const char *const duties[] = {"start_pooling(", "SCOPE_OF(",
                                          "additive_attention_steps(",
-                                         "trace_end()"};
+                                         "give_weights("};
     size_t lines;
     expect_steps_then_door(page, "\nstatic int additive_attention_steps(",
                            steps, sizeof steps / sizeof steps[0],
@@ -880,7 +885,8 @@ Test(docs, page_05_shows_the_additive_steps_then_their_door)
 /* Page 08 shows the module's six steps as of chapter 08 whole, in one
  * code block, in at most 30 lines of body, with nothing but the steps:
  * no check, no trace, no names; then the door that checks the inputs,
- * names them, runs the steps and checks the result. */
+ * opens the trace's record in one line, names the inputs, runs the steps
+ * and checks the result. */
 Test(docs, page_08_shows_the_forward_pass_whole)
 {
     char *page = book_page("08_multihead_module.md");
@@ -891,8 +897,8 @@ Test(docs, page_08_shows_the_forward_pass_whole)
         "dot_attention_forward(", "transpose_output(",
         "linear_forward(&m->W_o"};
     static const char *const duties[] = {"multihead_check_inputs(",
-                                         "begin_trace(", "multihead_steps(",
-                                         "check_overflow("};
+                                         "SCOPE_OF(", "name_inputs(",
+                                         "multihead_steps(", "check_overflow("};
     size_t lines;
     expect_steps_then_door(page, "\nstatic int multihead_steps(", steps,
                            sizeof steps / sizeof steps[0],
@@ -914,8 +920,8 @@ Test(docs, page_16_shows_the_decode_steps_then_their_door)
         "STEP(valid_lens_per_row(", "STEP(repeat_valid_lens(",
         "STEP(multihead_attend(", "STEP(transpose_output(",
         "STEP(linear_forward(&m->W_o"};
-    static const char *const duties[] = {"check_step(", "tensor_trace_begin(",
-                                         "decode_steps(", "trace_end()",
+    static const char *const duties[] = {"check_step(", "SCOPE_OF(",
+                                         "decode_steps(",
                                          "multihead_find_overflow(",
                                          "c->length = t"};
     size_t lines;

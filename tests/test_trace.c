@@ -1186,7 +1186,7 @@ static void lesson_steps(int grouped, int lens, int causal, int rope,
         if (rows)
             step_is(e, "reshape", "(B*G, h/G*Lq)");
     }
-    step_is(e, "dot_attention", q);
+    step_is(e, "dot_attention", ""); // three inputs, no output: no names
     step_is(e, "Q K^T", w);
     step_is(e, "masked_softmax", w);
     step_is(e, "weights V", q);

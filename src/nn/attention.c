@@ -45,6 +45,7 @@ int attention_check_dropout(const char *who, double p, int training,
 static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
                            tensor **out)
 {
+    RECORD(weights, out, "dropout(p=%g)", p);
 /*< handout
     int status = tensor_alloc(weights->ndim, weights->shape, out);
 */
@@ -65,7 +66,6 @@ static int dropout_weights(const tensor *weights, double p, gsl_rng *rng,
     for (size_t k = 0; k < n; k++)
         (*out)->data[k] =
             gsl_rng_uniform(rng) < p ? 0.0 : weights->data[k] / (1.0 - p);
-    tensor_trace_step(TRACE_NEW, weights, *out, "dropout(p=%g)", p);
     return GSL_SUCCESS;
 }
 
@@ -79,16 +79,6 @@ static int maybe_dropout(double p, int training, gsl_rng *rng,
     if (!training || p == 0.0)
         return GSL_SUCCESS;
     return dropout_weights(weights, p, rng, dropped);
-}
-
-/* What a pooling will return, for its header in the trace: a shape with
- * no numbers, (B, Lq, dv), named after the queries and the values. */
-static tensor pooled_shape(const tensor *q, const tensor *v)
-{
-    tensor t = tensor_header(SHAPE(q->shape[0], q->shape[1], v->shape[2]));
-    memcpy(t.names, q->names, 2 * TENSOR_NAME_MAX);
-    memcpy(t.names[2], v->names[2], TENSOR_NAME_MAX);
-    return t;
 }
 
 /* --- the steps both poolings share --------------------------------- */
@@ -127,34 +117,28 @@ done:
     return status;
 }
 
-/* From scores (B, Lq, Lk) on, both poolings are the same: *weights is the
- * masked softmax over the keys of scale * scores (NULL on failure),
- * dropped out in training, and out (B, Lq, dv) = weights @ values. */
-static int weigh_values(const tensor *scores, double scale,
-                        const tensor *valid_lens, double p, int training,
-                        gsl_rng *rng, const tensor *values, tensor **weights,
-                        tensor **out)
+/* From the weights (B, Lq, Lk) on, both poolings are the same: dropped
+ * out in training, then out (B, Lq, dv) = weights @ values. */
+static int weigh_values(const tensor *weights, double p, int training,
+                        gsl_rng *rng, const tensor *values, tensor **out)
 {
     tensor *dropped = NULL;
     int status = GSL_SUCCESS;
-    // weights is (B, Lq, Lk): each row sums to 1 over its valid keys
-    STEP(masked_softmax_scaled(scores, scale, valid_lens, weights));
-    STEP(maybe_dropout(p, training, rng, *weights, &dropped));
-    // out is (B, Lq, dv)
-    STEP(tensor_bmm(dropped ? dropped : *weights, values, 0, "weights V", out));
+    STEP(maybe_dropout(p, training, rng, weights, &dropped));
+    STEP(tensor_bmm(dropped ? dropped : weights, values, 0, "weights V", out));
 done:
     tensor_free(dropped);
-    if (status) {
-        tensor_free(*weights);
-        *weights = NULL;
-    }
     return status;
 }
 
-/* The weights w of a forward (NULL when it failed) to the caller who
- * asked for them, or freed. */
-static void give_weights(tensor *w, tensor **weights)
+/* The weights w of a forward to the caller who asked for them, or freed;
+ * NULL to both when the forward failed. */
+static void give_weights(int status, tensor *w, tensor **weights)
 {
+    if (status) {
+        tensor_free(w);
+        w = NULL;
+    }
     if (weights)
         *weights = w;
     else
@@ -196,19 +180,21 @@ static int dot_attention_steps(const dot_attention *a, const tensor *queries,
     int status = GSL_SUCCESS;
     // scores (B, Lq, Lk): Q_b K_b^T for each example b
     STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
-    // the weights (B, Lq, Lk), softmax over the keys of Q K^T / sqrt(d),
-    // and out (B, Lq, dv): weights V
-    STEP(weigh_values(scores, 1.0 / sqrt((double)d), valid_lens, a->dropout,
-                      a->training, a->rng, values, weights, out));
+    // weights (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d), each
+    // row summing to 1 over its valid keys
+    STEP(masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
+                               weights));
+    // out (B, Lq, dv): weights V
+    STEP(weigh_values(*weights, a->dropout, a->training, a->rng, values, out));
 done:
     tensor_free(scores);
     return status;
 }
 
-/* The door: the inputs are checked (start_pooling), the trace's record
- * for the pooling opened, the steps run (dot_attention_steps) and the
- * record closed.  The weights before dropout go to *weights when the
- * caller wants them, for the heatmaps. */
+/* The door: the inputs are checked (start_pooling), the trace's line for
+ * the pooling opened (its steps' lines sit under it), and the steps run
+ * (dot_attention_steps).  The weights before dropout go to *weights when
+ * the caller wants them, for the heatmaps. */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
                           const tensor *valid_lens, tensor **out,
@@ -219,15 +205,12 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                                a->rng, out, weights);
     if (status)
         return status;
-    tensor pooled = pooled_shape(queries, values);
-    tensor_trace_begin(&pooled,
-                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-                "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+             "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
     tensor *w = NULL;
     status = dot_attention_steps(a, queries, keys, values, valid_lens, &w,
                                  out);
-    trace_end();
-    give_weights(w, weights);
+    give_weights(status, w, weights);
     return status;
 }
 
@@ -264,6 +247,8 @@ void additive_attention_free(additive_attention *a)
  * k.unsqueeze(1) broadcasts in d2l. */
 static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_SUM, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)), out,
+              "tanh(q[:, :, None] + k[:, None])");
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
     size_t H = q->shape[2];
     int status = tensor_alloc(SHAPE(B, Lq, Lk, H), out);
@@ -282,9 +267,6 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
                     f_bij[h] = tanh(q_bi[h] + k_bj[h]);
             }
         }
-    tensor_trace_emit(TRACE_NEW, TRACE_SUM, *out,
-               TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
-               "tanh(q[:, :, None] + k[:, None])");
     return GSL_SUCCESS;
 }
 
@@ -314,10 +296,10 @@ static int additive_attention_steps(const additive_attention *a,
     STEP(linear_forward(&a->w_v, features, &scores4));
     STEP(tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk), NULL,
                         &scores));
-    // the weights (B, Lq, Lk), softmax over the keys of the scores, and
-    // out (B, Lq, dv)
-    STEP(weigh_values(scores, 1.0, valid_lens, a->dropout, a->training, a->rng,
-                      values, weights, out));
+    // weights (B, Lq, Lk): softmax over the keys of the scores
+    STEP(masked_softmax(scores, valid_lens, weights));
+    // out (B, Lq, dv): weights V
+    STEP(weigh_values(*weights, a->dropout, a->training, a->rng, values, out));
 done:
     tensor_free(q);
     tensor_free(k);
@@ -329,8 +311,8 @@ done:
 
 /* The door, as dot_attention_forward's: the inputs are checked
  * (start_pooling, the features against W_q and W_k too), the trace's
- * record opened, the steps run (additive_attention_steps) and the record
- * closed; the weights to the caller who wants them. */
+ * line opened, the steps run (additive_attention_steps); the weights to
+ * the caller who wants them. */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
                                const tensor *valid_lens, tensor **out,
@@ -341,15 +323,12 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                a->dropout, a->training, a->rng, out, weights);
     if (status)
         return status;
-    tensor pooled = pooled_shape(queries, values);
-    tensor_trace_begin(&pooled,
-                TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-                "additive_attention(num_hiddens %zu)", a->W_q.out_features);
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+             "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     tensor *w = NULL;
     status = additive_attention_steps(a, queries, keys, values, valid_lens,
                                       &w, out);
-    trace_end();
-    give_weights(w, weights);
+    give_weights(status, w, weights);
     return status;
 }
 //<

@@ -136,7 +136,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     size_t in = l->in_features, out = l->out_features;
     size_t rows = tensor_numel(x) / in;
 
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
                 l->name);
     // every allocation first, so that a failure leaves grad untouched
     tensor_matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
@@ -200,7 +200,6 @@ blas_failed:
     status = mha_fail(status, "%s %s: gsl_blas_dgemm failed (%s)", who,
                       l->name, gsl_strerror(status));
 done:
-    trace_end();
     tensor_matrices_free(&xm);
     tensor_matrices_free(&dym);
     tensor_matrices_free(&wm);
@@ -375,7 +374,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
         return status;
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], d = queries->shape[2];
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
                 "dot_attention_backward(scale 1/sqrt(%zu))", d);
     tensor_matrices vm = {0}, wm = {0}, om = {0}, dsm = {0};
     tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
@@ -412,7 +411,6 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
         STEP(through_ds(&dsm, ds, CblasTrans, queries, keys, "dK = ds^T Q",
                         &dk));
 done:
-    trace_end();
     tensor_matrices_free(&vm);
     tensor_matrices_free(&wm);
     tensor_matrices_free(&om);

@@ -150,7 +150,7 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     if (x->names[2][0] && !strchr(x->names[2], '*'))
         snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
                  x->names[1], x->names[2]);
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
     STEP(tensor_reshape(x, SIZES((long)x->shape[0], (long)x->shape[1],
@@ -159,7 +159,6 @@ static int split_impl(const tensor *x, size_t n_head, const char *pattern,
     // out is (h, B, L, d): a view, the head axis moved to the front
     STEP(tensor_permute(split, SHAPE(2, 0, 1, 3), out));
 done:
-    trace_end();
     tensor_free(split);
     return status;
 }
@@ -178,7 +177,7 @@ int headmajor_join_heads(const tensor *x, tensor **out)
                         "headmajor_join_heads: input shape %s has %zu "
                         "dimensions, expected 4 (h, B, L, d)",
                         tensor_shape_str(x, xs, sizeof xs), x->ndim);
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(x)),
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)),
                 "rearrange(head b l v -> b l (head v))");
     tensor *rows = NULL;
     int status = GSL_SUCCESS;
@@ -189,7 +188,6 @@ int headmajor_join_heads(const tensor *x, tensor **out)
                                     (long)rows->shape[1], -1),
                         NULL, out));
 done:
-    trace_end();
     tensor_free(rows);
     return status;
 }
@@ -405,7 +403,7 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     tensor k_in = tensor_named(k, "B, Lk, d_model");
     tensor v_in = tensor_named(v, "B, Lk, d_model");
 
-    tensor_trace_begin(NULL, TRACE_QKV(q, k, v),
+    SCOPE_OF(TRACE_QKV(q, k, v),
                 "headmajor(h=%zu)", h);
 
     tensor *qp = NULL, *kp = NULL, *vp = NULL; // (B, L, h*d)
@@ -445,7 +443,6 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
         STEP(layernorm_forward(&m->layer_norm, y, &normed));
     }
 done:
-    trace_end();
 
     tensor_free(qp);
     tensor_free(kp);

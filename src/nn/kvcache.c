@@ -265,12 +265,11 @@ int kv_cache_decode_step(multihead *m, kv_cache *c, const tensor *x,
 //> 17
     G = m->cfg.kv_heads;
 //<
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
-                "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G,
-                c->length, t - 1);
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
+             "decode_step(h=%zu, G=%zu, positions %zu..%zu)", h, G, c->length,
+             t - 1);
     decoded d = {0};
     status = decode_steps(m, c, x, weights != NULL, &d, out);
-    trace_end();
     // once after the steps: a non-finite output is traced to its stage
     multihead_stage stages[] = {{d.s.q, "projection", "Q"},
                                 {d.s.k, "projection", "K"},

@@ -122,12 +122,6 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     return GSL_SUCCESS;
 }
 
-/* "W_q: x W^T + b", new numbers from x */
-static void trace_linear(const linear *l, const tensor *x, const tensor *y)
-{
-    tensor_trace_step(TRACE_NEW, x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
-}
-
 /* y = b + x W^T into y's numbers, x (rows, in) and W (out, in) as
  * matrices: the bias first, into every row of y, then one dgemm adds
  * x W^T onto it (beta = 1). */
@@ -192,10 +186,11 @@ done:
     return status;
 }
 
-/* The layer's door: x is checked against the layer once, the steps run,
- * and the trace's line says what they made. */
+/* The layer's door: x is checked against the layer once, and the steps
+ * run.  Its trace line, "W_q: x W^T + b", says what they made. */
 int linear_forward(const linear *l, const tensor *x, tensor **y)
 {
+    RECORD(x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
     *y = NULL;
     int status = check_input("linear_forward", l, x);
     if (status)
@@ -206,7 +201,6 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
         *y = NULL;
         return mha_fail_in(status, "linear_forward %s", l->name);
     }
-    trace_linear(l, x, *y);
     return GSL_SUCCESS;
 }
 
@@ -233,6 +227,7 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
  * @exercise linear_forward_naive (chapter 02): y = x W^T + b in plain loops. */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
 {
+    RECORD(x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
     *y = NULL;
     int status = check_input("linear_forward_naive", l, x);
     if (status)
@@ -260,7 +255,6 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
             idx[d] = 0;
         }
     }
-    trace_linear(l, x, *y);
     return GSL_SUCCESS;
 }
 //<

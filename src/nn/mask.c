@@ -520,12 +520,11 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     size_t h = m->cfg.num_heads, p = m->cfg.num_hiddens / h;
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
     kv_step s = {0}; // the projections and their heads
-    tensor_trace_begin(NULL, TRACE_QKV(queries, keys, values),
+    SCOPE_OF(TRACE_QKV(queries, keys, values),
                 "multihead_masked(h=%zu)", h);
 //> handout
     if (tensor_is_meta(queries)) { // mha trace: shapes alone
         int status = shapes_alone(m, queries, keys, values, opt, out, weights);
-        trace_end();
         return status ? mha_fail_in(status, "%s", who) : GSL_SUCCESS;
     }
 //<
@@ -551,7 +550,6 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
         STEP(shape_weights(w, B, h, opt->average_weights, weights));
     STEP(tensor_check_result(*out, who, "output", "out"));
 done:
-    trace_end();
     kv_step_free(&s);
     TENSORS_FREE(mask, w, heads, joined);
     if (status) {

@@ -441,7 +441,7 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
     if (status)
         return status;
     tensor x_in = tensor_named(x, "B, n, d_model");
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "mla_forward(%s, h=%zu, d_c=%zu, d_r=%zu)", path_name(path),
                 m->cfg.num_heads, m->cfg.kv_lora_rank,
                 m->cfg.qk_rope_head_dim);
@@ -450,7 +450,6 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
     STEP(project_latent(m, &x_in, 0, &c_kv, &k_pe));
     STEP(finish(m, path, who, q, c_kv, k_pe, 0, out, weights));
 done:
-    trace_end();
     TENSORS_FREE(q, c_kv, k_pe);
     return status;
 }
@@ -537,7 +536,7 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
                         who, c->capacity, c->length, xs, n, n == 1 ? "" : "s");
     size_t start = c->length;
     tensor x_in = tensor_named(x, "B, n, d_model");
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
                 start, start + n - 1);
     tensor *q = NULL, *c_kv = NULL, *k_pe = NULL, *c_all = NULL, *pe_all = NULL;
@@ -547,7 +546,6 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
     STEP(append(c->pe, k_pe, start, "k_pe", &pe_all));
     STEP(finish(m, path, who, q, c_all, pe_all, start, out, weights));
 done:
-    trace_end();
     if (!status)
         c->length = start + n;
     TENSORS_FREE(q, c_kv, k_pe, c_all, pe_all);

@@ -289,18 +289,10 @@ typedef struct inputs {
     tensor lens;    /* (B,) or (B, Lq), when there are valid_lens */
 } inputs;
 
-/* The trace's header line for the pass (the module, its options, its
- * inputs; trace_end closes it), and the inputs named for the steps. */
-static inputs begin_trace(const multihead *m, const tensor *queries,
-                          const tensor *keys, const tensor *values,
-                          const tensor *valid_lens)
+/* The inputs named for the steps. */
+static inputs name_inputs(const tensor *queries, const tensor *keys,
+                          const tensor *values, const tensor *valid_lens)
 {
-    char opt[128];
-    tensor_trace_begin(NULL,
-                TRACE_INPUTS(TRACE_NAMED(queries, "q"), TRACE_NAMED(keys, "k"),
-                             TRACE_NAMED(values, "v"),
-                             TRACE_SIDE(valid_lens, "valid_lens")),
-                "multihead(%s", options(m, opt, sizeof opt));
     inputs in = {.q = tensor_named(queries, "B, Lq, d_q"),
                  .k = tensor_named(keys, "B, Lk, d_k"),
                  .v = tensor_named(values, "B, Lk, d_v")};
@@ -380,9 +372,10 @@ done:
     return status;
 }
 
-/* The module's door: the inputs are checked (finite, shapes that agree)
- * and named as the trace shows them, the six steps run on them
- * (multihead_steps), and the result is checked once at the end
+/* The module's door: the inputs are checked (finite, shapes that agree),
+ * the trace's line for the module opened (the module, its options, its
+ * inputs), the inputs named as the trace shows them, the six steps run on
+ * them (multihead_steps), and the result is checked once at the end
  * (check_overflow).  The per-head weights go to the caller who asks for
  * them, as (B, h, Lq, Lk). */
 int multihead_forward(multihead *m, const tensor *queries,
@@ -396,11 +389,13 @@ int multihead_forward(multihead *m, const tensor *queries,
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
-    inputs in = begin_trace(m, queries, keys, values, valid_lens);
+    char opt[128];
+    SCOPE_OF(TRACE_QKV_LENS(queries, keys, values, valid_lens), "multihead(%s",
+             options(m, opt, sizeof opt));
+    inputs in = name_inputs(queries, keys, values, valid_lens);
     steps s = {0};
     status = multihead_steps(m, &in.q, &in.k, &in.v,
                              valid_lens ? &in.lens : NULL, &s, out);
-    trace_end();
     if (!status)
         status = check_overflow(&s, *out);
 //> 13
@@ -507,8 +502,8 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
     size_t h = m->cfg.num_heads, G = m->cfg.kv_heads, group = h / G;
     long BG = (long)kh->shape[0], Lq = (long)qh->shape[1];
     long p = (long)qh->shape[2];
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
-                "grouped heads(h=%zu, G=%zu)", h, G);
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
+             "grouped heads(h=%zu, G=%zu)", h, G);
     tensor *qg = NULL, *lg = NULL, *hg = NULL;
     int status = GSL_SUCCESS;
     // 4a. every query head of a group reads its key-value head: stride 0
@@ -528,7 +523,6 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
     STEP(tensor_view(hg, SIZES((long)h * (BG / (long)G), Lq, p),
                      "B*h, Lq, d_model/h", heads));
 done:
-    trace_end();
     tensor_free(qg);
     tensor_free(lg);
     tensor_free(hg);

@@ -194,7 +194,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
              cat->names[1][0] ? cat->names[1] : "Lq",
              m->cfg.out_size == m->cfg.num_hiddens ? "d_model" : "D_out");
     tensor dout_in = tensor_named(dout, dout_names);
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
                 "multihead_backward(h=%zu)", h);
     tensor *dconcat = NULL;                    // (B, Lq, d_model)
     tensor *dmasked = NULL, *dheads = NULL;    // (B*h, Lq, p)
@@ -288,7 +288,6 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
             dhead_mask->data[i * dhead_mask->strides[0]] += dmask[i];
 //<
 done:
-    trace_end();
     free(dmask);
     tensor_free(dconcat);
     tensor_free(dmasked);

@@ -376,7 +376,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
         return status;
     size_t h = m->cfg.num_heads, G = c->kv_heads, p = c->head_size;
     tensor x_in = tensor_named(x, "B, 1, d_q");
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "paged_decode_step(h=%zu, G=%zu, %zu sequences)", h, G, B);
     tensor *q = NULL, *k = NULL, *v = NULL, *slots = NULL, *heads = NULL;
     size_t *start = mha_malloc(B, sizeof *start, who);
@@ -468,7 +468,6 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     STEP(linear_forward(&m->W_o, heads, out));
     STEP(tensor_check_result(*out, who, "output", "out"));
 done:
-    trace_end();
     if (status) {
         tensor_free(*out);
         *out = NULL;

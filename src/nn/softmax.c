@@ -62,6 +62,7 @@ static void softmax_row(const double *x, size_t xs, size_t n, double scale,
 
 int softmax_lastdim(const tensor *x, tensor **out)
 {
+    RECORD(x, out, "softmax(dim=-1)");
     *out = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "softmax_lastdim: x is NULL");
@@ -76,10 +77,8 @@ int softmax_lastdim(const tensor *x, tensor **out)
         return status;
     memcpy((*out)->names, x->names, sizeof x->names);
 //> handout
-    if (tensor_is_meta(x)) {
-        tensor_trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
+    if (tensor_is_meta(x))
         return GSL_SUCCESS;
-    }
 //<
 
     // x is (rows, n) once its leading dimensions are counted as one
@@ -96,7 +95,6 @@ int softmax_lastdim(const tensor *x, tensor **out)
             idx[d] = 0;
         }
     }
-    tensor_trace_step(TRACE_NEW, x, *out, "softmax(dim=-1)");
     return GSL_SUCCESS;
 }
 
@@ -190,27 +188,6 @@ int softmax_check_valid_lens(const char *who, const char *context,
 
 /* --- masked softmax ------------------------------------------------- */
 
-/* valid_lens is a side input: the op text names its shape, and the
- * dataflow (trace_write_dot) sees where it came from. */
-static void trace_masked(const tensor *scores, double scale,
-                         const tensor *valid_lens, const tensor *out)
-{
-    const char *mask = valid_lens ? "valid_lens " : "no mask";
-    // the scale to 6 digits, to be read: the step that chose it says
-    // what it is exactly ("dot_attention(scale 1/sqrt(20))")
-    if (scale != 1.0)
-        tensor_trace_emit(TRACE_NEW, TRACE_LIST, out,
-                   TRACE_INPUTS(TRACE_IN(scores),
-                                TRACE_SIDE(valid_lens, "valid_lens")),
-                   "masked_softmax(scale %.6g, %s%T)", scale, mask,
-                   valid_lens);
-    else
-        tensor_trace_emit(TRACE_NEW, TRACE_LIST, out,
-                   TRACE_INPUTS(TRACE_IN(scores),
-                                TRACE_SIDE(valid_lens, "valid_lens")),
-                   "masked_softmax(%s%T)", mask, valid_lens);
-}
-
 /* masked_softmax and masked_softmax_scaled: check the shapes and the
  * lengths first (nothing is computed for a bad valid_lens), then run
  * softmax_row on every (b, i) row with that row's own length:
@@ -263,19 +240,31 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
             softmax_row(scores_bi, scores->strides[2], Lk, scale, valid,
                         out_bi);
         }
-    trace_masked(scores, scale, valid_lens, *out);
     return GSL_SUCCESS;
 }
+
+/* valid_lens is a side input to the trace: the op text names its shape,
+ * and the dataflow (trace_write_dot) sees where it came from. */
+#define MASKED_INPUTS(scores, valid_lens) \
+    TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(valid_lens, "valid_lens"))
 
 int masked_softmax(const tensor *scores, const tensor *valid_lens,
                    tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_LIST, MASKED_INPUTS(scores, valid_lens), out,
+              "masked_softmax(%s%T)", valid_lens ? "valid_lens " : "no mask",
+              valid_lens);
     return masked_impl("masked_softmax", scores, 1.0, valid_lens, out);
 }
 
+/* The scale to 6 digits in the trace, to be read: the step that chose it
+ * says what it is exactly ("dot_attention(scale 1/sqrt(20))"). */
 int masked_softmax_scaled(const tensor *scores, double scale,
                           const tensor *valid_lens, tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_LIST, MASKED_INPUTS(scores, valid_lens), out,
+              "masked_softmax(scale %.6g, %s%T)", scale,
+              valid_lens ? "valid_lens " : "no mask", valid_lens);
     return masked_impl("masked_softmax_scaled", scores, scale, valid_lens,
                        out);
 }
@@ -293,6 +282,8 @@ int masked_softmax_scaled(const tensor *scores, double scale,
  * @exercise causal_valid_lens (chapter 03): the valid_lens of a causal mask. */
 int causal_valid_lens(size_t batch, size_t len, tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_LIST, 0, NULL, out, "causal_valid_lens(%zu, %zu)",
+              batch, len);
     *out = NULL;
     if (batch == 0 || len == 0)
         return mha_fail(GSL_EINVAL,
@@ -306,8 +297,6 @@ int causal_valid_lens(size_t batch, size_t len, tensor **out)
     for (size_t b = 0; b < batch; b++)
         for (size_t i = 0; i < len; i++)
             (*out)->data[b * len + i] = (double)(i + 1);
-    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL,
-               "causal_valid_lens(%zu, %zu)", batch, len);
     return GSL_SUCCESS;
 }
 
@@ -352,6 +341,12 @@ int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
                        size_t num_queries, size_t num_keys, int shape_only,
                        tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_LIST,
+              TRACE_INPUTS(TRACE_SIDE(valid_lens, "valid_lens")), out,
+              "per-row lens(%s%T)",
+              causal ? (valid_lens ? "causal, valid_lens " : "causal")
+                     : "valid_lens ",
+              valid_lens);
     *out = NULL;
     int status = MHA_CHECK_SIZES("valid_lens_per_row",
                                  "batch, num_queries, num_keys", batch,
@@ -369,11 +364,6 @@ int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
             (*out)->data[b * num_queries + i] = (double)softmax_row_len(
                 valid_lens, causal, b, i, num_queries, num_keys);
     tensor_set_names(*out, "B, Lq");
-    const char *what = causal ? (valid_lens ? "causal, valid_lens " : "causal")
-                              : "valid_lens ";
-    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *out,
-               TRACE_INPUTS(TRACE_SIDE(valid_lens, "valid_lens")),
-               "per-row lens(%s%T)", what, valid_lens);
     return GSL_SUCCESS;
 }
 //<

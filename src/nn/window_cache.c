@@ -149,7 +149,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
         return status;
     size_t B = x->shape[0], n = x->shape[1], h = m->cfg.num_heads;
     size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
-    tensor_trace_begin(NULL, TRACE_INPUTS(TRACE_NAMED(x, "x")),
+    SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
                 "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
                 "%zu, positions %zu..%zu)",
                 h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
@@ -191,7 +191,6 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     }
     store(c, s.kh, s.vh);
 done:
-    trace_end();
     if (status) {
         tensor_free(*out);
         *out = NULL;

@@ -118,19 +118,20 @@ static void format_op(char *buf, size_t n, const char *fmt, va_list ap)
 
 /* --- building records: the sink ------------------------------------ */
 
-static void emit(trace_kind kind, trace_join join, const tensor *out,
-                 size_t n_inputs, const tensor_trace_in *inputs, const char *fmt,
-                 va_list ap)
+/* r: the record of a step, op text and inputs; the output when there
+ * is one. */
+static void build(trace_record *r, trace_kind kind, trace_join join,
+                  const tensor *out, size_t n_inputs,
+                  const tensor_trace_in *inputs, const char *fmt, va_list ap)
 {
-    trace_record r;
-    memset(&r, 0, sizeof r);
-    r.kind = kind;
-    r.join = join;
-    format_op(r.op, sizeof r.op, fmt, ap);
-    for (size_t i = 0; i < n_inputs && r.n_inputs < TRACE_MAX_INPUTS; i++) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->join = join;
+    format_op(r->op, sizeof r->op, fmt, ap);
+    for (size_t i = 0; i < n_inputs && r->n_inputs < TRACE_MAX_INPUTS; i++) {
         if (!inputs[i].t)
             continue; /* an optional input not given */
-        trace_operand *o = &r.inputs[r.n_inputs++];
+        trace_operand *o = &r->inputs[r->n_inputs++];
         keep_shape(&o->shape, inputs[i].t);
         if (inputs[i].label)
             snprintf(o->label, sizeof o->label, "%s", inputs[i].label);
@@ -138,9 +139,17 @@ static void emit(trace_kind kind, trace_join join, const tensor *out,
         o->side = inputs[i].side;
     }
     if (out) {
-        r.has_output = 1;
-        keep_shape(&r.output, out);
+        r->has_output = 1;
+        keep_shape(&r->output, out);
     }
+}
+
+static void emit(trace_kind kind, trace_join join, const tensor *out,
+                 size_t n_inputs, const tensor_trace_in *inputs, const char *fmt,
+                 va_list ap)
+{
+    trace_record r;
+    build(&r, kind, join, out, n_inputs, inputs, fmt, ap);
     trace_deliver(&r);
 }
 
@@ -228,6 +237,44 @@ int tensor_trace_open(size_t n_inputs, const tensor_trace_in *inputs,
     open_step(NULL, n_inputs, inputs, fmt, ap);
     va_end(ap);
     return 1;
+}
+
+/* The records RECORD lines have built and their functions have not yet
+ * returned, innermost last: they nest as calls do.  Deeper than this,
+ * a record is not kept (no lesson comes near: a RECORD function that
+ * calls another is two deep). */
+#define PENDING_MAX 16
+static _Thread_local trace_record pending[PENDING_MAX];
+static _Thread_local int n_pending;
+
+tensor_trace_pending tensor_trace_prepare(trace_kind kind, trace_join join,
+                                          size_t n_inputs,
+                                          const tensor_trace_in *inputs,
+                                          tensor *const *out,
+                                          const char *fmt, ...)
+{
+    tensor_trace_pending p = {out, -1};
+    if (!trace_sink_now || n_pending == PENDING_MAX)
+        return p;
+    p.slot = n_pending++;
+    va_list ap;
+    va_start(ap, fmt);
+    build(&pending[p.slot], kind, join, NULL, n_inputs, inputs, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void tensor_trace_deliver(tensor_trace_pending *p)
+{
+    if (p->slot < 0)
+        return;
+    n_pending = p->slot; /* the innermost: calls return in order */
+    trace_record *r = &pending[p->slot];
+    if (!*p->out || !trace_sink_now)
+        return; /* it failed, or nobody listens any more */
+    r->has_output = 1;
+    keep_shape(&r->output, *p->out);
+    trace_deliver(r);
 }
 
 void tensor_trace_note(const char *fmt, ...)

@@ -50,19 +50,51 @@ typedef struct tensor_trace_in {
 /* The three inputs of an attention module, labelled q, k and v. */
 #define TRACE_QKV(q, k, v) \
     TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v"))
+/* The same, and valid_lens read on the side (when it is not NULL). */
+#define TRACE_QKV_LENS(q, k, v, lens)                                         \
+    TRACE_INPUTS(TRACE_NAMED(q, "q"), TRACE_NAMED(k, "k"), TRACE_NAMED(v, "v"), \
+                 TRACE_SIDE(lens, "valid_lens"))
 
-/* One line at the top of a step made of steps opens its record, and the
- * function's return closes it (the compiler's cleanup attribute calls
- * trace_end), so the records of the steps inside sit one level deeper:
+/* One line at the top of a function gives its record; the function's
+ * return closes it (the compiler's cleanup attribute), however it
+ * returns.  Two kinds of function, two lines:
  *
  *     SCOPE(x, "transpose_qkv(h=%zu)", h);
- *     SCOPE_OF(TRACE_QKV(q, k, v), "attention()");
  *
- * x is the one input the record shows; SCOPE_OF takes TRACE_INPUTS. */
+ * a step made of steps: its record is delivered at once, and the records
+ * of the steps inside sit one level deeper until it returns;
+ *
+ *     RECORD(x, out, "softmax(dim=-1)");
+ *
+ * a step that computes: its record, new numbers from x, is delivered as
+ * it returns, with *out's shape, and not at all when it fails (*out
+ * NULL).  The op text and the inputs are taken when the line runs, the
+ * output when the function returns.
+ *
+ * x is the one input the record shows; SCOPE_OF takes TRACE_INPUTS, and
+ * RECORD_OF the kind and the join as well:
+ *
+ *     SCOPE_OF(TRACE_QKV(q, k, v), "multihead(h=%zu)", h);
+ *     RECORD_OF(TRACE_NEW, TRACE_SUM, TRACE_INPUTS(TRACE_IN(q), TRACE_IN(k)),
+ *               out, "tanh(q + k)"); */
 #define SCOPE(x, ...) SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)), __VA_ARGS__)
 #define SCOPE_OF(...)                                                         \
     __attribute__((cleanup(tensor_trace_close), unused)) int trace_scope_ = \
         tensor_trace_open(__VA_ARGS__)
+#define RECORD(x, out, ...)                                                   \
+    RECORD_OF(TRACE_NEW, TRACE_LIST, TRACE_INPUTS(TRACE_IN(x)), out,         \
+              __VA_ARGS__)
+#define RECORD_OF(...)                                                        \
+    __attribute__((cleanup(tensor_trace_deliver), unused))                   \
+    tensor_trace_pending trace_record_ = tensor_trace_prepare(__VA_ARGS__)
+
+/* What RECORD keeps until the function returns: where its output will
+ * be, and which of this thread's waiting records is its own (-1: none,
+ * since nobody listened when the line ran). */
+typedef struct tensor_trace_pending {
+    tensor *const *out;
+    int slot;
+} tensor_trace_pending;
 
 #ifndef MHA_NO_TRACE
 /* What SCOPE calls: tensor_trace_begin, returning 1; and trace_end. */
@@ -73,6 +105,15 @@ static inline void tensor_trace_close(int *open)
     (void)open;
     trace_end();
 }
+/* What RECORD calls: the record built now (when someone listens) and
+ * kept; then delivered with *out's shape as the function returns, or
+ * dropped when *out is NULL. */
+tensor_trace_pending tensor_trace_prepare(trace_kind kind, trace_join join,
+                                          size_t n_inputs,
+                                          const tensor_trace_in *inputs,
+                                          tensor *const *out,
+                                          const char *fmt, ...);
+void tensor_trace_deliver(tensor_trace_pending *p);
 /* One step with any inputs: kind TRACE_VIEW, TRACE_COPY or TRACE_NEW; out
  * may be NULL.  fmt and what follows make the op text. */
 void tensor_trace_emit(trace_kind kind, trace_join join, const tensor *out,
@@ -116,6 +157,15 @@ static inline int tensor_trace_open(size_t n_inputs,
     return 1;
 }
 static inline void tensor_trace_close(int *open) { (void)open; }
+static inline tensor_trace_pending
+tensor_trace_prepare(trace_kind kind, trace_join join, size_t n_inputs,
+                     const tensor_trace_in *inputs, tensor *const *out,
+                     const char *fmt, ...)
+{
+    (void)kind, (void)join, (void)n_inputs, (void)inputs, (void)fmt;
+    return (tensor_trace_pending){out, -1};
+}
+static inline void tensor_trace_deliver(tensor_trace_pending *p) { (void)p; }
 #endif
 
 #endif
