@@ -700,6 +700,150 @@ Test(trace, sink_only_while_listening)
     FREE_ALL(x);
 }
 
+/* RECORD: a function's own record, kept from its first line and
+ * delivered as it returns, with *out's shape; none when it fails.  The
+ * records of what it calls come first, at the same depth; a RECORD
+ * inside another is delivered before it. */
+static int recorded_copy(const tensor *x, int fail, tensor **out)
+{
+    RECORD(x, out, "recorded(%d)", fail);
+    *out = NULL;
+    if (fail == 1)
+        return mha_fail(GSL_EINVAL, "recorded: asked to fail");
+    int status = tensor_contiguous(x, out);
+    if (!status && fail == 2) {
+        tensor_free(*out);
+        *out = NULL;
+        return mha_fail(GSL_EINVAL, "recorded: failed after its step");
+    }
+    return status;
+}
+
+static int recorded_twice(const tensor *x, tensor **out)
+{
+    RECORD_OF(TRACE_NEW, TRACE_SUM, TRACE_INPUTS(TRACE_IN(x), TRACE_IN(x)), out,
+              "outer %s", "sum");
+    tensor *inner = NULL;
+    int status = recorded_copy(x, 0, &inner);
+    if (!status)
+        status = tensor_reshape(inner, SIZES(-1), NULL, out);
+    tensor_free(inner);
+    return status;
+}
+
+Test(trace, record_at_return)
+{
+    trace_log log;
+    tensor *x = NULL, *y = NULL, *z = NULL, *w = NULL;
+    OK(tensor_from_array(SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6}, &x));
+    OK(tensor_permute(x, SHAPE(1, 0), &y)); // (3, 2), not contiguous
+    trace_log_start(&log);
+    OK(recorded_copy(y, 0, &z));
+    cr_assert_eq(recorded_copy(y, 1, &w), GSL_EINVAL);
+    cr_assert_null(w);
+    cr_assert_eq(recorded_copy(y, 2, &w), GSL_EINVAL);
+    cr_assert_null(w);
+    tensor_free(z);
+    OK(recorded_twice(y, &z));
+    trace_log_stop(&log);
+    // the copy, then recorded(0) with the copy's shape; the failures
+    // leave their copy's record only; then the nested pair
+    const char *ops[] = {"contiguous()", "recorded(0)", "contiguous()",
+                         "contiguous()", "recorded(0)", "reshape(-1)",
+                         "outer sum"};
+    cr_assert_eq(log.count, sizeof ops / sizeof ops[0]);
+    for (size_t i = 0; i < log.count; i++) {
+        const trace_record *r = &log.records[i];
+        cr_assert_str_eq(r->op, ops[i]);
+        cr_assert_eq(r->depth, 0, "%s", r->op);
+        cr_assert(r->has_output, "%s", r->op);
+    }
+    const trace_record *rec = &log.records[1], *outer = &log.records[6];
+    cr_assert_eq(rec->kind, TRACE_NEW);
+    cr_assert_eq(rec->n_inputs, 1);
+    cr_assert_eq(rec->inputs[0].shape.dims[0], 3);
+    cr_assert_eq(rec->output.ndim, 2);
+    cr_assert_eq(rec->output.dims[0], 3);
+    cr_assert_eq(outer->kind, TRACE_NEW);
+    cr_assert_eq(outer->join, TRACE_SUM);
+    cr_assert_eq(outer->n_inputs, 2);
+    cr_assert_eq(outer->output.ndim, 1);
+    cr_assert_eq(outer->output.dims[0], 6);
+    trace_log_free(&log);
+    FREE_ALL(x, y, z);
+}
+
+/* A RECORD line that runs while nobody listens (or in a quiet block)
+ * keeps nothing and delivers nothing, even if someone listens by the
+ * time its function returns; one that runs while someone listens is
+ * dropped if nobody does by then.  Deeper than the kept records go, a
+ * record is left out and the ones around it still come. */
+static int recorded_deep(const tensor *x, int depth, tensor **out)
+{
+    RECORD(x, out, "deep %d", depth);
+    if (depth == 0)
+        return tensor_contiguous(x, out);
+    tensor *inner = NULL;
+    int status = recorded_deep(x, depth - 1, &inner);
+    if (!status)
+        status = tensor_contiguous(inner, out);
+    tensor_free(inner);
+    return status;
+}
+
+static int recorded_then_listened(const tensor *x, trace_log *log,
+                                  int start, tensor **out)
+{
+    RECORD(x, out, "switched");
+    if (start)
+        trace_log_start(log);
+    else
+        trace_log_stop(log);
+    return tensor_contiguous(x, out);
+}
+
+Test(trace, record_only_while_listening)
+{
+    trace_log log;
+    tensor *x = arange(SHAPE(2)), *y = NULL;
+    OK(recorded_then_listened(x, &log, 1, &y)); // starts listening
+    tensor_free(y);
+    {
+        QUIET;
+        OK(recorded_copy(x, 0, &y));
+        tensor_free(y);
+    }
+    OK(recorded_then_listened(x, &log, 0, &y)); // stops listening
+    tensor_free(y);
+    // the first call's copy alone: its RECORD ran before the log
+    // started, the second's copy and record came after it stopped
+    cr_assert_eq(log.count, 1);
+    cr_assert_str_eq(log.records[0].op, "contiguous()");
+    trace_log_free(&log);
+
+    trace_log_start(&log);
+    OK(recorded_deep(x, 19, &y)); // 20 records waiting at once
+    trace_log_stop(&log);
+    size_t deep = 0, copies = 0;
+    for (size_t i = 0; i < log.count; i++) {
+        deep += !strncmp(log.records[i].op, "deep ", 5);
+        copies += !strcmp(log.records[i].op, "contiguous()");
+    }
+    cr_assert_eq(copies, 20);
+    cr_assert_eq(deep, 16, "the 16 outermost are kept");
+    cr_assert_str_eq(log.records[log.count - 1].op, "deep 19");
+    trace_log_free(&log);
+    // and a RECORD after them is kept again
+    trace_log_start(&log);
+    tensor_free(y);
+    OK(recorded_copy(x, 0, &y));
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 2);
+    cr_assert_str_eq(log.records[1].op, "recorded(0)");
+    trace_log_free(&log);
+    FREE_ALL(x, y);
+}
+
 /* The op text: printf's conversions and the trace's own three. */
 Test(trace, op_formats)
 {

@@ -16,7 +16,9 @@
  * through it to the sink: tensor_trace.c's functions that build the
  * record and deliver it.  A step made of steps opens with
  * tensor_trace_begin and closes with the trace's trace_end, listened to
- * or not; the records in between sit one level deeper.
+ * or not; the records in between sit one level deeper.  Lesson code
+ * calls none of these: one SCOPE or RECORD line at a function's top
+ * (below) does it.
  * Compiled with -DMHA_NO_TRACE, every emitter is an empty inline function.
  */
 #ifndef MHA_TENSOR_TRACE_H
