@@ -64,6 +64,7 @@ static int check_param(const char *name, const tensor *p, const tensor *x)
 int layernorm_apply(const tensor *x, const tensor *gamma, const tensor *beta,
                     double eps, tensor **y)
 {
+    RECORD(x, y, "layer_norm(eps=%g)", eps);
     *y = NULL;
     if (!x)
         return mha_fail(GSL_EINVAL, "layer_norm: x is NULL");
@@ -110,7 +111,6 @@ int layernorm_apply(const tensor *x, const tensor *gamma, const tensor *beta,
             idx[dim] = 0;
         }
     }
-    tensor_trace_step(TRACE_NEW, x, *y, "layer_norm(eps=%g)", eps);
     return GSL_SUCCESS;
 }
 

@@ -124,6 +124,8 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
                         "%s: head size %zu must be even, at least 2 and "
                         "divide the last dimension %zu of x %s",
                         who, p, D, xs);
+    RECORD(x, out, "rope%s(p=%zu, pos %ld..%ld)", sign < 0 ? " inverse" : "",
+           p, start, start + (long)L - (L > 0));
 /*< handout
     status = tensor_alloc(SHAPE(B, L, D), out);
 */
@@ -180,9 +182,6 @@ static int rotate(const char *who, const tensor *x, size_t p, long start,
         *out = NULL;
         return mha_fail_in(status, "%s", who);
     }
-    long last = start + (long)L - (L > 0);
-    tensor_trace_step(TRACE_NEW, x, *out, "rope%s(p=%zu, pos %ld..%ld)",
-               sign < 0 ? " inverse" : "", p, start, last);
     return GSL_SUCCESS;
 }
 

@@ -51,6 +51,7 @@ int alibi_slope(size_t n, size_t head, double *m)
 
 int alibi_slopes(size_t n, tensor **out)
 {
+    RECORD_OF(TRACE_NEW, TRACE_LIST, 0, NULL, out, "alibi_slopes(%zu)", n);
     *out = NULL;
     if (n == 0)
         return mha_fail(GSL_EINVAL, "alibi_slopes: n is 0 (one slope per head)");
@@ -59,7 +60,6 @@ int alibi_slopes(size_t n, tensor **out)
     for (size_t k = 0; k < n; k++)
         STEP(alibi_slope(n, k, (*out)->data + k));
     tensor_set_names(*out, "h");
-    tensor_trace_emit(TRACE_NEW, TRACE_LIST, *out, 0, NULL, "alibi_slopes(%zu)", n);
 done:
     if (status) {
         tensor_free(*out);
