@@ -153,7 +153,7 @@ static void d2l_toy(gsl_rng *rng)
      * calls. It checks the inputs once, in `start_pooling` (shapes that
      * agree, `valid_lens` that fit them, the dropout setting), and
      * refuses bad ones with a message that names the shapes (or the
-     * setting). Its one `SCOPE` line opens the trace's first line,
+     * setting). Its one `SCOPE_OF` line opens the trace's first line,
      * `dot_attention(scale 1/sqrt(2))`, with the three inputs' shapes;
      * the steps' lines are indented under it until the door returns. It
      * runs the steps and hands the weights to a caller who asked for
