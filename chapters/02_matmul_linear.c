@@ -155,9 +155,10 @@ static void linear_layer(void)
      * @show src/nn/linear.c product
      *
      * The *door*, `linear_forward`, is the function a program calls. Its
-     * first line, `RECORD`, says what the trace's line will be
-     * (`W_q: x W^T + b`, from `x` to `y`); the line is printed as the
-     * door returns with `y`, and not at all when it fails. The door
+     * first line, `RECORD`, says what the trace's line will be (here
+     * `W: x W^T + b`, from `x` to `y`: the layer's name, then the
+     * formula); the line is printed as the door returns with `y`, after
+     * the lines of any step inside, and not at all when it fails. The door
      * checks `x` against the layer once (its last dimension must be
      * `in_features`) and runs the steps; when a step fails it frees `y`
      * and adds the layer's name to the message:

@@ -109,8 +109,17 @@ static void one_length_per_example(void)
     /*md
      * d2l's example: scores `(2, 2, 4)` drawn uniformly from $[0, 1)$ (random
      * seed 3), `valid_lens` `[2, 3]`. Example 0 may use keys 0-1, example 1
-     * keys 0-2, for every query. `masked_softmax` checks the lengths first,
-     * then runs the row loop above with each row's own length:
+     * keys 0-2, for every query. `masked_softmax` is two lines. The
+     * first, `RECORD_OF`, is its trace line, printed when it returns as
+     * chapter 02's `RECORD` is: the scores in, the weights out, and
+     * `valid_lens` read on the side (`MASKED_INPUTS`), so that the step's
+     * text names its shape. The second hands the work to `masked_impl`,
+     * which chapter 04's scaled version shares:
+     *
+     * @show src/nn/softmax.c masked_softmax
+     *
+     * `masked_impl` checks the lengths first, then runs the row loop above
+     * with each row's own length:
      *
      * @show src/nn/softmax.c masked_impl
      *

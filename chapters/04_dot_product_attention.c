@@ -166,7 +166,10 @@ static void d2l_toy(gsl_rng *rng)
      * matrix product (PyTorch's `torch.bmm`): one BLAS `dgemm` per
      * example, with `K` read transposed in place; it names its result
      * after its operands, `(B, Lq)` from the queries and `Lk` from the
-     * keys, and prints its own trace line:
+     * keys, and prints its own trace line. It is an operation of the
+     * tensor layer, as `reshape` and `permute` are, so it calls the trace
+     * itself (`tensor_trace_emit`, at its end) instead of declaring its
+     * line in a `RECORD` at its top as the lesson's functions do:
      *
      * @show src/tensor/matrices.c tensor_bmm
      *

@@ -90,8 +90,10 @@ static void small_example(void)
      * what it cannot do, and the module checks its inputs once, at the
      * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
      * the function frees what it made (`TENSORS_FREE` frees each tensor
-     * it is given, NULL ones too); `SCOPE` opens the trace's line for the
-     * function, and the line closes by itself when the function returns. `DIMS(...)` passes both the sizes and the names of the
+     * it is given, NULL ones too); `SCOPE` prints the trace's line for the
+     * function, with its input, before its steps run; the lines of the
+     * steps after it are indented under it until the function returns,
+     * however it returns (a failed step that jumps to `done:` too). `DIMS(...)` passes both the sizes and the names of the
      * variables that hold them, so a dimension given as `h` is called `h`
      * in the trace, and one given as -1 is named for what is left of the
      * one it was split from (`d_model/h`); `AXES(0, 2, 1, 3)` lists the
@@ -339,6 +341,8 @@ static void not_divisible(void)
      * reshape refuses with `GSL_EBADLEN` (status 19), naming the shapes, as
      * PyTorch's reshape does. The module checks the same thing when it is
      * created, so there the error appears before any data is touched.
+     * (The trace is off in this section: what is printed is the status
+     * and the message alone.)
      */
     tensor *x = counting_tensor(1, 2, 16), *bad;
     int status = transpose_qkv(x, 3, &bad);

@@ -189,12 +189,14 @@ static void whole_trace(lesson *l)
      *    buffer read with other strides), `copy` (moved into a new
      *    buffer) or `new` (computed); a group's line leaves it blank;
      * 3. **the shapes**, input `->` output, as Python tuples; a group's
-     *    line gives its inputs, and its output too when that is known
-     *    before its steps run (`dot_attention`'s), and a product joins
-     *    its two inputs with `@`;
+     *    line gives its inputs alone, since it is printed before its
+     *    steps run (its last step's line shows what it makes), and a
+     *    product joins its two inputs with `@`;
      * 4. **the same output shape in the lesson's names**, `(B*h, Lq,
      *    d_model/h)`, so that `(10, 4, 20)` reads as ten (example, head)
-     *    pairs of 4 queries of 20 features.
+     *    pairs of 4 queries of 20 features; a group's line with one input
+     *    names that input's shape instead, and one with several names
+     *    none.
      *
      * `mha trace` prints this trace for any sizes without computing
      * anything, running the module on shapes alone. This command prints exactly the lines of the output below, from
