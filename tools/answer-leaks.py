@@ -12,7 +12,8 @@ not hide a copy.  A statement is trivial, and not looked for, when it
 has fewer than MIN_TOKENS tokens (`return 0;`, `*out = NULL;`,
 `size_t p = d_model / num_heads;`) or computes nothing: an address into a tensor's data, or no arithmetic
 and no call but to the bookkeeping every function does (checks and
-messages, tracing, freeing, allocating the output).  The statement is
+messages, tracing, freeing, allocating the output), or is a function's
+trace line (RECORD, SCOPE and their _OF forms).  The statement is
 looked for, and each call in it with its arguments, a cast to a number
 type and a unary & left out (`tensor_permute(split, SHAPE(0, 2, 1, 3),
 out)` is the answer's `..., &heads)`).
@@ -44,6 +45,7 @@ BOOKKEEPING = (r'(mha_fail\w*|(tensor_)?trace_\w+|check_\w+|alloc_\w+|tensor_all
                r'tensor_free|tensor_shape_str|sizeof|snprintf|[A-Z_]+)$')
 
 BOOKKEPT = re.compile(BOOKKEEPING)
+TRACE_LINES = ('RECORD', 'RECORD_OF', 'SCOPE', 'SCOPE_OF')
 TOKEN = re.compile(r'''
     (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
@@ -186,6 +188,10 @@ def trivial(stmt):
     """Too short, or computing nothing: no arithmetic and no call but to
     the bookkeeping every function does (BOOKKEEPING)."""
     if len(stmt) < MIN_TOKENS:
+        return True
+    # a function's trace line (RECORD, SCOPE ...): its arguments only
+    # name the step, whatever they compute to do so
+    if stmt[0] in TRACE_LINES:
         return True
     # an address: a pointer into a tensor's data, (*y)->data + r * out
     if re.fullmatch(r'(const )?\w+ \* V = ([-+*()V\d ]|-> data )+',
