@@ -137,7 +137,7 @@ int linear_backward(const linear *l, const tensor *x, const tensor *dy,
     size_t rows = tensor_numel(x) / in;
 
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(dy, "dy")), "%s backward",
-                l->name);
+             l->name);
     // every allocation first, so that a failure leaves grad untouched
     tensor_matrices xm = {0}, dym = {0}, wm = {0}, gm = {0};
     char gs[TRACE_SHAPE_MAX];
@@ -375,7 +375,7 @@ int dot_attention_backward(const tensor *queries, const tensor *keys,
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1], d = queries->shape[2];
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(dout, "dout")),
-                "dot_attention_backward(scale 1/sqrt(%zu))", d);
+             "dot_attention_backward(scale 1/sqrt(%zu))", d);
     tensor_matrices vm = {0}, wm = {0}, om = {0}, dsm = {0};
     tensor *dw = NULL, *ds = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     // the names of the gradients: the inputs', or the lesson's

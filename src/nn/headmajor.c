@@ -178,7 +178,7 @@ int headmajor_join_heads(const tensor *x, tensor **out)
                         "dimensions, expected 4 (h, B, L, d)",
                         tensor_shape_str(x, xs, sizeof xs), x->ndim);
     SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)),
-                "rearrange(head b l v -> b l (head v))");
+             "rearrange(head b l v -> b l (head v))");
     tensor *rows = NULL;
     int status = GSL_SUCCESS;
     // rows is (B, L, h, d): a view, the heads back next to their features
@@ -404,7 +404,7 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     tensor v_in = tensor_named(v, "B, Lk, d_model");
 
     SCOPE_OF(TRACE_QKV(q, k, v),
-                "headmajor(h=%zu)", h);
+             "headmajor(h=%zu)", h);
 
     tensor *qp = NULL, *kp = NULL, *vp = NULL; // (B, L, h*d)
     tensor *qh = NULL, *kh = NULL, *vh = NULL; // (h, B, L, d), views

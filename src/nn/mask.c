@@ -521,7 +521,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
     kv_step s = {0}; // the projections and their heads
     SCOPE_OF(TRACE_QKV(queries, keys, values),
-                "multihead_masked(h=%zu)", h);
+             "multihead_masked(h=%zu)", h);
 //> handout
     if (tensor_is_meta(queries)) { // mha trace: shapes alone
         int status = shapes_alone(m, queries, keys, values, opt, out, weights);

@@ -442,9 +442,9 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
         return status;
     tensor x_in = tensor_named(x, "B, n, d_model");
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
-                "mla_forward(%s, h=%zu, d_c=%zu, d_r=%zu)", path_name(path),
-                m->cfg.num_heads, m->cfg.kv_lora_rank,
-                m->cfg.qk_rope_head_dim);
+             "mla_forward(%s, h=%zu, d_c=%zu, d_r=%zu)", path_name(path),
+             m->cfg.num_heads, m->cfg.kv_lora_rank,
+             m->cfg.qk_rope_head_dim);
     tensor *q = NULL, *c_kv = NULL, *k_pe = NULL;
     STEP(project_queries(m, &x_in, 0, &q));
     STEP(project_latent(m, &x_in, 0, &c_kv, &k_pe));
@@ -537,8 +537,8 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
     size_t start = c->length;
     tensor x_in = tensor_named(x, "B, n, d_model");
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
-                "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
-                start, start + n - 1);
+             "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
+             start, start + n - 1);
     tensor *q = NULL, *c_kv = NULL, *k_pe = NULL, *c_all = NULL, *pe_all = NULL;
     STEP(project_queries(m, &x_in, start, &q));
     STEP(project_latent(m, &x_in, start, &c_kv, &k_pe));

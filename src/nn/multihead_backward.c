@@ -195,7 +195,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
              m->cfg.out_size == m->cfg.num_hiddens ? "d_model" : "D_out");
     tensor dout_in = tensor_named(dout, dout_names);
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
-                "multihead_backward(h=%zu)", h);
+             "multihead_backward(h=%zu)", h);
     tensor *dconcat = NULL;                    // (B, Lq, d_model)
     tensor *dmasked = NULL, *dheads = NULL;    // (B*h, Lq, p)
     tensor *dqh = NULL, *dkh = NULL, *dvh = NULL; // (B*h, L, p)

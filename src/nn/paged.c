@@ -377,7 +377,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     size_t h = m->cfg.num_heads, G = c->kv_heads, p = c->head_size;
     tensor x_in = tensor_named(x, "B, 1, d_q");
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
-                "paged_decode_step(h=%zu, G=%zu, %zu sequences)", h, G, B);
+             "paged_decode_step(h=%zu, G=%zu, %zu sequences)", h, G, B);
     tensor *q = NULL, *k = NULL, *v = NULL, *slots = NULL, *heads = NULL;
     size_t *start = mha_malloc(B, sizeof *start, who);
     size_t longest = 1;

@@ -150,10 +150,10 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     size_t B = x->shape[0], n = x->shape[1], h = m->cfg.num_heads;
     size_t f = c->length < c->slots ? c->length : c->slots; // filled slots
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
-                "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
-                "%zu, positions %zu..%zu)",
-                h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
-                c->length + n - 1);
+             "decode_window(h=%zu, G=%zu, window %zu, keep %zu, slots "
+             "%zu, positions %zu..%zu)",
+             h, m->cfg.kv_heads, c->window, c->keep, c->slots, c->length,
+             c->length + n - 1);
     kv_step s = {0};                           // the new positions' heads
     tensor *keys = NULL, *values = NULL;       // (B*G, f+n, p)
     tensor *w = NULL, *heads = NULL, *concat = NULL;
