@@ -63,18 +63,21 @@ half() { # half NAME PATTERN
         --log-file="$logs/tests.%p" \
         "$build"/tests/run_tests --jobs 2 --filter "$2" > "$logs/$1.out" 2>&1
 }
-half first '[a-l]*/*' &
-first=$!
-half second '!([a-l]*)/*' && second=0 || second=$?
-wait $first && first=0 || first=$?
-for h in first second; do
-    eval rc=\$$h
-    [ "$rc" = 0 ] && grep -q ' Failing: 0 | Crashing: 0' "$logs/$h.out" || {
-        tail -20 "$logs/$h.out"
-        echo "memcheck: the test suite failed under valgrind ($h half)" >&2
+passed() { # passed NAME STATUS
+    [ "$2" = 0 ] && grep -q ' Failing: 0 | Crashing: 0' "$logs/$1.out" || {
+        tail -20 "$logs/$1.out"
+        echo "memcheck: the test suite failed under valgrind ($1 half)" >&2
         exit 1
     }
-done
+}
+half first '[a-l]*/*' &
+pid=$!
+second=0
+half second '!([a-l]*)/*' || second=$?
+first=0
+wait "$pid" || first=$?
+passed first "$first"
+passed second "$second"
 
 # --quiet leaves a log empty unless something was wrong.
 bad=$(find "$logs" -name 'chapter-*' -size +0 -o -name 'tests.[0-9]*' -size +0)
