@@ -82,10 +82,11 @@ static void batched(lesson *l)
     section("1. The batched module of chapter 08");
     /*md
      * The module of chapter 08 with the same sizes (B = 2, 4 queries, 6 keys,
-     * 100 features in 5 heads of 20), random standard-normal inputs, and this
-     * time biases on all four layers, so that the slicing has to cover them
-     * too. One forward pass gives the `(2, 4, 100)` result the rest of the
-     * chapter must reproduce.
+     * 100 features in 5 heads of 20, and the same `valid_lens = [3, 2]`:
+     * example 0 sees keys 0-2, example 1 keys 0-1), random standard-normal
+     * inputs, and this time biases on all four layers, so that the slicing
+     * has to cover them too. One forward pass gives the `(2, 4, 100)`
+     * result the rest of the chapter must reproduce.
      */
     gsl_rng *rng = mha_rng_new(9);
     if (!rng)
@@ -131,8 +132,9 @@ static void one_head_at_a_time(lesson *l)
      * head to head: query 0 of example 0 prefers key 0 in head 0 (0.4076), key
      * 2 in heads 1 to 3 (0.5710, 0.4220, 0.5896), and key 1 in head 4 (0.4941).
      * The picture draws the weights of the five sliced heads, one row of
-     * panels per example: the module's `weights` drawn from the loop,
-     * padding keys blank (keys 3-5 of example 0, 2-5 of example 1).
+     * panels per example: the loop's own weights, which equal the module's
+     * `weights[:, i]`, with the padding keys blank (keys 3-5 of example 0,
+     * 2-5 of example 1).
      *
      * Cost: the loop makes 15 projections of `(B*L, 100)` by `(20, 100)`
      * instead of 3 of `(B*L, 100)` by `(100, 100)`. Each is a fifth of the

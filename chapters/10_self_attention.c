@@ -209,8 +209,11 @@ int main(void)
  * 2. Would section 2's result still hold with a causal mask (chapter 03)? With
  *    `valid_lens` `[3, 2]`? Predict, then try it in the chapter.
  * 3. Add $0.1 \cdot i$ to every feature of position $i$ of X (a crude
- *    positional encoding) before the two runs of section 2. Does the check
- *    still say `yes`? Why?
+ *    positional encoding) in both runs of section 2: in the second, after
+ *    the positions are swapped, so the row now at position $i$ gets
+ *    $0.1 \cdot i$ (the encoding belongs to the place, not to the row).
+ *    Does the check still say `yes`? Why? And if the encoding were added
+ *    before the swap, so that it moved with its row?
  * 4. In section 1, position 3 of example 0 is padding, but it still gets an
  *    output row. Where in a model would you stop such rows from affecting the
  *    result, and what would happen if nothing did?

@@ -8,8 +8,10 @@
 /*md
  * Chapter 08 folded the heads into the batch: after `transpose_qkv` a
  * tensor is $(B \cdot h, n, d_{model}/h)$, and attention treats the
- * $B \cdot h$ heads as that many independent examples.  The einops version (a
- * `MultiHeadAttentionNew` written with [einops](https://github.com/arogozhnikov/einops)) puts the heads in front
+ * $B \cdot h$ heads as that many independent examples.  The einops version
+ * (`MultiHeadAttentionNew` from einops' tutorial *Writing better code with
+ * PyTorch and einops*, [einops.rocks/pytorch-examples](https://einops.rocks/pytorch-examples.html),
+ * written with [einops](https://github.com/arogozhnikov/einops)) puts the heads in front
  * instead:
  *
  * ```python
@@ -423,9 +425,10 @@ static void differs(pair *p)
      * NaN, and so is every number downstream of that query.  Neither
      * answer is meaningful (a padded query has nothing to look at), and
      * a NaN spreads silently through the next layer, so `headmajor`
-     * refuses valid length 0 and says why.  Recent PyTorch versions of
-     * `scaled_dot_product_attention` make a third choice, zero weights
-     * for such a row; that is exercise 1.
+     * refuses valid length 0 and says why.  Some of the fused kernels of
+     * PyTorch's `scaled_dot_product_attention` make a third choice, zero
+     * weights for such a row (chapter 18 lists who does what); that is
+     * exercise 1.
      *
      * **Add & Norm.**  With the residual and the LayerNorm on, the
      * outputs are no longer chapter 08's: each position is chapter 08's

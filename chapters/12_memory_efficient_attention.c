@@ -282,8 +282,9 @@ static void costs(void)
      * and three numbers per query row of the block, whatever $L$ is; the
      * output is the only buffer that grows, linearly.  `make bench`
      * measures both paths up to $L = 16384$ in separate processes (peak
-     * resident memory per run) and draws `plots/bench_memory.png`; the
-     * README has this machine's numbers.
+     * resident memory per run) and draws `plots/bench_memory.png`;
+     * [the performance page](performance.md) has the numbers of its last
+     * run, with the machine it ran on.
      */
     char a[32], b[32];
     printf("tiles %d x %d: a score tile is %s per thread, for any L.\n",

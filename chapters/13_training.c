@@ -189,7 +189,11 @@ static void backward_traced(lesson *l)
      * L/\partial w_j - \sum_k w_k\, \partial L / \partial w_k)$: raising
      * one score takes weight from all the others. A masked key's score
      * never enters the softmax (chapter 03), so its weight is exactly 0
-     * and so is its gradient.
+     * and so is its gradient.  Here $s$ is the scaled score, $q \cdot k$
+     * times the scale $1/\sqrt{d}$.  The code below returns the gradient
+     * with respect to the unscaled product $q \cdot k$ directly, so it
+     * multiplies by `scale` (the chain rule through $s = \text{scale}
+     * \cdot q \cdot k$), the scale its trace line prints.
      *
      * @show src/nn/backward.c masked_softmax_backward
      */
@@ -513,12 +517,15 @@ int main(void)
 /*md
  * ## Exercises
  *
- * 1. Train with `HEADS` set to 1. What loss does the model reach, and
+ * 1. Train with `HEADS` set to 1 (the `enum` of settings near the top
+ *    of `chapters/13_training.c`). What loss does the model reach, and
  *    what does its single head do? Explain with the softmax why one
  *    head cannot fetch two positions as cleanly as two heads.
- * 2. Remove the position embedding (`tensor_fill(m.pos, 0)` before
- *    training and after every step). Which answers can the model still
- *    give, at which positions, and why?
+ * 2. Remove the position embedding: in section 5's `training`, call
+ *    `tensor_fill(l->m.pos, 0)` before the loop and after every Adam
+ *    step (`pos` is the model's `(L, D)` table of position vectors,
+ *    `src/train/model.h`). Which answers can the model still give, at
+ *    which positions, and why?
  * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
  *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
  *    and compare the loss curves.

@@ -279,6 +279,12 @@ static void pruning(lesson *l)
      *
      * Two heads still give most of the answers; one head cannot fetch two
      * positions, and the answers it does not fetch fall towards guessing.
+     *
+     * The rounds are this chapter's own code, the function `pruning` in
+     * [chapters/14_head_importance.c](../chapters/14_head_importance.c)
+     * (exercises 1-3 change its choice of the head to remove);
+     * `model_prune_heads` is the training library's, in
+     * [src/train/model.c](../src/train/model.c).
      */
     const model_config cfg = l->cfg;
     model *m = &l->m;

@@ -336,7 +336,7 @@ static void work(void)
                              "recomputed: t (t+1) d_model"};
     plot_options opt = {.title = "attention multiply-adds of one decoding "
                                  "step, d_model = 4096",
-                        .xlabel = "position t (keys attended to)",
+                        .xlabel = "keys attended to, t",
                         .ylabel = "million multiply-adds",
                         .log_y = 1};
     printf("\n");

@@ -75,6 +75,15 @@ static void three_conventions(lesson *l, tensor **kpm, tensor **additive)
 {
     section("1. Three ways to say which keys a query sees");
     /*md
+     * The chapter's inputs are small enough to work by hand: 2 examples
+     * of 3 queries and 4 keys, two features each, the values equal to the
+     * keys, one head, and every layer the identity with no bias, so a
+     * score is $q \cdot k / \sqrt{2}$ and an output row is a weighted sum
+     * of the keys. The section's output prints them first, then the masks.
+     */
+    show("queries (B, Lq, p)", l->q);
+    show("keys, also the values (B, Lk, p)", l->k);
+    /*md
      * d2l's `valid_lens` [3, 2] say: example 0 sees keys 0-2, example 1
      * keys 0-1. As PyTorch's `key_padding_mask` that is a $(B, L_k)$ bool
      * table with True at the keys to ignore, every key at or past the

@@ -107,7 +107,7 @@ static void alibi(void)
      * $k$ of $n$: nothing for the query's own position, more for each
      * step back. For $n$ a power of two the slopes form a geometric
      * sequence, 1/2, 1/4, ..., 1/256 for 8 heads (the paper's choice,
-     * section 3 of Press et al. 2022) and $2^{-0.5}, 2^{-1}, \dots, 2^{-8}$
+     * section 3 of Press et al. 2021) and $2^{-0.5}, 2^{-1}, \dots, 2^{-8}$
      * for 16; for $n$ not a power of two, BLOOM takes the slopes of the
      * largest power of two below $n$ and adds every other slope of twice
      * that many heads, which fall between them. Writing it is this
@@ -151,7 +151,10 @@ static void alibi(void)
     double t[L * L];
     memcpy(t, TENSOR_AT(grid, 0, 0, 0, 0), sizeof t);
     show_table("the bias of head 0 (m = 1/2); future keys hidden, shown 0", t, 2);
-    heatmap_options opt = {.titles = tp, .ntitles = 8, .scale_from_min = 1};
+    heatmap_options opt = {.titles = tp, .ntitles = 8, .scale_from_min = 1,
+                           .title = "bias -m (i - j); the future keys "
+                                    "(above the diagonal) are hidden, "
+                                    "drawn at 0"};
     draw_heatmap(grid, &opt, "19_alibi");
     tensor_free(grid);
 }
@@ -337,7 +340,13 @@ int main(void)
  *    32 layers.
  * 3. Section 1's rule with `keep`: how many keys does the last query of
  *    a sequence of 100 see with $W = 3$ and one key kept? Check it with
- *    `mha forward --window 3 --keep-first 1 --attention-out A.npy`.
+ *    `mha` on a self-attention case of one head: save 100 positions of 8
+ *    features as `X.npy` (`np.save("X.npy", np.random.rand(1, 100, 8))`)
+ *    and `np.eye(8)` as `I.npy`, run `mha forward --heads 1 --queries
+ *    X.npy --wq I.npy --wk I.npy --wv I.npy --wo I.npy --window 3
+ *    --keep-first 1 --out Y.npy --attention-out A.npy`, and list the keys
+ *    whose weight is not 0 in `np.load("A.npy")[0, 0, 99]`, the last
+ *    query's row.
  * 4. In section 3, which sink logit makes row 0 give its one key exactly
  *    half? What does a sink of $-\infty$ do?
  * 5. Section 4 decodes one position at a time. A prompt of 5 positions

@@ -119,8 +119,10 @@ static void naive_path(mla *m, const tensor *x)
      *
      * - The queries: `wq_a` to 16 features, `rms_norm`, `wq_b` to 48,
      *   viewed as `(2, 5, 4, 12)`, 12 = $d_{nope} + d_r$ per head. The
-     *   last 4 of each head are cut out (`narrow`, a view), turned by
-     *   `rope_apply` as `(2, 5, 16)` (4 heads of 4), and written back
+     *   last 4 of each head are cut out (`narrow`, a view), copied into
+     *   a `(2, 5, 16)` (4 heads of 4: a narrow's rows are not evenly
+     *   spaced, so the `reshape` copies), turned by `rope_apply`, and
+     *   written back
      *   into the queries' own buffer (`into q[..., 8:]`, a copy).
      * - The latent: `wkv_a` to `(2, 5, 14)`, split into $c_{kv}$
      *   `(2, 5, 10)`, normalised, and $k_{pe}$ `(2, 5, 4)`, turned. Had
@@ -356,8 +358,10 @@ static void cache_table(void)
      * What MLA pays is work: each step the absorbed query
      * $q_{nope} W_{UK}$ and the output's $W_{UV}$ cost $h \cdot d_{nope}
      * \cdot d_c$ multiply-adds each per query, and the scores are over
-     * $d_c + d_r = 576$ features instead of 128. Decoding is bound by
-     * reading the cache, not by arithmetic, so the trade pays.
+     * $d_c + d_r = 576$ features instead of multi-head attention's
+     * $d_h = 128$ (MLA without the absorption scores over $d_{nope} +
+     * d_r = 192$). Decoding is bound by reading the cache, not by
+     * arithmetic, so the trade pays.
      */
 }
 

@@ -137,6 +137,11 @@ static void exercise3(void)
      * output is no longer the reordered output: the module now sees where
      * each position is. That is the point of a positional encoding
      * (chapter 15 builds real ones).
+     *
+     * Added before the swap, the encoding moves with its row: the swapped
+     * input is $P(X + E)$, a reordering of the plain run's $X + E$, and
+     * the check says `yes` again, as it does for any $X$.  An encoding
+     * only tells positions apart when it stays with the place.
      */
     lesson l;
     section1(&l);

@@ -787,7 +787,9 @@ static void rest_of_code(buf *out, const chapter *c)
     if (named.len) {
         if (!shown)
             printf_(out, "\n## The rest of this chapter's code\n");
-        printf_(out, "\nThese are one statement each, shown here on one line:\n\n%s",
+        printf_(out, "\nThese are one `return` each, shown here on one line "
+                     "(a line before it that only sets an output to NULL is "
+                     "left out):\n\n%s",
                 named.s);
     }
     free(named.s);

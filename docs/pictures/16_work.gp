@@ -16,7 +16,7 @@ if (fmt eq 'svg') {
 } }
 set output out
 set title 'attention multiply-adds of one decoding step, d_model = 4096'
-set xlabel 'position t (keys attended to)'
+set xlabel 'keys attended to, t'
 set ylabel 'million multiply-adds'
 set logscale y
 set format y '%g'

@@ -9,9 +9,9 @@ do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq '/') { here = ARG0[1:i] } }
 data = here . '19_alibi.dat'
 if (!exists("out")) out = here . '19_alibi.' . fmt
 if (fmt eq 'svg') {
-    set terminal svg size 1188,622 font 'sans,11' noenhanced background '#ffffff'
+    set terminal svg size 1188,652 font 'sans,11' noenhanced background '#ffffff'
 } else { if (fmt eq 'png') {
-    set terminal pngcairo size 1188,622 font 'sans,11' noenhanced background '#ffffff'
+    set terminal pngcairo size 1188,652 font 'sans,11' noenhanced background '#ffffff'
 } else {
     exit error sprintf("fmt must be 'png' or 'svg', not '%s'", fmt)
 } }
@@ -34,9 +34,9 @@ set tics out nomirror scale 0.5
 set format cb '%g'
 unset key
 
-set multiplot layout 2,4 \
-    margins screen 0.067340, 0.915825, 0.099678, 0.938907 \
-    spacing screen 0.013468, 0.067524
+set multiplot layout 2,4 title 'bias -m (i - j); the future keys (above the diagonal) are hidden, drawn at 0' font ',13' \
+    margins screen 0.067340, 0.915825, 0.095092, 0.895706 \
+    spacing screen 0.013468, 0.064417
 
 # panel (0, 0)
 set title 'head 0, m = 1/2'
@@ -86,7 +86,7 @@ set title 'head 7, m = 1/256'
 set format x '%g'; set xlabel 'Keys'
 set format y ''; unset ylabel
 # the last panel draws the one colour box, right of the grid
-set colorbox user origin screen 0.930976, 0.099678 size screen 0.015152, 0.839228
+set colorbox user origin screen 0.930976, 0.095092 size screen 0.015152, 0.800613
 plot data index 7 matrix with @cells
 
 unset multiplot
