@@ -36,7 +36,11 @@
 #      destroys a handout that differs from a fresh one (a student's
 #      work): it refuses, naming it, and changes nothing; WITHOUT=
 #      gives exercises whole, ungraded, and refuses names that are no
-#      exercise of the cut; FROM= gives the earlier chapters' whole;
+#      exercise of the cut; FROM= gives the earlier chapters' whole,
+#      and the cut at 08 with its exercises given builds mha, whose
+#      forward runs on .npy files as the teacher's does (the options of
+#      later chapters cut from it) and refuses a missing file with one
+#      line and exit 2;
 #   (6, grading where courses grade, is tools/test-grading.sh: `make
 #   test-grading`, which CI runs.)
 set -eu
@@ -511,6 +515,44 @@ tools/handout.sh --chapter 08 --from 08 --tools "$build" "$dir/hf8" > /dev/null 
     fail "make handout CH=08 FROM=08 fails"
 grep -q 'The quiz works from the first day, and so do `mha trace`' "$dir/hf8/README.md" ||
     fail "the README of a handout whose module exercises are given says mha trace needs them"
+# and its mha forward runs on .npy files, as the teacher's does: the
+# options of later chapters (--state-dict, --in-proj-weight) are cut
+# from it, and nothing may read them
+make -C "$dir/hf8" -j2 CFLAGS="$hflags" build/mha > "$dir/build8.txt" 2>&1 ||
+    { tail -20 "$dir/build8.txt"; fail "mha does not build in a handout cut at 08"; }
+"$py" - "$dir" <<'PY'
+import struct, sys
+def save(path, shape, values):
+    dims = ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "")
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % dims
+    head += " " * (63 - (10 + len(head)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
+        f.write(struct.pack("<%dd" % len(values), *values))
+d = sys.argv[1]
+save(d + "/q.npy", (2, 3, 4), [0.25 * i - 1 for i in range(24)])
+save(d + "/w.npy", (4, 4), [((3 * i) % 7 - 3) / 8 for i in range(16)])
+PY
+fwd="forward --heads 2 --queries $dir/q.npy --wq $dir/w.npy --wk $dir/w.npy --wv $dir/w.npy --wo $dir/w.npy --valid-lens 2,3"
+"$dir/hf8/build/mha" $fwd --out "$dir/out8.npy" 2> "$dir/err" ||
+    { cat "$dir/err"; fail "mha forward fails in a handout cut at 08"; }
+# the handout has no fast path: the same numbers to rounding, not to the bit
+"$build/mha" $fwd --out "$dir/out.npy" &&
+    "$py" - "$dir/out8.npy" "$dir/out.npy" <<'PY' ||
+import struct, sys
+def load(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<H", data[8:10])[0]
+    body = data[10 + n:]
+    return data[10:10 + n], struct.unpack("<%dd" % (len(body) // 8), body)
+(h1, a), (h2, b) = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(h1 != h2 or len(a) != 24 or max(abs(x - y) for x, y in zip(a, b)) > 1e-12)
+PY
+    fail "mha forward in a handout cut at 08 writes other numbers than the teacher's"
+"$dir/hf8/build/mha" forward --heads 2 --queries "$dir/none.npy" --wq "$dir/w.npy" --wk "$dir/w.npy" \
+    --wv "$dir/w.npy" --wo "$dir/w.npy" --out "$dir/none-out.npy" 2> "$dir/err" && rc=0 || rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'none.npy' "$dir/err" ||
+    { cat "$dir/err"; fail "mha forward in a handout cut at 08 exits $rc on a missing file, not 2 with one line naming it"; }
 for bad in 07 6; do
     tools/handout.sh --chapter 06 --from "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
         rc=0 || rc=$?
@@ -573,4 +615,4 @@ rm -rf "$t/.git"
     { cat "$dir/err"; fail "make handout outside a git checkout does not refuse in one line"; }
 
 wait "$fill" || exit 1
-echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06, WITHOUT= gives exercises whole; make handout copies tracked files only and keeps a student's work (the grading where courses grade: tools/test-grading.sh)"
+echo "handout-check: $count exercises; a fresh handout holds no expression of their answers and nothing of the teacher's, compiles and fails each; $fresh_runs of $(echo "$chapters" | wc -w) chapters run in it, the others name the blank they need, exit 3, and run once the blanks up to their chapter are filled; each exercise's grade passes once its blank is filled; make handout CH=06 cuts chapters 01 .. 06, WITHOUT= gives exercises whole; a cut at 08 runs mha forward on .npy files as the teacher's mha does; make handout copies tracked files only and keeps a student's work (the grading where courses grade: tools/test-grading.sh)"

@@ -135,8 +135,11 @@ static const char usage_heatmap[] =
     "  --svg F       the same as SVG\n"
     "  --terminal    draw with Unicode shades on stdout\n"
     "\n"
+//> 18
     "With --average-attn-weights, one panel per example: the mean of the\n"
-    "heads.  Give at least one; see `mha forward --help` for the inputs and for\n"
+    "heads.  "
+//<
+    "Give at least one; see `mha forward --help` for the inputs and for\n"
     "what is refused before any work.  Stopped by a signal, mha ends\n"
     "gnuplot, removes its temporary files and its scratch directory, and\n"
     "ends by that signal, as `mha forward --help` says: every file as it\n"

@@ -28,9 +28,12 @@ static const char *option_of(int f)
     return given_by[f] ? given_by[f] : file_option[f];
 }
 
+/* The option's value; NULL when it is not given, or when this program
+ * has no such option (a handout's, cut before the option's chapter). */
 static const char *value_of(cli_option *opts, size_t nopts, const char *name)
 {
-    return cli_find(opts, nopts, name)->value;
+    const cli_option *o = cli_find(opts, nopts, name);
+    return o ? o->value : NULL;
 }
 
 /* --valid-lens read into lens (n of them; n = 0 when it is not given):
@@ -100,12 +103,14 @@ int cli_inputs_check_options(cli_option *opts, size_t nopts)
 {
     static const char *const required[] = {"--heads", "--queries", "--wq",
                                            "--wk", "--wv", "--wo"};
-    // packed projections or a state dict give W_q, W_k, W_v (and W_o):
-    // required[given .. 5] is theirs
-    size_t given = value_of(opts, nopts, "--state-dict")       ? 2
-                   : value_of(opts, nopts, "--in-proj-weight") ? 2
-                                                               : 6;
-    int sd = value_of(opts, nopts, "--state-dict") != NULL;
+    size_t given = 6; // required[given .. 5] come from another option
+    int sd = 0;
+//> 18
+    // packed projections or a state dict give W_q, W_k, W_v (and W_o)
+    sd = value_of(opts, nopts, "--state-dict") != NULL;
+    if (sd || value_of(opts, nopts, "--in-proj-weight"))
+        given = 2;
+//<
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if ((i < given || (i == 5 && !sd)) &&
             !value_of(opts, nopts, required[i]))
@@ -418,6 +423,7 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
         bytes += (double)h[i].numel * sizeof(double) * (i >= WQ ? 2 : 1);
     }
     const npy_header *q = &h[Q], *k = h[K].ndim ? &h[K] : q;
+//> 18
     // packed projections: W_q is the first third of --in-proj-weight
     const char *packed = value_of(opts, nopts, "--in-proj-weight");
     npy_header ipw = {0};
@@ -427,6 +433,7 @@ int cli_inputs_check_memory(cli_option *opts, size_t nopts, int keep_weights,
         h[WQ].shape[0] /= 3;
         bytes += (double)ipw.numel * sizeof(double) * 2;
     }
+//<
     mha_clear_error();
     if (q->ndim != 3 || k->ndim != 3 || h[WQ].ndim != 2 || h[WO].ndim != 2)
         return CLI_OK;
