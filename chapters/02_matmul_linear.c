@@ -144,7 +144,11 @@ static void linear_layer(void)
      * call each: `x` as a `(6, 4)` matrix, `W` as `(5, 4)`, a new `y`,
      * and the product. `STEP` runs a call and keeps what it returns in
      * `status`; if that is an error, it jumps to `done:`, where the
-     * function frees what it made and returns the error:
+     * function frees what it made (`y` too) and returns the error. Their
+     * first line, `RECORD`, says what the trace's line will be (here
+     * `W: x W^T + b`, from `x` to `y`: the layer's name, then the
+     * formula); the line is printed as the function returns with `y`,
+     * after the lines of any step inside, and not at all when it fails:
      *
      * @show src/nn/linear.c linear_steps
      *
@@ -154,16 +158,16 @@ static void linear_layer(void)
      *
      * @show src/nn/linear.c product
      *
-     * The *door*, `linear_forward`, is the function a program calls. Its
-     * first line, `RECORD`, says what the trace's line will be (here
-     * `W: x W^T + b`, from `x` to `y`: the layer's name, then the
-     * formula); the line is printed as the door returns with `y`, after
-     * the lines of any step inside, and not at all when it fails. The door
-     * checks `x` against the layer once (its last dimension must be
-     * `in_features`) and runs the steps; when a step fails it frees `y`
-     * and adds the layer's name to the message:
+     * The *door*, `linear_forward`, is the function a program calls. It
+     * checks the layer and `x` once (`linear_check`: the weight and bias
+     * still have the shapes the layer was made with, and `x`'s last
+     * dimension is `in_features`), runs the steps, and when a step fails
+     * adds the layer's name to the message. A module that has checked its
+     * layers at its own door (chapter 08) calls `linear_steps` directly:
      *
      * @show src/nn/linear.c linear_forward
+     *
+     * @show src/nn/linear.c linear_check
      *
      * Check one output by hand. Row 0 of `x` is `[-1, -0.875, -0.75, -0.625]`,
      * row 0 of `W` is `[-0.0640, -0.3149, -0.4741, 0.4315]` and $b_0 = 0.1211$:

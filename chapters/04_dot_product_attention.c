@@ -144,8 +144,13 @@ static void d2l_toy(gsl_rng *rng)
      * way. The *steps* are the formula, with the shape each one makes:
      * the product `Q K^T`, the masked softmax of the scaled scores, then
      * `weigh_values`, which multiplies the weights by `V` (the trace's
-     * three lines). `STEP` runs a call and, if it fails, jumps to `done:`,
-     * where the function frees what it made:
+     * three lines). Their one `SCOPE_OF` line opens the trace's first
+     * line, `dot_attention(scale 1/sqrt(2))`, with the three inputs'
+     * shapes; the steps' lines are indented under it until the function
+     * returns. `STEP` runs a call and, if it fails, jumps to `done:`,
+     * where the function frees what it made and hands the weights to a
+     * caller who asked for them (`give_weights`: freed instead when
+     * nobody asked, or when a step failed):
      *
      * @show src/nn/attention.c dot_attention_steps
      *
@@ -153,12 +158,9 @@ static void d2l_toy(gsl_rng *rng)
      * calls. It checks the inputs once, in `start_pooling` (shapes that
      * agree, `valid_lens` that fit them, the dropout setting), and
      * refuses bad ones with a message that names the shapes (or the
-     * setting). Its one `SCOPE_OF` line opens the trace's first line,
-     * `dot_attention(scale 1/sqrt(2))`, with the three inputs' shapes;
-     * the steps' lines are indented under it until the door returns. It
-     * runs the steps and hands the weights to a caller who asked for
-     * them. So the steps check nothing and can be read as the lesson
-     * alone:
+     * setting); then it runs the steps. So the steps check nothing and
+     * can be read as the lesson alone, and chapter 08's module, which
+     * checks its own inputs at its door, calls them directly:
      *
      * @show src/nn/attention.c dot_attention_forward
      *

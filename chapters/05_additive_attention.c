@@ -71,17 +71,19 @@ static void d2l_toy(void)
      * - From here on it is chapter 04: masked softmax, then `weights V`.
      *
      * The code is in two parts, as in chapter 04. The steps, one call
-     * each (`SIZES(B, Lq, Lk)` is the reshape's new shape, and `NULL`
-     * lets the reshape name its dimensions after those of `scores4`):
+     * each, under the trace's first line, `additive_attention(num_hiddens
+     * 8)` (`SIZES(B, Lq, Lk)` is the reshape's new shape, and `NULL`
+     * lets the reshape name its dimensions after those of `scores4`).
+     * The layers run as chapter 02's `linear_steps`, which check nothing:
+     * the door has checked them:
      *
      * @show src/nn/attention.c additive_attention_steps
      *
      * The door, `additive_attention_forward`, checks the inputs with
      * chapter 04's `start_pooling`. Here it asks that the queries and the
      * keys have the numbers of features `W_q` and `W_k` take, where the
-     * dot product asked for one size for both. It opens the trace's first
-     * line, `additive_attention(num_hiddens 8)`, runs the steps, and hands
-     * the weights to a caller who asked for them:
+     * dot product asked for one size for both. Then it checks the three
+     * layers (`linear_check`, chapter 02) and runs the steps:
      *
      * @show src/nn/attention.c additive_attention_forward
      *

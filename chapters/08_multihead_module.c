@@ -133,10 +133,12 @@ static void whole_trace(lesson *l)
      * The forward pass is the six steps, in `multihead_steps`: ten calls,
      * since steps 1 and 2 are a projection and a split for each of Q, K and
      * V. Each step is a chapter: the projections are chapter 02's
-     * `linear_forward`, the split and the join chapter 06's `transpose_qkv`
+     * `linear_steps`, the split and the join chapter 06's `transpose_qkv`
      * and `transpose_output`, the lengths chapter 07's `repeat_valid_lens`,
-     * the attention chapter 04's `dot_attention_forward`. `STEP` runs a call
-     * and, when it fails, jumps to the end:
+     * the attention chapter 04's `dot_attention_steps`. The layers' and
+     * the attention's steps, not their doors: the module's door has checked
+     * everything they would. `STEP` runs a call and, when it fails, jumps
+     * to the end:
      *
      * @show src/nn/multihead.c multihead_steps
      *
@@ -148,7 +150,9 @@ static void whole_trace(lesson *l)
      * The steps check nothing themselves: as in chapter 04,
      * `multihead_forward`, the function a program calls, is the door. It
      * checks the inputs once (shapes that agree with each other and with
-     * the layers, finite numbers), opens the trace's first line,
+     * the layers, finite numbers, the layers' own weights and the dropout
+     * setting: what chapters 02 and 04's doors check), opens the trace's
+     * first line,
      * `multihead(h=5)`, in one `SCOPE_OF` line (it closes as the door
      * returns), gives the inputs the names the trace prints, runs the
      * steps, and checks the result once at the end (a NaN or an infinity from finite inputs means an

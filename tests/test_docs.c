@@ -814,20 +814,20 @@ static void expect_steps_then_door(const char *page, const char *steps_def,
 }
 
 /* Page 02 shows the linear layer as every later page shows a whole
- * pass: its steps whole (x and W as matrices, y, the product), then the
- * door that gives the trace's line (RECORD), checks x against the layer
- * and runs them. */
+ * pass: its steps whole (the trace's line, RECORD, then x and W as
+ * matrices, y, the product), then the door that checks the layer and x
+ * (linear_check) and runs them. */
 Test(docs, page_02_shows_the_linear_steps_then_their_door)
 {
     char *page = book_page("02_matmul_linear.md");
-    static const char *const steps[] = {"STEP(tensor_as_rows(x, &xm))",
+    static const char *const steps[] = {"RECORD(x, y,",
+                                        "STEP(tensor_as_rows(x, &xm))",
                                         "STEP(tensor_as_rows(l->weight, &wm))",
                                         "STEP(alloc_output(l, x, y))",
                                         "STEP(product(l, &xm, &wm, *y))"};
-    static const char *const duties[] = {"RECORD(", "check_input(",
-                                         "linear_steps("};
+    static const char *const duties[] = {"linear_check(", "linear_steps("};
     size_t lines;
-    expect_steps_then_door(page, "\nstatic int linear_steps(", steps,
+    expect_steps_then_door(page, "\nint linear_steps(", steps,
                            sizeof steps / sizeof steps[0],
                            "\nint linear_forward(", duties,
                            sizeof duties / sizeof duties[0], &lines);
@@ -838,22 +838,22 @@ Test(docs, page_02_shows_the_linear_steps_then_their_door)
 }
 
 /* Page 04 is where a reader first meets steps and a door: the scaled dot
- * product's steps whole, the scores Q K^T, the masked softmax, then
- * weigh_values, nothing but the steps; then the door that checks the
- * inputs (start_pooling), opens the trace's record in one line (SCOPE_OF,
- * closed as the door returns), runs the steps and hands out the
- * weights. */
+ * product's steps whole, the trace's record opened in one line (SCOPE_OF,
+ * closed as they return), the scores Q K^T, the masked softmax, then
+ * weigh_values, and the weights handed out; then the door that checks the
+ * inputs (start_pooling) and runs the steps. */
 Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
 {
     char *page = book_page("04_dot_product_attention.md");
-    static const char *const steps[] = {"STEP(tensor_bmm(queries, keys, 1",
+    static const char *const steps[] = {"SCOPE_OF(",
+                                        "STEP(tensor_bmm(queries, keys, 1",
                                         "STEP(masked_softmax_scaled(",
-                                        "STEP(weigh_values("};
-    static const char *const duties[] = {"start_pooling(", "SCOPE_OF(",
-                                         "dot_attention_steps(",
-                                         "give_weights("};
+                                        "STEP(weigh_values(",
+                                        "give_weights("};
+    static const char *const duties[] = {"start_pooling(",
+                                         "dot_attention_steps("};
     size_t lines;
-    expect_steps_then_door(page, "\nstatic int dot_attention_steps(", steps,
+    expect_steps_then_door(page, "\nint dot_attention_steps(", steps,
                            sizeof steps / sizeof steps[0],
                            "\nint dot_attention_forward(", duties,
                            sizeof duties / sizeof duties[0], &lines);
@@ -861,19 +861,20 @@ Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
 }
 
 /* Page 05 shows the additive pooling as page 04 shows the dot product:
- * its steps whole (W_q and W_k, the broadcast tanh, w_v, the reshape to
- * scores, the masked softmax, weigh_values), then its door. */
+ * its steps whole (the trace's record, W_q and W_k, the broadcast tanh,
+ * w_v, the reshape to scores, the masked softmax, weigh_values, the
+ * weights handed out), then its door, which checks the inputs and the
+ * layers before it runs them. */
 Test(docs, page_05_shows_the_additive_steps_then_their_door)
 {
     char *page = book_page("05_additive_attention.md");
     static const char *const steps[] = {
-        "STEP(linear_forward(&a->W_q", "STEP(linear_forward(&a->W_k",
-        "STEP(broadcast_tanh(", "STEP(linear_forward(&a->w_v",
+        "SCOPE_OF(", "STEP(linear_steps(&a->W_q", "STEP(linear_steps(&a->W_k",
+        "STEP(broadcast_tanh(", "STEP(linear_steps(&a->w_v",
         "STEP(tensor_reshape(scores4", "STEP(masked_softmax(",
-        "STEP(weigh_values("};
-    static const char *const duties[] = {"start_pooling(", "SCOPE_OF(",
-                                         "additive_attention_steps(",
-                                         "give_weights("};
+        "STEP(weigh_values(", "give_weights("};
+    static const char *const duties[] = {"start_pooling(", "linear_check(",
+                                         "additive_attention_steps("};
     size_t lines;
     expect_steps_then_door(page, "\nstatic int additive_attention_steps(",
                            steps, sizeof steps / sizeof steps[0],
@@ -891,11 +892,11 @@ Test(docs, page_08_shows_the_forward_pass_whole)
 {
     char *page = book_page("08_multihead_module.md");
     static const char *const steps[] = {
-        "linear_forward(&m->W_q", "transpose_qkv(s->q",
-        "linear_forward(&m->W_k", "transpose_qkv(s->k",
-        "linear_forward(&m->W_v", "transpose_qkv(s->v", "repeat_valid_lens(",
-        "dot_attention_forward(", "transpose_output(",
-        "linear_forward(&m->W_o"};
+        "linear_steps(&m->W_q", "transpose_qkv(s->q",
+        "linear_steps(&m->W_k", "transpose_qkv(s->k",
+        "linear_steps(&m->W_v", "transpose_qkv(s->v", "repeat_valid_lens(",
+        "dot_attention_steps(", "transpose_output(",
+        "linear_steps(&m->W_o"};
     static const char *const duties[] = {"multihead_check_inputs(",
                                          "SCOPE_OF(", "name_inputs(",
                                          "multihead_steps(", "check_overflow("};
@@ -919,7 +920,7 @@ Test(docs, page_16_shows_the_decode_steps_then_their_door)
         "STEP(kv_step_project(", "STEP(append(c->keys", "STEP(append(c->values",
         "STEP(valid_lens_per_row(", "STEP(repeat_valid_lens(",
         "STEP(multihead_attend(", "STEP(transpose_output(",
-        "STEP(linear_forward(&m->W_o"};
+        "STEP(linear_steps(&m->W_o"};
     static const char *const duties[] = {"check_step(", "SCOPE_OF(",
                                          "decode_steps(",
                                          "multihead_find_overflow(",

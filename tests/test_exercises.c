@@ -193,7 +193,7 @@ static const char *ex_refusal_problem(const void *out, const char *what,
 #define H_LINEAR_REFUSE                                                       \
     "hint: chapter 02, section 3: an x whose last dimension is not "         \
     "in_features is refused with GSL_EBADLEN, as linear_forward does "       \
-    "(check_input)"
+    "(linear_check)"
 
 /* y (rows, out) against want, its numbers worked out by hand, at every
  * [r, o]. */

@@ -452,6 +452,38 @@ Test(heads, input_errors)
     multihead_free(&m);
 }
 
+/* The module's steps call the layers' and the attention's steps, which
+ * check nothing, so the door checks what their doors would: training
+ * with dropout and no random generator, and a layer whose weight lost
+ * its shape, are refused before any step runs (the trace holds no
+ * record), the layer with linear_forward's own message. */
+Test(heads, the_door_checks_the_layers_and_dropout_before_any_step)
+{
+    multihead m;
+    SELF_MODULE(&m, 4, .num_hiddens = 4, .num_heads = 2, .dropout = 0.5);
+    tensor *q, *out = (tensor *)1;
+    OK(tensor_alloc(SHAPE(2, 3, 4), &q));
+    trace_log log;
+    trace_log_start(&log);
+    multihead_train(&m, 1, NULL);
+    FAILS(multihead_forward(&m, q, q, q, NULL, &out, NULL), GSL_EINVAL,
+          "multihead: training with dropout 0.5 needs a random generator "
+          "(rng is NULL)");
+    cr_assert_null(out);
+    multihead_train(&m, 0, NULL);
+    tensor_free(m.W_o.weight);
+    OK(tensor_alloc(SHAPE(4, 3), &m.W_o.weight));
+    out = (tensor *)1;
+    FAILS(multihead_forward(&m, q, q, q, NULL, &out, NULL), GSL_EBADLEN,
+          "linear_forward W_o: weight has shape (4, 3), expected (4, 4)");
+    cr_assert_null(out);
+    trace_log_stop(&log);
+    cr_assert_eq(log.count, 0, "%zu records: a step ran", log.count);
+    trace_log_free(&log);
+    tensor_free(q);
+    multihead_free(&m);
+}
+
 /* Every allocation of a forward pass may fail: each failure is reported
  * as GSL_ENOMEM, leaves out and the weights NULL, and leaks nothing
  * (checked under valgrind and ASan). */

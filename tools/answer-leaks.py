@@ -41,7 +41,7 @@ import sys
 MIN_TOKENS = 10
 # calls that compute nothing of an answer: checks, messages, tracing,
 # freeing, a shape's text
-BOOKKEEPING = (r'(mha_fail\w*|(tensor_)?trace_\w+|check_\w+|alloc_\w+|tensor_alloc\w*|'
+BOOKKEEPING = (r'(mha_fail\w*|(tensor_)?trace_\w+|check_\w+|\w+_check|alloc_\w+|tensor_alloc\w*|'
                r'tensor_free|tensor_shape_str|sizeof|snprintf|[A-Z_]+)$')
 
 BOOKKEPT = re.compile(BOOKKEEPING)

@@ -166,35 +166,38 @@ void dot_attention_free(dot_attention *a)
 }
 
 /* The steps of the scaled dot product, on inputs dot_attention_forward
- * has checked: per example b, scores_b = Q_b K_b^T (one dgemm, K read
+ * (or a module's door) has checked, under the trace's line for the
+ * pooling: per example b, scores_b = Q_b K_b^T (one dgemm, K read
  * transposed by BLAS), weights = masked softmax of scores / sqrt(d),
- * dropout when training, out_b = weights_b V_b (a second dgemm).
- * *weights are the weights before dropout (NULL on failure). */
-static int dot_attention_steps(const dot_attention *a, const tensor *queries,
-                               const tensor *keys, const tensor *values,
-                               const tensor *valid_lens, tensor **weights,
-                               tensor **out)
+ * dropout when training, out_b = weights_b V_b (a second dgemm).  The
+ * weights before dropout go to *weights when the caller wants them, for
+ * the heatmaps. */
+int dot_attention_steps(const dot_attention *a, const tensor *queries,
+                        const tensor *keys, const tensor *values,
+                        const tensor *valid_lens, tensor **out,
+                        tensor **weights)
 {
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+             "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
     size_t d = queries->shape[2]; // queries (B, Lq, d), keys (B, Lk, d)
-    tensor *scores = NULL;
+    tensor *scores = NULL, *w = NULL;
+    *out = NULL;
     int status = GSL_SUCCESS;
     // scores (B, Lq, Lk): Q_b K_b^T for each example b
     STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
     // weights (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d), each
     // row summing to 1 over its valid keys
-    STEP(masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens,
-                               weights));
+    STEP(masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens, &w));
     // out (B, Lq, dv): weights V
-    STEP(weigh_values(*weights, a->dropout, a->training, a->rng, values, out));
+    STEP(weigh_values(w, a->dropout, a->training, a->rng, values, out));
 done:
     tensor_free(scores);
+    give_weights(status, w, weights);
     return status;
 }
 
-/* The door: the inputs are checked (start_pooling), the trace's line for
- * the pooling opened (its steps' lines sit under it), and the steps run
- * (dot_attention_steps).  The weights before dropout go to *weights when
- * the caller wants them, for the heatmaps. */
+/* The door: the inputs are checked (start_pooling), then the steps run
+ * (dot_attention_steps). */
 int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *keys, const tensor *values,
                           const tensor *valid_lens, tensor **out,
@@ -205,13 +208,8 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                                a->rng, out, weights);
     if (status)
         return status;
-    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-             "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
-    tensor *w = NULL;
-    status = dot_attention_steps(a, queries, keys, values, valid_lens, &w,
-                                 out);
-    give_weights(status, w, weights);
-    return status;
+    return dot_attention_steps(a, queries, keys, values, valid_lens, out,
+                               weights);
 }
 
 /* --- additive attention --------------------------------------------- */
@@ -271,64 +269,66 @@ static int broadcast_tanh(const tensor *q, const tensor *k, tensor **out)
 }
 
 /* The steps of additive attention, on inputs additive_attention_forward
- * has checked: project queries and keys to H = num_hiddens features (W_q,
- * W_k), add every query to every key and take tanh (broadcast_tanh),
- * score each sum with w_v, then the same masked softmax and weights @
- * values as the dot product.  *weights are the weights before dropout
- * (NULL on failure). */
+ * has checked, under the trace's line for the pooling: project queries
+ * and keys to H = num_hiddens features (W_q, W_k), add every query to
+ * every key and take tanh (broadcast_tanh), score each sum with w_v, then
+ * the same masked softmax and weights @ values as the dot product; the
+ * weights before dropout to the caller who wants them. */
 static int additive_attention_steps(const additive_attention *a,
                                     const tensor *queries, const tensor *keys,
                                     const tensor *values,
-                                    const tensor *valid_lens, tensor **weights,
-                                    tensor **out)
+                                    const tensor *valid_lens, tensor **out,
+                                    tensor **weights)
 {
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+             "additive_attention(num_hiddens %zu)", a->W_q.out_features);
     size_t B = queries->shape[0], Lq = queries->shape[1];
     size_t Lk = keys->shape[1];
     tensor *q = NULL, *k = NULL, *features = NULL, *scores4 = NULL;
-    tensor *scores = NULL;
+    tensor *scores = NULL, *w = NULL;
+    *out = NULL;
     int status = GSL_SUCCESS;
     // q is (B, Lq, H), k is (B, Lk, H)
-    STEP(linear_forward(&a->W_q, queries, &q));
-    STEP(linear_forward(&a->W_k, keys, &k));
+    STEP(linear_steps(&a->W_q, queries, &q));
+    STEP(linear_steps(&a->W_k, keys, &k));
     // features is (B, Lq, Lk, H)
     STEP(broadcast_tanh(q, k, &features));
     // scores4 is (B, Lq, Lk, 1); scores (B, Lq, Lk) is a view of it
-    STEP(linear_forward(&a->w_v, features, &scores4));
+    STEP(linear_steps(&a->w_v, features, &scores4));
     STEP(tensor_reshape(scores4, SIZES((long)B, (long)Lq, (long)Lk), NULL,
                         &scores));
     // weights (B, Lq, Lk): softmax over the keys of the scores
-    STEP(masked_softmax(scores, valid_lens, weights));
+    STEP(masked_softmax(scores, valid_lens, &w));
     // out (B, Lq, dv): weights V
-    STEP(weigh_values(*weights, a->dropout, a->training, a->rng, values, out));
+    STEP(weigh_values(w, a->dropout, a->training, a->rng, values, out));
 done:
     tensor_free(q);
     tensor_free(k);
     tensor_free(features);
     tensor_free(scores4);
     tensor_free(scores);
+    give_weights(status, w, weights);
     return status;
 }
 
 /* The door, as dot_attention_forward's: the inputs are checked
- * (start_pooling, the features against W_q and W_k too), the trace's
- * line opened, the steps run (additive_attention_steps); the weights to
- * the caller who wants them. */
+ * (start_pooling, the features against W_q and W_k too), and the layers
+ * (linear_check); then the steps run (additive_attention_steps). */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
                                const tensor *valid_lens, tensor **out,
                                tensor **weights)
 {
-    int status = start_pooling("additive_attention_forward", queries, keys,
-                               values, valid_lens, &a->W_q, &a->W_k,
-                               a->dropout, a->training, a->rng, out, weights);
-    if (status)
-        return status;
-    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-             "additive_attention(num_hiddens %zu)", a->W_q.out_features);
-    tensor *w = NULL;
+    int status = GSL_SUCCESS;
+    STEP(start_pooling("additive_attention_forward", queries, keys, values,
+                       valid_lens, &a->W_q, &a->W_k, a->dropout, a->training,
+                       a->rng, out, weights));
+    STEP(linear_check("linear_forward", &a->W_q, queries));
+    STEP(linear_check("linear_forward", &a->W_k, keys));
+    STEP(linear_check("linear_forward", &a->w_v, NULL));
     status = additive_attention_steps(a, queries, keys, values, valid_lens,
-                                      &w, out);
-    give_weights(status, w, weights);
+                                      out, weights);
+done:
     return status;
 }
 //<

@@ -88,6 +88,14 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *valid_lens, tensor **out,
                           tensor **weights);
 
+/* dot_attention_forward's steps, with the trace's line for the pooling,
+ * on inputs its caller has checked: the module's door checks its own
+ * inputs once, and its steps call this on the heads it made. */
+int dot_attention_steps(const dot_attention *a, const tensor *queries,
+                        const tensor *keys, const tensor *values,
+                        const tensor *valid_lens, tensor **out,
+                        tensor **weights);
+
 /* --- additive attention --------------------------------------------- */
 
 typedef struct additive_attention {

@@ -180,9 +180,9 @@ int kv_step_project(multihead *m, const tensor *x, size_t start,
     tensor x_in = tensor_named(x, "B, n, d_q");
     int status = GSL_SUCCESS;
     // 1. project the new positions
-    STEP(linear_forward(&m->W_q, &x_in, &s->q));
-    STEP(linear_forward(&m->W_k, &x_in, &s->k));
-    STEP(linear_forward(&m->W_v, &x_in, &s->v));
+    STEP(linear_steps(&m->W_q, &x_in, &s->q));
+    STEP(linear_steps(&m->W_k, &x_in, &s->k));
+    STEP(linear_steps(&m->W_v, &x_in, &s->v));
     // 2. with rope, q and k turned by position: the new rows are positions
     //    start .. start+n-1, the same angles the whole-sequence forward
     //    gives them (multihead_rope)
@@ -246,7 +246,7 @@ static int decode_steps(multihead *m, kv_cache *c, const tensor *x,
                           &d->heads, want_weights ? &d->w : NULL));
     // 6. the heads side by side, mixed by W_o
     STEP(transpose_output(d->heads, h, &d->concat));
-    STEP(linear_forward(&m->W_o, d->concat, out));
+    STEP(linear_steps(&m->W_o, d->concat, out));
 done:
     return status;
 }

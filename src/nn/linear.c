@@ -72,9 +72,9 @@ void linear_reset_pytorch(linear *l, gsl_rng *r)
         tensor_fill_uniform(l->bias, r, -a, a);
 }
 
-/* x against the layer: the last dimension must be in_features, and the
- * parameters must still have the shapes the layer was made with. */
-static int check_input(const char *who, const linear *l, const tensor *x)
+/* The parameters against the shapes the layer was made with, then x
+ * (NULL: not checked) against in_features. */
+int linear_check(const char *who, const linear *l, const tensor *x)
 {
     char xs[TRACE_SHAPE_MAX], ws[TRACE_SHAPE_MAX];
     if (!l->weight)
@@ -94,7 +94,7 @@ static int check_input(const char *who, const linear *l, const tensor *x)
                         who, l->name, tensor_shape_str(l->bias, bs, sizeof bs),
                         l->out_features);
     }
-    if (x->shape[x->ndim - 1] != l->in_features)
+    if (x && x->shape[x->ndim - 1] != l->in_features)
         return mha_fail(GSL_EBADLEN,
                         "%s %s: input shape %s ends in %zu features, the layer "
                         "takes %zu (weight %s)",
@@ -167,9 +167,12 @@ static int product(const linear *l, const tensor_matrices *xm,
 /* The layer's steps: x's leading dimensions read as the rows of one
  * (rows, in) matrix, on x's own memory (copied once only when those rows
  * are not evenly spaced), W as (out, in) read transposed in place by
- * BLAS, and y = x W^T + b in one product. */
-static int linear_steps(const linear *l, const tensor *x, tensor **y)
+ * BLAS, and y = x W^T + b in one product.  Its trace line, "W_q: x W^T +
+ * b", says what they made. */
+int linear_steps(const linear *l, const tensor *x, tensor **y)
 {
+    RECORD(x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
+    *y = NULL;
     tensor_matrices xm = {0}, wm = {0};
     int status = GSL_SUCCESS;
     STEP(tensor_as_rows(x, &xm));         // x as (rows, in)
@@ -183,25 +186,24 @@ static int linear_steps(const linear *l, const tensor *x, tensor **y)
 done:
     tensor_matrices_free(&xm);
     tensor_matrices_free(&wm);
+    if (status) {
+        tensor_free(*y);
+        *y = NULL;
+    }
     return status;
 }
 
 /* The layer's door: x is checked against the layer once, and the steps
- * run.  Its trace line, "W_q: x W^T + b", says what they made. */
+ * run. */
 int linear_forward(const linear *l, const tensor *x, tensor **y)
 {
-    RECORD(x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
     *y = NULL;
-    int status = check_input("linear_forward", l, x);
+    int status = linear_check("linear_forward", l, x);
     if (status)
         return status;
     status = linear_steps(l, x, y);
-    if (status) {
-        tensor_free(*y);
-        *y = NULL;
-        return mha_fail_in(status, "linear_forward %s", l->name);
-    }
-    return GSL_SUCCESS;
+    return status ? mha_fail_in(status, "linear_forward %s", l->name)
+                  : GSL_SUCCESS;
 }
 
 /* The same sums as linear_forward with plain loops and no BLAS.  x is
@@ -219,7 +221,7 @@ int linear_forward(const linear *l, const tensor *x, tensor **y)
  *   where a BLAS call (linear_forward) adds the bias last and gives 1;
  * - x may be a view with any strides (a permuted one);
  * - an x whose last dimension is not in_features is refused as
- *   linear_forward refuses it (check_input): GSL_EBADLEN, *y NULL, a
+ *   linear_forward refuses it (linear_check): GSL_EBADLEN, *y NULL, a
  *   message that starts with "linear_forward_naive" and names both sizes;
  * - a failed allocation returns its status (GSL_ENOMEM) with *y NULL and
  *   nothing left allocated.
@@ -229,7 +231,7 @@ int linear_forward_naive(const linear *l, const tensor *x, tensor **y)
 {
     RECORD(x, y, "%s: x W^T%s", l->name, l->bias ? " + b" : "");
     *y = NULL;
-    int status = check_input("linear_forward_naive", l, x);
+    int status = linear_check("linear_forward_naive", l, x);
     if (status)
         return status;
     status = alloc_output(l, x, y);

@@ -50,8 +50,20 @@ void linear_reset_xavier_uniform(linear *l, gsl_rng *r);
 /* PyTorch's nn.Linear default: W and b ~ U(-1/sqrt(in), 1/sqrt(in)). */
 void linear_reset_pytorch(linear *l, gsl_rng *r);
 
-/* y = x W^T + b with one dgemm over all rows of x. */
+/* y = x W^T + b with one dgemm over all rows of x: linear_check, then
+ * linear_steps. */
 int linear_forward(const linear *l, const tensor *x, tensor **y);
+
+/* Whether the layer still has the parameters it was made with (weight
+ * (out_features, in_features), bias (out_features,) or none) and x (NULL:
+ * not checked) ends in in_features: GSL_SUCCESS, or GSL_EINVAL /
+ * GSL_EBADLEN with a message that starts with who and the layer's name. */
+int linear_check(const char *who, const linear *l, const tensor *x);
+
+/* linear_forward's steps, with its trace line, on an x and a layer its
+ * caller has checked: a module checks its layers once, at its door
+ * (multihead_check_call), and its steps call this. */
+int linear_steps(const linear *l, const tensor *x, tensor **y);
 
 /* The same with three plain loops; the reference for the tests. */
 int linear_forward_naive(const linear *l, const tensor *x, tensor **y);

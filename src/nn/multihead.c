@@ -317,13 +317,13 @@ static int multihead_steps(multihead *m, const tensor *queries,
     int status = GSL_SUCCESS;
     // 1-2. project Q with W_q, then split it into h heads:
     //      (B, Lq, d_q) -> (B, Lq, d_model) -> (B*h, Lq, d_model/h)
-    STEP(linear_forward(&m->W_q, queries, &s->q));
+    STEP(linear_steps(&m->W_q, queries, &s->q));
 //> 15
     STEP(multihead_rope(m, &s->q, Lk - Lq, "multihead_forward", "Q"));
 //<
     STEP(transpose_qkv(s->q, h, &s->qh));
     //      K and V alike: (B, Lk, d_k) -> (B, Lk, d_model) -> (B*h, Lk, d_model/h)
-    STEP(linear_forward(&m->W_k, keys, &s->k));
+    STEP(linear_steps(&m->W_k, keys, &s->k));
 //> 15
     STEP(multihead_rope(m, &s->k, 0, "multihead_forward", "K"));
 //<
@@ -333,7 +333,7 @@ static int multihead_steps(multihead *m, const tensor *queries,
 //> 17
     STEP(multihead_split_kv(m, s->k, "K", &s->kh)); // G heads: (B*G, Lk, p)
 //<
-    STEP(linear_forward(&m->W_v, values, &s->v));
+    STEP(linear_steps(&m->W_v, values, &s->v));
 /*< 17
     STEP(transpose_qkv(s->v, h, &s->vh));
 */
@@ -353,8 +353,8 @@ static int multihead_steps(multihead *m, const tensor *queries,
     // 4. attention on all B*h heads at once: (B*h, Lq, d_model/h), and
     //    their weights (B*h, Lq, Lk)
 /*< 12
-    STEP(dot_attention_forward(&m->attention, s->qh, s->kh, s->vh, s->lens,
-                               &s->heads, &s->weights));
+    STEP(dot_attention_steps(&m->attention, s->qh, s->kh, s->vh, s->lens,
+                             &s->heads, &s->weights));
 */
 //> 12
     STEP(multihead_attend(m, s->qh, s->kh, s->vh, s->lens, &s->heads,
@@ -367,7 +367,7 @@ static int multihead_steps(multihead *m, const tensor *queries,
     // 5. the heads side by side again: (B, Lq, d_model)
     STEP(transpose_output(s->heads, h, &s->concat));
     // 6. W_o mixes them: (B, Lq, D_out)
-    STEP(linear_forward(&m->W_o, s->concat, out));
+    STEP(linear_steps(&m->W_o, s->concat, out));
 done:
     return status;
 }
@@ -486,7 +486,7 @@ static int attend(multihead *m, const tensor *q, const tensor *k,
     if (m->tiled)
         return flash_attention_forward(q, k, v, lens, m->tile_q, m->tile_k,
                                        out);
-    return dot_attention_forward(&m->attention, q, k, v, lens, out, w);
+    return dot_attention_steps(&m->attention, q, k, v, lens, out, w);
 }
 
 //> 17

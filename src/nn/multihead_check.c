@@ -75,7 +75,17 @@ int multihead_check_call(const multihead *m, const tensor *q,
             (status = tensor_check_finite(checked[i], "multihead", names[i])))
             return status;
     }
-    return GSL_SUCCESS;
+    /* the layers as they were made, and the attention's dropout settings:
+     * the steps call the layers' and the attention's own steps, which
+     * check nothing */
+    const dot_attention *a = &m->attention;
+    STEP(linear_check("linear_forward", &m->W_q, q));
+    STEP(linear_check("linear_forward", &m->W_k, k));
+    STEP(linear_check("linear_forward", &m->W_v, v));
+    STEP(linear_check("linear_forward", &m->W_o, NULL));
+    STEP(attention_check_dropout("multihead", a->dropout, a->training, a->rng));
+done:
+    return status;
 }
 
 int multihead_check_inputs(const multihead *m, const tensor *q,

@@ -181,7 +181,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
                        &w, &heads));
     // 6. join the heads, W_o
     STEP(transpose_output(heads, h, &concat));
-    STEP(linear_forward(&m->W_o, concat, out));
+    STEP(linear_steps(&m->W_o, concat, out));
     // 7. the new positions into their slots, over the ones W before
     STEP(multihead_find_overflow(who, *out, NULL, 0));
     if (weights) {
