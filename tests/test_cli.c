@@ -2695,8 +2695,8 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
                        "k3.npy|--values|v3.npy|--wq|wq.npy|--wk|wk.npy|--wv|"
                        "wv.npy|--wo|wo.npy" OUTS,
                        "mha forward: multihead: causal: query 0 of example 0 "
-                       "sees no key (valid_len 3, Lq 4, Lk 3: query i sees key "
-                       "j only when j <= i + Lk - Lq)");
+                       "sees no key (Lq 4, Lk 3: query i sees key j only when "
+                       "j <= i + Lk - Lq)");
     assert_run_refused("heatmap|--heads|4|--kv-heads|2|--causal|" GQA_INPUTS
                        "|--valid-lens|0,6|--terminal",
                        "mha heatmap: multihead: causal: query 0 of example 0 "
@@ -2722,6 +2722,16 @@ Test(cli, grouped_and_causal_refusals, .init = enter_scratch,
     assert_ok(&r, "heatmap --kv-heads 2 --causal --terminal");
     cr_assert_not_null(strstr(r.out, "example 1, head 3"), "%s", r.out);
     run_free(&r);
+//> 18
+    // a key appended for every query (add_zero_attn, add_bias_kv): no row
+    // of the causal rule is left empty, as in PyTorch
+    r = mha("trace|--queries|7|--kv|3|--causal|--add-zero-attn");
+    assert_ok(&r, "trace --queries 7 --kv 3 --causal --add-zero-attn");
+    run_free(&r);
+    r = mha("trace|--causal|--valid-lens|3,0|--add-bias-kv");
+    assert_ok(&r, "trace --causal --valid-lens 3,0 --add-bias-kv");
+    run_free(&r);
+//<
 }
 
 /* The memory estimate counts K and V at G*D/h features: by hand, the

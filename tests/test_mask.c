@@ -312,4 +312,45 @@ Test(mask, an_empty_row_is_refused_before_any_product)
     multihead_free(&m);
     gsl_rng_free(r);
 }
+
+/* The causal rule with a key every query sees (add_zero_attn, or
+ * add_bias_kv's bias_k): a row the rule and valid_lens leave with no key
+ * of the input still sees the added one, as in PyTorch, and is not
+ * refused.  Example 1 (valid length 0) gives the zero key all its
+ * weight, so its output is W_o's bias; with bias_k, the learned key. */
+Test(mask, causal_rows_left_with_the_added_key_alone_are_not_refused)
+{
+    gsl_rng *r = mha_rng_new(4);
+    tensor *q = normal_tensor(SHAPE(NB, NQ, 3), r, 1), *k = normal_tensor(SHAPE(NB, NK, 4), r, 1);
+    tensor *v = normal_tensor(SHAPE(NB, NK, 5), r, 1);
+    tensor *lens = make(SHAPE(NB), (double[]){NK, 0});
+    tensor *bk = normal_tensor(SHAPE(1, 1, ND), r, 1), *bv = normal_tensor(SHAPE(1, 1, ND), r, 1);
+    multihead m;
+    random_module(&m, NH, 1, r);
+    mask_options opt = {.valid_lens = lens};
+    tensor *out, *w;
+    FAILS(multihead_forward_masked(&m, q, k, v, &opt, &out, &w), GSL_EINVAL,
+          "multihead_forward_masked: multihead: causal: query 0 of example 1 "
+          "sees no key (valid_len 0, Lq 3, Lk 5: query i sees key j only "
+          "when j <= i + Lk - Lq)");
+    opt.add_zero_attn = 1;
+    OK(multihead_forward_masked(&m, q, k, v, &opt, &out, &w));
+    for (size_t hd = 0; hd < NH; hd++)
+        for (size_t i = 0; i < NQ; i++)
+            cr_assert_eq(*TENSOR_AT(w, 1, hd, i, NK), 1.0);
+    for (size_t i = 0; i < NQ; i++)
+        for (size_t o = 0; o < 6; o++)
+            cr_assert_eq(*TENSOR_AT(out, 1, i, o), *TENSOR_AT(m.W_o.bias, o));
+    FREE_ALL(out, w);
+    opt.add_zero_attn = 0;
+    opt.bias_k = bk;
+    opt.bias_v = bv;
+    OK(multihead_forward_masked(&m, q, k, v, &opt, &out, &w));
+    for (size_t hd = 0; hd < NH; hd++)
+        for (size_t i = 0; i < NQ; i++)
+            cr_assert_eq(*TENSOR_AT(w, 1, hd, i, NK), 1.0);
+    FREE_ALL(out, w, lens, bk, bv, q, k, v);
+    multihead_free(&m);
+    gsl_rng_free(r);
+}
 //<

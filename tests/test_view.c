@@ -271,8 +271,7 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
             "mha view: --valid-lens '3,7': entry 2 (7) is larger than --kv 6\n");
     refused("view|--causal|--queries|7|--html|old.html",
             "mha view: multihead: causal: query 0 of example 0 sees no key "
-            "(valid_len 6, Lq 7, Lk 6: query i sees key j only when j <= i + "
-            "Lk - Lq)\n");
+            "(Lq 7, Lk 6: query i sees key j only when j <= i + Lk - Lq)\n");
 }
 
 Test(view, html_must_be_a_regular_file, .init = enter, .fini = leave_scratch)

@@ -349,12 +349,18 @@ int cmd_trace(int argc, char **argv)
     if (!causal_asked)
         rule = "--window";
 //<
-    if (causal && Lq > Lk)
+    int empty = causal; // a row of the causal rule may see no key
+//> 18
+    // unless PyTorch's options append a key every query sees
+    empty = empty && !cli_find(opts, NOPTS(opts), "--add-zero-attn")->value &&
+            !cli_find(opts, NOPTS(opts), "--add-bias-kv")->value;
+//<
+    if (empty && Lq > Lk)
         return cli_error("%s with --queries %zu > --kv %zu: query 0 "
                          "would see no key (query i sees key j only when "
                          "j <= i + Lk - Lq)",
                          rule, Lq, Lk);
-    for (size_t b = 0; causal && vl->value && b < B; b++)
+    for (size_t b = 0; empty && vl->value && b < B; b++)
         if (lens[b] == 0)
             return cli_error("%s with --valid-lens '%s': entry %zu is 0, "
                              "so its queries would see no key",

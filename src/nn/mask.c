@@ -529,8 +529,14 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     }
 //<
     int status = GSL_SUCCESS;
-    // step 0: the masks, merged and checked before any product
-    STEP(multihead_check_inputs(m, queries, keys, values, opt->valid_lens));
+    // step 0: the masks, merged and checked before any product.  A key
+    // appended for every query (add_bias_kv, add_zero_attn) leaves no row
+    // empty: the causal rule's rows are checked with it, in the merged
+    // mask, not before
+    multihead checked = *m;
+    checked.cfg.causal = m->cfg.causal && !opt->bias_k && !opt->add_zero_attn;
+    STEP(multihead_check_inputs(&checked, queries, keys, values,
+                                opt->valid_lens));
     STEP(merged_mask(m, B, Lq, Lk, opt, &mask));
     // steps 1-2: the projections, RoPE, the split into heads, and the
     // keys add_bias_kv and add_zero_attn append

@@ -255,7 +255,8 @@ void multihead_train(multihead *m, int training, gsl_rng *rng);
 //> 16
 /* With causal, a query that sees no key is GSL_EINVAL too:
  *   multihead: causal: query 0 of example 1 sees no key (valid_len 2,
- *   Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq) */
+ *   Lq 5, Lk 3: query i sees key j only when j <= i + Lk - Lq)
+ * (its valid_len named only when valid_lens were given). */
 //<
 int multihead_check_inputs(const multihead *m, const tensor *queries,
                            const tensor *keys, const tensor *values,

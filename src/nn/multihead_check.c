@@ -7,6 +7,20 @@
 #include "nn/qkv.h"
 #include "nn/softmax.h"
 
+//> 16
+/* "valid_len 3, " for a refused row's message, when valid_lens were given
+ * ("" when not: every key is the row's then). */
+static const char *len_of(char *buf, const tensor *valid_lens, size_t b,
+                          size_t i, size_t Lk)
+{
+    buf[0] = '\0';
+    if (valid_lens)
+        snprintf(buf, 40, "valid_len %zu, ",
+                 softmax_valid_len(valid_lens, b, i, Lk));
+    return buf;
+}
+//<
+
 /* The inputs by the rules every attention follows (qkv.h), then against
  * the configuration; one message names every shape, so the reader sees
  * the whole disagreement at once. */
@@ -34,13 +48,14 @@ int multihead_check_call(const multihead *m, const tensor *q,
         return status;
 //> 16
     size_t b, i, Lq = q->shape[1], Lk = k->shape[1];
+    char len[40];
     if (softmax_find_empty_row(valid_lens, c->causal, q->shape[0], Lq, Lk, &b,
                                &i))
         return mha_fail(GSL_EINVAL,
                         "multihead: causal: query %zu of example %zu sees no "
-                        "key (valid_len %zu, Lq %zu, Lk %zu: query i sees key "
-                        "j only when j <= i + Lk - Lq)",
-                        i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk);
+                        "key (%sLq %zu, Lk %zu: query i sees key j only when "
+                        "j <= i + Lk - Lq)",
+                        i, b, len_of(len, valid_lens, b, i, Lk), Lq, Lk);
 //<
 //> 19
     if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b,
@@ -53,10 +68,9 @@ int multihead_check_call(const multihead *m, const tensor *q,
     if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b, &i))
         return mha_fail(GSL_EINVAL,
                         "multihead: window: query %zu of example %zu sees no "
-                        "key (valid_len %zu, Lq %zu, Lk %zu, window %zu: query "
-                        "i sees key j only when i + Lk - Lq - %zu < j <= i + "
-                        "Lk - Lq)",
-                        i, b, softmax_valid_len(valid_lens, b, i, Lk), Lq, Lk,
+                        "key (%sLq %zu, Lk %zu, window %zu: query i sees key "
+                        "j only when i + Lk - Lq - %zu < j <= i + Lk - Lq)",
+                        i, b, len_of(len, valid_lens, b, i, Lk), Lq, Lk,
                         c->window, c->window);
     if (m->sinks && (status = tensor_check_finite(m->sinks, "multihead",
                                                   "sinks")))
