@@ -590,7 +590,7 @@ def draw_torch_case(rng, index):
     G = int(rng.choice(divisors)) if proj == "separate" else h
     if selfatt:
         Lk = Lq
-    return {
+    c = {
         "B": int(rng.integers(1, 4)), "Lq": Lq, "Lk": Lk, "h": h, "G": G,
         "p": p, "E": E, "kdim": kdim, "vdim": vdim, "proj": proj,
         "self": selfatt, "causal": causal,
@@ -604,6 +604,13 @@ def draw_torch_case(rng, index):
         "zero_attn": bool(rng.random() < 0.5),
         "average": bool(rng.random() < 0.5),
     }
+    # causal with a key every query sees (add_bias_kv, add_zero_attn):
+    # every other such case has fewer keys than queries, so its first
+    # rows see none of the input's keys and give the added one all their
+    # weight
+    if causal and not selfatt and (c["bias_kv"] or c["zero_attn"]) and index % 2:
+        c["Lk"] = max(1, Lq - 1 - index % 3)
+    return c
 
 
 def make_torch_arrays(rng, c):
