@@ -2978,6 +2978,32 @@ Test(cli, an_output_that_is_a_symbolic_link_is_refused, .init = enter_scratch,
                        "it; give the file it names");
 }
 
+/* A write-protected output is refused: the finished file is renamed onto
+ * its path, which would replace it whatever its permissions say, so mha
+ * asks first, as rm does (as root too).  Made writable, it is replaced. */
+Test(cli, a_write_protected_output_is_refused, .init = enter_scratch,
+     .fini = leave_scratch)
+{
+    write_inputs();
+    FILE *f = fopen("ro.npy", "w");
+    cr_assert_not_null(f);
+    fputs("kept\n", f);
+    fclose(f);
+    cr_assert_eq(chmod("ro.npy", 0444), 0);
+    assert_run_refused(FORWARD "|--out|ro.npy",
+                       "mha forward: --out 'ro.npy' is write-protected: mha "
+                       "would replace it; make it writable, or remove it, "
+                       "first");
+    assert_run_refused(FORWARD "|--out|out.npy|--attention-out|ro.npy",
+                       "mha forward: --attention-out 'ro.npy' is "
+                       "write-protected: mha would replace it; make it "
+                       "writable, or remove it, first");
+    cr_assert_eq(chmod("ro.npy", 0644), 0);
+    run r = mha(FORWARD "|--out|ro.npy");
+    assert_ok(&r, "forward --out ro.npy, writable again");
+    run_free(&r);
+}
+
 /* Started with stdout closed, mha must not print into the first file it
  * opens (the output's temporary): the trace fails to print, the run is
  * refused with exit 2, and no output appears. */

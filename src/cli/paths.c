@@ -198,6 +198,18 @@ int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
                              "it names",
                              outs[i].option, outs[i].path);
     }
+    // 4. no output write-protected: renaming the new file onto it would
+    //    replace it whatever its permissions say (rm asks first, as root
+    //    too; a program that writes into the file is refused)
+    for (size_t i = 0; i < nout; i++) {
+        struct stat st;
+        if (outs[i].path && stat(outs[i].path, &st) == 0 &&
+            S_ISREG(st.st_mode) &&
+            ((st.st_mode & 0222) == 0 || access(outs[i].path, W_OK) != 0))
+            return cli_error("%s '%s' is write-protected: mha would replace "
+                             "it; make it writable, or remove it, first",
+                             outs[i].option, outs[i].path);
+    }
     return CLI_OK;
 }
 //<

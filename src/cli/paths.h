@@ -26,6 +26,11 @@
  *     replaced /dev/stdout):
  *       mha forward: --out 'so' is a symbolic link: mha would replace the
  *       link, not write through it; give the file it names
+ *   - an output that is write-protected: no write permission bit at all
+ *     (as root too, as rm asks), or none for this user; the rename would
+ *     replace it regardless:
+ *       mha forward: --out 'ro.npy' is write-protected: mha would replace
+ *       it; make it writable, or remove it, first
  *
  * Inputs that do not exist are left to the reader, which says so.
  */
