@@ -743,6 +743,7 @@ def cmd_build_failed(args):
                                   "(the build failed)", student, where, only, note, [], 0)
     outdir = os.path.join(args.outdir, only) if only else args.outdir
     write_reports(outdir, rows, summary, totals, student, 0, build_failed=True)
+    print("\n".join(summary))  # every test 0, as summary.txt has it
     print("grade: the build failed:")
     print("\n".join(errors[:20]))
     print("grade: the whole build log is %s" % args.log)

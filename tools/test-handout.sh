@@ -30,7 +30,9 @@
 #      repository of its own with one commit; a compile error in one
 #      exercise costs that exercise only (the other, in the same file,
 #      keeps its points), one reported in a macro's header too, and the
-#      student's file stays as written;
+#      student's file stays as written; an error outside every exercise
+#      shows the grade summary.txt holds, every exercise at 0, and the
+#      error;
 #      it copies what git tracks and nothing else (not a teacher's answer
 #      file or solutions), refuses outside a git checkout, and never
 #      destroys a handout that differs from a fresh one (a student's
@@ -458,6 +460,17 @@ grep -q '^transpose_output  *\([0-9]*\)/\1 tests pass  *\([0-9]*\)/\2 points$' "
     grep -q '^transpose_qkv .*does not compile' "$dir/grade6m.txt" &&
     grep -A1 '^transpose_qkv ' "$dir/grade6m.txt" | grep -q 'src/nn/heads.c:[0-9]*:[0-9]*: error: .*in the expansion of macro STEP' ||
     { cat "$dir/grade6m.txt"; fail "an error in a macro transpose_qkv expands costs more than transpose_qkv, or is not shown at its line"; }
+# An error outside every exercise (a stray line after the last function)
+# fails the build: the screen shows the grade as summary.txt has it,
+# every exercise at 0, then the compiler's error line.
+cp "$h/src/nn/heads.c" "$dir/heads-kept.c"
+echo 'int stray = ;' >> "$h/src/nn/heads.c"
+(cd "$h" && GRADE_LEAKS=0 make --no-print-directory CFLAGS="$hflags" grade > "$dir/grade6b.txt" 2>&1) || true
+grep -q '^transpose_qkv  *0/[0-9]* tests pass  *0/[0-9]* points  <- the build failed$' "$dir/grade6b.txt" &&
+    grep -q 'src/nn/heads.c:[0-9]*:[0-9]*: error' "$dir/grade6b.txt" &&
+    [ -s "$h/build/grade/summary.txt" ] && ! grep -vxF -f "$dir/grade6b.txt" "$h/build/grade/summary.txt" > /dev/null ||
+    { cat "$dir/grade6b.txt"; fail "a build error outside every exercise does not show the grade summary.txt holds, every exercise at 0, and the error"; }
+cp "$dir/heads-kept.c" "$h/src/nn/heads.c"
 grep -q 'test_exercises.c' /dev/null "$h/tests/test_exercises.c" &&
     [ "$(grep -o '^Test(ex_[a-z_0-9]*' "$h/tests/test_exercises.c" | sed 's/^Test(ex_//' | sort -u)" = "$want6" ] ||
     fail "the handout of CH=06 does not test exactly its exercises [$(echo $want6)]"
