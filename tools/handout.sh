@@ -315,7 +315,10 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
         diff -rq --no-dereference --exclude=build --exclude=.git "$(basename "$out")" "$(basename "$new")" 2>&1 || true)
     if [ -n "$changes" ]; then
         n=$(echo "$changes" | wc -l)
-        first=$(echo "$changes" | head -n 1 | awk -v a="$(basename "$out")/" -v b="$(basename "$new")/" '
+        # named first: a difference git would keep (a student's work),
+        # before the files the handout's .gitignore leaves out (build
+        # output, plots)
+        listed=$(echo "$changes" | awk -v a="$(basename "$out")/" -v b="$(basename "$new")/" '
             function rel(p) {
                 if (index(p, a) == 1) return substr(p, length(a) + 1)
                 if (index(p, b) == 1) return substr(p, length(b) + 1)
@@ -324,10 +327,20 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
             /^Only in / {
                 line = substr($0, 9); i = index(line, ": ")
                 dir = substr(line, 1, i - 1) "/"; name = substr(line, i + 2)
-                print rel(dir name) (index(dir, a) == 1 ? " is not in a fresh handout" : " is missing")
+                print rel(dir name) "\t" (index(dir, a) == 1 ? " is not in a fresh handout" : " is missing")
                 next
             }
-            { print rel($2) " differs" }')
+            { print rel($2) "\t differs" }')
+        first=""
+        while IFS="$(printf '\t')" read -r path why; do
+            [ -n "$first" ] || first="$path$why"
+            if ! git -C "$new" check-ignore -q -- "$path" 2> /dev/null; then
+                first="$path$why"
+                break
+            fi
+        done <<EOF
+$listed
+EOF
         fail "$out already exists and differs from a fresh handout ($first$([ "$n" -gt 1 ] && echo ", and $((n - 1)) more")): move it away or remove it, then run make handout again; nothing was changed"
     fi
     echo "handout: $out is a fresh handout already ($count exercises blanked); left as it is"
