@@ -428,6 +428,9 @@ for s in 0 1 2 3 17 999999999999999999; do
     ! grep -Eq 'repeat_interleave|causal|key-value|cache|forward returns|mha trace' "$dir/quiz6.txt" ||
         { cat "$dir/quiz6.txt"; fail "the quiz of the handout of CH=06 asks what a later chapter teaches (seed $s)"; }
 done
+"$h/build/mha" quiz --seed 1 --up-to 10 > /dev/null 2> "$dir/err" && rc=0 || rc=$?
+[ "$rc" = 2 ] && [ "$(cat "$dir/err")" = "mha quiz: --up-to 10: this copy ends at chapter 06, so its quiz asks chapters 06 .. 06 at most" ] ||
+    { cat "$dir/err"; fail "mha quiz --up-to 10 in the handout of CH=06 exits $rc, not 2 with one line naming the copy's last chapter"; }
 "$h/build/mha" quiz --seed 1 --up-to 05 > /dev/null 2> "$dir/err" && rc=0 || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'starts at chapter 06' "$dir/err" ||
     { cat "$dir/err"; fail "mha quiz --up-to 05 exits $rc, not 2 with one line naming chapter 06"; }
@@ -566,6 +569,16 @@ PY
     --wv "$dir/w.npy" --wo "$dir/w.npy" --out "$dir/none-out.npy" 2> "$dir/err" && rc=0 || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l < "$dir/err")" = 1 ] && grep -q 'none.npy' "$dir/err" ||
     { cat "$dir/err"; fail "mha forward in a handout cut at 08 exits $rc on a missing file, not 2 with one line naming it"; }
+# its quiz grades a sheet of a later chapter whose quiz is its own (08 ..
+# 15 ask the same), and refuses one whose quiz it cannot ask (16: causal)
+"$build/mha" quiz --seed 17 --up-to 10 --solution > "$dir/sheet10.txt"
+"$dir/hf8/build/mha" quiz --answers "$dir/sheet10.txt" > "$dir/out" 2> "$dir/err" &&
+    grep -q '^score: \([0-9]*\)/\1$' "$dir/out" ||
+    { cat "$dir/out" "$dir/err"; fail "mha quiz in a handout cut at 08 does not grade a sheet of --up-to 10, the same quiz"; }
+"$build/mha" quiz --seed 17 --up-to 16 --solution > "$dir/sheet16.txt"
+"$dir/hf8/build/mha" quiz --answers "$dir/sheet16.txt" > /dev/null 2> "$dir/err" && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -q "is for --up-to 16 (its first line), which is not a chapter 06 .. 08" "$dir/err" ||
+    { cat "$dir/err"; fail "mha quiz in a handout cut at 08 grades a sheet of --up-to 16 (exit $rc)"; }
 for bad in 07 6; do
     tools/handout.sh --chapter 06 --from "$bad" --tools "$build" "$dir/bad" > /dev/null 2> "$dir/err" &&
         rc=0 || rc=$?

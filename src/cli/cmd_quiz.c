@@ -164,7 +164,11 @@ static int sheet_upto(int sheet, int option, char *why, size_t n)
                  sheet, option);
         return -1;
     }
-    if (sheet >= QUIZ_FIRST_CHAPTER && sheet <= MHA_CHAPTER)
+    // a later chapter's sheet whose quiz is this copy's (08 .. 15 in a
+    // copy cut at 08) is graded as it names
+    if (sheet >= QUIZ_FIRST_CHAPTER &&
+        (sheet <= MHA_CHAPTER ||
+         (sheet < QUIZ_LAST_IDEA && quiz_same_quiz(sheet, MHA_CHAPTER))))
         return sheet;
     if (sheet >= 0) {
         snprintf(why, n, "is for --up-to %02d (its first line), which is not "
@@ -483,8 +487,13 @@ int cmd_quiz(int argc, char **argv)
     // the chapters taught: this copy's, or fewer (--up-to); a sheet
     // graded names its own (sheet_upto)
     size_t upto = MHA_CHAPTER;
-    if (cli_parse_count(&opts[7], MHA_CHAPTER, &upto))
+    if (cli_parse_count(&opts[7], 99, &upto))
         return CLI_USAGE;
+    if (upto > MHA_CHAPTER)
+        return cli_error("--up-to %s: this copy ends at chapter %02d, so its "
+                         "quiz asks chapters %02d .. %02d at most",
+                         opts[7].value, MHA_CHAPTER, QUIZ_FIRST_CHAPTER,
+                         MHA_CHAPTER);
     int option_upto = opts[7].value ? (int)upto : -1;
     if (upto < QUIZ_FIRST_CHAPTER)
         return cli_error("the quiz starts at chapter %02d (%s); %s %02zu",

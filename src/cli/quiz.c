@@ -63,6 +63,15 @@ void quiz_draw(unsigned long long seed, int upto, quiz_case *c)
         c->has_lens = 0;
 }
 
+int quiz_same_quiz(int a, int b)
+{
+    static const int ideas[] = {7, 8, 16, QUIZ_LAST_IDEA};
+    for (size_t i = 0; i < sizeof ideas / sizeof ideas[0]; i++)
+        if ((a >= ideas[i]) != (b >= ideas[i]))
+            return 0;
+    return 1;
+}
+
 /* "[3, 3, 2, 2]": n values into buf. */
 void quiz_values_str(char *buf, size_t size, const double *v, size_t n)
 {

@@ -73,6 +73,12 @@ typedef struct quiz_case {
  * left out. */
 void quiz_draw(unsigned long long seed, int upto, quiz_case *c);
 
+/* 1 when the quizzes up to chapters a and b ask the same questions: no
+ * chapter whose idea changes what the quiz asks (07, 08, 16 and
+ * QUIZ_LAST_IDEA: quiz_draw and quiz_build's) lies between them, as
+ * between 08 and 15; else 0. */
+int quiz_same_quiz(int a, int b);
+
 /* The case in one line: "queries (2, 3, 8), keys and values (2, 4, 8):
  * 2 heads of 4 features, causal, valid_lens [3, 2]". */
 void quiz_describe(FILE *f, const quiz_case *c);
