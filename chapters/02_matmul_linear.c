@@ -144,8 +144,8 @@ static void linear_layer(void)
      * call each: `x` as a `(6, 4)` matrix, `W` as `(5, 4)`, a new `y`,
      * and the product. `STEP` runs a call and keeps what it returns in
      * `status`; if that is an error, it jumps to `done:`, where the
-     * function frees what it made (`y` too) and returns the error. Their
-     * first line, `RECORD`, says what the trace's line will be (here
+     * function frees what it made (`y` too) and returns the error. The
+     * function's first line, `RECORD`, says what the trace's line will be (here
      * `W: x W^T + b`, from `x` to `y`: the layer's name, then the
      * formula); the line is printed as the function returns with `y`,
      * after the lines of any step inside, and not at all when it fails:
@@ -154,7 +154,9 @@ static void linear_layer(void)
      *
      * The product writes `b` into every row of `y` first, so that one
      * dgemm adds $x W^T$ onto it (GSL's `beta = 1`: $y \leftarrow x W^T +
-     * 1 \cdot y$):
+     * 1 \cdot y$). In the sums, the bias still comes last: dgemm adds up
+     * each output's products, then adds that sum to the bias already in
+     * `y`:
      *
      * @show src/nn/linear.c product
      *
@@ -162,8 +164,11 @@ static void linear_layer(void)
      * checks the layer and `x` once (`linear_check`: the weight and bias
      * still have the shapes the layer was made with, and `x`'s last
      * dimension is `in_features`), runs the steps, and when a step fails
-     * adds the layer's name to the message. A module that has checked its
-     * layers at its own door (chapter 08) calls `linear_steps` directly:
+     * adds the layer's name to the message. Its messages start with the
+     * function a program called and the layer's name, `linear_forward W:`.
+     * A module that has checked its layers at its own door (chapter 08)
+     * calls `linear_steps` directly; its messages then name the module,
+     * `multihead W_o: weight has shape ...`:
      *
      * @show src/nn/linear.c linear_forward
      *

@@ -140,17 +140,23 @@ static void d2l_toy(gsl_rng *rng)
      * `(2, 1, 4)`.
      *
      * The code is in two parts, as chapter 02's linear layer is, and
-     * chapter 05's pooling and chapter 08's module are built the same
-     * way. The *steps* are the formula, with the shape each one makes:
-     * the product `Q K^T`, the masked softmax of the scaled scores, then
-     * `weigh_values`, which multiplies the weights by `V` (the trace's
-     * three lines). Their one `SCOPE_OF` line opens the trace's first
-     * line, `dot_attention(scale 1/sqrt(2))`, with the three inputs'
-     * shapes; the steps' lines are indented under it until the function
-     * returns. `STEP` runs a call and, if it fails, jumps to `done:`,
-     * where the function frees what it made and hands the weights to a
-     * caller who asked for them (`give_weights`: freed instead when
-     * nobody asked, or when a step failed):
+     * chapter 05's additive attention and chapter 08's module are built
+     * the same way. (A *pooling* is d2l's word for this whole
+     * computation: a query pools the values, weighted by how well it
+     * matches their keys.) The *steps* are the formula, with the shape
+     * each one makes: the product `Q K^T`, the masked softmax of the
+     * scaled scores, then `weigh_values`, which multiplies the weights by
+     * `V`, after the dropout of section 4 when training (the trace's three
+     * lines). The function's first line, `SCOPE_OF`, prints the trace's
+     * line for the whole pooling, `dot_attention(scale 1/sqrt(2))` with the
+     * three inputs' shapes, at once, before any step runs: unlike chapter
+     * 02's `RECORD`, which prints when the function returns and not at all
+     * when it fails, this line stays printed if a step fails, and every
+     * line printed until the function returns is indented under it.
+     * `STEP` runs a call and, if it fails, jumps to `done:`, where the
+     * function frees what it made and hands the weights to a caller who
+     * asked for them (`give_weights`: freed instead when nobody asked, or
+     * when a step failed):
      *
      * @show src/nn/attention.c dot_attention_steps
      *
@@ -158,9 +164,13 @@ static void d2l_toy(gsl_rng *rng)
      * calls. It checks the inputs once, in `start_pooling` (shapes that
      * agree, `valid_lens` that fit them, the dropout setting), and
      * refuses bad ones with a message that names the shapes (or the
-     * setting); then it runs the steps. So the steps check nothing and
-     * can be read as the lesson alone, and chapter 08's module, which
-     * checks its own inputs at its door, calls them directly:
+     * setting); then it runs the steps. So the steps hold no check of
+     * their own and can be read as the lesson alone. What they call may
+     * still refuse what it cannot do (chapter 03's masked softmax a
+     * `valid_lens` that does not fit the scores), but through the door
+     * that cannot happen: the door has checked it already. Chapter 08's
+     * module, which checks its own inputs at its door, calls the steps
+     * directly:
      *
      * @show src/nn/attention.c dot_attention_forward
      *

@@ -74,8 +74,8 @@ static void d2l_toy(void)
      * each, under the trace's first line, `additive_attention(num_hiddens
      * 8)` (`SIZES(B, Lq, Lk)` is the reshape's new shape, and `NULL`
      * lets the reshape name its dimensions after those of `scores4`).
-     * The layers run as chapter 02's `linear_steps`, which check nothing:
-     * the door has checked them:
+     * The layers run as chapter 02's `linear_steps`, which add no check
+     * of their own: the door has checked the layers:
      *
      * @show src/nn/attention.c additive_attention_steps
      *

@@ -147,17 +147,22 @@ static void whole_trace(lesson *l)
      *
      * @show src/nn/multihead_internal.h steps
      *
-     * The steps check nothing themselves: as in chapter 04,
+     * The steps hold no check of their own: as in chapter 04,
      * `multihead_forward`, the function a program calls, is the door. It
      * checks the inputs once (shapes that agree with each other and with
-     * the layers, finite numbers, the layers' own weights and the dropout
-     * setting: what chapters 02 and 04's doors check), opens the trace's
-     * first line,
-     * `multihead(h=5)`, in one `SCOPE_OF` line (it closes as the door
-     * returns), gives the inputs the names the trace prints, runs the
-     * steps, and checks the result once at the end (a NaN or an infinity from finite inputs means an
-     * overflow; only then does `check_overflow` look for the step that made
-     * it). Then it frees what the steps made:
+     * the layers, finite numbers, and what the doors of chapters 02 and
+     * 04 would check: the layers' own weights and the dropout setting; a
+     * message names the module, as in `multihead W_o: weight has shape
+     * (8, 6), expected (8, 8)`), and nothing is traced before they pass.
+     * Then it opens the trace's first line, `multihead(h=5)`, with
+     * `SCOPE_OF` (it closes as the door returns). Here the door holds that
+     * line, where chapter 04's pooling keeps it in its steps: the module
+     * calls the pooling's steps, which must print the pooling's line
+     * themselves, but only the door calls the module's. The door then
+     * gives the inputs the names the trace prints, runs the steps, and
+     * checks the result once at the end (a NaN or an infinity from finite
+     * inputs means an overflow; only then does `check_overflow` look for
+     * the step that made it). Then it frees what the steps made:
      *
      * @show src/nn/multihead.c multihead_forward
      *

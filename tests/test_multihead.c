@@ -456,7 +456,7 @@ Test(heads, input_errors)
  * check nothing, so the door checks what their doors would: training
  * with dropout and no random generator, and a layer whose weight lost
  * its shape, are refused before any step runs (the trace holds no
- * record), the layer with linear_forward's own message. */
+ * record), the layer named after the module.  */
 Test(heads, the_door_checks_the_layers_and_dropout_before_any_step)
 {
     multihead m;
@@ -475,7 +475,7 @@ Test(heads, the_door_checks_the_layers_and_dropout_before_any_step)
     OK(tensor_alloc(SHAPE(4, 3), &m.W_o.weight));
     out = (tensor *)1;
     FAILS(multihead_forward(&m, q, q, q, NULL, &out, NULL), GSL_EBADLEN,
-          "linear_forward W_o: weight has shape (4, 3), expected (4, 4)");
+          "multihead W_o: weight has shape (4, 3), expected (4, 4)");
     cr_assert_null(out);
     trace_log_stop(&log);
     cr_assert_eq(log.count, 0, "%zu records: a step ran", log.count);

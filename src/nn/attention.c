@@ -323,9 +323,9 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
     STEP(start_pooling("additive_attention_forward", queries, keys, values,
                        valid_lens, &a->W_q, &a->W_k, a->dropout, a->training,
                        a->rng, out, weights));
-    STEP(linear_check("linear_forward", &a->W_q, queries));
-    STEP(linear_check("linear_forward", &a->W_k, keys));
-    STEP(linear_check("linear_forward", &a->w_v, NULL));
+    STEP(linear_check("additive_attention_forward", &a->W_q, queries));
+    STEP(linear_check("additive_attention_forward", &a->W_k, keys));
+    STEP(linear_check("additive_attention_forward", &a->w_v, NULL));
     status = additive_attention_steps(a, queries, keys, values, valid_lens,
                                       out, weights);
 done:

@@ -93,10 +93,10 @@ int multihead_check_call(const multihead *m, const tensor *q,
      * the steps call the layers' and the attention's own steps, which
      * check nothing */
     const dot_attention *a = &m->attention;
-    STEP(linear_check("linear_forward", &m->W_q, q));
-    STEP(linear_check("linear_forward", &m->W_k, k));
-    STEP(linear_check("linear_forward", &m->W_v, v));
-    STEP(linear_check("linear_forward", &m->W_o, NULL));
+    STEP(linear_check("multihead", &m->W_q, q));
+    STEP(linear_check("multihead", &m->W_k, k));
+    STEP(linear_check("multihead", &m->W_v, v));
+    STEP(linear_check("multihead", &m->W_o, NULL));
     STEP(attention_check_dropout("multihead", a->dropout, a->training, a->rng));
 done:
     return status;
