@@ -156,7 +156,9 @@ static void linear_layer(void)
      * dgemm adds $x W^T$ onto it (GSL's `beta = 1`: $y \leftarrow x W^T +
      * 1 \cdot y$). In the sums, the bias still comes last: dgemm adds up
      * each output's products, then adds that sum to the bias already in
-     * `y`:
+     * `y`. `TENSOR_MATRIX(xm, 0, 0)` is GSL's view of the one matrix
+     * `tensor_as_rows` made of `x` (a batch of matrices has more; chapter
+     * 04's products read matrix `(b, 0)` of each example `b`):
      *
      * @show src/nn/linear.c product
      *

@@ -149,7 +149,8 @@ static void d2l_toy(gsl_rng *rng)
      * `V`, after the dropout of section 4 when training (the trace's three
      * lines). The function's first line, `SCOPE_OF`, prints the trace's
      * line for the whole pooling, `dot_attention(scale 1/sqrt(2))` with the
-     * three inputs' shapes, at once, before any step runs: unlike chapter
+     * shapes of the inputs `TRACE_INPUTS(TRACE_IN(queries), ...)` lists,
+     * at once, before any step runs: unlike chapter
      * 02's `RECORD`, which prints when the function returns and not at all
      * when it fails, this line stays printed if a step fails, and every
      * line printed until the function returns is indented under it.

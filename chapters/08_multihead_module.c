@@ -155,7 +155,9 @@ static void whole_trace(lesson *l)
      * message names the module, as in `multihead W_o: weight has shape
      * (8, 6), expected (8, 8)`), and nothing is traced before they pass.
      * Then it opens the trace's first line, `multihead(h=5)`, with
-     * `SCOPE_OF` (it closes as the door returns). Here the door holds that
+     * `SCOPE_OF` (it closes as the door returns; `TRACE_QKV_LENS` lists its
+     * inputs as chapter 04's `TRACE_INPUTS` does, labelled q, k and v, with
+     * `valid_lens` read on the side). Here the door holds that
      * line, where chapter 04's pooling keeps it in its steps: the module
      * calls the pooling's steps, which must print the pooling's line
      * themselves, but only the door calls the module's. The door then
