@@ -489,7 +489,10 @@ static void what_heads_look_at(lesson *l)
      * Above the diagonal every panel is blank: the causal mask's
      * $-\infty$ gives those keys weight 0.  Row 0 can only look at key 0
      * (weight 1); further down, each head spreads its weight its own
-     * way over the keys it may see.
+     * way over the keys it may see.  In the picture a key the mask hides
+     * and a visible key of a very small weight are both near white; the
+     * terminal's drawing tells them apart, a blank for exactly 0 and `░░`
+     * for any weight above it.
      */
     headmajor_config scfg = {.n_head = 4, .d_model = 16, .d_k = 4, .d_v = 4,
                              .dropout = 0.1};
