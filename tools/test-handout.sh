@@ -536,33 +536,23 @@ grep -q 'The quiz works from the first day, and so do `mha trace`' "$dir/hf8/REA
 # from it, and nothing may read them
 make -C "$dir/hf8" -j2 CFLAGS="$hflags" build/mha > "$dir/build8.txt" 2>&1 ||
     { tail -20 "$dir/build8.txt"; fail "mha does not build in a handout cut at 08"; }
-"$py" - "$dir" <<'PY'
-import struct, sys
-def save(path, shape, values):
-    dims = ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "")
-    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % dims
-    head += " " * (63 - (10 + len(head)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
-        f.write(struct.pack("<%dd" % len(values), *values))
+PYTHONPATH=tools "$py" - "$dir" <<'PY'
+import sys
+from npy_plain import npy_write
 d = sys.argv[1]
-save(d + "/q.npy", (2, 3, 4), [0.25 * i - 1 for i in range(24)])
-save(d + "/w.npy", (4, 4), [((3 * i) % 7 - 3) / 8 for i in range(16)])
+npy_write(d + "/q.npy", (2, 3, 4), [0.25 * i - 1 for i in range(24)])
+npy_write(d + "/w.npy", (4, 4), [((3 * i) % 7 - 3) / 8 for i in range(16)])
 PY
 fwd="forward --heads 2 --queries $dir/q.npy --wq $dir/w.npy --wk $dir/w.npy --wv $dir/w.npy --wo $dir/w.npy --valid-lens 2,3"
 "$dir/hf8/build/mha" $fwd --out "$dir/out8.npy" 2> "$dir/err" ||
     { cat "$dir/err"; fail "mha forward fails in a handout cut at 08"; }
 # the handout has no fast path: the same numbers to rounding, not to the bit
 "$build/mha" $fwd --out "$dir/out.npy" &&
-    "$py" - "$dir/out8.npy" "$dir/out.npy" <<'PY' ||
-import struct, sys
-def load(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<H", data[8:10])[0]
-    body = data[10 + n:]
-    return data[10:10 + n], struct.unpack("<%dd" % (len(body) // 8), body)
-(h1, a), (h2, b) = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(h1 != h2 or len(a) != 24 or max(abs(x - y) for x, y in zip(a, b)) > 1e-12)
+    PYTHONPATH=tools "$py" - "$dir/out8.npy" "$dir/out.npy" <<'PY' ||
+import sys
+from npy_plain import npy_read
+(s1, a), (s2, b) = npy_read(sys.argv[1]), npy_read(sys.argv[2])
+sys.exit(s1 != s2 or len(a) != 24 or max(abs(x - y) for x, y in zip(a, b)) > 1e-12)
 PY
     fail "mha forward in a handout cut at 08 writes other numbers than the teacher's"
 "$dir/hf8/build/mha" forward --heads 2 --queries "$dir/none.npy" --wq "$dir/w.npy" --wk "$dir/w.npy" \

@@ -188,23 +188,19 @@ int cli_check_paths(const cli_path *outs, size_t nout, const cli_path *ins,
     }
     // 3. no output a symbolic link: the finished output is renamed onto
     //    the path, which would replace the link itself (a link to
-    //    /dev/stdout included), not write through it
+    //    /dev/stdout included), not write through it; 4. nor one
+    //    write-protected, which the rename would replace whatever its
+    //    permissions say (rm asks first, as root too)
     for (size_t i = 0; i < nout; i++) {
         struct stat st;
-        if (outs[i].path && lstat(outs[i].path, &st) == 0 &&
-            S_ISLNK(st.st_mode))
+        if (!outs[i].path || lstat(outs[i].path, &st) != 0)
+            continue;
+        if (S_ISLNK(st.st_mode))
             return cli_error("%s '%s' is a symbolic link: mha would replace "
                              "the link, not write through it; give the file "
                              "it names",
                              outs[i].option, outs[i].path);
-    }
-    // 4. no output write-protected: renaming the new file onto it would
-    //    replace it whatever its permissions say (rm asks first, as root
-    //    too; a program that writes into the file is refused)
-    for (size_t i = 0; i < nout; i++) {
-        struct stat st;
-        if (outs[i].path && stat(outs[i].path, &st) == 0 &&
-            S_ISREG(st.st_mode) &&
+        if (S_ISREG(st.st_mode) &&
             ((st.st_mode & 0222) == 0 || access(outs[i].path, W_OK) != 0))
             return cli_error("%s '%s' is write-protected: mha would replace "
                              "it; make it writable, or remove it, first",

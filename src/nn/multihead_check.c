@@ -10,12 +10,12 @@
 //> 16
 /* "valid_len 3, " for a refused row's message, when valid_lens were given
  * ("" when not: every key is the row's then). */
-static const char *len_of(char *buf, const tensor *valid_lens, size_t b,
-                          size_t i, size_t Lk)
+static const char *len_of(char *buf, size_t n, const tensor *valid_lens,
+                          size_t b, size_t i, size_t Lk)
 {
     buf[0] = '\0';
     if (valid_lens)
-        snprintf(buf, 40, "valid_len %zu, ",
+        snprintf(buf, n, "valid_len %zu, ",
                  softmax_valid_len(valid_lens, b, i, Lk));
     return buf;
 }
@@ -55,7 +55,8 @@ int multihead_check_call(const multihead *m, const tensor *q,
                         "multihead: causal: query %zu of example %zu sees no "
                         "key (%sLq %zu, Lk %zu: query i sees key j only when "
                         "j <= i + Lk - Lq)",
-                        i, b, len_of(len, valid_lens, b, i, Lk), Lq, Lk);
+                        i, b, len_of(len, sizeof len, valid_lens, b, i, Lk),
+                        Lq, Lk);
 //<
 //> 19
     if (multihead_empty_window_row(m, valid_lens, q->shape[0], Lq, Lk, &b,
@@ -70,8 +71,8 @@ int multihead_check_call(const multihead *m, const tensor *q,
                         "multihead: window: query %zu of example %zu sees no "
                         "key (%sLq %zu, Lk %zu, window %zu: query i sees key "
                         "j only when i + Lk - Lq - %zu < j <= i + Lk - Lq)",
-                        i, b, len_of(len, valid_lens, b, i, Lk), Lq, Lk,
-                        c->window, c->window);
+                        i, b, len_of(len, sizeof len, valid_lens, b, i, Lk),
+                        Lq, Lk, c->window, c->window);
     if (m->sinks && (status = tensor_check_finite(m->sinks, "multihead",
                                                   "sinks")))
         return status;
