@@ -536,7 +536,7 @@ grep -q 'The quiz works from the first day, and so do `mha trace`' "$dir/hf8/REA
 # from it, and nothing may read them
 make -C "$dir/hf8" -j2 CFLAGS="$hflags" build/mha > "$dir/build8.txt" 2>&1 ||
     { tail -20 "$dir/build8.txt"; fail "mha does not build in a handout cut at 08"; }
-PYTHONPATH=tools "$py" - "$dir" <<'PY'
+PYTHONPATH=tools "$py" -B - "$dir" <<'PY'
 import sys
 from npy_plain import npy_write
 d = sys.argv[1]
@@ -548,7 +548,7 @@ fwd="forward --heads 2 --queries $dir/q.npy --wq $dir/w.npy --wk $dir/w.npy --wv
     { cat "$dir/err"; fail "mha forward fails in a handout cut at 08"; }
 # the handout has no fast path: the same numbers to rounding, not to the bit
 "$build/mha" $fwd --out "$dir/out.npy" &&
-    PYTHONPATH=tools "$py" - "$dir/out8.npy" "$dir/out.npy" <<'PY' ||
+    PYTHONPATH=tools "$py" -B - "$dir/out8.npy" "$dir/out.npy" <<'PY' ||
 import sys
 from npy_plain import npy_read
 (s1, a), (s2, b) = npy_read(sys.argv[1]), npy_read(sys.argv[2])

@@ -74,6 +74,7 @@ def check(ok, what):
 
 # --- .npy by hand: tools/npy_plain.py --------------------------------
 
+sys.dont_write_bytecode = True  # no tools/__pycache__ left in the reader's tree
 from npy_plain import npy_read, npy_write  # noqa: E402
 
 
