@@ -1,5 +1,6 @@
 //> 04
-/* test_attention.c: scaled dot-product and additive attention pooling.
+/* test_attention.c: scaled dot-product attention pooling, and (chapter
+ * 05) additive attention pooling.
  *
  * Shapes: queries (B, Lq, d) or (B, Lq, q_size), keys (B, Lk, d) or
  * (B, Lk, k_size), values (B, Lk, dv), weights (B, Lq, Lk), out
@@ -80,37 +81,57 @@ static void naive_pool(const tensor *values, const tensor *weights,
 
 #define MAX_KEYS 64
 
-/* The score of query i and key j of example b: the dot product over
- * sqrt(d), or w_v . tanh(W_q q + W_k k) with the additive layers (a). */
-static double naive_score(const additive_attention *a, const tensor *q,
-                          const tensor *k, size_t b, size_t i, size_t j)
+/* scores (B, Lq, Lk) of the dot product, q . k / sqrt(d), loop by loop. */
+static tensor *naive_dot_scores(const tensor *q, const tensor *k)
 {
-    double score = 0;
-    if (!a) {
-        size_t d = q->shape[2];
-        for (size_t c = 0; c < d; c++)
-            score += *TENSOR_AT(q, b, i, c) * *TENSOR_AT(k, b, j, c);
-        return score / sqrt((double)d);
-    }
-    for (size_t h = 0; h < a->W_q.out_features; h++) {
-        double pre = 0;
-        for (size_t c = 0; c < q->shape[2]; c++)
-            pre += *TENSOR_AT(a->W_q.weight, h, c) * *TENSOR_AT(q, b, i, c);
-        for (size_t c = 0; c < k->shape[2]; c++)
-            pre += *TENSOR_AT(a->W_k.weight, h, c) * *TENSOR_AT(k, b, j, c);
-        score += *TENSOR_AT(a->w_v.weight, 0, h) * tanh(pre);
-    }
-    return score;
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1], d = q->shape[2];
+    tensor *scores;
+    OK(tensor_alloc(SHAPE(B, Lq, Lk), &scores));
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++)
+            for (size_t j = 0; j < Lk; j++) {
+                double score = 0;
+                for (size_t c = 0; c < d; c++)
+                    score += *TENSOR_AT(q, b, i, c) * *TENSOR_AT(k, b, j, c);
+                *TENSOR_AT(scores, b, i, j) = score / sqrt((double)d);
+            }
+    return scores;
 }
 
-/* softmax(scores, masked) V, score by score from naive_score: the dot
- * product's when a is NULL, else the additive one's with a's layers'
- * weights read element by element. */
-static void naive_attention(const additive_attention *a, const tensor *q,
-                            const tensor *k, const tensor *v,
-                            const tensor *vl, tensor **out, tensor **weights)
+//> 05
+/* scores (B, Lq, Lk) of the additive pooling, w_v . tanh(W_q q + W_k k),
+ * with a's layers' weights read element by element. */
+static tensor *naive_additive_scores(const additive_attention *a,
+                                     const tensor *q, const tensor *k)
 {
     size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    tensor *scores;
+    OK(tensor_alloc(SHAPE(B, Lq, Lk), &scores));
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < Lq; i++)
+            for (size_t j = 0; j < Lk; j++) {
+                double score = 0;
+                for (size_t h = 0; h < a->W_q.out_features; h++) {
+                    double pre = 0;
+                    for (size_t c = 0; c < q->shape[2]; c++)
+                        pre += *TENSOR_AT(a->W_q.weight, h, c) *
+                               *TENSOR_AT(q, b, i, c);
+                    for (size_t c = 0; c < k->shape[2]; c++)
+                        pre += *TENSOR_AT(a->W_k.weight, h, c) *
+                               *TENSOR_AT(k, b, j, c);
+                    score += *TENSOR_AT(a->w_v.weight, 0, h) * tanh(pre);
+                }
+                *TENSOR_AT(scores, b, i, j) = score;
+            }
+    return scores;
+}
+
+//<
+/* softmax(scores, masked by vl) V, row by row; scores is freed. */
+static void naive_attention(tensor *scores, const tensor *v, const tensor *vl,
+                            tensor **out, tensor **weights)
+{
+    size_t B = scores->shape[0], Lq = scores->shape[1], Lk = scores->shape[2];
     cr_assert(Lk <= MAX_KEYS);
     OK(tensor_alloc(SHAPE(B, Lq, Lk), weights));
     OK(tensor_alloc(SHAPE(B, Lq, v->shape[2]), out));
@@ -118,14 +139,16 @@ static void naive_attention(const additive_attention *a, const tensor *q,
         for (size_t i = 0; i < Lq; i++) {
             double s[MAX_KEYS];
             for (size_t j = 0; j < Lk; j++)
-                s[j] = naive_score(a, q, k, b, i, j);
+                s[j] = *TENSOR_AT(scores, b, i, j);
             naive_softmax_row(s, Lk, naive_valid(vl, b, i, Lk));
             for (size_t j = 0; j < Lk; j++)
                 *TENSOR_AT(*weights, b, i, j) = s[j];
         }
     naive_pool(v, *weights, *out);
+    tensor_free(scores);
 }
 
+//> 05
 /* An additive attention with Xavier-uniform weights from seed. */
 static void additive_with_weights(additive_attention *a, size_t k_size,
                                   size_t q_size, size_t H, double dropout,
@@ -138,13 +161,14 @@ static void additive_with_weights(additive_attention *a, size_t k_size,
     linear_reset_xavier_uniform(&a->w_v, r);
     gsl_rng_free(r);
 }
+//<
 
 /* --- both poolings against the naive loops, over a table of shapes -- */
 
 typedef struct {
     size_t B, Lq, Lk;
     size_t d;      /* queries' features (and keys' for the dot product) */
-    size_t k_size; /* keys' features for the additive pooling */
+    size_t k_size; /* keys' features for the additive pooling (chapter 05) */
     size_t dv, H;
     int valid_kind; /* 0 none, 1 (B,), 2 (B, Lq) */
 } shape_case;
@@ -168,7 +192,6 @@ ParameterizedTest(shape_case *c, attention_shapes, match_the_naive_loops)
     unsigned long seed = 100 * c->B + 10 * c->Lq + c->Lk;
     tensor *q = random_tensor(SHAPE(c->B, c->Lq, c->d), seed);
     tensor *k = random_tensor(SHAPE(c->B, c->Lk, c->d), seed + 1);
-    tensor *k_add = random_tensor(SHAPE(c->B, c->Lk, c->k_size), seed + 2);
     tensor *v = random_tensor(SHAPE(c->B, c->Lk, c->dv), seed + 3);
     tensor *vl = random_valid_lens(c->valid_kind, c->B, c->Lq, c->Lk, seed);
     tensor *out, *w, *ref, *ref_w;
@@ -176,23 +199,26 @@ ParameterizedTest(shape_case *c, attention_shapes, match_the_naive_loops)
     dot_attention dot;
     OK(dot_attention_init(&dot, 0.0));
     OK(dot_attention_forward(&dot, q, k, v, vl, &out, &w));
-    naive_attention(NULL, q, k, v, vl, &ref, &ref_w);
+    naive_attention(naive_dot_scores(q, k), v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "dot: %g", rel_error(out, ref));
     cr_assert_leq(rel_error(w, ref_w), 1e-13);
     FREE_ALL(out, w, ref, ref_w);
     dot_attention_free(&dot);
 
+//> 05
+    tensor *k_add = random_tensor(SHAPE(c->B, c->Lk, c->k_size), seed + 2);
     additive_attention add;
     additive_with_weights(&add, c->k_size, c->d, c->H, 0.0, seed);
     OK(additive_attention_forward(&add, q, k_add, v, vl, &out, &w));
-    naive_attention(&add, q, k_add, v, vl, &ref, &ref_w);
+    naive_attention(naive_additive_scores(&add, q, k_add), v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13, "additive: %g",
                   rel_error(out, ref));
     cr_assert_leq(rel_error(w, ref_w), 1e-13);
-    FREE_ALL(out, w, ref, ref_w);
+    FREE_ALL(out, w, ref, ref_w, k_add);
     additive_attention_free(&add);
 
-    FREE_ALL(q, k, k_add, v, vl);
+//<
+    FREE_ALL(q, k, v, vl);
 }
 
 /* --- d2l's toy, by hand --------------------------------------------- */
@@ -244,6 +270,7 @@ Test(dot_attention, d2l_toy_by_hand)
     FREE_ALL(q, k, v, vl, out, w);
 }
 
+//> 05
 Test(additive_attention, d2l_toy_by_hand)
 {
     // whatever W_q, W_k and w_v are, identical keys score identically
@@ -273,6 +300,7 @@ Test(additive_attention, zero_weights_average_the_valid_values)
     additive_attention_free(&a);
     FREE_ALL(q, k, v, vl, out);
 }
+//<
 
 /* --- layouts, ownership, inputs ------------------------------------- */
 
@@ -303,13 +331,14 @@ Test(dot_attention, strided_inputs)
                            "(3, 5, 6)\n"),
               "%s", text);
     cr_assert_null(strstr(text, "# queries"), "%s", text);
-    naive_attention(NULL, q, k, v, vl, &ref, &ref_w);
+    naive_attention(naive_dot_scores(q, k), v, vl, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13);
     capture_free(&c);
     dot_attention_free(&a);
     FREE_ALL(k_base, k, q_base, q, v, vl, out, ref, ref_w);
 }
 
+//> 05
 Test(additive_attention, strided_inputs)
 {
     size_t B = 2, Lq = 3, Lk = 4, dv = 3;
@@ -322,11 +351,12 @@ Test(additive_attention, strided_inputs)
     additive_with_weights(&a, 5, 2, 4, 0.0, 56);
     tensor *out, *ref, *ref_w;
     OK(additive_attention_forward(&a, q, k, v, NULL, &out, NULL));
-    naive_attention(&a, q, k, v, NULL, &ref, &ref_w);
+    naive_attention(naive_additive_scores(&a, q, k), v, NULL, &ref, &ref_w);
     cr_assert_leq(rel_error(out, ref), 1e-13);
     additive_attention_free(&a);
     FREE_ALL(k_base, k, v_base, v, q, out, ref, ref_w);
 }
+//<
 
 Test(dot_attention, inputs_are_not_modified)
 {
@@ -385,6 +415,7 @@ Test(dot_attention, weights_are_an_output_of_each_forward)
     FREE_ALL(q, k, v, vl, bad);
 }
 
+//> 05
 Test(additive_attention, weights_null_means_not_wanted)
 {
     tensor *q, *k, *v, *vl, *out, *w, *out2;
@@ -399,6 +430,7 @@ Test(additive_attention, weights_null_means_not_wanted)
     additive_attention_free(&a);
     FREE_ALL(q, q20, k, v, vl, out, out2, w);
 }
+//<
 
 Test(dot_attention, names_follow_the_inputs)
 {
@@ -446,11 +478,51 @@ Test(dropout, evaluation_mode_is_deterministic_and_draws_nothing)
     FREE_ALL(q, k, v, out1, out2, plain);
 }
 
+/* A pooling's forward in training, with dropout p and the generator r. */
+typedef void training_forward(double p, gsl_rng *r, const tensor *q,
+                              const tensor *k, const tensor *v, tensor **out,
+                              tensor **weights);
+
+static void dot_in_training(double p, gsl_rng *r, const tensor *q,
+                            const tensor *k, const tensor *v, tensor **out,
+                            tensor **weights)
+{
+    dot_attention dot;
+    OK(dot_attention_init(&dot, p));
+    dot.training = 1;
+    dot.rng = r;
+    OK(dot_attention_forward(&dot, q, k, v, NULL, out, weights));
+    dot_attention_free(&dot);
+}
+
+//> 05
+static void additive_in_training(double p, gsl_rng *r, const tensor *q,
+                                 const tensor *k, const tensor *v,
+                                 tensor **out, tensor **weights)
+{
+    additive_attention add;
+    additive_with_weights(&add, 3, 3, 4, p, 75);
+    add.training = 1;
+    add.rng = r;
+    OK(additive_attention_forward(&add, q, k, v, NULL, out, weights));
+    additive_attention_free(&add);
+}
+
+//<
+/* The poolings, each in training. */
+static training_forward *const trained[] = {
+    dot_in_training,
+//> 05
+    additive_in_training,
+//<
+};
+#define NTRAINED (sizeof trained / sizeof trained[0])
+
 /* Training with dropout p: values (B, Lk, Lk) are identity matrices, so
  * out = the dropped-out weights themselves.  Each must be 0 or the kept
  * weight (the weights output, before dropout) divided by 1 - p; about p of them
  * are 0.  Returns the output. */
-static tensor *check_dropout_pattern(int additive, double p,
+static tensor *check_dropout_pattern(training_forward *forward, double p,
                                      unsigned long seed)
 {
     size_t B = 5, Lq = 40, Lk = 50, n = B * Lq * Lk;
@@ -461,20 +533,8 @@ static tensor *check_dropout_pattern(int additive, double p,
         for (size_t j = 0; j < Lk; j++)
             *TENSOR_AT(v, b, j, j) = 1.0;
     gsl_rng *r = mha_rng_new(seed);
-    dot_attention dot;
-    additive_attention add;
     tensor *weights;
-    if (additive) {
-        additive_with_weights(&add, 3, 3, 4, p, 75);
-        add.training = 1;
-        add.rng = r;
-        OK(additive_attention_forward(&add, q, k, v, NULL, &out, &weights));
-    } else {
-        OK(dot_attention_init(&dot, p));
-        dot.training = 1;
-        dot.rng = r;
-        OK(dot_attention_forward(&dot, q, k, v, NULL, &out, &weights));
-    }
+    forward(p, r, q, k, v, &out, &weights);
     size_t zeros = 0;
     for (size_t m = 0; m < n; m++) {
         double w = weights->data[m], o = out->data[m];
@@ -496,10 +556,6 @@ static tensor *check_dropout_pattern(int additive, double p,
     double sd = sqrt(n * p * (1 - p));
     cr_assert(fabs((double)zeros - n * p) <= 4 * sd,
               "%zu of %zu weights dropped, expected about %g", zeros, n, n * p);
-    if (additive)
-        additive_attention_free(&add);
-    else
-        dot_attention_free(&dot);
     gsl_rng_free(r);
     FREE_ALL(q, k, v, weights);
     return out;
@@ -507,16 +563,17 @@ static tensor *check_dropout_pattern(int additive, double p,
 
 Test(dropout, training_zeroes_about_p_and_scales_the_rest)
 {
-    tensor *a = check_dropout_pattern(0, 0.3, 1), *b = check_dropout_pattern(1, 0.6, 2);
-    FREE_ALL(a, b);
+    // p 0.3 for the dot product, 0.6 for the additive pooling
+    for (size_t f = 0; f < NTRAINED; f++)
+        tensor_free(check_dropout_pattern(trained[f], 0.3 + 0.3 * f, 1 + f));
 }
 
 Test(dropout, training_with_a_fixed_seed_repeats)
 {
-    for (int additive = 0; additive < 2; additive++) {
-        tensor *a = check_dropout_pattern(additive, 0.5, 9);
-        tensor *b = check_dropout_pattern(additive, 0.5, 9);
-        tensor *c = check_dropout_pattern(additive, 0.5, 10);
+    for (size_t f = 0; f < NTRAINED; f++) {
+        tensor *a = check_dropout_pattern(trained[f], 0.5, 9);
+        tensor *b = check_dropout_pattern(trained[f], 0.5, 9);
+        tensor *c = check_dropout_pattern(trained[f], 0.5, 10);
         cr_assert_eq(rel_error(a, b), 0.0);
         cr_assert_gt(rel_error(a, c), 0.0, "another seed, the same drops");
         FREE_ALL(a, b, c);
@@ -661,6 +718,7 @@ Test(dot_attention_errors, dropout_settings)
     FREE_ALL(q, k, v, vl);
 }
 
+//> 05
 Test(additive_attention_errors, feature_sizes_against_the_layers)
 {
     tensor *q, *k, *v, *out, *w;
@@ -720,6 +778,7 @@ Test(additive_attention_errors, valid_lens_and_dropout)
     additive_attention_free(&a);
     FREE_ALL(q, k, v, vl);
 }
+//<
 
 /* --- out of memory -------------------------------------------------- */
 
@@ -778,6 +837,7 @@ Test(attention_memory, every_allocation_may_fail)
     gsl_rng_free(dot.rng);
     dot_attention_free(&dot);
 
+//> 05
     additive_attention add;
     additive_with_weights(&add, 4, 4, 3, 0.5, 83);
     add.training = 1;
@@ -803,6 +863,7 @@ Test(attention_memory, every_allocation_may_fail)
         additive_attention_free(&add);
     } while (status != GSL_SUCCESS);
     cr_assert_gt(k_, 3);
+//<
     FREE_ALL(q, k_base, k, v, vl);
 }
 
@@ -868,6 +929,7 @@ Test(attention_trace, unnamed_inputs_give_sizes)
         "\n");
 }
 
+//> 05
 Test(attention_trace, additive_attention_with_dropout)
 {
     tensor *q, *k, *v, *vl, *out;
@@ -907,4 +969,5 @@ Test(attention_trace, additive_attention_with_dropout)
     additive_attention_free(&a);
     FREE_ALL(q, k, v, vl, out);
 }
+//<
 //<

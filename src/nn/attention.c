@@ -1,5 +1,6 @@
 //> 04
-/* attention.c: scaled dot-product and additive attention; see attention.h.
+/* attention.c: scaled dot-product attention, and (chapter 05) additive
+ * attention; see attention.h.
  *
  * Shapes: queries (B, Lq, d), keys (B, Lk, d), values (B, Lk, dv);
  * scores and weights (B, Lq, Lk); out (B, Lq, dv); the additive pooling's
@@ -81,43 +82,30 @@ static int maybe_dropout(double p, int training, gsl_rng *rng,
     return dropout_weights(weights, p, rng, dropped);
 }
 
-/* --- the steps both poolings share --------------------------------- */
+/* --- the steps every pooling shares (chapter 05's additive one too) -- */
 
 /* What a pooling does first: no outputs yet (*out, and *weights when
- * wanted, NULL), then the checks: the dropout settings, the inputs (qkv.h),
- * valid_lens against them, and the queries' and keys' features: the
- * additive pooling's against its projections W_q and W_k; the dot
- * product's (W_q and W_k NULL) against each other, for q . k. */
+ * wanted, NULL), then the checks: the dropout settings, the inputs (qkv.h,
+ * with same_d for the dot product's q . k), and valid_lens against them.
+ * shapes gets the inputs' shapes, for a door that checks more. */
 static int start_pooling(const char *who, const tensor *q, const tensor *k,
-                         const tensor *v, const tensor *valid_lens,
-                         const linear *W_q, const linear *W_k, double p,
-                         int training, const gsl_rng *rng, tensor **out,
-                         tensor **weights)
+                         const tensor *v, const tensor *valid_lens, int same_d,
+                         double p, int training, const gsl_rng *rng,
+                         qkv_shapes *shapes, tensor **out, tensor **weights)
 {
     *out = NULL;
     if (weights)
         *weights = NULL;
-    qkv_shapes shapes;
     int status = GSL_SUCCESS;
     STEP(attention_check_dropout(who, p, training, rng));
-    STEP(qkv_check(who, &qkv_lesson_names, q, k, v, !W_q, NULL, &shapes));
-    STEP(softmax_check_valid_lens(who, shapes.qk, q->shape[0], q->shape[1],
+    STEP(qkv_check(who, &qkv_lesson_names, q, k, v, same_d, NULL, shapes));
+    STEP(softmax_check_valid_lens(who, shapes->qk, q->shape[0], q->shape[1],
                                   k->shape[1], valid_lens));
-    if (W_q && q->shape[2] != W_q->in_features)
-        status = mha_fail(GSL_EBADLEN,
-                          "%s: queries have %zu features, W_q takes "
-                          "query_size %zu (%s)",
-                          who, q->shape[2], W_q->in_features, shapes.all);
-    else if (W_k && k->shape[2] != W_k->in_features)
-        status = mha_fail(GSL_EBADLEN,
-                          "%s: keys have %zu features, W_k takes key_size %zu "
-                          "(%s)",
-                          who, k->shape[2], W_k->in_features, shapes.all);
 done:
     return status;
 }
 
-/* From the weights (B, Lq, Lk) on, both poolings are the same: dropped
+/* From the weights (B, Lq, Lk) on, every pooling is the same: dropped
  * out in training, then out (B, Lq, dv) = weights @ values. */
 static int weigh_values(const tensor *weights, double p, int training,
                         gsl_rng *rng, const tensor *values, tensor **out)
@@ -203,15 +191,17 @@ int dot_attention_forward(dot_attention *a, const tensor *queries,
                           const tensor *valid_lens, tensor **out,
                           tensor **weights)
 {
+    qkv_shapes shapes;
     int status = start_pooling("dot_attention_forward", queries, keys, values,
-                               valid_lens, NULL, NULL, a->dropout, a->training,
-                               a->rng, out, weights);
+                               valid_lens, 1, a->dropout, a->training, a->rng,
+                               &shapes, out, weights);
     if (status)
         return status;
     return dot_attention_steps(a, queries, keys, values, valid_lens, out,
                                weights);
 }
 
+//> 05
 /* --- additive attention --------------------------------------------- */
 
 int additive_attention_init(additive_attention *a, size_t key_size,
@@ -312,23 +302,35 @@ done:
 }
 
 /* The door, as dot_attention_forward's: the inputs are checked
- * (start_pooling, the features against W_q and W_k too), and the layers
+ * (start_pooling), their features against W_q and W_k, and the layers
  * (linear_check); then the steps run (additive_attention_steps). */
 int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
                                const tensor *valid_lens, tensor **out,
                                tensor **weights)
 {
+    const char *who = "additive_attention_forward";
+    qkv_shapes shapes;
     int status = GSL_SUCCESS;
-    STEP(start_pooling("additive_attention_forward", queries, keys, values,
-                       valid_lens, &a->W_q, &a->W_k, a->dropout, a->training,
-                       a->rng, out, weights));
-    STEP(linear_check("additive_attention_forward", &a->W_q, queries));
-    STEP(linear_check("additive_attention_forward", &a->W_k, keys));
-    STEP(linear_check("additive_attention_forward", &a->w_v, NULL));
+    STEP(start_pooling(who, queries, keys, values, valid_lens, 0, a->dropout,
+                       a->training, a->rng, &shapes, out, weights));
+    if (queries->shape[2] != a->W_q.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: queries have %zu features, W_q takes query_size "
+                        "%zu (%s)",
+                        who, queries->shape[2], a->W_q.in_features, shapes.all);
+    if (keys->shape[2] != a->W_k.in_features)
+        return mha_fail(GSL_EBADLEN,
+                        "%s: keys have %zu features, W_k takes key_size %zu "
+                        "(%s)",
+                        who, keys->shape[2], a->W_k.in_features, shapes.all);
+    STEP(linear_check(who, &a->W_q, queries));
+    STEP(linear_check(who, &a->W_k, keys));
+    STEP(linear_check(who, &a->w_v, NULL));
     status = additive_attention_steps(a, queries, keys, values, valid_lens,
                                       out, weights);
 done:
     return status;
 }
+//<
 //<

@@ -96,6 +96,7 @@ int dot_attention_steps(const dot_attention *a, const tensor *queries,
                         const tensor *valid_lens, tensor **out,
                         tensor **weights);
 
+//> 05
 /* --- additive attention --------------------------------------------- */
 
 typedef struct additive_attention {
@@ -129,6 +130,8 @@ int additive_attention_forward(additive_attention *a, const tensor *queries,
                                const tensor *keys, const tensor *values,
                                const tensor *valid_lens, tensor **out,
                                tensor **weights);
+
+//<
 
 #endif
 //<
