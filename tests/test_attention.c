@@ -370,16 +370,18 @@ Test(dot_attention, inputs_are_not_modified)
     dot_attention a;
     OK(dot_attention_init(&a, 0.0));
     OK(dot_attention_forward(&a, q, k, v, vl, &out, NULL));
+    dot_attention_free(&a);
+//> 05
     tensor_free(out);
     additive_attention add;
     additive_with_weights(&add, 4, 4, 3, 0.0, 63);
     OK(additive_attention_forward(&add, q, k, v, vl, &out, NULL));
+    additive_attention_free(&add);
+//<
     for (int n = 0; n < 4; n++) {
         cr_assert_eq(rel_error(in[n], before[n]), 0.0, "input %d changed", n);
         tensor_free(before[n]);
     }
-    dot_attention_free(&a);
-    additive_attention_free(&add);
     FREE_ALL(q, k, v, vl, out);
 }
 
