@@ -364,9 +364,9 @@ static int project_heads(const multihead *m, const tensor *queries,
     long Lq = (long)queries->shape[1], Lk = (long)keys->shape[1];
     int status = GSL_SUCCESS;
     // step 1: the projections, and RoPE on Q and K
-    STEP(linear_forward(&m->W_q, queries, &s->q));
-    STEP(linear_forward(&m->W_k, keys, &s->k));
-    STEP(linear_forward(&m->W_v, values, &s->v));
+    STEP(linear_steps(&m->W_q, queries, &s->q));
+    STEP(linear_steps(&m->W_k, keys, &s->k));
+    STEP(linear_steps(&m->W_v, values, &s->v));
     STEP(multihead_rope(m, &s->q, Lk - Lq, who, "Q"));
     STEP(multihead_rope(m, &s->k, 0, who, "K"));
     // add_bias_kv: one learned key and value per example, Lk -> Lk + 1
@@ -493,7 +493,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     STEP(meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p"));
     trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     STEP(transpose_output(heads, h, &joined));
-    STEP(linear_forward(&m->W_o, joined, out));
+    STEP(linear_steps(&m->W_o, joined, out));
     if (weights) {
         STEP(opt->average_weights
                  ? meta_step(weights, SHAPE(B, Lq, Lk2), "B, Lq, Lk'")
@@ -551,7 +551,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     // step 5: join the heads, W_o
     STEP(transpose_output(heads, h, &joined));
-    STEP(linear_forward(&m->W_o, joined, out));
+    STEP(linear_steps(&m->W_o, joined, out));
     if (weights)
         STEP(shape_weights(w, B, h, opt->average_weights, weights));
     STEP(tensor_check_result(*out, who, "output", "out"));

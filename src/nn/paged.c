@@ -267,7 +267,13 @@ static int check_step(const multihead *m, const paged_cache *c,
                                 "%zu of x)",
                                 who, seqs[b], a, b);
     }
-    return tensor_check_finite(x, who, "x");
+    int status = tensor_check_finite(x, who, "x");
+    // the layers as they were made: the step calls their steps, which
+    // check nothing
+    const linear *layers[] = {&m->W_q, &m->W_k, &m->W_v, &m->W_o};
+    for (size_t i = 0; i < 4 && !status; i++)
+        status = linear_check(who, layers[i], i < 3 ? x : NULL);
+    return status;
 }
 
 /* Step 5 for sequence b, query head i: heads[b, 0, i*p ..] = the
@@ -414,9 +420,9 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
         STEP(plan(c, &c->seqs[seqs[b]], &next_free, released, scratch,
                   &slot[b]));
     // 1. project the new positions
-    STEP(linear_forward(&m->W_q, &x_in, &q));
-    STEP(linear_forward(&m->W_k, &x_in, &k));
-    STEP(linear_forward(&m->W_v, &x_in, &v));
+    STEP(linear_steps(&m->W_q, &x_in, &q));
+    STEP(linear_steps(&m->W_k, &x_in, &k));
+    STEP(linear_steps(&m->W_v, &x_in, &v));
     // 2. each row turned to its own sequence's position, the turns of Q
     //    and K shown as one step (below)
     if (m->cfg.rope) {
@@ -465,7 +471,7 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
                             TRACE_NAMED(c->values, "values")),
                "paged attention");
     // 6. W_o
-    STEP(linear_forward(&m->W_o, heads, out));
+    STEP(linear_steps(&m->W_o, heads, out));
     STEP(tensor_check_result(*out, who, "output", "out"));
 done:
     if (status) {
