@@ -96,7 +96,8 @@ static void reshape_is_a_view(void)
      * The *trace* prints one line per step: the operation, `view` or `copy`,
      * the shapes before and after, and the shape in the lesson's names.
      * Splitting one axis of a contiguous tensor is always a view. It costs a
-     * new header of a few dozen bytes, whatever the size of the tensor. Here
+     * new header, 200 bytes as the program prints (the shape, the strides
+     * and the axes' names; no element), whatever the size of the tensor. Here
      * is the function behind `tensor_reshape`:
      *
      * @show src/tensor/view.c reshape_impl
@@ -108,6 +109,7 @@ static void reshape_is_a_view(void)
     printf("\n");
     show_layout("split", split);
     printf("shares x's buffer: %s\n", yes_no(tensor_shares_buffer(split, x)));
+    printf("split's own memory: its header, %zu bytes\n", sizeof *split);
     printf("split[0, 1, 2, 1] = %.0f\n", *TENSOR_AT(split, 0, 1, 2, 1));
     tensor_free(x);
     tensor_free(split);
@@ -383,8 +385,12 @@ int main(void)
  * 2. Take the permuted tensor of exercise 1. Is `reshape(4, 6)` a view or a
  *    copy? And `reshape(8, 3)`? Decide with the rule of section 4 (a merged
  *    pair of axes needs outer stride = inner stride × inner size), then check
- *    yourself with a few lines of C: `tensor_permute`, `tensor_reshape` and
- *    `trace_to(stdout)`.
+ *    yourself with a few lines of C at the end of `main` in
+ *    `chapters/01_shapes_strides_views.c`: `trace_to(stdout)`, then
+ *    `tensor_alloc(SHAPE(2, 3, 4), &t)`, `tensor_permute(t, AXES(2, 0, 1),
+ *    &p)` and `tensor_reshape(p, SIZES(4, 6), NULL, &r)`, as the sections
+ *    do (the macros are in `src/tensor/tensor.h`). `make ch01` runs it;
+ *    `git checkout chapters/` undoes it.
  * 3. In section 4 with B = 2, write down the offset of the first element of
  *    each of the 16 rows of the merged `B*h` axis. Show that no single stride
  *    produces that list, then use the same offsets to explain each "view"

@@ -158,7 +158,9 @@ static void linear_layer(void)
      * each output's products, then adds that sum to the bias already in
      * `y`. `TENSOR_MATRIX(xm, 0, 0)` is GSL's view of the one matrix
      * `tensor_as_rows` made of `x` (a batch of matrices has more; chapter
-     * 04's products read matrix `(b, 0)` of each example `b`):
+     * 04's products read matrix `(b, 0)` of each example `b`).
+     * `tensor_as_rows` is chapter 01's, shown whole at the end of
+     * [its page](01_shapes_strides_views.md):
      *
      * @show src/nn/linear.c product
      *
@@ -298,10 +300,14 @@ int main(void)
  * 3. Chapter 01's `heads`, shape `(1, 8, 2, 2)` with strides `(32, 2, 16, 1)`,
  *    is fed to a Linear layer with 2 input features. Can `linear_forward` read
  *    it as a matrix of 16 rows without a copy? Read `rows_evenly_spaced` in
- *    `src/nn/linear.c` and explain its answer.
+ *    `src/tensor/matrices.c` (shown whole at the end of chapter 01's page)
+ *    and explain its answer.
  * 4. Time `linear_forward` against `linear_forward_naive` for B = 8, L = 512,
- *    D_in = D_out = 512. How many GFLOP/s does each reach? Run `make info` to
- *    see which BLAS you measured.
+ *    D_in = D_out = 512 (a few lines at the end of `main` in
+ *    `chapters/02_matmul_linear.c`, each call between two
+ *    `clock_gettime(CLOCK_MONOTONIC, ...)` readings from `<time.h>`; `make
+ *    ch02` runs it, `git checkout chapters/` undoes it). How many GFLOP/s
+ *    does each reach? Run `make info` to see which BLAS you measured.
  * 5. Coding: in the handout (`make handout`), `linear_forward_naive` is a
  *    blank. Write it with three plain loops, reading `x` through `tensor_at`
  *    so that any strides work. In the handout, `make grade

@@ -368,7 +368,8 @@ static void cost(void)
      * flops. For the toy that is 240 flops and 20 weights. Both products are
      * one dgemm per example on views of the inputs; $K$ is read transposed by
      * BLAS, not copied (an input whose examples are not each row-major is
-     * copied once, as `tensor_bmm`'s comment says). The `(B, Lq, Lk)` weights are a second output, for
+     * copied once: the note `tensor_bmm` traces before that copy, in its
+     * code above, says so). The `(B, Lq, Lk)` weights are a second output, for
      * the heatmaps: `&weights` asks for them, `NULL` says they are not wanted,
      * and the struct keeps nothing of the pass.
      *

@@ -249,7 +249,8 @@ int main(void)
  *    (chapter 08) let the dot product work with a `query_size` different from
  *    the `key_size`?
  * 2. Set `W_q` and `W_k` to zero. What are the scores, the weights and the
- *    output for the toy of section 2, and why?
+ *    output for the toy of section 2 (its values are section 1's: key t of
+ *    either example holds 4t .. 4t + 3; valid_lens [2, 6]), and why?
  * 3. Suppose each head of chapter 08 (B = 2, 4 queries, 6 keys, 5 heads of 20
  *    features) used additive pooling with $H$ = 20. How many doubles would the
  *    broadcast features take, compared with the scores of the dot product?

@@ -151,6 +151,9 @@ static void where_each_number_goes(void)
      * [**Follow any number: pictures/06_numbers.html**](pictures/06_numbers.html),
      * the page `mha view --batch 1 --queries 2 --kv 2 --hiddens 16 --heads 8
      * --html v.html` writes (open it from a clone: GitHub shows its source).
+     * `mha` is the project's command-line program, `build/mha` once `make
+     * walkthrough` has run: `mha trace` prints the module's trace for any
+     * sizes, `mha view` writes such pages ([its manual](cli.md)).
      * Hover or tap a number and it lights up at every stage and in every
      * memory row; the buttons walk the steps one at a time.
      */

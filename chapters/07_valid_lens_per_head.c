@@ -212,8 +212,11 @@ int main(void)
  *
  * 1. Predict the shapes. For B = 3, n = 5, d_model = 12, h = 4 and `valid_lens`
  *    `[2, 5, 3]`, what is the shape of the repeated `valid_lens`, and of the
- *    scores it masks? And if `valid_lens` is `(3, 5)`? Check yourself with
- *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4 --valid-lens 2,5,3`.
+ *    scores it masks? And if `valid_lens` is `(3, 5)`, one length per query?
+ *    Check the first case yourself with
+ *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4 --valid-lens 2,5,3`
+ *    (`mha trace` takes one length per example only; the second case is
+ *    section 3's rule).
  * 2. For which values of B and h do `tile` and `repeat_interleave` give the
  *    same list, whatever the lengths? Why does this make a test with B = 1
  *    useless for finding the bug?

@@ -157,10 +157,13 @@ static void whole_trace(lesson *l)
      * Then it opens the trace's first line, `multihead(h=5)`, with
      * `SCOPE_OF` (it closes as the door returns; `TRACE_QKV_LENS` lists its
      * inputs as chapter 04's `TRACE_INPUTS` does, labelled q, k and v, with
-     * `valid_lens` read on the side). Here the door holds that
-     * line, where chapter 04's pooling keeps it in its steps: the module
-     * calls the pooling's steps, which must print the pooling's line
-     * themselves, but only the door calls the module's. The door then
+     * `valid_lens` read on the side; `options` writes `h=5)`, closing the
+     * parenthesis, and later chapters add their options before it). Why
+     * the door and not the steps: chapter 04's pooling prints its line in
+     * its steps, because the module calls those steps directly, skipping
+     * the pooling's door, and the line must still appear. Nothing calls
+     * the module's steps but its own door, so the module's line can stay
+     * there. The door then
      * gives the inputs the names the trace prints, runs the steps, and
      * checks the result once at the end (a NaN or an infinity from finite
      * inputs means an overflow; only then does `check_overflow` look for
@@ -387,7 +390,8 @@ static void cost(void)
      *
      * Splitting into heads is free in flops; it costs only the copies in the
      * trace of section 1. Three reshapes copy in the `transpose_qkv` calls and
-     * one in `transpose_output`, plus the tiny `repeat_interleave`. For
+     * one in `transpose_output` (the 4,000 doubles the program counts), plus
+     * the tiny `repeat_interleave` (10 lengths, not counted). For
      * $L_q = L_k = L$ that is $4 B L D$ doubles moved, against $8 B L D^2$
      * flops for the projections: noticeable only when $D$ is small.
      */
@@ -426,7 +430,10 @@ int main(void)
  *    each step view, copy or new. Check yourself with
  *    `mha trace --quiz --batch 3 --queries 5 --kv 5 --hiddens 12 --heads 4`.
  * 2. Visualize the attention weights of multiple heads. Change the standard
- *    deviation of the inputs in section 3 from 2 to 1, then to 4, and look at
+ *    deviation of the inputs in section 3 from 2 to 1, then to 4 (the last
+ *    argument of the two `tensor_fill_normal` calls in section 3 of
+ *    `chapters/08_multihead_module.c`; `make ch08` runs it again, and
+ *    `git checkout chapters/` undoes the change), and look at
  *    `plots/08_heads.png` each time. Describe how the panels change, and
  *    explain it with chapter 04's section 5.
  * 3. Design an experiment to measure how important each head is. Hint: head $i$

@@ -109,6 +109,8 @@ static int alloc_output(const linear *l, const tensor *x, tensor **y)
     size_t shape[TENSOR_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = l->out_features;
+    // a pointer, since `mha trace` allocates shapes alone
+    // (tensor_alloc_meta), in lines the book does not show
     int (*alloc)(size_t, const size_t *, tensor **) = tensor_alloc;
 //> handout
     if (tensor_is_meta(x) || tensor_is_meta(l->weight))

@@ -76,6 +76,8 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     // with G key-value heads: G heads of p = d_model/h features each
     kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
 //<
+    // a pointer, since `mha trace` makes layers of shapes alone
+    // (linear_init_meta), in lines the book does not show
     int (*init)(linear *, const char *, size_t, size_t, int) = linear_init;
 //> handout
     if (c->shape_only)
@@ -198,7 +200,9 @@ static void steps_free(steps *s)
 //<
 }
 
-/* The module as its trace header names it: "h=5", and its options. */
+/* The module as its trace header names it after "multihead(": "h=5)", its
+ * options, then the parenthesis closed; later chapters add options inside
+ * it (", causal") and after it (", tiled"). */
 static const char *options(const multihead *m, char *buf, size_t n)
 {
     snprintf(buf, n, "h=%zu", m->cfg.num_heads);
