@@ -139,6 +139,12 @@ static void linear_layer(void)
      * same seed draws the same numbers on every run, which is what lets the
      * transcript be checked.)
      *
+     * The layer is a struct: its name, its sizes, the weight, the bias
+     * (`NULL` for a layer without one) and the name the trace gives the
+     * output's last axis:
+     *
+     * @show src/nn/linear.h linear
+     *
      * The layer is written in two parts, as every function this book
      * teaches as a whole. Its *steps* hold only what it computes, one
      * call each: `x` as a `(6, 4)` matrix, `W` as `(5, 4)`, a new `y`,

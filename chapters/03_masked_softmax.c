@@ -113,7 +113,12 @@ static void one_length_per_example(void)
      * first, `RECORD_OF`, is its trace line, printed when it returns as
      * chapter 02's `RECORD` is: the scores in, the weights out, and
      * `valid_lens` read on the side (`MASKED_INPUTS`), so that the step's
-     * text names its shape. The second hands the work to `masked_impl`,
+     * text names its shape. `RECORD(x, out, ...)` is the short form for
+     * one input; `RECORD_OF` also takes the record's kind and how its
+     * inputs are joined: `TRACE_NEW` (new numbers; `TRACE_VIEW` and
+     * `TRACE_COPY` are the trace's other two kinds) and `TRACE_LIST`
+     * (inputs listed with commas; `TRACE_MATMUL` joins two with `@`,
+     * `TRACE_SUM` with `+`). The second hands the work to `masked_impl`,
      * which chapter 04's scaled version shares:
      *
      * @show src/nn/softmax.c masked_softmax

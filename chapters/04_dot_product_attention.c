@@ -260,7 +260,9 @@ static void dropout_and_evaluation(void)
      * dropout on, `model.eval()` turns it off, and d2l calls
      * `attention.eval()` before it runs its toy. Here the switch is the
      * struct's `training` field: 0, evaluation, is the default; 1 needs a
-     * random-number generator in `rng`.
+     * random-number generator in `rng`. The pooling holds nothing else:
+     *
+     * @show src/nn/attention.h dot_attention
      *
      * The program runs the toy of section 3 (queries from random seed 7 this
      * time; they do not matter) in both modes. In evaluation the output is

@@ -91,7 +91,8 @@ static void small_example(void)
      * door. `STEP` runs a step and, if it fails, jumps to `done:`, where
      * the function frees what it made (`TENSORS_FREE` frees each tensor
      * it is given, NULL ones too); `SCOPE` prints the trace's line for the
-     * function, with its input, before its steps run; the lines of the
+     * function, with its input, before its steps run (it is chapter 04's
+     * `SCOPE_OF` for one input, as `RECORD` is `RECORD_OF`'s); the lines of the
      * steps after it are indented under it until the function returns,
      * however it returns (a failed step that jumps to `done:` too). `DIMS(...)` passes both the sizes and the names of the
      * variables that hold them, so a dimension given as `h` is called `h`

@@ -109,6 +109,15 @@ static void whole_trace(lesson *l)
      * pairs, `valid_lens [3, 2]`. Queries X and keys/values Y are all ones, as
      * in d2l.
      *
+     * The module is made from a configuration: the sizes, the number of
+     * heads, whether the four layers have biases (not here: `bias` is 0,
+     * as d2l's `bias=False`) and the dropout probability. The module holds
+     * the configuration, its four layers and the pooling of chapter 04:
+     *
+     * @show src/nn/multihead.h multihead_config
+     *
+     * @show src/nn/multihead.h multihead
+     *
      * The four weights are made by *[Xavier (Glorot) initialisation](glossary.md)*, d2l's
      * default. A layer has fan_in input features and fan_out output
      * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
