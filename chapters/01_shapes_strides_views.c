@@ -18,32 +18,32 @@
  * Zhang, Lipton, Li and Smola, [d2l.ai](https://d2l.ai); its
  * [multi-head attention section](https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html)
  * is the one this book follows, and the [references](references.md) list
- * every source): `B` is the [batch](glossary.md) size (how many
+ * every source): `B` is the [batch](glossary.md#batch) size (how many
  * sequences are processed at once), `n` the sequence length (how many
- * positions, queries or key-value pairs), [`d_model`](glossary.md) the number of features
+ * positions, queries or key-value pairs), [`d_model`](glossary.md#d_model) the number of features
  * per position, and `h` the number of heads (the attentions that run side by
  * side, chapter 06), each with `d_model/h` features.
  *
  * A tensor here is three things: a pointer to doubles, a shape, and
- * [strides](glossary.md) (how many doubles to skip to move one index along each axis). Element
+ * [strides](glossary.md#stride) (how many doubles to skip to move one index along each axis). Element
  * $(i_0, \dots, i_{k-1})$ lives at
  *
  * $$\mathrm{offset}(i_0, \dots, i_{k-1}) = \sum_{d=0}^{k-1} i_d \, s_d$$
  *
- * and a freshly allocated tensor is *[contiguous](glossary.md)* (row-major): the last stride
+ * and a freshly allocated tensor is *[contiguous](glossary.md#contiguous)* (row-major): the last stride
  * is $s_{k-1} = 1$ and each earlier one is $s_d = s_{d+1} \, n_{d+1}$, where
  * $n_d$ is the size of axis $d$.
  *
  * Three operations change a shape:
  *
- * - [`permute`](glossary.md) reorders the axes. It reorders shape and strides
- *   and never touches the data: always a *[view](glossary.md)*, a tensor
+ * - [`permute`](glossary.md#permute) reorders the axes. It reorders shape and strides
+ *   and never touches the data: always a *[view](glossary.md#view)*, a tensor
  *   that shares the buffer of the one it came from (the
  *   [glossary](glossary.md) collects the book's terms).
- * - [`reshape`](glossary.md) regroups the axes. It is a view when the
- *   existing strides can express the new shape, and a [copy](glossary.md)
+ * - [`reshape`](glossary.md#reshape) regroups the axes. It is a view when the
+ *   existing strides can express the new shape, and a [copy](glossary.md#copy)
  *   otherwise (PyTorch's rule).
- * - [`contiguous`](glossary.md) always copies, into row-major order.
+ * - [`contiguous`](glossary.md#contiguous) always copies, into row-major order.
  *
  * Chapter 02 puts views to work: the Linear layer reads a `(B, L, D)` tensor as
  * one matrix without copying it. Chapter 06 uses exactly the three steps of

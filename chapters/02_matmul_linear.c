@@ -11,7 +11,7 @@
  * means that the layer's numbers, its weight $W$ and bias $b$, are not
  * written by hand: they start random and are fitted to examples while the
  * model is *trained* (chapter 13 trains one). The queries, keys and values
- * are each *[projected](glossary.md)* by one ($W_q$, $W_k$, $W_v$): every row is multiplied
+ * are each *[projected](glossary.md#projection)* by one ($W_q$, $W_k$, $W_v$): every row is multiplied
  * by the layer's weight, which turns it into a row of new features, each a
  * learned weighted sum of the old ones. The heads are
  * mixed at the end by a fourth ($W_o$). A Linear layer maps each row
@@ -64,7 +64,7 @@ static void one_product(void)
      * `b`. The output shows two of them worked out, `c[0, 0] = 58` and
      * `c[1, 1] = 154`. For `a` of shape `(m, k)` and `b` of shape `(k, n)` that
      * is $m \cdot n$ dot products of length $k$: $2mnk$ floating-point
-     * operations (*[flops](glossary.md)*: a multiply and an add per term), here
+     * operations (*[flops](glossary.md#flop)*: a multiply and an add per term), here
      * $2 \cdot 2 \cdot 2 \cdot 3 = 24$.
      *
      * BLAS (Basic Linear Algebra Subprograms) is the standard library

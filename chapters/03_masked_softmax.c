@@ -8,7 +8,7 @@
 /*md
  * Attention scores every key against a query and then needs *weights*:
  * non-negative numbers that sum to 1, so that the output is a weighted average
- * of the values. The [softmax](glossary.md) makes weights out of any real scores
+ * of the values. The [softmax](glossary.md#softmax) makes weights out of any real scores
  * $s_1, \dots, s_n$:
  *
  * $$\mathrm{softmax}(s)_j = \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{e^{s_j - m}}{\sum_k e^{s_k - m}}, \qquad m = \max_k s_k$$
@@ -16,13 +16,13 @@
  * The second form is the same number, and it is the one to compute (section 1
  * shows why).
  *
- * Real batches also need *[masking](glossary.md)*. Sequences of different lengths are *padded*
+ * Real batches also need *[masking](glossary.md#mask)*. Sequences of different lengths are *padded*
  * to one length (filled up with positions that mean nothing), and a query must
  * give the padding weight exactly 0. And a *decoder*, a model that writes its
  * output one position at a time (a translator, a text generator), must not look
  * at later positions: when it is trained (chapter 13) on whole sequences,
  * position $i$ may not peek at the answer in position $i + 1$. Both are
- * expressed here as [`valid_lens`](glossary.md): row $(b, i)$ may only look at its first
+ * expressed here as [`valid_lens`](glossary.md#valid_lens): row $(b, i)$ may only look at its first
  * $\ell$ keys. The softmax runs over those $\ell$ scores alone, and every key
  * at a position $j \ge \ell$ gets weight exactly 0, whatever its score.
  * `valid_lens` is `(B,)` (one length per example) or `(B, Lq)` (one per query).
@@ -166,7 +166,7 @@ static void one_length_per_query(void)
      * its weight is exactly 1. Row `(0, 1)` uses scores 0.2909, 0.1213,
      * 0.5108, giving 0.3236, 0.2731, 0.4032. Row `(1, 1)` has length 4, which
      * masks nothing: it is the plain softmax of its four scores. This is the
-     * form a [causal](glossary.md) mask takes in section 6.
+     * form a [causal](glossary.md#causal) mask takes in section 6.
      */
     tensor *scores = d2l_scores(), *lens, *w;
     CHECK(tensor_from_array(SHAPE(2, 2), (double[]){1, 3, 2, 4}, &lens));

@@ -10,7 +10,7 @@
  * This chapter builds one attention head. Section 1 shows what attention
  * computes on numbers small enough to check by hand. Section 2 shows how to
  * read the heatmaps that picture it. Section 3 then runs the
- * [scaled dot product](glossary.md), the version that every head of
+ * [scaled dot product](glossary.md#scaled-dot-product-attention), the version that every head of
  * multi-head attention uses, on
  * [d2l's](https://d2l.ai/chapter_attention-mechanisms-and-transformers/attention-scoring-functions.html)
  * toy example.
@@ -246,7 +246,7 @@ static void dropout_and_evaluation(void)
     /*md
      * The program made section 3's attention with
      * `dot_attention_init(&attn, 0.5)` (in its own code, which this page
-     * does not show), and the 0.5 did nothing. It is the *[dropout](glossary.md)* probability. Dropout is a trick
+     * does not show), and the 0.5 did nothing. It is the *[dropout](glossary.md#dropout)* probability. Dropout is a trick
      * used while a model is trained (chapter 13): at every forward pass each
      * attention weight is set to 0 with probability $p$, and the weights that
      * are kept are divided by $1 - p$. A model that cannot count on any single

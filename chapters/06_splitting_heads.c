@@ -9,7 +9,7 @@
 /*md
  * Now the heads. One attention function sees all $d_{model}$ features of the
  * queries and keys at once, so it can only attend in one way. Multi-head
- * attention runs $h$ [heads](glossary.md) side by side. Each has its own learned projections,
+ * attention runs $h$ [heads](glossary.md#head) side by side. Each has its own learned projections,
  * and so its own view of the data: one head may follow the previous word,
  * another the subject of the sentence. With $q$, $k$ and $v$ rows, as in
  * chapter 02, head $i$ is

@@ -17,7 +17,7 @@
  * that is, each entry repeated $h$ times *in place*: `[3, 2]` with h = 3
  * becomes `[3, 3, 3, 2, 2, 2]`. That is PyTorch's
  * `torch.repeat_interleave(valid_lens, h, dim=0)`
- * ([repeat_interleave](glossary.md)), and `repeat_valid_lens` here. Repeating the whole list instead (`tile`, giving `[3, 2, 3, 2, 3, 2]`)
+ * ([repeat_interleave](glossary.md#repeat_interleave)), and `repeat_valid_lens` here. Repeating the whole list instead (`tile`, giving `[3, 2, 3, 2, 3, 2]`)
  * has the same shape and the same numbers, and it is wrong. Nothing crashes:
  * some heads quietly attend to padding, and others never see some of their
  * real keys. This chapter shows which rows go wrong and why. Chapter 08 then puts all the pieces together.
@@ -46,7 +46,7 @@ static void one_length_per_example(void)
      * three steps, and the trace shows each:
      *
      * - a `view` of `(2,)` as `(2, 1)`, one column;
-     * - an [`expand`](glossary.md) of that column to `(2, 3)`, `(B, h)`:
+     * - an [`expand`](glossary.md#expand) of that column to `(2, 3)`, `(B, h)`:
      *   no number moves, every entry of row $b$ reads `valid_lens[b]`,
      *   because the new axis has stride 0 (moving along it moves 0
      *   doubles);
@@ -60,7 +60,7 @@ static void one_length_per_example(void)
      *
      * Writing it is exercise 4. Its tests check `(B,)` to `(B h,)` and
      * `(B, Lq)` to `(B h, Lq)`, row $b h + i$ a copy of row $b$ (not
-     * `tile`'s order, section 2); that a [meta](glossary.md)
+     * `tile`'s order, section 2); that a [meta](glossary.md#meta)
      * `valid_lens` (shapes alone, as `mha trace` passes it) gives a meta
      * result of the repeated shape; that 0 heads, or a `valid_lens` of
      * another number of dimensions, is refused with `GSL_EINVAL`, the
@@ -125,7 +125,7 @@ static void why_not_tile(void)
      * plain-loop implementation instead.
      *
      * `tile` is not always wrong: it is the right repeat for a
-     * *[head-major](glossary.md)* layout, where the heads axis comes first and the batch row of head $i$
+     * *[head-major](glossary.md#head-major)* layout, where the heads axis comes first and the batch row of head $i$
      * of example $b$ is $i \cdot B + b$: expand `valid_lens` to `(h, B)`
      * instead of `(B, h)`, and the same merge gives `tile`. The einops version ([einops](https://github.com/arogozhnikov/einops) is a
      * Python library that rearranges axes by name) stores its heads that way,

@@ -22,7 +22,7 @@
  * with $W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}$,
  * $W_i^{(k)} \in \mathbb{R}^{p_k \times d_k}$ and
  * $W_i^{(v)} \in \mathbb{R}^{p_v \times d_v}$. A last learned
- * [projection](glossary.md)
+ * [projection](glossary.md#projection)
  * $W_o \in \mathbb{R}^{p_o \times h p_v}$ mixes the heads, laid side by side
  * in one row:
  *
@@ -118,7 +118,7 @@ static void whole_trace(lesson *l)
      *
      * @show src/nn/multihead.h multihead
      *
-     * The four weights are made by *[Xavier (Glorot) initialisation](glossary.md)*, d2l's
+     * The four weights are made by *[Xavier (Glorot) initialisation](glossary.md#xavier)*, d2l's
      * default. A layer has fan_in input features and fan_out output
      * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
      * uniformly from $[-a, a]$ with $a = \sqrt{6 / (\mathrm{fan_{in}} +

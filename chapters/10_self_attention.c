@@ -29,9 +29,9 @@
  * shape of its input, `(B, n, d_model)`, so layers stack. This chapter shows
  * the trace, the `(B, h, n, n)` weights, the one symmetry that makes positional
  * encodings necessary, and the cost that grows with $n^2$. Chapter 11 rebuilds
- * the module in the head-major [einsum](glossary.md) form, with a
- * [residual connection](glossary.md) and
- * [LayerNorm](glossary.md) ([Ba et al. 2016](https://arxiv.org/abs/1607.06450)) around it.
+ * the module in the head-major [einsum](glossary.md#einsum) form, with a
+ * [residual connection](glossary.md#residual-connection) and
+ * [LayerNorm](glossary.md#layernorm) ([Ba et al. 2016](https://arxiv.org/abs/1607.06450)) around it.
  */
 
 #include <math.h>

@@ -20,7 +20,7 @@
  * [Su et al. 2021](https://arxiv.org/abs/2104.09864), and [Llama
  * 2](https://arxiv.org/abs/2307.09288);
  * [llama2.c](https://github.com/karpathy/llama2.c)'s `run.c`): leave X alone and *rotate* the queries and keys by
- * an angle that grows with the position ([RoPE](glossary.md), rotary
+ * an angle that grows with the position ([RoPE](glossary.md#rope), rotary
  * positional encoding), so that the score of query $i$
  * against key $j$ depends on $i - j$ alone.
  */

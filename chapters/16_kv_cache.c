@@ -25,7 +25,7 @@
  * change once computed. Running the whole sequence again
  * at every step recomputes all of them, and all the scores of the old
  * queries, to get one new row. A decoder keeps the keys and values of the
- * positions seen so far in a *[key-value cache](glossary.md)*, and each step computes the
+ * positions seen so far in a *[key-value cache](glossary.md#kv-cache)*, and each step computes the
  * new position's query, key and value, appends the key and value to the
  * cache, and attends with the one new query to everything cached. That is
  * what llama2.c's `key_cache` and `value_cache` are, and what every
@@ -156,7 +156,7 @@ static void decoding(lesson *l)
      *
      * The first step takes the first 3 positions at once: a prompt is
      * known in advance, so its positions are processed together (the
-     * *[prefill](glossary.md)*), with a causal mask among them. Then one position per
+     * *[prefill](glossary.md#prefill)*), with a causal mask among them. Then one position per
      * step, as generation goes. The traces of the prefill and of the
      * first single step are below. In the second, the line
      * `append keys at 3..3` is the cache growing: the new key heads,

@@ -18,7 +18,7 @@
  * *Multi-query attention* ([Shazeer
  * 2019](https://arxiv.org/abs/1911.02150)) keeps $h$ query heads and gives
  * them one key head and one value head to share. The cache shrinks $h$
- * times. *[Grouped-query attention](glossary.md)* ([Ainslie et al.
+ * times. *[Grouped-query attention](glossary.md#grouped-query-attention)* ([Ainslie et al.
  * 2023](https://arxiv.org/abs/2305.13245)) sits between:
  * $G$ key-value heads, each shared by a group of $h/G$ query heads. $G = h$
  * is the multi-head attention of chapter 08, $G = 1$ is multi-query

@@ -13,14 +13,14 @@
  * enters its scores, and each has a cost or a puzzle the plain mask does
  * not:
  *
- * - a **[sliding window](glossary.md)** of $W$ keys
+ * - a **[sliding window](glossary.md#sliding-window)** of $W$ keys
  *   ([Mistral 7B](https://arxiv.org/abs/2310.06825)): causal, and only
  *   the last $W$ keys, so that a decoder keeps $W$ keys and values, not
  *   all of them;
- * - **[ALiBi](glossary.md)** ([Press et al. 2021](https://arxiv.org/abs/2108.12409)):
+ * - **[ALiBi](glossary.md#alibi)** ([Press et al. 2021](https://arxiv.org/abs/2108.12409)):
  *   no positional encoding at all (chapter 15's are left out); each score
  *   gets a penalty proportional to the distance, with one slope per head;
- * - **[attention sinks](glossary.md)**: trained models park weight on the first token
+ * - **[attention sinks](glossary.md#attention-sink)**: trained models park weight on the first token
  *   ([Xiao et al. 2023](https://arxiv.org/abs/2309.17453)), which bertviz
  *   users meet unexplained as "every token focuses on the first token"
  *   ([jessevig/bertviz#131](https://github.com/jessevig/bertviz/issues/131));

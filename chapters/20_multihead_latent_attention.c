@@ -14,7 +14,7 @@
  * Chapter 17 made the key-value cache smaller by giving several query
  * heads one key head and one value head to share. Every head of a group
  * then sees the same keys, which is what costs quality.
- * *[Multi-head latent attention](glossary.md)* (MLA, [DeepSeek-AI
+ * *[Multi-head latent attention](glossary.md#multi-head-latent-attention)* (MLA, [DeepSeek-AI
  * 2024](https://arxiv.org/abs/2405.04434), DeepSeek-V2, and [DeepSeek-V3](https://arxiv.org/abs/2412.19437))
  * shrinks the cache another way. Each position gets one *latent* vector
  * $c_{kv}$ of $d_c$ features, a down-projection of $x$, and every head's
@@ -139,7 +139,7 @@ static void naive_path(mla *m, const tensor *x)
      *   $1/\sqrt{12}$, the values give `(8, 5, 6)`, `transpose_output`
      *   joins the heads to `(2, 5, 24)` and `wo` maps them back to 32.
      *
-     * `rms_norm` is the published model's *[RMSNorm](glossary.md)* ([Zhang
+     * `rms_norm` is the published model's *[RMSNorm](glossary.md#rmsnorm)* ([Zhang
      * and Sennrich 2019](https://arxiv.org/abs/1910.07467)), LayerNorm without the
      * mean: each row divided by its root mean square and scaled feature
      * by feature by a learned weight. It keeps the latent's size in

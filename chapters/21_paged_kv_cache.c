@@ -21,7 +21,7 @@
  * cache memory for keys and values actually computed; the rest is
  * *fragmentation*.
  *
- * Their answer, vLLM's *[paged attention](glossary.md)*, borrows
+ * Their answer, vLLM's *[paged attention](glossary.md#paged-attention)*, borrows
  * virtual memory's pages. The cache is a pool of fixed-size *blocks*, each
  * room for `block_size` positions of every key-value head. A sequence
  * owns a *block table*, the list of its blocks in order, and takes a new

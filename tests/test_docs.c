@@ -950,49 +950,20 @@ Test(docs, every_page_has_one_title)
 
 /* --- every glossary term is linked where it is taught ------------------ */
 
-/* s lowercased, keeping only letters, digits and '_': "`d_model`" and
- * "D_model" both become "d_model", "key-value cache" "keyvaluecache". */
-static void squeeze(const char *s, size_t n, char *out, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && s[i] && k + 1 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (isalnum(c) || c == '_')
-            out[k++] = (char)tolower(c);
-    }
-    out[k] = '\0';
-}
-
-/* Whether a link text names the term: they share their first five
- * letters (fewer when the term is shorter), so "flops" names "flop" and
- * "projected" "projection". */
-static int names_term(const char *text, const char *term)
-{
-    size_t n = strlen(term) < 5 ? strlen(term) : 5;
-    return n > 0 && strncmp(text, term, n) == 0;
-}
-
-/* Whether a page up to chapter `chapter` links to glossary.md with a text
- * naming key. */
+/* Whether a page up to chapter `chapter` links to the glossary's entry
+ * `anchor` ("glossary.md#anchor"). */
 static int glossary_link_before(const char (*pages)[300], size_t npages,
-                                int chapter, const char *key)
+                                int chapter, const char *anchor)
 {
+    char link[96];
+    snprintf(link, sizeof link, "](glossary.md#%s)", anchor);
     for (size_t p = 0; p < npages; p++) {
         const char *base = strrchr(pages[p], '/') + 1;
         if (!isdigit((unsigned char)base[0]) || atoi(base) > chapter)
             continue;
         char *page = slurp_file(pages[p]);
         cr_assert_not_null(page);
-        int found = 0;
-        for (const char *at = page; !found && (at = strstr(at, "](glossary.md)"));
-             at++) {
-            const char *open = at;
-            while (open > page && *open != '[')
-                open--;
-            char text[128];
-            squeeze(open + 1, (size_t)(at - open - 1), text, sizeof text);
-            found = names_term(text, key);
-        }
+        int found = strstr(page, link) != NULL;
         free(page);
         if (found)
             return 1;
@@ -1000,9 +971,9 @@ static int glossary_link_before(const char (*pages)[300], size_t npages,
     return 0;
 }
 
-/* Each term of tools/glossary.md ("- **term (other name)**: ...
- * (chapter NN ...") is linked to the glossary from the page of the first
- * chapter it names or an earlier one, by its name or its other name. */
+/* Each term of tools/glossary.md ("- **term**<a id="anchor"></a>: ...
+ * (chapter NN ...") has an anchor, and is linked to it from the page of
+ * the first chapter it names or an earlier one. */
 Test(docs, every_glossary_term_is_linked_where_taught)
 {
     static char pages[64][300];
@@ -1013,29 +984,64 @@ Test(docs, every_glossary_term_is_linked_where_taught)
     for (char *at = strstr(glossary, "\n- **"); at; at = strstr(at + 1, "\n- **")) {
         char *term = at + 5, *end = strstr(term, "**");
         cr_assert_not_null(end);
+        int n = (int)(end - term);
+        char anchor[64];
+        cr_assert(sscanf(end, "**<a id=\"%63[^\"]\"></a>", anchor) == 1,
+                  "glossary term '%.*s' has no anchor: write "
+                  "**%.*s**<a id=\"name\"></a>", n, term, n, term);
         char *next = strstr(end, "\n- **");
         char *ch = strstr(end, "(chapter");
         cr_assert(ch && (!next || ch < next), "glossary term '%.*s' names no chapter",
-                  (int)(end - term), term);
+                  n, term);
         ch += strcspn(ch, "0123456789");
         int chapter = atoi(ch);
-        /* the name before any ',' or '(' and the other name in brackets */
-        size_t n = strcspn(term, ",(*");
-        char key[64], other[64] = "";
-        squeeze(term, n, key, sizeof key);
-        char *paren = memchr(term, '(', (size_t)(end - term));
-        if (paren)
-            squeeze(paren + 1, strcspn(paren + 1, ")"), other, sizeof other);
-        cr_expect(glossary_link_before((const char (*)[300])pages, npages, chapter, key) ||
-                      (other[0] && glossary_link_before((const char (*)[300])pages, npages,
-                                                        chapter, other)),
+        cr_expect(glossary_link_before((const char (*)[300])pages, npages, chapter,
+                                       anchor),
                   "glossary term '%.*s' (chapter %02d) is linked from no page "
-                  "up to chapter %02d: link its first use to glossary.md",
-                  (int)(end - term), term, chapter, chapter);
+                  "up to chapter %02d: link its first use to glossary.md#%s",
+                  n, term, chapter, chapter, anchor);
         terms++;
     }
     free(glossary);
     cr_assert_geq(terms, 25);
+}
+
+/* Every link into the glossary names an entry it has: a link to
+ * glossary.md#name finds <a id="name"> there, so the reader lands on the
+ * term, not at the top. */
+Test(docs, every_glossary_link_lands_on_its_term)
+{
+    static char pages[64][300];
+    size_t npages = book_pages(pages, 64);
+    char *glossary = slurp_file("docs/glossary.md");
+    cr_assert_not_null(glossary);
+    int links = 0;
+    for (size_t p = 0; p < npages; p++) {
+        char *page = slurp_file(pages[p]);
+        cr_assert_not_null(page);
+        for (const char *at = page; (at = strstr(at, "](glossary.md")); at++) {
+            const char *rest = at + strlen("](glossary.md");
+            if (*rest == ')') { // the glossary as a whole: only by its name
+                const char *open = at;
+                while (open > page && *open != '[')
+                    open--;
+                cr_expect(strncmp(open, "[glossary]", 10) == 0,
+                          "%s links %.*s to the top of the glossary: give "
+                          "the term's anchor, glossary.md#name",
+                          pages[p], (int)(rest - open + 1), open);
+                continue;
+            }
+            char anchor[64], id[96];
+            cr_assert(sscanf(rest, "#%63[^)]", anchor) == 1);
+            snprintf(id, sizeof id, "<a id=\"%s\"></a>", anchor);
+            cr_expect(strstr(glossary, id), "%s links to glossary.md#%s, "
+                      "which the glossary has no anchor for", pages[p], anchor);
+            links++;
+        }
+        free(page);
+    }
+    free(glossary);
+    cr_assert_geq(links, 30);
 }
 
 /* --- numbers in the prose come from the output ------------------------- */

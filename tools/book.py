@@ -230,6 +230,9 @@ def page_html(name, markdown, docs, names):
         heads.append((int(level), ident, html.unescape(re.sub(r"<[^>]+>", "", text))))
         return '<h%s id="%s">%s</h%s>' % (level, ident, text, level)
     body = re.sub(r"<h([1-6])>(.*?)</h\1>", head, body, flags=re.S)
+    # a page's own anchors (the glossary's terms) as its headings are named
+    body = re.sub(r'<a id="([^"]+)"></a>',
+                  lambda m: '<a id="%s--%s"></a>' % (name, m.group(1)), body)
 
     def link(m):
         target, text = html.unescape(m.group(1)), m.group(2)
