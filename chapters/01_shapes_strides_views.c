@@ -393,8 +393,11 @@ int main(void)
  *    `git checkout chapters/` undoes it.
  * 3. In section 4 with B = 2, write down the offset of the first element of
  *    each of the 16 rows of the merged `B*h` axis. Show that no single stride
- *    produces that list, then use the same offsets to explain each "view"
- *    row of the summary's table.
+ *    produces that list. Then explain each "a view when" entry of the
+ *    summary's table the same way: which offsets the merged axis would
+ *    need, and why a size of 1 makes one stride enough (for
+ *    `transpose_output`'s last step, list the offsets of the merged `h*p`
+ *    axis).
  * 4. Write a loop that visits the elements of `heads` (section 3) in index
  *    order using only its shape and strides, and prints the offset of each.
  *    Which offsets come out, in which order?
