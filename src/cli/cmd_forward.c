@@ -56,9 +56,16 @@ static const char usage_forward[] =
     "  valid_lens (B,) or (B, Lq): whole numbers 0 .. Lk, from a list (one\n"
     "      per example) or a file; query i of example b sees only the first\n"
     "      valid_lens[b] (or valid_lens[b, i]) keys; 0 gives uniform weights,\n"
+/*< 16
+    "      as in d2l.  A key a query does not see gets weight exactly 0\n"
+    "      whatever the scores: the softmax runs over the visible keys only\n"
+    "      (no -1e6 fill)\n"
+*/
+//> 16
     "      as in d2l.  A key a query does not see (here or with --causal)\n"
     "      gets weight exactly 0 whatever the scores: the softmax runs over\n"
     "      the visible keys only (no -1e6 fill)\n"
+//<
 //> 17
     "  --kv-heads G: G key-value heads (grouped-query attention; G = 1 is\n"
     "      multi-query): G divides h, W_k is (G*D/h, Dk), W_v (G*D/h, Dv),\n"
