@@ -39,11 +39,17 @@
 static const char usage_view[] =
     "usage: mha view --html F [--batch B] [--queries Lq] [--kv Lk] [--hiddens D]\n"
     "                [--heads h] [--valid-lens 3,2]\n"
+//> 15
+    "                [--rope [--rope-base B]]\n"
+//<
 //> 16
     "                [--causal]\n"
 //<
 //> 17
     "                [--kv-heads G]\n"
+//<
+//> 19
+    "                [--window W [--keep-first K]] [--alibi]\n"
 //<
     "                [--seed S | --d2l] [--labels a,b,c] [--query-labels x,y]\n"
     "                [--title T]\n"
@@ -99,6 +105,9 @@ static const char usage_view[] =
 static const char *const file_options[] = {
     "--keys", "--values", "--wq", "--wk", "--wv", "--wo", "--bq", "--bk",
     "--bv", "--bo", "--valid-lens-file",
+//> 19
+    "--sinks",
+//<
 //> 18
     CLI_TORCH_FILES,
 //<
@@ -216,6 +225,11 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
 //> 17
     if (cli_kv_heads_option(cli_find(opts, nopts, "--kv-heads"), h,
                             &cfg.kv_heads))
+        return CLI_USAGE;
+//<
+//> 19
+    if (cli_window_options(opts, nopts, cfg.causal, &cfg.window,
+                           &cfg.keep_first, &cfg.alibi))
         return CLI_USAGE;
 //<
     if (multihead_init(&c->m, &cfg))
