@@ -426,7 +426,8 @@ snapshots: $(BUILD)/marks-filter
 
 #> full
 # Every chapter's handout cut and built (tools/test-handouts.sh), mha
-# and its quiz included: CI's stage, after make snapshots.
+# and its quiz included, and from chapter 08 on its mha run on .npy
+# files against the teacher's: CI's stage, after make snapshots.
 handouts: $(BUILD)/marks-filter $(BUILD)/weave $(CLI_BIN)
 	@tools/test-handouts.sh $(BUILD)
 
