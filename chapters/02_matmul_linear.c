@@ -159,8 +159,9 @@ static void linear_layer(void)
      * @show src/nn/linear.c linear_steps
      *
      * The product writes `b` into every row of `y` first, so that one
-     * dgemm adds $x W^T$ onto it (GSL's `beta = 1`: $y \leftarrow x W^T +
-     * 1 \cdot y$). In the sums, the bias still comes last: dgemm adds up
+     * dgemm adds $x W^T$ onto it (GSL's `beta = 1`:
+     * $y \leftarrow x W^T + 1 \cdot y$). In the sums, the bias still comes
+     * last: dgemm adds up
      * each output's products, then adds that sum to the bias already in
      * `y`. `TENSOR_MATRIX(xm, 0, 0)` is GSL's view of the one matrix
      * `tensor_as_rows` made of `x` (a batch of matrices has more; chapter

@@ -238,8 +238,9 @@ static void where_minus_1e6_leaks(void)
      *
      * But a score can be anything. When every visible score is lower than
      * $-10^6 - 745$, the masked keys *are* the maximum, and they take the
-     * weight. The row printed first has one visible key of score $-3 \cdot
-     * 10^6$ (a query $(1000, 0)$ against a key $(-3000, 0)$ makes it) and two
+     * weight. The row printed first has one visible key of score
+     * $-3 \cdot 10^6$ (a query $(1000, 0)$ against a key $(-3000, 0)$ makes it)
+     * and two
      * masked keys: d2l's fill gives the masked keys half the weight each and the
      * visible key none, the opposite of the mask. For a causal mask that is a
      * query reading the future; nothing signals it. The library's softmax

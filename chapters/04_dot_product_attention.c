@@ -197,8 +197,8 @@ static void d2l_toy(gsl_rng *rng)
      * scores give equal weights over the valid keys: 1/2 over keys 0-1 in
      * example 0, 1/6 over keys 0-5 in example 1. The outputs are therefore
      * plain averages of value rows, whatever the queries are:
-     * $(0..3 + 4..7)/2 = $ `[2, 3, 4, 5]` and
-     * $(0..3 + \dots + 20..23)/6 = $ `[10, 11, 12, 13]`. The toy checks the
+     * $(0..3 + 4..7)/2$ = `[2, 3, 4, 5]` and
+     * $(0..3 + \dots + 20..23)/6$ = `[10, 11, 12, 13]`. The toy checks the
      * plumbing (shapes, mask, averaging), not the scoring.
      *
      * The heatmap has one panel per example, each with its single query (the

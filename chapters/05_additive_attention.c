@@ -95,11 +95,12 @@ static void d2l_toy(void)
      * The output is the same as chapter 04's, `[2, 3, 4, 5]` and
      * `[10, 11, 12, 13]`: all keys are equal, so every valid key gets the same
      * score, whatever the scoring function, and the weights are 1/2 and 1/6
-     * again. Cost: the features are $B L_q L_k H = 2 \cdot 1 \cdot 10
-     * \cdot 8 = 160$ doubles. A linear layer costs 2 flops (a multiply
+     * again. Cost: the features are
+     * $B L_q L_k H = 2 \cdot 1 \cdot 10 \cdot 8 = 160$ doubles. A linear layer
+     * costs 2 flops (a multiply
      * and an add) per row, input feature and output feature. `W_q` takes
-     * $B L_q = 2$ query rows of 20 features: $2 \cdot 2 \cdot 20 \cdot 8 =
-     * 640$ flops. `W_k` takes $B L_k = 20$ key rows of 2 features:
+     * $B L_q = 2$ query rows of 20 features: $2 \cdot 2 \cdot 20 \cdot 8 = 640$
+     * flops. `W_k` takes $B L_k = 20$ key rows of 2 features:
      * $2 \cdot 20 \cdot 2 \cdot 8 = 640$ flops, the same count from the
      * other shape. `w_v` takes the 160 features to one score each:
      * $2 \cdot 160 = 320$ flops.

@@ -151,7 +151,10 @@ static void where_each_number_goes(void)
      *
      * [**Follow any number: pictures/06_numbers.html**](pictures/06_numbers.html),
      * the page `mha view --batch 1 --queries 2 --kv 2 --hiddens 16 --heads 8
-     * --html v.html` writes (open it from a clone: GitHub shows its source).
+     * --d2l --html v.html` writes, with its own title (open it from a clone: GitHub
+     * shows its source). `--d2l` gives inputs of ones, as d2l's example,
+     * so each query weighs its two keys alike: the page is here for where
+     * the numbers go, not for the weights.
      * `mha` is the project's command-line program, `build/mha` once `make
      * walkthrough` has run: `mha trace` prints the module's trace for any
      * sizes, `mha view` writes such pages ([its manual](cli.md)).

@@ -121,9 +121,10 @@ static void whole_trace(lesson *l)
      * The four weights are made by *[Xavier (Glorot) initialisation](glossary.md#xavier)*, d2l's
      * default. A layer has fan_in input features and fan_out output
      * features, so its weight has shape (fan_out, fan_in). Each entry is drawn
-     * uniformly from $[-a, a]$ with $a = \sqrt{6 / (\mathrm{fan_{in}} +
-     * \mathrm{fan_{out}})}$, which gives it variance $2 / (\mathrm{fan_{in}} +
-     * \mathrm{fan_{out}})$. Why that scale: an output feature is a sum of
+     * uniformly from $[-a, a]$ with
+     * $a = \sqrt{6 / (\mathrm{fan_{in}} + \mathrm{fan_{out}})}$, which gives it
+     * variance $2 / (\mathrm{fan_{in}} + \mathrm{fan_{out}})$. Why that scale:
+     * an output feature is a sum of
      * fan_in products, so its variance is $\mathrm{fan_{in}}$ times the
      * weights' variance times the input's. Variance $1/\mathrm{fan_{in}}$ keeps
      * activations the same size from layer to layer; on the way back a
@@ -391,9 +392,10 @@ static void cost(void)
      * $L < 2D$; past that, the attention's $L^2$ term takes over.
      *
      * For d2l's example the program counts it exactly. Each projection costs
-     * 2 flops per multiply-add for each row it maps: $2 \cdot 8 \cdot 100
-     * \cdot 100$ for the 8 query rows (W_q, W_o), $2 \cdot 12 \cdot 100 \cdot
-     * 100$ for the 12 key and value rows (W_k, W_v). The attention is
+     * 2 flops per multiply-add for each row it maps:
+     * $2 \cdot 8 \cdot 100 \cdot 100$ for the 8 query rows (W_q, W_o),
+     * $2 \cdot 12 \cdot 100 \cdot 100$ for the 12 key and value rows (W_k,
+     * W_v). The attention is
      * $4 B L_q L_k d_{model}$. With such short sequences the projections are
      * 98% of the work.
      *

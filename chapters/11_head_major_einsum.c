@@ -240,20 +240,21 @@ static void initial_weights(lesson *l)
      * - `w_vs`: the same with $d_v$,
      * - `fc`: Xavier normal, the normal form of chapter 08's Xavier
      *   uniform: the same variance $2 / (\text{fan\_in} + \text{fan\_out})$,
-     *   drawn from $\mathcal N(0, \sigma^2)$ with $\sigma = \sqrt{2 /
-     *   (\text{fan\_in} + \text{fan\_out})} = \sqrt{2 / (h d_v + d_{model})}$
+     *   drawn from $\mathcal N(0, \sigma^2)$ with
+     *   $\sigma = \sqrt{2 / (\text{fan\_in} + \text{fan\_out})} = \sqrt{2 / (h d_v + d_{model})}$
      *   instead of from $\mathcal U(-a, a)$.
      *
-     * The biases keep PyTorch's default, $\mathcal U(-1/\sqrt{in},
-     * 1/\sqrt{in})$, and the LayerNorm starts as $\gamma = 1$,
+     * The biases keep PyTorch's default,
+     * $\mathcal U(-1/\sqrt{in}, 1/\sqrt{in})$, and the LayerNorm starts as
+     * $\gamma = 1$,
      * $\beta = 0$.  That default is a form of *Kaiming (He)
      * initialisation*, which sets a weight's scale from fan_in alone
      * (variance $2/\mathrm{fan_{in}}$ in its usual form, made for layers
      * followed by a ReLU, which sets negative numbers to 0); `nn.Linear` uses a uniform variant whose bound
      * $1/\sqrt{\mathrm{fan_{in}}}$ gives variance $1/(3\,\mathrm{fan_{in}})$.
      * For the Transformer's sizes ($d_{model} = 512$,
-     * $h = 8$, $d_k = d_v = 64$) the projections get $\sigma \approx
-     * 0.059$, more than twice the $1/\sqrt{3 \cdot 512} \approx 0.026$
+     * $h = 8$, $d_k = d_v = 64$) the projections get $\sigma \approx 0.059$,
+     * more than twice the $1/\sqrt{3 \cdot 512} \approx 0.026$
      * of `nn.Linear`'s own default.  The sample standard
      * deviations of one draw land within a fraction of a percent of the
      * targets: each matrix has over 260 000 entries.
@@ -363,8 +364,9 @@ static void agrees(pair *p)
 {
     section("5. Where it agrees with chapter 08's module");
     /*md
-     * Give the head-major module chapter 08's weights: $d_k = d_v =
-     * d_{model}/h$, `w_qs` $= W_q$, `w_ks` $= W_k$, `w_vs` $= W_v$,
+     * Give the head-major module chapter 08's weights:
+     * $d_k = d_v = d_{model}/h$, `w_qs` $= W_q$, `w_ks` $= W_k$, `w_vs`
+     * $= W_v$,
      * `fc` $= W_o$, zero biases, and switch residual + LayerNorm off.
      * Both modules then compute
      *

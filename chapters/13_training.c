@@ -184,16 +184,17 @@ static void backward_traced(lesson *l)
      * queries, keys and values at once, so its gradient is the sum of the
      * three input gradients.
      *
-     * The softmax step is the one with an idea in it. With $w =
-     * \mathrm{softmax}(s)$, $\partial L / \partial s_j = w_j (\partial
-     * L/\partial w_j - \sum_k w_k\, \partial L / \partial w_k)$: raising
+     * The softmax step is the one with an idea in it. With
+     * $w = \mathrm{softmax}(s)$,
+     * $\partial L / \partial s_j = w_j (\partial L/\partial w_j - \sum_k w_k\, \partial L / \partial w_k)$:
+     * raising
      * one score takes weight from all the others. A masked key's score
      * never enters the softmax (chapter 03), so its weight is exactly 0
      * and so is its gradient.  Here $s$ is the scaled score, $q \cdot k$
      * times the scale $1/\sqrt{d}$.  The code below returns the gradient
      * with respect to the unscaled product $q \cdot k$ directly, so it
-     * multiplies by `scale` (the chain rule through $s = \text{scale}
-     * \cdot q \cdot k$), the scale its trace line prints.
+     * multiplies by `scale` (the chain rule through
+     * $s = \text{scale} \cdot q \cdot k$), the scale its trace line prints.
      *
      * @show src/nn/backward.c masked_softmax_backward
      */
@@ -526,8 +527,9 @@ int main(void)
  *    step (`pos` is the model's `(L, D)` table of position vectors,
  *    `src/train/model.h`). Which answers can the model still give, at
  *    which positions, and why?
- * 3. Replace Adam by plain gradient descent, $\theta \leftarrow \theta
- *    - \eta g$. Find a learning rate $\eta$ that trains in 600 steps,
+ * 3. Replace Adam by plain gradient descent,
+ *    $\theta \leftarrow \theta - \eta g$. Find a learning rate $\eta$ that
+ *    trains in 600 steps,
  *    and compare the loss curves.
  * 4. Add a third answer, the token two positions back. How many heads
  *    does the model need now? Check your guess.

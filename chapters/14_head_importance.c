@@ -215,8 +215,8 @@ static void gradient(lesson *l)
      * them). [Michel, Levy and Neubig (2019)](https://arxiv.org/abs/1905.10650) estimate all $h$ importances
      * with one backward pass instead: the gradient of the loss with
      * respect to the mask at 1, $\partial L / \partial m_i$, says how fast
-     * the loss changes as head $i$ is turned down, and $|\partial L /
-     * \partial m_i|$ is their importance score.
+     * the loss changes as head $i$ is turned down, and
+     * $|\partial L / \partial m_i|$ is their importance score.
      *
      * It is a linear estimate of a large change (turning a head fully off),
      * taken where this model's loss is nearly 0 and so every gradient is

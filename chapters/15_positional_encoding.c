@@ -106,8 +106,9 @@ static void shift(void)
     /*md
      * Why sines and cosines? Because moving $\delta$ positions on is the
      * same linear map for every position. Write $w_j = 10000^{-2j/d}$ and
-     * take pair $j$ cosine first, $(P_{i, 2j+1}, P_{i, 2j}) =
-     * (\cos i w_j, \sin i w_j)$: the point at angle $i w_j$ on the unit
+     * take pair $j$ cosine first,
+     * $(P_{i, 2j+1}, P_{i, 2j}) = (\cos i w_j, \sin i w_j)$: the point at angle
+     * $i w_j$ on the unit
      * circle. The addition formulas give
      *
      * $$\begin{pmatrix} P_{i+\delta, 2j+1} \\ P_{i+\delta, 2j} \end{pmatrix}
@@ -422,8 +423,8 @@ int main(void)
  *    to where it started? What does that say about the longest sequence
  *    the last pair can tell apart, and what does the base 10000 buy?
  * 4. Section 2 found a fixed rotation for a shift. Is $X + P$ still
- *    relative, that is, does $(x_i + p_i) W_q^\top \cdot (x_j + p_j)
- *    W_k^\top$ depend on $i - j$ alone? Expand it and find the terms that
+ *    relative, that is, does $(x_i + p_i) W_q^\top \cdot (x_j + p_j) W_k^\top$
+ *    depend on $i - j$ alone? Expand it and find the terms that
  *    do not.
  * 5. Run `build/mha trace --rope --queries 1 --kv 7`: at which position
  *    is the one query turned, and why is that what decoding with a cache

@@ -279,8 +279,8 @@ static void work(void)
      * $4\,d_{model}^2$ multiply-adds; recomputing, to all $t$ of them,
      * $t$ times as much. Over
      * a whole sequence of $T$ steps the attention costs about
-     * $T^2 d_{model}$ multiply-adds with the cache and $\frac{1}{3} T^3
-     * d_{model}$ without. The table is for one layer of
+     * $T^2 d_{model}$ multiply-adds with the cache and
+     * $\frac{1}{3} T^3 d_{model}$ without. The table is for one layer of
      * $d_{model} = 4096$ (the size of Llama 2 7B), and the chart draws the
      * two columns of attention for every $t$ up to 512.
      *

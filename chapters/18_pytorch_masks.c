@@ -12,8 +12,8 @@
  * $b$ sees the first `valid_lens[b]` keys. PyTorch says the same thing
  * three other ways, and they do not agree with each other:
  *
- * - `nn.MultiheadAttention` takes a bool `attn_mask` of shape $(L_q,
- *   L_k)$ or $(B \cdot h, L_q, L_k)$ and a bool `key_padding_mask` of
+ * - `nn.MultiheadAttention` takes a bool `attn_mask` of shape $(L_q, L_k)$ or
+ *   $(B \cdot h, L_q, L_k)$ and a bool `key_padding_mask` of
  *   shape $(B, L_k)$, where **True means "may not attend"**;
  * - `F.scaled_dot_product_attention` takes a bool `attn_mask` where
  *   **True means "may attend"**: the same type, the opposite meaning

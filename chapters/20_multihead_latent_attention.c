@@ -40,8 +40,8 @@
  * $\to$ every head's $d_{nope} + d_r$), which saves
  * weights, not cache. The library follows the published model's code
  * (DeepSeek-V3's `inference/model.py`, class `MLA`) and its names:
- * `wq_a`, `q_norm`, `wq_b` for the queries, `wkv_a` for $[c_{kv} \mid
- * k_{pe}]$, `kv_norm`, `wkv_b` holding every head's $W_{UK}$ and $W_{UV}$,
+ * `wq_a`, `q_norm`, `wq_b` for the queries, `wkv_a` for $[c_{kv} \mid k_{pe}]$,
+ * `kv_norm`, `wkv_b` holding every head's $W_{UK}$ and $W_{UV}$,
  * and `wo`.
  */
 
@@ -76,8 +76,8 @@ static void the_weights(const mla *m)
     /*md
      * This chapter's module is small: $d_{model} = 32$, $h = 4$ heads,
      * a query rank $d_q' = 16$, a latent of $d_c = 10$ features, and per
-     * head $d_{nope} = 8$ query and key features without rotation, $d_r =
-     * 4$ with, and $d_v = 6$ value features. Its weights, in PyTorch's
+     * head $d_{nope} = 8$ query and key features without rotation, $d_r = 4$
+     * with, and $d_v = 6$ value features. Its weights, in PyTorch's
      * layout (out features, in features):
      *
      * - `wkv_a` makes $d_c + d_r = 14$ features per position: the first
@@ -315,8 +315,8 @@ static void cache_table(void)
      * sizes per layer; the table counts V2's 60 layers.
      *
      * For Llama 2 70B's shape (chapter 17: 80 layers, 64 heads of 128),
-     * the table puts MLA with the same choice, $d_c = 4 d_h$ and $d_r =
-     * d_h/2$. Bytes are for 16-bit numbers over all layers, for one
+     * the table puts MLA with the same choice, $d_c = 4 d_h$ and $d_r = d_h/2$.
+     * Bytes are for 16-bit numbers over all layers, for one
      * position and for a sequence of 4096.
      */
     static const struct {
@@ -356,11 +356,12 @@ static void cache_table(void)
                   "20_cache_bytes");
     /*md
      * What MLA pays is work: each step the absorbed query
-     * $q_{nope} W_{UK}$ and the output's $W_{UV}$ cost $h \cdot d_{nope}
-     * \cdot d_c$ multiply-adds each per query, and the scores are over
+     * $q_{nope} W_{UK}$ and the output's $W_{UV}$ cost
+     * $h \cdot d_{nope} \cdot d_c$ multiply-adds each per query, and the scores
+     * are over
      * $d_c + d_r = 576$ features instead of multi-head attention's
-     * $d_h = 128$ (MLA without the absorption scores over $d_{nope} +
-     * d_r = 192$). Decoding is bound by reading the cache, not by
+     * $d_h = 128$ (MLA without the absorption scores over
+     * $d_{nope} + d_r = 192$). Decoding is bound by reading the cache, not by
      * arithmetic, so the trade pays.
      */
 }
@@ -390,8 +391,8 @@ int main(void)
  *    not a division by zero?
  * 2. Section 3 absorbs $W_{UK}$ into each query at every step. It could
  *    be folded into `wq_b` once instead: what shape would the folded
- *    weight have for this chapter's sizes, and for DeepSeek-V2's ($h =
- *    128$, $d_{nope} = 128$, $d_c = 512$, $d_q' = 1536$)? Is that a good
+ *    weight have for this chapter's sizes, and for DeepSeek-V2's ($h = 128$,
+ *    $d_{nope} = 128$, $d_c = 512$, $d_q' = 1536$)? Is that a good
  *    trade?
  * 3. Why can $k_{pe}$ not be folded into the latent, that is, why does
  *    RoPE need features of its own? Write the score of a key turned by

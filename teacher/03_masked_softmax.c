@@ -45,8 +45,8 @@ static void exercise2(void)
     /*md
      * Row `(0, 0)` of section 2 has valid length 2 and scores 0.5508 and
      * 0.0707, weights 0.6178 and 0.3822. With two scores the softmax is a
-     * logistic function of their difference, $w_0 = 1/(1 + e^{-(s_0 -
-     * s_1)})$, so scaling the scores scales the difference (printed below). Times
+     * logistic function of their difference, $w_0 = 1/(1 + e^{-(s_0 - s_1)})$,
+     * so scaling the scores scales the difference (printed below). Times
      * 10 the larger score takes almost all the weight, 0.9918; times a
      * tenth the weights are nearly equal, 0.5120 and 0.4880. A large
      * scale makes the softmax pick the largest score (the limit is the

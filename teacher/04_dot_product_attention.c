@@ -12,11 +12,12 @@ static void exercise1(void)
 {
     section("Exercise 1");
     /*md
-     * $-\lVert q - k \rVert^2 / 2 = -\lVert q \rVert^2/2 + q \cdot k -
-     * \lVert k \rVert^2/2$. The first term is the same for every key of the
+     * $-\lVert q - k \rVert^2 / 2 = -\lVert q \rVert^2/2 + q \cdot k - \lVert k \rVert^2/2$.
+     * The first term is the same for every key of the
      * query, and the softmax over keys does not change when a constant is
-     * added to all the scores of a row ($e^{s_j + c} / \sum_k e^{s_k + c}
-     * = e^{s_j} / \sum_k e^{s_k}$), so it cancels and the weights are those
+     * added to all the scores of a row
+     * ($e^{s_j + c} / \sum_k e^{s_k + c} = e^{s_j} / \sum_k e^{s_k}$), so it
+     * cancels and the weights are those
      * of $q \cdot k - \lVert k \rVert^2/2$.
      *
      * That equals the unscaled dot product's weights exactly when
@@ -81,8 +82,8 @@ static void exercise2(void)
      * score is 0. With two keys the weights are $1/(1 + e^{\mp 1.1488})$:
      * key 0 gets 0.2407 and key 1 gets 0.7593.
      * The output mixes value rows 0 (`0, 1, 2, 3`) and 1 (`4, 5, 6, 7`):
-     * $0.2407 \cdot (0, 1, 2, 3) + 0.7593 \cdot (4, 5, 6, 7) = (0, 1, 2, 3)
-     * + 4 \cdot 0.7593$, printed below as the library computes it with the
+     * $0.2407 \cdot (0, 1, 2, 3) + 0.7593 \cdot (4, 5, 6, 7) = (0, 1, 2, 3) + 4 \cdot 0.7593$,
+     * printed below as the library computes it with the
      * changed key. Example 1 is unchanged.
      */
     gsl_rng *rng = mha_rng_new(4);
@@ -166,8 +167,9 @@ static void exercise4(void)
 {
     section("Exercise 4");
     /*md
-     * One weight per (example, head, query, key): $B \cdot h \cdot L_q
-     * \cdot L_k$ doubles of 8 bytes each, as below: about 17 GB (16 GiB)
+     * One weight per (example, head, query, key):
+     * $B \cdot h \cdot L_q \cdot L_k$ doubles of 8 bytes each, as below: about
+     * 17 GB (16 GiB)
      * for one layer, which is why chapter 12 never stores them.
      */
     const double n = 8.0 * 16 * 4096 * 4096;

@@ -28,8 +28,8 @@ static void exercise2(void)
     section("Exercise 2");
     /*md
      * With `W_q` and `W_k` zero (and no biases: the layers have none),
-     * every feature is $\tanh(0 + 0) = 0$, so every score is $w_v \cdot 0
-     * = 0$ whatever the query and key. Equal scores give equal weights over
+     * every feature is $\tanh(0 + 0) = 0$, so every score is $w_v \cdot 0 = 0$
+     * whatever the query and key. Equal scores give equal weights over
      * the valid keys: $1/2$ on keys 0 and 1 of example 0 and $1/6$ on keys 0
      * to 5 of example 1, 0 elsewhere. The output is the plain average of the
      * valid value rows: `(2, 3, 4, 5)` and `(10, 11, 12, 13)`. The pooling

@@ -78,8 +78,8 @@ static void exercise2(void)
     /*md
      * The inputs are the same normal draws scaled by the standard
      * deviation, so only their size changes. The projections are linear,
-     * so the queries and keys scale with it too, and every score $q \cdot
-     * k / \sqrt{p}$ scales with its square: a fourth of section 3's at
+     * so the queries and keys scale with it too, and every score
+     * $q \cdot k / \sqrt{p}$ scales with its square: a fourth of section 3's at
      * standard deviation 1, four times at 4. Chapter 04's section 5 showed
      * that the softmax needs scores of variance about 1 to stay soft; the
      * $1/\sqrt{p}$ only corrects for the number of features, not for the

@@ -61,10 +61,12 @@ static void exercise1(void)
     /*md
      * Feature $f = ip + j$ ($0 \le j < p$) of $x W_q^\top + b_q$ is
      * $\sum_k x_k W_q[ip + j, k] + b_q[ip + j]$. It reads only row
-     * $ip + j$ of $W_q$, which is row $j$ of the block $W_i^{(q)} =
-     * W_q[ip : (i+1)p, :]$, and entry $j$ of $b_q[ip : (i+1)p]$: so
-     * features $ip$ to $(i+1)p - 1$ are $x (W_i^{(q)})^\top + b_q[ip :
-     * (i+1)p]$. The property is that a matrix product is computed column
+     * $ip + j$ of $W_q$, which is row $j$ of the block
+     * $W_i^{(q)} = W_q[ip : (i+1)p, :]$, and entry $j$ of $b_q[ip : (i+1)p]$:
+     * so
+     * features $ip$ to $(i+1)p - 1$ are
+     * $x (W_i^{(q)})^\top + b_q[ip : (i+1)p]$. The property is that a matrix
+     * product is computed column
      * by column (block-wise): $x [A \; B] = [xA \; xB]$, each column of
      * the result depends only on the matching column of the right factor
      * (here, the matching row of $W_q$). Nothing mixes features across

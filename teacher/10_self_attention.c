@@ -13,8 +13,9 @@ static void exercise1(void)
     section("Exercise 1");
     /*md
      * With $B = 1$: the projections take $4 \cdot 2 n d^2 = 8 n d^2$
-     * flops; the attention (scores and weighted average) $2 \cdot 2 h n^2
-     * p = 4 n^2 d$; the weights are $h n^2$ doubles. The table below has
+     * flops; the attention (scores and weighted average)
+     * $2 \cdot 2 h n^2 p = 4 n^2 d$; the weights are $h n^2$ doubles. The table
+     * below has
      * the three lengths. The attention takes over at $n = 2d = 1024$, where
      * the two are equal; at 8192 it is 8 times the projections, and the
      * weights alone take 4295.0 MB.

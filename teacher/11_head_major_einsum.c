@@ -18,8 +18,8 @@ static void exercise1(void)
      * sum). The weighted average of such a row
      * is the zero vector, in every head.
      *
-     * Before the residual, that query's output is $\mathrm{fc}(0) =
-     * b_{fc}$, fc's bias, the same vector for every such query, whatever
+     * Before the residual, that query's output is $\mathrm{fc}(0) = b_{fc}$,
+     * fc's bias, the same vector for every such query, whatever
      * its input. After it, the output is $\mathrm{LN}(q + b_{fc})$: the
      * query itself, shifted by the bias and normalised, so the layer
      * passes the position through almost unchanged instead of producing
@@ -95,8 +95,8 @@ static void exercise3(void)
      * the split and join, the initial weights and the errors stay.
      *
      * Section 4's "mean 0, variance 1" was a property of the LayerNorm's
-     * output, and the output is no longer the LayerNorm's: $q +
-     * \mathrm{fc}(\dots)$ has whatever mean and variance $q$ and the
+     * output, and the output is no longer the LayerNorm's:
+     * $q + \mathrm{fc}(\dots)$ has whatever mean and variance $q$ and the
      * attention give it, so each position keeps its own scale. (That is
      * what pre-norm is for: the residual path carries $q$ unchanged
      * through every layer, which makes deep stacks train more easily; a

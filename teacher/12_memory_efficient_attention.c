@@ -92,8 +92,9 @@ static void exercise3(void)
      * A query tile $i$ (rows $it$ to $it + t - 1$) under the causal mask
      * sees keys up to its last row, $it + t - 1$, so `flash_block` runs
      * the key tiles $0, \dots, i$ (it stops at the most keys any of its
-     * rows sees) and skips the rest whole. That is $1 + 2 + \dots + T =
-     * T(T + 1)/2$ of the $T^2$ tiles, $T = L/t$: a little over half. A
+     * rows sees) and skips the rest whole. That is
+     * $1 + 2 + \dots + T = T(T + 1)/2$ of the $T^2$ tiles, $T = L/t$: a little
+     * over half. A
      * counter in `flash_block`'s loop over `k0` gives the counts below,
      * computed here with its rule for some sizes. (Inside the diagonal
      * tiles, the masked scores are still computed by the dgemm and then
@@ -124,9 +125,8 @@ static void exercise4(void)
      * quantities that depend on the whole row, and after the last tile they
      * are exact (exercise 2), not running values. So the two numbers per
      * row, $2 L$ in all instead of $L^2$ weights, rebuild any weight
-     * exactly; FlashAttention even stores the one number $m_i + \ln
-     * \ell_i$ (the log-sum-exp), since $P_{ij} = e^{s_{ij} - (m_i + \ln
-     * \ell_i)}$.
+     * exactly; FlashAttention even stores the one number $m_i + \ln \ell_i$
+     * (the log-sum-exp), since $P_{ij} = e^{s_{ij} - (m_i + \ln \ell_i)}$.
      */
 }
 

@@ -17,8 +17,9 @@ static void exercise1(void)
      * The library's solution is `rope_rotate_pair` in
      * [`src/nn/posenc.c`](../../src/nn/posenc.c) (folded on the chapter's page);
      * `make grade EXERCISE=rope_rotate_pair` grades a student's. The
-     * rotation is counter-clockwise: $(y_0, y_1) = (x_0 \cos a - x_1
-     * \sin a,\; x_0 \sin a + x_1 \cos a)$. Turned the wrong way (the signs
+     * rotation is counter-clockwise:
+     * $(y_0, y_1) = (x_0 \cos a - x_1 \sin a,\; x_0 \sin a + x_1 \cos a)$.
+     * Turned the wrong way (the signs
      * of the $\sin$ terms swapped), every score still depends only on the
      * distance, so the chapter's section 4 check passes, but the scores
      * belong to the opposite distance and the tests (which compare with
@@ -73,8 +74,8 @@ static void exercise3(void)
     section("Exercise 3");
     /*md
      * Pair $j$ turns by $\omega_j = 10000^{-2j/32}$ per position, so it is
-     * back where it started after $2\pi / \omega_j = 2\pi \cdot
-     * 10000^{j/16}$ positions (not a whole number: it comes back close,
+     * back where it started after $2\pi / \omega_j = 2\pi \cdot 10000^{j/16}$
+     * positions (not a whole number: it comes back close,
      * never exactly). Pair 0 after 6.28 positions, pair 15 after
      * 35332.95 (below).
      *
@@ -98,8 +99,8 @@ static void exercise4(void)
 {
     section("Exercise 4");
     /*md
-     * No. With $M = W_q^\top W_k$, the score is $(x_i + p_i) M (x_j +
-     * p_j)^\top$, which expands into four terms:
+     * No. With $M = W_q^\top W_k$, the score is
+     * $(x_i + p_i) M (x_j + p_j)^\top$, which expands into four terms:
      *
      * $$x_i M x_j^\top + x_i M p_j^\top + p_i M x_j^\top + p_i M p_j^\top$$
      *

@@ -185,10 +185,11 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * A decoding step at position $t$ (the query sees $t$ keys) reads the
-     * cache's keys and values of the $G$ key-value heads: $2 \, G \, t \,
-     * p$ numbers per sequence and layer. It computes the scores and the
-     * weighted average of all $h$ query heads: $2 \, h \, p \, t = 2 \,
-     * d_{model} \, t$ multiply-adds (chapter 16's count), the same for
+     * cache's keys and values of the $G$ key-value heads: $2 \, G \, t \, p$
+     * numbers per sequence and layer. It computes the scores and the
+     * weighted average of all $h$ query heads:
+     * $2 \, h \, p \, t = 2 \, d_{model} \, t$ multiply-adds (chapter 16's
+     * count), the same for
      * every $G$. Below, chapter 17's module ($h = 8$, $p = 4$, doubles of 8
      * bytes) at the last of its 6 positions. Grouping saves the reads, in
      * proportion to $G/h$, not the arithmetic: which is what a decoding

@@ -100,8 +100,9 @@ static void exercise3(void)
     /*md
      * A float mask of all zeros adds nothing. All 5s add the same 5 to
      * every score of a row, and a softmax does not change when a constant
-     * is added to its whole row ($e^{s_j + 5} / \sum_k e^{s_k + 5} =
-     * e^{s_j} / \sum_k e^{s_k}$): the weights are again those without a
+     * is added to its whole row
+     * ($e^{s_j + 5} / \sum_k e^{s_k + 5} = e^{s_j} / \sum_k e^{s_k}$): the
+     * weights are again those without a
      * mask. Only differences within a row matter, which is why section
      * 3's $-|i - j|$ changes them. Below, example 0's query 0 (scores 1,
      * 0, 1, 0 against the four keys) with no mask, zeros and 5s.

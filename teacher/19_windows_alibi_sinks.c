@@ -22,14 +22,15 @@ static void exercise1(void)
     /*md
      * The body: refuse `head >= n` with GSL_EINVAL and a message naming
      * both; find $P$, the largest power of two $\le n$; a head $k < P$
-     * gets $2^{-8(k+1)/P}$; the others get $2^{-8(k'+1)/(2P)}$ for $k' =
-     * 2(k - P)$, every other slope of $2P$ heads. In a student's copy,
+     * gets $2^{-8(k+1)/P}$; the others get $2^{-8(k'+1)/(2P)}$ for
+     * $k' = 2(k - P)$, every other slope of $2P$ heads. In a student's copy,
      * `make grade EXERCISE=alibi_slope` runs its three tests: powers of
      * two, other counts, the refusals. The library's solution is folded
      * on the chapter's page.
      *
-     * For 6 heads, $P = 4$: the slopes of 4 heads, $2^{-2}, 2^{-4},
-     * 2^{-6}, 2^{-8}$, then two of the slopes of 8 heads with an even
+     * For 6 heads, $P = 4$: the slopes of 4 heads,
+     * $2^{-2}, 2^{-4}, 2^{-6}, 2^{-8}$, then two of the slopes of 8 heads with
+     * an even
      * index, $2^{-1}$ and $2^{-3}$. Those two are the ones 4 heads do not
      * have; they fall between (and above) the others, so the 6 heads
      * still cover short and long ranges.

@@ -19,8 +19,9 @@ static void exercise1(void)
      * [`src/nn/mla_init.c`](../../src/nn/mla_init.c) (folded on the chapter's page); `make
      * grade EXERCISE=mla_rms_norm` grades a student's: the values over
      * rows of any leading dimensions, a view as input, a row of zeros,
-     * and the refusals. Per row: the sum of squares, $1/\sqrt{\text{mean}
-     * + \epsilon}$, then each feature times that and its weight.
+     * and the refusals. Per row: the sum of squares,
+     * $1/\sqrt{\text{mean} + \epsilon}$, then each feature times that and its
+     * weight.
      *
      * LayerNorm (chapter 11) first subtracts the row's mean and divides
      * by the standard deviation, then scales by $\gamma$ and shifts by
@@ -79,8 +80,8 @@ static void exercise2(void)
                    (wq_b + w_uk) / 1e6);
     }
     /*md
-     * The fold is smaller exactly when $d_q' (d_c - d_{nope}) < d_{nope}
-     * d_c$, and a query costs as many multiply-adds as the weights have
+     * The fold is smaller exactly when $d_q' (d_c - d_{nope}) < d_{nope} d_c$,
+     * and a query costs as many multiply-adds as the weights have
      * numbers. In the chapter's small module it holds, $16 \cdot 2 < 80$:
      * 896 numbers against 1088. With DeepSeek-V2's sizes it is far from
      * holding, $1536 \cdot 384$ against $128 \cdot 512$: the folded
@@ -95,9 +96,10 @@ static void exercise3(void)
 {
     section("Exercise 3");
     /*md
-     * A key turned by its position is $R_t W_{UK} c_t$, the query $R_i
-     * q_i$, and their product $q_i^\top R_i^\top R_t W_{UK} c_t = q_i^\top
-     * R_{t-i} W_{UK} c_t$. The matrix between the query and the latent now
+     * A key turned by its position is $R_t W_{UK} c_t$, the query $R_i q_i$,
+     * and their product
+     * $q_i^\top R_i^\top R_t W_{UK} c_t = q_i^\top R_{t-i} W_{UK} c_t$. The
+     * matrix between the query and the latent now
      * depends on $t - i$: there is no one matrix to fold into the query,
      * and a cache of $c_t$ would need the keys turned again at every step.
      * Keeping RoPE on $d_r$ features of their own, with the turned
@@ -129,8 +131,9 @@ static void exercise4(void)
     section("Exercise 4");
     /*md
      * One head at position $t$ (so $t + 1$ keys; below, $t$ keys). The
-     * naive path of the chapter up-projects every cached latent: $t \cdot
-     * d_c (d_{nope} + d_v)$, then $t (d_{nope} + d_r)$ for the scores and
+     * naive path of the chapter up-projects every cached latent:
+     * $t \cdot d_c (d_{nope} + d_v)$, then $t (d_{nope} + d_r)$ for the scores
+     * and
      * $t \cdot d_v$ for the values. The absorbed path: $d_{nope} d_c$ for
      * the query, $t (d_c + d_r)$ for the scores, $t \cdot d_c$ for the sum
      * of latents and $d_c d_v$ for $W_{UV}$. With DeepSeek-V2's sizes:

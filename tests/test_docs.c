@@ -1044,6 +1044,72 @@ Test(docs, every_glossary_link_lands_on_its_term)
     cr_assert_geq(links, 30);
 }
 
+/* --- inline math stays on one line ------------------------------------ */
+
+/* The lines of text (outside ``` fences, code spans removed) of page
+ * that hold an odd number of single $: an inline formula that a line
+ * break cuts, which the printed book (tools/book.py, as cmark and KaTeX
+ * read it) leaves as raw TeX, and whose second line may even read as a
+ * list item ("+ 4 \cdot ..."). */
+static int math_cut_by_a_line(const char *path, char *first, size_t n)
+{
+    char *page = slurp_file(path);
+    cr_assert_not_null(page, "%s", path);
+    int cuts = 0, fence = 0;
+    for (char *line = page; line && *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len >= 3 && strncmp(line, "```", 3) == 0)
+            fence = !fence;
+        int dollars = 0, code = 0;
+        for (size_t i = 0; !fence && i < len; i++) {
+            if (line[i] == '`')
+                code = !code;
+            else if (code)
+                continue;
+            else if (line[i] == '\\')
+                i++;
+            else if (line[i] == '$' && i + 1 < len && line[i + 1] == '$')
+                i++;
+            else if (line[i] == '$')
+                dollars++;
+        }
+        if (dollars % 2 && cuts++ == 0)
+            snprintf(first, n, "%.*s", (int)(len < 100 ? len : 100), line);
+        line = end ? end + 1 : NULL;
+    }
+    free(page);
+    return cuts;
+}
+
+Test(docs, inline_math_stays_on_one_line)
+{
+    static char pages[64][300];
+    size_t npages = book_pages(pages, 64);
+    char first[128];
+    for (size_t p = 0; p < npages; p++) {
+        int cuts = math_cut_by_a_line(pages[p], first, sizeof first);
+        cr_expect_eq(cuts, 0, "%s: %d inline formulas cut by a line break, "
+                     "the first on the line \"%s\": keep each $...$ on one "
+                     "line of the chapter's source", pages[p], cuts, first);
+    }
+    DIR *d = opendir("docs/teacher");
+    cr_assert_not_null(d);
+    int keys = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, ".md"))
+            continue;
+        char path[320];
+        snprintf(path, sizeof path, "docs/teacher/%.290s", e->d_name);
+        int cuts = math_cut_by_a_line(path, first, sizeof first);
+        cr_expect_eq(cuts, 0, "%s: %d inline formulas cut by a line break, "
+                     "the first on the line \"%s\"", path, cuts, first);
+        keys++;
+    }
+    closedir(d);
+    cr_assert_geq(keys, 21);
+}
+
 /* --- numbers in the prose come from the output ------------------------- */
 
 /* The prose of a chapter source: the lines of its md comment blocks,
