@@ -63,7 +63,9 @@ nav.toc ol { list-style: none; padding-left: 1em; }
 nav.toc > ol { padding-left: 0; }
 nav.toc a { color: inherit; text-decoration: none; }
 .left-out { font-family: "DejaVu Sans Mono", monospace; font-size: 0.82em; }
-@page { size: A4; margin: 18mm 16mm; }
+@page { size: A4; margin: 18mm 16mm;
+        @bottom-center { content: counter(page); font-size: 9pt; color: #555; } }
+@page :first { @bottom-center { content: none; } }
 @media print {
   body { max-width: none; margin: 0; padding: 0; }
   img, tr { break-inside: avoid; }
