@@ -10,6 +10,9 @@
  *     1/3 on keys 0-2 of example 0 and 1/2 on keys 0-1 of example 1:
  *     worked out by hand;
  *   - labels and titles cannot close the page's elements;
+ *   - with --window and --keep-first, the page's keys seen per row
+ *     ("first", "lo", "hi") are the keys whose weight mha forward does
+ *     not set to exactly 0;
  *   - bad invocations: one line, exit status 2, the directory as it was.
  *
  * tools/test-view.py checks the page in Chromium. */
@@ -42,6 +45,46 @@ static size_t page_weights(const char *page, double *w, size_t cap)
             s++;
     }
     return n;
+}
+
+/* The page's JSON list "name": [...] of whole numbers into v (room for
+ * cap); returns how many, or 0 when the page has no such list. */
+static size_t page_list(const char *page, const char *name, size_t *v,
+                        size_t cap)
+{
+    char key[32];
+    snprintf(key, sizeof key, "\"%s\": [", name);
+    const char *s = strstr(page, key);
+    if (!s)
+        return 0;
+    s += strlen(key);
+    size_t n = 0;
+    while (*s != ']') {
+        char *end;
+        cr_assert_lt(n, cap);
+        v[n++] = strtoul(s, &end, 10);
+        cr_assert_neq(end, s, "not a number at %.20s", s);
+        s = end;
+        while (*s == ',' || *s == ' ')
+            s++;
+    }
+    return n;
+}
+
+/* What the page says row r sees: key k in [lo, hi) or below first. */
+static int page_sees(const size_t *first, const size_t *lo, const size_t *hi,
+                     size_t r, size_t k)
+{
+    return (k >= lo[r] && k < hi[r]) || (first && k < first[r]);
+}
+
+/* Query i (of Lq, the last of Lk positions) sees key j under a window W
+ * that keeps the first K, and a valid length len: window.h's rule. */
+static int window_rule_sees(size_t i, size_t j, size_t Lq, size_t Lk,
+                            size_t W, size_t K, size_t len)
+{
+    size_t at = i + Lk - Lq;
+    return j < len && j <= at && (j + W > at || j < K);
 }
 
 Test(view, readme_case, .init = enter, .fini = leave_scratch)
@@ -304,6 +347,63 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
     refused("view|--causal|--queries|7|--html|old.html",
             "mha view: multihead: causal: query 0 of example 0 sees no key "
             "(Lq 7, Lk 6: query i sees key j only when j <= i + Lk - Lq)\n");
+}
+
+/* The files form with --window 2 --keep-first 1 and valid_lens: the
+ * weights are mha forward's, and the keys the page says each row sees
+ * are those whose weight is not exactly 0, as window.h's rule has it. */
+Test(view, window_keys_seen_are_mha_forward_s, .init = enter,
+     .fini = leave_scratch)
+{
+    gsl_rng *g = mha_rng_new(7);
+    put_normal("q.npy", SHAPE(2, 4, 6), g, 1);
+    put_normal("k.npy", SHAPE(2, 6, 6), g, 1);
+    put_normal("wq.npy", SHAPE(4, 6), g, 0.5);
+    put_normal("wk.npy", SHAPE(4, 6), g, 0.5);
+    put_normal("wv.npy", SHAPE(4, 6), g, 0.5);
+    put_normal("wo.npy", SHAPE(4, 4), g, 0.5);
+    gsl_rng_free(g);
+#define FILES "--heads|2|--queries|q.npy|--keys|k.npy|--values|k.npy|"    \
+              "--wq|wq.npy|--wk|wk.npy|--wv|wv.npy|--wo|wo.npy|"          \
+              "--valid-lens|6,4|--window|2|--keep-first|1"
+    run r = mha("forward|" FILES "|--out|o.npy|--attention-out|a.npy");
+    cr_assert_eq(r.status, 0, "forward: %s", r.err);
+    run_free(&r);
+    r = mha("view|" FILES "|--html|v.html");
+    cr_assert_eq(r.status, 0, "view: %s", r.err);
+#undef FILES
+    tensor *a; // (2, 2, 4, 6)
+    OK(npy_read("a.npy", &a));
+    size_t size;
+    char *page = file_bytes("v.html", &size);
+    cr_assert_not_null(strstr(page, "\"causal\": true, \"window\": 2, "
+                                    "\"keep\": 1"));
+    static double w[2 * 2 * 4 * 6 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 2 * 4 * 6 + 1), 96);
+    size_t first[8], lo[8], hi[8];
+    cr_assert_eq(page_list(page, "first", first, 8), 8);
+    cr_assert_eq(page_list(page, "lo", lo, 8), 8);
+    cr_assert_eq(page_list(page, "hi", hi, 8), 8);
+    const size_t lens[2] = {6, 4};
+    for (size_t b = 0; b < 2; b++)
+        for (size_t h = 0; h < 2; h++)
+            for (size_t i = 0; i < 4; i++)
+                for (size_t j = 0; j < 6; j++) {
+                    size_t n = ((b * 2 + h) * 4 + i) * 6 + j;
+                    int sees = window_rule_sees(i, j, 4, 6, 2, 1, lens[b]);
+                    cr_assert_float_eq(w[n], a->data[n],
+                                       1e-6 * (1 + fabs(a->data[n])));
+                    cr_assert_eq(a->data[n] != 0.0, sees,
+                                 "example %zu head %zu query %zu key %zu: "
+                                 "weight %g", b, h, i, j, a->data[n]);
+                    cr_assert_eq(page_sees(first, lo, hi, b * 4 + i, j), sees,
+                                 "example %zu query %zu key %zu: the page "
+                                 "says %s", b, i, j,
+                                 sees ? "masked" : "seen");
+                }
+    tensor_free(a);
+    free(page);
+    run_free(&r);
 }
 
 Test(view, html_must_be_a_regular_file, .init = enter, .fini = leave_scratch)

@@ -26,6 +26,14 @@ installed (`make browser-test` installs it; --browser makes it required):
     moves them;
   - "save SVG" and "save PNG" download a well-formed SVG and a PNG that
     is not blank;
+  - --window 2 --keep-first 1 (the .npy inputs): the summary says
+    "window 2, keep-first 1" and not "causal", hovering a query names
+    the keys it sees ("key 0 and keys 3 to 4") and shows "masked"
+    exactly where mha forward's weight is 0, the grid stripes those
+    cells, and the decoding text counts the keys the query sees;
+    --sinks: the hover says the rest goes to the head's sink and shows
+    it; --causal --valid-lens 3,2: example 1, step 3 attends to 2 of the
+    6 cached keys;
   - where each number goes, for (1, 2, 16) and (2, 3, 16) with 8 heads:
     every stage of the split and the join holds each element of its
     input once, each where the arithmetic of transpose_qkv (x[b, i, j]
@@ -506,6 +514,51 @@ def check_numbers(pg, what, B, n, D, h, kinds):
     check(said in text, "%s: the page does not say %r" % (what, said))
 
 
+def window_sees(q, k, Lq, Lk, window, keep, length, causal=True):
+    """Whether query q sees key k: window.h's rule with valid_lens."""
+    at = q + Lk - Lq
+    if k >= length or (causal and k > at):
+        return False
+    return not window or k > at - window or k < keep
+
+
+def keys_text(seen):
+    """The keys of the list seen, in the page's words: "key 0 and keys 2
+    to 3"."""
+    parts, k = [], 0
+    while k < len(seen):
+        if not seen[k]:
+            k += 1
+            continue
+        j = k
+        while j + 1 < len(seen) and seen[j + 1]:
+            j += 1
+        parts.append("key %d" % k if j == k else "keys %d to %d" % (k, j))
+        k = j + 1
+    return " and ".join(parts) or "no key"
+
+
+def hover_rows(pg, q):
+    """Hover query q of the head view: the text under it and its rows of
+    weights, one list of cells per head."""
+    pg.hover("#hv-svg .qlabel[data-q='%d']" % q)
+    return pg.js("""(function(){
+        return {says: document.querySelector('#hv-row p').textContent,
+                rows: [].map.call(document.querySelectorAll('#hv-table tr[data-head]'),
+                  function(r){return [].map.call(r.querySelectorAll('td'),
+                    function(c){return c.textContent;});})};})()""")
+
+
+def set_example(pg, b):
+    pg.js("var s=document.getElementById('example');s.value='%d';"
+          "s.dispatchEvent(new Event('change'));0" % b)
+
+
+def set_step(pg, t):
+    pg.js("var s=document.getElementById('step');s.value=%d;"
+          "s.dispatchEvent(new Event('input'));0" % t)
+
+
 def in_browser(exe, scratch, pages, a_path, lens):
     downloads = os.path.join(scratch, "downloads")
     os.mkdir(downloads)
@@ -692,6 +745,85 @@ def in_browser(exe, scratch, pages, a_path, lens):
               % len(first))
         for p in pg.problems():
             check(False, "long: " + p)
+
+        # a window that keeps the first key, over the .npy inputs
+        b.events.clear()
+        pg = Page(b, pages["window"], downloads)
+        shape, a = npy_read(os.path.join(scratch, "a-window.npy"))
+        B, H, Lq, Lk = shape
+        summary = pg.js("document.getElementById('summary').textContent")
+        check(", window 2, keep-first 1:" in summary and "causal" not in
+              summary, "window: the summary says %r" % summary)
+        hatched = 0
+        for bq in range(B):
+            set_example(pg, bq)
+            for q in range(Lq):
+                sees = [window_sees(q, k, Lq, Lk, 2, 1, lens[bq])
+                        for k in range(Lk)]
+                hatched += H * sees.count(False)
+                for h in range(H):
+                    row = [a[((bq * H + h) * Lq + q) * Lk + k] != 0
+                           for k in range(Lk)]
+                    check(row == sees, "window: mha forward's example %d "
+                          "head %d query %d sees %s, not %s" % (bq, h, q,
+                                                                row, sees))
+                got = hover_rows(pg, q)
+                said = "it sees %s;" % keys_text(sees)
+                check(said in got["says"], "window: example %d query %d: %r "
+                      "does not say %r" % (bq, q, got["says"], said))
+                want = [["%.3f" % a[((bq * H + h) * Lq + q) * Lk + k]
+                         if sees[k] else "masked" for k in range(Lk)]
+                        for h in range(H)]
+                check(got["rows"] == want, "window: example %d query %d "
+                      "shows %s, not %s" % (bq, q, got["rows"], want))
+                set_step(pg, q)
+                n, t = sees.count(True), q + Lk - Lq + 1
+                said = "attends to %s cached key" % (
+                    "%d of the %d" % (n, t) if n < t else str(t))
+                text = pg.js("document.getElementById('step-text')"
+                             ".textContent")
+                check(said in text, "window: example %d step %d says %r, "
+                      "not %r" % (bq, q, text, said))
+        shot(pg, "10-window")
+        masked = pg.js("document.querySelectorAll('#grid-svg .panel "
+                       "rect[fill^=\"url(\"]').length")
+        check(masked == hatched, "window: the grid stripes %s cells, not %d"
+              % (masked, hatched))
+        for p in pg.problems():
+            check(False, "window: " + p)
+
+        # sinks: the rest of each row goes to its head's sink
+        b.events.clear()
+        pg = Page(b, pages["sinks"], downloads)
+        shape, a = npy_read(os.path.join(scratch, "a-sinks.npy"))
+        B, H, Lq, Lk = shape
+        got = hover_rows(pg, 2)
+        check("the rest goes to the head's sink" in got["says"] and
+              "sum to 1" not in got["says"],
+              "sinks: hovering query 2 says %r" % got["says"])
+        for h in range(H):
+            rest = 1 - sum(a[(h * Lq + 2) * Lk + k] for k in range(Lk))
+            cell = got["rows"][h][-1] if got["rows"] else "none"
+            check(rest > 0.01 and re.match(r"\d\.\d{3}$", cell) and
+                  abs(float(cell) - rest) < 0.0015,
+                  "sinks: head %d's sink shows %s, not %.3f" % (h, cell,
+                                                              rest))
+        shot(pg, "11-sinks")
+        for p in pg.problems():
+            check(False, "sinks: " + p)
+
+        # causal with valid_lens: the decoding counts the keys seen
+        b.events.clear()
+        pg = Page(b, pages["causal-lens"], downloads)
+        set_example(pg, 1)
+        set_step(pg, 3)
+        text = pg.js("document.getElementById('step-text').textContent")
+        check("query 3 of example 1 attends to 2 of the 6 cached keys" in
+              text, "causal-lens: example 1, step 3 says %r" % text)
+        shot(pg, "12-causal-lens-example-1-step-3")
+        for p in pg.problems():
+            check(False, "causal-lens: " + p)
+
     finally:
         b.close()
 
@@ -748,7 +880,8 @@ def main():
         def run(*a):
             subprocess.run([mha] + list(a), check=True, cwd=scratch)
         pages = {k: os.path.join(scratch, k + ".html")
-                 for k in ("readme", "files", "gqa", "long", "slide", "b2")}
+                 for k in ("readme", "files", "gqa", "long", "slide", "b2",
+                           "window", "sinks", "causal-lens")}
         run("view", "--batch", "2", "--queries", "4", "--kv", "6",
             "--hiddens", "100", "--heads", "5", "--valid-lens", "3,2",
             "--html", pages["readme"])
@@ -766,6 +899,17 @@ def main():
         run("forward", *common, "--out", "o.npy", "--attention-out", "a.npy")
         run("view", *common, "--labels", "the,cat,sat,on,it",
             "--query-labels", "x,y,z", "--html", pages["files"])
+        window = ["--window", "2", "--keep-first", "1"]
+        run("forward", *common, *window, "--out", "o.npy", "--attention-out",
+            "a-window.npy")
+        run("view", *common, *window, "--html", pages["window"])
+        npy_write(os.path.join(scratch, "s.npy"), (2,), [0.5, -1.0])
+        sinks = ["--causal", "--sinks", "s.npy"]
+        run("forward", *common, *sinks, "--out", "o.npy", "--attention-out",
+            "a-sinks.npy")
+        run("view", *common, *sinks, "--html", pages["sinks"])
+        run("view", "--causal", "--valid-lens", "3,2", "--html",
+            pages["causal-lens"])
         run("view", "--batch", "2", "--queries", "8", "--kv", "8",
             "--hiddens", "16", "--heads", "4", "--kv-heads", "2", "--causal",
             "--html", pages["gqa"])
@@ -778,7 +922,8 @@ def main():
                 pages[key])
         size = check_file(pages["readme"], "readme", 1 << 20)
         print("view-test: readme page: %d bytes" % size)
-        for k in ("files", "gqa", "long", "slide", "b2"):
+        for k in ("files", "gqa", "long", "slide", "b2", "window", "sinks",
+                  "causal-lens"):
             check_file(pages[k], k)
 
         exe = shutil.which("chromium")

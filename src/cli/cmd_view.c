@@ -392,6 +392,12 @@ int cmd_view(int argc, char **argv)
 //> 17
         page.kv_heads = m->cfg.kv_heads;
 //<
+//> 19
+        page.window = m->cfg.window;
+        page.keep_first = m->cfg.keep_first;
+        page.alibi = m->cfg.alibi;
+        page.sinks = m->cfg.sinks;
+//<
         if (explorer_save(html, &page))
             status = cli_error("--html %s: %s", html, mha_last_error());
     }

@@ -51,12 +51,14 @@ static void json_labels(FILE *f, const char *key, const char *const *labels,
     fputc(']', f);
 }
 
-/* The keys query i of example b sees: [lo, hi), from valid_lens
- * (and the causal rule), as the module's mask makes them (mask.h). */
+/* The keys query i of example b sees, as the module's masks make them
+ * (mask.h, window.h): [0, first) and [lo, hi), with first = 0 but for a
+ * window that keeps the first keys, and first < lo when it is not 0. */
 static void visible_keys(const explorer_page *p, size_t b, size_t i,
-                         size_t *lo, size_t *hi)
+                         size_t *first, size_t *lo, size_t *hi)
 {
     size_t Lq = p->weights->shape[2], Lk = p->weights->shape[3];
+    *first = 0;
     *lo = 0;
     *hi = Lk;
     const tensor *vl = p->valid_lens;
@@ -68,6 +70,20 @@ static void visible_keys(const explorer_page *p, size_t b, size_t i,
 //> 16
     if (p->causal && i + Lk - Lq + 1 < *hi)
         *hi = i + Lk - Lq + 1;
+//<
+//> 19
+    // a window: query i' = i + Lk - Lq sees j > i' - W, and j < keep_first
+    size_t at = i + Lk - Lq;
+    if (p->window && i + Lk < Lq) // before key 0: nothing (refused)
+        *hi = 0;
+    else if (p->window && at + 1 < *hi) // a window is causal too
+        *hi = at + 1;
+    if (p->window && *hi && at + 1 > p->window) {
+        *lo = at + 1 - p->window < *hi ? at + 1 - p->window : *hi;
+        *first = p->keep_first < *hi ? p->keep_first : *hi;
+        if (*first >= *lo) // the two ranges touch: one
+            *first = *lo = 0;
+    }
 //<
     (void)Lq;
 }
@@ -83,6 +99,9 @@ static int write_data(FILE *f, const explorer_page *p)
 //> 16
     causal = p->causal;
 //<
+//> 19
+    causal = causal || p->window; // a window is causal too (window.h)
+//<
 //> 17
     if (p->kv_heads)
         G = p->kv_heads;
@@ -92,16 +111,30 @@ static int write_data(FILE *f, const explorer_page *p)
     fprintf(f, ", \"B\": %zu, \"h\": %zu, \"G\": %zu, \"Lq\": %zu, "
                "\"Lk\": %zu, \"p\": %zu, \"causal\": %s",
             B, h, G, Lq, Lk, p->head_size, causal ? "true" : "false");
+//> 19
+    fprintf(f, ", \"window\": %zu, \"keep\": %zu, \"alibi\": %s, "
+               "\"sinks\": %s",
+            p->window, p->window ? p->keep_first : 0,
+            p->alibi ? "true" : "false", p->sinks ? "true" : "false");
+//<
     json_labels(f, "queries", p->query_labels, Lq);
     json_labels(f, "keys", p->key_labels, Lk);
-    // [lo, hi) of every (example, query) row: the list of lo, then of hi
-    for (int end = 0; end < 2; end++) {
-        fputs(end ? "],\n\"hi\": [" : ",\n\"lo\": [", f);
+    // [lo, hi) of every (example, query) row: the list of lo, then of
+    // hi; with a window that keeps the first keys, then [0, first)
+    int ranges = 2;
+//> 19
+    if (p->window && p->keep_first)
+        ranges = 3;
+//<
+    for (int end = 0; end < ranges; end++) {
+        fputs(end == 2 ? "],\n\"first\": [" : end ? "],\n\"hi\": ["
+                                               : ",\n\"lo\": [", f);
         for (size_t b = 0; b < B; b++)
             for (size_t i = 0; i < Lq; i++) {
-                size_t lo, hi;
-                visible_keys(p, b, i, &lo, &hi);
-                fprintf(f, "%s%zu", b || i ? ", " : "", end ? hi : lo);
+                size_t first, lo, hi;
+                visible_keys(p, b, i, &first, &lo, &hi);
+                fprintf(f, "%s%zu", b || i ? ", " : "",
+                        end == 2 ? first : end ? hi : lo);
             }
     }
     // the weights, row after row: w[((b*h + i)*Lq + q)*Lk + k]; six

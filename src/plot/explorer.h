@@ -27,7 +27,10 @@
  * thumbnail of the whole matrix.  Each view saves itself as SVG or PNG.
  *
  * Shapes: weights (B, h, Lq, Lk), valid_lens (B,) or (B, Lq) as the
- * module takes them (mask.h).
+ * module takes them (mask.h).  The page says which keys each query sees
+ * as the module's masks make them: valid_lens, causal and, from chapter
+ * 19, a window that keeps the first keys too, so a row sees the keys
+ * [0, first) and [lo, hi).
  */
 #ifndef MHA_EXPLORER_H
 #define MHA_EXPLORER_H
@@ -54,6 +57,15 @@ typedef struct explorer_page {
 //> 17
     size_t kv_heads; /* G key-value heads (0: h); the grid shows the
                         query heads of each group together */
+//<
+//> 19
+    size_t window;     /* W: query i' = i + Lk - Lq sees key j only when
+                          j > i' - W (or j < keep_first); 0: no window
+                          (window.h; the module sets causal with it) */
+    size_t keep_first; /* with a window, the first keys every query sees */
+    int alibi;         /* 1: ALiBi's bias was added to the scores */
+    int sinks;         /* 1: a sink logit per head took part in each row's
+                          softmax, so a row sums to less than 1 */
 //<
 } explorer_page;
 

@@ -4,7 +4,9 @@
  * #mha-data and draws every view as inline SVG:
  *
  *   D.w    the weights (B, h, Lq, Lk), row after row
- *   D.lo, D.hi   the keys row (b, q) sees: lo <= k < hi, (B, Lq)
+ *   D.lo, D.hi   the keys row (b, q) sees: lo <= k < hi, (B, Lq), and
+ *                with D.first (a window that keeps the first keys) also
+ *                k < first
  *   D.trace      the module's trace records (trace.h's JSON)
  *   D.numbers    each step of the split and join, run on numbered inputs
  *                (plot/numbers.h)
@@ -25,7 +27,25 @@
   if (!(maxW > 0)) maxW = 1;
 
   function W(b, i, q, k) { return D.w[((b * H + i) * Lq + q) * Lk + k]; }
-  function seen(b, q, k) { var r = b * Lq + q; return k >= D.lo[r] && k < D.hi[r]; }
+  function seen(b, q, k) {
+    var r = b * Lq + q;
+    return k >= D.lo[r] && k < D.hi[r] || D.first !== undefined && k < D.first[r];
+  }
+  // the keys row (b, q) sees: how many, and which, in words ("keys 0 to 2",
+  // "key 0 and keys 3 to 4")
+  function seenCount(b, q) {
+    var r = b * Lq + q;
+    return Math.max(0, D.hi[r] - D.lo[r]) + (D.first ? D.first[r] : 0);
+  }
+  function seenText(b, q) {
+    var r = b * Lq + q, parts = [];
+    function range(lo, hi) {
+      if (hi > lo) parts.push(hi - lo === 1 ? "key " + lo : "keys " + lo + " to " + (hi - 1));
+    }
+    if (D.first) range(0, D.first[r]);
+    range(D.lo[r], D.hi[r]);
+    return parts.length ? parts.join(" and ") : "no key";
+  }
   function fmt(v) { return v.toFixed(3); }
 
   // one colour per head: Tableau's ten, then evenly spaced hues
@@ -131,10 +151,17 @@
   var summary = "B = " + B + " example" + (B > 1 ? "s" : "") + ", " + H +
       " head" + (H > 1 ? "s" : "") + (G < H ? " over " + G + " key-value head" +
       (G > 1 ? "s" : "") : "") + ", " + Lq + " quer" + (Lq > 1 ? "ies" : "y") +
-      " and " + Lk + " key" + (Lk > 1 ? "s" : "") + (D.causal ? ", causal" : "") +
+      " and " + Lk + " key" + (Lk > 1 ? "s" : "") + rule() +
       ": weights (" + B + ", " + H + ", " + Lq + ", " + Lk + "), the largest " +
       fmt(maxW) + ".";
   html("p", { id: "summary" }, app, summary);
+  // what the module did to the scores: causal, a window (causal too), the
+  // first keys kept, ALiBi, sinks
+  function rule() {
+    return (D.window ? ", window " + D.window + (D.keep ? ", keep-first " + D.keep : "")
+                     : D.causal ? ", causal" : "") +
+        (D.alibi ? ", ALiBi" : "") + (D.sinks ? ", a sink per head" : "");
+  }
   var bar = html("div", { "class": "bar", id: "controls" }, app);
   if (B > 1) {
     var lab = html("label", {}, bar, "example ");
@@ -265,14 +292,17 @@
       html("p", { "class": "help" }, hvRow, "Hover a query to read its weights.");
       return;
     }
-    html("p", {}, hvRow, "Example " + state.b + ", query " + D.queries[q] +
-         " (position " + q + "): it sees keys " + D.lo[state.b * Lq + q] + " to " +
-         (D.hi[state.b * Lq + q] - 1) + "; each head's weights sum to 1.");
+    html("p", { id: "hv-says" }, hvRow, "Example " + state.b + ", query " + D.queries[q] +
+         " (position " + q + "): it sees " + seenText(state.b, q) + "; " +
+         (D.sinks ? "each head's weights sum to less than 1: the rest goes to the " +
+                    "head's sink (the last column)."
+                  : "each head's weights sum to 1."));
     var t = html("table", { "class": "row", id: "hv-table" }, hvRow);
     var tr = html("tr", {}, t);
     html("th", {}, tr, "head \\ key");
     var k0 = state.k0, nk = Math.min(Lk, WIN);
     for (var k = k0; k < k0 + nk; k++) html("th", {}, tr, D.keys[k]);
+    if (D.sinks) html("th", {}, tr, "sink");
     for (var h = 0; h < H; h++) {
       if (!state.on[h]) continue;
       tr = html("tr", { "data-head": h }, t);
@@ -284,6 +314,12 @@
         html("td", { "class": ok ? "w" : "w masked", "data-k": k,
                      title: ok ? "" : "masked: weight exactly 0" },
              tr, ok ? fmt(W(state.b, h, q, k)) : "masked");
+      }
+      if (D.sinks) { // 1 minus the row's sum, every key's weight counted
+        var sum = 0;
+        for (k = 0; k < Lk; k++) sum += W(state.b, h, q, k);
+        html("td", { "class": "sink", title: "1 minus the row's sum: the sink's share" },
+             tr, fmt(Math.max(0, 1 - sum)));
       }
     }
   }
@@ -484,9 +520,12 @@
     dec = section("decoding", "Decoding step by step", function () { return decSvg; },
          "decoding",
          "Causal attention generates one position at a time: at each step the new " +
-         "position's key and value join the cache and its query attends to every key " +
-         "cached so far. Its row of weights is the row of the whole causal matrix " +
-         "(chapter 16 checks that they are equal). Move the slider to step.");
+         "position's key and value join the cache and its query attends to " +
+         (D.window ? "the last " + D.window + " keys cached so far (its window)" +
+                     (D.keep ? " and the first " + D.keep : "")
+                   : "every key cached so far") +
+         ", those its valid length allows. Its row of weights is the row of the whole " +
+         "causal matrix (chapter 16 checks that they are equal). Move the slider to step.");
     var db = html("div", { "class": "bar" }, dec);
     slider = html("input", { type: "range", id: "step", min: 0, max: Lq - 1, value: Lq - 1 }, db);
     decText = html("span", { id: "step-text" }, db);
@@ -497,9 +536,11 @@
     if (!dec) return;
     clear(decSvg);
     var s = +slider.value, t = s + Lk - Lq + 1; // keys cached after step s
-    decText.textContent = "step " + s + ": query " + D.queries[s] + " attends to " + t +
-        " cached key" + (t > 1 ? "s" : "") + "; the cache of K (and of V) is (" + B + ", " + G +
-        ", " + t + ", " + p + ")";
+    var n = seenCount(state.b, s); // of them, those the query sees
+    decText.textContent = "step " + s + ": query " + D.queries[s] +
+        (B > 1 ? " of example " + state.b : "") + " attends to " +
+        (n < t ? n + " of the " + t : t) + " cached key" + (t > 1 ? "s" : "") +
+        "; the cache of K (and of V) is (" + B + ", " + G + ", " + t + ", " + p + ")";
     var nk = Math.min(Lk, WIN), c = Math.max(4, Math.min(22, Math.floor(560 / nk)));
     var on = [];
     for (var h = 0; h < H; h++) if (state.on[h]) on.push(h);
@@ -525,7 +566,8 @@
           svg("rect", { x: 90 + (k - k0) * c, y: y, width: c - 1, height: c - 1,
                         fill: seen(state.b, s, k) ? shade(W(state.b, h, s, k)) : hatchUrl },
               decSvg).appendChild(svg("title", {}, null, "head " + h + ", key " + D.keys[k] +
-                                    ": " + fmt(W(state.b, h, s, k))));
+                                    ": " + (seen(state.b, s, k) ? fmt(W(state.b, h, s, k))
+                                                                : "masked")));
     });
     svg("text", { x: 90, y: height - 8, fill: "#666" }, decSvg,
         "orange: the key and value this step added; rows: the new query's weights");
