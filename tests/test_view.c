@@ -10,9 +10,11 @@
  *     1/3 on keys 0-2 of example 0 and 1/2 on keys 0-1 of example 1:
  *     worked out by hand;
  *   - labels and titles cannot close the page's elements;
- *   - with --window and --keep-first, the page's keys seen per row
- *     ("first", "lo", "hi") are the keys whose weight mha forward does
- *     not set to exactly 0;
+ *   - the module's own options (--window, --keep-first, --alibi, --sinks)
+ *     take effect in the sizes form as in the files form, and the page's
+ *     keys seen per row ("first", "lo", "hi") are the keys whose weight
+ *     mha forward does not set to exactly 0; PyTorch's options are
+ *     refused in both forms, by name;
  *   - bad invocations: one line, exit status 2, the directory as it was.
  *
  * tools/test-view.py checks the page in Chromium. */
@@ -349,6 +351,102 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
             "(Lq 7, Lk 6: query i sees key j only when j <= i + Lk - Lq)\n");
 }
 
+/* The sizes form applies --window and --keep-first as the files form and
+ * mha trace do: with d2l's inputs of ones every visible key scores alike,
+ * so a row's weights are 1/n on the n keys the window leaves it, and the
+ * page says which. */
+Test(view, sizes_form_takes_the_window, .init = enter, .fini = leave_scratch)
+{
+    run r = mha("view|--d2l|--batch|1|--queries|5|--kv|5|--hiddens|8|"
+                "--heads|2|--window|2|--keep-first|1|--html|v.html");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t size;
+    char *page = file_bytes("v.html", &size);
+    cr_assert_not_null(strstr(page, "\"causal\": true, \"window\": 2, "
+                                    "\"keep\": 1, \"alibi\": false, "
+                                    "\"sinks\": false"));
+    // query 3 sees keys 0, 2, 3; query 4 keys 0, 3, 4
+    cr_assert_not_null(strstr(page, "\"lo\": [0, 0, 0, 2, 3],\n"
+                                    "\"hi\": [1, 2, 3, 4, 5],\n"
+                                    "\"first\": [0, 0, 0, 1, 1]"));
+    static double w[2 * 5 * 5 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 5 * 5 + 1), 50);
+    for (size_t h = 0; h < 2; h++)
+        for (size_t i = 0; i < 5; i++) {
+            size_t n = 0;
+            for (size_t j = 0; j < 5; j++)
+                n += window_rule_sees(i, j, 5, 5, 2, 1, 5);
+            for (size_t j = 0; j < 5; j++)
+                cr_assert_float_eq(w[(h * 5 + i) * 5 + j],
+                                   window_rule_sees(i, j, 5, 5, 2, 1, 5)
+                                       ? 1.0 / (double)n
+                                       : 0.0,
+                                   1e-6, "head %zu, query %zu, key %zu", h,
+                                   i, j);
+        }
+    free(page);
+    run_free(&r);
+}
+
+/* --alibi in the sizes form: with d2l's ones the scores differ only by
+ * ALiBi's bias -m_h (i - j), m_0 = 2^-4 and m_1 = 2^-8 for 2 heads, so
+ * query i's weights are exp(-m_h (i - j)) over keys 0 .. i, normalised. */
+Test(view, sizes_form_takes_alibi, .init = enter, .fini = leave_scratch)
+{
+    run r = mha("view|--d2l|--batch|1|--queries|4|--kv|4|--hiddens|8|"
+                "--heads|2|--causal|--alibi|--html|v.html");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t size;
+    char *page = file_bytes("v.html", &size);
+    cr_assert_not_null(strstr(page, "\"alibi\": true"));
+    static double w[2 * 4 * 4 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 4 * 4 + 1), 32);
+    const double m[2] = {1.0 / 16, 1.0 / 256};
+    for (size_t h = 0; h < 2; h++)
+        for (size_t i = 0; i < 4; i++) {
+            double z = 0;
+            for (size_t j = 0; j <= i; j++)
+                z += exp(-m[h] * (double)(i - j));
+            for (size_t j = 0; j < 4; j++)
+                cr_assert_float_eq(w[(h * 4 + i) * 4 + j],
+                                   j <= i ? exp(-m[h] * (double)(i - j)) / z
+                                          : 0.0,
+                                   1e-6, "head %zu, query %zu, key %zu", h,
+                                   i, j);
+        }
+    free(page);
+    run_free(&r);
+}
+
+/* --sinks S.npy in the sizes form: each row gives part of its weight to
+ * its head's sink (sums below 1), the rest alike over its keys (d2l's
+ * ones); a larger sink logit takes more. */
+Test(view, sizes_form_takes_sinks, .init = enter, .fini = leave_scratch)
+{
+    put_values("s.npy", SHAPE(2), (double[]){0, 3});
+    run r = mha("view|--d2l|--batch|1|--queries|3|--kv|3|--hiddens|8|"
+                "--heads|2|--sinks|s.npy|--html|v.html");
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    size_t size;
+    char *page = file_bytes("v.html", &size);
+    cr_assert_not_null(strstr(page, "\"sinks\": true"));
+    static double w[2 * 3 * 3 + 1];
+    cr_assert_eq(page_weights(page, w, 2 * 3 * 3 + 1), 18);
+    for (size_t i = 0; i < 3; i++) {
+        double sum[2] = {0, 0};
+        for (size_t h = 0; h < 2; h++)
+            for (size_t j = 0; j < 3; j++) {
+                sum[h] += w[(h * 3 + i) * 3 + j];
+                cr_assert_float_eq(w[(h * 3 + i) * 3 + j],
+                                   w[(h * 3 + i) * 3], 1e-6);
+            }
+        cr_assert_lt(sum[0], 0.999, "query %zu sums to %g", i, sum[0]);
+        cr_assert_lt(sum[1], sum[0], "query %zu: %g, %g", i, sum[1], sum[0]);
+    }
+    free(page);
+    run_free(&r);
+}
+
 /* The files form with --window 2 --keep-first 1 and valid_lens: the
  * weights are mha forward's, and the keys the page says each row sees
  * are those whose weight is not exactly 0, as window.h's rule has it. */
@@ -406,6 +504,65 @@ Test(view, window_keys_seen_are_mha_forward_s, .init = enter,
     run_free(&r);
 }
 
+/* PyTorch's options are mha forward's: mha view refuses each by name in
+ * either form, before any file is read. */
+Test(view, refuses_pytorch_s_options, .init = enter, .fini = leave_scratch)
+{
+#define TORCH(o)                                                              \
+    "mha view: " o " is one of PyTorch's options: mha view takes the "      \
+    "module's own options, not PyTorch's (mha forward takes them)\n"
+    refused("view|--queries|4|--add-zero-attn|--html|old.html",
+            TORCH("--add-zero-attn"));
+    refused("view|--average-attn-weights|--html|old.html",
+            TORCH("--average-attn-weights"));
+    refused("view|--queries|4|--attn-mask|m.npy|--html|old.html",
+            TORCH("--attn-mask"));
+    refused("view|--d2l|--key-padding-mask|p.npy|--html|old.html",
+            TORCH("--key-padding-mask"));
+    refused("view|--heads|2|--queries|q.npy|--wq|wq.npy|--wk|wk.npy|--wv|"
+            "wv.npy|--wo|wo.npy|--add-zero-attn|--html|old.html",
+            TORCH("--add-zero-attn"));
+    refused("view|--heads|2|--queries|q.npy|--state-dict|m.npz|--html|"
+            "old.html",
+            TORCH("--state-dict"));
+#undef TORCH
+}
+
+/* The module's own options in the sizes form: refused as mha forward
+ * refuses them, and --sinks is an input the page may not replace. */
+Test(view, sizes_form_checks_the_module_s_options, .init = enter,
+     .fini = leave_scratch)
+{
+    refused("view|--keep-first|1|--html|old.html",
+            "mha view: --keep-first '1' needs --window (without one every "
+            "earlier key is seen)\n");
+    refused("view|--alibi|--html|old.html",
+            "mha view: --alibi needs --causal or --window (its bias -m_h "
+            "(i' - j) counts the distance to earlier keys)\n");
+    refused("view|--window|0|--html|old.html",
+            "mha view: --window '0' is zero (expected 1 to 1000000)\n");
+    refused("view|--window|2|--valid-lens|1,1|--queries|6|--kv|6|--html|"
+            "old.html",
+            "mha view: multihead: window: query 2 of example 0 sees no key "
+            "(valid_len 1, Lq 6, Lk 6, window 2: query i sees key j only "
+            "when i + Lk - Lq - 2 < j <= i + Lk - Lq)\n");
+    refused("view|--sinks|old.html|--html|old.html",
+            "mha view: --html 'old.html' and --sinks 'old.html' name the "
+            "same file (an output must not replace an input)\n");
+    put_values("s.npy", SHAPE(3), (double[]){0, 0, 0});
+    refused("view|--sinks|s.npy|--html|old.html",
+            "mha view: --sinks s.npy has shape (3,) but --heads 5 needs "
+            "(5,): one sink logit per head\n");
+    gsl_rng *g = mha_rng_new(3);
+    put_normal("q.npy", SHAPE(1, 2, 4), g, 1);
+    put_normal("w.npy", SHAPE(4, 4), g, 1);
+    gsl_rng_free(g);
+    refused("view|--heads|2|--queries|q.npy|--wq|w.npy|--wk|w.npy|--wv|"
+            "w.npy|--wo|w.npy|--sinks|old.html|--html|./old.html",
+            "mha view: --html './old.html' and --sinks 'old.html' name the "
+            "same file (an output must not replace an input)\n");
+}
+
 Test(view, html_must_be_a_regular_file, .init = enter, .fini = leave_scratch)
 {
     cr_assert_eq(mkdir("dir", 0755), 0);
@@ -425,6 +582,16 @@ Test(view, help, .init = enter, .fini = leave_scratch)
     cr_assert_eq(r.status, 0);
     cr_assert_eq(strncmp(r.out, "usage: mha view --html F", 24), 0, "%s", r.out);
     cr_assert_not_null(strstr(r.out, "  --labels a,b,c   the keys' labels"));
+    // every option of the module it takes, named
+    const char *takes[] = {"[--rope [--rope-base B]]", "[--causal]",
+                           "[--kv-heads G]", "[--window W [--keep-first K]]",
+                           "[--alibi]", "[--sinks S.npy]", "\n  --rope,",
+                           "\n  --causal ", "\n  --kv-heads G ",
+                           "\n  --window W, --keep-first K, --alibi ",
+                           "\n  --sinks S.npy "};
+    for (size_t i = 0; i < sizeof takes / sizeof takes[0]; i++)
+        cr_assert_not_null(strstr(r.out, takes[i]), "no %s in\n%s", takes[i],
+                           r.out);
     cr_assert_str_eq(r.err, "");
     run_free(&r);
 }

@@ -49,11 +49,13 @@ static const char usage_view[] =
     "                [--kv-heads G]\n"
 //<
 //> 19
-    "                [--window W [--keep-first K]] [--alibi]\n"
+    "                [--window W [--keep-first K]] [--alibi] [--sinks S.npy]\n"
 //<
     "                [--seed S | --d2l] [--labels a,b,c] [--query-labels x,y]\n"
     "                [--title T]\n"
     "       mha view --html F --heads h --queries Q.npy ... (the inputs of mha forward)\n"
+    "                and the options above but --batch, --kv, --hiddens, --seed\n"
+    "                and --d2l\n"
     "\n"
     "Run the module once and write one HTML page to explore it in a browser:\n"
     "nothing in it is loaded from elsewhere, so it opens from the file with no\n"
@@ -84,8 +86,33 @@ static const char usage_view[] =
     "                   number from 0 to 999999999999999999, as mha quiz's;\n"
     "                   default 0) or, with --d2l, inputs of ones as in d2l's\n"
     "                   example; a file name (anything but digits): the .npy\n"
-    "                   inputs of mha forward (see mha forward --help;\n"
-    "                   PyTorch's options are not taken here)\n"
+    "                   inputs of mha forward (see mha forward --help)\n"
+    "  --valid-lens L   one valid length per example, e.g. 3,2 (or, with\n"
+    "                   files, --valid-lens-file VL.npy)\n"
+//> 15
+    "  --rope, --rope-base B  rotary embeddings on Q and K, as mha forward\n"
+    "                   takes them\n"
+//<
+//> 16
+    "  --causal         query i sees key j only when j <= i + Lk - Lq\n"
+//<
+//> 17
+    "  --kv-heads G     G key-value heads, each shared by h/G query heads\n"
+//<
+//> 19
+    "  --window W, --keep-first K, --alibi  as mha forward takes them\n"
+    "                   (chapter 19): query i sees the keys j with\n"
+    "                   i + Lk - Lq - W < j <= i + Lk - Lq, and the first K;\n"
+    "                   the page stripes the others\n"
+    "  --sinks S.npy    a sink logit per head, (h,): each row's weights sum\n"
+    "                   to less than 1, the rest goes to the head's sink\n"
+//<
+    "The module's options take effect in both forms, the files' and the\n"
+    "sizes'.\n"
+//> 18
+    "PyTorch's options (--attn-mask and the others of mha forward) are\n"
+    "refused: mha forward takes them.\n"
+//<
     "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
     "                   in a label); the queries get them too when Lq = Lk.\n"
     "                   Default: positions\n"
@@ -105,9 +132,6 @@ static const char usage_view[] =
 static const char *const file_options[] = {
     "--keys", "--values", "--wq", "--wk", "--wv", "--wo", "--bq", "--bk",
     "--bv", "--bo", "--valid-lens-file",
-//> 19
-    "--sinks",
-//<
 //> 18
     CLI_TORCH_FILES,
 //<
@@ -228,13 +252,29 @@ static int sizes_case(cli_option *opts, size_t nopts, view_case *c)
         return CLI_USAGE;
 //<
 //> 19
+    // as mha forward takes them: a window, the first keys, ALiBi, sinks
     if (cli_window_options(opts, nopts, cfg.causal, &cfg.window,
                            &cfg.keep_first, &cfg.alibi))
         return CLI_USAGE;
+    const char *sinks_path = cli_find(opts, nopts, "--sinks")->value;
+    tensor *sinks = NULL; // (h,)
+    if (sinks_path && cli_read_sinks(sinks_path, h, &sinks))
+        return CLI_USAGE;
+    cfg.sinks = sinks != NULL;
 //<
-    if (multihead_init(&c->m, &cfg))
+    if (multihead_init(&c->m, &cfg)) {
+//> 19
+        tensor_free(sinks);
+//<
         return cli_error("%s", mha_last_error());
+    }
     c->has_m = 1;
+//> 19
+    int copied = !sinks || !tensor_copy_into(c->m.sinks, sinks);
+    tensor_free(sinks);
+    if (!copied)
+        return cli_error("--sinks: %s", mha_last_error());
+//<
     gsl_rng *rng = mha_rng_new(seed);
     if (!rng)
         return cli_error("%s", mha_last_error());
@@ -273,6 +313,16 @@ int cmd_view(int argc, char **argv)
     if (!html)
         return cli_error("--html is required: the page to write (see mha view "
                          "--help)");
+//> 18
+    // PyTorch's options are mha forward's: refused in both forms, by name
+    static const cli_option torch[] = {CLI_TORCH_OPTIONS};
+    for (size_t i = 0; i < NOPTS(torch); i++)
+        if (cli_find(opts, nopts, torch[i].name)->value)
+            return cli_error("%s is one of PyTorch's options: mha view takes "
+                             "the module's own options, not PyTorch's "
+                             "(mha forward takes them)",
+                             torch[i].name);
+//<
     const char *q = cli_find(opts, nopts, "--queries")->value;
     int sizes = !q || all_digits(q);
     static const char *const size_options[] = {"--batch", "--kv", "--hiddens",
@@ -297,7 +347,11 @@ int cmd_view(int argc, char **argv)
     int has_in = 0;
     const cli_path out = {"--html", html};
     if (sizes) {
-        if ((status = cli_check_paths(&out, 1, NULL, 0)))
+        cli_path sinks = {"--sinks", NULL};
+//> 19
+        sinks.path = cli_find(opts, nopts, "--sinks")->value;
+//<
+        if ((status = cli_check_paths(&out, 1, &sinks, 1)))
             return status;
         status = sizes_case(opts, nopts, &c);
         // OpenBLAS's buffer, or one line saying the memory limit leaves
@@ -305,10 +359,14 @@ int cmd_view(int argc, char **argv)
         if (!status && threads_blas_reserve())
             status = cli_error("%s", mha_last_error());
     } else {
-        cli_path ins[NOPTS(file_options) + 1];
+        cli_path ins[NOPTS(file_options) + 2];
         ins[0] = (cli_path){"--queries", q};
+        ins[1] = (cli_path){"--sinks", NULL};
+//> 19
+        ins[1].path = cli_find(opts, nopts, "--sinks")->value;
+//<
         for (size_t i = 0; i < NOPTS(file_options); i++)
-            ins[i + 1] = (cli_path){file_options[i],
+            ins[i + 2] = (cli_path){file_options[i],
                                     cli_find(opts, nopts, file_options[i])->value};
         if ((status = cli_inputs_check_options(opts, nopts)) ||
             (status = cli_check_paths(&out, 1, ins, NOPTS(ins))) ||
@@ -320,13 +378,6 @@ int cmd_view(int argc, char **argv)
             return cli_error("%s", mha_last_error());
         status = cli_inputs_load(opts, nopts, &in);
         has_in = 1;
-//> 18
-        if (!status && in.has_torch)
-            status = cli_error("mha view takes the module's own options, not "
-                               "PyTorch's (--attn-mask, --key-padding-mask, "
-                               "--in-proj-*, --bias-k/v, --add-zero-attn, "
-                               "--average-attn-weights, --state-dict)");
-//<
         if (!status) {
             size_t B = in.queries->shape[0], Lq = in.queries->shape[1],
                    Lk = in.keys->shape[1], h = in.m.cfg.num_heads;

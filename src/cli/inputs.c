@@ -84,6 +84,26 @@ int cli_window_options(cli_option *opts, size_t nopts, int causal,
 }
 //<
 
+//> 19
+int cli_read_sinks(const char *path, size_t heads, tensor **sinks)
+{
+    *sinks = NULL;
+    if (npy_read(path, sinks))
+        return cli_error("--sinks: %s", mha_last_error());
+    char ss[TRACE_SHAPE_MAX];
+    if ((*sinks)->ndim != 1 || (*sinks)->shape[0] != heads) {
+        int status = cli_error("--sinks %s has shape %s but --heads %zu "
+                               "needs (%zu,): one sink logit per head",
+                               path, tensor_shape_str(*sinks, ss, sizeof ss),
+                               heads, heads);
+        tensor_free(*sinks);
+        *sinks = NULL;
+        return status;
+    }
+    return CLI_OK;
+}
+//<
+
 //> 17
 int cli_kv_heads_option(const cli_option *kv, size_t heads, size_t *kv_heads)
 {
@@ -536,14 +556,7 @@ int cli_inputs_load(cli_option *opts, size_t nopts, cli_inputs *in)
                                     &opt.keep_first, &opt.alibi);
     if (!status && sinks_path) {
         opt.sinks = 1;
-        if (npy_read(sinks_path, &sinks))
-            status = cli_error("--sinks: %s", mha_last_error());
-        char ss[TRACE_SHAPE_MAX];
-        if (!status && (sinks->ndim != 1 || sinks->shape[0] != heads))
-            status = cli_error("--sinks %s has shape %s but --heads %zu needs "
-                               "(%zu,): one sink logit per head",
-                               sinks_path, tensor_shape_str(sinks, ss, sizeof ss),
-                               heads, heads);
+        status = cli_read_sinks(sinks_path, heads, &sinks);
     }
 //<
     if (!status)

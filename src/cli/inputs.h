@@ -89,6 +89,10 @@
  * --window. */
 int cli_window_options(cli_option *opts, size_t nopts, int causal,
                        size_t *window, size_t *keep, int *alibi);
+/* --sinks S.npy read into *sinks (h,), one sink logit per head: CLI_OK,
+ * or CLI_USAGE after one line (a file that cannot be read, or another
+ * shape than (heads,)), *sinks NULL. */
+int cli_read_sinks(const char *path, size_t heads, tensor **sinks);
 /* Forward's and heatmap's share of them, --sinks with its file. */
 #define CLI_WINDOW_INPUT_OPTIONS , CLI_WINDOW_OPTIONS, {"--sinks", 1, NULL}
 //<
