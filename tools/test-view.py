@@ -25,7 +25,9 @@ installed (`make browser-test` installs it; --browser makes it required):
     a page of 100 positions shows 64 at a time and a thumbnail that
     moves them;
   - "save SVG" and "save PNG" download a well-formed SVG and a PNG that
-    is not blank;
+    is not blank; each saved picture carries its style: opened on its
+    own, its text is the page's 12px, and the dataflow's longest step
+    and the grid's "example 0" end before what stands to their right;
   - --window 2 --keep-first 1 (the .npy inputs): the summary says
     "window 2, keep-first 1" and not "causal", hovering a query names
     the keys it sees ("key 0 and keys 3 to 4") and shows "masked"
@@ -559,6 +561,23 @@ def set_step(pg, t):
           "s.dispatchEvent(new Event('input'));0" % t)
 
 
+def check_saved(b, path, downloads, what):
+    """A saved picture opened on its own: every text in the page's 12px
+    (it carries its style).  Returns its Page, or None."""
+    if not check(wait_file(path), "%s: saving wrote nothing" % what):
+        return None
+    b.events.clear()
+    pg = Page(b, path, downloads)
+    for p in pg.problems():
+        check(False, "%s: %s" % (what, p))
+    sizes = pg.js("[].map.call(document.querySelectorAll('text'),function(t)"
+                  "{return getComputedStyle(t).fontSize;})")
+    wrong = sorted(set(x for x in sizes if x != "12px"))
+    check(sizes and not wrong, "%s: the saved picture's text is %s, not the "
+          "page's 12px" % (what, wrong or "missing"))
+    return pg
+
+
 def in_browser(exe, scratch, pages, a_path, lens):
     downloads = os.path.join(scratch, "downloads")
     os.mkdir(downloads)
@@ -631,6 +650,35 @@ def in_browser(exe, scratch, pages, a_path, lens):
                   "have %d cells" % len(cells))
         for p in pg.problems():
             check(False, "readme: " + p)
+        # each saved picture carries its style: the dataflow's longest
+        # step ends before its kind, the grid's "example 0" before its
+        # first panel
+        pg.click("#dataflow .save-svg")
+        pg.click("#grid .save-svg")
+        check_saved(b, os.path.join(downloads, "head-view.svg"), downloads,
+                    "readme: the head view")
+        df = check_saved(b, os.path.join(downloads, "dataflow.svg"), downloads,
+                         "readme: the dataflow")
+        if df:
+            gap = df.js("""(function(){
+                var g=[].filter.call(document.querySelectorAll('g.step'),function(g){
+                  return g.querySelector('text').textContent.indexOf('masked_softmax(')===0;})[0];
+                var t=g.querySelectorAll('text');
+                return t[1].getBoundingClientRect().left-t[0].getBoundingClientRect().right;})()""")
+            check(gap > 0, "readme: in the saved dataflow masked_softmax(...) "
+                  "runs %.0f px over its kind" % -gap)
+            shot(df, "9-saved-dataflow")
+        gr = check_saved(b, os.path.join(downloads, "heads.svg"), downloads,
+                         "readme: the grid")
+        if gr:
+            gap = gr.js("""(function(){
+                var l=[].filter.call(document.querySelectorAll('text'),function(t){
+                  return t.textContent==='example 0';})[0];
+                return document.querySelector('.panel').getBoundingClientRect().left-
+                       l.getBoundingClientRect().right;})()""")
+            check(gap > 0, "readme: in the saved grid \"example 0\" runs "
+                  "%.0f px into its first panel" % -gap)
+            shot(gr, "9-saved-grid")
 
         # where each number goes, B = 1 (every step of the split a view)
         # and B = 2 (the last one copies)

@@ -94,10 +94,18 @@
   }
 
   // --- saving a view ----------------------------------------------------
+  // the page's rules (explorer.css) that draw a picture, for a saved copy:
+  // without them its text falls back to the viewer's default, larger, and
+  // runs over its neighbours
+  var SVG_STYLE = "text{font:12px system-ui,sans-serif}.qlabel.active{font-weight:bold}" +
+      ".klabel.masked{fill:#aaa;text-decoration:line-through}line.attn.dim{display:none}" +
+      ".panel.off{opacity:.2}";
   function svgText(root) {
     var copy = root.cloneNode(true);
     copy.setAttribute("xmlns", NS);
     copy.removeAttribute("class");
+    if (!copy.querySelector("style")) // a picture with its own style keeps it
+      copy.insertBefore(svg("style", {}, null, SVG_STYLE), copy.firstChild);
     return '<?xml version="1.0" encoding="UTF-8"?>\n' +
            new XMLSerializer().serializeToString(copy);
   }
