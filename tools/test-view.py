@@ -36,6 +36,9 @@ installed (`make browser-test` installs it; --browser makes it required):
     --sinks: the hover says the rest goes to the head's sink and shows
     it; --causal --valid-lens 3,2: example 1, step 3 attends to 2 of the
     6 cached keys;
+  - the decoding view past 64 keys: "cache" and the head labels apart,
+    each head's label on its row, and a line that says which of the
+    cached keys are drawn;
   - where each number goes, for (1, 2, 16) and (2, 3, 16) with 8 heads:
     every stage of the split and the join holds each element of its
     input once, each where the arithmetic of transpose_qkv (x[b, i, j]
@@ -791,8 +794,40 @@ def in_browser(exe, scratch, pages, a_path, lens):
                   "the input" % k)
         check(m and len(first) == int(m.group(1)), "long: %d numbers drawn"
               % len(first))
+        # decoding past 64 keys: the labels apart and on their rows, and
+        # a line that says which keys are drawn
+        set_step(pg, 99)
+        got = pg.js("""(function(){
+            var s=document.getElementById('dec-svg');
+            var labels=[].filter.call(s.querySelectorAll('text'),function(t){
+              return t.getAttribute('x')==='0';}).map(function(t){
+              var r=t.getBoundingClientRect();return [t.textContent,r.top,r.bottom];});
+            var ys={};
+            [].forEach.call(s.querySelectorAll('rect'),function(r){
+              var x=+r.getAttribute('x'),w=+r.getAttribute('width');
+              if (x>=90 && w<30) ys[r.getBoundingClientRect().top]=r.getBoundingClientRect().bottom;});
+            var rows=Object.keys(ys).map(Number).sort(function(a,b){return a-b;})
+              .map(function(y){return [y,ys[y]];});
+            return {labels: labels, rows: rows, text: s.textContent};})()""")
+        labels = sorted(got["labels"], key=lambda x: x[1])
+        check([x[0] for x in labels] == ["cache", "head 0", "head 1", "head 2",
+                                         "head 3"] and
+              all(labels[i + 1][1] >= labels[i][2] for i in range(4)),
+              "long: the decoding's labels overlap: %s" % labels)
+        check(len(got["rows"]) == 5 and all(
+            r[0] <= (x[1] + x[2]) / 2 <= r[1]
+            for x, r in zip(labels, got["rows"])),
+            "long: the decoding's labels %s are not on their rows %s" %
+            (labels, got["rows"]))
+        check("the last 64 of the 100 cached keys" in got["text"],
+              "long: the decoding does not say only the last 64 of the 100 "
+              "cached keys are drawn")
+        shot(pg, "7-long-decoding")
         for p in pg.problems():
             check(False, "long: " + p)
+        pg.click("#decoding .save-svg")
+        check_saved(b, os.path.join(downloads, "decoding.svg"), downloads,
+                    "long: the decoding")
 
         # a window that keeps the first key, over the .npy inputs
         b.events.clear()

@@ -552,26 +552,39 @@
     var nk = Math.min(Lk, WIN), c = Math.max(4, Math.min(22, Math.floor(560 / nk)));
     var on = [];
     for (var h = 0; h < H; h++) if (state.on[h]) on.push(h);
-    var width = Math.max(640, 90 + nk * c + 20), height = 60 + (on.length + 1) * (c + 6);
+    // a row is as tall as its cells or its label, whichever is taller; the
+    // labels are centred on their rows
+    var rowH = Math.max(c, 14) + 6, top = 18;
+    var k0 = Math.max(0, t - nk);
+    if (k0 > 0) top += 20; // a line to say which keys are drawn
+    var width = Math.max(640, 90 + nk * c + 20), height = top + (on.length + 1) * rowH + 30;
     decSvg.setAttribute("width", width);
     decSvg.setAttribute("height", height);
     decSvg.setAttribute("viewBox", "0 0 " + width + " " + height);
     svg("rect", { width: width, height: height, fill: "#fff" }, decSvg);
     var hatchUrl = hatch(decSvg);
-    var k0 = Math.max(0, t - nk);
-    svg("text", { x: 0, y: 30 }, decSvg, "cache");
+    if (k0 > 0)
+      svg("text", { id: "dec-note", x: 90, y: 14, fill: "#666" }, decSvg,
+          "the last " + nk + " of the " + t + " cached keys: keys " + D.keys[k0] + " to " +
+          D.keys[t - 1]);
+    function label(y, text, attrs) {
+      attrs.x = 0;
+      attrs.y = y + c / 2 + 4;
+      return svg("text", attrs, decSvg, text);
+    }
+    label(top, "cache", { "class": "dec-label" });
     for (var k = k0; k < k0 + nk; k++) {
       var x = 90 + (k - k0) * c;
-      svg("rect", { x: x, y: 18, width: c - 1, height: c - 1,
+      svg("rect", { x: x, y: top, width: c - 1, height: c - 1,
                     fill: k < t ? (k === t - 1 ? "#f28e2b" : "#bbb") : "none",
                     stroke: "#888", "data-k": k, "class": k < t ? "cached" : "empty" }, decSvg);
     }
     on.forEach(function (h, n) {
-      var y = 18 + (n + 1) * (c + 6);
-      svg("text", { x: 0, y: y + c - 4, fill: colour(h) }, decSvg, "head " + h);
+      var y = top + (n + 1) * rowH;
+      label(y, "head " + h, { "class": "dec-label", "data-head": h, fill: colour(h) });
       for (var k = k0; k < k0 + nk; k++)
         if (k < t)
-          svg("rect", { x: 90 + (k - k0) * c, y: y, width: c - 1, height: c - 1,
+          svg("rect", { x: 90 + (k - k0) * c, y: y, width: c - 1, height: c - 1, "data-head": h,
                         fill: seen(state.b, s, k) ? shade(W(state.b, h, s, k)) : hatchUrl },
               decSvg).appendChild(svg("title", {}, null, "head " + h + ", key " + D.keys[k] +
                                     ": " + (seen(state.b, s, k) ? fmt(W(state.b, h, s, k))
