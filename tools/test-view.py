@@ -39,6 +39,8 @@ installed (`make browser-test` installs it; --browser makes it required):
   - the decoding view past 64 keys: "cache" and the head labels apart,
     each head's label on its row, and a line that says which of the
     cached keys are drawn;
+  - where each number goes at the smallest sizes: every frame holds its
+    captions;
   - where each number goes, for (1, 2, 16) and (2, 3, 16) with 8 heads:
     every stage of the split and the join holds each element of its
     input once, each where the arithmetic of transpose_qkv (x[b, i, j]
@@ -907,6 +909,21 @@ def in_browser(exe, scratch, pages, a_path, lens):
         for p in pg.problems():
             check(False, "causal-lens: " + p)
 
+        # where each number goes at the smallest sizes: the frames hold
+        # their captions
+        b.events.clear()
+        pg = Page(b, pages["tiny"], downloads)
+        over = pg.js("""[].concat.apply([], [].map.call(
+            document.querySelectorAll('#numbers-svg g.stage'), function(g){
+              var right=g.querySelector('rect.frame').getBoundingClientRect().right;
+              return [].filter.call(g.querySelectorAll('text'), function(t){
+                return t.getBoundingClientRect().right > right + 0.5;})
+                .map(function(t){return t.textContent;});}))""")
+        check(not over, "tiny: frames narrower than their captions: %s" %
+              over[:3])
+        shot(pg, "13-tiny-numbers")
+        for p in pg.problems():
+            check(False, "tiny: " + p)
     finally:
         b.close()
 
@@ -964,7 +981,7 @@ def main():
             subprocess.run([mha] + list(a), check=True, cwd=scratch)
         pages = {k: os.path.join(scratch, k + ".html")
                  for k in ("readme", "files", "gqa", "long", "slide", "b2",
-                           "window", "sinks", "causal-lens")}
+                           "window", "sinks", "causal-lens", "tiny")}
         run("view", "--batch", "2", "--queries", "4", "--kv", "6",
             "--hiddens", "100", "--heads", "5", "--valid-lens", "3,2",
             "--html", pages["readme"])
@@ -993,6 +1010,8 @@ def main():
         run("view", *common, *sinks, "--html", pages["sinks"])
         run("view", "--causal", "--valid-lens", "3,2", "--html",
             pages["causal-lens"])
+        run("view", "--batch", "1", "--queries", "1", "--kv", "1",
+            "--hiddens", "4", "--heads", "1", "--html", pages["tiny"])
         run("view", "--batch", "2", "--queries", "8", "--kv", "8",
             "--hiddens", "16", "--heads", "4", "--kv-heads", "2", "--causal",
             "--html", pages["gqa"])
@@ -1006,7 +1025,7 @@ def main():
         size = check_file(pages["readme"], "readme", 1 << 20)
         print("view-test: readme page: %d bytes" % size)
         for k in ("files", "gqa", "long", "slide", "b2", "window", "sinks",
-                  "causal-lens"):
+                  "causal-lens", "tiny"):
             check_file(pages[k], k)
 
         exe = shutil.which("chromium")

@@ -697,6 +697,11 @@
         where.join("; ") + ".";
   }
 
+  // the width of a text drawn in the page (an estimate before it is)
+  function textWidth(t) {
+    var n = t.getComputedTextLength ? t.getComputedTextLength() : 0;
+    return n > 0 ? Math.ceil(n) : 7 * t.textContent.length;
+  }
   function drawNumbers() {
     if (!nu) return;
     clear(nuSvg);
@@ -751,7 +756,8 @@
         var g = svg("g", { "class": "stage", "data-split": s, "data-stage": k }, nuSvg);
         var y0 = top;
         top += 18;
-        svg("text", { x: 8, y: top, "font-weight": "bold" }, g,
+        // the frame holds its captions too, however few the numbers
+        var caption = svg("text", { x: 8, y: top, "font-weight": "bold" }, g,
             (k ? "step " + k + ": " + st.op + " → " : "input ") + tuple(st.shape) + named(st) +
             (k ? ", a " + st.kind : ""));
         top += 8;
@@ -761,7 +767,8 @@
         var nd = st.shape.length, L = st.index, n = L.map(function (l) { return l.length; });
         var rows = nd >= 2 ? n[nd - 2] : 1, cols = n[nd - 1];
         var head = nd === 4 ? 28 : nd === 3 ? 14 : 4; // room for the labels
-        var bw = cols * CW, bh = rows * CH, lineW = 0, x = 8, y = top + head;
+        var bw = cols * CW, bh = rows * CH, lineW = 8 + textWidth(caption), x = 8,
+            y = top + head;
         var per = rows * cols, blocks = st.cells.length / per;
         var inner = nd >= 3 ? n[nd - 3] : 1;
         function dimLabel(d, i) { return (st.names[d] || "dim " + d) + " " + L[d][i]; }
@@ -799,10 +806,11 @@
             .sort(function (a, b) { return st.slots[a] - st.slots[b]; });
         var fresh = k && st.kind === "copy";
         top += 14;
-        svg("text", { x: 8, y: top, fill: fresh ? "#b22" : "#333" }, g, "memory, buffer " +
-            st.buffer + (k ? (fresh ? ": a new buffer, the numbers written in the new order"
-                                    : ": the same buffer, not one number moved") : "") +
-            "; strides " + tuple(st.strides) + (st.offset ? ", offset " + st.offset : ""));
+        lineW = Math.max(lineW, 8 + textWidth(svg("text", { x: 8, y: top, fill: fresh ? "#b22" : "#333" }, g,
+            "memory, buffer " + st.buffer +
+            (k ? (fresh ? ": a new buffer, the numbers written in the new order"
+                        : ": the same buffer, not one number moved") : "") +
+            "; strides " + tuple(st.strides) + (st.offset ? ", offset " + st.offset : ""))));
         var mem = svg("g", { "class": "memory", "data-buffer": st.buffer }, g);
         var perLine = Math.max(8, Math.floor((WRAP - 60) / CW)), mx = 60, my = top + 6;
         order.forEach(function (i, m) {
