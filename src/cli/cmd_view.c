@@ -107,17 +107,18 @@ static const char usage_view[] =
     "  --sinks S.npy    a sink logit per head, (h,): each row's weights sum\n"
     "                   to less than 1, the rest goes to the head's sink\n"
 //<
-    "The module's options take effect in both forms, the files' and the\n"
-    "sizes'.\n"
-//> 18
-    "PyTorch's options (--attn-mask and the others of mha forward) are\n"
-    "refused: mha forward takes them.\n"
-//<
     "  --labels a,b,c   the keys' labels, one per key (tokens, say; no commas\n"
     "                   in a label); the queries get them too when Lq = Lk.\n"
     "                   Default: positions\n"
     "  --query-labels x,y  the queries' labels, one per query\n"
     "  --title T        the page's heading\n"
+    "\n"
+    "The module's options take effect in both forms, the sizes' and the\n"
+    "files'.\n"
+//> 18
+    "PyTorch's options (--attn-mask and the others of mha forward) are\n"
+    "refused, each by name: mha forward takes them.\n"
+//<
     "\n"
     "The page holds every weight: B*h*Lq*Lk may be at most 4194304; with\n"
     "sizes, D at most 2048.  Bad input: one line on stderr, exit status 2,\n"
