@@ -155,28 +155,6 @@ Test(view, d2l_inputs_give_uniform_weights, .init = enter, .fini = leave_scratch
     run_free(&r);
 }
 
-/* The sizes form takes chapter 19's --window, --keep-first and --alibi
- * as mha trace does (it ran without them before): d2l's ones with
- * --window 2 give query i of Lq 4, Lk 6 weight 1/2 on keys i+1 and i+2,
- * the last two it may see, and 0 elsewhere. */
-Test(view, sizes_take_the_window, .init = enter, .fini = leave_scratch)
-{
-    run r = mha("view|--d2l|--window|2|--html|v.html");
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    size_t size;
-    char *page = file_bytes("v.html", &size);
-    static double w[2 * 5 * 4 * 6 + 1];
-    cr_assert_eq(page_weights(page, w, 2 * 5 * 4 * 6 + 1), 240);
-    for (size_t bh = 0; bh < 10; bh++)
-        for (size_t i = 0; i < 4; i++)
-            for (size_t k = 0; k < 6; k++)
-                cr_assert_float_eq(w[(bh * 4 + i) * 6 + k],
-                                   k == i + 1 || k == i + 2 ? 0.5 : 0.0, 1e-6,
-                                   "head row %zu, query %zu, key %zu", bh, i, k);
-    free(page);
-    run_free(&r);
-}
-
 /* The page's weights against mha forward's A, on the same .npy inputs. */
 Test(view, weights_are_mha_forward_s, .init = enter, .fini = leave_scratch)
 {
@@ -336,16 +314,6 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
             "weights for (four (D, D) matrices); mha trace takes any size\n");
     refused("view|--valid-lens|3,7|--html|old.html",
             "mha view: --valid-lens '3,7': entry 2 (7) is larger than --kv 6\n");
-    refused("view|--alibi|--html|old.html",
-            "mha view: --alibi needs --causal or --window (its bias -m_h "
-            "(i' - j) counts the distance to earlier keys)\n");
-    refused("view|--keep-first|1|--html|old.html",
-            "mha view: --keep-first '1' needs --window (without one every "
-            "earlier key is seen)\n");
-    refused("view|--sinks|s.npy|--html|old.html",
-            "mha view: --sinks names a file, but --queries (default 4) is a "
-            "number: give --queries Q.npy and the other inputs of mha "
-            "forward, or sizes alone\n");
     refused("view|--causal|--queries|7|--html|old.html",
             "mha view: multihead: causal: query 0 of example 0 sees no key "
             "(Lq 7, Lk 6: query i sees key j only when j <= i + Lk - Lq)\n");
