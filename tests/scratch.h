@@ -22,14 +22,34 @@
 static char scratch_home[4096]; /* where the test started: the repository */
 static char scratch_dir[64];    /* the scratch directory, absolute */
 
+static inline int scratch_remove_entry(const char *path, const struct stat *st,
+                                       int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Go back where the test started and remove the scratch directory, if
+ * there is one. */
+static inline void scratch_leave(void)
+{
+    if (scratch_dir[0] && chdir(scratch_home) == 0)
+        nftw(scratch_dir, scratch_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    scratch_dir[0] = '\0';
+}
+
 /* Make /tmp/<prefix>-XXXXXX (a suite whose paths name it stays where it
- * started). */
+ * started).  It is removed at the test process's exit too: a test that
+ * skips (cr_skip_test) ends without its suite's .fini. */
 static inline void scratch_make(const char *prefix)
 {
     cr_assert_not_null(getcwd(scratch_home, sizeof scratch_home));
     snprintf(scratch_dir, sizeof scratch_dir, "/tmp/%s-XXXXXX", prefix);
     cr_assert_not_null(mkdtemp(scratch_dir), "mkdtemp(%s): %s", scratch_dir,
                        strerror(errno));
+    static int at_exit;
+    if (!at_exit++)
+        atexit(scratch_leave);
 }
 
 /* Make /tmp/<prefix>-XXXXXX and enter it. */
@@ -39,19 +59,6 @@ static inline void scratch_enter(const char *prefix)
     cr_assert_eq(chdir(scratch_dir), 0);
 }
 
-static inline int scratch_remove_entry(const char *path, const struct stat *st,
-                                       int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-/* Go back where the test started and remove the scratch directory. */
-static inline void scratch_leave(void)
-{
-    if (chdir(scratch_home) == 0)
-        nftw(scratch_dir, scratch_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
 
 /* The names in dir (not . and ..), sorted, joined by spaces: "a.npy b". */
 static inline void list_dir(const char *dir, char *out, size_t n)
