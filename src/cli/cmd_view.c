@@ -347,11 +347,11 @@ int cmd_view(int argc, char **argv)
     view_case c = {0};
     int has_in = 0;
     const cli_path out = {"--html", html};
-    if (sizes) {
-        cli_path sinks = {"--sinks", NULL};
+    cli_path sinks = {"--sinks", NULL}; // an input in both forms
 //> 19
-        sinks.path = cli_find(opts, nopts, "--sinks")->value;
+    sinks.path = cli_find(opts, nopts, "--sinks")->value;
 //<
+    if (sizes) {
         if ((status = cli_check_paths(&out, 1, &sinks, 1)))
             return status;
         status = sizes_case(opts, nopts, &c);
@@ -362,10 +362,7 @@ int cmd_view(int argc, char **argv)
     } else {
         cli_path ins[NOPTS(file_options) + 2];
         ins[0] = (cli_path){"--queries", q};
-        ins[1] = (cli_path){"--sinks", NULL};
-//> 19
-        ins[1].path = cli_find(opts, nopts, "--sinks")->value;
-//<
+        ins[1] = sinks;
         for (size_t i = 0; i < NOPTS(file_options); i++)
             ins[i + 2] = (cli_path){file_options[i],
                                     cli_find(opts, nopts, file_options[i])->value};
