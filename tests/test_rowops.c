@@ -83,6 +83,22 @@ Test(rowops, softmax_row_with_nothing_valid_is_uniform)
         cr_assert_eq(out[j], 1.0);
 }
 
+/* A score that is not finite among the keys seen: NaN, and the row as it
+ * was; one past them (masked) changes nothing. */
+Test(rowops, softmax_row_refuses_a_score_that_is_not_finite)
+{
+    double x[4] = {1, INFINITY, 7, NAN}, out[4] = {-1, -1, -1, -1}, m = -1;
+    cr_assert(isnan(rowops_softmax_unnormalized(x, 4, 1.0, 2, out, &m)));
+    cr_assert_eq(m, -1.0);
+    for (size_t j = 0; j < 4; j++)
+        cr_assert_eq(out[j], -1.0);
+    x[1] = 2; // the NaN at 3 is masked
+    double sum = rowops_softmax_unnormalized(x, 4, 1.0, 3, out, &m);
+    cr_assert_eq(m, 7.0);
+    cr_assert(fabs(sum - (1 + exp(-5.0) + exp(-6.0))) <= 4 * DBL_EPSILON);
+    cr_assert_eq(out[3], 0.0);
+}
+
 Test(rowops, max_scale_divide_fill)
 {
     double x[7] = {-3, 8, 2, 8.5, -1, 0, 4};
@@ -100,7 +116,8 @@ Test(rowops, max_scale_divide_fill)
 //<
 /* Every kind of double: finite ones (zeros, the smallest subnormal, the
  * largest finite) pass; NaN (quiet, signalling, negative) and both
- * infinities fail, at every position of rows of every length up to 70
+ * infinities fail, in rowops_all_finite and (from chapter 12)
+ * rowops_max_finite, which finds the maximum as well, at every position of rows of every length up to 70
  * (the vector body and its remainder). */
 Test(rowops, all_finite_by_kind_and_position)
 {
@@ -115,12 +132,24 @@ Test(rowops, all_finite_by_kind_and_position)
         for (size_t j = 0; j < n; j++)
             x[j] = finite[j % 8];
         cr_assert_eq(rowops_all_finite(x, n), 1, "n = %zu", n);
+        //> 12
+        int finite = -1;
+        if (n > 0) {
+            double m = rowops_max_finite(x, n, &finite);
+            cr_assert_eq(finite, 1, "n = %zu", n);
+            cr_assert_eq(m, n > 4 ? DBL_MAX : n > 2 ? 4.9e-324 : 0.0);
+        }
+        //<
         for (size_t at = 0; at < n; at++)
             for (size_t b = 0; b < 5; b++) {
                 double keep = x[at];
                 x[at] = bad[b];
                 cr_assert_eq(rowops_all_finite(x, n), 0, "n %zu at %zu bad %zu",
                              n, at, b);
+                //> 12
+                (void)rowops_max_finite(x, n, &finite);
+                cr_assert_eq(finite, 0, "n %zu at %zu bad %zu", n, at, b);
+                //<
                 x[at] = keep;
             }
     }

@@ -131,26 +131,31 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
     // pass 1: the scores, K read transposed by BLAS
     int status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &q_r.matrix,
                                 &k.matrix, 0.0, &s_r.matrix);
-    // pass 2, row by row: finite inputs, yet a product can overflow, so
-    // first check the scores the mask keeps (one inf or NaN would turn
-    // the whole row into NaN); then scale, mask, exp(s - max), row sums
+    // pass 2, row by row: scale, mask, exp(s - max), row sums.  The
+    // inputs are finite, yet a product can overflow: a score the mask
+    // keeps that is inf or NaN (it would turn the whole row into NaN) is
+    // refused, found by the softmax as it looks for the maximum, or
+    // before a window's rule
     for (size_t r = 0; r < rows && !status; r++) {
         double *s_row = s + r * Lk;
         size_t len = softmax_valid_len(valid_lens, b, r0 + r, Lk);
-        if (!rowops_all_finite(s_row, len)) {
+        // a window, alibi or sinks (window.h): query r0 + r at its position
+        long qpos = (long)Lk - (long)hm->q.rows + (long)(r0 + r);
+        if (rule && !rowops_all_finite(s_row, len))
+            sums[r] = NAN;
+        else if (rule)
+            sums[r] = window_softmax_row(rule, i, s_row, Lk, scale, qpos, NULL,
+                                         len, s_row, NULL);
+        else
+            sums[r] = rowops_softmax_unnormalized(s_row, Lk, scale, len, s_row,
+                                                  NULL);
+        if (isnan(sums[r])) {
             size_t j = 0;
-            while (isfinite(s_row[j])) // one of the first len is not
+            while (j + 1 < len && isfinite(s_row[j])) // one of them is not
                 j++;
             note_bad_score(bad, b, i, r0 + r, j, s_row[j]);
             status = GSL_ERANGE;
-            break;
         }
-        // a window, alibi or sinks (window.h): query r0 + r at its position
-        long qpos = (long)Lk - (long)hm->q.rows + (long)(r0 + r);
-        sums[r] = rule ? window_softmax_row(rule, i, s_row, Lk, scale, qpos,
-                                            NULL, len, s_row, NULL)
-                       : rowops_softmax_unnormalized(s_row, Lk, scale, len,
-                                                     s_row, NULL);
     }
     // the weights, when they are kept: (B, h, Lq, Lk), contiguous
     for (size_t r = 0; weights && r < rows && !status; r++) {

@@ -40,6 +40,26 @@ double rowops_max(const double *restrict x, size_t n)
     return m;
 }
 
+/* The maximum, and whether every x_j is finite, in one pass: x - x is 0
+ * for a finite x and NaN for an infinity or a NaN, so the sum of the
+ * x_j - x_j is 0 exactly when every x_j is finite, in any order.  (A
+ * pass of its own over the row, rowops_all_finite, took 4% of the fast
+ * path's time at L = 2048.) */
+ROWOPS_CLONES
+double rowops_max_finite(const double *restrict x, size_t n, int *finite)
+{
+    double m = -INFINITY, zeros = 0.0;
+#ifndef __clang__
+#pragma omp simd reduction(max : m) reduction(+ : zeros)
+#endif
+    for (size_t j = 0; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        zeros += x[j] - x[j];
+    }
+    *finite = zeros == 0.0;
+    return m;
+}
+
 /* The constants of exp(a) = 2^n exp(r), a = n ln2 + r (see rowops.h). */
 #define LOG2E 1.4426950408889634          /* 1 / ln 2 */
 #define LN2_HI 6.93147180369123816490e-01 /* ln 2, top 32 bits: n*LN2_HI exact */
@@ -155,8 +175,12 @@ double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
         sum = (double)n;
     } else {
         // the maximum over the keys the row sees: scale > 0 keeps the
-        // order, so max(scale * x) is scale * max(x)
-        m = scale * rowops_max(x, valid);
+        // order, so max(scale * x) is scale * max(x); a score that is not
+        // finite is refused before any exp
+        int finite;
+        m = scale * rowops_max_finite(x, valid, &finite);
+        if (!finite)
+            return NAN;
         sum = rowops_exp_shifted(x, valid, scale, m, out);
         rowops_fill(out + valid, n - valid, 0.0); // masked keys: exactly 0
     }

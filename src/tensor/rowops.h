@@ -34,6 +34,10 @@
 /* max_j x_j over n >= 1 doubles. */
 double rowops_max(const double *x, size_t n);
 
+/* max_j x_j over n >= 1 doubles, and in *finite 1 when every x_j is
+ * finite (not NaN, not infinite), else 0; one pass over x. */
+double rowops_max_finite(const double *x, size_t n, int *finite);
+
 /* out_j = exp(scale * x_j - shift) for j < n; returns their sum.  out may
  * be x (in place). */
 double rowops_exp_shifted(const double *x, size_t n, double scale,
@@ -64,7 +68,8 @@ int rowops_all_finite(const double *x, size_t n);
  * exp(0)).  Dividing by the sum is left to the caller, who can do it on
  * the much shorter output row (p values) instead of the n weights.
  * scale must be > 0.  out may be x.  *row_max receives m when row_max is
- * not NULL. */
+ * not NULL.  When one of the first `valid` x_j is NaN or infinite, it
+ * returns NaN, with out and *row_max as they were. */
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,
                                    size_t valid, double *out,
                                    double *row_max);
