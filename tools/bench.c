@@ -172,12 +172,13 @@ static double time_dgemm(problem *p)
     return t;
 }
 
-/* The same dgemm as the fast path runs its projections: the rows cut
- * into one block per OpenMP thread, each block a one-threaded OpenBLAS
- * product.  On some machines OpenBLAS's own threads are much the slower
- * of the two (31-94 GFLOP/s from one length to the next, where these
- * blocks ran at 80-90), and a reference slower than the code it measures
- * says nothing: the rate taken is the faster of the two. */
+/* The same dgemm the way the fast path runs its projections: OpenMP's
+ * threads each multiply a block of rows with one-threaded OpenBLAS
+ * (here one block per thread).  On some machines OpenBLAS's own threads
+ * are much the slower of the two (an Intel Xeon: 31-94 GFLOP/s from one
+ * length to the next, where these blocks ran at 105-118), and a
+ * reference slower than the code it measures says nothing: the rate
+ * taken is the faster of the two. */
 static double time_dgemm_blocks(problem *p)
 {
     int n = threads_count();

@@ -141,11 +141,11 @@ static int attend_block(const heads *hm, const tensor *valid_lens,
         size_t len = softmax_valid_len(valid_lens, b, r0 + r, Lk);
         // a window, alibi or sinks (window.h): query r0 + r at its position
         long qpos = (long)Lk - (long)hm->q.rows + (long)(r0 + r);
-        if (rule && !rowops_all_finite(s_row, len))
-            sums[r] = NAN;
-        else if (rule)
-            sums[r] = window_softmax_row(rule, i, s_row, Lk, scale, qpos, NULL,
-                                         len, s_row, NULL);
+        if (rule)
+            sums[r] = rowops_all_finite(s_row, len)
+                          ? window_softmax_row(rule, i, s_row, Lk, scale, qpos,
+                                               NULL, len, s_row, NULL)
+                          : NAN;
         else
             sums[r] = rowops_softmax_unnormalized(s_row, Lk, scale, len, s_row,
                                                   NULL);
