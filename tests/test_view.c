@@ -80,6 +80,17 @@ static int page_sees(const size_t *first, const size_t *lo, const size_t *hi,
     return (k >= lo[r] && k < hi[r]) || (first && k < first[r]);
 }
 
+/* `mha ARGS` that writes v.html: it ran (exit 0), and the page it wrote,
+ * to be freed. */
+static char *view_page(const char *args)
+{
+    run r = mha(args);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    run_free(&r);
+    size_t size;
+    return file_bytes("v.html", &size);
+}
+
 /* Query i (of Lq, the last of Lk positions) sees key j under a window W
  * that keeps the first K, and a valid length len: window.h's rule. */
 static int window_rule_sees(size_t i, size_t j, size_t Lq, size_t Lk,
@@ -137,10 +148,8 @@ Test(view, readme_case, .init = enter, .fini = leave_scratch)
  * key alike and the weights are 1/valid_len on the keys it sees. */
 Test(view, d2l_inputs_give_uniform_weights, .init = enter, .fini = leave_scratch)
 {
-    run r = mha("view|--d2l|--valid-lens|3,2|--html|v.html|--title|d2l's example");
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    size_t size;
-    char *page = file_bytes("v.html", &size);
+    char *page = view_page(
+        "view|--d2l|--valid-lens|3,2|--html|v.html|--title|d2l's example");
     cr_assert_not_null(strstr(page, "<title>d2l's example</title>"));
     static double w[2 * 5 * 4 * 6 + 1];
     cr_assert_eq(page_weights(page, w, 2 * 5 * 4 * 6 + 1), 240);
@@ -152,7 +161,6 @@ Test(view, d2l_inputs_give_uniform_weights, .init = enter, .fini = leave_scratch
                                    k < len ? 1.0 / (double)len : 0.0, 1e-6);
             }
     free(page);
-    run_free(&r);
 }
 
 /* The page's weights against mha forward's A, on the same .npy inputs. */
@@ -325,11 +333,9 @@ Test(view, bad_invocations, .init = enter, .fini = leave_scratch)
  * page says which. */
 Test(view, sizes_form_takes_the_window, .init = enter, .fini = leave_scratch)
 {
-    run r = mha("view|--d2l|--batch|1|--queries|5|--kv|5|--hiddens|8|"
-                "--heads|2|--window|2|--keep-first|1|--html|v.html");
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    size_t size;
-    char *page = file_bytes("v.html", &size);
+    char *page = view_page("view|--d2l|--batch|1|--queries|5|--kv|5|"
+                           "--hiddens|8|--heads|2|--window|2|--keep-first|1|"
+                           "--html|v.html");
     cr_assert_not_null(strstr(page, "\"causal\": true, \"window\": 2, "
                                     "\"keep\": 1, \"alibi\": false, "
                                     "\"sinks\": false"));
@@ -353,7 +359,6 @@ Test(view, sizes_form_takes_the_window, .init = enter, .fini = leave_scratch)
                                    i, j);
         }
     free(page);
-    run_free(&r);
 }
 
 /* --alibi in the sizes form: with d2l's ones the scores differ only by
@@ -361,11 +366,9 @@ Test(view, sizes_form_takes_the_window, .init = enter, .fini = leave_scratch)
  * query i's weights are exp(-m_h (i - j)) over keys 0 .. i, normalised. */
 Test(view, sizes_form_takes_alibi, .init = enter, .fini = leave_scratch)
 {
-    run r = mha("view|--d2l|--batch|1|--queries|4|--kv|4|--hiddens|8|"
-                "--heads|2|--causal|--alibi|--html|v.html");
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    size_t size;
-    char *page = file_bytes("v.html", &size);
+    char *page = view_page("view|--d2l|--batch|1|--queries|4|--kv|4|"
+                           "--hiddens|8|--heads|2|--causal|--alibi|"
+                           "--html|v.html");
     cr_assert_not_null(strstr(page, "\"alibi\": true"));
     static double w[2 * 4 * 4 + 1];
     cr_assert_eq(page_weights(page, w, 2 * 4 * 4 + 1), 32);
@@ -383,7 +386,6 @@ Test(view, sizes_form_takes_alibi, .init = enter, .fini = leave_scratch)
                                    i, j);
         }
     free(page);
-    run_free(&r);
 }
 
 /* --sinks S.npy in the sizes form: each row gives part of its weight to
@@ -392,11 +394,8 @@ Test(view, sizes_form_takes_alibi, .init = enter, .fini = leave_scratch)
 Test(view, sizes_form_takes_sinks, .init = enter, .fini = leave_scratch)
 {
     put_values("s.npy", SHAPE(2), (double[]){0, 3});
-    run r = mha("view|--d2l|--batch|1|--queries|3|--kv|3|--hiddens|8|"
-                "--heads|2|--sinks|s.npy|--html|v.html");
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    size_t size;
-    char *page = file_bytes("v.html", &size);
+    char *page = view_page("view|--d2l|--batch|1|--queries|3|--kv|3|"
+                           "--hiddens|8|--heads|2|--sinks|s.npy|--html|v.html");
     cr_assert_not_null(strstr(page, "\"sinks\": true"));
     static double w[2 * 3 * 3 + 1];
     cr_assert_eq(page_weights(page, w, 2 * 3 * 3 + 1), 18);
@@ -412,7 +411,6 @@ Test(view, sizes_form_takes_sinks, .init = enter, .fini = leave_scratch)
         cr_assert_lt(sum[1], sum[0], "query %zu: %g, %g", i, sum[1], sum[0]);
     }
     free(page);
-    run_free(&r);
 }
 
 /* The files form with --window 2 --keep-first 1 and valid_lens: the
