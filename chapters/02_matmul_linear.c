@@ -223,8 +223,9 @@ static void linear_layer(void)
     if (!rng)
         exit(1);
     linear layer;
-    CHECK(linear_init(&layer, "W", 4, 5, 1));
-    snprintf(layer.out_name, sizeof layer.out_name, "D_out");
+    size_t D_in = 4, D_out = 5;
+    CHECK(linear_init(&layer, "W", D_in, D_out, 1));
+    linear_name_output(&layer, NAMES(D_out)); // y's last dimension is D_out
     linear_reset_pytorch(&layer, rng);
     printf("W:\n");
     tensor_print(stdout, layer.weight, 4);
@@ -232,8 +233,9 @@ static void linear_layer(void)
     tensor_print(stdout, layer.bias, 4);
 
     tensor *x, *y, *y_naive;
-    CHECK(tensor_alloc(SHAPE(2, 3, 4), &x)); // x is (B, L, D_in)
-    CHECK(tensor_set_names(x, "B, L, D_in"));
+    size_t B = 2, L = 3;
+    CHECK(tensor_alloc(SHAPE(B, L, D_in), &x));
+    CHECK(tensor_set_names(x, NAMES(B, L, D_in)));
     tensor_fill_arange(x, -1.0, 0.125);
     printf("x:\n");
     tensor_print(stdout, x, 4);

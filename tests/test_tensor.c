@@ -901,6 +901,21 @@ Test(tensor, set_names)
     /* blanks around the entries are trimmed */
     OK(tensor_set_names(x, "  B ,n,   d_model/h  "));
     cr_assert_str_eq(tensor_sym_str(x, buf, sizeof buf), "(B, n, d_model/h)");
+    /* NAMES takes the names from the code, and a name loses the spaces
+     * the code puts inside it */
+    size_t B = 1, n = 2, h = 8, d_nope = 1, d_r = 1;
+    cr_assert_str_eq(NAMES(B, n, h*(d_nope + d_r)), "B, n, h*(d_nope + d_r)");
+    OK(tensor_set_names(x, NAMES(B, n, h*(d_nope + d_r))));
+    cr_assert_str_eq(x->names[2], "h*(d_nope+d_r)");
+    cr_assert_str_eq(tensor_sym_str(x, buf, sizeof buf),
+                     "(B, n, h*(d_nope+d_r))");
+    /* a name longer than TENSOR_NAME_MAX - 1 characters is cut there */
+    char longer[TENSOR_NAME_MAX + 8];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    longer[0] = 'B', longer[1] = ',', longer[2] = 'n', longer[3] = ',';
+    OK(tensor_set_names(x, longer));
+    cr_assert_eq(strlen(x->names[2]), TENSOR_NAME_MAX - 1);
     /* an empty entry leaves that dimension unnamed: its size shows */
     OK(tensor_set_names(x, "B, , d_model"));
     cr_assert_str_eq(tensor_sym_str(x, buf, sizeof buf), "(B, 2, d_model)");

@@ -214,8 +214,8 @@ int additive_attention_init(additive_attention *a, size_t key_size,
     STEP(linear_init(&a->W_q, "W_q", query_size, num_hiddens, 0));
     STEP(linear_init(&a->W_k, "W_k", key_size, num_hiddens, 0));
     STEP(linear_init(&a->w_v, "w_v", num_hiddens, 1, 0));
-    snprintf(a->W_q.out_name, TENSOR_NAME_MAX, "num_hiddens");
-    snprintf(a->W_k.out_name, TENSOR_NAME_MAX, "num_hiddens");
+    linear_name_output(&a->W_q, NAMES(num_hiddens));
+    linear_name_output(&a->W_k, NAMES(num_hiddens));
     a->dropout = dropout;
 done:
     if (status)

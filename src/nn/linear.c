@@ -56,6 +56,15 @@ void linear_free(linear *l)
     l->weight = l->bias = NULL;
 }
 
+void linear_name_output(linear *l, const char *name)
+{
+    size_t len = 0;
+    for (; *name && len + 1 < sizeof l->out_name; name++)
+        if (*name != ' ')
+            l->out_name[len++] = *name;
+    l->out_name[len] = '\0';
+}
+
 void linear_reset_xavier_uniform(linear *l, gsl_rng *r)
 {
     double a = sqrt(6.0 / (double)(l->in_features + l->out_features));

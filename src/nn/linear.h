@@ -45,6 +45,11 @@ int linear_init_meta(linear *l, const char *name, size_t in_features,
 //<
 void linear_free(linear *l);
 
+/* Names the last dimension of the layer's outputs, for the trace, as the
+ * module's code names its size (spaces left out):
+ * linear_name_output(&m->W_q, NAMES(d_model)). */
+void linear_name_output(linear *l, const char *name);
+
 /* Xavier (Glorot) uniform: W ~ U(-a, a), a = sqrt(6 / (in + out)); b = 0. */
 void linear_reset_xavier_uniform(linear *l, gsl_rng *r);
 /* PyTorch's nn.Linear default: W and b ~ U(-1/sqrt(in), 1/sqrt(in)). */

@@ -71,10 +71,17 @@ int multihead_init(multihead *m, const multihead_config *cfg)
                         "query heads)",
                         c->kv_heads, c->num_heads);
 //<
-    size_t kv_size = c->num_hiddens; // keys and values: h heads of p
+    // the sizes under the lesson's names, which name the layers' outputs
+    size_t d_q = c->query_size, d_k = c->key_size, d_v = c->value_size;
+    size_t d_model = c->num_hiddens, D_out = c->out_size;
+    size_t kv_size = d_model; // keys and values: h heads of p
+    const char *kv_name = NAMES(d_model);
 //> 17
     // with G key-value heads: G heads of p = d_model/h features each
-    kv_size = c->kv_heads * (c->num_hiddens / c->num_heads);
+    size_t G = c->kv_heads, h = c->num_heads;
+    kv_size = G * (d_model / h);
+    if (G < h)
+        kv_name = NAMES(G*d_model/h);
 //<
     // a pointer, since `mha trace` makes layers of shapes alone
     // (linear_init_meta), in lines the book does not show
@@ -85,16 +92,16 @@ int multihead_init(multihead *m, const multihead_config *cfg)
 //<
     int status = GSL_SUCCESS;
     STEP(dot_attention_init(&m->attention, c->dropout));
-    STEP(init(&m->W_q, "W_q", c->query_size, c->num_hiddens, c->bias));
-    STEP(init(&m->W_k, "W_k", c->key_size, kv_size, c->bias));
-    STEP(init(&m->W_v, "W_v", c->value_size, kv_size, c->bias));
-    STEP(init(&m->W_o, "W_o", c->num_hiddens, c->out_size, c->bias));
-    snprintf(m->W_q.out_name, TENSOR_NAME_MAX, "d_model");
-    const char *kv_name = "d_model";
-//> 17
-    if (c->kv_heads < c->num_heads)
-        kv_name = "G*d_model/h";
-//<
+    STEP(init(&m->W_q, "W_q", d_q, d_model, c->bias));
+    STEP(init(&m->W_k, "W_k", d_k, kv_size, c->bias));
+    STEP(init(&m->W_v, "W_v", d_v, kv_size, c->bias));
+    STEP(init(&m->W_o, "W_o", d_model, D_out, c->bias));
+    linear_name_output(&m->W_q, NAMES(d_model));
+    linear_name_output(&m->W_k, kv_name);
+    linear_name_output(&m->W_v, kv_name);
+    // W_o maps back to d_model features unless out_size asks otherwise
+    linear_name_output(&m->W_o, D_out == d_model ? NAMES(d_model)
+                                                 : NAMES(D_out));
 //> 19
     if (c->window)
         m->cfg.causal = 1; // a window is causal, and shorter
@@ -111,14 +118,10 @@ int multihead_init(multihead *m, const multihead_config *cfg)
     if (c->alibi)
         STEP(alibi_slopes(c->num_heads, &m->slopes));
     if (c->sinks) {
-        STEP(tensor_alloc(SHAPE(c->num_heads), &m->sinks));
-        tensor_set_names(m->sinks, "h");
+        STEP(tensor_alloc(SHAPE(h), &m->sinks));
+        tensor_set_names(m->sinks, NAMES(h));
     }
 //<
-    snprintf(m->W_k.out_name, TENSOR_NAME_MAX, "%s", kv_name);
-    snprintf(m->W_v.out_name, TENSOR_NAME_MAX, "%s", kv_name);
-    snprintf(m->W_o.out_name, TENSOR_NAME_MAX,
-             c->out_size == c->num_hiddens ? "d_model" : "D_out");
 done:
     if (status)
         multihead_free(m);
@@ -265,7 +268,7 @@ static int check_overflow(const steps *s, const tensor *out)
 
 /* A view made untraced, since handing the weights out is no step of the
  * pass: the numbers are the same however step 4 laid out its rows. */
-int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
+int multihead_head_weights(const multihead *m, const tensor *w, size_t B,
                            size_t Lq, tensor **out)
 {
     *out = NULL;
@@ -273,8 +276,8 @@ int multihead_head_weights(const multihead *m, const tensor *w, size_t batch,
         return GSL_SUCCESS;
     long h = (long)m->cfg.num_heads, Lk = (long)w->shape[w->ndim - 1];
     QUIET;
-    return tensor_view(w, SIZES((long)batch, h, (long)Lq, Lk), "B, h, Lq, Lk",
-                       out);
+    return tensor_view(w, SIZES((long)B, h, (long)Lq, Lk),
+                       NAMES(B, h, Lq, Lk), out);
 }
 
 //> 14
@@ -293,16 +296,20 @@ typedef struct inputs {
     tensor lens;    /* (B,) or (B, Lq), when there are valid_lens */
 } inputs;
 
-/* The inputs named for the steps. */
+/* The inputs named for the steps, by the names of their sizes. */
 static inputs name_inputs(const tensor *queries, const tensor *keys,
                           const tensor *values, const tensor *valid_lens)
 {
-    inputs in = {.q = tensor_named(queries, "B, Lq, d_q"),
-                 .k = tensor_named(keys, "B, Lk, d_k"),
-                 .v = tensor_named(values, "B, Lk, d_v")};
+    size_t B = queries->shape[0], Lq = queries->shape[1], Lk = keys->shape[1];
+    size_t d_q = queries->shape[2], d_k = keys->shape[2];
+    size_t d_v = values->shape[2];
+    inputs in = {.q = tensor_named(queries, NAMES(B, Lq, d_q)),
+                 .k = tensor_named(keys, NAMES(B, Lk, d_k)),
+                 .v = tensor_named(values, NAMES(B, Lk, d_v))};
     if (valid_lens)
-        in.lens = tensor_named(valid_lens,
-                               valid_lens->ndim == 2 ? "B, Lq" : "B");
+        in.lens = tensor_named(valid_lens, valid_lens->ndim == 2
+                                               ? NAMES(B, Lq)
+                                               : NAMES(B));
     return in;
 }
 

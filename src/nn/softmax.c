@@ -353,17 +353,18 @@ int valid_lens_per_row(const tensor *valid_lens, int causal, size_t batch,
                                  num_queries, num_keys);
     if (status)
         return status;
+    // out is (B, Lq): row (b, i)'s length, whatever valid_lens' shape
+    size_t B = batch, Lq = num_queries;
     int meta = shape_only || (valid_lens && tensor_is_meta(valid_lens));
-    status = meta ? tensor_alloc_meta(SHAPE(batch, num_queries), out)
-                  : tensor_alloc(SHAPE(batch, num_queries), out);
+    status = meta ? tensor_alloc_meta(SHAPE(B, Lq), out)
+                  : tensor_alloc(SHAPE(B, Lq), out);
     if (status)
         return status;
-    // out is (B, Lq): row (b, i)'s length, whatever valid_lens' shape
-    for (size_t b = 0; b < (meta ? 0 : batch); b++)
-        for (size_t i = 0; i < num_queries; i++)
-            (*out)->data[b * num_queries + i] = (double)softmax_row_len(
-                valid_lens, causal, b, i, num_queries, num_keys);
-    tensor_set_names(*out, "B, Lq");
+    for (size_t b = 0; b < (meta ? 0 : B); b++)
+        for (size_t i = 0; i < Lq; i++)
+            (*out)->data[b * Lq + i] = (double)softmax_row_len(
+                valid_lens, causal, b, i, Lq, num_keys);
+    tensor_set_names(*out, NAMES(B, Lq));
     return GSL_SUCCESS;
 }
 //<

@@ -364,30 +364,25 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n)
     return trace_sym_str(&s, buf, n);
 }
 
-/* Split "a, b, c" into trimmed fields; returns the count (or more than
- * max when there are too many). */
+/* Split "B, n, h*(d_nope + d_r)" into one name per dimension, each
+ * without its spaces ("h*(d_nope+d_r)": NAMES keeps the code's spacing)
+ * and cut at TENSOR_NAME_MAX - 1 characters; returns the count (more
+ * than max when there are too many). */
 static size_t split_names(const char *names, char out[][TENSOR_NAME_MAX],
                           size_t max)
 {
-    size_t count = 0;
-    const char *p = names;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        while (len > 0 && p[len - 1] == ' ')
-            len--;
-        if (count < max) {
-            if (len >= TENSOR_NAME_MAX)
-                len = TENSOR_NAME_MAX - 1;
-            memcpy(out[count], p, len);
-            out[count][len] = '\0';
+    size_t count = 0, len = 0;
+    for (const char *p = names;; p++) {
+        if (*p == ',' || *p == '\0') {
+            if (count < max)
+                out[count][len] = '\0';
+            count++;
+            len = 0;
+            if (!*p)
+                return count;
+        } else if (*p != ' ' && count < max && len + 1 < TENSOR_NAME_MAX) {
+            out[count][len++] = *p;
         }
-        count++;
-        if (!end)
-            return count;
-        p = end + 1;
     }
 }
 

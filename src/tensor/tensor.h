@@ -77,6 +77,13 @@ typedef struct tensor {
 #define SIZES(...) (sizeof((long[]){__VA_ARGS__}) / sizeof(long)), \
                    ((const long[]){__VA_ARGS__})
 #define DIMS(...) SIZES(__VA_ARGS__), TENSOR_LABELS #__VA_ARGS__
+/* Names from the code: NAMES(B, Lq, d_q) is the text "B, Lq, d_q", and
+ * compiles only where B, Lq and d_q are values in scope, so the trace
+ * calls a dimension what the code calls its size:
+ *     size_t B = q->shape[0], Lq = q->shape[1], d_q = q->shape[2];
+ *     tensor q_in = tensor_named(q, NAMES(B, Lq, d_q));
+ * (for tensor_named, tensor_set_names and a SIZES reshape's names). */
+#define NAMES(...) ((void)sizeof((double[]){__VA_ARGS__}), #__VA_ARGS__)
 /* The mark DIMS puts before its labels, telling them from names. */
 #define TENSOR_LABELS "\x1f"
 /* A permutation: tensor_permute(x, AXES(1, 0), &y). */
