@@ -109,8 +109,8 @@ static void one_length_per_example(void)
     /*md
      * d2l's example: scores `(2, 2, 4)` drawn uniformly from $[0, 1)$ (random
      * seed 3), `valid_lens` `[2, 3]`. Example 0 may use keys 0-1, example 1
-     * keys 0-2, for every query. `masked_softmax` is two lines. The
-     * first, `RECORD_OF`, is its trace line, printed when it returns as
+     * keys 0-2, for every query. `masked_softmax` is a trace line and
+     * two steps. The line, `RECORD_OF`, is its trace line, printed when it returns as
      * chapter 02's `RECORD` is: the scores in, the weights out, and
      * `valid_lens` read on the side (`MASKED_INPUTS`), so that the step's
      * text names its shape. `RECORD(x, out, ...)` is the short form for
@@ -118,15 +118,16 @@ static void one_length_per_example(void)
      * inputs are joined: `TRACE_NEW` (new numbers; `TRACE_VIEW` and
      * `TRACE_COPY` are the trace's other two kinds) and `TRACE_LIST`
      * (inputs listed with commas; `TRACE_MATMUL` joins two with `@`,
-     * `TRACE_SUM` with `+`). The second hands the work to `masked_impl`,
-     * which chapter 04's scaled version shares:
+     * `TRACE_SUM` with `+`). The first step, `masked_check`, refuses a
+     * bad shape or length before anything is computed (its messages are
+     * below, with the chapter's other code); the second, `masked_rows`,
+     * does the work. Chapter 04's scaled version shares both:
      *
      * @show src/nn/softmax.c masked_softmax
      *
-     * `masked_impl` checks the lengths first, then runs the row loop above
-     * with each row's own length:
+     * `masked_rows` runs the row loop above with each row's own length:
      *
-     * @show src/nn/softmax.c masked_impl
+     * @show src/nn/softmax.c masked_rows
      *
      * Check row `(0, 0)` by hand: the valid scores are 0.5508 and 0.0707, so
      * the weights are $1/(1 + e^{0.0707 - 0.5508}) = 0.6178$ and $0.3822$, and

@@ -145,7 +145,8 @@ static void d2l_toy(gsl_rng *rng)
      * computation: a query pools the values, weighted by how well it
      * matches their keys.) The *steps* are the formula, with the shape
      * each one makes: the product `Q K^T`, the masked softmax of the
-     * scaled scores, then `weigh_values`, which multiplies the weights by
+     * scaled scores (chapter 03's `masked_softmax_steps`, which trusts
+     * the lengths the door has checked), then `weigh_values`, which multiplies the weights by
      * `V`, after the dropout of section 4 when training (the trace's three
      * lines). The function's first line, `SCOPE_OF`, prints the trace's
      * line for the whole pooling, `dot_attention(scale 1/sqrt(2))` with the

@@ -847,7 +847,7 @@ Test(docs, page_04_shows_the_dot_product_steps_then_their_door)
     char *page = book_page("04_dot_product_attention.md");
     static const char *const steps[] = {"SCOPE_OF(",
                                         "STEP(tensor_bmm(queries, keys, 1",
-                                        "STEP(masked_softmax_scaled(",
+                                        "STEP(masked_softmax_steps(",
                                         "STEP(weigh_values(",
                                         "give_weights("};
     static const char *const duties[] = {"start_pooling(",

@@ -175,7 +175,7 @@ int dot_attention_steps(const dot_attention *a, const tensor *queries,
     STEP(tensor_bmm(queries, keys, 1, "Q K^T", &scores));
     // weights (B, Lq, Lk): softmax over the keys of Q K^T / sqrt(d), each
     // row summing to 1 over its valid keys
-    STEP(masked_softmax_scaled(scores, 1.0 / sqrt((double)d), valid_lens, &w));
+    STEP(masked_softmax_steps(scores, 1.0 / sqrt((double)d), valid_lens, &w));
     // out (B, Lq, dv): weights V
     STEP(weigh_values(w, a->dropout, a->training, a->rng, values, out));
 done:

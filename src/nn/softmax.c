@@ -188,14 +188,11 @@ int softmax_check_valid_lens(const char *who, const char *context,
 
 /* --- masked softmax ------------------------------------------------- */
 
-/* masked_softmax and masked_softmax_scaled: check the shapes and the
- * lengths first (nothing is computed for a bad valid_lens), then run
- * softmax_row on every (b, i) row with that row's own length:
- * valid_lens[b] when valid_lens is (B,), valid_lens[b, i] when (B, Lq). */
-static int masked_impl(const char *who, const tensor *scores, double scale,
-                       const tensor *valid_lens, tensor **out)
+/* The shapes and the lengths, before anything is computed: scores 3-D,
+ * the scale finite, valid_lens as softmax_check_valid_lens asks. */
+static int masked_check(const char *who, const tensor *scores, double scale,
+                        const tensor *valid_lens)
 {
-    *out = NULL;
     if (!scores)
         return mha_fail(GSL_EINVAL, "%s: scores is NULL", who);
     char ss[TRACE_SHAPE_MAX], context[TRACE_SHAPE_MAX + 16];
@@ -209,10 +206,17 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
                         who, scale, ss);
     size_t B = scores->shape[0], Lq = scores->shape[1], Lk = scores->shape[2];
     snprintf(context, sizeof context, "scores %s", ss);
-    int status = softmax_check_valid_lens(who, context, B, Lq, Lk, valid_lens);
-    if (status)
-        return status;
+    return softmax_check_valid_lens(who, context, B, Lq, Lk, valid_lens);
+}
 
+/* softmax_row on every (b, i) row of scores, with that row's own length:
+ * valid_lens[b] when valid_lens is (B,), valid_lens[b, i] when (B, Lq). */
+static int masked_rows(const tensor *scores, double scale,
+                       const tensor *valid_lens, tensor **out)
+{
+    *out = NULL;
+    size_t B = scores->shape[0], Lq = scores->shape[1], Lk = scores->shape[2];
+    int status;
 /*< handout
     // out is (B, Lq, Lk), contiguous
     status = tensor_alloc(3, scores->shape, out);
@@ -248,25 +252,38 @@ static int masked_impl(const char *who, const tensor *scores, double scale,
 #define MASKED_INPUTS(scores, valid_lens) \
     TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(valid_lens, "valid_lens"))
 
+/* Checked first: nothing is computed for a bad valid_lens. */
 int masked_softmax(const tensor *scores, const tensor *valid_lens,
                    tensor **out)
 {
     RECORD_OF(TRACE_NEW, TRACE_LIST, MASKED_INPUTS(scores, valid_lens), out,
               "masked_softmax(%s%T)", valid_lens ? "valid_lens " : "no mask",
               valid_lens);
-    return masked_impl("masked_softmax", scores, 1.0, valid_lens, out);
+    *out = NULL;
+    int status = masked_check("masked_softmax", scores, 1.0, valid_lens);
+    return status ? status : masked_rows(scores, 1.0, valid_lens, out);
+}
+
+/* The door: checked once, then the steps. */
+int masked_softmax_scaled(const tensor *scores, double scale,
+                          const tensor *valid_lens, tensor **out)
+{
+    *out = NULL;
+    int status = masked_check("masked_softmax_scaled", scores, scale,
+                              valid_lens);
+    return status ? status
+                  : masked_softmax_steps(scores, scale, valid_lens, out);
 }
 
 /* The scale to 6 digits in the trace, to be read: the step that chose it
  * says what it is exactly ("dot_attention(scale 1/sqrt(20))"). */
-int masked_softmax_scaled(const tensor *scores, double scale,
-                          const tensor *valid_lens, tensor **out)
+int masked_softmax_steps(const tensor *scores, double scale,
+                         const tensor *valid_lens, tensor **out)
 {
     RECORD_OF(TRACE_NEW, TRACE_LIST, MASKED_INPUTS(scores, valid_lens), out,
               "masked_softmax(scale %.6g, %s%T)", scale,
               valid_lens ? "valid_lens " : "no mask", valid_lens);
-    return masked_impl("masked_softmax_scaled", scores, scale, valid_lens,
-                       out);
+    return masked_rows(scores, scale, valid_lens, out);
 }
 
 /* --- causal masks --------------------------------------------------- */

@@ -64,6 +64,12 @@ int masked_softmax(const tensor *scores, const tensor *valid_lens,
 int masked_softmax_scaled(const tensor *scores, double scale,
                           const tensor *valid_lens, tensor **out);
 
+/* masked_softmax_scaled's steps, with its trace line, on scores and
+ * valid_lens its caller has checked (softmax_check_valid_lens): the dot
+ * product's steps call it, behind a pooling's or a module's door. */
+int masked_softmax_steps(const tensor *scores, double scale,
+                         const tensor *valid_lens, tensor **out);
+
 /* A causal mask as 2-D valid_lens: a (batch, len) tensor whose every row
  * is 1, 2, ..., len, so query i sees keys 0 .. i and nothing after it.
  * GSL_EINVAL when batch or len is 0. */
