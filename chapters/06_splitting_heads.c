@@ -94,11 +94,17 @@ static void small_example(void)
      * function, with its input, before its steps run (it is chapter 04's
      * `SCOPE_OF` for one input, as `RECORD` is `RECORD_OF`'s); the lines of the
      * steps after it are indented under it until the function returns,
-     * however it returns (a failed step that jumps to `done:` too). `DIMS(...)` passes both the sizes and the names of the
-     * variables that hold them, so a dimension given as `h` is called `h`
-     * in the trace, and one given as -1 is named for what is left of the
-     * one it was split from (`d_model/h`); `AXES(0, 2, 1, 3)` lists the
-     * axes in their new order, as PyTorch's `permute(0, 2, 1, 3)` does.
+     * however it returns (a failed step that jumps to `done:` too).
+     * `DIMS(...)` passes both the sizes and the names of the variables
+     * that hold them. The input's names come first: a dimension that
+     * keeps its size keeps its name (in chapter 08's module, the queries'
+     * `Lq` stays `Lq`, though this code calls it `n`), a
+     * merge joins names (`B*h`), and a split of a named dimension is
+     * named by the label and what is left (`d_model` split as `h, -1`
+     * gives `h` and `d_model/h`, which the comments call `p`). A label
+     * names only what the input's names leave open. `AXES(0, 2, 1, 3)`
+     * lists the axes in their new order, as PyTorch's `permute(0, 2, 1,
+     * 3)` does.
      *
      * @show src/nn/heads.c transpose_qkv
      */
@@ -318,8 +324,9 @@ static void and_back(void)
      * check the same things the other way: the shape `(B, n, h p)`,
      * `x[b h + k, i, j]` at `[b, i, k p + j]` for B = 1 and B = 2,
      * `GSL_EBADLEN` when $h$ does not divide the first dimension and
-     * `GSL_EINVAL` for 0 heads or an input that is not 3-D (the output
-     * NULL, a message naming the sizes), and `GSL_ENOMEM` with the output
+     * `GSL_EINVAL` for 0 heads or an input of fewer than 3 dimensions
+     * (the output NULL, a message naming the sizes; a 4-D input is the
+     * caller's to refuse, as the module's door does), and `GSL_ENOMEM` with the output
      * NULL when an allocation fails.
      *
      * @show src/nn/heads.c transpose_output

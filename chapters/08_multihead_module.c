@@ -145,10 +145,10 @@ static void whole_trace(lesson *l)
      * V. Each step is a chapter: the projections are chapter 02's
      * `linear_steps`, the split and the join chapter 06's `transpose_qkv`
      * and `transpose_output`, the lengths chapter 07's `repeat_valid_lens`,
-     * the attention chapter 04's `dot_attention_steps`. The layers' and
-     * the attention's steps, not their doors: the module's door has checked
-     * everything they would. `STEP` runs a call and, when it fails, jumps
-     * to the end:
+     * the attention chapter 04's `dot_attention_steps`. The module calls
+     * the layers' and the attention's *steps*, not their doors, because
+     * its own door has already checked everything they would. `STEP` runs
+     * a call and, when it fails, jumps to the end:
      *
      * @show src/nn/multihead.c multihead_steps
      *
@@ -168,16 +168,18 @@ static void whole_trace(lesson *l)
      * `SCOPE_OF` (it closes as the door returns; `TRACE_QKV_LENS` lists its
      * inputs as chapter 04's `TRACE_INPUTS` does, labelled q, k and v, with
      * `valid_lens` read on the side; `options` writes `h=5)`, closing the
-     * parenthesis, and later chapters add their options before it). Why
-     * the door and not the steps: chapter 04's pooling prints its line in
-     * its steps, because the module calls those steps directly, skipping
-     * the pooling's door, and the line must still appear. Nothing calls
-     * the module's steps but its own door, so the module's line can stay
-     * there. The door then
-     * gives the inputs the names the trace prints, runs the steps, and
-     * checks the result once at the end (a NaN or an infinity from finite
-     * inputs means an overflow; only then does `check_overflow` look for
-     * the step that made it). Then it frees what the steps made:
+     * parenthesis, and later chapters add their options before it). The
+     * module's line is opened in `multihead_forward`, since only it calls
+     * `multihead_steps`; chapter 04's pooling opens its line in its steps,
+     * since the module calls those steps and skips the pooling's door.
+     * The door then gives the inputs the names the trace prints
+     * (`name_inputs`: `NAMES(B, Lq, d_q)` is the text `"B, Lq, d_q"`, taken
+     * from the code, so it compiles only where variables `B`, `Lq` and
+     * `d_q` exist), runs the steps, and checks the result once at the end
+     * (a NaN or an infinity from finite inputs means an overflow; only
+     * then does `check_overflow` look for the step that made it). Every
+     * step is a `STEP`, as in `multihead_steps`; at `done:` the door frees
+     * what the steps made, and the output too if a step failed:
      *
      * @show src/nn/multihead.c multihead_forward
      *
@@ -289,7 +291,8 @@ static void varied_inputs(lesson *l)
 {
     section("3. Inputs worth looking at");
     /*md
-     * Now queries and keys drawn from a normal with standard deviation 2 (the
+     * Now queries, and keys that are also the values, drawn from a normal
+     * with standard deviation 2 (the
      * random stream of the weights goes on), and the same weights. Each head
      * projects them into its own 20-feature subspace, so each head scores the
      * same keys differently. The grid has one panel per (example, head): rows

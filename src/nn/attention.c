@@ -165,9 +165,9 @@ int dot_attention_steps(const dot_attention *a, const tensor *queries,
                         const tensor *valid_lens, tensor **out,
                         tensor **weights)
 {
-    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
-             "dot_attention(scale 1/sqrt(%zu))", queries->shape[2]);
     size_t d = queries->shape[2]; // queries (B, Lq, d), keys (B, Lk, d)
+    SCOPE_OF(TRACE_INPUTS(TRACE_IN(queries), TRACE_IN(keys), TRACE_IN(values)),
+             "dot_attention(scale 1/sqrt(%zu))", d);
     tensor *scores = NULL, *w = NULL;
     *out = NULL;
     int status = GSL_SUCCESS;

@@ -48,9 +48,10 @@ done:
  * - *out is (B, n, h*p), batch row b*h + k (head k of example b) back in
  *   features k*p .. k*p + p - 1 of example b, every number in its place;
  * - a first dimension not divisible by h: the reshape to (B, h, n, p)
- *   refuses, GSL_EBADLEN, naming the shapes; 0 heads, or an x that is
- *   not 3-D (its missing third size reads 0): the reshape refuses,
- *   GSL_EINVAL; each with *out NULL;
+ *   refuses, GSL_EBADLEN, naming the shapes; 0 heads, or an x of
+ *   fewer than 3 dimensions (its missing third size reads 0): the
+ *   reshape refuses, GSL_EINVAL; each with *out NULL (that x is not 4-D
+ *   is the caller's: the module of chapter 08 checks it at its door);
  * - the intermediate tensors are freed; a failed allocation returns its
  *   status (GSL_ENOMEM) with *out NULL and nothing left allocated.
  * The handout blanks this body:

@@ -266,8 +266,9 @@ static int check_overflow(const steps *s, const tensor *out)
                                    sizeof stages / sizeof stages[0]);
 }
 
-/* A view made untraced, since handing the weights out is no step of the
- * pass: the numbers are the same however step 4 laid out its rows. */
+/* A view made untraced (QUIET: no trace line until the function
+ * returns), since handing the weights out is no step of the pass: the
+ * numbers are the same however step 4 laid out its rows. */
 int multihead_head_weights(const multihead *m, const tensor *w, size_t B,
                            size_t Lq, tensor **out)
 {
@@ -405,17 +406,17 @@ int multihead_forward(multihead *m, const tensor *queries,
              options(m, opt, sizeof opt));
     inputs in = name_inputs(queries, keys, values, valid_lens);
     steps s = {0};
-    status = multihead_steps(m, &in.q, &in.k, &in.v,
-                             valid_lens ? &in.lens : NULL, &s, out);
-    if (!status)
-        status = check_overflow(&s, *out);
+    STEP(multihead_steps(m, &in.q, &in.k, &in.v,
+                         valid_lens ? &in.lens : NULL, &s, out));
+    STEP(check_overflow(&s, *out));
 //> 13
-    if (!status && m->cache) // what the backward pass reads
-        status = multihead_keep_steps(m, &s, queries, keys, values);
+    if (m->cache) // what the backward pass reads
+        STEP(multihead_keep_steps(m, &s, queries, keys, values));
 //<
-    if (!status && weights) // the per-head weights, (B, h, Lq, Lk)
-        status = multihead_head_weights(m, s.weights, queries->shape[0],
-                                        queries->shape[1], weights);
+    if (weights) // the per-head weights, (B, h, Lq, Lk)
+        STEP(multihead_head_weights(m, s.weights, queries->shape[0],
+                                    queries->shape[1], weights));
+done:
     steps_free(&s);
     if (status) {
         tensor_free(*out);

@@ -176,12 +176,17 @@ typedef struct multihead_cache multihead_cache;
 typedef struct multihead {
     multihead_config cfg; /* as given, with its defaults filled in */
     linear W_q;           /* (d_model, d_q) */
+/*< 17
+    linear W_k, W_v;      // (d_model, d_k), (d_model, d_v)
+*/
+//> 17
     linear W_k, W_v;      /* (G*p, d_k), (G*p, d_v): (d_model, ...) for G = h */
+//<
     linear W_o;           /* (D_out, d_model) */
     dot_attention attention;
+//> 12
     /* options of one forward pass, set by the functions that ask for
      * them (0 and NULL otherwise): */
-//> 12
     int tiled;               /* step 4 tile by tile (flash.h), no weights */
     size_t tile_q, tile_k;   /* its tiles; 0 for flash.h's defaults */
 //<

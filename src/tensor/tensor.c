@@ -364,8 +364,8 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n)
     return trace_sym_str(&s, buf, n);
 }
 
-/* Split "B, n, h*(d_nope + d_r)" into one name per dimension, each
- * without its spaces ("h*(d_nope+d_r)": NAMES keeps the code's spacing)
+/* Split "B, n, h * p" into one name per dimension, each without its
+ * spaces ("h*p": NAMES keeps the code's spacing)
  * and cut at TENSOR_NAME_MAX - 1 characters; returns the count (more
  * than max when there are too many). */
 static size_t split_names(const char *names, char out[][TENSOR_NAME_MAX],
