@@ -166,8 +166,8 @@ static void linear_layer(void)
      * `y`. `TENSOR_MATRIX(xm, 0, 0)` is GSL's view of the one matrix
      * `tensor_as_rows` made of `x` (a batch of matrices has more; chapter
      * 04's products read matrix `(b, 0)` of each example `b`).
-     * `tensor_as_rows` is chapter 01's, shown whole at the end of
-     * [its page](01_shapes_strides_views.md):
+     * `tensor_as_rows` and the other ways to read a tensor as GSL
+     * matrices are this chapter's, shown whole at the end of this page:
      *
      * @show src/nn/linear.c product
      *
@@ -309,7 +309,7 @@ int main(void)
  * 3. Chapter 01's `heads`, shape `(1, 8, 2, 2)` with strides `(32, 2, 16, 1)`,
  *    is fed to a Linear layer with 2 input features. Can `linear_forward` read
  *    it as a matrix of 16 rows without a copy? Read `rows_evenly_spaced` in
- *    `src/tensor/matrices.c` (shown whole at the end of chapter 01's page)
+ *    `src/tensor/matrices.c` (shown whole at the end of this page)
  *    and explain its answer.
  * 4. Time `linear_forward` against `linear_forward_naive` for B = 8, L = 512,
  *    D_in = D_out = 512 (a few lines at the end of `main` in

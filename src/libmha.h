@@ -13,7 +13,9 @@
 #include "base/threads.h"
 #include "trace/trace.h"
 #include "tensor/tensor_trace.h"
+//> 02
 #include "tensor/matrices.h"
+//<
 // pictures: heatmaps, drawn by gnuplot or in the terminal
 #include "io/fileset.h"
 #include "plot/gnuplot.h"

@@ -1,3 +1,4 @@
+//> 02
 /* test_matrices.c: tensors read as GSL matrices (src/tensor/matrices.h):
  * in place when their layout allows it, through one traced copy when not,
  * each matrix's numbers where the tensor has them. */
@@ -261,4 +262,5 @@ Test(bmm, failed_allocations)
     assert_bmm(q, k, 1, c, 1e-12);
     FREE_ALL(kb, k, q, c);
 }
+//<
 //<

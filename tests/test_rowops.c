@@ -114,11 +114,12 @@ Test(rowops, max_scale_divide_fill)
 }
 
 //<
+//> 08
 /* Every kind of double: finite ones (zeros, the smallest subnormal, the
  * largest finite) pass; NaN (quiet, signalling, negative) and both
  * infinities fail, in rowops_all_finite and (from chapter 12)
- * rowops_max_finite, which finds the maximum as well, at every position of rows of every length up to 70
- * (the vector body and its remainder). */
+ * rowops_max_finite, which finds the maximum as well, at every position
+ * of rows of every length up to 70 (the vector body and its remainder). */
 Test(rowops, all_finite_by_kind_and_position)
 {
     const double finite[] = {0.0, -0.0, 4.9e-324, -4.9e-324, DBL_MAX,
@@ -154,3 +155,4 @@ Test(rowops, all_finite_by_kind_and_position)
             }
     }
 }
+//<

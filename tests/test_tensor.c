@@ -1664,6 +1664,7 @@ Test(tensor, narrow_trace_and_errors)
     tensor_free(x);
 }
 
+//> 08
 /* The first non-finite number is found wherever it is: before, at and
  * after the scan's 512-number blocks, in a contiguous tensor and in a
  * permuted view (first in the view's row-major order, not in memory). */
@@ -1702,6 +1703,7 @@ Test(tensor, check_finite_finds_the_first_bad_number)
           "t: x[0, 5, 1] = inf; x must be finite (x (3, 700, 2))");
     FREE_ALL(p, x);
 }
+//<
 
 //> full
 /* --- numbers shared and numbers mapped (tensor_share_numbers,

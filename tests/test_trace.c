@@ -958,7 +958,9 @@ Test(trace, meta_tensors_have_no_numbers)
     cr_assert(tensor_is_meta(x));
     cr_assert_null(x->data);
     tensor_fill(x, 1.0); /* nothing to fill: no crash */
+//> 08
     OK(tensor_check_finite(x, "test", "x"));
+//<
     OK(tensor_permute(x, SHAPE(0, 2, 1), &y));
     OK(tensor_reshape(y, SIZES(-1, 3), NULL, &z)); /* a "copy", of nothing */
     OK(tensor_narrow(x, 2, 1, 2, &n));

@@ -1,3 +1,4 @@
+//> 08
 /* finite.c: tensors checked for NaN and infinities; see tensor.h. */
 #include "tensor/tensor.h"
 
@@ -105,3 +106,4 @@ int tensor_check_result(const tensor *t, const char *who, const char *stage,
                     who, stage, what, index_str(t, idx, at, sizeof at),
                     value_str(v), what, tensor_shape_str(t, s, sizeof s));
 }
+//<

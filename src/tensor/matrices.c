@@ -1,3 +1,4 @@
+//> 02
 /* matrices.c: a tensor read as GSL matrices; see matrices.h. */
 #include "tensor/matrices.h"
 
@@ -222,3 +223,4 @@ void tensor_matrices_free(tensor_matrices *m)
     tensor_free(m->packed);
     m->packed = NULL;
 }
+//<

@@ -1,3 +1,4 @@
+//> 02
 /* matrices.h: a tensor read as GSL matrices, for the batched products
  * BLAS computes.
  *
@@ -78,3 +79,4 @@ void tensor_matrices_free(tensor_matrices *m);
                                    (m).cols, (m).tda)
 
 #endif
+//<

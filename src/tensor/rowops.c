@@ -142,10 +142,11 @@ void rowops_fill(double *x, size_t n, double value)
         x[j] = value;
 }
 
+//<
+//> 08
 /* A double is NaN or infinite exactly when its 11 exponent bits are all
  * ones; adding 1 at the exponent's lowest bit then carries into bit 63
  * (the sign bit, cleared first). */
-//<
 ROWOPS_CLONES
 int rowops_all_finite(const double *x, size_t n)
 {
@@ -160,6 +161,7 @@ int rowops_all_finite(const double *x, size_t n)
     }
     return (any >> 63) == 0;
 }
+//<
 
 //> 12
 double rowops_softmax_unnormalized(const double *x, size_t n, double scale,

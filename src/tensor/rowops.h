@@ -54,9 +54,11 @@ void rowops_divide(double *x, size_t n, double d);
 void rowops_fill(double *x, size_t n, double value);
 
 //<
+//> 08
 /* 1 when every x_j, j < n, is finite (not NaN, not infinite), else 0.
  * It reads all n without stopping early: the caller finds where. */
 int rowops_all_finite(const double *x, size_t n);
+//<
 
 //> 12
 /* The fused softmax row of the fast paths, left unnormalised, over the

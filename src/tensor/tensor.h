@@ -161,6 +161,7 @@ static inline double *tensor_at(const tensor *t, const size_t *idx)
 int tensor_get(const tensor *t, const size_t *idx, double *value);
 int tensor_set(tensor *t, const size_t *idx, double value);
 
+//> 08
 /* GSL_SUCCESS when every element of t is finite; otherwise GSL_EDOM with
  * the message "<who>: <what>[0, 2, 5] = nan; <what> must be finite
  * (<what> (2, 4, 100))" naming the first bad element in row-major order. */
@@ -172,6 +173,7 @@ int tensor_check_finite(const tensor *t, const char *who, const char *what);
  * (<what> (2, 4, 8))".  A tensor of shapes alone passes. */
 int tensor_check_result(const tensor *t, const char *who, const char *stage,
                         const char *what);
+//<
 
 /* A copy of x's header with names set from `names` when x has none (x's
  * own names win), for the trace of a module's inputs.  It shares x's
