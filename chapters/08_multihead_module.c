@@ -167,8 +167,7 @@ static void whole_trace(lesson *l)
      * Then it opens the trace's first line, `multihead(h=5)`, with
      * `SCOPE_OF` (it closes as the door returns; `TRACE_QKV_LENS` lists its
      * inputs as chapter 04's `TRACE_INPUTS` does, labelled q, k and v, with
-     * `valid_lens` read on the side; `options` writes `h=5)`, closing the
-     * parenthesis, and later chapters add their options before it). The
+     * `valid_lens` read on the side). The
      * module's line is opened in `multihead_forward`, since only it calls
      * `multihead_steps`; chapter 04's pooling opens its line in its steps,
      * since the module calls those steps and skips the pooling's door.

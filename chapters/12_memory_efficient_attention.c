@@ -231,6 +231,12 @@ static void tiled(void)
      *
      * @show src/nn/multihead.c attend
      *
+     * The module's trace line says so: from this chapter on, the door
+     * writes its line with `options`, which adds `, tiled` after the
+     * module's parenthesis when step 4 runs tile by tile (the chapters
+     * after this add their options to it too: causal, the key-value
+     * heads, a window). It is shown at the end of this page.
+     *
      * The example: $B = 2$, $L_q = 5$, $L_k = 7$, $d = 4$, $d_v = 3$,
      * `valid_lens` `[7, 3]`, tiles of 2 queries by 3 keys (neither divides 5
      * or 7).  Its trace has one line: no `(5, 7)` scores or weights were

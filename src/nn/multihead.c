@@ -203,6 +203,7 @@ static void steps_free(steps *s)
 //<
 }
 
+//> 12
 /* The module as its trace header names it after "multihead(": "h=5)", its
  * options, then the parenthesis closed; later chapters add options inside
  * it (", causal") and after it (", tiled"). */
@@ -236,6 +237,7 @@ static const char *options(const multihead *m, char *buf, size_t n)
 //<
     return buf;
 }
+//<
 
 int multihead_find_overflow(const char *who, const tensor *out,
                             const multihead_stage *stages, size_t n)
@@ -401,9 +403,15 @@ int multihead_forward(multihead *m, const tensor *queries,
     int status = multihead_check_inputs(m, queries, keys, values, valid_lens);
     if (status)
         return status;
+/*< 12
+    SCOPE_OF(TRACE_QKV_LENS(queries, keys, values, valid_lens),
+             "multihead(h=%zu)", m->cfg.num_heads);
+*/
+//> 12
     char opt[128];
     SCOPE_OF(TRACE_QKV_LENS(queries, keys, values, valid_lens), "multihead(%s",
              options(m, opt, sizeof opt));
+//<
     inputs in = name_inputs(queries, keys, values, valid_lens);
     steps s = {0};
     STEP(multihead_steps(m, &in.q, &in.k, &in.v,
