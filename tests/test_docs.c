@@ -917,7 +917,8 @@ Test(docs, page_16_shows_the_decode_steps_then_their_door)
 {
     char *page = book_page("16_kv_cache.md");
     static const char *const steps[] = {
-        "STEP(kv_step_project(", "STEP(append(c->keys", "STEP(append(c->values",
+        "STEP(kv_step_project(", "STEP(append(m, c->keys",
+        "STEP(append(m, c->values",
         "STEP(valid_lens_per_row(", "STEP(repeat_valid_lens(",
         "STEP(multihead_attend(", "STEP(transpose_output(",
         "STEP(linear_steps(&m->W_o"};

@@ -251,11 +251,12 @@ static int flash_run(flash_job *jp, const tensor *queries, const tensor *keys,
     const char *who = "flash_attention_forward";
     int status = GSL_SUCCESS;
     flash_job j = *jp;
-    size_t B = queries->shape[0];
-    j.Lq = queries->shape[1];
+    size_t B = queries->shape[0], Lq = queries->shape[1];
+    size_t dv = values->shape[2];
+    j.Lq = Lq;
     j.Lk = keys->shape[1];
     j.d = queries->shape[2];
-    j.dv = values->shape[2];
+    j.dv = dv;
     j.tq = tile_q ? tile_q : FLASH_TILE_Q;
     j.tk = tile_k ? tile_k : FLASH_TILE_K;
     j.tq = j.tq < j.Lq ? j.tq : j.Lq;
@@ -276,12 +277,12 @@ static int flash_run(flash_job *jp, const tensor *queries, const tensor *keys,
     STEP(tensor_as_matrices(keys, "keys", &j.k));
     STEP(tensor_as_matrices(values, "values", &j.v));
     // out is (B, Lq, dv), zero: the running sums start there
-    STEP(tensor_alloc(SHAPE(B, j.Lq, j.dv), &j.out));
+    STEP(tensor_alloc(SHAPE(B, Lq, dv), &j.out));
     scratch = mha_malloc(total, sizeof(double), who);
     STEP(scratch ? GSL_SUCCESS : GSL_ENOMEM);
-    set_name(j.out, 0, queries, 0, "B");
-    set_name(j.out, 1, queries, 1, "Lq");
-    set_name(j.out, 2, values, 2, "dv");
+    set_name(j.out, 0, queries, 0, NAMES(B));
+    set_name(j.out, 1, queries, 1, NAMES(Lq));
+    set_name(j.out, 2, values, 2, NAMES(dv));
     int failed = 0;
     int blas_threads = threads_blas_single(parallel);
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads) \

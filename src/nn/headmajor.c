@@ -42,20 +42,20 @@ int headmajor_init(headmajor *m, const headmajor_config *cfg)
     int status = attention_check_dropout(who, c->dropout, 0, NULL);
     if (status)
         return status;
+    size_t h = c->n_head, d_k = c->d_k, d_v = c->d_v, d_model = c->d_model;
     size_t hdk, hdv; /* h*d_k and h*d_v, the projections' widths */
-    if (mha_mul_size(c->n_head, c->d_k, &hdk, who) ||
-        mha_mul_size(c->n_head, c->d_v, &hdv, who))
+    if (mha_mul_size(h, d_k, &hdk, who) || mha_mul_size(h, d_v, &hdv, who))
         return GSL_EOVRFLW;
-    STEP(linear_init(&m->w_qs, "w_qs", c->d_model, hdk, 1));
-    STEP(linear_init(&m->w_ks, "w_ks", c->d_model, hdk, 1));
-    STEP(linear_init(&m->w_vs, "w_vs", c->d_model, hdv, 1));
-    STEP(linear_init(&m->fc, "fc", hdv, c->d_model, 1));
-    STEP(layernorm_init(&m->layer_norm, c->d_model, LAYERNORM_EPS));
-    /* "h*d_k" tells the split's reshape how to name the two halves */
-    snprintf(m->w_qs.out_name, TENSOR_NAME_MAX, "h*d_k");
-    snprintf(m->w_ks.out_name, TENSOR_NAME_MAX, "h*d_k");
-    snprintf(m->w_vs.out_name, TENSOR_NAME_MAX, "h*d_v");
-    snprintf(m->fc.out_name, TENSOR_NAME_MAX, "d_model");
+    STEP(linear_init(&m->w_qs, "w_qs", d_model, hdk, 1));
+    STEP(linear_init(&m->w_ks, "w_ks", d_model, hdk, 1));
+    STEP(linear_init(&m->w_vs, "w_vs", d_model, hdv, 1));
+    STEP(linear_init(&m->fc, "fc", hdv, d_model, 1));
+    STEP(layernorm_init(&m->layer_norm, d_model, LAYERNORM_EPS));
+    /* the name h*d_k tells the split's reshape how to name the two halves */
+    linear_name_output(&m->w_qs, NAMES(h * d_k));
+    linear_name_output(&m->w_ks, NAMES(h * d_k));
+    linear_name_output(&m->w_vs, NAMES(h * d_v));
+    linear_name_output(&m->fc, NAMES(d_model));
     m->residual_norm = 1;
 done:
     if (status)
@@ -138,23 +138,23 @@ static int check_heads(const tensor *x, size_t n_head)
 }
 
 /* 'b l (head d) -> head b l d' under the name `pattern`. */
-static int split_impl(const tensor *x, size_t n_head, const char *pattern,
+static int split_impl(const tensor *x, size_t h, const char *pattern,
                       tensor **out)
 {
     *out = NULL;
-    int status = check_heads(x, n_head);
+    int status = check_heads(x, h);
     if (status)
         return status;
-    /* a last name "h*d_k" splits by itself; any other gets "h" and "/h" */
+    /* a last name h*d_k splits by itself; any other, F, gives h and F/h */
     char names[4 * TENSOR_NAME_MAX + 16] = "";
     if (x->names[2][0] && !strchr(x->names[2], '*'))
-        snprintf(names, sizeof names, "%s, %s, h, %s/h", x->names[0],
-                 x->names[1], x->names[2]);
+        snprintf(names, sizeof names, "%s, %s, %s, %s/%s", x->names[0],
+                 x->names[1], NAMES(h), x->names[2], NAMES(h));
     SCOPE_OF(TRACE_INPUTS(TRACE_IN(x)), "rearrange(%s)", pattern);
     tensor *split = NULL;
     // split is (B, L, h, d): a view, each row cut into h pieces of d
     STEP(tensor_reshape(x, SIZES((long)x->shape[0], (long)x->shape[1],
-                                 (long)n_head, -1),
+                                 (long)h, -1),
                         names[0] ? names : NULL, &split));
     // out is (h, B, L, d): a view, the head axis moved to the front
     STEP(tensor_permute(split, SHAPE(2, 0, 1, 3), out));
@@ -301,7 +301,7 @@ static int make_mask(const tensor *valid_lens, size_t Lq, size_t Lk,
     int status = tensor_alloc(SHAPE(B, Lq, Lk), mask);
     if (status)
         return status;
-    tensor_set_names(*mask, "B, Lq, Lk");
+    tensor_set_names(*mask, NAMES(B, Lq, Lk));
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < Lq; i++) {
             size_t len = softmax_valid_len(valid_lens, b, i, Lk);
@@ -398,10 +398,11 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     int status = check_inputs(m, q, k, v, valid_lens);
     if (status)
         return status;
-    size_t h = m->cfg.n_head;
-    tensor q_in = tensor_named(q, "B, Lq, d_model");
-    tensor k_in = tensor_named(k, "B, Lk, d_model");
-    tensor v_in = tensor_named(v, "B, Lk, d_model");
+    size_t h = m->cfg.n_head, d_model = m->cfg.d_model;
+    size_t B = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    tensor q_in = tensor_named(q, NAMES(B, Lq, d_model));
+    tensor k_in = tensor_named(k, NAMES(B, Lk, d_model));
+    tensor v_in = tensor_named(v, NAMES(B, Lk, d_model));
 
     SCOPE_OF(TRACE_QKV(q, k, v),
              "headmajor(h=%zu)", h);
@@ -425,7 +426,7 @@ int headmajor_forward(headmajor *m, const tensor *q, const tensor *k,
     STEP(einsum_scores(qh, kh, &scores));
     // 4. -inf beyond each row's valid length
     if (valid_lens) {
-        STEP(make_mask(valid_lens, q->shape[1], k->shape[1], &mask));
+        STEP(make_mask(valid_lens, Lq, Lk, &mask));
         masked_fill(scores, mask);
     }
     // 5. weights over the keys t

@@ -63,14 +63,14 @@ void kv_cache_free(kv_cache *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Positions 0 .. len-1 of storage s as a header (B, G, len, p) sharing
- * its numbers (no count of its own). */
-static tensor filled(const tensor *s, size_t len)
+/* Positions 0 .. t-1 of storage s as a header (B, G, t, p) sharing its
+ * numbers (no count of its own). */
+static tensor filled(const tensor *s, size_t t)
 {
-    tensor t = tensor_named(s, NULL);
-    t.shape[2] = len;
-    snprintf(t.names[2], TENSOR_NAME_MAX, "t");
-    return t;
+    tensor all = tensor_named(s, NULL);
+    all.shape[2] = t;
+    snprintf(all.names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
+    return all;
 }
 
 int kv_cache_view(const kv_cache *c, tensor *keys, tensor *values)
@@ -146,29 +146,31 @@ static int check_step(const multihead *m, const kv_cache *c, const tensor *x)
 
 /* Step 4 for one of keys and values: the new heads (B*G, n, p) copied to
  * positions length .. t-1 of the storage, and all t positions read back
- * as (B*G, t, p), a view of the storage. */
-static int append(tensor *storage, const tensor *heads, size_t length,
-                  const char *what, tensor **all)
+ * as (B*G, t, p), a view of the storage; the trace calls p d_model/h,
+ * by the module's sizes. */
+static int append(const multihead *m, tensor *storage, const tensor *heads,
+                  size_t length, const char *what, tensor **all)
 {
     *all = NULL;
     size_t B = storage->shape[0], G = storage->shape[1], p = storage->shape[3];
     size_t n = heads->shape[1], t = length + n;
+    size_t d_model = m->cfg.num_hiddens, h = m->cfg.num_heads; // p = d_model/h
     tensor *k4 = NULL, *slot = NULL, *grown = NULL;
     int status = GSL_SUCCESS;
     // the new heads as (B, G, n, p): a view of a fresh split
     STEP(tensor_reshape(heads, SIZES((long)B, (long)G, (long)n, (long)p),
-                        "B, G, n, d_model/h", &k4));
+                        NAMES(B, G, n, d_model / h), &k4));
     {
         QUIET; // the append's one record is below
         STEP(tensor_narrow(storage, 2, length, n, &slot));
         STEP(tensor_copy_into(slot, k4));
         STEP(tensor_narrow(storage, 2, 0, t, &grown));
     }
-    snprintf(grown->names[2], TENSOR_NAME_MAX, "t");
+    snprintf(grown->names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown, TRACE_INPUTS(TRACE_IN(k4)),
                "append %s at %zu..%zu", what, length, t - 1);
     STEP(tensor_reshape(grown, SIZES((long)(B * G), (long)t, (long)p),
-                        "B*G, t, d_model/h", all));
+                        NAMES(B * G, t, d_model / h), all));
 done:
     TENSORS_FREE(k4, slot, grown);
     return status;
@@ -177,7 +179,8 @@ done:
 int kv_step_project(multihead *m, const tensor *x, size_t start,
                     const char *who, kv_step *s)
 {
-    tensor x_in = tensor_named(x, "B, n, d_q");
+    size_t B = x->shape[0], n = x->shape[1], d_q = x->shape[2];
+    tensor x_in = tensor_named(x, NAMES(B, n, d_q));
     int status = GSL_SUCCESS;
     // 1. project the new positions
     STEP(linear_steps(&m->W_q, &x_in, &s->q));
@@ -236,8 +239,8 @@ static int decode_steps(multihead *m, kv_cache *c, const tensor *x,
     // 1-3. project the new positions, turn them by position, split heads
     STEP(kv_step_project(m, x, c->length, "kv_cache_decode_step", &d->s));
     // 4. the cache grows to t positions
-    STEP(append(c->keys, d->s.kh, c->length, "keys", &d->keys));
-    STEP(append(c->values, d->s.vh, c->length, "values", &d->values));
+    STEP(append(m, c->keys, d->s.kh, c->length, "keys", &d->keys));
+    STEP(append(m, c->values, d->s.vh, c->length, "values", &d->values));
     // 5. query i (position length + i) sees positions 0 .. length + i
     STEP(valid_lens_per_row(NULL, 1 /* causal */, B, n, t, 0 /* numbers */,
                             &d->rows));

@@ -186,7 +186,7 @@ int mask_merge(const tensor *attn_mask, const tensor *key_padding, size_t B,
     int status = tensor_alloc(SHAPE(B * h, Lq, Lk), &m);
     if (status)
         return mha_fail_in(status, "mask_merge");
-    tensor_set_names(m, "B*h, Lq, Lk");
+    tensor_set_names(m, NAMES(B * h, Lq, Lk));
     // row n = b*h + i of the merged mask: head i of example b
     for (size_t n = 0; n < B * h; n++)
         for (size_t i = 0; i < Lq; i++)
@@ -482,7 +482,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     tensor *mask = NULL, *w = NULL, *heads = NULL, *joined = NULL;
     kv_step s = {0};
     int status = GSL_SUCCESS;
-    STEP(meta_step(&mask, SHAPE(B * h, Lq, Lk), "B*h, Lq, Lk"));
+    STEP(meta_step(&mask, SHAPE(B * h, Lq, Lk), NAMES(B * h, Lq, Lk)));
     trace_merge(opt->attn_mask, opt->key_padding, mask);
     if (opt->valid_lens || m->cfg.causal)
         trace_lens(m->cfg.causal);
@@ -490,7 +490,7 @@ static int shapes_alone(const multihead *m, const tensor *queries,
     STEP(project_heads(m, queries, keys, values, opt, "mha", &s));
     size_t Lk2 = mask->shape[2];
     STEP(meta_step(&w, SHAPE(B * h, Lq, Lk2), "B*h, Lq, Lk'"));
-    STEP(meta_step(&heads, SHAPE(B * h, Lq, p), "B*h, Lq, p"));
+    STEP(meta_step(&heads, SHAPE(B * h, Lq, p), NAMES(B * h, Lq, p)));
     trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     STEP(transpose_output(heads, h, &joined));
     STEP(linear_steps(&m->W_o, joined, out));
@@ -546,7 +546,7 @@ int multihead_forward_masked(const multihead *m, const tensor *queries,
     STEP(tensor_alloc(SHAPE(B * h, Lq, Lk2), &w));
     STEP(tensor_alloc(SHAPE(B * h, Lq, p), &heads));
     tensor_set_names(w, "B*h, Lq, Lk'");
-    tensor_set_names(heads, "B*h, Lq, p");
+    tensor_set_names(heads, NAMES(B * h, Lq, p));
     attend(m, s.qh, s.kh, s.vh, mask, w, heads);
     trace_scores(s.qh, s.kh, mask, w, s.vh, heads);
     // step 5: join the heads, W_o

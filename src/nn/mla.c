@@ -55,7 +55,7 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
 {
     const mla_config *c = &m->cfg;
     size_t B = x->shape[0], n = x->shape[1], h = c->num_heads;
-    size_t dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
+    size_t d_nope = c->qk_nope_head_dim, d_r = c->qk_rope_head_dim;
     tensor *flat = NULL, *low = NULL, *normed = NULL, *pe = NULL;
     tensor *pe_flat = NULL, *turned = NULL, *back = NULL;
     *q = NULL;
@@ -68,16 +68,16 @@ static int project_queries(const mla *m, const tensor *x, size_t start,
         STEP(linear_forward(&m->wq_b, normed, &flat));
     }
     STEP(tensor_reshape(flat, SIZES((long)B, (long)n, (long)h, -1),
-                        "B, n, h, d_nope+d_r", q));
+                        NAMES(B, n, h, d_nope + d_r), q));
     // the rope part of every head: (B, n, h, d_r), turned as (B, n, h*d_r)
-    STEP(narrow_named(*q, 3, dn, dr, "d_r", &pe));
-    STEP(tensor_reshape(pe, SIZES((long)B, (long)n, -1), "B, n, h*d_r",
+    STEP(narrow_named(*q, 3, d_nope, d_r, NAMES(d_r), &pe));
+    STEP(tensor_reshape(pe, SIZES((long)B, (long)n, -1), NAMES(B, n, h * d_r),
                         &pe_flat));
-    STEP(rope_apply(pe_flat, dr, (long)start, c->rope_base, &turned));
-    STEP(tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)dr),
-                     "B, n, h, d_r", &back));
+    STEP(rope_apply(pe_flat, d_r, (long)start, c->rope_base, &turned));
+    STEP(tensor_view(turned, SIZES((long)B, (long)n, (long)h, (long)d_r),
+                     NAMES(B, n, h, d_r), &back));
     STEP(tensor_copy_into(pe, back)); // q_pe back into q, turned
-    tensor_trace_step(TRACE_COPY, back, pe, "into q[..., %zu:]", dn);
+    tensor_trace_step(TRACE_COPY, back, pe, "into q[..., %zu:]", d_nope);
 done:
     TENSORS_FREE(flat, low, normed, pe, pe_flat, turned, back);
     if (status) {
@@ -93,15 +93,15 @@ static int project_latent(const mla *m, const tensor *x, size_t start,
                           tensor **c_kv, tensor **k_pe)
 {
     const mla_config *c = &m->cfg;
-    size_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    size_t d_c = c->kv_lora_rank, d_r = c->qk_rope_head_dim;
     tensor *kv = NULL, *part = NULL, *pe = NULL;
     *c_kv = *k_pe = NULL;
     int status = GSL_SUCCESS;
     STEP(linear_forward(&m->wkv_a, x, &kv));
-    STEP(narrow_named(kv, 2, 0, dc, "d_c", &part));
+    STEP(narrow_named(kv, 2, 0, d_c, NAMES(d_c), &part));
     STEP(mla_rms_norm(part, m->kv_norm, c->eps, c_kv));
-    STEP(narrow_named(kv, 2, dc, dr, "d_r", &pe));
-    STEP(rope_apply(pe, dr, (long)start, c->rope_base, k_pe));
+    STEP(narrow_named(kv, 2, d_c, d_r, NAMES(d_r), &pe));
+    STEP(rope_apply(pe, d_r, (long)start, c->rope_base, k_pe));
 done:
     TENSORS_FREE(kv, part, pe);
     if (status) {
@@ -143,15 +143,15 @@ done:
 }
 
 /* *o (R, Lq, dv) = softmax(q k^T / sqrt(dq), causal) v, batch row by batch
- * row, and *w (R, Lq, Lk) the weights.  Row i of batch row r is position
- * start + (i mod n) and sees keys 0 .. start + (i mod n): with the heads
- * folded into the rows (the absorbed path, Lq = h*n), every head's n
- * queries see the same keys. */
+ * row, and *w (R, Lq, t) the weights, t the keys.  Row i of batch row r
+ * is position start + (i mod n) and sees keys 0 .. start + (i mod n):
+ * with the heads folded into the rows (the absorbed path, Lq = h*n),
+ * every head's n queries see the same keys. */
 static int attend(const char *who, const tensor *q, const tensor *k,
                   const tensor *v, size_t dq, size_t n, size_t start,
                   tensor **w, tensor **o)
 {
-    size_t R = q->shape[0], Lq = q->shape[1], Lk = k->shape[1];
+    size_t R = q->shape[0], Lq = q->shape[1], t = k->shape[1];
     size_t dv = v->shape[2];
     tensor_matrices qm = {0}, km = {0}, vm = {0}, sm, wm, om;
     tensor *scores = NULL, *lens = NULL;
@@ -160,19 +160,19 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     STEP(tensor_as_matrices(q, "queries", &qm));
     STEP(tensor_as_matrices(k, "keys", &km));
     STEP(tensor_as_matrices(v, "values", &vm));
-    STEP(tensor_alloc(SHAPE(R, Lq, Lk), &scores));
+    STEP(tensor_alloc(SHAPE(R, Lq, t), &scores));
     STEP(tensor_alloc(SHAPE(R, Lq), &lens));
     STEP(tensor_alloc(SHAPE(R, Lq, dv), o));
     STEP(tensor_matrices_in_place(scores, &sm));
     STEP(tensor_matrices_in_place(*o, &om));
-    // scores_r (Lq, Lk) = q_r k_r^T
+    // scores_r (Lq, t) = q_r k_r^T
     STEP(tensor_matrices_dgemm(who, CblasNoTrans, &qm, CblasTrans, &km, 1.0,
                                &sm));
     for (size_t r = 0; r < R; r++)
         for (size_t i = 0; i < Lq; i++)
             lens->data[r * Lq + i] = (double)(start + i % n + 1);
     memcpy(scores->names, q->names, 2 * TENSOR_NAME_MAX);
-    snprintf(scores->names[2], TENSOR_NAME_MAX, "t");
+    snprintf(scores->names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
                TRACE_INPUTS(TRACE_IN(q), TRACE_IN_T(k, 1)), "scores");
     {
@@ -182,7 +182,7 @@ static int attend(const char *who, const tensor *q, const tensor *k,
     tensor_trace_emit(TRACE_NEW, TRACE_LIST, *w,
                TRACE_INPUTS(TRACE_IN(scores), TRACE_SIDE(lens, "valid_lens")),
                "softmax(s / sqrt(%zu))", dq);
-    // o_r (Lq, dv) = w_r (Lq, Lk) v_r (Lk, dv)
+    // o_r (Lq, dv) = w_r (Lq, t) v_r (t, dv)
     STEP(tensor_matrices_in_place(*w, &wm));
     STEP(tensor_matrices_dgemm(who, CblasNoTrans, &wm, CblasNoTrans, &vm, 1.0,
                                &om));
@@ -212,7 +212,7 @@ static int head_weights(const tensor *w, size_t B, size_t h, size_t n,
 {
     QUIET;
     return tensor_reshape(w, SIZES((long)B, (long)h, (long)n, (long)t),
-                          "B, h, n, t", weights);
+                          NAMES(B, h, n, t), weights);
 }
 
 /* heads (B, n, h*d_v) from q (B, n, h, d_nope + d_r) and the t latents:
@@ -224,8 +224,8 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
 {
     const mla_config *c = &m->cfg;
     size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
-    size_t h = c->num_heads, dn = c->qk_nope_head_dim;
-    size_t dr = c->qk_rope_head_dim, dv = c->v_head_dim;
+    size_t h = c->num_heads, d_nope = c->qk_nope_head_dim;
+    size_t d_r = c->qk_rope_head_dim, d_v = c->v_head_dim;
     tensor *kv = NULL, *kv4 = NULL, *k_nope = NULL, *v4 = NULL;
     tensor *pe4 = NULL, *pe_h = NULL, *k = NULL;
     tensor *kp = NULL, *kh = NULL, *vp = NULL, *vh = NULL;
@@ -235,27 +235,28 @@ static int attend_naive(mla *m, const tensor *q, const tensor *c_all,
     // 1. every head's keys and values from the latent: (B, t, h, d_nope + d_v)
     STEP(linear_forward(&m->wkv_b, c_all, &kv));
     STEP(tensor_reshape(kv, SIZES((long)B, (long)t, (long)h, -1),
-                        "B, t, h, d_nope+d_v", &kv4));
-    STEP(narrow_named(kv4, 3, 0, dn, "d_nope", &k_nope));
-    STEP(narrow_named(kv4, 3, dn, dv, "d_v", &v4));
+                        NAMES(B, t, h, d_nope + d_v), &kv4));
+    STEP(narrow_named(kv4, 3, 0, d_nope, NAMES(d_nope), &k_nope));
+    STEP(narrow_named(kv4, 3, d_nope, d_v, NAMES(d_v), &v4));
     // 2. k = [k_nope | k_pe], k_pe the same for every head (an expand)
-    STEP(tensor_reshape(pe_all, SIZES((long)B, (long)t, 1, (long)dr),
-                        "B, t, 1, d_r", &pe4));
-    STEP(tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)dr),
-                       "B, t, h, d_r", &pe_h));
-    STEP(cat_last(k_nope, pe_h, "B, t, h, d_nope+d_r", &k));
+    STEP(tensor_reshape(pe_all, SIZES((long)B, (long)t, 1, (long)d_r),
+                        NAMES(B, t, 1, d_r), &pe4));
+    STEP(tensor_expand(pe4, SIZES((long)B, (long)t, (long)h, (long)d_r),
+                       NAMES(B, t, h, d_r), &pe_h));
+    STEP(cat_last(k_nope, pe_h, NAMES(B, t, h, d_nope + d_r), &k));
     // 3. heads into the batch, chapter 06's transpose_qkv on the heads
     //    side by side: (B*h, t, .) and (B*h, n, d_nope + d_r)
-    STEP(tensor_reshape(k, SIZES((long)B, (long)t, -1), "B, t, h*(d_nope+d_r)",
-                        &kp));
+    STEP(tensor_reshape(k, SIZES((long)B, (long)t, -1),
+                        NAMES(B, t, h * (d_nope + d_r)), &kp));
     STEP(transpose_qkv(kp, h, &kh));
-    STEP(tensor_reshape(v4, SIZES((long)B, (long)t, -1), "B, t, h*d_v", &vp));
+    STEP(tensor_reshape(v4, SIZES((long)B, (long)t, -1), NAMES(B, t, h * d_v),
+                        &vp));
     STEP(transpose_qkv(vp, h, &vh));
-    STEP(tensor_reshape(q, SIZES((long)B, (long)n, -1), "B, n, h*(d_nope+d_r)",
-                        &qp));
+    STEP(tensor_reshape(q, SIZES((long)B, (long)n, -1),
+                        NAMES(B, n, h * (d_nope + d_r)), &qp));
     STEP(transpose_qkv(qp, h, &qh));
     // 4. attention, scaled by 1/sqrt(d_nope + d_r)
-    STEP(attend("mla_forward", qh, kh, vh, dn + dr, n, start, &w, &o));
+    STEP(attend("mla_forward", qh, kh, vh, d_nope + d_r, n, start, &w, &o));
     // 5. the heads side by side: (B, n, h*d_v)
     STEP(transpose_output(o, h, heads));
     if (weights)
@@ -295,9 +296,9 @@ static int absorb_query(const mla *m, const tensor *q, tensor **q_lat)
 {
     const mla_config *c = &m->cfg;
     size_t B = q->shape[0], n = q->shape[1], h = c->num_heads;
-    size_t dn = c->qk_nope_head_dim, dr = c->qk_rope_head_dim;
-    size_t dv = c->v_head_dim, dc = c->kv_lora_rank, dq = dn + dr;
-    int status = tensor_alloc(SHAPE(B, h * n, dc + dr), q_lat);
+    size_t d_nope = c->qk_nope_head_dim, d_r = c->qk_rope_head_dim;
+    size_t d_v = c->v_head_dim, d_c = c->kv_lora_rank, dq = d_nope + d_r;
+    int status = tensor_alloc(SHAPE(B, h * n, d_c + d_r), q_lat);
     if (status)
         return status;
     const double *wkv_b = m->wkv_b.weight->data;
@@ -305,21 +306,21 @@ static int absorb_query(const mla *m, const tensor *q, tensor **q_lat)
         for (size_t j = 0; j < h && !status; j++) {
             // q_nope of head j, (n, d_nope): rows h*dq apart in q
             gsl_matrix_const_view qn = gsl_matrix_const_view_array_with_tda(
-                q->data + (b * n * h + j) * dq, n, dn, h * dq);
+                q->data + (b * n * h + j) * dq, n, d_nope, h * dq);
             gsl_matrix_const_view uk = gsl_matrix_const_view_array(
-                wkv_b + j * (dn + dv) * dc, dn, dc);
-            double *rows = (*q_lat)->data + (b * h + j) * n * (dc + dr);
+                wkv_b + j * (d_nope + d_v) * d_c, d_nope, d_c);
+            double *rows = (*q_lat)->data + (b * h + j) * n * (d_c + d_r);
             gsl_matrix_view out =
-                gsl_matrix_view_array_with_tda(rows, n, dc, dc + dr);
+                gsl_matrix_view_array_with_tda(rows, n, d_c, d_c + d_r);
             status = gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0,
                                     &qn.matrix, &uk.matrix, 0.0, &out.matrix);
             for (size_t i = 0; i < n; i++)
-                memcpy(rows + i * (dc + dr) + dc,
-                       q->data + ((b * n + i) * h + j) * dq + dn,
-                       dr * sizeof *rows);
+                memcpy(rows + i * (d_c + d_r) + d_c,
+                       q->data + ((b * n + i) * h + j) * dq + d_nope,
+                       d_r * sizeof *rows);
         }
-    return per_head_done(m, status, q, "B, h*n, d_c+d_r", "absorb W_UK",
-                         q_lat);
+    return per_head_done(m, status, q, NAMES(B, h * n, d_c + d_r),
+                         "absorb W_UK", q_lat);
 }
 
 /* heads (B, n, h*d_v): head j's latent outputs (rows j*n .. of o, each
@@ -329,24 +330,24 @@ static int expand_values(const mla *m, const tensor *o, size_t n,
                          tensor **heads)
 {
     const mla_config *c = &m->cfg;
-    size_t B = o->shape[0], h = c->num_heads, dn = c->qk_nope_head_dim;
-    size_t dv = c->v_head_dim, dc = c->kv_lora_rank;
-    int status = tensor_alloc(SHAPE(B, n, h * dv), heads);
+    size_t B = o->shape[0], h = c->num_heads, d_nope = c->qk_nope_head_dim;
+    size_t d_v = c->v_head_dim, d_c = c->kv_lora_rank;
+    int status = tensor_alloc(SHAPE(B, n, h * d_v), heads);
     if (status)
         return status;
     const double *wkv_b = m->wkv_b.weight->data;
     for (size_t b = 0; b < B && !status; b++)
         for (size_t j = 0; j < h && !status; j++) {
             gsl_matrix_const_view oj = gsl_matrix_const_view_array(
-                o->data + (b * h + j) * n * dc, n, dc);
+                o->data + (b * h + j) * n * d_c, n, d_c);
             gsl_matrix_const_view uv = gsl_matrix_const_view_array(
-                wkv_b + (j * (dn + dv) + dn) * dc, dv, dc);
+                wkv_b + (j * (d_nope + d_v) + d_nope) * d_c, d_v, d_c);
             gsl_matrix_view out = gsl_matrix_view_array_with_tda(
-                (*heads)->data + b * n * h * dv + j * dv, n, dv, h * dv);
+                (*heads)->data + b * n * h * d_v + j * d_v, n, d_v, h * d_v);
             status = gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1.0, &oj.matrix,
                                     &uv.matrix, 0.0, &out.matrix);
         }
-    return per_head_done(m, status, o, "B, n, h*d_v", "W_UV per head",
+    return per_head_done(m, status, o, NAMES(B, n, h * d_v), "W_UV per head",
                          heads);
 }
 
@@ -360,14 +361,15 @@ static int attend_absorbed(mla *m, const tensor *q, const tensor *c_all,
 {
     const mla_config *c = &m->cfg;
     size_t B = q->shape[0], n = q->shape[1], t = c_all->shape[1];
-    size_t h = c->num_heads, dq = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    size_t h = c->num_heads, d_c = c->kv_lora_rank, d_r = c->qk_rope_head_dim;
+    size_t dq = c->qk_nope_head_dim + d_r;
     tensor *q_lat = NULL, *keys = NULL, *w = NULL, *o = NULL;
     *heads = NULL;
     int status = GSL_SUCCESS;
     // 1. the query moved into the latent's space (W_UK absorbed)
     STEP(absorb_query(m, q, &q_lat));
     // 2. the keys are the latent and k_pe side by side, the values the latent
-    STEP(cat_last(c_all, pe_all, "B, t, d_c+d_r", &keys));
+    STEP(cat_last(c_all, pe_all, NAMES(B, t, d_c + d_r), &keys));
     // 3. attention on the latent, scaled by 1/sqrt(d_nope + d_r) as before
     STEP(attend("mla_forward", q_lat, keys, c_all, dq, n, start, &w, &o));
     // 4. W_UV per head (absorbed into the output): (B, n, h*d_v)
@@ -440,7 +442,8 @@ int mla_forward(mla *m, const tensor *x, mla_path path, tensor **out,
     int status = check_x(who, m, x);
     if (status)
         return status;
-    tensor x_in = tensor_named(x, "B, n, d_model");
+    size_t B = x->shape[0], n = x->shape[1], d_model = x->shape[2];
+    tensor x_in = tensor_named(x, NAMES(B, n, d_model));
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
              "mla_forward(%s, h=%zu, d_c=%zu, d_r=%zu)", path_name(path),
              m->cfg.num_heads, m->cfg.kv_lora_rank,
@@ -465,15 +468,17 @@ int mla_cache_init(mla_cache *c, size_t batch, size_t kv_lora_rank,
         return status;
     *c = (mla_cache){.batch = batch, .kv_lora_rank = kv_lora_rank,
                      .rope_dim = rope_dim, .capacity = capacity};
-    STEP(tensor_alloc(SHAPE(batch, capacity, kv_lora_rank), &c->latent));
-    STEP(tensor_alloc(SHAPE(batch, capacity, rope_dim), &c->pe));
+    // the sizes under the lesson's names, which name the two tensors
+    size_t B = batch, d_c = kv_lora_rank, d_r = rope_dim;
+    STEP(tensor_alloc(SHAPE(B, capacity, d_c), &c->latent));
+    STEP(tensor_alloc(SHAPE(B, capacity, d_r), &c->pe));
 done:
     if (status) {
         mla_cache_free(c);
         return mha_fail_in(status, "mla_cache_init");
     }
-    tensor_set_names(c->latent, "B, capacity, d_c");
-    tensor_set_names(c->pe, "B, capacity, d_r");
+    tensor_set_names(c->latent, NAMES(B, capacity, d_c));
+    tensor_set_names(c->pe, NAMES(B, capacity, d_r));
     return GSL_SUCCESS;
 }
 
@@ -498,7 +503,7 @@ static int append(tensor *storage, const tensor *new, size_t length,
         STEP(tensor_copy_into(slot, new));
         STEP(tensor_narrow(storage, 1, 0, t, all));
     }
-    snprintf((*all)->names[1], TENSOR_NAME_MAX, "t");
+    snprintf((*all)->names[1], TENSOR_NAME_MAX, "%s", NAMES(t));
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, *all, TRACE_INPUTS(TRACE_IN(new)),
                "append %s at %zu..%zu", what, length, t - 1);
 done:
@@ -519,7 +524,7 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
     if (!c || !c->latent)
         return mha_fail(GSL_EINVAL, "%s: the cache is NULL or not initialised",
                         who);
-    size_t B = x->shape[0], n = x->shape[1];
+    size_t B = x->shape[0], n = x->shape[1], d_model = x->shape[2];
     char xs[TRACE_SHAPE_MAX];
     tensor_shape_str(x, xs, sizeof xs);
     if (c->batch != B || c->kv_lora_rank != m->cfg.kv_lora_rank ||
@@ -535,7 +540,7 @@ int mla_decode_step(mla *m, mla_cache *c, const tensor *x, mla_path path,
                         "x %s brings %zu new position%s",
                         who, c->capacity, c->length, xs, n, n == 1 ? "" : "s");
     size_t start = c->length;
-    tensor x_in = tensor_named(x, "B, n, d_model");
+    tensor x_in = tensor_named(x, NAMES(B, n, d_model));
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
              "mla_decode_step(%s, positions %zu..%zu)", path_name(path),
              start, start + n - 1);

@@ -5,7 +5,6 @@
 #include "nn/mla.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -53,20 +52,21 @@ int mla_init(mla *m, const mla_config *cfg)
     if (m->cfg.eps == 0)
         m->cfg.eps = MLA_DEFAULT_EPS;
     const mla_config *c = &m->cfg;
-    size_t h = c->num_heads, qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    // the sizes under the lesson's names, which name the layers' outputs
+    size_t d_model = c->dim, h = c->num_heads, d_c = c->kv_lora_rank;
+    size_t d_nope = c->qk_nope_head_dim, d_r = c->qk_rope_head_dim;
+    size_t d_v = c->v_head_dim, qk = d_nope + d_r;
     if (c->q_lora_rank == 0) {
-        STEP(linear_init(&m->wq, "wq", c->dim, h * qk, 0));
+        STEP(linear_init(&m->wq, "wq", d_model, h * qk, 0));
     } else {
-        STEP(linear_init(&m->wq_a, "wq_a", c->dim, c->q_lora_rank, 0));
+        STEP(linear_init(&m->wq_a, "wq_a", d_model, c->q_lora_rank, 0));
         STEP(tensor_alloc(SHAPE(c->q_lora_rank), &m->q_norm));
         STEP(linear_init(&m->wq_b, "wq_b", c->q_lora_rank, h * qk, 0));
     }
-    STEP(linear_init(&m->wkv_a, "wkv_a", c->dim,
-                     c->kv_lora_rank + c->qk_rope_head_dim, 0));
-    STEP(tensor_alloc(SHAPE(c->kv_lora_rank), &m->kv_norm));
-    STEP(linear_init(&m->wkv_b, "wkv_b", c->kv_lora_rank,
-                     h * (c->qk_nope_head_dim + c->v_head_dim), 0));
-    STEP(linear_init(&m->wo, "wo", h * c->v_head_dim, c->dim, 0));
+    STEP(linear_init(&m->wkv_a, "wkv_a", d_model, d_c + d_r, 0));
+    STEP(tensor_alloc(SHAPE(d_c), &m->kv_norm));
+    STEP(linear_init(&m->wkv_b, "wkv_b", d_c, h * (d_nope + d_v), 0));
+    STEP(linear_init(&m->wo, "wo", h * d_v, d_model, 0));
 done:
     if (status) {
         mla_free(m);
@@ -75,13 +75,14 @@ done:
     if (m->q_norm)
         tensor_fill(m->q_norm, 1);
     tensor_fill(m->kv_norm, 1);
-    // the names the trace gives each layer's output features
-    linear *layers[] = {&m->wq, &m->wq_a, &m->wq_b, &m->wkv_a, &m->wkv_b,
-                        &m->wo};
-    const char *out[] = {"h*(d_nope+d_r)", "d_q'", "h*(d_nope+d_r)",
-                         "d_c+d_r", "h*(d_nope+d_v)", "d_model"};
-    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
-        snprintf(layers[i]->out_name, TENSOR_NAME_MAX, "%s", out[i]);
+    // the names the trace gives each layer's output features; the queries'
+    // low rank is d_q', a name with a prime, which no C name can have
+    linear_name_output(&m->wq, NAMES(h * (d_nope + d_r)));
+    linear_name_output(&m->wq_a, "d_q'");
+    linear_name_output(&m->wq_b, NAMES(h * (d_nope + d_r)));
+    linear_name_output(&m->wkv_a, NAMES(d_c + d_r));
+    linear_name_output(&m->wkv_b, NAMES(h * (d_nope + d_v)));
+    linear_name_output(&m->wo, NAMES(d_model));
     return GSL_SUCCESS;
 }
 

@@ -471,21 +471,22 @@ done:
  * query heads of its group: the view (B*G, h/G, Lk, p) with stride 0
  * along the group, made and traced to show the sharing (nothing reads it:
  * the folded rows of step 4b read x itself). */
-static int share_heads(const tensor *x, size_t group)
+static int share_heads(const tensor *x, size_t h, size_t G)
 {
     tensor *one = NULL, *shared = NULL;
+    // x's names, and the new dimension's: 1, then h/G
     char names[4 * TENSOR_NAME_MAX] = "", single[4 * TENSOR_NAME_MAX] = "";
     if (x->names[0][0]) {
         snprintf(single, sizeof single, "%s, 1, %s, %s", x->names[0],
                  x->names[1], x->names[2]);
-        snprintf(names, sizeof names, "%s, h/G, %s, %s", x->names[0],
-                 x->names[1], x->names[2]);
+        snprintf(names, sizeof names, "%s, %s, %s, %s", x->names[0],
+                 NAMES(h / G), x->names[1], x->names[2]);
     }
     int status = GSL_SUCCESS;
     STEP(tensor_view(x, SIZES((long)x->shape[0], 1, (long)x->shape[1],
                               (long)x->shape[2]),
                      single[0] ? single : NULL, &one));
-    STEP(tensor_expand(one, SIZES(-1, (long)group, -1, -1),
+    STEP(tensor_expand(one, SIZES(-1, (long)(h / G), -1, -1),
                        names[0] ? names : NULL, &shared));
 done:
     tensor_free(one);
@@ -519,29 +520,29 @@ static int attend_groups(multihead *m, const tensor *qh, const tensor *kh,
 {
     if (w)
         *w = NULL;
-    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads, group = h / G;
-    long BG = (long)kh->shape[0], Lq = (long)qh->shape[1];
-    long p = (long)qh->shape[2];
+    size_t h = m->cfg.num_heads, G = m->cfg.kv_heads;
+    size_t d_model = m->cfg.num_hiddens; // p = d_model/h
+    size_t B = kh->shape[0] / G, Lq = qh->shape[1], p = qh->shape[2];
     SCOPE_OF(TRACE_INPUTS(TRACE_IN(qh), TRACE_IN(kh), TRACE_IN(vh)),
              "grouped heads(h=%zu, G=%zu)", h, G);
     tensor *qg = NULL, *lg = NULL, *hg = NULL;
     int status = GSL_SUCCESS;
     // 4a. every query head of a group reads its key-value head: stride 0
-    STEP(share_heads(kh, group));
-    STEP(share_heads(vh, group));
+    STEP(share_heads(kh, h, G));
+    STEP(share_heads(vh, h, G));
     // 4b. the group's h/G query heads one under another: (B*G, h/G*Lq, p)
     tensor_trace_note("a product over the expanded h/G is one over h/G times "
                       "the rows: fold the group's query heads into Lq");
-    STEP(tensor_reshape(qh, SIZES(BG, (long)group * Lq, p),
-                        "B*G, h/G*Lq, d_model/h", &qg));
+    STEP(tensor_reshape(qh, SIZES((long)(B * G), (long)(h / G * Lq), (long)p),
+                        NAMES(B * G, h / G * Lq, d_model / h), &qg));
     if (lens && lens->ndim == 2)
-        STEP(tensor_reshape(lens, SIZES(BG, (long)group * Lq), "B*G, h/G*Lq",
-                            &lg));
+        STEP(tensor_reshape(lens, SIZES((long)(B * G), (long)(h / G * Lq)),
+                            NAMES(B * G, h / G * Lq), &lg));
     // 4c. attention on the B*G groups, the key-value heads as they are
     STEP(attend(m, qg, kh, vh, lg, &hg, w));
     // 4d. the heads back as (B*h, Lq, p)
-    STEP(tensor_view(hg, SIZES((long)h * (BG / (long)G), Lq, p),
-                     "B*h, Lq, d_model/h", heads));
+    STEP(tensor_view(hg, SIZES((long)(B * h), (long)Lq, (long)p),
+                     NAMES(B * h, Lq, d_model / h), heads));
 done:
     tensor_free(qg);
     tensor_free(lg);

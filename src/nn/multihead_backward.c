@@ -187,12 +187,13 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
 
     /* dout named as the forward named its output: (B, Lq, d_model), or
      * (B, L, d_model) when the queries were named so (a model's own) */
+    size_t d_model = m->cfg.num_hiddens, D_out = m->cfg.out_size;
     char dout_names[3 * TENSOR_NAME_MAX + 8];
     const tensor *cat = c->concat;
     snprintf(dout_names, sizeof dout_names, "%s, %s, %s",
-             cat->names[0][0] ? cat->names[0] : "B",
-             cat->names[1][0] ? cat->names[1] : "Lq",
-             m->cfg.out_size == m->cfg.num_hiddens ? "d_model" : "D_out");
+             cat->names[0][0] ? cat->names[0] : NAMES(B),
+             cat->names[1][0] ? cat->names[1] : NAMES(Lq),
+             D_out == d_model ? NAMES(d_model) : NAMES(D_out));
     tensor dout_in = tensor_named(dout, dout_names);
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(&dout_in, "dout")),
              "multihead_backward(h=%zu)", h);
@@ -207,13 +208,12 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
 //> 17
     G = m->cfg.kv_heads;
 //<
-//> 15
-    long Lk = (long)c->kh->shape[1];
-//<
     // the inputs named as the forward named them, for the trace
-    tensor q_in = tensor_named(c->queries, "B, Lq, d_q");
-    tensor k_in = tensor_named(c->keys, "B, Lk, d_k");
-    tensor v_in = tensor_named(c->values, "B, Lk, d_v");
+    size_t Lk = c->keys->shape[1], d_q = c->queries->shape[2];
+    size_t d_k = c->keys->shape[2], d_v = c->values->shape[2];
+    tensor q_in = tensor_named(c->queries, NAMES(B, Lq, d_q));
+    tensor k_in = tensor_named(c->keys, NAMES(B, Lk, d_k));
+    tensor v_in = tensor_named(c->values, NAMES(B, Lk, d_v));
     int status = GSL_SUCCESS;
 
     // 6. W_o: dconcat, and (last, below) W_o's own gradients
@@ -251,7 +251,7 @@ int multihead_backward(const multihead *m, const multihead_cache *c,
     }
 //> 15
     if (need_q && m->cfg.rope)
-        STEP(unrotate(m, &dq, Lk - (long)Lq));
+        STEP(unrotate(m, &dq, (long)Lk - (long)Lq));
 //<
     if (need_k) {
         tensor_trace_note("dK: the key heads' gradients side by side");

@@ -381,7 +381,8 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
     if (status)
         return status;
     size_t h = m->cfg.num_heads, G = c->kv_heads, p = c->head_size;
-    tensor x_in = tensor_named(x, "B, 1, d_q");
+    size_t d_q = m->cfg.query_size, d_model = m->cfg.num_hiddens; // = h*p
+    tensor x_in = tensor_named(x, NAMES(B, 1, d_q));
     SCOPE_OF(TRACE_INPUTS(TRACE_NAMED(x, "x")),
              "paged_decode_step(h=%zu, G=%zu, %zu sequences)", h, G, B);
     tensor *q = NULL, *k = NULL, *v = NULL, *slots = NULL, *heads = NULL;
@@ -434,8 +435,8 @@ int paged_decode_step(multihead *m, paged_cache *c, const size_t *seqs,
         tensor_trace_step(TRACE_NEW, q, q, "rope(each row at its own position)");
     STEP(tensor_alloc(SHAPE(B), &slots));
     STEP(tensor_alloc(SHAPE(B, 1, h * p), &heads));
-    tensor_set_names(slots, "B");
-    tensor_set_names(heads, "B, 1, d_model");
+    tensor_set_names(slots, NAMES(B));
+    tensor_set_names(heads, NAMES(B, 1, d_model));
     // 3. the blocks as planned, their books kept first (scratch's
     //    plans are done), and 4. K and V written at the slots
     books_keep(c, seqs, B, &before);

@@ -25,7 +25,7 @@ int posenc_sinusoid(size_t L, size_t d, tensor **out)
     int status = tensor_alloc(SHAPE(L, d), out);
     if (status)
         return mha_fail_in(status, "posenc_sinusoid");
-    tensor_set_names(*out, "L, d");
+    tensor_set_names(*out, NAMES(L, d));
     for (size_t j = 0; 2 * j < d; j++) {
         double w = rope_theta(j, d, ROPE_DEFAULT_BASE);
         for (size_t i = 0; i < L; i++) {

@@ -55,11 +55,12 @@ int alibi_slopes(size_t n, tensor **out)
     *out = NULL;
     if (n == 0)
         return mha_fail(GSL_EINVAL, "alibi_slopes: n is 0 (one slope per head)");
+    size_t h = n; // out is (h,): one slope per head
     int status = GSL_SUCCESS;
-    STEP(tensor_alloc(SHAPE(n), out));
-    for (size_t k = 0; k < n; k++)
-        STEP(alibi_slope(n, k, (*out)->data + k));
-    tensor_set_names(*out, "h");
+    STEP(tensor_alloc(SHAPE(h), out));
+    for (size_t k = 0; k < h; k++)
+        STEP(alibi_slope(h, k, (*out)->data + k));
+    tensor_set_names(*out, NAMES(h));
 done:
     if (status) {
         tensor_free(*out);
@@ -153,7 +154,7 @@ int window_attend(const window_rule *r, size_t h, const tensor *qh,
     *weights = *heads = NULL;
     size_t BH = qh->shape[0], Lq = qh->shape[1], p = qh->shape[2];
     size_t BG = kh->shape[0], Lk = kh->shape[1], pv = vh->shape[2];
-    size_t G = BG / (BH / h), group = h / G;
+    size_t B = BH / h, G = BG / B, group = h / G;
     if (tensor_is_meta(qh) || tensor_is_meta(kh)) { // shapes alone
         int status = tensor_alloc_meta(SHAPE(BH, Lq, Lk), weights);
         if (!status)
@@ -163,7 +164,7 @@ int window_attend(const window_rule *r, size_t h, const tensor *qh,
             *weights = NULL;
             return status;
         }
-        tensor_set_names(*weights, "B*h, Lq, Lk");
+        tensor_set_names(*weights, NAMES(B * h, Lq, Lk));
         memcpy((*heads)->names, qh->names, sizeof qh->names);
         trace_rule(r, qh, kh, vh, lens, *heads);
         return GSL_SUCCESS;
@@ -212,7 +213,7 @@ int window_attend(const window_rule *r, size_t h, const tensor *qh,
         STEP(gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, &w_n.matrix,
                             &v_g.matrix, 0.0, &o_n.matrix));
     }
-    tensor_set_names(w, "B*h, Lq, Lk");
+    tensor_set_names(w, NAMES(B * h, Lq, Lk));
     memcpy(o->names, qh->names, sizeof o->names);
     trace_rule(r, qh, kh, vh, lens, o);
     *weights = w;

@@ -85,12 +85,14 @@ static int check_step(const multihead *m, const window_cache *c,
 }
 
 /* The keys (or values) a step reads: the f filled slots of storage in
- * slot order, then the new heads (B*G, n, p): (B*G, f+n, p), new. */
-static int gather(const tensor *storage, size_t f, const tensor *heads,
-                  tensor **out)
+ * slot order, then the new heads (B*G, n, p): (B*G, f+n, p), new; the
+ * trace calls p d_model/h, by the module's sizes. */
+static int gather(const multihead *m, const tensor *storage, size_t f,
+                  const tensor *heads, tensor **out)
 {
     size_t BG = heads->shape[0], n = heads->shape[1], p = heads->shape[2];
-    size_t S = storage->shape[2];
+    size_t B = storage->shape[0], G = storage->shape[1], S = storage->shape[2];
+    size_t d_model = m->cfg.num_hiddens, h = m->cfg.num_heads; // p = d_model/h
     const tensor *hc = heads;
     tensor *copy = NULL;
     int status = GSL_SUCCESS;
@@ -105,7 +107,7 @@ static int gather(const tensor *storage, size_t f, const tensor *heads,
         memcpy(o, storage->data + g * S * p, f * p * sizeof *o);
         memcpy(o + f * p, hc->data + g * n * p, n * p * sizeof *o);
     }
-    tensor_set_names(*out, "B*G, f+n, d_model/h");
+    tensor_set_names(*out, NAMES(B * G, f + n, d_model / h));
 done:
     tensor_free(copy);
     if (status) {
@@ -162,8 +164,8 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     // 1-3. project the new positions, turn Q and K by position, split
     STEP(kv_step_project(m, x, c->length, who, &s));
     // 4. the keys the queries may see: the filled slots, then the new
-    STEP(gather(c->keys, f, s.kh, &keys));
-    STEP(gather(c->values, f, s.vh, &values));
+    STEP(gather(m, c->keys, f, s.kh, &keys));
+    STEP(gather(m, c->values, f, s.vh, &values));
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, keys,
                TRACE_INPUTS(TRACE_IN(s.kh)),
                "keys: %zu slots + %zu new", f, n);
@@ -187,7 +189,7 @@ int multihead_decode_window(multihead *m, window_cache *c, const tensor *x,
     if (weights) {
         QUIET; // handing the weights out is no step of the pass
         STEP(tensor_view(w, SIZES((long)B, (long)h, (long)n, (long)(f + n)),
-                         "B, h, n, f+n", weights));
+                         NAMES(B, h, n, f + n), weights));
     }
     store(c, s.kh, s.vh);
 done:
