@@ -909,6 +909,14 @@ Test(tensor, set_names)
     cr_assert_str_eq(x->names[2], "h*(d_nope+d_r)");
     cr_assert_str_eq(tensor_sym_str(x, buf, sizeof buf),
                      "(B, n, h*(d_nope+d_r))");
+    /* one name at a time, as a layer's output name is read: up to the
+     * first comma, without its spaces */
+    char one[TENSOR_NAME_MAX];
+    const char *rest = tensor_name_copy(one, "h * d_k , n");
+    cr_assert_str_eq(one, "h*d_k");
+    cr_assert_str_eq(rest, ", n");
+    cr_assert_str_eq(tensor_name_copy(one, " d_model "), "");
+    cr_assert_str_eq(one, "d_model");
     /* a name longer than TENSOR_NAME_MAX - 1 characters is cut there */
     char longer[TENSOR_NAME_MAX + 8];
     memset(longer, 'a', sizeof longer - 1);

@@ -69,7 +69,7 @@ static tensor filled(const tensor *s, size_t t)
 {
     tensor all = tensor_named(s, NULL);
     all.shape[2] = t;
-    snprintf(all.names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
+    tensor_name_copy(all.names[2], NAMES(t));
     return all;
 }
 
@@ -166,7 +166,7 @@ static int append(const multihead *m, tensor *storage, const tensor *heads,
         STEP(tensor_copy_into(slot, k4));
         STEP(tensor_narrow(storage, 2, 0, t, &grown));
     }
-    snprintf(grown->names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
+    tensor_name_copy(grown->names[2], NAMES(t));
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, grown, TRACE_INPUTS(TRACE_IN(k4)),
                "append %s at %zu..%zu", what, length, t - 1);
     STEP(tensor_reshape(grown, SIZES((long)(B * G), (long)t, (long)p),

@@ -58,11 +58,7 @@ void linear_free(linear *l)
 
 void linear_name_output(linear *l, const char *name)
 {
-    size_t len = 0;
-    for (; *name && len + 1 < sizeof l->out_name; name++)
-        if (*name != ' ')
-            l->out_name[len++] = *name;
-    l->out_name[len] = '\0';
+    tensor_name_copy(l->out_name, name);
 }
 
 void linear_reset_xavier_uniform(linear *l, gsl_rng *r)

@@ -172,7 +172,7 @@ static int attend(const char *who, const tensor *q, const tensor *k,
         for (size_t i = 0; i < Lq; i++)
             lens->data[r * Lq + i] = (double)(start + i % n + 1);
     memcpy(scores->names, q->names, 2 * TENSOR_NAME_MAX);
-    snprintf(scores->names[2], TENSOR_NAME_MAX, "%s", NAMES(t));
+    tensor_name_copy(scores->names[2], NAMES(t));
     tensor_trace_emit(TRACE_NEW, TRACE_MATMUL, scores,
                TRACE_INPUTS(TRACE_IN(q), TRACE_IN_T(k, 1)), "scores");
     {
@@ -503,7 +503,7 @@ static int append(tensor *storage, const tensor *new, size_t length,
         STEP(tensor_copy_into(slot, new));
         STEP(tensor_narrow(storage, 1, 0, t, all));
     }
-    snprintf((*all)->names[1], TENSOR_NAME_MAX, "%s", NAMES(t));
+    tensor_name_copy((*all)->names[1], NAMES(t));
     tensor_trace_emit(TRACE_COPY, TRACE_LIST, *all, TRACE_INPUTS(TRACE_IN(new)),
                "append %s at %zu..%zu", what, length, t - 1);
 done:

@@ -364,25 +364,26 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n)
     return trace_sym_str(&s, buf, n);
 }
 
-/* Split "B, n, h * p" into one name per dimension, each without its
- * spaces ("h*p": NAMES keeps the code's spacing)
- * and cut at TENSOR_NAME_MAX - 1 characters; returns the count (more
- * than max when there are too many). */
+const char *tensor_name_copy(char out[TENSOR_NAME_MAX], const char *text)
+{
+    size_t len = 0;
+    for (; *text && *text != ','; text++)
+        if (*text != ' ' && len + 1 < TENSOR_NAME_MAX)
+            out[len++] = *text;
+    out[len] = '\0';
+    return text;
+}
+
+/* Split "B, n, h * p" into one name per dimension (tensor_name_copy);
+ * returns the count (more than max when there are too many). */
 static size_t split_names(const char *names, char out[][TENSOR_NAME_MAX],
                           size_t max)
 {
-    size_t count = 0, len = 0;
-    for (const char *p = names;; p++) {
-        if (*p == ',' || *p == '\0') {
-            if (count < max)
-                out[count][len] = '\0';
-            count++;
-            len = 0;
-            if (!*p)
-                return count;
-        } else if (*p != ' ' && count < max && len + 1 < TENSOR_NAME_MAX) {
-            out[count][len++] = *p;
-        }
+    char spare[TENSOR_NAME_MAX]; // where the names past max go
+    for (size_t count = 0;; count++, names++) {
+        names = tensor_name_copy(count < max ? out[count] : spare, names);
+        if (!*names)
+            return count + 1;
     }
 }
 

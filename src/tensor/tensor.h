@@ -196,6 +196,12 @@ char *tensor_sym_str(const tensor *t, char *buf, size_t n);
  * dimension, e.g. "B, n, d_model"; NULL or "" clears all names. */
 int tensor_set_names(tensor *t, const char *names);
 
+/* One name of such a list, from text up to its first ',' or its end,
+ * into out without its spaces ("h * p" is h*p: NAMES keeps the code's
+ * spacing), cut at TENSOR_NAME_MAX - 1 characters; returns where it
+ * stopped (the ',' or the end). */
+const char *tensor_name_copy(char out[TENSOR_NAME_MAX], const char *text);
+
 /* --- shape operations ----------------------------------------------- */
 
 /* View or copy of x with the given shape (PyTorch's reshape).  At most one
